@@ -1,0 +1,33 @@
+//! Host stand-ins for device operations.
+//!
+//! The host build of a kernels crate type-checks kernel bodies and carries
+//! their launch metadata; it does not run them. Running a kernel without a GPU
+//! is the job of the CPU emulator, which will give every operation a software
+//! body beside its PTX body. Until then, reaching a device operation on the
+//! host is reported here, naming the operation.
+
+/// Reports that `op` was called on the host, where it has no implementation.
+#[cold]
+#[track_caller]
+#[cfg_attr(target_arch = "nvptx64", allow(dead_code))]
+pub(crate) fn no_emulator(op: &'static str) -> ! {
+    panic!(
+        "kernel-device: `{op}` is a GPU operation and was called on the host; \
+         launch the kernel on a GPU through kernel-host (the CPU emulator is not available yet)"
+    )
+}
+
+/// `device!("ptx.op", { nvptx64 body })`: the PTX body on nvptx64, the host
+/// stand-in elsewhere.
+macro_rules! device {
+    ($op:literal, $body:block) => {{
+        #[cfg(target_arch = "nvptx64")]
+        {
+            $body
+        }
+        #[cfg(not(target_arch = "nvptx64"))]
+        {
+            $crate::host::no_emulator($op)
+        }
+    }};
+}

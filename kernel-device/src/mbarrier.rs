@@ -1,0 +1,331 @@
+//! mbarrier: arrive/wait barriers in shared memory with transaction counts
+//! (PTX ISA §9.7.13.15).
+//!
+//! An mbarrier completes a *phase* when its pending arrival count reaches zero
+//! and its transaction count (bytes announced with `expect_tx`, retired by TMA
+//! copies with `complete_tx`) is zero; it then flips its phase parity and
+//! re-arms with the count it was initialized with. A waiter waits for the
+//! phase with a given parity to complete.
+//!
+//! [`Barrier`] (one mbarrier) and [`Barriers`] (an array, one per pipeline
+//! slot) own the parity each thread waits for, and flip it on a completed
+//! wait: kernels carry no parity integers. Each thread has its own handle (a
+//! kernel parameter is a local value), so each thread tracks its own phase,
+//! which is right as long as every thread that waits on a barrier waits for
+//! every phase in order.
+//!
+//! Who issues what:
+//!
+//! | op | issued by |
+//! |---|---|
+//! | init | one thread, before any use (done by `#[kernel]` for scratch barriers) |
+//! | arrive | each arriving thread (counts one arrival) |
+//! | arrive_expect_tx | one thread (one arrival + announces bytes) |
+//! | wait | any thread that consumes the phase |
+use core::cell::Cell;
+
+/// Bytes of one mbarrier object (`.b64`).
+pub const MBARRIER_BYTES: usize = 8;
+/// Largest arrival count an mbarrier accepts: 2^20 - 1.
+pub const MAX_ARRIVALS: u32 = (1 << 20) - 1;
+
+pub mod raw {
+    //! One `unsafe fn` per mbarrier PTX form. `bar` is the 32-bit
+    //! shared-memory (`.shared::cta`) address of an 8-byte-aligned mbarrier.
+
+    /// `mbarrier.init.shared::cta.b64 [bar], count;` (sm_80).
+    ///
+    /// # Safety
+    /// One thread; `bar` a valid, unused mbarrier address; 1 <= count < 2^20.
+    /// Other threads may use it only after a fence/barrier that orders the init.
+    #[inline(always)]
+    pub unsafe fn init(bar: u32, count: u32) {
+        device!("mbarrier.init", {
+            // SAFETY: caller contract.
+            unsafe {
+                core::arch::asm!("mbarrier.init.shared::cta.b64 [{0}], {1};", in(reg32) bar, in(reg32) count,
+                    options(nostack, preserves_flags))
+            }
+        })
+    }
+
+    /// `mbarrier.inval.shared::cta.b64 [bar];` (sm_80).
+    ///
+    /// # Safety
+    /// One thread; no thread uses the barrier afterwards (until re-init).
+    #[inline(always)]
+    pub unsafe fn inval(bar: u32) {
+        device!("mbarrier.inval", {
+            // SAFETY: caller contract.
+            unsafe { core::arch::asm!("mbarrier.inval.shared::cta.b64 [{0}];", in(reg32) bar, options(nostack, preserves_flags)) }
+        })
+    }
+
+    /// `mbarrier.arrive.shared::cta.b64 state, [bar];` (sm_80; release, CTA
+    /// scope): one arrival. Returns the opaque phase state.
+    ///
+    /// # Safety
+    /// `bar` is an initialized mbarrier; the arrival must be expected by the
+    /// current phase (arriving more often than the count is undefined).
+    #[inline(always)]
+    pub unsafe fn arrive(bar: u32) -> u64 {
+        device!("mbarrier.arrive", {
+            let state: u64;
+            // SAFETY: caller contract.
+            unsafe {
+                core::arch::asm!("mbarrier.arrive.shared::cta.b64 {0}, [{1}];", out(reg64) state, in(reg32) bar,
+                    options(nostack, preserves_flags))
+            };
+            state
+        })
+    }
+
+    /// `mbarrier.arrive.expect_tx.shared::cta.b64 state, [bar], tx;` (sm_90):
+    /// announces `tx` bytes of asynchronous transactions, then arrives once.
+    ///
+    /// # Safety
+    /// As [`arrive`]; the announced bytes must be retired by copies that
+    /// complete on this barrier in this phase.
+    #[inline(always)]
+    pub unsafe fn arrive_expect_tx(bar: u32, tx: u32) -> u64 {
+        device!("mbarrier.arrive.expect_tx", {
+            let state: u64;
+            // SAFETY: caller contract.
+            unsafe {
+                core::arch::asm!("mbarrier.arrive.expect_tx.shared::cta.b64 {0}, [{1}], {2};",
+                    out(reg64) state, in(reg32) bar, in(reg32) tx, options(nostack, preserves_flags))
+            };
+            state
+        })
+    }
+
+    /// `mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [bar], tx;` (sm_90):
+    /// announces `tx` bytes without arriving.
+    ///
+    /// # Safety
+    /// As [`arrive_expect_tx`].
+    #[inline(always)]
+    pub unsafe fn expect_tx(bar: u32, tx: u32) {
+        device!("mbarrier.expect_tx", {
+            // SAFETY: caller contract.
+            unsafe {
+                core::arch::asm!("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [{0}], {1};", in(reg32) bar, in(reg32) tx,
+                    options(nostack, preserves_flags))
+            }
+        })
+    }
+
+    /// `mbarrier.try_wait.parity.shared::cta.b64 p, [bar], parity;` (sm_90;
+    /// acquire, CTA scope): true once the phase with parity `parity` has
+    /// completed. May suspend the thread for a system-dependent time first.
+    ///
+    /// # Safety
+    /// `bar` is an initialized mbarrier.
+    #[inline(always)]
+    pub unsafe fn try_wait_parity(bar: u32, parity: u32) -> bool {
+        device!("mbarrier.try_wait.parity", {
+            let done: u32;
+            // SAFETY: caller contract.
+            unsafe {
+                core::arch::asm!(
+                    "{{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [{1}], {2}; selp.u32 {0}, 1, 0, p; }}",
+                    out(reg32) done, in(reg32) bar, in(reg32) parity, options(nostack, preserves_flags))
+            };
+            done != 0
+        })
+    }
+
+    /// `mbarrier.arrive.release.cluster.shared::cluster.b64 _, [bar];`
+    /// (sm_90): one arrival on an mbarrier in any CTA of the cluster; `bar` is
+    /// a `.shared::cluster` address from [`crate::cluster::raw::mapa_shared`].
+    ///
+    /// # Safety
+    /// As [`arrive`], for the barrier in the target CTA, which must be running.
+    #[inline(always)]
+    pub unsafe fn arrive_cluster(bar: u32) {
+        device!("mbarrier.arrive.release.cluster", {
+            // SAFETY: caller contract.
+            unsafe {
+                core::arch::asm!("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [{0}];", in(reg32) bar,
+                    options(nostack, preserves_flags))
+            }
+        })
+    }
+}
+
+/// A view of one mbarrier plus the parity bit this thread waits for next.
+/// Obtained from [`Barrier::as_ref`] or [`Barriers::at`].
+#[derive(Clone, Copy)]
+pub struct BarrierRef<'a> {
+    addr: u32,
+    phases: &'a Cell<u64>,
+    bit: u32,
+}
+
+impl core::fmt::Debug for BarrierRef<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("BarrierRef").field("smem_addr", &self.addr).field("parity", &self.parity()).finish()
+    }
+}
+
+impl<'a> BarrierRef<'a> {
+    /// The mbarrier's 32-bit shared-memory address.
+    #[inline(always)]
+    pub fn smem_addr(&self) -> u32 {
+        self.addr
+    }
+    /// The parity of the phase this thread waits for next.
+    #[inline(always)]
+    pub fn parity(&self) -> u32 {
+        ((self.phases.get() >> self.bit) & 1) as u32
+    }
+    #[inline(always)]
+    fn flip(&self) {
+        self.phases.set(self.phases.get() ^ (1u64 << self.bit));
+    }
+    /// One arrival (`mbarrier.arrive`, release at CTA scope): this thread's
+    /// prior writes are visible to threads that complete a wait on this phase.
+    #[inline(always)]
+    pub fn arrive(&self) {
+        // SAFETY: the address comes from an initialized scratch barrier.
+        unsafe { raw::arrive(self.addr) };
+    }
+    /// Announce `bytes` of asynchronous copies, then arrive once
+    /// (`mbarrier.arrive.expect_tx`). One thread per phase.
+    #[inline(always)]
+    pub fn arrive_expect_tx(&self, bytes: u32) {
+        // SAFETY: as `arrive`.
+        unsafe { raw::arrive_expect_tx(self.addr, bytes) };
+    }
+    /// Announce `bytes` without arriving (`mbarrier.expect_tx`).
+    #[inline(always)]
+    pub fn expect_tx(&self, bytes: u32) {
+        // SAFETY: as `arrive`.
+        unsafe { raw::expect_tx(self.addr, bytes) };
+    }
+    /// Arrive once on the same barrier in CTA `cta_rank` of this cluster
+    /// (`mapa` + `mbarrier.arrive.release.cluster`).
+    #[inline(always)]
+    pub fn arrive_cluster(&self, cta_rank: u32) {
+        // SAFETY: the barrier exists at the same offset in every CTA of the
+        // cluster (same kernel, same scratch layout).
+        unsafe { raw::arrive_cluster(crate::cluster::raw::mapa_shared(self.addr, cta_rank)) };
+    }
+    /// Block until the phase this thread waits for completes, then flip the
+    /// parity this thread waits for (acquire at CTA scope).
+    #[inline(always)]
+    pub fn wait(&self) {
+        let parity = self.parity();
+        // SAFETY: as `arrive`.
+        while !unsafe { raw::try_wait_parity(self.addr, parity) } {}
+        self.flip();
+    }
+    /// Non-blocking wait: true (and the parity flipped) if the phase completed.
+    #[inline(always)]
+    pub fn try_wait(&self) -> bool {
+        // SAFETY: as `arrive`.
+        let done = unsafe { raw::try_wait_parity(self.addr, self.parity()) };
+        if done {
+            self.flip();
+        }
+        done
+    }
+}
+
+/// One mbarrier in shared memory and the phase this thread waits for.
+///
+/// Declared as kernel scratch: `#[scratch(arrivals = N)] done: Barrier`
+/// (`arrivals` defaults to 1).
+pub struct Barrier {
+    addr: u32,
+    phases: Cell<u64>,
+}
+
+impl Barrier {
+    /// # Safety
+    /// `smem_addr` is an 8-byte-aligned `.shared::cta` address holding an
+    /// mbarrier that is (or will be, before use) initialized.
+    #[inline(always)]
+    pub unsafe fn from_smem_addr(smem_addr: u32) -> Self {
+        Barrier { addr: smem_addr, phases: Cell::new(0) }
+    }
+    #[inline(always)]
+    pub fn as_ref(&self) -> BarrierRef<'_> {
+        BarrierRef { addr: self.addr, phases: &self.phases, bit: 0 }
+    }
+    /// See [`BarrierRef::smem_addr`].
+    #[inline(always)]
+    pub fn smem_addr(&self) -> u32 {
+        self.addr
+    }
+    /// See [`BarrierRef::parity`].
+    #[inline(always)]
+    pub fn parity(&self) -> u32 {
+        self.as_ref().parity()
+    }
+    /// See [`BarrierRef::arrive`].
+    #[inline(always)]
+    pub fn arrive(&self) {
+        self.as_ref().arrive()
+    }
+    /// See [`BarrierRef::arrive_expect_tx`].
+    #[inline(always)]
+    pub fn arrive_expect_tx(&self, bytes: u32) {
+        self.as_ref().arrive_expect_tx(bytes)
+    }
+    /// See [`BarrierRef::expect_tx`].
+    #[inline(always)]
+    pub fn expect_tx(&self, bytes: u32) {
+        self.as_ref().expect_tx(bytes)
+    }
+    /// See [`BarrierRef::arrive_cluster`].
+    #[inline(always)]
+    pub fn arrive_cluster(&self, cta_rank: u32) {
+        self.as_ref().arrive_cluster(cta_rank)
+    }
+    /// See [`BarrierRef::wait`].
+    #[inline(always)]
+    pub fn wait(&self) {
+        self.as_ref().wait()
+    }
+    /// See [`BarrierRef::try_wait`].
+    #[inline(always)]
+    pub fn try_wait(&self) -> bool {
+        self.as_ref().try_wait()
+    }
+}
+
+/// `N` mbarriers (one per pipeline slot), each with its own phase bit.
+///
+/// Declared as kernel scratch: `#[scratch(arrivals = 1)] loaded: Barriers<4>`.
+pub struct Barriers<const N: usize> {
+    base: u32,
+    phases: Cell<u64>,
+}
+
+impl<const N: usize> Barriers<N> {
+    const CHECK: () = assert!(N >= 1 && N <= 64, "Barriers<N>: N must be in 1..=64 (one phase bit per barrier in a u64)");
+
+    /// # Safety
+    /// As [`Barrier::from_smem_addr`], for `N` consecutive mbarriers.
+    #[inline(always)]
+    pub unsafe fn from_smem_addr(smem_addr: u32) -> Self {
+        #[allow(clippy::let_unit_value)]
+        let () = Self::CHECK;
+        Barriers { base: smem_addr, phases: Cell::new(0) }
+    }
+    /// Number of barriers.
+    pub const fn len(&self) -> usize {
+        N
+    }
+    pub const fn is_empty(&self) -> bool {
+        false
+    }
+    /// Barrier `i` (panics, i.e. traps on the device, if `i >= N`).
+    #[inline(always)]
+    #[track_caller]
+    pub fn at(&self, i: usize) -> BarrierRef<'_> {
+        assert!(i < N, "Barriers::at: index out of range");
+        BarrierRef { addr: self.base + (i * MBARRIER_BYTES) as u32, phases: &self.phases, bit: i as u32 }
+    }
+}

@@ -1,0 +1,122 @@
+//! Global-memory semaphores: 32-bit counters that CTAs of one grid use to
+//! signal each other (Pallas's `pl.semaphore_signal`/`semaphore_wait`).
+//!
+//! `signal` is a release atomic add at GPU scope, so every write the
+//! signalling thread made before it is visible to a thread whose `wait`
+//! observes the signal (acquire). A waiting CTA spins: the CTA it waits for
+//! must be resident at the same time (a persistent grid no larger than the
+//! GPU can hold), or the kernel deadlocks.
+
+/// A semaphore: a pointer to a zero-initialized `u32` in global memory.
+/// It is a kernel parameter (the host passes a `CudaSlice<u32>`).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug)]
+pub struct Semaphore {
+    ptr: *mut u32,
+}
+
+// SAFETY: a plain device pointer.
+unsafe impl crate::launch::DeviceParam for Semaphore {}
+
+pub mod raw {
+    /// `red.release.gpu.global.add.u32 [ptr], n;` (PTX ISA §9.7.12.7, sm_70).
+    ///
+    /// # Safety
+    /// `ptr` is a valid, 4-byte-aligned global address.
+    #[inline(always)]
+    pub unsafe fn red_release_gpu_add(ptr: *mut u32, n: u32) {
+        device!("red.release.gpu.global.add.u32", {
+            // SAFETY: caller contract.
+            unsafe {
+                core::arch::asm!("red.release.gpu.global.add.u32 [{0}], {1};", in(reg64) ptr, in(reg32) n,
+                    options(nostack, preserves_flags))
+            }
+        })
+    }
+
+    /// `ld.acquire.gpu.global.u32 v, [ptr];` (PTX ISA §9.7.9.8, sm_70).
+    ///
+    /// # Safety
+    /// As [`red_release_gpu_add`].
+    #[inline(always)]
+    pub unsafe fn ld_acquire_gpu(ptr: *const u32) -> u32 {
+        device!("ld.acquire.gpu.global.u32", {
+            let v: u32;
+            // SAFETY: caller contract.
+            unsafe {
+                core::arch::asm!("ld.acquire.gpu.global.u32 {0}, [{1}];", out(reg32) v, in(reg64) ptr,
+                    options(nostack, preserves_flags))
+            };
+            v
+        })
+    }
+
+    /// `atom.acquire.gpu.global.cas.b32 old, [ptr], cmp, new;` (PTX ISA
+    /// §9.7.12.5, sm_70). Returns the old value.
+    ///
+    /// # Safety
+    /// As [`red_release_gpu_add`].
+    #[inline(always)]
+    pub unsafe fn atom_cas_acquire_gpu(ptr: *mut u32, cmp: u32, new: u32) -> u32 {
+        device!("atom.acquire.gpu.global.cas.b32", {
+            let old: u32;
+            // SAFETY: caller contract.
+            unsafe {
+                core::arch::asm!("atom.acquire.gpu.global.cas.b32 {0}, [{1}], {2}, {3};", out(reg32) old, in(reg64) ptr,
+                    in(reg32) cmp, in(reg32) new, options(nostack, preserves_flags))
+            };
+            old
+        })
+    }
+
+    /// `nanosleep.u32 ns;` (sm_70): back off while spinning.
+    #[inline(always)]
+    pub fn nanosleep(ns: u32) {
+        device!("nanosleep", {
+            // SAFETY: no memory effects.
+            unsafe { core::arch::asm!("nanosleep.u32 {0};", in(reg32) ns, options(nomem, nostack, preserves_flags)) }
+        })
+    }
+}
+
+impl Semaphore {
+    /// # Safety
+    /// `ptr` is a valid, 4-byte-aligned pointer to a `u32` in global memory,
+    /// used only as a semaphore for the kernel's lifetime.
+    pub const unsafe fn from_ptr(ptr: *mut u32) -> Self {
+        Semaphore { ptr }
+    }
+    /// The counter's address.
+    pub const fn as_ptr(self) -> *mut u32 {
+        self.ptr
+    }
+    /// Atomically add `n` (release, GPU scope). One thread signals once per
+    /// event; writes before it are visible to the waiter that consumes it.
+    #[inline(always)]
+    pub fn signal(self, n: u32) {
+        // SAFETY: `from_ptr`'s contract.
+        unsafe { raw::red_release_gpu_add(self.ptr, n) }
+    }
+    /// Spin until the value is at least `n`, then atomically subtract `n`
+    /// (acquire, GPU scope).
+    #[inline(always)]
+    pub fn wait(self, n: u32) {
+        loop {
+            // SAFETY: `from_ptr`'s contract.
+            let v = unsafe { raw::ld_acquire_gpu(self.ptr) };
+            // SAFETY: as above.
+            if v >= n && unsafe { raw::atom_cas_acquire_gpu(self.ptr, v, v - n) } == v {
+                return;
+            }
+            raw::nanosleep(32);
+        }
+    }
+    /// Spin until the value is at least `n`, without consuming it (acquire).
+    #[inline(always)]
+    pub fn wait_no_decrement(self, n: u32) {
+        // SAFETY: `from_ptr`'s contract.
+        while unsafe { raw::ld_acquire_gpu(self.ptr) } < n {
+            raw::nanosleep(32);
+        }
+    }
+}

@@ -1,0 +1,264 @@
+//! Shared memory: the dynamic shared-memory window, typed handles into it,
+//! and the scratch layout `#[kernel]` computes.
+//!
+//! Every scratch parameter of a kernel (`#[scratch] buf: Smem<[f32; 128]>`,
+//! `#[scratch(arrivals = 2)] ready: Barrier`) is placed by `#[kernel]` in the
+//! dynamic shared memory of the CTA, at an offset computed at compile time by
+//! [`scratch_layout`] from each type's [`Scratch::BYTES`] and
+//! [`Scratch::ALIGN`]. The total is the kernel's `KernelSpec::SMEM_BYTES`,
+//! which the host launch passes as the dynamic shared memory size.
+//!
+//! Ordering: shared memory is shared by all threads of the CTA. Plain reads
+//! and writes through [`Smem`] are not atomic; a barrier ([`crate::sync_threads`],
+//! an mbarrier wait, a named barrier) must order a write and a read of the
+//! same element by different threads.
+use core::marker::PhantomData;
+
+/// Alignment of the dynamic shared-memory base (1024 bytes: what 128-byte
+/// swizzled TMA/MMA tiles need).
+pub const DYNAMIC_SMEM_ALIGN: usize = 1024;
+
+#[cfg(target_arch = "nvptx64")]
+#[repr(C, align(1024))]
+struct DynSmemBase([u8; 0]);
+
+/// Generic pointer to the start of the CTA's dynamic shared memory
+/// (`extern __shared__` in CUDA), aligned to [`DYNAMIC_SMEM_ALIGN`].
+///
+/// Built on `core::intrinsics::gpu::gpu_launch_sized_workgroup_mem`, which
+/// emits `.extern .shared .align 1024 .b8 ...[]`; loads and stores through
+/// pointers derived from it compile to `ld.shared`/`st.shared`. (Not a
+/// `#[link_section = ".shared"]` static: that silently lands in global memory.)
+#[inline(always)]
+pub fn dynamic_smem_base() -> *mut u8 {
+    device!("dynamic shared memory", {
+        core::intrinsics::gpu::gpu_launch_sized_workgroup_mem::<DynSmemBase>() as *mut u8
+    })
+}
+
+/// `cvta.to.shared.u64`: the 32-bit `.shared::cta` address of a generic
+/// pointer into shared memory (what mbarrier, TMA and MMA operands take).
+#[inline(always)]
+pub fn shared_addr<T>(ptr: *const T) -> u32 {
+    device!("cvta.to.shared", {
+        let a: u64;
+        // SAFETY: address conversion only.
+        unsafe {
+            core::arch::asm!("cvta.to.shared.u64 {0}, {1};", out(reg64) a, in(reg64) ptr as u64,
+                options(pure, nomem, nostack, preserves_flags))
+        };
+        a as u32
+    })
+}
+
+/// A kernel scratch allocation in dynamic shared memory.
+///
+/// # Safety
+/// `BYTES`/`ALIGN` must cover what `from_smem` and the value's methods touch;
+/// `ALIGN` is a power of two.
+pub unsafe trait Scratch: Sized {
+    /// Bytes reserved.
+    const BYTES: usize;
+    /// Alignment of the start, a power of two.
+    const ALIGN: usize;
+    /// Whether `#[scratch(arrivals = N)]` applies (mbarrier types).
+    const TAKES_ARRIVALS: bool = false;
+    /// Build the handle for the allocation at `ptr` (a generic pointer into
+    /// dynamic shared memory, aligned to `ALIGN`).
+    ///
+    /// # Safety
+    /// `ptr..ptr + BYTES` is this allocation, used by nothing else.
+    unsafe fn from_smem(ptr: *mut u8) -> Self;
+    /// One-time initialization by one thread before the kernel body runs
+    /// (mbarrier init). Default: nothing.
+    ///
+    /// # Safety
+    /// Called once, by one thread, before any other use; followed by a fence
+    /// and a CTA (or cluster) barrier.
+    unsafe fn init(&self, _arrivals: u32) {}
+}
+
+/// Offsets of scratch allocations `(bytes, align)` laid out in order, each
+/// aligned, and the total size. Evaluated at compile time by `#[kernel]`.
+pub const fn scratch_layout<const K: usize>(items: [(usize, usize); K]) -> ([usize; K], usize) {
+    let mut offsets = [0usize; K];
+    let mut end = 0usize;
+    let mut i = 0;
+    while i < K {
+        let (bytes, align) = items[i];
+        assert!(align.is_power_of_two(), "scratch alignment must be a power of two");
+        let start = (end + align - 1) & !(align - 1);
+        offsets[i] = start;
+        end = start + bytes;
+        i += 1;
+    }
+    (offsets, end)
+}
+
+/// A typed handle to a `T` in this CTA's shared memory: `Smem<[f32; 128]>`,
+/// `Smem<u32>`. Declared as kernel scratch (`#[scratch] buf: Smem<[f32; 128]>`).
+pub struct Smem<T> {
+    ptr: *mut T,
+    _t: PhantomData<T>,
+}
+
+impl<T> Clone for Smem<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Smem<T> {}
+
+impl<T> core::fmt::Debug for Smem<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Smem<{}>@{:p}", core::any::type_name::<T>(), self.ptr)
+    }
+}
+
+// SAFETY: reserves size_of::<T>() bytes aligned to at least align_of::<T>().
+unsafe impl<T> Scratch for Smem<T> {
+    const BYTES: usize = core::mem::size_of::<T>();
+    const ALIGN: usize = if core::mem::align_of::<T>() > 16 { core::mem::align_of::<T>() } else { 16 };
+    unsafe fn from_smem(ptr: *mut u8) -> Self {
+        Smem { ptr: ptr.cast(), _t: PhantomData }
+    }
+}
+
+impl<T> Smem<T> {
+    /// # Safety
+    /// `ptr` points to a `T` in this CTA's shared memory, valid for the
+    /// kernel's lifetime.
+    #[inline(always)]
+    pub unsafe fn from_ptr(ptr: *mut T) -> Self {
+        Smem { ptr, _t: PhantomData }
+    }
+    /// Generic pointer to the value.
+    #[inline(always)]
+    pub fn as_ptr(&self) -> *mut T {
+        self.ptr
+    }
+    /// The 32-bit `.shared::cta` address (for mbarrier/TMA/MMA operands).
+    #[inline(always)]
+    pub fn smem_addr(&self) -> u32 {
+        shared_addr(self.ptr)
+    }
+    /// Generic pointer to the same allocation in CTA `rank` of this cluster
+    /// (distributed shared memory, `mapa`).
+    ///
+    /// # Safety
+    /// `rank < cluster_size()`; dereference only while CTA `rank` runs, and
+    /// order accesses with a cluster barrier (or a cluster-scope mbarrier).
+    #[inline(always)]
+    pub unsafe fn map_rank(&self, rank: u32) -> *mut T {
+        // SAFETY: forwarded contract.
+        unsafe { crate::cluster::map_shared_rank(self.ptr, rank) }
+    }
+}
+
+impl<T: Copy> Smem<T> {
+    /// Read the whole value.
+    #[inline(always)]
+    pub fn load(&self) -> T {
+        // SAFETY: the allocation is valid for the kernel; races are ordered by
+        // the kernel's barriers (module docs).
+        unsafe { self.ptr.read() }
+    }
+    /// Write the whole value.
+    #[inline(always)]
+    pub fn store(&self, v: T) {
+        // SAFETY: as `load`.
+        unsafe { self.ptr.write(v) }
+    }
+}
+
+impl<E: Copy, const N: usize> Smem<[E; N]> {
+    /// Number of elements.
+    pub const fn len(&self) -> usize {
+        N
+    }
+    pub const fn is_empty(&self) -> bool {
+        N == 0
+    }
+    /// Generic pointer to element `i` (panics, i.e. traps, if `i >= N`).
+    #[inline(always)]
+    #[track_caller]
+    pub fn elem_ptr(&self, i: usize) -> *mut E {
+        assert!(i < N, "Smem index out of bounds");
+        // SAFETY: in bounds.
+        unsafe { self.ptr.cast::<E>().add(i) }
+    }
+    /// Read element `i` (bounds-checked).
+    #[inline(always)]
+    #[track_caller]
+    pub fn read(&self, i: usize) -> E {
+        // SAFETY: `elem_ptr` checked the index; see `load` for ordering.
+        unsafe { self.elem_ptr(i).read() }
+    }
+    /// Write element `i` (bounds-checked).
+    #[inline(always)]
+    #[track_caller]
+    pub fn write(&self, i: usize, v: E) {
+        // SAFETY: as `read`.
+        unsafe { self.elem_ptr(i).write(v) }
+    }
+}
+
+// SAFETY: one 8-byte mbarrier, 8-byte aligned.
+unsafe impl Scratch for crate::mbarrier::Barrier {
+    const BYTES: usize = crate::mbarrier::MBARRIER_BYTES;
+    const ALIGN: usize = 8;
+    const TAKES_ARRIVALS: bool = true;
+    unsafe fn from_smem(ptr: *mut u8) -> Self {
+        // SAFETY: `ptr` is an 8-byte-aligned scratch allocation.
+        unsafe { crate::mbarrier::Barrier::from_smem_addr(shared_addr(ptr)) }
+    }
+    unsafe fn init(&self, arrivals: u32) {
+        // SAFETY: one thread, before use (trait contract).
+        unsafe { crate::mbarrier::raw::init(self.smem_addr(), arrivals) }
+    }
+}
+
+// SAFETY: N consecutive 8-byte mbarriers.
+unsafe impl<const N: usize> Scratch for crate::mbarrier::Barriers<N> {
+    const BYTES: usize = crate::mbarrier::MBARRIER_BYTES * N;
+    const ALIGN: usize = 8;
+    const TAKES_ARRIVALS: bool = true;
+    unsafe fn from_smem(ptr: *mut u8) -> Self {
+        // SAFETY: `ptr` is N aligned mbarriers.
+        unsafe { crate::mbarrier::Barriers::from_smem_addr(shared_addr(ptr)) }
+    }
+    unsafe fn init(&self, arrivals: u32) {
+        for i in 0..N {
+            // SAFETY: one thread, before use (trait contract).
+            unsafe { crate::mbarrier::raw::init(self.at(i).smem_addr(), arrivals) }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_aligns_each_item_and_sums() {
+        let (off, total) = scratch_layout([(512, 16), (8, 8), (3, 1), (16, 1024), (24, 8)]);
+        assert_eq!(off, [0, 512, 520, 1024, 1040]);
+        assert_eq!(total, 1064);
+    }
+
+    #[test]
+    fn layout_empty() {
+        let (off, total) = scratch_layout::<0>([]);
+        assert_eq!(off, []);
+        assert_eq!(total, 0);
+    }
+
+    #[test]
+    fn scratch_sizes() {
+        assert_eq!(<Smem<[f32; 128]> as Scratch>::BYTES, 512);
+        assert_eq!(<Smem<[f32; 128]> as Scratch>::ALIGN, 16);
+        assert_eq!(<crate::Barriers<4> as Scratch>::BYTES, 32);
+        assert!(<crate::Barrier as Scratch>::TAKES_ARRIVALS);
+        assert!(!<Smem<u32> as Scratch>::TAKES_ARRIVALS);
+    }
+}

@@ -1,0 +1,95 @@
+//! CTA-wide and named barriers (PTX ISA §9.7.13.1 `bar`/`barrier`).
+//!
+//! A barrier orders ordinary memory accesses (global and shared) among the
+//! threads that take part: a write before it is visible to every participant
+//! after it. Shared memory written with ordinary stores and read next by the
+//! async proxy (TMA, tensor cores) additionally needs
+//! [`crate::fence::fence_proxy_async_shared_cta`] in each writing thread.
+
+/// Barrier 0 is what [`sync_threads`] uses; named barriers take 1..16.
+pub const NUM_HW_BARRIERS: u32 = 16;
+
+/// `bar.sync 0;` — `__syncthreads()`.
+///
+/// Collective: every thread of the CTA must reach it (a thread that skips it
+/// deadlocks the others).
+#[inline(always)]
+pub fn sync_threads() {
+    device!("bar.sync", {
+        // SAFETY: `bar.sync 0` with all threads; memory clobber (no `nomem`)
+        // because it orders memory.
+        unsafe { core::arch::asm!("bar.sync 0;", options(nostack, preserves_flags)) }
+    })
+}
+
+pub mod raw {
+    /// `bar.sync id, count;` (PTX ISA §9.7.13.1).
+    ///
+    /// # Safety
+    /// `id` < 16; `count` a non-zero multiple of 32; exactly `count` threads
+    /// (whole warps) must arrive at barrier `id` for this phase, and no other
+    /// use of barrier `id` may overlap (barrier 0 is `sync_threads`).
+    #[inline(always)]
+    pub unsafe fn bar_sync(id: u32, count: u32) {
+        device!("bar.sync", {
+            // SAFETY: the caller guarantees the id/count contract.
+            unsafe {
+                core::arch::asm!("bar.sync {0}, {1};", in(reg32) id, in(reg32) count,
+                    options(nostack, preserves_flags))
+            }
+        })
+    }
+
+    /// `bar.arrive id, count;` (PTX ISA §9.7.13.1): arrive without waiting.
+    ///
+    /// # Safety
+    /// As [`bar_sync`]; the arriving threads count toward `count`.
+    #[inline(always)]
+    pub unsafe fn bar_arrive(id: u32, count: u32) {
+        device!("bar.arrive", {
+            // SAFETY: the caller guarantees the id/count contract.
+            unsafe {
+                core::arch::asm!("bar.arrive {0}, {1};", in(reg32) id, in(reg32) count,
+                    options(nostack, preserves_flags))
+            }
+        })
+    }
+}
+
+/// A named hardware barrier (1..16) for a subset of the CTA's warps, e.g. the
+/// consumer warpgroups of a warp-specialized kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NamedBarrier {
+    id: u32,
+    threads: u32,
+}
+
+impl NamedBarrier {
+    /// Barrier `id` (1..16; 0 belongs to [`sync_threads`]) for `threads`
+    /// threads (a non-zero multiple of 32). Checked at compile time when the
+    /// arguments are constants.
+    pub const fn new(id: u32, threads: u32) -> Self {
+        assert!(id >= 1 && id < super::sync::NUM_HW_BARRIERS, "NamedBarrier: id must be in 1..16 (0 is sync_threads)");
+        assert!(threads > 0 && threads % 32 == 0 && threads <= 1024, "NamedBarrier: threads must be a non-zero multiple of 32, at most 1024");
+        NamedBarrier { id, threads }
+    }
+    pub const fn id(self) -> u32 {
+        self.id
+    }
+    pub const fn threads(self) -> u32 {
+        self.threads
+    }
+    /// Wait until `threads` threads arrived (`bar.sync id, threads`).
+    /// Every participating warp must call this or [`NamedBarrier::arrive`].
+    #[inline(always)]
+    pub fn sync(self) {
+        // SAFETY: `new` checked id and count; participation is the documented contract.
+        unsafe { raw::bar_sync(self.id, self.threads) }
+    }
+    /// Arrive without waiting (`bar.arrive id, threads`): a producer signals.
+    #[inline(always)]
+    pub fn arrive(self) {
+        // SAFETY: as `sync`.
+        unsafe { raw::bar_arrive(self.id, self.threads) }
+    }
+}

@@ -1,0 +1,512 @@
+//! Device build pipeline: a kernels crate -> PTX (and cubin) per architecture,
+//! embedded in the host program.
+//!
+//! Use it from the kernels crate's `build.rs` (with `kernel-host` as a build
+//! dependency, `default-features = false`):
+//!
+//! ```no_run
+//! fn main() {
+//!     kernel_host::build::DeviceBuild::from_build_script().run_in_build_script();
+//! }
+//! ```
+//!
+//! and put `kernel_device::device_code!();` at the crate root: the host build
+//! then has `pub static DEVICE_CODE: DeviceCode` with one image per
+//! architecture.
+//!
+//! For each architecture the pipeline:
+//! 1. runs `rustup run nightly cargo rustc --release --lib --crate-type cdylib
+//!    -Zbuild-std=core --target nvptx64-nvidia-cuda -- --emit=asm -Zno-link`
+//!    on the crate, in a clean environment (no `CARGO*`/`RUSTC*`/`RUSTFLAGS`
+//!    from the outer build) and its own target dir, with fat LTO (one PTX
+//!    module holding everything the kernels call, `core` included) and
+//!    `-C panic=immediate-abort` (a panic is a `trap`);
+//! 2. adds each kernel's `.maxntid` (from the `// kernel-meta` line `#[kernel]`
+//!    emits), so ptxas allocates registers for the real block size;
+//! 3. assembles the PTX with ptxas when one is found (`KERNEL_PTXAS`, then
+//!    `ptxas` on `PATH`, then the project's `.tools/venv`), failing the build
+//!    on a ptxas error or a "wgmma ... serialized" warning, and keeps
+//!    ptxas's `-v` report (registers, shared memory, spills);
+//! 4. writes `device_code.rs` for `kernel_device::device_code!`.
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A device architecture the pipeline can build for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    /// Hopper (H100/H200) with the arch-specific features (wgmma, setmaxnreg).
+    Sm90a,
+    /// Blackwell (B200) with the arch-specific features (tcgen05, TMEM).
+    Sm100a,
+}
+
+impl Arch {
+    pub const ALL: [Arch; 2] = [Arch::Sm90a, Arch::Sm100a];
+
+    /// The PTX target name, e.g. `"sm_90a"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Sm90a => "sm_90a",
+            Arch::Sm100a => "sm_100a",
+        }
+    }
+    /// rustc codegen flags for this architecture. sm_100a needs PTX ISA 8.7.
+    fn rustflags(self) -> &'static [&'static str] {
+        match self {
+            Arch::Sm90a => &["-Ctarget-cpu=sm_90a"],
+            Arch::Sm100a => &["-Ctarget-cpu=sm_100a", "-Ctarget-feature=+ptx87"],
+        }
+    }
+}
+
+impl fmt::Display for Arch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why the device build failed. `Display` says what to do.
+#[derive(Debug)]
+pub enum BuildError {
+    /// `rustup run <toolchain> rustc` failed.
+    NoNightly { toolchain: String, detail: String },
+    /// The toolchain has no `rust-src` (needed by `-Zbuild-std=core`).
+    NoRustSrc { toolchain: String },
+    /// The nvptx64 compilation failed.
+    Compile { arch: Arch, command: String, stderr: String },
+    /// ptxas rejected the PTX, or warned that wgmma is serialized.
+    Ptxas { arch: Arch, ptxas: PathBuf, report: String },
+    Io { what: String, err: std::io::Error },
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::NoNightly { toolchain, detail } => write!(
+                f,
+                "device build: the `{toolchain}` Rust toolchain is needed to compile kernels for nvptx64 \
+                 (`-Zbuild-std`, `abi_ptx`, `asm!` on nvptx), and `rustup run {toolchain} rustc --version` failed: {detail}\n\
+                 fix: rustup toolchain install {toolchain} --component rust-src"
+            ),
+            BuildError::NoRustSrc { toolchain } => write!(
+                f,
+                "device build: the `{toolchain}` toolchain has no rust-src component, which `-Zbuild-std=core` needs \
+                 to build `core` for nvptx64-nvidia-cuda\nfix: rustup component add rust-src --toolchain {toolchain}"
+            ),
+            BuildError::Compile { arch, command, stderr } => {
+                write!(f, "device build for {arch} failed.\ncommand: {command}\n{stderr}")
+            }
+            BuildError::Ptxas { arch, ptxas, report } => write!(
+                f,
+                "ptxas ({}) rejected the {arch} PTX (an error, or the \"wgmma ... serialized\" warning, which \
+                 means the accumulator registers were touched between wgmma issue and wait):\n{report}",
+                ptxas.display()
+            ),
+            BuildError::Io { what, err } => write!(f, "device build: {what}: {err}"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// What one architecture's build produced.
+#[derive(Debug, Clone)]
+pub struct ArchOutput {
+    pub arch: Arch,
+    pub ptx: PathBuf,
+    /// The cubin, when ptxas ran.
+    pub cubin: Option<PathBuf>,
+    /// ptxas `-v` output, when ptxas ran.
+    pub ptxas_report: Option<String>,
+}
+
+/// The result of [`DeviceBuild::run`].
+#[derive(Debug, Clone)]
+pub struct BuildOutput {
+    pub crate_name: String,
+    pub archs: Vec<ArchOutput>,
+    /// ptxas used, if any.
+    pub ptxas: Option<PathBuf>,
+    /// Source files the device code depends on (for `rerun-if-changed`).
+    pub sources: BTreeSet<PathBuf>,
+}
+
+/// Builder for the device build of one kernels crate.
+#[derive(Debug, Clone)]
+pub struct DeviceBuild {
+    crate_dir: PathBuf,
+    crate_name: String,
+    out_dir: PathBuf,
+    archs: Vec<Arch>,
+    toolchain: String,
+    ptxas: Option<PathBuf>,
+    require_ptxas: bool,
+}
+
+const NVPTX_TARGET: &str = "nvptx64-nvidia-cuda";
+
+impl DeviceBuild {
+    /// Build the crate at `crate_dir` (its lib is named `crate_name`, with
+    /// `_` for `-`) into `out_dir`, for [`Arch::ALL`].
+    pub fn new(crate_dir: impl Into<PathBuf>, crate_name: &str, out_dir: impl Into<PathBuf>) -> Self {
+        DeviceBuild {
+            crate_dir: crate_dir.into(),
+            crate_name: crate_name.replace('-', "_"),
+            out_dir: out_dir.into(),
+            archs: Arch::ALL.to_vec(),
+            toolchain: std::env::var("KERNEL_NIGHTLY_TOOLCHAIN").unwrap_or_else(|_| "nightly".to_string()),
+            ptxas: None,
+            require_ptxas: std::env::var_os("KERNEL_REQUIRE_PTXAS").is_some(),
+        }
+    }
+
+    /// The crate whose `build.rs` is running (`CARGO_MANIFEST_DIR`,
+    /// `CARGO_PKG_NAME`, `OUT_DIR`).
+    ///
+    /// # Panics
+    /// Outside a build script (those variables unset).
+    pub fn from_build_script() -> Self {
+        let var = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("DeviceBuild::from_build_script: `{k}` is unset; call it from build.rs"));
+        DeviceBuild::new(var("CARGO_MANIFEST_DIR"), &var("CARGO_PKG_NAME"), var("OUT_DIR"))
+    }
+
+    /// Architectures to build (default: sm_90a and sm_100a).
+    pub fn archs(mut self, archs: &[Arch]) -> Self {
+        self.archs = archs.to_vec();
+        self
+    }
+
+    /// The nightly toolchain name (default `nightly`, or `KERNEL_NIGHTLY_TOOLCHAIN`).
+    pub fn toolchain(mut self, name: &str) -> Self {
+        self.toolchain = name.to_string();
+        self
+    }
+
+    /// Use this ptxas instead of searching for one.
+    pub fn ptxas(mut self, path: impl Into<PathBuf>) -> Self {
+        self.ptxas = Some(path.into());
+        self
+    }
+
+    /// Fail when no ptxas is found (default: only when `KERNEL_REQUIRE_PTXAS`
+    /// is set; CI sets it).
+    pub fn require_ptxas(mut self, yes: bool) -> Self {
+        self.require_ptxas = yes;
+        self
+    }
+
+    /// Runs the pipeline from a `build.rs`: writes `device_code.rs` into
+    /// `OUT_DIR` and prints `cargo:rerun-if-changed` lines. On the nvptx64
+    /// build of the same crate (which this pipeline itself starts) it does
+    /// nothing.
+    ///
+    /// # Panics
+    /// With the [`BuildError`] message, which cargo shows as the build error.
+    pub fn run_in_build_script(self) {
+        if std::env::var("TARGET").map(|t| t == NVPTX_TARGET).unwrap_or(false) {
+            return;
+        }
+        for var in ["KERNEL_PTXAS", "KERNEL_NIGHTLY_TOOLCHAIN", "KERNEL_REQUIRE_PTXAS", "PATH"] {
+            println!("cargo:rerun-if-env-changed={var}");
+        }
+        let out = match self.run() {
+            Ok(o) => o,
+            Err(e) => panic!("\n{e}\n"),
+        };
+        for src in &out.sources {
+            println!("cargo:rerun-if-changed={}", src.display());
+        }
+        if out.ptxas.is_none() {
+            println!(
+                "cargo:warning=ptxas not found: the PTX of `{}` was not assembled (the driver will JIT it). \
+                 Set KERNEL_PTXAS, put ptxas on PATH, or run tools/install-ptxas.sh",
+                out.crate_name
+            );
+        }
+    }
+
+    /// Runs the pipeline and writes `device_code.rs` into the output dir.
+    pub fn run(&self) -> Result<BuildOutput, BuildError> {
+        check_toolchain(&self.toolchain)?;
+        let ptxas = match &self.ptxas {
+            Some(p) => Some(p.clone()),
+            None => find_ptxas(&self.crate_dir),
+        };
+        if ptxas.is_none() && self.require_ptxas {
+            return Err(BuildError::Ptxas {
+                arch: self.archs.first().copied().unwrap_or(Arch::Sm90a),
+                ptxas: PathBuf::from("ptxas"),
+                report: "ptxas is required (KERNEL_REQUIRE_PTXAS is set) but was not found: set KERNEL_PTXAS or run tools/install-ptxas.sh".into(),
+            });
+        }
+        std::fs::create_dir_all(&self.out_dir).map_err(|err| BuildError::Io { what: format!("create {}", self.out_dir.display()), err })?;
+        let mut archs = Vec::new();
+        let mut sources = BTreeSet::new();
+        sources.insert(self.crate_dir.join("Cargo.toml"));
+        for &arch in &self.archs {
+            let (ptx_text, srcs) = self.compile(arch)?;
+            sources.extend(srcs);
+            let ptx_text = apply_kernel_meta(&ptx_text);
+            let ptx = self.out_dir.join(format!("{}_{}.ptx", self.crate_name, arch.name()));
+            write(&ptx, ptx_text.as_bytes())?;
+            let (cubin, report) = match &ptxas {
+                Some(p) => {
+                    let cubin = self.out_dir.join(format!("{}_{}.cubin", self.crate_name, arch.name()));
+                    let report = assemble(p, arch, &ptx, &cubin)?;
+                    write(&self.out_dir.join(format!("{}_{}.ptxas.txt", self.crate_name, arch.name())), report.as_bytes())?;
+                    (Some(cubin), Some(report))
+                }
+                None => (None, None),
+            };
+            archs.push(ArchOutput { arch, ptx, cubin, ptxas_report: report });
+        }
+        let out = BuildOutput { crate_name: self.crate_name.clone(), archs, ptxas, sources };
+        write(&self.out_dir.join("device_code.rs"), device_code_rs(&out).as_bytes())?;
+        Ok(out)
+    }
+
+    /// Compiles the crate for one architecture; returns the PTX text and the
+    /// source files it was built from.
+    fn compile(&self, arch: Arch) -> Result<(String, BTreeSet<PathBuf>), BuildError> {
+        let target_dir = self.out_dir.join(format!("nvptx-{}", arch.name()));
+        let manifest = self.crate_dir.join("Cargo.toml");
+        let mut rustflags: Vec<&str> = arch.rustflags().to_vec();
+        rustflags.extend(["-Cpanic=immediate-abort", "-Zunstable-options"]);
+        let mut cmd = clean_command("rustup");
+        cmd.args(["run", &self.toolchain, "cargo", "rustc", "--release", "--lib", "--crate-type", "cdylib"])
+            .arg("--manifest-path")
+            .arg(&manifest)
+            .arg("--target-dir")
+            .arg(&target_dir)
+            .args(["-Zbuild-std=core", "--target", NVPTX_TARGET])
+            .args(["--config", "profile.release.lto=\"fat\"", "--config", "profile.release.codegen-units=1"])
+            .args(["--config", "profile.release.debug=0", "--config", "profile.release.incremental=false"])
+            .args(["--", "--emit=asm", "-Zno-link"])
+            .env("CARGO_ENCODED_RUSTFLAGS", rustflags.join("\x1f"));
+        let shown = format!("CARGO_ENCODED_RUSTFLAGS='{}' {:?}", rustflags.join(" "), cmd);
+        let output = cmd.output().map_err(|err| BuildError::Io { what: "run rustup".into(), err })?;
+        if !output.status.success() {
+            return Err(BuildError::Compile { arch, command: shown, stderr: String::from_utf8_lossy(&output.stderr).into_owned() });
+        }
+        let deps = target_dir.join(NVPTX_TARGET).join("release").join("deps");
+        let ptx_path = deps.join(format!("{}.s", self.crate_name));
+        let ptx = std::fs::read_to_string(&ptx_path)
+            .map_err(|err| BuildError::Io { what: format!("read the PTX {} (is the lib named `{}`?)", ptx_path.display(), self.crate_name), err })?;
+        Ok((ptx, dep_info_sources(&deps)))
+    }
+}
+
+/// A command with the outer cargo build's environment removed (it would leak
+/// into the nested nvptx build and break it), keeping CARGO_HOME/RUSTUP_HOME.
+fn clean_command(program: &str) -> Command {
+    let mut cmd = Command::new(program);
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        let strip = (k.starts_with("CARGO") && k != "CARGO_HOME")
+            || k.starts_with("RUSTC")
+            || k == "RUSTUP_TOOLCHAIN"
+            || k == "RUSTFLAGS"
+            || k == "RUSTDOCFLAGS"
+            || k == "DEBUG"
+            || k == "OPT_LEVEL"
+            || k == "PROFILE"
+            || k == "TARGET"
+            || k == "HOST"
+            || k == "OUT_DIR"
+            || k == "NUM_JOBS";
+        if strip {
+            cmd.env_remove(k.as_ref());
+        }
+    }
+    cmd
+}
+
+fn check_toolchain(toolchain: &str) -> Result<(), BuildError> {
+    let out = clean_command("rustup").args(["run", toolchain, "rustc", "--print", "sysroot"]).output();
+    let sysroot = match out {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
+        Ok(o) => return Err(BuildError::NoNightly { toolchain: toolchain.into(), detail: String::from_utf8_lossy(&o.stderr).trim().to_string() }),
+        Err(e) => return Err(BuildError::NoNightly { toolchain: toolchain.into(), detail: format!("could not run rustup: {e}") }),
+    };
+    let core = Path::new(&sysroot).join("lib/rustlib/src/rust/library/core/Cargo.toml");
+    if !core.exists() {
+        return Err(BuildError::NoRustSrc { toolchain: toolchain.into() });
+    }
+    Ok(())
+}
+
+/// `KERNEL_PTXAS`, then `ptxas` on `PATH`, then `.tools/venv` of an enclosing
+/// directory (where `tools/install-ptxas.sh` puts the PyPI ptxas).
+pub fn find_ptxas(start: &Path) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("KERNEL_PTXAS") {
+        return Some(PathBuf::from(p));
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let p = dir.join("ptxas");
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+    }
+    for dir in start.ancestors() {
+        let lib = dir.join(".tools/venv/lib");
+        let Ok(entries) = std::fs::read_dir(&lib) else { continue };
+        for e in entries.flatten() {
+            let p = e.path().join("site-packages/nvidia/cu13/bin/ptxas");
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+/// Runs `ptxas -arch=<arch> -v` and returns its report.
+fn assemble(ptxas: &Path, arch: Arch, ptx: &Path, cubin: &Path) -> Result<String, BuildError> {
+    let output = Command::new(ptxas)
+        .arg(format!("-arch={}", arch.name()))
+        .args(["-v", "--warn-on-spills", "-o"])
+        .arg(cubin)
+        .arg(ptx)
+        .output()
+        .map_err(|err| BuildError::Io { what: format!("run ptxas {}", ptxas.display()), err })?;
+    let mut report = String::from_utf8_lossy(&output.stderr).into_owned();
+    report.push_str(&String::from_utf8_lossy(&output.stdout));
+    if !output.status.success() || report.contains("serialized") {
+        return Err(BuildError::Ptxas { arch, ptxas: ptxas.to_path_buf(), report });
+    }
+    Ok(report)
+}
+
+/// Source files listed in the dep-info (`.d`) files of a target dir, minus
+/// the toolchain's own (rust-src) and registry files.
+fn dep_info_sources(deps: &Path) -> BTreeSet<PathBuf> {
+    let mut out = BTreeSet::new();
+    let Ok(entries) = std::fs::read_dir(deps) else { return out };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.extension().map(|x| x == "d").unwrap_or(false) {
+            let Ok(text) = std::fs::read_to_string(&p) else { continue };
+            for line in text.lines() {
+                let Some((_, rest)) = line.split_once(": ") else { continue };
+                for f in rest.split_whitespace() {
+                    let is_ours = f.ends_with(".rs") && !f.contains("/rustlib/src/") && !f.contains("/registry/src/");
+                    if is_ours {
+                        out.insert(PathBuf::from(f));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Adds `.maxntid x, y, z` to each `.entry` named by a
+/// `// kernel-meta entry=NAME maxntid=x,y,z ...` line (emitted by `#[kernel]`),
+/// between the parameter list and the body.
+pub fn apply_kernel_meta(ptx: &str) -> String {
+    let mut meta = std::collections::HashMap::new();
+    for line in ptx.lines() {
+        let Some(rest) = line.trim().strip_prefix("// kernel-meta ") else { continue };
+        let mut entry = None;
+        let mut maxntid = None;
+        for kv in rest.split_whitespace() {
+            match kv.split_once('=') {
+                Some(("entry", v)) => entry = Some(v.to_string()),
+                Some(("maxntid", v)) => maxntid = Some(v.replace(',', ", ")),
+                _ => {}
+            }
+        }
+        if let (Some(e), Some(m)) = (entry, maxntid) {
+            meta.insert(e, m);
+        }
+    }
+    let mut out = String::with_capacity(ptx.len() + 64 * meta.len());
+    let mut pending: Option<String> = None;
+    for line in ptx.lines() {
+        let t = line.trim();
+        if let Some(rest) = t.strip_prefix(".visible .entry ").or_else(|| t.strip_prefix(".entry ")) {
+            let name = rest.split(['(', ' ']).next().unwrap_or("");
+            pending = meta.get(name).cloned();
+        }
+        if t == "{" {
+            if let Some(m) = pending.take() {
+                out.push_str(&format!(".maxntid {m}\n"));
+            }
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+fn device_code_rs(out: &BuildOutput) -> String {
+    let mut s = format!("::kernel_device::launch::DeviceCode {{\n    crate_name: {:?},\n    images: &[\n", out.crate_name);
+    for a in &out.archs {
+        let cubin = match &a.cubin {
+            Some(c) => format!("include_bytes!({:?})", c.display().to_string()),
+            None => "&[]".to_string(),
+        };
+        s.push_str(&format!(
+            "        ::kernel_device::launch::DeviceImage {{ arch: {:?}, ptx: include_str!({:?}), cubin: {}, ptxas_report: {:?} }},\n",
+            a.arch.name(),
+            a.ptx.display().to_string(),
+            cubin,
+            a.ptxas_report.clone().unwrap_or_default()
+        ));
+    }
+    s.push_str("    ],\n}\n");
+    s
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<(), BuildError> {
+    std::fs::write(path, bytes).map_err(|err| BuildError::Io { what: format!("write {}", path.display()), err })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maxntid_goes_between_params_and_body() {
+        let ptx = "// kernel-meta entry=k maxntid=256,1,1 cluster=1,1,1\n\n.visible .entry k(\n\t.param .u64 k_param_0\n)\n{\n\tret;\n}\n.visible .entry other(\n)\n{\n\tret;\n}\n";
+        let out = apply_kernel_meta(ptx);
+        assert!(out.contains(")\n.maxntid 256, 1, 1\n{\n\tret;"), "{out}");
+        assert_eq!(out.matches(".maxntid").count(), 1, "only the annotated entry: {out}");
+    }
+
+    #[test]
+    fn device_code_lists_each_arch() {
+        let out = BuildOutput {
+            crate_name: "kern".into(),
+            archs: vec![
+                ArchOutput { arch: Arch::Sm90a, ptx: "/o/kern_sm_90a.ptx".into(), cubin: Some("/o/kern_sm_90a.cubin".into()), ptxas_report: Some("r".into()) },
+                ArchOutput { arch: Arch::Sm100a, ptx: "/o/kern_sm_100a.ptx".into(), cubin: None, ptxas_report: None },
+            ],
+            ptxas: None,
+            sources: BTreeSet::new(),
+        };
+        let s = device_code_rs(&out);
+        assert!(s.contains("arch: \"sm_90a\", ptx: include_str!(\"/o/kern_sm_90a.ptx\"), cubin: include_bytes!(\"/o/kern_sm_90a.cubin\")"), "{s}");
+        assert!(s.contains("arch: \"sm_100a\", ptx: include_str!(\"/o/kern_sm_100a.ptx\"), cubin: &[]"), "{s}");
+    }
+
+    #[test]
+    fn missing_rust_src_message_gives_the_fix() {
+        let e = BuildError::NoRustSrc { toolchain: "nightly".into() };
+        assert!(e.to_string().contains("rustup component add rust-src --toolchain nightly"));
+        let e = BuildError::NoNightly { toolchain: "nightly".into(), detail: "x".into() };
+        assert!(e.to_string().contains("rustup toolchain install nightly --component rust-src"));
+    }
+
+    #[test]
+    fn unknown_toolchain_is_a_no_nightly_error() {
+        match check_toolchain("no-such-toolchain-kernel-test") {
+            Err(BuildError::NoNightly { .. }) => {}
+            other => panic!("expected NoNightly, got {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,382 @@
+//! `#[kernel]`: parse -> validate -> codegen.
+use crate::options::{self, Options};
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
+use syn::spanned::Spanned;
+use syn::{Attribute, Error, FnArg, GenericParam, Ident, ItemFn, Lit, LitInt, Pat, ReturnType, Type};
+
+/// A non-scratch parameter: passed by the host.
+struct Param {
+    name: Ident,
+    pat: Pat,
+    ty: Type,
+    attrs: Vec<Attribute>,
+}
+
+/// A `#[scratch]` parameter: placed in dynamic shared memory.
+struct ScratchParam {
+    name: Ident,
+    pat: Pat,
+    ty: Type,
+    /// `arrivals = N` if given.
+    arrivals: Option<(u32, Span)>,
+}
+
+pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let mut errors = Vec::new();
+    let opts = options::parse(attr, &mut errors);
+    let mut func: ItemFn = match syn::parse2(item) {
+        Ok(f) => f,
+        Err(e) => {
+            let mut e = e;
+            e.combine(Error::new(Span::call_site(), "`#[kernel]` applies to a free function (`fn name(...) { ... }`)"));
+            return e.to_compile_error();
+        }
+    };
+    let (params, scratch) = check_signature(&mut func, &opts, &mut errors);
+    if !errors.is_empty() {
+        // Report every error at once, and keep the function (without the
+        // `#[scratch]` markers) so the rest of the crate still resolves it.
+        let errs = errors.iter().map(Error::to_compile_error);
+        return quote! { #(#errs)* #[allow(dead_code, unused)] #func };
+    }
+    codegen(&func, &opts, &params, &scratch)
+}
+
+/// Validates the signature, strips `#[scratch]` attributes, and splits the
+/// parameters into host-passed and scratch.
+fn check_signature(func: &mut ItemFn, opts: &Options, errors: &mut Vec<Error>) -> (Vec<Param>, Vec<ScratchParam>) {
+    let sig = &mut func.sig;
+    if let Some(a) = &sig.asyncness {
+        errors.push(Error::new(a.span(), "a kernel cannot be `async`: GPU kernels run to completion; remove `async`"));
+    }
+    if let ReturnType::Type(_, ty) = &sig.output {
+        errors.push(Error::new(
+            ty.span(),
+            "a kernel cannot return a value: write results through a `*mut T` parameter and remove the return type",
+        ));
+    }
+    if let Some(abi) = &sig.abi {
+        errors.push(Error::new(abi.span(), "do not give a kernel an ABI: `#[kernel]` emits the `extern \"ptx-kernel\"` entry itself"));
+    }
+    if let Some(c) = &sig.constness {
+        errors.push(Error::new(c.span(), "a kernel cannot be `const`"));
+    }
+    if let Some(v) = &sig.variadic {
+        errors.push(Error::new(v.span(), "a kernel cannot be variadic"));
+    }
+    if let Some(w) = &sig.generics.where_clause {
+        errors.push(Error::new(w.span(), "a kernel cannot have a `where` clause: its only generics are const generics listed in `instances(...)`"));
+    }
+    let mut n_const = 0usize;
+    for g in &sig.generics.params {
+        match g {
+            GenericParam::Const(_) => n_const += 1,
+            GenericParam::Type(t) => errors.push(Error::new(
+                t.span(),
+                "a kernel cannot have type parameters: each entry point needs concrete types; use const generics with `instances(...)`, or write one kernel per type",
+            )),
+            GenericParam::Lifetime(l) => errors.push(Error::new(l.span(), "a kernel cannot have lifetime parameters: kernel parameters are copied from the host")),
+        }
+    }
+    match (&opts.instances, n_const) {
+        (None, 0) => {}
+        (None, n) => errors.push(Error::new(
+            sig.generics.span(),
+            format!("a kernel with const generics must list the instances to compile: add `instances((..))` with {n} value(s) each to `#[kernel(...)]`"),
+        )),
+        (Some((span, _)), 0) => errors.push(Error::new(*span, "`instances(...)` needs const generic parameters on the kernel, e.g. `fn k<const TILE: usize>(..)`")),
+        (Some((_, list)), n) => {
+            for inst in list {
+                if inst.len() != n {
+                    let span = inst.first().map(|l| l.span()).unwrap_or_else(Span::call_site);
+                    errors.push(Error::new(span, format!("this instance gives {} value(s); the kernel has {n} const generic parameter(s)", inst.len())));
+                }
+            }
+        }
+    }
+
+    let mut params = Vec::new();
+    let mut scratch = Vec::new();
+    for arg in sig.inputs.iter_mut() {
+        let pt = match arg {
+            FnArg::Receiver(r) => {
+                errors.push(Error::new(r.span(), "a kernel cannot take `self`: write it as a free function"));
+                continue;
+            }
+            FnArg::Typed(pt) => pt,
+        };
+        let name = match &*pt.pat {
+            Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => pi.ident.clone(),
+            other => {
+                errors.push(Error::new(other.span(), "kernel parameters must be plain identifiers (`name: Type`)"));
+                continue;
+            }
+        };
+        // Pull out `#[scratch]` / `#[scratch(arrivals = N)]`.
+        let mut is_scratch = false;
+        let mut arrivals = None;
+        let mut keep = Vec::new();
+        for a in pt.attrs.drain(..) {
+            if !a.path().is_ident("scratch") {
+                keep.push(a);
+                continue;
+            }
+            if is_scratch {
+                errors.push(Error::new(a.span(), "duplicate `#[scratch]` attribute"));
+            }
+            is_scratch = true;
+            if let syn::Meta::List(_) = &a.meta {
+                let res = a.parse_nested_meta(|m| {
+                    if m.path.is_ident("arrivals") {
+                        let lit: LitInt = m.value()?.parse()?;
+                        let n: u64 = lit.base10_parse()?;
+                        if n == 0 || n >= 1 << 20 {
+                            return Err(Error::new(lit.span(), format!("`arrivals` must be in 1..1048576 (an mbarrier's arrival count is 20 bits); got {n}")));
+                        }
+                        arrivals = Some((n as u32, lit.span()));
+                        Ok(())
+                    } else {
+                        let key = m.path.to_token_stream().to_string();
+                        Err(m.error(format!("unknown `#[scratch]` option `{key}`; valid options: `arrivals`")))
+                    }
+                });
+                if let Err(e) = res {
+                    errors.push(e);
+                }
+            }
+        }
+        pt.attrs = keep;
+        let ty = (*pt.ty).clone();
+        if is_scratch {
+            scratch.push(ScratchParam { name, pat: (*pt.pat).clone(), ty, arrivals });
+            continue;
+        }
+        if let Some(msg) = unsendable_type(&ty) {
+            errors.push(Error::new(ty.span(), msg));
+        }
+        params.push(Param { name, pat: (*pt.pat).clone(), ty, attrs: pt.attrs.clone() });
+    }
+    (params, scratch)
+}
+
+/// Types that can never cross from the host, recognized by syntax. Everything
+/// else is checked by the `DeviceParam` bound in the generated code.
+fn unsendable_type(ty: &Type) -> Option<String> {
+    let shown = ty.to_token_stream().to_string();
+    match ty {
+        Type::Reference(_) => Some(format!(
+            "kernel parameter type `{shown}` is a reference, which cannot cross from the host: use `*const T` or `*mut T` to device memory"
+        )),
+        Type::Slice(_) => Some(format!("kernel parameter type `{shown}` is a slice: pass a `*const T`/`*mut T` and a length")),
+        Type::ImplTrait(_) => Some(format!("kernel parameter type `{shown}` is `impl Trait`: kernel parameters need concrete types")),
+        Type::TraitObject(_) => Some(format!("kernel parameter type `{shown}` is a trait object, which cannot cross to the device")),
+        Type::BareFn(_) => Some(format!("kernel parameter type `{shown}` is a function pointer, which cannot cross to the device")),
+        Type::Never(_) => Some("kernel parameter type `!` cannot be passed".to_string()),
+        _ => None,
+    }
+}
+
+fn lit_text(l: &Lit) -> String {
+    match l {
+        Lit::Int(i) => i.base10_digits().to_string(),
+        Lit::Bool(b) => b.value.to_string(),
+        other => other.to_token_stream().to_string(),
+    }
+}
+
+fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchParam]) -> TokenStream {
+    let vis = &func.vis;
+    let name = &func.sig.ident;
+    let docs: Vec<&Attribute> = func.attrs.iter().filter(|a| a.path().is_ident("doc")).collect();
+    let other_attrs: Vec<&Attribute> = func.attrs.iter().filter(|a| !a.path().is_ident("doc")).collect();
+    let unsafety = &func.sig.unsafety;
+    let block = &func.block;
+    let krate = quote!(::kernel_device);
+
+    // Const generics: declaration `<const A: usize, ..>` and use `<A, ..>`.
+    let const_params: Vec<&syn::ConstParam> = func
+        .sig
+        .generics
+        .params
+        .iter()
+        .filter_map(|g| if let GenericParam::Const(c) = g { Some(c) } else { None })
+        .collect();
+    let gen_ids: Vec<&Ident> = const_params.iter().map(|c| &c.ident).collect();
+    let gen_decl = if const_params.is_empty() {
+        quote!()
+    } else {
+        let decls = const_params.iter().map(|c| {
+            let (id, ty) = (&c.ident, &c.ty);
+            quote!(const #id: #ty)
+        });
+        quote!(<#(#decls),*>)
+    };
+    let gen_use = if gen_ids.is_empty() { quote!() } else { quote!(<#(#gen_ids),*>) };
+    let turbofish = if gen_ids.is_empty() { quote!() } else { quote!(::<#(#gen_ids),*>) };
+
+    let body_fn = format_ident!("__kernel_body_{}", name);
+    let entry_fn = format_ident!("__kernel_entry_{}", name);
+
+    let (bx, by, bz) = (opts.block.x as u32, opts.block.y as u32, opts.block.z as u32);
+    let (cx, cy, cz) = (opts.cluster.x as u32, opts.cluster.y as u32, opts.cluster.z as u32);
+    let cluster_ctas = opts.cluster.volume();
+
+    let p_names: Vec<&Ident> = params.iter().map(|p| &p.name).collect();
+    let p_tys: Vec<&Type> = params.iter().map(|p| &p.ty).collect();
+    let p_pats: Vec<&Pat> = params.iter().map(|p| &p.pat).collect();
+    let p_attrs: Vec<&Vec<Attribute>> = params.iter().map(|p| &p.attrs).collect();
+    let s_names: Vec<&Ident> = scratch.iter().map(|s| &s.name).collect();
+    let s_tys: Vec<&Type> = scratch.iter().map(|s| &s.ty).collect();
+    let s_pats: Vec<&Pat> = scratch.iter().map(|s| &s.pat).collect();
+    let s_idx: Vec<usize> = (0..scratch.len()).collect();
+    let n_scratch = scratch.len();
+    let s_arrivals: Vec<u32> = scratch.iter().map(|s| s.arrivals.map(|a| a.0).unwrap_or(1)).collect();
+
+    // Spanned trait checks: the error points at the offending type.
+    let param_checks = params.iter().map(|p| {
+        let ty = &p.ty;
+        quote_spanned!(ty.span()=> __device_param::<#ty>();)
+    });
+    let scratch_checks = scratch.iter().map(|s| {
+        let ty = &s.ty;
+        quote_spanned!(ty.span()=> __scratch::<#ty>();)
+    });
+    let arrivals_checks = scratch.iter().filter_map(|s| {
+        let (_, span) = s.arrivals?;
+        let ty = &s.ty;
+        let msg = format!(
+            "kernel `{name}`, scratch parameter `{}`: `arrivals` applies only to barrier scratch (Barrier, Barriers<N>); remove it",
+            s.name
+        );
+        Some(quote_spanned!(span=> assert!(<#ty as #krate::smem::Scratch>::TAKES_ARRIVALS, #msg);))
+    });
+    let budget_msg = format!(
+        "kernel `{name}`: its scratch parameters need more than 227 KB (232448 bytes) of shared memory, the most one CTA can use on H100/B200; use fewer stages or smaller tiles"
+    );
+
+    // One KernelSpec impl and one PTX entry point per instance.
+    let instances: Vec<Vec<Lit>> = match &opts.instances {
+        Some((_, list)) => list.clone(),
+        None => vec![Vec::new()],
+    };
+    let mut per_instance = TokenStream::new();
+    for inst in &instances {
+        let entry_name = if inst.is_empty() {
+            name.to_string()
+        } else {
+            format!("{}__{}", name, inst.iter().map(lit_text).collect::<Vec<_>>().join("_"))
+        };
+        let entry_ident = Ident::new(&entry_name, name.span());
+        let inst_args = if inst.is_empty() { quote!() } else { quote!(<#(#inst),*>) };
+        let inst_turbofish = if inst.is_empty() { quote!() } else { quote!(::<#(#inst),*>) };
+        let meta = format!("// kernel-meta entry={entry_name} maxntid={bx},{by},{bz} cluster={cx},{cy},{cz}");
+        let doc = format!("PTX entry point of kernel [`{name}`] (generated by `#[kernel]`).");
+        per_instance.extend(quote! {
+            impl #krate::launch::KernelSpec for #name #inst_args {
+                const NAME: &'static str = #entry_name;
+                const BLOCK: #krate::Dim3 = #krate::Dim3::new(#bx, #by, #bz);
+                const CLUSTER: #krate::Dim3 = #krate::Dim3::new(#cx, #cy, #cz);
+                const SMEM_BYTES: u32 = <#name #inst_args>::__SMEM_BYTES as u32;
+                type Params = (#(#p_tys,)*);
+            }
+            // Evaluate the layout (and its budget and arrivals checks) for this instance.
+            const _: () = {
+                let _ = <#name #inst_args as #krate::launch::KernelSpec>::SMEM_BYTES;
+                <#name #inst_args>::__CHECKS
+            };
+            #[cfg(target_arch = "nvptx64")]
+            ::core::arch::global_asm!(#meta);
+            #[cfg(target_arch = "nvptx64")]
+            #[doc = #doc]
+            #[no_mangle]
+            #[allow(non_snake_case)]
+            pub unsafe extern "ptx-kernel" fn #entry_ident(#(#p_names: #p_tys),*) {
+                // SAFETY: the launch contract of the kernel (all threads of the
+                // grid run this with the declared block and cluster shape).
+                unsafe { #entry_fn #inst_turbofish(#(#p_names),*) }
+            }
+        });
+    }
+
+    quote! {
+        #(#docs)*
+        ///
+        /// Launch metadata of this kernel (generated by `#[kernel]`): see
+        /// `kernel_device::KernelSpec`.
+        #[allow(non_camel_case_types)]
+        #vis struct #name #gen_decl {
+            _private: (),
+        }
+
+        #[allow(dead_code)]
+        impl #gen_decl #name #gen_use {
+            #[doc(hidden)]
+            pub const __SCRATCH_LAYOUT: ([usize; #n_scratch], usize) = #krate::smem::scratch_layout([
+                #((<#s_tys as #krate::smem::Scratch>::BYTES, <#s_tys as #krate::smem::Scratch>::ALIGN)),*
+            ]);
+            #[doc(hidden)]
+            pub const __SMEM_BYTES: usize = {
+                let bytes = Self::__SCRATCH_LAYOUT.1;
+                assert!(bytes <= #krate::launch::MAX_SMEM_BYTES, #budget_msg);
+                bytes
+            };
+            #[doc(hidden)]
+            pub const __HAS_BARRIERS: bool = false #(|| <#s_tys as #krate::smem::Scratch>::TAKES_ARRIVALS)*;
+            #[doc(hidden)]
+            pub const __CHECKS: () = { #(#arrivals_checks)* };
+            #[doc(hidden)]
+            #[allow(unused_parens)]
+            fn __check_types() {
+                fn __device_param<T: #krate::launch::DeviceParam>() {}
+                fn __scratch<T: #krate::smem::Scratch>() {}
+                #(#param_checks)*
+                #(#scratch_checks)*
+            }
+        }
+
+        #per_instance
+
+        /// Body of the kernel (generated by `#[kernel]`).
+        #[doc(hidden)]
+        #[inline(always)]
+        #[allow(non_snake_case, clippy::too_many_arguments, unused_mut)]
+        #(#other_attrs)*
+        #vis #unsafety fn #body_fn #gen_decl (#(#(#p_attrs)* #p_pats: #p_tys,)* #(#s_pats: #s_tys),*) #block
+
+        /// Prologue (scratch placement, barrier init), body, epilogue
+        /// (generated by `#[kernel]`).
+        ///
+        /// # Safety
+        /// Called once by every thread of a CTA launched with this kernel's
+        /// block and cluster shape and `SMEM_BYTES` of dynamic shared memory.
+        #[doc(hidden)]
+        #[inline(always)]
+        #[allow(non_snake_case, clippy::too_many_arguments, unused_unsafe)]
+        #vis unsafe fn #entry_fn #gen_decl (#(#p_names: #p_tys),*) {
+            #[allow(clippy::let_unit_value)]
+            let () = <#name #gen_use>::__CHECKS;
+            let __smem = #krate::smem::dynamic_smem_base();
+            let __offsets = <#name #gen_use>::__SCRATCH_LAYOUT.0;
+            #(
+                // SAFETY: the layout gives each scratch parameter its own aligned range.
+                let #s_names = unsafe { <#s_tys as #krate::smem::Scratch>::from_smem(__smem.add(__offsets[#s_idx])) };
+            )*
+            if <#name #gen_use>::__HAS_BARRIERS && #krate::index::thread_linear() == 0 {
+                // SAFETY: one thread, before any use; ordered by the barrier below.
+                #( unsafe { #krate::smem::Scratch::init(&#s_names, #s_arrivals) }; )*
+                #krate::fence::fence_mbarrier_init();
+            }
+            if #cluster_ctas > 1 {
+                #krate::cluster::cluster_sync();
+            } else if <#name #gen_use>::__HAS_BARRIERS {
+                #krate::sync::sync_threads();
+            }
+            #body_fn #turbofish(#(#p_names,)* #(#s_names),*);
+            if #cluster_ctas > 1 {
+                // No CTA leaves while another may still use its shared memory.
+                #krate::cluster::cluster_sync();
+            }
+        }
+    }
+}

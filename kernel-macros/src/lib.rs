@@ -1,0 +1,55 @@
+//! `#[kernel]`: a Rust function becomes a GPU kernel.
+//!
+//! ```ignore
+//! use kernel_device::prelude::*;
+//!
+//! #[kernel(block = warpgroups(2), cluster = 1)]
+//! pub fn pipe(x: *const f32, y: *mut f32,
+//!             #[scratch] buf: Smem<[f32; 128]>,
+//!             #[scratch(arrivals = 128)] ready: Barrier) { /* ... */ }
+//! ```
+//!
+//! For the kernel `pipe` the macro emits:
+//!
+//! * on `nvptx64`: the PTX entry point `pipe` (`extern "ptx-kernel"`, taking
+//!   only the non-scratch parameters), whose prologue places every scratch
+//!   parameter in dynamic shared memory, initializes scratch barriers with
+//!   their arrival counts (one thread), issues `fence.mbarrier_init` and a CTA
+//!   barrier (a cluster barrier when the cluster has more than one CTA), then
+//!   runs the body; a cluster kernel also ends with a cluster barrier, so every
+//!   CTA's shared memory stays valid while others may read it;
+//! * on every target: a type `pipe` implementing
+//!   `kernel_device::KernelSpec` (entry name, block shape, cluster shape,
+//!   dynamic shared memory bytes, parameter types) that the host launches, and
+//!   the body as a hidden function (type-checked on the host too).
+//!
+//! # Options
+//!
+//! | option | meaning | default |
+//! |---|---|---|
+//! | `block = warpgroups(N)` / `threads(N)` / `(x, y, z)` | threads per CTA | `warpgroups(1)` |
+//! | `cluster = N` / `(x, y, z)` | CTAs per cluster (at most 8) | `1` |
+//! | `instances((a, b, ..), ..)` | const-generic values to compile, one entry point each | required iff the kernel has const generics |
+//!
+//! # Rules (each is a compile error naming the rule)
+//!
+//! * no `async`, no return type, no type or lifetime generics, no `extern` ABI,
+//!   no `self`, no variadics, no `where` clause;
+//! * parameters are plain identifiers whose types can cross to the device
+//!   (`kernel_device::DeviceParam`): integers, floats, raw pointers; never
+//!   references, slices or `impl Trait`;
+//! * `#[scratch]` parameters implement `kernel_device::Scratch`;
+//!   `#[scratch(arrivals = N)]` (1 <= N < 2^20) only on barrier types;
+//! * options are known and given once; the block has 1..=1024 threads; the
+//!   cluster 1..=8 CTAs;
+//! * the scratch total fits in 227 KB (checked when the layout is evaluated).
+use proc_macro::TokenStream;
+
+mod kernel;
+mod options;
+
+/// Turns a function into a GPU kernel; see the crate documentation.
+#[proc_macro_attribute]
+pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
+    kernel::expand(attr.into(), item.into()).into()
+}

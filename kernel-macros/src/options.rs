@@ -1,0 +1,191 @@
+//! Parsing and validation of `#[kernel(...)]` options.
+use proc_macro2::{Span, TokenStream};
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::{parenthesized, Error, Expr, ExprLit, ExprTuple, Ident, Lit, LitInt, Token};
+
+pub const VALID_OPTIONS: &str = "`block`, `cluster`, `instances`";
+pub const MAX_BLOCK_THREADS: u64 = 1024;
+pub const MAX_CLUSTER_CTAS: u64 = 8;
+
+#[derive(Clone, Copy, Debug)]
+pub struct Dims {
+    pub x: u64,
+    pub y: u64,
+    pub z: u64,
+    pub span: Span,
+}
+
+impl Dims {
+    pub fn volume(&self) -> u64 {
+        self.x.saturating_mul(self.y).saturating_mul(self.z)
+    }
+}
+
+pub struct Options {
+    pub block: Dims,
+    pub cluster: Dims,
+    /// Each instance: the literal values of the const generics, in order.
+    pub instances: Option<(Span, Vec<Vec<Lit>>)>,
+}
+
+/// One `key = value` or `key(...)` option.
+enum RawOption {
+    Block(Ident, Dims),
+    Cluster(Ident, Dims),
+    Instances(Ident, Vec<(Span, Vec<Lit>)>),
+}
+
+fn lit_u64(lit: &LitInt, what: &str) -> syn::Result<u64> {
+    lit.base10_parse::<u64>()
+        .map_err(|_| Error::new(lit.span(), format!("{what} must be a non-negative integer literal")))
+}
+
+fn expr_u64(e: &Expr, what: &str) -> syn::Result<u64> {
+    match e {
+        Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => lit_u64(i, what),
+        other => Err(Error::new_spanned(other, format!("{what} must be an integer literal"))),
+    }
+}
+
+/// `(x, y, z)`, `(x, y)` or `(x)` as dims; `n` alone as `(n, 1, 1)`.
+fn parse_dims(input: ParseStream, what: &str) -> syn::Result<Dims> {
+    let span = input.span();
+    if input.peek(LitInt) {
+        let n = lit_u64(&input.parse::<LitInt>()?, what)?;
+        return Ok(Dims { x: n, y: 1, z: 1, span });
+    }
+    let tuple: ExprTuple = input.parse()?;
+    let v = tuple.elems.iter().map(|e| expr_u64(e, what)).collect::<syn::Result<Vec<_>>>()?;
+    match v.as_slice() {
+        [x] => Ok(Dims { x: *x, y: 1, z: 1, span }),
+        [x, y] => Ok(Dims { x: *x, y: *y, z: 1, span }),
+        [x, y, z] => Ok(Dims { x: *x, y: *y, z: *z, span }),
+        _ => Err(Error::new_spanned(tuple, format!("{what} takes 1 to 3 dimensions: `n` or `(x, y, z)`"))),
+    }
+}
+
+impl Parse for RawOption {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let key: Ident = input.parse()?;
+        match key.to_string().as_str() {
+            "block" => {
+                input.parse::<Token![=]>()?;
+                let span = input.span();
+                let dims = if input.peek(Ident) {
+                    let unit: Ident = input.parse()?;
+                    let content;
+                    parenthesized!(content in input);
+                    let n = lit_u64(&content.parse::<LitInt>()?, "the block size")?;
+                    match unit.to_string().as_str() {
+                        "warpgroups" => Dims { x: n.saturating_mul(128), y: 1, z: 1, span },
+                        "warps" => Dims { x: n.saturating_mul(32), y: 1, z: 1, span },
+                        "threads" => Dims { x: n, y: 1, z: 1, span },
+                        _ => {
+                            return Err(Error::new(
+                                unit.span(),
+                                format!("unknown block unit `{unit}`; write `warpgroups(N)`, `warps(N)`, `threads(N)` or `(x, y, z)`"),
+                            ))
+                        }
+                    }
+                } else {
+                    parse_dims(input, "the block shape")?
+                };
+                Ok(RawOption::Block(key, dims))
+            }
+            "cluster" => {
+                input.parse::<Token![=]>()?;
+                Ok(RawOption::Cluster(key, parse_dims(input, "the cluster shape")?))
+            }
+            "instances" => {
+                let content;
+                parenthesized!(content in input);
+                let tuples = Punctuated::<ExprTuple, Token![,]>::parse_terminated(&content)?;
+                let mut out = Vec::new();
+                for t in tuples {
+                    let mut lits = Vec::new();
+                    for e in &t.elems {
+                        match e {
+                            Expr::Lit(ExprLit { lit: l @ (Lit::Int(_) | Lit::Bool(_)), .. }) => lits.push(l.clone()),
+                            other => {
+                                return Err(Error::new_spanned(
+                                    other,
+                                    "an instance value must be an integer or bool literal (it names the entry point)",
+                                ))
+                            }
+                        }
+                    }
+                    out.push((syn::spanned::Spanned::span(&t), lits));
+                }
+                Ok(RawOption::Instances(key, out))
+            }
+            other => Err(Error::new(key.span(), format!("unknown `#[kernel]` option `{other}`; valid options: {VALID_OPTIONS}"))),
+        }
+    }
+}
+
+/// Parses the attribute arguments; every problem is collected into `errors`.
+pub fn parse(attr: TokenStream, errors: &mut Vec<Error>) -> Options {
+    let mut opts = Options {
+        block: Dims { x: 128, y: 1, z: 1, span: Span::call_site() },
+        cluster: Dims { x: 1, y: 1, z: 1, span: Span::call_site() },
+        instances: None,
+    };
+    let parsed = match syn::parse::Parser::parse2(Punctuated::<RawOption, Token![,]>::parse_terminated, attr) {
+        Ok(p) => p,
+        Err(e) => {
+            errors.push(e);
+            return opts;
+        }
+    };
+    let mut seen: Vec<String> = Vec::new();
+    for opt in parsed {
+        let key = match &opt {
+            RawOption::Block(k, _) | RawOption::Cluster(k, _) | RawOption::Instances(k, _) => k.clone(),
+        };
+        let name = key.to_string();
+        if seen.contains(&name) {
+            errors.push(Error::new(key.span(), format!("duplicate `#[kernel]` option `{name}`; give each option once")));
+            continue;
+        }
+        seen.push(name);
+        match opt {
+            RawOption::Block(_, d) => opts.block = d,
+            RawOption::Cluster(_, d) => opts.cluster = d,
+            RawOption::Instances(k, v) => {
+                if v.is_empty() {
+                    errors.push(Error::new(k.span(), "`instances()` lists no instance; list at least one, e.g. `instances((128, 64))`"));
+                }
+                let span = k.span();
+                opts.instances = Some((span, v.into_iter().map(|(_, l)| l).collect()));
+            }
+        }
+    }
+    let b = opts.block;
+    if b.x == 0 || b.y == 0 || b.z == 0 || b.volume() > MAX_BLOCK_THREADS {
+        errors.push(Error::new(
+            b.span,
+            format!(
+                "a block has 1 to {MAX_BLOCK_THREADS} threads (every dimension at least 1); this one has {} x {} x {} = {}",
+                b.x,
+                b.y,
+                b.z,
+                b.volume()
+            ),
+        ));
+    }
+    let c = opts.cluster;
+    if c.x == 0 || c.y == 0 || c.z == 0 || c.volume() > MAX_CLUSTER_CTAS {
+        errors.push(Error::new(
+            c.span,
+            format!(
+                "a cluster has 1 to {MAX_CLUSTER_CTAS} CTAs (the portable limit; every dimension at least 1); this one has {} x {} x {} = {}",
+                c.x,
+                c.y,
+                c.z,
+                c.volume()
+            ),
+        ));
+    }
+    opts
+}
