@@ -56,6 +56,11 @@ pub fn shared_addr<T>(ptr: *const T) -> u32 {
 /// # Safety
 /// `BYTES`/`ALIGN` must cover what `from_smem` and the value's methods touch;
 /// `ALIGN` is a power of two.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a `#[scratch]` parameter",
+    label = "not a Scratch type",
+    note = "scratch parameters are placed in shared memory: use `Smem<T>`, `Barrier` or `Barriers<N>`"
+)]
 pub unsafe trait Scratch: Sized {
     /// Bytes reserved.
     const BYTES: usize;

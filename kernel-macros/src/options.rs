@@ -100,11 +100,18 @@ impl Parse for RawOption {
             "instances" => {
                 let content;
                 parenthesized!(content in input);
-                let tuples = Punctuated::<ExprTuple, Token![,]>::parse_terminated(&content)?;
+                // Each instance: `(a, b, ..)`, `(a)` or a bare literal `a`.
+                let items = Punctuated::<Expr, Token![,]>::parse_terminated(&content)?;
                 let mut out = Vec::new();
-                for t in tuples {
+                for item in items {
+                    let span = syn::spanned::Spanned::span(&item);
+                    let elems: Vec<Expr> = match item {
+                        Expr::Tuple(t) => t.elems.into_iter().collect(),
+                        Expr::Paren(p) => vec![*p.expr],
+                        other => vec![other],
+                    };
                     let mut lits = Vec::new();
-                    for e in &t.elems {
+                    for e in &elems {
                         match e {
                             Expr::Lit(ExprLit { lit: l @ (Lit::Int(_) | Lit::Bool(_)), .. }) => lits.push(l.clone()),
                             other => {
@@ -115,7 +122,7 @@ impl Parse for RawOption {
                             }
                         }
                     }
-                    out.push((syn::spanned::Spanned::span(&t), lits));
+                    out.push((span, lits));
                 }
                 Ok(RawOption::Instances(key, out))
             }

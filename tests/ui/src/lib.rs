@@ -1,0 +1,1 @@
+//! See `tests/ui.rs` and `cases/`.
