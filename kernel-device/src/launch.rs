@@ -60,6 +60,12 @@ pub const MAX_CLUSTER_CTAS: u32 = 8;
 ///
 /// A const-generic kernel implements it only for the instances it lists in
 /// `instances(...)`, so launching any other instance does not compile.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a compiled kernel",
+    label = "no entry point for this type",
+    note = "a `#[kernel]` function with const generics is compiled only for the instances listed in \
+            `#[kernel(instances(...))]`: add this instance there"
+)]
 pub trait KernelSpec {
     /// The PTX entry point (`.visible .entry NAME`).
     const NAME: &'static str;
