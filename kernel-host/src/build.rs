@@ -373,7 +373,13 @@ fn assemble(ptxas: &Path, arch: Arch, ptx: &Path, cubin: &Path) -> Result<String
         .arg(ptx)
         .output()
         .map_err(|err| BuildError::Io { what: format!("run ptxas {}", ptxas.display()), err })?;
-    let mut report = String::from_utf8_lossy(&output.stderr).into_owned();
+    let version = Command::new(ptxas)
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).lines().find(|l| l.contains("release")).unwrap_or("unknown").to_string())
+        .unwrap_or_default();
+    let mut report = format!("ptxas version: {version}\n");
+    report.push_str(&String::from_utf8_lossy(&output.stderr));
     report.push_str(&String::from_utf8_lossy(&output.stdout));
     if !output.status.success() || report.contains("serialized") {
         return Err(BuildError::Ptxas { arch, ptxas: ptxas.to_path_buf(), report });

@@ -1,1 +1,174 @@
+//! Host programs for the example kernels: each `run_*` function makes its
+//! inputs, launches the kernel on the GPU, and checks the output against a
+//! CPU reference, element by element.
+use kernel_host::{Gpu, Module};
+use kernels::first;
 
+/// Why an example did not give the right answer.
+#[derive(Debug)]
+pub enum ExampleError {
+    /// A CUDA or launch error (no GPU, a module that fails to load, ...).
+    Cuda(kernel_host::Error),
+    /// The kernel ran and produced a wrong value.
+    Mismatch { example: &'static str, index: usize, got: f32, want: f32, wrong: usize },
+}
+
+impl std::fmt::Display for ExampleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExampleError::Cuda(e) => write!(f, "{e}"),
+            ExampleError::Mismatch { example, index, got, want, wrong } => write!(
+                f,
+                "{example}: wrong result: {wrong} element(s) differ from the CPU reference; first at index {index}: got {got}, want {want}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ExampleError {}
+
+impl From<kernel_host::Error> for ExampleError {
+    fn from(e: kernel_host::Error) -> Self {
+        ExampleError::Cuda(e)
+    }
+}
+
+pub type Result<T> = std::result::Result<T, ExampleError>;
+
+/// What a successful example reports.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub example: &'static str,
+    /// Elements checked against the CPU reference (all equal, bit for bit).
+    pub checked: usize,
+    /// A few output values, for the log.
+    pub sample: Vec<f32>,
+}
+
+/// Deterministic pseudo-random floats in [-4, 4) (xorshift64*): no zeros
+/// pattern, a different value in every element.
+pub fn inputs(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s >> 12;
+            s ^= s << 25;
+            s ^= s >> 27;
+            let r = s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40; // 24 bits
+            (r as f32 / (1u32 << 24) as f32) * 8.0 - 4.0
+        })
+        .collect()
+}
+
+/// Compares `got` with `want` exactly (the kernels do the same IEEE f32
+/// operations as the reference).
+pub fn check(example: &'static str, got: &[f32], want: &[f32]) -> Result<Outcome> {
+    assert_eq!(got.len(), want.len(), "{example}: output length");
+    let wrong: Vec<usize> = (0..got.len()).filter(|&i| got[i].to_bits() != want[i].to_bits()).collect();
+    if let Some(&index) = wrong.first() {
+        return Err(ExampleError::Mismatch { example, index, got: got[index], want: want[index], wrong: wrong.len() });
+    }
+    Ok(Outcome { example, checked: got.len(), sample: got.iter().take(4).copied().collect() })
+}
+
+/// Output buffers start as NaN, so an element the kernel never wrote fails
+/// the check.
+fn poisoned(gpu: &Gpu, n: usize) -> Result<kernel_host::CudaSlice<f32>> {
+    Ok(gpu.upload(&vec![f32::NAN; n])?)
+}
+
+/// (a) `y = x + 1` over a grid of 2 blocks of 128 threads.
+pub fn run_increment(gpu: &Gpu, module: &Module) -> Result<Outcome> {
+    let blocks = 2u32;
+    let n = (blocks * first::INCREMENT_BLOCK) as usize;
+    let x = inputs(n, 1);
+    let dx = gpu.upload(&x)?;
+    let mut dy = poisoned(gpu, n)?;
+    module.kernel::<first::increment>()?.launch_sync(blocks, (&dx, &mut dy, n as u32))?;
+    let want: Vec<f32> = x.iter().map(|v| v + 1.0).collect();
+    check("increment", &gpu.download(&dy)?, &want)
+}
+
+/// (b) Producer and consumer warpgroups through a 2-slot SMEM queue: `y = x + 2`.
+pub fn run_producer_consumer(gpu: &Gpu, module: &Module) -> Result<Outcome> {
+    let steps = 16u32; // 8 phases of each barrier
+    let n = steps as usize * first::QUEUE_ITEM;
+    let x = inputs(n, 2);
+    let dx = gpu.upload(&x)?;
+    let mut dy = poisoned(gpu, n)?;
+    module.kernel::<first::producer_consumer>()?.launch_sync(1u32, (&dx, &mut dy, steps))?;
+    let want: Vec<f32> = x.iter().map(|v| (v + 1.0) + 1.0).collect();
+    check("producer_consumer", &gpu.download(&dy)?, &want)
+}
+
+/// (c) Clusters of 2 CTAs swap data through distributed shared memory.
+pub fn run_cluster_exchange(gpu: &Gpu, module: &Module) -> Result<Outcome> {
+    let ctas = 4u32; // two clusters
+    let len = first::EXCHANGE_LEN;
+    let n = ctas as usize * len;
+    let x = inputs(n, 3);
+    let dx = gpu.upload(&x)?;
+    let mut dy = poisoned(gpu, n)?;
+    module.kernel::<first::cluster_exchange>()?.launch_sync(ctas, (&dx, &mut dy))?;
+    let mut want = vec![0f32; n];
+    for cta in 0..ctas as usize {
+        let peer = cta ^ 1; // rank = cta % 2 within clusters of 2
+        for t in 0..len {
+            want[cta * len + t] = x[peer * len + t] * 2.0 + (peer % 2) as f32;
+        }
+    }
+    check("cluster_exchange", &gpu.download(&dy)?, &want)
+}
+
+/// (d) Block 0 signals block 1 through a global semaphore: `y = 3 x`, and
+/// the semaphore ends at 0.
+pub fn run_semaphore_signal(gpu: &Gpu, module: &Module) -> Result<Outcome> {
+    let n = first::MESSAGE_LEN;
+    let x = inputs(n, 4);
+    let dx = gpu.upload(&x)?;
+    let mut scratch = poisoned(gpu, n)?;
+    let mut dy = poisoned(gpu, n)?;
+    let mut sem = gpu.zeros::<u32>(1)?;
+    module
+        .kernel::<first::semaphore_signal>()?
+        .launch_sync(2u32, (&dx, &mut scratch, &mut dy, &mut sem))?;
+    let want: Vec<f32> = x.iter().map(|v| v * 3.0).collect();
+    let out = check("semaphore_signal", &gpu.download(&dy)?, &want)?;
+    let left = gpu.download(&sem)?[0];
+    if left != 0 {
+        return Err(ExampleError::Mismatch { example: "semaphore_signal (semaphore value)", index: 0, got: left as f32, want: 0.0, wrong: 1 });
+    }
+    Ok(out)
+}
+
+/// An example: its name and how to run it.
+pub type Example = (&'static str, fn(&Gpu, &Module) -> Result<Outcome>);
+
+/// The seed reference's first examples, in order.
+pub const FIRST_EXAMPLES: [Example; 4] = [
+    ("increment", run_increment),
+    ("producer_consumer", run_producer_consumer),
+    ("cluster_exchange", run_cluster_exchange),
+    ("semaphore_signal", run_semaphore_signal),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inputs_are_varied_and_in_range() {
+        let v = inputs(1000, 7);
+        assert!(v.iter().all(|x| (-4.0..4.0).contains(x)));
+        let distinct: std::collections::BTreeSet<u32> = v.iter().map(|x| x.to_bits()).collect();
+        assert!(distinct.len() > 990, "{} distinct", distinct.len());
+        assert_ne!(inputs(4, 1), inputs(4, 2));
+    }
+
+    #[test]
+    fn check_reports_the_first_wrong_element() {
+        let err = check("t", &[1.0, 5.0, f32::NAN], &[1.0, 2.0, 3.0]).unwrap_err().to_string();
+        assert!(err.contains("2 element(s) differ") && err.contains("index 1: got 5, want 2"), "{err}");
+        assert!(check("t", &[1.0, 2.0], &[1.0, 2.0]).is_ok());
+    }
+}

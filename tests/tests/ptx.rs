@@ -1,0 +1,109 @@
+//! Every example kernel builds for sm_90a and sm_100a and assembles with
+//! ptxas 13.0, with no spills and no local-memory stack, and its PTX holds
+//! the instructions the kernel is about.
+//!
+//! These tests need ptxas at build time (`tools/install-ptxas.sh`; the
+//! README's test command runs it): without it the images have no cubin and
+//! the tests fail, saying so.
+use kernel_device::launch::{DeviceCode, DeviceImage};
+
+const ARCHS: [&str; 2] = ["sm_90a", "sm_100a"];
+
+/// (entry point, instructions its PTX must contain)
+const EXPECTED: &[(&str, &[&str])] = &[
+    ("increment", &["ld.global", "st.global"]),
+    (
+        "producer_consumer",
+        &["mbarrier.init.shared::cta.b64", "fence.mbarrier_init.release.cluster", "mbarrier.arrive.shared::cta.b64", "mbarrier.try_wait.parity.shared::cta.b64", "bar.sync"],
+    ),
+    ("cluster_exchange", &["mapa.u64", "barrier.cluster.arrive.release.aligned", "barrier.cluster.wait.acquire.aligned", "ld.shared"]),
+    ("semaphore_signal", &["red.release.gpu.global.add.u32", "ld.acquire.gpu.global.u32", "atom.acquire.gpu.global.cas.b32", "bar.sync"]),
+];
+
+fn code() -> &'static DeviceCode {
+    &kernels::DEVICE_CODE
+}
+
+/// The PTX text of one `.entry`, from its name to the closing brace at
+/// column 0.
+fn entry_body<'a>(ptx: &'a str, name: &str) -> &'a str {
+    let head = format!(".visible .entry {name}(");
+    let start = ptx.find(&head).unwrap_or_else(|| panic!("no entry `{name}` in the PTX"));
+    let end = ptx[start..].find("\n}").map(|e| start + e).unwrap_or(ptx.len());
+    &ptx[start..end]
+}
+
+/// ptxas's report block for one entry: `(stack bytes, spill stores, spill loads)`.
+fn ptxas_numbers(report: &str, name: &str, arch: &str) -> (u32, u32, u32) {
+    let head = format!("Compiling entry function '{name}' for '{arch}'");
+    let start = report.find(&head).unwrap_or_else(|| panic!("ptxas report has no `{head}`:\n{report}"));
+    let line = report[start..]
+        .lines()
+        .find(|l| l.contains("bytes stack frame"))
+        .unwrap_or_else(|| panic!("no stack/spill line for {name}:\n{report}"));
+    let nums: Vec<u32> = line.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).map(|s| s.parse().unwrap()).collect();
+    assert_eq!(nums.len(), 3, "unexpected ptxas line `{line}`");
+    (nums[0], nums[1], nums[2])
+}
+
+fn image(arch: &str) -> &'static DeviceImage {
+    code().image(arch).unwrap_or_else(|| panic!("kernels were not built for {arch}"))
+}
+
+#[test]
+fn built_for_both_architectures() {
+    let archs: Vec<&str> = code().images.iter().map(|i| i.arch).collect();
+    assert_eq!(archs, ARCHS);
+    for arch in ARCHS {
+        let ptx = image(arch).ptx;
+        assert!(ptx.contains(&format!(".target {arch}")), "{arch}: wrong .target");
+    }
+    assert!(image("sm_100a").ptx.contains(".version 8.7"), "sm_100a needs PTX ISA 8.7");
+}
+
+#[test]
+fn assembled_by_ptxas_13_with_no_spills() {
+    for arch in ARCHS {
+        let img = image(arch);
+        assert!(
+            !img.cubin.is_empty(),
+            "{arch}: no cubin: ptxas was not found when the kernels were built. Run tools/install-ptxas.sh \
+             (or set KERNEL_PTXAS) and rebuild"
+        );
+        assert!(img.ptxas_report.contains("release 13.0"), "{arch}: expected ptxas 13.0:\n{}", img.ptxas_report);
+        assert!(!img.ptxas_report.contains("serialized"), "{arch}: wgmma serialization warning:\n{}", img.ptxas_report);
+        for (name, _) in EXPECTED {
+            let (stack, spill_st, spill_ld) = ptxas_numbers(img.ptxas_report, name, arch);
+            assert_eq!((stack, spill_st, spill_ld), (0, 0, 0), "{arch} {name}: stack frame / spills");
+        }
+    }
+}
+
+#[test]
+fn entries_have_their_instructions_and_block_size() {
+    for arch in ARCHS {
+        let ptx = image(arch).ptx;
+        for (name, instrs) in EXPECTED {
+            let body = entry_body(ptx, name);
+            for i in *instrs {
+                assert!(body.contains(i), "{arch} {name}: `{i}` missing from the PTX");
+            }
+            assert!(body.contains(".maxntid"), "{arch} {name}: no .maxntid");
+            assert!(!body.contains(".local"), "{arch} {name}: uses local memory");
+        }
+        // The block shape given to #[kernel] reaches ptxas.
+        assert!(entry_body(ptx, "producer_consumer").contains(".maxntid 256, 1, 1"));
+        assert!(entry_body(ptx, "increment").contains(".maxntid 128, 1, 1"));
+    }
+}
+
+#[test]
+fn cubins_are_elf_for_the_right_arch() {
+    for arch in ARCHS {
+        let cubin = image(arch).cubin;
+        if cubin.is_empty() {
+            continue; // reported by assembled_by_ptxas_13_with_no_spills
+        }
+        assert_eq!(&cubin[..4], b"\x7fELF", "{arch}: not an ELF cubin");
+    }
+}
