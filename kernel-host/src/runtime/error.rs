@@ -1,0 +1,643 @@
+//! Errors of the CUDA runtime: one [`Error`] enum whose messages name the
+//! rule that was broken, the values involved and the fix.
+//!
+//! CUDA driver failures carry a [`CudaError`]: the `CUresult` code, its name
+//! (`CUDA_ERROR_ILLEGAL_ADDRESS`) and the driver's description, captured when
+//! the error happened so that formatting an [`Error`] never calls the driver.
+
+use cudarc::driver::result::DriverError;
+use cudarc::driver::sys;
+use kernel_device::launch::{MAX_BLOCK_THREADS, MAX_CLUSTER_CTAS};
+use kernel_device::Dim3;
+use std::fmt;
+
+/// `Result` with this module's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A CUDA driver error, with the driver's description captured when it
+/// happened (formatting never calls the driver).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CudaError {
+    /// The `CUresult`; match on it, e.g.
+    /// `sys::CUresult::CUDA_ERROR_ILLEGAL_ADDRESS`.
+    pub result: sys::CUresult,
+    /// The driver's description (`cuGetErrorString`), empty when the driver
+    /// library could not be asked.
+    pub description: String,
+}
+
+impl CudaError {
+    /// Captures `err` and its description. The description is asked of the
+    /// driver only when libcuda can be loaded (with cudarc's
+    /// `dynamic-loading`, calling into an absent libcuda panics).
+    pub fn from_driver(err: DriverError) -> Self {
+        let description = if super::gpu::culib_present() {
+            err.error_string()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        CudaError {
+            result: err.0,
+            description,
+        }
+    }
+
+    /// The `CUresult` name, e.g. `"CUDA_ERROR_ILLEGAL_ADDRESS"` (the enum
+    /// variant's name, so no driver call is needed).
+    pub fn name(&self) -> String {
+        format!("{:?}", self.result)
+    }
+
+    /// The `CUresult` value, e.g. `700`.
+    pub fn code(&self) -> u32 {
+        self.result as u32
+    }
+
+    /// Whether this error is sticky: a kernel faulted (bad address, `trap`,
+    /// misaligned access...) and the CUDA context can no longer be used; every
+    /// later call on it returns the same error.
+    pub fn is_sticky(&self) -> bool {
+        use sys::CUresult::*;
+        matches!(
+            self.result,
+            CUDA_ERROR_ILLEGAL_ADDRESS
+                | CUDA_ERROR_LAUNCH_TIMEOUT
+                | CUDA_ERROR_ASSERT
+                | CUDA_ERROR_HARDWARE_STACK_ERROR
+                | CUDA_ERROR_ILLEGAL_INSTRUCTION
+                | CUDA_ERROR_MISALIGNED_ADDRESS
+                | CUDA_ERROR_INVALID_ADDRESS_SPACE
+                | CUDA_ERROR_INVALID_PC
+                | CUDA_ERROR_LAUNCH_FAILED
+                | CUDA_ERROR_TENSOR_MEMORY_LEAK
+                | CUDA_ERROR_ECC_UNCORRECTABLE
+        )
+    }
+}
+
+impl From<DriverError> for CudaError {
+    fn from(err: DriverError) -> Self {
+        CudaError::from_driver(err)
+    }
+}
+
+impl fmt::Display for CudaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?} ({}", self.result, self.code())?;
+        if !self.description.is_empty() {
+            write!(f, ": {}", self.description)?;
+        }
+        write!(f, ")")
+    }
+}
+
+/// Why a launch configuration was rejected before reaching CUDA (see
+/// [`check_launch`](super::check_launch)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LaunchProblem {
+    /// Some grid dimension is 0.
+    ZeroGrid { grid: Dim3 },
+    /// Some dimension of the kernel's `BLOCK` is 0.
+    ZeroBlock { block: Dim3 },
+    /// Some dimension of the kernel's `CLUSTER` is 0.
+    ZeroCluster { cluster: Dim3 },
+    /// The block has more than [`MAX_BLOCK_THREADS`] threads.
+    TooManyThreads { block: Dim3, threads: u64 },
+    /// `block.z` is over the hardware's 64.
+    BlockZTooLarge { block: Dim3 },
+    /// The cluster has more than [`MAX_CLUSTER_CTAS`] CTAs.
+    TooManyClusterCtas { cluster: Dim3, ctas: u64 },
+    /// `grid.axis` is not a multiple of `cluster.axis`.
+    GridNotClusterMultiple {
+        axis: char,
+        grid: Dim3,
+        cluster: Dim3,
+    },
+    /// `grid.axis` is over the hardware limit `max`.
+    GridTooLarge { axis: char, grid: Dim3, max: u32 },
+}
+
+/// `d.axis` for `axis` in `'x'`, `'y'`, `'z'`.
+pub(crate) fn axis_of(d: Dim3, axis: char) -> u32 {
+    match axis {
+        'x' => d.x,
+        'y' => d.y,
+        _ => d.z,
+    }
+}
+
+impl fmt::Display for LaunchProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LaunchProblem::ZeroGrid { grid } => write!(
+                f,
+                "grid {grid} has a zero dimension: every grid dimension must be at least 1 \
+                 (CUDA rejects a launch with no CTAs); skip the launch when there is no work"
+            ),
+            LaunchProblem::ZeroBlock { block } => write!(
+                f,
+                "the kernel's BLOCK {block} has a zero dimension: every block dimension must be \
+                 at least 1; fix the kernel's block shape"
+            ),
+            LaunchProblem::ZeroCluster { cluster } => write!(
+                f,
+                "the kernel's CLUSTER {cluster} has a zero dimension: use (1, 1, 1) for a launch \
+                 without clusters"
+            ),
+            LaunchProblem::TooManyThreads { block, threads } => write!(
+                f,
+                "the kernel's BLOCK {block} has {threads} threads, more than the \
+                 {MAX_BLOCK_THREADS} a CTA may have; use a smaller block shape"
+            ),
+            LaunchProblem::BlockZTooLarge { block } => write!(
+                f,
+                "the kernel's BLOCK {block} has block.z = {}, more than the 64 CUDA allows; \
+                 put the threads in x or y instead",
+                block.z
+            ),
+            LaunchProblem::TooManyClusterCtas { cluster, ctas } => write!(
+                f,
+                "the kernel's CLUSTER {cluster} has {ctas} CTAs, more than the \
+                 {MAX_CLUSTER_CTAS} a portable cluster may have; use a cluster of at most \
+                 {MAX_CLUSTER_CTAS} CTAs (16 needs the non-portable opt-in, which this runtime \
+                 does not set)"
+            ),
+            LaunchProblem::GridNotClusterMultiple {
+                axis,
+                grid,
+                cluster,
+            } => {
+                let g = axis_of(*grid, *axis);
+                let c = axis_of(*cluster, *axis);
+                let up = g.div_ceil(c) * c;
+                let down = g / c * c;
+                write!(
+                    f,
+                    "grid.{axis} = {g} is not a multiple of cluster.{axis} = {c} (grid {grid}, \
+                     cluster {cluster}): CUDA launches whole clusters only; round grid.{axis} up \
+                     to {up} (and have the kernel skip the extra CTAs)"
+                )?;
+                if down > 0 {
+                    write!(f, " or down to {down}")?;
+                }
+                Ok(())
+            }
+            LaunchProblem::GridTooLarge { axis, grid, max } => write!(
+                f,
+                "grid.{axis} = {} (grid {grid}) is over CUDA's limit of {max} for that \
+                 dimension; move work to another grid dimension or loop inside the kernel",
+                axis_of(*grid, *axis)
+            ),
+        }
+    }
+}
+
+/// Everything that can go wrong in the runtime.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// No usable CUDA GPU: libcuda is missing, `cuInit` failed, or the driver
+    /// reports no devices. Tests and examples skip on this one
+    /// ([`Error::is_no_gpu`]).
+    NoGpu { reason: String },
+    /// The requested device ordinal does not exist.
+    NoSuchDevice { ordinal: usize, count: usize },
+    /// A driver call outside a launch failed (context creation, allocation,
+    /// copies, synchronization).
+    Cuda { call: &'static str, cuda: CudaError },
+    /// The kernels crate has no image for this GPU's architecture.
+    NoImageForArch {
+        crate_name: &'static str,
+        /// The device's name and compute capability.
+        device: String,
+        /// The architectures the crate was built for.
+        available: Vec<&'static str>,
+    },
+    /// `cuModuleLoadDataEx` rejected the image.
+    ModuleLoad {
+        crate_name: &'static str,
+        arch: &'static str,
+        /// `"cubin"` or `"PTX"`.
+        format: &'static str,
+        cuda: CudaError,
+        /// The JIT/loader error log (ptxas messages for PTX), possibly empty.
+        log: String,
+    },
+    /// The module has no entry point named `name`.
+    KernelNotFound {
+        name: &'static str,
+        crate_name: &'static str,
+        arch: &'static str,
+    },
+    /// The kernel's dynamic plus static shared memory is over the device's
+    /// per-CTA opt-in maximum.
+    SmemTooLarge {
+        kernel: &'static str,
+        dynamic_bytes: u32,
+        static_bytes: u32,
+        max_bytes: u32,
+    },
+    /// The launch configuration breaks a rule checked before calling CUDA.
+    InvalidLaunch {
+        kernel: &'static str,
+        problem: LaunchProblem,
+    },
+    /// `cuLaunchKernelEx` (or preparing for it) failed.
+    Launch {
+        kernel: &'static str,
+        grid: Dim3,
+        block: Dim3,
+        cluster: Dim3,
+        smem_bytes: u32,
+        cuda: CudaError,
+    },
+    /// The kernel was launched but failed while running (found by
+    /// [`Kernel::launch_sync`](super::Kernel::launch_sync)).
+    KernelFault {
+        kernel: &'static str,
+        grid: Dim3,
+        block: Dim3,
+        cluster: Dim3,
+        smem_bytes: u32,
+        cuda: CudaError,
+    },
+}
+
+impl Error {
+    /// Whether this is [`Error::NoGpu`]: there is no GPU to run on, as opposed
+    /// to a GPU on which something failed.
+    pub fn is_no_gpu(&self) -> bool {
+        matches!(self, Error::NoGpu { .. })
+    }
+
+    /// The CUDA error inside, if the driver reported one.
+    pub fn cuda(&self) -> Option<&CudaError> {
+        match self {
+            Error::Cuda { cuda, .. }
+            | Error::ModuleLoad { cuda, .. }
+            | Error::Launch { cuda, .. }
+            | Error::KernelFault { cuda, .. } => Some(cuda),
+            _ => None,
+        }
+    }
+
+    /// A [`Error::Cuda`] for the driver call `call`.
+    pub(crate) fn cuda_call(call: &'static str) -> impl FnOnce(DriverError) -> Error {
+        move |e| Error::Cuda {
+            call,
+            cuda: CudaError::from_driver(e),
+        }
+    }
+}
+
+/// The hint appended to messages carrying a sticky error from an unknown kernel.
+const STICKY_HINT: &str = "this error is sticky: a kernel faulted (out-of-bounds or misaligned \
+    access, or a `trap` from a device panic: failed bounds check, `unwrap` on `None`, `panic!`) \
+    and this CUDA context cannot be used again; launch with `Kernel::launch_sync` to find which \
+    kernel, then restart the process";
+
+/// The hint appended to [`Error::KernelFault`] messages.
+const FAULT_HINT: &str = "the usual causes are an out-of-bounds or misaligned access, or a \
+    `trap` from a device panic (failed bounds check, `unwrap` on `None`, `panic!`); this CUDA \
+    context cannot be used again: restart the process";
+
+/// Extra advice for errors `cuLaunchKernelEx` returns.
+fn launch_hint(cuda: &CudaError) -> Option<&'static str> {
+    use sys::CUresult::*;
+    Some(match cuda.result {
+        CUDA_ERROR_INVALID_CLUSTER_SIZE => {
+            "the cluster shape is not schedulable for this kernel on this GPU (its CTAs do not \
+             fit together in one GPC); use a smaller cluster or fewer resources per CTA"
+        }
+        CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES => {
+            "the CTA needs more registers than an SM has (registers per thread x threads per \
+             block); use fewer threads per CTA or fewer registers per thread"
+        }
+        CUDA_ERROR_INVALID_VALUE => {
+            "a launch parameter is out of range for this kernel (dynamic shared memory over the \
+             kernel's limit, or a block larger than the kernel's max threads per block)"
+        }
+        CUDA_ERROR_INVALID_HANDLE => {
+            "the kernel's module was unloaded or belongs to another context"
+        }
+        _ => return None,
+    })
+}
+
+/// Extra advice for errors `cuModuleLoadDataEx` returns.
+fn load_hint(cuda: &CudaError) -> Option<&'static str> {
+    use sys::CUresult::*;
+    Some(match cuda.result {
+        CUDA_ERROR_INVALID_PTX => "the driver's JIT rejected the PTX; the loader log says why",
+        CUDA_ERROR_UNSUPPORTED_PTX_VERSION => {
+            "the PTX ISA version is newer than this driver's JIT supports; update the driver, \
+             or build a cubin with ptxas at build time"
+        }
+        CUDA_ERROR_NO_BINARY_FOR_GPU | CUDA_ERROR_INVALID_IMAGE => {
+            "the image was not built for this GPU or is corrupt; rebuild the kernels crate"
+        }
+        _ => return None,
+    })
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NoGpu { reason } => write!(f, "no CUDA GPU found: {reason}"),
+            Error::NoSuchDevice { ordinal, count } => write!(
+                f,
+                "no CUDA device with ordinal {ordinal}: the driver reports {count} device(s); \
+                 pass an ordinal below {count}"
+            ),
+            Error::Cuda { call, cuda } => {
+                write!(f, "{call} failed: {cuda}")?;
+                if cuda.is_sticky() {
+                    write!(f, "; {STICKY_HINT}")?;
+                }
+                Ok(())
+            }
+            Error::NoImageForArch {
+                crate_name,
+                device,
+                available,
+            } => write!(
+                f,
+                "kernels crate `{crate_name}` has no device image for {device}: it was built for \
+                 {available:?}; this toolkit targets sm_90a (compute capability 9.0, H100/H200) \
+                 and sm_100a (10.0, B200); build the kernels crate for the GPU's architecture"
+            ),
+            Error::ModuleLoad {
+                crate_name,
+                arch,
+                format,
+                cuda,
+                log,
+            } => {
+                write!(
+                    f,
+                    "loading the {arch} {format} of kernels crate `{crate_name}` failed: {cuda}"
+                )?;
+                if let Some(hint) = load_hint(cuda) {
+                    write!(f, "; {hint}")?;
+                }
+                if !log.is_empty() {
+                    write!(f, "\nloader log:\n{log}")?;
+                }
+                Ok(())
+            }
+            Error::KernelNotFound {
+                name,
+                crate_name,
+                arch,
+            } => write!(
+                f,
+                "kernel `{name}` is not in the {arch} image of kernels crate `{crate_name}` \
+                 (cuModuleGetFunction found no `.entry {name}`); the embedded DEVICE_CODE is \
+                 stale or the kernel is not a `#[kernel]` of that crate: rebuild the kernels \
+                 crate and load the DEVICE_CODE of the crate that defines the kernel"
+            ),
+            Error::SmemTooLarge {
+                kernel,
+                dynamic_bytes,
+                static_bytes,
+                max_bytes,
+            } => write!(
+                f,
+                "kernel `{kernel}` needs {dynamic_bytes} bytes of dynamic shared memory plus \
+                 {static_bytes} static, {} in all, but this GPU allows at most {max_bytes} bytes \
+                 per CTA; shrink the kernel's shared scratch (tiles or pipeline stages)",
+                u64::from(*dynamic_bytes) + u64::from(*static_bytes)
+            ),
+            Error::InvalidLaunch { kernel, problem } => {
+                write!(f, "cannot launch kernel `{kernel}`: {problem}")
+            }
+            Error::Launch {
+                kernel,
+                grid,
+                block,
+                cluster,
+                smem_bytes,
+                cuda,
+            } => {
+                write!(
+                    f,
+                    "launching kernel `{kernel}` (grid {grid}, block {block}, cluster {cluster}, \
+                     {smem_bytes} bytes of dynamic shared memory) failed: {cuda}"
+                )?;
+                if cuda.is_sticky() {
+                    write!(
+                        f,
+                        "; the error comes from an earlier kernel on this context, not from \
+                         this launch; {STICKY_HINT}"
+                    )?;
+                } else if let Some(hint) = launch_hint(cuda) {
+                    write!(f, "; {hint}")?;
+                }
+                Ok(())
+            }
+            Error::KernelFault {
+                kernel,
+                grid,
+                block,
+                cluster,
+                smem_bytes,
+                cuda,
+            } => {
+                write!(
+                    f,
+                    "kernel `{kernel}` (grid {grid}, block {block}, cluster {cluster}, \
+                     {smem_bytes} bytes of dynamic shared memory) failed while running: {cuda}"
+                )?;
+                if cuda.is_sticky() {
+                    write!(f, "; {FAULT_HINT}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sys::CUresult::*;
+
+    fn cuda(result: sys::CUresult) -> CudaError {
+        CudaError::from_driver(DriverError(result))
+    }
+
+    fn launch(result: sys::CUresult) -> Error {
+        Error::Launch {
+            kernel: "gemm",
+            grid: Dim3::new(132, 1, 1),
+            block: Dim3::new(384, 1, 1),
+            cluster: Dim3::new(2, 1, 1),
+            smem_bytes: 200_000,
+            cuda: cuda(result),
+        }
+    }
+
+    #[test]
+    fn cuda_errors_carry_their_name_and_code() {
+        let e = cuda(CUDA_ERROR_NOT_FOUND);
+        assert_eq!(e.name(), "CUDA_ERROR_NOT_FOUND");
+        assert_eq!(e.code(), 500);
+        let msg = e.to_string();
+        assert!(msg.starts_with("CUDA_ERROR_NOT_FOUND (500"), "{msg}");
+        assert!(msg.ends_with(')'), "{msg}");
+    }
+
+    #[test]
+    fn only_kernel_faults_are_sticky() {
+        assert!(cuda(CUDA_ERROR_ILLEGAL_ADDRESS).is_sticky());
+        assert!(cuda(CUDA_ERROR_LAUNCH_FAILED).is_sticky());
+        assert!(cuda(CUDA_ERROR_ILLEGAL_INSTRUCTION).is_sticky());
+        assert!(!cuda(CUDA_ERROR_INVALID_VALUE).is_sticky());
+        assert!(!cuda(CUDA_ERROR_OUT_OF_MEMORY).is_sticky());
+    }
+
+    #[test]
+    fn launch_errors_name_the_launch_and_advise() {
+        let msg = launch(CUDA_ERROR_INVALID_CLUSTER_SIZE).to_string();
+        assert!(
+            msg.starts_with(
+                "launching kernel `gemm` (grid (132, 1, 1), block (384, 1, 1), cluster (2, 1, 1), \
+                 200000 bytes of dynamic shared memory) failed: CUDA_ERROR_INVALID_CLUSTER_SIZE (912"
+            ),
+            "{msg}"
+        );
+        assert!(msg.contains("use a smaller cluster"), "{msg}");
+
+        // A sticky error at launch time belongs to an earlier kernel.
+        let msg = launch(CUDA_ERROR_ILLEGAL_ADDRESS).to_string();
+        assert!(msg.contains("comes from an earlier kernel"), "{msg}");
+        assert!(msg.contains("launch_sync"), "{msg}");
+    }
+
+    #[test]
+    fn kernel_faults_explain_the_usual_causes() {
+        let e = Error::KernelFault {
+            kernel: "gemm",
+            grid: Dim3::new(1, 1, 1),
+            block: Dim3::new(32, 1, 1),
+            cluster: Dim3::new(1, 1, 1),
+            smem_bytes: 0,
+            cuda: cuda(CUDA_ERROR_LAUNCH_FAILED),
+        };
+        let msg = e.to_string();
+        assert!(msg.starts_with("kernel `gemm` (grid (1, 1, 1)"), "{msg}");
+        assert!(
+            msg.contains("failed while running: CUDA_ERROR_LAUNCH_FAILED (719"),
+            "{msg}"
+        );
+        assert!(msg.contains("`trap` from a device panic"), "{msg}");
+        assert_eq!(e.cuda().map(|c| c.result), Some(CUDA_ERROR_LAUNCH_FAILED));
+        assert!(!e.is_no_gpu());
+    }
+
+    #[test]
+    fn lookup_and_resource_errors_name_values_and_fix() {
+        let msg = Error::KernelNotFound {
+            name: "gemm",
+            crate_name: "my_kernels",
+            arch: "sm_90a",
+        }
+        .to_string();
+        assert!(
+            msg.starts_with(
+                "kernel `gemm` is not in the sm_90a image of kernels crate `my_kernels`"
+            ),
+            "{msg}"
+        );
+        assert!(msg.contains("rebuild the kernels crate"), "{msg}");
+
+        let msg = Error::SmemTooLarge {
+            kernel: "gemm",
+            dynamic_bytes: 230_000,
+            static_bytes: 4096,
+            max_bytes: 232_448,
+        }
+        .to_string();
+        assert!(
+            msg.contains("230000 bytes of dynamic shared memory plus 4096 static, 234096 in all"),
+            "{msg}"
+        );
+        assert!(msg.contains("at most 232448 bytes per CTA"), "{msg}");
+
+        let msg = Error::NoImageForArch {
+            crate_name: "my_kernels",
+            device: "NVIDIA A100 (compute capability 8.0)".into(),
+            available: vec!["sm_90a", "sm_100a"],
+        }
+        .to_string();
+        assert!(
+            msg.contains("no device image for NVIDIA A100 (compute capability 8.0)"),
+            "{msg}"
+        );
+        assert!(msg.contains("[\"sm_90a\", \"sm_100a\"]"), "{msg}");
+
+        let msg = Error::ModuleLoad {
+            crate_name: "my_kernels",
+            arch: "sm_90a",
+            format: "PTX",
+            cuda: cuda(CUDA_ERROR_UNSUPPORTED_PTX_VERSION),
+            log: "ptxas fatal: bad version".into(),
+        }
+        .to_string();
+        assert!(
+            msg.starts_with("loading the sm_90a PTX of kernels crate `my_kernels`"),
+            "{msg}"
+        );
+        assert!(msg.contains("update the driver"), "{msg}");
+        assert!(
+            msg.ends_with("loader log:\nptxas fatal: bad version"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn no_gpu_is_distinguishable() {
+        let e = Error::NoGpu {
+            reason: "libcuda.so could not be loaded".into(),
+        };
+        assert!(e.is_no_gpu());
+        assert_eq!(
+            e.to_string(),
+            "no CUDA GPU found: libcuda.so could not be loaded"
+        );
+        assert!(!Error::NoSuchDevice {
+            ordinal: 1,
+            count: 1
+        }
+        .is_no_gpu());
+        let e = Error::InvalidLaunch {
+            kernel: "k",
+            problem: LaunchProblem::ZeroGrid {
+                grid: Dim3::new(0, 1, 1),
+            },
+        };
+        assert!(!e.is_no_gpu());
+        assert!(
+            e.to_string()
+                .starts_with("cannot launch kernel `k`: grid (0, 1, 1)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn error_is_a_small_thread_safe_std_error() {
+        fn assert_std_error<E: std::error::Error + Send + Sync + 'static>() {}
+        assert_std_error::<Error>();
+        // Under clippy's `result_large_err` threshold, so callers' functions
+        // returning `Result<_, Error>` do not trip it.
+        assert!(
+            std::mem::size_of::<Error>() <= 128,
+            "{}",
+            std::mem::size_of::<Error>()
+        );
+    }
+}

@@ -1,0 +1,240 @@
+//! Launch-configuration rules checked on the host before calling CUDA, as a
+//! pure function of the shapes, so that a bad launch is reported with the
+//! rule and the fix instead of a bare `CUDA_ERROR_INVALID_VALUE`.
+
+use super::error::LaunchProblem;
+use kernel_device::launch::{MAX_BLOCK_THREADS, MAX_CLUSTER_CTAS};
+use kernel_device::Dim3;
+
+/// Largest `grid.x` CUDA accepts (2^31 - 1).
+pub const MAX_GRID_X: u32 = i32::MAX as u32;
+/// Largest `grid.y` and `grid.z` CUDA accepts.
+pub const MAX_GRID_YZ: u32 = 65_535;
+/// Largest `block.z` CUDA accepts.
+pub const MAX_BLOCK_Z: u32 = 64;
+
+/// `x * y * z` without overflow.
+fn volume(d: Dim3) -> u64 {
+    u64::from(d.x) * u64::from(d.y) * u64::from(d.z)
+}
+
+fn has_zero(d: Dim3) -> bool {
+    d.x == 0 || d.y == 0 || d.z == 0
+}
+
+/// Checks a launch of `grid` CTAs of `block` threads in clusters of `cluster`
+/// CTAs (`(1, 1, 1)`: no cluster) against CUDA's rules:
+///
+/// * no dimension of grid, block or cluster is 0;
+/// * the block has at most [`MAX_BLOCK_THREADS`] threads and `block.z <= 64`;
+/// * the cluster has at most [`MAX_CLUSTER_CTAS`] CTAs (portable size);
+/// * every grid dimension is a multiple of the cluster's;
+/// * `grid.x < 2^31`, `grid.y, grid.z <= 65535`.
+///
+/// The first rule broken is returned.
+pub fn check_launch(grid: Dim3, block: Dim3, cluster: Dim3) -> Result<(), LaunchProblem> {
+    if has_zero(grid) {
+        return Err(LaunchProblem::ZeroGrid { grid });
+    }
+    if has_zero(block) {
+        return Err(LaunchProblem::ZeroBlock { block });
+    }
+    if has_zero(cluster) {
+        return Err(LaunchProblem::ZeroCluster { cluster });
+    }
+    let threads = volume(block);
+    if threads > u64::from(MAX_BLOCK_THREADS) {
+        return Err(LaunchProblem::TooManyThreads { block, threads });
+    }
+    if block.z > MAX_BLOCK_Z {
+        return Err(LaunchProblem::BlockZTooLarge { block });
+    }
+    let ctas = volume(cluster);
+    if ctas > u64::from(MAX_CLUSTER_CTAS) {
+        return Err(LaunchProblem::TooManyClusterCtas { cluster, ctas });
+    }
+    for (axis, g, c) in [
+        ('x', grid.x, cluster.x),
+        ('y', grid.y, cluster.y),
+        ('z', grid.z, cluster.z),
+    ] {
+        if g % c != 0 {
+            return Err(LaunchProblem::GridNotClusterMultiple {
+                axis,
+                grid,
+                cluster,
+            });
+        }
+    }
+    for (axis, g, max) in [
+        ('x', grid.x, MAX_GRID_X),
+        ('y', grid.y, MAX_GRID_YZ),
+        ('z', grid.z, MAX_GRID_YZ),
+    ] {
+        if g > max {
+            return Err(LaunchProblem::GridTooLarge { axis, grid, max });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ONE: Dim3 = Dim3::new(1, 1, 1);
+
+    fn problem(grid: Dim3, block: Dim3, cluster: Dim3) -> (LaunchProblem, String) {
+        match check_launch(grid, block, cluster) {
+            Err(p) => {
+                let msg = p.to_string();
+                (p, msg)
+            }
+            Ok(()) => panic!("{grid} x {block} in clusters of {cluster} was accepted"),
+        }
+    }
+
+    #[test]
+    fn accepts_valid_launches() {
+        assert_eq!(
+            check_launch(Dim3::new(132, 1, 1), Dim3::new(128, 1, 1), ONE),
+            Ok(())
+        );
+        assert_eq!(
+            check_launch(Dim3::new(8, 6, 2), Dim3::new(32, 4, 8), Dim3::new(2, 2, 1)),
+            Ok(())
+        );
+        assert_eq!(
+            check_launch(
+                Dim3::new(16, 1, 1),
+                Dim3::new(1024, 1, 1),
+                Dim3::new(8, 1, 1)
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            check_launch(Dim3::new(MAX_GRID_X, MAX_GRID_YZ, 1), ONE, ONE),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn rejects_grid_not_multiple_of_cluster() {
+        let (p, msg) = problem(
+            Dim3::new(10, 1, 1),
+            Dim3::new(128, 1, 1),
+            Dim3::new(4, 1, 1),
+        );
+        assert_eq!(
+            p,
+            LaunchProblem::GridNotClusterMultiple {
+                axis: 'x',
+                grid: Dim3::new(10, 1, 1),
+                cluster: Dim3::new(4, 1, 1)
+            }
+        );
+        assert!(
+            msg.contains("grid.x = 10 is not a multiple of cluster.x = 4"),
+            "{msg}"
+        );
+        assert!(msg.contains("round grid.x up to 12"), "{msg}");
+        assert!(msg.contains("or down to 8"), "{msg}");
+
+        // The y dimension is named when x is fine; no "down to 0".
+        let (p, msg) = problem(Dim3::new(4, 1, 1), ONE, Dim3::new(2, 2, 1));
+        assert!(matches!(
+            p,
+            LaunchProblem::GridNotClusterMultiple { axis: 'y', .. }
+        ));
+        assert!(
+            msg.contains("grid.y = 1 is not a multiple of cluster.y = 2"),
+            "{msg}"
+        );
+        assert!(msg.contains("up to 2"), "{msg}");
+        assert!(!msg.contains("down to"), "{msg}");
+
+        let (p, _) = problem(Dim3::new(2, 2, 3), ONE, Dim3::new(1, 1, 2));
+        assert!(matches!(
+            p,
+            LaunchProblem::GridNotClusterMultiple { axis: 'z', .. }
+        ));
+    }
+
+    #[test]
+    fn rejects_zero_grid() {
+        for grid in [Dim3::new(0, 1, 1), Dim3::new(1, 0, 1), Dim3::new(1, 1, 0)] {
+            let (p, msg) = problem(grid, Dim3::new(128, 1, 1), ONE);
+            assert_eq!(p, LaunchProblem::ZeroGrid { grid });
+            assert!(
+                msg.contains(&format!("grid {grid} has a zero dimension")),
+                "{msg}"
+            );
+            assert!(msg.contains("skip the launch"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn rejects_zero_block_and_cluster() {
+        let (p, _) = problem(ONE, Dim3::new(0, 1, 1), ONE);
+        assert!(matches!(p, LaunchProblem::ZeroBlock { .. }));
+        let (p, msg) = problem(ONE, ONE, Dim3::new(1, 0, 1));
+        assert!(matches!(p, LaunchProblem::ZeroCluster { .. }));
+        assert!(msg.contains("use (1, 1, 1)"), "{msg}");
+    }
+
+    #[test]
+    fn rejects_too_many_threads() {
+        let block = Dim3::new(32, 33, 1);
+        let (p, msg) = problem(Dim3::new(4, 1, 1), block, ONE);
+        assert_eq!(
+            p,
+            LaunchProblem::TooManyThreads {
+                block,
+                threads: 1056
+            }
+        );
+        assert!(msg.contains("(32, 33, 1) has 1056 threads"), "{msg}");
+        assert!(msg.contains("1024"), "{msg}");
+
+        // No u32 overflow: 2^16 * 2^16 * 1 threads is reported, not wrapped to 0.
+        let block = Dim3::new(65_536, 65_536, 1);
+        let (p, _) = problem(ONE, block, ONE);
+        assert_eq!(
+            p,
+            LaunchProblem::TooManyThreads {
+                block,
+                threads: 1 << 32
+            }
+        );
+
+        let (p, msg) = problem(ONE, Dim3::new(1, 1, 128), ONE);
+        assert!(matches!(p, LaunchProblem::BlockZTooLarge { .. }));
+        assert!(msg.contains("block.z = 128"), "{msg}");
+    }
+
+    #[test]
+    fn rejects_too_many_cluster_ctas() {
+        let cluster = Dim3::new(4, 4, 1);
+        let (p, msg) = problem(Dim3::new(16, 16, 1), Dim3::new(128, 1, 1), cluster);
+        assert_eq!(p, LaunchProblem::TooManyClusterCtas { cluster, ctas: 16 });
+        assert!(msg.contains("(4, 4, 1) has 16 CTAs"), "{msg}");
+        assert!(msg.contains("at most 8 CTAs"), "{msg}");
+    }
+
+    #[test]
+    fn rejects_grid_over_hardware_limits() {
+        let grid = Dim3::new(1, MAX_GRID_YZ + 1, 1);
+        let (p, msg) = problem(grid, ONE, ONE);
+        assert_eq!(
+            p,
+            LaunchProblem::GridTooLarge {
+                axis: 'y',
+                grid,
+                max: MAX_GRID_YZ
+            }
+        );
+        assert!(msg.contains("grid.y = 65536"), "{msg}");
+        let (p, _) = problem(Dim3::new(MAX_GRID_X + 1, 1, 1), ONE, ONE);
+        assert!(matches!(p, LaunchProblem::GridTooLarge { axis: 'x', .. }));
+    }
+}
