@@ -7,14 +7,20 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 tools/setup.sh
 cargo build --release -p examples --bin first_kernels
-test_bin=$(cargo test --release -p kernel-tests --test gpu --no-run --message-format=json 2>/dev/null \
-    | python3 -c 'import sys, json
+# test_exe PACKAGE TARGET-ARGS... : path of the test executable cargo builds
+test_exe() {
+    cargo test --release "$@" --no-run --message-format=json 2>/dev/null | python3 -c 'import sys, json
 for l in sys.stdin:
     m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "gpu":
-        print(m["executable"])')
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        print(m["executable"])' | tail -1
+}
+gpu_tests=$(test_exe -p kernel-tests --test gpu)
+runtime_tests=$(test_exe -p kernel-host --lib)
 rm -rf .device && mkdir -p .device
 cp target/release/first_kernels .device/
-cp "$test_bin" .device/gpu_tests
-cp target/release/build/kernels-*/out/kernels_sm_90a.cubin .device/ 2>/dev/null || true
+cp "$gpu_tests" .device/gpu_tests
+cp "$runtime_tests" .device/runtime_tests
+out_dir=$(ls -td target/release/build/kernels-*/out | head -1)
+cp "$out_dir"/kernels_sm_90a.cubin "$out_dir"/kernels_sm_90a.ptxas.txt .device/
 ls -la .device

@@ -19,6 +19,7 @@ run() { # name, command...
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 run first_kernels "$dir/first_kernels"
 run gpu_tests "$dir/gpu_tests" --ignored --nocapture --test-threads=1
+run runtime_tests "$dir/runtime_tests" runtime::gpu_tests --ignored --test-threads=1
 if [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
     for tool in memcheck racecheck synccheck; do
         run "sanitizer_$tool" /usr/local/cuda/bin/compute-sanitizer --tool "$tool" --error-exitcode 3 "$dir/first_kernels"

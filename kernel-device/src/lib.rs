@@ -24,9 +24,7 @@
 #![cfg_attr(
     target_arch = "nvptx64",
     feature(
-        abi_ptx,
         asm_experimental_arch,
-        stdarch_nvptx,
         core_intrinsics,
         gpu_intrinsics,
         gpu_launch_sized_workgroup_mem
