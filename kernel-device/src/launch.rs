@@ -75,30 +75,71 @@ pub trait KernelSpec {
     const CLUSTER: Dim3;
     /// Dynamic shared memory the kernel's scratch parameters need, in bytes.
     const SMEM_BYTES: u32;
-    /// The kernel's non-scratch parameter types, as a tuple, in order.
+    /// What the host passes for the kernel's non-scratch parameters: their
+    /// [`DeviceParam::Abi`] types, as a tuple, in order.
     type Params;
 }
 
-/// A type that can be passed by value from the host to a kernel.
+/// A type that can be passed from the host to a kernel.
+///
+/// The host passes [`DeviceParam::Abi`] (the bytes in the kernel's parameter
+/// space); the kernel body receives `Self`, built by
+/// [`DeviceParam::from_abi`]. For plain data both are the same type. A TMA
+/// tensor map is different: its 128-byte descriptor must stay in parameter
+/// space (a `__grid_constant__` parameter, whose *address* TMA instructions
+/// take), so its body type holds that address ([`DeviceParam::BY_ADDRESS`]).
 ///
 /// # Safety
-/// The type's bytes must mean the same thing on the host and on the device
+/// `Abi`'s bytes must mean the same thing on the host and on the device
 /// (plain data: integers, floats, raw device pointers, `#[repr(C)]` structs of
-/// those), with no references and no host-only invariants.
+/// those), with no references and no host-only invariants; `from_abi` must
+/// produce a valid `Self` from any value the host may pass.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a kernel parameter",
     label = "not a DeviceParam",
     note = "kernel parameters are copied from the host: use integers, floats, raw pointers \
             (`*const T` / `*mut T` to device memory) or a type implementing `DeviceParam`"
 )]
-pub unsafe trait DeviceParam: Copy {}
+pub unsafe trait DeviceParam: Sized {
+    /// What the host passes, by value, in the kernel's parameter space.
+    type Abi: Copy;
+    /// Whether `from_abi` needs the generic address of the parameter (then
+    /// `#[kernel]` computes it with `mov.b64 %rd, <entry>_param_<i>;
+    /// cvta.param.u64 %rd, %rd;`, and the build pipeline aligns the
+    /// parameter to 64 bytes).
+    const BY_ADDRESS: bool = false;
+    /// The body's value: `abi` itself for plain data. `param_addr` is the
+    /// parameter's generic address when `BY_ADDRESS`, else 0.
+    fn from_abi(abi: Self::Abi, param_addr: u64) -> Self;
+}
 
 macro_rules! device_param {
-    ($($t:ty),*) => { $(unsafe impl DeviceParam for $t {})* };
+    ($($t:ty),*) => { $(
+        // SAFETY: plain data.
+        unsafe impl DeviceParam for $t {
+            type Abi = $t;
+            #[inline(always)]
+            fn from_abi(abi: $t, _: u64) -> $t { abi }
+        }
+    )* };
 }
 device_param!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize, f32, f64, bool);
-unsafe impl<T> DeviceParam for *const T {}
-unsafe impl<T> DeviceParam for *mut T {}
+// SAFETY: a device address is plain data; dereferencing is the kernel's `unsafe`.
+unsafe impl<T> DeviceParam for *const T {
+    type Abi = *const T;
+    #[inline(always)]
+    fn from_abi(abi: *const T, _: u64) -> *const T {
+        abi
+    }
+}
+// SAFETY: as for `*const T`.
+unsafe impl<T> DeviceParam for *mut T {
+    type Abi = *mut T;
+    #[inline(always)]
+    fn from_abi(abi: *mut T, _: u64) -> *mut T {
+        abi
+    }
+}
 
 /// Device code for one architecture, as produced by `kernel_host::build`.
 #[derive(Clone, Copy, Debug)]

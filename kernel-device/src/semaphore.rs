@@ -16,7 +16,13 @@ pub struct Semaphore {
 }
 
 // SAFETY: a plain device pointer.
-unsafe impl crate::launch::DeviceParam for Semaphore {}
+unsafe impl crate::launch::DeviceParam for Semaphore {
+    type Abi = Semaphore;
+    #[inline(always)]
+    fn from_abi(abi: Semaphore, _: u64) -> Semaphore {
+        abi
+    }
+}
 
 pub mod raw {
     /// `red.release.gpu.global.add.u32 [ptr], n;` (PTX ISA §9.7.12.7, sm_70).

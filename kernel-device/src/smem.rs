@@ -176,6 +176,18 @@ impl<T: Copy> Smem<T> {
     }
 }
 
+impl<T, const N: usize> Smem<[T; N]> {
+    /// Slot `i` of a multi-stage buffer (`Smem<[Tile<..>; STAGES]>`) as its
+    /// own handle (panics, i.e. traps, if `i >= N`).
+    #[inline(always)]
+    #[track_caller]
+    pub fn at(&self, i: usize) -> Smem<T> {
+        assert!(i < N, "Smem::at: slot out of range");
+        // SAFETY: in bounds; same allocation.
+        Smem { ptr: unsafe { self.ptr.cast::<T>().add(i) }, _t: PhantomData }
+    }
+}
+
 impl<E: Copy, const N: usize> Smem<[E; N]> {
     /// Number of elements.
     pub const fn len(&self) -> usize {

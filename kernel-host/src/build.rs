@@ -294,7 +294,11 @@ impl DeviceBuild {
         let ptx_path = deps.join(format!("{}.s", self.crate_name));
         let ptx = std::fs::read_to_string(&ptx_path)
             .map_err(|err| BuildError::Io { what: format!("read the PTX {} (is the lib named `{}`?)", ptx_path.display(), self.crate_name), err })?;
-        Ok((ptx, dep_info_sources(&deps)))
+        // Sources of the device crates, and of the proc macros (built for the
+        // host in the same target dir), e.g. kernel-macros.
+        let mut sources = dep_info_sources(&deps, &self.crate_dir);
+        sources.extend(dep_info_sources(&target_dir.join("release").join("deps"), &self.crate_dir));
+        Ok((ptx, sources))
     }
 }
 
@@ -388,8 +392,9 @@ fn assemble(ptxas: &Path, arch: Arch, ptx: &Path, cubin: &Path) -> Result<String
 }
 
 /// Source files listed in the dep-info (`.d`) files of a target dir, minus
-/// the toolchain's own (rust-src) and registry files.
-fn dep_info_sources(deps: &Path) -> BTreeSet<PathBuf> {
+/// the toolchain's own (rust-src) and registry files. Relative paths are
+/// relative to the workspace root, an ancestor of `crate_dir`.
+fn dep_info_sources(deps: &Path, crate_dir: &Path) -> BTreeSet<PathBuf> {
     let mut out = BTreeSet::new();
     let Ok(entries) = std::fs::read_dir(deps) else { return out };
     for e in entries.flatten() {
@@ -400,8 +405,17 @@ fn dep_info_sources(deps: &Path) -> BTreeSet<PathBuf> {
                 let Some((_, rest)) = line.split_once(": ") else { continue };
                 for f in rest.split_whitespace() {
                     let is_ours = f.ends_with(".rs") && !f.contains("/rustlib/src/") && !f.contains("/registry/src/");
-                    if is_ours {
-                        out.insert(PathBuf::from(f));
+                    if !is_ours {
+                        continue;
+                    }
+                    let p = Path::new(f);
+                    let resolved = if p.is_absolute() {
+                        Some(p.to_path_buf())
+                    } else {
+                        crate_dir.ancestors().map(|a| a.join(p)).find(|c| c.exists())
+                    };
+                    if let Some(r) = resolved {
+                        out.insert(r);
                     }
                 }
             }
@@ -410,37 +424,64 @@ fn dep_info_sources(deps: &Path) -> BTreeSet<PathBuf> {
     out
 }
 
-/// Adds `.maxntid x, y, z` to each `.entry` named by a
-/// `// kernel-meta entry=NAME maxntid=x,y,z ...` line (emitted by `#[kernel]`),
-/// between the parameter list and the body.
+/// Applies the `// kernel-meta entry=NAME maxntid=x,y,z cluster=.. byaddr=MASK`
+/// lines `#[kernel]` emits:
+/// * adds `.maxntid x, y, z` to entry NAME, between its parameter list and
+///   its body, so ptxas budgets registers for the real block size;
+/// * raises the alignment of each parameter `i` with bit `i` of MASK set (a
+///   TMA descriptor used by address, which must be 64-byte aligned) from
+///   rustc's `.align 16` to `.align 64` (rustc cannot pass a by-value
+///   parameter aligned to more than 16: TOOLCHAIN.md).
 pub fn apply_kernel_meta(ptx: &str) -> String {
+    struct Meta {
+        maxntid: Option<String>,
+        byaddr: u64,
+    }
     let mut meta = std::collections::HashMap::new();
     for line in ptx.lines() {
         let Some(rest) = line.trim().strip_prefix("// kernel-meta ") else { continue };
         let mut entry = None;
-        let mut maxntid = None;
+        let mut m = Meta { maxntid: None, byaddr: 0 };
         for kv in rest.split_whitespace() {
             match kv.split_once('=') {
                 Some(("entry", v)) => entry = Some(v.to_string()),
-                Some(("maxntid", v)) => maxntid = Some(v.replace(',', ", ")),
+                Some(("maxntid", v)) => m.maxntid = Some(v.replace(',', ", ")),
+                Some(("byaddr", v)) => m.byaddr = v.parse().unwrap_or(0),
                 _ => {}
             }
         }
-        if let (Some(e), Some(m)) = (entry, maxntid) {
+        if let Some(e) = entry {
             meta.insert(e, m);
         }
     }
     let mut out = String::with_capacity(ptx.len() + 64 * meta.len());
-    let mut pending: Option<String> = None;
+    let mut current: Option<(&str, &Meta)> = None;
     for line in ptx.lines() {
         let t = line.trim();
         if let Some(rest) = t.strip_prefix(".visible .entry ").or_else(|| t.strip_prefix(".entry ")) {
             let name = rest.split(['(', ' ']).next().unwrap_or("");
-            pending = meta.get(name).cloned();
+            current = meta.get_key_value(name).map(|(k, v)| (k.as_str(), v));
         }
-        if t == "{" {
-            if let Some(m) = pending.take() {
-                out.push_str(&format!(".maxntid {m}\n"));
+        if let Some((name, m)) = current {
+            if t.starts_with(".param") && m.byaddr != 0 {
+                // `.param .align 16 .b8 NAME_param_I[128]`
+                let prefix = format!("{name}_param_");
+                if let Some(pos) = t.find(&prefix) {
+                    let idx: String = t[pos + prefix.len()..].chars().take_while(|c| c.is_ascii_digit()).collect();
+                    if let Ok(i) = idx.parse::<u32>() {
+                        if i < 64 && m.byaddr & (1u64 << i) != 0 {
+                            out.push_str(&line.replacen(".align 16", ".align 64", 1));
+                            out.push('\n');
+                            continue;
+                        }
+                    }
+                }
+            }
+            if t == "{" {
+                if let Some(n) = &m.maxntid {
+                    out.push_str(&format!(".maxntid {n}\n"));
+                }
+                current = None;
             }
         }
         out.push_str(line);
@@ -482,6 +523,15 @@ mod tests {
         let out = apply_kernel_meta(ptx);
         assert!(out.contains(")\n.maxntid 256, 1, 1\n{\n\tret;"), "{out}");
         assert_eq!(out.matches(".maxntid").count(), 1, "only the annotated entry: {out}");
+    }
+
+    #[test]
+    fn byaddr_params_get_64_byte_alignment() {
+        let ptx = "// kernel-meta entry=k maxntid=128,1,1 cluster=1,1,1 byaddr=2\n.visible .entry k(\n\t.param .align 16 .b8 k_param_0[128],\n\t.param .align 16 .b8 k_param_1[128],\n\t.param .u32 k_param_2\n)\n{\n}\n";
+        let out = apply_kernel_meta(ptx);
+        assert!(out.contains(".param .align 16 .b8 k_param_0[128],"), "{out}");
+        assert!(out.contains(".param .align 64 .b8 k_param_1[128],"), "{out}");
+        assert!(out.contains(")\n.maxntid 128, 1, 1\n{"), "{out}");
     }
 
     #[test]

@@ -1,0 +1,324 @@
+//! Shared-memory tile layouts: tiling and swizzling as types.
+//!
+//! One type, [`Tile<T, R, C, L>`], is the single source of truth for a 2-D
+//! tile of `R x C` elements of `T` in shared memory with layout `L`:
+//!
+//! * the kernel's SMEM addressing ([`Tile::offset_of`]),
+//! * the wgmma shared-memory descriptors (`crate::wgmma::SmemDescriptor`),
+//! * the host's TMA descriptor (box size and swizzle mode, in
+//!   `kernel_host::tma`),
+//!
+//! all derive from it, so they cannot disagree.
+//!
+//! # The layouts
+//!
+//! With a swizzle span of `S` bytes (128, 64 or 32), a row of the tile is cut
+//! into blocks of `S` bytes ("column blocks"); each column block is stored as
+//! `R` consecutive rows of `S` bytes, and the blocks follow each other. This
+//! is Pallas's `TilingTransform((8, S / size_of::<T>()))` +
+//! `SwizzleTransform(S)` for a tile whose rows fit one block, and it is
+//! exactly what one TMA box of `(S / size_of::<T>(), R)` elements writes with
+//! swizzle mode `S`, and the canonical K-major layout wgmma reads. Inside the
+//! tile, the 16-byte chunk index of each byte offset is XORed with its row
+//! within the 8-row pattern (PTX ISA §5.5.6, "Tensor swizzling modes"):
+//!
+//! ```text
+//! swizzled(o) = o ^ (((o >> 7) & (S / 16 - 1)) << 4)      // bits [4, 4+log2(S/16)) ^= bits [7, ..)
+//! ```
+//!
+//! which needs the tile to start on a multiple of the pattern (`8 * S`
+//! bytes; tiles are 1024-byte aligned). [`Unswizzled`] is plain row-major.
+//!
+//! ```text
+//! 128B swizzle, f16, row r, 16-byte chunk c (8 elements): stored at chunk c ^ (r % 8)
+//! r\c  0 1 2 3 4 5 6 7
+//!  0   0 1 2 3 4 5 6 7
+//!  1   1 0 3 2 5 4 7 6
+//!  2   2 3 0 1 6 7 4 5
+//!  ...
+//!  7   7 6 5 4 3 2 1 0
+//! ```
+use core::marker::PhantomData;
+
+/// The swizzle modes of TMA and wgmma (the byte span of one swizzled row).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Swizzle {
+    /// No swizzle: plain row-major.
+    None,
+    /// 32-byte span (pattern of 8 rows x 32 bytes = 256 bytes).
+    B32,
+    /// 64-byte span (pattern of 512 bytes).
+    B64,
+    /// 128-byte span (pattern of 1024 bytes).
+    B128,
+}
+
+impl Swizzle {
+    /// The span in bytes (0 for [`Swizzle::None`]).
+    pub const fn bytes(self) -> usize {
+        match self {
+            Swizzle::None => 0,
+            Swizzle::B32 => 32,
+            Swizzle::B64 => 64,
+            Swizzle::B128 => 128,
+        }
+    }
+
+    /// The mode for a span of `bytes` (0 or 16 mean no swizzle, as in Pallas).
+    pub const fn from_bytes(bytes: usize) -> Option<Swizzle> {
+        match bytes {
+            0 | 16 => Some(Swizzle::None),
+            32 => Some(Swizzle::B32),
+            64 => Some(Swizzle::B64),
+            128 => Some(Swizzle::B128),
+            _ => None,
+        }
+    }
+
+    /// Bytes after which the pattern repeats (8 rows of the span).
+    pub const fn pattern_bytes(self) -> usize {
+        self.bytes() * 8
+    }
+
+    /// Applies the swizzle to a byte offset from a pattern-aligned base.
+    pub const fn apply(self, offset: usize) -> usize {
+        match self {
+            Swizzle::None => offset,
+            s => offset ^ (((offset >> 7) & (s.bytes() / 16 - 1)) << 4),
+        }
+    }
+}
+
+/// The largest swizzle whose span divides a row of `row_bytes` bytes
+/// (Pallas's `find_swizzle`): 128, 64, 32, else none.
+pub const fn find_swizzle(row_bytes: usize) -> Swizzle {
+    if row_bytes % 128 == 0 {
+        Swizzle::B128
+    } else if row_bytes % 64 == 0 {
+        Swizzle::B64
+    } else if row_bytes % 32 == 0 {
+        Swizzle::B32
+    } else {
+        Swizzle::None
+    }
+}
+
+/// A tile layout: its swizzle mode.
+pub trait Layout: 'static {
+    const SWIZZLE: Swizzle;
+}
+
+/// Tiling `(8, BYTES / size_of::<T>())` + `BYTES`-byte swizzle.
+#[derive(Clone, Copy, Debug)]
+pub struct Swizzled<const BYTES: usize>;
+
+impl<const BYTES: usize> Layout for Swizzled<BYTES> {
+    const SWIZZLE: Swizzle = match Swizzle::from_bytes(BYTES) {
+        Some(s) => s,
+        None => panic!("Swizzled<BYTES>: BYTES must be 128, 64, 32 or 16"),
+    };
+}
+
+/// Plain row-major, no swizzle.
+#[derive(Clone, Copy, Debug)]
+pub struct Unswizzled;
+
+impl Layout for Unswizzled {
+    const SWIZZLE: Swizzle = Swizzle::None;
+}
+
+/// A 2-D tile of `R x C` elements of `T` in shared memory, laid out by `L`.
+/// Used as `Smem<Tile<..>>` (or `Smem<[Tile<..>; STAGES]>`) kernel scratch.
+///
+/// Rules (compile-time, checked when the layout is used): `R` is a multiple
+/// of 8; with a swizzle of `S` bytes, a row (`C * size_of::<T>()` bytes) is a
+/// multiple of `S`.
+#[repr(C, align(1024))]
+pub struct Tile<T, const R: usize, const C: usize, L: Layout> {
+    data: [[T; C]; R],
+    _layout: PhantomData<L>,
+}
+
+/// Compile-time facts about a tile type, for code generic over tiles (TMA,
+/// wgmma descriptors, the host).
+pub trait TileLayout {
+    type Elem: Copy;
+    const ROWS: usize;
+    const COLS: usize;
+    const SWIZZLE: Swizzle;
+    /// Bytes of one element.
+    const ELEM_BYTES: usize;
+    /// Bytes of the whole tile.
+    const BYTES: usize;
+    /// Bytes of one row of one column block: the swizzle span, or the whole
+    /// row without swizzle.
+    const BLOCK_ROW_BYTES: usize;
+    /// Elements per row of one column block (the TMA box's inner size).
+    const BLOCK_COLS: usize;
+    /// Column blocks per row (TMA boxes per tile).
+    const BLOCKS: usize;
+    /// Bytes of one column block (`ROWS * BLOCK_ROW_BYTES`).
+    const BLOCK_BYTES: usize;
+}
+
+impl<T: Copy, const R: usize, const C: usize, L: Layout> TileLayout for Tile<T, R, C, L> {
+    type Elem = T;
+    const ROWS: usize = R;
+    const COLS: usize = C;
+    const SWIZZLE: Swizzle = L::SWIZZLE;
+    const ELEM_BYTES: usize = core::mem::size_of::<T>();
+    const BYTES: usize = R * C * core::mem::size_of::<T>();
+    const BLOCK_ROW_BYTES: usize = {
+        let row = C * core::mem::size_of::<T>();
+        let s = L::SWIZZLE.bytes();
+        assert!(R > 0 && R % 8 == 0, "Tile<T, R, C, L>: R (rows) must be a non-zero multiple of 8");
+        assert!(row > 0, "Tile<T, R, C, L>: C must be non-zero");
+        if s == 0 {
+            row
+        } else {
+            assert!(
+                row % s == 0,
+                "Tile<T, R, C, Swizzled<S>>: a row (C * size_of::<T>() bytes) must be a multiple of the swizzle span S; use find_swizzle or a smaller S"
+            );
+            s
+        }
+    };
+    const BLOCK_COLS: usize = Self::BLOCK_ROW_BYTES / core::mem::size_of::<T>();
+    const BLOCKS: usize = C / Self::BLOCK_COLS;
+    const BLOCK_BYTES: usize = R * Self::BLOCK_ROW_BYTES;
+}
+
+impl<T: Copy, const R: usize, const C: usize, L: Layout> Tile<T, R, C, L> {
+    /// Byte offset of element `(row, col)` from the tile's start, swizzle
+    /// applied.
+    pub const fn offset_of(row: usize, col: usize) -> usize {
+        let e = core::mem::size_of::<T>();
+        let block = col / <Self as TileLayout>::BLOCK_COLS;
+        let in_block = (col % <Self as TileLayout>::BLOCK_COLS) * e;
+        let linear = block * <Self as TileLayout>::BLOCK_BYTES + row * <Self as TileLayout>::BLOCK_ROW_BYTES + in_block;
+        // Blocks are whole patterns, so swizzling the offset from the tile
+        // start equals swizzling it from the block start.
+        L::SWIZZLE.apply(linear)
+    }
+}
+
+impl<T: Copy, const R: usize, const C: usize, L: Layout> crate::smem::Smem<Tile<T, R, C, L>> {
+    /// Generic pointer to element `(row, col)` (swizzle applied; panics, i.e.
+    /// traps, out of bounds).
+    #[inline(always)]
+    #[track_caller]
+    pub fn elem_ptr_2d(&self, row: usize, col: usize) -> *mut T {
+        assert!(row < R && col < C, "tile index out of bounds");
+        // SAFETY: in bounds of the tile.
+        unsafe { (self.as_ptr() as *mut u8).add(Tile::<T, R, C, L>::offset_of(row, col)).cast() }
+    }
+    /// Read element `(row, col)`.
+    #[inline(always)]
+    #[track_caller]
+    pub fn get(&self, row: usize, col: usize) -> T {
+        // SAFETY: `elem_ptr_2d` checked bounds; ordering per `Smem` docs.
+        unsafe { self.elem_ptr_2d(row, col).read() }
+    }
+    /// Write element `(row, col)`.
+    #[inline(always)]
+    #[track_caller]
+    pub fn set(&self, row: usize, col: usize, v: T) {
+        // SAFETY: as `get`.
+        unsafe { self.elem_ptr_2d(row, col).write(v) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type F16 = u16; // a 2-byte element for address math
+
+    #[test]
+    fn swizzle_128_matches_the_ptx_pattern() {
+        // Row r of 128 bytes: 16-byte chunk c lands at chunk c ^ (r % 8).
+        for r in 0..16usize {
+            for c in 0..8usize {
+                let o = r * 128 + c * 16 + 6;
+                assert_eq!(Swizzle::B128.apply(o), r * 128 + ((c ^ (r % 8)) * 16) + 6, "r={r} c={c}");
+            }
+        }
+        // Worked by hand: row 3, bytes 32..48 (chunk 2) -> chunk 1: 3*128 + 16.
+        assert_eq!(Swizzle::B128.apply(3 * 128 + 32), 3 * 128 + 16);
+    }
+
+    #[test]
+    fn swizzle_64_and_32() {
+        // 64B: rows of 64 bytes; chunk (0..4) ^= (offset >> 7) & 3 = (r / 2) % 4.
+        for r in 0..16usize {
+            for c in 0..4usize {
+                assert_eq!(Swizzle::B64.apply(r * 64 + c * 16), r * 64 + ((c ^ ((r / 2) % 4)) * 16), "r={r} c={c}");
+            }
+        }
+        // 32B: rows of 32 bytes; chunk (0..2) ^= (r / 4) % 2.
+        for r in 0..16usize {
+            for c in 0..2usize {
+                assert_eq!(Swizzle::B32.apply(r * 32 + c * 16), r * 32 + ((c ^ ((r / 4) % 2)) * 16), "r={r} c={c}");
+            }
+        }
+        assert_eq!(Swizzle::None.apply(1234), 1234);
+    }
+
+    #[test]
+    fn swizzle_is_a_permutation_of_each_pattern() {
+        for s in [Swizzle::B32, Swizzle::B64, Swizzle::B128] {
+            let n = s.pattern_bytes();
+            let mut seen = [false; 1024];
+            for o in 0..n {
+                let t = s.apply(o);
+                assert!(t < n && !seen[t], "{s:?}: {o} -> {t}");
+                seen[t] = true;
+            }
+        }
+    }
+
+    #[test]
+    fn tile_of_one_block_is_row_major_then_swizzled() {
+        type T = Tile<F16, 64, 64, Swizzled<128>>;
+        assert_eq!(<T as TileLayout>::BLOCKS, 1);
+        assert_eq!(<T as TileLayout>::BLOCK_COLS, 64);
+        assert_eq!(<T as TileLayout>::BYTES, 8192);
+        // (row 1, col 8): linear 128 + 16 = chunk 1 of row 1 -> chunk 0.
+        assert_eq!(T::offset_of(1, 8), 128);
+        assert_eq!(T::offset_of(0, 0), 0);
+        assert_eq!(T::offset_of(9, 63), 9 * 128 + ((7 ^ 1) * 16) + 14);
+    }
+
+    #[test]
+    fn wide_tile_is_split_into_column_blocks() {
+        // 128 x 128 f16 with 128B swizzle: two blocks of 128 rows x 128 bytes.
+        type T = Tile<F16, 128, 128, Swizzled<128>>;
+        assert_eq!(<T as TileLayout>::BLOCKS, 2);
+        assert_eq!(<T as TileLayout>::BLOCK_BYTES, 16384);
+        // Column 64 starts the second block.
+        assert_eq!(T::offset_of(0, 64), 16384);
+        assert_eq!(T::offset_of(2, 64 + 8), 16384 + 2 * 128 + ((1 ^ 2) * 16));
+    }
+
+    #[test]
+    fn unswizzled_is_row_major() {
+        type T = Tile<f32, 8, 40, Unswizzled>;
+        assert_eq!(<T as TileLayout>::BLOCKS, 1);
+        assert_eq!(T::offset_of(3, 5), (3 * 40 + 5) * 4);
+    }
+
+    #[test]
+    fn find_swizzle_picks_the_largest_dividing_span() {
+        assert_eq!(find_swizzle(256), Swizzle::B128);
+        assert_eq!(find_swizzle(64 * 2), Swizzle::B128);
+        assert_eq!(find_swizzle(32 * 2), Swizzle::B64);
+        assert_eq!(find_swizzle(16 * 2), Swizzle::B32);
+        assert_eq!(find_swizzle(8 * 2), Swizzle::None);
+    }
+
+    #[test]
+    fn tiles_are_pattern_aligned() {
+        assert_eq!(core::mem::align_of::<Tile<F16, 8, 64, Swizzled<128>>>(), 1024);
+        assert_eq!(<crate::Smem<[Tile<F16, 64, 64, Swizzled<128>>; 3]> as crate::Scratch>::ALIGN, 1024);
+    }
+}
