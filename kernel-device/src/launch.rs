@@ -78,6 +78,9 @@ pub trait KernelSpec {
     /// What the host passes for the kernel's non-scratch parameters: their
     /// [`DeviceParam::Abi`] types, as a tuple, in order.
     type Params;
+    /// The architectures the entry point is built for (`#[kernel(arch = ..)]`);
+    /// empty means every architecture of the build.
+    const ARCHS: &'static [&'static str] = &[];
 }
 
 /// A type that can be passed from the host to a kernel.

@@ -46,10 +46,13 @@ pub mod index;
 pub mod launch;
 pub mod layout;
 pub mod mbarrier;
+pub mod pipeline;
 pub mod semaphore;
 pub mod smem;
 pub mod sync;
+pub mod tma;
 pub mod warp;
+pub mod wgmma;
 
 pub use cluster::{cluster_arrive, cluster_sync, cluster_wait};
 pub use index::*;
@@ -59,18 +62,21 @@ pub use mbarrier::{Barrier, BarrierRef, Barriers};
 pub use semaphore::Semaphore;
 pub use smem::{Scratch, Smem};
 pub use sync::{sync_threads, NamedBarrier};
+pub use tma::{commit_smem, Tma};
 pub use warp::{elect_one, lane_id};
+pub use half::{bf16, f16};
 
 /// What kernels usually import: `use kernel_device::prelude::*;`.
 pub mod prelude {
     pub use crate::cluster::{cluster_arrive, cluster_sync, cluster_wait};
     pub use crate::index::*;
     pub use crate::kernel;
-    pub use crate::layout::{Swizzled, Tile, Unswizzled};
+    pub use crate::layout::{Swizzled, Tile, TileLayout, Unswizzled};
     pub use crate::mbarrier::{Barrier, BarrierRef, Barriers};
     pub use crate::semaphore::Semaphore;
     pub use crate::smem::Smem;
     pub use crate::sync::{sync_threads, NamedBarrier};
+    pub use crate::tma::{commit_smem, Tma};
     pub use crate::warp::{elect_one, lane_id};
 }
 

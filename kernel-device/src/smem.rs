@@ -147,6 +147,17 @@ impl<T> Smem<T> {
     pub fn smem_addr(&self) -> u32 {
         shared_addr(self.ptr)
     }
+    /// The `U` at `byte_offset` inside this allocation (e.g. one half of a
+    /// tile, for a partitioned copy).
+    ///
+    /// # Safety
+    /// `byte_offset + size_of::<U>() <= size_of::<T>()`, and the address is
+    /// aligned for `U` (and for its swizzle pattern if `U` is a tile).
+    #[inline(always)]
+    pub unsafe fn cast_at<U>(&self, byte_offset: usize) -> Smem<U> {
+        // SAFETY: forwarded contract.
+        Smem { ptr: unsafe { (self.ptr as *mut u8).add(byte_offset) }.cast(), _t: PhantomData }
+    }
     /// Generic pointer to the same allocation in CTA `rank` of this cluster
     /// (distributed shared memory, `mapa`).
     ///

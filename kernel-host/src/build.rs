@@ -288,7 +288,13 @@ impl DeviceBuild {
         let shown = format!("CARGO_ENCODED_RUSTFLAGS='{}' {:?}", rustflags.join(" "), cmd);
         let output = cmd.output().map_err(|err| BuildError::Io { what: "run rustup".into(), err })?;
         if !output.status.success() {
-            return Err(BuildError::Compile { arch, command: shown, stderr: String::from_utf8_lossy(&output.stderr).into_owned() });
+            // Drop cargo's progress lines; keep the diagnostics.
+            let stderr: String = String::from_utf8_lossy(&output.stderr)
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("Compiling ") && !l.trim_start().starts_with("Finished "))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            return Err(BuildError::Compile { arch, command: shown, stderr });
         }
         let deps = target_dir.join(NVPTX_TARGET).join("release").join("deps");
         let ptx_path = deps.join(format!("{}.s", self.crate_name));

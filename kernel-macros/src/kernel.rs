@@ -260,6 +260,15 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
         Some((_, list)) => list.clone(),
         None => vec![Vec::new()],
     };
+    // The device items exist on nvptx64, and only for `arch` if given.
+    let device_cfg = match &opts.arch {
+        Some(a) => quote!(#[cfg(all(target_arch = "nvptx64", target_feature = #a))]),
+        None => quote!(#[cfg(target_arch = "nvptx64")]),
+    };
+    let archs = match &opts.arch {
+        Some(a) => quote!(&[#a]),
+        None => quote!(&[]),
+    };
     let mut per_instance = TokenStream::new();
     for inst in &instances {
         let entry_name = if inst.is_empty() {
@@ -304,15 +313,16 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
                 const CLUSTER: #krate::Dim3 = #krate::Dim3::new(#cx, #cy, #cz);
                 const SMEM_BYTES: u32 = <#name #inst_args>::__SMEM_BYTES as u32;
                 type Params = (#(#abi_tys,)*);
+                const ARCHS: &'static [&'static str] = #archs;
             }
             // Evaluate the layout (and its budget and arrivals checks) for this instance.
             const _: () = {
                 let _ = <#name #inst_args as #krate::launch::KernelSpec>::SMEM_BYTES;
                 <#name #inst_args>::__CHECKS
             };
-            #[cfg(target_arch = "nvptx64")]
+            #device_cfg
             ::core::arch::global_asm!(#meta, const 0u64 #(| ((<#p_tys as #krate::launch::DeviceParam>::BY_ADDRESS as u64) << #p_idx))*);
-            #[cfg(target_arch = "nvptx64")]
+            #device_cfg
             #[doc = #doc]
             #[no_mangle]
             #[allow(non_snake_case)]

@@ -30,6 +30,7 @@
 //! | `block = warpgroups(N)` / `threads(N)` / `(x, y, z)` | threads per CTA | `warpgroups(1)` |
 //! | `cluster = N` / `(x, y, z)` | CTAs per cluster (at most 8) | `1` |
 //! | `instances((a, b, ..), ..)` | const-generic values to compile, one entry point each | required iff the kernel has const generics |
+//! | `arch = sm_90a` / `sm_100a` | build the entry point only for that architecture (wgmma is sm_90a-only, tcgen05 sm_100a-only) | every architecture |
 //!
 //! # Rules (each is a compile error naming the rule)
 //!

@@ -4,7 +4,9 @@ use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::{parenthesized, Error, Expr, ExprLit, ExprTuple, Ident, Lit, LitInt, Token};
 
-pub const VALID_OPTIONS: &str = "`block`, `cluster`, `instances`";
+pub const VALID_OPTIONS: &str = "`block`, `cluster`, `instances`, `arch`";
+/// Architectures a kernel can be restricted to.
+pub const ARCHS: [&str; 2] = ["sm_90a", "sm_100a"];
 pub const MAX_BLOCK_THREADS: u64 = 1024;
 pub const MAX_CLUSTER_CTAS: u64 = 8;
 
@@ -27,6 +29,8 @@ pub struct Options {
     pub cluster: Dims,
     /// Each instance: the literal values of the const generics, in order.
     pub instances: Option<(Span, Vec<Vec<Lit>>)>,
+    /// `arch = sm_90a`: compile the entry point only for that architecture.
+    pub arch: Option<String>,
 }
 
 /// One `key = value` or `key(...)` option.
@@ -34,6 +38,7 @@ enum RawOption {
     Block(Ident, Dims),
     Cluster(Ident, Dims),
     Instances(Ident, Vec<(Span, Vec<Lit>)>),
+    Arch(Ident, String),
 }
 
 fn lit_u64(lit: &LitInt, what: &str) -> syn::Result<u64> {
@@ -126,6 +131,20 @@ impl Parse for RawOption {
                 }
                 Ok(RawOption::Instances(key, out))
             }
+            "arch" => {
+                input.parse::<Token![=]>()?;
+                let (name, span) = if input.peek(syn::LitStr) {
+                    let l: syn::LitStr = input.parse()?;
+                    (l.value(), l.span())
+                } else {
+                    let i: Ident = input.parse()?;
+                    (i.to_string(), i.span())
+                };
+                if !ARCHS.contains(&name.as_str()) {
+                    return Err(Error::new(span, format!("unknown architecture `{name}`; `arch` takes one of: {}", ARCHS.join(", "))));
+                }
+                Ok(RawOption::Arch(key, name))
+            }
             other => Err(Error::new(key.span(), format!("unknown `#[kernel]` option `{other}`; valid options: {VALID_OPTIONS}"))),
         }
     }
@@ -137,6 +156,7 @@ pub fn parse(attr: TokenStream, errors: &mut Vec<Error>) -> Options {
         block: Dims { x: 128, y: 1, z: 1, span: Span::call_site() },
         cluster: Dims { x: 1, y: 1, z: 1, span: Span::call_site() },
         instances: None,
+        arch: None,
     };
     let parsed = match syn::parse::Parser::parse2(Punctuated::<RawOption, Token![,]>::parse_terminated, attr) {
         Ok(p) => p,
@@ -148,7 +168,7 @@ pub fn parse(attr: TokenStream, errors: &mut Vec<Error>) -> Options {
     let mut seen: Vec<String> = Vec::new();
     for opt in parsed {
         let key = match &opt {
-            RawOption::Block(k, _) | RawOption::Cluster(k, _) | RawOption::Instances(k, _) => k.clone(),
+            RawOption::Block(k, _) | RawOption::Cluster(k, _) | RawOption::Instances(k, _) | RawOption::Arch(k, _) => k.clone(),
         };
         let name = key.to_string();
         if seen.contains(&name) {
@@ -159,6 +179,7 @@ pub fn parse(attr: TokenStream, errors: &mut Vec<Error>) -> Options {
         match opt {
             RawOption::Block(_, d) => opts.block = d,
             RawOption::Cluster(_, d) => opts.cluster = d,
+            RawOption::Arch(_, a) => opts.arch = Some(a),
             RawOption::Instances(k, v) => {
                 if v.is_empty() {
                     errors.push(Error::new(k.span(), "`instances()` lists no instance; list at least one, e.g. `instances((128, 64))`"));

@@ -18,6 +18,38 @@ const EXPECTED: &[(&str, &[&str])] = &[
     ),
     ("cluster_exchange", &["mapa.u64", "barrier.cluster.arrive.release.aligned", "barrier.cluster.wait.acquire.aligned", "ld.shared"]),
     ("semaphore_signal", &["red.release.gpu.global.add.u32", "ld.acquire.gpu.global.u32", "atom.acquire.gpu.global.cas.b32", "bar.sync"]),
+    (
+        "multicast_copy",
+        &[
+            "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster",
+            "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group",
+            "cp.async.bulk.commit_group",
+            "cp.async.bulk.wait_group 0",
+            "mbarrier.arrive.expect_tx",
+            "barrier.cluster.arrive",
+            ".param .align 64 .b8 multicast_copy_param_0[128]",
+            ".param .align 64 .b8 multicast_copy_param_1[128]",
+        ],
+    ),
+];
+
+/// Kernels built for sm_90a only (`#[kernel(arch = sm_90a)]`: wgmma).
+const SM90A_ONLY: &[(&str, &[&str])] = &[
+    (
+        "matmul_pipelined__2",
+        &[
+            "wgmma.fence.sync.aligned",
+            "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16",
+            "wgmma.commit_group.sync.aligned",
+            "wgmma.wait_group.sync.aligned 1",
+            "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
+            "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group",
+            "fence.proxy.async.shared::cta",
+            "cvt.rn.f16x2.f32",
+            ".param .align 64 .b8 matmul_pipelined__2_param_0[128]",
+        ],
+    ),
+    ("matmul_pipelined__4", &["wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "wgmma.wait_group.sync.aligned 1"]),
 ];
 
 fn code() -> &'static DeviceCode {
@@ -72,7 +104,8 @@ fn assembled_by_ptxas_13_with_no_spills() {
         );
         assert!(img.ptxas_report.contains("release 13.0"), "{arch}: expected ptxas 13.0:\n{}", img.ptxas_report);
         assert!(!img.ptxas_report.contains("serialized"), "{arch}: wgmma serialization warning:\n{}", img.ptxas_report);
-        for (name, _) in EXPECTED {
+        let sm90a = if arch == "sm_90a" { SM90A_ONLY } else { &[] };
+        for (name, _) in EXPECTED.iter().chain(sm90a) {
             let (stack, spill_st, spill_ld) = ptxas_numbers(img.ptxas_report, name, arch);
             assert_eq!((stack, spill_st, spill_ld), (0, 0, 0), "{arch} {name}: stack frame / spills");
         }
@@ -90,6 +123,20 @@ fn entries_have_their_instructions_and_block_size() {
             }
             assert!(body.contains(".maxntid"), "{arch} {name}: no .maxntid");
             assert!(!body.contains(".local"), "{arch} {name}: uses local memory");
+        }
+        if arch == "sm_90a" {
+            for (name, instrs) in SM90A_ONLY {
+                let body = entry_body(ptx, name);
+                for i in *instrs {
+                    assert!(body.contains(i), "{arch} {name}: `{i}` missing from the PTX");
+                }
+                // 8 wgmmas per K step: 2 row blocks x 4 k16 steps, no spills, 1 group in flight.
+                assert_eq!(body.matches("wgmma.mma_async").count(), 8, "{name}: wgmma count");
+            }
+        } else {
+            for (name, _) in SM90A_ONLY {
+                assert!(!ptx.contains(&format!(".entry {name}(")), "{arch}: `{name}` is sm_90a-only but was built");
+            }
         }
         // The block shape given to #[kernel] reaches ptxas.
         assert!(entry_body(ptx, "producer_consumer").contains(".maxntid 256, 1, 1"));

@@ -1,0 +1,114 @@
+//! Hopper (sm_90a) kernels: TMA, wgmma, pipelines — the pipelining guide's
+//! matmuls and the reference's TMA multicast example.
+use kernel_device::pipeline::{emit_pipeline, BlockSpec};
+use kernel_device::prelude::*;
+use kernel_device::tma::{commit_group, wait_group};
+use kernel_device::wgmma::{wgmma_commit_group, wgmma_wait, Acc};
+use kernel_device::{f16, Barriers};
+
+/// The swizzle of every matmul tile: 128 bytes, tiling (8, 64) for f16.
+pub type Sw = Swizzled<128>;
+/// Output tile rows/cols per CTA and the K step.
+pub const TILE_M: usize = 128;
+pub const TILE_N: usize = 128;
+pub const TILE_K: usize = 64;
+/// A tile: `TILE_M x TILE_K` of `A (M x K, row-major)`.
+pub type ATile = Tile<f16, TILE_M, TILE_K, Sw>;
+/// B tile: `TILE_N x TILE_K` of `B (N x K, row-major)`: K-major, so `C = A · Bᵀ`.
+pub type BTile = Tile<f16, TILE_N, TILE_K, Sw>;
+/// Output tile `TILE_M x TILE_N` (two 64-column blocks of 128 B rows).
+pub type OTile = Tile<f16, TILE_M, TILE_N, Sw>;
+
+/// `C = A · Bᵀ` (f16 in, f32 accumulate, f16 out) with wgmma and
+/// `emit_pipeline` — the pipelining guide's first Hopper matmul.
+///
+/// This kernel works as follows:
+/// 1. CTA `(i, j)` owns the `128 x 128` output tile `(i, j)`; one warpgroup
+///    holds it as two `64 x 128` f32 accumulators (128 registers/thread);
+/// 2. `emit_pipeline` walks K in steps of 64 with `STAGES` SMEM slots: one
+///    thread issues the TMA loads of A's and B's tiles for a step (128B
+///    swizzle, completing on the slot's mbarrier); the warpgroup waits, issues
+///    8 wgmmas (2 row blocks x 4 k16 steps), commits, and waits for the
+///    previous step's group (`wgmma_wait::<1>`), which is why the pipeline
+///    runs with `delay_release = 1`;
+/// 3. the accumulators are converted to f16 into a swizzled SMEM tile,
+///    fenced for the async proxy (`commit_smem`), and one thread TMA-stores it.
+///
+/// Constraints: `M % 128 == 0`, `N % 128 == 0`, `K % 64 == 0`; grid
+/// `(M / 128, N / 128)`; `k_steps = K / 64 >= 1`; `STAGES` >= 2.
+#[kernel(block = warpgroups(1), arch = sm_90a, instances((2), (4)))]
+pub fn matmul_pipelined<const STAGES: usize>(
+    a: Tma<ATile>,
+    b: Tma<BTile>,
+    c: Tma<OTile>,
+    k_steps: u32,
+    #[scratch] a_bufs: Smem<[ATile; STAGES]>,
+    #[scratch] b_bufs: Smem<[BTile; STAGES]>,
+    #[scratch] c_smem: Smem<OTile>,
+    #[scratch] loaded: Barriers<STAGES>,
+) {
+    let (pm, pn) = (block_idx().x, block_idx().y);
+    // Overwritten by the first step's MMAs (`accumulate = step > 0`).
+    let mut acc = [Acc::<TILE_N>::undefined(), Acc::<TILE_N>::undefined()];
+    emit_pipeline(
+        k_steps,
+        (BlockSpec::new(a, a_bufs, |k| (pm, k)), BlockSpec::new(b, b_bufs, |k| (pn, k))),
+        &loaded,
+        1,
+        |step, (a_tile, b_tile)| {
+            acc[0].mma(a_tile, 0, b_tile, 0, step > 0);
+            acc[1].mma(a_tile, 64, b_tile, 0, step > 0);
+            wgmma_commit_group();
+            wgmma_wait::<1>();
+        },
+    );
+    wgmma_wait::<0>();
+    acc[0].store_f16(c_smem, 0, 0);
+    acc[1].store_f16(c_smem, 64, 0);
+    commit_smem();
+    sync_threads();
+    if thread_linear() == 0 {
+        c.store(c_smem, pm * TILE_M as u32, pn * TILE_N as u32);
+        commit_group();
+        wait_group::<0>();
+    }
+}
+
+/// Rows of [`multicast_copy`]'s tile; each CTA of the cluster loads half.
+pub const MC_ROWS: usize = 16;
+/// Columns of [`multicast_copy`]'s tile.
+pub const MC_COLS: usize = 32;
+/// The whole tile each CTA receives.
+pub type McTile = Tile<f32, MC_ROWS, MC_COLS, Sw>;
+/// The half each CTA issues (multicast to both).
+pub type McHalf = Tile<f32, { MC_ROWS / 2 }, MC_COLS, Sw>;
+
+/// A cluster of 2 CTAs loads the same `16 x 32` f32 tile collectively with
+/// TMA multicast, and each writes it out (the reference's cluster example).
+///
+/// This kernel works as follows:
+/// 1. thread 0 of CTA `r` announces the whole tile's bytes on its barrier,
+///    then issues a multicast copy of rows `8r .. 8r + 8` to both CTAs (mask
+///    `0b11`): each CTA's tile is filled half by its own copy, half by its
+///    peer's;
+/// 2. every thread waits on the barrier;
+/// 3. thread 0 TMA-stores the tile to rows `16r .. 16r + 16` of `y`.
+///
+/// So `y = [x; x]`. Constraints: grid = (2, 1, 1); `x` is `16 x 32`, `y`
+/// `32 x 32`, f32 row-major.
+#[kernel(block = warpgroups(1), cluster = 2)]
+pub fn multicast_copy(x: Tma<McHalf>, y: Tma<McTile>, #[scratch] tile: Smem<McTile>, #[scratch] full: Barrier) {
+    let r = cluster_ctarank();
+    if thread_linear() == 0 {
+        full.arrive_expect_tx(Tma::<McTile>::BYTES);
+        // SAFETY: half r of the tile: 8 rows x 128 B = 1024 B, pattern-aligned.
+        let half: Smem<McHalf> = unsafe { tile.cast_at(r as usize * <McHalf as TileLayout>::BYTES) };
+        x.load_multicast(half, r * (MC_ROWS / 2) as u32, 0, full.as_ref(), 0b11);
+    }
+    full.wait();
+    if thread_linear() == 0 {
+        y.store(tile, r * MC_ROWS as u32, 0);
+        commit_group();
+        wait_group::<0>();
+    }
+}

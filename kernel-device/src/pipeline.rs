@@ -1,0 +1,119 @@
+//! Software pipelines over sequential steps (Pallas's `emit_pipeline`).
+//!
+//! ```text
+//! emit_pipeline(steps, (spec_a, spec_b), &loaded, delay_release, |step, (a, b)| body)
+//! ```
+//!
+//! Each [`BlockSpec`] names a TMA source, an `S`-slot SMEM buffer and an
+//! index map `step -> (block row, block col)` (in tiles). The pipeline keeps
+//! `S - delay_release` steps of copies in flight: one thread issues the TMA
+//! loads of a step into slot `step % S`, completing on `loaded.at(slot)`;
+//! every thread waits on that barrier, runs the body on the slot's tiles,
+//! and, after a CTA barrier, the slot of step `step - delay_release` is
+//! refilled with step `step - delay_release + S`.
+//!
+//! `delay_release = 1` is for bodies that leave one asynchronous consumer in
+//! flight (a `wgmma` awaited with `wgmma_wait::<1>()` in the next step):
+//! the pipeline then reuses a slot only one step after the step that read
+//! it. With `delay_release = 0` the body must be done with its tiles when it
+//! returns. Omitting the delay with an in-flight wgmma is a data race.
+//!
+//! All threads of the CTA call `emit_pipeline` (it uses `bar.sync 0`).
+use crate::layout::TileLayout;
+use crate::mbarrier::{BarrierRef, Barriers};
+use crate::smem::Smem;
+use crate::tma::Tma;
+
+/// One pipelined input: a TMA source, `S` SMEM slots, and the tile each step
+/// reads (`index(step) -> (block_row, block_col)`, in tiles).
+pub struct BlockSpec<Tl: TileLayout, const S: usize, F: Fn(u32) -> (u32, u32)> {
+    pub tma: Tma<Tl>,
+    pub bufs: Smem<[Tl; S]>,
+    pub index: F,
+}
+
+impl<Tl: TileLayout, const S: usize, F: Fn(u32) -> (u32, u32)> BlockSpec<Tl, S, F> {
+    pub fn new(tma: Tma<Tl>, bufs: Smem<[Tl; S]>, index: F) -> Self {
+        BlockSpec { tma, bufs, index }
+    }
+    #[inline(always)]
+    fn issue(&self, step: u32, slot: usize, bar: BarrierRef<'_>) {
+        let (bi, bj) = (self.index)(step);
+        self.tma.load(self.bufs.at(slot), bi * Tl::ROWS as u32, bj * Tl::COLS as u32, bar);
+    }
+}
+
+/// A tuple of [`BlockSpec`]s with the same slot count.
+pub trait PipelineInputs<const S: usize> {
+    /// The tiles of one slot, as a tuple of `Smem<Tl>`.
+    type Slot;
+    /// Bytes all copies of one step deliver.
+    const BYTES: u32;
+    /// Issue the copies of `step` into `slot` (one thread).
+    fn issue(&self, step: u32, slot: usize, bar: BarrierRef<'_>);
+    fn slot(&self, slot: usize) -> Self::Slot;
+}
+
+macro_rules! inputs_tuple {
+    ($(($Tl:ident, $F:ident, $i:tt)),+) => {
+        impl<const S: usize, $($Tl: TileLayout, $F: Fn(u32) -> (u32, u32)),+> PipelineInputs<S> for ($(BlockSpec<$Tl, S, $F>,)+) {
+            type Slot = ($(Smem<$Tl>,)+);
+            const BYTES: u32 = 0 $(+ $Tl::BYTES as u32)+;
+            #[inline(always)]
+            fn issue(&self, step: u32, slot: usize, bar: BarrierRef<'_>) {
+                $( self.$i.issue(step, slot, bar); )+
+            }
+            #[inline(always)]
+            fn slot(&self, slot: usize) -> Self::Slot {
+                ($(self.$i.bufs.at(slot),)+)
+            }
+        }
+    };
+}
+inputs_tuple!((T0, F0, 0));
+inputs_tuple!((T0, F0, 0), (T1, F1, 1));
+inputs_tuple!((T0, F0, 0), (T1, F1, 1), (T2, F2, 2));
+
+/// Runs `body(step, slot_tiles)` for `step` in `0..steps`, with the inputs'
+/// TMA copies pipelined `S - delay_release` steps ahead (module docs).
+/// `loaded` has one barrier per slot, each initialized with 1 arrival.
+///
+/// Called by every thread of the CTA.
+#[inline(always)]
+pub fn emit_pipeline<const S: usize, I: PipelineInputs<S>>(
+    steps: u32,
+    inputs: I,
+    loaded: &Barriers<S>,
+    delay_release: u32,
+    mut body: impl FnMut(u32, I::Slot),
+) {
+    assert!(delay_release < S as u32, "emit_pipeline: delay_release must be below max_concurrent_steps (the slot count)");
+    let ahead = S as u32 - delay_release;
+    let leader = crate::index::thread_linear() == 0;
+    let issue = |step: u32| {
+        let slot = (step % S as u32) as usize;
+        let bar = loaded.at(slot);
+        bar.arrive_expect_tx(I::BYTES);
+        inputs.issue(step, slot, bar);
+    };
+    if leader {
+        let mut s = 0;
+        while s < ahead && s < steps {
+            issue(s);
+            s += 1;
+        }
+    }
+    for step in 0..steps {
+        let slot = (step % S as u32) as usize;
+        loaded.at(slot).wait();
+        body(step, inputs.slot(slot));
+        let next = step + ahead;
+        if next < steps {
+            // Every thread is done with slot `(step - delay_release) % S`.
+            crate::sync::sync_threads();
+            if leader {
+                issue(next);
+            }
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! The Tensor Memory Accelerator (TMA): bulk tensor copies between global
+//! and shared memory (PTX ISA §9.7.9.25 `cp.async.bulk.tensor`, §9.7.9.26
+//! commit/wait groups).
+//!
+//! A copy is described by a *tensor map* (`CUtensorMap`, 128 bytes) made on
+//! the host by `cuTensorMapEncodeTiled` (`kernel_host::TensorMap`), passed as
+//! a `__grid_constant__` kernel parameter, and used by address. The kernel
+//! parameter type is [`Tma<Tl>`], where `Tl` is the SMEM tile type
+//! ([`crate::Tile`]) one copy fills: its box size and swizzle mode come from
+//! the same type the kernel addresses SMEM with.
+//!
+//! | op | issued by | completes |
+//! |---|---|---|
+//! | [`Tma::load`] GMEM -> SMEM | one thread | on an mbarrier (`complete_tx` of the tile's bytes) |
+//! | [`Tma::load_multicast`] | one thread (of any one CTA) | on the mbarrier at the same SMEM offset in every CTA of the mask |
+//! | [`Tma::store`] SMEM -> GMEM | one thread | bulk group: [`commit_group`] then [`wait_group`] / [`wait_group_read`] |
+//!
+//! The barrier that a load completes on must expect the bytes
+//! ([`crate::BarrierRef::arrive_expect_tx`] with [`Tma::BYTES`]) in the same
+//! phase. SMEM written by ordinary stores and then read by a TMA store needs
+//! [`commit_smem`] in every writing thread, then a barrier.
+use crate::launch::DeviceParam;
+use crate::layout::TileLayout;
+use crate::mbarrier::BarrierRef;
+use crate::smem::Smem;
+use core::marker::PhantomData;
+
+/// Bytes of a `CUtensorMap`.
+pub const TENSOR_MAP_BYTES: usize = 128;
+
+/// The 128-byte tensor map as the kernel's parameter bytes (what the host
+/// passes). 16-byte aligned here (rustc cannot pass more); the build pipeline
+/// raises the PTX parameter to `.align 64`, which TMA requires.
+#[repr(C, align(16))]
+pub struct TensorMapParam<Tl> {
+    pub bytes: [u64; TENSOR_MAP_BYTES / 8],
+    _tile: PhantomData<fn() -> Tl>,
+}
+
+impl<Tl> Clone for TensorMapParam<Tl> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<Tl> Copy for TensorMapParam<Tl> {}
+
+impl<Tl> TensorMapParam<Tl> {
+    /// Wraps the bytes of an encoded `CUtensorMap` (host side).
+    pub const fn from_bytes(bytes: [u64; TENSOR_MAP_BYTES / 8]) -> Self {
+        TensorMapParam { bytes, _tile: PhantomData }
+    }
+}
+
+/// A TMA tensor map kernel parameter whose copies fill SMEM tiles of type
+/// `Tl` (e.g. `Tma<Tile<f16, 128, 64, Swizzled<128>>>`). In the kernel body
+/// it holds the generic address of the descriptor in parameter space.
+pub struct Tma<Tl: TileLayout> {
+    desc: u64,
+    _tile: PhantomData<fn() -> Tl>,
+}
+
+impl<Tl: TileLayout> Clone for Tma<Tl> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<Tl: TileLayout> Copy for Tma<Tl> {}
+
+// SAFETY: the host passes the encoded descriptor bytes; the body keeps only
+// the parameter's address, valid for the whole kernel.
+unsafe impl<Tl: TileLayout> DeviceParam for Tma<Tl> {
+    type Abi = TensorMapParam<Tl>;
+    const BY_ADDRESS: bool = true;
+    #[inline(always)]
+    fn from_abi(_abi: TensorMapParam<Tl>, param_addr: u64) -> Self {
+        Tma { desc: param_addr, _tile: PhantomData }
+    }
+}
+
+pub mod raw {
+    //! One `unsafe fn` per form. `tmap` is the generic address of a tensor
+    //! map; `dst`/`src`/`bar` are `.shared::cta` addresses; coordinates are
+    //! in elements, innermost dimension first.
+
+    /// `cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [dst], [tmap, {c0, c1}], [bar];` (sm_90)
+    ///
+    /// # Safety
+    /// One thread issues it; `dst` is aligned as the swizzle needs (1024 B
+    /// for 128B) and holds the box; `bar` expects the box's bytes this phase.
+    #[inline(always)]
+    pub unsafe fn load_2d(dst: u32, tmap: u64, c0: i32, c1: i32, bar: u32) {
+        device!("cp.async.bulk.tensor.2d (load)", {
+            // SAFETY: caller contract.
+            unsafe {
+                core::arch::asm!(
+                    "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{0}], [{1}, {{{2}, {3}}}], [{4}];",
+                    in(reg32) dst, in(reg64) tmap, in(reg32) c0, in(reg32) c1, in(reg32) bar,
+                    options(nostack, preserves_flags))
+            }
+        })
+    }
+
+    /// `cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [dst], [tmap, {c0, c1}], [bar], mask;` (sm_90)
+    ///
+    /// # Safety
+    /// As [`load_2d`], for every CTA in `mask` (same SMEM offsets there).
+    #[inline(always)]
+    pub unsafe fn load_2d_multicast(dst: u32, tmap: u64, c0: i32, c1: i32, bar: u32, mask: u16) {
+        device!("cp.async.bulk.tensor.2d (multicast load)", {
+            // SAFETY: caller contract.
+            unsafe {
+                core::arch::asm!(
+                    "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [{0}], [{1}, {{{2}, {3}}}], [{4}], {5};",
+                    in(reg32) dst, in(reg64) tmap, in(reg32) c0, in(reg32) c1, in(reg32) bar, in(reg16) mask,
+                    options(nostack, preserves_flags))
+            }
+        })
+    }
+
+    /// `cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [tmap, {c0, c1}], [src];` (sm_90)
+    ///
+    /// # Safety
+    /// One thread; `src` holds the box, written before with ordinary stores
+    /// followed by `fence.proxy.async.shared::cta` and a barrier; `src` stays
+    /// unmodified until a `wait_group_read` covers this copy.
+    #[inline(always)]
+    pub unsafe fn store_2d(tmap: u64, c0: i32, c1: i32, src: u32) {
+        device!("cp.async.bulk.tensor.2d (store)", {
+            // SAFETY: caller contract.
+            unsafe {
+                core::arch::asm!(
+                    "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [{0}, {{{1}, {2}}}], [{3}];",
+                    in(reg64) tmap, in(reg32) c0, in(reg32) c1, in(reg32) src,
+                    options(nostack, preserves_flags))
+            }
+        })
+    }
+
+    /// `prefetch.tensormap [tmap];` (sm_90): warms the descriptor cache.
+    ///
+    /// # Safety
+    /// `tmap` is the address of a valid tensor map.
+    #[inline(always)]
+    pub unsafe fn prefetch_tensormap(tmap: u64) {
+        device!("prefetch.tensormap", {
+            // SAFETY: caller contract.
+            unsafe { core::arch::asm!("prefetch.tensormap [{0}];", in(reg64) tmap, options(nostack, preserves_flags)) }
+        })
+    }
+}
+
+/// `cp.async.bulk.commit_group;`: closes the group of this thread's bulk
+/// stores issued since the last commit.
+#[inline(always)]
+pub fn commit_group() {
+    device!("cp.async.bulk.commit_group", {
+        // SAFETY: no operands.
+        unsafe { core::arch::asm!("cp.async.bulk.commit_group;", options(nostack, preserves_flags)) }
+    })
+}
+
+/// `cp.async.bulk.wait_group N;`: waits until at most `N` of this thread's
+/// bulk groups are pending (their writes to global memory done).
+#[inline(always)]
+pub fn wait_group<const N: u32>() {
+    device!("cp.async.bulk.wait_group", {
+        // SAFETY: waits only.
+        unsafe { core::arch::asm!("cp.async.bulk.wait_group {n};", n = const N, options(nostack, preserves_flags)) }
+    })
+}
+
+/// `cp.async.bulk.wait_group.read N;`: waits until at most `N` groups are
+/// still *reading* their SMEM source (the SMEM may then be reused; the
+/// global writes may still be in flight). Pallas's
+/// `wait_smem_to_gmem(n, wait_read_only=True)`.
+#[inline(always)]
+pub fn wait_group_read<const N: u32>() {
+    device!("cp.async.bulk.wait_group.read", {
+        // SAFETY: waits only.
+        unsafe { core::arch::asm!("cp.async.bulk.wait_group.read {n};", n = const N, options(nostack, preserves_flags)) }
+    })
+}
+
+/// Pallas's `commit_smem`: `fence.proxy.async.shared::cta`. Every thread
+/// that wrote SMEM with ordinary stores calls it before the barrier after
+/// which TMA or the tensor cores read that SMEM.
+#[inline(always)]
+pub fn commit_smem() {
+    crate::fence::fence_proxy_async_shared_cta()
+}
+
+impl<Tl: TileLayout> Tma<Tl> {
+    /// Bytes one [`Tma::load`] delivers (the tile): what the barrier must expect.
+    pub const BYTES: u32 = Tl::BYTES as u32;
+
+    /// The descriptor's generic address.
+    #[inline(always)]
+    pub fn desc_addr(&self) -> u64 {
+        self.desc
+    }
+
+    /// Prefetch the descriptor (one thread, early in the kernel).
+    #[inline(always)]
+    pub fn prefetch(&self) {
+        // SAFETY: the descriptor is this kernel's parameter.
+        unsafe { raw::prefetch_tensormap(self.desc) }
+    }
+
+    /// Copy the tile whose top-left element is `(row, col)` of the global
+    /// tensor into `dst`, completing `Tma::BYTES` on `bar`. One copy per
+    /// column block of the tile (a box of `BLOCK_COLS x ROWS`). Rows or
+    /// columns past the tensor's edge are filled with zeros.
+    ///
+    /// Issued by one thread; `bar` must expect the bytes in this phase.
+    #[inline(always)]
+    pub fn load(&self, dst: Smem<Tl>, row: u32, col: u32, bar: BarrierRef<'_>) {
+        let base = dst.smem_addr();
+        for j in 0..Tl::BLOCKS {
+            // SAFETY: `dst` is a scratch tile of type `Tl` (aligned, sized);
+            // the box of the descriptor is one column block of `Tl`.
+            unsafe {
+                raw::load_2d(
+                    base + (j * Tl::BLOCK_BYTES) as u32,
+                    self.desc,
+                    (col as usize + j * Tl::BLOCK_COLS) as i32,
+                    row as i32,
+                    bar.smem_addr(),
+                )
+            }
+        }
+    }
+
+    /// As [`Tma::load`], delivered to the same SMEM offset and barrier offset
+    /// in every CTA of the cluster whose rank bit is set in `cta_mask`.
+    #[inline(always)]
+    pub fn load_multicast(&self, dst: Smem<Tl>, row: u32, col: u32, bar: BarrierRef<'_>, cta_mask: u16) {
+        let base = dst.smem_addr();
+        for j in 0..Tl::BLOCKS {
+            // SAFETY: as `load`; every CTA in the mask runs the same kernel,
+            // so `dst` and `bar` are at the same offsets there.
+            unsafe {
+                raw::load_2d_multicast(
+                    base + (j * Tl::BLOCK_BYTES) as u32,
+                    self.desc,
+                    (col as usize + j * Tl::BLOCK_COLS) as i32,
+                    row as i32,
+                    bar.smem_addr(),
+                    cta_mask,
+                )
+            }
+        }
+    }
+
+    /// Copy `src` to the tile of the global tensor whose top-left element is
+    /// `(row, col)`, as bulk-group stores (then [`commit_group`] and a wait).
+    /// Out-of-bounds parts are not written.
+    ///
+    /// Issued by one thread, after every writer of `src` did [`commit_smem`]
+    /// and a barrier.
+    #[inline(always)]
+    pub fn store(&self, src: Smem<Tl>, row: u32, col: u32) {
+        let base = src.smem_addr();
+        for j in 0..Tl::BLOCKS {
+            // SAFETY: as `load`, in the other direction.
+            unsafe { raw::store_2d(self.desc, (col as usize + j * Tl::BLOCK_COLS) as i32, row as i32, base + (j * Tl::BLOCK_BYTES) as u32) }
+        }
+    }
+}

@@ -1,0 +1,509 @@
+//! Hopper warpgroup matrix multiply-accumulate (PTX ISA §9.7.15 `wgmma`,
+//! sm_90a).
+//!
+//! `wgmma.mma_async` is issued by a whole warpgroup (4 consecutive warps
+//! starting at a warp index divisible by 4) and computes
+//! `D[64 x N] (+)= A[64 x 16] · B[N x 16]ᵀ` asynchronously on the tensor
+//! cores, with A and B in shared memory (described by [`SmemDescriptor`]s)
+//! and D in registers of the 128 threads (the WGMMA fragment layout, see
+//! [`Acc::for_each_pair`]).
+//!
+//! Protocol (who issues what — every op by all 128 threads of the warpgroup):
+//!
+//! ```text
+//! Acc::mma(..)          wgmma.fence; K/16 x wgmma.mma_async   (issue)
+//! wgmma_commit_group()  close the group of issued MMAs
+//! wgmma_wait::<N>()     wait until <= N groups are pending
+//! Acc::store_f16(..)    (after wgmma_wait::<0>) read the accumulators
+//! ```
+//!
+//! The accumulator registers must not be touched between an `mma` and the
+//! wait that covers it: ptxas otherwise serializes wgmma ("wgmma.mma_async
+//! instructions are serialized", a build error here). [`Acc`] keeps the
+//! registers in a fixed-size array only ever indexed by constants.
+//!
+//! Operands in SMEM are [`crate::Tile`]s with a 32/64/128-byte swizzle, both
+//! K-major (`A: M x K`, `B: N x K`, K contiguous), as TMA writes them.
+use crate::layout::{Swizzle, TileLayout};
+use crate::smem::Smem;
+
+/// `wgmma` is issued by 128 threads.
+pub const WARPGROUP_THREADS: u32 = 128;
+/// M of every wgmma.
+pub const WGMMA_M: usize = 64;
+/// K of every 16-bit wgmma.
+pub const WGMMA_K: usize = 16;
+
+/// A wgmma shared-memory matrix descriptor (PTX ISA §9.7.15.5.1,
+/// "Matrix Descriptor Format"):
+///
+/// ```text
+/// bits  0..14  start address >> 4        (18-bit .shared::cta address)
+/// bits 16..30  leading-dimension byte offset >> 4
+/// bits 32..46  stride-dimension byte offset >> 4
+/// bits 49..52  base offset (0: tiles are pattern-aligned)
+/// bits 62..64  swizzle: 0 none, 1 128B, 2 64B, 3 32B
+/// ```
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct SmemDescriptor(pub u64);
+
+impl SmemDescriptor {
+    /// Encodes a descriptor. Byte offsets are multiples of 16.
+    pub const fn new(start_addr: u32, leading_byte_offset: u32, stride_byte_offset: u32, swizzle: Swizzle) -> Self {
+        let mode: u64 = match swizzle {
+            Swizzle::None => 0,
+            Swizzle::B128 => 1,
+            Swizzle::B64 => 2,
+            Swizzle::B32 => 3,
+        };
+        SmemDescriptor(
+            ((start_addr as u64 & 0x3_FFFF) >> 4)
+                | ((((leading_byte_offset as u64) >> 4) & 0x3FFF) << 16)
+                | ((((stride_byte_offset as u64) >> 4) & 0x3FFF) << 32)
+                | (mode << 62),
+        )
+    }
+    /// Start address (bytes).
+    pub const fn start_addr(self) -> u32 {
+        ((self.0 & 0x3FFF) << 4) as u32
+    }
+    pub const fn leading_byte_offset(self) -> u32 {
+        (((self.0 >> 16) & 0x3FFF) << 4) as u32
+    }
+    pub const fn stride_byte_offset(self) -> u32 {
+        (((self.0 >> 32) & 0x3FFF) << 4) as u32
+    }
+    pub const fn swizzle(self) -> Swizzle {
+        match self.0 >> 62 {
+            1 => Swizzle::B128,
+            2 => Swizzle::B64,
+            3 => Swizzle::B32,
+            _ => Swizzle::None,
+        }
+    }
+
+    /// The descriptor of the 8-row-group-strided, K-major sub-matrix of tile
+    /// `Tl` starting at row `row` and K element `k` (`k` a multiple of 16 /
+    /// size_of elem... any multiple of 16 bytes): the start address moves
+    /// inside the swizzle span and jumps between column blocks; the stride
+    /// between 8-row groups is `8 * span` bytes; the leading offset is unused
+    /// for swizzled K-major layouts (1 by convention).
+    #[inline(always)]
+    pub fn k_major<Tl: TileLayout>(tile_addr: u32, row: usize, k: usize) -> Self {
+        let kb = k * Tl::ELEM_BYTES;
+        let span = Tl::BLOCK_ROW_BYTES;
+        let addr = tile_addr as usize + (kb / span) * Tl::BLOCK_BYTES + row * span + kb % span;
+        SmemDescriptor::new(addr as u32, 16, (8 * span) as u32, Tl::SWIZZLE)
+    }
+}
+
+impl core::fmt::Debug for SmemDescriptor {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SmemDescriptor")
+            .field("start_addr", &format_args!("{:#x}", self.start_addr()))
+            .field("leading_byte_offset", &self.leading_byte_offset())
+            .field("stride_byte_offset", &self.stride_byte_offset())
+            .field("swizzle", &self.swizzle())
+            .finish()
+    }
+}
+
+/// Element types wgmma takes from SMEM with an f32 accumulator.
+pub trait WgmmaInput: Copy + 'static {
+    /// The PTX type name (`f16`, `bf16`).
+    const PTX: &'static str;
+    #[doc(hidden)]
+    const IS_BF16: bool;
+}
+impl WgmmaInput for half::f16 {
+    const PTX: &'static str = "f16";
+    const IS_BF16: bool = false;
+}
+impl WgmmaInput for half::bf16 {
+    const PTX: &'static str = "bf16";
+    const IS_BF16: bool = true;
+}
+
+/// `N` of `wgmma.m64nNk16` as a type, for [`WgmmaShape`].
+pub struct Cols<const N: usize>;
+
+/// The `N`s this crate implements, with their register arrays. The hardware
+/// allows N = 8..=256 in steps of 8 for 16-bit inputs; 64, 128 and 256 are
+/// implemented.
+#[diagnostic::on_unimplemented(
+    message = "wgmma with N = {Self} is not implemented",
+    note = "the hardware allows N a multiple of 8 from 8 to 256; this crate implements N = 64, 128 and 256 (f32 accumulators)"
+)]
+pub trait WgmmaShape {
+    /// `N / 2` f32 accumulator registers per thread.
+    type F32Regs: Copy;
+    const N: usize;
+    fn zero_f32() -> Self::F32Regs;
+    /// Registers with unspecified contents, defined by an empty asm (no
+    /// instruction): the first MMA must not accumulate.
+    fn undefined_f32() -> Self::F32Regs;
+    /// # Safety
+    /// See [`Acc::mma`].
+    unsafe fn mma_f32<E: WgmmaInput>(d: &mut Self::F32Regs, a: SmemDescriptor, b: SmemDescriptor, scale_d: bool);
+    /// # Safety
+    /// A from registers (4 x b32 of f16x2 in the WGMMA A-fragment layout).
+    unsafe fn mma_f32_rs<E: WgmmaInput>(d: &mut Self::F32Regs, a: [u32; 4], b: SmemDescriptor, scale_d: bool);
+    /// Empty asm that "uses and redefines" every register: orders plain
+    /// register reads after preceding wgmma waits.
+    fn fence_operands(d: &mut Self::F32Regs);
+    /// `f(pair, d[2 pair], d[2 pair + 1])` for every pair, unrolled.
+    fn for_each_pair(d: &Self::F32Regs, f: impl FnMut(usize, f32, f32));
+}
+
+/// `", {}, {}"`: the template of one more register pair.
+#[allow(unused_macros)] // used only in the nvptx64 bodies
+macro_rules! pair_tpl {
+    ($p:literal) => {
+        ", {}, {}"
+    };
+}
+
+/// Emits the `WgmmaShape` impl for one N from its list of register pairs.
+macro_rules! wgmma_shape {
+    ($n:literal, $regs:literal, [$p0:literal $(, $p:literal)*]) => {
+        impl WgmmaShape for Cols<$n> {
+            type F32Regs = [f32; $regs];
+            const N: usize = $n;
+            #[inline(always)]
+            fn zero_f32() -> [f32; $regs] {
+                [0.0; $regs]
+            }
+            #[inline(always)]
+            fn undefined_f32() -> [f32; $regs] {
+                #[allow(unused_mut)]
+                let mut d = [0.0; $regs];
+                #[cfg(target_arch = "nvptx64")]
+                // SAFETY: a comment template; only defines the registers.
+                unsafe {
+                    core::arch::asm!(
+                        concat!("// wgmma accumulator, undefined until the first mma: {}, {}" $(, pair_tpl!($p))*),
+                        out(reg32) d[2 * $p0], out(reg32) d[2 * $p0 + 1],
+                        $(out(reg32) d[2 * $p], out(reg32) d[2 * $p + 1],)*
+                        // Not `pure`: two accumulators must not be merged into one.
+                        options(nomem, nostack, preserves_flags)
+                    )
+                }
+                d
+            }
+            #[inline(always)]
+            unsafe fn mma_f32<E: WgmmaInput>(d: &mut [f32; $regs], a: SmemDescriptor, b: SmemDescriptor, scale_d: bool) {
+                device!("wgmma.mma_async (SS, f32 accumulator)", {
+                    let sd = scale_d as u32;
+                    macro_rules! issue {
+                        ($ty:literal) => {
+                            // SAFETY: the caller's contract (warpgroup-wide, after wgmma.fence).
+                            unsafe {
+                                core::arch::asm!(
+                                    concat!(
+                                        "{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty,
+                                        " {{{}, {}" $(, pair_tpl!($p))* , "}}, {da}, {db}, p, 1, 1, 0, 0; }}"
+                                    ),
+                                    inout(reg32) d[2 * $p0], inout(reg32) d[2 * $p0 + 1],
+                                    $(inout(reg32) d[2 * $p], inout(reg32) d[2 * $p + 1],)*
+                                    da = in(reg64) a.0, db = in(reg64) b.0, sd = in(reg32) sd,
+                                    options(nostack)
+                                )
+                            }
+                        };
+                    }
+                    if E::IS_BF16 { issue!("bf16") } else { issue!("f16") }
+                })
+            }
+            #[inline(always)]
+            unsafe fn mma_f32_rs<E: WgmmaInput>(d: &mut [f32; $regs], a: [u32; 4], b: SmemDescriptor, scale_d: bool) {
+                device!("wgmma.mma_async (RS, f32 accumulator)", {
+                    let sd = scale_d as u32;
+                    macro_rules! issue {
+                        ($ty:literal) => {
+                            // SAFETY: the caller's contract.
+                            unsafe {
+                                core::arch::asm!(
+                                    concat!(
+                                        "{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty,
+                                        " {{{}, {}" $(, pair_tpl!($p))* , "}}, {{{a0}, {a1}, {a2}, {a3}}}, {db}, p, 1, 1, 0; }}"
+                                    ),
+                                    inout(reg32) d[2 * $p0], inout(reg32) d[2 * $p0 + 1],
+                                    $(inout(reg32) d[2 * $p], inout(reg32) d[2 * $p + 1],)*
+                                    a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+                                    db = in(reg64) b.0, sd = in(reg32) sd,
+                                    options(nostack)
+                                )
+                            }
+                        };
+                    }
+                    if E::IS_BF16 { issue!("bf16") } else { issue!("f16") }
+                })
+            }
+            #[inline(always)]
+            fn fence_operands(d: &mut [f32; $regs]) {
+                #[cfg(target_arch = "nvptx64")]
+                // SAFETY: an empty template; only constrains the compiler.
+                unsafe {
+                    core::arch::asm!(
+                        concat!("// wgmma operand fence: {}, {}" $(, pair_tpl!($p))*),
+                        inout(reg32) d[2 * $p0], inout(reg32) d[2 * $p0 + 1],
+                        $(inout(reg32) d[2 * $p], inout(reg32) d[2 * $p + 1],)*
+                        options(nostack, preserves_flags)
+                    )
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                let _ = d;
+            }
+            #[inline(always)]
+            fn for_each_pair(d: &[f32; $regs], mut f: impl FnMut(usize, f32, f32)) {
+                f($p0, d[2 * $p0], d[2 * $p0 + 1]);
+                $( f($p, d[2 * $p], d[2 * $p + 1]); )*
+            }
+        }
+    };
+}
+
+wgmma_shape!(64, 32, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]);
+wgmma_shape!(128, 64, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31]);
+wgmma_shape!(
+    256,
+    128,
+    [
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36,
+        37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63
+    ]
+);
+
+/// `wgmma.fence.sync.aligned;`: orders prior register/SMEM accesses of the
+/// accumulators and operands before the following `wgmma.mma_async`.
+/// Warpgroup-collective. [`Acc::mma`] issues it.
+#[inline(always)]
+pub fn wgmma_fence() {
+    device!("wgmma.fence", {
+        // SAFETY: a fence; memory clobber.
+        unsafe { core::arch::asm!("wgmma.fence.sync.aligned;", options(nostack, preserves_flags)) }
+    })
+}
+
+/// `wgmma.commit_group.sync.aligned;`: closes the group of MMAs issued
+/// since the last commit. Warpgroup-collective.
+#[inline(always)]
+pub fn wgmma_commit_group() {
+    device!("wgmma.commit_group", {
+        // SAFETY: no operands.
+        unsafe { core::arch::asm!("wgmma.commit_group.sync.aligned;", options(nostack, preserves_flags)) }
+    })
+}
+
+/// `wgmma.wait_group.sync.aligned N;`: waits until at most `N` groups are
+/// pending; SMEM operands of completed groups may be overwritten, and their
+/// accumulators read (after [`Acc`]'s operand fence). Warpgroup-collective.
+#[inline(always)]
+pub fn wgmma_wait<const N: u32>() {
+    device!("wgmma.wait_group", {
+        // SAFETY: waits only; memory clobber orders later SMEM reuse.
+        unsafe { core::arch::asm!("wgmma.wait_group.sync.aligned {n};", n = const N, options(nostack, preserves_flags)) }
+    })
+}
+
+/// `setmaxnreg.inc.sync.aligned.u32 N;` (sm_90a): this warpgroup asks for
+/// `N` registers per thread (a consumer role). `N` in 24..=256, a multiple
+/// of 8; checked at compile time. Warpgroup-collective; takes effect only
+/// when the kernel has a register cap (`.maxntid`, which `#[kernel]` emits).
+#[inline(always)]
+pub fn setmaxnreg_inc<const N: u32>() {
+    const { assert!(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg: the register count must be a multiple of 8 in 24..=256") };
+    device!("setmaxnreg.inc", {
+        // SAFETY: warpgroup-collective register reallocation.
+        unsafe { core::arch::asm!("setmaxnreg.inc.sync.aligned.u32 {n};", n = const N, options(nostack, preserves_flags)) }
+    })
+}
+
+/// `setmaxnreg.dec.sync.aligned.u32 N;` (sm_90a): this warpgroup gives
+/// registers back down to `N` per thread (a producer role). As
+/// [`setmaxnreg_inc`].
+#[inline(always)]
+pub fn setmaxnreg_dec<const N: u32>() {
+    const { assert!(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg: the register count must be a multiple of 8 in 24..=256") };
+    device!("setmaxnreg.dec", {
+        // SAFETY: warpgroup-collective register reallocation.
+        unsafe { core::arch::asm!("setmaxnreg.dec.sync.aligned.u32 {n};", n = const N, options(nostack, preserves_flags)) }
+    })
+}
+
+/// `cvt.rn.f16x2.f32 d, hi, lo;`: two f32 to a packed f16x2 (`lo` in the low half).
+#[inline(always)]
+pub fn pack_f16x2(lo: f32, hi: f32) -> u32 {
+    device!("cvt.rn.f16x2.f32", {
+        let d: u32;
+        // SAFETY: register-only conversion.
+        unsafe {
+            core::arch::asm!("cvt.rn.f16x2.f32 {0}, {1}, {2};", out(reg32) d, in(reg32) hi, in(reg32) lo,
+                options(pure, nomem, nostack, preserves_flags))
+        };
+        d
+    })
+}
+
+/// A `64 x N` f32 accumulator in registers, in the WGMMA fragment layout:
+/// thread `t` of the warpgroup (warp `w = t / 32`, lane `l = t % 32`) holds,
+/// for register pair `p` (quad `q = p / 2`, half `h = p % 2`), the elements
+/// `(row, col) = (16 w + l / 4 + 8 h, 8 q + 2 (l % 4) + {0, 1})`
+/// (PTX ISA §9.7.15.5.1, "Matrix fragments for wgmma .m64nNk16", D).
+pub struct Acc<const N: usize>
+where
+    Cols<N>: WgmmaShape,
+{
+    pub regs: <Cols<N> as WgmmaShape>::F32Regs,
+}
+
+impl<const N: usize> Acc<N>
+where
+    Cols<N>: WgmmaShape,
+{
+    /// All zeros (costs `N / 2` register moves, which ptxas counts as
+    /// touching the accumulators: prefer [`Acc::undefined`] in MMA loops).
+    #[inline(always)]
+    pub fn zeros() -> Self {
+        Acc { regs: <Cols<N>>::zero_f32() }
+    }
+
+    /// An accumulator whose contents are unspecified (no instruction is
+    /// emitted): the first [`Acc::mma`] into it must pass
+    /// `accumulate = false`, which makes the MMA overwrite it.
+    #[inline(always)]
+    pub fn undefined() -> Self {
+        Acc { regs: <Cols<N>>::undefined_f32() }
+    }
+
+    /// Issues `acc (+)= A[a_row .. a_row + 64, 0 .. K] · B[b_row .. b_row + N, 0 .. K]ᵀ`
+    /// as `K / 16` wgmmas after a `wgmma.fence` (no commit: call
+    /// [`wgmma_commit_group`] once the step's MMAs are issued). With
+    /// `accumulate = false` the first MMA overwrites the accumulator.
+    ///
+    /// `A` and `B` are swizzled K-major tiles of the same 16-bit element type
+    /// and the same K. Warpgroup-collective: all 128 threads of a warpgroup
+    /// call it with the same arguments. `a_row`, `b_row` are multiples of 8.
+    #[inline(always)]
+    pub fn mma<E, A, B>(&mut self, a: Smem<A>, a_row: usize, b: Smem<B>, b_row: usize, accumulate: bool)
+    where
+        E: WgmmaInput,
+        A: TileLayout<Elem = E>,
+        B: TileLayout<Elem = E>,
+    {
+        const {
+            assert!(A::COLS == B::COLS, "wgmma: A and B tiles must have the same K (columns)");
+            assert!(A::COLS % WGMMA_K == 0, "wgmma: K must be a multiple of 16 for 16-bit inputs");
+            assert!(A::ROWS >= WGMMA_M, "wgmma: the A tile needs at least 64 rows (M = 64)");
+            assert!(B::ROWS >= N, "wgmma: the B tile needs at least N rows");
+            assert!(
+                !matches!(A::SWIZZLE, Swizzle::None) && !matches!(B::SWIZZLE, Swizzle::None),
+                "wgmma: operand tiles must be swizzled (Swizzled<32/64/128>): the canonical unswizzled layout is not implemented"
+            );
+        };
+        let (a_addr, b_addr) = (a.smem_addr(), b.smem_addr());
+        wgmma_fence();
+        let mut k = 0;
+        while k < A::COLS {
+            let da = SmemDescriptor::k_major::<A>(a_addr, a_row, k);
+            let db = SmemDescriptor::k_major::<B>(b_addr, b_row, k);
+            // SAFETY: all threads of the warpgroup issue the same MMA after the
+            // fence; descriptors address the given tiles.
+            unsafe { <Cols<N>>::mma_f32::<E>(&mut self.regs, da, db, accumulate || k > 0) };
+            k += WGMMA_K;
+        }
+    }
+
+    /// Orders plain reads of the registers after a preceding [`wgmma_wait`].
+    #[inline(always)]
+    pub fn fence_operands(&mut self) {
+        <Cols<N>>::fence_operands(&mut self.regs)
+    }
+
+    /// `f(row, col, v0, v1)` for each pair of adjacent elements this thread
+    /// holds (`(row, col)` and `(row, col + 1)`), rows relative to the
+    /// 64-row block, unrolled. Call after `wgmma_wait::<0>()`.
+    #[inline(always)]
+    pub fn for_each_pair(&mut self, mut f: impl FnMut(usize, usize, f32, f32)) {
+        self.fence_operands();
+        let t = crate::index::thread_in_warpgroup() as usize;
+        let (w, l) = (t / 32, t % 32);
+        let row = 16 * w + l / 4;
+        let col = 2 * (l % 4);
+        <Cols<N>>::for_each_pair(&self.regs, |p, v0, v1| f(row + 8 * (p % 2), col + 8 * (p / 2), v0, v1));
+    }
+
+    /// Converts to f16 and writes the `64 x N` block to `dst` at
+    /// `(row0, col0)` (swizzle applied). Call after `wgmma_wait::<0>()`;
+    /// then [`crate::commit_smem`] and a barrier before a TMA store reads
+    /// `dst`.
+    #[inline(always)]
+    pub fn store_f16<const R: usize, const C: usize, L: crate::layout::Layout>(
+        &mut self,
+        dst: Smem<crate::layout::Tile<half::f16, R, C, L>>,
+        row0: usize,
+        col0: usize,
+    ) {
+        assert!(row0 + WGMMA_M <= R && col0 + N <= C && col0 % 8 == 0, "Acc::store_f16: block outside the tile");
+        let base = dst.as_ptr() as *mut u8;
+        self.for_each_pair(|r, c, v0, v1| {
+            let off = crate::layout::Tile::<half::f16, R, C, L>::offset_of(row0 + r, col0 + c);
+            // SAFETY: inside the tile (asserted above); 4-byte aligned (even column).
+            unsafe { (base.add(off) as *mut u32).write(pack_f16x2(v0, v1)) };
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::{Swizzled, Tile};
+    use half::f16;
+
+    #[test]
+    fn descriptor_fields_round_trip() {
+        let d = SmemDescriptor::new(0x1_2340, 16, 1024, Swizzle::B128);
+        assert_eq!(d.start_addr(), 0x1_2340);
+        assert_eq!(d.leading_byte_offset(), 16);
+        assert_eq!(d.stride_byte_offset(), 1024);
+        assert_eq!(d.swizzle(), Swizzle::B128);
+        // Worked by hand: (0x12340 >> 4) = 0x1234; LBO 1 << 16; SBO 64 << 32; mode 1 << 62.
+        assert_eq!(d.0, 0x1234 | (1 << 16) | (64u64 << 32) | (1u64 << 62));
+        assert_eq!(SmemDescriptor::new(0, 16, 512, Swizzle::B64).0 >> 62, 2);
+        assert_eq!(SmemDescriptor::new(0, 16, 256, Swizzle::B32).0 >> 62, 3);
+    }
+
+    #[test]
+    fn k_major_descriptor_walks_k_inside_and_across_column_blocks() {
+        type A = Tile<f16, 128, 128, Swizzled<128>>; // two column blocks of 128 rows x 128 B
+        let base = 0x400;
+        // k = 16 (32 bytes) stays in block 0.
+        let d = SmemDescriptor::k_major::<A>(base, 0, 16);
+        assert_eq!(d.start_addr(), base + 32);
+        assert_eq!(d.stride_byte_offset(), 1024);
+        // row 64: + 64 rows x 128 B.
+        assert_eq!(SmemDescriptor::k_major::<A>(base, 64, 0).start_addr(), base + 8192);
+        // k = 80 (160 bytes): block 1 (+16384), 32 bytes in.
+        assert_eq!(SmemDescriptor::k_major::<A>(base, 0, 80).start_addr(), base + 16384 + 32);
+        type B = Tile<f16, 64, 32, Swizzled<64>>;
+        let d = SmemDescriptor::k_major::<B>(0, 8, 16);
+        assert_eq!((d.start_addr(), d.stride_byte_offset(), d.swizzle()), (8 * 64 + 32, 512, Swizzle::B64));
+    }
+
+    #[test]
+    fn accumulator_fragment_covers_the_block_once() {
+        // Simulate the 128 threads' (row, col) pairs for N = 64 with the
+        // fragment formula and check every element of 64 x 64 is covered once.
+        let mut seen = [[0u8; 64]; 64];
+        for t in 0..128usize {
+            let (w, l) = (t / 32, t % 32);
+            for p in 0..16usize {
+                let (r, c) = (16 * w + l / 4 + 8 * (p % 2), 8 * (p / 2) + 2 * (l % 4));
+                seen[r][c] += 1;
+                seen[r][c + 1] += 1;
+            }
+        }
+        assert!(seen.iter().all(|row| row.iter().all(|&x| x == 1)));
+    }
+}
