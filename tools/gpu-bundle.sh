@@ -6,7 +6,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 tools/setup.sh
-cargo build --release -p examples --bin first_kernels
+cargo build --release -p examples --bin first_kernels --bin hopper
 # test_exe PACKAGE TARGET-ARGS... : path of the test executable cargo builds
 test_exe() {
     cargo test --release "$@" --no-run --message-format=json 2>/dev/null | python3 -c 'import sys, json
@@ -18,7 +18,7 @@ for l in sys.stdin:
 gpu_tests=$(test_exe -p kernel-tests --test gpu)
 runtime_tests=$(test_exe -p kernel-host --lib)
 rm -rf .device && mkdir -p .device
-cp target/release/first_kernels .device/
+cp target/release/first_kernels target/release/hopper .device/
 cp "$gpu_tests" .device/gpu_tests
 cp "$runtime_tests" .device/runtime_tests
 out_dir=$(ls -td target/release/build/kernels-*/out | head -1)

@@ -18,6 +18,7 @@ run() { # name, command...
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 run first_kernels "$dir/first_kernels"
+run hopper "$dir/hopper" "$@"
 run gpu_tests "$dir/gpu_tests" --ignored --nocapture --test-threads=1
 run runtime_tests "$dir/runtime_tests" runtime::gpu_tests --ignored --test-threads=1
 if [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
@@ -29,6 +30,12 @@ if [ -x /usr/local/cuda/bin/cuobjdump ]; then
     for c in "$dir"/*.cubin; do
         [ -e "$c" ] || continue
         /usr/local/cuda/bin/cuobjdump -sass "$c" > "$out/$(basename "$c" .cubin).sass" 2>&1
+    done
+    # Which SASS instructions each kernel uses (HGMMA = wgmma, UTMALDG/UTMASTG = TMA).
+    for s in "$out"/*.sass; do
+        [ -e "$s" ] || continue
+        awk '/Function :/ {f=$3} /HGMMA|UTMALDG|UTMASTG|UBLKCP|SYNCS/ {for(i=1;i<=NF;i++) if ($i ~ /^(HGMMA|UTMALDG|UTMASTG|SYNCS)/) {split($i,a,"."); n[f" "a[1]]++}} END {for (k in n) print k, n[k]}' "$s" | sort > "$out/sass_summary.txt"
+        cat "$out/sass_summary.txt"
     done
 fi
 echo "overall: $([ $status -eq 0 ] && echo PASS || echo FAIL)"

@@ -35,7 +35,7 @@
 // The host stand-ins ignore the operands of the PTX bodies.
 #![cfg_attr(not(target_arch = "nvptx64"), allow(unused_variables))]
 
-pub use kernel_macros::kernel;
+pub use kernel_macros::{kernel, warp_specialize};
 
 #[macro_use]
 mod host;
@@ -70,7 +70,7 @@ pub use half::{bf16, f16};
 pub mod prelude {
     pub use crate::cluster::{cluster_arrive, cluster_sync, cluster_wait};
     pub use crate::index::*;
-    pub use crate::kernel;
+    pub use crate::{kernel, warp_specialize};
     pub use crate::layout::{Swizzled, Tile, TileLayout, Unswizzled};
     pub use crate::mbarrier::{Barrier, BarrierRef, Barriers};
     pub use crate::semaphore::Semaphore;

@@ -117,3 +117,80 @@ pub fn emit_pipeline<const S: usize, I: PipelineInputs<S>>(
         }
     }
 }
+
+/// The compute side of [`emit_pipeline_warp_specialized`], handed to the
+/// compute context.
+pub struct ComputePipeline<'a, const S: usize, I: PipelineInputs<S>> {
+    steps: u32,
+    inputs: &'a I,
+    loaded: &'a Barriers<S>,
+    consumed: &'a Barriers<S>,
+    delay_release: u32,
+}
+
+impl<'a, const S: usize, I: PipelineInputs<S>> ComputePipeline<'a, S, I> {
+    /// Runs `body(step, slot_tiles, carry) -> carry` for every step and
+    /// returns the final carry. After step `s`'s body, each compute thread
+    /// releases the slot of step `s - delay_release` (arrives on its
+    /// `consumed` barrier), so the memory warpgroup may refill it.
+    #[inline(always)]
+    pub fn run<C>(&self, init: C, mut body: impl FnMut(u32, I::Slot, C) -> C) -> C {
+        let mut carry = init;
+        for step in 0..self.steps {
+            let slot = (step % S as u32) as usize;
+            self.loaded.at(slot).wait();
+            carry = body(step, self.inputs.slot(slot), carry);
+            if step >= self.delay_release {
+                self.consumed.at(((step - self.delay_release) % S as u32) as usize).arrive();
+            }
+        }
+        carry
+    }
+}
+
+/// Warp-specialized pipeline (Pallas's `emit_pipeline_warp_specialized`).
+///
+/// Warpgroup `memory_wg` is the memory thread: it lowers its registers to
+/// `MEMORY_REGS` (`setmaxnreg.dec`), and one of its threads issues every
+/// step's TMA loads into slot `step % S`, first waiting (from step `S` on)
+/// until the compute warpgroups released the slot (`consumed`). The other
+/// `num_compute_wgs` warpgroups raise their registers to `COMPUTE_REGS`
+/// (`setmaxnreg.inc`) and run `compute_context(pipeline)`, which creates its
+/// carry (accumulators live only in the compute warpgroups' registers),
+/// calls [`ComputePipeline::run`], and consumes the result (epilogue).
+///
+/// `loaded[i]` needs 1 arrival; `consumed[i]` one per compute thread
+/// (`128 * num_compute_wgs`). Called by every thread of the CTA; returns
+/// when the thread's role is done (no CTA barrier at the end: the caller
+/// synchronizes the roles it needs, e.g. with a named barrier among the
+/// compute warpgroups).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub fn emit_pipeline_warp_specialized<const S: usize, const MEMORY_REGS: u32, const COMPUTE_REGS: u32, I: PipelineInputs<S>>(
+    steps: u32,
+    inputs: I,
+    loaded: &Barriers<S>,
+    consumed: &Barriers<S>,
+    memory_wg: u32,
+    delay_release: u32,
+    compute_context: impl FnOnce(ComputePipeline<'_, S, I>),
+) {
+    assert!(delay_release < S as u32, "emit_pipeline_warp_specialized: delay_release must be below the slot count");
+    if crate::index::warpgroup_idx() == memory_wg {
+        crate::wgmma::setmaxnreg_dec::<MEMORY_REGS>();
+        if crate::index::thread_in_warpgroup() == 0 {
+            for step in 0..steps {
+                let slot = (step % S as u32) as usize;
+                if step >= S as u32 {
+                    consumed.at(slot).wait();
+                }
+                let bar = loaded.at(slot);
+                bar.arrive_expect_tx(I::BYTES);
+                inputs.issue(step, slot, bar);
+            }
+        }
+    } else {
+        crate::wgmma::setmaxnreg_inc::<COMPUTE_REGS>();
+        compute_context(ComputePipeline { steps, inputs: &inputs, loaded, consumed, delay_release });
+    }
+}

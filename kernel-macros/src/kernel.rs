@@ -34,6 +34,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         }
     };
     let (params, scratch) = check_signature(&mut func, &opts, &mut errors);
+    crate::warp_specialize::expand_in_body(&mut func.block, &opts, &mut errors);
     if !errors.is_empty() {
         // Report every error at once, and keep the function (without the
         // `#[scratch]` markers) so the rest of the crate still resolves it.

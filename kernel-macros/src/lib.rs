@@ -48,9 +48,35 @@ use proc_macro::TokenStream;
 
 mod kernel;
 mod options;
+mod warp_specialize;
 
 /// Turns a function into a GPU kernel; see the crate documentation.
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     kernel::expand(attr.into(), item.into()).into()
+}
+
+/// Declares warp roles. It goes on a `match` over the role index *inside* a
+/// `#[kernel]` body, which expands it:
+///
+/// ```ignore
+/// #[warp_specialize(warpgroups, registers = [232, 232, 40])]
+/// match warpgroup_idx() {
+///     0 | 1 => { /* compute warpgroups: setmaxnreg.inc 232 is inserted */ }
+///     2 => { /* memory warpgroup: setmaxnreg.dec 40 is inserted */ }
+///     _ => {}
+/// }
+/// #[warp_specialize(warps)]
+/// match warp_in_warpgroup() { 0 => { /* TMA warp */ } 1 => { /* MMA warp */ } _ => {} }
+/// ```
+///
+/// Rules (compile errors): the match is on `warpgroup_idx()` (roles by
+/// warpgroup) or `warp_in_warpgroup()` (roles by warp); arms are integers,
+/// `a | b`, ranges or `_`; no role in two arms; roles inside the block;
+/// `registers` has one count per warpgroup, each a multiple of 8 in 24..=256,
+/// at most 65536 in total (128 threads each), equal within an arm. Used on a
+/// function, this attribute is an error saying where it goes.
+#[proc_macro_attribute]
+pub fn warp_specialize(_attr: TokenStream, item: TokenStream) -> TokenStream {
+    warp_specialize::misplaced(item.into()).into()
 }

@@ -4,6 +4,8 @@
 use kernel_host::{Gpu, Module};
 use kernels::first;
 
+pub mod hopper;
+
 /// Why an example did not give the right answer.
 #[derive(Debug)]
 pub enum ExampleError {

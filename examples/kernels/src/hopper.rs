@@ -1,6 +1,6 @@
 //! Hopper (sm_90a) kernels: TMA, wgmma, pipelines — the pipelining guide's
 //! matmuls and the reference's TMA multicast example.
-use kernel_device::pipeline::{emit_pipeline, BlockSpec};
+use kernel_device::pipeline::{emit_pipeline, emit_pipeline_warp_specialized, BlockSpec};
 use kernel_device::prelude::*;
 use kernel_device::tma::{commit_group, wait_group};
 use kernel_device::wgmma::{wgmma_commit_group, wgmma_wait, Acc};
@@ -111,4 +111,77 @@ pub fn multicast_copy(x: Tma<McHalf>, y: Tma<McTile>, #[scratch] tile: Smem<McTi
         commit_group();
         wait_group::<0>();
     }
+}
+
+/// B tile of the warp-specialized matmul: `2 * TILE_N` rows (one half per
+/// compute warpgroup) x `TILE_K`.
+pub type BTileWs = Tile<f16, { 2 * TILE_N }, TILE_K, Sw>;
+/// Output tile of the warp-specialized matmul: `TILE_M x 2 * TILE_N`.
+pub type OTileWs = Tile<f16, TILE_M, { 2 * TILE_N }, Sw>;
+/// Compute warpgroups of [`matmul_warp_specialized`].
+pub const WS_COMPUTE_WGS: u32 = 2;
+
+/// `C = A · Bᵀ` with warp specialization — the pipelining guide's second
+/// matmul: 2 compute warpgroups and 1 memory warpgroup.
+///
+/// This kernel works as follows:
+/// 1. CTA `(i, j)` owns the `128 x 256` output tile `(i, j)`; compute
+///    warpgroup `w` (0 or 1) computes its columns `128 w .. 128 w + 128`
+///    with two `64 x 128` accumulators, sharing A's tile;
+/// 2. warpgroup 2 (memory, 40 registers) issues the TMA loads of A
+///    (`128 x 64`) and B (`256 x 64`) for each K step into `STAGES` slots,
+///    waiting on `consumed` before reusing a slot;
+/// 3. the compute warpgroups (232 registers) wait on `loaded`, issue 8
+///    wgmmas, keep one group in flight (`wgmma_wait::<1>`), and release the
+///    previous step's slot (`delay_release = 1`);
+/// 4. each compute warpgroup writes its half of the output tile to SMEM, the
+///    two meet at a named barrier, and one thread TMA-stores the tile.
+///
+/// Constraints: `M % 128 == 0`, `N % 256 == 0`, `K % 64 == 0`, `K >= 64`;
+/// grid `(M / 128, N / 256)`; `k_steps = K / 64`.
+#[kernel(block = warpgroups(3), arch = sm_90a, instances((2), (3)))]
+pub fn matmul_warp_specialized<const STAGES: usize>(
+    a: Tma<ATile>,
+    b: Tma<BTileWs>,
+    c: Tma<OTileWs>,
+    k_steps: u32,
+    #[scratch] a_bufs: Smem<[ATile; STAGES]>,
+    #[scratch] b_bufs: Smem<[BTileWs; STAGES]>,
+    #[scratch] c_smem: Smem<OTileWs>,
+    #[scratch] loaded: Barriers<STAGES>,
+    #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
+) {
+    let (pm, pn) = (block_idx().x, block_idx().y);
+    let wg = warpgroup_idx();
+    emit_pipeline_warp_specialized::<STAGES, 40, 232, _>(
+        k_steps,
+        (BlockSpec::new(a, a_bufs, |k| (pm, k)), BlockSpec::new(b, b_bufs, |k| (pn, k))),
+        &loaded,
+        &consumed,
+        WS_COMPUTE_WGS,
+        1,
+        |pipeline| {
+            let b_row = wg as usize * TILE_N;
+            let acc = [Acc::<TILE_N>::undefined(), Acc::<TILE_N>::undefined()];
+            let mut acc = pipeline.run(acc, |step, (a_tile, b_tile), mut acc| {
+                acc[0].mma(a_tile, 0, b_tile, b_row, step > 0);
+                acc[1].mma(a_tile, 64, b_tile, b_row, step > 0);
+                wgmma_commit_group();
+                wgmma_wait::<1>();
+                acc
+            });
+            wgmma_wait::<0>();
+            acc[0].store_f16(c_smem, 0, b_row);
+            acc[1].store_f16(c_smem, 64, b_row);
+            commit_smem();
+            // The two compute warpgroups (256 threads) meet; the memory
+            // warpgroup is not part of this barrier.
+            NamedBarrier::new(1, 256).sync();
+            if thread_linear() == 0 {
+                c.store(c_smem, pm * TILE_M as u32, pn * 2 * TILE_N as u32);
+                commit_group();
+                wait_group::<0>();
+            }
+        },
+    );
 }

@@ -12,10 +12,13 @@
 //! it drops (cudarc's cross-stream tracking). [`ArgSink`] keeps those guards
 //! until the launch has been submitted.
 
+use super::tma::TensorMap;
 use cudarc::driver::{
     sys, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, SyncOnDrop,
 };
-use kernel_device::{DeviceParam, Semaphore};
+use kernel_device::layout::TileLayout;
+use kernel_device::tma::TensorMapParam;
+use kernel_device::Semaphore;
 use std::ffi::c_void;
 
 // Device addresses are 64-bit; a host pointer must hold one unchanged.
@@ -101,8 +104,11 @@ fn mut_ptr<T>(addr: sys::CUdeviceptr) -> *mut T {
 
 /// A host value that can be passed for a kernel parameter of type `P`.
 ///
-/// The value produced must have the bits the kernel expects: a device
-/// address for a pointer parameter, the value itself for a scalar.
+/// `P` is the parameter's ABI type (its `DeviceParam::Abi`, what
+/// `KernelSpec::Params` lists): the parameter's own type for plain data,
+/// `TensorMapParam<Tl>` for a `Tma<Tl>`. The value produced must have the
+/// bits the kernel expects: a device address for a pointer parameter, the
+/// value itself for a scalar, the encoded descriptor for a tensor map.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be passed for a kernel parameter of type `{P}`",
     label = "this argument does not fit the kernel parameter `{P}`",
@@ -111,7 +117,7 @@ fn mut_ptr<T>(addr: sys::CUdeviceptr) -> *mut T {
             value of exactly the parameter's type for a scalar (`n as u32` for `u32`: there are \
             no implicit conversions)"
 )]
-pub trait KernelArg<P: DeviceParam> {
+pub trait KernelArg<P: Copy> {
     /// The parameter value; buffer guards go to `sink`.
     fn into_param<'a>(self, sink: &mut ArgSink<'a>) -> P
     where
@@ -205,6 +211,20 @@ impl KernelArg<Semaphore> for &CudaSlice<u32> {
     }
 }
 
+/// A TMA tensor map for a `Tma<Tl>` parameter: the 128 encoded bytes, by
+/// value. Only a map made for the same tile type `Tl` fits, so the box and
+/// swizzle the kernel's copies assume are the map's. The launch is ordered
+/// after earlier writes to the map's buffer (as for `&CudaSlice`).
+impl<Tl: TileLayout> KernelArg<TensorMapParam<Tl>> for &TensorMap<'_, Tl> {
+    fn into_param<'a>(self, sink: &mut ArgSink<'a>) -> TensorMapParam<Tl>
+    where
+        Self: 'a,
+    {
+        let _address = sink.read(self.buffer());
+        self.param()
+    }
+}
+
 /// A tuple of parameter values, as the launch passes them: one pointer per
 /// parameter, in order.
 pub trait ParamList {
@@ -237,7 +257,7 @@ macro_rules! tuple_args {
     ($(($A:ident, $P:ident, $a:ident)),*) => {
         impl<$($A, $P),*> KernelArgs<($($P,)*)> for ($($A,)*)
         where
-            $($P: DeviceParam, $A: KernelArg<$P>,)*
+            $($P: Copy, $A: KernelArg<$P>,)*
         {
             #[allow(unused_variables, clippy::unused_unit)]
             fn pack<'a>(self, sink: &mut ArgSink<'a>) -> ($($P,)*)
@@ -249,7 +269,7 @@ macro_rules! tuple_args {
             }
         }
 
-        impl<$($P: DeviceParam),*> ParamList for ($($P,)*) {
+        impl<$($P: Copy),*> ParamList for ($($P,)*) {
             const LEN: usize = <[&str]>::len(&[$(stringify!($P)),*]);
             fn param_ptrs(&mut self) -> Vec<*mut c_void> {
                 let ($($a,)*) = self;

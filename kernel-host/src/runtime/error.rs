@@ -263,6 +263,33 @@ pub enum Error {
         smem_bytes: u32,
         cuda: CudaError,
     },
+    /// cuBLAS could not be loaded, or a cuBLAS call failed (see
+    /// [`Blas`](super::Blas)).
+    Cublas {
+        call: &'static str,
+        /// The `cublasStatus_t` name, or why the library could not be loaded.
+        reason: String,
+    },
+    /// An argument of a runtime helper is out of range: matrix dimensions that
+    /// do not match the buffers, no iterations to time.
+    InvalidArgument {
+        function: &'static str,
+        problem: String,
+    },
+    /// A TMA tensor map breaks `cuTensorMapEncodeTiled`'s documented rules
+    /// (checked before the driver is called; see [`TensorMapSpec`](super::TensorMapSpec)).
+    TensorMap {
+        /// What was being made, with every argument.
+        context: String,
+        /// Every problem, one per violated field (its name, value and rule).
+        problems: Vec<String>,
+    },
+    /// `cuTensorMapEncodeTiled` rejected a tensor map that passed the checks.
+    TensorMapEncode {
+        cuda: CudaError,
+        /// Every argument, as passed to the driver.
+        args: String,
+    },
 }
 
 impl Error {
@@ -278,7 +305,8 @@ impl Error {
             Error::Cuda { cuda, .. }
             | Error::ModuleLoad { cuda, .. }
             | Error::Launch { cuda, .. }
-            | Error::KernelFault { cuda, .. } => Some(cuda),
+            | Error::KernelFault { cuda, .. }
+            | Error::TensorMapEncode { cuda, .. } => Some(cuda),
             _ => None,
         }
     }
@@ -321,6 +349,22 @@ fn launch_hint(cuda: &CudaError) -> Option<&'static str> {
         }
         CUDA_ERROR_INVALID_HANDLE => {
             "the kernel's module was unloaded or belongs to another context"
+        }
+        _ => return None,
+    })
+}
+
+/// Extra advice for errors `cuTensorMapEncodeTiled` returns.
+fn tensor_map_hint(cuda: &CudaError) -> Option<&'static str> {
+    use sys::CUresult::*;
+    Some(match cuda.result {
+        CUDA_ERROR_INVALID_VALUE => {
+            "the driver rejected an argument that passed this runtime's checks of the documented \
+             rules (a rule missing from `TensorMapSpec::problems`, or one of a newer driver); \
+             the arguments are above"
+        }
+        CUDA_ERROR_NOT_INITIALIZED | CUDA_ERROR_INVALID_CONTEXT | CUDA_ERROR_DEINITIALIZED => {
+            "open a Gpu first (or make a CUDA context current on this thread)"
         }
         _ => return None,
     })
@@ -452,6 +496,29 @@ impl fmt::Display for Error {
                 )?;
                 if cuda.is_sticky() {
                     write!(f, "; {FAULT_HINT}")?;
+                }
+                Ok(())
+            }
+            Error::Cublas { call, reason } => write!(f, "{call} failed: {reason}"),
+            Error::InvalidArgument { function, problem } => {
+                write!(f, "invalid argument to {function}: {problem}")
+            }
+            Error::TensorMap { context, problems } => {
+                let n = problems.len();
+                let s = if n == 1 { "" } else { "s" };
+                write!(f, "invalid TMA tensor map ({n} problem{s}) for {context}:")?;
+                for p in problems {
+                    write!(f, "\n  - {p}")?;
+                }
+                Ok(())
+            }
+            Error::TensorMapEncode { cuda, args } => {
+                write!(
+                    f,
+                    "cuTensorMapEncodeTiled failed: {cuda}, with arguments {args}"
+                )?;
+                if let Some(hint) = tensor_map_hint(cuda) {
+                    write!(f, "; {hint}")?;
                 }
                 Ok(())
             }

@@ -29,25 +29,42 @@
 //! | `module` | [`Module`], [`Kernel`]: loading images, `cuLaunchKernelEx` |
 //! | `args` | [`KernelArg`], [`KernelArgs`], [`ParamList`]: typed arguments |
 //! | `validate` | [`check_launch`]: launch rules checked before CUDA |
+//! | `tma` | [`TensorMap`], [`TensorMapSpec`]: TMA tensor maps, validated, for `Tma<Tl>` parameters |
 //! | `error` | [`Error`], [`CudaError`], [`LaunchProblem`] |
+//! | `blas` | [`Blas`]: cuBLAS f16 GEMM baseline on row-major matrices |
+//! | `bench` | [`time_kernel`], [`randn_f16`], CPU reference GEMMs, [`rel_frobenius_error`] |
 
 mod args;
+mod bench;
+mod blas;
 mod error;
 mod gpu;
 mod module;
+mod tma;
 mod validate;
 
 #[cfg(test)]
 mod gpu_tests;
 
 pub use args::{ArgSink, KernelArg, KernelArgs, ParamList};
+pub use bench::{
+    randn_f16, randn_f32, reference_gemm_nn, reference_gemm_nt, rel_frobenius_error,
+    rel_frobenius_error_f32, tflops, time_kernel, Timing,
+};
+pub use blas::Blas;
 pub use error::{CudaError, Error, LaunchProblem, Result};
 pub use gpu::{arch_for, Gpu};
 pub use module::{Kernel, Module, DEFAULT_MAX_DYNAMIC_SMEM};
+pub use tma::{
+    swizzle_to_cu, L2Promotion, OobFill, TensorMap, TensorMapSpec, TmaDtype, TmaElement,
+    BOX_INNER_ALIGN, GLOBAL_ALIGN, GLOBAL_STRIDE_LIMIT, MAX_BOX_DIM, MAX_ELEMENT_STRIDE,
+    MAX_GLOBAL_DIM, MAX_RANK,
+};
 pub use validate::{check_launch, MAX_BLOCK_Z, MAX_GRID_X, MAX_GRID_YZ};
 
 /// cudarc, for what this runtime does not wrap (streams, events, cuBLAS).
 pub use cudarc;
 pub use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DeviceRepr, ValidAsZeroBits};
 pub use kernel_device::launch::{DeviceCode, DeviceImage};
+pub use kernel_device::tma::TensorMapParam;
 pub use kernel_device::{Dim3, KernelSpec};

@@ -1,0 +1,171 @@
+//! Host side of the Hopper examples: the pipelining guide's matmuls checked
+//! and timed against cuBLAS on the same inputs, and the TMA multicast copy.
+use crate::{ExampleError, Outcome, Result};
+use kernel_host::{
+    randn_f16, reference_gemm_nt, rel_frobenius_error, time_kernel, Blas, CudaSlice, Gpu, Module, TensorMap, Timing,
+};
+use kernels::hopper::{self, ATile, BTile, BTileWs, McHalf, McTile, OTile, OTileWs, TILE_K, TILE_M, TILE_N};
+use kernel_device::f16;
+
+/// The kernels that compute `C = A · Bᵀ`, by name.
+pub const MATMULS: [&str; 4] = ["pipelined<2>", "pipelined<4>", "warp_specialized<2>", "warp_specialized<3>"];
+
+/// One measured contender at one shape.
+#[derive(Debug, Clone)]
+pub struct MatmulResult {
+    pub name: String,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub timing: Timing,
+    pub tflops: f64,
+    /// Relative Frobenius error against the CPU reference (f32 accumulation
+    /// of the same f16 inputs), over the checked rows.
+    pub rel_err: f64,
+}
+
+/// Device buffers of one problem: A (M x K), B (N x K), C (M x N), all row-major.
+pub struct Problem {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub a_host: Vec<f16>,
+    pub b_host: Vec<f16>,
+    pub a: CudaSlice<f16>,
+    pub b: CudaSlice<f16>,
+    pub c: CudaSlice<f16>,
+    /// Rows of C checked against the CPU, and their reference values.
+    pub check_rows: Vec<usize>,
+    pub reference: Vec<f32>,
+}
+
+impl Problem {
+    /// iid N(0, 1) f16 inputs; the reference is computed on `rows_checked`
+    /// rows spread over M (all rows when `rows_checked >= m`).
+    pub fn new(gpu: &Gpu, m: usize, n: usize, k: usize, rows_checked: usize, seed: u64) -> Result<Problem> {
+        let a_host = randn_f16(m * k, seed);
+        let b_host = randn_f16(n * k, seed + 1);
+        let check_rows: Vec<usize> = if rows_checked >= m { (0..m).collect() } else { (0..rows_checked).map(|i| i * m / rows_checked).collect() };
+        let a_rows: Vec<f16> = check_rows.iter().flat_map(|&r| a_host[r * k..(r + 1) * k].iter().copied()).collect();
+        let reference = reference_gemm_nt(check_rows.len(), n, k, &a_rows, &b_host);
+        Ok(Problem {
+            m,
+            n,
+            k,
+            a: gpu.upload(&a_host)?,
+            b: gpu.upload(&b_host)?,
+            c: gpu.upload(&vec![f16::NAN; m * n])?,
+            a_host,
+            b_host,
+            check_rows,
+            reference,
+        })
+    }
+
+    /// Fills C with NaN, so an unwritten element fails the check.
+    pub fn poison(&mut self, gpu: &Gpu) -> Result<()> {
+        self.c = gpu.upload(&vec![f16::NAN; self.m * self.n])?;
+        Ok(())
+    }
+
+    /// Relative Frobenius error of C's checked rows.
+    pub fn error(&self, gpu: &Gpu) -> Result<f64> {
+        let c = gpu.download(&self.c)?;
+        let got: Vec<f16> = self.check_rows.iter().flat_map(|&r| c[r * self.n..(r + 1) * self.n].iter().copied()).collect();
+        Ok(rel_frobenius_error(&got, &self.reference))
+    }
+}
+
+fn check_shape(name: &str, p: &Problem, tile_n: usize) -> Result<()> {
+    if p.m % TILE_M != 0 || p.n % tile_n != 0 || p.k % TILE_K != 0 || p.k == 0 {
+        return Err(ExampleError::Cuda(kernel_host::Error::InvalidArgument {
+            function: "hopper matmul",
+            problem: format!("{name} needs M % {TILE_M} == 0, N % {tile_n} == 0, K % {TILE_K} == 0, K > 0; got {} x {} x {}", p.m, p.n, p.k),
+        }));
+    }
+    Ok(())
+}
+
+/// Prepares matmul `name` on `p`: the kernel handle and the tensor maps are
+/// made once, so the returned closure only launches (asynchronously).
+pub fn prepare_matmul<'p>(module: &Module, name: &str, p: &'p Problem) -> Result<Box<dyn Fn() -> kernel_host::Result<()> + 'p>> {
+    let k_steps = (p.k / TILE_K) as u32;
+    let a = TensorMap::<ATile>::new_2d(&p.a, p.m, p.k)?;
+    Ok(match name {
+        "pipelined<2>" | "pipelined<4>" => {
+            check_shape(name, p, TILE_N)?;
+            let b = TensorMap::<BTile>::new_2d(&p.b, p.n, p.k)?;
+            let c = TensorMap::<OTile>::new_2d(&p.c, p.m, p.n)?;
+            let grid = ((p.m / TILE_M) as u32, (p.n / TILE_N) as u32);
+            if name == "pipelined<2>" {
+                let kernel = module.kernel::<hopper::matmul_pipelined<2>>()?;
+                Box::new(move || kernel.launch(grid, (&a, &b, &c, k_steps)))
+            } else {
+                let kernel = module.kernel::<hopper::matmul_pipelined<4>>()?;
+                Box::new(move || kernel.launch(grid, (&a, &b, &c, k_steps)))
+            }
+        }
+        "warp_specialized<2>" | "warp_specialized<3>" => {
+            check_shape(name, p, 2 * TILE_N)?;
+            let b = TensorMap::<BTileWs>::new_2d(&p.b, p.n, p.k)?;
+            let c = TensorMap::<OTileWs>::new_2d(&p.c, p.m, p.n)?;
+            let grid = ((p.m / TILE_M) as u32, (p.n / (2 * TILE_N)) as u32);
+            if name == "warp_specialized<2>" {
+                let kernel = module.kernel::<hopper::matmul_warp_specialized<2>>()?;
+                Box::new(move || kernel.launch(grid, (&a, &b, &c, k_steps)))
+            } else {
+                let kernel = module.kernel::<hopper::matmul_warp_specialized<3>>()?;
+                Box::new(move || kernel.launch(grid, (&a, &b, &c, k_steps)))
+            }
+        }
+        other => {
+            return Err(ExampleError::Cuda(kernel_host::Error::InvalidArgument {
+                function: "prepare_matmul",
+                problem: format!("unknown matmul `{other}`; known: {}", MATMULS.join(", ")),
+            }))
+        }
+    })
+}
+
+/// Checks and times every contender (cuBLAS first, then ours) at one shape,
+/// on the same inputs. Each is run once on a NaN-poisoned C and checked,
+/// then timed (5 warm-up runs, median of `iters`).
+#[allow(clippy::too_many_arguments)]
+pub fn bench_shape(gpu: &Gpu, module: &Module, blas: &Blas, m: usize, n: usize, k: usize, rows_checked: usize, iters: usize) -> Result<Vec<MatmulResult>> {
+    let mut p = Problem::new(gpu, m, n, k, rows_checked, 42)?;
+    let mut out = Vec::new();
+    // cuBLAS writes through `&mut C`, so it is run directly.
+    p.poison(gpu)?;
+    blas.gemm_nt(m, n, k, &p.a, &p.b, &mut p.c)?;
+    gpu.synchronize()?;
+    let rel_err = p.error(gpu)?;
+    let timing = {
+        let Problem { a, b, c, .. } = &mut p;
+        time_kernel(gpu, 5, iters, || blas.gemm_nt(m, n, k, a, b, c))?
+    };
+    out.push(MatmulResult { name: "cuBLAS".into(), m, n, k, tflops: timing.tflops(m, n, k), timing, rel_err });
+    for name in MATMULS {
+        p.poison(gpu)?;
+        let launch = prepare_matmul(module, name, &p)?;
+        launch()?;
+        gpu.synchronize()?;
+        let rel_err = p.error(gpu)?;
+        let timing = time_kernel(gpu, 5, iters, &launch)?;
+        out.push(MatmulResult { name: name.into(), m, n, k, tflops: timing.tflops(m, n, k), timing, rel_err });
+    }
+    Ok(out)
+}
+
+/// The reference's TMA multicast example: a cluster of 2 loads one `16 x 32`
+/// f32 tile collectively; each CTA writes it out: `y = [x; x]`.
+pub fn run_multicast(gpu: &Gpu, module: &Module) -> Result<Outcome> {
+    use kernels::hopper::{MC_COLS, MC_ROWS};
+    let x: Vec<f32> = crate::inputs(MC_ROWS * MC_COLS, 5);
+    let dx = gpu.upload(&x)?;
+    let dy = gpu.upload(&vec![f32::NAN; 2 * MC_ROWS * MC_COLS])?;
+    let xm = TensorMap::<McHalf>::new_2d(&dx, MC_ROWS, MC_COLS)?;
+    let ym = TensorMap::<McTile>::new_2d(&dy, 2 * MC_ROWS, MC_COLS)?;
+    module.kernel::<hopper::multicast_copy>()?.launch_sync(2u32, (&xm, &ym))?;
+    let want: Vec<f32> = x.iter().chain(x.iter()).copied().collect();
+    crate::check("multicast_copy", &gpu.download(&dy)?, &want)
+}

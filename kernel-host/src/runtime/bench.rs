@@ -1,0 +1,620 @@
+//! Benchmark helpers (see DESIGN.md, "Performance method"): seeded iid
+//! N(0, 1) f16 inputs, CPU reference products, the relative Frobenius error,
+//! CUDA-event timing of each iteration, and TFLOP/s.
+//!
+//! ```ignore
+//! let (a, b) = (randn_f16(m * k, 1), randn_f16(n * k, 2));
+//! let (da, db) = (gpu.upload(&a)?, gpu.upload(&b)?);
+//! let mut dc = gpu.zeros::<f16>(m * n)?;
+//! let blas = Blas::new(&gpu)?;
+//! blas.gemm_nt(m, n, k, &da, &db, &mut dc)?;
+//! let err = rel_frobenius_error(&gpu.download(&dc)?, &reference_gemm_nt(m, n, k, &a, &b));
+//! let t = time_kernel(&gpu, 10, 50, || blas.gemm_nt(m, n, k, &da, &db, &mut dc))?;
+//! println!("{:.0} TFLOP/s", tflops(m, n, k, t.median_ms));
+//! ```
+
+use super::error::{Error, Result};
+use super::gpu::Gpu;
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::CudaEvent;
+use half::f16;
+use std::fmt;
+
+/// splitmix64 (Steele, Lea, Flood 2014): a 64-bit state advanced by a
+/// constant, then mixed; every seed, 0 included, gives a full-period stream.
+#[derive(Clone, Debug)]
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1), 53 random bits.
+    fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+}
+
+/// `n` iid N(0, 1) samples in f64 from `seed` (Box–Muller on splitmix64).
+fn randn_f64(n: usize, seed: u64, mut sink: impl FnMut(f64)) {
+    let mut rng = SplitMix64(seed);
+    let mut produced = 0;
+    while produced < n {
+        // u1 in (0, 1] so that ln(u1) is finite.
+        let u1 = 1.0 - rng.next_f64();
+        let u2 = rng.next_f64();
+        let r = (-2.0 * u1.ln()).sqrt();
+        let (s, c) = (std::f64::consts::TAU * u2).sin_cos();
+        sink(r * c);
+        produced += 1;
+        if produced < n {
+            sink(r * s);
+            produced += 1;
+        }
+    }
+}
+
+/// `n` iid N(0, 1) samples rounded to f16, the same for the same `seed` on
+/// every machine (splitmix64 + Box–Muller in f64). Different seeds give
+/// independent-looking streams; use one seed per operand.
+pub fn randn_f16(n: usize, seed: u64) -> Vec<f16> {
+    let mut out = Vec::with_capacity(n);
+    randn_f64(n, seed, |x| out.push(f16::from_f64(x)));
+    out
+}
+
+/// As [`randn_f16`], in f32 (not rounded to f16).
+pub fn randn_f32(n: usize, seed: u64) -> Vec<f32> {
+    let mut out = Vec::with_capacity(n);
+    randn_f64(n, seed, |x| out.push(x as f32));
+    out
+}
+
+/// `‖got − reference‖_F / ‖reference‖_F` in f64 over `(got, reference)`
+/// pairs. Any NaN or infinity in `got` gives `f64::INFINITY` (NaN never
+/// passes a tolerance). A zero reference gives 0 if `got` is zero too, else
+/// infinity.
+fn rel_error(pairs: impl Iterator<Item = (f64, f64)>) -> f64 {
+    let (mut diff2, mut ref2) = (0.0f64, 0.0f64);
+    for (g, r) in pairs {
+        if !g.is_finite() {
+            return f64::INFINITY;
+        }
+        diff2 += (g - r) * (g - r);
+        ref2 += r * r;
+    }
+    if diff2 == 0.0 {
+        0.0
+    } else if ref2 == 0.0 {
+        f64::INFINITY
+    } else {
+        (diff2 / ref2).sqrt()
+    }
+}
+
+fn check_lengths(function: &str, got: usize, reference: usize) {
+    assert_eq!(
+        got, reference,
+        "{function}: `got` has {got} elements but `reference` has {reference}"
+    );
+}
+
+/// The relative Frobenius error `‖got − reference‖_F / ‖reference‖_F`,
+/// computed in f64. Returns `f64::INFINITY` when `got` holds a NaN or an
+/// infinity, or when the reference is all zeros and `got` is not (0 when
+/// both are).
+///
+/// For an f16-output product with f32 accumulation expect a few 1e-4 (f16
+/// rounding of the output is 2^-11 relative); 1e-2 is a loose bound.
+///
+/// # Panics
+/// When the slices differ in length.
+pub fn rel_frobenius_error(got: &[f16], reference: &[f32]) -> f64 {
+    check_lengths("rel_frobenius_error", got.len(), reference.len());
+    rel_error(
+        got.iter()
+            .zip(reference)
+            .map(|(g, r)| (g.to_f64(), f64::from(*r))),
+    )
+}
+
+/// [`rel_frobenius_error`] for f32 results.
+///
+/// # Panics
+/// When the slices differ in length.
+pub fn rel_frobenius_error_f32(got: &[f32], reference: &[f32]) -> f64 {
+    check_lengths("rel_frobenius_error_f32", got.len(), reference.len());
+    rel_error(
+        got.iter()
+            .zip(reference)
+            .map(|(g, r)| (f64::from(*g), f64::from(*r))),
+    )
+}
+
+/// `[f32; R]` dot products of `R` rows of A with one row of B (all length
+/// `k`): 8 f32 lanes per row (vectorizable), the lanes summed in f64.
+#[inline(always)]
+fn dots<const R: usize>(a: [&[f32]; R], b: &[f32]) -> [f32; R] {
+    const L: usize = 8;
+    let k = b.len();
+    let body = k / L * L;
+    let mut acc = [[0.0f32; L]; R];
+    let mut kk = 0;
+    while kk < body {
+        let bv: &[f32; L] = b[kk..kk + L].try_into().unwrap();
+        for r in 0..R {
+            let av: &[f32; L] = a[r][kk..kk + L].try_into().unwrap();
+            for l in 0..L {
+                acc[r][l] += av[l] * bv[l];
+            }
+        }
+        kk += L;
+    }
+    let mut out = [0.0f32; R];
+    for r in 0..R {
+        let mut s: f64 = acc[r].iter().map(|&x| f64::from(x)).sum();
+        for kk in body..k {
+            s += f64::from(a[r][kk]) * f64::from(b[kk]);
+        }
+        out[r] = s as f32;
+    }
+    out
+}
+
+/// Rows of A handled together (each B element loaded once per group).
+const ROW_GROUP: usize = 4;
+/// Rows of B per tile (kept in cache while a thread's rows of A stream by).
+const B_TILE: usize = 64;
+
+/// `C = A · Bᵀ` in f32: `a` `m x k`, `bt` `n x k`, row-major; rows of C split
+/// across threads.
+fn gemm_nt_f32(m: usize, n: usize, k: usize, a: &[f32], bt: &[f32]) -> Vec<f32> {
+    let mut c = vec![0.0f32; m * n];
+    if m == 0 || n == 0 {
+        return c;
+    }
+    let threads = std::thread::available_parallelism()
+        .map(|t| t.get())
+        .unwrap_or(1)
+        .min(m.div_ceil(ROW_GROUP))
+        .max(1);
+    let rows_per_thread = m.div_ceil(threads).div_ceil(ROW_GROUP) * ROW_GROUP;
+    std::thread::scope(|s| {
+        for (t, c_rows) in c.chunks_mut(rows_per_thread * n).enumerate() {
+            let row0 = t * rows_per_thread;
+            s.spawn(move || {
+                let rows = c_rows.len() / n;
+                let a_row = |i: usize| &a[(row0 + i) * k..(row0 + i + 1) * k];
+                for j0 in (0..n).step_by(B_TILE) {
+                    let j1 = (j0 + B_TILE).min(n);
+                    let mut i = 0;
+                    while i + ROW_GROUP <= rows {
+                        let group = [a_row(i), a_row(i + 1), a_row(i + 2), a_row(i + 3)];
+                        for j in j0..j1 {
+                            let d = dots(group, &bt[j * k..(j + 1) * k]);
+                            for (r, v) in d.into_iter().enumerate() {
+                                c_rows[(i + r) * n + j] = v;
+                            }
+                        }
+                        i += ROW_GROUP;
+                    }
+                    for i in i..rows {
+                        for j in j0..j1 {
+                            c_rows[i * n + j] = dots([a_row(i)], &bt[j * k..(j + 1) * k])[0];
+                        }
+                    }
+                }
+            });
+        }
+    });
+    c
+}
+
+fn to_f32(x: &[f16]) -> Vec<f32> {
+    x.iter().map(|v| v.to_f32()).collect()
+}
+
+fn check_operands(function: &str, (m, n, k): (usize, usize, usize), a: usize, b: usize) {
+    assert_eq!(
+        a,
+        m * k,
+        "{function}: `a` must be m x k = {m} x {k} = {} elements, has {a}",
+        m * k
+    );
+    assert_eq!(
+        b,
+        n * k,
+        "{function}: `b` must hold n * k = {n} * {k} = {} elements, has {b}",
+        n * k
+    );
+}
+
+/// CPU reference for `C = A · Bᵀ` (row-major `a` `m x k`, `b` `n x k`; the
+/// layout of [`Blas::gemm_nt`](super::Blas::gemm_nt)), in f32: inputs widened
+/// exactly from f16, products summed in 8 f32 lanes whose totals are added in
+/// f64 (relative error ~1e-6 for N(0, 1) data at k ≤ a few thousand, far
+/// below f16 output rounding).
+///
+/// Multithreaded over rows of C (`std::thread::scope`, one thread per core),
+/// cache-blocked, `m·n·k` multiply-adds: meant for `m·n·k` up to ~1e10, e.g.
+/// 16896 x 512 x 640 (5.5e9) takes a few seconds on a few cores. 4096³
+/// (6.9e10) works but takes minutes on a small machine; check a large GPU
+/// product on a subset of rows instead (reference the rows of A you sample).
+///
+/// # Panics
+/// When `a` or `b` does not hold exactly its shape's elements.
+pub fn reference_gemm_nt(m: usize, n: usize, k: usize, a: &[f16], b: &[f16]) -> Vec<f32> {
+    check_operands("reference_gemm_nt", (m, n, k), a.len(), b.len());
+    gemm_nt_f32(m, n, k, &to_f32(a), &to_f32(b))
+}
+
+/// CPU reference for `C = A · B` (row-major `a` `m x k`, `b` `k x n`; the
+/// layout of [`Blas::gemm_nn`](super::Blas::gemm_nn)); `b` is transposed once,
+/// then as [`reference_gemm_nt`] (same precision and size limits).
+///
+/// # Panics
+/// When `a` or `b` does not hold exactly its shape's elements.
+pub fn reference_gemm_nn(m: usize, n: usize, k: usize, a: &[f16], b: &[f16]) -> Vec<f32> {
+    check_operands("reference_gemm_nn", (m, n, k), a.len(), b.len());
+    let mut bt = vec![0.0f32; n * k];
+    for (kk, row) in b.chunks_exact(n.max(1)).enumerate().take(k) {
+        for (j, v) in row.iter().enumerate() {
+            bt[j * k + kk] = v.to_f32();
+        }
+    }
+    gemm_nt_f32(m, n, k, &to_f32(a), &bt)
+}
+
+/// Times of one operation over `iters` runs, in milliseconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Timing {
+    /// The median (mean of the two middle runs for an even count).
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    /// Number of timed runs.
+    pub iters: usize,
+}
+
+impl Timing {
+    /// Summarizes per-run times; `None` when there are none. NaNs sort last.
+    pub fn from_samples(samples_ms: &[f64]) -> Option<Timing> {
+        if samples_ms.is_empty() {
+            return None;
+        }
+        let mut s = samples_ms.to_vec();
+        s.sort_by(f64::total_cmp);
+        let n = s.len();
+        let median_ms = if n % 2 == 1 {
+            s[n / 2]
+        } else {
+            (s[n / 2 - 1] + s[n / 2]) / 2.0
+        };
+        Some(Timing {
+            median_ms,
+            min_ms: s[0],
+            max_ms: s[n - 1],
+            iters: n,
+        })
+    }
+
+    /// TFLOP/s of an `m x n x k` matrix product at the median time.
+    pub fn tflops(&self, m: usize, n: usize, k: usize) -> f64 {
+        tflops(m, n, k, self.median_ms)
+    }
+}
+
+impl fmt::Display for Timing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "median {:.4} ms (min {:.4}, max {:.4}, {} runs)",
+            self.median_ms, self.min_ms, self.max_ms, self.iters
+        )
+    }
+}
+
+/// `2·m·n·k` floating-point operations in `ms` milliseconds, in TFLOP/s.
+pub fn tflops(m: usize, n: usize, k: usize, ms: f64) -> f64 {
+    2.0 * m as f64 * n as f64 * k as f64 / (ms * 1e-3) / 1e12
+}
+
+/// Times `f`, which queues GPU work on `gpu`'s stream (a kernel launch, a
+/// [`Blas`](super::Blas) call), with CUDA events.
+///
+/// Calls `f` `warmup` times untimed (module load, handle creation and clock
+/// ramp-up stay out), synchronizes, then `iters` times each between two
+/// events recorded on the stream (`CU_EVENT_DEFAULT`, created beforehand), and
+/// synchronizes again. Each sample is the GPU time from the start event to the
+/// stop event: the work `f` queued, plus its launch latency when the GPU is
+/// idle waiting for it. Host time between iterations is not counted.
+///
+/// If the inputs fit in L2 (50 MB on an H100) repeated runs measure the
+/// cache; rotate among several input sets inside `f` when that matters.
+///
+/// Returns [`Error::InvalidArgument`] when `iters` is 0, the first error `f`
+/// returns, and [`Error::Cuda`] when an event call or synchronization fails
+/// (a kernel fault shows up there).
+pub fn time_kernel<F: FnMut() -> Result<()>>(
+    gpu: &Gpu,
+    warmup: usize,
+    iters: usize,
+    mut f: F,
+) -> Result<Timing> {
+    if iters == 0 {
+        return Err(Error::InvalidArgument {
+            function: "time_kernel",
+            problem: "iters = 0: time at least one run (the median of many, e.g. 50, is \
+                      what to report)"
+                .into(),
+        });
+    }
+    let ctx = gpu.context();
+    let stream = gpu.stream();
+    let new_event = || {
+        ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(Error::cuda_call("cuEventCreate (time_kernel)"))
+    };
+    let events = (0..iters)
+        .map(|_| Ok((new_event()?, new_event()?)))
+        .collect::<Result<Vec<(CudaEvent, CudaEvent)>>>()?;
+    for _ in 0..warmup {
+        f()?;
+    }
+    gpu.synchronize()?;
+    for (start, stop) in &events {
+        start
+            .record(stream)
+            .map_err(Error::cuda_call("cuEventRecord (time_kernel, start)"))?;
+        f()?;
+        stop.record(stream)
+            .map_err(Error::cuda_call("cuEventRecord (time_kernel, stop)"))?;
+    }
+    gpu.synchronize()?;
+    let samples = events
+        .iter()
+        .map(|(start, stop)| start.elapsed_ms(stop).map(f64::from))
+        .collect::<std::result::Result<Vec<f64>, _>>()
+        .map_err(Error::cuda_call("cuEventElapsedTime (time_kernel)"))?;
+    Ok(Timing::from_samples(&samples).expect("iters > 0"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f16s(x: &[f32]) -> Vec<f16> {
+        x.iter().map(|&v| f16::from_f32(v)).collect()
+    }
+
+    #[test]
+    fn randn_is_standard_normal_and_seeded() {
+        let n = 100_000;
+        let x = randn_f16(n, 42);
+        assert_eq!(x.len(), n);
+        let mean = x.iter().map(|v| v.to_f64()).sum::<f64>() / n as f64;
+        let var = x.iter().map(|v| (v.to_f64() - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        // Standard errors: 1/sqrt(n) = 0.0032 for the mean, sqrt(2/n) = 0.0045
+        // for the variance; allow ~5 of them.
+        assert!(mean.abs() < 0.016, "mean {mean}");
+        assert!((var - 1.0).abs() < 0.025, "variance {var}");
+        // Tails: P(|z| > 3) = 0.0027.
+        let tail = x.iter().filter(|v| v.to_f64().abs() > 3.0).count() as f64 / n as f64;
+        assert!((0.0017..0.0037).contains(&tail), "tail {tail}");
+        assert!(x.iter().all(|v| v.is_finite()));
+
+        assert_eq!(randn_f16(1000, 42), x[..1000], "same seed, same prefix");
+        let y = randn_f16(1000, 43);
+        let same = x[..1000].iter().zip(&y).filter(|(a, b)| a == b).count();
+        assert!(same < 50, "seeds 42 and 43 agree on {same} of 1000");
+        assert_ne!(randn_f16(8, 0), randn_f16(8, 1));
+
+        // Odd lengths, and f32 matching f16 after rounding.
+        assert_eq!(randn_f16(7, 5).len(), 7);
+        let z = randn_f32(7, 5);
+        assert_eq!(f16s(&z), randn_f16(7, 5));
+        assert!(randn_f16(0, 1).is_empty());
+    }
+
+    #[test]
+    fn frobenius_error_exact_values() {
+        // ‖(1, 2, 2) − (1, 2, 0)‖ / ‖(1, 2, 0)‖ = 2 / √5.
+        let e = rel_frobenius_error(&f16s(&[1.0, 2.0, 2.0]), &[1.0, 2.0, 0.0]);
+        assert!((e - 2.0 / 5f64.sqrt()).abs() < 1e-15, "{e}");
+        // (3, 4) vs (0, 0)... reference (0, 4): ‖(3, 0)‖ / 4.
+        let e = rel_frobenius_error(&f16s(&[3.0, 4.0]), &[0.0, 4.0]);
+        assert_eq!(e, 0.75);
+        assert_eq!(rel_frobenius_error(&f16s(&[0.5, -1.0]), &[0.5, -1.0]), 0.0);
+        // Computed in f64 from the f16 values: 1 + 2^-10 is exact in f16.
+        let e = rel_frobenius_error(&[f16::from_f32(1.0 + 1.0 / 1024.0)], &[1.0]);
+        assert_eq!(e, 1.0 / 1024.0);
+
+        for bad in [f16::NAN, f16::INFINITY, f16::NEG_INFINITY] {
+            let e = rel_frobenius_error(&[f16::ONE, bad], &[1.0, 1.0]);
+            assert_eq!(e, f64::INFINITY);
+        }
+        assert_eq!(rel_frobenius_error(&f16s(&[0.0, 0.0]), &[0.0, 0.0]), 0.0);
+        assert_eq!(
+            rel_frobenius_error(&f16s(&[0.0, 1.0]), &[0.0, 0.0]),
+            f64::INFINITY
+        );
+        assert_eq!(rel_frobenius_error(&[], &[]), 0.0);
+
+        let e = rel_frobenius_error_f32(&[1.0, 2.0, 2.0], &[1.0, 2.0, 0.0]);
+        assert!((e - 2.0 / 5f64.sqrt()).abs() < 1e-15, "{e}");
+        assert_eq!(rel_frobenius_error_f32(&[6.0, 8.0], &[3.0, 4.0]), 1.0);
+        assert_eq!(rel_frobenius_error_f32(&[f32::NAN], &[1.0]), f64::INFINITY);
+        assert_eq!(
+            rel_frobenius_error_f32(&[1.0, f32::INFINITY], &[1.0, 1.0]),
+            f64::INFINITY
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "`got` has 2 elements but `reference` has 3")]
+    fn frobenius_error_needs_equal_lengths() {
+        rel_frobenius_error_f32(&[1.0, 2.0], &[1.0, 2.0, 3.0]);
+    }
+
+    #[test]
+    fn reference_gemm_by_hand() {
+        // A (2x3) = [1 2 3; 4 5 6], B (3x2) = [7 8; 9 10; 11 12]:
+        // A·B = [58 64; 139 154].
+        let a = f16s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        let b_kn = f16s(&[7.0, 8.0, 9.0, 10.0, 11.0, 12.0]);
+        let b_nk = f16s(&[7.0, 9.0, 11.0, 8.0, 10.0, 12.0]); // Bᵀ, 2x3
+        let want = vec![58.0, 64.0, 139.0, 154.0];
+        assert_eq!(reference_gemm_nn(2, 2, 3, &a, &b_kn), want);
+        assert_eq!(reference_gemm_nt(2, 2, 3, &a, &b_nk), want);
+    }
+
+    /// f64 triple loop, for checking the blocked, threaded version.
+    fn naive_nt(m: usize, n: usize, k: usize, a: &[f16], b: &[f16]) -> Vec<f64> {
+        let mut c = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                c[i * n + j] = (0..k)
+                    .map(|p| a[i * k + p].to_f64() * b[j * k + p].to_f64())
+                    .sum();
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn reference_gemm_matches_naive_on_ragged_shapes() {
+        // m not a multiple of the row group, n over one B tile, k not a
+        // multiple of the lane count.
+        for (m, n, k) in [(1, 1, 1), (7, 70, 13), (13, 129, 40), (9, 3, 8)] {
+            let a = randn_f16(m * k, 1);
+            let b = randn_f16(n * k, 2);
+            let want = naive_nt(m, n, k, &a, &b);
+            let got = reference_gemm_nt(m, n, k, &a, &b);
+            for (g, w) in got.iter().zip(&want) {
+                assert!(
+                    (f64::from(*g) - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                    "{m}x{n}x{k}: {g} vs {w}"
+                );
+            }
+            // NN on the transpose of b gives the same.
+            let mut b_kn = vec![f16::ZERO; k * n];
+            for j in 0..n {
+                for p in 0..k {
+                    b_kn[p * n + j] = b[j * k + p];
+                }
+            }
+            assert_eq!(reference_gemm_nn(m, n, k, &a, &b_kn), got, "{m}x{n}x{k}");
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "`a` must be m x k = 2 x 3 = 6 elements, has 5")]
+    fn reference_gemm_checks_lengths() {
+        reference_gemm_nt(2, 2, 3, &[f16::ONE; 5], &[f16::ONE; 6]);
+    }
+
+    #[test]
+    fn tflops_arithmetic() {
+        // 2 * 4096^3 = 1.374e11 flop in 0.25 ms = 549.76 TFLOP/s.
+        let t = tflops(4096, 4096, 4096, 0.25);
+        assert!((t - 2.0 * 4096f64.powi(3) / 0.25e-3 / 1e12).abs() < 1e-9);
+        assert!((t - 549.755813888).abs() < 1e-6, "{t}");
+        assert_eq!(tflops(1000, 1000, 500, 1.0), 1.0);
+    }
+
+    #[test]
+    fn timing_summarizes_samples() {
+        assert_eq!(Timing::from_samples(&[]), None);
+        let t = Timing::from_samples(&[3.0, 1.0, 2.0]).unwrap();
+        assert_eq!(
+            (t.median_ms, t.min_ms, t.max_ms, t.iters),
+            (2.0, 1.0, 3.0, 3)
+        );
+        let t = Timing::from_samples(&[4.0, 1.0, 2.0, 10.0]).unwrap();
+        assert_eq!(
+            (t.median_ms, t.min_ms, t.max_ms, t.iters),
+            (3.0, 1.0, 10.0, 4)
+        );
+        assert_eq!(t.tflops(1000, 1000, 1500), 1.0);
+        assert_eq!(
+            t.to_string(),
+            "median 3.0000 ms (min 1.0000, max 10.0000, 4 runs)"
+        );
+    }
+}
+
+/// Tests that need a CUDA GPU and cuBLAS; they fail (not skip) without them:
+///
+/// ```text
+/// cargo test -p kernel-host --lib runtime::bench -- --ignored --nocapture
+/// ```
+#[cfg(test)]
+mod gpu_tests {
+    use super::super::Blas;
+    use super::*;
+
+    #[test]
+    #[ignore = "needs a CUDA GPU"]
+    fn time_cublas() {
+        let gpu = Gpu::new(0).unwrap();
+        let blas = Blas::new(&gpu).unwrap();
+        println!("{} ({} SMs)", gpu.describe(), gpu.sm_count());
+        let e = time_kernel(&gpu, 0, 0, || Ok(())).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+
+        println!(
+            "{:>24} {:>6} {:>10} {:>10} {:>10} {:>8}",
+            "M x N x K", "layout", "median ms", "min ms", "max ms", "TFLOP/s"
+        );
+        // 4096^3 twice (the spread between two timings of the same thing is
+        // the noise floor), then the DESIGN.md anchors and a skinny shape.
+        let shapes = [
+            (4096, 4096, 4096, false),
+            (4096, 4096, 4096, false),
+            (4096, 4096, 4096, true),
+            (4096, 8192, 4096, false),
+            (8192, 8192, 8192, false),
+            (2048, 2048, 2048, false),
+            (16896, 512, 640, false),
+        ];
+        let mut seed = 100;
+        for (m, n, k, nn) in shapes {
+            let a = gpu.upload(&randn_f16(m * k, seed)).unwrap();
+            let b = gpu.upload(&randn_f16(n * k, seed + 1)).unwrap();
+            seed += 2;
+            let mut c = gpu.zeros::<f16>(m * n).unwrap();
+            let t = time_kernel(&gpu, 20, 100, || {
+                if nn {
+                    blas.gemm_nn(m, n, k, &a, &b, &mut c)
+                } else {
+                    blas.gemm_nt(m, n, k, &a, &b, &mut c)
+                }
+            })
+            .unwrap();
+            let tf = t.tflops(m, n, k);
+            println!(
+                "{:>24} {:>6} {:>10.4} {:>10.4} {:>10.4} {:>8.1}",
+                format!("{m} x {n} x {k}"),
+                if nn { "NN" } else { "NT" },
+                t.median_ms,
+                t.min_ms,
+                t.max_ms,
+                tf
+            );
+            assert_eq!(t.iters, 100);
+            assert!(
+                t.min_ms > 0.0 && t.min_ms <= t.median_ms && t.median_ms <= t.max_ms,
+                "{t}"
+            );
+            // Above the H100/H200 dense f16 peak (989) means the timing is broken.
+            assert!(tf < 1000.0, "{m}x{n}x{k}: {tf} TFLOP/s");
+            let out = gpu.download(&c).unwrap();
+            assert!(out.iter().all(|x| x.is_finite()));
+        }
+    }
+}
