@@ -110,6 +110,10 @@ impl core::fmt::Debug for SmemDescriptor {
 }
 
 /// Element types wgmma takes from SMEM with an f32 accumulator.
+#[diagnostic::on_unimplemented(
+    message = "wgmma does not take `{Self}` operands with an f32 accumulator here",
+    note = "implemented: f16 and bf16 (m64nNk16); the hardware also has tf32 (k8) and e4m3/e5m2/s8 (k32), not implemented yet"
+)]
 pub trait WgmmaInput: Copy + 'static {
     /// The PTX type name (`f16`, `bf16`).
     const PTX: &'static str;

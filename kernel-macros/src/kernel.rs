@@ -278,6 +278,7 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
             format!("{}__{}", name, inst.iter().map(lit_text).collect::<Vec<_>>().join("_"))
         };
         let entry_ident = Ident::new(&entry_name, name.span());
+        let keep_ident = format_ident!("__KERNEL_KEEP_{}", entry_name);
         let inst_args = if inst.is_empty() { quote!() } else { quote!(<#(#inst),*>) };
         let inst_turbofish = if inst.is_empty() { quote!() } else { quote!(::<#(#inst),*>) };
         let meta = format!("// kernel-meta entry={entry_name} maxntid={bx},{by},{bz} cluster={cx},{cy},{cz} byaddr={{}}");
@@ -321,6 +322,15 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
                 let _ = <#name #inst_args as #krate::launch::KernelSpec>::SMEM_BYTES;
                 <#name #inst_args>::__CHECKS
             };
+            // On the host, keep the entry's prologue and body compiled, so
+            // post-monomorphization rules (tile shapes, wgmma shapes, register
+            // counts) are checked by a host build too, not only by the
+            // device build.
+            #[cfg(not(target_arch = "nvptx64"))]
+            #[used]
+            #[doc(hidden)]
+            #[allow(non_upper_case_globals)]
+            static #keep_ident: unsafe fn(#(#p_tys),*) = #entry_fn #inst_turbofish;
             #device_cfg
             ::core::arch::global_asm!(#meta, const 0u64 #(| ((<#p_tys as #krate::launch::DeviceParam>::BY_ADDRESS as u64) << #p_idx))*);
             #device_cfg

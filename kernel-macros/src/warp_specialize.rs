@@ -172,10 +172,11 @@ fn rewrite(m: &mut ExprMatch, spec: &Spec, opts: &Options, errors: &mut Vec<Erro
             errors.push(Error::new(arm.pat.span(), "warpgroups sharing an arm must have the same register count (one setmaxnreg per arm)"));
             continue;
         }
+        let r_lit = proc_macro2::Literal::u32_unsuffixed(r as u32);
         let set = if r > baseline {
-            quote!(::kernel_device::wgmma::setmaxnreg_inc::<#r>();)
+            quote!(::kernel_device::wgmma::setmaxnreg_inc::<#r_lit>();)
         } else if r < baseline {
-            quote!(::kernel_device::wgmma::setmaxnreg_dec::<#r>();)
+            quote!(::kernel_device::wgmma::setmaxnreg_dec::<#r_lit>();)
         } else {
             quote!()
         };
