@@ -20,11 +20,12 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 run first_kernels "$dir/first_kernels"
 run hopper "$dir/hopper" "$@"
 run gpu_tests "$dir/gpu_tests" --ignored --nocapture --test-threads=1
-run runtime_tests "$dir/runtime_tests" runtime::gpu_tests --ignored --test-threads=1
+run runtime_tests "$dir/runtime_tests" --ignored --test-threads=1
 if [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
     for tool in memcheck racecheck synccheck; do
         run "sanitizer_$tool" /usr/local/cuda/bin/compute-sanitizer --tool "$tool" --error-exitcode 3 "$dir/first_kernels"
     done
+    run sanitizer_memcheck_hopper /usr/local/cuda/bin/compute-sanitizer --tool memcheck --error-exitcode 3 "$dir/hopper" --quick
 fi
 if [ -x /usr/local/cuda/bin/cuobjdump ]; then
     for c in "$dir"/*.cubin; do

@@ -51,7 +51,7 @@ const SM90A_ONLY: &[(&str, &[&str])] = &[
     ),
     ("matmul_pipelined__4", &["wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "wgmma.wait_group.sync.aligned 1"]),
     (
-        "matmul_warp_specialized__2",
+        "matmul_warp_specialized__2_0",
         &[
             "setmaxnreg.dec.sync.aligned.u32 40",
             "setmaxnreg.inc.sync.aligned.u32 232",
@@ -60,7 +60,7 @@ const SM90A_ONLY: &[(&str, &[&str])] = &[
             ".maxntid 384, 1, 1",
         ],
     ),
-    ("matmul_warp_specialized__3", &["setmaxnreg.dec.sync.aligned.u32 40", "setmaxnreg.inc.sync.aligned.u32 232"]),
+    ("matmul_warp_specialized__4_8", &["setmaxnreg.dec.sync.aligned.u32 40", "setmaxnreg.inc.sync.aligned.u32 232"]),
 ];
 
 fn code() -> &'static DeviceCode {

@@ -8,7 +8,15 @@ use kernels::hopper::{self, ATile, BTile, BTileWs, McHalf, McTile, OTile, OTileW
 use kernel_device::f16;
 
 /// The kernels that compute `C = A · Bᵀ`, by name.
-pub const MATMULS: [&str; 4] = ["pipelined<2>", "pipelined<4>", "warp_specialized<2>", "warp_specialized<3>"];
+pub const MATMULS: [&str; 7] = [
+    "pipelined<2>",
+    "pipelined<4>",
+    "warp_specialized<2,0>",
+    "warp_specialized<3,0>",
+    "warp_specialized<4,0>",
+    "warp_specialized<4,8>",
+    "warp_specialized<4,16>",
+];
 
 /// One measured contender at one shape.
 #[derive(Debug, Clone)]
@@ -105,17 +113,30 @@ pub fn prepare_matmul<'p>(module: &Module, name: &str, p: &'p Problem) -> Result
                 Box::new(move || kernel.launch(grid, (&a, &b, &c, k_steps)))
             }
         }
-        "warp_specialized<2>" | "warp_specialized<3>" => {
+        ws if ws.starts_with("warp_specialized<") => {
             check_shape(name, p, 2 * TILE_N)?;
             let b = TensorMap::<BTileWs>::new_2d(&p.b, p.n, p.k)?;
             let c = TensorMap::<OTileWs>::new_2d(&p.c, p.m, p.n)?;
-            let grid = ((p.m / TILE_M) as u32, (p.n / (2 * TILE_N)) as u32);
-            if name == "warp_specialized<2>" {
-                let kernel = module.kernel::<hopper::matmul_warp_specialized<2>>()?;
-                Box::new(move || kernel.launch(grid, (&a, &b, &c, k_steps)))
-            } else {
-                let kernel = module.kernel::<hopper::matmul_warp_specialized<3>>()?;
-                Box::new(move || kernel.launch(grid, (&a, &b, &c, k_steps)))
+            let m_tiles = (p.m / TILE_M) as u32;
+            let grid = m_tiles * (p.n / (2 * TILE_N)) as u32;
+            macro_rules! ws {
+                ($s:literal, $g:literal) => {{
+                    let kernel = module.kernel::<hopper::matmul_warp_specialized<$s, $g>>()?;
+                    Box::new(move || kernel.launch(grid, (&a, &b, &c, m_tiles, k_steps)))
+                }};
+            }
+            match ws {
+                "warp_specialized<2,0>" => ws!(2, 0),
+                "warp_specialized<3,0>" => ws!(3, 0),
+                "warp_specialized<4,0>" => ws!(4, 0),
+                "warp_specialized<4,8>" => ws!(4, 8),
+                "warp_specialized<4,16>" => ws!(4, 16),
+                other => {
+                    return Err(ExampleError::Cuda(kernel_host::Error::InvalidArgument {
+                        function: "prepare_matmul",
+                        problem: format!("unknown matmul `{other}`; known: {}", MATMULS.join(", ")),
+                    }))
+                }
             }
         }
         other => {

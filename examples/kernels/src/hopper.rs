@@ -121,37 +121,56 @@ pub type OTileWs = Tile<f16, TILE_M, { 2 * TILE_N }, Sw>;
 /// Compute warpgroups of [`matmul_warp_specialized`].
 pub const WS_COMPUTE_WGS: u32 = 2;
 
+/// The output tile `(pm, pn)` CTA `pid` computes, with grouped ("swizzled")
+/// rasterization: CTAs run `group_m` tile rows at a time down each tile
+/// column, so concurrently running CTAs share A and B tiles in L2.
+/// `group_m = 0` walks M fastest over the whole M extent.
+#[inline(always)]
+pub fn tile_of(pid: u32, m_tiles: u32, n_tiles: u32, group_m: u32) -> (u32, u32) {
+    if group_m == 0 {
+        return (pid % m_tiles, pid / m_tiles);
+    }
+    let per_group = group_m * n_tiles;
+    let first_m = (pid / per_group) * group_m;
+    let rows = if m_tiles - first_m < group_m { m_tiles - first_m } else { group_m };
+    (first_m + pid % rows, (pid % per_group) / rows)
+}
+
 /// `C = A · Bᵀ` with warp specialization — the pipelining guide's second
 /// matmul: 2 compute warpgroups and 1 memory warpgroup.
 ///
 /// This kernel works as follows:
-/// 1. CTA `(i, j)` owns the `128 x 256` output tile `(i, j)`; compute
-///    warpgroup `w` (0 or 1) computes its columns `128 w .. 128 w + 128`
-///    with two `64 x 128` accumulators, sharing A's tile;
+/// 1. CTA `pid` (a 1-D grid) owns the `128 x 256` output tile
+///    [`tile_of`]`(pid, ..)`; compute warpgroup `w` (0 or 1) computes its
+///    columns `128 w .. 128 w + 128` with two `64 x 128` accumulators,
+///    sharing A's tile;
 /// 2. warpgroup 2 (memory, 40 registers) issues the TMA loads of A
 ///    (`128 x 64`) and B (`256 x 64`) for each K step into `STAGES` slots,
 ///    waiting on `consumed` before reusing a slot;
 /// 3. the compute warpgroups (232 registers) wait on `loaded`, issue 8
 ///    wgmmas, keep one group in flight (`wgmma_wait::<1>`), and release the
 ///    previous step's slot (`delay_release = 1`);
-/// 4. each compute warpgroup writes its half of the output tile to SMEM, the
-///    two meet at a named barrier, and one thread TMA-stores the tile.
+/// 4. once both compute warpgroups are done (a named barrier), each writes
+///    its half of the output tile into SMEM that aliases the stage buffers
+///    (free by then: every load landed, every MMA completed), they meet again,
+///    and one thread TMA-stores the tile.
 ///
 /// Constraints: `M % 128 == 0`, `N % 256 == 0`, `K % 64 == 0`, `K >= 64`;
-/// grid `(M / 128, N / 256)`; `k_steps = K / 64`.
-#[kernel(block = warpgroups(3), arch = sm_90a, instances((2), (3)))]
-pub fn matmul_warp_specialized<const STAGES: usize>(
+/// grid `(M / 128) * (N / 256)`; `m_tiles = M / 128`; `k_steps = K / 64`.
+#[kernel(block = warpgroups(3), arch = sm_90a, instances((2, 0), (3, 0), (4, 0), (4, 8), (4, 16)))]
+pub fn matmul_warp_specialized<const STAGES: usize, const GROUP_M: u32>(
     a: Tma<ATile>,
     b: Tma<BTileWs>,
     c: Tma<OTileWs>,
+    m_tiles: u32,
     k_steps: u32,
     #[scratch] a_bufs: Smem<[ATile; STAGES]>,
     #[scratch] b_bufs: Smem<[BTileWs; STAGES]>,
-    #[scratch] c_smem: Smem<OTileWs>,
     #[scratch] loaded: Barriers<STAGES>,
     #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
 ) {
-    let (pm, pn) = (block_idx().x, block_idx().y);
+    let n_tiles = grid_dim().x / m_tiles;
+    let (pm, pn) = tile_of(block_idx().x, m_tiles, n_tiles, GROUP_M);
     let wg = warpgroup_idx();
     emit_pipeline_warp_specialized::<STAGES, 40, 232, _>(
         k_steps,
@@ -171,12 +190,19 @@ pub fn matmul_warp_specialized<const STAGES: usize>(
                 acc
             });
             wgmma_wait::<0>();
+            // The two compute warpgroups (256 threads; not the memory one).
+            let compute = NamedBarrier::new(1, 256);
+            // Both warpgroups' MMAs are done before the stage SMEM is reused.
+            compute.sync();
+            // SAFETY: the A and B stage buffers are consecutive in the scratch
+            // layout (checked), at least 64 KB together, 1024-byte aligned,
+            // and no longer read or written (see step 4).
+            assert!(b_bufs.smem_addr() as usize == a_bufs.smem_addr() as usize + STAGES * <ATile as TileLayout>::BYTES);
+            let c_smem: Smem<OTileWs> = unsafe { a_bufs.cast_at(0) };
             acc[0].store_f16(c_smem, 0, b_row);
             acc[1].store_f16(c_smem, 64, b_row);
             commit_smem();
-            // The two compute warpgroups (256 threads) meet; the memory
-            // warpgroup is not part of this barrier.
-            NamedBarrier::new(1, 256).sync();
+            compute.sync();
             if thread_linear() == 0 {
                 c.store(c_smem, pm * TILE_M as u32, pn * 2 * TILE_N as u32);
                 commit_group();
