@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The main job: build the example kernels for sm_90a/sm_100a and run them on
-# the GPU, each checked against a CPU reference. Without a GPU it says so.
+# the GPU: the first examples (each checked against a CPU reference), then
+# the Hopper matmuls checked and timed against cuBLAS. Without a GPU it says so.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/tools/setup.sh"
 cd "$root"
-exec cargo run --release -p examples --bin first_kernels -- "$@"
+cargo build --release -p examples --bin first_kernels --bin hopper
+target/release/first_kernels
+exec target/release/hopper "$@"
