@@ -31,20 +31,22 @@ pub const TENSOR_MAP_BYTES: usize = 128;
 /// The 128-byte tensor map as the kernel's parameter bytes (what the host
 /// passes). 16-byte aligned here (rustc cannot pass more); the build pipeline
 /// raises the PTX parameter to `.align 64`, which TMA requires.
+/// `RANK` is the tensor map's rank (2 for a matrix, 3 for a batch of
+/// matrices, ...), part of the type so a map of another rank does not fit.
 #[repr(C, align(16))]
-pub struct TensorMapParam<Tl> {
+pub struct TensorMapParam<Tl, const RANK: usize = 2> {
     pub bytes: [u64; TENSOR_MAP_BYTES / 8],
     _tile: PhantomData<fn() -> Tl>,
 }
 
-impl<Tl> Clone for TensorMapParam<Tl> {
+impl<Tl, const RANK: usize> Clone for TensorMapParam<Tl, RANK> {
     fn clone(&self) -> Self {
         *self
     }
 }
-impl<Tl> Copy for TensorMapParam<Tl> {}
+impl<Tl, const RANK: usize> Copy for TensorMapParam<Tl, RANK> {}
 
-impl<Tl> TensorMapParam<Tl> {
+impl<Tl, const RANK: usize> TensorMapParam<Tl, RANK> {
     /// Wraps the bytes of an encoded `CUtensorMap` (host side).
     pub const fn from_bytes(bytes: [u64; TENSOR_MAP_BYTES / 8]) -> Self {
         TensorMapParam { bytes, _tile: PhantomData }
@@ -52,27 +54,29 @@ impl<Tl> TensorMapParam<Tl> {
 }
 
 /// A TMA tensor map kernel parameter whose copies fill SMEM tiles of type
-/// `Tl` (e.g. `Tma<Tile<f16, 128, 64, Swizzled<128>>>`). In the kernel body
-/// it holds the generic address of the descriptor in parameter space.
-pub struct Tma<Tl: TileLayout> {
+/// `Tl` (e.g. `Tma<Tile<f16, 128, 64, Swizzled<128>>>`), over a tensor of
+/// rank `RANK` (default 2; the box is the tile in the two innermost
+/// dimensions and 1 in the others). In the kernel body it holds the generic
+/// address of the descriptor in parameter space.
+pub struct Tma<Tl: TileLayout, const RANK: usize = 2> {
     desc: u64,
     _tile: PhantomData<fn() -> Tl>,
 }
 
-impl<Tl: TileLayout> Clone for Tma<Tl> {
+impl<Tl: TileLayout, const RANK: usize> Clone for Tma<Tl, RANK> {
     fn clone(&self) -> Self {
         *self
     }
 }
-impl<Tl: TileLayout> Copy for Tma<Tl> {}
+impl<Tl: TileLayout, const RANK: usize> Copy for Tma<Tl, RANK> {}
 
 // SAFETY: the host passes the encoded descriptor bytes; the body keeps only
 // the parameter's address, valid for the whole kernel.
-unsafe impl<Tl: TileLayout> DeviceParam for Tma<Tl> {
-    type Abi = TensorMapParam<Tl>;
+unsafe impl<Tl: TileLayout, const RANK: usize> DeviceParam for Tma<Tl, RANK> {
+    type Abi = TensorMapParam<Tl, RANK>;
     const BY_ADDRESS: bool = true;
     #[inline(always)]
-    fn from_abi(_abi: TensorMapParam<Tl>, param_addr: u64) -> Self {
+    fn from_abi(_abi: TensorMapParam<Tl, RANK>, param_addr: u64) -> Self {
         Tma { desc: param_addr, _tile: PhantomData }
     }
 }
@@ -136,6 +140,46 @@ pub mod raw {
         })
     }
 
+    macro_rules! tensor_nd {
+        ($load:ident, $store:ident, $dim:literal, [$($c:ident),+], $tpl:literal) => {
+            #[doc = concat!("`cp.async.bulk.tensor.", $dim, "d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [dst], [tmap, {c0, ..}], [bar];` (sm_90)")]
+            ///
+            /// # Safety
+            /// As [`load_2d`].
+            #[inline(always)]
+            pub unsafe fn $load(dst: u32, tmap: u64, $($c: i32,)+ bar: u32) {
+                device!("cp.async.bulk.tensor (load)", {
+                    // SAFETY: caller contract.
+                    unsafe {
+                        core::arch::asm!(
+                            concat!("cp.async.bulk.tensor.", $dim, "d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{dst}], [{tmap}, {{", $tpl, "}}], [{bar}];"),
+                            dst = in(reg32) dst, tmap = in(reg64) tmap, $($c = in(reg32) $c,)+ bar = in(reg32) bar,
+                            options(nostack, preserves_flags))
+                    }
+                })
+            }
+            #[doc = concat!("`cp.async.bulk.tensor.", $dim, "d.global.shared::cta.tile.bulk_group [tmap, {c0, ..}], [src];` (sm_90)")]
+            ///
+            /// # Safety
+            /// As [`store_2d`].
+            #[inline(always)]
+            pub unsafe fn $store(tmap: u64, $($c: i32,)+ src: u32) {
+                device!("cp.async.bulk.tensor (store)", {
+                    // SAFETY: caller contract.
+                    unsafe {
+                        core::arch::asm!(
+                            concat!("cp.async.bulk.tensor.", $dim, "d.global.shared::cta.tile.bulk_group [{tmap}, {{", $tpl, "}}], [{src}];"),
+                            tmap = in(reg64) tmap, $($c = in(reg32) $c,)+ src = in(reg32) src,
+                            options(nostack, preserves_flags))
+                    }
+                })
+            }
+        };
+    }
+    tensor_nd!(load_3d, store_3d, 3, [c0, c1, c2], "{c0}, {c1}, {c2}");
+    tensor_nd!(load_4d, store_4d, 4, [c0, c1, c2, c3], "{c0}, {c1}, {c2}, {c3}");
+    tensor_nd!(load_5d, store_5d, 5, [c0, c1, c2, c3, c4], "{c0}, {c1}, {c2}, {c3}, {c4}");
+
     /// `prefetch.tensormap [tmap];` (sm_90): warms the descriptor cache.
     ///
     /// # Safety
@@ -189,9 +233,54 @@ pub fn commit_smem() {
     crate::fence::fence_proxy_async_shared_cta()
 }
 
-impl<Tl: TileLayout> Tma<Tl> {
-    /// Bytes one [`Tma::load`] delivers (the tile): what the barrier must expect.
+impl<Tl: TileLayout, const RANK: usize> Tma<Tl, RANK> {
+    /// Bytes one load delivers (the tile): what the barrier must expect.
     pub const BYTES: u32 = Tl::BYTES as u32;
+
+    /// Copy the tile at element coordinates `coords` (innermost first:
+    /// `[col, row, d2, ..]`) into `dst`, completing `Tma::BYTES` on `bar`;
+    /// one copy per column block. One thread; `bar` expects the bytes.
+    #[inline(always)]
+    pub fn load_at(&self, dst: Smem<Tl>, coords: [u32; RANK], bar: BarrierRef<'_>) {
+        const { assert!(RANK >= 2 && RANK <= 5, "Tma<Tl, RANK>: tile copies need a rank in 2..=5") };
+        let base = dst.smem_addr();
+        let c = coords.map(|x| x as i32);
+        for j in 0..Tl::BLOCKS {
+            let (d, c0) = (base + (j * Tl::BLOCK_BYTES) as u32, c[0] + (j * Tl::BLOCK_COLS) as i32);
+            let b = bar.smem_addr();
+            // SAFETY: as `load`; the rank matches the map's (type parameter).
+            unsafe {
+                match RANK {
+                    2 => raw::load_2d(d, self.desc, c0, c[1], b),
+                    3 => raw::load_3d(d, self.desc, c0, c[1], c[2 % RANK], b),
+                    4 => raw::load_4d(d, self.desc, c0, c[1], c[2 % RANK], c[3 % RANK], b),
+                    _ => raw::load_5d(d, self.desc, c0, c[1], c[2 % RANK], c[3 % RANK], c[4 % RANK], b),
+                }
+            }
+        }
+    }
+
+    /// Copy `src` to the tile at element coordinates `coords` (innermost
+    /// first) as bulk-group stores. One thread, after `commit_smem` and a
+    /// barrier.
+    #[inline(always)]
+    pub fn store_at(&self, src: Smem<Tl>, coords: [u32; RANK]) {
+        const { assert!(RANK >= 2 && RANK <= 5, "Tma<Tl, RANK>: tile copies need a rank in 2..=5") };
+        let base = src.smem_addr();
+        let c = coords.map(|x| x as i32);
+        for j in 0..Tl::BLOCKS {
+            let (s, c0) = (base + (j * Tl::BLOCK_BYTES) as u32, c[0] + (j * Tl::BLOCK_COLS) as i32);
+            // SAFETY: as `store`.
+            unsafe {
+                match RANK {
+                    2 => raw::store_2d(self.desc, c0, c[1], s),
+                    3 => raw::store_3d(self.desc, c0, c[1], c[2 % RANK], s),
+                    4 => raw::store_4d(self.desc, c0, c[1], c[2 % RANK], c[3 % RANK], s),
+                    _ => raw::store_5d(self.desc, c0, c[1], c[2 % RANK], c[3 % RANK], c[4 % RANK], s),
+                }
+            }
+        }
+    }
 
     /// The descriptor's generic address.
     #[inline(always)]
@@ -206,6 +295,9 @@ impl<Tl: TileLayout> Tma<Tl> {
         unsafe { raw::prefetch_tensormap(self.desc) }
     }
 
+}
+
+impl<Tl: TileLayout> Tma<Tl, 2> {
     /// Copy the tile whose top-left element is `(row, col)` of the global
     /// tensor into `dst`, completing `Tma::BYTES` on `bar`. One copy per
     /// column block of the tile (a box of `BLOCK_COLS x ROWS`). Rows or

@@ -156,6 +156,16 @@ pub trait WgmmaShape {
     /// Empty asm that "uses and redefines" every register: orders plain
     /// register reads after preceding wgmma waits.
     fn fence_operands(d: &mut Self::F32Regs);
+    /// `N / 4` f16x2 accumulator registers per thread (f16 accumulation).
+    type F16Regs: Copy;
+    fn undefined_f16() -> Self::F16Regs;
+    /// `wgmma.mma_async...m64nNk16.f16.f16.f16` (f16 inputs, f16 accumulator).
+    /// # Safety
+    /// See [`Acc::mma`].
+    unsafe fn mma_f16(d: &mut Self::F16Regs, a: SmemDescriptor, b: SmemDescriptor, scale_d: bool);
+    fn fence_operands_f16(d: &mut Self::F16Regs);
+    /// `f(pair, packed f16x2)` for every register, unrolled.
+    fn for_each_pair_f16(d: &Self::F16Regs, f: impl FnMut(usize, u32));
     /// `f(pair, d[2 pair], d[2 pair + 1])` for every pair, unrolled.
     fn for_each_pair(d: &Self::F32Regs, f: impl FnMut(usize, f32, f32));
 }
@@ -165,6 +175,14 @@ pub trait WgmmaShape {
 macro_rules! pair_tpl {
     ($p:literal) => {
         ", {}, {}"
+    };
+}
+
+/// `", {}"`: the template of one more register.
+#[allow(unused_macros)] // used only in the nvptx64 bodies
+macro_rules! one_tpl {
+    ($p:literal) => {
+        ", {}"
     };
 }
 
@@ -258,6 +276,59 @@ macro_rules! wgmma_shape {
                 }
                 #[cfg(not(target_arch = "nvptx64"))]
                 let _ = d;
+            }
+            type F16Regs = [u32; $regs / 2];
+            #[inline(always)]
+            fn undefined_f16() -> [u32; $regs / 2] {
+                #[allow(unused_mut)]
+                let mut d = [0u32; $regs / 2];
+                #[cfg(target_arch = "nvptx64")]
+                // SAFETY: a comment template; only defines the registers.
+                unsafe {
+                    core::arch::asm!(
+                        concat!("// wgmma f16 accumulator, undefined until the first mma: {}" $(, one_tpl!($p))*),
+                        out(reg32) d[$p0], $(out(reg32) d[$p],)*
+                        options(nomem, nostack, preserves_flags)
+                    )
+                }
+                d
+            }
+            #[inline(always)]
+            unsafe fn mma_f16(d: &mut [u32; $regs / 2], a: SmemDescriptor, b: SmemDescriptor, scale_d: bool) {
+                device!("wgmma.mma_async (SS, f16 accumulator)", {
+                    let sd = scale_d as u32;
+                    // SAFETY: the caller's contract.
+                    unsafe {
+                        core::arch::asm!(
+                            concat!(
+                                "{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; wgmma.mma_async.sync.aligned.m64n", $n, "k16.f16.f16.f16",
+                                " {{{}" $(, one_tpl!($p))* , "}}, {da}, {db}, p, 1, 1, 0, 0; }}"
+                            ),
+                            inout(reg32) d[$p0], $(inout(reg32) d[$p],)*
+                            da = in(reg64) a.0, db = in(reg64) b.0, sd = in(reg32) sd,
+                            options(nostack)
+                        )
+                    }
+                })
+            }
+            #[inline(always)]
+            fn fence_operands_f16(d: &mut [u32; $regs / 2]) {
+                #[cfg(target_arch = "nvptx64")]
+                // SAFETY: a comment template; only constrains the compiler.
+                unsafe {
+                    core::arch::asm!(
+                        concat!("// wgmma operand fence: {}" $(, one_tpl!($p))*),
+                        inout(reg32) d[$p0], $(inout(reg32) d[$p],)*
+                        options(nostack, preserves_flags)
+                    )
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                let _ = d;
+            }
+            #[inline(always)]
+            fn for_each_pair_f16(d: &[u32; $regs / 2], mut f: impl FnMut(usize, u32)) {
+                f($p0, d[$p0]);
+                $( f($p, d[$p]); )*
             }
             #[inline(always)]
             fn for_each_pair(d: &[f32; $regs], mut f: impl FnMut(usize, f32, f32)) {
@@ -419,6 +490,26 @@ where
         }
     }
 
+    /// Issues one `wgmma` with A from registers:
+    /// `acc (+)= A_frag[64 x 16] · B[b_row .. b_row + N, k .. k + 16]ᵀ`,
+    /// where `a` is this thread's A fragment ([`load_a_fragment`]). After a
+    /// `wgmma.fence`; no commit. Warpgroup-collective.
+    #[inline(always)]
+    pub fn mma_rs<E, B>(&mut self, a: [u32; 4], b: Smem<B>, b_row: usize, k: usize, accumulate: bool)
+    where
+        E: WgmmaInput,
+        B: TileLayout<Elem = E>,
+    {
+        const {
+            assert!(B::ROWS >= N, "wgmma: the B tile needs at least N rows");
+            assert!(!matches!(B::SWIZZLE, Swizzle::None), "wgmma: the B tile must be swizzled (Swizzled<32/64/128>)");
+        };
+        wgmma_fence();
+        let db = SmemDescriptor::k_major::<B>(b.smem_addr(), b_row, k);
+        // SAFETY: warpgroup-wide, after the fence; `a` is this thread's fragment.
+        unsafe { <Cols<N>>::mma_f32_rs::<E>(&mut self.regs, a, db, accumulate) };
+    }
+
     /// Orders plain reads of the registers after a preceding [`wgmma_wait`].
     #[inline(always)]
     pub fn fence_operands(&mut self) {
@@ -456,6 +547,92 @@ where
             // SAFETY: inside the tile (asserted above); 4-byte aligned (even column).
             unsafe { (base.add(off) as *mut u32).write(pack_f16x2(v0, v1)) };
         });
+    }
+}
+
+/// This thread's A fragment for `wgmma ... A-from-registers` (m64k16, 16-bit
+/// elements): rows `row0 + 16 w + l / 4 (+ 8)`, columns `k + 2 (l % 4) (+ 8)`
+/// of `tile`, as four f16x2 words in the order `(r, c), (r + 8, c),
+/// (r, c + 8), (r + 8, c + 8)` (PTX ISA §9.7.15.5.1, "Matrix fragments for
+/// wgmma .m64nNk16", A). Warpgroup threads call it; reads SMEM with ordinary
+/// loads (the TMA that filled `tile` must have completed).
+#[inline(always)]
+pub fn load_a_fragment<E: WgmmaInput, const R: usize, const C: usize, L: crate::layout::Layout>(
+    tile: Smem<crate::layout::Tile<E, R, C, L>>,
+    row0: usize,
+    k: usize,
+) -> [u32; 4] {
+    assert!(row0 + WGMMA_M <= R && k + WGMMA_K <= C, "load_a_fragment: block outside the tile");
+    let t = crate::index::thread_in_warpgroup() as usize;
+    let (w, l) = (t / 32, t % 32);
+    let (r, c) = (row0 + 16 * w + l / 4, k + 2 * (l % 4));
+    let base = tile.as_ptr() as *const u8;
+    let word = |row: usize, col: usize| {
+        let off = crate::layout::Tile::<E, R, C, L>::offset_of(row, col);
+        // SAFETY: inside the tile (asserted); 4-byte aligned (even column).
+        unsafe { (base.add(off) as *const u32).read() }
+    };
+    [word(r, c), word(r + 8, c), word(r, c + 8), word(r + 8, c + 8)]
+}
+
+/// A `64 x N` f16 accumulator (f16 inputs, f16 accumulation): `N / 4`
+/// registers of packed f16x2, the same fragment positions as [`Acc`]'s
+/// pairs. Half the registers of an f32 accumulator, at f16 precision.
+pub struct AccF16<const N: usize>
+where
+    Cols<N>: WgmmaShape,
+{
+    pub regs: <Cols<N> as WgmmaShape>::F16Regs,
+}
+
+impl<const N: usize> AccF16<N>
+where
+    Cols<N>: WgmmaShape,
+{
+    /// Unspecified contents (no instruction); the first `mma` must not accumulate.
+    #[inline(always)]
+    pub fn undefined() -> Self {
+        AccF16 { regs: <Cols<N>>::undefined_f16() }
+    }
+
+    /// As [`Acc::mma`], accumulating in f16 (`.f16.f16.f16`).
+    #[inline(always)]
+    pub fn mma<A, B>(&mut self, a: Smem<A>, a_row: usize, b: Smem<B>, b_row: usize, accumulate: bool)
+    where
+        A: TileLayout<Elem = half::f16>,
+        B: TileLayout<Elem = half::f16>,
+    {
+        const {
+            assert!(A::COLS == B::COLS, "wgmma: A and B tiles must have the same K (columns)");
+            assert!(A::COLS % WGMMA_K == 0, "wgmma: K must be a multiple of 16 for 16-bit inputs");
+            assert!(A::ROWS >= WGMMA_M, "wgmma: the A tile needs at least 64 rows (M = 64)");
+            assert!(B::ROWS >= N, "wgmma: the B tile needs at least N rows");
+            assert!(
+                !matches!(A::SWIZZLE, Swizzle::None) && !matches!(B::SWIZZLE, Swizzle::None),
+                "wgmma: operand tiles must be swizzled (Swizzled<32/64/128>)"
+            );
+        };
+        let (a_addr, b_addr) = (a.smem_addr(), b.smem_addr());
+        wgmma_fence();
+        let mut k = 0;
+        while k < A::COLS {
+            let da = SmemDescriptor::k_major::<A>(a_addr, a_row, k);
+            let db = SmemDescriptor::k_major::<B>(b_addr, b_row, k);
+            // SAFETY: as `Acc::mma`.
+            unsafe { <Cols<N>>::mma_f16(&mut self.regs, da, db, accumulate || k > 0) };
+            k += WGMMA_K;
+        }
+    }
+
+    /// `f(row, col, packed)` for each f16x2 this thread holds (elements
+    /// `(row, col)` and `(row, col + 1)`). Call after `wgmma_wait::<0>()`.
+    #[inline(always)]
+    pub fn for_each_pair(&mut self, mut f: impl FnMut(usize, usize, u32)) {
+        <Cols<N>>::fence_operands_f16(&mut self.regs);
+        let t = crate::index::thread_in_warpgroup() as usize;
+        let (w, l) = (t / 32, t % 32);
+        let (row, col) = (16 * w + l / 4, 2 * (l % 4));
+        <Cols<N>>::for_each_pair_f16(&self.regs, |p, v| f(row + 8 * (p % 2), col + 8 * (p / 2), v));
     }
 }
 

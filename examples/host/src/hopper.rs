@@ -190,3 +190,26 @@ pub fn run_multicast(gpu: &Gpu, module: &Module) -> Result<Outcome> {
     let want: Vec<f32> = x.iter().chain(x.iter()).copied().collect();
     crate::check("multicast_copy", &gpu.download(&dy)?, &want)
 }
+
+/// The three wgmma forms of [`hopper::wgmma_variants`] against the CPU:
+/// returns each variant's relative Frobenius error (f32 SS, f16-accumulator
+/// SS, f32 with A from registers).
+pub fn run_wgmma_variants(gpu: &Gpu, module: &Module) -> Result<[f64; hopper::VARIANTS]> {
+    use kernels::hopper::{VarA, VarB};
+    let (m, n, k, batches, batch) = (64, 128, 64, 3, 2);
+    let a_host = randn_f16(m * k, 7);
+    let b_host = randn_f16(batches * n * k, 8);
+    let a = gpu.upload(&a_host)?;
+    let b = gpu.upload(&b_host)?;
+    let mut out = gpu.upload(&vec![f16::NAN; hopper::VARIANTS * m * n])?;
+    let am = TensorMap::<VarA>::new_2d(&a, m, k)?;
+    let bm = TensorMap::<VarB, 3>::new_batched(&b, batches, n, k)?;
+    module.kernel::<hopper::wgmma_variants>()?.launch_sync(1u32, (&am, &bm, batch as u32, &mut out))?;
+    let reference = reference_gemm_nt(m, n, k, &a_host, &b_host[batch * n * k..(batch + 1) * n * k]);
+    let got = gpu.download(&out)?;
+    let mut errs = [0.0; hopper::VARIANTS];
+    for (v, e) in errs.iter_mut().enumerate() {
+        *e = rel_frobenius_error(&got[v * m * n..(v + 1) * m * n], &reference);
+    }
+    Ok(errs)
+}

@@ -211,3 +211,77 @@ pub fn matmul_warp_specialized<const STAGES: usize, const GROUP_M: u32>(
         },
     );
 }
+
+/// A operand of [`wgmma_variants`]: `64 x 64`.
+pub type VarA = Tile<f16, 64, 64, Sw>;
+/// B operand of [`wgmma_variants`]: `128 x 64` (N = 128), one matrix of a batch.
+pub type VarB = Tile<f16, 128, 64, Sw>;
+/// Outputs of [`wgmma_variants`], each `64 x 128` f16 row-major.
+pub const VARIANTS: usize = 3;
+
+/// One `64 x 128 x 64` product three ways, to check the wgmma forms against
+/// each other and a CPU reference:
+/// 0. f32 accumulator, A and B from SMEM;
+/// 1. f16 accumulator (`.f16.f16.f16`), A and B from SMEM;
+/// 2. f32 accumulator, A from registers (fragments loaded from SMEM).
+///
+/// This kernel works as follows: thread 0 loads A (a 2-D map) and matrix
+/// `batch` of a batch of B matrices (a 3-D map, `load_at`) on one barrier;
+/// the warpgroup runs each variant (issue, commit, wait 0) and writes it to
+/// `out[v]` (`64 x 128` f16, row-major).
+///
+/// Constraints: grid 1; `a` is `64 x 64`; `b` is `batches x 128 x 64`;
+/// `out` holds `3 x 64 x 128` f16.
+#[kernel(block = warpgroups(1), arch = sm_90a)]
+pub fn wgmma_variants(
+    a: Tma<VarA>,
+    b: Tma<VarB, 3>,
+    batch: u32,
+    out: *mut f16,
+    #[scratch] a_s: Smem<VarA>,
+    #[scratch] b_s: Smem<VarB>,
+    #[scratch] full: Barrier,
+) {
+    use kernel_device::wgmma::{load_a_fragment, AccF16};
+    if thread_linear() == 0 {
+        full.arrive_expect_tx(Tma::<VarA>::BYTES + Tma::<VarB, 3>::BYTES);
+        a.load(a_s, 0, 0, full.as_ref());
+        b.load_at(b_s, [0, 0, batch], full.as_ref());
+    }
+    full.wait();
+    let out = out as *mut u32;
+    // Element (row, col) pair of variant v, as one f16x2 word.
+    let word = |v: usize, row: usize, col: usize| (v * 64 * 128 + row * 128 + col) / 2;
+
+    let mut acc = Acc::<128>::undefined();
+    acc.mma(a_s, 0, b_s, 0, false);
+    wgmma_commit_group();
+    wgmma_wait::<0>();
+    acc.for_each_pair(|r, c, v0, v1| {
+        // SAFETY: `out` holds 3 x 64 x 128 f16; r < 64, c < 128.
+        unsafe { *out.add(word(0, r, c)) = kernel_device::wgmma::pack_f16x2(v0, v1) }
+    });
+
+    let mut acc16 = AccF16::<128>::undefined();
+    acc16.mma(a_s, 0, b_s, 0, false);
+    wgmma_commit_group();
+    wgmma_wait::<0>();
+    acc16.for_each_pair(|r, c, packed| {
+        // SAFETY: as above.
+        unsafe { *out.add(word(1, r, c)) = packed }
+    });
+
+    let mut acc_rs = Acc::<128>::undefined();
+    let mut k = 0;
+    while k < 64 {
+        let frag = load_a_fragment(a_s, 0, k);
+        acc_rs.mma_rs(frag, b_s, 0, k, k > 0);
+        k += 16;
+    }
+    wgmma_commit_group();
+    wgmma_wait::<0>();
+    acc_rs.for_each_pair(|r, c, v0, v1| {
+        // SAFETY: as above.
+        unsafe { *out.add(word(2, r, c)) = kernel_device::wgmma::pack_f16x2(v0, v1) }
+    });
+}

@@ -215,8 +215,8 @@ impl KernelArg<Semaphore> for &CudaSlice<u32> {
 /// value. Only a map made for the same tile type `Tl` fits, so the box and
 /// swizzle the kernel's copies assume are the map's. The launch is ordered
 /// after earlier writes to the map's buffer (as for `&CudaSlice`).
-impl<Tl: TileLayout> KernelArg<TensorMapParam<Tl>> for &TensorMap<'_, Tl> {
-    fn into_param<'a>(self, sink: &mut ArgSink<'a>) -> TensorMapParam<Tl>
+impl<Tl: TileLayout, const RANK: usize> KernelArg<TensorMapParam<Tl, RANK>> for &TensorMap<'_, Tl, RANK> {
+    fn into_param<'a>(self, sink: &mut ArgSink<'a>) -> TensorMapParam<Tl, RANK>
     where
         Self: 'a,
     {

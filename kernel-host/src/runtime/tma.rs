@@ -654,14 +654,53 @@ fn driver_ready() -> Result<()> {
 /// through the map are not recorded as writes for cudarc's cross-stream
 /// tracking, which matters only when other streams use `buf` (this runtime
 /// launches and copies on one stream).
-pub struct TensorMap<'a, Tl: TileLayout> {
+pub struct TensorMap<'a, Tl: TileLayout, const RANK: usize = 2> {
     bytes: [u64; TENSOR_MAP_BYTES / 8],
     spec: TensorMapSpec,
     buf: &'a CudaSlice<Tl::Elem>,
     _tile: PhantomData<fn() -> Tl>,
 }
 
-impl<'a, Tl: TileLayout> TensorMap<'a, Tl>
+impl<'a, Tl: TileLayout> TensorMap<'a, Tl, 3>
+where
+    Tl::Elem: TmaElement,
+{
+    /// The map of `batch` row-major `rows x cols` matrices stored one after
+    /// the other in `buf`, for a kernel parameter `Tma<Tl, 3>`: dims
+    /// `[cols, rows, batch]`, box `[Tl::BLOCK_COLS, Tl::ROWS, 1]`; a device
+    /// `load_at(dst, [col, row, b], bar)` copies one tile of matrix `b`.
+    pub fn new_batched(buf: &'a CudaSlice<Tl::Elem>, batch: usize, rows: usize, cols: usize) -> Result<Self> {
+        let one = TensorMap::<'a, Tl, 2>::spec_2d(0x100, rows * cols, rows, cols, cols)?;
+        if buf.len() < batch * rows * cols || batch == 0 || batch > i32::MAX as usize {
+            return Err(Error::TensorMap {
+                context: format!("TensorMap::<{}, 3>::new_batched(batch = {batch}, rows = {rows}, cols = {cols})", std::any::type_name::<Tl>()),
+                problems: vec![format!(
+                    "the buffer has {} elements; {batch} matrices of {rows} x {cols} need {} (and 1 <= batch <= i32::MAX)",
+                    buf.len(),
+                    batch * rows * cols
+                )],
+            });
+        }
+        let address = {
+            let (ptr, _record) = buf.device_ptr(buf.stream());
+            ptr
+        };
+        let elem = std::mem::size_of::<Tl::Elem>() as u64;
+        let mut spec = one;
+        spec.global_address = address;
+        spec.dims.push(batch as u64);
+        spec.strides_bytes.push(rows as u64 * cols as u64 * elem);
+        spec.box_dims.push(1);
+        spec.element_strides.push(1);
+        spec.validate()?;
+        driver_ready()?;
+        buf.context().bind_to_thread().map_err(Error::cuda_call("cuCtxSetCurrent (before cuTensorMapEncodeTiled)"))?;
+        let bytes = spec.encode_unchecked()?;
+        Ok(TensorMap { bytes, spec, buf, _tile: PhantomData })
+    }
+}
+
+impl<'a, Tl: TileLayout> TensorMap<'a, Tl, 2>
 where
     Tl::Elem: TmaElement,
 {
@@ -769,9 +808,9 @@ where
     }
 }
 
-impl<'a, Tl: TileLayout> TensorMap<'a, Tl> {
-    /// The kernel parameter value (what a launch passes for `Tma<Tl>`).
-    pub fn param(&self) -> TensorMapParam<Tl> {
+impl<'a, Tl: TileLayout, const RANK: usize> TensorMap<'a, Tl, RANK> {
+    /// The kernel parameter value (what a launch passes for `Tma<Tl, RANK>`).
+    pub fn param(&self) -> TensorMapParam<Tl, RANK> {
         TensorMapParam::from_bytes(self.bytes)
     }
 
@@ -791,7 +830,7 @@ impl<'a, Tl: TileLayout> TensorMap<'a, Tl> {
     }
 }
 
-impl<Tl: TileLayout> Clone for TensorMap<'_, Tl> {
+impl<Tl: TileLayout, const RANK: usize> Clone for TensorMap<'_, Tl, RANK> {
     fn clone(&self) -> Self {
         TensorMap {
             bytes: self.bytes,
@@ -802,7 +841,7 @@ impl<Tl: TileLayout> Clone for TensorMap<'_, Tl> {
     }
 }
 
-impl<Tl: TileLayout> fmt::Debug for TensorMap<'_, Tl> {
+impl<Tl: TileLayout, const RANK: usize> fmt::Debug for TensorMap<'_, Tl, RANK> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TensorMap")
             .field("tile", &std::any::type_name::<Tl>())

@@ -8,7 +8,7 @@
 //! ```
 //! Exit status 0 only if everything is correct (relative Frobenius error
 //! below 1e-2 for every contender).
-use examples::hopper::{bench_shape, run_multicast};
+use examples::hopper::{bench_shape, run_multicast, run_wgmma_variants};
 use kernel_host::{Blas, Gpu};
 use std::process::ExitCode;
 
@@ -41,6 +41,20 @@ fn main() -> ExitCode {
             Err(e) => {
                 ok = false;
                 println!("FAIL  multicast_copy: {e}");
+            }
+        }
+        match run_wgmma_variants(&gpu, &module) {
+            Ok(errs) => {
+                let names = ["f32 acc, A+B in SMEM", "f16 acc, A+B in SMEM", "f32 acc, A in registers"];
+                for (name, e) in names.iter().zip(errs) {
+                    let bad = !(e < TOLERANCE);
+                    ok &= !bad;
+                    println!("{}  wgmma_variants ({name}, B from a 3-D map): rel. Frobenius error {e:.2e}", if bad { "FAIL" } else { "ok  " });
+                }
+            }
+            Err(e) => {
+                ok = false;
+                println!("FAIL  wgmma_variants: {e}");
             }
         }
         println!("\n| M x N x K | kernel | median ms | TFLOP/s | vs cuBLAS | rel. Frobenius error |");
