@@ -8,20 +8,21 @@
 //! arrive, acquire on wait).
 
 pub mod raw {
-    /// `barrier.cluster.arrive.release.aligned;` (sm_90).
+    /// `barrier.cluster.arrive.release;` (sm_90; non-`.aligned`: LLVM may
+    /// duplicate inline asm into both sides of a branch, see
+    /// [`crate::sync_threads`]).
     ///
     /// # Safety
-    /// Every thread of every CTA in the cluster arrives once per phase, and
-    /// all threads of a warp execute it together (`.aligned`).
+    /// Every thread of every CTA in the cluster arrives once per phase.
     #[inline(always)]
     pub unsafe fn barrier_cluster_arrive() {
         device!("barrier.cluster.arrive", {
             // SAFETY: caller contract; orders memory (no `nomem`).
-            unsafe { core::arch::asm!("barrier.cluster.arrive.release.aligned;", options(nostack, preserves_flags)) }
+            unsafe { core::arch::asm!("barrier.cluster.arrive.release;", options(nostack, preserves_flags)) }
         })
     }
 
-    /// `barrier.cluster.arrive.relaxed.aligned;` (sm_90): arrive without
+    /// `barrier.cluster.arrive.relaxed;` (sm_90): arrive without
     /// release semantics (no ordering of this thread's prior accesses).
     ///
     /// # Safety
@@ -30,20 +31,20 @@ pub mod raw {
     pub unsafe fn barrier_cluster_arrive_relaxed() {
         device!("barrier.cluster.arrive.relaxed", {
             // SAFETY: caller contract.
-            unsafe { core::arch::asm!("barrier.cluster.arrive.relaxed.aligned;", options(nostack, preserves_flags)) }
+            unsafe { core::arch::asm!("barrier.cluster.arrive.relaxed;", options(nostack, preserves_flags)) }
         })
     }
 
-    /// `barrier.cluster.wait.acquire.aligned;` (sm_90): waits until every
+    /// `barrier.cluster.wait.acquire;` (sm_90): waits until every
     /// thread of the cluster arrived in the current phase.
     ///
     /// # Safety
-    /// Preceded by this thread's arrive for the same phase; warp-aligned.
+    /// Preceded by this thread's arrive for the same phase.
     #[inline(always)]
     pub unsafe fn barrier_cluster_wait() {
         device!("barrier.cluster.wait", {
             // SAFETY: caller contract.
-            unsafe { core::arch::asm!("barrier.cluster.wait.acquire.aligned;", options(nostack, preserves_flags)) }
+            unsafe { core::arch::asm!("barrier.cluster.wait.acquire;", options(nostack, preserves_flags)) }
         })
     }
 
@@ -89,7 +90,7 @@ pub mod raw {
 /// Arrive on the cluster barrier (release). Pair with [`cluster_wait`];
 /// work between the two overlaps the wait.
 ///
-/// Collective: every thread of every CTA in the cluster, warp-converged.
+/// Collective: every thread of every CTA in the cluster.
 #[inline(always)]
 pub fn cluster_arrive() {
     // SAFETY: collective contract documented above.
@@ -98,7 +99,7 @@ pub fn cluster_arrive() {
 
 /// Wait on the cluster barrier (acquire) after [`cluster_arrive`].
 ///
-/// Collective: every thread of every CTA in the cluster, warp-converged.
+/// Collective: every thread of every CTA in the cluster.
 #[inline(always)]
 pub fn cluster_wait() {
     // SAFETY: collective contract documented above.

@@ -1,4 +1,5 @@
-//! CTA-wide and named barriers (PTX ISA §9.7.13.1 `bar`/`barrier`).
+//! CTA-wide and named barriers (PTX ISA §9.7.13.1 `barrier`), in the
+//! non-`.aligned` forms (see [`sync_threads`] for why).
 //!
 //! A barrier orders ordinary memory accesses (global and shared) among the
 //! threads that take part: a write before it is visible to every participant
@@ -9,21 +10,29 @@
 /// Barrier 0 is what [`sync_threads`] uses; named barriers take 1..16.
 pub const NUM_HW_BARRIERS: u32 = 16;
 
-/// `bar.sync 0;` — `__syncthreads()`.
+/// `barrier.sync 0;` — `__syncthreads()`.
 ///
 /// Collective: every thread of the CTA must reach it (a thread that skips it
 /// deadlocks the others).
+///
+/// This is the non-`.aligned` form (`bar.sync` is `barrier.sync.aligned`):
+/// LLVM does not treat inline asm as convergent, so it may duplicate a
+/// barrier into both sides of a branch (seen: the prologue's barrier merged
+/// into an `if thread == 0` that follows it); the aligned form then has the
+/// lanes of one warp at different barrier instructions, which is undefined
+/// and hung a kernel on the H100. The non-aligned form allows it.
 #[inline(always)]
 pub fn sync_threads() {
-    device!("bar.sync", {
-        // SAFETY: `bar.sync 0` with all threads; memory clobber (no `nomem`)
+    device!("barrier.sync", {
+        // SAFETY: barrier 0 with all threads; memory clobber (no `nomem`)
         // because it orders memory.
-        unsafe { core::arch::asm!("bar.sync 0;", options(nostack, preserves_flags)) }
+        unsafe { core::arch::asm!("barrier.sync 0;", options(nostack, preserves_flags)) }
     })
 }
 
 pub mod raw {
-    /// `bar.sync id, count;` (PTX ISA §9.7.13.1).
+    /// `barrier.sync id, count;` (PTX ISA §9.7.13.1; non-`.aligned`, see
+    /// [`super::sync_threads`]).
     ///
     /// # Safety
     /// `id` < 16; `count` a non-zero multiple of 32; exactly `count` threads
@@ -31,25 +40,25 @@ pub mod raw {
     /// use of barrier `id` may overlap (barrier 0 is `sync_threads`).
     #[inline(always)]
     pub unsafe fn bar_sync(id: u32, count: u32) {
-        device!("bar.sync", {
+        device!("barrier.sync", {
             // SAFETY: the caller guarantees the id/count contract.
             unsafe {
-                core::arch::asm!("bar.sync {0}, {1};", in(reg32) id, in(reg32) count,
+                core::arch::asm!("barrier.sync {0}, {1};", in(reg32) id, in(reg32) count,
                     options(nostack, preserves_flags))
             }
         })
     }
 
-    /// `bar.arrive id, count;` (PTX ISA §9.7.13.1): arrive without waiting.
+    /// `barrier.arrive id, count;` (PTX ISA §9.7.13.1): arrive without waiting.
     ///
     /// # Safety
     /// As [`bar_sync`]; the arriving threads count toward `count`.
     #[inline(always)]
     pub unsafe fn bar_arrive(id: u32, count: u32) {
-        device!("bar.arrive", {
+        device!("barrier.arrive", {
             // SAFETY: the caller guarantees the id/count contract.
             unsafe {
-                core::arch::asm!("bar.arrive {0}, {1};", in(reg32) id, in(reg32) count,
+                core::arch::asm!("barrier.arrive {0}, {1};", in(reg32) id, in(reg32) count,
                     options(nostack, preserves_flags))
             }
         })
@@ -79,14 +88,14 @@ impl NamedBarrier {
     pub const fn threads(self) -> u32 {
         self.threads
     }
-    /// Wait until `threads` threads arrived (`bar.sync id, threads`).
+    /// Wait until `threads` threads arrived (`barrier.sync id, threads`).
     /// Every participating warp must call this or [`NamedBarrier::arrive`].
     #[inline(always)]
     pub fn sync(self) {
         // SAFETY: `new` checked id and count; participation is the documented contract.
         unsafe { raw::bar_sync(self.id, self.threads) }
     }
-    /// Arrive without waiting (`bar.arrive id, threads`): a producer signals.
+    /// Arrive without waiting (`barrier.arrive id, threads`): a producer signals.
     #[inline(always)]
     pub fn arrive(self) {
         // SAFETY: as `sync`.

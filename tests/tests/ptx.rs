@@ -14,10 +14,10 @@ const EXPECTED: &[(&str, &[&str])] = &[
     ("increment", &["ld.global", "st.global"]),
     (
         "producer_consumer",
-        &["mbarrier.init.shared::cta.b64", "fence.mbarrier_init.release.cluster", "mbarrier.arrive.shared::cta.b64", "mbarrier.try_wait.parity.shared::cta.b64", "bar.sync"],
+        &["mbarrier.init.shared::cta.b64", "fence.mbarrier_init.release.cluster", "mbarrier.arrive.shared::cta.b64", "mbarrier.try_wait.parity.shared::cta.b64", "barrier.sync 0"],
     ),
-    ("cluster_exchange", &["mapa.u64", "barrier.cluster.arrive.release.aligned", "barrier.cluster.wait.acquire.aligned", "ld.shared"]),
-    ("semaphore_signal", &["red.release.gpu.global.add.u32", "ld.acquire.gpu.global.u32", "atom.acquire.gpu.global.cas.b32", "bar.sync"]),
+    ("cluster_exchange", &["mapa.u64", "barrier.cluster.arrive.release;", "barrier.cluster.wait.acquire;", "ld.shared"]),
+    ("semaphore_signal", &["red.release.gpu.global.add.u32", "ld.acquire.gpu.global.u32", "atom.acquire.gpu.global.cas.b32", "barrier.sync 0"]),
     (
         "multicast_copy",
         &[
@@ -56,7 +56,7 @@ const SM90A_ONLY: &[(&str, &[&str])] = &[
             "setmaxnreg.dec.sync.aligned.u32 40",
             "setmaxnreg.inc.sync.aligned.u32 232",
             "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16",
-            "bar.sync %r",
+            "barrier.sync %r",
             ".maxntid 384, 1, 1",
         ],
     ),
