@@ -96,6 +96,20 @@ impl SmemDescriptor {
         let addr = tile_addr as usize + (kb / span) * Tl::BLOCK_BYTES + row * span + kb % span;
         SmemDescriptor::new(addr as u32, 16, (8 * span) as u32, Tl::SWIZZLE)
     }
+
+    /// The descriptor of an MN-major operand (`B` stored `K x N`, N
+    /// contiguous: Pallas's transposed B) in tile `Tl` (`K` rows, `N`
+    /// columns), for the 16 K-rows from `k_row` and the N columns from
+    /// `mn_col` (a multiple of the column block). Canonical MN-major layout
+    /// `((span/e, m), (8, k)) : ((1, LBO), (span/e, SBO))` (PTX ISA
+    /// §9.7.15.5.1; CUTLASS `make_gmma_desc<Major::MN>`): `span/e` N elements
+    /// per 128/64/32-byte row, N chunks `LBO` = one column block apart, groups
+    /// of 8 K-rows `SBO = 8 * span` apart.
+    #[inline(always)]
+    pub fn mn_major<Tl: TileLayout>(tile_addr: u32, k_row: usize, mn_col: usize) -> Self {
+        let addr = tile_addr as usize + (mn_col / Tl::BLOCK_COLS) * Tl::BLOCK_BYTES + k_row * Tl::BLOCK_ROW_BYTES;
+        SmemDescriptor::new(addr as u32, Tl::BLOCK_BYTES as u32, (8 * Tl::BLOCK_ROW_BYTES) as u32, Tl::SWIZZLE)
+    }
 }
 
 impl core::fmt::Debug for SmemDescriptor {
@@ -149,7 +163,8 @@ pub trait WgmmaShape {
     fn undefined_f32() -> Self::F32Regs;
     /// # Safety
     /// See [`Acc::mma`].
-    unsafe fn mma_f32<E: WgmmaInput>(d: &mut Self::F32Regs, a: SmemDescriptor, b: SmemDescriptor, scale_d: bool);
+    /// `trans_b`: B is MN-major (`imm-trans-b = 1`).
+    unsafe fn mma_f32<E: WgmmaInput>(d: &mut Self::F32Regs, a: SmemDescriptor, b: SmemDescriptor, scale_d: bool, trans_b: bool);
     /// # Safety
     /// A from registers (4 x b32 of f16x2 in the WGMMA A-fragment layout).
     unsafe fn mma_f32_rs<E: WgmmaInput>(d: &mut Self::F32Regs, a: [u32; 4], b: SmemDescriptor, scale_d: bool);
@@ -214,17 +229,17 @@ macro_rules! wgmma_shape {
                 d
             }
             #[inline(always)]
-            unsafe fn mma_f32<E: WgmmaInput>(d: &mut [f32; $regs], a: SmemDescriptor, b: SmemDescriptor, scale_d: bool) {
+            unsafe fn mma_f32<E: WgmmaInput>(d: &mut [f32; $regs], a: SmemDescriptor, b: SmemDescriptor, scale_d: bool, trans_b: bool) {
                 device!("wgmma.mma_async (SS, f32 accumulator)", {
                     let sd = scale_d as u32;
                     macro_rules! issue {
-                        ($ty:literal) => {
+                        ($ty:literal, $tb:literal) => {
                             // SAFETY: the caller's contract (warpgroup-wide, after wgmma.fence).
                             unsafe {
                                 core::arch::asm!(
                                     concat!(
                                         "{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty,
-                                        " {{{}, {}" $(, pair_tpl!($p))* , "}}, {da}, {db}, p, 1, 1, 0, 0; }}"
+                                        " {{{}, {}" $(, pair_tpl!($p))* , "}}, {da}, {db}, p, 1, 1, 0, ", $tb, "; }}"
                                     ),
                                     inout(reg32) d[2 * $p0], inout(reg32) d[2 * $p0 + 1],
                                     $(inout(reg32) d[2 * $p], inout(reg32) d[2 * $p + 1],)*
@@ -234,7 +249,12 @@ macro_rules! wgmma_shape {
                             }
                         };
                     }
-                    if E::IS_BF16 { issue!("bf16") } else { issue!("f16") }
+                    match (E::IS_BF16, trans_b) {
+                        (false, false) => issue!("f16", "0"),
+                        (false, true) => issue!("f16", "1"),
+                        (true, false) => issue!("bf16", "0"),
+                        (true, true) => issue!("bf16", "1"),
+                    }
                 })
             }
             #[inline(always)]
@@ -485,7 +505,40 @@ where
             let db = SmemDescriptor::k_major::<B>(b_addr, b_row, k);
             // SAFETY: all threads of the warpgroup issue the same MMA after the
             // fence; descriptors address the given tiles.
-            unsafe { <Cols<N>>::mma_f32::<E>(&mut self.regs, da, db, accumulate || k > 0) };
+            unsafe { <Cols<N>>::mma_f32::<E>(&mut self.regs, da, db, accumulate || k > 0, false) };
+            k += WGMMA_K;
+        }
+    }
+
+    /// As [`Acc::mma`] with B stored `K x N` (N contiguous, MN-major: the
+    /// layout of a row-major `K x N` matrix, Pallas's transposed B):
+    /// `acc (+)= A[a_row .. a_row + 64, 0 .. K] · B[0 .. K, b_col .. b_col + N]`.
+    /// `b_col` is a multiple of B's column block (64 f16 for 128B swizzle).
+    #[inline(always)]
+    pub fn mma_kn<E, A, B>(&mut self, a: Smem<A>, a_row: usize, b: Smem<B>, b_col: usize, accumulate: bool)
+    where
+        E: WgmmaInput,
+        A: TileLayout<Elem = E>,
+        B: TileLayout<Elem = E>,
+    {
+        const {
+            assert!(A::COLS == B::ROWS, "wgmma (B K x N): A's columns and B's rows must both be K");
+            assert!(A::COLS % WGMMA_K == 0, "wgmma: K must be a multiple of 16 for 16-bit inputs");
+            assert!(A::ROWS >= WGMMA_M, "wgmma: the A tile needs at least 64 rows (M = 64)");
+            assert!(B::COLS >= N, "wgmma (B K x N): the B tile needs at least N columns");
+            assert!(
+                !matches!(A::SWIZZLE, Swizzle::None) && !matches!(B::SWIZZLE, Swizzle::None),
+                "wgmma: operand tiles must be swizzled (Swizzled<32/64/128>)"
+            );
+        };
+        let (a_addr, b_addr) = (a.smem_addr(), b.smem_addr());
+        wgmma_fence();
+        let mut k = 0;
+        while k < A::COLS {
+            let da = SmemDescriptor::k_major::<A>(a_addr, a_row, k);
+            let db = SmemDescriptor::mn_major::<B>(b_addr, k, b_col);
+            // SAFETY: as `mma`, with B MN-major (imm-trans-b = 1).
+            unsafe { <Cols<N>>::mma_f32::<E>(&mut self.regs, da, db, accumulate || k > 0, true) };
             k += WGMMA_K;
         }
     }
@@ -670,6 +723,17 @@ mod tests {
         type B = Tile<f16, 64, 32, Swizzled<64>>;
         let d = SmemDescriptor::k_major::<B>(0, 8, 16);
         assert_eq!((d.start_addr(), d.stride_byte_offset(), d.swizzle()), (8 * 64 + 32, 512, Swizzle::B64));
+    }
+
+    #[test]
+    fn mn_major_descriptor_strides() {
+        // B as K x N = 64 x 128 f16, 128B swizzle: two column blocks of 64 rows x 128 B.
+        type B = Tile<f16, 64, 128, Swizzled<128>>;
+        let d = SmemDescriptor::mn_major::<B>(0x800, 16, 0);
+        assert_eq!(d.start_addr(), 0x800 + 16 * 128);
+        assert_eq!(d.leading_byte_offset(), 8192, "N chunks one column block apart");
+        assert_eq!(d.stride_byte_offset(), 1024, "8-row K groups");
+        assert_eq!(SmemDescriptor::mn_major::<B>(0, 0, 64).start_addr(), 8192);
     }
 
     #[test]

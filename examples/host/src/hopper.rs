@@ -8,7 +8,9 @@ use kernels::hopper::{self, ATile, BTile, BTileWs, McHalf, McTile, OTile, OTileW
 use kernel_device::f16;
 
 /// The kernels that compute `C = A · Bᵀ`, by name.
-pub const MATMULS: [&str; 7] = [
+pub const MATMULS: [&str; 9] = [
+    "pipelined_kn<2>",
+    "pipelined_kn<4>",
     "pipelined<2>",
     "pipelined<4>",
     "warp_specialized<2,0>",
@@ -41,6 +43,8 @@ pub struct Problem {
     pub b_host: Vec<f16>,
     pub a: CudaSlice<f16>,
     pub b: CudaSlice<f16>,
+    /// B transposed: `K x N` row-major (for the kernels that read B that way).
+    pub b_kn: CudaSlice<f16>,
     pub c: CudaSlice<f16>,
     /// Rows of C checked against the CPU, and their reference values.
     pub check_rows: Vec<usize>,
@@ -62,6 +66,7 @@ impl Problem {
             k,
             a: gpu.upload(&a_host)?,
             b: gpu.upload(&b_host)?,
+            b_kn: gpu.upload(&(0..k * n).map(|i| b_host[(i % n) * k + i / n]).collect::<Vec<f16>>())?,
             c: gpu.upload(&vec![f16::NAN; m * n])?,
             a_host,
             b_host,
@@ -100,6 +105,19 @@ pub fn prepare_matmul<'p>(module: &Module, name: &str, p: &'p Problem) -> Result
     let k_steps = (p.k / TILE_K) as u32;
     let a = TensorMap::<ATile>::new_2d(&p.a, p.m, p.k)?;
     Ok(match name {
+        "pipelined_kn<2>" | "pipelined_kn<4>" => {
+            check_shape(name, p, TILE_N)?;
+            let b = TensorMap::<kernels::hopper::BTileKn>::new_2d(&p.b_kn, p.k, p.n)?;
+            let c = TensorMap::<OTile>::new_2d(&p.c, p.m, p.n)?;
+            let grid = ((p.m / TILE_M) as u32, (p.n / TILE_N) as u32);
+            if name == "pipelined_kn<2>" {
+                let kernel = module.kernel::<hopper::matmul_pipelined_kn<2>>()?;
+                Box::new(move || kernel.launch(grid, (&a, &b, &c, k_steps)))
+            } else {
+                let kernel = module.kernel::<hopper::matmul_pipelined_kn<4>>()?;
+                Box::new(move || kernel.launch(grid, (&a, &b, &c, k_steps)))
+            }
+        }
         "pipelined<2>" | "pipelined<4>" => {
             check_shape(name, p, TILE_N)?;
             let b = TensorMap::<BTile>::new_2d(&p.b, p.n, p.k)?;
@@ -165,6 +183,16 @@ pub fn bench_shape(gpu: &Gpu, module: &Module, blas: &Blas, m: usize, n: usize, 
         time_kernel(gpu, 5, iters, || blas.gemm_nt(m, n, k, a, b, c))?
     };
     out.push(MatmulResult { name: "cuBLAS".into(), m, n, k, tflops: timing.tflops(m, n, k), timing, rel_err });
+    // cuBLAS with B stored K x N (what the `_kn` kernels read).
+    p.poison(gpu)?;
+    blas.gemm_nn(m, n, k, &p.a, &p.b_kn, &mut p.c)?;
+    gpu.synchronize()?;
+    let rel_err = p.error(gpu)?;
+    let timing = {
+        let Problem { a, b_kn, c, .. } = &mut p;
+        time_kernel(gpu, 5, iters, || blas.gemm_nn(m, n, k, a, b_kn, c))?
+    };
+    out.push(MatmulResult { name: "cuBLAS (B K x N)".into(), m, n, k, tflops: timing.tflops(m, n, k), timing, rel_err });
     for name in MATMULS {
         p.poison(gpu)?;
         let launch = prepare_matmul(module, name, &p)?;

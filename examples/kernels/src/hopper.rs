@@ -285,3 +285,51 @@ pub fn wgmma_variants(
         unsafe { *out.add(word(2, r, c)) = kernel_device::wgmma::pack_f16x2(v0, v1) }
     });
 }
+
+/// B tile of [`matmul_pipelined_kn`]: `TILE_K x TILE_N` of `B (K x N,
+/// row-major)`, MN-major for wgmma (two 64-column blocks).
+pub type BTileKn = Tile<f16, TILE_K, TILE_N, Sw>;
+
+/// `C = A · B` with B stored `K x N` (row-major) — the pipelining guide's
+/// matmul exactly as written there (its B BlockSpec is `(tile_k, tile_n)`
+/// with the same tiling and swizzle transforms): wgmma reads B MN-major
+/// (`imm-trans-b = 1`). Otherwise as [`matmul_pipelined`].
+///
+/// Constraints: `M % 128 == 0`, `N % 128 == 0`, `K % 64 == 0`, `K >= 64`;
+/// grid `(M / 128, N / 128)`; `k_steps = K / 64`.
+#[kernel(block = warpgroups(1), arch = sm_90a, instances((2), (4)))]
+pub fn matmul_pipelined_kn<const STAGES: usize>(
+    a: Tma<ATile>,
+    b: Tma<BTileKn>,
+    c: Tma<OTile>,
+    k_steps: u32,
+    #[scratch] a_bufs: Smem<[ATile; STAGES]>,
+    #[scratch] b_bufs: Smem<[BTileKn; STAGES]>,
+    #[scratch] c_smem: Smem<OTile>,
+    #[scratch] loaded: Barriers<STAGES>,
+) {
+    let (pm, pn) = (block_idx().x, block_idx().y);
+    let mut acc = [Acc::<TILE_N>::undefined(), Acc::<TILE_N>::undefined()];
+    emit_pipeline(
+        k_steps,
+        (BlockSpec::new(a, a_bufs, |k| (pm, k)), BlockSpec::new(b, b_bufs, |k| (k, pn))),
+        &loaded,
+        1,
+        |step, (a_tile, b_tile)| {
+            acc[0].mma_kn(a_tile, 0, b_tile, 0, step > 0);
+            acc[1].mma_kn(a_tile, 64, b_tile, 0, step > 0);
+            wgmma_commit_group();
+            wgmma_wait::<1>();
+        },
+    );
+    wgmma_wait::<0>();
+    acc[0].store_f16(c_smem, 0, 0);
+    acc[1].store_f16(c_smem, 64, 0);
+    commit_smem();
+    sync_threads();
+    if thread_linear() == 0 {
+        c.store(c_smem, pm * TILE_M as u32, pn * TILE_N as u32);
+        commit_group();
+        wait_group::<0>();
+    }
+}
