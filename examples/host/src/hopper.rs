@@ -241,3 +241,15 @@ pub fn run_wgmma_variants(gpu: &Gpu, module: &Module) -> Result<[f64; hopper::VA
     }
     Ok(errs)
 }
+
+/// [`hopper::warp_roles`]: a TMA warp and a consumer warp; `y = 2 x` over 4 tiles.
+pub fn run_warp_roles(gpu: &Gpu, module: &Module) -> Result<Outcome> {
+    let tiles = 4usize;
+    let x: Vec<f32> = crate::inputs(tiles * 64 * 64, 9);
+    let dx = gpu.upload(&x)?;
+    let mut dy = gpu.upload(&vec![f32::NAN; x.len()])?;
+    let xm = TensorMap::<kernels::hopper::RoleTile>::new_2d(&dx, tiles * 64, 64)?;
+    module.kernel::<hopper::warp_roles>()?.launch_sync(tiles as u32, (&xm, &mut dy))?;
+    let want: Vec<f32> = x.iter().map(|v| 2.0 * v).collect();
+    crate::check("warp_roles", &gpu.download(&dy)?, &want)
+}

@@ -333,3 +333,44 @@ pub fn matmul_pipelined_kn<const STAGES: usize>(
         wait_group::<0>();
     }
 }
+
+/// The tile [`warp_roles`] moves: `64 x 64` f32.
+pub type RoleTile = Tile<f32, 64, 64, Unswizzled>;
+
+/// Roles by warp inside one warpgroup, as in the Blackwell tutorial's
+/// step 1 (a TMA warp and a consumer warp), declared with
+/// `#[warp_specialize(warps)]`.
+///
+/// This kernel works as follows:
+/// 1. warp 0 (the TMA warp): one lane, chosen with `elect_one`, announces
+///    the tile's bytes and issues the TMA load of tile `block_idx().x` of
+///    `x` (`64 x 64` f32 tiles stacked by rows);
+/// 2. warp 1 (the consumer): waits on the barrier, then its 32 lanes write
+///    `2 * tile` to the same rows of `y`, 2 columns per lane;
+/// 3. warps 2 and 3 have no role.
+///
+/// Constraints: grid = tiles; `x`, `y` are `(64 * tiles) x 64` f32.
+#[kernel(block = warpgroups(1))]
+pub fn warp_roles(x: Tma<RoleTile>, y: *mut f32, #[scratch] tile: Smem<RoleTile>, #[scratch] full: Barrier) {
+    let row0 = block_idx().x * 64;
+    #[warp_specialize(warps)]
+    match warp_in_warpgroup() {
+        0 => {
+            if elect_one() {
+                full.arrive_expect_tx(Tma::<RoleTile>::BYTES);
+                x.load(tile, row0, 0, full.as_ref());
+            }
+        }
+        1 => {
+            full.wait();
+            let lane = lane_id() as usize;
+            for r in 0..64 {
+                for c in 2 * lane..2 * lane + 2 {
+                    // SAFETY: `y` holds the grid's rows x 64 floats.
+                    unsafe { *y.add((row0 as usize + r) * 64 + c) = 2.0 * tile.get(r, c) };
+                }
+            }
+        }
+        _ => {}
+    }
+}

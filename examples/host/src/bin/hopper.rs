@@ -8,7 +8,7 @@
 //! ```
 //! Exit status 0 only if everything is correct (relative Frobenius error
 //! below 1e-2 for every contender).
-use examples::hopper::{bench_shape, run_multicast, run_wgmma_variants};
+use examples::hopper::{bench_shape, run_multicast, run_warp_roles, run_wgmma_variants};
 use kernel_host::{Blas, Gpu};
 use std::process::ExitCode;
 
@@ -41,6 +41,13 @@ fn main() -> ExitCode {
             Err(e) => {
                 ok = false;
                 println!("FAIL  multicast_copy: {e}");
+            }
+        }
+        match run_warp_roles(&gpu, &module) {
+            Ok(o) => println!("ok    warp_roles (TMA warp + consumer warp): {} elements equal the reference", o.checked),
+            Err(e) => {
+                ok = false;
+                println!("FAIL  warp_roles: {e}");
             }
         }
         println!("\n| M x N x K | kernel | median ms | TFLOP/s | vs cuBLAS | rel. Frobenius error |");
