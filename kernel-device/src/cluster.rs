@@ -19,7 +19,7 @@ pub mod raw {
         device!("barrier.cluster.arrive", {
             // SAFETY: caller contract; orders memory (no `nomem`).
             unsafe { core::arch::asm!("barrier.cluster.arrive.release;", options(nostack, preserves_flags)) }
-        })
+        }, host: { kernel_emu::cluster_arrive() })
     }
 
     /// `barrier.cluster.arrive.relaxed;` (sm_90): arrive without
@@ -32,7 +32,7 @@ pub mod raw {
         device!("barrier.cluster.arrive.relaxed", {
             // SAFETY: caller contract.
             unsafe { core::arch::asm!("barrier.cluster.arrive.relaxed;", options(nostack, preserves_flags)) }
-        })
+        }, host: { kernel_emu::cluster_arrive() })
     }
 
     /// `barrier.cluster.wait.acquire;` (sm_90): waits until every
@@ -45,7 +45,7 @@ pub mod raw {
         device!("barrier.cluster.wait", {
             // SAFETY: caller contract.
             unsafe { core::arch::asm!("barrier.cluster.wait.acquire;", options(nostack, preserves_flags)) }
-        })
+        }, host: { kernel_emu::cluster_wait() })
     }
 
     /// `mapa.u64 d, a, rank;` (sm_90): the generic address of the variable at
@@ -65,7 +65,7 @@ pub mod raw {
                     options(pure, nomem, nostack, preserves_flags))
             };
             d
-        })
+        }, host: { kernel_emu::map_rank_ptr(a as *mut u8, rank) as u64 })
     }
 
     /// `mapa.shared::cluster.u32 d, a, rank;` (sm_90): the `.shared::cluster`
@@ -83,7 +83,7 @@ pub mod raw {
                     options(pure, nomem, nostack, preserves_flags))
             };
             d
-        })
+        }, host: { kernel_emu::map_rank_addr(a, rank) })
     }
 }
 

@@ -9,7 +9,7 @@ pub fn fence_mbarrier_init() {
     device!("fence.mbarrier_init", {
         // SAFETY: a fence; memory clobber keeps it ordered.
         unsafe { core::arch::asm!("fence.mbarrier_init.release.cluster;", options(nostack, preserves_flags)) }
-    })
+    }, host: { kernel_emu::yield_point("fence.mbarrier_init") })
 }
 
 /// `fence.proxy.async.shared::cta;` (sm_90): orders this thread's ordinary
@@ -22,7 +22,7 @@ pub fn fence_proxy_async_shared_cta() {
     device!("fence.proxy.async.shared::cta", {
         // SAFETY: a fence; memory clobber keeps it ordered.
         unsafe { core::arch::asm!("fence.proxy.async.shared::cta;", options(nostack, preserves_flags)) }
-    })
+    }, host: { kernel_emu::yield_point("fence.proxy.async") })
 }
 
 /// `fence.acq_rel.gpu;`: orders this thread's memory accesses at GPU scope.
@@ -31,7 +31,7 @@ pub fn fence_acq_rel_gpu() {
     device!("fence.acq_rel.gpu", {
         // SAFETY: a fence.
         unsafe { core::arch::asm!("fence.acq_rel.gpu;", options(nostack, preserves_flags)) }
-    })
+    }, host: { kernel_emu::yield_point("fence.acq_rel.gpu") })
 }
 
 /// `fence.acq_rel.cluster;` (sm_90): orders this thread's memory accesses at
@@ -41,5 +41,5 @@ pub fn fence_acq_rel_cluster() {
     device!("fence.acq_rel.cluster", {
         // SAFETY: a fence.
         unsafe { core::arch::asm!("fence.acq_rel.cluster;", options(nostack, preserves_flags)) }
-    })
+    }, host: { kernel_emu::yield_point("fence.acq_rel.cluster") })
 }

@@ -18,8 +18,20 @@ pub(crate) fn no_emulator(op: &'static str) -> ! {
 }
 
 /// `device!("ptx.op", { nvptx64 body })`: the PTX body on nvptx64, the host
-/// stand-in elsewhere.
+/// stand-in (no emulator body yet) elsewhere.
+/// `device!("ptx.op", { nvptx64 body }, host: { emulator body })`: the PTX
+/// body on nvptx64, the CPU emulator's body (crate `kernel-emu`) elsewhere.
 macro_rules! device {
+    ($op:literal, $body:block, host: $host:block) => {{
+        #[cfg(target_arch = "nvptx64")]
+        {
+            $body
+        }
+        #[cfg(not(target_arch = "nvptx64"))]
+        {
+            $host
+        }
+    }};
     ($op:literal, $body:block) => {{
         #[cfg(target_arch = "nvptx64")]
         {

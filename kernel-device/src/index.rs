@@ -15,7 +15,7 @@ pub const WARPGROUP_SIZE: u32 = WARP_SIZE * WARPGROUP_WARPS;
 
 /// Reads one 32-bit special register: `mov.u32 %r, %<reg>;`.
 macro_rules! sreg {
-    ($(#[$m:meta])* $name:ident, $reg:literal) => {
+    ($(#[$m:meta])* $name:ident, $reg:literal, $host:expr) => {
         $(#[$m])*
         #[inline(always)]
         pub fn $name() -> u32 {
@@ -27,65 +27,83 @@ macro_rules! sreg {
                         options(pure, nomem, nostack, preserves_flags))
                 };
                 r
-            })
+            }, host: { $host })
         }
     };
 }
 
+/// The emulator's view of the cluster registers: CTA `b` of a grid in
+/// clusters of `c` is CTA `b % c` of cluster `b / c` in each dimension.
+#[cfg(not(target_arch = "nvptx64"))]
+mod emu_cluster {
+    pub fn ctaid(d: usize) -> u32 {
+        kernel_emu::block_idx()[d] % kernel_emu::cluster_dim()[d]
+    }
+    pub fn clusterid(d: usize) -> u32 {
+        kernel_emu::block_idx()[d] / kernel_emu::cluster_dim()[d]
+    }
+    pub fn nclusterid(d: usize) -> u32 {
+        kernel_emu::grid_dim()[d] / kernel_emu::cluster_dim()[d]
+    }
+    pub fn size() -> u32 {
+        kernel_emu::cluster_dim().iter().product()
+    }
+}
+
 sreg!(/// `%tid.x`.
-    tid_x, "%tid.x");
+    tid_x, "%tid.x", kernel_emu::thread_idx()[0]);
 sreg!(/// `%tid.y`.
-    tid_y, "%tid.y");
+    tid_y, "%tid.y", kernel_emu::thread_idx()[1]);
 sreg!(/// `%tid.z`.
-    tid_z, "%tid.z");
+    tid_z, "%tid.z", kernel_emu::thread_idx()[2]);
 sreg!(/// `%ntid.x`.
-    ntid_x, "%ntid.x");
+    ntid_x, "%ntid.x", kernel_emu::block_dim()[0]);
 sreg!(/// `%ntid.y`.
-    ntid_y, "%ntid.y");
+    ntid_y, "%ntid.y", kernel_emu::block_dim()[1]);
 sreg!(/// `%ntid.z`.
-    ntid_z, "%ntid.z");
+    ntid_z, "%ntid.z", kernel_emu::block_dim()[2]);
 sreg!(/// `%ctaid.x`.
-    ctaid_x, "%ctaid.x");
+    ctaid_x, "%ctaid.x", kernel_emu::block_idx()[0]);
 sreg!(/// `%ctaid.y`.
-    ctaid_y, "%ctaid.y");
+    ctaid_y, "%ctaid.y", kernel_emu::block_idx()[1]);
 sreg!(/// `%ctaid.z`.
-    ctaid_z, "%ctaid.z");
+    ctaid_z, "%ctaid.z", kernel_emu::block_idx()[2]);
 sreg!(/// `%nctaid.x`.
-    nctaid_x, "%nctaid.x");
+    nctaid_x, "%nctaid.x", kernel_emu::grid_dim()[0]);
 sreg!(/// `%nctaid.y`.
-    nctaid_y, "%nctaid.y");
+    nctaid_y, "%nctaid.y", kernel_emu::grid_dim()[1]);
 sreg!(/// `%nctaid.z`.
-    nctaid_z, "%nctaid.z");
+    nctaid_z, "%nctaid.z", kernel_emu::grid_dim()[2]);
 sreg!(/// `%laneid`: this thread's lane in its warp, 0..32.
-    lane_id, "%laneid");
+    lane_id, "%laneid", kernel_emu::lane_id());
 sreg!(/// `%cluster_ctarank`: this CTA's rank in its cluster, 0..cluster_size() (sm_90).
-    cluster_ctarank, "%cluster_ctarank");
+    cluster_ctarank, "%cluster_ctarank", kernel_emu::cluster_ctarank());
 sreg!(/// `%cluster_nctarank`: CTAs in this cluster (sm_90).
-    cluster_size, "%cluster_nctarank");
+    cluster_size, "%cluster_nctarank", emu_cluster::size());
 sreg!(/// `%cluster_ctaid.x`.
-    cluster_ctaid_x, "%cluster_ctaid.x");
+    cluster_ctaid_x, "%cluster_ctaid.x", emu_cluster::ctaid(0));
 sreg!(/// `%cluster_ctaid.y`.
-    cluster_ctaid_y, "%cluster_ctaid.y");
+    cluster_ctaid_y, "%cluster_ctaid.y", emu_cluster::ctaid(1));
 sreg!(/// `%cluster_ctaid.z`.
-    cluster_ctaid_z, "%cluster_ctaid.z");
+    cluster_ctaid_z, "%cluster_ctaid.z", emu_cluster::ctaid(2));
 sreg!(/// `%cluster_nctaid.x`.
-    cluster_nctaid_x, "%cluster_nctaid.x");
+    cluster_nctaid_x, "%cluster_nctaid.x", kernel_emu::cluster_dim()[0]);
 sreg!(/// `%cluster_nctaid.y`.
-    cluster_nctaid_y, "%cluster_nctaid.y");
+    cluster_nctaid_y, "%cluster_nctaid.y", kernel_emu::cluster_dim()[1]);
 sreg!(/// `%cluster_nctaid.z`.
-    cluster_nctaid_z, "%cluster_nctaid.z");
+    cluster_nctaid_z, "%cluster_nctaid.z", kernel_emu::cluster_dim()[2]);
 sreg!(/// `%clusterid.x`.
-    clusterid_x, "%clusterid.x");
+    clusterid_x, "%clusterid.x", emu_cluster::clusterid(0));
 sreg!(/// `%clusterid.y`.
-    clusterid_y, "%clusterid.y");
+    clusterid_y, "%clusterid.y", emu_cluster::clusterid(1));
 sreg!(/// `%clusterid.z`.
-    clusterid_z, "%clusterid.z");
+    clusterid_z, "%clusterid.z", emu_cluster::clusterid(2));
 sreg!(/// `%nclusterid.x`.
-    nclusterid_x, "%nclusterid.x");
+    nclusterid_x, "%nclusterid.x", emu_cluster::nclusterid(0));
 sreg!(/// `%nclusterid.y`.
-    nclusterid_y, "%nclusterid.y");
+    nclusterid_y, "%nclusterid.y", emu_cluster::nclusterid(1));
 sreg!(/// `%nclusterid.z`.
-    nclusterid_z, "%nclusterid.z");
+    nclusterid_z, "%nclusterid.z", emu_cluster::nclusterid(2));
 
 /// `threadIdx`: this thread's index in its CTA.
 #[inline(always)]

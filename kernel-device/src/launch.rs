@@ -83,6 +83,16 @@ pub trait KernelSpec {
     const ARCHS: &'static [&'static str] = &[];
 }
 
+/// The host (CPU emulator) entry of a kernel, implemented by `#[kernel]` on
+/// non-nvptx targets: runs the kernel's prologue and body for the calling
+/// emulated thread (`kernel_emu` provides the thread's identity).
+pub trait HostEntry: KernelSpec {
+    /// Runs one thread of the kernel with these parameter values. For
+    /// by-address parameters (TMA descriptors) the address of the value in
+    /// `params` stands for the parameter's address.
+    fn run_thread(params: &Self::Params);
+}
+
 /// A type that can be passed from the host to a kernel.
 ///
 /// The host passes [`DeviceParam::Abi`] (the bytes in the kernel's parameter

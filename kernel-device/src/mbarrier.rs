@@ -46,7 +46,7 @@ pub mod raw {
                 core::arch::asm!("mbarrier.init.shared::cta.b64 [{0}], {1};", in(reg32) bar, in(reg32) count,
                     options(nostack, preserves_flags))
             }
-        })
+        }, host: { kernel_emu::mbarrier_init(bar, count) })
     }
 
     /// `mbarrier.inval.shared::cta.b64 [bar];` (sm_80).
@@ -58,7 +58,7 @@ pub mod raw {
         device!("mbarrier.inval", {
             // SAFETY: caller contract.
             unsafe { core::arch::asm!("mbarrier.inval.shared::cta.b64 [{0}];", in(reg32) bar, options(nostack, preserves_flags)) }
-        })
+        }, host: { kernel_emu::mbarrier_inval(bar) })
     }
 
     /// `mbarrier.arrive.shared::cta.b64 state, [bar];` (sm_80; release, CTA
@@ -77,7 +77,7 @@ pub mod raw {
                     options(nostack, preserves_flags))
             };
             state
-        })
+        }, host: { kernel_emu::mbarrier_arrive(bar); 0 })
     }
 
     /// `mbarrier.arrive.expect_tx.shared::cta.b64 state, [bar], tx;` (sm_90):
@@ -96,7 +96,7 @@ pub mod raw {
                     out(reg64) state, in(reg32) bar, in(reg32) tx, options(nostack, preserves_flags))
             };
             state
-        })
+        }, host: { kernel_emu::mbarrier_expect_tx(bar, tx); kernel_emu::mbarrier_arrive(bar); 0 })
     }
 
     /// `mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [bar], tx;` (sm_90):
@@ -112,7 +112,7 @@ pub mod raw {
                 core::arch::asm!("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [{0}], {1};", in(reg32) bar, in(reg32) tx,
                     options(nostack, preserves_flags))
             }
-        })
+        }, host: { kernel_emu::mbarrier_expect_tx(bar, tx) })
     }
 
     /// `mbarrier.try_wait.parity.shared::cta.b64 p, [bar], parity;` (sm_90;
@@ -132,7 +132,7 @@ pub mod raw {
                     out(reg32) done, in(reg32) bar, in(reg32) parity, options(nostack, preserves_flags))
             };
             done != 0
-        })
+        }, host: { kernel_emu::mbarrier_try_wait_parity(bar, parity) })
     }
 
     /// `mbarrier.arrive.release.cluster.shared::cluster.b64 _, [bar];`
@@ -149,7 +149,7 @@ pub mod raw {
                 core::arch::asm!("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [{0}];", in(reg32) bar,
                     options(nostack, preserves_flags))
             }
-        })
+        }, host: { kernel_emu::mbarrier_arrive(bar) })
     }
 }
 

@@ -37,6 +37,11 @@ pub mod raw {
                 core::arch::asm!("red.release.gpu.global.add.u32 [{0}], {1};", in(reg64) ptr, in(reg32) n,
                     options(nostack, preserves_flags))
             }
+        }, host: {
+            kernel_emu::yield_point("red.release.gpu.add");
+            // SAFETY: caller contract; the emulator runs one thread at a time,
+            // so this read-modify-write is atomic.
+            unsafe { *ptr = (*ptr).wrapping_add(n) }
         })
     }
 
@@ -54,6 +59,10 @@ pub mod raw {
                     options(nostack, preserves_flags))
             };
             v
+        }, host: {
+            kernel_emu::yield_point("ld.acquire.gpu");
+            // SAFETY: caller contract.
+            unsafe { ptr.read_volatile() }
         })
     }
 
@@ -72,6 +81,16 @@ pub mod raw {
                     in(reg32) cmp, in(reg32) new, options(nostack, preserves_flags))
             };
             old
+        }, host: {
+            kernel_emu::yield_point("atom.cas");
+            // SAFETY: caller contract; one emulated thread runs at a time.
+            unsafe {
+                let old = *ptr;
+                if old == cmp {
+                    *ptr = new;
+                }
+                old
+            }
         })
     }
 
@@ -81,7 +100,7 @@ pub mod raw {
         device!("nanosleep", {
             // SAFETY: no memory effects.
             unsafe { core::arch::asm!("nanosleep.u32 {0};", in(reg32) ns, options(nomem, nostack, preserves_flags)) }
-        })
+        }, host: { kernel_emu::yield_point("nanosleep") })
     }
 }
 

@@ -33,7 +33,7 @@ struct DynSmemBase([u8; 0]);
 pub fn dynamic_smem_base() -> *mut u8 {
     device!("dynamic shared memory", {
         core::intrinsics::gpu::gpu_launch_sized_workgroup_mem::<DynSmemBase>() as *mut u8
-    })
+    }, host: { kernel_emu::smem_base() })
 }
 
 /// `cvta.to.shared.u64`: the 32-bit `.shared::cta` address of a generic
@@ -48,7 +48,7 @@ pub fn shared_addr<T>(ptr: *const T) -> u32 {
                 options(pure, nomem, nostack, preserves_flags))
         };
         a as u32
-    })
+    }, host: { kernel_emu::smem_addr(ptr as *const u8) })
 }
 
 /// A kernel scratch allocation in dynamic shared memory.

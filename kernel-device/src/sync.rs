@@ -27,7 +27,7 @@ pub fn sync_threads() {
         // SAFETY: barrier 0 with all threads; memory clobber (no `nomem`)
         // because it orders memory.
         unsafe { core::arch::asm!("barrier.sync 0;", options(nostack, preserves_flags)) }
-    })
+    }, host: { kernel_emu::bar_sync(0, 0) })
 }
 
 pub mod raw {
@@ -46,7 +46,7 @@ pub mod raw {
                 core::arch::asm!("barrier.sync {0}, {1};", in(reg32) id, in(reg32) count,
                     options(nostack, preserves_flags))
             }
-        })
+        }, host: { kernel_emu::bar_sync(id, count) })
     }
 
     /// `barrier.arrive id, count;` (PTX ISA §9.7.13.1): arrive without waiting.
@@ -61,7 +61,7 @@ pub mod raw {
                 core::arch::asm!("barrier.arrive {0}, {1};", in(reg32) id, in(reg32) count,
                     options(nostack, preserves_flags))
             }
-        })
+        }, host: { kernel_emu::bar_arrive(id, count) })
     }
 }
 

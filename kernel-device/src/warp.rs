@@ -23,7 +23,7 @@ pub fn elect_one() -> bool {
             )
         };
         r != 0
-    })
+    }, host: { kernel_emu::elect_one() })
 }
 
 /// `bar.warp.sync 0xffffffff;` (PTX ISA §9.7.13.3): reconverges the warp and
@@ -35,5 +35,5 @@ pub fn sync_warp() {
     device!("bar.warp.sync", {
         // SAFETY: a warp barrier; the memory clobber orders surrounding accesses.
         unsafe { core::arch::asm!("bar.warp.sync 0xffffffff;", options(nostack, preserves_flags)) }
-    })
+    }, host: { kernel_emu::warp_sync() })
 }

@@ -412,6 +412,8 @@ pub fn setmaxnreg_inc<const N: u32>() {
     device!("setmaxnreg.inc", {
         // SAFETY: warpgroup-collective register reallocation.
         unsafe { core::arch::asm!("setmaxnreg.inc.sync.aligned.u32 {n};", n = const N, options(nostack, preserves_flags)) }
+    }, host: {
+        // Registers are not a resource on the CPU; the count was checked above.
     })
 }
 
@@ -424,6 +426,8 @@ pub fn setmaxnreg_dec<const N: u32>() {
     device!("setmaxnreg.dec", {
         // SAFETY: warpgroup-collective register reallocation.
         unsafe { core::arch::asm!("setmaxnreg.dec.sync.aligned.u32 {n};", n = const N, options(nostack, preserves_flags)) }
+    }, host: {
+        // As `setmaxnreg_inc`.
     })
 }
 
@@ -438,6 +442,8 @@ pub fn pack_f16x2(lo: f32, hi: f32) -> u32 {
                 options(pure, nomem, nostack, preserves_flags))
         };
         d
+    }, host: {
+        (u32::from(half::f16::from_f32(hi).to_bits()) << 16) | u32::from(half::f16::from_f32(lo).to_bits())
     })
 }
 

@@ -7,7 +7,9 @@
 //! * `runtime` (feature `runtime`, on by default): a CUDA context and stream
 //!   on cudarc, module loading, typed launches with clusters and dynamic
 //!   shared memory, and errors as values.
+//! * [`emulate`]: runs a kernel on the CPU emulator (`kernel-emu`).
 pub mod build;
+pub mod emulate;
 
 #[cfg(feature = "runtime")]
 pub mod runtime;

@@ -300,6 +300,18 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
             }
         });
         let p_idx: Vec<u32> = (0..params.len() as u32).collect();
+        // Host: parameter `i` is `params.i`; a by-address parameter's address
+        // is that of its value inside `params`.
+        let host_conversions = params.iter().enumerate().map(|(i, p)| {
+            let (pn, ty) = (&p.name, &p.ty);
+            let idx = syn::Index::from(i);
+            quote! {
+                let #pn: #ty = <#ty as #krate::launch::DeviceParam>::from_abi(
+                    params.#idx,
+                    if <#ty as #krate::launch::DeviceParam>::BY_ADDRESS { ::core::ptr::addr_of!(params.#idx) as u64 } else { 0 },
+                );
+            }
+        });
         // Spanned at each type, so a non-DeviceParam type is reported there.
         let abi_tys: Vec<TokenStream> = params
             .iter()
@@ -322,6 +334,15 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
                 let _ = <#name #inst_args as #krate::launch::KernelSpec>::SMEM_BYTES;
                 <#name #inst_args>::__CHECKS
             };
+            #[cfg(not(target_arch = "nvptx64"))]
+            impl #krate::launch::HostEntry for #name #inst_args {
+                fn run_thread(params: &Self::Params) {
+                    #(#host_conversions)*
+                    // SAFETY: the emulator runs this once per emulated thread of
+                    // a launch with this kernel's block and cluster shape.
+                    unsafe { #entry_fn #inst_turbofish(#(#p_names),*) }
+                }
+            }
             // On the host, keep the entry's prologue and body compiled, so
             // post-monomorphization rules (tile shapes, wgmma shapes, register
             // counts) are checked by a host build too, not only by the

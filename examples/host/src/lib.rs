@@ -4,6 +4,7 @@
 use kernel_host::{Gpu, Module};
 use kernels::first;
 
+pub mod emulated;
 pub mod hopper;
 
 /// Why an example did not give the right answer.
@@ -11,6 +12,8 @@ pub mod hopper;
 pub enum ExampleError {
     /// A CUDA or launch error (no GPU, a module that fails to load, ...).
     Cuda(kernel_host::Error),
+    /// The CPU emulator stopped the kernel (deadlock, protocol misuse, panic).
+    Emulator(kernel_host::emulate::EmuError),
     /// The kernel ran and produced a wrong value.
     Mismatch { example: &'static str, index: usize, got: f32, want: f32, wrong: usize },
 }
@@ -19,6 +22,7 @@ impl std::fmt::Display for ExampleError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ExampleError::Cuda(e) => write!(f, "{e}"),
+            ExampleError::Emulator(e) => write!(f, "{e}"),
             ExampleError::Mismatch { example, index, got, want, wrong } => write!(
                 f,
                 "{example}: wrong result: {wrong} element(s) differ from the CPU reference; first at index {index}: got {got}, want {want}"

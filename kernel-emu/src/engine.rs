@@ -1,0 +1,1281 @@
+//! The scheduler and the synchronization objects (see the crate docs for the
+//! execution model and the rules checked here).
+//!
+//! Everything mutable lives in one [`State`] behind one mutex. The baton is
+//! `State::current`: the id of the one emulated thread allowed to run. A
+//! thread that does not hold it sleeps on its own condition variable
+//! (`Emu::cvs[tid]`) until `current == tid` or the run is aborted. Because
+//! every hand-over goes through the mutex, each run of kernel code
+//! happens-after the previous one: plain (non-atomic) accesses to shared
+//! memory and to host buffers from different emulated threads are ordered,
+//! and there are no data races at the Rust level.
+use crate::error::{fmt3, EmuError};
+use crate::LaunchConfig;
+use std::alloc::{alloc_zeroed, dealloc, handle_alloc_error, Layout};
+use std::collections::{BTreeMap, HashMap};
+use std::panic::Location;
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+/// A source location (of the kernel call that reached the emulator).
+pub(crate) type Loc = &'static Location<'static>;
+
+const NONE: usize = usize::MAX;
+/// Named CTA barriers per CTA (`bar.sync` ids 0..16).
+pub(crate) const NUM_NAMED_BARRIERS: u32 = 16;
+/// Lanes per warp.
+pub(crate) const WARP: usize = 32;
+/// Largest mbarrier arrival count (2^20 - 1).
+pub(crate) const MAX_MBAR_COUNT: u32 = (1 << 20) - 1;
+/// Largest magnitude of an mbarrier transaction count (2^20 - 1).
+const MAX_TX: i64 = (1 << 20) - 1;
+/// Bit 31 marks a `.shared::cluster` address made by `map_rank_addr`.
+pub(crate) const CLUSTER_BIT: u32 = 1 << 31;
+/// The CTA rank sits in bits 24..31 of a `.shared::cluster` address.
+pub(crate) const RANK_SHIFT: u32 = 24;
+/// Offsets of `.shared::cta` addresses are below 2^24.
+pub(crate) const OFFSET_MASK: u32 = (1 << RANK_SHIFT) - 1;
+/// How many not-arrived threads a deadlock line names.
+const NAMED_MISSING: usize = 8;
+
+/// Payload of the private panic that unwinds emulated threads when the run
+/// stops (it is caught by the thread's wrapper and never reported).
+pub(crate) struct Abort;
+
+/// Unwinds the calling emulated thread without invoking the panic hook.
+pub(crate) fn unwind_abort() -> ! {
+    std::panic::resume_unwind(Box::new(Abort))
+}
+
+/// One CTA's dynamic shared memory: zeroed, 1024-byte aligned.
+pub(crate) struct SmemBuf {
+    pub(crate) ptr: *mut u8,
+    layout: Layout,
+}
+
+// SAFETY: the buffer is plain memory owned by the run; the baton orders the
+// emulated threads' accesses to it (one thread runs at a time, hand-over
+// through a mutex).
+unsafe impl Send for SmemBuf {}
+// SAFETY: as for Send.
+unsafe impl Sync for SmemBuf {}
+
+impl SmemBuf {
+    fn new(bytes: usize) -> Self {
+        let layout =
+            Layout::from_size_align(bytes.max(1), 1024).expect("shared memory size fits a Layout");
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { alloc_zeroed(layout) };
+        if ptr.is_null() {
+            handle_alloc_error(layout);
+        }
+        SmemBuf { ptr, layout }
+    }
+}
+
+impl Drop for SmemBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { dealloc(self.ptr, self.layout) }
+    }
+}
+
+/// Immutable facts about one emulated thread.
+pub(crate) struct ThreadInfo {
+    /// Index of its CTA in `Emu::ctas`.
+    pub(crate) cta: usize,
+    pub(crate) tidx: [u32; 3],
+    /// Warp index in the CTA (linear thread index / 32).
+    pub(crate) warp: usize,
+    pub(crate) lane: u32,
+}
+
+/// Immutable facts about one CTA.
+pub(crate) struct CtaInfo {
+    pub(crate) idx: [u32; 3],
+    /// Index of its cluster in `Emu::clusters`.
+    pub(crate) cluster: usize,
+    /// Rank in the cluster (x fastest).
+    pub(crate) rank: u32,
+    pub(crate) smem: SmemBuf,
+}
+
+/// Immutable facts about one cluster.
+pub(crate) struct ClusterInfo {
+    pub(crate) idx: [u32; 3],
+    /// Its CTAs (indices into `Emu::ctas`), by rank.
+    pub(crate) ctas: Vec<usize>,
+}
+
+/// What a blocked thread waits for.
+#[derive(Clone, Copy, Debug)]
+enum Wait {
+    /// `bar.sync id` of its CTA.
+    Bar(u32),
+    /// The warp barrier of its warp, reached through the named operation.
+    Warp(&'static str),
+    /// `barrier.cluster.wait` of its cluster.
+    Cluster,
+    /// An mbarrier phase of its CTA.
+    MBar { cta: usize, off: u32, parity: u32 },
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Status {
+    Runnable,
+    Blocked(Wait, Loc),
+    Done,
+}
+
+/// A named CTA barrier (`bar.sync` / `bar.arrive`).
+#[derive(Default)]
+struct NamedBar {
+    /// Threads expected in the current phase (set by its first arrival).
+    expected: usize,
+    /// Threads arrived in the current phase.
+    arrived: Vec<usize>,
+    /// Arrived threads blocked in `bar.sync`.
+    waiters: Vec<usize>,
+}
+
+/// The barrier of one warp (`bar.warp.sync`, `elect.sync`).
+#[derive(Default)]
+struct WarpBar {
+    arrived: Vec<usize>,
+    waiters: Vec<usize>,
+}
+
+/// The cluster barrier (`barrier.cluster.arrive` / `.wait`).
+#[derive(Default)]
+struct ClusterBar {
+    /// Completed phases.
+    phase: u64,
+    arrived: Vec<usize>,
+    waiters: Vec<usize>,
+}
+
+/// One mbarrier.
+struct MBar {
+    count: u32,
+    /// Arrivals still expected in the current phase.
+    pending: u32,
+    /// Transaction bytes expected minus bytes completed in the current phase.
+    tx: i64,
+    /// Completed phases (the current phase's parity is `phase & 1`).
+    phase: u64,
+    /// Distinguishes successive initializations at the same address.
+    epoch: u64,
+    /// Arrivals per thread in the current phase.
+    arrivals: BTreeMap<usize, u32>,
+    waiters: Vec<usize>,
+    init_loc: Loc,
+}
+
+/// The mutable state of a run, behind `Emu::state`.
+pub(crate) struct State {
+    /// The thread holding the baton (`NONE` when all are done).
+    current: usize,
+    status: Vec<Status>,
+    /// Runnable threads, in a deterministic order (the scheduler picks an
+    /// index with the RNG); `pos[t]` is `t`'s index or `NONE`.
+    runnable: Vec<usize>,
+    pos: Vec<usize>,
+    rng: u64,
+    pub(crate) steps: u64,
+    max_steps: u64,
+    aborted: bool,
+    pub(crate) error: Option<EmuError>,
+    /// The operation and location of each thread's last scheduling point.
+    last_op: Vec<(&'static str, Option<Loc>)>,
+    named: Vec<NamedBar>,
+    warps: Vec<WarpBar>,
+    cluster_bars: Vec<ClusterBar>,
+    /// For each thread that arrived on its cluster barrier and has not waited
+    /// yet: the phase it arrived in.
+    cluster_arrived: Vec<Option<u64>>,
+    mbars: BTreeMap<(usize, u32), MBar>,
+    /// (thread, cta, offset) -> (epoch, phase observed by its last wait).
+    mbar_seen: HashMap<(usize, usize, u32), (u64, i64)>,
+    next_epoch: u64,
+}
+
+impl State {
+    /// splitmix64.
+    fn next_rand(&mut self) -> u64 {
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// The next thread to run: a seeded uniform choice among the runnable.
+    fn pick(&mut self) -> Option<usize> {
+        if self.runnable.is_empty() {
+            return None;
+        }
+        let r = self.next_rand();
+        let i = ((r as u128 * self.runnable.len() as u128) >> 64) as usize;
+        Some(self.runnable[i])
+    }
+
+    fn remove_runnable(&mut self, t: usize) {
+        let p = self.pos[t];
+        if p == NONE {
+            return;
+        }
+        let last = self.runnable.pop().expect("runnable list holds t");
+        if last != t {
+            self.runnable[p] = last;
+            self.pos[last] = p;
+        }
+        self.pos[t] = NONE;
+    }
+
+    /// Makes a blocked thread runnable again.
+    fn wake(&mut self, t: usize) {
+        self.status[t] = Status::Runnable;
+        if self.pos[t] == NONE {
+            self.pos[t] = self.runnable.len();
+            self.runnable.push(t);
+        }
+    }
+
+    fn note(&mut self, tid: usize, op: &'static str, loc: Loc) {
+        self.last_op[tid] = (op, Some(loc));
+    }
+}
+
+/// One run: the launch shape, the threads' facts and the shared state.
+pub(crate) struct Emu {
+    pub(crate) kernel: String,
+    pub(crate) grid: [u32; 3],
+    pub(crate) block: [u32; 3],
+    pub(crate) cluster: [u32; 3],
+    /// Threads per CTA.
+    pub(crate) tpc: usize,
+    warps_per_cta: usize,
+    pub(crate) smem_bytes: usize,
+    pub(crate) threads: Vec<ThreadInfo>,
+    pub(crate) ctas: Vec<CtaInfo>,
+    pub(crate) clusters: Vec<ClusterInfo>,
+    state: Mutex<State>,
+    cvs: Vec<Condvar>,
+}
+
+fn linear(i: [u32; 3], d: [u32; 3]) -> usize {
+    i[0] as usize + d[0] as usize * (i[1] as usize + d[1] as usize * i[2] as usize)
+}
+
+fn unlinear(l: usize, d: [u32; 3]) -> [u32; 3] {
+    let (x, y) = (d[0] as usize, d[1] as usize);
+    [(l % x) as u32, ((l / x) % y) as u32, (l / (x * y)) as u32]
+}
+
+impl Emu {
+    /// Lays out the launch (the config is validated by the caller).
+    pub(crate) fn new(cfg: &LaunchConfig) -> Emu {
+        let n_ctas: usize = cfg.grid.iter().map(|&v| v as usize).product();
+        let tpc: usize = cfg.block.iter().map(|&v| v as usize).product();
+        let cluster_grid = [0, 1, 2].map(|d| cfg.grid[d] / cfg.cluster[d]);
+        let n_clusters: usize = cluster_grid.iter().map(|&v| v as usize).product();
+        let mut clusters: Vec<ClusterInfo> = (0..n_clusters)
+            .map(|c| ClusterInfo {
+                idx: unlinear(c, cluster_grid),
+                ctas: Vec::new(),
+            })
+            .collect();
+        let mut ctas = Vec::with_capacity(n_ctas);
+        for c in 0..n_ctas {
+            let idx = unlinear(c, cfg.grid);
+            let cl = linear([0, 1, 2].map(|d| idx[d] / cfg.cluster[d]), cluster_grid);
+            let rank = linear([0, 1, 2].map(|d| idx[d] % cfg.cluster[d]), cfg.cluster) as u32;
+            ctas.push(CtaInfo {
+                idx,
+                cluster: cl,
+                rank,
+                smem: SmemBuf::new(cfg.smem_bytes),
+            });
+        }
+        for (c, cluster) in clusters.iter_mut().enumerate() {
+            let mut members: Vec<usize> = (0..n_ctas).filter(|&i| ctas[i].cluster == c).collect();
+            members.sort_by_key(|&i| ctas[i].rank);
+            cluster.ctas = members;
+        }
+        let mut threads = Vec::with_capacity(n_ctas * tpc);
+        for cta in 0..n_ctas {
+            for l in 0..tpc {
+                threads.push(ThreadInfo {
+                    cta,
+                    tidx: unlinear(l, cfg.block),
+                    warp: l / WARP,
+                    lane: (l % WARP) as u32,
+                });
+            }
+        }
+        let n = threads.len();
+        let warps_per_cta = tpc.div_ceil(WARP);
+        let state = State {
+            current: NONE,
+            status: vec![Status::Runnable; n],
+            runnable: (0..n).collect(),
+            pos: (0..n).collect(),
+            rng: cfg.seed,
+            steps: 0,
+            max_steps: cfg.max_steps,
+            aborted: false,
+            error: None,
+            last_op: vec![("(nothing yet)", None); n],
+            named: (0..n_ctas * NUM_NAMED_BARRIERS as usize)
+                .map(|_| NamedBar::default())
+                .collect(),
+            warps: (0..n_ctas * warps_per_cta)
+                .map(|_| WarpBar::default())
+                .collect(),
+            cluster_bars: (0..n_clusters).map(|_| ClusterBar::default()).collect(),
+            cluster_arrived: vec![None; n],
+            mbars: BTreeMap::new(),
+            mbar_seen: HashMap::new(),
+            next_epoch: 0,
+        };
+        Emu {
+            kernel: cfg.kernel.clone(),
+            grid: cfg.grid,
+            block: cfg.block,
+            cluster: cfg.cluster,
+            tpc,
+            warps_per_cta,
+            smem_bytes: cfg.smem_bytes,
+            threads,
+            ctas,
+            clusters,
+            state: Mutex::new(state),
+            cvs: (0..n).map(|_| Condvar::new()).collect(),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Locks the state for an operation of the running thread; unwinds it if
+    /// the run has stopped.
+    fn begin(&self) -> MutexGuard<'_, State> {
+        let g = self.lock();
+        if g.aborted {
+            drop(g);
+            unwind_abort();
+        }
+        g
+    }
+
+    /// `"cta (x,y,z) thread (x,y,z) [warp w]"`.
+    pub(crate) fn who(&self, tid: usize) -> String {
+        let t = &self.threads[tid];
+        format!(
+            "cta {} thread {} [warp {}]",
+            fmt3(self.ctas[t.cta].idx),
+            fmt3(t.tidx),
+            t.warp
+        )
+    }
+
+    fn where_(&self, tid: usize, loc: Loc) -> String {
+        format!("{} at {loc}", self.who(tid))
+    }
+
+    /// Records `err` (unless an earlier error stopped the run) and wakes
+    /// every thread so that it unwinds.
+    pub(crate) fn stop(&self, g: &mut State, err: EmuError) {
+        if g.error.is_none() {
+            g.error = Some(err);
+        }
+        g.aborted = true;
+        for cv in &self.cvs {
+            cv.notify_one();
+        }
+    }
+
+    fn fail(&self, mut g: MutexGuard<'_, State>, err: EmuError) -> ! {
+        self.stop(&mut g, err);
+        drop(g);
+        unwind_abort()
+    }
+
+    /// Stops the run with a [`EmuError::Misuse`] by thread `tid` and unwinds it.
+    pub(crate) fn misuse(
+        &self,
+        g: MutexGuard<'_, State>,
+        tid: usize,
+        loc: Loc,
+        rule: &str,
+        detail: String,
+    ) -> ! {
+        let err = EmuError::Misuse {
+            kernel: self.kernel.clone(),
+            rule: rule.to_string(),
+            where_: self.where_(tid, loc),
+            detail,
+        };
+        self.fail(g, err)
+    }
+
+    /// A scheduling point of the running thread `tid` (runnable or just
+    /// blocked): counts a step, picks the next thread and, if that is another
+    /// one, hands it the baton and sleeps until the baton comes back.
+    fn switch<'a>(&'a self, mut g: MutexGuard<'a, State>, tid: usize) -> MutexGuard<'a, State> {
+        g.steps += 1;
+        if g.max_steps != 0 && g.steps > g.max_steps {
+            let err = EmuError::NoProgress {
+                kernel: self.kernel.clone(),
+                steps: g.steps,
+                spinning: self.live_lines(&g),
+            };
+            self.fail(g, err);
+        }
+        let Some(next) = g.pick() else {
+            let err = self.deadlock(&g);
+            self.fail(g, err)
+        };
+        g.current = next;
+        if next != tid {
+            self.cvs[next].notify_one();
+            g = self.wait_turn(g, tid);
+        }
+        g
+    }
+
+    /// Sleeps until `tid` holds the baton; unwinds if the run stops.
+    fn wait_turn<'a>(&'a self, mut g: MutexGuard<'a, State>, tid: usize) -> MutexGuard<'a, State> {
+        while g.current != tid && !g.aborted {
+            g = self.cvs[tid].wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+        if g.aborted {
+            drop(g);
+            unwind_abort();
+        }
+        g
+    }
+
+    /// Blocks `tid` on `wait` and schedules another thread; returns once a
+    /// waker made `tid` runnable and the scheduler picked it.
+    fn block<'a>(
+        &'a self,
+        mut g: MutexGuard<'a, State>,
+        tid: usize,
+        wait: Wait,
+        loc: Loc,
+    ) -> MutexGuard<'a, State> {
+        g.status[tid] = Status::Blocked(wait, loc);
+        g.remove_runnable(tid);
+        self.switch(g, tid)
+    }
+
+    /// Picks the first thread to run (before any thread starts).
+    pub(crate) fn start(&self) {
+        let mut g = self.lock();
+        g.current = g.pick().expect("a launch has at least one thread");
+    }
+
+    /// A new OS thread waits here until its emulated thread first runs.
+    pub(crate) fn first_turn(&self, tid: usize) {
+        let g = self.lock();
+        drop(self.wait_turn(g, tid));
+    }
+
+    /// `tid` returned from the kernel: hand the baton on (or detect the end
+    /// of the run, or a deadlock of the threads left).
+    pub(crate) fn finish(&self, tid: usize) {
+        let mut g = self.lock();
+        g.status[tid] = Status::Done;
+        g.remove_runnable(tid);
+        if g.aborted {
+            return;
+        }
+        match g.pick() {
+            Some(next) => {
+                g.current = next;
+                self.cvs[next].notify_one();
+            }
+            None => {
+                g.current = NONE;
+                if g.status.iter().any(|s| matches!(s, Status::Blocked(..))) {
+                    let err = self.deadlock(&g);
+                    self.stop(&mut g, err);
+                }
+            }
+        }
+    }
+
+    /// `tid` panicked: stop the run with the panic.
+    pub(crate) fn panicked(&self, tid: usize, message: String, location: Option<String>) {
+        let mut g = self.lock();
+        g.status[tid] = Status::Done;
+        g.remove_runnable(tid);
+        let t = &self.threads[tid];
+        let err = EmuError::Panic {
+            kernel: self.kernel.clone(),
+            cta: self.ctas[t.cta].idx,
+            thread: t.tidx,
+            message,
+            location,
+        };
+        self.stop(&mut g, err);
+    }
+
+    // ----- reports -------------------------------------------------------
+
+    fn deadlock(&self, g: &State) -> EmuError {
+        let blocked = (0..self.threads.len())
+            .filter_map(|t| match g.status[t] {
+                Status::Blocked(w, loc) => Some(format!(
+                    "{}: waiting on {} (at {loc})",
+                    self.who(t),
+                    self.describe(g, t, w)
+                )),
+                _ => None,
+            })
+            .collect();
+        EmuError::Deadlock {
+            kernel: self.kernel.clone(),
+            blocked,
+        }
+    }
+
+    fn live_lines(&self, g: &State) -> Vec<String> {
+        (0..self.threads.len())
+            .filter_map(|t| match g.status[t] {
+                Status::Done => None,
+                Status::Blocked(w, loc) => Some(format!(
+                    "{}: blocked, waiting on {} (at {loc})",
+                    self.who(t),
+                    self.describe(g, t, w)
+                )),
+                Status::Runnable => {
+                    let (op, loc) = g.last_op[t];
+                    Some(match loc {
+                        Some(loc) => format!("{}: last yielded on {op} (at {loc})", self.who(t)),
+                        None => format!("{}: last yielded on {op}", self.who(t)),
+                    })
+                }
+            })
+            .collect()
+    }
+
+    /// A short name of what `wait` waits for (used in lists of threads).
+    fn short(&self, wait: Wait) -> String {
+        match wait {
+            Wait::Bar(id) => format!("bar.sync {id}"),
+            Wait::Warp(op) => op.to_string(),
+            Wait::Cluster => "barrier.cluster.wait".to_string(),
+            Wait::MBar { cta, off, parity } => {
+                format!(
+                    "mbarrier.try_wait.parity {parity} at smem+{off:#x} of cta {}",
+                    fmt3(self.ctas[cta].idx)
+                )
+            }
+        }
+    }
+
+    /// `"; not arrived: <thread> (<status>), ..."` over `candidates` minus
+    /// `arrived` (only exited threads when `only_exited`), or `""`.
+    fn missing(
+        &self,
+        g: &State,
+        candidates: impl Iterator<Item = usize>,
+        arrived: &[usize],
+        only_exited: bool,
+    ) -> String {
+        let mut names = Vec::new();
+        let mut total = 0;
+        for t in candidates {
+            if arrived.contains(&t) {
+                continue;
+            }
+            let status = match g.status[t] {
+                Status::Done => "exited".to_string(),
+                Status::Blocked(w, _) => format!("waiting on {}", self.short(w)),
+                Status::Runnable => "running".to_string(),
+            };
+            if only_exited && !matches!(g.status[t], Status::Done) {
+                continue;
+            }
+            total += 1;
+            if names.len() < NAMED_MISSING {
+                names.push(format!("{} ({status})", self.who(t)));
+            }
+        }
+        if total == 0 {
+            return String::new();
+        }
+        let more = if total > names.len() {
+            format!(" and {} more", total - names.len())
+        } else {
+            String::new()
+        };
+        let label = if only_exited {
+            "exited without arriving"
+        } else {
+            "not arrived"
+        };
+        format!("; {label}: {}{more}", names.join(", "))
+    }
+
+    fn cta_threads(&self, cta: usize) -> std::ops::Range<usize> {
+        cta * self.tpc..(cta + 1) * self.tpc
+    }
+
+    /// What blocked thread `t` waits for, with the barrier's counts.
+    fn describe(&self, g: &State, t: usize, wait: Wait) -> String {
+        let cta = self.threads[t].cta;
+        match wait {
+            Wait::Bar(id) => {
+                let b = &g.named[cta * NUM_NAMED_BARRIERS as usize + id as usize];
+                let whole = b.expected == self.tpc;
+                format!(
+                    "bar.sync {id}: {} of {} threads arrived{}",
+                    b.arrived.len(),
+                    b.expected,
+                    self.missing(g, self.cta_threads(cta), &b.arrived, !whole)
+                )
+            }
+            Wait::Warp(op) => {
+                let w = self.threads[t].warp;
+                let b = &g.warps[cta * self.warps_per_cta + w];
+                let lanes = self.cta_threads(cta).skip(w * WARP).take(WARP);
+                format!(
+                    "{op} (warp barrier) of warp {w}: {} of {} lanes arrived{}",
+                    b.arrived.len(),
+                    self.lanes_in_warp(w),
+                    self.missing(g, lanes, &b.arrived, false)
+                )
+            }
+            Wait::Cluster => {
+                let cl = self.ctas[cta].cluster;
+                let b = &g.cluster_bars[cl];
+                let members = self.clusters[cl]
+                    .ctas
+                    .iter()
+                    .flat_map(|&c| self.cta_threads(c));
+                format!(
+                    "barrier.cluster.wait: {} of {} threads of cluster {} arrived{}",
+                    b.arrived.len(),
+                    self.clusters[cl].ctas.len() * self.tpc,
+                    fmt3(self.clusters[cl].idx),
+                    self.missing(g, members, &b.arrived, false)
+                )
+            }
+            Wait::MBar {
+                cta: bcta,
+                off,
+                parity,
+            } => match g.mbars.get(&(bcta, off)) {
+                Some(b) => {
+                    let mut s = format!(
+                        "mbarrier.try_wait.parity {parity} at smem+{off:#x} (phase {} incomplete: {} of {} arrivals pending, tx {})",
+                        b.phase, b.pending, b.count, b.tx
+                    );
+                    if b.pending == 0 && b.tx > 0 {
+                        s += &format!(
+                            "; all arrivals are in, but {} transaction bytes announced with expect_tx were never completed",
+                            b.tx
+                        );
+                    }
+                    s
+                }
+                None => format!("mbarrier.try_wait.parity {parity} at smem+{off:#x} (invalidated)"),
+            },
+        }
+    }
+
+    /// Problems left at the end of a run that finished (mbarriers with a
+    /// phase in progress), as one Misuse.
+    pub(crate) fn end_checks(&self) -> Option<EmuError> {
+        let g = self.lock();
+        let mut rule: Option<&str> = None;
+        let mut lines = Vec::new();
+        for (&(cta, off), b) in &g.mbars {
+            let at = format!(
+                "mbarrier at smem+{off:#x} of cta {} (initialized at {})",
+                fmt3(self.ctas[cta].idx),
+                b.init_loc
+            );
+            if b.pending != b.count {
+                rule.get_or_insert("arrivals pending when the kernel ended");
+                lines.push(format!(
+                    "{at}: phase {} got {} of {} arrivals ({} pending)",
+                    b.phase,
+                    b.count - b.pending,
+                    b.count,
+                    b.pending
+                ));
+            } else if b.tx != 0 {
+                rule.get_or_insert("transaction bytes pending when the kernel ended");
+                lines.push(format!(
+                    "{at}: phase {} has tx {} (bytes announced but not completed)",
+                    b.phase, b.tx
+                ));
+            }
+        }
+        rule.map(|rule| EmuError::Misuse {
+            kernel: self.kernel.clone(),
+            rule: rule.to_string(),
+            where_: "kernel end".to_string(),
+            detail: lines.join("; "),
+        })
+    }
+
+    // ----- addresses ------------------------------------------------------
+
+    /// Decodes a shared-memory address (a `.shared::cta` offset, or a
+    /// `.shared::cluster` address from `map_rank_addr`) into (CTA, offset).
+    pub(crate) fn decode(
+        &self,
+        tid: usize,
+        addr: u32,
+    ) -> Result<(usize, u32), (&'static str, String)> {
+        let t = &self.threads[tid];
+        if addr & CLUSTER_BIT != 0 {
+            let rank = (addr & !CLUSTER_BIT) >> RANK_SHIFT;
+            let cl = &self.clusters[self.ctas[t.cta].cluster];
+            match cl.ctas.get(rank as usize) {
+                Some(&cta) => Ok((cta, addr & OFFSET_MASK)),
+                None => Err((
+                    "CTA rank outside the cluster",
+                    format!("shared::cluster address {addr:#x} names rank {rank}; the cluster has {} CTAs", cl.ctas.len()),
+                )),
+            }
+        } else if addr > OFFSET_MASK {
+            Err((
+                "not a shared-memory address",
+                format!(
+                    "{addr:#x} is neither a shared::cta offset (below 2^24) nor a shared::cluster address made by map_rank_addr"
+                ),
+            ))
+        } else {
+            Ok((t.cta, addr))
+        }
+    }
+
+    /// Decodes `addr` or stops the run with the decoding rule.
+    fn decode_or_misuse(&self, tid: usize, loc: Loc, addr: u32) -> (usize, u32) {
+        match self.decode(tid, addr) {
+            Ok(v) => v,
+            Err((rule, detail)) => self.misuse(self.lock(), tid, loc, rule, detail),
+        }
+    }
+
+    /// Decodes an mbarrier address that must be in the calling thread's CTA.
+    fn own_mbar(&self, tid: usize, loc: Loc, addr: u32, op: &str) -> u32 {
+        let (cta, off) = self.decode_or_misuse(tid, loc, addr);
+        if cta != self.threads[tid].cta {
+            self.misuse(
+                self.lock(),
+                tid,
+                loc,
+                "mbarrier operation on another CTA's barrier",
+                format!(
+                    "{op} at {addr:#x} targets cta {}; {op} works on the calling CTA's barriers (.shared::cta)",
+                    fmt3(self.ctas[cta].idx)
+                ),
+            );
+        }
+        off
+    }
+
+    // ----- plain scheduling point ---------------------------------------------
+
+    pub(crate) fn yield_point(&self, tid: usize, what: &'static str, loc: Loc) {
+        let mut g = self.begin();
+        g.note(tid, what, loc);
+        drop(self.switch(g, tid));
+    }
+
+    // ----- named CTA barriers ---------------------------------------------
+
+    /// `bar.sync id, count` (`wait`) or `bar.arrive id, count`.
+    pub(crate) fn bar(&self, tid: usize, loc: Loc, id: u32, count: u32, wait: bool) {
+        let op = if wait { "bar.sync" } else { "bar.arrive" };
+        let mut g = self.begin();
+        g.note(tid, op, loc);
+        if id >= NUM_NAMED_BARRIERS {
+            self.misuse(
+                g,
+                tid,
+                loc,
+                "named barrier id out of range",
+                format!("{op} {id}: barrier ids are 0..16"),
+            );
+        }
+        let expected = if count == 0 { self.tpc } else { count as usize };
+        if expected > self.tpc {
+            self.misuse(
+                g,
+                tid,
+                loc,
+                "barrier thread count larger than the CTA",
+                format!("{op} {id}, {count}: the CTA has {} threads", self.tpc),
+            );
+        }
+        if count % WARP as u32 != 0 && expected != self.tpc {
+            self.misuse(
+                g,
+                tid,
+                loc,
+                "barrier thread count not a multiple of the warp size",
+                format!("{op} {id}, {count}: the count must be a multiple of 32 (whole warps)"),
+            );
+        }
+        let cta = self.threads[tid].cta;
+        let slot = cta * NUM_NAMED_BARRIERS as usize + id as usize;
+        let b = &mut g.named[slot];
+        if !b.arrived.is_empty() && b.expected != expected {
+            let detail = format!(
+                "{op} {id}, {count}: this phase of barrier {id} was opened for {} threads ({} arrived so far); \
+                 every participant must pass the same count",
+                b.expected,
+                b.arrived.len()
+            );
+            self.misuse(
+                g,
+                tid,
+                loc,
+                "different thread counts in one barrier phase",
+                detail,
+            );
+        }
+        b.expected = expected;
+        b.arrived.push(tid);
+        if b.arrived.len() == expected {
+            b.arrived.clear();
+            let waiters = std::mem::take(&mut b.waiters);
+            for w in waiters {
+                g.wake(w);
+            }
+            drop(self.switch(g, tid));
+        } else if wait {
+            b.waiters.push(tid);
+            drop(self.block(g, tid, Wait::Bar(id), loc));
+        } else {
+            drop(self.switch(g, tid));
+        }
+    }
+
+    // ----- warp barrier -------------------------------------------------------
+
+    fn lanes_in_warp(&self, w: usize) -> usize {
+        (self.tpc - w * WARP).min(WARP)
+    }
+
+    /// A barrier among the existing lanes of the calling warp.
+    pub(crate) fn warp_sync(&self, tid: usize, loc: Loc, op: &'static str) {
+        let mut g = self.begin();
+        g.note(tid, op, loc);
+        let t = &self.threads[tid];
+        let expected = self.lanes_in_warp(t.warp);
+        let b = &mut g.warps[t.cta * self.warps_per_cta + t.warp];
+        b.arrived.push(tid);
+        if b.arrived.len() == expected {
+            b.arrived.clear();
+            let waiters = std::mem::take(&mut b.waiters);
+            for w in waiters {
+                g.wake(w);
+            }
+            drop(self.switch(g, tid));
+        } else {
+            b.waiters.push(tid);
+            drop(self.block(g, tid, Wait::Warp(op), loc));
+        }
+    }
+
+    // ----- cluster barrier ------------------------------------------------
+
+    pub(crate) fn cluster_arrive(&self, tid: usize, loc: Loc) {
+        let mut g = self.begin();
+        g.note(tid, "barrier.cluster.arrive", loc);
+        let cl = self.ctas[self.threads[tid].cta].cluster;
+        if let Some(p) = g.cluster_arrived[tid] {
+            self.misuse(
+                g,
+                tid,
+                loc,
+                "barrier.cluster.arrive twice without a wait in between",
+                format!("this thread arrived in cluster barrier phase {p} and has not called cluster_wait since"),
+            );
+        }
+        let expected = self.clusters[cl].ctas.len() * self.tpc;
+        let phase = g.cluster_bars[cl].phase;
+        g.cluster_arrived[tid] = Some(phase);
+        let b = &mut g.cluster_bars[cl];
+        b.arrived.push(tid);
+        if b.arrived.len() == expected {
+            b.arrived.clear();
+            b.phase += 1;
+            let waiters = std::mem::take(&mut b.waiters);
+            for w in waiters {
+                g.wake(w);
+            }
+        }
+        drop(self.switch(g, tid));
+    }
+
+    pub(crate) fn cluster_wait(&self, tid: usize, loc: Loc) {
+        let mut g = self.begin();
+        g.note(tid, "barrier.cluster.wait", loc);
+        let cl = self.ctas[self.threads[tid].cta].cluster;
+        let Some(p) = g.cluster_arrived[tid].take() else {
+            self.misuse(
+                g,
+                tid,
+                loc,
+                "barrier.cluster.wait without a preceding arrive",
+                "every thread calls cluster_arrive once before each cluster_wait".to_string(),
+            );
+        };
+        if g.cluster_bars[cl].phase > p {
+            drop(self.switch(g, tid));
+        } else {
+            g.cluster_bars[cl].waiters.push(tid);
+            drop(self.block(g, tid, Wait::Cluster, loc));
+        }
+    }
+
+    // ----- mbarriers --------------------------------------------------------
+
+    pub(crate) fn mbar_init(&self, tid: usize, loc: Loc, addr: u32, count: u32) {
+        let op = "mbarrier.init";
+        let off = self.own_mbar(tid, loc, addr, op);
+        let cta = self.threads[tid].cta;
+        let mut g = self.begin();
+        g.note(tid, op, loc);
+        if off % 8 != 0 {
+            self.misuse(
+                g,
+                tid,
+                loc,
+                "mbarrier address not 8-byte aligned",
+                format!("{op} at smem+{off:#x}"),
+            );
+        }
+        if off as usize + 8 > self.smem_bytes {
+            let detail = format!(
+                "{op} at smem+{off:#x}: the 8-byte barrier ends past the {} bytes of dynamic shared memory",
+                self.smem_bytes
+            );
+            self.misuse(
+                g,
+                tid,
+                loc,
+                "mbarrier outside the dynamic shared memory",
+                detail,
+            );
+        }
+        if count == 0 || count > MAX_MBAR_COUNT {
+            self.misuse(
+                g,
+                tid,
+                loc,
+                "mbarrier.init count out of range",
+                format!("{op} at smem+{off:#x} with count {count}: the count must be in 1..2^20"),
+            );
+        }
+        if let Some(b) = g.mbars.get(&(cta, off)) {
+            if !b.waiters.is_empty() || b.pending != b.count || b.tx != 0 {
+                let detail = format!(
+                    "{op} at smem+{off:#x}: phase {} has {} of {} arrivals, tx {}, {} waiting threads (initialized at {})",
+                    b.phase,
+                    b.count - b.pending,
+                    b.count,
+                    b.tx,
+                    b.waiters.len(),
+                    b.init_loc
+                );
+                self.misuse(
+                    g,
+                    tid,
+                    loc,
+                    "mbarrier.init on a barrier whose phase is in progress",
+                    detail,
+                );
+            }
+        }
+        let epoch = g.next_epoch;
+        g.next_epoch += 1;
+        let b = MBar {
+            count,
+            pending: count,
+            tx: 0,
+            phase: 0,
+            epoch,
+            arrivals: BTreeMap::new(),
+            waiters: Vec::new(),
+            init_loc: loc,
+        };
+        g.mbars.insert((cta, off), b);
+        drop(self.switch(g, tid));
+    }
+
+    fn uninit(
+        &self,
+        g: MutexGuard<'_, State>,
+        tid: usize,
+        loc: Loc,
+        op: &str,
+        cta: usize,
+        off: u32,
+    ) -> ! {
+        let detail = format!(
+            "{op} at smem+{off:#x} of cta {}: no initialized mbarrier there (never initialized, or invalidated)",
+            fmt3(self.ctas[cta].idx)
+        );
+        self.misuse(g, tid, loc, "mbarrier used before mbarrier.init", detail)
+    }
+
+    /// One arrival, after announcing `tx` bytes (`mbarrier.arrive`,
+    /// `mbarrier.arrive.expect_tx`); `addr` may name another CTA's barrier.
+    pub(crate) fn mbar_arrive(&self, tid: usize, loc: Loc, addr: u32, tx: u32, op: &'static str) {
+        let (cta, off) = self.decode_or_misuse(tid, loc, addr);
+        let mut g = self.begin();
+        g.note(tid, op, loc);
+        let Some(b) = g.mbars.get_mut(&(cta, off)) else {
+            self.uninit(g, tid, loc, op, cta, off)
+        };
+        b.tx += tx as i64;
+        if b.tx > MAX_TX {
+            let detail = format!("{op} at smem+{off:#x}: tx count {} exceeds 2^20 - 1", b.tx);
+            self.misuse(
+                g,
+                tid,
+                loc,
+                "mbarrier transaction count out of range",
+                detail,
+            );
+        }
+        if b.pending == 0 {
+            let detail = format!(
+                "{op} at smem+{off:#x}: all {} arrivals of phase {} are in (the phase is held open by {} \
+                 transaction bytes) and this thread arrives once more",
+                b.count, b.phase, b.tx
+            );
+            self.misuse(
+                g,
+                tid,
+                loc,
+                "more arrivals than the count in one phase",
+                detail,
+            );
+        }
+        b.pending -= 1;
+        *b.arrivals.entry(tid).or_insert(0) += 1;
+        let g = self.try_complete(g, tid, loc, cta, off, op);
+        drop(self.switch(g, tid));
+    }
+
+    /// `expect_tx` (`delta > 0`) or `complete_tx` (`delta < 0`).
+    pub(crate) fn mbar_tx(&self, tid: usize, loc: Loc, addr: u32, delta: i64, op: &'static str) {
+        let (cta, off) = self.decode_or_misuse(tid, loc, addr);
+        let mut g = self.begin();
+        g.note(tid, op, loc);
+        let Some(b) = g.mbars.get_mut(&(cta, off)) else {
+            self.uninit(g, tid, loc, op, cta, off)
+        };
+        b.tx += delta;
+        if b.tx.abs() > MAX_TX {
+            let detail = format!(
+                "{op} at smem+{off:#x}: tx count {} is outside -(2^20 - 1)..2^20",
+                b.tx
+            );
+            self.misuse(
+                g,
+                tid,
+                loc,
+                "mbarrier transaction count out of range",
+                detail,
+            );
+        }
+        let g = self.try_complete(g, tid, loc, cta, off, op);
+        drop(self.switch(g, tid));
+    }
+
+    /// Completes the barrier's phase if its arrivals and bytes are all in,
+    /// checking the phase first.
+    fn try_complete<'a>(
+        &'a self,
+        mut g: MutexGuard<'a, State>,
+        tid: usize,
+        loc: Loc,
+        cta: usize,
+        off: u32,
+        op: &str,
+    ) -> MutexGuard<'a, State> {
+        let b = g
+            .mbars
+            .get_mut(&(cta, off))
+            .expect("the caller found the barrier");
+        if b.pending != 0 {
+            return g;
+        }
+        if b.tx < 0 {
+            let detail = format!(
+                "{op} at smem+{off:#x}: phase {} has all {} arrivals and {} more transaction bytes completed than \
+                 announced with expect_tx",
+                b.phase, b.count, -b.tx
+            );
+            self.misuse(
+                g,
+                tid,
+                loc,
+                "transaction bytes over the expected count",
+                detail,
+            );
+        }
+        if b.tx > 0 {
+            return g; // waits for the announced bytes
+        }
+        if b.arrivals.len() > 1 {
+            if let Some((&t, &n)) = b.arrivals.iter().find(|(_, &n)| n > 1) {
+                let detail = format!(
+                    "phase {} of the mbarrier at smem+{off:#x} of cta {} (count {}) took {n} arrivals from {} and \
+                     arrivals from {} other threads: a thread that arrives again before the phase completed is \
+                     counted in the same phase (an arrival meant for the next phase must wait for this one to \
+                     complete; only a thread that makes all of a phase's arrivals may arrive several times)",
+                    b.phase,
+                    fmt3(self.ctas[cta].idx),
+                    b.count,
+                    self.who(t),
+                    b.arrivals.len() - 1
+                );
+                self.misuse(
+                    g,
+                    tid,
+                    loc,
+                    "more arrivals than the count in one phase",
+                    detail,
+                );
+            }
+        }
+        b.phase += 1;
+        b.pending = b.count;
+        b.arrivals.clear();
+        let waiters = std::mem::take(&mut b.waiters);
+        for w in waiters {
+            g.wake(w);
+        }
+        g
+    }
+
+    /// `mbarrier.try_wait.parity` (`blocking`: waits until the phase with
+    /// this parity completed, returns true) or `mbarrier.test_wait.parity`
+    /// (returns whether it completed).
+    pub(crate) fn mbar_wait(
+        &self,
+        tid: usize,
+        loc: Loc,
+        addr: u32,
+        parity: u32,
+        blocking: bool,
+    ) -> bool {
+        let op = if blocking {
+            "mbarrier.try_wait.parity"
+        } else {
+            "mbarrier.test_wait.parity"
+        };
+        let off = self.own_mbar(tid, loc, addr, op);
+        let cta = self.threads[tid].cta;
+        let mut g = self.begin();
+        g.note(tid, op, loc);
+        let Some(b) = g.mbars.get(&(cta, off)) else {
+            self.uninit(g, tid, loc, op, cta, off)
+        };
+        let p = parity & 1;
+        let done = (b.phase & 1) as u32 != p;
+        if !done && !blocking {
+            drop(self.switch(g, tid));
+            return false;
+        }
+        // The phase this wait observes: the last completed one, or the
+        // current one (which the thread then waits for).
+        let observed = if done {
+            b.phase as i64 - 1
+        } else {
+            b.phase as i64
+        };
+        let epoch = b.epoch;
+        if let Some(&(e, last)) = g.mbar_seen.get(&(tid, cta, off)) {
+            if e == epoch && observed > last + 1 {
+                let b = &g.mbars[&(cta, off)];
+                let detail = format!(
+                    "{op} {p} at smem+{off:#x}: this thread's previous wait on the barrier saw phase {last} \
+                     complete; this one {} phase {observed} (the barrier is in phase {}), so phase {} went by \
+                     without this thread waiting for it: its parity is out of step with the barrier",
+                    if done { "sees" } else { "would wait for" },
+                    b.phase,
+                    last + 1
+                );
+                self.misuse(g, tid, loc, "a thread skipped a phase", detail);
+            }
+        }
+        g.mbar_seen.insert((tid, cta, off), (epoch, observed));
+        if done {
+            drop(self.switch(g, tid));
+        } else {
+            g.mbars
+                .get_mut(&(cta, off))
+                .expect("found above")
+                .waiters
+                .push(tid);
+            drop(self.block(
+                g,
+                tid,
+                Wait::MBar {
+                    cta,
+                    off,
+                    parity: p,
+                },
+                loc,
+            ));
+        }
+        true
+    }
+
+    pub(crate) fn mbar_inval(&self, tid: usize, loc: Loc, addr: u32) {
+        let op = "mbarrier.inval";
+        let off = self.own_mbar(tid, loc, addr, op);
+        let cta = self.threads[tid].cta;
+        let mut g = self.begin();
+        g.note(tid, op, loc);
+        let Some(b) = g.mbars.get(&(cta, off)) else {
+            self.uninit(g, tid, loc, op, cta, off)
+        };
+        if !b.waiters.is_empty() {
+            let detail = format!(
+                "{op} at smem+{off:#x}: {} threads wait on it",
+                b.waiters.len()
+            );
+            self.misuse(
+                g,
+                tid,
+                loc,
+                "mbarrier.inval while threads wait on it",
+                detail,
+            );
+        }
+        if b.pending != b.count || b.tx != 0 {
+            let detail = format!(
+                "{op} at smem+{off:#x}: phase {} has {} of {} arrivals and tx {}",
+                b.phase,
+                b.count - b.pending,
+                b.count,
+                b.tx
+            );
+            self.misuse(
+                g,
+                tid,
+                loc,
+                "mbarrier.inval with a phase in progress",
+                detail,
+            );
+        }
+        g.mbars.remove(&(cta, off));
+        drop(self.switch(g, tid));
+    }
+}

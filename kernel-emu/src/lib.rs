@@ -1,0 +1,732 @@
+//! A CPU emulator for GPU kernels: the core that runs a grid of emulated GPU
+//! threads and checks their synchronization protocol.
+//!
+//! Kernels are Rust functions compiled for `nvptx64`; on the host the same
+//! source is compiled against host bodies of the device operations (crate
+//! `kernel-device`), which call the free functions of this crate. Each free
+//! function acts on the calling emulated thread (its context lives in a
+//! thread-local); called from any other thread it panics, naming the function.
+//!
+//! # Execution model
+//!
+//! [`run`] starts one OS thread per emulated GPU thread (every thread of every
+//! CTA of the grid: all CTAs are resident at once, so grids are small: at most
+//! 64 CTAs and 4096 threads) and runs the kernel closure once in each. Only
+//! **one** emulated thread runs at a time: it holds the *baton*. It runs until
+//! it reaches a *scheduling point*, that is any call of this crate that
+//! synchronizes ([`bar_sync`], [`warp_sync`], [`cluster_wait`], the mbarrier
+//! operations, ...) or an explicit [`yield_point`] (the host bodies of atomics,
+//! fences, `nanosleep` and spin-loads call it). There the scheduler chooses the
+//! next thread uniformly at random among the runnable ones (possibly the same
+//! one) and hands it the baton. A thread that waits (on a barrier phase, an
+//! mbarrier phase, ...) is *blocked*: it is not runnable until the operation
+//! that releases it runs in another thread.
+//!
+//! Code between two scheduling points runs atomically with respect to the
+//! other emulated threads. The hand-over goes through a mutex, so every stretch
+//! of kernel code happens-after the previous one: plain reads and writes of
+//! shared memory and host buffers by different emulated threads never race at
+//! the Rust level (a *GPU-level* race shows up as a schedule-dependent result,
+//! which running several seeds exposes). Kernel code must not hold a host lock
+//! (e.g. a `std::sync::Mutex` guard) across a scheduling point: the next
+//! thread would block on it at the OS level while holding the baton, and the
+//! run would hang.
+//!
+//! # Determinism
+//!
+//! The scheduler's only source of choice is a splitmix64 generator seeded with
+//! [`LaunchConfig::seed`]; the runnable set is kept in an order that depends
+//! only on the sequence of scheduling events. So a kernel whose own behaviour
+//! depends only on its inputs and on what it reads (not on wall-clock time,
+//! addresses, or a `HashMap`'s random iteration order) runs the same
+//! interleaving, and gets the same result and the same error, for the same
+//! seed. Different seeds give different interleavings: run a kernel under
+//! several seeds to explore schedules.
+//!
+//! # Memory
+//!
+//! Each CTA gets a zeroed dynamic shared memory buffer of
+//! [`LaunchConfig::smem_bytes`], 1024-byte aligned. A `.shared::cta` address is
+//! a byte offset into the calling CTA's buffer ([`smem_addr`], [`smem_ptr`]);
+//! a `.shared::cluster` address (from [`map_rank_addr`]) is
+//! `(1 << 31) | (rank << 24) | offset` and names the buffer of CTA `rank` of
+//! the calling thread's cluster. [`map_rank_ptr`] maps a pointer into the
+//! buffer of another CTA of the cluster (distributed shared memory).
+//!
+//! # Checks
+//!
+//! The first broken rule stops the run; every blocked or waiting thread is
+//! woken and unwinds with a private marker panic (not reported, and not shown
+//! by the panic hook), and [`run`] returns the error:
+//!
+//! - **Panics** of kernel code become [`EmuError::Panic`] with the message, the
+//!   thread and (from a chained panic hook) the source location.
+//! - **Deadlock**: no thread is runnable and some are blocked. Every blocked
+//!   thread is listed with what it waits for and the barrier's counts, e.g.
+//!   `bar.sync 0: 63 of 64 threads arrived; not arrived: cta (0,0,0) thread
+//!   (5,0,0) [warp 0] (exited)` or `mbarrier.try_wait.parity 0 at smem+0x40
+//!   (phase 0 incomplete: 3 of 128 arrivals pending, tx 0)`. A thread that
+//!   exits is never counted as arriving anywhere.
+//! - **No progress**: more than [`LaunchConfig::max_steps`] scheduling points
+//!   (0 = unlimited) without the run finishing, e.g. a spin loop on a flag
+//!   nobody sets: [`EmuError::NoProgress`] lists what each live thread last
+//!   yielded on.
+//! - **Misuse** ([`EmuError::Misuse`], `rule` names it):
+//!   - named barriers: id 16 or more; a thread count larger than the CTA or not
+//!     a multiple of 32 (unless it is the whole CTA); different counts in one
+//!     phase;
+//!   - cluster barrier: `cluster_arrive` twice without `cluster_wait`, or a
+//!     wait without an arrive;
+//!   - addresses: a pointer that is not in this CTA's shared memory
+//!     ("not a shared-memory address"), an access past the end
+//!     ("out-of-bounds shared-memory access"), a CTA rank outside the cluster;
+//!   - mbarriers: use before `mbarrier.init` (or after `inval`); init with a
+//!     count outside 1..2^20, at an address that is not 8-byte aligned or not
+//!     inside the buffer, on another CTA, or while a phase is in progress;
+//!     "more arrivals than the count in one phase" (an arrival when the phase
+//!     has all its arrivals and only waits for transaction bytes; or a phase
+//!     that completes with several arriving threads, one of which arrived more
+//!     than once: only a thread that makes all of a phase's arrivals may arrive
+//!     several times); "transaction bytes over the expected count" (a phase
+//!     would complete with more bytes completed than announced; a negative
+//!     count is fine while arrivals are pending); "a thread skipped a phase"
+//!     (a thread's wait observes a phase two or more after the one its previous
+//!     wait on that barrier observed: its parity is out of step); waits on
+//!     another CTA's barrier; `inval` while threads wait or a phase is in
+//!     progress;
+//!   - at the end of a run that finished: an mbarrier whose current phase has
+//!     some but not all arrivals ("arrivals pending when the kernel ended") or
+//!     announced bytes not completed.
+//!
+//! # Threads
+//!
+//! The OS threads get small stacks, 256 KiB by default; set the environment
+//! variable `KERNEL_EMU_STACK_KIB` to change it (e.g. for debug builds of
+//! kernels with large register arrays). Entry points are `#[track_caller]`:
+//! errors and deadlock lines name the source location of the call (which is
+//! in the kernel when the host bodies are `#[track_caller]` too).
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+mod engine;
+mod error;
+#[cfg(test)]
+mod tests;
+
+pub use error::{EmuError, RunReport};
+
+use engine::{Emu, Loc, CLUSTER_BIT, OFFSET_MASK, RANK_SHIFT};
+use std::cell::RefCell;
+use std::panic::{catch_unwind, AssertUnwindSafe, Location};
+use std::sync::{Arc, Once};
+
+/// Most CTAs the emulator runs in one grid.
+pub const MAX_CTAS: usize = 64;
+/// Most threads the emulator runs in one grid.
+pub const MAX_THREADS: usize = 4096;
+/// Default stack size of each emulated thread's OS thread.
+pub const DEFAULT_STACK_BYTES: usize = 256 * 1024;
+/// Hardware limits checked at launch.
+const MAX_BLOCK_THREADS: usize = 1024;
+const MAX_CLUSTER_CTAS: usize = 16;
+const MAX_SMEM_BYTES: usize = 227 * 1024;
+
+/// A launch: kernel name (for messages), grid, block and cluster shapes,
+/// dynamic shared memory per CTA, scheduler seed and step budget.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Name used in every error message.
+    pub kernel: String,
+    /// CTAs per grid dimension.
+    pub grid: [u32; 3],
+    /// Threads per CTA dimension.
+    pub block: [u32; 3],
+    /// CTAs per cluster dimension (`[1, 1, 1]`: no clusters); divides `grid`.
+    pub cluster: [u32; 3],
+    /// Dynamic shared memory bytes per CTA.
+    pub smem_bytes: usize,
+    /// Seed of the scheduler: same seed, same interleaving.
+    pub seed: u64,
+    /// Scheduling points after which the run is reported as
+    /// [`EmuError::NoProgress`]; 0 means no limit.
+    pub max_steps: u64,
+}
+
+impl LaunchConfig {
+    /// A launch of `kernel` with no cluster, no shared memory, seed 0 and
+    /// a budget of 10 million scheduling points.
+    pub fn new(kernel: impl Into<String>, grid: [u32; 3], block: [u32; 3]) -> Self {
+        LaunchConfig {
+            kernel: kernel.into(),
+            grid,
+            block,
+            cluster: [1, 1, 1],
+            smem_bytes: 0,
+            seed: 0,
+            max_steps: 10_000_000,
+        }
+    }
+}
+
+// ----- thread context ---------------------------------------------------------
+
+struct Ctx {
+    emu: Arc<Emu>,
+    tid: usize,
+}
+
+thread_local! {
+    static CTX: RefCell<Option<Ctx>> = const { RefCell::new(None) };
+    static PANIC_LOCATION: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// The calling emulated thread's run and id; panics outside one.
+fn ctx(name: &str) -> (Arc<Emu>, usize) {
+    CTX.with(|c| c.borrow().as_ref().map(|c| (c.emu.clone(), c.tid)))
+        .unwrap_or_else(|| {
+            panic!(
+                "kernel-emu: `{name}` was called outside an emulated GPU thread; \
+             device operations on the host work only inside a kernel run by `kernel_emu::run`"
+            )
+        })
+}
+
+/// As [`ctx`], for a scheduling point: `None` while the thread unwinds (a
+/// destructor running during a panic or an abort must not block or panic
+/// again), in which case the operation does nothing.
+fn enter(name: &str) -> Option<(Arc<Emu>, usize)> {
+    if std::thread::panicking() {
+        return None;
+    }
+    Some(ctx(name))
+}
+
+/// True on an emulated GPU thread (inside [`run`]).
+pub fn is_emulated_thread() -> bool {
+    CTX.with(|c| c.borrow().is_some())
+}
+
+/// Chains a panic hook that remembers where an emulated thread panicked.
+fn install_panic_hook() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let emulated = CTX
+                .try_with(|c| c.try_borrow().map(|c| c.is_some()).unwrap_or(false))
+                .unwrap_or(false);
+            if emulated {
+                let loc = info.location().map(|l| l.to_string());
+                let _ = PANIC_LOCATION.try_with(|p| p.replace(loc));
+            }
+            previous(info)
+        }));
+    });
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(a panic payload that is not a string)".to_string()
+    }
+}
+
+fn stack_bytes() -> usize {
+    std::env::var("KERNEL_EMU_STACK_KIB")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&k| k > 0)
+        .map(|k| k * 1024)
+        .unwrap_or(DEFAULT_STACK_BYTES)
+}
+
+/// Checks the launch shape: hardware rules (as [`EmuError::Misuse`] at
+/// `"launch"`) and the emulator's size limits ([`EmuError::TooLarge`]).
+fn validate(cfg: &LaunchConfig) -> Result<(), EmuError> {
+    let misuse = |rule: &str, detail: String| EmuError::Misuse {
+        kernel: cfg.kernel.clone(),
+        rule: rule.to_string(),
+        where_: "launch".to_string(),
+        detail,
+    };
+    for (d, axis) in ["x", "y", "z"].into_iter().enumerate() {
+        let (g, b, c) = (cfg.grid[d], cfg.block[d], cfg.cluster[d]);
+        if g == 0 || b == 0 || c == 0 {
+            return Err(misuse(
+                "launch dimensions are non-zero",
+                format!("grid.{axis} = {g}, block.{axis} = {b}, cluster.{axis} = {c}"),
+            ));
+        }
+        if g % c != 0 {
+            return Err(misuse(
+                "the grid is a non-zero multiple of the cluster shape in every dimension",
+                format!("grid.{axis} = {g}, cluster.{axis} = {c}"),
+            ));
+        }
+    }
+    let count = |v: [u32; 3]| v.iter().map(|&x| x as usize).product::<usize>();
+    let (ctas, tpc, cluster) = (count(cfg.grid), count(cfg.block), count(cfg.cluster));
+    if tpc > MAX_BLOCK_THREADS {
+        return Err(misuse(
+            "at most 1024 threads per CTA",
+            format!("block {:?} has {tpc} threads", cfg.block),
+        ));
+    }
+    if cluster > MAX_CLUSTER_CTAS {
+        return Err(misuse(
+            "at most 16 CTAs per cluster",
+            format!("cluster {:?} has {cluster} CTAs", cfg.cluster),
+        ));
+    }
+    if cfg.smem_bytes > MAX_SMEM_BYTES {
+        return Err(misuse(
+            "at most 227 KiB (232448 bytes) of dynamic shared memory per CTA",
+            format!("smem_bytes = {}", cfg.smem_bytes),
+        ));
+    }
+    if ctas > MAX_CTAS || ctas * tpc > MAX_THREADS {
+        return Err(EmuError::TooLarge {
+            kernel: cfg.kernel.clone(),
+            detail: format!(
+                "grid {:?} x block {:?} is {ctas} CTAs and {} threads; the emulator runs at most {MAX_CTAS} CTAs \
+                 and {MAX_THREADS} threads (one OS thread each): shrink the problem for emulation",
+                cfg.grid,
+                cfg.block,
+                ctas * tpc
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Runs `thread_fn` once in every GPU thread of the grid (each with its
+/// context set), one thread at a time under the seeded scheduler, and returns
+/// when all have returned or the first error stopped the run.
+///
+/// Errors: an invalid launch ([`EmuError::Misuse`] at `"launch"`), a grid
+/// larger than the emulator runs ([`EmuError::TooLarge`]), or the first
+/// panic, deadlock, step-budget overrun or misuse of the run (see the crate
+/// docs). `run` always returns: after an error every emulated thread unwinds.
+pub fn run(cfg: &LaunchConfig, thread_fn: &(dyn Fn() + Sync)) -> Result<RunReport, EmuError> {
+    validate(cfg)?;
+    install_panic_hook();
+    let emu = Arc::new(Emu::new(cfg));
+    let n = emu.threads.len();
+    emu.start();
+    let stack = stack_bytes();
+    std::thread::scope(|s| {
+        for tid in 0..n {
+            let e = emu.clone();
+            let name = {
+                let t = &emu.threads[tid];
+                let c = emu.ctas[t.cta].idx;
+                let x = t.tidx;
+                format!(
+                    "emu b{},{},{} t{},{},{}",
+                    c[0], c[1], c[2], x[0], x[1], x[2]
+                )
+            };
+            let spawned = std::thread::Builder::new()
+                .name(name)
+                .stack_size(stack)
+                .spawn_scoped(s, move || thread_main(e, tid, thread_fn));
+            if let Err(err) = spawned {
+                let mut g = emu.lock();
+                let detail = format!(
+                    "could not start the OS thread for emulated thread {tid} of {n} (one per GPU thread): {err}"
+                );
+                emu.stop(
+                    &mut g,
+                    EmuError::TooLarge {
+                        kernel: cfg.kernel.clone(),
+                        detail,
+                    },
+                );
+                break;
+            }
+        }
+    });
+    let steps = {
+        let g = emu.lock();
+        if let Some(e) = &g.error {
+            return Err(e.clone());
+        }
+        g.steps
+    };
+    if let Some(e) = emu.end_checks() {
+        return Err(e);
+    }
+    Ok(RunReport { steps, threads: n })
+}
+
+/// The body of each OS thread: wait for the baton, run the kernel, report.
+fn thread_main(emu: Arc<Emu>, tid: usize, thread_fn: &(dyn Fn() + Sync)) {
+    CTX.with(|c| {
+        *c.borrow_mut() = Some(Ctx {
+            emu: emu.clone(),
+            tid,
+        })
+    });
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        emu.first_turn(tid);
+        thread_fn();
+    }));
+    match result {
+        Ok(()) => emu.finish(tid),
+        Err(payload) if payload.is::<engine::Abort>() => {}
+        Err(payload) => {
+            let location = PANIC_LOCATION.with(|p| p.borrow_mut().take());
+            emu.panicked(tid, panic_message(&*payload), location);
+        }
+    }
+    CTX.with(|c| c.borrow_mut().take());
+}
+
+// ----- context ---------------------------------------------------------------
+
+fn info<R>(name: &str, f: impl FnOnce(&Emu, usize) -> R) -> R {
+    let (emu, tid) = ctx(name);
+    f(&emu, tid)
+}
+
+/// `%tid`: this thread's index in its CTA.
+pub fn thread_idx() -> [u32; 3] {
+    info("thread_idx", |e, t| e.threads[t].tidx)
+}
+/// `%ntid`: the CTA shape.
+pub fn block_dim() -> [u32; 3] {
+    info("block_dim", |e, _| e.block)
+}
+/// `%ctaid`: this CTA's index in the grid.
+pub fn block_idx() -> [u32; 3] {
+    info("block_idx", |e, t| e.ctas[e.threads[t].cta].idx)
+}
+/// `%nctaid`: the grid shape in CTAs.
+pub fn grid_dim() -> [u32; 3] {
+    info("grid_dim", |e, _| e.grid)
+}
+/// `%cluster_nctaid`: the cluster shape in CTAs.
+pub fn cluster_dim() -> [u32; 3] {
+    info("cluster_dim", |e, _| e.cluster)
+}
+/// `%cluster_ctarank`: this CTA's rank in its cluster (x fastest).
+pub fn cluster_ctarank() -> u32 {
+    info("cluster_ctarank", |e, t| e.ctas[e.threads[t].cta].rank)
+}
+/// `%clusterid`: this cluster's index in the grid of clusters.
+pub fn cluster_idx() -> [u32; 3] {
+    info("cluster_idx", |e, t| {
+        e.clusters[e.ctas[e.threads[t].cta].cluster].idx
+    })
+}
+/// `%laneid`: linear thread index in the CTA modulo 32.
+pub fn lane_id() -> u32 {
+    info("lane_id", |e, t| e.threads[t].lane)
+}
+/// This thread's warp in its CTA (linear thread index / 32).
+pub fn warp_id() -> u32 {
+    info("warp_id", |e, t| e.threads[t].warp as u32)
+}
+
+// ----- shared memory ----------------------------------------------------------
+
+/// This CTA's dynamic shared memory buffer (zeroed at launch, 1024-byte
+/// aligned, [`smem_size`] bytes).
+pub fn smem_base() -> *mut u8 {
+    info("smem_base", |e, t| e.ctas[e.threads[t].cta].smem.ptr)
+}
+
+/// Bytes of dynamic shared memory per CTA.
+pub fn smem_size() -> usize {
+    info("smem_size", |e, _| e.smem_bytes)
+}
+
+/// The `.shared::cta` address (byte offset) of a pointer into this CTA's
+/// buffer (one past the end allowed). Misuse otherwise.
+#[track_caller]
+pub fn smem_addr(ptr: *const u8) -> u32 {
+    let loc = Location::caller();
+    let (e, tid) = ctx("smem_addr");
+    let own = e.threads[tid].cta;
+    let p = ptr as usize;
+    let within = |c: usize| {
+        let base = e.ctas[c].smem.ptr as usize;
+        (p >= base && p <= base + e.smem_bytes).then(|| (p - base) as u32)
+    };
+    if let Some(off) = within(own) {
+        return off;
+    }
+    if let Some((c, off)) = (0..e.ctas.len()).find_map(|c| within(c).map(|o| (c, o))) {
+        let detail = format!(
+            "{ptr:?} is offset {off:#x} in the shared memory of cta {}, not of this CTA; \
+             reach another CTA's shared memory through map_rank_addr / map_rank_ptr",
+            error::fmt3(e.ctas[c].idx)
+        );
+        e.misuse(
+            e.lock(),
+            tid,
+            loc,
+            "not a shared-memory address of this CTA",
+            detail,
+        );
+    }
+    let detail = format!(
+        "{ptr:?} is not in this CTA's dynamic shared memory ({:p}, {} bytes)",
+        e.ctas[own].smem.ptr, e.smem_bytes
+    );
+    e.misuse(e.lock(), tid, loc, "not a shared-memory address", detail)
+}
+
+/// The pointer for a shared-memory address: a `.shared::cta` offset in this
+/// CTA, or a `.shared::cluster` address from [`map_rank_addr`]. The offset
+/// may be the end of the buffer but not past it ("out-of-bounds
+/// shared-memory access").
+#[track_caller]
+pub fn smem_ptr(addr: u32) -> *mut u8 {
+    smem_range_at(Location::caller(), "smem_ptr", addr, 0)
+}
+
+/// As [`smem_ptr`] for an access of `len` bytes at `addr`: the whole range
+/// must lie inside the buffer. Use it for emulated copies (TMA, ld/st).
+#[track_caller]
+pub fn smem_ptr_range(addr: u32, len: usize) -> *mut u8 {
+    smem_range_at(Location::caller(), "smem_ptr_range", addr, len)
+}
+
+fn smem_range_at(loc: Loc, name: &str, addr: u32, len: usize) -> *mut u8 {
+    let (e, tid) = ctx(name);
+    let (cta, off) = match e.decode(tid, addr) {
+        Ok(v) => v,
+        Err((rule, detail)) => e.misuse(e.lock(), tid, loc, rule, detail),
+    };
+    if off as usize + len > e.smem_bytes {
+        let detail = format!(
+            "{len} bytes at smem+{off:#x} of cta {} (address {addr:#x}): the buffer has {} bytes",
+            error::fmt3(e.ctas[cta].idx),
+            e.smem_bytes
+        );
+        e.misuse(
+            e.lock(),
+            tid,
+            loc,
+            "out-of-bounds shared-memory access",
+            detail,
+        );
+    }
+    // SAFETY: off <= smem_bytes, inside (or one past) the allocation.
+    unsafe { e.ctas[cta].smem.ptr.add(off as usize) }
+}
+
+/// `mapa` on a generic pointer: the same offset in the buffer of CTA `rank`
+/// of this cluster. `ptr` may point into the buffer of any CTA of the
+/// cluster; `rank` must be below the cluster size.
+#[track_caller]
+pub fn map_rank_ptr(ptr: *mut u8, rank: u32) -> *mut u8 {
+    let loc = Location::caller();
+    let (e, tid) = ctx("map_rank_ptr");
+    let cl = &e.clusters[e.ctas[e.threads[tid].cta].cluster];
+    let p = ptr as usize;
+    let off = cl.ctas.iter().find_map(|&c| {
+        let base = e.ctas[c].smem.ptr as usize;
+        (p >= base && p <= base + e.smem_bytes).then(|| p - base)
+    });
+    let Some(off) = off else {
+        let detail = format!("map_rank_ptr({ptr:?}, {rank}): the pointer is not in the shared memory of this cluster");
+        e.misuse(e.lock(), tid, loc, "not a shared-memory address", detail);
+    };
+    let Some(&target) = cl.ctas.get(rank as usize) else {
+        let detail = format!(
+            "map_rank_ptr(_, {rank}): the cluster has {} CTAs",
+            cl.ctas.len()
+        );
+        e.misuse(e.lock(), tid, loc, "CTA rank outside the cluster", detail);
+    };
+    // SAFETY: off <= smem_bytes, inside (or one past) the target allocation.
+    unsafe { e.ctas[target].smem.ptr.add(off) }
+}
+
+/// `mapa.shared::cluster`: the `.shared::cluster` address of offset `addr`
+/// (a `.shared::cta` offset, or a `.shared::cluster` address whose offset is
+/// taken) in CTA `rank` of this cluster: `(1 << 31) | (rank << 24) | offset`.
+#[track_caller]
+pub fn map_rank_addr(addr: u32, rank: u32) -> u32 {
+    let loc = Location::caller();
+    let (e, tid) = ctx("map_rank_addr");
+    let size = e.clusters[e.ctas[e.threads[tid].cta].cluster].ctas.len();
+    if addr & CLUSTER_BIT == 0 && addr > OFFSET_MASK {
+        let detail =
+            format!("map_rank_addr({addr:#x}, {rank}): not a shared::cta offset (below 2^24)");
+        e.misuse(e.lock(), tid, loc, "not a shared-memory address", detail);
+    }
+    if rank as usize >= size {
+        let detail = format!("map_rank_addr({addr:#x}, {rank}): the cluster has {size} CTAs");
+        e.misuse(e.lock(), tid, loc, "CTA rank outside the cluster", detail);
+    }
+    CLUSTER_BIT | (rank << RANK_SHIFT) | (addr & OFFSET_MASK)
+}
+
+// ----- synchronization (scheduling points) ------------------------------------------
+
+/// `barrier.sync id, count`: named CTA barrier `id` (0..16) for `count`
+/// threads (0: the whole CTA; otherwise a multiple of 32). Blocks until
+/// `count` threads arrived in this phase; the barrier is then reusable.
+#[track_caller]
+pub fn bar_sync(id: u32, count: u32) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("bar_sync") {
+        e.bar(tid, loc, id, count, true);
+    }
+}
+
+/// `barrier.arrive id, count`: arrive on named barrier `id` without waiting.
+#[track_caller]
+pub fn bar_arrive(id: u32, count: u32) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("bar_arrive") {
+        e.bar(tid, loc, id, count, false);
+    }
+}
+
+/// `bar.warp.sync 0xffffffff`: a barrier among the existing lanes of the
+/// calling warp (all of them must call it; an exited lane deadlocks it).
+#[track_caller]
+pub fn warp_sync() {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("warp_sync") {
+        e.warp_sync(tid, loc, "bar.warp.sync");
+    }
+}
+
+/// `elect.sync 0xffffffff`: a warp collective (a warp barrier) that returns
+/// true in the lowest lane of the warp only.
+#[track_caller]
+pub fn elect_one() -> bool {
+    let loc = Location::caller();
+    match enter("elect_one") {
+        Some((e, tid)) => {
+            e.warp_sync(tid, loc, "elect.sync");
+            e.threads[tid].lane == 0
+        }
+        None => false,
+    }
+}
+
+/// `barrier.cluster.arrive`: every thread of every CTA of the cluster arrives
+/// once per phase, then calls [`cluster_wait`].
+#[track_caller]
+pub fn cluster_arrive() {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("cluster_arrive") {
+        e.cluster_arrive(tid, loc);
+    }
+}
+
+/// `barrier.cluster.wait`: blocks until the phase this thread arrived in has
+/// all the cluster's arrivals.
+#[track_caller]
+pub fn cluster_wait() {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("cluster_wait") {
+        e.cluster_wait(tid, loc);
+    }
+}
+
+/// A plain scheduling point: lets other threads run and counts a step (the
+/// run stops with [`EmuError::NoProgress`] past `max_steps`). `what` names the
+/// operation (e.g. `"atom.add"`, `"fence.acq_rel.gpu"`, `"spin on flag"`) for
+/// that report.
+#[track_caller]
+pub fn yield_point(what: &'static str) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("yield_point") {
+        e.yield_point(tid, what, loc);
+    }
+}
+
+// ----- mbarriers -----------------------------------------------------------
+
+/// `mbarrier.init`: the mbarrier at `.shared::cta` address `addr` (8-byte
+/// aligned) expects `count` (1..2^20) arrivals per phase; phase 0, tx 0.
+#[track_caller]
+pub fn mbarrier_init(addr: u32, count: u32) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("mbarrier_init") {
+        e.mbar_init(tid, loc, addr, count);
+    }
+}
+
+/// `mbarrier.arrive`: one arrival. `addr` may be a `.shared::cluster`
+/// address (from [`map_rank_addr`]) of another CTA's barrier.
+#[track_caller]
+pub fn mbarrier_arrive(addr: u32) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("mbarrier_arrive") {
+        e.mbar_arrive(tid, loc, addr, 0, "mbarrier.arrive");
+    }
+}
+
+/// `mbarrier.arrive.expect_tx`: announces `bytes`, then one arrival, as one
+/// atomic operation.
+#[track_caller]
+pub fn mbarrier_arrive_expect_tx(addr: u32, bytes: u32) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("mbarrier_arrive_expect_tx") {
+        e.mbar_arrive(tid, loc, addr, bytes, "mbarrier.arrive.expect_tx");
+    }
+}
+
+/// `mbarrier.expect_tx`: the current phase also waits for `bytes` more
+/// transaction bytes.
+#[track_caller]
+pub fn mbarrier_expect_tx(addr: u32, bytes: u32) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("mbarrier_expect_tx") {
+        e.mbar_tx(tid, loc, addr, bytes as i64, "mbarrier.expect_tx");
+    }
+}
+
+/// `complete_tx`: `bytes` of the current phase's transactions arrived (what
+/// an emulated TMA copy does when it finishes; may target another CTA).
+#[track_caller]
+pub fn mbarrier_complete_tx(addr: u32, bytes: u32) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("mbarrier_complete_tx") {
+        e.mbar_tx(tid, loc, addr, -(bytes as i64), "mbarrier.complete_tx");
+    }
+}
+
+/// `mbarrier.try_wait.parity`: true at once if the phase with parity
+/// `parity & 1` has completed (the current phase has the other parity);
+/// otherwise blocks until the current phase completes, then returns true.
+/// (The hardware may also return false after a time-out; the emulator always
+/// waits.)
+#[track_caller]
+pub fn mbarrier_try_wait_parity(addr: u32, parity: u32) -> bool {
+    let loc = Location::caller();
+    match enter("mbarrier_try_wait_parity") {
+        Some((e, tid)) => e.mbar_wait(tid, loc, addr, parity, true),
+        None => true,
+    }
+}
+
+/// `mbarrier.test_wait.parity`: whether the phase with parity `parity & 1`
+/// has completed, without blocking (a scheduling point all the same).
+#[track_caller]
+pub fn mbarrier_test_wait_parity(addr: u32, parity: u32) -> bool {
+    let loc = Location::caller();
+    match enter("mbarrier_test_wait_parity") {
+        Some((e, tid)) => e.mbar_wait(tid, loc, addr, parity, false),
+        None => true,
+    }
+}
+
+/// `mbarrier.inval`: the barrier may no longer be used (until re-init).
+#[track_caller]
+pub fn mbarrier_inval(addr: u32) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("mbarrier_inval") {
+        e.mbar_inval(tid, loc, addr);
+    }
+}

@@ -1,0 +1,699 @@
+//! Unit tests: each runs small grids and can fail (a broken scheduler or
+//! barrier gives wrong data, a missing check gives `Ok`). Every run goes
+//! through `run_t`, which fails the test instead of hanging it.
+use super::*;
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Mutex};
+use std::time::Duration;
+
+const SEEDS: [u64; 4] = [1, 2, 3, 0xDEAD_BEEF];
+
+/// Runs `f` on the emulator in a helper thread; fails if it takes over 30 s.
+fn run_t(cfg: LaunchConfig, f: impl Fn() + Send + Sync + 'static) -> Result<RunReport, EmuError> {
+    let (tx, rx) = mpsc::channel();
+    let name = cfg.kernel.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(run(&cfg, &f));
+    });
+    match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(r) => r,
+        Err(e) => panic!("kernel `{name}`: run() did not return ({e})"),
+    }
+}
+
+fn cfg(kernel: &str, grid: u32, block: u32) -> LaunchConfig {
+    LaunchConfig::new(kernel, [grid, 1, 1], [block, 1, 1])
+}
+
+fn smem_u32(i: usize) -> *mut u32 {
+    // SAFETY: callers stay inside the launch's smem_bytes.
+    unsafe { (smem_base() as *mut u32).add(i) }
+}
+
+fn tid_x() -> usize {
+    thread_idx()[0] as usize
+}
+
+#[test]
+fn every_thread_runs_once_with_its_ids() {
+    // 2 CTAs (one cluster of 2) x 64 threads laid out 16 x 4.
+    let mut c = LaunchConfig::new("ids", [2, 1, 1], [16, 4, 1]);
+    c.cluster = [2, 1, 1];
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let report = run_t(c, move || {
+        let (t, b) = (thread_idx(), block_idx());
+        let linear = t[0] + 16 * t[1];
+        assert_eq!((lane_id(), warp_id()), (linear % 32, linear / 32));
+        assert_eq!(
+            (grid_dim(), block_dim(), cluster_dim()),
+            ([2, 1, 1], [16, 4, 1], [2, 1, 1])
+        );
+        assert_eq!((cluster_ctarank(), cluster_idx()), (b[0], [0, 0, 0]));
+        assert!(is_emulated_thread());
+        s.lock().unwrap().push((b, t));
+    })
+    .unwrap();
+    assert_eq!(report.threads, 128);
+    let seen = seen.lock().unwrap();
+    let unique: BTreeSet<_> = seen.iter().copied().collect();
+    assert_eq!((seen.len(), unique.len()), (128, 128));
+    for b in 0..2 {
+        for y in 0..4 {
+            for x in 0..16 {
+                assert!(
+                    unique.contains(&([b, 0, 0], [x, y, 0])),
+                    "missing cta {b} thread ({x},{y})"
+                );
+            }
+        }
+    }
+}
+
+/// The order in which threads pass their yield points, for a seed.
+fn interleaving(seed: u64) -> Vec<usize> {
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let o = order.clone();
+    let mut c = cfg("interleaving", 2, 32);
+    c.seed = seed;
+    run_t(c, move || {
+        let id = block_idx()[0] as usize * 32 + tid_x();
+        for _ in 0..5 {
+            yield_point("step");
+            o.lock().unwrap().push(id);
+        }
+    })
+    .unwrap();
+    let v = order.lock().unwrap().clone();
+    v
+}
+
+#[test]
+fn same_seed_same_interleaving_other_seed_other_interleaving() {
+    let a = interleaving(1);
+    assert_eq!(a.len(), 64 * 5);
+    assert_eq!(a, interleaving(1), "same seed, different interleaving");
+    assert_ne!(
+        a,
+        interleaving(2),
+        "seeds 1 and 2 gave the same interleaving"
+    );
+    // Not round-robin: the scheduler really interleaves.
+    assert_ne!(a, (0..5).flat_map(|_| 0..64).collect::<Vec<_>>());
+}
+
+#[test]
+fn bar_sync_orders_shared_memory_and_is_reusable() {
+    for seed in SEEDS {
+        let mut c = cfg("bar_sync", 1, 64);
+        c.smem_bytes = 64 * 4;
+        c.seed = seed;
+        run_t(c, || {
+            let t = tid_x();
+            if t == 0 {
+                for _ in 0..20 {
+                    yield_point("let the others reach the barrier");
+                }
+                for i in 0..64 {
+                    // SAFETY: inside the 64 u32 of shared memory.
+                    unsafe { *smem_u32(i) = 3 * i as u32 + 1 };
+                }
+            }
+            bar_sync(0, 0);
+            // SAFETY: as above.
+            assert_eq!(
+                unsafe { *smem_u32(t) },
+                3 * t as u32 + 1,
+                "read before the producer wrote"
+            );
+            bar_sync(0, 0);
+            // SAFETY: as above.
+            unsafe { *smem_u32(t) = t as u32 + 100 };
+            bar_sync(0, 0);
+            // SAFETY: as above.
+            assert_eq!(
+                unsafe { *smem_u32(63 - t) },
+                163 - t as u32,
+                "second phase not ordered"
+            );
+        })
+        .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    }
+}
+
+#[test]
+fn named_barrier_arrive_then_sync_hands_data_from_one_warp_to_another() {
+    for seed in SEEDS {
+        let mut c = cfg("named_barrier", 1, 64);
+        c.smem_bytes = 32 * 4;
+        c.seed = seed;
+        run_t(c, || {
+            let t = tid_x();
+            if t < 32 {
+                yield_point("produce");
+                // SAFETY: inside the 32 u32 of shared memory.
+                unsafe { *smem_u32(t) = t as u32 * 7 };
+                bar_arrive(1, 64);
+            } else {
+                bar_sync(1, 64);
+                // SAFETY: as above.
+                assert_eq!(unsafe { *smem_u32(t - 32) }, (t - 32) as u32 * 7);
+            }
+        })
+        .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    }
+}
+
+#[test]
+fn a_thread_skipping_bar_sync_is_a_deadlock_naming_it() {
+    for seed in SEEDS {
+        let mut c = cfg("skip_barrier", 1, 64);
+        c.seed = seed;
+        let e = run_t(c, || {
+            if tid_x() == 5 {
+                return;
+            }
+            bar_sync(0, 0);
+        })
+        .unwrap_err();
+        let msg = e.to_string();
+        let EmuError::Deadlock { kernel, blocked } = &e else {
+            panic!("seed {seed}: not a deadlock: {msg}")
+        };
+        assert_eq!(
+            (kernel.as_str(), blocked.len()),
+            ("skip_barrier", 63),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("bar.sync 0: 63 of 64 threads arrived"),
+            "{msg}"
+        );
+        assert!(msg.contains("thread (5,0,0) [warp 0] (exited)"), "{msg}");
+        assert!(blocked[0].starts_with("cta (0,0,0) thread ("), "{msg}");
+    }
+}
+
+#[test]
+fn warp_sync_and_elect_one_pick_lane_0_of_each_warp() {
+    let elected = Arc::new(Mutex::new(Vec::new()));
+    let el = elected.clone();
+    // 80 threads: warps of 32, 32 and 16 lanes.
+    run_t(cfg("elect", 1, 80), move || {
+        if elect_one() {
+            el.lock().unwrap().push(tid_x());
+        }
+        warp_sync();
+    })
+    .unwrap();
+    let mut v = elected.lock().unwrap().clone();
+    v.sort();
+    assert_eq!(v, vec![0, 32, 64]);
+    // A lane that exits leaves its warp's barrier waiting forever.
+    let e = run_t(cfg("warp_exit", 1, 32), || {
+        if tid_x() == 3 {
+            return;
+        }
+        warp_sync();
+    })
+    .unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, EmuError::Deadlock { .. }), "{msg}");
+    assert!(
+        msg.contains("bar.warp.sync (warp barrier) of warp 0: 31 of 32 lanes arrived"),
+        "{msg}"
+    );
+    assert!(msg.contains("thread (3,0,0) [warp 0] (exited)"), "{msg}");
+}
+
+const FULL: u32 = 0;
+const EMPTY: u32 = 8;
+const DATA: usize = 4; // u32 index of the data slot (byte 16)
+
+/// One producer (thread 0) and 32 consumers (warp 1) pass 8 items through a
+/// one-slot queue guarded by a `full` (1 arrival + 128 tx bytes) and an
+/// `empty` (32 arrivals) mbarrier.
+fn producer_consumer() {
+    let t = tid_x();
+    if t == 0 {
+        mbarrier_init(FULL, 1);
+        mbarrier_init(EMPTY, 32);
+    }
+    bar_sync(0, 0);
+    if t == 0 {
+        for i in 0..8u32 {
+            assert!(mbarrier_try_wait_parity(EMPTY, (i & 1) ^ 1));
+            for j in 0..32 {
+                // SAFETY: inside the launch's shared memory.
+                unsafe { *smem_u32(DATA + j) = i * 100 + j as u32 };
+                if j % 8 == 0 {
+                    yield_point("write");
+                }
+            }
+            mbarrier_arrive_expect_tx(FULL, 128);
+            mbarrier_complete_tx(FULL, 64);
+            mbarrier_complete_tx(FULL, 64);
+        }
+    } else if t >= 32 {
+        let j = t - 32;
+        for i in 0..8u32 {
+            assert!(mbarrier_try_wait_parity(FULL, i & 1));
+            // SAFETY: as above.
+            let v = unsafe { *smem_u32(DATA + j) };
+            assert_eq!(
+                v,
+                i * 100 + j as u32,
+                "consumer {j} read a stale or early item in phase {i}"
+            );
+            yield_point("consume");
+            mbarrier_arrive(EMPTY);
+        }
+    }
+}
+
+#[test]
+fn mbarrier_producer_consumer_over_8_phases() {
+    for seed in SEEDS {
+        let mut c = cfg("mbarrier_queue", 1, 64);
+        c.smem_bytes = 16 + 32 * 4;
+        c.seed = seed;
+        let r = run_t(c, producer_consumer).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert!(r.steps > 8 * 32 * 2, "seed {seed}: {r:?}");
+    }
+}
+
+#[test]
+fn extra_arrivals_are_misuse() {
+    // Every thread of warp 0 arrives twice on a barrier that expects 32.
+    for seed in SEEDS {
+        let mut c = cfg("extra_arrive", 1, 64);
+        c.smem_bytes = 8;
+        c.seed = seed;
+        let e = run_t(c, || {
+            if tid_x() == 0 {
+                mbarrier_init(0, 32);
+            }
+            bar_sync(0, 0);
+            if tid_x() < 32 {
+                mbarrier_arrive(0);
+                mbarrier_arrive(0);
+            } else {
+                mbarrier_try_wait_parity(0, 0);
+            }
+        })
+        .unwrap_err();
+        let msg = e.to_string();
+        let EmuError::Misuse { rule, .. } = &e else {
+            panic!("seed {seed}: not a misuse: {msg}")
+        };
+        assert_eq!(
+            rule, "more arrivals than the count in one phase",
+            "seed {seed}: {msg}"
+        );
+    }
+    // An arrival while the phase has all its arrivals and waits for bytes.
+    let mut c = cfg("arrive_past_count", 1, 1);
+    c.smem_bytes = 8;
+    let e = run_t(c, || {
+        mbarrier_init(0, 2);
+        mbarrier_expect_tx(0, 16);
+        mbarrier_arrive(0);
+        mbarrier_arrive(0);
+        mbarrier_arrive(0);
+    })
+    .unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("misuse: more arrivals than the count in one phase"),
+        "{msg}"
+    );
+    assert!(msg.contains("held open by 16 transaction bytes"), "{msg}");
+    assert!(
+        msg.contains("cta (0,0,0) thread (0,0,0) [warp 0] at kernel-emu/src/tests.rs:"),
+        "{msg}"
+    );
+    // Three arrivals from three threads on a barrier of 2: phase 1 is left
+    // with one arrival when the kernel ends.
+    let mut c = cfg("odd_arrivals", 1, 3);
+    c.smem_bytes = 8;
+    let e = run_t(c, || {
+        if tid_x() == 0 {
+            mbarrier_init(0, 2);
+        }
+        bar_sync(0, 0);
+        mbarrier_arrive(0);
+    })
+    .unwrap_err();
+    let msg = e.to_string();
+    let EmuError::Misuse { rule, where_, .. } = &e else {
+        panic!("not a misuse: {msg}")
+    };
+    assert_eq!(
+        (rule.as_str(), where_.as_str()),
+        ("arrivals pending when the kernel ended", "kernel end")
+    );
+    assert!(
+        msg.contains("phase 1 got 1 of 2 arrivals (1 pending)"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn bytes_announced_but_not_completed_deadlock_naming_tx() {
+    for seed in SEEDS {
+        let mut c = cfg("missing_copy", 1, 32);
+        c.smem_bytes = 64;
+        c.seed = seed;
+        let e = run_t(c, || {
+            if tid_x() == 0 {
+                mbarrier_init(0x10, 1);
+            }
+            bar_sync(0, 0);
+            if tid_x() == 0 {
+                mbarrier_expect_tx(0x10, 64);
+                mbarrier_complete_tx(0x10, 32);
+                mbarrier_arrive(0x10);
+            }
+            mbarrier_try_wait_parity(0x10, 0);
+        })
+        .unwrap_err();
+        let msg = e.to_string();
+        let EmuError::Deadlock { blocked, .. } = &e else {
+            panic!("seed {seed}: not a deadlock: {msg}")
+        };
+        assert_eq!(blocked.len(), 32, "{msg}");
+        assert!(
+            msg.contains(
+                "mbarrier.try_wait.parity 0 at smem+0x10 (phase 0 incomplete: 0 of 1 arrivals pending, tx 32)"
+            ),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("32 transaction bytes announced with expect_tx were never completed"),
+            "{msg}"
+        );
+    }
+}
+
+#[test]
+fn a_thread_whose_parity_falls_out_of_step_skipped_a_phase() {
+    let mut c = cfg("skip_phase", 1, 2);
+    c.smem_bytes = 8;
+    let e = run_t(c, || {
+        let t = tid_x();
+        if t == 0 {
+            mbarrier_init(0, 1);
+        }
+        bar_sync(0, 0);
+        if t == 0 {
+            mbarrier_arrive(0); // completes phase 0
+        } else {
+            mbarrier_try_wait_parity(0, 0); // sees phase 0
+        }
+        bar_sync(0, 0);
+        if t == 0 {
+            mbarrier_arrive(0); // phase 1
+            mbarrier_arrive(0); // phase 2
+        }
+        bar_sync(0, 0);
+        if t == 1 {
+            mbarrier_try_wait_parity(0, 1); // means phase 1; the barrier is in phase 3
+        }
+    })
+    .unwrap_err();
+    let msg = e.to_string();
+    let EmuError::Misuse { rule, where_, .. } = &e else {
+        panic!("not a misuse: {msg}")
+    };
+    assert_eq!(rule, "a thread skipped a phase", "{msg}");
+    assert!(
+        where_.starts_with("cta (0,0,0) thread (1,0,0) [warp 0] at "),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("saw phase 0 complete; this one would wait for phase 3"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn cluster_of_2_exchanges_through_distributed_shared_memory() {
+    for seed in SEEDS {
+        let mut c = cfg("cluster_exchange", 2, 32);
+        c.cluster = [2, 1, 1];
+        c.smem_bytes = 8 + 32 * 4;
+        c.seed = seed;
+        run_t(c, || {
+            let (t, rank) = (tid_x(), cluster_ctarank());
+            let peer = 1 - rank;
+            if t == 0 {
+                mbarrier_init(0, 1);
+            }
+            cluster_arrive();
+            cluster_wait();
+            let mine = smem_u32(2 + t) as *mut u8;
+            let theirs = map_rank_ptr(mine, peer) as *mut u32;
+            assert_eq!(
+                theirs as *mut u8,
+                smem_ptr(map_rank_addr(smem_addr(mine), peer))
+            );
+            assert_eq!(map_rank_ptr(theirs as *mut u8, rank), mine);
+            // SAFETY: inside the peer's shared memory.
+            unsafe { *theirs = rank * 1000 + t as u32 };
+            cluster_arrive();
+            cluster_wait();
+            // SAFETY: inside this CTA's shared memory.
+            assert_eq!(unsafe { *(mine as *mut u32) }, peer * 1000 + t as u32);
+            // Thread 0 signals the peer's barrier, then waits on its own.
+            if t == 0 {
+                mbarrier_arrive(map_rank_addr(0, peer));
+                assert!(mbarrier_try_wait_parity(0, 0));
+            }
+            cluster_arrive();
+            cluster_wait();
+        })
+        .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    }
+}
+
+#[test]
+fn a_panic_stops_the_run_and_is_reported() {
+    for seed in SEEDS {
+        let mut c = cfg("panics", 2, 64);
+        c.smem_bytes = 8;
+        c.seed = seed;
+        let finished = Arc::new(AtomicUsize::new(0));
+        let f = finished.clone();
+        let e = run_t(c, move || {
+            if tid_x() == 0 {
+                mbarrier_init(0, 64);
+            }
+            bar_sync(0, 0);
+            if block_idx()[0] == 1 && tid_x() == 7 {
+                yield_point("before the panic");
+                panic!("boom in thread {}", tid_x());
+            }
+            mbarrier_try_wait_parity(0, 0);
+            f.fetch_add(1, Ordering::Relaxed);
+        })
+        .unwrap_err();
+        let EmuError::Panic {
+            kernel,
+            cta,
+            thread,
+            message,
+            location,
+        } = &e
+        else {
+            panic!("seed {seed}: {e}")
+        };
+        assert_eq!(
+            (kernel.as_str(), *cta, *thread, message.as_str()),
+            ("panics", [1, 0, 0], [7, 0, 0], "boom in thread 7")
+        );
+        assert!(
+            location.as_deref().is_some_and(|l| l.contains("tests.rs")),
+            "{e}"
+        );
+        assert_eq!(
+            finished.load(Ordering::Relaxed),
+            0,
+            "threads went on past a barrier that never completed"
+        );
+        assert!(
+            e.to_string()
+                .contains("cta (1,0,0) thread (7,0,0) panicked: boom in thread 7"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn a_spin_loop_runs_out_of_steps() {
+    let mut c = cfg("spin", 1, 4);
+    c.max_steps = 500;
+    let flag = Arc::new(AtomicUsize::new(0));
+    let e = run_t(c, move || {
+        if tid_x() == 2 {
+            while flag.load(Ordering::Relaxed) == 0 {
+                yield_point("spin on flag");
+            }
+        }
+    })
+    .unwrap_err();
+    let msg = e.to_string();
+    let EmuError::NoProgress {
+        steps, spinning, ..
+    } = &e
+    else {
+        panic!("not NoProgress: {msg}")
+    };
+    assert_eq!((*steps, spinning.len()), (501, 1), "{msg}");
+    assert!(
+        spinning[0]
+            .starts_with("cta (0,0,0) thread (2,0,0) [warp 0]: last yielded on spin on flag (at "),
+        "{msg}"
+    );
+}
+
+#[test]
+fn address_and_barrier_misuse_is_reported_with_the_rule() {
+    fn rule_of(name: &str, threads: u32, f: impl Fn() + Send + Sync + 'static) -> (String, String) {
+        let mut c = cfg(name, 1, threads);
+        c.smem_bytes = 64;
+        match run_t(c, f) {
+            Err(EmuError::Misuse {
+                rule,
+                where_,
+                detail,
+                ..
+            }) => (rule, format!("{where_}: {detail}")),
+            other => panic!("{name}: expected a misuse, got {other:?}"),
+        }
+    }
+    type Case = (&'static str, &'static str, u32, Box<dyn Fn() + Send + Sync>);
+    let cases: Vec<Case> = vec![
+        (
+            "uninit",
+            "mbarrier used before mbarrier.init",
+            1,
+            Box::new(|| mbarrier_arrive(8)),
+        ),
+        (
+            "count0",
+            "mbarrier.init count out of range",
+            1,
+            Box::new(|| mbarrier_init(8, 0)),
+        ),
+        (
+            "misaligned",
+            "mbarrier address not 8-byte aligned",
+            1,
+            Box::new(|| mbarrier_init(4, 1)),
+        ),
+        (
+            "outside",
+            "mbarrier outside the dynamic shared memory",
+            1,
+            Box::new(|| mbarrier_init(64, 1)),
+        ),
+        (
+            "reinit",
+            "mbarrier.init on a barrier whose phase is in progress",
+            1,
+            Box::new(|| {
+                mbarrier_init(8, 2);
+                mbarrier_arrive(8);
+                mbarrier_init(8, 2);
+            }),
+        ),
+        (
+            "oob",
+            "out-of-bounds shared-memory access",
+            1,
+            Box::new(|| {
+                let _ = smem_ptr_range(60, 8);
+            }),
+        ),
+        (
+            "not_smem",
+            "not a shared-memory address",
+            1,
+            Box::new(|| {
+                let _ = smem_addr(&0u8 as *const u8);
+            }),
+        ),
+        (
+            "rank",
+            "CTA rank outside the cluster",
+            1,
+            Box::new(|| {
+                let _ = map_rank_addr(0, 1);
+            }),
+        ),
+        (
+            "bar_id",
+            "named barrier id out of range",
+            1,
+            Box::new(|| bar_sync(16, 0)),
+        ),
+        (
+            "bar_count",
+            "barrier thread count not a multiple of the warp size",
+            64,
+            Box::new(|| bar_sync(1, 48)),
+        ),
+        (
+            "cluster_wait",
+            "barrier.cluster.wait without a preceding arrive",
+            1,
+            Box::new(cluster_wait),
+        ),
+        (
+            "tx_over",
+            "transaction bytes over the expected count",
+            1,
+            Box::new(|| {
+                mbarrier_init(8, 1);
+                mbarrier_expect_tx(8, 16);
+                mbarrier_arrive(8);
+                mbarrier_complete_tx(8, 32);
+            }),
+        ),
+    ];
+    for (name, want, threads, f) in cases {
+        let (rule, detail) = rule_of(name, threads, f);
+        assert_eq!(rule, want, "{name}: {detail}");
+        assert!(detail.contains("thread ("), "{name}: {detail}");
+    }
+}
+
+#[test]
+fn launch_shape_is_checked() {
+    let e = run(&cfg("big", 65, 1), &|| {}).unwrap_err();
+    assert!(
+        matches!(e, EmuError::TooLarge { .. }) && e.to_string().contains("at most 64 CTAs"),
+        "{e}"
+    );
+    let e = run(&cfg("big", 5, 1024), &|| {}).unwrap_err();
+    assert!(
+        matches!(e, EmuError::TooLarge { .. }) && e.to_string().contains("5120 threads"),
+        "{e}"
+    );
+    let mut c = cfg("clusters", 3, 32);
+    c.cluster = [2, 1, 1];
+    let e = run(&c, &|| {}).unwrap_err();
+    assert!(e.to_string().contains("multiple of the cluster"), "{e}");
+}
+
+#[test]
+fn calls_outside_an_emulated_thread_panic_clearly() {
+    let r = std::panic::catch_unwind(thread_idx);
+    let msg = panic_message(&*r.unwrap_err());
+    assert!(
+        msg.contains("`thread_idx` was called outside an emulated GPU thread"),
+        "{msg}"
+    );
+    assert!(!is_emulated_thread());
+}
