@@ -24,7 +24,7 @@ const EXPECTED: &[(&str, &[&str])] = &[
             "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster",
             "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group",
             "cp.async.bulk.commit_group",
-            "cp.async.bulk.wait_group 0",
+            "cp.async.bulk.wait_group.read 0",
             "mbarrier.arrive.expect_tx",
             "barrier.cluster.arrive",
             ".param .align 64 .b8 multicast_copy_param_0[128]",

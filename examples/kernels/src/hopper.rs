@@ -2,7 +2,7 @@
 //! matmuls and the reference's TMA multicast example.
 use kernel_device::pipeline::{emit_pipeline, emit_pipeline_warp_specialized, BlockSpec};
 use kernel_device::prelude::*;
-use kernel_device::tma::{commit_group, wait_group};
+use kernel_device::tma::{commit_group, wait_group, wait_group_read};
 use kernel_device::wgmma::{wgmma_commit_group, wgmma_wait, Acc};
 use kernel_device::{f16, Barriers};
 
@@ -92,7 +92,8 @@ pub type McHalf = Tile<f32, { MC_ROWS / 2 }, MC_COLS, Sw>;
 ///    `0b11`): each CTA's tile is filled half by its own copy, half by its
 ///    peer's;
 /// 2. every thread waits on the barrier;
-/// 3. thread 0 TMA-stores the tile to rows `16r .. 16r + 16` of `y`.
+/// 3. thread 0 TMA-stores the tile to rows `16r .. 16r + 16` of `y` and
+///    waits only until the store has read the SMEM.
 ///
 /// So `y = [x; x]`. Constraints: grid = (2, 1, 1); `x` is `16 x 32`, `y`
 /// `32 x 32`, f32 row-major.
@@ -109,7 +110,10 @@ pub fn multicast_copy(x: Tma<McHalf>, y: Tma<McTile>, #[scratch] tile: Smem<McTi
     if thread_linear() == 0 {
         y.store(tile, r * MC_ROWS as u32, 0);
         commit_group();
-        wait_group::<0>();
+        // Only the SMEM reads must finish before the CTA exits (Pallas's
+        // `wait_smem_to_gmem(0, wait_read_only=True)`); the global writes
+        // complete on their own before the kernel is done.
+        wait_group_read::<0>();
     }
 }
 
