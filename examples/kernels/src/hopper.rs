@@ -62,6 +62,15 @@ pub fn matmul_pipelined<const STAGES: usize>(
             wgmma_wait::<1>();
         },
     );
+    store_c_tile(&mut acc, c_smem, c, pm, pn);
+}
+
+/// Epilogue of the one-warpgroup matmuls: waits for the last MMAs, writes
+/// the two `64 x 128` accumulators to the swizzled SMEM tile as f16, fences
+/// it for the async proxy, and one thread TMA-stores it to output tile
+/// `(pm, pn)`.
+#[inline(always)]
+fn store_c_tile(acc: &mut [Acc<TILE_N>; 2], c_smem: Smem<OTile>, c: Tma<OTile>, pm: u32, pn: u32) {
     wgmma_wait::<0>();
     acc[0].store_f16(c_smem, 0, 0);
     acc[1].store_f16(c_smem, 64, 0);
@@ -326,16 +335,7 @@ pub fn matmul_pipelined_kn<const STAGES: usize>(
             wgmma_wait::<1>();
         },
     );
-    wgmma_wait::<0>();
-    acc[0].store_f16(c_smem, 0, 0);
-    acc[1].store_f16(c_smem, 64, 0);
-    commit_smem();
-    sync_threads();
-    if thread_linear() == 0 {
-        c.store(c_smem, pm * TILE_M as u32, pn * TILE_N as u32);
-        commit_group();
-        wait_group::<0>();
-    }
+    store_c_tile(&mut acc, c_smem, c, pm, pn);
 }
 
 /// The tile [`warp_roles`] moves: `64 x 64` f32.
