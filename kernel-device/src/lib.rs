@@ -5,10 +5,10 @@
 //!
 //! * on `nvptx64` an `asm!` (or `core::arch::nvptx` intrinsic) body whose doc
 //!   line is the exact PTX string and the PTX ISA section it implements;
-//! * elsewhere (the host), a body that reports that the operation needs the
-//!   CPU emulator, which is not part of the crate yet. The host build exists so
-//!   that kernels crates type-check on stable Rust and so that `#[kernel]` can
-//!   emit host launch metadata from the same source.
+//! * elsewhere (the host), the CPU emulator's body, which calls crate
+//!   `kernel-emu` (TMA copies and wgmma included: see [`tma::emu_map`] and
+//!   [`wgmma`]). The host build also lets kernels crates type-check on stable
+//!   Rust and `#[kernel]` emit host launch metadata from the same source.
 //!
 //! Layers, as in CUTLASS/CuTe and Pallas:MGPU:
 //!

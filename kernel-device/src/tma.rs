@@ -19,6 +19,12 @@
 //! ([`crate::BarrierRef::arrive_expect_tx`] with [`Tma::BYTES`]) in the same
 //! phase. SMEM written by ordinary stores and then read by a TMA store needs
 //! [`commit_smem`] in every writing thread, then a barrier.
+//!
+//! On the CPU emulator (host builds) the maps are the emulator's own encoding
+//! ([`emu_map`]) and every copy completes when it is issued: a load has
+//! written SMEM and completed its bytes on the mbarrier(s) when it returns,
+//! a store has written global memory; `commit_group`, `wait_group`,
+//! `wait_group_read` and `prefetch` are scheduling points only.
 use crate::launch::DeviceParam;
 use crate::layout::TileLayout;
 use crate::mbarrier::BarrierRef;
@@ -49,7 +55,10 @@ impl<Tl, const RANK: usize> Copy for TensorMapParam<Tl, RANK> {}
 impl<Tl, const RANK: usize> TensorMapParam<Tl, RANK> {
     /// Wraps the bytes of an encoded `CUtensorMap` (host side).
     pub const fn from_bytes(bytes: [u64; TENSOR_MAP_BYTES / 8]) -> Self {
-        TensorMapParam { bytes, _tile: PhantomData }
+        TensorMapParam {
+            bytes,
+            _tile: PhantomData,
+        }
     }
 }
 
@@ -77,7 +86,10 @@ unsafe impl<Tl: TileLayout, const RANK: usize> DeviceParam for Tma<Tl, RANK> {
     const BY_ADDRESS: bool = true;
     #[inline(always)]
     fn from_abi(_abi: TensorMapParam<Tl, RANK>, param_addr: u64) -> Self {
-        Tma { desc: param_addr, _tile: PhantomData }
+        Tma {
+            desc: param_addr,
+            _tile: PhantomData,
+        }
     }
 }
 
@@ -101,6 +113,8 @@ pub mod raw {
                     in(reg32) dst, in(reg64) tmap, in(reg32) c0, in(reg32) c1, in(reg32) bar,
                     options(nostack, preserves_flags))
             }
+        }, host: {
+            super::emu_map::load(dst, tmap, &[c0, c1], bar, "cp.async.bulk.tensor.2d (load)")
         })
     }
 
@@ -118,6 +132,8 @@ pub mod raw {
                     in(reg32) dst, in(reg64) tmap, in(reg32) c0, in(reg32) c1, in(reg32) bar, in(reg16) mask,
                     options(nostack, preserves_flags))
             }
+        }, host: {
+            super::emu_map::load_multicast(dst, tmap, &[c0, c1], bar, mask, "cp.async.bulk.tensor.2d (multicast load)")
         })
     }
 
@@ -137,6 +153,9 @@ pub mod raw {
                     in(reg64) tmap, in(reg32) c0, in(reg32) c1, in(reg32) src,
                     options(nostack, preserves_flags))
             }
+        }, host: {
+            super::emu_map::store(tmap, &[c0, c1], src, "cp.async.bulk.tensor.2d (store)");
+            kernel_emu::yield_point("cp.async.bulk.tensor (store)")
         })
     }
 
@@ -156,6 +175,8 @@ pub mod raw {
                             dst = in(reg32) dst, tmap = in(reg64) tmap, $($c = in(reg32) $c,)+ bar = in(reg32) bar,
                             options(nostack, preserves_flags))
                     }
+                }, host: {
+                    super::emu_map::load(dst, tmap, &[$($c),+], bar, "cp.async.bulk.tensor (load)")
                 })
             }
             #[doc = concat!("`cp.async.bulk.tensor.", $dim, "d.global.shared::cta.tile.bulk_group [tmap, {c0, ..}], [src];` (sm_90)")]
@@ -172,13 +193,28 @@ pub mod raw {
                             tmap = in(reg64) tmap, $($c = in(reg32) $c,)+ src = in(reg32) src,
                             options(nostack, preserves_flags))
                     }
+                }, host: {
+                    super::emu_map::store(tmap, &[$($c),+], src, "cp.async.bulk.tensor (store)");
+                    kernel_emu::yield_point("cp.async.bulk.tensor (store)")
                 })
             }
         };
     }
     tensor_nd!(load_3d, store_3d, 3, [c0, c1, c2], "{c0}, {c1}, {c2}");
-    tensor_nd!(load_4d, store_4d, 4, [c0, c1, c2, c3], "{c0}, {c1}, {c2}, {c3}");
-    tensor_nd!(load_5d, store_5d, 5, [c0, c1, c2, c3, c4], "{c0}, {c1}, {c2}, {c3}, {c4}");
+    tensor_nd!(
+        load_4d,
+        store_4d,
+        4,
+        [c0, c1, c2, c3],
+        "{c0}, {c1}, {c2}, {c3}"
+    );
+    tensor_nd!(
+        load_5d,
+        store_5d,
+        5,
+        [c0, c1, c2, c3, c4],
+        "{c0}, {c1}, {c2}, {c3}, {c4}"
+    );
 
     /// `prefetch.tensormap [tmap];` (sm_90): warms the descriptor cache.
     ///
@@ -189,7 +225,349 @@ pub mod raw {
         device!("prefetch.tensormap", {
             // SAFETY: caller contract.
             unsafe { core::arch::asm!("prefetch.tensormap [{0}];", in(reg64) tmap, options(nostack, preserves_flags)) }
+        }, host: {
+            // SAFETY: caller contract (a valid map): decoding checks it is an emulator map.
+            let _ = unsafe { super::emu_map::EmuMap::read(tmap, "prefetch.tensormap") };
+            kernel_emu::yield_point("prefetch.tensormap")
         })
+    }
+}
+
+/// The emulator's tensor maps (host builds only): the format of the 128
+/// bytes a `Tma<Tl, RANK>` parameter holds on the CPU emulator, and the
+/// copies the host bodies of [`raw`] perform with it.
+///
+/// A GPU `CUtensorMap` is opaque and made by the driver; on the emulator the
+/// host builds this plain-data encoding instead (`kernel_host::emulate::EmuTensorMap`)
+/// and the host bodies of the TMA operations decode it. Words (`u64`,
+/// little-endian, 16 of them):
+///
+/// | word | contents |
+/// |---|---|
+/// | 0 | [`MAGIC`] (`"EMUTMAP1"`): identifies an emulator map |
+/// | 1 | global address of element `(0, 0, ..)` (host pointer) |
+/// | 2 | bits 0..8 element bytes; 8..16 rank (1..=5); 16..32 swizzle span in bytes (0, 32, 64, 128); bit 32 writable (TMA stores allowed) |
+/// | 3..8 | `dims[0..5]`, innermost first (unused dimensions 1) |
+/// | 8..13 | byte strides `strides[0..5]` (`strides[0]` = element bytes; unused 0) |
+/// | 13 | box dims 0..4, 16 bits each (`box[0]` innermost, in elements) |
+/// | 14 | box dim 4 (16 bits) |
+/// | 15 | [`MAGIC`] again (a truncated or overwritten map is refused) |
+///
+/// Copies complete at issue: a load writes SMEM and completes its bytes on
+/// the mbarrier before it returns; a store has written global memory when it
+/// returns (so `commit_group` / `wait_group*` only yield).
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod emu_map {
+    use crate::layout::Swizzle;
+
+    /// Word 0 and word 15 of an emulator tensor map: `"EMUTMAP1"`.
+    pub const MAGIC: u64 = u64::from_le_bytes(*b"EMUTMAP1");
+    /// Most dimensions.
+    pub const MAX_RANK: usize = 5;
+
+    /// A decoded emulator tensor map (see the module docs for the bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct EmuMap {
+        /// Host address of element 0.
+        pub global: u64,
+        /// Bytes of one element (1, 2, 4 or 8).
+        pub elem_bytes: u32,
+        /// Dimensions in use (1..=5).
+        pub rank: u32,
+        /// Extents, innermost first (1 past `rank`).
+        pub dims: [u64; MAX_RANK],
+        /// Byte strides, innermost first (`strides[0]` = `elem_bytes`).
+        pub strides: [u64; MAX_RANK],
+        /// Box extents in elements, innermost first (1 past `rank`).
+        pub box_dims: [u32; MAX_RANK],
+        /// Swizzle of the SMEM side.
+        pub swizzle: Swizzle,
+        /// Whether TMA stores may write the global tensor.
+        pub writable: bool,
+    }
+
+    impl EmuMap {
+        /// The 16 words of this map.
+        pub fn encode(&self) -> [u64; 16] {
+            let mut w = [0u64; 16];
+            w[0] = MAGIC;
+            w[1] = self.global;
+            w[2] = (self.elem_bytes as u64 & 0xFF)
+                | ((self.rank as u64 & 0xFF) << 8)
+                | ((self.swizzle.bytes() as u64 & 0xFFFF) << 16)
+                | ((self.writable as u64) << 32);
+            for d in 0..MAX_RANK {
+                w[3 + d] = self.dims[d];
+                w[8 + d] = self.strides[d];
+            }
+            w[13] = (0..4).fold(0u64, |acc, d| {
+                acc | ((self.box_dims[d] as u64 & 0xFFFF) << (16 * d))
+            });
+            w[14] = self.box_dims[4] as u64 & 0xFFFF;
+            w[15] = MAGIC;
+            w
+        }
+
+        /// Decodes 16 words; `None` if they are not an emulator map.
+        pub fn decode(w: &[u64; 16]) -> Option<EmuMap> {
+            if w[0] != MAGIC || w[15] != MAGIC {
+                return None;
+            }
+            let swizzle = match (w[2] >> 16) & 0xFFFF {
+                0 => Swizzle::None,
+                32 => Swizzle::B32,
+                64 => Swizzle::B64,
+                128 => Swizzle::B128,
+                _ => return None,
+            };
+            let mut m = EmuMap {
+                global: w[1],
+                elem_bytes: (w[2] & 0xFF) as u32,
+                rank: ((w[2] >> 8) & 0xFF) as u32,
+                dims: [1; MAX_RANK],
+                strides: [0; MAX_RANK],
+                box_dims: [1; MAX_RANK],
+                swizzle,
+                writable: (w[2] >> 32) & 1 == 1,
+            };
+            for d in 0..MAX_RANK {
+                m.dims[d] = w[3 + d];
+                m.strides[d] = w[8 + d];
+                m.box_dims[d] = if d < 4 {
+                    ((w[13] >> (16 * d)) & 0xFFFF) as u32
+                } else {
+                    (w[14] & 0xFFFF) as u32
+                };
+            }
+            Some(m)
+        }
+
+        /// Reads the map at generic address `tmap` (a `Tma` parameter's
+        /// address on the emulator); panics, naming `op`, if it is not an
+        /// emulator map.
+        ///
+        /// # Safety
+        /// `tmap` is the address of 128 readable bytes, 8-byte aligned.
+        #[track_caller]
+        pub unsafe fn read(tmap: u64, op: &str) -> EmuMap {
+            assert!(
+                tmap != 0 && tmap % 8 == 0,
+                "{op}: tensor map address {tmap:#x} is null or misaligned"
+            );
+            // SAFETY: caller contract.
+            let w = unsafe { (tmap as *const [u64; 16]).read() };
+            match EmuMap::decode(&w) {
+                Some(m) => m,
+                None => panic!(
+                    "{op}: the tensor map at {tmap:#x} is not an emulator tensor map; on the CPU emulator pass \
+                     `kernel_host::emulate::EmuTensorMap` (a GPU `TensorMap` is made by the driver)"
+                ),
+            }
+        }
+
+        /// Bytes of one box.
+        pub fn box_bytes(&self) -> u32 {
+            self.box_dims.iter().product::<u32>() * self.elem_bytes
+        }
+
+        /// Bytes of one box row (the inner dimension).
+        fn row_bytes(&self) -> usize {
+            self.box_dims[0] as usize * self.elem_bytes as usize
+        }
+
+        /// Calls `f(chunk_smem_addr, chunk_box_offset_elems, global_addrs)`
+        /// for every 16-byte SMEM chunk of the box at `coords`, where `dst`
+        /// is the box's SMEM address (`.shared::cta` offset or
+        /// `.shared::cluster` address) and the chunk address has the swizzle
+        /// applied; `global` gives, per element of the chunk, its global
+        /// address or `None` out of bounds.
+        fn for_each_chunk(
+            &self,
+            dst: u32,
+            coords: &[i32],
+            op: &str,
+            mut f: impl FnMut(u32, &[Option<u64>]),
+        ) {
+            const CLUSTER_BIT: u32 = 1 << 31;
+            const OFFSET_MASK: u32 = (1 << 24) - 1;
+            assert!(
+                coords.len() == self.rank as usize,
+                "{op}: {} coordinates for a map of rank {}",
+                coords.len(),
+                self.rank
+            );
+            let (hi, off) = if dst & CLUSTER_BIT != 0 {
+                (dst & !OFFSET_MASK, dst & OFFSET_MASK)
+            } else {
+                (0, dst)
+            };
+            assert!(
+                off % 128 == 0,
+                "{op}: SMEM address {dst:#x} is not 128-byte aligned"
+            );
+            let e = self.elem_bytes as usize;
+            let row_bytes = self.row_bytes();
+            let per_chunk = 16 / e;
+            let b = self.box_dims.map(|x| x as usize);
+            let rows = b[1] * b[2] * b[3] * b[4];
+            let mut globals = [None; 16];
+            for row in 0..rows {
+                // Outer box indices of this row.
+                let idx = [
+                    0,
+                    row % b[1],
+                    (row / b[1]) % b[2],
+                    (row / (b[1] * b[2])) % b[3],
+                    row / (b[1] * b[2] * b[3]),
+                ];
+                let mut outer_ok = true;
+                let mut outer_addr = self.global as i128;
+                for d in 1..self.rank as usize {
+                    let g = coords[d] as i64 + idx[d] as i64;
+                    outer_ok &= g >= 0 && (g as u64) < self.dims[d];
+                    outer_addr += g as i128 * self.strides[d] as i128;
+                }
+                for chunk in 0..row_bytes / 16 {
+                    for (i, slot) in globals[..per_chunk].iter_mut().enumerate() {
+                        let g = coords[0] as i64 + (chunk * per_chunk + i) as i64;
+                        *slot = (outer_ok && g >= 0 && (g as u64) < self.dims[0])
+                            .then(|| (outer_addr + g as i128 * e as i128) as u64);
+                    }
+                    let linear = off as usize + row * row_bytes + chunk * 16;
+                    let swizzled = self.swizzle.apply(linear) as u32;
+                    f(hi | swizzled, &globals[..per_chunk]);
+                }
+            }
+        }
+
+        /// The load: copies the box at `coords` (elements, innermost first)
+        /// to SMEM at `dst` (swizzled), zeros out of bounds.
+        #[track_caller]
+        pub fn load(&self, dst: u32, coords: &[i32], op: &str) {
+            let e = self.elem_bytes as usize;
+            self.for_each_chunk(dst, coords, op, |addr, globals| {
+                let p = kernel_emu::smem_ptr_range(addr, 16);
+                for (i, g) in globals.iter().enumerate() {
+                    // SAFETY: `p .. p + 16` is inside the CTA's SMEM
+                    // (checked by smem_ptr_range); `g` is inside the host
+                    // tensor the map was built from (checked at encode:
+                    // the tensor covers every in-bounds coordinate).
+                    unsafe {
+                        match g {
+                            Some(g) => {
+                                core::ptr::copy_nonoverlapping(*g as *const u8, p.add(i * e), e)
+                            }
+                            None => core::ptr::write_bytes(p.add(i * e), 0, e),
+                        }
+                    }
+                }
+            });
+        }
+
+        /// The store: copies SMEM at `src` (swizzled) to the box at
+        /// `coords`, skipping out-of-bounds elements.
+        #[track_caller]
+        pub fn store(&self, src: u32, coords: &[i32], op: &str) {
+            assert!(
+                self.writable,
+                "{op}: the tensor map is read-only; build the destination of TMA stores with `EmuTensorMap::new_2d_mut` (or another `_mut` constructor)"
+            );
+            let e = self.elem_bytes as usize;
+            self.for_each_chunk(src, coords, op, |addr, globals| {
+                let p = kernel_emu::smem_ptr_range(addr, 16);
+                for (i, g) in globals.iter().enumerate() {
+                    if let Some(g) = g {
+                        // SAFETY: as in `load`, in the other direction; the
+                        // map is writable (built from a `&mut` slice).
+                        unsafe { core::ptr::copy_nonoverlapping(p.add(i * e), *g as *mut u8, e) }
+                    }
+                }
+            });
+        }
+    }
+
+    /// Host body of the loads: decode, copy, complete the bytes on `bar`.
+    #[track_caller]
+    pub(crate) fn load(dst: u32, tmap: u64, coords: &[i32], bar: u32, op: &str) {
+        // SAFETY: `tmap` is a `Tma` parameter's address (the parameter tuple
+        // lives for the whole run).
+        let m = unsafe { EmuMap::read(tmap, op) };
+        m.load(dst, coords, op);
+        kernel_emu::mbarrier_complete_tx(bar, m.box_bytes());
+    }
+
+    /// Host body of the multicast load: the copy lands at the same offsets
+    /// in every CTA of `mask`, each completing on its barrier at `bar`.
+    #[track_caller]
+    pub(crate) fn load_multicast(
+        dst: u32,
+        tmap: u64,
+        coords: &[i32],
+        bar: u32,
+        mask: u16,
+        op: &str,
+    ) {
+        // SAFETY: as in `load`.
+        let m = unsafe { EmuMap::read(tmap, op) };
+        for rank in 0..16u32 {
+            if mask & (1 << rank) != 0 {
+                m.load(kernel_emu::map_rank_addr(dst, rank), coords, op);
+                kernel_emu::mbarrier_complete_tx(
+                    kernel_emu::map_rank_addr(bar, rank),
+                    m.box_bytes(),
+                );
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn sample() -> EmuMap {
+            EmuMap {
+                global: 0x7f00_1234_5670,
+                elem_bytes: 2,
+                rank: 3,
+                dims: [64, 128, 3, 1, 1],
+                strides: [2, 128, 16384, 0, 0],
+                box_dims: [64, 128, 1, 1, 1],
+                swizzle: Swizzle::B128,
+                writable: true,
+            }
+        }
+
+        #[test]
+        fn encoding_round_trips() {
+            let m = sample();
+            let w = m.encode();
+            assert_eq!(w[0], MAGIC);
+            assert_eq!(w[15], MAGIC);
+            // Worked by hand: 2 | 3 << 8 | 128 << 16 | 1 << 32.
+            assert_eq!(w[2], 2 | (3 << 8) | (128 << 16) | (1 << 32));
+            assert_eq!(w[13], 64 | (128 << 16) | (1 << 32) | (1 << 48));
+            assert_eq!(EmuMap::decode(&w), Some(m));
+            assert_eq!(m.box_bytes(), 64 * 128 * 2);
+        }
+
+        #[test]
+        fn other_bytes_are_not_an_emulator_map() {
+            assert_eq!(EmuMap::decode(&[0; 16]), None);
+            let mut w = sample().encode();
+            w[15] = 0;
+            assert_eq!(EmuMap::decode(&w), None);
+            let mut w = sample().encode();
+            w[2] = (w[2] & !(0xFFFF << 16)) | (48 << 16);
+            assert_eq!(EmuMap::decode(&w), None, "48 is not a swizzle span");
+        }
+    }
+
+    /// Host body of the stores.
+    #[track_caller]
+    pub(crate) fn store(tmap: u64, coords: &[i32], src: u32, op: &str) {
+        // SAFETY: as in `load`.
+        let m = unsafe { EmuMap::read(tmap, op) };
+        m.store(src, coords, op);
     }
 }
 
@@ -200,6 +578,9 @@ pub fn commit_group() {
     device!("cp.async.bulk.commit_group", {
         // SAFETY: no operands.
         unsafe { core::arch::asm!("cp.async.bulk.commit_group;", options(nostack, preserves_flags)) }
+    }, host: {
+        // Emulated bulk copies complete at issue: there is nothing to group.
+        kernel_emu::yield_point("cp.async.bulk.commit_group")
     })
 }
 
@@ -210,6 +591,9 @@ pub fn wait_group<const N: u32>() {
     device!("cp.async.bulk.wait_group", {
         // SAFETY: waits only.
         unsafe { core::arch::asm!("cp.async.bulk.wait_group {n};", n = const N, options(nostack, preserves_flags)) }
+    }, host: {
+        // Emulated bulk copies complete at issue: nothing is pending.
+        kernel_emu::yield_point("cp.async.bulk.wait_group")
     })
 }
 
@@ -222,6 +606,9 @@ pub fn wait_group_read<const N: u32>() {
     device!("cp.async.bulk.wait_group.read", {
         // SAFETY: waits only.
         unsafe { core::arch::asm!("cp.async.bulk.wait_group.read {n};", n = const N, options(nostack, preserves_flags)) }
+    }, host: {
+        // Emulated bulk copies complete at issue: nothing is pending.
+        kernel_emu::yield_point("cp.async.bulk.wait_group.read")
     })
 }
 
@@ -242,11 +629,19 @@ impl<Tl: TileLayout, const RANK: usize> Tma<Tl, RANK> {
     /// one copy per column block. One thread; `bar` expects the bytes.
     #[inline(always)]
     pub fn load_at(&self, dst: Smem<Tl>, coords: [u32; RANK], bar: BarrierRef<'_>) {
-        const { assert!(RANK >= 2 && RANK <= 5, "Tma<Tl, RANK>: tile copies need a rank in 2..=5") };
+        const {
+            assert!(
+                RANK >= 2 && RANK <= 5,
+                "Tma<Tl, RANK>: tile copies need a rank in 2..=5"
+            )
+        };
         let base = dst.smem_addr();
         let c = coords.map(|x| x as i32);
         for j in 0..Tl::BLOCKS {
-            let (d, c0) = (base + (j * Tl::BLOCK_BYTES) as u32, c[0] + (j * Tl::BLOCK_COLS) as i32);
+            let (d, c0) = (
+                base + (j * Tl::BLOCK_BYTES) as u32,
+                c[0] + (j * Tl::BLOCK_COLS) as i32,
+            );
             let b = bar.smem_addr();
             // SAFETY: as `load`; the rank matches the map's (type parameter).
             unsafe {
@@ -254,7 +649,16 @@ impl<Tl: TileLayout, const RANK: usize> Tma<Tl, RANK> {
                     2 => raw::load_2d(d, self.desc, c0, c[1], b),
                     3 => raw::load_3d(d, self.desc, c0, c[1], c[2 % RANK], b),
                     4 => raw::load_4d(d, self.desc, c0, c[1], c[2 % RANK], c[3 % RANK], b),
-                    _ => raw::load_5d(d, self.desc, c0, c[1], c[2 % RANK], c[3 % RANK], c[4 % RANK], b),
+                    _ => raw::load_5d(
+                        d,
+                        self.desc,
+                        c0,
+                        c[1],
+                        c[2 % RANK],
+                        c[3 % RANK],
+                        c[4 % RANK],
+                        b,
+                    ),
                 }
             }
         }
@@ -265,18 +669,34 @@ impl<Tl: TileLayout, const RANK: usize> Tma<Tl, RANK> {
     /// barrier.
     #[inline(always)]
     pub fn store_at(&self, src: Smem<Tl>, coords: [u32; RANK]) {
-        const { assert!(RANK >= 2 && RANK <= 5, "Tma<Tl, RANK>: tile copies need a rank in 2..=5") };
+        const {
+            assert!(
+                RANK >= 2 && RANK <= 5,
+                "Tma<Tl, RANK>: tile copies need a rank in 2..=5"
+            )
+        };
         let base = src.smem_addr();
         let c = coords.map(|x| x as i32);
         for j in 0..Tl::BLOCKS {
-            let (s, c0) = (base + (j * Tl::BLOCK_BYTES) as u32, c[0] + (j * Tl::BLOCK_COLS) as i32);
+            let (s, c0) = (
+                base + (j * Tl::BLOCK_BYTES) as u32,
+                c[0] + (j * Tl::BLOCK_COLS) as i32,
+            );
             // SAFETY: as `store`.
             unsafe {
                 match RANK {
                     2 => raw::store_2d(self.desc, c0, c[1], s),
                     3 => raw::store_3d(self.desc, c0, c[1], c[2 % RANK], s),
                     4 => raw::store_4d(self.desc, c0, c[1], c[2 % RANK], c[3 % RANK], s),
-                    _ => raw::store_5d(self.desc, c0, c[1], c[2 % RANK], c[3 % RANK], c[4 % RANK], s),
+                    _ => raw::store_5d(
+                        self.desc,
+                        c0,
+                        c[1],
+                        c[2 % RANK],
+                        c[3 % RANK],
+                        c[4 % RANK],
+                        s,
+                    ),
                 }
             }
         }
@@ -294,7 +714,6 @@ impl<Tl: TileLayout, const RANK: usize> Tma<Tl, RANK> {
         // SAFETY: the descriptor is this kernel's parameter.
         unsafe { raw::prefetch_tensormap(self.desc) }
     }
-
 }
 
 impl<Tl: TileLayout> Tma<Tl, 2> {
@@ -325,7 +744,14 @@ impl<Tl: TileLayout> Tma<Tl, 2> {
     /// As [`Tma::load`], delivered to the same SMEM offset and barrier offset
     /// in every CTA of the cluster whose rank bit is set in `cta_mask`.
     #[inline(always)]
-    pub fn load_multicast(&self, dst: Smem<Tl>, row: u32, col: u32, bar: BarrierRef<'_>, cta_mask: u16) {
+    pub fn load_multicast(
+        &self,
+        dst: Smem<Tl>,
+        row: u32,
+        col: u32,
+        bar: BarrierRef<'_>,
+        cta_mask: u16,
+    ) {
         let base = dst.smem_addr();
         for j in 0..Tl::BLOCKS {
             // SAFETY: as `load`; every CTA in the mask runs the same kernel,
@@ -354,7 +780,14 @@ impl<Tl: TileLayout> Tma<Tl, 2> {
         let base = src.smem_addr();
         for j in 0..Tl::BLOCKS {
             // SAFETY: as `load`, in the other direction.
-            unsafe { raw::store_2d(self.desc, (col as usize + j * Tl::BLOCK_COLS) as i32, row as i32, base + (j * Tl::BLOCK_BYTES) as u32) }
+            unsafe {
+                raw::store_2d(
+                    self.desc,
+                    (col as usize + j * Tl::BLOCK_COLS) as i32,
+                    row as i32,
+                    base + (j * Tl::BLOCK_BYTES) as u32,
+                )
+            }
         }
     }
 }

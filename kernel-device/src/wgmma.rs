@@ -255,6 +255,8 @@ macro_rules! wgmma_shape {
                         (true, false) => issue!("bf16", "0"),
                         (true, true) => issue!("bf16", "1"),
                     }
+                }, host: {
+                    emu::mma_f32(d, emu::ASrc::Smem(a), b, scale_d, trans_b, E::IS_BF16, "wgmma.mma_async (SS, f32 accumulator)")
                 })
             }
             #[inline(always)]
@@ -280,6 +282,8 @@ macro_rules! wgmma_shape {
                         };
                     }
                     if E::IS_BF16 { issue!("bf16") } else { issue!("f16") }
+                }, host: {
+                    emu::mma_f32(d, emu::ASrc::Regs(a), b, scale_d, false, E::IS_BF16, "wgmma.mma_async (RS, f32 accumulator)")
                 })
             }
             #[inline(always)]
@@ -329,6 +333,8 @@ macro_rules! wgmma_shape {
                             options(nostack)
                         )
                     }
+                }, host: {
+                    emu::mma_f16(d, a, b, scale_d)
                 })
             }
             #[inline(always)]
@@ -370,6 +376,197 @@ wgmma_shape!(
     ]
 );
 
+/// The CPU emulator's wgmma (host builds only).
+///
+/// Each emulated thread computes only its own fragment elements (the
+/// [`Acc::for_each_pair`] positions), reading A and B from SMEM through the
+/// descriptors when it issues the MMA, so the result is complete when the
+/// MMA returns. The SMEM operands are decoded as the canonical layouts of
+/// the swizzled descriptors (`span` = the swizzle's byte span, `e` = 2):
+///
+/// * K-major (A, and B without `trans_b`): element `(r, k)` (`k < 16`) at
+///   `start + (r / 8) * SBO + (r % 8) * span + k * e`;
+/// * MN-major (B with `trans_b`): element `(k, n)` at
+///   `start + (n / (span / e)) * LBO + (k / 8) * SBO + (k % 8) * span + (n % (span / e)) * e`;
+///
+/// then [`Swizzle::apply`] on the offset from the CTA's SMEM base (tiles are
+/// pattern-aligned). Products are summed in f32 (in `k` order) and added to
+/// the accumulator; `scale_d = false` overwrites it. With an f16 accumulator
+/// the stored f16 pair is converted to f32, the f32 sum added, and the result
+/// rounded back to f16 (round to nearest even) once per MMA.
+///
+/// `wgmma.wait_group` is a barrier of the warpgroup on the emulator (named
+/// barrier `15 - warpgroup`, 128 threads): the hardware instruction is
+/// warpgroup-aligned, and without the barrier a thread that ran ahead could
+/// let SMEM be overwritten before a slower thread of its warpgroup issued
+/// its MMA. So kernels run on the emulator must leave named barriers 8..=15
+/// to it. The A fragments of the register-A form are exchanged among the 4
+/// lanes that share a row (a quad of one warp) through an emulator-side
+/// table and two warp barriers.
+#[cfg(not(target_arch = "nvptx64"))]
+mod emu {
+    use super::{SmemDescriptor, Swizzle};
+    use crate::index::{thread_in_warpgroup, warp_idx, warpgroup_idx};
+
+    /// The named barrier the emulator's `wgmma.wait_group` uses for this
+    /// thread's warpgroup.
+    pub(super) fn sync_warpgroup() {
+        let wg = warpgroup_idx();
+        assert!(wg < 8, "wgmma: warpgroup {wg} (the emulator's wgmma barriers are 15 - warpgroup, 8 warpgroups at most)");
+        kernel_emu::bar_sync(15 - wg, super::WARPGROUP_THREADS);
+    }
+
+    /// A 16-bit element at SMEM offset `off` of this CTA, as f32.
+    fn read(smem: *const u8, size: usize, off: usize, bf16: bool) -> f32 {
+        if off + 2 > size {
+            // Reports the out-of-bounds access (never returns here).
+            kernel_emu::smem_ptr_range(off as u32, 2);
+        }
+        // SAFETY: `off + 2 <= size`: inside this CTA's SMEM buffer, which
+        // lives for the whole run; read_unaligned needs no alignment.
+        let bits = unsafe { (smem.add(off) as *const u16).read_unaligned() };
+        if bf16 {
+            half::bf16::from_bits(bits).to_f32()
+        } else {
+            half::f16::from_bits(bits).to_f32()
+        }
+    }
+
+    fn span(d: SmemDescriptor, op: &str) -> usize {
+        let s = d.swizzle().bytes();
+        assert!(s != 0, "{op}: unswizzled wgmma operands are not emulated (the crate only makes swizzled ones)");
+        s
+    }
+
+    /// Element `(r, k)` of a K-major operand.
+    fn k_major(smem: *const u8, size: usize, d: SmemDescriptor, r: usize, k: usize, bf16: bool, op: &str) -> f32 {
+        let span = span(d, op);
+        let off = d.start_addr() as usize + (r / 8) * d.stride_byte_offset() as usize + (r % 8) * span + k * 2;
+        read(smem, size, d.swizzle().apply(off), bf16)
+    }
+
+    /// Element `(k, n)` of an MN-major operand.
+    fn mn_major(smem: *const u8, size: usize, d: SmemDescriptor, k: usize, n: usize, bf16: bool, op: &str) -> f32 {
+        let span = span(d, op);
+        let per = span / 2;
+        let off = d.start_addr() as usize
+            + (n / per) * d.leading_byte_offset() as usize
+            + (k / 8) * d.stride_byte_offset() as usize
+            + (k % 8) * span
+            + (n % per) * 2;
+        read(smem, size, d.swizzle().apply(off), bf16)
+    }
+
+    /// Where A comes from.
+    pub(super) enum ASrc {
+        /// SMEM, through a K-major descriptor.
+        Smem(SmemDescriptor),
+        /// Registers: this thread's fragment.
+        Regs([u32; 4]),
+    }
+
+    /// The fragments of the 4 lanes of this thread's quad (the lanes that
+    /// hold rows `r` and `r + 8` of A), exchanged through a table keyed by
+    /// (this CTA's SMEM buffer, warp): unique among the runs alive.
+    fn quad_fragments(mine: [u32; 4]) -> [[u32; 4]; 4] {
+        extern crate std;
+        use std::collections::HashMap;
+        use std::sync::Mutex;
+        static TABLE: Mutex<Option<HashMap<(usize, u32), [[u32; 4]; 32]>>> = Mutex::new(None);
+        let key = (kernel_emu::smem_base() as usize, warp_idx());
+        let lane = kernel_emu::lane_id() as usize;
+        {
+            let mut t = TABLE.lock().unwrap_or_else(|e| e.into_inner());
+            t.get_or_insert_with(HashMap::new).entry(key).or_insert([[0; 4]; 32])[lane] = mine;
+        }
+        kernel_emu::warp_sync();
+        let quad = {
+            let t = TABLE.lock().unwrap_or_else(|e| e.into_inner());
+            let all = &t.as_ref().expect("written above")[&key];
+            let q = lane / 4 * 4;
+            [all[q], all[q + 1], all[q + 2], all[q + 3]]
+        };
+        // Nobody overwrites the table before every lane has read it.
+        kernel_emu::warp_sync();
+        quad
+    }
+
+    /// Computes this thread's `pairs` accumulator pairs of
+    /// `A[64 x 16] · B` and hands each to `out(pair, v0, v1)`.
+    pub(super) fn mma(pairs: usize, a: ASrc, b: SmemDescriptor, trans_b: bool, bf16: bool, op: &str, mut out: impl FnMut(usize, f32, f32)) {
+        kernel_emu::yield_point("wgmma.mma_async");
+        let smem = kernel_emu::smem_base() as *const u8;
+        let size = kernel_emu::smem_size();
+        let t = thread_in_warpgroup() as usize;
+        let (w, l) = (t / 32, t % 32);
+        let (row0, col0) = (16 * w + l / 4, 2 * (l % 4));
+        // This thread's two A rows.
+        let mut arow = [[0f32; 16]; 2];
+        match a {
+            ASrc::Smem(da) => {
+                for (h, row) in arow.iter_mut().enumerate() {
+                    for (k, v) in row.iter_mut().enumerate() {
+                        *v = k_major(smem, size, da, row0 + 8 * h, k, bf16, op);
+                    }
+                }
+            }
+            ASrc::Regs(mine) => {
+                let quad = quad_fragments(mine);
+                let cvt = |bits: u16| if bf16 { half::bf16::from_bits(bits).to_f32() } else { half::f16::from_bits(bits).to_f32() };
+                for (h, row) in arow.iter_mut().enumerate() {
+                    for (k, v) in row.iter_mut().enumerate() {
+                        // Lane l%4 = (k % 8) / 2 of the quad; word h + 2 (k / 8); half k % 2.
+                        let word = quad[(k % 8) / 2][h + 2 * (k / 8)];
+                        *v = cvt((word >> (16 * (k % 2))) as u16);
+                    }
+                }
+            }
+        }
+        for q in 0..pairs / 2 {
+            let c = col0 + 8 * q;
+            let mut bcol = [[0f32; 16]; 2];
+            for (j, col) in bcol.iter_mut().enumerate() {
+                for (k, v) in col.iter_mut().enumerate() {
+                    *v = if trans_b { mn_major(smem, size, b, k, c + j, bf16, op) } else { k_major(smem, size, b, c + j, k, bf16, op) };
+                }
+            }
+            for h in 0..2 {
+                let dot = |col: &[f32; 16]| arow[h].iter().zip(col).fold(0f32, |s, (x, y)| s + x * y);
+                out(2 * q + h, dot(&bcol[0]), dot(&bcol[1]));
+            }
+        }
+    }
+
+    /// As [`mma`] into f32 registers (`d[2p]`, `d[2p + 1]` for pair `p`).
+    pub(super) fn mma_f32(d: &mut [f32], a: ASrc, b: SmemDescriptor, scale_d: bool, trans_b: bool, bf16: bool, op: &str) {
+        mma(d.len() / 2, a, b, trans_b, bf16, op, |p, v0, v1| {
+            if scale_d {
+                d[2 * p] += v0;
+                d[2 * p + 1] += v1;
+            } else {
+                d[2 * p] = v0;
+                d[2 * p + 1] = v1;
+            }
+        });
+    }
+
+    /// As [`mma`] into f16x2 registers (register `p` holds pair `p`).
+    pub(super) fn mma_f16(d: &mut [u32], a: SmemDescriptor, b: SmemDescriptor, scale_d: bool) {
+        mma(d.len(), ASrc::Smem(a), b, false, false, "wgmma.mma_async (SS, f16 accumulator)", |p, v0, v1| {
+            let (lo, hi) = if scale_d {
+                (half::f16::from_bits(d[p] as u16).to_f32(), half::f16::from_bits((d[p] >> 16) as u16).to_f32())
+            } else {
+                (0.0, 0.0)
+            };
+            let pack = |x: f32| u32::from(half::f16::from_f32(x).to_bits());
+            d[p] = pack(lo + v0) | (pack(hi + v1) << 16);
+        });
+    }
+
+    #[allow(dead_code)]
+    fn _swizzle_is_used(_: Swizzle) {}
+}
+
 /// `wgmma.fence.sync.aligned;`: orders prior register/SMEM accesses of the
 /// accumulators and operands before the following `wgmma.mma_async`.
 /// Warpgroup-collective. [`Acc::mma`] issues it.
@@ -378,7 +575,7 @@ pub fn wgmma_fence() {
     device!("wgmma.fence", {
         // SAFETY: a fence; memory clobber.
         unsafe { core::arch::asm!("wgmma.fence.sync.aligned;", options(nostack, preserves_flags)) }
-    })
+    }, host: { kernel_emu::yield_point("wgmma.fence") })
 }
 
 /// `wgmma.commit_group.sync.aligned;`: closes the group of MMAs issued
@@ -388,6 +585,9 @@ pub fn wgmma_commit_group() {
     device!("wgmma.commit_group", {
         // SAFETY: no operands.
         unsafe { core::arch::asm!("wgmma.commit_group.sync.aligned;", options(nostack, preserves_flags)) }
+    }, host: {
+        // Emulated MMAs complete at issue: there is nothing to group.
+        kernel_emu::yield_point("wgmma.commit_group")
     })
 }
 
@@ -399,6 +599,10 @@ pub fn wgmma_wait<const N: u32>() {
     device!("wgmma.wait_group", {
         // SAFETY: waits only; memory clobber orders later SMEM reuse.
         unsafe { core::arch::asm!("wgmma.wait_group.sync.aligned {n};", n = const N, options(nostack, preserves_flags)) }
+    }, host: {
+        // Emulated MMAs complete at issue; the wait is a barrier of the
+        // warpgroup (see the `emu` module).
+        emu::sync_warpgroup()
     })
 }
 

@@ -11,10 +11,15 @@
 //!
 //! Arguments are host memory: `&[T]` for a `*const T` parameter, `&mut [T]`
 //! for `*mut T`, `&mut [u32]` for a `Semaphore`, scalars as themselves.
-//! Not emulated yet: TMA and wgmma (their operations panic on the host,
-//! naming the operation).
+//! A `Tma<Tl, RANK>` parameter takes `&EmuTensorMap<Tl, RANK>` (the
+//! emulator's tensor map). TMA copies and wgmma run on the emulator and
+//! complete when issued (see `kernel_device::tma::emu_map` and the wgmma
+//! module docs for what is modeled).
 use kernel_device::launch::{Dim3, HostEntry};
+use kernel_device::layout::TileLayout;
+use kernel_device::tma::{emu_map, TensorMapParam};
 use kernel_device::Semaphore;
+use std::marker::PhantomData;
 
 pub use kernel_emu::{EmuError, RunReport};
 
@@ -53,7 +58,10 @@ impl<T> HostArg<*mut T> for &mut [T] {
 }
 impl HostArg<Semaphore> for &mut [u32] {
     fn into_param(self) -> Semaphore {
-        assert!(!self.is_empty(), "a Semaphore argument needs at least one u32");
+        assert!(
+            !self.is_empty(),
+            "a Semaphore argument needs at least one u32"
+        );
         // SAFETY: a live, aligned u32 the caller lends for the launch.
         unsafe { Semaphore::from_ptr(self.as_mut_ptr()) }
     }
@@ -84,10 +92,40 @@ host_tuple!((A0, P0, a0));
 host_tuple!((A0, P0, a0), (A1, P1, a1));
 host_tuple!((A0, P0, a0), (A1, P1, a1), (A2, P2, a2));
 host_tuple!((A0, P0, a0), (A1, P1, a1), (A2, P2, a2), (A3, P3, a3));
-host_tuple!((A0, P0, a0), (A1, P1, a1), (A2, P2, a2), (A3, P3, a3), (A4, P4, a4));
-host_tuple!((A0, P0, a0), (A1, P1, a1), (A2, P2, a2), (A3, P3, a3), (A4, P4, a4), (A5, P5, a5));
-host_tuple!((A0, P0, a0), (A1, P1, a1), (A2, P2, a2), (A3, P3, a3), (A4, P4, a4), (A5, P5, a5), (A6, P6, a6));
-host_tuple!((A0, P0, a0), (A1, P1, a1), (A2, P2, a2), (A3, P3, a3), (A4, P4, a4), (A5, P5, a5), (A6, P6, a6), (A7, P7, a7));
+host_tuple!(
+    (A0, P0, a0),
+    (A1, P1, a1),
+    (A2, P2, a2),
+    (A3, P3, a3),
+    (A4, P4, a4)
+);
+host_tuple!(
+    (A0, P0, a0),
+    (A1, P1, a1),
+    (A2, P2, a2),
+    (A3, P3, a3),
+    (A4, P4, a4),
+    (A5, P5, a5)
+);
+host_tuple!(
+    (A0, P0, a0),
+    (A1, P1, a1),
+    (A2, P2, a2),
+    (A3, P3, a3),
+    (A4, P4, a4),
+    (A5, P5, a5),
+    (A6, P6, a6)
+);
+host_tuple!(
+    (A0, P0, a0),
+    (A1, P1, a1),
+    (A2, P2, a2),
+    (A3, P3, a3),
+    (A4, P4, a4),
+    (A5, P5, a5),
+    (A6, P6, a6),
+    (A7, P7, a7)
+);
 
 /// The parameter values, shared by the emulated threads (which run one at a
 /// time; the emulator's baton orders their accesses).
@@ -109,7 +147,10 @@ impl Emulator {
     pub fn new(seed: u64) -> Self {
         // About a minute of emulation (~30 us a step) before a spinning
         // kernel is reported.
-        Emulator { seed, max_steps: 2_000_000 }
+        Emulator {
+            seed,
+            max_steps: 2_000_000,
+        }
     }
 
     /// Scheduling steps after which a run that has not finished is reported
@@ -127,11 +168,16 @@ impl Emulator {
     {
         let grid = grid.into();
         let (block, cluster) = (K::BLOCK, K::CLUSTER);
-        for (axis, g, c) in [("x", grid.x, cluster.x), ("y", grid.y, cluster.y), ("z", grid.z, cluster.z)] {
+        for (axis, g, c) in [
+            ("x", grid.x, cluster.x),
+            ("y", grid.y, cluster.y),
+            ("z", grid.z, cluster.z),
+        ] {
             if g == 0 || g % c != 0 {
                 return Err(EmuError::Misuse {
                     kernel: K::NAME.to_string(),
-                    rule: "the grid is a non-zero multiple of the cluster shape in every dimension".into(),
+                    rule: "the grid is a non-zero multiple of the cluster shape in every dimension"
+                        .into(),
                     where_: "launch".into(),
                     detail: format!("grid.{axis} = {g}, cluster.{axis} = {c}"),
                 });
@@ -154,3 +200,178 @@ impl Emulator {
     }
 }
 
+// ----- TMA tensor maps on the emulator ----------------------------------------
+
+/// A TMA tensor map for the CPU emulator: what a `Tma<Tl, RANK>` kernel
+/// parameter takes on [`Emulator::launch`] (pass `&map`), over a row-major
+/// tensor in host memory borrowed for `'a`.
+///
+/// Its 128 bytes are the emulator's own encoding
+/// ([`kernel_device::tma::emu_map`]: magic word, global address, element
+/// bytes, rank, dims, byte strides, box, swizzle, writable flag), not a
+/// driver `CUtensorMap`; a GPU `TensorMap` cannot be used on the emulator nor
+/// this one on a GPU. As in `kernel_host::TensorMap`, the box
+/// (`Tl::BLOCK_COLS x Tl::ROWS`, 1 in the outer dimensions) and the swizzle
+/// (`Tl::SWIZZLE`) come from the tile type. Maps built from a shared slice
+/// ([`EmuTensorMap::new_2d`]) are read-only: a TMA store through one panics;
+/// build store destinations with the `_mut` constructors.
+pub struct EmuTensorMap<'a, Tl: TileLayout, const RANK: usize = 2> {
+    param: TensorMapParam<Tl, RANK>,
+    _data: PhantomData<&'a mut [Tl::Elem]>,
+}
+
+impl<'a, Tl: TileLayout, const RANK: usize> EmuTensorMap<'a, Tl, RANK> {
+    /// The map of a tensor of `dims` (outermost first, e.g. `[rows, cols]`
+    /// or `[batch, rows, cols]`), row-major and contiguous, at `data`
+    /// (`len` elements), checked as `cuTensorMapEncodeTiled` checks it, plus
+    /// the emulator's own rule that the tensor fits in `len`.
+    fn build(
+        data: *const Tl::Elem,
+        len: usize,
+        dims_outer_first: &[usize],
+        writable: bool,
+    ) -> Result<Self, EmuError> {
+        let e = Tl::ELEM_BYTES;
+        let mut problems = Vec::new();
+        if dims_outer_first.len() != RANK {
+            problems.push(format!(
+                "{} dimensions for a map of rank {RANK}",
+                dims_outer_first.len()
+            ));
+        }
+        if !(2..=emu_map::MAX_RANK).contains(&RANK) {
+            problems.push(format!("rank {RANK}: tile copies need a rank in 2..=5"));
+        }
+        if !matches!(e, 1 | 2 | 4 | 8) {
+            problems.push(format!("element size {e} bytes (1, 2, 4 or 8)"));
+        }
+        let addr = data as u64;
+        if addr == 0 || addr % 16 != 0 {
+            problems.push(format!(
+                "global address {addr:#x} must be non-null and 16-byte aligned"
+            ));
+        }
+        let mut dims = [1u64; emu_map::MAX_RANK];
+        let mut strides = [0u64; emu_map::MAX_RANK];
+        for (d, &x) in dims_outer_first
+            .iter()
+            .rev()
+            .enumerate()
+            .take(emu_map::MAX_RANK)
+        {
+            dims[d] = x as u64;
+            if x == 0 || x as u64 > 1 << 32 {
+                problems.push(format!("dims[{d}] = {x} must be in 1..=2^32"));
+            }
+        }
+        let mut stride = e as u64;
+        for d in 0..RANK.min(emu_map::MAX_RANK) {
+            strides[d] = stride;
+            if d > 0 && (stride % 16 != 0 || stride >= 1 << 40) {
+                problems.push(format!(
+                    "stride of dimension {d} = {stride} bytes must be a multiple of 16 below 2^40"
+                ));
+            }
+            stride = stride.saturating_mul(dims[d]);
+        }
+        let total_bytes = stride;
+        if total_bytes > (len * e) as u64 {
+            problems.push(format!(
+                "the tensor needs {total_bytes} bytes; the slice has {} ({len} elements)",
+                len * e
+            ));
+        }
+        let mut box_dims = [1u32; emu_map::MAX_RANK];
+        box_dims[0] = Tl::BLOCK_COLS as u32;
+        box_dims[1] = Tl::ROWS as u32;
+        for (d, &b) in box_dims.iter().enumerate().take(2) {
+            if b == 0 || b > 256 {
+                problems.push(format!("box dim {d} = {b} must be in 1..=256"));
+            }
+        }
+        let inner = Tl::BLOCK_COLS * e;
+        if inner % 16 != 0 {
+            problems.push(format!(
+                "box inner dimension {inner} bytes must be a multiple of 16"
+            ));
+        }
+        if Tl::SWIZZLE.bytes() != 0 && inner > Tl::SWIZZLE.bytes() {
+            problems.push(format!(
+                "box inner dimension {inner} bytes exceeds the swizzle span {}",
+                Tl::SWIZZLE.bytes()
+            ));
+        }
+        if !problems.is_empty() {
+            return Err(EmuError::Misuse {
+                kernel: "EmuTensorMap".into(),
+                rule: "tensor map rules (cuTensorMapEncodeTiled, CUDA Driver API §6.30)".into(),
+                where_: "host".into(),
+                detail: problems.join("; "),
+            });
+        }
+        let map = emu_map::EmuMap {
+            global: addr,
+            elem_bytes: e as u32,
+            rank: RANK as u32,
+            dims,
+            strides,
+            box_dims,
+            swizzle: Tl::SWIZZLE,
+            writable,
+        };
+        Ok(EmuTensorMap {
+            param: TensorMapParam::from_bytes(map.encode()),
+            _data: PhantomData,
+        })
+    }
+
+    /// The decoded map (for tests and messages).
+    pub fn map(&self) -> emu_map::EmuMap {
+        emu_map::EmuMap::decode(&self.param.bytes).expect("an EmuTensorMap holds an emulator map")
+    }
+}
+
+impl<'a, Tl: TileLayout> EmuTensorMap<'a, Tl, 2> {
+    /// A read-only map of a `rows x cols` row-major matrix (TMA loads only).
+    pub fn new_2d(data: &'a [Tl::Elem], rows: usize, cols: usize) -> Result<Self, EmuError> {
+        Self::build(data.as_ptr(), data.len(), &[rows, cols], false)
+    }
+    /// A writable map of a `rows x cols` row-major matrix (loads and stores).
+    pub fn new_2d_mut(
+        data: &'a mut [Tl::Elem],
+        rows: usize,
+        cols: usize,
+    ) -> Result<Self, EmuError> {
+        Self::build(data.as_mut_ptr(), data.len(), &[rows, cols], true)
+    }
+}
+
+impl<'a, Tl: TileLayout> EmuTensorMap<'a, Tl, 3> {
+    /// A read-only map of `batch` row-major `rows x cols` matrices stored
+    /// one after another (coordinates `[col, row, batch]`).
+    pub fn new_batched(
+        data: &'a [Tl::Elem],
+        batch: usize,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Self, EmuError> {
+        Self::build(data.as_ptr(), data.len(), &[batch, rows, cols], false)
+    }
+    /// As [`EmuTensorMap::new_batched`], writable.
+    pub fn new_batched_mut(
+        data: &'a mut [Tl::Elem],
+        batch: usize,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Self, EmuError> {
+        Self::build(data.as_mut_ptr(), data.len(), &[batch, rows, cols], true)
+    }
+}
+
+impl<Tl: TileLayout, const RANK: usize> HostArg<TensorMapParam<Tl, RANK>>
+    for &EmuTensorMap<'_, Tl, RANK>
+{
+    fn into_param(self) -> TensorMapParam<Tl, RANK> {
+        self.param
+    }
+}

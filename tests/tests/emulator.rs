@@ -30,10 +30,16 @@ fn expect_err(seed: u64, r: Result<kernel_host::emulate::RunReport, EmuError>) -
 fn thread_skipping_a_cta_barrier_is_a_deadlock() {
     for seed in SEEDS {
         let mut y = vec![0f32; 64];
-        let e = expect_err(seed, Emulator::new(seed).launch::<planted::skip_barrier, _>(1u32, (&mut y[..],)));
+        let e = expect_err(
+            seed,
+            Emulator::new(seed).launch::<planted::skip_barrier, _>(1u32, (&mut y[..],)),
+        );
         let msg = e.to_string();
         assert!(matches!(e, EmuError::Deadlock { .. }), "seed {seed}: {msg}");
-        assert!(msg.contains("skip_barrier") && msg.contains("bar"), "seed {seed}: {msg}");
+        assert!(
+            msg.contains("skip_barrier") && msg.contains("bar"),
+            "seed {seed}: {msg}"
+        );
     }
 }
 
@@ -41,7 +47,10 @@ fn thread_skipping_a_cta_barrier_is_a_deadlock() {
 fn missing_arrival_is_a_deadlock_on_the_mbarrier() {
     for seed in SEEDS {
         let mut y = vec![0f32; 128];
-        let e = expect_err(seed, Emulator::new(seed).launch::<planted::missing_arrive, _>(1u32, (&mut y[..],)));
+        let e = expect_err(
+            seed,
+            Emulator::new(seed).launch::<planted::missing_arrive, _>(1u32, (&mut y[..],)),
+        );
         let msg = e.to_string();
         assert!(matches!(e, EmuError::Deadlock { .. }), "seed {seed}: {msg}");
         assert!(msg.contains("mbarrier"), "seed {seed}: {msg}");
@@ -52,7 +61,10 @@ fn missing_arrival_is_a_deadlock_on_the_mbarrier() {
 fn extra_arrival_is_a_barrier_misuse() {
     for seed in SEEDS {
         let mut y = vec![0f32; 128];
-        let e = expect_err(seed, Emulator::new(seed).launch::<planted::extra_arrive, _>(1u32, (&mut y[..],)));
+        let e = expect_err(
+            seed,
+            Emulator::new(seed).launch::<planted::extra_arrive, _>(1u32, (&mut y[..],)),
+        );
         let msg = e.to_string();
         assert!(matches!(e, EmuError::Misuse { .. }), "seed {seed}: {msg}");
         assert!(msg.contains("arrival"), "seed {seed}: {msg}");
@@ -63,7 +75,10 @@ fn extra_arrival_is_a_barrier_misuse() {
 fn announced_bytes_never_delivered_is_a_deadlock_naming_the_transaction_count() {
     for seed in SEEDS {
         let mut y = vec![0f32; 32];
-        let e = expect_err(seed, Emulator::new(seed).launch::<planted::missing_copy, _>(1u32, (&mut y[..],)));
+        let e = expect_err(
+            seed,
+            Emulator::new(seed).launch::<planted::missing_copy, _>(1u32, (&mut y[..],)),
+        );
         let msg = e.to_string();
         assert!(matches!(e, EmuError::Deadlock { .. }), "seed {seed}: {msg}");
         assert!(msg.contains("tx"), "seed {seed}: {msg}");
@@ -75,6 +90,109 @@ fn same_seed_same_result_and_cluster_grid_checked() {
     // A grid that is not a multiple of the cluster is refused before running.
     let x = vec![0f32; 3 * 128];
     let mut y = vec![0f32; 3 * 128];
-    let e = Emulator::new(1).launch::<kernels::first::cluster_exchange, _>(3u32, (&x[..], &mut y[..])).unwrap_err();
+    let e = Emulator::new(1)
+        .launch::<kernels::first::cluster_exchange, _>(3u32, (&x[..], &mut y[..]))
+        .unwrap_err();
     assert!(e.to_string().contains("multiple of the cluster"), "{e}");
+}
+
+// ----- Hopper kernels: TMA and wgmma on the emulator ----------------------------
+
+use examples::emulated;
+
+#[test]
+fn tma_multicast_and_warp_roles_match_the_cpu_reference() {
+    for seed in [1, 2] {
+        let emu = Emulator::new(seed);
+        emulated::multicast_copy(&emu)
+            .unwrap_or_else(|e| panic!("seed {seed}: multicast_copy: {e}"));
+        emulated::warp_roles(&emu).unwrap_or_else(|e| panic!("seed {seed}: warp_roles: {e}"));
+    }
+}
+
+#[test]
+fn wgmma_variants_match_the_cpu_reference() {
+    let errs = emulated::wgmma_variants(&Emulator::new(3))
+        .unwrap_or_else(|e| panic!("wgmma_variants: {e}"));
+    eprintln!("wgmma_variants: relative Frobenius errors {errs:?}");
+    for (v, e) in errs.iter().enumerate() {
+        assert!(*e < 1e-2, "variant {v}: relative Frobenius error {e}");
+    }
+}
+
+/// One emulated matmul at 256 x 256 x 256 (4 K steps: every stage slot is
+/// reused) under scheduler seed `seed`.
+fn emulated_matmul(name: &str, seed: u64) {
+    let (m, n, k) = (256, 256, 256);
+    let t = std::time::Instant::now();
+    let err = emulated::matmul(&Emulator::new(seed), name, m, n, k, 40 + seed)
+        .unwrap_or_else(|e| panic!("seed {seed}: {name}: {e}"));
+    eprintln!(
+        "{name} {m}x{n}x{k} seed {seed}: rel err {err:.2e}, {:.2?}",
+        t.elapsed()
+    );
+    assert!(
+        err < 1e-2,
+        "seed {seed}: {name}: relative Frobenius error {err}"
+    );
+}
+
+#[test]
+fn matmul_pipelined_matches_the_cpu_reference() {
+    for seed in [1, 2] {
+        emulated_matmul("pipelined<2>", seed);
+    }
+}
+
+#[test]
+fn matmul_pipelined_kn_matches_the_cpu_reference() {
+    for seed in [1, 2] {
+        emulated_matmul("pipelined_kn<2>", seed);
+    }
+}
+
+#[test]
+fn matmul_warp_specialized_matches_the_cpu_reference() {
+    for seed in [1, 2] {
+        emulated_matmul("warp_specialized<2,0>", seed);
+    }
+}
+
+#[test]
+fn tma_fills_rows_past_the_tensor_edge_with_zeros() {
+    use kernel_host::emulate::EmuTensorMap;
+    // warp_roles over 4 tiles of 64 rows, but the map says the tensor has
+    // only 246 rows: the last tile's 10 rows past the edge load as zeros.
+    let (tiles, rows) = (4usize, 246usize);
+    let x: Vec<f32> = examples::inputs(tiles * 64 * 64, 11);
+    let mut y = vec![f32::NAN; x.len()];
+    let xm = EmuTensorMap::<kernels::hopper::RoleTile>::new_2d(&x, rows, 64).unwrap();
+    Emulator::new(5)
+        .launch::<kernels::hopper::warp_roles, _>(tiles as u32, (&xm, &mut y[..]))
+        .unwrap();
+    for (i, (&got, &v)) in y.iter().zip(&x).enumerate() {
+        let want = if i / 64 < rows { 2.0 * v } else { 0.0 };
+        assert_eq!(
+            got.to_bits(),
+            want.to_bits(),
+            "element {i} (row {})",
+            i / 64
+        );
+    }
+}
+
+#[test]
+fn emulator_tensor_maps_are_checked() {
+    use kernel_host::emulate::EmuTensorMap;
+    let x = vec![0f32; 64 * 64];
+    // The slice is too short for the tensor the map describes.
+    let e = EmuTensorMap::<kernels::hopper::RoleTile>::new_2d(&x, 128, 64)
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("bytes"), "{e}");
+    // A row of 62 f32 (248 bytes) is not a multiple of 16 bytes.
+    let e = EmuTensorMap::<kernels::hopper::RoleTile>::new_2d(&x, 64, 62)
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("multiple of 16"), "{e}");
 }
