@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: build the example kernels for sm_90a/sm_100a and run them on
 # the GPU: the first examples (each checked against a CPU reference), then
-# the Hopper matmuls checked and timed against cuBLAS. Without a GPU it says so.
+# the Hopper matmuls checked and timed against cuBLAS. Without a GPU it says
+# so and runs them on the CPU emulator (small sizes, correctness only).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/tools/setup.sh"
