@@ -15,6 +15,7 @@ pub mod raw {
     /// # Safety
     /// Every thread of every CTA in the cluster arrives once per phase.
     #[inline(always)]
+    #[track_caller]
     pub unsafe fn barrier_cluster_arrive() {
         device!("barrier.cluster.arrive", {
             // SAFETY: caller contract; orders memory (no `nomem`).
@@ -28,6 +29,7 @@ pub mod raw {
     /// # Safety
     /// As [`barrier_cluster_arrive`].
     #[inline(always)]
+    #[track_caller]
     pub unsafe fn barrier_cluster_arrive_relaxed() {
         device!("barrier.cluster.arrive.relaxed", {
             // SAFETY: caller contract.
@@ -41,6 +43,7 @@ pub mod raw {
     /// # Safety
     /// Preceded by this thread's arrive for the same phase.
     #[inline(always)]
+    #[track_caller]
     pub unsafe fn barrier_cluster_wait() {
         device!("barrier.cluster.wait", {
             // SAFETY: caller contract.
@@ -56,6 +59,7 @@ pub mod raw {
     /// below the cluster size. Dereferencing the result is valid only while
     /// the target CTA is running.
     #[inline(always)]
+    #[track_caller]
     pub unsafe fn mapa(a: u64, rank: u32) -> u64 {
         device!("mapa.u64", {
             let d: u64;
@@ -74,6 +78,7 @@ pub mod raw {
     /// # Safety
     /// As [`mapa`].
     #[inline(always)]
+    #[track_caller]
     pub unsafe fn mapa_shared(a: u32, rank: u32) -> u32 {
         device!("mapa.shared::cluster.u32", {
             let d: u32;
@@ -92,6 +97,7 @@ pub mod raw {
 ///
 /// Collective: every thread of every CTA in the cluster.
 #[inline(always)]
+#[track_caller]
 pub fn cluster_arrive() {
     // SAFETY: collective contract documented above.
     unsafe { raw::barrier_cluster_arrive() }
@@ -101,6 +107,7 @@ pub fn cluster_arrive() {
 ///
 /// Collective: every thread of every CTA in the cluster.
 #[inline(always)]
+#[track_caller]
 pub fn cluster_wait() {
     // SAFETY: collective contract documented above.
     unsafe { raw::barrier_cluster_wait() }
@@ -109,6 +116,7 @@ pub fn cluster_wait() {
 /// `cluster_arrive(); cluster_wait();`: all threads of the cluster meet, and
 /// shared-memory writes (local or distributed) before it are visible after it.
 #[inline(always)]
+#[track_caller]
 pub fn cluster_sync() {
     cluster_arrive();
     cluster_wait();
@@ -122,6 +130,7 @@ pub fn cluster_sync() {
 /// result may be dereferenced only while CTA `rank` runs (end the kernel with
 /// a cluster barrier when other CTAs access your shared memory).
 #[inline(always)]
+#[track_caller]
 pub unsafe fn map_shared_rank<T>(ptr: *mut T, rank: u32) -> *mut T {
     // SAFETY: forwarded contract.
     unsafe { raw::mapa(ptr as u64, rank) as *mut T }

@@ -5,6 +5,7 @@
 /// the TMA unit) before a following cluster barrier. `#[kernel]` issues it
 /// after initializing scratch barriers.
 #[inline(always)]
+#[track_caller]
 pub fn fence_mbarrier_init() {
     device!("fence.mbarrier_init", {
         // SAFETY: a fence; memory clobber keeps it ordered.
@@ -18,15 +19,17 @@ pub fn fence_mbarrier_init() {
 /// wrote the SMEM issues it, before the barrier that hands the SMEM over.
 /// Pallas calls this `commit_smem`.
 #[inline(always)]
+#[track_caller]
 pub fn fence_proxy_async_shared_cta() {
     device!("fence.proxy.async.shared::cta", {
         // SAFETY: a fence; memory clobber keeps it ordered.
         unsafe { core::arch::asm!("fence.proxy.async.shared::cta;", options(nostack, preserves_flags)) }
-    }, host: { kernel_emu::yield_point("fence.proxy.async") })
+    }, host: { kernel_emu::fence_proxy_async() })
 }
 
 /// `fence.acq_rel.gpu;`: orders this thread's memory accesses at GPU scope.
 #[inline(always)]
+#[track_caller]
 pub fn fence_acq_rel_gpu() {
     device!("fence.acq_rel.gpu", {
         // SAFETY: a fence.
@@ -37,6 +40,7 @@ pub fn fence_acq_rel_gpu() {
 /// `fence.acq_rel.cluster;` (sm_90): orders this thread's memory accesses at
 /// cluster scope (distributed shared memory).
 #[inline(always)]
+#[track_caller]
 pub fn fence_acq_rel_cluster() {
     device!("fence.acq_rel.cluster", {
         // SAFETY: a fence.

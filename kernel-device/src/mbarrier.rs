@@ -39,6 +39,7 @@ pub mod raw {
     /// One thread; `bar` a valid, unused mbarrier address; 1 <= count < 2^20.
     /// Other threads may use it only after a fence/barrier that orders the init.
     #[inline(always)]
+    #[track_caller]
     pub unsafe fn init(bar: u32, count: u32) {
         device!("mbarrier.init", {
             // SAFETY: caller contract.
@@ -54,6 +55,7 @@ pub mod raw {
     /// # Safety
     /// One thread; no thread uses the barrier afterwards (until re-init).
     #[inline(always)]
+    #[track_caller]
     pub unsafe fn inval(bar: u32) {
         device!("mbarrier.inval", {
             // SAFETY: caller contract.
@@ -68,6 +70,7 @@ pub mod raw {
     /// `bar` is an initialized mbarrier; the arrival must be expected by the
     /// current phase (arriving more often than the count is undefined).
     #[inline(always)]
+    #[track_caller]
     pub unsafe fn arrive(bar: u32) -> u64 {
         device!("mbarrier.arrive", {
             let state: u64;
@@ -87,6 +90,7 @@ pub mod raw {
     /// As [`arrive`]; the announced bytes must be retired by copies that
     /// complete on this barrier in this phase.
     #[inline(always)]
+    #[track_caller]
     pub unsafe fn arrive_expect_tx(bar: u32, tx: u32) -> u64 {
         device!("mbarrier.arrive.expect_tx", {
             let state: u64;
@@ -105,6 +109,7 @@ pub mod raw {
     /// # Safety
     /// As [`arrive_expect_tx`].
     #[inline(always)]
+    #[track_caller]
     pub unsafe fn expect_tx(bar: u32, tx: u32) {
         device!("mbarrier.expect_tx", {
             // SAFETY: caller contract.
@@ -122,6 +127,7 @@ pub mod raw {
     /// # Safety
     /// `bar` is an initialized mbarrier.
     #[inline(always)]
+    #[track_caller]
     pub unsafe fn try_wait_parity(bar: u32, parity: u32) -> bool {
         device!("mbarrier.try_wait.parity", {
             let done: u32;
@@ -142,6 +148,7 @@ pub mod raw {
     /// # Safety
     /// As [`arrive`], for the barrier in the target CTA, which must be running.
     #[inline(always)]
+    #[track_caller]
     pub unsafe fn arrive_cluster(bar: u32) {
         device!("mbarrier.arrive.release.cluster", {
             // SAFETY: caller contract.
@@ -164,7 +171,10 @@ pub struct BarrierRef<'a> {
 
 impl core::fmt::Debug for BarrierRef<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("BarrierRef").field("smem_addr", &self.addr).field("parity", &self.parity()).finish()
+        f.debug_struct("BarrierRef")
+            .field("smem_addr", &self.addr)
+            .field("parity", &self.parity())
+            .finish()
     }
 }
 
@@ -186,6 +196,7 @@ impl<'a> BarrierRef<'a> {
     /// One arrival (`mbarrier.arrive`, release at CTA scope): this thread's
     /// prior writes are visible to threads that complete a wait on this phase.
     #[inline(always)]
+    #[track_caller]
     pub fn arrive(&self) {
         // SAFETY: the address comes from an initialized scratch barrier.
         unsafe { raw::arrive(self.addr) };
@@ -193,12 +204,14 @@ impl<'a> BarrierRef<'a> {
     /// Announce `bytes` of asynchronous copies, then arrive once
     /// (`mbarrier.arrive.expect_tx`). One thread per phase.
     #[inline(always)]
+    #[track_caller]
     pub fn arrive_expect_tx(&self, bytes: u32) {
         // SAFETY: as `arrive`.
         unsafe { raw::arrive_expect_tx(self.addr, bytes) };
     }
     /// Announce `bytes` without arriving (`mbarrier.expect_tx`).
     #[inline(always)]
+    #[track_caller]
     pub fn expect_tx(&self, bytes: u32) {
         // SAFETY: as `arrive`.
         unsafe { raw::expect_tx(self.addr, bytes) };
@@ -206,6 +219,7 @@ impl<'a> BarrierRef<'a> {
     /// Arrive once on the same barrier in CTA `cta_rank` of this cluster
     /// (`mapa` + `mbarrier.arrive.release.cluster`).
     #[inline(always)]
+    #[track_caller]
     pub fn arrive_cluster(&self, cta_rank: u32) {
         // SAFETY: the barrier exists at the same offset in every CTA of the
         // cluster (same kernel, same scratch layout).
@@ -214,6 +228,7 @@ impl<'a> BarrierRef<'a> {
     /// Block until the phase this thread waits for completes, then flip the
     /// parity this thread waits for (acquire at CTA scope).
     #[inline(always)]
+    #[track_caller]
     pub fn wait(&self) {
         let parity = self.parity();
         // SAFETY: as `arrive`.
@@ -222,6 +237,7 @@ impl<'a> BarrierRef<'a> {
     }
     /// Non-blocking wait: true (and the parity flipped) if the phase completed.
     #[inline(always)]
+    #[track_caller]
     pub fn try_wait(&self) -> bool {
         // SAFETY: as `arrive`.
         let done = unsafe { raw::try_wait_parity(self.addr, self.parity()) };
@@ -246,12 +262,20 @@ impl Barrier {
     /// `smem_addr` is an 8-byte-aligned `.shared::cta` address holding an
     /// mbarrier that is (or will be, before use) initialized.
     #[inline(always)]
+    #[track_caller]
     pub unsafe fn from_smem_addr(smem_addr: u32) -> Self {
-        Barrier { addr: smem_addr, phases: Cell::new(0) }
+        Barrier {
+            addr: smem_addr,
+            phases: Cell::new(0),
+        }
     }
     #[inline(always)]
     pub fn as_ref(&self) -> BarrierRef<'_> {
-        BarrierRef { addr: self.addr, phases: &self.phases, bit: 0 }
+        BarrierRef {
+            addr: self.addr,
+            phases: &self.phases,
+            bit: 0,
+        }
     }
     /// See [`BarrierRef::smem_addr`].
     #[inline(always)]
@@ -265,31 +289,37 @@ impl Barrier {
     }
     /// See [`BarrierRef::arrive`].
     #[inline(always)]
+    #[track_caller]
     pub fn arrive(&self) {
         self.as_ref().arrive()
     }
     /// See [`BarrierRef::arrive_expect_tx`].
     #[inline(always)]
+    #[track_caller]
     pub fn arrive_expect_tx(&self, bytes: u32) {
         self.as_ref().arrive_expect_tx(bytes)
     }
     /// See [`BarrierRef::expect_tx`].
     #[inline(always)]
+    #[track_caller]
     pub fn expect_tx(&self, bytes: u32) {
         self.as_ref().expect_tx(bytes)
     }
     /// See [`BarrierRef::arrive_cluster`].
     #[inline(always)]
+    #[track_caller]
     pub fn arrive_cluster(&self, cta_rank: u32) {
         self.as_ref().arrive_cluster(cta_rank)
     }
     /// See [`BarrierRef::wait`].
     #[inline(always)]
+    #[track_caller]
     pub fn wait(&self) {
         self.as_ref().wait()
     }
     /// See [`BarrierRef::try_wait`].
     #[inline(always)]
+    #[track_caller]
     pub fn try_wait(&self) -> bool {
         self.as_ref().try_wait()
     }
@@ -304,15 +334,22 @@ pub struct Barriers<const N: usize> {
 }
 
 impl<const N: usize> Barriers<N> {
-    const CHECK: () = assert!(N >= 1 && N <= 64, "Barriers<N>: N must be in 1..=64 (one phase bit per barrier in a u64)");
+    const CHECK: () = assert!(
+        N >= 1 && N <= 64,
+        "Barriers<N>: N must be in 1..=64 (one phase bit per barrier in a u64)"
+    );
 
     /// # Safety
     /// As [`Barrier::from_smem_addr`], for `N` consecutive mbarriers.
     #[inline(always)]
+    #[track_caller]
     pub unsafe fn from_smem_addr(smem_addr: u32) -> Self {
         #[allow(clippy::let_unit_value)]
         let () = Self::CHECK;
-        Barriers { base: smem_addr, phases: Cell::new(0) }
+        Barriers {
+            base: smem_addr,
+            phases: Cell::new(0),
+        }
     }
     /// Number of barriers.
     pub const fn len(&self) -> usize {
@@ -326,6 +363,10 @@ impl<const N: usize> Barriers<N> {
     #[track_caller]
     pub fn at(&self, i: usize) -> BarrierRef<'_> {
         assert!(i < N, "Barriers::at: index out of range");
-        BarrierRef { addr: self.base + (i * MBARRIER_BYTES) as u32, phases: &self.phases, bit: i as u32 }
+        BarrierRef {
+            addr: self.base + (i * MBARRIER_BYTES) as u32,
+            phases: &self.phases,
+            bit: i as u32,
+        }
     }
 }

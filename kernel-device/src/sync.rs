@@ -22,6 +22,7 @@ pub const NUM_HW_BARRIERS: u32 = 16;
 /// lanes of one warp at different barrier instructions, which is undefined
 /// and hung a kernel on the H100. The non-aligned form allows it.
 #[inline(always)]
+#[track_caller]
 pub fn sync_threads() {
     device!("barrier.sync", {
         // SAFETY: barrier 0 with all threads; memory clobber (no `nomem`)
@@ -39,6 +40,7 @@ pub mod raw {
     /// (whole warps) must arrive at barrier `id` for this phase, and no other
     /// use of barrier `id` may overlap (barrier 0 is `sync_threads`).
     #[inline(always)]
+    #[track_caller]
     pub unsafe fn bar_sync(id: u32, count: u32) {
         device!("barrier.sync", {
             // SAFETY: the caller guarantees the id/count contract.
@@ -54,6 +56,7 @@ pub mod raw {
     /// # Safety
     /// As [`bar_sync`]; the arriving threads count toward `count`.
     #[inline(always)]
+    #[track_caller]
     pub unsafe fn bar_arrive(id: u32, count: u32) {
         device!("barrier.arrive", {
             // SAFETY: the caller guarantees the id/count contract.
@@ -78,8 +81,14 @@ impl NamedBarrier {
     /// threads (a non-zero multiple of 32). Checked at compile time when the
     /// arguments are constants.
     pub const fn new(id: u32, threads: u32) -> Self {
-        assert!(id >= 1 && id < super::sync::NUM_HW_BARRIERS, "NamedBarrier: id must be in 1..16 (0 is sync_threads)");
-        assert!(threads > 0 && threads % 32 == 0 && threads <= 1024, "NamedBarrier: threads must be a non-zero multiple of 32, at most 1024");
+        assert!(
+            id >= 1 && id < super::sync::NUM_HW_BARRIERS,
+            "NamedBarrier: id must be in 1..16 (0 is sync_threads)"
+        );
+        assert!(
+            threads > 0 && threads % 32 == 0 && threads <= 1024,
+            "NamedBarrier: threads must be a non-zero multiple of 32, at most 1024"
+        );
         NamedBarrier { id, threads }
     }
     pub const fn id(self) -> u32 {
@@ -91,12 +100,14 @@ impl NamedBarrier {
     /// Wait until `threads` threads arrived (`barrier.sync id, threads`).
     /// Every participating warp must call this or [`NamedBarrier::arrive`].
     #[inline(always)]
+    #[track_caller]
     pub fn sync(self) {
         // SAFETY: `new` checked id and count; participation is the documented contract.
         unsafe { raw::bar_sync(self.id, self.threads) }
     }
     /// Arrive without waiting (`barrier.arrive id, threads`): a producer signals.
     #[inline(always)]
+    #[track_caller]
     pub fn arrive(self) {
         // SAFETY: as `sync`.
         unsafe { raw::bar_arrive(self.id, self.threads) }

@@ -104,6 +104,7 @@ pub mod raw {
     /// One thread issues it; `dst` is aligned as the swizzle needs (1024 B
     /// for 128B) and holds the box; `bar` expects the box's bytes this phase.
     #[inline(always)]
+    #[track_caller]
     pub unsafe fn load_2d(dst: u32, tmap: u64, c0: i32, c1: i32, bar: u32) {
         device!("cp.async.bulk.tensor.2d (load)", {
             // SAFETY: caller contract.
@@ -123,6 +124,7 @@ pub mod raw {
     /// # Safety
     /// As [`load_2d`], for every CTA in `mask` (same SMEM offsets there).
     #[inline(always)]
+    #[track_caller]
     pub unsafe fn load_2d_multicast(dst: u32, tmap: u64, c0: i32, c1: i32, bar: u32, mask: u16) {
         device!("cp.async.bulk.tensor.2d (multicast load)", {
             // SAFETY: caller contract.
@@ -144,6 +146,7 @@ pub mod raw {
     /// followed by `fence.proxy.async.shared::cta` and a barrier; `src` stays
     /// unmodified until a `wait_group_read` covers this copy.
     #[inline(always)]
+    #[track_caller]
     pub unsafe fn store_2d(tmap: u64, c0: i32, c1: i32, src: u32) {
         device!("cp.async.bulk.tensor.2d (store)", {
             // SAFETY: caller contract.
@@ -166,6 +169,7 @@ pub mod raw {
             /// # Safety
             /// As [`load_2d`].
             #[inline(always)]
+            #[track_caller]
             pub unsafe fn $load(dst: u32, tmap: u64, $($c: i32,)+ bar: u32) {
                 device!("cp.async.bulk.tensor (load)", {
                     // SAFETY: caller contract.
@@ -184,6 +188,7 @@ pub mod raw {
             /// # Safety
             /// As [`store_2d`].
             #[inline(always)]
+            #[track_caller]
             pub unsafe fn $store(tmap: u64, $($c: i32,)+ src: u32) {
                 device!("cp.async.bulk.tensor (store)", {
                     // SAFETY: caller contract.
@@ -221,6 +226,7 @@ pub mod raw {
     /// # Safety
     /// `tmap` is the address of a valid tensor map.
     #[inline(always)]
+    #[track_caller]
     pub unsafe fn prefetch_tensormap(tmap: u64) {
         device!("prefetch.tensormap", {
             // SAFETY: caller contract.
@@ -445,22 +451,27 @@ pub mod emu_map {
         #[track_caller]
         pub fn load(&self, dst: u32, coords: &[i32], op: &str) {
             let e = self.elem_bytes as usize;
-            self.for_each_chunk(dst, coords, op, |addr, globals| {
-                let p = kernel_emu::smem_ptr_range(addr, 16);
-                for (i, g) in globals.iter().enumerate() {
-                    // SAFETY: `p .. p + 16` is inside the CTA's SMEM
-                    // (checked by smem_ptr_range); `g` is inside the host
-                    // tensor the map was built from (checked at encode:
-                    // the tensor covers every in-bounds coordinate).
-                    unsafe {
-                        match g {
-                            Some(g) => {
-                                core::ptr::copy_nonoverlapping(*g as *const u8, p.add(i * e), e)
+            // The box lands (swizzled) in `dst .. dst + box_bytes`: the
+            // emulator checks no in-flight wgmma reads it, and records the
+            // bytes as seen by the async proxy.
+            kernel_emu::async_proxy_write(dst, self.box_bytes() as usize, op, || {
+                self.for_each_chunk(dst, coords, op, |addr, globals| {
+                    let p = kernel_emu::smem_ptr_range(addr, 16);
+                    for (i, g) in globals.iter().enumerate() {
+                        // SAFETY: `p .. p + 16` is inside the CTA's SMEM
+                        // (checked by smem_ptr_range); `g` is inside the host
+                        // tensor the map was built from (checked at encode:
+                        // the tensor covers every in-bounds coordinate).
+                        unsafe {
+                            match g {
+                                Some(g) => {
+                                    core::ptr::copy_nonoverlapping(*g as *const u8, p.add(i * e), e)
+                                }
+                                None => core::ptr::write_bytes(p.add(i * e), 0, e),
                             }
-                            None => core::ptr::write_bytes(p.add(i * e), 0, e),
                         }
                     }
-                }
+                })
             });
         }
 
@@ -473,6 +484,9 @@ pub mod emu_map {
                 "{op}: the tensor map is read-only; build the destination of TMA stores with `EmuTensorMap::new_2d_mut` (or another `_mut` constructor)"
             );
             let e = self.elem_bytes as usize;
+            // The box is read (swizzled) from `src .. src + box_bytes`: the
+            // async proxy must see what ordinary stores wrote there.
+            kernel_emu::async_proxy_read(src, self.box_bytes() as usize, op);
             self.for_each_chunk(src, coords, op, |addr, globals| {
                 let p = kernel_emu::smem_ptr_range(addr, 16);
                 for (i, g) in globals.iter().enumerate() {
@@ -574,6 +588,7 @@ pub mod emu_map {
 /// `cp.async.bulk.commit_group;`: closes the group of this thread's bulk
 /// stores issued since the last commit.
 #[inline(always)]
+#[track_caller]
 pub fn commit_group() {
     device!("cp.async.bulk.commit_group", {
         // SAFETY: no operands.
@@ -587,6 +602,7 @@ pub fn commit_group() {
 /// `cp.async.bulk.wait_group N;`: waits until at most `N` of this thread's
 /// bulk groups are pending (their writes to global memory done).
 #[inline(always)]
+#[track_caller]
 pub fn wait_group<const N: u32>() {
     device!("cp.async.bulk.wait_group", {
         // SAFETY: waits only.
@@ -602,6 +618,7 @@ pub fn wait_group<const N: u32>() {
 /// global writes may still be in flight). Pallas's
 /// `wait_smem_to_gmem(n, wait_read_only=True)`.
 #[inline(always)]
+#[track_caller]
 pub fn wait_group_read<const N: u32>() {
     device!("cp.async.bulk.wait_group.read", {
         // SAFETY: waits only.
@@ -616,6 +633,7 @@ pub fn wait_group_read<const N: u32>() {
 /// that wrote SMEM with ordinary stores calls it before the barrier after
 /// which TMA or the tensor cores read that SMEM.
 #[inline(always)]
+#[track_caller]
 pub fn commit_smem() {
     crate::fence::fence_proxy_async_shared_cta()
 }
@@ -628,6 +646,7 @@ impl<Tl: TileLayout, const RANK: usize> Tma<Tl, RANK> {
     /// `[col, row, d2, ..]`) into `dst`, completing `Tma::BYTES` on `bar`;
     /// one copy per column block. One thread; `bar` expects the bytes.
     #[inline(always)]
+    #[track_caller]
     pub fn load_at(&self, dst: Smem<Tl>, coords: [u32; RANK], bar: BarrierRef<'_>) {
         const {
             assert!(
@@ -668,6 +687,7 @@ impl<Tl: TileLayout, const RANK: usize> Tma<Tl, RANK> {
     /// first) as bulk-group stores. One thread, after `commit_smem` and a
     /// barrier.
     #[inline(always)]
+    #[track_caller]
     pub fn store_at(&self, src: Smem<Tl>, coords: [u32; RANK]) {
         const {
             assert!(
@@ -710,6 +730,7 @@ impl<Tl: TileLayout, const RANK: usize> Tma<Tl, RANK> {
 
     /// Prefetch the descriptor (one thread, early in the kernel).
     #[inline(always)]
+    #[track_caller]
     pub fn prefetch(&self) {
         // SAFETY: the descriptor is this kernel's parameter.
         unsafe { raw::prefetch_tensormap(self.desc) }
@@ -724,6 +745,7 @@ impl<Tl: TileLayout> Tma<Tl, 2> {
     ///
     /// Issued by one thread; `bar` must expect the bytes in this phase.
     #[inline(always)]
+    #[track_caller]
     pub fn load(&self, dst: Smem<Tl>, row: u32, col: u32, bar: BarrierRef<'_>) {
         let base = dst.smem_addr();
         for j in 0..Tl::BLOCKS {
@@ -744,6 +766,7 @@ impl<Tl: TileLayout> Tma<Tl, 2> {
     /// As [`Tma::load`], delivered to the same SMEM offset and barrier offset
     /// in every CTA of the cluster whose rank bit is set in `cta_mask`.
     #[inline(always)]
+    #[track_caller]
     pub fn load_multicast(
         &self,
         dst: Smem<Tl>,
@@ -776,6 +799,7 @@ impl<Tl: TileLayout> Tma<Tl, 2> {
     /// Issued by one thread, after every writer of `src` did [`commit_smem`]
     /// and a barrier.
     #[inline(always)]
+    #[track_caller]
     pub fn store(&self, src: Smem<Tl>, row: u32, col: u32) {
         let base = src.smem_addr();
         for j in 0..Tl::BLOCKS {

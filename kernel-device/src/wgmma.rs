@@ -229,6 +229,7 @@ macro_rules! wgmma_shape {
                 d
             }
             #[inline(always)]
+            #[track_caller]
             unsafe fn mma_f32<E: WgmmaInput>(d: &mut [f32; $regs], a: SmemDescriptor, b: SmemDescriptor, scale_d: bool, trans_b: bool) {
                 device!("wgmma.mma_async (SS, f32 accumulator)", {
                     let sd = scale_d as u32;
@@ -260,6 +261,7 @@ macro_rules! wgmma_shape {
                 })
             }
             #[inline(always)]
+            #[track_caller]
             unsafe fn mma_f32_rs<E: WgmmaInput>(d: &mut [f32; $regs], a: [u32; 4], b: SmemDescriptor, scale_d: bool) {
                 device!("wgmma.mma_async (RS, f32 accumulator)", {
                     let sd = scale_d as u32;
@@ -318,6 +320,7 @@ macro_rules! wgmma_shape {
                 d
             }
             #[inline(always)]
+            #[track_caller]
             unsafe fn mma_f16(d: &mut [u32; $regs / 2], a: SmemDescriptor, b: SmemDescriptor, scale_d: bool) {
                 device!("wgmma.mma_async (SS, f16 accumulator)", {
                     let sd = scale_d as u32;
@@ -405,7 +408,9 @@ wgmma_shape!(
 /// table and two warp barriers.
 #[cfg(not(target_arch = "nvptx64"))]
 mod emu {
+    extern crate std;
     use super::{SmemDescriptor, Swizzle};
+    use std::vec::Vec;
     use crate::index::{thread_in_warpgroup, warp_idx, warpgroup_idx};
 
     /// The named barrier the emulator's `wgmma.wait_group` uses for this
@@ -438,15 +443,19 @@ mod emu {
         s
     }
 
-    /// Element `(r, k)` of a K-major operand.
-    fn k_major(smem: *const u8, size: usize, d: SmemDescriptor, r: usize, k: usize, bf16: bool, op: &str) -> f32 {
+    /// Element `(r, k)` of a K-major operand; its 16-byte chunk goes to `seen`.
+    #[allow(clippy::too_many_arguments)]
+    fn k_major(smem: *const u8, size: usize, d: SmemDescriptor, r: usize, k: usize, bf16: bool, op: &str, seen: &mut Vec<u32>) -> f32 {
         let span = span(d, op);
         let off = d.start_addr() as usize + (r / 8) * d.stride_byte_offset() as usize + (r % 8) * span + k * 2;
-        read(smem, size, d.swizzle().apply(off), bf16)
+        let off = d.swizzle().apply(off);
+        seen.push(off as u32 & !15);
+        read(smem, size, off, bf16)
     }
 
-    /// Element `(k, n)` of an MN-major operand.
-    fn mn_major(smem: *const u8, size: usize, d: SmemDescriptor, k: usize, n: usize, bf16: bool, op: &str) -> f32 {
+    /// Element `(k, n)` of an MN-major operand; its 16-byte chunk goes to `seen`.
+    #[allow(clippy::too_many_arguments)]
+    fn mn_major(smem: *const u8, size: usize, d: SmemDescriptor, k: usize, n: usize, bf16: bool, op: &str, seen: &mut Vec<u32>) -> f32 {
         let span = span(d, op);
         let per = span / 2;
         let off = d.start_addr() as usize
@@ -454,7 +463,23 @@ mod emu {
             + (k / 8) * d.stride_byte_offset() as usize
             + (k % 8) * span
             + (n % per) * 2;
-        read(smem, size, d.swizzle().apply(off), bf16)
+        let off = d.swizzle().apply(off);
+        seen.push(off as u32 & !15);
+        read(smem, size, off, bf16)
+    }
+
+    /// The 16-byte chunks in `seen` as sorted, merged half-open ranges.
+    fn chunk_ranges(mut seen: Vec<u32>) -> Vec<kernel_emu::Range> {
+        seen.sort_unstable();
+        seen.dedup();
+        let mut out: Vec<kernel_emu::Range> = Vec::new();
+        for c in seen {
+            match out.last_mut() {
+                Some(last) if last.1 == c => last.1 = c + 16,
+                _ => out.push((c, c + 16)),
+            }
+        }
+        out
     }
 
     /// Where A comes from.
@@ -493,8 +518,13 @@ mod emu {
 
     /// Computes this thread's `pairs` accumulator pairs of
     /// `A[64 x 16] · B` and hands each to `out(pair, v0, v1)`.
+    /// The SMEM chunks this thread reads are checked against the async
+    /// proxy's view and recorded in its open wgmma group
+    /// (`kernel_emu::wgmma_operand_reads`).
+    #[track_caller]
     pub(super) fn mma(pairs: usize, a: ASrc, b: SmemDescriptor, trans_b: bool, bf16: bool, op: &str, mut out: impl FnMut(usize, f32, f32)) {
         kernel_emu::yield_point("wgmma.mma_async");
+        let mut seen: Vec<u32> = Vec::new();
         let smem = kernel_emu::smem_base() as *const u8;
         let size = kernel_emu::smem_size();
         let t = thread_in_warpgroup() as usize;
@@ -506,7 +536,7 @@ mod emu {
             ASrc::Smem(da) => {
                 for (h, row) in arow.iter_mut().enumerate() {
                     for (k, v) in row.iter_mut().enumerate() {
-                        *v = k_major(smem, size, da, row0 + 8 * h, k, bf16, op);
+                        *v = k_major(smem, size, da, row0 + 8 * h, k, bf16, op, &mut seen);
                     }
                 }
             }
@@ -527,7 +557,7 @@ mod emu {
             let mut bcol = [[0f32; 16]; 2];
             for (j, col) in bcol.iter_mut().enumerate() {
                 for (k, v) in col.iter_mut().enumerate() {
-                    *v = if trans_b { mn_major(smem, size, b, k, c + j, bf16, op) } else { k_major(smem, size, b, c + j, k, bf16, op) };
+                    *v = if trans_b { mn_major(smem, size, b, k, c + j, bf16, op, &mut seen) } else { k_major(smem, size, b, c + j, k, bf16, op, &mut seen) };
                 }
             }
             for h in 0..2 {
@@ -535,9 +565,11 @@ mod emu {
                 out(2 * q + h, dot(&bcol[0]), dot(&bcol[1]));
             }
         }
+        kernel_emu::wgmma_operand_reads(&chunk_ranges(seen), op);
     }
 
     /// As [`mma`] into f32 registers (`d[2p]`, `d[2p + 1]` for pair `p`).
+    #[track_caller]
     pub(super) fn mma_f32(d: &mut [f32], a: ASrc, b: SmemDescriptor, scale_d: bool, trans_b: bool, bf16: bool, op: &str) {
         mma(d.len() / 2, a, b, trans_b, bf16, op, |p, v0, v1| {
             if scale_d {
@@ -551,6 +583,7 @@ mod emu {
     }
 
     /// As [`mma`] into f16x2 registers (register `p` holds pair `p`).
+    #[track_caller]
     pub(super) fn mma_f16(d: &mut [u32], a: SmemDescriptor, b: SmemDescriptor, scale_d: bool) {
         mma(d.len(), ASrc::Smem(a), b, false, false, "wgmma.mma_async (SS, f16 accumulator)", |p, v0, v1| {
             let (lo, hi) = if scale_d {
@@ -571,6 +604,7 @@ mod emu {
 /// accumulators and operands before the following `wgmma.mma_async`.
 /// Warpgroup-collective. [`Acc::mma`] issues it.
 #[inline(always)]
+#[track_caller]
 pub fn wgmma_fence() {
     device!("wgmma.fence", {
         // SAFETY: a fence; memory clobber.
@@ -581,12 +615,15 @@ pub fn wgmma_fence() {
 /// `wgmma.commit_group.sync.aligned;`: closes the group of MMAs issued
 /// since the last commit. Warpgroup-collective.
 #[inline(always)]
+#[track_caller]
 pub fn wgmma_commit_group() {
     device!("wgmma.commit_group", {
         // SAFETY: no operands.
         unsafe { core::arch::asm!("wgmma.commit_group.sync.aligned;", options(nostack, preserves_flags)) }
     }, host: {
-        // Emulated MMAs complete at issue: there is nothing to group.
+        // Emulated MMAs complete at issue; the group only tracks the SMEM
+        // they read (for the emulator's in-flight check).
+        kernel_emu::wgmma_commit_group();
         kernel_emu::yield_point("wgmma.commit_group")
     })
 }
@@ -595,13 +632,15 @@ pub fn wgmma_commit_group() {
 /// pending; SMEM operands of completed groups may be overwritten, and their
 /// accumulators read (after [`Acc`]'s operand fence). Warpgroup-collective.
 #[inline(always)]
+#[track_caller]
 pub fn wgmma_wait<const N: u32>() {
     device!("wgmma.wait_group", {
         // SAFETY: waits only; memory clobber orders later SMEM reuse.
         unsafe { core::arch::asm!("wgmma.wait_group.sync.aligned {n};", n = const N, options(nostack, preserves_flags)) }
     }, host: {
         // Emulated MMAs complete at issue; the wait is a barrier of the
-        // warpgroup (see the `emu` module).
+        // warpgroup (see the `emu` module) after retiring the groups.
+        kernel_emu::wgmma_wait_group(N);
         emu::sync_warpgroup()
     })
 }
@@ -691,6 +730,7 @@ where
     /// and the same K. Warpgroup-collective: all 128 threads of a warpgroup
     /// call it with the same arguments. `a_row`, `b_row` are multiples of 8.
     #[inline(always)]
+    #[track_caller]
     pub fn mma<E, A, B>(&mut self, a: Smem<A>, a_row: usize, b: Smem<B>, b_row: usize, accumulate: bool)
     where
         E: WgmmaInput,
@@ -725,6 +765,7 @@ where
     /// `acc (+)= A[a_row .. a_row + 64, 0 .. K] · B[0 .. K, b_col .. b_col + N]`.
     /// `b_col` is a multiple of B's column block (64 f16 for 128B swizzle).
     #[inline(always)]
+    #[track_caller]
     pub fn mma_kn<E, A, B>(&mut self, a: Smem<A>, a_row: usize, b: Smem<B>, b_col: usize, accumulate: bool)
     where
         E: WgmmaInput,
@@ -758,6 +799,7 @@ where
     /// where `a` is this thread's A fragment ([`load_a_fragment`]). After a
     /// `wgmma.fence`; no commit. Warpgroup-collective.
     #[inline(always)]
+    #[track_caller]
     pub fn mma_rs<E, B>(&mut self, a: [u32; 4], b: Smem<B>, b_row: usize, k: usize, accumulate: bool)
     where
         E: WgmmaInput,
@@ -860,6 +902,7 @@ where
 
     /// As [`Acc::mma`], accumulating in f16 (`.f16.f16.f16`).
     #[inline(always)]
+    #[track_caller]
     pub fn mma<A, B>(&mut self, a: Smem<A>, a_row: usize, b: Smem<B>, b_row: usize, accumulate: bool)
     where
         A: TileLayout<Elem = half::f16>,

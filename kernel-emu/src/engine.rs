@@ -12,7 +12,7 @@
 use crate::error::{fmt3, EmuError};
 use crate::LaunchConfig;
 use std::alloc::{alloc_zeroed, dealloc, handle_alloc_error, Layout};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::panic::Location;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -196,6 +196,38 @@ pub(crate) struct State {
     /// (thread, cta, offset) -> (epoch, phase observed by its last wait).
     mbar_seen: HashMap<(usize, usize, u32), (u64, i64)>,
     next_epoch: u64,
+    /// Per CTA: its shared memory as the async proxy sees it (copied from
+    /// the real buffer at every `fence.proxy.async` of the CTA, and written
+    /// by emulated TMA loads).
+    shadow: Vec<Vec<u8>>,
+    /// Per thread: the SMEM its in-flight wgmma groups read.
+    wgmma: Vec<WgmmaGroups>,
+}
+
+/// A half-open range of SMEM byte offsets of one CTA.
+pub type Range = (u32, u32);
+
+/// The SMEM ranges read by one thread's in-flight wgmma groups.
+#[derive(Default)]
+struct WgmmaGroups {
+    /// Read by MMAs issued since the last `wgmma.commit_group`.
+    open: Vec<Range>,
+    /// Committed groups not yet retired by a `wgmma.wait_group`, oldest first.
+    committed: VecDeque<Vec<Range>>,
+}
+
+/// Adds `more` to the sorted, disjoint ranges `set` (merging).
+fn merge_ranges(set: &mut Vec<Range>, more: &[Range]) {
+    set.extend_from_slice(more);
+    set.sort_unstable();
+    let mut out: Vec<Range> = Vec::with_capacity(set.len());
+    for &(lo, hi) in set.iter() {
+        match out.last_mut() {
+            Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
+            _ => out.push((lo, hi)),
+        }
+    }
+    *set = out;
 }
 
 impl State {
@@ -336,6 +368,8 @@ impl Emu {
             mbars: BTreeMap::new(),
             mbar_seen: HashMap::new(),
             next_epoch: 0,
+            shadow: (0..n_ctas).map(|_| vec![0u8; cfg.smem_bytes]).collect(),
+            wgmma: (0..n).map(|_| WgmmaGroups::default()).collect(),
         };
         Emu {
             kernel: cfg.kernel.clone(),
@@ -1277,5 +1311,200 @@ impl Emu {
         }
         g.mbars.remove(&(cta, off));
         drop(self.switch(g, tid));
+    }
+
+    // ----- async proxy ------------------------------------------------------
+
+    /// CTA `cta`'s real shared memory.
+    fn smem_slice(&self, cta: usize) -> &[u8] {
+        // SAFETY: the buffer holds `smem_bytes` bytes (at least 1 allocated)
+        // for the whole run; only the baton holder runs, so no emulated
+        // thread writes it while this borrow (which ends before the next
+        // scheduling point) lives.
+        unsafe { std::slice::from_raw_parts(self.ctas[cta].smem.ptr, self.smem_bytes) }
+    }
+
+    /// Decodes `addr` and checks that `len` bytes there lie in the buffer.
+    fn async_range(&self, tid: usize, loc: Loc, addr: u32, len: usize, op: &str) -> (usize, u32) {
+        let (cta, off) = self.decode_or_misuse(tid, loc, addr);
+        if off as usize + len > self.smem_bytes {
+            let detail = format!(
+                "{op}: {len} bytes at smem+{off:#x} of cta {}: the buffer has {} bytes",
+                fmt3(self.ctas[cta].idx),
+                self.smem_bytes
+            );
+            self.misuse(
+                self.lock(),
+                tid,
+                loc,
+                "out-of-bounds shared-memory access",
+                detail,
+            );
+        }
+        (cta, off)
+    }
+
+    /// `fence.proxy.async` by `tid`: the async proxy now sees the whole
+    /// CTA's shared memory as it is. A scheduling point.
+    pub(crate) fn fence_proxy_async(&self, tid: usize, loc: Loc) {
+        let mut g = self.begin();
+        g.note(tid, "fence.proxy.async", loc);
+        let cta = self.threads[tid].cta;
+        g.shadow[cta].copy_from_slice(self.smem_slice(cta));
+        drop(self.switch(g, tid));
+    }
+
+    /// The async proxy (a TMA store, a wgmma operand) reads the CTA-local
+    /// `ranges` of CTA `cta`: misuse if ordinary stores changed any byte
+    /// there since the last `fence.proxy.async` (or TMA write) of the CTA.
+    fn check_async_read<'a>(
+        &'a self,
+        g: MutexGuard<'a, State>,
+        tid: usize,
+        loc: Loc,
+        cta: usize,
+        ranges: &[Range],
+        op: &str,
+    ) -> MutexGuard<'a, State> {
+        let real = self.smem_slice(cta);
+        let shadow = &g.shadow[cta];
+        for &(lo, hi) in ranges {
+            let (lo, hi) = (lo as usize, hi as usize);
+            let Some(first) = (lo..hi).find(|&i| real[i] != shadow[i]) else {
+                continue;
+            };
+            let last = (lo..hi)
+                .rev()
+                .find(|&i| real[i] != shadow[i])
+                .unwrap_or(first);
+            let detail = format!(
+                "{op} reads smem+{lo:#x}..{hi:#x} of cta {}; bytes smem+{first:#x}..{:#x} were changed by ordinary \
+                 stores since the last fence.proxy.async (commit_smem) of the CTA, so the async proxy may not see them",
+                fmt3(self.ctas[cta].idx),
+                last + 1
+            );
+            self.misuse(
+                g,
+                tid,
+                loc,
+                "SMEM written by ordinary stores and read by the async proxy (TMA store or wgmma) without \
+                 commit_smem (fence.proxy.async) in between: every writing thread calls commit_smem() after its \
+                 stores, before the barrier that hands the SMEM over",
+                detail,
+            );
+        }
+        g
+    }
+
+    /// An async-proxy read (TMA store source) of `len` bytes at `addr`.
+    pub(crate) fn async_read(&self, tid: usize, loc: Loc, addr: u32, len: usize, op: &str) {
+        let (cta, off) = self.async_range(tid, loc, addr, len, op);
+        let g = self.begin();
+        drop(self.check_async_read(g, tid, loc, cta, &[(off, off + len as u32)], op));
+    }
+
+    /// Before an async-proxy write (TMA load) of `len` bytes at `addr`:
+    /// misuse if it overlaps SMEM read by an in-flight wgmma group of a
+    /// thread of the destination CTA. Returns the CTA and offset.
+    pub(crate) fn async_write_check(
+        &self,
+        tid: usize,
+        loc: Loc,
+        addr: u32,
+        len: usize,
+        op: &str,
+    ) -> (usize, u32) {
+        let (cta, off) = self.async_range(tid, loc, addr, len, op);
+        let (lo, hi) = (off, off + len as u32);
+        let g = self.begin();
+        let mut found = None;
+        'threads: for t in cta * self.tpc..(cta + 1) * self.tpc {
+            let w = &g.wgmma[t];
+            let n = w.committed.len();
+            let groups = w
+                .committed
+                .iter()
+                .enumerate()
+                .map(|(i, gr)| (Some(i), gr))
+                .chain(std::iter::once((None, &w.open)));
+            for (i, gr) in groups {
+                if let Some(&(a, b)) = gr.iter().find(|&&(a, b)| a < hi && lo < b) {
+                    let name = match i {
+                        Some(i) => format!(
+                            "committed group {} of {n} still pending (oldest first)",
+                            i + 1
+                        ),
+                        None => "group not yet committed".to_string(),
+                    };
+                    found = Some((t, a, b, name));
+                    break 'threads;
+                }
+            }
+        }
+        if let Some((t, a, b, name)) = found {
+            let detail = format!(
+                "{op} writes smem+{lo:#x}..{hi:#x} of cta {}; {} reads smem+{a:#x}..{b:#x} as a wgmma \
+                 operand in its {name} (no wgmma_wait has retired it)",
+                fmt3(self.ctas[cta].idx),
+                self.who(t)
+            );
+            self.misuse(
+                g,
+                tid,
+                loc,
+                "TMA overwrites SMEM still read by an in-flight wgmma: wait for the wgmma group \
+                 (wgmma_wait) before the SMEM is reused, e.g. release a pipeline slot one step later \
+                 (delay_release = 1 with wgmma_wait::<1>)",
+                detail,
+            );
+        }
+        (cta, off)
+    }
+
+    /// After an async-proxy write of `len` bytes at offset `off` of CTA
+    /// `cta`: the async proxy sees those bytes.
+    pub(crate) fn async_written(&self, cta: usize, off: u32, len: usize) {
+        let mut g = self.begin();
+        let (lo, hi) = (off as usize, off as usize + len);
+        g.shadow[cta][lo..hi].copy_from_slice(&self.smem_slice(cta)[lo..hi]);
+    }
+
+    /// A wgmma of `tid` read the CTA-local `ranges` of its CTA: check them
+    /// against the async proxy's view, then add them to the open group.
+    pub(crate) fn wgmma_reads(&self, tid: usize, loc: Loc, ranges: &[Range], op: &str) {
+        let cta = self.threads[tid].cta;
+        if let Some(&(lo, hi)) = ranges.iter().find(|r| r.1 as usize > self.smem_bytes) {
+            let detail = format!(
+                "{op}: smem+{lo:#x}..{hi:#x}: the buffer has {} bytes",
+                self.smem_bytes
+            );
+            self.misuse(
+                self.lock(),
+                tid,
+                loc,
+                "out-of-bounds shared-memory access",
+                detail,
+            );
+        }
+        let g = self.begin();
+        let mut g = self.check_async_read(g, tid, loc, cta, ranges, op);
+        merge_ranges(&mut g.wgmma[tid].open, ranges);
+    }
+
+    /// `wgmma.commit_group` of `tid`: closes its open group.
+    pub(crate) fn wgmma_commit(&self, tid: usize) {
+        let mut g = self.begin();
+        let w = &mut g.wgmma[tid];
+        let open = std::mem::take(&mut w.open);
+        w.committed.push_back(open);
+    }
+
+    /// `wgmma.wait_group n` of `tid`: retires all but its newest `n` groups.
+    pub(crate) fn wgmma_wait(&self, tid: usize, n: u32) {
+        let mut g = self.begin();
+        let w = &mut g.wgmma[tid];
+        while w.committed.len() > n as usize {
+            w.committed.pop_front();
+        }
     }
 }

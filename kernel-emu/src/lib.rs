@@ -94,6 +94,14 @@
 //!     wait on that barrier observed: its parity is out of step); waits on
 //!     another CTA's barrier; `inval` while threads wait or a phase is in
 //!     progress;
+//!   - async proxy: per CTA the run keeps a copy of shared memory as the
+//!     async proxy sees it (refreshed by [`fence_proxy_async`], written by
+//!     [`async_proxy_write`]); an async read ([`async_proxy_read`],
+//!     [`wgmma_operand_reads`]) of bytes that differ is "SMEM written by
+//!     ordinary stores and read by the async proxy ... without commit_smem";
+//!     an [`async_proxy_write`] over SMEM read by a wgmma group of a thread
+//!     of the destination CTA that no [`wgmma_wait_group`] retired is "TMA
+//!     overwrites SMEM still read by an in-flight wgmma";
 //!   - at the end of a run that finished: an mbarrier whose current phase has
 //!     some but not all arrivals ("arrivals pending when the kernel ended") or
 //!     announced bytes not completed.
@@ -114,6 +122,7 @@ mod tests;
 
 pub use error::{EmuError, RunReport};
 
+pub use engine::Range;
 use engine::{Emu, Loc, CLUSTER_BIT, OFFSET_MASK, RANK_SHIFT};
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
@@ -728,5 +737,77 @@ pub fn mbarrier_inval(addr: u32) {
     let loc = Location::caller();
     if let Some((e, tid)) = enter("mbarrier_inval") {
         e.mbar_inval(tid, loc, addr);
+    }
+}
+
+// ----- async proxy -----------------------------------------------------------
+
+/// `fence.proxy.async.shared::cta` (`commit_smem`): from now on the async
+/// proxy (TMA stores, wgmma operand reads) sees this CTA's whole shared
+/// memory as it is. A scheduling point.
+#[track_caller]
+pub fn fence_proxy_async() {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("fence_proxy_async") {
+        e.fence_proxy_async(tid, loc);
+    }
+}
+
+/// The async proxy reads `len` bytes at shared-memory address `addr` (the
+/// source of an emulated TMA store): misuse ("SMEM written by ordinary
+/// stores and read by the async proxy ...") if ordinary stores changed any of
+/// them since the CTA's last [`fence_proxy_async`] or async write there.
+#[track_caller]
+pub fn async_proxy_read(addr: u32, len: usize, op: &str) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("async_proxy_read") {
+        e.async_read(tid, loc, addr, len, op);
+    }
+}
+
+/// The async proxy writes `len` bytes at shared-memory address `addr` (an
+/// emulated TMA load; `.shared::cluster` addresses name another CTA):
+/// misuse ("TMA overwrites SMEM still read by an in-flight wgmma") if the
+/// range overlaps SMEM read by a wgmma group of a thread of the destination
+/// CTA that no `wgmma.wait_group` retired. Then runs `write` (the copy) and
+/// records the written bytes as seen by the async proxy.
+#[track_caller]
+pub fn async_proxy_write(addr: u32, len: usize, op: &str, write: impl FnOnce()) {
+    let loc = Location::caller();
+    match enter("async_proxy_write") {
+        Some((e, tid)) => {
+            let (cta, off) = e.async_write_check(tid, loc, addr, len, op);
+            write();
+            e.async_written(cta, off, len);
+        }
+        None => write(),
+    }
+}
+
+/// A wgmma issued by the calling thread read the `.shared::cta` byte
+/// `ranges` of its CTA (half-open): each is checked as by
+/// [`async_proxy_read`], then recorded in the thread's open wgmma group
+/// (for the in-flight check of [`async_proxy_write`]).
+#[track_caller]
+pub fn wgmma_operand_reads(ranges: &[Range], op: &str) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("wgmma_operand_reads") {
+        e.wgmma_reads(tid, loc, ranges, op);
+    }
+}
+
+/// `wgmma.commit_group` bookkeeping: closes the calling thread's open group
+/// of wgmma operand reads. Not a scheduling point.
+pub fn wgmma_commit_group() {
+    if let Some((e, tid)) = enter("wgmma_commit_group") {
+        e.wgmma_commit(tid);
+    }
+}
+
+/// `wgmma.wait_group n` bookkeeping: retires all but the newest `n` of the
+/// calling thread's committed groups. Not a scheduling point.
+pub fn wgmma_wait_group(n: u32) {
+    if let Some((e, tid)) = enter("wgmma_wait_group") {
+        e.wgmma_wait(tid, n);
     }
 }

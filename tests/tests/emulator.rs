@@ -196,3 +196,91 @@ fn emulator_tensor_maps_are_checked() {
         .expect("refused");
     assert!(e.to_string().contains("multiple of 16"), "{e}");
 }
+
+// ----- async-proxy checks ---------------------------------------------------------
+
+#[test]
+fn tma_store_of_smem_without_commit_smem_is_a_misuse() {
+    use kernel_host::emulate::EmuTensorMap;
+    for seed in SEEDS {
+        let mut y = vec![0f32; 64 * 32];
+        let ym = EmuTensorMap::<planted::PlantTile>::new_2d_mut(&mut y, 64, 32).unwrap();
+        let e = expect_err(
+            seed,
+            Emulator::new(seed).launch::<planted::store_without_commit, _>(1u32, (&ym,)),
+        );
+        let msg = e.to_string();
+        if seed == 1 {
+            eprintln!("{msg}");
+        }
+        let EmuError::Misuse { rule, where_, .. } = &e else {
+            panic!("seed {seed}: not a misuse: {msg}")
+        };
+        assert!(
+            rule.contains("read by the async proxy") && rule.contains("commit_smem"),
+            "seed {seed}: {msg}"
+        );
+        assert!(
+            msg.contains("store_without_commit") && msg.contains("smem+0x"),
+            "seed {seed}: {msg}"
+        );
+        assert!(
+            where_.contains("thread (0,0,0)") && where_.contains("planted.rs"),
+            "seed {seed}: {msg}"
+        );
+    }
+}
+
+#[test]
+fn tma_load_over_smem_of_an_in_flight_wgmma_is_a_misuse() {
+    use kernel_host::emulate::EmuTensorMap;
+    use kernel_host::randn_f16;
+    use kernels::hopper::{ATile, BTile, OTile};
+    let (m, n, k) = (128, 128, 256);
+    let a = randn_f16(m * k, 1);
+    let b = randn_f16(n * k, 2);
+    for seed in SEEDS {
+        let mut c = randn_f16(m * n, 3);
+        let am = EmuTensorMap::<ATile>::new_2d(&a, m, k).unwrap();
+        let bm = EmuTensorMap::<BTile>::new_2d(&b, n, k).unwrap();
+        let cm = EmuTensorMap::<OTile>::new_2d_mut(&mut c, m, n).unwrap();
+        let e = expect_err(
+            seed,
+            Emulator::new(seed).launch::<planted::release_too_early, _>(
+                (1u32, 1u32),
+                (&am, &bm, &cm, (k / 64) as u32),
+            ),
+        );
+        let msg = e.to_string();
+        if seed == 1 {
+            eprintln!("{msg}");
+        }
+        let EmuError::Misuse { rule, .. } = &e else {
+            panic!("seed {seed}: not a misuse: {msg}")
+        };
+        assert!(
+            rule.contains("TMA overwrites SMEM still read by an in-flight wgmma")
+                && rule.contains("wgmma_wait"),
+            "seed {seed}: {msg}"
+        );
+        assert!(
+            msg.contains("release_too_early") && msg.contains("as a wgmma operand"),
+            "seed {seed}: {msg}"
+        );
+    }
+}
+
+#[test]
+fn deadlock_report_names_the_kernel_source_line() {
+    let mut y = vec![0f32; 128];
+    let e = Emulator::new(1)
+        .launch::<planted::missing_arrive, _>(1u32, (&mut y[..],))
+        .unwrap_err();
+    let msg = e.to_string();
+    eprintln!("{msg}");
+    assert!(matches!(e, EmuError::Deadlock { .. }), "{msg}");
+    assert!(
+        msg.contains("examples/kernels/src/planted.rs:"),
+        "the deadlock report does not name the kernel's line: {msg}"
+    );
+}

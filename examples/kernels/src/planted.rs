@@ -1,7 +1,11 @@
 //! Deliberately broken kernels: each breaks one synchronization rule, and the
 //! CPU emulator's test suite checks that it is caught with the expected
 //! message. Never launch them on a GPU (most would hang).
+use crate::hopper::{ATile, BTile, OTile, TILE_M, TILE_N};
+use kernel_device::pipeline::{emit_pipeline, BlockSpec};
 use kernel_device::prelude::*;
+use kernel_device::wgmma::{wgmma_commit_group, wgmma_wait, Acc};
+use kernel_device::Barriers;
 
 /// Thread 0 returns before the CTA barrier: the other threads wait forever
 /// (deadlock on `barrier.sync 0`).
@@ -20,7 +24,11 @@ pub fn skip_barrier(y: *mut f32) {
 /// 128 arrivals and gets 127, so the consumer waits forever (deadlock on the
 /// mbarrier, "1 of 128 arrivals pending").
 #[kernel(block = warpgroups(2))]
-pub fn missing_arrive(y: *mut f32, #[scratch] buf: Smem<[f32; 128]>, #[scratch(arrivals = 128)] full: Barrier) {
+pub fn missing_arrive(
+    y: *mut f32,
+    #[scratch] buf: Smem<[f32; 128]>,
+    #[scratch(arrivals = 128)] full: Barrier,
+) {
     let t = thread_in_warpgroup() as usize;
     if warpgroup_idx() == 0 {
         buf.write(t, t as f32);
@@ -58,4 +66,75 @@ pub fn missing_copy(y: *mut f32, #[scratch] full: Barrier) {
     full.wait();
     // SAFETY: `y` holds 32 floats.
     unsafe { *y.add(thread_idx().x as usize) = 1.0 };
+}
+
+/// Tile of [`store_without_commit`]: `64 x 32` f32 (128-byte rows), 128B
+/// swizzle.
+pub type PlantTile = Tile<f32, 64, 32, Swizzled<128>>;
+
+/// The first 64 threads fill a tile with ordinary stores and the CTA
+/// synchronizes, but nobody calls `commit_smem` (`fence.proxy.async`)
+/// before thread 0 TMA-stores the tile: the async proxy may read stale SMEM
+/// ("SMEM written by ordinary stores and read by the async proxy ...").
+/// `y` is a writable `64 x 32` f32 map.
+#[kernel(block = warpgroups(1))]
+pub fn store_without_commit(y: Tma<PlantTile>, #[scratch] tile: Smem<PlantTile>) {
+    let t = thread_in_warpgroup() as usize;
+    if t < 64 {
+        for c in 0..32 {
+            tile.set(t, c, (t * 32 + c) as f32);
+        }
+    }
+    // Missing here: commit_smem();
+    sync_threads();
+    if t == 0 {
+        y.store(tile, 0, 0);
+        kernel_device::tma::commit_group();
+        kernel_device::tma::wait_group::<0>();
+    }
+}
+
+/// `hopper::matmul_pipelined` with `delay_release = 0` but still
+/// `wgmma_wait::<1>()`: a slot is refilled by TMA right after the step that
+/// read it, while that step's wgmma group is still in flight ("TMA overwrites
+/// SMEM still read by an in-flight wgmma"). Same parameters and constraints
+/// as `matmul_pipelined`; needs `K / 64 > 2` to reuse a slot.
+#[kernel(block = warpgroups(1), arch = sm_90a)]
+pub fn release_too_early(
+    a: Tma<ATile>,
+    b: Tma<BTile>,
+    c: Tma<OTile>,
+    k_steps: u32,
+    #[scratch] a_bufs: Smem<[ATile; 2]>,
+    #[scratch] b_bufs: Smem<[BTile; 2]>,
+    #[scratch] c_smem: Smem<OTile>,
+    #[scratch] loaded: Barriers<2>,
+) {
+    let (pm, pn) = (block_idx().x, block_idx().y);
+    let mut acc = [Acc::<TILE_N>::undefined(), Acc::<TILE_N>::undefined()];
+    emit_pipeline(
+        k_steps,
+        (
+            BlockSpec::new(a, a_bufs, |k| (pm, k)),
+            BlockSpec::new(b, b_bufs, |k| (pn, k)),
+        ),
+        &loaded,
+        0, // the bug: the previous step's wgmma group is still in flight
+        |step, (a_tile, b_tile)| {
+            acc[0].mma(a_tile, 0, b_tile, 0, step > 0);
+            acc[1].mma(a_tile, 64, b_tile, 0, step > 0);
+            wgmma_commit_group();
+            wgmma_wait::<1>();
+        },
+    );
+    wgmma_wait::<0>();
+    acc[0].store_f16(c_smem, 0, 0);
+    acc[1].store_f16(c_smem, 64, 0);
+    commit_smem();
+    sync_threads();
+    if thread_linear() == 0 {
+        c.store(c_smem, pm * TILE_M as u32, pn * TILE_N as u32);
+        kernel_device::tma::commit_group();
+        kernel_device::tma::wait_group::<0>();
+    }
 }
