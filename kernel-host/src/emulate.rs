@@ -153,6 +153,17 @@ impl Emulator {
         }
     }
 
+    /// `n` emulators with different seeds (`seed`, `seed + 1`, ...): run the
+    /// same kernel under each to explore `n` schedules.
+    pub fn schedules(seed: u64, n: usize) -> impl Iterator<Item = Emulator> {
+        (0..n as u64).map(move |i| Emulator::new(seed.wrapping_add(i)))
+    }
+
+    /// The scheduler's seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
     /// Scheduling steps after which a run that has not finished is reported
     /// as making no progress (spinning).
     pub fn max_steps(mut self, steps: u64) -> Self {

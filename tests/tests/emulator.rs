@@ -9,11 +9,10 @@ const SEEDS: [u64; 4] = [1, 2, 3, 0xDEAD_BEEF];
 
 #[test]
 fn first_examples_match_the_cpu_reference_under_4_schedules() {
-    for seed in SEEDS {
-        let emu = Emulator::new(seed);
+    for emu in Emulator::schedules(1, 4) {
         for (name, run) in FIRST_EXAMPLES {
             if let Err(e) = run(&emu) {
-                panic!("seed {seed}: {name}: {e}");
+                panic!("seed {}: {name}: {e}", emu.seed());
             }
         }
     }
