@@ -283,3 +283,53 @@ fn deadlock_report_names_the_kernel_source_line() {
         "the deadlock report does not name the kernel's line: {msg}"
     );
 }
+
+#[test]
+fn waiting_after_several_completed_phases_is_a_skipped_phase() {
+    for emu in Emulator::schedules(11, 4) {
+        let mut y = vec![0f32; 64];
+        let e = expect_err(emu.seed(), emu.launch::<planted::skip_phase, _>(1u32, (&mut y[..],)));
+        let msg = e.to_string();
+        assert!(matches!(e, EmuError::Misuse { .. }) && msg.contains("skipped a phase"), "seed {}: {msg}", emu.seed());
+    }
+}
+
+#[test]
+fn arrivals_pending_at_kernel_end_are_reported() {
+    for emu in Emulator::schedules(21, 4) {
+        let mut y = vec![0f32; 32];
+        let e = expect_err(emu.seed(), emu.launch::<planted::pending_at_exit, _>(1u32, (&mut y[..],)));
+        let msg = e.to_string();
+        assert!(matches!(e, EmuError::Misuse { .. }) && msg.contains("arrivals pending when the kernel ended"), "seed {}: {msg}", emu.seed());
+    }
+}
+
+#[test]
+fn tma_load_past_the_end_of_shared_memory_is_out_of_bounds() {
+    use kernel_host::emulate::EmuTensorMap;
+    for emu in Emulator::schedules(31, 4) {
+        let x = vec![1f32; 8 * 32];
+        let map = EmuTensorMap::<planted::SmallTile>::new_2d(&x, 8, 32).expect("map");
+        let e = expect_err(emu.seed(), emu.launch::<planted::smem_out_of_bounds, _>(1u32, (&map,)));
+        let msg = e.to_string();
+        // Caught where the destination address is formed from the pointer.
+        assert!(
+            matches!(e, EmuError::Misuse { .. }) && msg.contains("not in this CTA's dynamic shared memory"),
+            "seed {}: {msg}",
+            emu.seed()
+        );
+    }
+}
+
+#[test]
+fn collective_copy_not_issued_by_every_cta_deadlocks_on_pending_bytes() {
+    use kernel_host::emulate::EmuTensorMap;
+    use kernels::hopper::{McHalf, MC_COLS, MC_ROWS};
+    for emu in Emulator::schedules(41, 4) {
+        let x = vec![1f32; MC_ROWS * MC_COLS];
+        let map = EmuTensorMap::<McHalf>::new_2d(&x, MC_ROWS, MC_COLS).expect("map");
+        let e = expect_err(emu.seed(), emu.launch::<planted::multicast_one_sided, _>(2u32, (&map,)));
+        let msg = e.to_string();
+        assert!(matches!(e, EmuError::Deadlock { .. }) && msg.contains("tx"), "seed {}: {msg}", emu.seed());
+    }
+}

@@ -138,3 +138,79 @@ pub fn release_too_early(
         kernel_device::tma::wait_group::<0>();
     }
 }
+
+/// A waiter observes phase 0 of a barrier, then three more phases complete
+/// before its next wait: it skipped phases 1 and 2 (its parity bit now
+/// aliases phase 3 with phase 1).
+#[kernel(block = threads(64))]
+pub fn skip_phase(y: *mut f32, #[scratch] ready: Barrier) {
+    let t = thread_idx().x;
+    if t == 0 {
+        ready.arrive(); // completes phase 0
+    }
+    sync_threads();
+    if t == 32 {
+        ready.wait(); // observes phase 0
+    }
+    sync_threads();
+    if t == 0 {
+        for _ in 0..3 {
+            ready.arrive(); // completes phases 1, 2, 3
+        }
+    }
+    sync_threads();
+    if t == 32 {
+        ready.wait(); // meant phase 1; phases 1 to 3 are all done
+        // SAFETY: `y` holds 64 floats.
+        unsafe { *y.add(t as usize) = 1.0 };
+    }
+}
+
+/// A barrier expecting 2 arrivals gets 1 and nobody waits: the kernel ends
+/// with an arrival pending.
+#[kernel(block = threads(32))]
+pub fn pending_at_exit(y: *mut f32, #[scratch(arrivals = 2)] half_done: Barrier) {
+    if thread_idx().x == 0 {
+        half_done.arrive();
+        // SAFETY: `y` holds 32 floats.
+        unsafe { *y = 1.0 };
+    }
+}
+
+/// A tile of [`smem_out_of_bounds`]: `8 x 32` f32 (1 KB).
+pub type SmallTile = Tile<f32, 8, 32, Swizzled<128>>;
+
+/// A TMA load whose destination is placed (with `cast_at`) past the end of
+/// the CTA's shared memory: an out-of-bounds shared-memory access.
+#[kernel(block = threads(32))]
+pub fn smem_out_of_bounds(x: Tma<SmallTile>, #[scratch] tile: Smem<SmallTile>, #[scratch] full: Barrier) {
+    if thread_idx().x == 0 {
+        full.arrive_expect_tx(Tma::<SmallTile>::BYTES);
+        // SAFETY: deliberately wrong: 64 KB past a 1 KB tile.
+        let past_the_end: Smem<SmallTile> = unsafe { tile.cast_at(64 * 1024) };
+        x.load(past_the_end, 0, 0, full.as_ref());
+    }
+    full.wait();
+}
+
+/// The collective copy of `multicast_copy` with CTA 1 not issuing its half:
+/// CTA 0's barrier waits for bytes that never come (and so does CTA 1's):
+/// caught as a deadlock naming the pending transaction bytes.
+#[kernel(block = warpgroups(1), cluster = 2)]
+pub fn multicast_one_sided(
+    x: Tma<crate::hopper::McHalf>,
+    #[scratch] tile: Smem<crate::hopper::McTile>,
+    #[scratch] full: Barrier,
+) {
+    use crate::hopper::McHalf;
+    let r = cluster_ctarank();
+    if thread_linear() == 0 {
+        full.arrive_expect_tx(Tma::<crate::hopper::McTile>::BYTES);
+        if r == 0 {
+            // SAFETY: half 0 of the tile (1024 B, pattern-aligned).
+            let half: Smem<McHalf> = unsafe { tile.cast_at(0) };
+            x.load_multicast(half, 0, 0, full.as_ref(), 0b11);
+        }
+    }
+    full.wait();
+}
