@@ -42,6 +42,7 @@ mod host;
 
 pub mod cluster;
 pub mod fence;
+pub mod gmem;
 pub mod index;
 pub mod launch;
 pub mod layout;
@@ -55,6 +56,7 @@ pub mod warp;
 pub mod wgmma;
 
 pub use cluster::{cluster_arrive, cluster_sync, cluster_wait};
+pub use gmem::Gmem;
 pub use index::*;
 pub use launch::{DeviceParam, Dim3, KernelSpec};
 pub use layout::{Swizzle, Swizzled, Tile, TileLayout, Unswizzled};
@@ -69,6 +71,7 @@ pub use half::{bf16, f16};
 /// What kernels usually import: `use kernel_device::prelude::*;`.
 pub mod prelude {
     pub use crate::cluster::{cluster_arrive, cluster_sync, cluster_wait};
+    pub use crate::gmem::Gmem;
     pub use crate::index::*;
     pub use crate::{kernel, warp_specialize};
     pub use crate::layout::{Swizzled, Tile, TileLayout, Unswizzled};

@@ -497,6 +497,16 @@ pub fn smem_ptr(addr: u32) -> *mut u8 {
     smem_range_at(Location::caller(), "smem_ptr", addr, 0)
 }
 
+/// Stops the run with [`EmuError::Misuse`] naming `rule` (what was broken
+/// and how to fix it), the calling thread and the caller's source line: for
+/// checks that live outside this crate (e.g. bounds-checked global memory
+/// views in `kernel-device`).
+#[track_caller]
+pub fn misuse(rule: &str, detail: std::fmt::Arguments<'_>) -> ! {
+    let (e, tid) = ctx("misuse");
+    e.misuse(e.lock(), tid, Location::caller(), rule, detail.to_string())
+}
+
 /// As [`smem_ptr`] for an access of `len` bytes at `addr`: the whole range
 /// must lie inside the buffer. Use it for emulated copies (TMA, ld/st).
 #[track_caller]

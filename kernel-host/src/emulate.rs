@@ -56,6 +56,12 @@ impl<T> HostArg<*mut T> for &mut [T] {
         self.as_mut_ptr()
     }
 }
+impl<T: Copy> HostArg<kernel_device::Gmem<T>> for &mut [T] {
+    fn into_param(self) -> kernel_device::Gmem<T> {
+        // SAFETY: the slice is live and exclusively lent for the launch.
+        unsafe { kernel_device::Gmem::from_raw_parts(self.as_mut_ptr(), self.len()) }
+    }
+}
 impl HostArg<Semaphore> for &mut [u32] {
     fn into_param(self) -> Semaphore {
         assert!(

@@ -333,3 +333,18 @@ fn collective_copy_not_issued_by_every_cta_deadlocks_on_pending_bytes() {
         assert!(matches!(e, EmuError::Deadlock { .. }) && msg.contains("tx"), "seed {}: {msg}", emu.seed());
     }
 }
+
+#[test]
+fn gmem_index_past_the_end_is_out_of_bounds() {
+    for emu in Emulator::schedules(51, 4) {
+        let mut y = vec![0f32; 32];
+        let e = expect_err(emu.seed(), emu.launch::<planted::gmem_out_of_bounds, _>(1u32, (&mut y[..],)));
+        let msg = e.to_string();
+        assert!(
+            matches!(e, EmuError::Misuse { .. }) && msg.contains("out-of-bounds global-memory access") && msg.contains("index 32 of a Gmem of 32"),
+            "seed {}: {msg}",
+            emu.seed()
+        );
+        assert!(msg.contains("planted.rs"), "the report names the kernel's line: {msg}");
+    }
+}

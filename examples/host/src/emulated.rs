@@ -75,15 +75,25 @@ pub fn semaphore_signal(emu: &Emulator) -> Result<Outcome> {
     Ok(out)
 }
 
+/// `double_checked`: `y = 2 y` through a bounds-checked `Gmem` view.
+pub fn double_checked(emu: &Emulator) -> Result<Outcome> {
+    let x = inputs(300, 6);
+    let mut y = x.clone();
+    emu.launch::<first::double_checked, _>(3u32, (&mut y[..],))?;
+    let want: Vec<f32> = x.iter().map(|v| 2.0 * v).collect();
+    check("double_checked", &y, &want)
+}
+
 /// An example on the emulator.
 pub type EmulatedExample = (&'static str, fn(&Emulator) -> Result<Outcome>);
 
 /// The first examples, in order.
-pub const FIRST_EXAMPLES: [EmulatedExample; 4] = [
+pub const FIRST_EXAMPLES: [EmulatedExample; 5] = [
     ("increment", increment),
     ("producer_consumer", producer_consumer),
     ("cluster_exchange", cluster_exchange),
     ("semaphore_signal", semaphore_signal),
+    ("double_checked", double_checked),
 ];
 
 // ----- Hopper kernels (TMA and wgmma) on the emulator ---------------------------

@@ -147,15 +147,26 @@ pub fn run_semaphore_signal(gpu: &Gpu, module: &Module) -> Result<Outcome> {
     Ok(out)
 }
 
+/// `double_checked`: `y = 2 y` through a bounds-checked `Gmem` view, on a
+/// length that is not a multiple of the block (300 elements, 3 blocks).
+pub fn run_double_checked(gpu: &Gpu, module: &Module) -> Result<Outcome> {
+    let x = inputs(300, 6);
+    let mut dy = gpu.upload(&x)?;
+    module.kernel::<first::double_checked>()?.launch_sync(3u32, (&mut dy,))?;
+    let want: Vec<f32> = x.iter().map(|v| 2.0 * v).collect();
+    check("double_checked", &gpu.download(&dy)?, &want)
+}
+
 /// An example: its name and how to run it.
 pub type Example = (&'static str, fn(&Gpu, &Module) -> Result<Outcome>);
 
 /// The seed reference's first examples, in order.
-pub const FIRST_EXAMPLES: [Example; 4] = [
+pub const FIRST_EXAMPLES: [Example; 5] = [
     ("increment", run_increment),
     ("producer_consumer", run_producer_consumer),
     ("cluster_exchange", run_cluster_exchange),
     ("semaphore_signal", run_semaphore_signal),
+    ("double_checked", run_double_checked),
 ];
 
 #[cfg(test)]

@@ -135,3 +135,15 @@ pub fn semaphore_signal(x: *const f32, scratch: *mut f32, y: *mut f32, sem: Sema
         unsafe { *y.add(t) = core::ptr::read_volatile(scratch.add(t)) };
     }
 }
+
+/// `y[i] = 2 * y[i]` through a bounds-checked [`Gmem`] view, over a grid
+/// of blocks of 128 threads; threads past the end do nothing.
+///
+/// Constraints: grid.x * 128 >= y.len().
+#[kernel(block = threads(128))]
+pub fn double_checked(y: Gmem<f32>) {
+    let i = (block_idx().x * 128 + thread_idx().x) as usize;
+    if i < y.len() {
+        y.write(i, 2.0 * y.read(i));
+    }
+}

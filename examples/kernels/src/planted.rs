@@ -214,3 +214,12 @@ pub fn multicast_one_sided(
     }
     full.wait();
 }
+
+/// Each of 32 threads writes element `t + 1` of a 32-element `Gmem`: thread
+/// 31 writes past the end (an out-of-bounds global-memory access; on a GPU
+/// the bounds check traps).
+#[kernel(block = threads(32))]
+pub fn gmem_out_of_bounds(y: Gmem<f32>) {
+    let t = thread_idx().x as usize;
+    y.write(t + 1, 1.0);
+}

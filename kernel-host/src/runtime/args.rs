@@ -183,6 +183,20 @@ impl<T> KernelArg<*mut T> for &mut CudaViewMut<'_, T> {
     }
 }
 
+/// A bounds-checked global-memory view of the whole buffer.
+impl<T: Copy> KernelArg<kernel_device::Gmem<T>> for &mut CudaSlice<T> {
+    fn into_param<'a>(self, sink: &mut ArgSink<'a>) -> kernel_device::Gmem<T>
+    where
+        Self: 'a,
+    {
+        let len = self.len();
+        let ptr = mut_ptr::<T>(sink.write(self));
+        // SAFETY: the start of a live allocation of `len` elements, borrowed
+        // mutably for the launch.
+        unsafe { kernel_device::Gmem::from_raw_parts(ptr, len) }
+    }
+}
+
 impl KernelArg<Semaphore> for &mut CudaSlice<u32> {
     fn into_param<'a>(self, sink: &mut ArgSink<'a>) -> Semaphore
     where
