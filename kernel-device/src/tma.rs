@@ -135,6 +135,7 @@ pub mod raw {
                     options(nostack, preserves_flags))
             }
         }, host: {
+            kernel_emu::mbarrier_note_multicast(bar, mask);
             super::emu_map::load_multicast(dst, tmap, &[c0, c1], bar, mask, "cp.async.bulk.tensor.2d (multicast load)")
         })
     }

@@ -166,6 +166,9 @@ struct MBar {
     epoch: u64,
     /// Arrivals per thread in the current phase.
     arrivals: BTreeMap<usize, u32>,
+    /// Multicast (collective) copies into this barrier in the current phase:
+    /// issuing CTA rank -> the mask it used.
+    multicast: BTreeMap<u32, u16>,
     waiters: Vec<usize>,
     init_loc: Loc,
 }
@@ -714,6 +717,16 @@ impl Emu {
                             b.tx
                         );
                     }
+                    if b.tx > 0 && !b.multicast.is_empty() {
+                        let mask = b.multicast.values().fold(0u16, |m, x| m | x);
+                        let issued: Vec<u32> = b.multicast.keys().copied().collect();
+                        let missing: Vec<u32> = (0..16).filter(|r| mask & (1 << r) != 0 && !b.multicast.contains_key(r)).collect();
+                        if !missing.is_empty() {
+                            s += &format!(
+                                "; collective copy not issued by every CTA of the cluster: CTA rank(s) {issued:?} multicast into this barrier with mask {mask:#b}, rank(s) {missing:?} did not (each CTA of a collective copy issues its part)"
+                            );
+                        }
+                    }
                     s
                 }
                 None => format!("mbarrier.try_wait.parity {parity} at smem+{off:#x} (invalidated)"),
@@ -791,7 +804,7 @@ impl Emu {
     }
 
     /// Decodes `addr` or stops the run with the decoding rule.
-    fn decode_or_misuse(&self, tid: usize, loc: Loc, addr: u32) -> (usize, u32) {
+    pub(crate) fn decode_or_misuse(&self, tid: usize, loc: Loc, addr: u32) -> (usize, u32) {
         match self.decode(tid, addr) {
             Ok(v) => v,
             Err((rule, detail)) => self.misuse(self.lock(), tid, loc, rule, detail),
@@ -1041,6 +1054,7 @@ impl Emu {
             phase: 0,
             epoch,
             arrivals: BTreeMap::new(),
+            multicast: BTreeMap::new(),
             waiters: Vec::new(),
             init_loc: loc,
         };
@@ -1190,11 +1204,22 @@ impl Emu {
         b.phase += 1;
         b.pending = b.count;
         b.arrivals.clear();
+        b.multicast.clear();
         let waiters = std::mem::take(&mut b.waiters);
         for w in waiters {
             g.wake(w);
         }
         g
+    }
+
+    /// Records that the calling thread's CTA (cluster rank `rank`) issued a
+    /// multicast copy with `mask` completing on the barrier at `(cta, off)`
+    /// (a destination CTA), for the collective-copy report of a deadlock.
+    pub(crate) fn mbar_note_multicast(&self, cta: usize, off: u32, rank: u32, mask: u16) {
+        let mut g = self.lock();
+        if let Some(b) = g.mbars.get_mut(&(cta, off)) {
+            b.multicast.insert(rank, mask);
+        }
     }
 
     /// `mbarrier.try_wait.parity` (`blocking`: waits until the phase with

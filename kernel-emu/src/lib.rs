@@ -716,6 +716,26 @@ pub fn mbarrier_complete_tx(addr: u32, bytes: u32) {
     }
 }
 
+/// Records a multicast (collective) copy issued by the calling CTA with
+/// `mask`, completing on the barrier at `.shared::cta` offset `bar` in every
+/// CTA of the mask: if a destination barrier then deadlocks with bytes
+/// pending and some CTA of the mask never issued its part, the deadlock
+/// report says "collective copy not issued by every CTA of the cluster".
+#[track_caller]
+pub fn mbarrier_note_multicast(bar: u32, mask: u16) {
+    let loc = Location::caller();
+    let (e, tid) = ctx("mbarrier_note_multicast");
+    let cl = &e.clusters[e.ctas[e.threads[tid].cta].cluster];
+    let rank = cl.ctas.iter().position(|&c| c == e.threads[tid].cta).unwrap_or(0) as u32;
+    for r in 0..16u32 {
+        if mask & (1 << r) == 0 || r as usize >= cl.ctas.len() {
+            continue;
+        }
+        let (cta, off) = e.decode_or_misuse(tid, loc, CLUSTER_BIT | (r << RANK_SHIFT) | (bar & OFFSET_MASK));
+        e.mbar_note_multicast(cta, off, rank, mask);
+    }
+}
+
 /// `mbarrier.try_wait.parity`: true at once if the phase with parity
 /// `parity & 1` has completed (the current phase has the other parity);
 /// otherwise blocks until the current phase completes, then returns true.
