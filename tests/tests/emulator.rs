@@ -352,3 +352,16 @@ fn gmem_index_past_the_end_is_out_of_bounds() {
         assert!(msg.contains("planted.rs"), "the report names the kernel's line: {msg}");
     }
 }
+
+/// Every other instance of the Hopper matmuls (more slots, grouped
+/// rasterization) once, so every example kernel in the repository runs on
+/// the emulator.
+#[test]
+fn every_other_matmul_instance_matches_the_cpu_reference() {
+    for name in examples::emulated::EMULATED_MATMULS {
+        if ["pipelined<2>", "pipelined_kn<2>", "warp_specialized<2,0>"].contains(&name) {
+            continue; // run under 2 seeds above
+        }
+        emulated_matmul(name, 3);
+    }
+}

@@ -151,9 +151,8 @@ pub fn wgmma_variants(emu: &Emulator) -> Result<[f64; hopper::VARIANTS]> {
     Ok(errs)
 }
 
-/// The matmuls the emulator runs (a subset of `hopper::MATMULS`).
-pub const EMULATED_MATMULS: [&str; 3] =
-    ["pipelined<2>", "pipelined_kn<2>", "warp_specialized<2,0>"];
+/// The matmuls the emulator runs: every instance of `hopper::MATMULS`.
+pub const EMULATED_MATMULS: [&str; 9] = crate::hopper::MATMULS;
 
 /// Runs matmul `name` (one of [`EMULATED_MATMULS`]) on the emulator at
 /// `m x n x k` with `randn_f16` inputs (seeds `input_seed`, `input_seed + 1`)
@@ -185,33 +184,33 @@ pub fn matmul(
     let mut c = vec![f16::NAN; m * n];
     let k_steps = (k / TILE_K) as u32;
     let am = EmuTensorMap::<ATile>::new_2d(&a, m, k)?;
-    match name {
-        "pipelined<2>" => {
-            let bm = EmuTensorMap::<BTile>::new_2d(&b, n, k)?;
+    let m_tiles = (m / TILE_M) as u32;
+    let grid_1wg = (m_tiles, (n / TILE_N) as u32);
+    let grid_ws = m_tiles * (n / (2 * TILE_N)) as u32;
+    macro_rules! one_wg {
+        ($kernel:ty, $btile:ty, $b:expr, $brows:expr, $bcols:expr) => {{
+            let bm = EmuTensorMap::<$btile>::new_2d($b, $brows, $bcols)?;
             let cm = EmuTensorMap::<OTile>::new_2d_mut(&mut c, m, n)?;
-            emu.launch::<hopper::matmul_pipelined<2>, _>(
-                ((m / TILE_M) as u32, (n / TILE_N) as u32),
-                (&am, &bm, &cm, k_steps),
-            )?;
-        }
-        "pipelined_kn<2>" => {
-            let bm = EmuTensorMap::<BTileKn>::new_2d(&b_kn, k, n)?;
-            let cm = EmuTensorMap::<OTile>::new_2d_mut(&mut c, m, n)?;
-            emu.launch::<hopper::matmul_pipelined_kn<2>, _>(
-                ((m / TILE_M) as u32, (n / TILE_N) as u32),
-                (&am, &bm, &cm, k_steps),
-            )?;
-        }
-        "warp_specialized<2,0>" => {
+            emu.launch::<$kernel, _>(grid_1wg, (&am, &bm, &cm, k_steps))?;
+        }};
+    }
+    macro_rules! ws {
+        ($kernel:ty) => {{
             let bm = EmuTensorMap::<BTileWs>::new_2d(&b, n, k)?;
             let cm = EmuTensorMap::<OTileWs>::new_2d_mut(&mut c, m, n)?;
-            let m_tiles = (m / TILE_M) as u32;
-            let grid = m_tiles * (n / (2 * TILE_N)) as u32;
-            emu.launch::<hopper::matmul_warp_specialized<2, 0>, _>(
-                grid,
-                (&am, &bm, &cm, m_tiles, k_steps),
-            )?;
-        }
+            emu.launch::<$kernel, _>(grid_ws, (&am, &bm, &cm, m_tiles, k_steps))?;
+        }};
+    }
+    match name {
+        "pipelined<2>" => one_wg!(hopper::matmul_pipelined<2>, BTile, &b, n, k),
+        "pipelined<4>" => one_wg!(hopper::matmul_pipelined<4>, BTile, &b, n, k),
+        "pipelined_kn<2>" => one_wg!(hopper::matmul_pipelined_kn<2>, BTileKn, &b_kn, k, n),
+        "pipelined_kn<4>" => one_wg!(hopper::matmul_pipelined_kn<4>, BTileKn, &b_kn, k, n),
+        "warp_specialized<2,0>" => ws!(hopper::matmul_warp_specialized<2, 0>),
+        "warp_specialized<3,0>" => ws!(hopper::matmul_warp_specialized<3, 0>),
+        "warp_specialized<4,0>" => ws!(hopper::matmul_warp_specialized<4, 0>),
+        "warp_specialized<4,8>" => ws!(hopper::matmul_warp_specialized<4, 8>),
+        "warp_specialized<4,16>" => ws!(hopper::matmul_warp_specialized<4, 16>),
         other => {
             return Err(ExampleError::Cuda(kernel_host::Error::InvalidArgument {
                 function: "emulated matmul",
