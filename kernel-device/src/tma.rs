@@ -748,20 +748,7 @@ impl<Tl: TileLayout> Tma<Tl, 2> {
     #[inline(always)]
     #[track_caller]
     pub fn load(&self, dst: Smem<Tl>, row: u32, col: u32, bar: BarrierRef<'_>) {
-        let base = dst.smem_addr();
-        for j in 0..Tl::BLOCKS {
-            // SAFETY: `dst` is a scratch tile of type `Tl` (aligned, sized);
-            // the box of the descriptor is one column block of `Tl`.
-            unsafe {
-                raw::load_2d(
-                    base + (j * Tl::BLOCK_BYTES) as u32,
-                    self.desc,
-                    (col as usize + j * Tl::BLOCK_COLS) as i32,
-                    row as i32,
-                    bar.smem_addr(),
-                )
-            }
-        }
+        self.load_at(dst, [col, row], bar)
     }
 
     /// As [`Tma::load`], delivered to the same SMEM offset and barrier offset
@@ -802,17 +789,6 @@ impl<Tl: TileLayout> Tma<Tl, 2> {
     #[inline(always)]
     #[track_caller]
     pub fn store(&self, src: Smem<Tl>, row: u32, col: u32) {
-        let base = src.smem_addr();
-        for j in 0..Tl::BLOCKS {
-            // SAFETY: as `load`, in the other direction.
-            unsafe {
-                raw::store_2d(
-                    self.desc,
-                    (col as usize + j * Tl::BLOCK_COLS) as i32,
-                    row as i32,
-                    base + (j * Tl::BLOCK_BYTES) as u32,
-                )
-            }
-        }
+        self.store_at(src, [col, row])
     }
 }

@@ -747,15 +747,32 @@ where
                 "wgmma: operand tiles must be swizzled (Swizzled<32/64/128>): the canonical unswizzled layout is not implemented"
             );
         };
-        let (a_addr, b_addr) = (a.smem_addr(), b.smem_addr());
+        let b_addr = b.smem_addr();
+        self.issue_k_steps::<E, A>(a, a_row, |k| SmemDescriptor::k_major::<B>(b_addr, b_row, k), false, accumulate);
+    }
+
+    /// `wgmma.fence`, then one MMA per 16 columns of A's K, with A's K-major
+    /// descriptor at row `a_row` and B's descriptor for each `k` from `b_desc`
+    /// (`trans_b`: B is MN-major). The shared loop of [`Acc::mma`] and
+    /// [`Acc::mma_kn`], whose callers checked the shapes.
+    #[inline(always)]
+    #[track_caller]
+    fn issue_k_steps<E: WgmmaInput, A: TileLayout<Elem = E>>(
+        &mut self,
+        a: Smem<A>,
+        a_row: usize,
+        b_desc: impl Fn(usize) -> SmemDescriptor,
+        trans_b: bool,
+        accumulate: bool,
+    ) {
+        let a_addr = a.smem_addr();
         wgmma_fence();
         let mut k = 0;
         while k < A::COLS {
             let da = SmemDescriptor::k_major::<A>(a_addr, a_row, k);
-            let db = SmemDescriptor::k_major::<B>(b_addr, b_row, k);
             // SAFETY: all threads of the warpgroup issue the same MMA after the
             // fence; descriptors address the given tiles.
-            unsafe { <Cols<N>>::mma_f32::<E>(&mut self.regs, da, db, accumulate || k > 0, false) };
+            unsafe { <Cols<N>>::mma_f32::<E>(&mut self.regs, da, b_desc(k), accumulate || k > 0, trans_b) };
             k += WGMMA_K;
         }
     }
@@ -782,16 +799,9 @@ where
                 "wgmma: operand tiles must be swizzled (Swizzled<32/64/128>)"
             );
         };
-        let (a_addr, b_addr) = (a.smem_addr(), b.smem_addr());
-        wgmma_fence();
-        let mut k = 0;
-        while k < A::COLS {
-            let da = SmemDescriptor::k_major::<A>(a_addr, a_row, k);
-            let db = SmemDescriptor::mn_major::<B>(b_addr, k, b_col);
-            // SAFETY: as `mma`, with B MN-major (imm-trans-b = 1).
-            unsafe { <Cols<N>>::mma_f32::<E>(&mut self.regs, da, db, accumulate || k > 0, true) };
-            k += WGMMA_K;
-        }
+        let b_addr = b.smem_addr();
+        // B MN-major: imm-trans-b = 1.
+        self.issue_k_steps::<E, A>(a, a_row, |k| SmemDescriptor::mn_major::<B>(b_addr, k, b_col), true, accumulate);
     }
 
     /// Issues one `wgmma` with A from registers:

@@ -93,45 +93,7 @@ macro_rules! host_tuple {
         }
     };
 }
-host_tuple!();
-host_tuple!((A0, P0, a0));
-host_tuple!((A0, P0, a0), (A1, P1, a1));
-host_tuple!((A0, P0, a0), (A1, P1, a1), (A2, P2, a2));
-host_tuple!((A0, P0, a0), (A1, P1, a1), (A2, P2, a2), (A3, P3, a3));
-host_tuple!(
-    (A0, P0, a0),
-    (A1, P1, a1),
-    (A2, P2, a2),
-    (A3, P3, a3),
-    (A4, P4, a4)
-);
-host_tuple!(
-    (A0, P0, a0),
-    (A1, P1, a1),
-    (A2, P2, a2),
-    (A3, P3, a3),
-    (A4, P4, a4),
-    (A5, P5, a5)
-);
-host_tuple!(
-    (A0, P0, a0),
-    (A1, P1, a1),
-    (A2, P2, a2),
-    (A3, P3, a3),
-    (A4, P4, a4),
-    (A5, P5, a5),
-    (A6, P6, a6)
-);
-host_tuple!(
-    (A0, P0, a0),
-    (A1, P1, a1),
-    (A2, P2, a2),
-    (A3, P3, a3),
-    (A4, P4, a4),
-    (A5, P5, a5),
-    (A6, P6, a6),
-    (A7, P7, a7)
-);
+for_each_tuple_arity!(host_tuple);
 
 /// The parameter values, shared by the emulated threads (which run one at a
 /// time; the emulator's baton orders their accesses).

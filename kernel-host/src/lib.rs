@@ -8,6 +8,24 @@
 //!   on cudarc, module loading, typed launches with clusters and dynamic
 //!   shared memory, and errors as values.
 //! * [`emulate`]: runs a kernel on the CPU emulator (`kernel-emu`).
+/// Invokes `$m!` once per tuple arity from 0 to 12, with one
+/// `(ArgType, ParamType, binding)` triple per element: the impls of the
+/// argument-tuple traits (GPU launches and emulator launches).
+macro_rules! for_each_tuple_arity {
+    ($m:ident) => {
+        for_each_tuple_arity!(@ $m []
+            (A0, P0, a0) (A1, P1, a1) (A2, P2, a2) (A3, P3, a3) (A4, P4, a4) (A5, P5, a5)
+            (A6, P6, a6) (A7, P7, a7) (A8, P8, a8) (A9, P9, a9) (A10, P10, a10) (A11, P11, a11));
+    };
+    (@ $m:ident [$($done:tt)*]) => {
+        $m!($($done),*);
+    };
+    (@ $m:ident [$($done:tt)*] $next:tt $($rest:tt)*) => {
+        $m!($($done),*);
+        for_each_tuple_arity!(@ $m [$($done)* $next] $($rest)*);
+    };
+}
+
 pub mod build;
 pub mod emulate;
 

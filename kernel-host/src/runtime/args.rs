@@ -229,7 +229,9 @@ impl KernelArg<Semaphore> for &CudaSlice<u32> {
 /// value. Only a map made for the same tile type `Tl` fits, so the box and
 /// swizzle the kernel's copies assume are the map's. The launch is ordered
 /// after earlier writes to the map's buffer (as for `&CudaSlice`).
-impl<Tl: TileLayout, const RANK: usize> KernelArg<TensorMapParam<Tl, RANK>> for &TensorMap<'_, Tl, RANK> {
+impl<Tl: TileLayout, const RANK: usize> KernelArg<TensorMapParam<Tl, RANK>>
+    for &TensorMap<'_, Tl, RANK>
+{
     fn into_param<'a>(self, sink: &mut ArgSink<'a>) -> TensorMapParam<Tl, RANK>
     where
         Self: 'a,
@@ -293,95 +295,7 @@ macro_rules! tuple_args {
     };
 }
 
-tuple_args!();
-tuple_args!((A0, P0, a0));
-tuple_args!((A0, P0, a0), (A1, P1, a1));
-tuple_args!((A0, P0, a0), (A1, P1, a1), (A2, P2, a2));
-tuple_args!((A0, P0, a0), (A1, P1, a1), (A2, P2, a2), (A3, P3, a3));
-tuple_args!(
-    (A0, P0, a0),
-    (A1, P1, a1),
-    (A2, P2, a2),
-    (A3, P3, a3),
-    (A4, P4, a4)
-);
-tuple_args!(
-    (A0, P0, a0),
-    (A1, P1, a1),
-    (A2, P2, a2),
-    (A3, P3, a3),
-    (A4, P4, a4),
-    (A5, P5, a5)
-);
-tuple_args!(
-    (A0, P0, a0),
-    (A1, P1, a1),
-    (A2, P2, a2),
-    (A3, P3, a3),
-    (A4, P4, a4),
-    (A5, P5, a5),
-    (A6, P6, a6)
-);
-tuple_args!(
-    (A0, P0, a0),
-    (A1, P1, a1),
-    (A2, P2, a2),
-    (A3, P3, a3),
-    (A4, P4, a4),
-    (A5, P5, a5),
-    (A6, P6, a6),
-    (A7, P7, a7)
-);
-tuple_args!(
-    (A0, P0, a0),
-    (A1, P1, a1),
-    (A2, P2, a2),
-    (A3, P3, a3),
-    (A4, P4, a4),
-    (A5, P5, a5),
-    (A6, P6, a6),
-    (A7, P7, a7),
-    (A8, P8, a8)
-);
-tuple_args!(
-    (A0, P0, a0),
-    (A1, P1, a1),
-    (A2, P2, a2),
-    (A3, P3, a3),
-    (A4, P4, a4),
-    (A5, P5, a5),
-    (A6, P6, a6),
-    (A7, P7, a7),
-    (A8, P8, a8),
-    (A9, P9, a9)
-);
-tuple_args!(
-    (A0, P0, a0),
-    (A1, P1, a1),
-    (A2, P2, a2),
-    (A3, P3, a3),
-    (A4, P4, a4),
-    (A5, P5, a5),
-    (A6, P6, a6),
-    (A7, P7, a7),
-    (A8, P8, a8),
-    (A9, P9, a9),
-    (A10, P10, a10)
-);
-tuple_args!(
-    (A0, P0, a0),
-    (A1, P1, a1),
-    (A2, P2, a2),
-    (A3, P3, a3),
-    (A4, P4, a4),
-    (A5, P5, a5),
-    (A6, P6, a6),
-    (A7, P7, a7),
-    (A8, P8, a8),
-    (A9, P9, a9),
-    (A10, P10, a10),
-    (A11, P11, a11)
-);
+for_each_tuple_arity!(tuple_args);
 
 #[cfg(test)]
 mod tests {
