@@ -641,7 +641,19 @@ pub fn elect_one() -> bool {
 pub fn cluster_arrive() {
     let loc = Location::caller();
     if let Some((e, tid)) = enter("cluster_arrive") {
-        e.cluster_arrive(tid, loc);
+        e.cluster_arrive_as(tid, loc, true);
+    }
+}
+
+/// `barrier.cluster.arrive.relaxed`: as [`cluster_arrive`] for the barrier,
+/// without release semantics: the thread's earlier accesses are not ordered
+/// before the other threads' waits (the race detector does not join its
+/// clock).
+#[track_caller]
+pub fn cluster_arrive_relaxed() {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("cluster_arrive_relaxed") {
+        e.cluster_arrive_as(tid, loc, false);
     }
 }
 

@@ -1042,3 +1042,35 @@ fn a_large_deadlock_prints_bounded_debug_and_display() {
     assert!(dbg.len() < 8 * 1024 && dbg.contains("more lines"), "{} bytes: {dbg}", dbg.len());
     assert!(disp.len() < 8 * 1024, "{} bytes", disp.len());
 }
+
+#[test]
+fn dsmem_exchange_is_ordered_by_a_releasing_cluster_barrier_only() {
+    for seed in SEEDS {
+        for release in [true, false] {
+            let mut c = cfg("dsmem_hb", 2, 32);
+            c.cluster = [2, 1, 1];
+            c.smem_bytes = 32 * 4;
+            c.seed = seed;
+            let r = run_t(c, move || {
+                let t = tid_x();
+                let peer = cluster_ctarank() ^ 1;
+                let remote = map_rank_ptr(smem_u32(t) as *mut u8, peer) as *mut u32;
+                smem_access(remote as *const u8, 4, true);
+                // SAFETY: inside the peer's shared memory.
+                unsafe { *remote = t as u32 };
+                if release {
+                    cluster_arrive();
+                } else {
+                    cluster_arrive_relaxed();
+                }
+                cluster_wait();
+                assert_eq!(sr(t), t as u32);
+            });
+            if release {
+                r.unwrap();
+            } else {
+                expect_race(r, "relaxed cluster arrive");
+            }
+        }
+    }
+}
