@@ -1074,3 +1074,38 @@ fn dsmem_exchange_is_ordered_by_a_releasing_cluster_barrier_only() {
         }
     }
 }
+
+#[test]
+fn an_ordinary_store_into_smem_of_an_in_flight_wgmma_is_reported() {
+    for seed in SEEDS {
+        for waited in [true, false] {
+            let mut c = cfg("store_over_wgmma", 1, 64);
+            c.smem_bytes = 64;
+            c.seed = seed;
+            let r = run_t(c, move || {
+                let t = tid_x();
+                if t == 0 {
+                    wgmma_operand_reads(&[(0, 64)], "test wgmma");
+                    wgmma_commit_group();
+                    if waited {
+                        wgmma_wait_group(0);
+                    }
+                }
+                bar_sync(0, 0);
+                if t == 40 {
+                    sw(2, 1);
+                }
+                bar_sync(0, 0);
+                if t == 0 {
+                    wgmma_wait_group(0);
+                }
+            });
+            if waited {
+                r.unwrap();
+            } else {
+                let msg = r.unwrap_err().to_string();
+                assert!(msg.contains("in-flight wgmma") && msg.contains("thread (40,0,0)"), "{msg}");
+            }
+        }
+    }
+}

@@ -177,6 +177,18 @@ impl Emu {
         if !g.race.shadow_on {
             return;
         }
+        if let (Space::Smem { cta }, true) = (space, write) {
+            if let Some((_, detail)) = self.wgmma_overlap(&g, cta, lo as u32, hi as u32, "an ordinary store") {
+                self.misuse(
+                    g,
+                    tid,
+                    loc,
+                    "SMEM written while an in-flight wgmma reads it: wait for the wgmma group (wgmma_wait) \
+                     before the SMEM is rewritten",
+                    detail,
+                );
+            }
+        }
         let st = &mut *g;
         let clk = &st.race.clk[tid];
         let who = Accessor {
