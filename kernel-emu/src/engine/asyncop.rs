@@ -91,12 +91,10 @@ impl Emu {
                     .to_string(),
                 where_: second.clone(),
                 detail: format!(
-                    "{} ({}); the {} at {} was not followed by a commit_smem ordered before the operation's issue \
-                     (first word {})",
+                    "{}: the {} was not followed by a commit_smem ordered before the operation's issue (first \
+                     word {})",
                     self.fmt_addr(space, lo, hi),
-                    second,
                     self.acc_desc(g, prev.slot as usize, true, prev.loc),
-                    prev.loc,
                     self.fmt_addr(space, addr, addr + 4)
                 ),
             },
