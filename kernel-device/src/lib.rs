@@ -41,6 +41,7 @@ pub use kernel_macros::{kernel, warp_specialize};
 mod host;
 
 pub mod cluster;
+pub mod cluster_barrier;
 pub mod fence;
 pub mod gmem;
 pub mod index;
@@ -56,6 +57,7 @@ pub mod warp;
 pub mod wgmma;
 
 pub use cluster::{cluster_arrive, cluster_sync, cluster_wait};
+pub use cluster_barrier::ClusterBarrier;
 pub use gmem::Gmem;
 pub use index::*;
 pub use launch::{DeviceParam, Dim3, KernelSpec};
@@ -71,6 +73,7 @@ pub use half::{bf16, f16};
 /// What kernels usually import: `use kernel_device::prelude::*;`.
 pub mod prelude {
     pub use crate::cluster::{cluster_arrive, cluster_sync, cluster_wait};
+    pub use crate::cluster_barrier::{ClusterBarrier, WholeCluster, X, XY, XZ, Y, YZ, Z};
     pub use crate::gmem::Gmem;
     pub use crate::index::*;
     pub use crate::{kernel, warp_specialize};
