@@ -11,7 +11,10 @@
 //! Ordering: shared memory is shared by all threads of the CTA. Plain reads
 //! and writes through [`Smem`] are not atomic; a barrier ([`crate::sync_threads`],
 //! an mbarrier wait, a named barrier) must order a write and a read of the
-//! same element by different threads.
+//! same element by different threads. On the CPU emulator every access
+//! through `Smem::load`/`store`/`read`/`write` and the tile accessors is
+//! checked for races (happens-before); accesses through raw pointers
+//! (`as_ptr`, `elem_ptr`, `map_rank`) are not.
 use core::marker::PhantomData;
 
 /// Alignment of the dynamic shared-memory base (1024 bytes: what 128-byte
@@ -190,14 +193,20 @@ impl<T> Smem<T> {
 impl<T: Copy> Smem<T> {
     /// Read the whole value.
     #[inline(always)]
+    #[track_caller]
     pub fn load(&self) -> T {
+        #[cfg(not(target_arch = "nvptx64"))]
+        kernel_emu::smem_access(self.ptr as *const u8, core::mem::size_of::<T>(), false);
         // SAFETY: the allocation is valid for the kernel; races are ordered by
         // the kernel's barriers (module docs).
         unsafe { self.ptr.read() }
     }
     /// Write the whole value.
     #[inline(always)]
+    #[track_caller]
     pub fn store(&self, v: T) {
+        #[cfg(not(target_arch = "nvptx64"))]
+        kernel_emu::smem_access(self.ptr as *const u8, core::mem::size_of::<T>(), true);
         // SAFETY: as `load`.
         unsafe { self.ptr.write(v) }
     }
@@ -235,15 +244,21 @@ impl<E: Copy, const N: usize> Smem<[E; N]> {
     #[inline(always)]
     #[track_caller]
     pub fn read(&self, i: usize) -> E {
+        let p = self.elem_ptr(i);
+        #[cfg(not(target_arch = "nvptx64"))]
+        kernel_emu::smem_access(p as *const u8, core::mem::size_of::<E>(), false);
         // SAFETY: `elem_ptr` checked the index; see `load` for ordering.
-        unsafe { self.elem_ptr(i).read() }
+        unsafe { p.read() }
     }
     /// Write element `i` (bounds-checked).
     #[inline(always)]
     #[track_caller]
     pub fn write(&self, i: usize, v: E) {
+        let p = self.elem_ptr(i);
+        #[cfg(not(target_arch = "nvptx64"))]
+        kernel_emu::smem_access(p as *const u8, core::mem::size_of::<E>(), true);
         // SAFETY: as `read`.
-        unsafe { self.elem_ptr(i).write(v) }
+        unsafe { p.write(v) }
     }
 }
 

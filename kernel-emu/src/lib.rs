@@ -117,10 +117,12 @@
 
 mod engine;
 mod error;
+pub mod race;
 #[cfg(test)]
 mod tests;
 
 pub use error::{EmuError, RunReport};
+pub use race::{push_copy, AsyncCopy, AsyncOp, Completion, Space};
 
 pub use engine::Range;
 use engine::{Emu, Loc, CLUSTER_BIT, OFFSET_MASK, RANK_SHIFT};
@@ -381,6 +383,7 @@ fn thread_main(emu: Arc<Emu>, tid: usize, thread_fn: &(dyn Fn() + Sync)) {
     let result = catch_unwind(AssertUnwindSafe(|| {
         emu.first_turn(tid);
         thread_fn();
+        emu.exit_checks(tid);
     }));
     match result {
         Ok(()) => emu.finish(tid),
@@ -839,5 +842,116 @@ pub fn wgmma_commit_group() {
 pub fn wgmma_wait_group(n: u32) {
     if let Some((e, tid)) = enter("wgmma_wait_group") {
         e.wgmma_wait(tid, n);
+    }
+}
+
+// ----- race detection: ordinary accesses -------------------------------------
+
+/// An ordinary (generic-proxy) access by the calling thread of `len` bytes
+/// at `ptr` in shared memory (any CTA's buffer, distributed shared memory
+/// included): checked against the shadow state and recorded
+/// ([`EmuError::Race`] if an earlier conflicting access is not ordered
+/// before it). A pointer outside every CTA's buffer is ignored. Not a
+/// scheduling point. `Smem`/`Tile` accessors call it.
+#[track_caller]
+pub fn smem_access(ptr: *const u8, len: usize, write: bool) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("smem_access") {
+        if let Some((cta, off)) = e.smem_locate(ptr as usize) {
+            e.ordinary_access(tid, loc, Space::Smem { cta }, off, off + len as u64, write);
+        }
+    }
+}
+
+/// An ordinary access by the calling thread of `len` bytes of global memory
+/// at host address `ptr` (`Gmem` accessors, vector loads and stores):
+/// checked and recorded as by [`smem_access`]. Not a scheduling point.
+/// Raw pointer dereferences in kernels do not reach the emulator and are
+/// not checked.
+#[track_caller]
+pub fn gmem_access(ptr: *const u8, len: usize, write: bool) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("gmem_access") {
+        let a = ptr as u64;
+        e.ordinary_access(tid, loc, Space::Gmem, a, a + len as u64, write);
+    }
+}
+
+/// An atomic on the global address `ptr` by the calling thread: with
+/// `acquire` the thread joins what earlier releases on that address
+/// published; with `release` it publishes what it knows (a semaphore's
+/// signal -> wait edge). Atomics are not checked against each other. Not a
+/// scheduling point (the atomic's host body yields separately).
+pub fn gmem_atomic(ptr: *const u8, acquire: bool, release: bool) {
+    if let Some((e, tid)) = enter("gmem_atomic") {
+        e.atomic(tid, ptr as u64, acquire, release);
+    }
+}
+
+/// An ordinary access by the calling thread to bytes `lo..hi` of its CTA's
+/// tensor memory (`tcgen05.ld`/`st`; the address scheme is the backend's):
+/// checked and recorded as by [`smem_access`].
+#[track_caller]
+pub fn tmem_access(lo: u64, hi: u64, write: bool) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("tmem_access") {
+        let cta = e.threads[tid].cta;
+        e.ordinary_access(tid, loc, Space::Tmem { cta }, lo, hi, write);
+    }
+}
+
+// ----- race detection: asynchronous operations --------------------------------
+
+/// Issues an asynchronous operation from the calling thread (see
+/// [`race`]): it runs, moving its bytes and completing, at a seeded
+/// scheduling point before its completion is observed. A scheduling point.
+///
+/// ```ignore
+/// // A TMA load of `len` bytes completing on the mbarrier at `bar`:
+/// let mut copies = Vec::new();
+/// kernel_emu::push_copy(&mut copies, AsyncCopy { dst: smem_ptr, src: Some(gmem_ptr), len });
+/// kernel_emu::async_issue(AsyncOp::copies("cp.async.bulk.tensor (load)", copies,
+///     Completion::MBarrierTx { bar, bytes: len as u32 }));
+/// ```
+#[track_caller]
+pub fn async_issue(op: AsyncOp) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("async_issue") {
+        e.async_issue(tid, loc, op);
+    }
+}
+
+/// One arrival on the mbarrier at `bar` (`.shared::cta` or
+/// `.shared::cluster`) once every [`Completion::Tracked`] operation the
+/// calling thread issued since its last call has run (`tcgen05.commit`);
+/// the threads that wait on that phase then know those operations' effects.
+/// `kind` names it in reports. A scheduling point.
+#[track_caller]
+pub fn async_commit_arrive(bar: u32, kind: &str) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("async_commit_arrive") {
+        e.commit_arrive(tid, loc, bar, kind);
+    }
+}
+
+/// `cp.async.bulk.commit_group`: closes the calling thread's group of
+/// [`Completion::BulkGroup`] operations. A scheduling point.
+#[track_caller]
+pub fn bulk_commit_group() {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("bulk_commit_group") {
+        e.bulk_commit(tid, loc);
+    }
+}
+
+/// `cp.async.bulk.wait_group(.read) n`: all but the newest `n` committed
+/// groups of the calling thread have run; with `read_only` the thread may
+/// reuse their sources, otherwise it also sees their writes. A scheduling
+/// point.
+#[track_caller]
+pub fn bulk_wait_group(n: u32, read_only: bool) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("bulk_wait_group") {
+        e.bulk_wait(tid, loc, n, read_only);
     }
 }
