@@ -283,20 +283,46 @@ fn queue(emu: &Emulator, racy: bool, which: &str) -> Outcome {
 
 // ----- the table -----------------------------------------------------------------
 
-/// What a report must say to count as catching the bug: any of these
-/// (case-insensitive) in the report's text.
-type Rule = &'static [&'static str];
-/// A data race between ordinary accesses (two threads, no happens-before).
-const RACE: Rule = &["race"];
-/// An access to memory an asynchronous copy (or wgmma) still reads or writes.
-const IN_FLIGHT: Rule = &["in flight", "in-flight", "race"];
-/// SMEM written by ordinary stores and read or overwritten by the async proxy.
-const ASYNC_PROXY: Rule = &["commit_smem", "async proxy", "fence.proxy.async"];
-/// A phase that carried TMA bytes and was never waited on, or a copy in
-/// flight at exit.
-const NEVER_WAITED: Rule = &["never waited", "not waited", "no thread", "in flight", "in-flight", "race"];
-/// Bulk groups outstanding when the thread exits.
-const OUTSTANDING: Rule = &["outstanding", "bulk group", "wait_group"];
+/// The report that counts as catching a bug: its kind, read from the
+/// error's fields (`EmuError::Race`'s rule and accesses, `EmuError::Misuse`'s
+/// rule).
+#[derive(Clone, Copy, Debug)]
+enum Want {
+    /// A race on shared memory between ordinary accesses (or a DSMEM access).
+    SmemRace,
+    /// A race on global memory between ordinary accesses.
+    GmemRace,
+    /// A race one of whose accesses is an asynchronous operation (a TMA load
+    /// or store in flight).
+    AsyncRace,
+    /// SMEM written by ordinary stores and read or written by the async proxy
+    /// without `commit_smem` ordered in between.
+    ProxyFence,
+    /// A phase that carried TMA bytes and that no thread of its CTA waited on.
+    NeverWaited,
+    /// Bulk async-groups outstanding (or never committed) at thread exit.
+    Outstanding,
+    /// The mbarrier protocol check: more arrivals than the count in a phase,
+    /// or a skipped phase.
+    PhaseAccounting,
+}
+use Want::*;
+
+fn is(e: &EmuError, w: Want) -> bool {
+    match (e, w) {
+        (EmuError::Race { rule, .. }, SmemRace) => rule.contains("race on shared memory"),
+        (EmuError::Race { rule, .. }, GmemRace) => rule.contains("race on global memory"),
+        (EmuError::Race { first, second, .. }, AsyncRace) => first.contains("asynchronous") || second.contains("asynchronous"),
+        (EmuError::Misuse { rule, .. }, ProxyFence) => rule.contains("async proxy") && rule.contains("commit_smem"),
+        (EmuError::Misuse { rule, .. }, NeverWaited) => rule.contains("carried TMA bytes was never waited on"),
+        (EmuError::Misuse { rule, .. }, Outstanding) => rule.contains("bulk async-groups outstanding"),
+        (EmuError::Misuse { rule, .. }, PhaseAccounting) => rule.contains("more arrivals than the count") || rule.contains("skipped a phase"),
+        _ => false,
+    }
+}
+
+/// Every kind a case accepts (the first is the one the bug is about).
+type Rule = &'static [Want];
 
 struct Case {
     name: &'static str,
@@ -311,68 +337,64 @@ fn case(name: &'static str, class: &'static str, rule: Rule, run: impl Fn(&Emula
 
 fn cases() -> Vec<Case> {
     vec![
-        case("tma_read_before_wait", "TMA load, one thread", IN_FLIGHT, |e, r| tma_copy(e, r, "read_before_wait", 1)),
-        case("tma_only_issuer_waits", "TMA load, cross-thread", IN_FLIGHT, |e, r| tma_copy(e, r, "only_issuer_waits", 1)),
-        case("tma_sync_instead_of_wait", "TMA load, cross-thread", NEVER_WAITED, |e, r| tma_copy(e, r, "sync_instead_of_wait", 1)),
-        case("tma_wait_wrong_slot", "TMA load, wrong barrier", IN_FLIGHT, |e, r| tma_copy(e, r, "wait_wrong_slot", 2)),
-        case("tma_refill_before_consumed", "TMA load over SMEM in use", IN_FLIGHT, |e, r| tma_copy(e, r, "refill_before_consumed", 3)),
-        case("tma_two_loads_one_slot", "two loads into one slot", IN_FLIGHT, |e, r| tma_copy(e, r, "two_loads_one_slot", 2)),
-        case("tma_load_over_unsynced_writes", "TMA load over SMEM in use", IN_FLIGHT, |e, r| tma_copy(e, r, "load_over_unsynced_writes", 1)),
-        case("tma_overfetch_never_waited", "TMA bytes never waited", NEVER_WAITED, |e, r| tma_copy(e, r, "overfetch_never_waited", 2)),
-        case("multicast_peer_skips_wait", "multicast", NEVER_WAITED, multicast_peer_skips_wait),
-        case("multicast_reuse_without_cluster_barrier", "multicast + ClusterBarrier", IN_FLIGHT, |e, r| multicast_reuse(e, r, false)),
-        case("multicast_reuse_hand_rolled_no_wait", "multicast + hand-rolled barrier", IN_FLIGHT, |e, r| multicast_reuse(e, r, true)),
-        case("cluster_barrier_wait_dropped", "ClusterBarrier, wait dropped", RACE, |e, r| cluster_swap(e, r, "cluster_barrier_wait_dropped")),
-        case("hand_rolled_cluster_wait_dropped", "hand-rolled cluster barrier, wait dropped", RACE, |e, r| cluster_swap(e, r, "hand_rolled_wait_dropped")),
-        case("cluster_arrive_on_wrong_cta", "barrier arrived on by the wrong CTA", RACE, |e, r| cluster_swap(e, r, "arrive_on_wrong_cta")),
-        case("cluster_arrive_before_remote_write", "cluster barrier, write after arrive", RACE, |e, r| cluster_swap(e, r, "arrive_before_remote_write")),
-        case("cluster_read_before_wait", "cluster barrier, read before wait", RACE, |e, r| cluster_swap(e, r, "read_before_wait")),
-        case("cluster_inbox_reused_too_early", "ClusterBarrier, reuse without a phase", RACE, |e, r| cluster_swap(e, r, "inbox_reused_too_early")),
-        case("tma_store_source_reused", "TMA store source reused", IN_FLIGHT, |e, r| tma_store(e, r, "source_reused")),
-        case("tma_store_wait_read_one_too_many", "TMA store source reused", IN_FLIGHT, |e, r| tma_store(e, r, "wait_read_one_too_many")),
-        case("stream_k_fixup_read_only_wait", "GMEM read before wait_group", IN_FLIGHT, stream_k_fixup),
-        case("two_ctas_store_one_tile", "two stores to one GMEM range", IN_FLIGHT, |e, r| tma_store(e, r, "two_ctas_store_one_tile")),
-        case("tma_store_twice_same_tile", "two stores to one GMEM range", IN_FLIGHT, |e, r| tma_store(e, r, "store_twice_same_tile")),
-        case("bulk_group_pending_at_exit", "bulk group outstanding at exit", OUTSTANDING, |e, r| tma_store(e, r, "pending_at_exit")),
-        case("tma_store_never_committed", "bulk group outstanding at exit", OUTSTANDING, |e, r| tma_store(e, r, "never_committed")),
-        case("tma_store_without_commit_smem", "async proxy", ASYNC_PROXY, |e, r| tma_store(e, r, "without_commit_smem")),
-        case("commit_smem_before_writes", "async proxy", ASYNC_PROXY, |e, r| tma_store(e, r, "commit_smem_before_writes")),
-        case("relu_in_place_without_commit_smem", "async proxy, same value", ASYNC_PROXY, relu_in_place),
-        case("wgmma_operands_without_commit_smem", "async proxy, wgmma", ASYNC_PROXY, |e, r| wgmma(e, r, false)),
-        case("wgmma_operand_overwritten_in_flight", "wgmma operand in flight", IN_FLIGHT, |e, r| wgmma(e, r, true)),
-        case("reduction_missing_last_sync", "SMEM reduction", RACE, |e, r| plain(e, r, "reduction_missing_last_sync")),
-        case("warp_reduction_without_sync_warp", "SMEM, warp-synchronous", RACE, |e, r| plain(e, r, "warp_reduction_without_sync_warp")),
-        case("smem_transpose_without_sync", "SMEM read-write", RACE, |e, r| plain(e, r, "smem_transpose_without_sync")),
-        case("staging_loop_missing_trailing_sync", "SMEM write-after-read", RACE, |e, r| plain(e, r, "staging_loop_missing_trailing_sync")),
-        case("smem_counter_without_atomics", "SMEM write-write", RACE, |e, r| plain(e, r, "smem_counter_without_atomics")),
-        case("gmem_same_index_in_two_ctas", "GMEM write-write", RACE, |e, r| plain(e, r, "gmem_same_index_in_two_ctas")),
-        case("semaphore_signal_before_write", "semaphore", RACE, |e, r| semaphore(e, r, "signal_before_write")),
-        case("semaphore_signal_without_cta_barrier", "semaphore", RACE, |e, r| semaphore(e, r, "signal_without_cta_barrier")),
-        case("semaphore_wait_without_cta_barrier", "semaphore", RACE, |e, r| semaphore(e, r, "wait_without_cta_barrier")),
-        case("mbarrier_consumer_skips_wait", "mbarrier queue", RACE, |e, r| queue(e, r, "consumer_skips_wait")),
-        case("mbarrier_arrive_before_write", "mbarrier queue", RACE, |e, r| queue(e, r, "arrive_before_write")),
-        case("mbarrier_refill_without_consumed", "mbarrier queue, slot reuse", RACE, |e, r| queue(e, r, "refill_without_consumed")),
-        case("named_barrier_arrive_before_write", "named barrier", RACE, |e, r| queue(e, r, "named_arrive_before_write")),
+        case("tma_read_before_wait", "TMA load, one thread", &[AsyncRace], |e, r| tma_copy(e, r, "read_before_wait", 1)),
+        case("tma_only_issuer_waits", "TMA load, cross-thread", &[AsyncRace], |e, r| tma_copy(e, r, "only_issuer_waits", 1)),
+        case("tma_sync_instead_of_wait", "TMA load, cross-thread", &[AsyncRace, NeverWaited], |e, r| tma_copy(e, r, "sync_instead_of_wait", 1)),
+        case("tma_wait_wrong_slot", "TMA load, wrong barrier", &[AsyncRace], |e, r| tma_copy(e, r, "wait_wrong_slot", 2)),
+        case("tma_refill_before_consumed", "TMA load over SMEM in use", &[AsyncRace], |e, r| tma_copy(e, r, "refill_before_consumed", 3)),
+        case("tma_two_loads_one_slot", "two loads into one slot", &[AsyncRace], |e, r| tma_copy(e, r, "two_loads_one_slot", 2)),
+        case("tma_load_over_unsynced_writes", "TMA load over SMEM in use", &[AsyncRace, ProxyFence], |e, r| tma_copy(e, r, "load_over_unsynced_writes", 1)),
+        case("tma_overfetch_never_waited", "TMA bytes never waited", &[NeverWaited, AsyncRace], |e, r| tma_copy(e, r, "overfetch_never_waited", 2)),
+        case("multicast_peer_skips_wait", "multicast", &[AsyncRace, NeverWaited], multicast_peer_skips_wait),
+        case("multicast_reuse_without_cluster_barrier", "multicast + ClusterBarrier", &[AsyncRace], |e, r| multicast_reuse(e, r, false)),
+        case("multicast_reuse_hand_rolled_no_wait", "multicast + hand-rolled barrier", &[AsyncRace], |e, r| multicast_reuse(e, r, true)),
+        case("cluster_barrier_wait_dropped", "ClusterBarrier, wait dropped", &[SmemRace], |e, r| cluster_swap(e, r, "cluster_barrier_wait_dropped")),
+        case("hand_rolled_cluster_wait_dropped", "hand-rolled cluster barrier, wait dropped", &[SmemRace], |e, r| cluster_swap(e, r, "hand_rolled_wait_dropped")),
+        case("cluster_arrive_on_wrong_cta", "barrier arrived on by the wrong CTA", &[SmemRace], |e, r| cluster_swap(e, r, "arrive_on_wrong_cta")),
+        case("cluster_arrive_before_remote_write", "cluster barrier, write after arrive", &[SmemRace], |e, r| cluster_swap(e, r, "arrive_before_remote_write")),
+        case("cluster_read_before_wait", "cluster barrier, read before wait", &[SmemRace], |e, r| cluster_swap(e, r, "read_before_wait")),
+        case("cluster_inbox_reused_too_early", "ClusterBarrier, reuse without a phase", &[SmemRace], |e, r| cluster_swap(e, r, "inbox_reused_too_early")),
+        case("tma_store_source_reused", "TMA store source reused", &[AsyncRace], |e, r| tma_store(e, r, "source_reused")),
+        case("tma_store_wait_read_one_too_many", "TMA store source reused", &[AsyncRace], |e, r| tma_store(e, r, "wait_read_one_too_many")),
+        case("stream_k_fixup_read_only_wait", "GMEM read before wait_group", &[AsyncRace], stream_k_fixup),
+        case("two_ctas_store_one_tile", "two stores to one GMEM range", &[AsyncRace], |e, r| tma_store(e, r, "two_ctas_store_one_tile")),
+        case("tma_store_twice_same_tile", "two stores to one GMEM range", &[AsyncRace], |e, r| tma_store(e, r, "store_twice_same_tile")),
+        case("bulk_group_pending_at_exit", "bulk group outstanding at exit", &[Outstanding], |e, r| tma_store(e, r, "pending_at_exit")),
+        case("tma_store_never_committed", "bulk group outstanding at exit", &[Outstanding], |e, r| tma_store(e, r, "never_committed")),
+        case("tma_store_without_commit_smem", "async proxy", &[ProxyFence], |e, r| tma_store(e, r, "without_commit_smem")),
+        case("commit_smem_before_writes", "async proxy", &[ProxyFence], |e, r| tma_store(e, r, "commit_smem_before_writes")),
+        case("relu_in_place_without_commit_smem", "async proxy, same value", &[ProxyFence], relu_in_place),
+        case("wgmma_operands_without_commit_smem", "async proxy, wgmma", &[ProxyFence], |e, r| wgmma(e, r, false)),
+        case("wgmma_operand_overwritten_in_flight", "wgmma operand in flight", &[AsyncRace, SmemRace], |e, r| wgmma(e, r, true)),
+        case("reduction_missing_last_sync", "SMEM reduction", &[SmemRace], |e, r| plain(e, r, "reduction_missing_last_sync")),
+        case("warp_reduction_without_sync_warp", "SMEM, warp-synchronous", &[SmemRace], |e, r| plain(e, r, "warp_reduction_without_sync_warp")),
+        case("smem_transpose_without_sync", "SMEM read-write", &[SmemRace], |e, r| plain(e, r, "smem_transpose_without_sync")),
+        case("staging_loop_missing_trailing_sync", "SMEM write-after-read", &[SmemRace], |e, r| plain(e, r, "staging_loop_missing_trailing_sync")),
+        case("smem_counter_without_atomics", "SMEM write-write", &[SmemRace], |e, r| plain(e, r, "smem_counter_without_atomics")),
+        case("gmem_same_index_in_two_ctas", "GMEM write-write", &[GmemRace], |e, r| plain(e, r, "gmem_same_index_in_two_ctas")),
+        case("semaphore_signal_before_write", "semaphore", &[GmemRace], |e, r| semaphore(e, r, "signal_before_write")),
+        case("semaphore_signal_without_cta_barrier", "semaphore", &[GmemRace], |e, r| semaphore(e, r, "signal_without_cta_barrier")),
+        case("semaphore_wait_without_cta_barrier", "semaphore", &[GmemRace], |e, r| semaphore(e, r, "wait_without_cta_barrier")),
+        case("mbarrier_consumer_skips_wait", "mbarrier queue", &[SmemRace], |e, r| queue(e, r, "consumer_skips_wait")),
+        case("mbarrier_arrive_before_write", "mbarrier queue", &[SmemRace], |e, r| queue(e, r, "arrive_before_write")),
+        case("mbarrier_refill_without_consumed", "mbarrier queue, slot reuse", &[SmemRace, PhaseAccounting], |e, r| queue(e, r, "refill_without_consumed")),
+        case("named_barrier_arrive_before_write", "named barrier", &[SmemRace], |e, r| queue(e, r, "named_arrive_before_write")),
     ]
 }
 
-/// Whether `e` reports the bug with one of `rule`'s words.
+/// Whether `e` reports the bug as one of `rule`'s kinds.
 fn names_rule(e: &EmuError, rule: Rule) -> bool {
-    if matches!(e, EmuError::Deadlock { .. } | EmuError::NoProgress { .. } | EmuError::TooLarge { .. }) {
-        return false;
-    }
-    let text = e.to_string().to_lowercase();
-    rule.iter().any(|w| text.contains(w))
+    rule.iter().any(|w| is(e, *w))
 }
 
-/// The first line of a report, for the table.
+/// The first line of a report without the kernel's name, for the table.
 fn headline(e: &EmuError) -> String {
     let s = e.to_string();
-    let line = s.lines().next().unwrap_or("").to_string();
-    if line.len() > 110 {
-        format!("{}...", &line[..110])
-    } else {
-        line
+    let line = s.lines().next().unwrap_or("");
+    let line = line.split_once("`: ").map_or(line, |(_, rest)| rest);
+    match line.char_indices().nth(90) {
+        Some((i, _)) => format!("{}...", &line[..i]),
+        None => line.to_string(),
     }
 }
 
@@ -382,7 +404,7 @@ fn run_suite() -> (usize, usize, Vec<String>) {
     let cases = cases();
     let mut on_every_seed = 0;
     let mut twin_failures = Vec::new();
-    println!("\n{:<42} {:<42} {:>7}  first report (seed {})", "racy kernel", "class", "caught", SEEDS[0]);
+    println!("\n{:<42} {:<42} {:>7}  {:<15} first report (seed {})", "racy kernel", "class", "caught", "kind", SEEDS[0]);
     for c in &cases {
         let mut caught = 0;
         let mut first = String::new();
@@ -394,7 +416,11 @@ fn run_suite() -> (usize, usize, Vec<String>) {
                         caught += 1;
                     }
                     if first.is_empty() {
-                        first = headline(&e);
+                        let kind = c.rule.iter().find(|w| is(&e, **w)).map_or("other".to_string(), |w| format!("{w:?}"));
+                        first = format!("{kind:<15} {}", headline(&e));
+                        if std::env::var_os("RACES_VERBOSE").is_some() {
+                            println!("--- {} (seed {seed}):\n{e}", c.name);
+                        }
                     }
                 }
                 Outcome::Wrong(w) if first.is_empty() => first = format!("(no report; wrong output: {w})"),
@@ -436,7 +462,6 @@ fn race_free_twins_run_clean_and_match_their_references_under_4_seeds() {
 }
 
 #[test]
-#[ignore = "needs the happens-before race detector (issue 7, branch `race`); today's emulator reports 5 of 42"]
 fn racy_kernels_are_reported_on_every_seed() {
     let (caught, total, _) = results();
     assert!(
