@@ -106,6 +106,7 @@ fn cluster_swap(emu: &Emulator, racy: bool, which: &str) -> Outcome {
         "arrive_before_remote_write" => launch!(emu, racy, cluster_arrive_before_remote_write, 2u32, (xr, &mut y[..])),
         "read_before_wait" => launch!(emu, racy, cluster_read_before_wait, 2u32, (xr, &mut y[..])),
         "inbox_reused_too_early" => launch!(emu, racy, cluster_inbox_reused_too_early, 2u32, (xr, &mut y[..])),
+        "arrive_relaxed" => launch!(emu, racy, cluster_arrive_relaxed_publishes_nothing, 2u32, (xr, &mut y[..])),
         _ => unreachable!("{which}"),
     };
     // CTA r reads what its peer wrote: `scale * x[1 - r]`, where the scale
@@ -276,8 +277,44 @@ fn queue(emu: &Emulator, racy: bool, which: &str) -> Outcome {
         "arrive_before_write" => launch!(emu, racy, mbarrier_arrive_before_write, 1u32, args),
         "refill_without_consumed" => launch!(emu, racy, mbarrier_refill_without_consumed, 1u32, args),
         "named_arrive_before_write" => launch!(emu, racy, named_barrier_arrive_before_write, 1u32, args),
+        "named_count_too_small" => launch!(emu, racy, named_barrier_count_too_small, 1u32, args),
         _ => unreachable!("{which}"),
     };
+    outcome(r, &y, &want)
+}
+
+fn store_without_cta_barrier(emu: &Emulator, racy: bool) -> Outcome {
+    let mut x = xs(RT, 16);
+    let want = scaled(&x, 2.0);
+    let mut y = vec![f32::NAN; RT];
+    let r = {
+        let map = EmuTensorMap::<RTile>::new_2d_mut(&mut y, 8, 32).unwrap();
+        launch!(emu, racy, tma_store_without_cta_barrier, 1u32, (&mut x[..], &map))
+    };
+    outcome(r, &y, &want)
+}
+
+/// A 2 x 2 cluster: CTA `(cx, cy)` gets `2 x` of CTA `(cx, 1 - cy)`.
+fn cluster_wrong_axis(emu: &Emulator, racy: bool) -> Outcome {
+    let mut x = xs(4 * 32, 17);
+    let mut want = vec![0f32; 4 * 32];
+    for cta in 0..4 {
+        let (cx, cy) = (cta % 2, cta / 2);
+        let peer = cx + 2 * (1 - cy);
+        for t in 0..32 {
+            want[32 * cta + t] = 2.0 * x[32 * peer + t];
+        }
+    }
+    let mut y = vec![f32::NAN; 4 * 32];
+    let r = launch!(emu, racy, cluster_barrier_wrong_axis, (2u32, 2u32), (&mut x[..], &mut y[..]));
+    outcome(r, &y, &want)
+}
+
+fn block_stats(emu: &Emulator, racy: bool) -> Outcome {
+    let x = xs(64, 18);
+    let want = vec![x.iter().sum::<f32>(), x.iter().map(|v| v * v).sum::<f32>()];
+    let mut y = vec![f32::NAN; 2];
+    let r = launch!(emu, racy, block_stats_partials_reused, 1u32, (&x[..], &mut y[..]));
     outcome(r, &y, &want)
 }
 
@@ -379,6 +416,11 @@ fn cases() -> Vec<Case> {
         case("mbarrier_arrive_before_write", "mbarrier queue", &[SmemRace], |e, r| queue(e, r, "arrive_before_write")),
         case("mbarrier_refill_without_consumed", "mbarrier queue, slot reuse", &[SmemRace, PhaseAccounting], |e, r| queue(e, r, "refill_without_consumed")),
         case("named_barrier_arrive_before_write", "named barrier", &[SmemRace], |e, r| queue(e, r, "named_arrive_before_write")),
+        case("tma_store_without_cta_barrier", "TMA store of SMEM others write", &[AsyncRace], store_without_cta_barrier),
+        case("cluster_barrier_wrong_axis", "ClusterBarrier along the wrong axis", &[SmemRace], cluster_wrong_axis),
+        case("named_barrier_count_too_small", "named barrier, count too small", &[SmemRace], |e, r| queue(e, r, "named_count_too_small")),
+        case("cluster_arrive_relaxed_publishes_nothing", "cluster barrier, relaxed arrive", &[SmemRace], |e, r| cluster_swap(e, r, "arrive_relaxed")),
+        case("block_stats_partials_reused", "SMEM reuse between block reductions", &[SmemRace], block_stats),
     ]
 }
 

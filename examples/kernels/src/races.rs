@@ -1151,3 +1151,121 @@ pub fn named_barrier_arrive_before_write<const RACY: bool>(x: Gmem<f32>, y: Gmem
         y.write(l, buf.read(l));
     }
 }
+
+// ----- more pairs --------------------------------------------------------------
+
+/// Every thread fills its part of the staging tile and calls `commit_smem`,
+/// but there is no CTA barrier before thread 0 issues the TMA store: the
+/// store reads what the other threads may not have written yet. `y = 2 x`.
+#[kernel(block = threads(32), instances(true, false))]
+pub fn tma_store_without_cta_barrier<const RACY: bool>(x: Gmem<f32>, y: Tma<RTile>, #[scratch] stage: Smem<RTile>) {
+    let t = thread_idx().x as usize;
+    fill(t, stage, x, 0, 2.0);
+    commit_smem();
+    if !RACY {
+        sync_threads();
+    }
+    if t == 0 {
+        y.store(stage, 0, 0);
+        commit_group();
+        wait_group::<0>();
+    }
+}
+
+/// A 2 x 2 cluster where each CTA hands 32 values to its peer along y, but
+/// synchronizes on a `ClusterBarrier<X>` (the CTAs along x, which do not
+/// write to it) instead of `ClusterBarrier<Y>`. `y[cta] = 2 x[y-peer]`.
+#[kernel(block = threads(32), cluster = (2, 2), instances(true, false))]
+pub fn cluster_barrier_wrong_axis<const RACY: bool>(
+    x: Gmem<f32>,
+    y: Gmem<f32>,
+    #[scratch] inbox: Smem<[f32; 32]>,
+    #[scratch] along_x: ClusterBarrier<X>,
+    #[scratch] along_y: ClusterBarrier<Y>,
+) {
+    let t = thread_idx().x as usize;
+    let (me, cta) = (cluster_cta_idx(), block_linear() as usize);
+    // SAFETY: the y-peer `(cx, 1 - cy)` has rank `cx + 2 (1 - cy)` in the 2 x 2 cluster.
+    let peer = unsafe { Smem::from_ptr(inbox.map_rank(me.x + 2 * (1 - me.y))) };
+    peer.write(t, 2.0 * x.read(32 * cta + t));
+    sync_threads();
+    if RACY {
+        if t == 0 {
+            along_x.arrive();
+        }
+        along_x.wait();
+    } else {
+        if t == 0 {
+            along_y.arrive();
+        }
+        along_y.wait();
+    }
+    y.write(32 * cta + t, inbox.read(t));
+}
+
+/// Named barrier 1 shared by a producer warp (`arrive`) and a consumer warp
+/// (`sync`), declared with 32 threads instead of 64: the consumer warp's
+/// own 32 arrivals complete it. `y = 2 x` (32 elements).
+#[kernel(block = threads(64), instances(true, false))]
+pub fn named_barrier_count_too_small<const RACY: bool>(x: Gmem<f32>, y: Gmem<f32>, #[scratch] buf: Smem<[f32; 32]>) {
+    let ready = NamedBarrier::new(1, if RACY { 32 } else { 64 });
+    let l = lane_id() as usize;
+    if warp_idx() == 0 {
+        buf.write(l, 2.0 * x.read(l));
+        ready.arrive();
+    } else {
+        ready.sync();
+        y.write(l, buf.read(l));
+    }
+}
+
+/// The DSMEM exchange on a split cluster barrier whose arrive is
+/// `barrier.cluster.arrive.relaxed` (no release): the remote writes before
+/// it are not ordered before the peer's reads after its wait (the twin
+/// uses the releasing arrive). `y[r][t] = 2 x[1 - r][t]`.
+#[kernel(block = threads(32), cluster = 2, instances(true, false))]
+pub fn cluster_arrive_relaxed_publishes_nothing<const RACY: bool>(
+    x: Gmem<f32>,
+    y: Gmem<f32>,
+    #[scratch] inbox: Smem<[f32; 32]>,
+) {
+    let (t, r) = (thread_idx().x as usize, cluster_ctarank() as usize);
+    peer_inbox(inbox).write(t, 2.0 * x.read(32 * r + t));
+    if RACY {
+        // SAFETY: every thread of the cluster arrives once, then waits.
+        unsafe { kernel_device::cluster::raw::barrier_cluster_arrive_relaxed() };
+    } else {
+        cluster_arrive();
+    }
+    cluster_wait();
+    y.write(32 * r + t, inbox.read(t));
+}
+
+/// LayerNorm-style statistics: a block sum of `x`, then a block sum of
+/// `x²`, both through one per-warp `partials` buffer (warp sums by shuffle,
+/// one partial per warp, a barrier, every thread adds the partials). The
+/// barrier between reading the first partials and writing the second is
+/// missing. `x` is a read-only view (`GmemRef`). `y = [sum x, sum x²]`.
+#[kernel(block = threads(64), instances(true, false))]
+pub fn block_stats_partials_reused<const RACY: bool>(x: GmemRef<f32>, y: Gmem<f32>, #[scratch] partials: Smem<[f32; 2]>) {
+    use kernel_device::reduce::warp_sum;
+    let t = thread_idx().x as usize;
+    let (w, l) = (warp_idx() as usize, lane_id());
+    let v = x.read(t);
+    let mut stats = [0.0f32; 2];
+    for (i, term) in [v, v * v].into_iter().enumerate() {
+        if i == 1 && !RACY {
+            sync_threads(); // everyone has read the first partials
+        }
+        let s = warp_sum(term);
+        if l == 0 {
+            partials.write(w, s);
+        }
+        sync_threads();
+        stats[i] = partials.read(0) + partials.read(1);
+    }
+    if t == 0 {
+        y.write(0, stats[0]);
+        y.write(1, stats[1]);
+    }
+}
