@@ -250,6 +250,39 @@ impl<E: Copy, const N: usize> Smem<[E; N]> {
         // SAFETY: `elem_ptr` checked the index; see `load` for ordering.
         unsafe { p.read() }
     }
+    /// Read element `i` of this allocation in CTA `rank` of this cluster
+    /// (distributed shared memory through `mapa`; checked for races on the
+    /// emulator, unlike a dereference of [`Smem::map_rank`]'s pointer).
+    ///
+    /// # Safety
+    /// As [`Smem::map_rank`].
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn read_rank(&self, rank: u32, i: usize) -> E {
+        assert!(i < N, "Smem index out of bounds");
+        // SAFETY: forwarded contract; in bounds.
+        let p = unsafe { (self.map_rank(rank) as *mut E).add(i) };
+        #[cfg(not(target_arch = "nvptx64"))]
+        kernel_emu::smem_access(p as *const u8, core::mem::size_of::<E>(), false);
+        // SAFETY: as above; ordering per the module docs.
+        unsafe { p.read() }
+    }
+    /// Write element `i` of this allocation in CTA `rank` of this cluster
+    /// (see [`Smem::read_rank`]).
+    ///
+    /// # Safety
+    /// As [`Smem::map_rank`].
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn write_rank(&self, rank: u32, i: usize, v: E) {
+        assert!(i < N, "Smem index out of bounds");
+        // SAFETY: forwarded contract; in bounds.
+        let p = unsafe { (self.map_rank(rank) as *mut E).add(i) };
+        #[cfg(not(target_arch = "nvptx64"))]
+        kernel_emu::smem_access(p as *const u8, core::mem::size_of::<E>(), true);
+        // SAFETY: as above.
+        unsafe { p.write(v) }
+    }
     /// Write element `i` (bounds-checked).
     #[inline(always)]
     #[track_caller]

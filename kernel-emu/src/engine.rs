@@ -1005,7 +1005,9 @@ impl Emu {
 
     // ----- cluster barrier ------------------------------------------------
 
-    pub(crate) fn cluster_arrive(&self, tid: usize, loc: Loc) {
+    /// `barrier.cluster.arrive` (`release`: `.release`, the default, or
+    /// `.relaxed`).
+    pub(crate) fn cluster_arrive_as(&self, tid: usize, loc: Loc, release: bool) {
         let mut g = self.begin();
         g.note(tid, "barrier.cluster.arrive", loc);
         let cl = self.ctas[self.threads[tid].cta].cluster;
@@ -1022,7 +1024,9 @@ impl Emu {
         let phase = g.cluster_bars[cl].phase;
         g.cluster_arrived[tid] = Some(phase);
         let st = &mut *g;
-        st.race.release(tid, &mut st.cluster_bars[cl].clk);
+        if release {
+            st.race.release(tid, &mut st.cluster_bars[cl].clk);
+        }
         let b = &mut st.cluster_bars[cl];
         b.arrived.push(tid);
         if b.arrived.len() == expected {

@@ -26,8 +26,10 @@
 //! other emulated threads. The hand-over goes through a mutex, so every stretch
 //! of kernel code happens-after the previous one: plain reads and writes of
 //! shared memory and host buffers by different emulated threads never race at
-//! the Rust level (a *GPU-level* race shows up as a schedule-dependent result,
-//! which running several seeds exposes). Kernel code must not hold a host lock
+//! the Rust level. *GPU-level* races are found by the happens-before detector
+//! (module [`race`], "Races" below), whatever the interleaving; accesses it
+//! cannot see (raw pointer dereferences) show up at best as schedule-dependent
+//! results, which running several seeds exposes. Kernel code must not hold a host lock
 //! (e.g. a `std::sync::Mutex` guard) across a scheduling point: the next
 //! thread would block on it at the OS level while holding the baton, and the
 //! run would hang.
@@ -109,7 +111,29 @@
 //!     exited lane"), a warp of fewer than 32 lanes;
 //!   - at the end of a run that finished: an mbarrier whose current phase has
 //!     some but not all arrivals ("arrivals pending when the kernel ended") or
-//!     announced bytes not completed.
+//!     announced bytes not completed;
+//!   - asynchronous operations: a phase that carried TMA bytes and that no
+//!     thread of its CTA waited on before the next phase completed (or the
+//!     kernel ended); a thread that returns with bulk async-groups still
+//!     reading SMEM (TMA stores not waited with `wait_group_read`/`wait_group`);
+//!     an asynchronous read (or overwrite) of SMEM bytes last written by an
+//!     ordinary store with no `fence_proxy_async` of the writer, or one
+//!     ordered after the write, before the operation's issue (by clocks, not
+//!     values).
+//! - **Races** ([`EmuError::Race`]): two accesses to the same bytes, one a
+//!   write, not ordered by happens-before: ordinary accesses that reach the
+//!   emulator ([`smem_access`], [`gmem_access`], [`tmem_access`]: the
+//!   `Smem`/`Tile`/`Gmem` accessors of `kernel-device`) and the accesses of
+//!   asynchronous operations ([`async_issue`]: TMA loads, multicast loads
+//!   (one operation per destination CTA), stores, wgmma operand reads). The
+//!   report names both accesses (thread, warp, lane, source line, or the
+//!   operation and its issuer), the range and the fix. Asynchronous
+//!   operations run (move their bytes, complete their `complete_tx`) at a
+//!   seeded scheduling point between their issue and the first wait that
+//!   needs them, so a kernel that reads too early also gets seed-dependent
+//!   values. The happens-before edges and the shadow state are described in
+//!   [`race`]. Not seen: raw pointer dereferences (`*ptr`, `Smem::as_ptr`,
+//!   `map_rank` pointers) and host code.
 //!
 //! # Threads
 //!
@@ -671,7 +695,19 @@ pub fn elect_one() -> bool {
 pub fn cluster_arrive() {
     let loc = Location::caller();
     if let Some((e, tid)) = enter("cluster_arrive") {
-        e.cluster_arrive(tid, loc);
+        e.cluster_arrive_as(tid, loc, true);
+    }
+}
+
+/// `barrier.cluster.arrive.relaxed`: as [`cluster_arrive`] for the barrier,
+/// without release semantics: the thread's earlier accesses are not ordered
+/// before the other threads' waits (the race detector does not join its
+/// clock).
+#[track_caller]
+pub fn cluster_arrive_relaxed() {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("cluster_arrive_relaxed") {
+        e.cluster_arrive_as(tid, loc, false);
     }
 }
 

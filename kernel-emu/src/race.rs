@@ -3,7 +3,7 @@
 //!
 //! # Clocks
 //!
-//! Every emulated thread owns one *slot* of a vector clock ([`Vc`]): slot
+//! Every emulated thread owns one *slot* of a vector clock (`Vc`): slot
 //! `t` for thread `t`. Every asynchronous operation (a TMA load into one
 //! CTA, a TMA store, a `tcgen05` operation, ...) gets its own slot too,
 //! `threads + op_id`, allocated when it is issued; clocks grow as slots are
@@ -31,7 +31,7 @@
 //!
 //! # Shadow memory
 //!
-//! [`Shadow`] keeps, per 4-byte word of a [`Space`] (the shared memory of one
+//! `Shadow` keeps, per 4-byte word of a [`Space`] (the shared memory of one
 //! CTA, global memory by host address, the tensor memory of one CTA), the
 //! accesses that later accesses must be ordered after (FastTrack-style): the
 //! last writes (one per byte, usually one per word) and the reads since,
@@ -47,7 +47,7 @@
 //! copies, or zero fills, whose ends may be shared or global memory), other
 //! ranges it reads or writes (any [`Space`], e.g. MMA operands in SMEM and
 //! the accumulator in TMEM), an optional `effect` closure (the computation,
-//! e.g. an MMA into tensor memory), and its [`Completion`]. [`async_issue`]
+//! e.g. an MMA into tensor memory), and its [`Completion`]. [`async_issue`](crate::async_issue)
 //! (crate root) registers it: its clock is the issuer's clock at the issue.
 //! The emulator runs it at a seeded, scheduler-chosen scheduling point
 //! between the issue and the latest point its completion allows (a wait on

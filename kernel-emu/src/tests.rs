@@ -1042,3 +1042,70 @@ fn a_large_deadlock_prints_bounded_debug_and_display() {
     assert!(dbg.len() < 8 * 1024 && dbg.contains("more lines"), "{} bytes: {dbg}", dbg.len());
     assert!(disp.len() < 8 * 1024, "{} bytes", disp.len());
 }
+
+#[test]
+fn dsmem_exchange_is_ordered_by_a_releasing_cluster_barrier_only() {
+    for seed in SEEDS {
+        for release in [true, false] {
+            let mut c = cfg("dsmem_hb", 2, 32);
+            c.cluster = [2, 1, 1];
+            c.smem_bytes = 32 * 4;
+            c.seed = seed;
+            let r = run_t(c, move || {
+                let t = tid_x();
+                let peer = cluster_ctarank() ^ 1;
+                let remote = map_rank_ptr(smem_u32(t) as *mut u8, peer) as *mut u32;
+                smem_access(remote as *const u8, 4, true);
+                // SAFETY: inside the peer's shared memory.
+                unsafe { *remote = t as u32 };
+                if release {
+                    cluster_arrive();
+                } else {
+                    cluster_arrive_relaxed();
+                }
+                cluster_wait();
+                assert_eq!(sr(t), t as u32);
+            });
+            if release {
+                r.unwrap();
+            } else {
+                expect_race(r, "relaxed cluster arrive");
+            }
+        }
+    }
+}
+
+#[test]
+fn an_ordinary_store_into_smem_of_an_in_flight_wgmma_is_reported() {
+    for seed in SEEDS {
+        for waited in [true, false] {
+            let mut c = cfg("store_over_wgmma", 1, 64);
+            c.smem_bytes = 64;
+            c.seed = seed;
+            let r = run_t(c, move || {
+                let t = tid_x();
+                if t == 0 {
+                    wgmma_operand_reads(&[(0, 64)], "test wgmma");
+                    wgmma_commit_group();
+                    if waited {
+                        wgmma_wait_group(0);
+                    }
+                }
+                bar_sync(0, 0);
+                if t == 40 {
+                    sw(2, 1);
+                }
+                bar_sync(0, 0);
+                if t == 0 {
+                    wgmma_wait_group(0);
+                }
+            });
+            if waited {
+                r.unwrap();
+            } else {
+                let msg = r.unwrap_err().to_string();
+                assert!(msg.contains("in-flight wgmma") && msg.contains("thread (40,0,0)"), "{msg}");
+            }
+        }
+    }
+}

@@ -339,6 +339,9 @@ enum Want {
     NeverWaited,
     /// Bulk async-groups outstanding (or never committed) at thread exit.
     Outstanding,
+    /// SMEM written (by ordinary stores or a TMA load) while an in-flight
+    /// wgmma group reads it.
+    WgmmaInFlight,
     /// The mbarrier protocol check: more arrivals than the count in a phase,
     /// or a skipped phase.
     PhaseAccounting,
@@ -353,6 +356,7 @@ fn is(e: &EmuError, w: Want) -> bool {
         (EmuError::Misuse { rule, .. }, ProxyFence) => rule.contains("async proxy") && rule.contains("commit_smem"),
         (EmuError::Misuse { rule, .. }, NeverWaited) => rule.contains("carried TMA bytes was never waited on"),
         (EmuError::Misuse { rule, .. }, Outstanding) => rule.contains("bulk async-groups outstanding"),
+        (EmuError::Misuse { rule, .. }, WgmmaInFlight) => rule.contains("in-flight wgmma"),
         (EmuError::Misuse { rule, .. }, PhaseAccounting) => rule.contains("more arrivals than the count") || rule.contains("skipped a phase"),
         _ => false,
     }
@@ -402,7 +406,7 @@ fn cases() -> Vec<Case> {
         case("commit_smem_before_writes", "async proxy", &[ProxyFence], |e, r| tma_store(e, r, "commit_smem_before_writes")),
         case("relu_in_place_without_commit_smem", "async proxy, same value", &[ProxyFence], relu_in_place),
         case("wgmma_operands_without_commit_smem", "async proxy, wgmma", &[ProxyFence], |e, r| wgmma(e, r, false)),
-        case("wgmma_operand_overwritten_in_flight", "wgmma operand in flight", &[AsyncRace, SmemRace], |e, r| wgmma(e, r, true)),
+        case("wgmma_operand_overwritten_in_flight", "wgmma operand in flight", &[WgmmaInFlight, AsyncRace], |e, r| wgmma(e, r, true)),
         case("reduction_missing_last_sync", "SMEM reduction", &[SmemRace], |e, r| plain(e, r, "reduction_missing_last_sync")),
         case("warp_reduction_without_sync_warp", "SMEM, warp-synchronous", &[SmemRace], |e, r| plain(e, r, "warp_reduction_without_sync_warp")),
         case("smem_transpose_without_sync", "SMEM read-write", &[SmemRace], |e, r| plain(e, r, "smem_transpose_without_sync")),

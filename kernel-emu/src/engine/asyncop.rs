@@ -91,12 +91,10 @@ impl Emu {
                     .to_string(),
                 where_: second.clone(),
                 detail: format!(
-                    "{} ({}); the {} at {} was not followed by a commit_smem ordered before the operation's issue \
-                     (first word {})",
+                    "{}: the {} was not followed by a commit_smem ordered before the operation's issue (first \
+                     word {})",
                     self.fmt_addr(space, lo, hi),
-                    second,
                     self.acc_desc(g, prev.slot as usize, true, prev.loc),
-                    prev.loc,
                     self.fmt_addr(space, addr, addr + 4)
                 ),
             },
@@ -176,6 +174,18 @@ impl Emu {
         let mut g = self.begin();
         if !g.race.shadow_on {
             return;
+        }
+        if let (Space::Smem { cta }, true) = (space, write) {
+            if let Some((_, detail)) = self.wgmma_overlap(&g, cta, lo as u32, hi as u32, "an ordinary store") {
+                self.misuse(
+                    g,
+                    tid,
+                    loc,
+                    "SMEM written while an in-flight wgmma reads it: wait for the wgmma group (wgmma_wait) \
+                     before the SMEM is rewritten",
+                    detail,
+                );
+            }
         }
         let st = &mut *g;
         let clk = &st.race.clk[tid];
