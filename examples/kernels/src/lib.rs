@@ -16,5 +16,6 @@
 pub mod first;
 pub mod hopper;
 pub mod planted;
+pub mod simt;
 
 kernel_device::device_code!();
