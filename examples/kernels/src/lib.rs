@@ -20,5 +20,6 @@ pub mod hopper;
 pub mod planted;
 pub mod cluster;
 pub mod races;
+pub mod simt;
 
 kernel_device::device_code!();
