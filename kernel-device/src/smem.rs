@@ -62,7 +62,7 @@ pub fn shared_addr<T>(ptr: *const T) -> u32 {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a `#[scratch]` parameter",
     label = "not a Scratch type",
-    note = "scratch parameters are placed in shared memory: use `Smem<T>`, `Barrier` or `Barriers<N>`"
+    note = "scratch parameters are placed in shared memory: use `Smem<T>`, `Barrier`, `Barriers<N>` or `ClusterBarrier<Axes>`"
 )]
 pub unsafe trait Scratch: Sized {
     /// Bytes reserved.
@@ -71,6 +71,10 @@ pub unsafe trait Scratch: Sized {
     const ALIGN: usize;
     /// Whether `#[scratch(arrivals = N)]` applies (mbarrier types).
     const TAKES_ARRIVALS: bool = false;
+    /// For a [`crate::ClusterBarrier`]: its axes
+    /// ([`crate::cluster_barrier::ClusterAxes::MASK`]), from which `#[kernel]`
+    /// derives the arrival count; 0 for every other type.
+    const CLUSTER_AXES: u8 = 0;
     /// Build the handle for the allocation at `ptr` (a generic pointer into
     /// dynamic shared memory, aligned to `ALIGN`).
     ///
@@ -101,6 +105,18 @@ pub const fn scratch_layout<const K: usize>(items: [(usize, usize); K]) -> ([usi
         i += 1;
     }
     (offsets, end)
+}
+
+/// The arrival count `#[kernel]` initializes scratch barrier `T` with:
+/// `arrivals` (from `#[scratch(arrivals = N)]`, default 1), or, for a
+/// [`crate::ClusterBarrier`], the CTAs along its axes of a cluster of shape
+/// `cluster`.
+pub const fn scratch_arrivals<T: Scratch>(arrivals: u32, cluster: [u32; 3]) -> u32 {
+    if T::CLUSTER_AXES != 0 {
+        crate::cluster_barrier::cluster_barrier_arrivals(T::CLUSTER_AXES, cluster)
+    } else {
+        arrivals
+    }
 }
 
 /// A typed handle to a `T` in this CTA's shared memory: `Smem<[f32; 128]>`,

@@ -52,10 +52,11 @@ impl Arch {
             Arch::Sm100a => "sm_100a",
         }
     }
-    /// rustc codegen flags for this architecture. sm_100a needs PTX ISA 8.7.
+    /// rustc codegen flags for this architecture. sm_100a needs PTX ISA 8.7;
+    /// sm_90a asks for PTX ISA 8.1 (`cvt.rn.satfinite.{f16,bf16}.f32`).
     fn rustflags(self) -> &'static [&'static str] {
         match self {
-            Arch::Sm90a => &["-Ctarget-cpu=sm_90a"],
+            Arch::Sm90a => &["-Ctarget-cpu=sm_90a", "-Ctarget-feature=+ptx81"],
             Arch::Sm100a => &["-Ctarget-cpu=sm_100a", "-Ctarget-feature=+ptx87"],
         }
     }

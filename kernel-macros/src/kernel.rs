@@ -233,6 +233,12 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
     let s_idx: Vec<usize> = (0..scratch.len()).collect();
     let n_scratch = scratch.len();
     let s_arrivals: Vec<u32> = scratch.iter().map(|s| s.arrivals.map(|a| a.0).unwrap_or(1)).collect();
+    // A ClusterBarrier's count is derived from the cluster shape; every other
+    // barrier takes `arrivals` (default 1).
+    let s_counts = scratch.iter().zip(&s_arrivals).map(|(s, n)| {
+        let ty = &s.ty;
+        quote!(#krate::smem::scratch_arrivals::<#ty>(#n, [#cx, #cy, #cz]))
+    });
 
     // Spanned trait checks: the error points at the offending type.
     let param_checks = params.iter().map(|p| {
@@ -251,6 +257,32 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
             s.name
         );
         Some(quote_spanned!(span=> assert!(<#ty as #krate::smem::Scratch>::TAKES_ARRIVALS, #msg);))
+    });
+    // ClusterBarrier rules, each spanned at the offending type or option.
+    let cluster_barrier_checks = scratch.iter().map(|s| {
+        let ty = &s.ty;
+        let sname = &s.name;
+        let no_cluster = format!(
+            "kernel `{name}`, scratch parameter `{sname}`: a ClusterBarrier needs a cluster of more than one CTA, and this kernel's cluster is ({cx}, {cy}, {cz}); add `cluster = (2, 1, 1)` (or more) to `#[kernel(...)]`, or use a `Barrier` for the CTA alone"
+        );
+        let in_cluster: Vec<&str> = [("x", cx), ("y", cy), ("z", cz)].iter().filter(|(_, n)| *n > 1).map(|(a, _)| *a).collect();
+        let bad_axes = format!(
+            "kernel `{name}`, scratch parameter `{sname}`: the ClusterBarrier's axes name an axis along which the cluster ({cx}, {cy}, {cz}) has only 1 CTA; name only axes with more than one CTA ({}), or use `ClusterBarrier<WholeCluster>`",
+            if in_cluster.is_empty() { "none here".to_string() } else { in_cluster.join(", ") }
+        );
+        let mut checks = quote_spanned! {ty.span()=>
+            assert!(<#ty as #krate::smem::Scratch>::CLUSTER_AXES == 0 || #cluster_ctas > 1, #no_cluster);
+            assert!(<#ty as #krate::smem::Scratch>::CLUSTER_AXES == 0 || #krate::cluster_barrier::cluster_axes_in_cluster(<#ty as #krate::smem::Scratch>::CLUSTER_AXES, [#cx, #cy, #cz]), #bad_axes);
+        };
+        if let Some((n, span)) = s.arrivals {
+            let derived = format!(
+                "kernel `{name}`, scratch parameter `{sname}`: a ClusterBarrier's arrival count is derived from the cluster shape (one arrival per CTA along its axes), so `arrivals = {n}` cannot be given; remove it"
+            );
+            checks.extend(quote_spanned! {span=>
+                assert!(<#ty as #krate::smem::Scratch>::CLUSTER_AXES == 0, #derived);
+            });
+        }
+        checks
     });
     let budget_msg = format!(
         "kernel `{name}`: its scratch parameters need more than 227 KB (232448 bytes) of shared memory, the most one CTA can use on H100/B200; use fewer stages or smaller tiles"
@@ -392,7 +424,7 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
             #[doc(hidden)]
             pub const __HAS_BARRIERS: bool = false #(|| <#s_tys as #krate::smem::Scratch>::TAKES_ARRIVALS)*;
             #[doc(hidden)]
-            pub const __CHECKS: () = { #(#arrivals_checks)* };
+            pub const __CHECKS: () = { #(#arrivals_checks)* #(#cluster_barrier_checks)* };
             #[doc(hidden)]
             #[allow(unused_parens)]
             fn __check_types() {
@@ -432,7 +464,7 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
             )*
             if <#name #gen_use>::__HAS_BARRIERS && #krate::index::thread_linear() == 0 {
                 // SAFETY: one thread, before any use; ordered by the barrier below.
-                #( unsafe { #krate::smem::Scratch::init(&#s_names, #s_arrivals) }; )*
+                #( unsafe { #krate::smem::Scratch::init(&#s_names, #s_counts) }; )*
                 #krate::fence::fence_mbarrier_init();
             }
             if #cluster_ctas > 1 {

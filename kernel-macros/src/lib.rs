@@ -41,6 +41,9 @@
 //!   references, slices or `impl Trait`;
 //! * `#[scratch]` parameters implement `kernel_device::Scratch`;
 //!   `#[scratch(arrivals = N)]` (1 <= N < 2^20) only on barrier types;
+//! * a `ClusterBarrier<Axes>` scratch needs `cluster = ..` with more than one
+//!   CTA, more than one CTA along each named axis, and no `arrivals` (its
+//!   count is derived: the CTAs along its axes);
 //! * options are known and given once; the block has 1..=1024 threads; the
 //!   cluster 1..=8 CTAs;
 //! * the scratch total fits in 227 KB (checked when the layout is evaluated).

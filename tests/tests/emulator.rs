@@ -366,6 +366,31 @@ fn every_other_matmul_instance_matches_the_cpu_reference() {
     }
 }
 
+/// `cluster::cluster_allreduce` (a 2 x 2 cluster, `ClusterBarrier<X>`,
+/// `<Y>` and `<WholeCluster>`, 2 steps) under 4 seeds: every CTA gets the
+/// cluster's sum.
+#[test]
+fn cluster_barrier_allreduce_matches_the_cpu_reference() {
+    use kernels::cluster::{cluster_allreduce, ALLREDUCE_LEN as L};
+    let steps = 2usize;
+    let mut x: Vec<f32> = (0..4 * steps * L).map(|i| (i % 29) as f32 - 7.0).collect();
+    let mut want = vec![0f32; x.len()];
+    for s in 0..steps {
+        for t in 0..L {
+            let sum: f32 = (0..4).map(|c| x[(c * steps + s) * L + t]).sum();
+            for c in 0..4 {
+                want[(c * steps + s) * L + t] = sum;
+            }
+        }
+    }
+    for emu in Emulator::schedules(61, 4) {
+        let mut y = vec![f32::NAN; x.len()];
+        emu.launch::<cluster_allreduce, _>((2u32, 2u32), (&mut x[..], &mut y[..], steps as u32))
+            .unwrap_or_else(|e| panic!("seed {}: {e}", emu.seed()));
+        assert_eq!(y, want, "seed {}", emu.seed());
+    }
+}
+
 // ----- races (happens-before) -----------------------------------------------------
 
 fn expect_race(seed: u64, r: Result<kernel_host::emulate::RunReport, EmuError>, space: &str) -> String {

@@ -31,6 +31,10 @@ const EXPECTED: &[(&str, &[&str])] = &[
             ".param .align 64 .b8 multicast_copy_param_1[128]",
         ],
     ),
+    (
+        "cluster_allreduce",
+        &["mapa.shared::cluster.u32", "mbarrier.arrive.release.cluster.shared::cluster.b64", "mbarrier.try_wait.parity.shared::cta.b64", "mapa.u64"],
+    ),
 ];
 
 /// Kernels built for sm_90a only (`#[kernel(arch = sm_90a)]`: wgmma).

@@ -9,6 +9,8 @@
 //! | [`first`] | `semaphore_signal` | block 0 signals block 1 through a global semaphore |
 //! | [`hopper`] | `matmul_pipelined` | TMA + wgmma + `emit_pipeline` (pipelining guide) |
 //! | [`hopper`] | `multicast_copy` | a cluster of 2 loading one tile with TMA multicast |
+//! | [`cluster`] | `cluster_allreduce` | a 2 x 2 cluster reducing through DSMEM with `ClusterBarrier<X>`, `<Y>`, `<WholeCluster>` |
+//! | [`races`] | `tma_read_before_wait`, ... | the bug-class suite: racy kernels and their race-free twins, for the emulator's race detector |
 //! | [`planted`] | `skip_barrier`, `missing_arrive`, ... | deliberately broken, for the emulator's checks |
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, asm_experimental_arch))]
@@ -16,5 +18,8 @@
 pub mod first;
 pub mod hopper;
 pub mod planted;
+pub mod cluster;
+pub mod races;
+pub mod simt;
 
 kernel_device::device_code!();

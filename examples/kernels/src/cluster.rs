@@ -1,0 +1,77 @@
+//! Cluster collectives with [`ClusterBarrier`] (Pallas's
+//! `plgpu.ClusterBarrier`): barriers that every CTA along chosen cluster
+//! axes arrives on, with arrival counts derived from the cluster shape.
+use kernel_device::prelude::*;
+
+/// Elements each thread block contributes per step of [`cluster_allreduce`].
+pub const ALLREDUCE_LEN: usize = 64;
+
+/// An all-reduce over a 2 x 2 cluster through distributed shared memory,
+/// first along x, then along y, repeated for `steps` steps with the same
+/// SMEM and barriers.
+///
+/// This kernel works as follows, per step `s` (CTA at cluster coordinates
+/// `(cx, cy)`, thread `t`):
+/// 1. every thread writes its input `v = x[(cta * steps + s) * 64 + t]`
+///    into slot `cx` of `row_in` in both CTAs along x (its own included);
+///    a CTA barrier orders the CTA's writes before thread 0's arrival on
+///    `row` (a `ClusterBarrier<X>`: 2 arrivals, one per CTA along x), and
+///    every thread waits on its own CTA's copy of `row`;
+/// 2. the row sum `r = row_in[0][t] + row_in[1][t]` goes the same way into
+///    slot `cy` of `col_in` along y (`col`, a `ClusterBarrier<Y>`);
+/// 3. `y[..] = col_in[0][t] + col_in[1][t]`, the sum over the cluster;
+/// 4. before the next step overwrites any CTA's `row_in`/`col_in`, every CTA
+///    of the cluster says it is done reading (`done`, a
+///    `ClusterBarrier<WholeCluster>`: 4 arrivals).
+///
+/// Constraints: grid = (2, 2, 1) (one cluster); `x` and `y` hold
+/// `4 * steps * 64` floats.
+#[kernel(block = threads(64), cluster = (2, 2))]
+pub fn cluster_allreduce(
+    x: Gmem<f32>,
+    y: Gmem<f32>,
+    steps: u32,
+    #[scratch] row_in: Smem<[[f32; ALLREDUCE_LEN]; 2]>,
+    #[scratch] col_in: Smem<[[f32; ALLREDUCE_LEN]; 2]>,
+    #[scratch] row: ClusterBarrier<X>,
+    #[scratch] col: ClusterBarrier<Y>,
+    #[scratch] done: ClusterBarrier<WholeCluster>,
+) {
+    let t = thread_idx().x as usize;
+    let me = cluster_cta_idx();
+    let cta = block_linear() as usize;
+    for s in 0..steps as usize {
+        let i = (cta * steps as usize + s) * ALLREDUCE_LEN + t;
+        let v = x.read(i);
+        for px in 0..2 {
+            // SAFETY: rank `px + 2 * cy` is in the 2 x 2 cluster, which runs
+            // until the epilogue's cluster barrier.
+            let peer = unsafe { Smem::from_ptr(row_in.map_rank(px + 2 * me.y)) };
+            peer.at(me.x as usize).write(t, v);
+        }
+        sync_threads();
+        if t == 0 {
+            row.arrive();
+        }
+        row.wait();
+        let r = row_in.at(0).read(t) + row_in.at(1).read(t);
+        for py in 0..2 {
+            // SAFETY: as above, rank `cx + 2 * py`.
+            let peer = unsafe { Smem::from_ptr(col_in.map_rank(me.x + 2 * py)) };
+            peer.at(me.y as usize).write(t, r);
+        }
+        sync_threads();
+        if t == 0 {
+            col.arrive();
+        }
+        col.wait();
+        y.write(i, col_in.at(0).read(t) + col_in.at(1).read(t));
+        // Everyone is done reading this step's inboxes before anyone writes
+        // the next step's.
+        sync_threads();
+        if t == 0 {
+            done.arrive();
+        }
+        done.wait();
+    }
+}
