@@ -222,3 +222,23 @@ fn cubins_are_elf_for_the_right_arch() {
         assert_eq!(&cubin[..4], b"\x7fELF", "{arch}: not an ELF cubin");
     }
 }
+
+/// Every kernel of the examples crate is listed in its crate docs' table.
+#[test]
+fn every_example_kernel_is_listed_in_the_crate_docs() {
+    let docs = include_str!("../../examples/kernels/src/lib.rs");
+    let image = code().images.first().expect("an image");
+    let mut missing = Vec::new();
+    for line in image.ptx.lines() {
+        let Some(rest) = line.trim_start().strip_prefix(".visible .entry ").or_else(|| line.trim_start().strip_prefix(".entry ")) else {
+            continue;
+        };
+        let name = rest.split(['(', ' ']).next().unwrap_or("");
+        // Instances of const-generic kernels are `name__A_B`.
+        let base = name.split("__").next().unwrap_or(name);
+        if !docs.contains(&format!("`{base}`")) {
+            missing.push(base.to_string());
+        }
+    }
+    assert!(missing.is_empty(), "kernels missing from the table in examples/kernels/src/lib.rs: {missing:?}");
+}
