@@ -60,6 +60,15 @@ impl<T: Copy> Gmem<T> {
             out_of_bounds(i, self.len);
         }
     }
+    /// Checks that `start .. start + n` lies inside the view (one check for
+    /// a vector or register-array access).
+    #[inline(always)]
+    #[track_caller]
+    pub(crate) fn check_range(&self, start: usize, n: usize) {
+        if start + n > self.len {
+            out_of_bounds(start + n - 1, self.len);
+        }
+    }
     /// Element `i` (checked).
     #[inline(always)]
     #[track_caller]

@@ -3,17 +3,21 @@
 //!
 //! | module | kernel | what it shows |
 //! |---|---|---|
+//! | [`arrays`] | `array_wgmma_ops`, `array_strided_ops` | register arrays in the WGMMA / WGMMA_ROW / WGMMA_COL / WG_STRIDED layouts |
 //! | [`first`] | `increment` | a grid of 2 blocks, global memory |
 //! | [`first`] | `producer_consumer` | 2 warpgroups, SMEM queue, mbarrier phases |
 //! | [`first`] | `cluster_exchange` | a cluster of 2 CTAs, distributed SMEM, cluster barrier |
 //! | [`first`] | `semaphore_signal` | block 0 signals block 1 through a global semaphore |
 //! | [`hopper`] | `matmul_pipelined` | TMA + wgmma + `emit_pipeline` (pipelining guide) |
 //! | [`hopper`] | `multicast_copy` | a cluster of 2 loading one tile with TMA multicast |
+//! | [`fused`] | `matmul_bias_relu` | `matmul_warp_specialized` + a fused bias/ReLU epilogue on the register tile |
 //! | [`planted`] | `skip_barrier`, `missing_arrive`, ... | deliberately broken, for the emulator's checks |
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, asm_experimental_arch))]
 
+pub mod arrays;
 pub mod first;
+pub mod fused;
 pub mod hopper;
 pub mod planted;
 
