@@ -102,3 +102,512 @@ fn out_of_bounds(i: usize, len: usize) -> ! {
         )
     })
 }
+
+// ----- read-only views, vector accesses, atomics ------------------------------
+
+/// `len` read-only elements of `T` in global memory. The host passes
+/// `&CudaSlice<T>` (GPU) or `&[T]` (emulator): an input needs no `&mut`.
+/// Every access is bounds-checked as [`Gmem`]'s are.
+#[repr(C)]
+pub struct GmemRef<T> {
+    ptr: *const T,
+    len: usize,
+}
+
+impl<T> Clone for GmemRef<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for GmemRef<T> {}
+
+// SAFETY: a device pointer and a length, as `Gmem`.
+unsafe impl<T> DeviceParam for GmemRef<T> {
+    type Abi = GmemRef<T>;
+    #[inline(always)]
+    fn from_abi(abi: GmemRef<T>, _: u64) -> Self {
+        abi
+    }
+}
+
+/// A 32-bit element of a vector access (`.b32`): `f32`, `u32`, `i32`.
+pub trait Word32: Copy {
+    /// The bits.
+    fn to_word(self) -> u32;
+    /// From the bits.
+    fn from_word(w: u32) -> Self;
+}
+macro_rules! word32 {
+    ($($t:ty: |$v:ident| $to:expr, |$w:ident| $from:expr;)*) => {$(
+        impl Word32 for $t {
+            #[inline(always)]
+            fn to_word(self) -> u32 { let $v = self; $to }
+            #[inline(always)]
+            fn from_word($w: u32) -> Self { $from }
+        }
+    )*};
+}
+word32! {
+    u32: |v| v, |w| w;
+    i32: |v| v as u32, |w| w as i32;
+    f32: |v| v.to_bits(), |w| f32::from_bits(w);
+}
+
+/// The memory scope of an atomic (PTX ISA §8.5 "Scope"): which threads it
+/// is atomic with respect to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// `.cta`: threads of the same CTA.
+    Cta,
+    /// `.gpu`: every thread of the device (the default).
+    Gpu,
+    /// `.sys`: the device and the host (mapped memory).
+    Sys,
+}
+
+impl<T: Copy> GmemRef<T> {
+    /// # Safety
+    /// `ptr` points to `len` valid elements of `T`, not written during the kernel.
+    pub const unsafe fn from_raw_parts(ptr: *const T, len: usize) -> Self {
+        GmemRef { ptr, len }
+    }
+    /// Number of elements.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The start pointer (unchecked accesses are the caller's `unsafe`).
+    #[inline(always)]
+    pub fn as_ptr(&self) -> *const T {
+        self.ptr
+    }
+    /// Element `i` (checked), an ordinary load (`ld.global`).
+    #[inline(always)]
+    #[track_caller]
+    pub fn read(&self, i: usize) -> T {
+        check_range(i, 1, self.len);
+        // SAFETY: `i < len`; `from_raw_parts`'s contract.
+        let p = unsafe { self.ptr.add(i) };
+        emu_access(p as *const u8, core::mem::size_of::<T>(), false);
+        // SAFETY: as above.
+        unsafe { p.read() }
+    }
+}
+
+impl<T: Word32> GmemRef<T> {
+    /// `ld.global.nc.b32 d, [a];` (PTX ISA §9.7.9.9): element `i` through the
+    /// read-only (texture) cache, checked. The data must not be written
+    /// during the kernel (what `GmemRef` promises).
+    #[inline(always)]
+    #[track_caller]
+    pub fn read_nc(&self, i: usize) -> T {
+        check_range(i, 1, self.len);
+        // SAFETY: `i < len`.
+        let p = unsafe { self.ptr.add(i) };
+        T::from_word(device!("ld.global.nc.b32", {
+            let d: u32;
+            // SAFETY: an in-bounds, 4-byte aligned global address (checked above).
+            unsafe {
+                core::arch::asm!("ld.global.nc.b32 {0}, [{1}];", out(reg32) d, in(reg64) p,
+                    options(readonly, nostack, preserves_flags))
+            };
+            d
+        }, host: {
+            emu_access(p as *const u8, 4, false);
+            // SAFETY: as above.
+            unsafe { (p as *const u32).read() }
+        }))
+    }
+    /// `ld.global.nc.v2.b32 {d0, d1}, [a];`: elements `i, i + 1`, checked;
+    /// `i` even and the address 8-byte aligned (checked).
+    #[inline(always)]
+    #[track_caller]
+    pub fn read_nc_v2(&self, i: usize) -> [T; 2] {
+        let p = checked_vec(self.ptr, i, 2, self.len);
+        let [a, b] = device!("ld.global.nc.v2.b32", {
+            let (a, b): (u32, u32);
+            // SAFETY: in bounds and aligned (checked above).
+            unsafe {
+                core::arch::asm!("ld.global.nc.v2.b32 {{{0}, {1}}}, [{2}];", out(reg32) a, out(reg32) b, in(reg64) p,
+                    options(readonly, nostack, preserves_flags))
+            };
+            [a, b]
+        }, host: { emu_load::<2>(p as *const u32) });
+        [T::from_word(a), T::from_word(b)]
+    }
+    /// `ld.global.nc.v4.b32 {d0, d1, d2, d3}, [a];`: elements `i..i + 4`,
+    /// checked; `i` a multiple of 4 and the address 16-byte aligned (checked).
+    #[inline(always)]
+    #[track_caller]
+    pub fn read_nc_v4(&self, i: usize) -> [T; 4] {
+        let p = checked_vec(self.ptr, i, 4, self.len);
+        let [a, b, c, d] = device!("ld.global.nc.v4.b32", {
+            let (a, b, c, d): (u32, u32, u32, u32);
+            // SAFETY: in bounds and aligned (checked above).
+            unsafe {
+                core::arch::asm!("ld.global.nc.v4.b32 {{{0}, {1}, {2}, {3}}}, [{4}];",
+                    out(reg32) a, out(reg32) b, out(reg32) c, out(reg32) d, in(reg64) p,
+                    options(readonly, nostack, preserves_flags))
+            };
+            [a, b, c, d]
+        }, host: { emu_load::<4>(p as *const u32) });
+        [T::from_word(a), T::from_word(b), T::from_word(c), T::from_word(d)]
+    }
+}
+
+impl<T: Word32> Gmem<T> {
+    /// `ld.global.v2.b32 {d0, d1}, [a];`: elements `i, i + 1`, checked; the
+    /// address 8-byte aligned (checked).
+    #[inline(always)]
+    #[track_caller]
+    pub fn read_v2(&self, i: usize) -> [T; 2] {
+        let p = checked_vec(self.as_ptr() as *const T, i, 2, self.len());
+        let [a, b] = device!("ld.global.v2.b32", {
+            let (a, b): (u32, u32);
+            // SAFETY: in bounds and aligned (checked above).
+            unsafe {
+                core::arch::asm!("ld.global.v2.b32 {{{0}, {1}}}, [{2}];", out(reg32) a, out(reg32) b, in(reg64) p,
+                    options(readonly, nostack, preserves_flags))
+            };
+            [a, b]
+        }, host: { emu_load::<2>(p as *const u32) });
+        [T::from_word(a), T::from_word(b)]
+    }
+    /// `ld.global.v4.b32 {d0, d1, d2, d3}, [a];`: elements `i..i + 4`,
+    /// checked; the address 16-byte aligned (checked).
+    #[inline(always)]
+    #[track_caller]
+    pub fn read_v4(&self, i: usize) -> [T; 4] {
+        let p = checked_vec(self.as_ptr() as *const T, i, 4, self.len());
+        let [a, b, c, d] = device!("ld.global.v4.b32", {
+            let (a, b, c, d): (u32, u32, u32, u32);
+            // SAFETY: in bounds and aligned (checked above).
+            unsafe {
+                core::arch::asm!("ld.global.v4.b32 {{{0}, {1}, {2}, {3}}}, [{4}];",
+                    out(reg32) a, out(reg32) b, out(reg32) c, out(reg32) d, in(reg64) p,
+                    options(readonly, nostack, preserves_flags))
+            };
+            [a, b, c, d]
+        }, host: { emu_load::<4>(p as *const u32) });
+        [T::from_word(a), T::from_word(b), T::from_word(c), T::from_word(d)]
+    }
+    /// `st.global.v2.b32 [a], {v0, v1};`: elements `i, i + 1`, checked; the
+    /// address 8-byte aligned (checked).
+    #[inline(always)]
+    #[track_caller]
+    pub fn write_v2(&self, i: usize, v: [T; 2]) {
+        let p = checked_vec(self.as_ptr() as *const T, i, 2, self.len()) as *mut T;
+        let w = [v[0].to_word(), v[1].to_word()];
+        device!("st.global.v2.b32", {
+            // SAFETY: in bounds and aligned (checked above).
+            unsafe {
+                core::arch::asm!("st.global.v2.b32 [{0}], {{{1}, {2}}};", in(reg64) p, in(reg32) w[0], in(reg32) w[1],
+                    options(nostack, preserves_flags))
+            }
+        }, host: { emu_store(p as *mut u32, &w) })
+    }
+    /// `st.global.v4.b32 [a], {v0, v1, v2, v3};`: elements `i..i + 4`,
+    /// checked; the address 16-byte aligned (checked).
+    #[inline(always)]
+    #[track_caller]
+    pub fn write_v4(&self, i: usize, v: [T; 4]) {
+        let p = checked_vec(self.as_ptr() as *const T, i, 4, self.len()) as *mut T;
+        let w = [v[0].to_word(), v[1].to_word(), v[2].to_word(), v[3].to_word()];
+        device!("st.global.v4.b32", {
+            // SAFETY: in bounds and aligned (checked above).
+            unsafe {
+                core::arch::asm!("st.global.v4.b32 [{0}], {{{1}, {2}, {3}, {4}}};",
+                    in(reg64) p, in(reg32) w[0], in(reg32) w[1], in(reg32) w[2], in(reg32) w[3],
+                    options(nostack, preserves_flags))
+            }
+        }, host: { emu_store(p as *mut u32, &w) })
+    }
+}
+
+/// Element type of an atomic on [`Gmem`]: the PTX type suffixes and the
+/// emulator's read-modify-write.
+pub trait Atomic: Copy {
+    #[doc(hidden)]
+    fn rmw(p: *mut Self, scope: Scope, op: AtomicOp, v: Self, cmp: Self) -> Self;
+}
+
+/// The operation of an atomic (the `.op` of `atom`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtomicOp {
+    /// `.add`.
+    Add,
+    /// `.min`.
+    Min,
+    /// `.max`.
+    Max,
+    /// `.exch`.
+    Exch,
+    /// `.cas` (compare with `cmp`, then store `v`).
+    Cas,
+}
+
+#[allow(unused_macros)] // used in the nvptx64 bodies only
+/// One `asm!` per (op, scope) with a literal template: `$reg` is the
+/// register class, `$ty` the PTX type of each op (`-` where the type has no
+/// such op: never reached, the trait bounds exclude it).
+macro_rules! atom_asm {
+    ($p:ident, $v:ident, $cmp:ident, $scope:ident, $op:ident, $reg:ident, $ut:ty,
+     add: $add:literal, min: $min:literal, max: $max:literal, bits: $bits:literal) => {{
+        let (v, c) = ($v, $cmp);
+        let d: $ut;
+        macro_rules! one {
+            ($sc:literal, $o:literal, $t:literal) => {
+                // SAFETY: `p` is an in-bounds, aligned global address (checked
+                // by the caller); atomics order memory, so no `nomem`.
+                unsafe {
+                    core::arch::asm!(concat!("atom.relaxed.", $sc, ".global.", $o, ".", $t, " {0}, [{1}], {2};"),
+                        out($reg) d, in(reg64) $p, in($reg) v, options(nostack, preserves_flags))
+                }
+            };
+        }
+        macro_rules! cas {
+            ($sc:literal) => {
+                // SAFETY: as above.
+                unsafe {
+                    core::arch::asm!(concat!("atom.relaxed.", $sc, ".global.cas.", $bits, " {0}, [{1}], {2}, {3};"),
+                        out($reg) d, in(reg64) $p, in($reg) c, in($reg) v, options(nostack, preserves_flags))
+                }
+            };
+        }
+        macro_rules! scopes {
+            ($o:literal, $t:literal) => {
+                match $scope {
+                    Scope::Cta => one!("cta", $o, $t),
+                    Scope::Gpu => one!("gpu", $o, $t),
+                    Scope::Sys => one!("sys", $o, $t),
+                }
+            };
+        }
+        match $op {
+            AtomicOp::Add => scopes!("add", $add),
+            AtomicOp::Min => scopes!("min", $min),
+            AtomicOp::Max => scopes!("max", $max),
+            AtomicOp::Exch => scopes!("exch", $bits),
+            AtomicOp::Cas => match $scope {
+                Scope::Cta => cas!("cta"),
+                Scope::Gpu => cas!("gpu"),
+                Scope::Sys => cas!("sys"),
+            },
+        }
+        d
+    }};
+}
+
+macro_rules! atomic_int {
+    ($t:ty, $ut:ty, $reg:ident, add: $add:literal, min: $min:literal, max: $max:literal, bits: $bits:literal) => {
+        impl Atomic for $t {
+            #[inline(always)]
+            fn rmw(p: *mut $t, scope: Scope, op: AtomicOp, v: $t, cmp: $t) -> $t {
+                device!("atom.global", {
+                    let (v, cmp) = (v as $ut, cmp as $ut);
+                    atom_asm!(p, v, cmp, scope, op, $reg, $ut, add: $add, min: $min, max: $max, bits: $bits) as $t
+                }, host: {
+                    emu_rmw(p, |old| match op {
+                        AtomicOp::Add => old.wrapping_add(v),
+                        AtomicOp::Min => old.min(v),
+                        AtomicOp::Max => old.max(v),
+                        AtomicOp::Exch => v,
+                        AtomicOp::Cas => if old == cmp { v } else { old },
+                    })
+                })
+            }
+        }
+    };
+}
+atomic_int!(u32, u32, reg32, add: "u32", min: "u32", max: "u32", bits: "b32");
+atomic_int!(i32, u32, reg32, add: "s32", min: "s32", max: "s32", bits: "b32");
+atomic_int!(u64, u64, reg64, add: "u64", min: "u64", max: "u64", bits: "b64");
+
+impl Atomic for f32 {
+    /// `add` is `atom.add.f32`; `min`/`max` are a `cas` loop (PTX has no
+    /// f32 `atom.min`/`max` before sm_90's `.bf16`/`.f16` forms); `exch`
+    /// and `cas` compare and move the bits (`.b32`).
+    #[inline(always)]
+    fn rmw(p: *mut f32, scope: Scope, op: AtomicOp, v: f32, cmp: f32) -> f32 {
+        match op {
+            AtomicOp::Add => device!("atom.global.add.f32", {
+                let v = v.to_bits();
+                let d: u32;
+                macro_rules! add {
+                    ($sc:literal) => {
+                        // SAFETY: in bounds and aligned (checked by the caller).
+                        unsafe {
+                            core::arch::asm!(concat!("atom.relaxed.", $sc, ".global.add.f32 {0}, [{1}], {2};"),
+                                out(reg32) d, in(reg64) p, in(reg32) v, options(nostack, preserves_flags))
+                        }
+                    };
+                }
+                match scope {
+                    Scope::Cta => add!("cta"),
+                    Scope::Gpu => add!("gpu"),
+                    Scope::Sys => add!("sys"),
+                }
+                f32::from_bits(d)
+            }, host: { emu_rmw(p, |old| old + v) }),
+            AtomicOp::Min | AtomicOp::Max => {
+                let mut old = f32::from_bits(u32::rmw(p as *mut u32, scope, AtomicOp::Add, 0, 0));
+                loop {
+                    let new = if op == AtomicOp::Min { crate::math::min(old, v) } else { crate::math::max(old, v) };
+                    if new.to_bits() == old.to_bits() {
+                        return old;
+                    }
+                    let seen = u32::rmw(p as *mut u32, scope, AtomicOp::Cas, new.to_bits(), old.to_bits());
+                    if seen == old.to_bits() {
+                        return old;
+                    }
+                    old = f32::from_bits(seen);
+                }
+            }
+            AtomicOp::Exch | AtomicOp::Cas => {
+                f32::from_bits(u32::rmw(p as *mut u32, scope, op, v.to_bits(), cmp.to_bits()))
+            }
+        }
+    }
+}
+
+impl<T: Atomic> Gmem<T> {
+    #[inline(always)]
+    #[track_caller]
+    fn atomic_ptr(&self, i: usize) -> *mut T {
+        check_range(i, 1, self.len());
+        // SAFETY: `i < len`.
+        unsafe { self.as_ptr().add(i) }
+    }
+    /// `atom.relaxed.gpu.global.add` on element `i` (checked): adds `v`,
+    /// returns the old value. `f32`, `i32`, `u32`, `u64` (integers wrap).
+    #[inline(always)]
+    #[track_caller]
+    pub fn atomic_add(&self, i: usize, v: T) -> T {
+        T::rmw(self.atomic_ptr(i), Scope::Gpu, AtomicOp::Add, v, v)
+    }
+    /// `atom.relaxed.gpu.global.min` (f32: a `cas` loop with `min.f32`).
+    #[inline(always)]
+    #[track_caller]
+    pub fn atomic_min(&self, i: usize, v: T) -> T {
+        T::rmw(self.atomic_ptr(i), Scope::Gpu, AtomicOp::Min, v, v)
+    }
+    /// `atom.relaxed.gpu.global.max` (f32: a `cas` loop with `max.f32`).
+    #[inline(always)]
+    #[track_caller]
+    pub fn atomic_max(&self, i: usize, v: T) -> T {
+        T::rmw(self.atomic_ptr(i), Scope::Gpu, AtomicOp::Max, v, v)
+    }
+    /// `atom.relaxed.gpu.global.exch.b32/b64`: stores `v`, returns the old value.
+    #[inline(always)]
+    #[track_caller]
+    pub fn atomic_exch(&self, i: usize, v: T) -> T {
+        T::rmw(self.atomic_ptr(i), Scope::Gpu, AtomicOp::Exch, v, v)
+    }
+    /// `atom.relaxed.gpu.global.cas.b32/b64`: stores `new` if the element
+    /// equals `expected` (bitwise); returns the old value either way.
+    #[inline(always)]
+    #[track_caller]
+    pub fn atomic_cas(&self, i: usize, expected: T, new: T) -> T {
+        T::rmw(self.atomic_ptr(i), Scope::Gpu, AtomicOp::Cas, new, expected)
+    }
+    /// Any of the above with an explicit scope: `atom.relaxed.{cta,gpu,sys}.global.{op}`
+    /// (`cmp` is used by `Cas` only).
+    #[inline(always)]
+    #[track_caller]
+    pub fn atomic(&self, scope: Scope, op: AtomicOp, i: usize, v: T, cmp: T) -> T {
+        T::rmw(self.atomic_ptr(i), scope, op, v, cmp)
+    }
+}
+
+/// Bounds check of `n` elements at `i` of a view of `len` (traps on the
+/// GPU, a reported misuse on the emulator).
+#[inline(always)]
+#[track_caller]
+fn check_range(i: usize, n: usize, len: usize) {
+    if i >= len || len - i < n {
+        out_of_bounds(i + n - 1, len);
+    }
+}
+
+/// The address of a vector access of `n` 32-bit elements at `i`: in bounds
+/// and aligned to `4 n` bytes, or a trap / reported misuse.
+#[inline(always)]
+#[track_caller]
+fn checked_vec<T>(ptr: *const T, i: usize, n: usize, len: usize) -> *const T {
+    check_range(i, n, len);
+    // SAFETY: `i + n <= len`.
+    let p = unsafe { ptr.add(i) };
+    if (p as usize) % (4 * n) != 0 {
+        misaligned(p as usize, 4 * n);
+    }
+    p
+}
+
+#[cold]
+#[track_caller]
+fn misaligned(addr: usize, align: usize) -> ! {
+    device!("gmem alignment check", {
+        let _ = (addr, align);
+        // SAFETY: aborts the kernel.
+        unsafe { core::arch::asm!("trap;", options(noreturn, nostack)) }
+    }, host: {
+        kernel_emu::misuse(
+            "misaligned vector global-memory access (a v2/v4 access needs its whole size's alignment)",
+            format_args!(
+                "address {addr:#x} is not {align}-byte aligned: start the vector at an element index that is a \
+                 multiple of {} from an aligned buffer",
+                align / 4
+            ),
+        )
+    })
+}
+
+// ----- emulator access points ---------------------------------------------------
+//
+// Every emulated access of the views above goes through one of these three
+// functions (read/write, atomic), the place where the emulator's
+// happens-before (race) checks hook in.
+
+/// An ordinary emulated access of `len` bytes at `p` (not a scheduling point).
+#[inline(always)]
+#[track_caller]
+fn emu_access(p: *const u8, len: usize, write: bool) {
+    let _ = (p, len, write);
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+#[track_caller]
+fn emu_load<const N: usize>(p: *const u32) -> [u32; N] {
+    emu_access(p as *const u8, 4 * N, false);
+    // SAFETY: in bounds and aligned (checked by the caller).
+    core::array::from_fn(|k| unsafe { p.add(k).read() })
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+#[track_caller]
+fn emu_store(p: *mut u32, w: &[u32]) {
+    emu_access(p as *const u8, 4 * w.len(), true);
+    for (k, &x) in w.iter().enumerate() {
+        // SAFETY: in bounds and aligned (checked by the caller).
+        unsafe { p.add(k).write(x) }
+    }
+}
+
+/// An emulated atomic read-modify-write of `*p`: a scheduling point, then
+/// the update as one step (no other emulated thread runs in between).
+#[cfg(not(target_arch = "nvptx64"))]
+#[track_caller]
+fn emu_rmw<T: Copy>(p: *mut T, f: impl FnOnce(T) -> T) -> T {
+    kernel_emu::yield_point("atom.global");
+    // SAFETY: in bounds and aligned (checked by the caller); one emulated
+    // thread runs at a time.
+    unsafe {
+        let old = p.read();
+        p.write(f(old));
+        old
+    }
+}

@@ -55,9 +55,12 @@ pub mod sync;
 pub mod tma;
 pub mod warp;
 pub mod wgmma;
+pub mod math;
+pub mod cvt;
+pub mod reduce;
 
 pub use cluster::{cluster_arrive, cluster_sync, cluster_wait};
-pub use gmem::Gmem;
+pub use gmem::{Gmem, GmemRef};
 pub use index::*;
 pub use launch::{DeviceParam, Dim3, KernelSpec};
 pub use layout::{Swizzle, Swizzled, Tile, TileLayout, Unswizzled};
@@ -72,7 +75,7 @@ pub use half::{bf16, f16};
 /// What kernels usually import: `use kernel_device::prelude::*;`.
 pub mod prelude {
     pub use crate::cluster::{cluster_arrive, cluster_sync, cluster_wait};
-    pub use crate::gmem::Gmem;
+    pub use crate::gmem::{Gmem, GmemRef};
     pub use crate::index::*;
     pub use crate::{kernel, warp_specialize};
     pub use crate::layout::{Swizzled, Tile, TileLayout, Unswizzled};
@@ -82,6 +85,7 @@ pub mod prelude {
     pub use crate::sync::{sync_threads, NamedBarrier};
     pub use crate::tma::{commit_smem, Tma};
     pub use crate::warp::{elect_one, lane_id};
+    pub use crate::math::F32Ext;
 }
 
 /// On nvptx64 a panic (failed bounds check, `unwrap` on `None`, explicit

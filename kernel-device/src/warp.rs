@@ -1,5 +1,21 @@
 //! Warp-level operations (PTX ISA §9.7.13 "Parallel Synchronization and
-//! Communication Instructions").
+//! Communication Instructions", §9.7.9.6 `shfl.sync`).
+//!
+//! | op | PTX | result in every lane |
+//! |---|---|---|
+//! | [`shfl_idx`], [`shfl_up`], [`shfl_down`], [`shfl_xor`] | `shfl.sync.{idx,up,down,bfly}.b32` | another lane's value |
+//! | [`ballot`], [`vote_all`], [`vote_any`], [`vote_uni`] | `vote.sync` | the lanes' predicates |
+//! | [`ReduxInt::redux_sum`] / `_min` / `_max` | `redux.sync` (u32, i32) | the warp's reduction |
+//! | [`match_any`], [`match_all`] | `match.sync` | lanes holding equal values |
+//!
+//! Every one is a *warp collective* over the full mask: all 32 lanes of the
+//! warp execute the same call (no divergent branch around it), and the
+//! block size is a multiple of 32. On the CPU emulator each lane deposits its
+//! operand and meets the others at the warp barrier; lanes at different call
+//! sites ("warp collective not converged") or an exited lane ("warp
+//! collective with an exited lane") are reported with the kernel's line.
+//! Reductions and scans built on them (f32/i32 sum, max, min; warp and
+//! block) are in [`crate::reduce`].
 pub use crate::index::lane_id;
 
 /// `elect.sync _|p, 0xffffffff;` (PTX ISA §9.7.13.8, sm_90): true in exactly
@@ -36,4 +52,341 @@ pub fn sync_warp() {
         // SAFETY: a warp barrier; the memory clobber orders surrounding accesses.
         unsafe { core::arch::asm!("bar.warp.sync 0xffffffff;", options(nostack, preserves_flags)) }
     }, host: { kernel_emu::warp_sync() })
+}
+
+// ----- shuffles ------------------------------------------------------------
+
+/// A 32-bit value a warp shuffle moves (`.b32`): `u32`, `i32`, `f32`.
+pub trait Shfl32: Copy {
+    /// The bits moved.
+    fn to_b32(self) -> u32;
+    /// Back from the bits.
+    fn from_b32(b: u32) -> Self;
+}
+impl Shfl32 for u32 {
+    #[inline(always)]
+    fn to_b32(self) -> u32 {
+        self
+    }
+    #[inline(always)]
+    fn from_b32(b: u32) -> Self {
+        b
+    }
+}
+impl Shfl32 for i32 {
+    #[inline(always)]
+    fn to_b32(self) -> u32 {
+        self as u32
+    }
+    #[inline(always)]
+    fn from_b32(b: u32) -> Self {
+        b as i32
+    }
+}
+impl Shfl32 for f32 {
+    #[inline(always)]
+    fn to_b32(self) -> u32 {
+        self.to_bits()
+    }
+    #[inline(always)]
+    fn from_b32(b: u32) -> Self {
+        f32::from_bits(b)
+    }
+}
+
+/// Raw warp collectives: one function per PTX form, full membermask.
+///
+/// Every function here is a warp collective: all 32 lanes of the warp must
+/// execute it (the same instruction: the emulator reports lanes at different
+/// call sites as "warp collective not converged", and an exited lane as
+/// "warp collective with an exited lane"). They read no memory and order
+/// none (`shfl`/`vote`/`redux`/`match` are not memory fences).
+pub mod raw {
+    macro_rules! shfl {
+        ($(#[$doc:meta])* $name:ident, $ptx:literal, $mode:ident) => {
+            $(#[$doc])*
+            ///
+            /// Returns `(d, p)`: `p` is false when the source lane is out of
+            /// range (then `d` is the calling lane's own `a`). `c` packs the
+            /// clamp lane (bits 0..4) and the segment mask (bits 8..12):
+            /// `0x1f` (idx, down, bfly) or `0` (up) for the whole warp.
+            /// Collective over all 32 lanes (see the module docs).
+            #[inline(always)]
+            #[track_caller]
+            pub fn $name(a: u32, b: u32, c: u32) -> (u32, bool) {
+                device!($ptx, {
+                    let (d, p): (u32, u32);
+                    // SAFETY: register-only warp exchange; convergence is the
+                    // documented contract (no memory is read or ordered).
+                    unsafe {
+                        core::arch::asm!(
+                            concat!("{{ .reg .pred p; ", $ptx, " {0}|p, {2}, {3}, {4}, 0xffffffff; selp.u32 {1}, 1, 0, p; }}"),
+                            out(reg32) d, out(reg32) p, in(reg32) a, in(reg32) b, in(reg32) c,
+                            options(nomem, nostack, preserves_flags)
+                        )
+                    };
+                    (d, p != 0)
+                }, host: { kernel_emu::shfl_sync($ptx, kernel_emu::ShflMode::$mode, a, b, c) })
+            }
+        };
+    }
+    shfl!(/// `shfl.sync.idx.b32 d|p, a, b, c, 0xffffffff;` (PTX ISA §9.7.9.6): `a` of lane `b`.
+        shfl_sync_idx_b32, "shfl.sync.idx.b32", Idx);
+    shfl!(/// `shfl.sync.up.b32 d|p, a, b, c, 0xffffffff;` (PTX ISA §9.7.9.6): `a` of lane `lane - b`.
+        shfl_sync_up_b32, "shfl.sync.up.b32", Up);
+    shfl!(/// `shfl.sync.down.b32 d|p, a, b, c, 0xffffffff;` (PTX ISA §9.7.9.6): `a` of lane `lane + b`.
+        shfl_sync_down_b32, "shfl.sync.down.b32", Down);
+    shfl!(/// `shfl.sync.bfly.b32 d|p, a, b, c, 0xffffffff;` (PTX ISA §9.7.9.6): `a` of lane `lane ^ b`.
+        shfl_sync_bfly_b32, "shfl.sync.bfly.b32", Bfly);
+
+    /// `vote.sync.ballot.b32 d, p, 0xffffffff;` (PTX ISA §9.7.13.7): bit `l`
+    /// of the result is lane `l`'s predicate. Collective over all 32 lanes.
+    #[inline(always)]
+    #[track_caller]
+    pub fn vote_sync_ballot_b32(p: bool) -> u32 {
+        device!("vote.sync.ballot.b32", {
+            let d: u32;
+            // SAFETY: register-only warp vote; convergence is the contract.
+            unsafe {
+                core::arch::asm!(
+                    "{{ .reg .pred p; setp.ne.u32 p, {1}, 0; vote.sync.ballot.b32 {0}, p, 0xffffffff; }}",
+                    out(reg32) d, in(reg32) p as u32,
+                    options(nomem, nostack, preserves_flags)
+                )
+            };
+            d
+        }, host: { kernel_emu::vote_ballot("vote.sync.ballot.b32", p) })
+    }
+
+    macro_rules! vote_pred {
+        ($(#[$doc:meta])* $name:ident, $ptx:literal, |$b:ident| $host:expr) => {
+            $(#[$doc])*
+            /// Collective over all 32 lanes.
+            #[inline(always)]
+            #[track_caller]
+            pub fn $name(p: bool) -> bool {
+                device!($ptx, {
+                    let d: u32;
+                    // SAFETY: register-only warp vote; convergence is the contract.
+                    unsafe {
+                        core::arch::asm!(
+                            concat!("{{ .reg .pred p, q; setp.ne.u32 p, {1}, 0; ", $ptx, " q, p, 0xffffffff; selp.u32 {0}, 1, 0, q; }}"),
+                            out(reg32) d, in(reg32) p as u32,
+                            options(nomem, nostack, preserves_flags)
+                        )
+                    };
+                    d != 0
+                }, host: {
+                    let $b = kernel_emu::vote_ballot($ptx, p);
+                    $host
+                })
+            }
+        };
+    }
+    vote_pred!(/// `vote.sync.all.pred d, p, 0xffffffff;` (PTX ISA §9.7.13.7): every lane's `p`.
+        vote_sync_all_pred, "vote.sync.all.pred", |b| b == !0);
+    vote_pred!(/// `vote.sync.any.pred d, p, 0xffffffff;` (PTX ISA §9.7.13.7): some lane's `p`.
+        vote_sync_any_pred, "vote.sync.any.pred", |b| b != 0);
+    vote_pred!(/// `vote.sync.uni.pred d, p, 0xffffffff;` (PTX ISA §9.7.13.7): `p` is the same in every lane.
+        vote_sync_uni_pred, "vote.sync.uni.pred", |b| b == 0 || b == !0);
+
+    macro_rules! redux {
+        ($(#[$doc:meta])* $name:ident, $ptx:literal, $op:ident) => {
+            $(#[$doc])*
+            /// Collective over all 32 lanes; every lane gets the result.
+            #[inline(always)]
+            #[track_caller]
+            pub fn $name(a: u32) -> u32 {
+                device!($ptx, {
+                    let d: u32;
+                    // SAFETY: register-only warp reduction; convergence is the contract.
+                    unsafe {
+                        core::arch::asm!(concat!($ptx, " {0}, {1}, 0xffffffff;"),
+                            out(reg32) d, in(reg32) a, options(nomem, nostack, preserves_flags))
+                    };
+                    d
+                }, host: { kernel_emu::redux_sync($ptx, kernel_emu::ReduxOp::$op, a) })
+            }
+        };
+    }
+    redux!(/// `redux.sync.add.u32 d, a, 0xffffffff;` (PTX ISA §9.7.13.10, sm_80): wrapping sum.
+        redux_sync_add_u32, "redux.sync.add.u32", Add);
+    redux!(/// `redux.sync.add.s32 d, a, 0xffffffff;` (PTX ISA §9.7.13.10, sm_80): wrapping sum.
+        redux_sync_add_s32, "redux.sync.add.s32", Add);
+    redux!(/// `redux.sync.min.u32 d, a, 0xffffffff;` (PTX ISA §9.7.13.10, sm_80).
+        redux_sync_min_u32, "redux.sync.min.u32", MinU32);
+    redux!(/// `redux.sync.max.u32 d, a, 0xffffffff;` (PTX ISA §9.7.13.10, sm_80).
+        redux_sync_max_u32, "redux.sync.max.u32", MaxU32);
+    redux!(/// `redux.sync.min.s32 d, a, 0xffffffff;` (PTX ISA §9.7.13.10, sm_80).
+        redux_sync_min_s32, "redux.sync.min.s32", MinS32);
+    redux!(/// `redux.sync.max.s32 d, a, 0xffffffff;` (PTX ISA §9.7.13.10, sm_80).
+        redux_sync_max_s32, "redux.sync.max.s32", MaxS32);
+    redux!(/// `redux.sync.and.b32 d, a, 0xffffffff;` (PTX ISA §9.7.13.10, sm_80).
+        redux_sync_and_b32, "redux.sync.and.b32", And);
+    redux!(/// `redux.sync.or.b32 d, a, 0xffffffff;` (PTX ISA §9.7.13.10, sm_80).
+        redux_sync_or_b32, "redux.sync.or.b32", Or);
+    redux!(/// `redux.sync.xor.b32 d, a, 0xffffffff;` (PTX ISA §9.7.13.10, sm_80).
+        redux_sync_xor_b32, "redux.sync.xor.b32", Xor);
+
+    /// `match.any.sync.b32 d, a, 0xffffffff;` (PTX ISA §9.7.13.8): the mask
+    /// of lanes whose `a` equals the calling lane's. Collective over all 32 lanes.
+    #[inline(always)]
+    #[track_caller]
+    pub fn match_any_sync_b32(a: u32) -> u32 {
+        device!("match.any.sync.b32", {
+            let d: u32;
+            // SAFETY: register-only warp match; convergence is the contract.
+            unsafe {
+                core::arch::asm!("match.any.sync.b32 {0}, {1}, 0xffffffff;",
+                    out(reg32) d, in(reg32) a, options(nomem, nostack, preserves_flags))
+            };
+            d
+        }, host: { kernel_emu::match_any_sync("match.any.sync.b32", a as u64) })
+    }
+
+    /// `match.any.sync.b64 d, a, 0xffffffff;` (PTX ISA §9.7.13.8).
+    /// Collective over all 32 lanes.
+    #[inline(always)]
+    #[track_caller]
+    pub fn match_any_sync_b64(a: u64) -> u32 {
+        device!("match.any.sync.b64", {
+            let d: u32;
+            // SAFETY: register-only warp match; convergence is the contract.
+            unsafe {
+                core::arch::asm!("match.any.sync.b64 {0}, {1}, 0xffffffff;",
+                    out(reg32) d, in(reg64) a, options(nomem, nostack, preserves_flags))
+            };
+            d
+        }, host: { kernel_emu::match_any_sync("match.any.sync.b64", a) })
+    }
+
+    /// `match.all.sync.b32 d|p, a, 0xffffffff;` (PTX ISA §9.7.13.8):
+    /// `(0xffffffff, true)` when every lane's `a` is the same, else
+    /// `(0, false)`. Collective over all 32 lanes.
+    #[inline(always)]
+    #[track_caller]
+    pub fn match_all_sync_b32(a: u32) -> (u32, bool) {
+        device!("match.all.sync.b32", {
+            let (d, p): (u32, u32);
+            // SAFETY: register-only warp match; convergence is the contract.
+            unsafe {
+                core::arch::asm!(
+                    "{{ .reg .pred p; match.all.sync.b32 {0}|p, {2}, 0xffffffff; selp.u32 {1}, 1, 0, p; }}",
+                    out(reg32) d, out(reg32) p, in(reg32) a, options(nomem, nostack, preserves_flags))
+            };
+            (d, p != 0)
+        }, host: { kernel_emu::match_all_sync("match.all.sync.b32", a as u64) })
+    }
+}
+
+/// `v` of lane `src` (`shfl.sync.idx.b32`, whole warp). Collective.
+#[inline(always)]
+#[track_caller]
+pub fn shfl_idx<T: Shfl32>(v: T, src: u32) -> T {
+    T::from_b32(raw::shfl_sync_idx_b32(v.to_b32(), src, 0x1f).0)
+}
+/// `v` of lane `lane - delta`, or the lane's own `v` below `delta`
+/// (`shfl.sync.up.b32`). Collective.
+#[inline(always)]
+#[track_caller]
+pub fn shfl_up<T: Shfl32>(v: T, delta: u32) -> T {
+    T::from_b32(raw::shfl_sync_up_b32(v.to_b32(), delta, 0).0)
+}
+/// `v` of lane `lane + delta`, or the lane's own `v` past lane 31
+/// (`shfl.sync.down.b32`). Collective.
+#[inline(always)]
+#[track_caller]
+pub fn shfl_down<T: Shfl32>(v: T, delta: u32) -> T {
+    T::from_b32(raw::shfl_sync_down_b32(v.to_b32(), delta, 0x1f).0)
+}
+/// `v` of lane `lane ^ mask` (`shfl.sync.bfly.b32`). Collective.
+#[inline(always)]
+#[track_caller]
+pub fn shfl_xor<T: Shfl32>(v: T, mask: u32) -> T {
+    T::from_b32(raw::shfl_sync_bfly_b32(v.to_b32(), mask, 0x1f).0)
+}
+/// Bit `l` set when lane `l`'s `p` is true (`vote.sync.ballot.b32`). Collective.
+#[inline(always)]
+#[track_caller]
+pub fn ballot(p: bool) -> u32 {
+    raw::vote_sync_ballot_b32(p)
+}
+/// `p` in every lane (`vote.sync.all.pred`). Collective.
+#[inline(always)]
+#[track_caller]
+pub fn vote_all(p: bool) -> bool {
+    raw::vote_sync_all_pred(p)
+}
+/// `p` in some lane (`vote.sync.any.pred`). Collective.
+#[inline(always)]
+#[track_caller]
+pub fn vote_any(p: bool) -> bool {
+    raw::vote_sync_any_pred(p)
+}
+/// `p` the same in every lane (`vote.sync.uni.pred`). Collective.
+#[inline(always)]
+#[track_caller]
+pub fn vote_uni(p: bool) -> bool {
+    raw::vote_sync_uni_pred(p)
+}
+
+/// 32-bit integers `redux.sync` reduces (sm_80+): `u32`, `i32`.
+pub trait ReduxInt: Shfl32 {
+    /// `redux.sync.add`.
+    fn redux_sum(self) -> Self;
+    /// `redux.sync.min`.
+    fn redux_min(self) -> Self;
+    /// `redux.sync.max`.
+    fn redux_max(self) -> Self;
+}
+impl ReduxInt for u32 {
+    #[inline(always)]
+    #[track_caller]
+    fn redux_sum(self) -> u32 {
+        raw::redux_sync_add_u32(self)
+    }
+    #[inline(always)]
+    #[track_caller]
+    fn redux_min(self) -> u32 {
+        raw::redux_sync_min_u32(self)
+    }
+    #[inline(always)]
+    #[track_caller]
+    fn redux_max(self) -> u32 {
+        raw::redux_sync_max_u32(self)
+    }
+}
+impl ReduxInt for i32 {
+    #[inline(always)]
+    #[track_caller]
+    fn redux_sum(self) -> i32 {
+        raw::redux_sync_add_s32(self as u32) as i32
+    }
+    #[inline(always)]
+    #[track_caller]
+    fn redux_min(self) -> i32 {
+        raw::redux_sync_min_s32(self as u32) as i32
+    }
+    #[inline(always)]
+    #[track_caller]
+    fn redux_max(self) -> i32 {
+        raw::redux_sync_max_s32(self as u32) as i32
+    }
+}
+
+/// The lanes whose `v` equals this lane's (`match.any.sync.b32`). Collective.
+#[inline(always)]
+#[track_caller]
+pub fn match_any(v: u32) -> u32 {
+    raw::match_any_sync_b32(v)
+}
+/// `Some(0xffffffff)` when every lane holds the same `v`, else `None`
+/// (`match.all.sync.b32`). Collective.
+#[inline(always)]
+#[track_caller]
+pub fn match_all(v: u32) -> Option<u32> {
+    match raw::match_all_sync_b32(v) {
+        (m, true) => Some(m),
+        _ => None,
+    }
 }

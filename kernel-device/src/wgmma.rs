@@ -701,21 +701,9 @@ pub fn setmaxnreg_dec<const N: u32>() {
     })
 }
 
-/// `cvt.rn.f16x2.f32 d, hi, lo;`: two f32 to a packed f16x2 (`lo` in the low half).
-#[inline(always)]
-pub fn pack_f16x2(lo: f32, hi: f32) -> u32 {
-    device!("cvt.rn.f16x2.f32", {
-        let d: u32;
-        // SAFETY: register-only conversion.
-        unsafe {
-            core::arch::asm!("cvt.rn.f16x2.f32 {0}, {1}, {2};", out(reg32) d, in(reg32) hi, in(reg32) lo,
-                options(pure, nomem, nostack, preserves_flags))
-        };
-        d
-    }, host: {
-        (u32::from(half::f16::from_f32(hi).to_bits()) << 16) | u32::from(half::f16::from_f32(lo).to_bits())
-    })
-}
+/// `cvt.rn.f16x2.f32 d, hi, lo;` (moved to [`crate::cvt`]; re-exported here for
+/// its users).
+pub use crate::cvt::pack_f16x2;
 
 /// A `64 x N` f32 accumulator in registers, in the WGMMA fragment layout:
 /// thread `t` of the warpgroup (warp `w = t / 32`, lane `l = t % 32`) holds,

@@ -102,6 +102,11 @@
 //!     an [`async_proxy_write`] over SMEM read by a wgmma group of a thread
 //!     of the destination CTA that no [`wgmma_wait_group`] retired is "TMA
 //!     overwrites SMEM still read by an in-flight wgmma";
+//!   - warp collectives (`shfl`, `vote`, `redux`, `match` through
+//!     [`warp_exchange`]): lanes of one warp at different operations or call
+//!     sites ("warp collective not converged", listing where each lane is), a
+//!     lane that exited while its warp waits at one ("warp collective with an
+//!     exited lane"), a warp of fewer than 32 lanes;
 //!   - at the end of a run that finished: an mbarrier whose current phase has
 //!     some but not all arrivals ("arrivals pending when the kernel ended") or
 //!     announced bytes not completed.
@@ -119,6 +124,8 @@ mod engine;
 mod error;
 #[cfg(test)]
 mod tests;
+mod warp_ops;
+pub mod fmath;
 
 pub use error::{EmuError, RunReport};
 
@@ -181,6 +188,8 @@ impl LaunchConfig {
 struct Ctx {
     emu: Arc<Emu>,
     tid: usize,
+    /// The run's warp exchange buffers (`warp_ops`).
+    xch: Arc<warp_ops::Exchange>,
 }
 
 thread_local! {
@@ -207,6 +216,23 @@ fn enter(name: &str) -> Option<(Arc<Emu>, usize)> {
         return None;
     }
     Some(ctx(name))
+}
+
+/// As [`enter`], with the run's warp exchange buffers.
+fn enter_x(name: &str) -> Option<(Arc<Emu>, usize, Arc<warp_ops::Exchange>)> {
+    if std::thread::panicking() {
+        return None;
+    }
+    Some(
+        CTX.with(|c| c.borrow().as_ref().map(|c| (c.emu.clone(), c.tid, c.xch.clone())))
+            .unwrap_or_else(|| ctx_missing(name)),
+    )
+}
+
+#[cold]
+fn ctx_missing(name: &str) -> ! {
+    let _ = ctx(name);
+    unreachable!("ctx() panics outside an emulated thread")
 }
 
 /// True on an emulated GPU thread (inside [`run`]).
@@ -322,12 +348,14 @@ pub fn run(cfg: &LaunchConfig, thread_fn: &(dyn Fn() + Sync)) -> Result<RunRepor
     validate(cfg)?;
     install_panic_hook();
     let emu = Arc::new(Emu::new(cfg));
+    let xch = Arc::new(warp_ops::Exchange::new(&emu));
     let n = emu.threads.len();
     emu.start();
     let stack = stack_bytes();
     std::thread::scope(|s| {
         for tid in 0..n {
             let e = emu.clone();
+            let x = xch.clone();
             let name = {
                 let t = &emu.threads[tid];
                 let c = emu.ctas[t.cta].idx;
@@ -340,7 +368,7 @@ pub fn run(cfg: &LaunchConfig, thread_fn: &(dyn Fn() + Sync)) -> Result<RunRepor
             let spawned = std::thread::Builder::new()
                 .name(name)
                 .stack_size(stack)
-                .spawn_scoped(s, move || thread_main(e, tid, thread_fn));
+                .spawn_scoped(s, move || thread_main(e, x, tid, thread_fn));
             if let Err(err) = spawned {
                 let mut g = emu.lock();
                 let detail = format!(
@@ -371,16 +399,18 @@ pub fn run(cfg: &LaunchConfig, thread_fn: &(dyn Fn() + Sync)) -> Result<RunRepor
 }
 
 /// The body of each OS thread: wait for the baton, run the kernel, report.
-fn thread_main(emu: Arc<Emu>, tid: usize, thread_fn: &(dyn Fn() + Sync)) {
+fn thread_main(emu: Arc<Emu>, xch: Arc<warp_ops::Exchange>, tid: usize, thread_fn: &(dyn Fn() + Sync)) {
     CTX.with(|c| {
         *c.borrow_mut() = Some(Ctx {
             emu: emu.clone(),
             tid,
+            xch: xch.clone(),
         })
     });
     let result = catch_unwind(AssertUnwindSafe(|| {
         emu.first_turn(tid);
         thread_fn();
+        warp_ops::exiting(&emu, &xch, tid);
     }));
     match result {
         Ok(()) => emu.finish(tid),
@@ -613,8 +643,8 @@ pub fn bar_arrive(id: u32, count: u32) {
 #[track_caller]
 pub fn warp_sync() {
     let loc = Location::caller();
-    if let Some((e, tid)) = enter("warp_sync") {
-        e.warp_sync(tid, loc, "bar.warp.sync");
+    if let Some((e, tid, x)) = enter_x("warp_sync") {
+        warp_ops::collective(&e, &x, tid, loc, "bar.warp.sync", false, 0);
     }
 }
 
@@ -623,9 +653,9 @@ pub fn warp_sync() {
 #[track_caller]
 pub fn elect_one() -> bool {
     let loc = Location::caller();
-    match enter("elect_one") {
-        Some((e, tid)) => {
-            e.warp_sync(tid, loc, "elect.sync");
+    match enter_x("elect_one") {
+        Some((e, tid, x)) => {
+            warp_ops::collective(&e, &x, tid, loc, "elect.sync", false, 0);
             e.threads[tid].lane == 0
         }
         None => false,
@@ -840,4 +870,62 @@ pub fn wgmma_wait_group(n: u32) {
     if let Some((e, tid)) = enter("wgmma_wait_group") {
         e.wgmma_wait(tid, n);
     }
+}
+
+// ----- warp collectives with data (warp_ops) ---------------------------------
+
+pub use warp_ops::{
+    ballot_result, match_all_result, match_any_result, redux_result, shfl_result, ReduxOp, ShflMode,
+};
+
+/// One warp collective of the calling lane: every lane of the warp (full
+/// mask) deposits `value` and gets the 32 lanes' values (index = lane) once
+/// all have arrived. `op` names the operation (`"shfl.sync.bfly.b32"`) for
+/// the convergence check and its reports: every lane must reach the same
+/// `op` at the same call site (see the module docs of `warp_ops` in the
+/// crate docs: "warp collective not converged", "warp collective with an
+/// exited lane"). A scheduling point. The building block of user-defined
+/// warp operations' emulator bodies.
+#[track_caller]
+pub fn warp_exchange(op: &'static str, value: u64) -> [u64; 32] {
+    let loc = Location::caller();
+    match enter_x("warp_exchange") {
+        Some((e, tid, x)) => warp_ops::collective(&e, &x, tid, loc, op, true, value),
+        None => [value; 32],
+    }
+}
+
+/// `shfl.sync.{mode}.b32 d|p, a, b, c, 0xffffffff` (PTX ISA §9.7.9.6) for the
+/// calling lane: `(d, p)`.
+#[track_caller]
+pub fn shfl_sync(op: &'static str, mode: ShflMode, a: u32, b: u32, c: u32) -> (u32, bool) {
+    let values = warp_exchange(op, a as u64);
+    shfl_result(mode, &values, lane_id(), b, c)
+}
+
+/// `vote.sync.ballot.b32 d, p, 0xffffffff` (PTX ISA §9.7.13.7): bit `l` of
+/// the result is lane `l`'s predicate. `vote.all/any/uni` derive from it.
+#[track_caller]
+pub fn vote_ballot(op: &'static str, pred: bool) -> u32 {
+    ballot_result(&warp_exchange(op, pred as u64))
+}
+
+/// `redux.sync.{op} d, a, 0xffffffff` (PTX ISA §9.7.13.10).
+#[track_caller]
+pub fn redux_sync(name: &'static str, op: ReduxOp, a: u32) -> u32 {
+    redux_result(op, &warp_exchange(name, a as u64))
+}
+
+/// `match.any.sync.b64 d, a, 0xffffffff` (PTX ISA §9.7.13.8; `.b32` values
+/// are zero-extended): the mask of lanes holding the calling lane's value.
+#[track_caller]
+pub fn match_any_sync(op: &'static str, a: u64) -> u32 {
+    match_any_result(&warp_exchange(op, a), lane_id())
+}
+
+/// `match.all.sync.b64 d|p, a, 0xffffffff`: `(0xffffffff, true)` when every
+/// lane holds the same value, else `(0, false)`.
+#[track_caller]
+pub fn match_all_sync(op: &'static str, a: u64) -> (u32, bool) {
+    match_all_result(&warp_exchange(op, a))
 }

@@ -26,7 +26,7 @@ pub use kernel_emu::{EmuError, RunReport};
 /// A host value passed for a kernel parameter of type `P` on the emulator.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be passed to the emulator for a kernel parameter of type `{P}`",
-    note = "pass `&[T]` for `*const T`, `&mut [T]` for `*mut T`, `&mut [u32]` for `Semaphore`, and a value of exactly the parameter's type for a scalar"
+    note = "pass `&[T]` for `*const T` and `GmemRef<T>`, `&mut [T]` for `*mut T` and `Gmem<T>`, `&mut [u32]` for `Semaphore`, and a value of exactly the parameter's type for a scalar"
 )]
 pub trait HostArg<P> {
     fn into_param(self) -> P;
@@ -60,6 +60,19 @@ impl<T: Copy> HostArg<kernel_device::Gmem<T>> for &mut [T] {
     fn into_param(self) -> kernel_device::Gmem<T> {
         // SAFETY: the slice is live and exclusively lent for the launch.
         unsafe { kernel_device::Gmem::from_raw_parts(self.as_mut_ptr(), self.len()) }
+    }
+}
+/// A read-only bounds-checked view: `&[T]` (or `&mut [T]`).
+impl<T: Copy> HostArg<kernel_device::gmem::GmemRef<T>> for &[T] {
+    fn into_param(self) -> kernel_device::gmem::GmemRef<T> {
+        // SAFETY: a live slice, borrowed for the launch.
+        unsafe { kernel_device::gmem::GmemRef::from_raw_parts(self.as_ptr(), self.len()) }
+    }
+}
+impl<T: Copy> HostArg<kernel_device::gmem::GmemRef<T>> for &mut [T] {
+    fn into_param(self) -> kernel_device::gmem::GmemRef<T> {
+        // SAFETY: a live slice, borrowed for the launch.
+        unsafe { kernel_device::gmem::GmemRef::from_raw_parts(self.as_ptr(), self.len()) }
     }
 }
 impl HostArg<Semaphore> for &mut [u32] {

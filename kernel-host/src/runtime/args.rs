@@ -112,7 +112,7 @@ fn mut_ptr<T>(addr: sys::CUdeviceptr) -> *mut T {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be passed for a kernel parameter of type `{P}`",
     label = "this argument does not fit the kernel parameter `{P}`",
-    note = "pass `&CudaSlice<T>` (or `&CudaView<T>`) for `*const T`, `&mut CudaSlice<T>` (or \
+    note = "pass `&CudaSlice<T>` (or `&CudaView<T>`) for `*const T` and `GmemRef<T>`, `&mut CudaSlice<T>` for `Gmem<T>`, `&mut CudaSlice<T>` (or \
             `&mut CudaViewMut<T>`) for `*mut T`, `&mut CudaSlice<u32>` for `Semaphore`, and a \
             value of exactly the parameter's type for a scalar (`n as u32` for `u32`: there are \
             no implicit conversions)"
@@ -194,6 +194,33 @@ impl<T: Copy> KernelArg<kernel_device::Gmem<T>> for &mut CudaSlice<T> {
         // SAFETY: the start of a live allocation of `len` elements, borrowed
         // mutably for the launch.
         unsafe { kernel_device::Gmem::from_raw_parts(ptr, len) }
+    }
+}
+
+/// A read-only bounds-checked view of the whole buffer.
+impl<T: Copy> KernelArg<kernel_device::gmem::GmemRef<T>> for &CudaSlice<T> {
+    fn into_param<'a>(self, sink: &mut ArgSink<'a>) -> kernel_device::gmem::GmemRef<T>
+    where
+        Self: 'a,
+    {
+        let len = self.len();
+        let ptr = const_ptr::<T>(sink.read(self));
+        // SAFETY: the start of a live allocation of `len` elements, borrowed
+        // for the launch.
+        unsafe { kernel_device::gmem::GmemRef::from_raw_parts(ptr, len) }
+    }
+}
+
+/// A read-only bounds-checked view of the view's elements.
+impl<T: Copy> KernelArg<kernel_device::gmem::GmemRef<T>> for &CudaView<'_, T> {
+    fn into_param<'a>(self, sink: &mut ArgSink<'a>) -> kernel_device::gmem::GmemRef<T>
+    where
+        Self: 'a,
+    {
+        let len = self.len();
+        let ptr = const_ptr::<T>(sink.read(self));
+        // SAFETY: as for `&CudaSlice<T>`.
+        unsafe { kernel_device::gmem::GmemRef::from_raw_parts(ptr, len) }
     }
 }
 
