@@ -60,15 +60,6 @@ impl<T: Copy> Gmem<T> {
             out_of_bounds(i, self.len);
         }
     }
-    /// Checks that `start .. start + n` lies inside the view (one check for
-    /// a vector or register-array access).
-    #[inline(always)]
-    #[track_caller]
-    pub(crate) fn check_range(&self, start: usize, n: usize) {
-        if start + n > self.len {
-            out_of_bounds(start + n - 1, self.len);
-        }
-    }
     /// Element `i` (checked).
     #[inline(always)]
     #[track_caller]
@@ -527,7 +518,7 @@ impl<T: Atomic> Gmem<T> {
 /// GPU, a reported misuse on the emulator).
 #[inline(always)]
 #[track_caller]
-fn check_range(i: usize, n: usize, len: usize) {
+pub(crate) fn check_range(i: usize, n: usize, len: usize) {
     if i >= len || len - i < n {
         out_of_bounds(i + n - 1, len);
     }

@@ -15,7 +15,45 @@
 use super::layout::{ArrayLayout, WgStrided, Wgmma, WgmmaCol, WgmmaRow};
 use super::regs::{unroll, RegStorage};
 use super::{Array, Scalar};
-use crate::gmem::Gmem;
+use crate::gmem::{Gmem, GmemRef};
+
+/// A global-memory vector arrays load from: a [`Gmem<T>`] or a read-only
+/// [`GmemRef<T>`] (which the host passes as `&[T]` / `&CudaSlice<T>`).
+pub trait GmemSrc<T>: Copy {
+    /// Elements of the view.
+    fn len(&self) -> usize;
+    /// Pointer to element `start`, after checking that `start .. start + n`
+    /// lies in the view (a trap on the GPU, a reported misuse on the
+    /// emulator).
+    #[track_caller]
+    fn checked(&self, start: usize, n: usize) -> *const T;
+}
+impl<T: Copy> GmemSrc<T> for Gmem<T> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        Gmem::len(self)
+    }
+    #[inline(always)]
+    #[track_caller]
+    fn checked(&self, start: usize, n: usize) -> *const T {
+        crate::gmem::check_range(start, n, Gmem::len(self));
+        // SAFETY: in bounds (checked).
+        unsafe { self.as_ptr().add(start) }
+    }
+}
+impl<T: Copy> GmemSrc<T> for GmemRef<T> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        GmemRef::len(self)
+    }
+    #[inline(always)]
+    #[track_caller]
+    fn checked(&self, start: usize, n: usize) -> *const T {
+        crate::gmem::check_range(start, n, GmemRef::len(self));
+        // SAFETY: in bounds (checked).
+        unsafe { self.as_ptr().add(start) }
+    }
+}
 use crate::layout::{Layout, Tile};
 use crate::smem::Smem;
 
@@ -74,8 +112,8 @@ where
     /// `src`'s length once.
     #[inline(always)]
     #[track_caller]
-    pub fn load_cols<U: Scalar>(src: Gmem<U>, col0: usize) -> Self {
-        src.check_range(col0, N);
+    pub fn load_cols<U: Scalar>(src: impl GmemSrc<U>, col0: usize) -> Self {
+        let p = src.checked(col0, N);
         assert!(col0 % 2 == 0, "Array::load_cols: col0 must be even (pair loads)");
         let t = crate::index::thread_in_warpgroup() as usize;
         let mut out = Self::splat(T::default());
@@ -83,7 +121,7 @@ where
             let c = WgmmaCol::<N>::coords(t, 2 * q).1;
             // SAFETY: in bounds (checked); pair-aligned (even index of a
             // device allocation).
-            let (a, b) = unsafe { U::read_pair(src.as_ptr().add(col0 + c)) };
+            let (a, b) = unsafe { U::read_pair(p.add(c)) };
             out.regs.set(2 * q, T::from_f32(a));
             out.regs.set(2 * q + 1, T::from_f32(b));
         });
@@ -96,13 +134,13 @@ impl<T: Scalar> Array<T, WgmmaRow> {
     /// `Wgmma` block), converted to `T`; checked against `src`'s length once.
     #[inline(always)]
     #[track_caller]
-    pub fn load_rows<U: Scalar>(src: Gmem<U>, row0: usize) -> Self {
-        src.check_range(row0, 64);
+    pub fn load_rows<U: Scalar>(src: impl GmemSrc<U>, row0: usize) -> Self {
+        let p = src.checked(row0, 64);
         let t = crate::index::thread_in_warpgroup() as usize;
         let mut out = Self::splat(T::default());
         unroll(2, |i| {
             // SAFETY: in bounds (checked).
-            out.regs.set(i, T::from_f32(unsafe { src.as_ptr().add(row0 + WgmmaRow::coords(t, i).0).read() }.to_f32()))
+            out.regs.set(i, T::from_f32(unsafe { p.add(WgmmaRow::coords(t, i).0).read() }.to_f32()))
         });
         out
     }
@@ -180,19 +218,18 @@ impl<T: Copy + Default, const VECS: usize, const VEC: usize> Array<T, WgStrided<
     /// (checked).
     #[inline(always)]
     #[track_caller]
-    pub fn load_gmem(src: Gmem<T>, off: usize) -> Self {
-        let len = WgStrided::<VECS, VEC>::LEN;
-        src.check_range(off, len);
+    pub fn load_gmem(src: impl GmemSrc<T>, off: usize) -> Self {
+        let p = src.checked(off, WgStrided::<VECS, VEC>::LEN);
         // SAFETY: in bounds (checked); `strided_read` checks the alignment.
-        unsafe { Self::strided_read(src.as_ptr().add(off), "Array::load_gmem") }
+        unsafe { Self::strided_read(p, "Array::load_gmem") }
     }
     /// Writes the array to `dst[off .. off + LEN]` (as [`Array::load_gmem`]).
     #[inline(always)]
     #[track_caller]
     pub fn store_gmem(&self, dst: Gmem<T>, off: usize) {
-        dst.check_range(off, WgStrided::<VECS, VEC>::LEN);
+        let p = GmemSrc::checked(&dst, off, WgStrided::<VECS, VEC>::LEN) as *mut T;
         // SAFETY: in bounds (checked); `strided_write` checks the alignment.
-        unsafe { self.strided_write(dst.as_ptr().add(off), "Array::store_gmem") }
+        unsafe { self.strided_write(p, "Array::store_gmem") }
     }
     /// Elements `off .. off + LEN` of an SMEM vector (as [`Array::load_gmem`]).
     #[inline(always)]

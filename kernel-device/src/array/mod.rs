@@ -33,11 +33,13 @@
 //! index would move the array to local memory).
 pub mod layout;
 pub mod mem;
+pub mod reduce;
 pub mod regs;
 pub mod tile;
 
 use core::ops::{Add, Div, Mul, Neg, Sub};
 pub use layout::{ArrayLayout, BroadcastTo, SameLayout, WgSplat, WgStrided, Wgmma, WgmmaCol, WgmmaRow};
+pub use mem::GmemSrc;
 pub use tile::AccTile;
 use regs::{unroll, RegStorage};
 
@@ -228,11 +230,11 @@ impl Scalar for f32 {
     }
     #[inline(always)]
     fn max(self, o: f32) -> f32 {
-        f32::max(self, o)
+        crate::math::max(self, o)
     }
     #[inline(always)]
     fn min(self, o: f32) -> f32 {
-        f32::min(self, o)
+        crate::math::min(self, o)
     }
 }
 
@@ -248,7 +250,7 @@ impl Scalar for half::f16 {
     #[inline(always)]
     unsafe fn write_pair(dst: *mut Self, a: f32, b: f32) {
         // SAFETY: the caller's contract (4-byte aligned pair).
-        unsafe { (dst as *mut u32).write(crate::wgmma::pack_f16x2(a, b)) }
+        unsafe { (dst as *mut u32).write(crate::cvt::pack_f16x2(a, b)) }
     }
     #[inline(always)]
     unsafe fn read_pair(src: *const Self) -> (f32, f32) {
@@ -261,8 +263,7 @@ impl Scalar for half::f16 {
 impl Scalar for half::bf16 {
     #[inline(always)]
     fn to_f32(self) -> f32 {
-        // Exact: a bf16 is the top half of an f32.
-        f32::from_bits(u32::from(self.to_bits()) << 16)
+        crate::cvt::bf16_to_f32(self)
     }
     #[inline(always)]
     fn from_f32(x: f32) -> Self {
@@ -271,7 +272,7 @@ impl Scalar for half::bf16 {
     #[inline(always)]
     unsafe fn write_pair(dst: *mut Self, a: f32, b: f32) {
         // SAFETY: the caller's contract (4-byte aligned pair).
-        unsafe { (dst as *mut [Self; 2]).write([Self::from_f32(a), Self::from_f32(b)]) }
+        unsafe { (dst as *mut u32).write(crate::cvt::pack_bf16x2(a, b)) }
     }
     #[inline(always)]
     unsafe fn read_pair(src: *const Self) -> (f32, f32) {
@@ -281,49 +282,9 @@ impl Scalar for half::bf16 {
     }
 }
 
-/// Scalar conversions.
-// LOCAL HELPER (arrays): minimal f16/bf16 <-> f32 conversions until the
-// `simt` branch's conversion module is merged; then these forward to it.
+/// Scalar conversions: `crate::cvt` (`cvt.f32.f16`, `cvt.rn.f16.f32`, `cvt.rn.bf16.f32`).
 mod cvt {
-    /// `cvt.f32.f16 d, a;` (exact).
-    #[inline(always)]
-    pub fn f16_to_f32(x: half::f16) -> f32 {
-        device!("cvt.f32.f16", {
-            let d: f32;
-            // SAFETY: register-only conversion.
-            unsafe {
-                core::arch::asm!("cvt.f32.f16 {0}, {1};", out(reg32) d, in(reg16) x.to_bits(),
-                    options(pure, nomem, nostack, preserves_flags))
-            };
-            d
-        }, host: { x.to_f32() })
-    }
-    /// `cvt.rn.f16.f32 d, a;` (round to nearest even).
-    #[inline(always)]
-    pub fn f32_to_f16(x: f32) -> half::f16 {
-        device!("cvt.rn.f16.f32", {
-            let d: u16;
-            // SAFETY: register-only conversion.
-            unsafe {
-                core::arch::asm!("cvt.rn.f16.f32 {0}, {1};", out(reg16) d, in(reg32) x,
-                    options(pure, nomem, nostack, preserves_flags))
-            };
-            half::f16::from_bits(d)
-        }, host: { half::f16::from_f32(x) })
-    }
-    /// `cvt.rn.bf16.f32 d, a;` (round to nearest even, sm_80+).
-    #[inline(always)]
-    pub fn f32_to_bf16(x: f32) -> half::bf16 {
-        device!("cvt.rn.bf16.f32", {
-            let d: u16;
-            // SAFETY: register-only conversion.
-            unsafe {
-                core::arch::asm!("cvt.rn.bf16.f32 {0}, {1};", out(reg16) d, in(reg32) x,
-                    options(pure, nomem, nostack, preserves_flags))
-            };
-            half::bf16::from_bits(d)
-        }, host: { half::bf16::from_f32(x) })
-    }
+    pub use crate::cvt::{f16_to_f32, f32_to_bf16, f32_to_f16};
 }
 
 macro_rules! binop {

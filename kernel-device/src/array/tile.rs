@@ -18,7 +18,7 @@
 use super::layout::{ArrayLayout, Wgmma, WgmmaCol};
 use super::regs::unroll;
 use super::{Array, Scalar};
-use crate::gmem::Gmem;
+use super::mem::GmemSrc;
 
 /// `BLOCKS` row blocks of `64 x N` f32 (row block `i` holds rows
 /// `row + 64 i .. row + 64 i + 64`, columns `col .. col + N` of the
@@ -69,7 +69,7 @@ where
     /// (`WgmmaCol<N>`: `N / 8` pair loads per thread).
     #[inline(always)]
     #[track_caller]
-    pub fn load_cols<U: Scalar>(&self, v: Gmem<U>) -> Array<f32, WgmmaCol<N>> {
+    pub fn load_cols<U: Scalar>(&self, v: impl GmemSrc<U>) -> Array<f32, WgmmaCol<N>> {
         Array::load_cols(v, self.col)
     }
 
