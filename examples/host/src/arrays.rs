@@ -99,7 +99,7 @@ pub fn emu_bias_relu(emu: &Emulator, m: usize, n: usize, k: usize) -> Result<f64
     check_ws_shape(m, n, k)?;
     let a = randn_f16(m * k, 31);
     let b = randn_f16(n * k, 32);
-    let mut bias = randn_f16(n, 33);
+    let bias = randn_f16(n, 33);
     let mut c = vec![f16::NAN; m * n];
     let am = EmuTensorMap::<ATile>::new_2d(&a, m, k)?;
     let bm = EmuTensorMap::<BTileWs>::new_2d(&b, n, k)?;
@@ -107,7 +107,7 @@ pub fn emu_bias_relu(emu: &Emulator, m: usize, n: usize, k: usize) -> Result<f64
     let grid = m_tiles * (n / (2 * TILE_N)) as u32;
     {
         let cm = EmuTensorMap::<OTileWs>::new_2d_mut(&mut c, m, n)?;
-        emu.launch::<kernels::fused::matmul_bias_relu<4, 8>, _>(grid, (&am, &bm, &cm, &mut bias[..], m_tiles, (k / TILE_K) as u32))?;
+        emu.launch::<kernels::fused::matmul_bias_relu<4, 8>, _>(grid, (&am, &bm, &cm, &bias[..], m_tiles, (k / TILE_K) as u32))?;
     }
     let want = bias_relu_reference(&reference_gemm_nt(m, n, k, &a, &b), &bias, n);
     Ok(rel_frobenius_error(&c, &want))
@@ -143,7 +143,7 @@ pub fn bench_bias_relu(gpu: &Gpu, module: &Module, m: usize, n: usize, k: usize,
     let want = bias_relu_reference(&reference_gemm_nt(rows.len(), n, k, &a_rows, &b_host), &bias_host, n);
     let a = gpu.upload(&a_host)?;
     let b = gpu.upload(&b_host)?;
-    let mut bias = gpu.upload(&bias_host)?;
+    let bias = gpu.upload(&bias_host)?;
     let c = gpu.upload(&vec![f16::NAN; m * n])?;
     let am = TensorMap::<ATile>::new_2d(&a, m, k)?;
     let bm = TensorMap::<BTileWs>::new_2d(&b, n, k)?;
@@ -153,7 +153,7 @@ pub fn bench_bias_relu(gpu: &Gpu, module: &Module, m: usize, n: usize, k: usize,
     let k_steps = (k / TILE_K) as u32;
     let plain = module.kernel::<hopper::matmul_warp_specialized<4, 8>>()?;
     let fused = module.kernel::<kernels::fused::matmul_bias_relu<4, 8>>()?;
-    fused.launch(grid, (&am, &bm, &cm, &mut bias, m_tiles, k_steps))?;
+    fused.launch(grid, (&am, &bm, &cm, &bias, m_tiles, k_steps))?;
     gpu.synchronize()?;
     let out = gpu.download(&c)?;
     let got: Vec<f16> = rows.iter().flat_map(|&r| out[r * n..(r + 1) * n].iter().copied()).collect();
@@ -161,7 +161,7 @@ pub fn bench_bias_relu(gpu: &Gpu, module: &Module, m: usize, n: usize, k: usize,
     let (mut tp, mut tf): (Option<Timing>, Option<Timing>) = (None, None);
     for _ in 0..rounds {
         let p = time_kernel(gpu, 5, iters, || plain.launch(grid, (&am, &bm, &cm, m_tiles, k_steps)))?;
-        let f = time_kernel(gpu, 5, iters, || fused.launch(grid, (&am, &bm, &cm, &mut bias, m_tiles, k_steps)))?;
+        let f = time_kernel(gpu, 5, iters, || fused.launch(grid, (&am, &bm, &cm, &bias, m_tiles, k_steps)))?;
         if tp.as_ref().is_none_or(|t| p.median_ms < t.median_ms) {
             tp = Some(p);
         }
