@@ -529,7 +529,7 @@ impl<T: Atomic> Gmem<T> {
 /// GPU, a reported misuse on the emulator).
 #[inline(always)]
 #[track_caller]
-fn check_range(i: usize, n: usize, len: usize) {
+pub(crate) fn check_range(i: usize, n: usize, len: usize) {
     if i >= len || len - i < n {
         out_of_bounds(i + n - 1, len);
     }

@@ -40,6 +40,7 @@ pub use kernel_macros::{kernel, warp_specialize};
 #[macro_use]
 mod host;
 
+pub mod array;
 pub mod cluster;
 pub mod cluster_barrier;
 pub mod fence;

@@ -26,6 +26,7 @@
 //! K-major (`A: M x K`, `B: N x K`, K contiguous), as TMA writes them.
 use crate::layout::{Swizzle, TileLayout};
 use crate::smem::Smem;
+use crate::array::{Array, Wgmma};
 
 /// `wgmma` is issued by 128 threads.
 pub const WARPGROUP_THREADS: u32 = 128;
@@ -363,6 +364,32 @@ macro_rules! wgmma_shape {
             fn for_each_pair(d: &[f32; $regs], mut f: impl FnMut(usize, f32, f32)) {
                 f($p0, d[2 * $p0], d[2 * $p0 + 1]);
                 $( f($p, d[2 * $p], d[2 * $p + 1]); )*
+            }
+        }
+
+        impl Acc<$n> {
+            /// The accumulator as a register array in the WGMMA layout:
+            /// the same registers, no instruction (after an operand fence,
+            /// so call it after `wgmma_wait::<0>()`).
+            #[inline(always)]
+            pub fn into_array(mut self) -> Array<f32, Wgmma<$n>> {
+                self.fence_operands();
+                Array::from_regs(self.regs)
+            }
+            /// The accumulator viewed in place as a register array in the
+            /// WGMMA layout (after an operand fence: call it after
+            /// `wgmma_wait::<0>()`).
+            #[inline(always)]
+            pub fn array(&mut self) -> &mut Array<f32, Wgmma<$n>> {
+                self.fence_operands();
+                // SAFETY: `Array<f32, Wgmma<N>>` is `repr(transparent)` over
+                // its registers, `[f32; N / 2]`, the type of `self.regs`.
+                unsafe { &mut *(&mut self.regs as *mut [f32; $regs] as *mut Array<f32, Wgmma<$n>>) }
+            }
+            /// An accumulator holding `a` (e.g. to accumulate onto it).
+            #[inline(always)]
+            pub fn from_array(a: Array<f32, Wgmma<$n>>) -> Self {
+                Acc { regs: a.regs }
             }
         }
     };

@@ -6,3 +6,37 @@
 //!
 //! | module | entry point | kernels |
 //! |---|---|---|
+//! | [`norms`] | [`norms::softmax`], [`norms::layer_norm`], [`norms::rms_norm`] (and `_emu` forms for the CPU emulator) | `kernel_ops_kernels::norms` |
+pub mod norms;
+
+/// Errors of the entry points.
+#[derive(Debug)]
+pub enum Error {
+    /// The inputs do not fit the kernel's constraints.
+    Shape { op: &'static str, problem: String },
+    /// The CUDA runtime or launch failed.
+    Cuda(kernel_host::Error),
+    /// The CPU emulator reported a failure.
+    Emulator(kernel_host::emulate::EmuError),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Shape { op, problem } => write!(f, "{op}: {problem}"),
+            Error::Cuda(e) => write!(f, "{e}"),
+            Error::Emulator(e) => write!(f, "{e}"),
+        }
+    }
+}
+impl std::error::Error for Error {}
+impl From<kernel_host::Error> for Error {
+    fn from(e: kernel_host::Error) -> Self {
+        Error::Cuda(e)
+    }
+}
+impl From<kernel_host::emulate::EmuError> for Error {
+    fn from(e: kernel_host::emulate::EmuError) -> Self {
+        Error::Emulator(e)
+    }
+}

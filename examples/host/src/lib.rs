@@ -4,6 +4,7 @@
 use kernel_host::{Gpu, Module};
 use kernels::first;
 
+pub mod arrays;
 pub mod emulated;
 pub mod hopper;
 pub mod simt;

@@ -3,6 +3,7 @@
 use kernel_device::pipeline::{emit_pipeline, emit_pipeline_warp_specialized, BlockSpec};
 use kernel_device::prelude::*;
 use kernel_device::tma::{commit_group, wait_group, wait_group_read};
+use kernel_device::array::AccTile;
 use kernel_device::wgmma::{wgmma_commit_group, wgmma_wait, Acc};
 use kernel_device::{f16, Barriers};
 
@@ -185,6 +186,34 @@ pub fn matmul_warp_specialized<const STAGES: usize, const GROUP_M: u32>(
     #[scratch] loaded: Barriers<STAGES>,
     #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
 ) {
+    matmul_warp_specialized_with::<STAGES, GROUP_M>(a, b, c, m_tiles, k_steps, a_bufs, b_bufs, loaded, consumed, |_| {});
+}
+
+/// The output tile a compute warpgroup of [`matmul_warp_specialized`]
+/// hands to its epilogue: two `64 x 128` f32 row blocks in the WGMMA
+/// layout, with their global coordinates.
+pub type WsTile = AccTile<TILE_N, 2>;
+
+/// The body of [`matmul_warp_specialized`] with a fused epilogue: `epilogue`
+/// runs in each compute warpgroup on its `128 x 128` f32 output tile (in
+/// registers, after the last MMA) before the tile is converted to f16 and
+/// stored. A kernel with an epilogue is `matmul_warp_specialized`'s
+/// signature plus its own parameters, calling this (see
+/// `crate::fused::matmul_bias_relu`); the mainloop is not copied.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_warp_specialized_with<const STAGES: usize, const GROUP_M: u32>(
+    a: Tma<ATile>,
+    b: Tma<BTileWs>,
+    c: Tma<OTileWs>,
+    m_tiles: u32,
+    k_steps: u32,
+    a_bufs: Smem<[ATile; STAGES]>,
+    b_bufs: Smem<[BTileWs; STAGES]>,
+    loaded: Barriers<STAGES>,
+    consumed: Barriers<STAGES>,
+    epilogue: impl FnOnce(&mut WsTile),
+) {
     let n_tiles = grid_dim().x / m_tiles;
     let (pm, pn) = tile_of(block_idx().x, m_tiles, n_tiles, GROUP_M);
     let wg = warpgroup_idx();
@@ -198,7 +227,7 @@ pub fn matmul_warp_specialized<const STAGES: usize, const GROUP_M: u32>(
         |pipeline| {
             let b_row = wg as usize * TILE_N;
             let acc = [Acc::<TILE_N>::undefined(), Acc::<TILE_N>::undefined()];
-            let mut acc = pipeline.run(acc, |step, (a_tile, b_tile), mut acc| {
+            let acc = pipeline.run(acc, |step, (a_tile, b_tile), mut acc| {
                 acc[0].mma(a_tile, 0, b_tile, b_row, step > 0);
                 acc[1].mma(a_tile, 64, b_tile, b_row, step > 0);
                 wgmma_commit_group();
@@ -206,6 +235,9 @@ pub fn matmul_warp_specialized<const STAGES: usize, const GROUP_M: u32>(
                 acc
             });
             wgmma_wait::<0>();
+            let [acc0, acc1] = acc;
+            let mut tile = WsTile { blocks: [acc0.into_array(), acc1.into_array()], row: pm as usize * TILE_M, col: (pn as usize * 2 + wg as usize) * TILE_N };
+            epilogue(&mut tile);
             // The two compute warpgroups (256 threads; not the memory one).
             let compute = NamedBarrier::new(1, 256);
             // Both warpgroups' MMAs are done before the stage SMEM is reused.
@@ -215,8 +247,8 @@ pub fn matmul_warp_specialized<const STAGES: usize, const GROUP_M: u32>(
             // and no longer read or written (see step 4).
             assert!(b_bufs.smem_addr() as usize == a_bufs.smem_addr() as usize + STAGES * <ATile as TileLayout>::BYTES);
             let c_smem: Smem<OTileWs> = unsafe { a_bufs.cast_at(0) };
-            acc[0].store_f16(c_smem, 0, b_row);
-            acc[1].store_f16(c_smem, 64, b_row);
+            tile.blocks[0].store_tile(c_smem, 0, b_row);
+            tile.blocks[1].store_tile(c_smem, 64, b_row);
             commit_smem();
             compute.sync();
             if thread_linear() == 0 {

@@ -4,7 +4,10 @@
 //!
 //! | module | kernels | host entry point |
 //! |---|---|---|
+//! | [`norms`] | `softmax_{f16,bf16}`, `layer_norm_{f16,bf16}`, `rms_norm_{f16,bf16}` (`<VECS>`: 1024 x VECS columns) | `kernel_ops::norms` |
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, asm_experimental_arch))]
+
+pub mod norms;
 
 kernel_device::device_code!();

@@ -1,0 +1,174 @@
+//! Register arrays and fused epilogues: the `arrays` example kernels and
+//! `fused::matmul_bias_relu`, against CPU references, on the emulator and on
+//! a GPU; and the bias+ReLU matmul timed against the same matmul without
+//! epilogue, in one process on the same inputs.
+use crate::{check, inputs, ExampleError, Outcome, Result};
+use kernel_device::f16;
+use kernel_host::emulate::{EmuTensorMap, Emulator};
+use kernel_host::{randn_f16, reference_gemm_nt, rel_frobenius_error, time_kernel, Gpu, Module, TensorMap, Timing};
+use kernels::arrays::{self, STRIDED_LEN};
+use kernels::hopper::{self, ATile, BTileWs, OTileWs, TILE_K, TILE_M, TILE_N};
+
+/// Inputs of `array_wgmma_ops`: `x` (64 x 64 f16), `col` (64 f16), `row` (64 f32).
+pub fn wgmma_ops_inputs() -> (Vec<f16>, Vec<f16>, Vec<f32>) {
+    let x = inputs(64 * 64, 21).into_iter().map(f16::from_f32).collect();
+    let col = inputs(64, 22).into_iter().map(f16::from_f32).collect();
+    (x, col, inputs(64, 23))
+}
+
+/// CPU reference of `array_wgmma_ops`, in the kernel's f32 operation order.
+pub fn wgmma_ops_reference(x: &[f16], col: &[f16], row: &[f32]) -> Vec<f32> {
+    (0..64 * 64)
+        .map(|e| {
+            let (r, c) = (e / 64, e % 64);
+            (x[e].to_f32() * 2.0 + col[c].to_f32()).max(0.0) - row[r] + (64 * r + c) as f32 / 1024.0
+        })
+        .collect()
+}
+
+/// CPU reference of `array_strided_ops`: `f16(3 f32(x) - 1)`.
+pub fn strided_reference(x: &[f16]) -> Vec<f16> {
+    x.iter().map(|v| f16::from_f32(v.to_f32() * 3.0 - 1.0)).collect()
+}
+
+fn check_f16(example: &'static str, got: &[f16], want: &[f16]) -> Result<Outcome> {
+    let f = |v: &[f16]| v.iter().map(|x| x.to_f32()).collect::<Vec<f32>>();
+    check(example, &f(got), &f(want))
+}
+
+/// `array_wgmma_ops` on the emulator (exact check).
+pub fn emu_wgmma_ops(emu: &Emulator) -> Result<Outcome> {
+    let (mut x, mut col, mut row) = wgmma_ops_inputs();
+    let want = wgmma_ops_reference(&x, &col, &row);
+    let mut y = vec![f32::NAN; 64 * 64];
+    emu.launch::<arrays::array_wgmma_ops, _>(1u32, (&mut x[..], &mut col[..], &mut row[..], &mut y[..]))?;
+    check("array_wgmma_ops", &y, &want)
+}
+
+/// `array_strided_ops` on the emulator over `blocks` blocks (exact check of
+/// both outputs).
+pub fn emu_strided_ops(emu: &Emulator, blocks: usize) -> Result<Outcome> {
+    let mut x: Vec<f16> = inputs(blocks * STRIDED_LEN, 24).into_iter().map(f16::from_f32).collect();
+    let want = strided_reference(&x);
+    let (mut y, mut z) = (vec![f16::NAN; x.len()], vec![f16::NAN; x.len()]);
+    emu.launch::<arrays::array_strided_ops, _>(blocks as u32, (&mut x[..], &mut y[..], &mut z[..]))?;
+    check_f16("array_strided_ops (z, through SMEM)", &z, &want)?;
+    check_f16("array_strided_ops (y)", &y, &want)
+}
+
+/// `array_wgmma_ops` on a GPU (exact check).
+pub fn run_wgmma_ops(gpu: &Gpu, module: &Module) -> Result<Outcome> {
+    let (x, col, row) = wgmma_ops_inputs();
+    let want = wgmma_ops_reference(&x, &col, &row);
+    let (mut dx, mut dc, mut dr) = (gpu.upload(&x)?, gpu.upload(&col)?, gpu.upload(&row)?);
+    let mut dy = gpu.upload(&vec![f32::NAN; 64 * 64])?;
+    module.kernel::<arrays::array_wgmma_ops>()?.launch_sync(1u32, (&mut dx, &mut dc, &mut dr, &mut dy))?;
+    check("array_wgmma_ops", &gpu.download(&dy)?, &want)
+}
+
+/// `array_strided_ops` on a GPU over 264 blocks (exact check).
+pub fn run_strided_ops(gpu: &Gpu, module: &Module) -> Result<Outcome> {
+    let blocks = 264;
+    let x: Vec<f16> = inputs(blocks * STRIDED_LEN, 24).into_iter().map(f16::from_f32).collect();
+    let want = strided_reference(&x);
+    let mut dx = gpu.upload(&x)?;
+    let (mut dy, mut dz) = (gpu.upload(&vec![f16::NAN; x.len()])?, gpu.upload(&vec![f16::NAN; x.len()])?);
+    module.kernel::<arrays::array_strided_ops>()?.launch_sync(blocks as u32, (&mut dx, &mut dy, &mut dz))?;
+    check_f16("array_strided_ops (z, through SMEM)", &gpu.download(&dz)?, &want)?;
+    check_f16("array_strided_ops (y)", &gpu.download(&dy)?, &want)
+}
+
+/// `relu(A·Bᵀ + bias)` in f32 from the f32 reference product.
+pub fn bias_relu_reference(product: &[f32], bias: &[f16], n: usize) -> Vec<f32> {
+    product.iter().enumerate().map(|(i, &v)| (v + bias[i % n].to_f32()).max(0.0)).collect()
+}
+
+fn check_ws_shape(m: usize, n: usize, k: usize) -> Result<()> {
+    if m % TILE_M != 0 || n % (2 * TILE_N) != 0 || k % TILE_K != 0 || k == 0 {
+        return Err(ExampleError::Cuda(kernel_host::Error::InvalidArgument {
+            function: "matmul_bias_relu",
+            problem: format!("needs M % {TILE_M} == 0, N % {} == 0, K % {TILE_K} == 0, K > 0; got {m} x {n} x {k}", 2 * TILE_N),
+        }));
+    }
+    Ok(())
+}
+
+/// `matmul_bias_relu<4, 8>` on the emulator at `m x n x k`: the relative
+/// Frobenius error against the CPU reference.
+pub fn emu_bias_relu(emu: &Emulator, m: usize, n: usize, k: usize) -> Result<f64> {
+    check_ws_shape(m, n, k)?;
+    let a = randn_f16(m * k, 31);
+    let b = randn_f16(n * k, 32);
+    let bias = randn_f16(n, 33);
+    let mut c = vec![f16::NAN; m * n];
+    let am = EmuTensorMap::<ATile>::new_2d(&a, m, k)?;
+    let bm = EmuTensorMap::<BTileWs>::new_2d(&b, n, k)?;
+    let m_tiles = (m / TILE_M) as u32;
+    let grid = m_tiles * (n / (2 * TILE_N)) as u32;
+    {
+        let cm = EmuTensorMap::<OTileWs>::new_2d_mut(&mut c, m, n)?;
+        emu.launch::<kernels::fused::matmul_bias_relu<4, 8>, _>(grid, (&am, &bm, &cm, &bias[..], m_tiles, (k / TILE_K) as u32))?;
+    }
+    let want = bias_relu_reference(&reference_gemm_nt(m, n, k, &a, &b), &bias, n);
+    Ok(rel_frobenius_error(&c, &want))
+}
+
+/// The bias+ReLU matmul against the same matmul without epilogue
+/// (`matmul_warp_specialized<4, 8>`) at one shape, on the same inputs.
+#[derive(Debug, Clone)]
+pub struct BiasReluResult {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    /// Median of each round's median, plain and fused.
+    pub plain: Timing,
+    pub fused: Timing,
+    pub plain_tflops: f64,
+    pub fused_tflops: f64,
+    /// Relative Frobenius error of the fused output on the checked rows.
+    pub rel_err: f64,
+}
+
+/// Checks `matmul_bias_relu<4, 8>` against the CPU on `rows_checked` rows,
+/// then times it and `matmul_warp_specialized<4, 8>` alternately, `rounds`
+/// rounds of `iters` runs each (CUDA events), and keeps each one's fastest
+/// round median (the two kernels see the same clocks and inputs).
+pub fn bench_bias_relu(gpu: &Gpu, module: &Module, m: usize, n: usize, k: usize, rows_checked: usize, rounds: usize, iters: usize) -> Result<BiasReluResult> {
+    check_ws_shape(m, n, k)?;
+    let a_host = randn_f16(m * k, 31);
+    let b_host = randn_f16(n * k, 32);
+    let bias_host = randn_f16(n, 33);
+    let rows: Vec<usize> = (0..rows_checked.min(m)).map(|i| i * m / rows_checked.min(m)).collect();
+    let a_rows: Vec<f16> = rows.iter().flat_map(|&r| a_host[r * k..(r + 1) * k].iter().copied()).collect();
+    let want = bias_relu_reference(&reference_gemm_nt(rows.len(), n, k, &a_rows, &b_host), &bias_host, n);
+    let a = gpu.upload(&a_host)?;
+    let b = gpu.upload(&b_host)?;
+    let bias = gpu.upload(&bias_host)?;
+    let c = gpu.upload(&vec![f16::NAN; m * n])?;
+    let am = TensorMap::<ATile>::new_2d(&a, m, k)?;
+    let bm = TensorMap::<BTileWs>::new_2d(&b, n, k)?;
+    let cm = TensorMap::<OTileWs>::new_2d(&c, m, n)?;
+    let m_tiles = (m / TILE_M) as u32;
+    let grid = m_tiles * (n / (2 * TILE_N)) as u32;
+    let k_steps = (k / TILE_K) as u32;
+    let plain = module.kernel::<hopper::matmul_warp_specialized<4, 8>>()?;
+    let fused = module.kernel::<kernels::fused::matmul_bias_relu<4, 8>>()?;
+    fused.launch(grid, (&am, &bm, &cm, &bias, m_tiles, k_steps))?;
+    gpu.synchronize()?;
+    let out = gpu.download(&c)?;
+    let got: Vec<f16> = rows.iter().flat_map(|&r| out[r * n..(r + 1) * n].iter().copied()).collect();
+    let rel_err = rel_frobenius_error(&got, &want);
+    let (mut tp, mut tf): (Option<Timing>, Option<Timing>) = (None, None);
+    for _ in 0..rounds {
+        let p = time_kernel(gpu, 5, iters, || plain.launch(grid, (&am, &bm, &cm, m_tiles, k_steps)))?;
+        let f = time_kernel(gpu, 5, iters, || fused.launch(grid, (&am, &bm, &cm, &bias, m_tiles, k_steps)))?;
+        if tp.as_ref().is_none_or(|t| p.median_ms < t.median_ms) {
+            tp = Some(p);
+        }
+        if tf.as_ref().is_none_or(|t| f.median_ms < t.median_ms) {
+            tf = Some(f);
+        }
+    }
+    let (plain, fused) = (tp.expect("rounds >= 1"), tf.expect("rounds >= 1"));
+    Ok(BiasReluResult { m, n, k, plain_tflops: plain.tflops(m, n, k), fused_tflops: fused.tflops(m, n, k), plain, fused, rel_err })
+}

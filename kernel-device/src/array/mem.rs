@@ -1,0 +1,283 @@
+//! Register arrays to and from shared and global memory.
+//!
+//! Each thread reads and writes only its own elements, so these are plain
+//! `ld`/`st` (vectorized where the layout gives a thread consecutive
+//! elements): no synchronization is implied. Order them with the other
+//! threads' accesses as any SMEM/GMEM access (a barrier before another
+//! thread reads what was stored; [`crate::commit_smem`] before a TMA store
+//! or a wgmma reads it).
+//!
+//! | layout | SMEM | GMEM |
+//! |---|---|---|
+//! | `Wgmma<N>` | [`Array::store_tile`], [`Array::load_tile`]: any `Tile` (swizzled or not), pairs of adjacent columns as one 4-byte (16-bit types) or 8-byte (f32) access | — |
+//! | `WgmmaCol<N>`, `WgmmaRow` | — | [`Array::load_cols`], [`Array::load_rows`]: a vector, each value read once per thread |
+//! | `WgStrided<VECS, VEC>` | [`Array::load_smem`], [`Array::store_smem`] | [`Array::load_gmem`], [`Array::store_gmem`]: `VEC` elements per access (16 bytes for 8 x f16) |
+use super::layout::{ArrayLayout, WgStrided, Wgmma, WgmmaCol, WgmmaRow};
+use super::regs::{unroll, RegStorage};
+use super::{Array, Scalar};
+use crate::gmem::{Gmem, GmemRef};
+
+/// A global-memory vector arrays load from: a [`Gmem<T>`] or a read-only
+/// [`GmemRef<T>`] (which the host passes as `&[T]` / `&CudaSlice<T>`).
+pub trait GmemSrc<T>: Copy {
+    /// Elements of the view.
+    fn len(&self) -> usize;
+    /// Pointer to element `start`, after checking that `start .. start + n`
+    /// lies in the view (a trap on the GPU, a reported misuse on the
+    /// emulator).
+    #[track_caller]
+    fn checked(&self, start: usize, n: usize) -> *const T;
+}
+impl<T: Copy> GmemSrc<T> for Gmem<T> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        Gmem::len(self)
+    }
+    #[inline(always)]
+    #[track_caller]
+    fn checked(&self, start: usize, n: usize) -> *const T {
+        crate::gmem::check_range(start, n, Gmem::len(self));
+        // SAFETY: in bounds (checked).
+        unsafe { self.as_ptr().add(start) }
+    }
+}
+impl<T: Copy> GmemSrc<T> for GmemRef<T> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        GmemRef::len(self)
+    }
+    #[inline(always)]
+    #[track_caller]
+    fn checked(&self, start: usize, n: usize) -> *const T {
+        crate::gmem::check_range(start, n, GmemRef::len(self));
+        // SAFETY: in bounds (checked).
+        unsafe { self.as_ptr().add(start) }
+    }
+}
+use crate::layout::{Layout, Tile};
+use crate::smem::Smem;
+
+impl<T: Scalar, const N: usize> Array<T, Wgmma<N>>
+where
+    Wgmma<N>: ArrayLayout,
+{
+    /// Converts to `U` and writes the `64 x N` block into `dst` at
+    /// `(row0, col0)` (swizzle applied): one 4-byte store per pair of
+    /// adjacent columns for 16-bit `U` (`cvt.rn.f16x2.f32` for f16), 8
+    /// bytes for f32. `col0` is even. Every thread of the warpgroup calls
+    /// it.
+    #[inline(always)]
+    #[track_caller]
+    pub fn store_tile<U: Scalar, const R: usize, const C: usize, L: Layout>(&self, dst: Smem<Tile<U, R, C, L>>, row0: usize, col0: usize) {
+        assert!(row0 + 64 <= R && col0 + N <= C && col0 % 2 == 0, "Array::store_tile: the 64 x N block at (row0, col0) is outside the tile (or col0 is odd)");
+        let t = crate::index::thread_in_warpgroup() as usize;
+        let base = dst.as_ptr() as *mut u8;
+        unroll(N / 4, |p| {
+            let (r, c) = Wgmma::<N>::coords(t, 2 * p);
+            let off = Tile::<U, R, C, L>::offset_of(row0 + r, col0 + c);
+            // SAFETY: inside the tile (asserted); pair-aligned (even column,
+            // swizzle moves 16-byte chunks).
+            unsafe { U::write_pair(base.add(off) as *mut U, self.regs.get(2 * p).to_f32(), self.regs.get(2 * p + 1).to_f32()) };
+        });
+    }
+
+    /// The `64 x N` block of `src` at `(row0, col0)`, converted to `T`
+    /// (inverse of [`Array::store_tile`]).
+    #[inline(always)]
+    #[track_caller]
+    pub fn load_tile<U: Scalar, const R: usize, const C: usize, L: Layout>(src: Smem<Tile<U, R, C, L>>, row0: usize, col0: usize) -> Self {
+        assert!(row0 + 64 <= R && col0 + N <= C && col0 % 2 == 0, "Array::load_tile: the 64 x N block at (row0, col0) is outside the tile (or col0 is odd)");
+        let t = crate::index::thread_in_warpgroup() as usize;
+        let base = src.as_ptr() as *const u8;
+        let mut out = Self::splat(T::default());
+        unroll(N / 4, |p| {
+            let (r, c) = Wgmma::<N>::coords(t, 2 * p);
+            let off = Tile::<U, R, C, L>::offset_of(row0 + r, col0 + c);
+            // SAFETY: as `store_tile`.
+            let (a, b) = unsafe { U::read_pair(base.add(off) as *const U) };
+            out.regs.set(2 * p, T::from_f32(a));
+            out.regs.set(2 * p + 1, T::from_f32(b));
+        });
+        out
+    }
+}
+
+impl<T: Scalar, const N: usize> Array<T, WgmmaCol<N>>
+where
+    WgmmaCol<N>: ArrayLayout,
+{
+    /// Elements `col0 .. col0 + N` of the vector `src` (a bias or scale per
+    /// output column), converted to `T`: each thread reads its `N / 4`
+    /// values once, as `N / 8` pair loads. `col0` is even; checked against
+    /// `src`'s length once.
+    #[inline(always)]
+    #[track_caller]
+    pub fn load_cols<U: Scalar>(src: impl GmemSrc<U>, col0: usize) -> Self {
+        let p = src.checked(col0, N);
+        assert!(col0 % 2 == 0, "Array::load_cols: col0 must be even (pair loads)");
+        let t = crate::index::thread_in_warpgroup() as usize;
+        let mut out = Self::splat(T::default());
+        unroll(N / 8, |q| {
+            let c = WgmmaCol::<N>::coords(t, 2 * q).1;
+            // SAFETY: in bounds (checked); pair-aligned (even index of a
+            // device allocation).
+            let (a, b) = unsafe { U::read_pair(p.add(c)) };
+            out.regs.set(2 * q, T::from_f32(a));
+            out.regs.set(2 * q + 1, T::from_f32(b));
+        });
+        out
+    }
+}
+
+impl<T: Scalar> Array<T, WgmmaRow> {
+    /// Elements `row0 .. row0 + 64` of the vector `src` (one per row of a
+    /// `Wgmma` block), converted to `T`; checked against `src`'s length once.
+    #[inline(always)]
+    #[track_caller]
+    pub fn load_rows<U: Scalar>(src: impl GmemSrc<U>, row0: usize) -> Self {
+        let p = src.checked(row0, 64);
+        let t = crate::index::thread_in_warpgroup() as usize;
+        let mut out = Self::splat(T::default());
+        unroll(2, |i| {
+            // SAFETY: in bounds (checked).
+            out.regs.set(i, T::from_f32(unsafe { p.add(WgmmaRow::coords(t, i).0).read() }.to_f32()))
+        });
+        out
+    }
+}
+
+/// `VEC` elements as one access when they make 4, 8 or 16 aligned bytes.
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+struct A16<X>(X);
+#[repr(C, align(8))]
+#[derive(Clone, Copy)]
+struct A8<X>(X);
+#[repr(C, align(4))]
+#[derive(Clone, Copy)]
+struct A4<X>(X);
+
+/// Reads `VEC` elements at `p` with one `ld.v4.b32` / `ld.v2.b32` /
+/// `ld.b32` when they are 16 / 8 / 4 bytes.
+///
+/// # Safety
+/// `p` is valid for `VEC` elements and aligned to their total size when it
+/// is 4, 8 or 16 bytes.
+#[inline(always)]
+unsafe fn read_vec<U: Copy, const VEC: usize>(p: *const U) -> [U; VEC] {
+    // SAFETY: the caller's contract, for each branch's alignment.
+    unsafe {
+        match VEC * core::mem::size_of::<U>() {
+            16 => (p as *const A16<[U; VEC]>).read().0,
+            8 => (p as *const A8<[U; VEC]>).read().0,
+            4 => (p as *const A4<[U; VEC]>).read().0,
+            _ => (p as *const [U; VEC]).read(),
+        }
+    }
+}
+
+/// As [`read_vec`], writing.
+///
+/// # Safety
+/// As [`read_vec`], for writing.
+#[inline(always)]
+unsafe fn write_vec<U: Copy, const VEC: usize>(p: *mut U, v: [U; VEC]) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match VEC * core::mem::size_of::<U>() {
+            16 => (p as *mut A16<[U; VEC]>).write(A16(v)),
+            8 => (p as *mut A8<[U; VEC]>).write(A8(v)),
+            4 => (p as *mut A4<[U; VEC]>).write(A4(v)),
+            _ => (p as *mut [U; VEC]).write(v),
+        }
+    }
+}
+
+/// The alignment a `VEC`-element access of `U` needs.
+const fn vec_align<U, const VEC: usize>() -> usize {
+    match VEC * core::mem::size_of::<U>() {
+        16 => 16,
+        8 => 8,
+        4 => 4,
+        _ => core::mem::align_of::<U>(),
+    }
+}
+
+#[cold]
+#[track_caller]
+fn misaligned(what: &'static str, addr: usize, align: usize) -> ! {
+    panic!("{what}: address {addr:#x} is not aligned to {align} bytes (the vector access of VEC elements needs it): make the offset a multiple of VEC")
+}
+
+impl<T: Copy + Default, const VECS: usize, const VEC: usize> Array<T, WgStrided<VECS, VEC>> {
+    /// Elements `off .. off + LEN` of `src` (`LEN = 128 * VECS * VEC`):
+    /// thread `t` reads vectors `off + (128 j + t) * VEC` for `j < VECS`,
+    /// `VEC` elements per access, so each access instruction of the
+    /// warpgroup reads `128 * VEC` consecutive elements. Checked against
+    /// `src`'s length once; the address must be aligned to the vector
+    /// (checked).
+    #[inline(always)]
+    #[track_caller]
+    pub fn load_gmem(src: impl GmemSrc<T>, off: usize) -> Self {
+        let p = src.checked(off, WgStrided::<VECS, VEC>::LEN);
+        // SAFETY: in bounds (checked); `strided_read` checks the alignment.
+        unsafe { Self::strided_read(p, "Array::load_gmem") }
+    }
+    /// Writes the array to `dst[off .. off + LEN]` (as [`Array::load_gmem`]).
+    #[inline(always)]
+    #[track_caller]
+    pub fn store_gmem(&self, dst: Gmem<T>, off: usize) {
+        let p = GmemSrc::checked(&dst, off, WgStrided::<VECS, VEC>::LEN) as *mut T;
+        // SAFETY: in bounds (checked); `strided_write` checks the alignment.
+        unsafe { self.strided_write(p, "Array::store_gmem") }
+    }
+    /// Elements `off .. off + LEN` of an SMEM vector (as [`Array::load_gmem`]).
+    #[inline(always)]
+    #[track_caller]
+    pub fn load_smem<const M: usize>(src: Smem<[T; M]>, off: usize) -> Self {
+        assert!(off + WgStrided::<VECS, VEC>::LEN <= M, "Array::load_smem: elements off .. off + LEN outside the SMEM vector");
+        // SAFETY: in bounds (asserted); alignment checked by `strided_read`.
+        unsafe { Self::strided_read((src.as_ptr() as *const T).add(off), "Array::load_smem") }
+    }
+    /// Writes the array to an SMEM vector at `off` (as [`Array::load_gmem`]).
+    #[inline(always)]
+    #[track_caller]
+    pub fn store_smem<const M: usize>(&self, dst: Smem<[T; M]>, off: usize) {
+        assert!(off + WgStrided::<VECS, VEC>::LEN <= M, "Array::store_smem: elements off .. off + LEN outside the SMEM vector");
+        // SAFETY: as `load_smem`.
+        unsafe { self.strided_write((dst.as_ptr() as *mut T).add(off), "Array::store_smem") }
+    }
+
+    /// # Safety
+    /// `p` is valid for `LEN` elements.
+    #[inline(always)]
+    #[track_caller]
+    unsafe fn strided_read(p: *const T, what: &'static str) -> Self {
+        let align = vec_align::<T, VEC>();
+        if p as usize % align != 0 {
+            misaligned(what, p as usize, align);
+        }
+        let t = crate::index::thread_in_warpgroup() as usize;
+        let mut out = Self::splat(T::default());
+        unroll(VECS, |j| {
+            // SAFETY: vector j of thread t lies inside the LEN elements; aligned (checked).
+            out.regs.0[j] = unsafe { read_vec::<T, VEC>(p.add((128 * j + t) * VEC)) };
+        });
+        out
+    }
+    /// # Safety
+    /// `p` is valid for writing `LEN` elements.
+    #[inline(always)]
+    #[track_caller]
+    unsafe fn strided_write(&self, p: *mut T, what: &'static str) {
+        let align = vec_align::<T, VEC>();
+        if p as usize % align != 0 {
+            misaligned(what, p as usize, align);
+        }
+        let t = crate::index::thread_in_warpgroup() as usize;
+        unroll(VECS, |j| {
+            // SAFETY: as `strided_read`.
+            unsafe { write_vec::<T, VEC>(p.add((128 * j + t) * VEC), self.regs.0[j]) };
+        });
+    }
+}

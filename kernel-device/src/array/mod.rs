@@ -1,0 +1,335 @@
+//! Register arrays of the warpgroup with named layouts (Pallas:MGPU's
+//! arrays: `plgpu.Layout.WGMMA`, `WGMMA_ROW`, `WGMMA_COL`, `WG_STRIDED`,
+//! `WG_SPLAT`).
+//!
+//! An [`Array<T, L>`] is one logical array held by the 128 threads of a
+//! warpgroup: each thread keeps `L::REGS` elements of `T` in registers, at
+//! the positions the layout `L` gives (the [`layout`] module's table). Its
+//! operations are warpgroup-collective in the sense that every thread of
+//! the warpgroup calls them with its own registers; elementwise operations
+//! need no communication, reductions use warp shuffles (and SMEM across the
+//! 4 warps), loads and stores read and write each thread's own elements.
+//!
+//! ```text
+//! Acc<N> --into_array--> Array<f32, Wgmma<N>> --row_sum--> Array<f32, WgmmaRow>
+//!                             ^   + - * / max map ...           |
+//!                             +---------- broadcast ------------+
+//! ```
+//!
+//! * elementwise: `+ - * /` between arrays of the same layout (a different
+//!   layout is a compile error naming both) and with a scalar, `map`, `zip`,
+//!   `max`/`min`, [`Array::cast`] between f32, f16 and bf16;
+//! * [`Array::broadcast`]: `WgmmaRow`/`WgmmaCol<N>`/`WgSplat` to `Wgmma<N>`,
+//!   free (no data moves);
+//! * memory ([`mem`]): `Wgmma<N>` to and from swizzled or plain SMEM tiles,
+//!   `WgmmaCol<N>` from a `Gmem` vector, `WgStrided` to and from `Gmem` and
+//!   SMEM with vector accesses;
+//! * the Hopper accumulator [`crate::wgmma::Acc<N>`] is an `Array<f32,
+//!   Wgmma<N>>` ([`Acc::into_array`](crate::wgmma::Acc::into_array),
+//!   [`Acc::array`](crate::wgmma::Acc::array)): the same registers.
+//!
+//! Every per-register loop is unrolled ([`regs::unroll`]): the registers are
+//! only ever indexed by constants, so they stay in registers (a runtime
+//! index would move the array to local memory).
+pub mod layout;
+pub mod mem;
+pub mod reduce;
+pub mod regs;
+pub mod tile;
+
+use core::ops::{Add, Div, Mul, Neg, Sub};
+pub use layout::{ArrayLayout, BroadcastTo, SameLayout, WgSplat, WgStrided, Wgmma, WgmmaCol, WgmmaRow};
+pub use mem::GmemSrc;
+pub use tile::AccTile;
+use regs::{unroll, RegStorage};
+
+/// A register array of the warpgroup: logical shape `L::SHAPE`, this
+/// thread's `L::REGS` elements in registers. See the [module docs](self).
+#[repr(transparent)]
+pub struct Array<T: Copy, L: ArrayLayout> {
+    /// This thread's registers, in the layout's order.
+    pub regs: L::Regs<T>,
+}
+
+impl<T: Copy, L: ArrayLayout> Clone for Array<T, L> {
+    #[inline(always)]
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T: Copy, L: ArrayLayout> Copy for Array<T, L> {}
+
+impl<T: Copy, L: ArrayLayout> Array<T, L> {
+    /// Elements per thread.
+    pub const REGS: usize = L::REGS;
+
+    /// From this thread's registers.
+    #[inline(always)]
+    pub fn from_regs(regs: L::Regs<T>) -> Self {
+        Array { regs }
+    }
+    /// Every element `v`.
+    #[inline(always)]
+    pub fn splat(v: T) -> Self {
+        Array { regs: RegStorage::splat(v) }
+    }
+    /// Register `i` of this thread (`i` a constant; see [`regs::unroll`]).
+    #[inline(always)]
+    pub fn get(&self, i: usize) -> T {
+        self.regs.get(i)
+    }
+    #[inline(always)]
+    pub fn set(&mut self, i: usize, v: T) {
+        self.regs.set(i, v)
+    }
+    /// `f(register)` for every register, unrolled.
+    #[inline(always)]
+    pub fn from_fn(mut f: impl FnMut(usize) -> T) -> Self
+    where
+        T: Default,
+    {
+        let mut a = Self::splat(T::default());
+        unroll(L::REGS, |i| a.regs.set(i, f(i)));
+        a
+    }
+    /// `(row, col)` of this thread's register `i` in the logical shape.
+    #[inline(always)]
+    pub fn coords(i: usize) -> (usize, usize) {
+        L::coords(crate::index::thread_in_warpgroup() as usize, i)
+    }
+    /// `f(x)` elementwise.
+    #[inline(always)]
+    pub fn map<U: Copy + Default>(self, mut f: impl FnMut(T) -> U) -> Array<U, L> {
+        let mut out = Array::<U, L>::splat(U::default());
+        unroll(L::REGS, |i| out.regs.set(i, f(self.regs.get(i))));
+        out
+    }
+    /// `f(row, col, x)` elementwise, with each element's logical coordinates.
+    #[inline(always)]
+    pub fn map_indexed<U: Copy + Default>(self, mut f: impl FnMut(usize, usize, T) -> U) -> Array<U, L> {
+        let t = crate::index::thread_in_warpgroup() as usize;
+        let mut out = Array::<U, L>::splat(U::default());
+        unroll(L::REGS, |i| {
+            let (r, c) = L::coords(t, i);
+            out.regs.set(i, f(r, c, self.regs.get(i)))
+        });
+        out
+    }
+    /// `f(x, y)` elementwise with an array of the same layout.
+    #[inline(always)]
+    pub fn zip<U: Copy, V: Copy + Default, L2: ArrayLayout>(self, other: Array<U, L2>, mut f: impl FnMut(T, U) -> V) -> Array<V, L>
+    where
+        L: SameLayout<L2>,
+    {
+        let o: L::Regs<U> = L::same(other.regs);
+        let mut out = Array::<V, L>::splat(V::default());
+        unroll(L::REGS, |i| out.regs.set(i, f(self.regs.get(i), o.get(i))));
+        out
+    }
+    /// `f(x, y)` with `y` the element of `other` (a `WgmmaRow`, a
+    /// `WgmmaCol<N>` or a `WgSplat`) at this element's row or column: a
+    /// broadcast fused into the operation.
+    #[inline(always)]
+    pub fn zip_broadcast<U: Copy, V: Copy + Default, L2: BroadcastTo<L>>(self, other: Array<U, L2>, f: impl FnMut(T, U) -> V) -> Array<V, L> {
+        self.zip(other.broadcast::<L>(), f)
+    }
+    /// Converts every element (`cvt.rn` to 16-bit types, exact to f32).
+    #[inline(always)]
+    pub fn cast<U: Scalar>(self) -> Array<U, L>
+    where
+        T: Scalar,
+    {
+        self.map(|x| U::from_f32(x.to_f32()))
+    }
+    /// The array in layout `To`, each thread repeating its own registers
+    /// (see [`BroadcastTo`]): no data moves.
+    #[inline(always)]
+    pub fn broadcast<To: ArrayLayout>(self) -> Array<T, To>
+    where
+        L: BroadcastTo<To>,
+    {
+        let mut out = Array::<T, To>::splat(self.regs.get(0));
+        unroll(To::REGS, |i| out.regs.set(i, self.regs.get(L::source(i))));
+        out
+    }
+    /// The elementwise maximum (`max.f32`: NaN only if both are NaN).
+    #[inline(always)]
+    pub fn max<L2: ArrayLayout>(self, other: Array<T, L2>) -> Self
+    where
+        T: Scalar,
+        L: SameLayout<L2>,
+    {
+        self.zip(other, T::max)
+    }
+    /// The elementwise minimum.
+    #[inline(always)]
+    pub fn min<L2: ArrayLayout>(self, other: Array<T, L2>) -> Self
+    where
+        T: Scalar,
+        L: SameLayout<L2>,
+    {
+        self.zip(other, T::min)
+    }
+    /// `max(x, 0)` elementwise.
+    #[inline(always)]
+    pub fn relu(self) -> Self
+    where
+        T: Scalar,
+    {
+        self.map(|x| x.max(T::from_f32(0.0)))
+    }
+}
+
+/// Element types with f32 arithmetic: f32 itself, and the 16-bit floats,
+/// which are converted to f32 for math and back (`cvt.rn`).
+pub trait Scalar: Copy + Default + 'static {
+    fn to_f32(self) -> f32;
+    /// Round to nearest even.
+    fn from_f32(x: f32) -> Self;
+    /// Two f32 as a pair of `Self` in one word (4 bytes for 16-bit types,
+    /// one `cvt.rn.f16x2.f32`), written to `dst` (aligned to the pair).
+    ///
+    /// # Safety
+    /// `dst` is valid for writing two `Self`, aligned to `2 * size_of::<Self>()`.
+    unsafe fn write_pair(dst: *mut Self, a: f32, b: f32);
+    /// The pair at `src` (aligned to the pair) as f32.
+    ///
+    /// # Safety
+    /// `src` is valid for reading two `Self`, aligned to `2 * size_of::<Self>()`.
+    unsafe fn read_pair(src: *const Self) -> (f32, f32);
+    /// `max.f32` semantics (a NaN operand is ignored).
+    #[inline(always)]
+    fn max(self, o: Self) -> Self {
+        Self::from_f32(self.to_f32().max(o.to_f32()))
+    }
+    #[inline(always)]
+    fn min(self, o: Self) -> Self {
+        Self::from_f32(self.to_f32().min(o.to_f32()))
+    }
+}
+
+impl Scalar for f32 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+    #[inline(always)]
+    fn from_f32(x: f32) -> f32 {
+        x
+    }
+    #[inline(always)]
+    unsafe fn write_pair(dst: *mut f32, a: f32, b: f32) {
+        // SAFETY: the caller's contract (8-byte aligned pair).
+        unsafe { (dst as *mut [f32; 2]).write([a, b]) }
+    }
+    #[inline(always)]
+    unsafe fn read_pair(src: *const f32) -> (f32, f32) {
+        // SAFETY: the caller's contract.
+        let [a, b] = unsafe { (src as *const [f32; 2]).read() };
+        (a, b)
+    }
+    #[inline(always)]
+    fn max(self, o: f32) -> f32 {
+        crate::math::max(self, o)
+    }
+    #[inline(always)]
+    fn min(self, o: f32) -> f32 {
+        crate::math::min(self, o)
+    }
+}
+
+impl Scalar for half::f16 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        cvt::f16_to_f32(self)
+    }
+    #[inline(always)]
+    fn from_f32(x: f32) -> Self {
+        cvt::f32_to_f16(x)
+    }
+    #[inline(always)]
+    unsafe fn write_pair(dst: *mut Self, a: f32, b: f32) {
+        // SAFETY: the caller's contract (4-byte aligned pair).
+        unsafe { (dst as *mut u32).write(crate::cvt::pack_f16x2(a, b)) }
+    }
+    #[inline(always)]
+    unsafe fn read_pair(src: *const Self) -> (f32, f32) {
+        // SAFETY: the caller's contract (4-byte aligned pair): one 32-bit load.
+        let w = unsafe { (src as *const u32).read() };
+        (Self::from_bits(w as u16).to_f32(), Self::from_bits((w >> 16) as u16).to_f32())
+    }
+}
+
+impl Scalar for half::bf16 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        crate::cvt::bf16_to_f32(self)
+    }
+    #[inline(always)]
+    fn from_f32(x: f32) -> Self {
+        cvt::f32_to_bf16(x)
+    }
+    #[inline(always)]
+    unsafe fn write_pair(dst: *mut Self, a: f32, b: f32) {
+        // SAFETY: the caller's contract (4-byte aligned pair).
+        unsafe { (dst as *mut u32).write(crate::cvt::pack_bf16x2(a, b)) }
+    }
+    #[inline(always)]
+    unsafe fn read_pair(src: *const Self) -> (f32, f32) {
+        // SAFETY: the caller's contract (4-byte aligned pair): one 32-bit load.
+        let w = unsafe { (src as *const u32).read() };
+        (Self::from_bits(w as u16).to_f32(), Self::from_bits((w >> 16) as u16).to_f32())
+    }
+}
+
+/// Scalar conversions: `crate::cvt` (`cvt.f32.f16`, `cvt.rn.f16.f32`, `cvt.rn.bf16.f32`).
+mod cvt {
+    pub use crate::cvt::{f16_to_f32, f32_to_bf16, f32_to_f16};
+}
+
+macro_rules! binop {
+    ($tr:ident, $f:ident) => {
+        impl<T: Copy + Default + $tr<Output = T>, L: ArrayLayout, L2: ArrayLayout> $tr<Array<T, L2>> for Array<T, L>
+        where
+            L: SameLayout<L2>,
+        {
+            type Output = Array<T, L>;
+            #[inline(always)]
+            fn $f(self, o: Array<T, L2>) -> Array<T, L> {
+                self.zip(o, |a, b| a.$f(b))
+            }
+        }
+        impl<T: Copy + Default + $tr<Output = T>, L: ArrayLayout> $tr<T> for Array<T, L> {
+            type Output = Array<T, L>;
+            #[inline(always)]
+            fn $f(self, o: T) -> Array<T, L> {
+                self.map(|a| a.$f(o))
+            }
+        }
+    };
+}
+binop!(Add, add);
+binop!(Sub, sub);
+binop!(Mul, mul);
+binop!(Div, div);
+
+impl<T: Copy + Default + Neg<Output = T>, L: ArrayLayout> Neg for Array<T, L> {
+    type Output = Array<T, L>;
+    #[inline(always)]
+    fn neg(self) -> Array<T, L> {
+        self.map(|a| -a)
+    }
+}
+
+impl<T: Copy + core::fmt::Debug, L: ArrayLayout> core::fmt::Debug for Array<T, L> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Array<{}>[", L::NAME)?;
+        for i in 0..L::REGS {
+            if i > 0 {
+                write!(f, ", ")?;
+            }
+            write!(f, "{:?}", self.regs.get(i))?;
+        }
+        write!(f, "]")
+    }
+}

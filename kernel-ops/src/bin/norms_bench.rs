@@ -1,0 +1,166 @@
+//! Row softmax, layer norm and RMS norm on a GPU: each op, element type and
+//! row length checked against the CPU reference (on 64 rows spread over the
+//! problem) and timed (CUDA events, median of 50 runs after 5 warm-up),
+//! reported in GB/s (bytes read once plus written once) and against the
+//! device's DRAM bandwidth (from its memory clock and bus width). Without a
+//! GPU, runs each op on the CPU emulator at a few rows instead.
+//!
+//! ```text
+//! norms_bench [--quick]      # --quick: 2048 and 8192 columns only
+//! ```
+//! `bench/norms_torch.py` times torch on the same shapes.
+use kernel_device::{bf16, f16};
+use kernel_host::cudarc::driver::sys::CUdevice_attribute as A;
+use kernel_host::{time_kernel, CudaSlice, Gpu, Module};
+use kernel_ops::norms::{self, NormElem};
+use std::process::ExitCode;
+
+/// Elements per problem: 2^25 (64 MB of 16-bit input, 64 MB of output).
+const ELEMS: usize = 1 << 25;
+
+fn inputs(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s >> 12;
+            s ^= s << 25;
+            s ^= s >> 27;
+            ((s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as f32 / (1u32 << 24) as f32) * 8.0 - 4.0
+        })
+        .collect()
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Op {
+    Softmax,
+    LayerNorm,
+    RmsNorm,
+}
+
+struct Bufs<T: NormElem> {
+    x_host: Vec<T>,
+    g_host: Vec<T>,
+    b_host: Vec<T>,
+    x: CudaSlice<T>,
+    g: CudaSlice<T>,
+    b: CudaSlice<T>,
+    y: CudaSlice<T>,
+}
+
+fn run<T: NormElem>(gpu: &Gpu, module: &Module, op: Op, cols: usize, peak_gbs: f64, name: &str) -> Result<bool, Box<dyn std::error::Error>> {
+    let rows = ELEMS / cols;
+    let eps = 1e-5f32;
+    let to = |v: Vec<f32>| v.into_iter().map(T::from_f32).collect::<Vec<T>>();
+    let x_host = to(inputs(rows * cols, cols as u64));
+    let g_host = to(inputs(cols, 7).into_iter().map(|v| 1.0 + v / 8.0).collect());
+    let b_host = to(inputs(cols, 8));
+    let mut bf = Bufs { x: gpu.upload(&x_host)?, g: gpu.upload(&g_host)?, b: gpu.upload(&b_host)?, y: gpu.upload(&vec![T::from_f32(f32::NAN); rows * cols])?, x_host, g_host, b_host };
+    let launch = |bf: &mut Bufs<T>| -> Result<(), kernel_ops::Error> {
+        match op {
+            Op::Softmax => norms::softmax(module, &bf.x, &mut bf.y, rows, cols),
+            Op::LayerNorm => norms::layer_norm(module, &bf.x, &bf.g, &bf.b, &mut bf.y, eps, rows, cols),
+            Op::RmsNorm => norms::rms_norm(module, &bf.x, &bf.g, &mut bf.y, eps, rows, cols),
+        }
+    };
+    launch(&mut bf)?;
+    gpu.synchronize()?;
+    let y = gpu.download(&bf.y)?;
+    // 64 rows spread over the problem.
+    let check_rows: Vec<usize> = (0..64).map(|i| i * rows / 64).collect();
+    let f = |v: &[T]| v.iter().map(|x| x.to_f32()).collect::<Vec<f32>>();
+    let (gf, bff) = (f(&bf.g_host), f(&bf.b_host));
+    let mut err = 0f64;
+    for &r in &check_rows {
+        let xr = f(&bf.x_host[r * cols..(r + 1) * cols]);
+        let want = match op {
+            Op::Softmax => norms::softmax_reference(&xr, cols),
+            Op::LayerNorm => norms::layer_norm_reference(&xr, &gf, &bff, eps, cols),
+            Op::RmsNorm => norms::rms_norm_reference(&xr, &gf, eps, cols),
+        };
+        err = err.max(norms::max_rel_error(&y[r * cols..(r + 1) * cols], &want));
+    }
+    let tol = if name == "bf16" { 2e-2 } else { 4e-3 };
+    let t = time_kernel(gpu, 5, 50, || launch(&mut bf).map_err(|e| match e {
+        kernel_ops::Error::Cuda(e) => e,
+        other => kernel_host::Error::InvalidArgument { function: "norms_bench", problem: other.to_string() },
+    }))?;
+    let bytes = 2.0 * (rows * cols * std::mem::size_of::<T>()) as f64;
+    let gbs = bytes / (t.median_ms * 1e-3) / 1e9;
+    let opname = match op {
+        Op::Softmax => "softmax",
+        Op::LayerNorm => "layer_norm",
+        Op::RmsNorm => "rms_norm",
+    };
+    let ok = err < tol;
+    println!(
+        "| {opname} | {name} | {rows} x {cols} | {:.4} | {gbs:.0} | {:.0} % | {err:.1e}{} |",
+        t.median_ms,
+        100.0 * gbs / peak_gbs,
+        if ok { "" } else { " FAIL" }
+    );
+    Ok(ok)
+}
+
+fn main() -> ExitCode {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let gpu = match Gpu::new(0) {
+        Ok(g) => g,
+        Err(e) if e.is_no_gpu() => {
+            println!("{e}\nrunning the norm kernels on the CPU emulator instead (4 rows each, correctness only)");
+            return emulated();
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let ctx = gpu.context();
+    let (clock_khz, bus_bits) = (ctx.attribute(A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE).unwrap_or(0), ctx.attribute(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH).unwrap_or(0));
+    // DDR: two transfers per clock.
+    let peak_gbs = 2.0 * clock_khz as f64 * 1e3 * (bus_bits as f64 / 8.0) / 1e9;
+    println!("device: {} ({} SMs), DRAM peak {peak_gbs:.0} GB/s ({clock_khz} kHz x {bus_bits} bits x 2)", gpu.name(), gpu.sm_count());
+    println!("\n| op | dtype | rows x cols | median ms | GB/s | of peak | max rel. error |\n|---|---|---|---:|---:|---:|---:|");
+    let r = (|| -> Result<bool, Box<dyn std::error::Error>> {
+        let module = gpu.load(&kernel_ops_kernels::DEVICE_CODE)?;
+        let mut ok = true;
+        let cols_list: &[usize] = if quick { &[2048, 8192] } else { &norms::COLS };
+        for op in [Op::Softmax, Op::LayerNorm, Op::RmsNorm] {
+            for &cols in cols_list {
+                ok &= run::<f16>(&gpu, &module, op, cols, peak_gbs, "f16")?;
+                ok &= run::<bf16>(&gpu, &module, op, cols, peak_gbs, "bf16")?;
+            }
+        }
+        Ok(ok)
+    })();
+    match r {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn emulated() -> ExitCode {
+    let emu = kernel_host::emulate::Emulator::new(1);
+    let (rows, cols) = (4, 1024);
+    let x: Vec<f16> = inputs(rows * cols, 1).into_iter().map(f16::from_f32).collect();
+    let xf: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
+    let mut y = vec![f16::ZERO; rows * cols];
+    match norms::softmax_emu(&emu, &x, &mut y, rows, cols) {
+        Ok(()) => {
+            let e = norms::max_rel_error(&y, &norms::softmax_reference(&xf, cols));
+            println!("softmax f16 {rows} x {cols} (emulator): max rel. error {e:.1e}");
+            if e < 4e-3 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
