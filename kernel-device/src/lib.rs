@@ -54,6 +54,7 @@ pub mod sync;
 pub mod tma;
 pub mod warp;
 pub mod wgmma;
+pub mod grid;
 
 pub use cluster::{cluster_arrive, cluster_sync, cluster_wait};
 pub use gmem::Gmem;
