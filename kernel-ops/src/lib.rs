@@ -6,3 +6,11 @@
 //!
 //! | module | entry point | kernels |
 //! |---|---|---|
+//! | [`matmul`] | [`Matmul::matmul`] (`c = a · bᵀ`, f16, autotuned per shape) | `kernel_ops_kernels::matmul` |
+//! | [`blaslt`] | [`blaslt::BlasLt`] (the cuBLASLt baseline of the `bench` binary) | cuBLASLt |
+
+pub mod args;
+pub mod blaslt;
+pub mod matmul;
+
+pub use matmul::{check_problem, Matmul, MatmulError};

@@ -4,7 +4,10 @@
 //!
 //! | module | kernels | host entry point |
 //! |---|---|---|
+//! | [`matmul`] | `matmul_persistent_ws`, `matmul_persistent_ws_cluster` | `kernel_ops::matmul` |
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, asm_experimental_arch))]
+
+pub mod matmul;
 
 kernel_device::device_code!();
