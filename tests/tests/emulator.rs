@@ -391,6 +391,7 @@ fn hopper_ladder_matches_the_cpu_reference() {
         "step3 128x256 s3 w8",
         "step4 128x256 s4 w8",
         "step5 128x256 s4 w8",
+        "step6 128x256 s4 w8",
     ] {
         emulated_ladder(name, (256, 512, 192), 2, 1);
     }
@@ -400,7 +401,7 @@ fn hopper_ladder_matches_the_cpu_reference() {
 /// stores): the last tiles and the last K step are partial.
 #[test]
 fn hopper_ladder_handles_ragged_shapes() {
-    for name in ["step4 128x256 s4 w8", "step5 128x256 s4 w8"] {
+    for name in ["step4 128x256 s4 w8", "step6 128x256 s4 w8"] {
         emulated_ladder(name, (200, 328, 136), 2, 2);
     }
 }
