@@ -59,6 +59,7 @@ pub mod wgmma;
 pub mod math;
 pub mod cvt;
 pub mod reduce;
+pub mod grid;
 
 pub use cluster::{cluster_arrive, cluster_sync, cluster_wait};
 pub use cluster_barrier::ClusterBarrier;

@@ -7,7 +7,15 @@
 //! | module | entry point | kernels |
 //! |---|---|---|
 //! | [`norms`] | [`norms::softmax`], [`norms::layer_norm`], [`norms::rms_norm`] (and `_emu` forms for the CPU emulator) | `kernel_ops_kernels::norms` |
+//! | [`matmul`] | [`Matmul::matmul`] (`c = a · bᵀ`, f16, autotuned per shape) | `kernel_ops_kernels::matmul` |
+//! | [`blaslt`] | [`blaslt::BlasLt`] (the cuBLASLt baseline of the `bench` binary) | cuBLASLt |
+
+pub mod args;
+pub mod blaslt;
+pub mod matmul;
 pub mod norms;
+
+pub use matmul::{check_problem, Matmul, MatmulError};
 
 /// Errors of the entry points.
 #[derive(Debug)]

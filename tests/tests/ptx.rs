@@ -245,3 +245,43 @@ fn every_example_kernel_is_listed_in_the_crate_docs() {
     }
     assert!(missing.is_empty(), "kernels missing from the table in examples/kernels/src/lib.rs: {missing:?}");
 }
+
+/// The Hopper ladder (steps 2 to 5): `(entry, wgmma form, wgmmas in the
+/// PTX, instructions the step is about)`. Each entry is assembled for
+/// sm_90a only, with no stack frame, no spills and no wgmma serialization
+/// (the last checked for every entry by `assembled_by_ptxas_13_with_no_spills`).
+const LADDER: &[(&str, &str, usize, &[&str])] = &[
+    ("matmul_big_tiles__128_256_4_8", "m64n256k16", 4, &["setmaxnreg.dec.sync.aligned.u32 40", "setmaxnreg.inc.sync.aligned.u32 232", ".maxntid 384, 1, 1"]),
+    ("matmul_big_tiles__256_128_4_8", "m64n128k16", 8, &["setmaxnreg.inc.sync.aligned.u32 232"]),
+    ("matmul_persistent__128_256_3_8", "m64n256k16", 4, &["cp.async.bulk.wait_group.read 0", "%nctaid.x"]),
+    ("matmul_epilogue_overlap__128_256_4_8", "m64n256k16", 4, &["cp.async.bulk.wait_group.read 1", "cp.async.bulk.commit_group"]),
+    ("matmul_epilogue_overlap__256_128_3_8", "m64n128k16", 8, &["cp.async.bulk.wait_group.read 1"]),
+    (
+        "matmul_cluster_multicast__128_256_128_4_8",
+        "m64n256k16",
+        4,
+        &[".multicast::cluster", "mapa.shared::cluster", "mbarrier.arrive.release.cluster", "%clusterid.x", "%cluster_ctarank"],
+    ),
+    ("matmul_cluster_multicast__256_128_64_3_8", "m64n128k16", 8, &[".multicast::cluster"]),
+    ("matmul_fewer_arrivals__128_256_128_4_8", "m64n256k16", 4, &[".multicast::cluster", "elect.sync", "mbarrier.arrive.release.cluster"]),
+];
+
+#[test]
+fn hopper_ladder_is_assembled_without_spills_and_has_its_instructions() {
+    let img = image("sm_90a");
+    for (name, form, wgmmas, instrs) in LADDER {
+        let body = entry_body(img.ptx, name);
+        let mma = format!("wgmma.mma_async.sync.aligned.{form}.f32.f16.f16");
+        assert_eq!(body.matches("wgmma.mma_async").count(), *wgmmas, "{name}: wgmma count (one K step of 64)");
+        assert_eq!(body.matches(mma.as_str()).count(), *wgmmas, "{name}: every wgmma is {mma}");
+        for i in *instrs {
+            assert!(body.contains(i), "{name}: `{i}` missing from the PTX");
+        }
+        assert!(!body.contains(".local"), "{name}: uses local memory");
+        assert_eq!(ptxas_numbers(img.ptxas_report, name, "sm_90a"), (0, 0, 0), "{name}: stack frame / spills");
+        assert!(!image("sm_100a").ptx.contains(&format!(".entry {name}(")), "{name} is sm_90a-only");
+    }
+    // Every instance of the ladder is in the image.
+    let entries = img.ptx.matches(".entry matmul_").count();
+    assert!(entries >= 16 + 9, "ladder and step 0/1 entries: {entries}");
+}

@@ -8,6 +8,7 @@ pub mod arrays;
 pub mod emulated;
 pub mod hopper;
 pub mod simt;
+pub mod ladder;
 
 /// Why an example did not give the right answer.
 #[derive(Debug)]

@@ -34,6 +34,7 @@ pub mod arrays;
 pub mod first;
 pub mod fused;
 pub mod hopper;
+pub mod hopper_ladder;
 pub mod planted;
 pub mod cluster;
 pub mod races;

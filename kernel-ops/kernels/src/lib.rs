@@ -5,9 +5,11 @@
 //! | module | kernels | host entry point |
 //! |---|---|---|
 //! | [`norms`] | `softmax_{f16,bf16}`, `layer_norm_{f16,bf16}`, `rms_norm_{f16,bf16}` (`<VECS>`: 1024 x VECS columns) | `kernel_ops::norms` |
+//! | [`matmul`] | `matmul_persistent_ws`, `matmul_persistent_ws_cluster` | `kernel_ops::matmul` |
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, asm_experimental_arch))]
 
+pub mod matmul;
 pub mod norms;
 
 kernel_device::device_code!();
