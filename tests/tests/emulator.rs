@@ -450,6 +450,8 @@ fn two_ctas_writing_one_gmem_element_is_a_race() {
         let msg = expect_race(emu.seed(), r, "global memory");
         assert!(msg.contains("write-write"), "{msg}");
     }
+}
+
 #[test]
 fn simt_examples_match_the_cpu_reference_on_the_emulator() {
     use examples::simt::{Target, SIMT_EXAMPLES};
