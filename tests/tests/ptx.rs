@@ -35,6 +35,7 @@ const EXPECTED: &[(&str, &[&str])] = &[
         "cluster_allreduce",
         &["mapa.shared::cluster.u32", "mbarrier.arrive.release.cluster.shared::cluster.b64", "mbarrier.try_wait.parity.shared::cta.b64", "mapa.u64"],
     ),
+    (
         "warp_collectives",
         &[
             "shfl.sync.idx.b32", "shfl.sync.up.b32", "shfl.sync.down.b32", "shfl.sync.bfly.b32",
