@@ -1031,7 +1031,7 @@ fn tracked_ops_complete_through_commit_arrive_like_tcgen05_commit() {
 
 #[test]
 fn a_large_deadlock_prints_bounded_debug_and_display() {
-    let c = cfg("big_deadlock", 1, 256);
+    let c = cfg("big_deadlock", 1, 1024);
     let r = run_t(c, || {
         if tid_x() != 5 {
             bar_sync(0, 0);
