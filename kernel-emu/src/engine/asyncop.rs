@@ -157,11 +157,11 @@ impl Emu {
                     rule: format!("{kind} race on {region}"),
                     first: self.acc_desc(g, prev.slot as usize, prev.write, prev.loc),
                     second,
-                    range: format!(
-                        "{} (first conflicting word {:#x})",
-                        self.fmt_addr(space, lo, hi),
-                        addr
-                    ),
+                    range: if hi - lo > 4 {
+                        format!("{} (first conflicting word {:#x})", self.fmt_addr(space, lo, hi), addr)
+                    } else {
+                        self.fmt_addr(space, lo, hi)
+                    },
                     fix: fix.to_string(),
                 }
             }
