@@ -19,7 +19,7 @@
 //! | [`simt`] | `math_ops` | f32 math (`F32Ext`), f16/bf16 conversions and packed arithmetic, a user `device_op!` |
 //! | [`simt`] | `gmem_ops` | `GmemRef`, `ld.global.nc.v4`, vector stores, scoped atomics |
 //! | [`simt`] | `softmax_rows` | row softmax with one warp per row, no SMEM |
-//! | [`planted`] | `skip_barrier`, `missing_arrive`, `extra_arrive`, `missing_copy`, `store_without_commit`, `release_too_early`, `skip_phase`, `pending_at_exit`, `smem_out_of_bounds`, `multicast_one_sided`, `gmem_out_of_bounds` | deliberately broken, for the emulator's checks |
+//! | [`planted`] | `skip_barrier`, `missing_arrive`, `extra_arrive`, `missing_copy`, `store_without_commit`, `release_too_early`, `skip_phase`, `pending_at_exit`, `smem_out_of_bounds`, `multicast_one_sided`, `gmem_out_of_bounds`, `divergent_shuffle`, `reduce_after_exit` | deliberately broken, for the emulator's checks |
 //!
 //! `tests/tests/ptx.rs` checks that every kernel of the device code is
 //! listed here.
