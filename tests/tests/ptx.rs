@@ -208,10 +208,10 @@ const LADDER: &[(&str, &str, usize, &[&str])] = &[
         "matmul_cluster_multicast__128_256_128_4_8",
         "m64n256k16",
         4,
-        &[".multicast::cluster", "mapa.shared::cluster", "mbarrier.arrive.release.cluster", "%clusterid.x", "%cluster_ctarank"],
+        &[".multicast::cluster", "mapa.shared::cluster", "mbarrier.arrive.shared::cluster.b64", "%clusterid.x", "%cluster_ctarank"],
     ),
     ("matmul_cluster_multicast__256_128_64_3_8", "m64n128k16", 8, &[".multicast::cluster"]),
-    ("matmul_fewer_arrivals__128_256_128_4_8", "m64n256k16", 4, &[".multicast::cluster", "elect.sync", "mbarrier.arrive.release.cluster"]),
+    ("matmul_fewer_arrivals__128_256_128_4_8", "m64n256k16", 4, &[".multicast::cluster", "elect.sync", "mbarrier.arrive.shared::cluster.b64"]),
 ];
 
 #[test]
