@@ -3,15 +3,18 @@
 //! its top heuristic algorithms), in one process, on the same iid N(0, 1)
 //! f16 inputs: A `M x K` row-major; B both `N x K` and `K x N` row-major,
 //! each contender on the layout it prefers (said in the output). CUDA
-//! events, `--warmup` runs, median of `--iters` (default 50) per round;
-//! `--rounds` (default 3) rounds run every contender once each, in turn, and
-//! a contender's time is the median of its round medians. Every
+//! events; before each timing the contender runs for `--warmup-ms` (default
+//! 300) so every contender is timed at the GPU's steady, power-limited
+//! clock, then `--warmup` more runs and the median of `--iters` (default 50);
+//! `--rounds` (default 3) rounds run every contender once each, in turn,
+//! each round starting at another contender, and a contender's time is the
+//! median of its round medians. Every
 //! contender's output is checked first, on a NaN-poisoned C: relative
 //! Frobenius error against an f64 CPU reference of sampled rows, below
 //! [`TOLERANCE`] (f16 output rounding alone gives ~3e-4).
 //!
 //! ```text
-//! bench [--quick] [--retune] [--iters N] [--warmup N] [--rounds N] [--out DIR]
+//! bench [--quick] [--retune] [--iters N] [--warmup N] [--warmup-ms MS] [--rounds N] [--out DIR]
 //!       [--shape MxNxK]... [--only SUBSTRING]...
 //! ```
 //! Writes `bench.md` (a table per shape: TFLOP/s, % of the 989 TFLOP/s
@@ -72,10 +75,11 @@ struct Args {
     shapes: Vec<(usize, usize, usize, String)>,
     only: Vec<String>,
     rounds: usize,
+    warmup_ms: f64,
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut a = Args { quick: false, retune: false, iters: 50, warmup: 5, out: ".".into(), shapes: Vec::new(), only: Vec::new(), rounds: 3 };
+    let mut a = Args { quick: false, retune: false, iters: 50, warmup: 5, out: ".".into(), shapes: Vec::new(), only: Vec::new(), rounds: 3, warmup_ms: 300.0 };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -85,6 +89,7 @@ fn parse_args() -> Result<Args, String> {
             "--iters" => a.iters = val("--iters")?.parse().map_err(|e| format!("--iters: {e}"))?,
             "--warmup" => a.warmup = val("--warmup")?.parse().map_err(|e| format!("--warmup: {e}"))?,
             "--out" => a.out = val("--out")?.into(),
+            "--warmup-ms" => a.warmup_ms = val("--warmup-ms")?.parse().map_err(|e| format!("--warmup-ms: {e}"))?,
             "--rounds" => a.rounds = val("--rounds")?.parse().map_err(|e| format!("--rounds: {e}"))?,
             "--only" => a.only.push(val("--only")?),
             "--shape" => {
@@ -251,8 +256,23 @@ fn run(gpu: &Gpu, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         // Timed rounds: every contender once per round, in order, so clock
         // and power drift spread over all of them; a contender's time is the
         // median of its round medians.
-        for _round in 0..args.rounds {
-            for (row, f) in contenders.iter_mut() {
+        let count = contenders.len();
+        for round in 0..args.rounds {
+            // Each round starts at another contender, and each contender first
+            // runs for `--warmup-ms` so the GPU is at its steady (power-
+            // limited) clock: a contender timed right after the GPU idled
+            // (the checks, a previous shape) otherwise gets boost clocks that
+            // the others do not (seen: cuBLAS first in a round at 767 TFLOP/s,
+            // 670 when timed after other work).
+            for i in 0..count {
+                let (row, f) = &mut contenders[(i + round * count / args.rounds.max(1)) % count];
+                let start = std::time::Instant::now();
+                while start.elapsed().as_secs_f64() * 1e3 < args.warmup_ms {
+                    for _ in 0..8 {
+                        f()?;
+                    }
+                    gpu.synchronize()?;
+                }
                 let t = time_kernel(gpu, warmup, iters, &mut **f)?;
                 row.rounds.push(t.tflops(m, n, k));
                 if row.timing.iters == 0 || t.median_ms < row.timing.min_ms {
@@ -277,7 +297,7 @@ fn run(gpu: &Gpu, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     }
     std::fs::create_dir_all(&args.out)?;
     let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let mut md = format!("# Hopper GEMM benchmark\n\ndevice: {device}\ncommand: `{command}`\nwarm-up {warmup}, median of {iters} CUDA-event-timed runs per round, median of {} rounds (all contenders in turn); correctness: relative Frobenius error of sampled rows < {TOLERANCE:e} for every contender (NaN-poisoned C)\n\n", args.rounds);
+    let mut md = format!("# Hopper GEMM benchmark\n\ndevice: {device}\ncommand: `{command}`\nper contender and round: {} ms of warm-up runs (steady clock), {warmup} more, median of {iters} CUDA-event-timed runs; median of {} rounds (all contenders in turn, rotating the start); correctness: relative Frobenius error of sampled rows < {TOLERANCE:e} for every contender (NaN-poisoned C)\n\n", args.warmup_ms, args.rounds);
     let mut by_shape: Vec<String> = Vec::new();
     for r in &rows {
         if !by_shape.contains(&r.shape) {
