@@ -405,3 +405,12 @@ fn hopper_ladder_handles_ragged_shapes() {
         emulated_ladder(name, (200, 328, 136), 2, 2);
     }
 }
+
+/// Ladder step 7 (ping-pong compute warpgroups): 8 tiles of 128 x 128 on 2
+/// CTAs, so each compute warpgroup runs 2 tiles and the order barriers
+/// alternate 4 mainloops per CTA; and a ragged shape.
+#[test]
+fn hopper_ladder_pingpong_matches_the_cpu_reference() {
+    emulated_ladder("step7 pingpong 128x128 s3 w8", (256, 512, 192), 2, 3);
+    emulated_ladder("step7 pingpong 128x128 s3 w8", (200, 328, 136), 2, 4);
+}
