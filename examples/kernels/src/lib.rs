@@ -9,6 +9,7 @@
 //! | [`first`] | `semaphore_signal` | block 0 signals block 1 through a global semaphore |
 //! | [`hopper`] | `matmul_pipelined` | TMA + wgmma + `emit_pipeline` (pipelining guide) |
 //! | [`hopper`] | `multicast_copy` | a cluster of 2 loading one tile with TMA multicast |
+//! | [`hopper_ladder`] | `matmul_big_tiles` ... `matmul_pingpong` | the Hopper GEMM ladder, steps 2-7 (README) |
 //! | [`planted`] | `skip_barrier`, `missing_arrive`, ... | deliberately broken, for the emulator's checks |
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, asm_experimental_arch))]
