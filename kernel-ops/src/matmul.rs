@@ -22,7 +22,7 @@
 //! * **Tensor maps** are encoded once per (instance, buffers, shape) and
 //!   reused.
 use crate::args::{ReadMap, WriteMap};
-use kernel_device::{f16, KernelSpec, TileLayout};
+use kernel_device::{f16, KernelSpec};
 use kernel_host::{time_kernel, CudaSlice, Gpu, Module, TensorMap};
 use kernel_ops_kernels::matmul::{matmul_persistent_ws, matmul_persistent_ws_cluster, ATileOf, BTileOf, EpiTileOf, TK};
 use std::cell::RefCell;
@@ -395,11 +395,6 @@ impl<'g> Matmul<'g> {
         for_each_instance!(smem);
         None
     }
-}
-
-#[allow(dead_code)]
-fn _tile_bytes() -> usize {
-    <ATileOf<128> as TileLayout>::BYTES
 }
 
 #[cfg(test)]
