@@ -158,6 +158,29 @@ pub mod raw {
             }
         }, host: { kernel_emu::mbarrier_arrive(bar) })
     }
+
+    /// `mbarrier.arrive.shared::cluster.b64 _, [bar];` (sm_90): one arrival
+    /// on an mbarrier in any CTA of the cluster with the default semantics,
+    /// release at CTA scope (CUTLASS's `ClusterBarrier::arrive(cta_id)`).
+    /// Measured on an H100: [`arrive_cluster`]'s `.release.cluster` costs
+    /// each arriving warp a cluster-scope memory barrier (a 25-cycle-per-
+    /// instruction membar stall in a GEMM mainloop); this form does not.
+    /// Enough to hand a stage slot whose reads were retired by
+    /// `wgmma.wait_group` (async proxy) back to a peer's TMA producer.
+    ///
+    /// # Safety
+    /// As [`arrive_cluster`].
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn arrive_cluster_cta(bar: u32) {
+        device!("mbarrier.arrive.shared::cluster", {
+            // SAFETY: caller contract.
+            unsafe {
+                core::arch::asm!("mbarrier.arrive.shared::cluster.b64 _, [{0}];", in(reg32) bar,
+                    options(nostack, preserves_flags))
+            }
+        }, host: { kernel_emu::mbarrier_arrive(bar) })
+    }
 }
 
 /// A view of one mbarrier plus the parity bit this thread waits for next.
@@ -224,6 +247,15 @@ impl<'a> BarrierRef<'a> {
         // SAFETY: the barrier exists at the same offset in every CTA of the
         // cluster (same kernel, same scratch layout).
         unsafe { raw::arrive_cluster(crate::cluster::raw::mapa_shared(self.addr, cta_rank)) };
+    }
+    /// As [`BarrierRef::arrive_cluster`] with release at CTA scope
+    /// (`mbarrier.arrive.shared::cluster.b64`, see [`raw::arrive_cluster_cta`]):
+    /// no cluster-scope memory barrier.
+    #[inline(always)]
+    #[track_caller]
+    pub fn arrive_cluster_cta(&self, cta_rank: u32) {
+        // SAFETY: as `arrive_cluster`.
+        unsafe { raw::arrive_cluster_cta(crate::cluster::raw::mapa_shared(self.addr, cta_rank)) };
     }
     /// Block until the phase this thread waits for completes, then flip the
     /// parity this thread waits for (acquire at CTA scope).

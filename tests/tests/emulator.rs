@@ -545,3 +545,12 @@ fn divergent_and_exited_lanes_at_a_warp_collective_are_misuses() {
         assert!(msg.contains("planted.rs"), "the report names the kernel's line: {msg}");
     }
 }
+
+/// Ladder step 7 (ping-pong compute warpgroups): 8 tiles of 128 x 128 on 2
+/// CTAs, so each compute warpgroup runs 2 tiles and the order barriers
+/// alternate 4 mainloops per CTA; and a ragged shape.
+#[test]
+fn hopper_ladder_pingpong_matches_the_cpu_reference() {
+    emulated_ladder("step7 pingpong 128x128 s3 w8", (256, 512, 192), 2, 3);
+    emulated_ladder("step7 pingpong 128x128 s3 w8", (200, 328, 136), 2, 4);
+}

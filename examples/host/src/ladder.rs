@@ -1,5 +1,5 @@
 //! Host side of the Hopper GEMM ladder (`kernels::hopper_ladder`, steps 2
-//! to 6; steps 0 and 1 are in [`crate::hopper`]): each instance by name, on
+//! to 7; steps 0 and 1 are in [`crate::hopper`]): each instance by name, on
 //! the GPU (tensor maps made once, a closure that only launches) and on the
 //! CPU emulator.
 //!
@@ -11,7 +11,7 @@ use kernel_host::emulate::{EmuTensorMap, Emulator};
 use kernel_host::{Module, TensorMap};
 use kernels::hopper_ladder::{
     step2_big_tiles::matmul_big_tiles, step3_persistent::matmul_persistent, step4_epilogue_overlap::matmul_epilogue_overlap,
-    step5_cluster_multicast::matmul_cluster_multicast, step6_fewer_arrivals::matmul_fewer_arrivals, ATileOf, BTileOf, EpiTileOf, OTileOf, TK,
+    step5_cluster_multicast::matmul_cluster_multicast, step6_fewer_arrivals::matmul_fewer_arrivals, step7_pingpong::matmul_pingpong, ATileOf, BTileOf, EpiTileOf, OTileOf, TK,
 };
 
 /// How an instance's grid is sized.
@@ -56,6 +56,8 @@ macro_rules! for_each_instance {
         $m!("step6 128x256 s4 w8", matmul_fewer_arrivals<128, 256, 128, 4, 8>, 6, 128, 256, EpiTileOf<128>, BTileOf<128>, GridKind::ClusterPairs);
         $m!("step6 128x256 s4 w16", matmul_fewer_arrivals<128, 256, 128, 4, 16>, 6, 128, 256, EpiTileOf<128>, BTileOf<128>, GridKind::ClusterPairs);
         $m!("step6 256x128 s3 w8", matmul_fewer_arrivals<256, 128, 64, 3, 8>, 6, 256, 128, EpiTileOf<256>, BTileOf<64>, GridKind::ClusterPairs);
+        $m!("step7 pingpong 128x128 s3 w8", matmul_pingpong<128, 3, 8>, 7, 128, 128, EpiTileOf<128>, BTileOf<128>, GridKind::Persistent);
+        $m!("step7 pingpong 128x128 s3 w16", matmul_pingpong<128, 3, 16>, 7, 128, 128, EpiTileOf<128>, BTileOf<128>, GridKind::Persistent);
     };
 }
 

@@ -14,6 +14,7 @@
 //! | [`hopper`] | `multicast_copy` | a cluster of 2 loading one tile with TMA multicast |
 //! | [`hopper`] | `wgmma_variants` | wgmma with f16 accumulators, A from registers, 3-D TMA |
 //! | [`hopper`] | `warp_roles` | `#[warp_specialize]` roles by warp |
+//! | [`hopper_ladder`] | `matmul_big_tiles`, `matmul_persistent`, `matmul_epilogue_overlap`, `matmul_cluster_multicast`, `matmul_fewer_arrivals`, `matmul_pingpong` | the Hopper GEMM ladder, steps 2-7 (README) |
 //! | [`simt`] | `warp_collectives` | `shfl`, vote, `redux.sync`, `match`, warp reductions and scans |
 //! | [`simt`] | `block_reductions` | block reductions and scans through a 32-slot SMEM scratch |
 //! | [`simt`] | `math_ops` | f32 math (`F32Ext`), f16/bf16 conversions and packed arithmetic, a user `device_op!` |
@@ -27,6 +28,7 @@
 //!
 //! `tests/tests/ptx.rs` checks that every kernel of the device code is
 //! listed here.
+//! | [`planted`] | `skip_barrier`, `missing_arrive`, ... | deliberately broken, for the emulator's checks |
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, asm_experimental_arch))]
 

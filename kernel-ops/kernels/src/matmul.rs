@@ -312,7 +312,7 @@ pub fn matmul_persistent_ws_cluster<const BM: usize, const BN: usize, const BH: 
         let release = |s: usize| {
             let bar = consumed.at(s);
             bar.arrive();
-            bar.arrive_cluster(peer);
+            bar.arrive_cluster_cta(peer);
         };
         let mut step = 0u32;
         let mut sub_tiles = 0u32;

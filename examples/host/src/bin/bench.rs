@@ -3,13 +3,18 @@
 //! its top heuristic algorithms), in one process, on the same iid N(0, 1)
 //! f16 inputs: A `M x K` row-major; B both `N x K` and `K x N` row-major,
 //! each contender on the layout it prefers (said in the output). CUDA
-//! events, `--warmup` runs, median of `--iters` (default 50). Every
+//! events; before each timing the contender runs for `--warmup-ms` (default
+//! 300) so every contender is timed at the GPU's steady, power-limited
+//! clock, then `--warmup` more runs and the median of `--iters` (default 50);
+//! `--rounds` (default 3) rounds run every contender once each, in turn,
+//! each round starting at another contender, and a contender's time is the
+//! median of its round medians. Every
 //! contender's output is checked first, on a NaN-poisoned C: relative
 //! Frobenius error against an f64 CPU reference of sampled rows, below
 //! [`TOLERANCE`] (f16 output rounding alone gives ~3e-4).
 //!
 //! ```text
-//! bench [--quick] [--retune] [--iters N] [--warmup N] [--out DIR]
+//! bench [--quick] [--retune] [--iters N] [--warmup N] [--warmup-ms MS] [--rounds N] [--out DIR]
 //!       [--shape MxNxK]... [--only SUBSTRING]...
 //! ```
 //! Writes `bench.md` (a table per shape: TFLOP/s, % of the 989 TFLOP/s
@@ -57,6 +62,8 @@ struct Row {
     timing: Timing,
     tflops: f64,
     rel_err: f64,
+    /// The median TFLOP/s of each timed round.
+    rounds: Vec<f64>,
 }
 
 struct Args {
@@ -67,10 +74,12 @@ struct Args {
     out: std::path::PathBuf,
     shapes: Vec<(usize, usize, usize, String)>,
     only: Vec<String>,
+    rounds: usize,
+    warmup_ms: f64,
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut a = Args { quick: false, retune: false, iters: 50, warmup: 5, out: ".".into(), shapes: Vec::new(), only: Vec::new() };
+    let mut a = Args { quick: false, retune: false, iters: 50, warmup: 5, out: ".".into(), shapes: Vec::new(), only: Vec::new(), rounds: 3, warmup_ms: 300.0 };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -80,6 +89,8 @@ fn parse_args() -> Result<Args, String> {
             "--iters" => a.iters = val("--iters")?.parse().map_err(|e| format!("--iters: {e}"))?,
             "--warmup" => a.warmup = val("--warmup")?.parse().map_err(|e| format!("--warmup: {e}"))?,
             "--out" => a.out = val("--out")?.into(),
+            "--warmup-ms" => a.warmup_ms = val("--warmup-ms")?.parse().map_err(|e| format!("--warmup-ms: {e}"))?,
+            "--rounds" => a.rounds = val("--rounds")?.parse().map_err(|e| format!("--rounds: {e}"))?,
             "--only" => a.only.push(val("--only")?),
             "--shape" => {
                 let s = val("--shape")?;
@@ -136,6 +147,7 @@ fn run(gpu: &Gpu, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     let module = gpu.load(&kernels::DEVICE_CODE)?;
     let blas = Blas::new(gpu)?;
     let ops = Matmul::new(gpu)?;
+    let (blas, ops, module) = (&blas, &ops, &module);
     let mut rows: Vec<Row> = Vec::new();
     let mut ok = true;
     let (warmup, iters) = (args.warmup, args.iters);
@@ -158,19 +170,26 @@ fn run(gpu: &Gpu, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
             unsafe { kernel_host::cudarc::driver::result::memset_d8_async(c_ptr, 0xFF, m * n * 2, stream) }
                 .map_err(|e| kernel_host::Error::InvalidArgument { function: "bench (poison C)", problem: format!("{e:?}") })
         };
-        // Checks the contender's output (C poisoned with NaN first), then times it.
-        let mut measure = |p: &Problem, name: String, kind: &'static str, step: Option<u32>, b_layout: &'static str, f: &mut dyn FnMut() -> kernel_host::Result<()>| -> Result<(), Box<dyn std::error::Error>> {
+        // Checks the contender's output (C poisoned with NaN first) and keeps
+        // it for the timed rounds.
+        let mut contenders: Vec<(Row, Box<dyn FnMut() -> kernel_host::Result<()> + '_>)> = Vec::new();
+        let check = |p: &Problem, name: String, kind: &'static str, step: Option<u32>, b_layout: &'static str, f: &mut dyn FnMut() -> kernel_host::Result<()>| -> Result<Row, Box<dyn std::error::Error>> {
             poison()?;
             f()?;
             gpu.synchronize()?;
             let rel_err = p.error(gpu)?;
-            let timing = time_kernel(gpu, warmup, iters, &mut *f)?;
-            let tflops = timing.tflops(m, n, k);
             let bad = !(rel_err < TOLERANCE);
-            eprintln!("{label}: {name:<44} {tflops:7.1} TFLOP/s  err {rel_err:.2e}{}", if bad { "  FAIL" } else { "" });
-            shape_rows.push(Row { shape: label.clone(), m, n, k, name, kind, step, b_layout, timing, tflops, rel_err });
-            Ok(())
+            eprintln!("{label}: {name:<48} err {rel_err:.2e}{}", if bad { "  FAIL" } else { "" });
+            let timing = Timing { median_ms: f64::NAN, min_ms: f64::NAN, max_ms: f64::NAN, iters: 0 };
+            Ok(Row { shape: label.clone(), m, n, k, name, kind, step, b_layout, timing, tflops: f64::NAN, rel_err, rounds: Vec::new() })
         };
+        macro_rules! measure {
+            ($p:expr, $name:expr, $kind:expr, $step:expr, $layout:expr, $f:expr) => {{
+                let mut f: Box<dyn FnMut() -> kernel_host::Result<()> + '_> = $f;
+                let row = check($p, $name, $kind, $step, $layout, &mut *f)?;
+                contenders.push((row, f));
+            }};
+        }
         // The library and the cuBLAS handles take `&mut C`: a second view of
         // the same buffer through a raw pointer is avoided by giving them the
         // real `&mut p.c` inside the closure and checking through `p` after.
@@ -179,10 +198,10 @@ fn run(gpu: &Gpu, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
                 let pp: *mut Problem = &mut p;
                 // SAFETY: `measure` only reads `p` (the check) between calls of
                 // the closure, never while it runs; single-threaded.
-                measure(unsafe { &*pp }, "cuBLAS (cublasGemmEx)".into(), "cublas", None, b_name, &mut || {
+                measure!(unsafe { &*pp }, "cuBLAS (cublasGemmEx)".into(), "cublas", None, b_name, Box::new(move || {
                     let Problem { a, b, b_kn, c, .. } = unsafe { &mut *pp };
                     if nn { blas.gemm_nn(m, n, k, a, b_kn, c) } else { blas.gemm_nt(m, n, k, a, b, c) }
-                })?;
+                }));
             }
         }
         if wanted(args, "cuBLASLt") {
@@ -197,10 +216,10 @@ fn run(gpu: &Gpu, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
                 }
                 let name = format!("cuBLASLt (best of {} heuristic algos: #{})", lt.algo_count(), lt.best());
                 let b_name = if layout == BLayout::NxK { "N x K" } else { "K x N" };
-                measure(unsafe { &*pp }, name, "cublaslt", None, b_name, &mut || {
+                measure!(unsafe { &*pp }, name, "cublaslt", None, b_name, Box::new(move || {
                     let Problem { a, b, b_kn, c, .. } = unsafe { &mut *pp };
                     lt.matmul(a, if layout == BLayout::NxK { b } else { b_kn }, c)
-                })?;
+                }));
             }
         }
         for (name, step) in EARLY {
@@ -208,29 +227,69 @@ fn run(gpu: &Gpu, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
             if !wanted(args, name) || m % 128 != 0 || n % tile_n != 0 || k % 64 != 0 {
                 continue;
             }
-            let launch = prepare_matmul(&module, name, &p)?;
-            measure(&p, format!("step {step}: {name}"), "ours", Some(step), "N x K", &mut || launch())?;
+            // SAFETY: as above (the closure only reads `p`'s buffers).
+            let launch = prepare_matmul(module, name, unsafe { &*(&p as *const Problem) })?;
+            measure!(&p, format!("step {step}: {name}"), "ours", Some(step), "N x K", Box::new(move || launch()));
         }
         for inst in ladder::instances() {
             if !wanted(args, inst.name) {
                 continue;
             }
-            let launch = ladder::prepare(&module, inst.name, &p, sms)?;
-            measure(&p, inst.name.to_string(), "ours", Some(inst.step), "N x K", &mut || launch())?;
+            // SAFETY: as above.
+            let launch = ladder::prepare(module, inst.name, unsafe { &*(&p as *const Problem) }, sms)?;
+            measure!(&p, inst.name.to_string(), "ours", Some(inst.step), "N x K", Box::new(move || launch()));
         }
         if wanted(args, "kernel_ops") {
             let tuned = ops.tune(m, n, k, args.retune, 3, 10).map_err(|e| e.to_string())?;
             let inst = ops.instance_for(m, n, k);
             let how = if tuned.len() > 1 { format!("tuned over {}", tuned.len()) } else { "cached".to_string() };
             let pp: *mut Problem = &mut p;
-            measure(unsafe { &*pp }, format!("kernel_ops::matmul ({}, {how})", inst.name), "library", None, "N x K", &mut || {
+            measure!(unsafe { &*pp }, format!("kernel_ops::matmul ({}, {how})", inst.name), "library", None, "N x K", Box::new(move || {
                 // SAFETY: as above.
                 let Problem { a, b, c, .. } = unsafe { &mut *pp };
                 ops.matmul(a, (m, k), b, (n, k), c).map_err(|e| match e {
                     kernel_ops::MatmulError::Cuda(e) => e,
                     other => kernel_host::Error::InvalidArgument { function: "bench", problem: other.to_string() },
                 })
-            })?;
+            }));
+        }
+        // Timed rounds: every contender once per round, in order, so clock
+        // and power drift spread over all of them; a contender's time is the
+        // median of its round medians.
+        let count = contenders.len();
+        for round in 0..args.rounds {
+            // Each round starts at another contender, and each contender first
+            // runs for `--warmup-ms` so the GPU is at its steady (power-
+            // limited) clock: a contender timed right after the GPU idled
+            // (the checks, a previous shape) otherwise gets boost clocks that
+            // the others do not (seen: cuBLAS first in a round at 767 TFLOP/s,
+            // 670 when timed after other work).
+            for i in 0..count {
+                let (row, f) = &mut contenders[(i + round * count / args.rounds.max(1)) % count];
+                let start = std::time::Instant::now();
+                while start.elapsed().as_secs_f64() * 1e3 < args.warmup_ms {
+                    for _ in 0..8 {
+                        f()?;
+                    }
+                    gpu.synchronize()?;
+                }
+                let t = time_kernel(gpu, warmup, iters, &mut **f)?;
+                row.rounds.push(t.tflops(m, n, k));
+                if row.timing.iters == 0 || t.median_ms < row.timing.min_ms {
+                    row.timing.min_ms = t.min_ms;
+                }
+                row.timing.max_ms = if row.timing.iters == 0 { t.max_ms } else { row.timing.max_ms.max(t.max_ms) };
+                row.timing.iters += t.iters;
+                row.timing.median_ms = if row.timing.median_ms.is_nan() { t.median_ms } else { row.timing.median_ms };
+                let mut r = row.rounds.clone();
+                r.sort_by(f64::total_cmp);
+                row.tflops = r[r.len() / 2];
+                row.timing.median_ms = 2.0 * m as f64 * n as f64 * k as f64 / row.tflops / 1e9;
+            }
+        }
+        for (row, _) in contenders.drain(..) {
+            eprintln!("{label}: {:<48} {:7.1} TFLOP/s (rounds {:?})", row.name, row.tflops, row.rounds.iter().map(|t| (t * 10.0).round() / 10.0).collect::<Vec<_>>());
+            shape_rows.push(row);
         }
         ok &= shape_rows.iter().all(|r| r.rel_err < TOLERANCE);
         print!("{}", table(&shape_rows));
@@ -238,7 +297,7 @@ fn run(gpu: &Gpu, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     }
     std::fs::create_dir_all(&args.out)?;
     let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let mut md = format!("# Hopper GEMM benchmark\n\ndevice: {device}\ncommand: `{command}`\nwarm-up {warmup}, median of {iters} CUDA-event-timed runs; correctness: relative Frobenius error of sampled rows < {TOLERANCE:e} for every contender (NaN-poisoned C)\n\n");
+    let mut md = format!("# Hopper GEMM benchmark\n\ndevice: {device}\ncommand: `{command}`\nper contender and round: {} ms of warm-up runs (steady clock), {warmup} more, median of {iters} CUDA-event-timed runs; median of {} rounds (all contenders in turn, rotating the start); correctness: relative Frobenius error of sampled rows < {TOLERANCE:e} for every contender (NaN-poisoned C)\n\n", args.warmup_ms, args.rounds);
     let mut by_shape: Vec<String> = Vec::new();
     for r in &rows {
         if !by_shape.contains(&r.shape) {
@@ -251,14 +310,15 @@ fn run(gpu: &Gpu, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         md.push('\n');
     }
     std::fs::write(args.out.join("bench.md"), md)?;
-    let mut csv = String::from("shape,m,n,k,contender,kind,step,b_layout,median_ms,min_ms,max_ms,iters,tflops,pct_peak,vs_cublas,vs_cublaslt,rel_err\n");
+    let mut csv = String::from("shape,m,n,k,contender,kind,step,b_layout,median_ms,min_ms,max_ms,iters,tflops,pct_peak,vs_cublas,vs_cublaslt,rel_err,round_tflops\n");
     for r in &rows {
         let (cb, lt) = baselines(&rows, &r.shape);
         let _ = writeln!(
             csv,
-            "\"{}\",{},{},{},\"{}\",{},{},{},{:.5},{:.5},{:.5},{},{:.1},{:.1},{:.3},{:.3},{:.2e}",
+            "\"{}\",{},{},{},\"{}\",{},{},{},{:.5},{:.5},{:.5},{},{:.1},{:.1},{:.3},{:.3},{:.2e},{}",
             r.shape, r.m, r.n, r.k, r.name, r.kind, r.step.map(|s| s.to_string()).unwrap_or_default(), r.b_layout,
-            r.timing.median_ms, r.timing.min_ms, r.timing.max_ms, r.timing.iters, r.tflops, 100.0 * r.tflops / PEAK_TFLOPS, r.tflops / cb, r.tflops / lt, r.rel_err
+            r.timing.median_ms, r.timing.min_ms, r.timing.max_ms, r.timing.iters, r.tflops, 100.0 * r.tflops / PEAK_TFLOPS, r.tflops / cb, r.tflops / lt, r.rel_err,
+            r.rounds.iter().map(|t| format!("{t:.1}")).collect::<Vec<_>>().join(" ")
         );
     }
     std::fs::write(args.out.join("bench.csv"), csv)?;

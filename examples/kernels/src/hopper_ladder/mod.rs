@@ -11,6 +11,7 @@
 //! | 4 | [`step4_epilogue_overlap::matmul_epilogue_overlap`] | epilogue through double-buffered SMEM sub-tiles whose TMA stores overlap the next tile's mainloop; frees SMEM for a 4th stage |
 //! | 5 | [`step5_cluster_multicast::matmul_cluster_multicast`] | clusters of 2 along M; each CTA loads half of the shared B tile and multicasts it to both |
 //! | 6 | [`step6_fewer_arrivals::matmul_fewer_arrivals`] | one elected lane per warp releases a slot (16 arrivals instead of 512: 32x fewer local and remote mbarrier arrives) |
+//! | 7 | [`step7_pingpong::matmul_pingpong`] | ping-pong compute warpgroups (from step 4): each owns whole 128 x BN tiles, an order barrier alternates their mainloops so one's epilogue runs under the other's MMAs |
 //!
 //! Shapes: every kernel from step 2 on takes `m_tiles = ceil(M / BM)`,
 //! `n_tiles = ceil(N / BN)`, `k_steps = ceil(K / 64)`: TMA fills loads past
@@ -26,6 +27,7 @@ pub mod step3_persistent;
 pub mod step4_epilogue_overlap;
 pub mod step5_cluster_multicast;
 pub mod step6_fewer_arrivals;
+pub mod step7_pingpong;
 
 /// The swizzle of every ladder tile: 128 bytes (64 f16), tiling (8, 64).
 pub type Sw = Swizzled<128>;
@@ -118,7 +120,7 @@ where
 /// register pairs `p` with `8 (p / 2) / 64 == j` (a constant per unrolled
 /// pair, so no register is indexed at run time).
 #[inline(always)]
-fn store_block_cols<const N: usize, const R: usize>(acc: &mut Acc<N>, dst: Smem<EpiTileOf<R>>, row0: usize, j: usize)
+pub fn store_block_cols<const N: usize, const R: usize>(acc: &mut Acc<N>, dst: Smem<EpiTileOf<R>>, row0: usize, j: usize)
 where
     Cols<N>: WgmmaShape,
 {

@@ -7,8 +7,13 @@
 //! multicast into both CTAs' slot: B's L2->SMEM traffic per CTA halves. A
 //! slot may be refilled only when the consumers of BOTH CTAs are done with
 //! it, so each compute thread arrives on its own `consumed` barrier and on
-//! its peer's (`mapa` + remote arrive): 512 arrivals per phase. The tile
-//! scheduler runs over cluster tiles (`nd_loop` with `Collective::Clusters`).
+//! its peer's (`mapa` + `mbarrier.arrive.shared::cluster`, release at CTA
+//! scope as CUTLASS's `ClusterBarrier::arrive`): 512 arrivals per phase.
+//! (The first version used `.release.cluster` for the remote arrive: each
+//! arriving warp then waited on a cluster-scope memory barrier and the
+//! kernel ran at 440 TFLOP/s instead of step 4's 746; see RESULTS.md.)
+//! The tile scheduler runs over cluster tiles (`nd_loop` with
+//! `Collective::Clusters`).
 use super::{check_tile, ATileOf, BTileOf, EpiTileOf, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
@@ -96,7 +101,7 @@ pub fn matmul_cluster_multicast<const BM: usize, const BN: usize, const BH: usiz
         let release = |s: usize| {
             let bar = consumed.at(s);
             bar.arrive();
-            bar.arrive_cluster(peer);
+            bar.arrive_cluster_cta(peer);
         };
         let mut step = 0u32;
         let mut sub_tiles = 0u32;

@@ -4,7 +4,7 @@
 //! step 5 released every stage slot with 512 arrivals: each of the 256
 //! compute threads of both CTAs arrived on its own CTA's `consumed` barrier
 //! and, through `mapa`, on its peer's — 2 mbarrier operations per thread
-//! per K step, 2 of them remote (cluster-scope release). The wgmma wait
+//! per K step, one of them remote. The wgmma wait
 //! that precedes a release is warp-synchronous, so one elected lane per
 //! warp can speak for its warp: `consumed` now counts 16 arrivals (8
 //! compute warps x 2 CTAs) and each warp issues one local and one remote
@@ -99,7 +99,7 @@ pub fn matmul_fewer_arrivals<const BM: usize, const BN: usize, const BH: usize, 
             if elect_one() {
                 let bar = consumed.at(s);
                 bar.arrive();
-                bar.arrive_cluster(peer);
+                bar.arrive_cluster_cta(peer);
             }
         };
         let mut step = 0u32;

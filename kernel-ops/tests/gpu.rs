@@ -1,0 +1,84 @@
+//! `kernel_ops::Matmul` on a GPU (ignored without one: run with
+//! `cargo test -p kernel-ops --test gpu -- --ignored` on a Hopper machine).
+//! Ragged shapes (TMA's out-of-bounds fill), every instance, the documented
+//! errors with real buffers, and the autotuner's cache.
+use kernel_device::f16;
+use kernel_host::{randn_f16, reference_gemm_nt, rel_frobenius_error, Gpu};
+use kernel_ops::matmul::{instance, INSTANCES};
+use kernel_ops::{Matmul, MatmulError};
+
+fn problem(gpu: &Gpu, m: usize, n: usize, k: usize) -> (Vec<f16>, Vec<f16>, kernel_host::CudaSlice<f16>, kernel_host::CudaSlice<f16>, kernel_host::CudaSlice<f16>) {
+    let a = randn_f16(m * k, 11);
+    let b = randn_f16(n * k, 12);
+    let (da, db) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap());
+    let dc = gpu.upload(&vec![f16::NAN; m * n]).unwrap();
+    (a, b, da, db, dc)
+}
+
+#[test]
+#[ignore = "needs a Hopper GPU"]
+fn ragged_1000_cubed_and_other_edges_match_the_cpu_for_every_instance() {
+    let gpu = Gpu::new(0).unwrap();
+    let cache = std::env::temp_dir().join(format!("kernel-ops-gpu-test-{}.tsv", std::process::id()));
+    let mm = Matmul::with_cache(&gpu, cache).unwrap();
+    for (m, n, k) in [(1000, 1000, 1000), (1, 8, 8), (257, 136, 72), (130, 264, 4104)] {
+        let (a, b, da, db, _) = problem(&gpu, m, n, k);
+        let mut dc;
+        let reference = reference_gemm_nt(m, n, k, &a, &b);
+        for inst in INSTANCES {
+            dc = gpu.upload(&vec![f16::NAN; m * n]).unwrap();
+            mm.matmul_with(inst, &da, &db, &mut dc, m, n, k).unwrap();
+            let err = rel_frobenius_error(&gpu.download(&dc).unwrap(), &reference);
+            assert!(err < 2e-3, "{} at {m}x{n}x{k}: relative Frobenius error {err}", inst.name);
+        }
+        // The entry point (default instance) too.
+        dc = gpu.upload(&vec![f16::NAN; m * n]).unwrap();
+        mm.matmul(&da, (m, k), &db, (n, k), &mut dc).unwrap();
+        let err = rel_frobenius_error(&gpu.download(&dc).unwrap(), &reference);
+        assert!(err < 2e-3, "matmul at {m}x{n}x{k}: {err}");
+    }
+}
+
+#[test]
+#[ignore = "needs a Hopper GPU"]
+fn refused_shapes_return_the_documented_error_and_launch_nothing() {
+    let gpu = Gpu::new(0).unwrap();
+    let mm = Matmul::with_cache(&gpu, std::env::temp_dir().join("kernel-ops-gpu-test-unused.tsv")).unwrap();
+    let (_, _, da, db, mut dc) = problem(&gpu, 64, 64, 64);
+    let before = gpu.download(&dc).unwrap();
+    let e = mm.matmul(&da, (64, 64), &db, (64, 32), &mut dc).unwrap_err();
+    assert!(matches!(e, MatmulError::KMismatch { a_k: 64, b_k: 32 }), "{e}");
+    let e = mm.matmul(&da, (32, 64), &db, (64, 64), &mut dc).unwrap_err();
+    assert!(matches!(e, MatmulError::BufferLength { name: "a", .. }), "{e}");
+    let e = mm.matmul(&da, (64, 64), &db, (64, 64), &mut gpu.upload(&vec![f16::ZERO; 100]).unwrap()).unwrap_err();
+    assert!(matches!(e, MatmulError::BufferLength { name: "c", .. }), "{e}");
+    let (_, _, da2, db2, mut dc2) = problem(&gpu, 64, 60, 60);
+    let e = mm.matmul(&da2, (64, 60), &db2, (60, 60), &mut dc2).unwrap_err();
+    assert!(matches!(e, MatmulError::MisalignedStride { dim: "K", value: 60, .. }), "{e}");
+    gpu.synchronize().unwrap();
+    let after = gpu.download(&dc).unwrap();
+    assert!(before.iter().zip(&after).all(|(x, y)| x.to_bits() == y.to_bits()), "C was written by a refused call");
+}
+
+#[test]
+#[ignore = "needs a Hopper GPU"]
+fn tuning_caches_the_winner_and_the_entry_point_uses_it() {
+    let gpu = Gpu::new(0).unwrap();
+    let path = std::env::temp_dir().join(format!("kernel-ops-tune-test-{}.tsv", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let (m, n, k) = (1024, 1024, 512);
+    {
+        let mm = Matmul::with_cache(&gpu, path.clone()).unwrap();
+        let all = mm.tune(m, n, k, true, 1, 3).unwrap();
+        assert_eq!(all.len(), INSTANCES.len());
+        let best = all.iter().max_by(|x, y| x.1.total_cmp(&y.1)).unwrap().0;
+        assert_eq!(mm.instance_for(m, n, k).name, best.name);
+        // Without --retune the cached winner comes back alone.
+        assert_eq!(mm.tune(m, n, k, false, 1, 3).unwrap().len(), 1);
+    }
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(gpu.name()) && text.contains("\t1024\t1024\t512\t"), "{text}");
+    let mm = Matmul::with_cache(&gpu, path.clone()).unwrap();
+    assert!(instance(mm.instance_for(m, n, k).name).is_some());
+    let _ = std::fs::remove_file(path);
+}
