@@ -612,13 +612,18 @@ impl Emu {
     // ----- reports -------------------------------------------------------
 
     fn deadlock(&self, g: &State) -> EmuError {
+        // Threads of one warp (and CTA) waiting on the same thing share a
+        // description: computed once (a CTA of 1024 blocked threads would
+        // otherwise cost a billion steps).
+        let mut memo: HashMap<(usize, usize, String), String> = HashMap::new();
         let blocked = (0..self.threads.len())
             .filter_map(|t| match g.status[t] {
-                Status::Blocked(w, loc) => Some(format!(
-                    "{}: waiting on {} (at {loc})",
-                    self.who(t),
-                    self.describe(g, t, w)
-                )),
+                Status::Blocked(w, loc) => {
+                    let th = &self.threads[t];
+                    let key = (th.cta, th.warp, format!("{w:?}"));
+                    let what = memo.entry(key).or_insert_with(|| self.describe(g, t, w)).clone();
+                    Some(format!("{}: waiting on {what} (at {loc})", self.who(t)))
+                }
                 _ => None,
             })
             .collect();

@@ -1109,3 +1109,12 @@ fn an_ordinary_store_into_smem_of_an_in_flight_wgmma_is_reported() {
         }
     }
 }
+
+#[test]
+fn an_empty_bulk_group_left_unwaited_is_not_outstanding() {
+    let c = cfg("empty_group", 1, 32);
+    run_t(c, || {
+        bulk_commit_group();
+    })
+    .unwrap();
+}

@@ -157,11 +157,11 @@ impl Emu {
                     rule: format!("{kind} race on {region}"),
                     first: self.acc_desc(g, prev.slot as usize, prev.write, prev.loc),
                     second,
-                    range: format!(
-                        "{} (first conflicting word {:#x})",
-                        self.fmt_addr(space, lo, hi),
-                        addr
-                    ),
+                    range: if hi - lo > 4 {
+                        format!("{} (first conflicting word {:#x})", self.fmt_addr(space, lo, hi), addr)
+                    } else {
+                        self.fmt_addr(space, lo, hi)
+                    },
                     fix: fix.to_string(),
                 }
             }
@@ -410,9 +410,12 @@ impl Emu {
         }
         let b = &g.race.bulk[tid];
         let uncommitted = b.open.len();
-        let unread = b.committed.iter().filter(|(_, r)| !r).count();
+        // An empty group (a commit with nothing issued) holds nothing.
+        let unread = b.committed.iter().filter(|(v, r)| !r && !v.is_empty()).count();
         if uncommitted + unread > 0 {
-            let id = b.open.first().copied().or_else(|| b.committed.iter().find(|(_, r)| !r).map(|(v, _)| v[0]));
+            let id = b.open.first().copied().or_else(|| {
+                b.committed.iter().find(|(v, r)| !r && !v.is_empty()).map(|(v, _)| v[0])
+            });
             let (kind, loc) = match id {
                 Some(id) => (g.race.ops[id].kind.clone(), g.race.ops[id].loc.to_string()),
                 None => ("(none)".to_string(), "?".to_string()),
