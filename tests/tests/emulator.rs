@@ -479,3 +479,37 @@ fn cluster_barrier_peers_along_yz_and_x() {
         assert_eq!(y, want, "seed {}", emu.seed());
     }
 }
+
+#[test]
+fn simt_examples_match_the_cpu_reference_on_the_emulator() {
+    use examples::simt::{Target, SIMT_EXAMPLES};
+    for emu in Emulator::schedules(1, 2) {
+        for (name, run) in SIMT_EXAMPLES {
+            if let Err(e) = run(Target::Emu(&emu)) {
+                panic!("seed {}: {name}: {e}", emu.seed());
+            }
+        }
+    }
+}
+
+#[test]
+fn misaligned_and_out_of_bounds_vector_accesses_are_reported() {
+    use kernels::simt;
+    let threads = 2 * simt::GMEM_BLOCK as usize;
+    let x = vec![1f32; 4 * threads + 4];
+    let run = |x: &[f32]| {
+        let mut y = vec![0f32; 4 * threads];
+        let (mut c, mut fs, mut w) = (vec![0u32; 3], vec![0f32; 1], vec![0u64; 1]);
+        let (mut fe, mut ie) = (vec![0f32; 2], vec![0i32; 2]);
+        Emulator::new(3)
+            .launch::<simt::gmem_ops, _>(2u32, (x, &mut y[..], &mut c[..], &mut fs[..], &mut w[..], &mut fe[..], &mut ie[..]))
+            .unwrap_err()
+            .to_string()
+    };
+    // One element in: every v4 load is 4 bytes off its 16-byte alignment.
+    let msg = run(&x[1..]);
+    assert!(msg.contains("misaligned vector global-memory access") && msg.contains("simt.rs"), "{msg}");
+    // Too short: the last thread's v4 load runs past the end.
+    let msg = run(&x[..4 * threads - 4]);
+    assert!(msg.contains("out-of-bounds global-memory access"), "{msg}");
+}
