@@ -513,3 +513,23 @@ fn misaligned_and_out_of_bounds_vector_accesses_are_reported() {
     let msg = run(&x[..4 * threads - 4]);
     assert!(msg.contains("out-of-bounds global-memory access"), "{msg}");
 }
+
+#[test]
+fn divergent_and_exited_lanes_at_a_warp_collective_are_misuses() {
+    for emu in Emulator::schedules(61, 4) {
+        let mut y = vec![0f32; 32];
+        let e = expect_err(emu.seed(), emu.launch::<planted::divergent_shuffle, _>(1u32, (&mut y[..],)));
+        let msg = e.to_string();
+        assert!(matches!(e, EmuError::Misuse { .. }) && msg.contains("warp collective not converged"), "seed {}: {msg}", emu.seed());
+        assert!(msg.contains("lanes 0-15 at shfl.sync.bfly.b32 (at examples/kernels/src/planted.rs"), "seed {}: {msg}", emu.seed());
+        assert!(msg.contains("lanes 16-31 at shfl.sync.bfly.b32 (at examples/kernels/src/planted.rs"), "seed {}: {msg}", emu.seed());
+        let e = expect_err(emu.seed(), emu.launch::<planted::reduce_after_exit, _>(1u32, (&mut y[..],)));
+        let msg = e.to_string();
+        assert!(
+            matches!(e, EmuError::Misuse { .. }) && msg.contains("warp collective with an exited lane") && msg.contains("lane 5"),
+            "seed {}: {msg}",
+            emu.seed()
+        );
+        assert!(msg.contains("planted.rs"), "the report names the kernel's line: {msg}");
+    }
+}
