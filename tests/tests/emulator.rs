@@ -452,6 +452,34 @@ fn two_ctas_writing_one_gmem_element_is_a_race() {
     }
 }
 
+/// `cluster::cluster_axis_sums` (a 2 x 2 x 2 cluster, `ClusterBarrier<YZ>`
+/// and `<X>`) under 4 seeds: each CTA sums what the CTAs of its y-z plane
+/// and of its x row sent it.
+#[test]
+fn cluster_barrier_peers_along_yz_and_x() {
+    use kernels::cluster::cluster_axis_sums;
+    let coords = |r: u32| (r % 2, (r / 2) % 2, r / 4);
+    let mut want = vec![0u32; 16];
+    for me in 0..8u32 {
+        let (mx, my, mz) = coords(me);
+        for r in 0..8u32 {
+            let (x, y, z) = coords(r);
+            if x == mx {
+                want[2 * me as usize] += r + 1;
+            }
+            if y == my && z == mz {
+                want[2 * me as usize + 1] += r + 1;
+            }
+        }
+    }
+    for emu in Emulator::schedules(71, 4) {
+        let mut y = vec![0u32; 16];
+        emu.launch::<cluster_axis_sums, _>((2u32, 2u32, 2u32), (&mut y[..],))
+            .unwrap_or_else(|e| panic!("seed {}: {e}", emu.seed()));
+        assert_eq!(y, want, "seed {}", emu.seed());
+    }
+}
+
 #[test]
 fn simt_examples_match_the_cpu_reference_on_the_emulator() {
     use examples::simt::{Target, SIMT_EXAMPLES};

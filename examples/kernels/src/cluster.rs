@@ -75,3 +75,59 @@ pub fn cluster_allreduce(
         done.wait();
     }
 }
+
+/// CTAs of [`cluster_axis_sums`]'s cluster.
+pub const AXIS_SUMS_CTAS: usize = 8;
+
+/// A 2 x 2 x 2 cluster checks `ClusterBarrier`'s peers along several axes:
+/// every CTA (rank `r`) writes `r + 1` into slot `r` of `plane` in each CTA
+/// of its y-z plane (the CTAs with its x) and into slot `r` of `row` in each
+/// CTA along its x row, then arrives on a `ClusterBarrier<YZ>` (4 arrivals)
+/// and a `ClusterBarrier<X>` (2 arrivals) and waits on both; thread 0
+/// writes `y[2 r] = sum of plane slots of its plane`, `y[2 r + 1] = sum of
+/// row slots of its row`.
+///
+/// Constraints: grid = (2, 2, 2) (one cluster); `y` holds 16 `u32`.
+#[kernel(block = threads(32), cluster = (2, 2, 2))]
+pub fn cluster_axis_sums(
+    y: Gmem<u32>,
+    #[scratch] plane: Smem<[u32; AXIS_SUMS_CTAS]>,
+    #[scratch] row: Smem<[u32; AXIS_SUMS_CTAS]>,
+    #[scratch] plane_done: ClusterBarrier<YZ>,
+    #[scratch] row_done: ClusterBarrier<X>,
+) {
+    let me = cluster_ctarank();
+    let coords = |r: u32| (r % 2, (r / 2) % 2, r / 4);
+    let (mx, my, mz) = coords(me);
+    if thread_idx().x == 0 {
+        for r in 0..AXIS_SUMS_CTAS as u32 {
+            let (x, yy, z) = coords(r);
+            if x == mx {
+                // SAFETY: `r` is a rank of the 8-CTA cluster, running until the epilogue.
+                unsafe { Smem::from_ptr(plane.map_rank(r)) }.write(me as usize, me + 1);
+            }
+            if yy == my && z == mz {
+                // SAFETY: as above.
+                unsafe { Smem::from_ptr(row.map_rank(r)) }.write(me as usize, me + 1);
+            }
+        }
+        plane_done.arrive();
+        row_done.arrive();
+    }
+    plane_done.wait();
+    row_done.wait();
+    if thread_idx().x == 0 {
+        let (mut p, mut q) = (0, 0);
+        for r in 0..AXIS_SUMS_CTAS as u32 {
+            let (x, yy, z) = coords(r);
+            if x == mx {
+                p += plane.read(r as usize);
+            }
+            if yy == my && z == mz {
+                q += row.read(r as usize);
+            }
+        }
+        y.write(2 * me as usize, p);
+        y.write(2 * me as usize + 1, q);
+    }
+}
