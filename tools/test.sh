@@ -8,4 +8,14 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 # Fail the build, not just a test, if ptxas went missing.
 export KERNEL_REQUIRE_PTXAS=1
+# Doc examples are compiled as tests (`no_run` where they need a GPU): none
+# may be `ignore`d.
+if grep -rnE '^\s*//[/!] ```(rust,)?ignore' --include=*.rs kernel-* examples tests tools 2>/dev/null; then
+  echo "error: the doc examples above are \`ignore\`d; make them compile (\`no_run\` if they need a GPU)" >&2
+  exit 1
+fi
+# The docs build without warnings (broken intra-doc links included).
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace
+# The ptxas report is printed by a documented command.
+tools/ptxas-report.sh kernels | grep -q "registers"
 exec cargo test --workspace "$@"

@@ -559,15 +559,24 @@ fn misaligned(addr: usize, align: usize) -> ! {
 
 // ----- emulator access points ---------------------------------------------------
 //
-// Every emulated access of the views above goes through one of these three
-// functions (read/write, atomic), the place where the emulator's
-// happens-before (race) checks hook in.
+// Every emulated access of the views above goes through one of two
+// functions, `emu_access` (ordinary reads and writes) and `emu_atomic`: the
+// place where the emulator's happens-before (race) checks hook in
+// (`kernel_emu::gmem_access(p, len, write)` and
+// `kernel_emu::gmem_atomic(p, false, false)` on branch `race`).
 
 /// An ordinary emulated access of `len` bytes at `p` (not a scheduling point).
 #[inline(always)]
 #[track_caller]
 fn emu_access(p: *const u8, len: usize, write: bool) {
     let _ = (p, len, write);
+}
+
+/// An emulated relaxed atomic on `p` (not a scheduling point).
+#[cfg(not(target_arch = "nvptx64"))]
+#[inline(always)]
+fn emu_atomic(p: *const u8) {
+    let _ = p;
 }
 
 #[cfg(not(target_arch = "nvptx64"))]
@@ -594,6 +603,7 @@ fn emu_store(p: *mut u32, w: &[u32]) {
 #[track_caller]
 fn emu_rmw<T: Copy>(p: *mut T, f: impl FnOnce(T) -> T) -> T {
     kernel_emu::yield_point("atom.global");
+    emu_atomic(p as *const u8);
     // SAFETY: in bounds and aligned (checked by the caller); one emulated
     // thread runs at a time.
     unsafe {

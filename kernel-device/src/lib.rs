@@ -72,6 +72,73 @@ pub use tma::{commit_smem, Tma};
 pub use warp::{elect_one, lane_id};
 pub use half::{bf16, f16};
 
+/// The CPU emulator's API (crate `kernel-emu`), for the host bodies of
+/// user-defined operations ([`device_op!`]): `emu::yield_point`,
+/// `emu::misuse`, `emu::warp_exchange`, `emu::smem_ptr`, the thread indices.
+/// Host builds only.
+#[cfg(not(target_arch = "nvptx64"))]
+pub use kernel_emu as emu;
+
+/// Pairs a PTX body (compiled for `nvptx64`) with a host body (the CPU
+/// emulator's): the public form of the pattern every operation of this
+/// crate uses.
+///
+/// `device_op!("ptx.op", { nvptx64 body }, host: { emulator body })`
+/// expands to the first block on `nvptx64` and to the second elsewhere;
+/// both blocks have the same type. The string names the operation. Write
+/// the PTX body as one `asm!` with precise operands and `options` (no
+/// `nomem` on anything that touches memory or synchronizes); write the host
+/// body with ordinary Rust and [`emu`] (a scheduling point such as
+/// `emu::yield_point` for anything another thread could observe, a warp
+/// collective through `emu::warp_exchange`, errors through `emu::misuse`).
+/// The kernels crate needs `#![cfg_attr(target_arch = "nvptx64",
+/// feature(asm_experimental_arch))]` for `asm!`.
+///
+/// ```
+/// /// `brev.b32 d, a;` (PTX ISA §9.7.1.15): the bits of `a` reversed.
+/// #[inline(always)]
+/// pub fn brev(a: u32) -> u32 {
+///     kernel_device::device_op!("brev.b32", {
+///         let d: u32;
+///         // SAFETY: register-only.
+///         unsafe { core::arch::asm!("brev.b32 {0}, {1};", out(reg32) d, in(reg32) a,
+///             options(pure, nomem, nostack, preserves_flags)) };
+///         d
+///     }, host: { a.reverse_bits() })
+/// }
+/// assert_eq!(brev(1), 0x8000_0000);
+///
+/// /// A warp collective of one's own: the lowest `a` of the warp, with the
+/// /// emulator's convergence check (every lane at the same call site).
+/// #[inline(always)]
+/// #[track_caller]
+/// pub fn warp_min_lane_value(a: u32) -> u32 {
+///     kernel_device::device_op!("redux.sync.min.u32", {
+///         let d: u32;
+///         // SAFETY: a register-only warp collective; all 32 lanes call it.
+///         unsafe { core::arch::asm!("redux.sync.min.u32 {0}, {1}, 0xffffffff;", out(reg32) d, in(reg32) a,
+///             options(nomem, nostack, preserves_flags)) };
+///         d
+///     }, host: {
+///         let lanes = kernel_device::emu::warp_exchange("redux.sync.min.u32", a as u64);
+///         lanes.iter().map(|&v| v as u32).min().unwrap()
+///     })
+/// }
+/// ```
+#[macro_export]
+macro_rules! device_op {
+    ($op:literal, $body:block, host: $host:block) => {{
+        #[cfg(target_arch = "nvptx64")]
+        {
+            $body
+        }
+        #[cfg(not(target_arch = "nvptx64"))]
+        {
+            $host
+        }
+    }};
+}
+
 /// What kernels usually import: `use kernel_device::prelude::*;`.
 pub mod prelude {
     pub use crate::cluster::{cluster_arrive, cluster_sync, cluster_wait};

@@ -153,14 +153,15 @@ impl<'a, const S: usize, I: PipelineInputs<S>> ComputePipeline<'a, S, I> {
 /// Warpgroup `memory_wg` is the memory thread: it lowers its registers to
 /// `MEMORY_REGS` (`setmaxnreg.dec`), and one of its threads issues every
 /// step's TMA loads into slot `step % S`, first waiting (from step `S` on)
-/// until the compute warpgroups released the slot (`consumed`). The other
-/// `num_compute_wgs` warpgroups raise their registers to `COMPUTE_REGS`
+/// until the compute warpgroups released the slot (`consumed`). Every other
+/// warpgroup of the CTA is a compute warpgroup: they raise their registers to `COMPUTE_REGS`
 /// (`setmaxnreg.inc`) and run `compute_context(pipeline)`, which creates its
 /// carry (accumulators live only in the compute warpgroups' registers),
 /// calls [`ComputePipeline::run`], and consumes the result (epilogue).
 ///
 /// `loaded[i]` needs 1 arrival; `consumed[i]` one per compute thread
-/// (`128 * num_compute_wgs`). Called by every thread of the CTA; returns
+/// (`128 * (warpgroups per CTA - 1)`). `memory_wg` is the memory
+/// warpgroup's *index* (e.g. 2 for compute warpgroups 0 and 1), not a count. Called by every thread of the CTA; returns
 /// when the thread's role is done (no CTA barrier at the end: the caller
 /// synchronizes the roles it needs, e.g. with a named barrier among the
 /// compute warpgroups).

@@ -251,14 +251,14 @@ pub mod raw {
 ///
 /// | word | contents |
 /// |---|---|
-/// | 0 | [`MAGIC`] (`"EMUTMAP1"`): identifies an emulator map |
+/// | 0 | [`MAGIC`](emu_map::MAGIC) (`"EMUTMAP1"`): identifies an emulator map |
 /// | 1 | global address of element `(0, 0, ..)` (host pointer) |
 /// | 2 | bits 0..8 element bytes; 8..16 rank (1..=5); 16..32 swizzle span in bytes (0, 32, 64, 128); bit 32 writable (TMA stores allowed) |
 /// | 3..8 | `dims[0..5]`, innermost first (unused dimensions 1) |
 /// | 8..13 | byte strides `strides[0..5]` (`strides[0]` = element bytes; unused 0) |
 /// | 13 | box dims 0..4, 16 bits each (`box[0]` innermost, in elements) |
 /// | 14 | box dim 4 (16 bits) |
-/// | 15 | [`MAGIC`] again (a truncated or overwritten map is refused) |
+/// | 15 | [`MAGIC`](emu_map::MAGIC) again (a truncated or overwritten map is refused) |
 ///
 /// Copies complete at issue: a load writes SMEM and completes its bytes on
 /// the mbarrier before it returns; a store has written global memory when it

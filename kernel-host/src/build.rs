@@ -18,7 +18,10 @@
 //! 1. runs `rustup run nightly cargo rustc --release --lib --crate-type cdylib
 //!    -Zbuild-std=core --target nvptx64-nvidia-cuda -- --emit=asm -Zno-link`
 //!    on the crate, in a clean environment (no `CARGO*`/`RUSTC*`/`RUSTFLAGS`
-//!    from the outer build) and its own target dir, with fat LTO (one PTX
+//!    from the outer build) and a target dir shared by every host build of
+//!    the crate ([`shared_device_dir`], `target/nvptx-device/<crate>/<arch>`,
+//!    under a lock), so other host features or profiles do not rebuild it;
+//!    with fat LTO (one PTX
 //!    module holding everything the kernels call, `core` included) and
 //!    `-C panic=immediate-abort` (a panic is a `trap`);
 //! 2. adds each kernel's `.maxntid` (from the `// kernel-meta` line `#[kernel]`
@@ -26,7 +29,8 @@
 //! 3. assembles the PTX with ptxas when one is found (`KERNEL_PTXAS`, then
 //!    `ptxas` on `PATH`, then the project's `.tools/venv`), failing the build
 //!    on a ptxas error or a "wgmma ... serialized" warning, and keeps
-//!    ptxas's `-v` report (registers, shared memory, spills);
+//!    ptxas's `-v` report (registers, shared memory, spills) in `OUT_DIR` and
+//!    in the shared dir, where `tools/ptxas-report.sh [crate]` prints it;
 //! 4. writes `device_code.rs` for `kernel_device::device_code!`.
 use std::collections::BTreeSet;
 use std::fmt;
@@ -52,10 +56,11 @@ impl Arch {
             Arch::Sm100a => "sm_100a",
         }
     }
-    /// rustc codegen flags for this architecture. sm_100a needs PTX ISA 8.7.
+    /// rustc codegen flags for this architecture. sm_100a needs PTX ISA 8.7;
+    /// sm_90a asks for PTX ISA 8.1 (`cvt.rn.satfinite.{f16,bf16}.f32`).
     fn rustflags(self) -> &'static [&'static str] {
         match self {
-            Arch::Sm90a => &["-Ctarget-cpu=sm_90a"],
+            Arch::Sm90a => &["-Ctarget-cpu=sm_90a", "-Ctarget-feature=+ptx81"],
             Arch::Sm100a => &["-Ctarget-cpu=sm_100a", "-Ctarget-feature=+ptx87"],
         }
     }
@@ -74,8 +79,9 @@ pub enum BuildError {
     NoNightly { toolchain: String, detail: String },
     /// The toolchain has no `rust-src` (needed by `-Zbuild-std=core`).
     NoRustSrc { toolchain: String },
-    /// The nvptx64 compilation failed.
-    Compile { arch: Arch, command: String, stderr: String },
+    /// The nvptx64 compilation failed: rustc's diagnostics (`stderr`); the
+    /// command is shown only with `KERNEL_BUILD_VERBOSE` set.
+    Compile { arch: Arch, crate_name: String, command: String, stderr: String },
     /// ptxas rejected the PTX, or warned that wgmma is serialized.
     Ptxas { arch: Arch, ptxas: PathBuf, report: String },
     Io { what: String, err: std::io::Error },
@@ -95,8 +101,14 @@ impl fmt::Display for BuildError {
                 "device build: the `{toolchain}` toolchain has no rust-src component, which `-Zbuild-std=core` needs \
                  to build `core` for nvptx64-nvidia-cuda\nfix: rustup component add rust-src --toolchain {toolchain}"
             ),
-            BuildError::Compile { arch, command, stderr } => {
-                write!(f, "device build for {arch} failed.\ncommand: {command}\n{stderr}")
+            BuildError::Compile { arch, crate_name, command, stderr } => {
+                write!(f, "{}\n", stderr.trim_end())?;
+                write!(f, "device build of crate `{crate_name}` for {arch} (nvptx64-nvidia-cuda) failed: the errors above are rustc's")?;
+                if std::env::var_os("KERNEL_BUILD_VERBOSE").is_some() {
+                    write!(f, "\ncommand: {command}")
+                } else {
+                    write!(f, " (set KERNEL_BUILD_VERBOSE=1 to see the command)")
+                }
             }
             BuildError::Ptxas { arch, ptxas, report } => write!(
                 f,
@@ -202,19 +214,26 @@ impl DeviceBuild {
     /// build of the same crate (which this pipeline itself starts) it does
     /// nothing.
     ///
-    /// # Panics
-    /// With the [`BuildError`] message, which cargo shows as the build error.
+    /// On failure it prints the [`BuildError`] to stderr (for a compile
+    /// error: rustc's diagnostics and one line naming the crate and the
+    /// architecture; no panic, no backtrace, no environment) and exits with
+    /// status 1, which cargo reports as the build script's failure.
     pub fn run_in_build_script(self) {
         if std::env::var("TARGET").map(|t| t == NVPTX_TARGET).unwrap_or(false) {
             return;
         }
-        for var in ["KERNEL_PTXAS", "KERNEL_NIGHTLY_TOOLCHAIN", "KERNEL_REQUIRE_PTXAS", "PATH"] {
-            println!("cargo:rerun-if-env-changed={var}");
-        }
         let out = match self.run() {
             Ok(o) => o,
-            Err(e) => panic!("\n{e}\n"),
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(1);
+            }
         };
+        // Only after success: a failed build script reruns anyway, and
+        // these lines would only add noise to cargo's failure report.
+        for var in ["KERNEL_PTXAS", "KERNEL_NIGHTLY_TOOLCHAIN", "KERNEL_REQUIRE_PTXAS", "KERNEL_BUILD_VERBOSE", "PATH"] {
+            println!("cargo:rerun-if-env-changed={var}");
+        }
         for src in &out.sources {
             println!("cargo:rerun-if-changed={}", src.display());
         }
@@ -254,7 +273,7 @@ impl DeviceBuild {
             let (cubin, report) = match &ptxas {
                 Some(p) => {
                     let cubin = self.out_dir.join(format!("{}_{}.cubin", self.crate_name, arch.name()));
-                    let report = assemble(p, arch, &ptx, &cubin)?;
+                    let report = self.assemble_shared(p, arch, &ptx_text, &ptx, &cubin)?;
                     write(&self.out_dir.join(format!("{}_{}.ptxas.txt", self.crate_name, arch.name())), report.as_bytes())?;
                     (Some(cubin), Some(report))
                 }
@@ -267,10 +286,43 @@ impl DeviceBuild {
         Ok(out)
     }
 
+    /// ptxas on `ptx`, or the cubin and report of the shared device dir when
+    /// they were made from the same PTX text (another host build of the
+    /// crate). The shared dir keeps the latest report: `tools/ptxas-report.sh`
+    /// prints it.
+    fn assemble_shared(&self, ptxas: &Path, arch: Arch, text: &str, ptx: &Path, cubin: &Path) -> Result<String, BuildError> {
+        let shared = shared_device_dir(&self.out_dir, &self.crate_name);
+        let (s_ptx, s_cubin, s_report) = (
+            shared.join(format!("{}.ptx", arch.name())),
+            shared.join(format!("{}.cubin", arch.name())),
+            shared.join(format!("{}.ptxas.txt", arch.name())),
+        );
+        let same = std::fs::read_to_string(&s_ptx).is_ok_and(|t| t == text);
+        if same && s_cubin.is_file() {
+            if let Ok(report) = std::fs::read_to_string(&s_report) {
+                if std::fs::copy(&s_cubin, cubin).is_ok() {
+                    return Ok(report);
+                }
+            }
+        }
+        let report = assemble(ptxas, arch, ptx, cubin)?;
+        // Best effort: a failed copy only costs a later ptxas run.
+        let _ = std::fs::copy(cubin, &s_cubin);
+        let _ = std::fs::write(&s_report, report.as_bytes());
+        let _ = std::fs::write(&s_ptx, text.as_bytes());
+        Ok(report)
+    }
+
     /// Compiles the crate for one architecture; returns the PTX text and the
     /// source files it was built from.
     fn compile(&self, arch: Arch) -> Result<(String, BTreeSet<PathBuf>), BuildError> {
-        let target_dir = self.out_dir.join(format!("nvptx-{}", arch.name()));
+        let target_dir = shared_device_dir(&self.out_dir, &self.crate_name).join(arch.name());
+        std::fs::create_dir_all(&target_dir).map_err(|err| BuildError::Io { what: format!("create {}", target_dir.display()), err })?;
+        // One device build at a time per (crate, arch): builds of the same
+        // kernels crate with other host features or profiles share the dir.
+        let lock_path = target_dir.join(".lock");
+        let lock = std::fs::File::create(&lock_path).map_err(|err| BuildError::Io { what: format!("create {}", lock_path.display()), err })?;
+        lock.lock().map_err(|err| BuildError::Io { what: format!("lock {}", lock_path.display()), err })?;
         let manifest = self.crate_dir.join("Cargo.toml");
         let mut rustflags: Vec<&str> = arch.rustflags().to_vec();
         rustflags.extend(["-Cpanic=immediate-abort", "-Zunstable-options"]);
@@ -294,7 +346,7 @@ impl DeviceBuild {
                 .filter(|l| !l.trim_start().starts_with("Compiling ") && !l.trim_start().starts_with("Finished "))
                 .map(|l| format!("{l}\n"))
                 .collect();
-            return Err(BuildError::Compile { arch, command: shown, stderr });
+            return Err(BuildError::Compile { arch, crate_name: self.crate_name.clone(), command: shown, stderr });
         }
         let deps = target_dir.join(NVPTX_TARGET).join("release").join("deps");
         let ptx_path = deps.join(format!("{}.s", self.crate_name));
@@ -306,6 +358,25 @@ impl DeviceBuild {
         sources.extend(dep_info_sources(&target_dir.join("release").join("deps"), &self.crate_dir));
         Ok((ptx, sources))
     }
+}
+
+/// Where the nvptx64 builds of a kernels crate go: `<dir>/nvptx-device/<crate>`,
+/// where `<dir>` holds the profile directory that contains `out_dir`
+/// (`target/` for `target/debug/build/<pkg>-<hash>/out`), so every host
+/// build of the crate (any features, any profile) shares one device build
+/// per architecture. An `out_dir` outside a cargo `build/` directory keeps
+/// its own (`<out_dir>/nvptx-device/<crate>`).
+///
+/// Why not one per `OUT_DIR`: cargo gives each feature set and profile its
+/// own `OUT_DIR`, and the device build (which does not depend on the host's
+/// features) took minutes each time.
+pub fn shared_device_dir(out_dir: &Path, crate_name: &str) -> PathBuf {
+    let base = out_dir
+        .ancestors()
+        .find(|a| a.file_name().is_some_and(|n| n == "build"))
+        .and_then(|build| build.parent()?.parent())
+        .unwrap_or(out_dir);
+    base.join("nvptx-device").join(crate_name)
 }
 
 /// A command with the outer cargo build's environment removed (it would leak
@@ -554,6 +625,32 @@ mod tests {
         let s = device_code_rs(&out);
         assert!(s.contains("arch: \"sm_90a\", ptx: include_str!(\"/o/kern_sm_90a.ptx\"), cubin: include_bytes!(\"/o/kern_sm_90a.cubin\")"), "{s}");
         assert!(s.contains("arch: \"sm_100a\", ptx: include_str!(\"/o/kern_sm_100a.ptx\"), cubin: &[]"), "{s}");
+    }
+
+    #[test]
+    fn a_compile_error_shows_rustc_and_one_line_not_the_command() {
+        let e = BuildError::Compile {
+            arch: Arch::Sm90a,
+            crate_name: "my_kernels".into(),
+            command: "CARGO_ENCODED_RUSTFLAGS='-Ctarget-cpu=sm_90a' \"rustup\" \"run\" ...".into(),
+            stderr: "error[E0599]: no method named `exp` found for type `f32`\n --> src/lib.rs:3:7\n".into(),
+        };
+        let msg = e.to_string();
+        assert!(msg.starts_with("error[E0599]"), "{msg}");
+        assert!(msg.contains("device build of crate `my_kernels` for sm_90a"), "{msg}");
+        assert!(!msg.contains("CARGO_ENCODED_RUSTFLAGS") && !msg.contains("rustup"), "{msg}");
+        assert_eq!(msg.lines().count(), 3, "{msg}");
+    }
+
+    #[test]
+    fn host_builds_with_other_features_share_one_device_dir() {
+        let a = shared_device_dir(Path::new("/w/target/debug/build/kernels-0123/out"), "kernels");
+        let b = shared_device_dir(Path::new("/w/target/release/build/kernels-4567/out"), "kernels");
+        let c = shared_device_dir(Path::new("/w/target/x86_64-unknown-linux-gnu/debug/build/kernels-89ab/out"), "kernels");
+        assert_eq!(a, Path::new("/w/target/nvptx-device/kernels"));
+        assert_eq!(a, b);
+        assert_eq!(c, Path::new("/w/target/x86_64-unknown-linux-gnu/nvptx-device/kernels"));
+        assert_eq!(shared_device_dir(Path::new("/tmp/out"), "k"), Path::new("/tmp/out/nvptx-device/k"));
     }
 
     #[test]

@@ -3,10 +3,23 @@
 //! thread under a seeded, deterministic scheduler that checks the
 //! synchronization protocol (deadlocks, mbarrier misuse).
 //!
-//! ```ignore
+//! ```
+//! use kernel_device::prelude::*;
+//! use kernel_host::emulate::Emulator;
+//!
+//! #[kernel(block = threads(128))]
+//! pub fn increment(x: GmemRef<f32>, y: Gmem<f32>) {
+//!     let i = (block_idx().x * 128 + thread_idx().x) as usize;
+//!     if i < y.len() {
+//!         y.write(i, x.read(i) + 1.0);
+//!     }
+//! }
+//!
 //! let x = vec![1.0f32; 256];
 //! let mut y = vec![0.0f32; 256];
-//! Emulator::new(7).launch::<kernels::first::increment>(2u32, (&x[..], &mut y[..], 256u32))?;
+//! Emulator::new(7).launch::<increment, _>(2u32, (&x[..], &mut y[..]))?;
+//! assert!(y.iter().all(|&v| v == 2.0));
+//! # Ok::<(), kernel_host::emulate::EmuError>(())
 //! ```
 //!
 //! Arguments are host memory: `&[T]` for a `*const T` parameter, `&mut [T]`

@@ -1,6 +1,6 @@
 //! `#[kernel]`: a Rust function becomes a GPU kernel.
 //!
-//! ```ignore
+//! ```
 //! use kernel_device::prelude::*;
 //!
 //! #[kernel(block = warpgroups(2), cluster = 1)]
@@ -59,7 +59,10 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// Declares warp roles. It goes on a `match` over the role index *inside* a
 /// `#[kernel]` body, which expands it:
 ///
-/// ```ignore
+/// ```
+/// # use kernel_device::prelude::*;
+/// # #[kernel(block = warpgroups(3))]
+/// # pub fn roles() {
 /// #[warp_specialize(warpgroups, registers = [232, 232, 40])]
 /// match warpgroup_idx() {
 ///     0 | 1 => { /* compute warpgroups: setmaxnreg.inc 232 is inserted */ }
@@ -68,6 +71,7 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// }
 /// #[warp_specialize(warps)]
 /// match warp_in_warpgroup() { 0 => { /* TMA warp */ } 1 => { /* MMA warp */ } _ => {} }
+/// # }
 /// ```
 ///
 /// Rules (compile errors): the match is on `warpgroup_idx()` (roles by

@@ -365,3 +365,57 @@ fn every_other_matmul_instance_matches_the_cpu_reference() {
         emulated_matmul(name, 3);
     }
 }
+
+#[test]
+fn simt_examples_match_the_cpu_reference_on_the_emulator() {
+    use examples::simt::{Target, SIMT_EXAMPLES};
+    for emu in Emulator::schedules(1, 2) {
+        for (name, run) in SIMT_EXAMPLES {
+            if let Err(e) = run(Target::Emu(&emu)) {
+                panic!("seed {}: {name}: {e}", emu.seed());
+            }
+        }
+    }
+}
+
+#[test]
+fn misaligned_and_out_of_bounds_vector_accesses_are_reported() {
+    use kernels::simt;
+    let threads = 2 * simt::GMEM_BLOCK as usize;
+    let x = vec![1f32; 4 * threads + 4];
+    let run = |x: &[f32]| {
+        let mut y = vec![0f32; 4 * threads];
+        let (mut c, mut fs, mut w) = (vec![0u32; 3], vec![0f32; 1], vec![0u64; 1]);
+        let (mut fe, mut ie) = (vec![0f32; 2], vec![0i32; 2]);
+        Emulator::new(3)
+            .launch::<simt::gmem_ops, _>(2u32, (x, &mut y[..], &mut c[..], &mut fs[..], &mut w[..], &mut fe[..], &mut ie[..]))
+            .unwrap_err()
+            .to_string()
+    };
+    // One element in: every v4 load is 4 bytes off its 16-byte alignment.
+    let msg = run(&x[1..]);
+    assert!(msg.contains("misaligned vector global-memory access") && msg.contains("simt.rs"), "{msg}");
+    // Too short: the last thread's v4 load runs past the end.
+    let msg = run(&x[..4 * threads - 4]);
+    assert!(msg.contains("out-of-bounds global-memory access"), "{msg}");
+}
+
+#[test]
+fn divergent_and_exited_lanes_at_a_warp_collective_are_misuses() {
+    for emu in Emulator::schedules(61, 4) {
+        let mut y = vec![0f32; 32];
+        let e = expect_err(emu.seed(), emu.launch::<planted::divergent_shuffle, _>(1u32, (&mut y[..],)));
+        let msg = e.to_string();
+        assert!(matches!(e, EmuError::Misuse { .. }) && msg.contains("warp collective not converged"), "seed {}: {msg}", emu.seed());
+        assert!(msg.contains("lanes 0-15 at shfl.sync.bfly.b32 (at examples/kernels/src/planted.rs"), "seed {}: {msg}", emu.seed());
+        assert!(msg.contains("lanes 16-31 at shfl.sync.bfly.b32 (at examples/kernels/src/planted.rs"), "seed {}: {msg}", emu.seed());
+        let e = expect_err(emu.seed(), emu.launch::<planted::reduce_after_exit, _>(1u32, (&mut y[..],)));
+        let msg = e.to_string();
+        assert!(
+            matches!(e, EmuError::Misuse { .. }) && msg.contains("warp collective with an exited lane") && msg.contains("lane 5"),
+            "seed {}: {msg}",
+            emu.seed()
+        );
+        assert!(msg.contains("planted.rs"), "the report names the kernel's line: {msg}");
+    }
+}

@@ -31,6 +31,35 @@ const EXPECTED: &[(&str, &[&str])] = &[
             ".param .align 64 .b8 multicast_copy_param_1[128]",
         ],
     ),
+    (
+        "warp_collectives",
+        &[
+            "shfl.sync.idx.b32", "shfl.sync.up.b32", "shfl.sync.down.b32", "shfl.sync.bfly.b32",
+            "vote.sync.ballot.b32", "vote.sync.all.pred", "vote.sync.any.pred", "vote.sync.uni.pred",
+            "redux.sync.add.s32", "redux.sync.max.s32", "redux.sync.min.s32", "match.any.sync.b32", "match.all.sync.b32",
+        ],
+    ),
+    ("block_reductions", &["shfl.sync.bfly.b32", "shfl.sync.up.b32", "redux.sync.add.s32", "barrier.sync 0"]),
+    (
+        "math_ops",
+        &[
+            "ex2.approx.f32", "ex2.approx.ftz.f32", "lg2.approx.f32", "rcp.rn.f32", "rcp.approx.ftz.f32", "sqrt.rn.f32",
+            "sqrt.approx.f32", "rsqrt.approx.f32", "tanh.approx.f32", "sin.approx.f32", "cos.approx.f32", "fma.rn.f32",
+            "max.NaN.f32", "max.f32", "cvt.rn.f16.f32", "cvt.f32.f16", "cvt.rn.bf16.f32", "cvt.f32.bf16",
+            "cvt.rn.satfinite.f16.f32", "cvt.rn.f16x2.f32", "fma.rn.f16x2", "cvt.rn.bf16x2.f32", "mul.rn.bf16x2",
+            "add.rn.bf16x2", "brev.b32",
+        ],
+    ),
+    (
+        "gmem_ops",
+        &[
+            "ld.global.nc.v4.b32", "ld.global.nc.v2.b32", "st.global.v4.b32", "ld.global.v2.b32",
+            "atom.relaxed.gpu.global.add.u32", "atom.relaxed.gpu.global.add.f32", "atom.relaxed.gpu.global.add.u64",
+            "atom.relaxed.gpu.global.cas.b32", "atom.relaxed.gpu.global.max.s32", "atom.relaxed.cta.global.min.s32",
+            "atom.relaxed.gpu.global.exch.b32",
+        ],
+    ),
+    ("softmax_rows", &["ld.global.nc.v4.b32", "shfl.sync.bfly.b32", "ex2.approx.f32", "rcp.rn.f32", "st.global.v4.b32"]),
 ];
 
 /// Kernels built for sm_90a only (`#[kernel(arch = sm_90a)]`: wgmma).
@@ -192,4 +221,24 @@ fn cubins_are_elf_for_the_right_arch() {
         }
         assert_eq!(&cubin[..4], b"\x7fELF", "{arch}: not an ELF cubin");
     }
+}
+
+/// Every kernel of the examples crate is listed in its crate docs' table.
+#[test]
+fn every_example_kernel_is_listed_in_the_crate_docs() {
+    let docs = include_str!("../../examples/kernels/src/lib.rs");
+    let image = code().images.first().expect("an image");
+    let mut missing = Vec::new();
+    for line in image.ptx.lines() {
+        let Some(rest) = line.trim_start().strip_prefix(".visible .entry ").or_else(|| line.trim_start().strip_prefix(".entry ")) else {
+            continue;
+        };
+        let name = rest.split(['(', ' ']).next().unwrap_or("");
+        // Instances of const-generic kernels are `name__A_B`.
+        let base = name.split("__").next().unwrap_or(name);
+        if !docs.contains(&format!("`{base}`")) {
+            missing.push(base.to_string());
+        }
+    }
+    assert!(missing.is_empty(), "kernels missing from the table in examples/kernels/src/lib.rs: {missing:?}");
 }

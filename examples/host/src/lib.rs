@@ -7,6 +7,7 @@ use kernels::first;
 pub mod arrays;
 pub mod emulated;
 pub mod hopper;
+pub mod simt;
 
 /// Why an example did not give the right answer.
 #[derive(Debug)]

@@ -134,6 +134,9 @@ pub type BTileWs = Tile<f16, { 2 * TILE_N }, TILE_K, Sw>;
 pub type OTileWs = Tile<f16, TILE_M, { 2 * TILE_N }, Sw>;
 /// Compute warpgroups of [`matmul_warp_specialized`].
 pub const WS_COMPUTE_WGS: u32 = 2;
+/// The memory warpgroup's index in [`matmul_warp_specialized`]: the last
+/// one, after the compute warpgroups `0..WS_COMPUTE_WGS`.
+pub const WS_MEMORY_WG: u32 = WS_COMPUTE_WGS;
 
 /// The output tile `(pm, pn)` CTA `pid` computes, with grouped ("swizzled")
 /// rasterization: CTAs run `group_m` tile rows at a time down each tile
@@ -219,7 +222,7 @@ pub fn matmul_warp_specialized_with<const STAGES: usize, const GROUP_M: u32>(
         (BlockSpec::new(a, a_bufs, |k| (pm, k)), BlockSpec::new(b, b_bufs, |k| (pn, k))),
         &loaded,
         &consumed,
-        WS_COMPUTE_WGS,
+        WS_MEMORY_WG,
         1,
         |pipeline| {
             let b_row = wg as usize * TILE_N;

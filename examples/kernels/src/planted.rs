@@ -223,3 +223,28 @@ pub fn gmem_out_of_bounds(y: Gmem<f32>) {
     let t = thread_idx().x as usize;
     y.write(t + 1, 1.0);
 }
+
+/// Lanes 0..16 and 16..32 of the warp shuffle at two different call sites
+/// (a divergent branch around `shfl.sync`): "warp collective not
+/// converged", naming both lines.
+#[kernel(block = threads(32))]
+pub fn divergent_shuffle(y: Gmem<f32>) {
+    let t = thread_idx().x;
+    let v = if t < 16 {
+        kernel_device::warp::shfl_xor(t as f32, 1)
+    } else {
+        kernel_device::warp::shfl_xor(t as f32, 2)
+    };
+    y.write(t as usize, v);
+}
+
+/// Lane 5 returns before the warp's reduction: "warp collective with an
+/// exited lane" (on a GPU the result is undefined).
+#[kernel(block = threads(32))]
+pub fn reduce_after_exit(y: Gmem<f32>) {
+    let t = thread_idx().x;
+    if t == 5 {
+        return;
+    }
+    y.write(t as usize, kernel_device::reduce::warp_sum(t as f32));
+}

@@ -97,6 +97,15 @@ impl<T: Copy, L: ArrayLayout> Array<T, L> {
     pub fn coords(i: usize) -> (usize, usize) {
         L::coords(crate::index::thread_in_warpgroup() as usize, i)
     }
+    /// `f(row, col, x)` for each of this thread's elements, unrolled.
+    #[inline(always)]
+    pub fn for_each_indexed(&self, mut f: impl FnMut(usize, usize, T)) {
+        let t = crate::index::thread_in_warpgroup() as usize;
+        unroll(L::REGS, |i| {
+            let (r, c) = L::coords(t, i);
+            f(r, c, self.regs.get(i))
+        });
+    }
     /// `f(x)` elementwise.
     #[inline(always)]
     pub fn map<U: Copy + Default>(self, mut f: impl FnMut(T) -> U) -> Array<U, L> {
@@ -256,7 +265,7 @@ impl Scalar for half::f16 {
     unsafe fn read_pair(src: *const Self) -> (f32, f32) {
         // SAFETY: the caller's contract (4-byte aligned pair): one 32-bit load.
         let w = unsafe { (src as *const u32).read() };
-        (Self::from_bits(w as u16).to_f32(), Self::from_bits((w >> 16) as u16).to_f32())
+        (Scalar::to_f32(Self::from_bits(w as u16)), Scalar::to_f32(Self::from_bits((w >> 16) as u16)))
     }
 }
 
@@ -278,7 +287,7 @@ impl Scalar for half::bf16 {
     unsafe fn read_pair(src: *const Self) -> (f32, f32) {
         // SAFETY: the caller's contract (4-byte aligned pair): one 32-bit load.
         let w = unsafe { (src as *const u32).read() };
-        (Self::from_bits(w as u16).to_f32(), Self::from_bits((w >> 16) as u16).to_f32())
+        (Scalar::to_f32(Self::from_bits(w as u16)), Scalar::to_f32(Self::from_bits((w >> 16) as u16)))
     }
 }
 

@@ -2,7 +2,12 @@
 //! N(0, 1) f16 inputs, CPU reference products, the relative Frobenius error,
 //! CUDA-event timing of each iteration, and TFLOP/s.
 //!
-//! ```ignore
+//! ```no_run
+//! # use kernel_host::*;
+//! # use kernel_device::f16;
+//! # fn main() -> Result<()> {
+//! # let (m, n, k) = (256usize, 256usize, 256usize);
+//! # let gpu = Gpu::new(0)?;
 //! let (a, b) = (randn_f16(m * k, 1), randn_f16(n * k, 2));
 //! let (da, db) = (gpu.upload(&a)?, gpu.upload(&b)?);
 //! let mut dc = gpu.zeros::<f16>(m * n)?;
@@ -11,6 +16,7 @@
 //! let err = rel_frobenius_error(&gpu.download(&dc)?, &reference_gemm_nt(m, n, k, &a, &b));
 //! let t = time_kernel(&gpu, 10, 50, || blas.gemm_nt(m, n, k, &da, &db, &mut dc))?;
 //! println!("{:.0} TFLOP/s", tflops(m, n, k, t.median_ms));
+//! # Ok(()) }
 //! ```
 
 use super::error::{Error, Result};

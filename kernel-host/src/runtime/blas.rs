@@ -195,9 +195,16 @@ fn gemm_config(
 /// (`alpha = 1, beta = 0`). Calls are asynchronous on the stream, like kernel
 /// launches.
 ///
-/// ```ignore
+/// ```no_run
+/// # use kernel_host::{Blas, Gpu};
+/// # fn main() -> kernel_host::Result<()> {
+/// # let (m, n, k) = (64usize, 64usize, 64usize);
+/// # let gpu = Gpu::new(0)?;
+/// # let (a, b) = (gpu.zeros::<kernel_device::f16>(m * k)?, gpu.zeros::<kernel_device::f16>(n * k)?);
+/// # let mut c = gpu.zeros::<kernel_device::f16>(m * n)?;
 /// let blas = Blas::new(&gpu)?;
 /// blas.gemm_nt(m, n, k, &a, &b, &mut c)?; // c = a · bᵀ
+/// # Ok(()) }
 /// ```
 #[derive(Debug)]
 pub struct Blas {

@@ -3,9 +3,14 @@
 //! [`CudaSlice`]), load a kernels crate's [`DeviceCode`] with [`Gpu::load`],
 //! and launch its kernels with typed arguments:
 //!
-//! ```ignore
+//! ```no_run
+//! # use kernel_device::prelude::*;
+//! # #[kernel(block = threads(128))]
+//! # pub fn axpy(x: GmemRef<f32>, y: Gmem<f32>, a: f32, n: u32) {}
+//! # static DEVICE_CODE: kernel_host::DeviceCode = kernel_host::DeviceCode { crate_name: "my_kernels", images: &[] };
+//! # fn main() -> Result<(), kernel_host::Error> {
 //! use kernel_host::{Gpu, Error};
-//! use my_kernels::{DEVICE_CODE, axpy};
+//! // use my_kernels::{DEVICE_CODE, axpy};  (a kernels crate: `device_code!()` and `#[kernel] fn axpy`)
 //!
 //! let gpu = match Gpu::new(0) {
 //!     Err(e) if e.is_no_gpu() => return Ok(()), // skip: no GPU here
@@ -17,6 +22,7 @@
 //! let mut y = gpu.zeros::<f32>(4096)?;
 //! kernel.launch_sync(4096 / 128, (&x, &mut y, 2.0f32, 4096u32))?;
 //! let y = gpu.download(&y)?;
+//! # Ok(()) }
 //! ```
 //!
 //! Everything that can fail returns an [`Error`] whose message names the rule,

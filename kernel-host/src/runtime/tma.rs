@@ -16,11 +16,25 @@
 //!   device cannot disagree; passing a map for another tile type does not
 //!   compile (its parameter value is a `TensorMapParam<Tl>`).
 //!
-//! ```ignore
+//! ```no_run
+//! # use kernel_device::prelude::*;
+//! # use kernel_device::f16;
+//! # use kernel_host::TensorMap;
+//! # fn main() -> Result<(), kernel_host::Error> {
+//! # let (m, k, grid) = (256usize, 128usize, 2u32);
+//! # let host_a = vec![f16::ZERO; m * k];
+//! # let gpu = kernel_host::Gpu::new(0)?;
+//! # static DEVICE_CODE: kernel_host::DeviceCode = kernel_host::DeviceCode { crate_name: "k", images: &[] };
+//! # let module = gpu.load(&DEVICE_CODE)?;
 //! type A = Tile<f16, 128, 64, Swizzled<128>>;
+//! # #[kernel(block = warpgroups(1))]
+//! # pub fn uses_a(a: Tma<A>, c: *mut f16, m: u32) {}
+//! # let kernel = module.kernel::<uses_a>()?;
+//! # let mut c = gpu.zeros::<f16>(m * 128)?;
 //! let a = gpu.upload(&host_a)?;                            // m x k, row-major
 //! let map = TensorMap::<A>::new_2d(&a, m, k)?;             // box 64 x 128, 128B swizzle
 //! kernel.launch(grid, (&map, &mut c, m as u32))?;          // for `a: Tma<A>`
+//! # Ok(()) }
 //! ```
 //!
 //! # The rules

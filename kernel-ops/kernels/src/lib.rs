@@ -1,4 +1,4 @@
-//! Device code of the ready kernels of [`kernel-ops`]: the kernels behind
+//! Device code of the ready kernels of `kernel-ops`: the kernels behind
 //! its host entry points, compiled for the GPU (nvptx64) and, for their
 //! launch metadata and the CPU emulator, for the host.
 //!

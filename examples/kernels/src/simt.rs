@@ -1,0 +1,227 @@
+//! SIMT building blocks: warp collectives, warp and block reductions and
+//! scans, f32 math and f16/bf16 conversions, vector and read-only global
+//! loads, atomics, and a user-defined operation (`device_op!`).
+//!
+//! Each kernel writes what its operations return, per thread, so the host
+//! (`examples::simt`) can compare every lane with a CPU reference, on the
+//! emulator and on the GPU.
+use kernel_device::cvt::{self, Bf16x2, F16x2};
+use kernel_device::gmem::{AtomicOp, Scope};
+use kernel_device::math;
+use kernel_device::prelude::*;
+use kernel_device::reduce::{self, Max, Min, Sum};
+use kernel_device::warp::{self, ReduxInt};
+
+/// Outputs per thread of [`warp_collectives`] (`f32` and `i32` each).
+pub const WARP_OUTS: usize = 8;
+
+/// Every warp collective once, on 2 warps.
+///
+/// This kernel works as follows: thread `t` reads `x[t]` and `xi[t]`, and
+/// writes to `out_f[8 t..]` `shfl_idx(x, 3)`, `shfl_up(x, 1)`,
+/// `shfl_down(x, 2)`, `shfl_xor(x, 5)`, the warp's sum, max and min, and its
+/// inclusive prefix sum; to `out_i[8 t..]` the ballot of `xi > 0`,
+/// `vote_all`/`any`/`uni` of `xi > -100`, `redux.sync` sum, max, min of
+/// `xi`, and `match_any(xi & 3)`.
+///
+/// Constraints: 64 threads; `x`, `xi` hold 64 elements, `out_*` 512.
+#[kernel(block = threads(64))]
+pub fn warp_collectives(x: GmemRef<f32>, xi: GmemRef<i32>, out_f: Gmem<f32>, out_i: Gmem<i32>) {
+    let t = thread_idx().x as usize;
+    let (v, k) = (x.read(t), xi.read(t));
+    let o = t * WARP_OUTS;
+    out_f.write(o, warp::shfl_idx(v, 3));
+    out_f.write(o + 1, warp::shfl_up(v, 1));
+    out_f.write(o + 2, warp::shfl_down(v, 2));
+    out_f.write(o + 3, warp::shfl_xor(v, 5));
+    out_f.write(o + 4, reduce::warp_sum(v));
+    out_f.write(o + 5, reduce::warp_max(v));
+    out_f.write(o + 6, reduce::warp_min(v));
+    out_f.write(o + 7, reduce::warp_inclusive_scan::<Sum, f32>(v));
+    out_i.write(o, warp::ballot(k > 0) as i32);
+    let big = k > -100;
+    out_i.write(o + 1, warp::vote_all(big) as i32 | (warp::vote_any(k > 0) as i32) << 1 | (warp::vote_uni(k > 0) as i32) << 2);
+    out_i.write(o + 2, k.redux_sum());
+    out_i.write(o + 3, k.redux_max());
+    out_i.write(o + 4, k.redux_min());
+    out_i.write(o + 5, warp::match_any((k & 3) as u32) as i32);
+    out_i.write(o + 6, reduce::warp_exclusive_scan::<Max, i32>(k));
+    out_i.write(o + 7, warp::match_all(7).map_or(0, |m| m as i32));
+}
+
+/// Outputs per thread of [`block_reductions`] (`f32` and `i32` each).
+pub const BLOCK_OUTS: usize = 5;
+
+/// Block reductions and scans over 128 threads (4 warps).
+///
+/// This kernel works as follows: thread `t` writes to `out_f[5 t..]` the
+/// block's sum, max and min of `x`, and `x`'s inclusive and exclusive
+/// prefix sums at `t`; to `out_i[5 t..]` the same over `xi` (with min and
+/// max scans for the last two). One 32-slot SMEM scratch per type; two
+/// `bar.sync` per reduction.
+///
+/// Constraints: 128 threads; `x`, `xi` hold 128 elements, `out_*` 640.
+#[kernel(block = threads(128))]
+pub fn block_reductions(
+    x: GmemRef<f32>,
+    xi: GmemRef<i32>,
+    out_f: Gmem<f32>,
+    out_i: Gmem<i32>,
+    #[scratch] sf: Smem<[f32; 32]>,
+    #[scratch] si: Smem<[i32; 32]>,
+) {
+    let t = thread_idx().x as usize;
+    let (v, k) = (x.read(t), xi.read(t));
+    let o = t * BLOCK_OUTS;
+    out_f.write(o, reduce::block_sum(v, sf));
+    out_f.write(o + 1, reduce::block_max(v, sf));
+    out_f.write(o + 2, reduce::block_min(v, sf));
+    out_f.write(o + 3, reduce::block_inclusive_scan::<Sum, f32>(v, sf));
+    out_f.write(o + 4, reduce::block_exclusive_scan::<Sum, f32>(v, sf));
+    out_i.write(o, reduce::block_sum(k, si));
+    out_i.write(o + 1, reduce::block_max(k, si));
+    out_i.write(o + 2, reduce::block_min(k, si));
+    out_i.write(o + 3, reduce::block_inclusive_scan::<Max, i32>(k, si));
+    out_i.write(o + 4, reduce::block_exclusive_scan::<Min, i32>(k, si));
+}
+
+/// `brev.b32 d, a;` (PTX ISA §9.7.1.15): a user-defined operation, written
+/// with [`kernel_device::device_op!`] (a PTX body and an emulator body).
+#[inline(always)]
+pub fn brev(a: u32) -> u32 {
+    kernel_device::device_op!("brev.b32", {
+        let d: u32;
+        // SAFETY: register-only.
+        unsafe {
+            core::arch::asm!("brev.b32 {0}, {1};", out(reg32) d, in(reg32) a,
+                options(pure, nomem, nostack, preserves_flags))
+        };
+        d
+    }, host: { a.reverse_bits() })
+}
+
+/// Outputs per thread of [`math_ops`].
+pub const MATH_OUTS: usize = 24;
+
+/// Every math and conversion operation on one input per thread.
+///
+/// This kernel works as follows: thread `t` reads `x = x[t]` and writes, in
+/// order, to `out[24 t..]`: `exp`, `exp2`, `ln |x|`, `log2 |x|`, `rcp`,
+/// `rcp_approx`, `sqrt_rn |x|`, `sqrt_approx |x|`, `rsqrt |x|`, `tanh`,
+/// `sin`, `cos`, `fma(x, x, 1)`, `max_nan(x, NaN)` (NaN), `max(x, NaN)`
+/// (`x`), the f16 and bf16 round trips of `1000 x`, the satfinite f16 of
+/// `1e5 x`, the packed f16x2 `fma(a, b, a)` lanes and bf16x2 `a * b + a`
+/// lanes of `(x, 2x)` and `(0.5, -x)`, the user op `brev` of `x`'s bits (as
+/// bits), `ex2_approx_ftz(-140)` (0: flushed), and `max_nan(1, x)`.
+///
+/// Constraints: 64 threads; `x` holds 64 elements, `out` 1536.
+#[kernel(block = threads(64))]
+pub fn math_ops(x: GmemRef<f32>, out: Gmem<f32>) {
+    let t = thread_idx().x as usize;
+    let v = x.read(t);
+    let a = v.abs();
+    let o = t * MATH_OUTS;
+    out.write(o, v.exp());
+    out.write(o + 1, v.exp2());
+    out.write(o + 2, a.ln());
+    out.write(o + 3, a.log2());
+    out.write(o + 4, v.rcp());
+    out.write(o + 5, v.rcp_approx());
+    out.write(o + 6, a.sqrt_rn());
+    out.write(o + 7, a.sqrt_approx());
+    out.write(o + 8, a.rsqrt());
+    out.write(o + 9, v.tanh());
+    out.write(o + 10, v.sin());
+    out.write(o + 11, v.cos());
+    out.write(o + 12, v.fma(v, 1.0));
+    out.write(o + 13, v.max_nan(f32::NAN));
+    out.write(o + 14, math::max(v, f32::NAN));
+    out.write(o + 15, cvt::f16_to_f32(cvt::f32_to_f16(1000.0 * v)));
+    out.write(o + 16, cvt::bf16_to_f32(cvt::f32_to_bf16(1000.0 * v)));
+    out.write(o + 17, cvt::f16_to_f32(cvt::f32_to_f16_satfinite(1e5 * v)));
+    out.write(o + 18, {
+        let (p, q) = (F16x2::from_f32(v, 2.0 * v), F16x2::from_f32(0.5, -v));
+        p.fma(q, p).to_f32().0
+    });
+    out.write(o + 19, {
+        let (p, q) = (F16x2::from_f32(v, 2.0 * v), F16x2::from_f32(0.5, -v));
+        p.fma(q, p).to_f32().1
+    });
+    out.write(o + 20, {
+        let (p, q) = (Bf16x2::from_f32(v, 2.0 * v), Bf16x2::from_f32(0.5, -v));
+        (p * q + p).to_f32().1
+    });
+    out.write(o + 21, f32::from_bits(brev(v.to_bits())));
+    out.write(o + 22, math::ex2_approx_ftz(-140.0));
+    out.write(o + 23, 1.0f32.max_nan(v));
+}
+
+/// Threads per CTA of [`gmem_ops`].
+pub const GMEM_BLOCK: u32 = 64;
+
+/// Vector, read-only and atomic global-memory accesses, over a grid of CTAs.
+///
+/// This kernel works as follows: thread `g` (global index) reads `x[4 g..4 g
+/// + 4]` with one `ld.global.nc.v4` and `x[2 g..]` with one
+/// `ld.global.nc.v2`, writes their sum to `y[4 g..]` with one
+/// `st.global.v4`, reads it back with `ld.global.v2`; then adds 1 to
+/// `counts[0]` (`atom.add.u32`, gpu scope), `x[4 g]` to `fsum[0]`
+/// (`atom.add.f32`), `g` to `wide[0]` (`atom.add.u64`), takes the max and
+/// min of `x[4 g]` into `fext[0..2]` (f32 CAS loops) and of `g - 50` into
+/// `iext[0..2]` (`atom.max/min.s32`, cta scope for the min), swaps `g + 1`
+/// into `counts[1]` (`atom.exch`) and claims `counts[2]` with a CAS from 0.
+///
+/// Constraints: `GMEM_BLOCK` threads per CTA; `x`, `y` hold `4 n` elements
+/// for `n` threads in all.
+#[kernel(block = threads(64))]
+pub fn gmem_ops(
+    x: GmemRef<f32>,
+    y: Gmem<f32>,
+    counts: Gmem<u32>,
+    fsum: Gmem<f32>,
+    wide: Gmem<u64>,
+    fext: Gmem<f32>,
+    iext: Gmem<i32>,
+) {
+    let g = (block_idx().x * GMEM_BLOCK + thread_idx().x) as usize;
+    let v = x.read_nc_v4(4 * g);
+    let w = x.read_nc_v2(2 * g);
+    y.write_v4(4 * g, [v[0] + w[0], v[1] + w[1], v[2], v[3]]);
+    let back = y.read_v2(4 * g);
+    y.write(4 * g + 2, back[0] + back[1] + v[2]);
+    counts.atomic_add(0, 1);
+    fsum.atomic_add(0, v[0]);
+    wide.atomic_add(0, g as u64);
+    fext.atomic_max(0, v[0]);
+    fext.atomic_min(1, v[0]);
+    iext.atomic_max(0, g as i32 - 50);
+    iext.atomic(Scope::Cta, AtomicOp::Min, 1, g as i32 - 50, 0);
+    counts.atomic_exch(1, g as u32 + 1);
+    counts.atomic_cas(2, 0, g as u32 + 1);
+}
+
+/// Rows of [`softmax_rows`] per CTA (one warp each).
+pub const SOFTMAX_ROWS: u32 = 4;
+/// Columns of [`softmax_rows`] (4 per lane).
+pub const SOFTMAX_COLS: usize = 128;
+
+/// Row softmax with one warp per row: no shared memory, no block barrier.
+///
+/// This kernel works as follows: warp `w` of CTA `b` owns row `4 b + w`;
+/// lane `l` loads columns `4 l..4 l + 4` with one `ld.global.nc.v4`, the
+/// warp takes the row max (5 `shfl.sync.bfly`), each lane computes
+/// `exp(x - max)` (`ex2.approx`), the warp sums them, and each lane stores
+/// `e * rcp(sum)` with one `st.global.v4`.
+///
+/// Constraints: 128 threads; `x`, `y` hold `rows * 128` elements,
+/// `rows = 4 * grid`.
+#[kernel(block = threads(128))]
+pub fn softmax_rows(x: GmemRef<f32>, y: Gmem<f32>) {
+    let row = (block_idx().x * SOFTMAX_ROWS + warp_idx()) as usize;
+    let i = row * SOFTMAX_COLS + 4 * lane_id() as usize;
+    let v = x.read_nc_v4(i);
+    let m = reduce::warp_max(math::max(math::max(v[0], v[1]), math::max(v[2], v[3])));
+    let e = [(v[0] - m).exp(), (v[1] - m).exp(), (v[2] - m).exp(), (v[3] - m).exp()];
+    let inv = reduce::warp_sum(e[0] + e[1] + e[2] + e[3]).rcp();
+    y.write_v4(i, [e[0] * inv, e[1] * inv, e[2] * inv, e[3] * inv]);
+}
