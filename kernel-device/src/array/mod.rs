@@ -40,7 +40,7 @@ pub mod tile;
 use core::ops::{Add, Div, Mul, Neg, Sub};
 pub use layout::{ArrayLayout, BroadcastTo, SameLayout, WgSplat, WgStrided, Wgmma, WgmmaCol, WgmmaRow};
 pub use mem::GmemSrc;
-pub use tile::AccTile;
+pub use tile::{AccTile, Epilogue, Prefetch, TileAt};
 use regs::{unroll, RegStorage};
 
 /// A register array of the warpgroup: logical shape `L::SHAPE`, this
