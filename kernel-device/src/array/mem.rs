@@ -129,6 +129,31 @@ where
     }
 }
 
+impl<U: Scalar, const N: usize> Array<U, WgmmaCol<N>>
+where
+    WgmmaCol<N>: ArrayLayout,
+{
+    /// As [`Array::load_cols`], without converting: the elements stay `U`
+    /// (16-bit types: half the registers of f32), for a vector loaded long
+    /// before it is used (a bias prefetched before a matmul's mainloop).
+    #[inline(always)]
+    #[track_caller]
+    pub fn load_cols_raw(src: impl GmemSrc<U>, col0: usize) -> Self {
+        let p = src.checked(col0, N);
+        assert!(col0 % 2 == 0, "Array::load_cols_raw: col0 must be even (pair loads)");
+        let t = crate::index::thread_in_warpgroup() as usize;
+        let mut out = Self::splat(U::default());
+        unroll(N / 8, |q| {
+            let c = WgmmaCol::<N>::coords(t, 2 * q).1;
+            // SAFETY: as `load_cols`.
+            let [a, b] = unsafe { U::read_pair_raw(p.add(c)) };
+            out.regs.set(2 * q, a);
+            out.regs.set(2 * q + 1, b);
+        });
+        out
+    }
+}
+
 impl<T: Scalar> Array<T, WgmmaRow> {
     /// Elements `row0 .. row0 + 64` of the vector `src` (one per row of a
     /// `Wgmma` block), converted to `T`; checked against `src`'s length once.

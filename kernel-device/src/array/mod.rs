@@ -206,6 +206,16 @@ pub trait Scalar: Copy + Default + 'static {
     /// # Safety
     /// `src` is valid for reading two `Self`, aligned to `2 * size_of::<Self>()`.
     unsafe fn read_pair(src: *const Self) -> (f32, f32);
+    /// The pair at `src` (aligned to the pair) unconverted: one 4-byte load
+    /// for 16-bit types.
+    ///
+    /// # Safety
+    /// As [`Scalar::read_pair`].
+    #[inline(always)]
+    unsafe fn read_pair_raw(src: *const Self) -> [Self; 2] {
+        // SAFETY: the caller's contract.
+        unsafe { (src as *const [Self; 2]).read() }
+    }
     /// `max.f32` semantics (a NaN operand is ignored).
     #[inline(always)]
     fn max(self, o: Self) -> Self {
@@ -267,6 +277,12 @@ impl Scalar for half::f16 {
         let w = unsafe { (src as *const u32).read() };
         (Scalar::to_f32(Self::from_bits(w as u16)), Scalar::to_f32(Self::from_bits((w >> 16) as u16)))
     }
+    #[inline(always)]
+    unsafe fn read_pair_raw(src: *const Self) -> [Self; 2] {
+        // SAFETY: the caller's contract (4-byte aligned pair): one 32-bit load.
+        let w = unsafe { (src as *const u32).read() };
+        [Self::from_bits(w as u16), Self::from_bits((w >> 16) as u16)]
+    }
 }
 
 impl Scalar for half::bf16 {
@@ -288,6 +304,12 @@ impl Scalar for half::bf16 {
         // SAFETY: the caller's contract (4-byte aligned pair): one 32-bit load.
         let w = unsafe { (src as *const u32).read() };
         (Scalar::to_f32(Self::from_bits(w as u16)), Scalar::to_f32(Self::from_bits((w >> 16) as u16)))
+    }
+    #[inline(always)]
+    unsafe fn read_pair_raw(src: *const Self) -> [Self; 2] {
+        // SAFETY: the caller's contract (4-byte aligned pair): one 32-bit load.
+        let w = unsafe { (src as *const u32).read() };
+        [Self::from_bits(w as u16), Self::from_bits((w >> 16) as u16)]
     }
 }
 

@@ -22,7 +22,7 @@
 //! ```ignore
 //! // relu(A·Bᵀ + bias): the bias is read once per warpgroup, in the layout it is used in.
 //! Prefetch(|at: TileAt| {
-//!     let bias = at.load_cols(bias);                 // Array<f32, WgmmaCol<128>>: 16 pair loads per thread
+//!     let bias = at.load_cols(bias);                 // Array<f16, WgmmaCol<128>>: 16 pair loads per thread
 //!     move |tile: &mut AccTile<128, 2>| tile.map_cols(&bias, |x, b| (x + b).max(0.0))
 //! })
 //! ```
@@ -40,14 +40,16 @@ pub struct TileAt {
 
 impl TileAt {
     /// Entries `col .. col + N` of a per-column vector, read once per
-    /// thread in the WGMMA_COL layout (see [`Array::load_cols`]).
+    /// thread in the WGMMA_COL layout, unconverted (16-bit elements hold
+    /// half the registers of f32 while they wait for the mainloop; see
+    /// [`Array::load_cols_raw`]). [`AccTile::map_cols`] converts them.
     #[inline(always)]
     #[track_caller]
-    pub fn load_cols<const N: usize, U: Scalar>(&self, v: impl GmemSrc<U>) -> Array<f32, WgmmaCol<N>>
+    pub fn load_cols<const N: usize, U: Scalar>(&self, v: impl GmemSrc<U>) -> Array<U, WgmmaCol<N>>
     where
         WgmmaCol<N>: ArrayLayout,
     {
-        Array::load_cols(v, self.col)
+        Array::load_cols_raw(v, self.col)
     }
 }
 
@@ -147,13 +149,14 @@ where
     }
 
     /// `x = f(x, v[column of x])` for every element, with `v` from
-    /// [`AccTile::load_cols`] (the broadcast moves no data).
+    /// [`AccTile::load_cols`] or [`TileAt::load_cols`] (converted to f32
+    /// here; the broadcast moves no data).
     #[inline(always)]
-    pub fn map_cols(&mut self, v: &Array<f32, WgmmaCol<N>>, f: impl Fn(f32, f32) -> f32)
+    pub fn map_cols<U: Scalar>(&mut self, v: &Array<U, WgmmaCol<N>>, f: impl Fn(f32, f32) -> f32)
     where
         WgmmaCol<N>: super::BroadcastTo<Wgmma<N>>,
     {
         let v = *v;
-        self.for_each_block(|b, _| *b = b.zip_broadcast(v, &f));
+        self.for_each_block(|b, _| *b = b.zip_broadcast(v, |x, c| f(x, c.to_f32())));
     }
 }
