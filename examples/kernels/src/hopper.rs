@@ -186,7 +186,8 @@ pub fn matmul_warp_specialized<const STAGES: usize, const GROUP_M: u32>(
     #[scratch] loaded: Barriers<STAGES>,
     #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
 ) {
-    matmul_warp_specialized_with::<STAGES, GROUP_M>(a, b, c, m_tiles, k_steps, a_bufs, b_bufs, loaded, consumed, |_: &mut WsTile| {});
+    let epilogue = |_: &mut WsTile| {};
+    matmul_warp_specialized_with::<STAGES, GROUP_M>(a, b, c, m_tiles, k_steps, a_bufs, b_bufs, loaded, consumed, epilogue);
 }
 
 /// The output tile a compute warpgroup of [`matmul_warp_specialized`]
