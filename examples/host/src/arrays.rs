@@ -195,8 +195,8 @@ pub fn bench_bias_relu(gpu: &Gpu, module: &Module, m: usize, n: usize, k: usize,
     time_kernel(gpu, 0, 3 * iters, || plain.launch(grid, (&am, &bm, &cm, m_tiles, k_steps)))?;
     for round in 0..rounds {
         // Alternate which kernel goes first in a round.
-        let mut time_plain = || time_kernel(gpu, 5, iters, || plain.launch(grid, (&am, &bm, &cm, m_tiles, k_steps)));
-        let mut time_fused = || time_kernel(gpu, 5, iters, || fused.launch(grid, (&am, &bm, &cm, &bias, m_tiles, k_steps)));
+        let time_plain = || time_kernel(gpu, 5, iters, || plain.launch(grid, (&am, &bm, &cm, m_tiles, k_steps)));
+        let time_fused = || time_kernel(gpu, 5, iters, || fused.launch(grid, (&am, &bm, &cm, &bias, m_tiles, k_steps)));
         let (p, f) = if round % 2 == 0 {
             let p = time_plain()?;
             (p, time_fused()?)

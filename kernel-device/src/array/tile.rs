@@ -10,7 +10,7 @@
 //!
 //! An epilogue is either a closure over the tile, run after the mainloop:
 //!
-//! ```ignore
+//! ```text
 //! |tile: &mut AccTile<128, 2>| tile.map(|x| x * alpha)
 //! ```
 //!
@@ -19,7 +19,7 @@
 //! per-row vectors there (their latency hides under the MMAs; the values
 //! wait in registers) and returns the closure run on the tile:
 //!
-//! ```ignore
+//! ```text
 //! // relu(A·Bᵀ + bias): the bias is read once per warpgroup, in the layout it is used in.
 //! Prefetch(|at: TileAt| {
 //!     let bias = at.load_cols(bias);                 // Array<f16, WgmmaCol<128>>: 16 pair loads per thread
