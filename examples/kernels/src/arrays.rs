@@ -4,6 +4,8 @@
 //! (tests/tests/emulator.rs) and built for sm_90a / sm_100a (tests/tests/ptx.rs).
 use kernel_device::array::{Array, WgStrided, Wgmma, WgmmaCol, WgmmaRow};
 use kernel_device::f16;
+use kernel_device::gmem::GmemRef;
+use kernel_device::reduce::Max;
 use kernel_device::prelude::*;
 
 /// The f16 input tile of [`array_wgmma_ops`]: `64 x 64`, 128-byte swizzle.
@@ -19,12 +21,25 @@ pub type ArrOut = Tile<f32, 64, 64, Unswizzled>;
 /// (`load_tile`, f16 pairs converted); loads `col` as a `WgmmaCol<64>` and
 /// `row` as a `WgmmaRow` from global memory; computes with broadcasts,
 /// scalar and array arithmetic, `relu` and `map_indexed`; stores the result
-/// to a row-major f32 SMEM tile (`store_tile`), and copies it to `y`.
+/// to a row-major f32 SMEM tile (`store_tile`), and copies it to `y`; stores
+/// it to `y2` as f16 straight from registers (`store_gmem`); writes its row
+/// sums (`row_sum`) to `sums[0..64]` and its column maxima (`col_reduce`)
+/// to `sums[64..128]`.
 ///
 /// Constraints: grid 1; `x` 64 x 64 f16, `col` 64 f16, `row` 64 f32, `y`
-/// 64 x 64 f32.
+/// 64 x 64 f32, `y2` 64 x 64 f16, `sums` 128 f32.
 #[kernel(block = warpgroups(1))]
-pub fn array_wgmma_ops(x: Gmem<f16>, col: Gmem<f16>, row: Gmem<f32>, y: Gmem<f32>, #[scratch] xs: Smem<ArrIn>, #[scratch] ys: Smem<ArrOut>) {
+pub fn array_wgmma_ops(
+    x: GmemRef<f16>,
+    col: GmemRef<f16>,
+    row: GmemRef<f32>,
+    y: Gmem<f32>,
+    y2: Gmem<f16>,
+    sums: Gmem<f32>,
+    #[scratch] xs: Smem<ArrIn>,
+    #[scratch] ys: Smem<ArrOut>,
+    #[scratch] red: Smem<[[f32; 64]; 4]>,
+) {
     let t = thread_linear() as usize;
     for i in 0..32 {
         let e = 32 * t + i;
@@ -37,6 +52,20 @@ pub fn array_wgmma_ops(x: Gmem<f16>, col: Gmem<f16>, row: Gmem<f32>, y: Gmem<f32
     let z = (a * 2.0 + c.broadcast::<Wgmma<64>>()).relu() - r.broadcast::<Wgmma<64>>();
     let z = z.map_indexed(|row, col, v| v + (64 * row + col) as f32 / 1024.0);
     z.store_tile(ys, 0, 0);
+    // The same block straight to global memory, as f16 (pair stores).
+    z.store_gmem(y2, 64, 0, 0);
+    // Row sums (quad shuffles) and column maxima (shuffles + SMEM across warps).
+    let rs = z.row_sum();
+    let cm = z.col_reduce::<Max>(red, NamedBarrier::new(1, 128));
+    let (w, l) = (t / 32, t % 32);
+    if l % 4 == 0 {
+        // One lane of each quad writes its two rows.
+        rs.for_each_indexed(|r, _, v| sums.write(r, v));
+    }
+    if w == 0 && l < 4 {
+        // Lanes 0..4 of warp 0 hold all 64 columns between them.
+        cm.for_each_indexed(|_, c, v| sums.write(64 + c, v));
+    }
     sync_threads();
     for i in 0..32 {
         let e = 32 * t + i;

@@ -1,7 +1,8 @@
 //! Matmuls with fused epilogues: [`hopper::matmul_warp_specialized`]'s
 //! mainloop, unchanged, with a few lines of epilogue on the f32 output
 //! tile in registers.
-use crate::hopper::{self, ATile, BTileWs, OTileWs};
+use crate::hopper::{self, ATile, BTileWs, OTileWs, WsTile};
+use kernel_device::array::{Prefetch, TileAt};
 use kernel_device::prelude::*;
 use kernel_device::gmem::GmemRef;
 use kernel_device::{f16, Barriers};
@@ -10,9 +11,10 @@ use kernel_device::{f16, Barriers};
 /// out; `bias` has one f16 per column of C).
 ///
 /// This kernel works as follows: it is [`hopper::matmul_warp_specialized`]
-/// (same parameters, same scratch) plus `bias`; each compute warpgroup
-/// loads the 128 bias values of its columns once, in the WGMMA_COL layout
-/// (16 pair loads per thread, shared by both row blocks), and applies
+/// (same parameters, same scratch) plus `bias`; before its mainloop, each
+/// compute warpgroup loads the 128 bias values of its columns once, in the
+/// WGMMA_COL layout (16 pair loads per thread, shared by both row blocks:
+/// their latency hides under the MMAs); after it, it applies
 /// `relu(x + bias[col])` to its 128 x 128 tile in registers before the
 /// f16 conversion and the TMA store.
 ///
@@ -31,8 +33,9 @@ pub fn matmul_bias_relu<const STAGES: usize, const GROUP_M: u32>(
     #[scratch] loaded: Barriers<STAGES>,
     #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
 ) {
-    hopper::matmul_warp_specialized_with::<STAGES, GROUP_M>(a, b, c, m_tiles, k_steps, a_bufs, b_bufs, loaded, consumed, |tile| {
-        let bias = tile.load_cols(bias); // WGMMA_COL: 16 pair loads per thread, once
-        tile.map_cols(&bias, |x, b| (x + b).max(0.0)); // both row blocks, in registers
+    let epilogue = Prefetch(|at: TileAt| {
+        let bias = at.load_cols(bias); // before the mainloop: WGMMA_COL, 16 pair loads per thread
+        move |tile: &mut WsTile| tile.map_cols(&bias, |x, b| (x + b).max(0.0)) // after it, in registers
     });
+    hopper::matmul_warp_specialized_with::<STAGES, GROUP_M>(a, b, c, m_tiles, k_steps, a_bufs, b_bufs, loaded, consumed, epilogue);
 }

@@ -3,7 +3,7 @@
 use kernel_device::pipeline::{emit_pipeline, emit_pipeline_warp_specialized, BlockSpec};
 use kernel_device::prelude::*;
 use kernel_device::tma::{commit_group, wait_group, wait_group_read};
-use kernel_device::array::AccTile;
+use kernel_device::array::{AccTile, Epilogue, TileAt};
 use kernel_device::wgmma::{wgmma_commit_group, wgmma_wait, Acc};
 use kernel_device::{f16, Barriers};
 
@@ -186,7 +186,8 @@ pub fn matmul_warp_specialized<const STAGES: usize, const GROUP_M: u32>(
     #[scratch] loaded: Barriers<STAGES>,
     #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
 ) {
-    matmul_warp_specialized_with::<STAGES, GROUP_M>(a, b, c, m_tiles, k_steps, a_bufs, b_bufs, loaded, consumed, |_| {});
+    let epilogue = |_: &mut WsTile| {};
+    matmul_warp_specialized_with::<STAGES, GROUP_M>(a, b, c, m_tiles, k_steps, a_bufs, b_bufs, loaded, consumed, epilogue);
 }
 
 /// The output tile a compute warpgroup of [`matmul_warp_specialized`]
@@ -197,7 +198,8 @@ pub type WsTile = AccTile<TILE_N, 2>;
 /// The body of [`matmul_warp_specialized`] with a fused epilogue: `epilogue`
 /// runs in each compute warpgroup on its `128 x 128` f32 output tile (in
 /// registers, after the last MMA) before the tile is converted to f16 and
-/// stored. A kernel with an epilogue is `matmul_warp_specialized`'s
+/// stored; a [`Prefetch`](kernel_device::array::Prefetch) epilogue also
+/// runs a first part before the mainloop (to load a bias early). A kernel with an epilogue is `matmul_warp_specialized`'s
 /// signature plus its own parameters, calling this (see
 /// `crate::fused::matmul_bias_relu`); the mainloop is not copied.
 #[inline(always)]
@@ -212,7 +214,7 @@ pub fn matmul_warp_specialized_with<const STAGES: usize, const GROUP_M: u32>(
     b_bufs: Smem<[BTileWs; STAGES]>,
     loaded: Barriers<STAGES>,
     consumed: Barriers<STAGES>,
-    epilogue: impl FnOnce(&mut WsTile),
+    epilogue: impl Epilogue<TILE_N, 2>,
 ) {
     let n_tiles = grid_dim().x / m_tiles;
     let (pm, pn) = tile_of(block_idx().x, m_tiles, n_tiles, GROUP_M);
@@ -226,6 +228,8 @@ pub fn matmul_warp_specialized_with<const STAGES: usize, const GROUP_M: u32>(
         1,
         |pipeline| {
             let b_row = wg as usize * TILE_N;
+            let at = TileAt { row: pm as usize * TILE_M, col: (pn as usize * 2 + wg as usize) * TILE_N };
+            let epilogue = epilogue.prepare(at);
             let acc = [Acc::<TILE_N>::undefined(), Acc::<TILE_N>::undefined()];
             let acc = pipeline.run(acc, |step, (a_tile, b_tile), mut acc| {
                 acc[0].mma(a_tile, 0, b_tile, b_row, step > 0);
@@ -236,7 +240,7 @@ pub fn matmul_warp_specialized_with<const STAGES: usize, const GROUP_M: u32>(
             });
             wgmma_wait::<0>();
             let [acc0, acc1] = acc;
-            let mut tile = WsTile { blocks: [acc0.into_array(), acc1.into_array()], row: pm as usize * TILE_M, col: (pn as usize * 2 + wg as usize) * TILE_N };
+            let mut tile = WsTile { blocks: [acc0.into_array(), acc1.into_array()], row: at.row, col: at.col };
             epilogue(&mut tile);
             // The two compute warpgroups (256 threads; not the memory one).
             let compute = NamedBarrier::new(1, 256);

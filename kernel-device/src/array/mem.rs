@@ -9,7 +9,7 @@
 //!
 //! | layout | SMEM | GMEM |
 //! |---|---|---|
-//! | `Wgmma<N>` | [`Array::store_tile`], [`Array::load_tile`]: any `Tile` (swizzled or not), pairs of adjacent columns as one 4-byte (16-bit types) or 8-byte (f32) access | — |
+//! | `Wgmma<N>` | [`Array::store_tile`], [`Array::load_tile`]: any `Tile` (swizzled or not), pairs of adjacent columns as one 4-byte (16-bit types) or 8-byte (f32) access | `store_gmem` / `load_gmem` with a leading dimension: a row-major matrix, pair accesses |
 //! | `WgmmaCol<N>`, `WgmmaRow` | — | [`Array::load_cols`], [`Array::load_rows`]: a vector, each value read once per thread |
 //! | `WgStrided<VECS, VEC>` | [`Array::load_smem`], [`Array::store_smem`] | [`Array::load_gmem`], [`Array::store_gmem`]: `VEC` elements per access (16 bytes for 8 x f16) |
 use super::layout::{ArrayLayout, WgStrided, Wgmma, WgmmaCol, WgmmaRow};
@@ -124,6 +124,31 @@ where
             let (a, b) = unsafe { U::read_pair(p.add(c)) };
             out.regs.set(2 * q, T::from_f32(a));
             out.regs.set(2 * q + 1, T::from_f32(b));
+        });
+        out
+    }
+}
+
+impl<U: Scalar, const N: usize> Array<U, WgmmaCol<N>>
+where
+    WgmmaCol<N>: ArrayLayout,
+{
+    /// As [`Array::load_cols`], without converting: the elements stay `U`
+    /// (16-bit types: half the registers of f32), for a vector loaded long
+    /// before it is used (a bias prefetched before a matmul's mainloop).
+    #[inline(always)]
+    #[track_caller]
+    pub fn load_cols_raw(src: impl GmemSrc<U>, col0: usize) -> Self {
+        let p = src.checked(col0, N);
+        assert!(col0 % 2 == 0, "Array::load_cols_raw: col0 must be even (pair loads)");
+        let t = crate::index::thread_in_warpgroup() as usize;
+        let mut out = Self::splat(U::default());
+        unroll(N / 8, |q| {
+            let c = WgmmaCol::<N>::coords(t, 2 * q).1;
+            // SAFETY: as `load_cols`.
+            let [a, b] = unsafe { U::read_pair_raw(p.add(c)) };
+            out.regs.set(2 * q, a);
+            out.regs.set(2 * q + 1, b);
         });
         out
     }
@@ -279,5 +304,46 @@ impl<T: Copy + Default, const VECS: usize, const VEC: usize> Array<T, WgStrided<
             // SAFETY: as `strided_read`.
             unsafe { write_vec::<T, VEC>(p.add((128 * j + t) * VEC), self.regs.0[j]) };
         });
+    }
+}
+
+impl<T: Scalar, const N: usize> Array<T, Wgmma<N>>
+where
+    Wgmma<N>: ArrayLayout,
+{
+    /// Converts to `U` and writes the `64 x N` block to the row-major
+    /// matrix `dst` (leading dimension `ld` elements) at `(row0, col0)`:
+    /// one 4-byte (16-bit `U`) or 8-byte (f32) store per pair of adjacent
+    /// columns. Checked against `dst`'s length once; `ld` and `col0` even.
+    #[inline(always)]
+    #[track_caller]
+    pub fn store_gmem<U: Scalar>(&self, dst: Gmem<U>, ld: usize, row0: usize, col0: usize) {
+        assert!(ld % 2 == 0 && col0 % 2 == 0 && col0 + N <= ld, "Array::store_gmem: ld and col0 must be even (pair stores) and col0 + N <= ld");
+        let base = GmemSrc::checked(&dst, row0 * ld + col0, 63 * ld + N) as *mut U;
+        let t = crate::index::thread_in_warpgroup() as usize;
+        unroll(N / 4, |p| {
+            let (r, c) = Wgmma::<N>::coords(t, 2 * p);
+            // SAFETY: inside the checked range; pair-aligned (even offsets of a device allocation).
+            unsafe { U::write_pair(base.add(r * ld + c), self.regs.get(2 * p).to_f32(), self.regs.get(2 * p + 1).to_f32()) };
+        });
+    }
+    /// The `64 x N` block of the row-major matrix `src` (leading dimension
+    /// `ld`) at `(row0, col0)`, converted to `T` (inverse of
+    /// [`Array::store_gmem`]).
+    #[inline(always)]
+    #[track_caller]
+    pub fn load_gmem<U: Scalar>(src: impl GmemSrc<U>, ld: usize, row0: usize, col0: usize) -> Self {
+        assert!(ld % 2 == 0 && col0 % 2 == 0 && col0 + N <= ld, "Array::load_gmem: ld and col0 must be even (pair loads) and col0 + N <= ld");
+        let base = src.checked(row0 * ld + col0, 63 * ld + N);
+        let t = crate::index::thread_in_warpgroup() as usize;
+        let mut out = Self::splat(T::default());
+        unroll(N / 4, |p| {
+            let (r, c) = Wgmma::<N>::coords(t, 2 * p);
+            // SAFETY: as `store_gmem`.
+            let (a, b) = unsafe { U::read_pair(base.add(r * ld + c)) };
+            out.regs.set(2 * p, T::from_f32(a));
+            out.regs.set(2 * p + 1, T::from_f32(b));
+        });
+        out
     }
 }

@@ -40,7 +40,7 @@ pub mod tile;
 use core::ops::{Add, Div, Mul, Neg, Sub};
 pub use layout::{ArrayLayout, BroadcastTo, SameLayout, WgSplat, WgStrided, Wgmma, WgmmaCol, WgmmaRow};
 pub use mem::GmemSrc;
-pub use tile::AccTile;
+pub use tile::{AccTile, Epilogue, Prefetch, TileAt};
 use regs::{unroll, RegStorage};
 
 /// A register array of the warpgroup: logical shape `L::SHAPE`, this
@@ -96,6 +96,15 @@ impl<T: Copy, L: ArrayLayout> Array<T, L> {
     #[inline(always)]
     pub fn coords(i: usize) -> (usize, usize) {
         L::coords(crate::index::thread_in_warpgroup() as usize, i)
+    }
+    /// `f(row, col, x)` for each of this thread's elements, unrolled.
+    #[inline(always)]
+    pub fn for_each_indexed(&self, mut f: impl FnMut(usize, usize, T)) {
+        let t = crate::index::thread_in_warpgroup() as usize;
+        unroll(L::REGS, |i| {
+            let (r, c) = L::coords(t, i);
+            f(r, c, self.regs.get(i))
+        });
     }
     /// `f(x)` elementwise.
     #[inline(always)]
@@ -197,6 +206,16 @@ pub trait Scalar: Copy + Default + 'static {
     /// # Safety
     /// `src` is valid for reading two `Self`, aligned to `2 * size_of::<Self>()`.
     unsafe fn read_pair(src: *const Self) -> (f32, f32);
+    /// The pair at `src` (aligned to the pair) unconverted: one 4-byte load
+    /// for 16-bit types.
+    ///
+    /// # Safety
+    /// As [`Scalar::read_pair`].
+    #[inline(always)]
+    unsafe fn read_pair_raw(src: *const Self) -> [Self; 2] {
+        // SAFETY: the caller's contract.
+        unsafe { (src as *const [Self; 2]).read() }
+    }
     /// `max.f32` semantics (a NaN operand is ignored).
     #[inline(always)]
     fn max(self, o: Self) -> Self {
@@ -256,7 +275,13 @@ impl Scalar for half::f16 {
     unsafe fn read_pair(src: *const Self) -> (f32, f32) {
         // SAFETY: the caller's contract (4-byte aligned pair): one 32-bit load.
         let w = unsafe { (src as *const u32).read() };
-        (Self::from_bits(w as u16).to_f32(), Self::from_bits((w >> 16) as u16).to_f32())
+        (Scalar::to_f32(Self::from_bits(w as u16)), Scalar::to_f32(Self::from_bits((w >> 16) as u16)))
+    }
+    #[inline(always)]
+    unsafe fn read_pair_raw(src: *const Self) -> [Self; 2] {
+        // SAFETY: the caller's contract (4-byte aligned pair): one 32-bit load.
+        let w = unsafe { (src as *const u32).read() };
+        [Self::from_bits(w as u16), Self::from_bits((w >> 16) as u16)]
     }
 }
 
@@ -278,7 +303,13 @@ impl Scalar for half::bf16 {
     unsafe fn read_pair(src: *const Self) -> (f32, f32) {
         // SAFETY: the caller's contract (4-byte aligned pair): one 32-bit load.
         let w = unsafe { (src as *const u32).read() };
-        (Self::from_bits(w as u16).to_f32(), Self::from_bits((w >> 16) as u16).to_f32())
+        (Scalar::to_f32(Self::from_bits(w as u16)), Scalar::to_f32(Self::from_bits((w >> 16) as u16)))
+    }
+    #[inline(always)]
+    unsafe fn read_pair_raw(src: *const Self) -> [Self; 2] {
+        // SAFETY: the caller's contract (4-byte aligned pair): one 32-bit load.
+        let w = unsafe { (src as *const u32).read() };
+        [Self::from_bits(w as u16), Self::from_bits((w >> 16) as u16)]
     }
 }
 

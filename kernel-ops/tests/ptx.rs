@@ -1,0 +1,56 @@
+//! The norm kernels build for sm_90a and sm_100a, assemble with ptxas 13.0
+//! with no stack frame and no spills, keep the row in registers (no local
+//! memory) and move it with 16-byte vector accesses.
+use kernel_device::launch::DeviceImage;
+
+fn image(arch: &str) -> &'static DeviceImage {
+    kernel_ops_kernels::DEVICE_CODE.image(arch).unwrap_or_else(|| panic!("kernel-ops kernels were not built for {arch}"))
+}
+
+fn entry<'a>(ptx: &'a str, name: &str) -> &'a str {
+    let head = format!(".visible .entry {name}(");
+    let start = ptx.find(&head).unwrap_or_else(|| panic!("no entry `{name}` in the PTX"));
+    let end = ptx[start..].find("\n}").map(|e| start + e).unwrap_or(ptx.len());
+    &ptx[start..end]
+}
+
+fn count(body: &str, opcode: &str) -> usize {
+    body.lines().filter(|l| l.trim_start().starts_with(opcode)).count()
+}
+
+#[test]
+fn norm_kernels_assemble_without_spills_for_both_architectures() {
+    for arch in ["sm_90a", "sm_100a"] {
+        let img = image(arch);
+        assert!(!img.cubin.is_empty(), "{arch}: no cubin: ptxas was not found at build time (tools/install-ptxas.sh)");
+        let report = img.ptxas_report;
+        let mut entries = 0;
+        for block in report.split("Compiling entry function '").skip(1) {
+            let name = block.split('\'').next().unwrap();
+            let line = block.lines().find(|l| l.contains("bytes stack frame")).unwrap_or_else(|| panic!("{arch} {name}: no stack line"));
+            assert!(line.contains("0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"), "{arch} {name}: {line}");
+            entries += 1;
+        }
+        assert_eq!(entries, 24, "{arch}: 3 ops x 2 types x 4 row lengths:\n{report}");
+    }
+}
+
+#[test]
+fn rows_stay_in_registers_and_move_in_16_byte_accesses() {
+    for arch in ["sm_90a", "sm_100a"] {
+        let ptx = image(arch).ptx;
+        for (op, extra_loads) in [("softmax", 0), ("layer_norm", 2), ("rms_norm", 1)] {
+            for t in ["f16", "bf16"] {
+                for vecs in [1, 2, 4, 8] {
+                    let name = format!("{op}_{t}__{vecs}");
+                    let body = entry(ptx, &name);
+                    assert!(!body.contains(".local"), "{arch} {name}: local memory");
+                    // x, plus gamma (and beta): `vecs` 16-byte loads each; `vecs` 16-byte stores of y.
+                    assert_eq!(count(body, "ld.v4.b32") + count(body, "ld.global.v4"), vecs * (1 + extra_loads), "{arch} {name}: vector loads");
+                    assert_eq!(count(body, "st.v4.b32") + count(body, "st.global.v4"), vecs, "{arch} {name}: vector stores");
+                    assert!(body.contains("shfl.sync.bfly.b32"), "{arch} {name}: warp butterfly");
+                }
+            }
+        }
+    }
+}
