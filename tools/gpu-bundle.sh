@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Builds, here, what a GPU machine without Rust needs into .device/ (ignored
-# by git): the release first_kernels binary, the GPU test binary, the sm_90a
-# cubin. Then, with the device tool: carry `.device`, run `bash tools/gpu-run.sh`.
+# by git): the release example binaries (first_kernels, hopper, simt, fused,
+# bench, norms_bench), the GPU test binaries and the sm_90a cubin. Then, with
+# the device tool: carry `.device`, run `bash tools/gpu-run.sh`.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 tools/setup.sh
-cargo build --release -p examples --bin first_kernels --bin hopper
+bins=(first_kernels hopper simt fused bench)
+cargo build --release -p examples $(printf -- '--bin %s ' "${bins[@]}")
+cargo build --release -p kernel-ops --bin norms_bench
 # test_exe PACKAGE TARGET-ARGS... : path of the test executable cargo builds
 test_exe() {
     cargo test --release "$@" --no-run --message-format=json 2>/dev/null | python3 -c 'import sys, json
@@ -16,11 +19,16 @@ for l in sys.stdin:
         print(m["executable"])' | tail -1
 }
 gpu_tests=$(test_exe -p kernel-tests --test gpu)
+arrays_tests=$(test_exe -p kernel-tests --test arrays)
+ops_tests=$(test_exe -p kernel-ops --test gpu)
 runtime_tests=$(test_exe -p kernel-host --lib)
 rm -rf .device && mkdir -p .device
-cp target/release/first_kernels target/release/hopper .device/
+for b in "${bins[@]}" norms_bench; do cp "target/release/$b" .device/; done
 cp "$gpu_tests" .device/gpu_tests
+cp "$arrays_tests" .device/arrays_tests
+cp "$ops_tests" .device/ops_tests
 cp "$runtime_tests" .device/runtime_tests
+cp kernel-ops/bench/norms_torch.py .device/ 2>/dev/null || true
 out_dir=$(ls -td target/release/build/kernels-*/out | head -1)
 cp "$out_dir"/kernels_sm_90a.cubin "$out_dir"/kernels_sm_90a.ptxas.txt .device/
 ls -la .device
