@@ -51,7 +51,9 @@ pub mod pipeline;
 pub mod semaphore;
 pub mod smem;
 pub mod sync;
+pub mod tcgen05;
 pub mod tma;
+pub mod tmem;
 pub mod warp;
 pub mod wgmma;
 

@@ -117,6 +117,7 @@
 
 mod engine;
 mod error;
+pub mod tmem;
 #[cfg(test)]
 mod tests;
 
@@ -357,6 +358,9 @@ pub fn run(cfg: &LaunchConfig, thread_fn: &(dyn Fn() + Sync)) -> Result<RunRepor
             }
         }
     });
+    let failed = emu.lock().error.is_some();
+    // Forget the run's TMEM state; report allocations not freed.
+    let tmem_end = tmem::end_run(&emu, !failed);
     let steps = {
         let g = emu.lock();
         if let Some(e) = &g.error {
@@ -365,6 +369,9 @@ pub fn run(cfg: &LaunchConfig, thread_fn: &(dyn Fn() + Sync)) -> Result<RunRepor
         g.steps
     };
     if let Some(e) = emu.end_checks() {
+        return Err(e);
+    }
+    if let Some(e) = tmem_end {
         return Err(e);
     }
     Ok(RunReport { steps, threads: n })
@@ -807,6 +814,7 @@ pub fn async_proxy_write(addr: u32, len: usize, op: &str, write: impl FnOnce()) 
     match enter("async_proxy_write") {
         Some((e, tid)) => {
             let (cta, off) = e.async_write_check(tid, loc, addr, len, op);
+            tmem::smem_overwrite_check(&e, tid, loc, cta, off, len, op);
             write();
             e.async_written(cta, off, len);
         }
