@@ -47,6 +47,11 @@ pub struct E4M3(pub u8);
 #[repr(transparent)]
 pub struct E5M2(pub u8);
 
+/// `2^e` for a normal-range exponent (no_std: no `powi`).
+fn exp2i(e: i32) -> f32 {
+    f32::from_bits(((e + 127) as u32) << 23)
+}
+
 impl E4M3 {
     /// The value as f32 (bias 7, no infinities, `S.1111.111` is NaN).
     pub fn to_f32(self) -> f32 {
@@ -54,9 +59,9 @@ impl E4M3 {
         let mag = if e == 0xF && m == 7.0 {
             f32::NAN
         } else if e == 0 {
-            m / 8.0 * 2f32.powi(-6)
+            m / 8.0 * exp2i(-6)
         } else {
-            (1.0 + m / 8.0) * 2f32.powi(e - 7)
+            (1.0 + m / 8.0) * exp2i(e - 7)
         };
         if s == 1 {
             -mag
@@ -790,6 +795,7 @@ pub fn tcgen05_mma_ts<E, D, B, const M: usize, const N: usize, const K: usize>(
 #[track_caller]
 fn issue_ss<E: AccumulatesInto<D>, D: MmaAccum>(d: u32, da: SmemDescriptor, db: SmemDescriptor, idesc: InstrDescriptor, accumulate: bool, m: usize, n: usize) {
     device!("tcgen05.mma", {
+        let _ = (m, n);
         // SAFETY: one thread (documented); descriptors from typed tiles.
         unsafe { raw::mma_ss(E::KIND, d, da.0, db.0, idesc.0, accumulate) }
     }, host: {

@@ -34,6 +34,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         }
     };
     let (params, scratch) = check_signature(&mut func, &opts, &mut errors);
+    check_arch_ops(&func, &opts, &mut errors);
     crate::warp_specialize::expand_in_body(&mut func.block, &opts, &mut errors);
     if !errors.is_empty() {
         // Report every error at once, and keep the function (without the
@@ -252,6 +253,18 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
         );
         Some(quote_spanned!(span=> assert!(<#ty as #krate::smem::Scratch>::TAKES_ARRIVALS, #msg);))
     });
+    let tmem_budget_msg = format!(
+        "kernel `{name}`: its Tmem scratch parameters need more than 512 TMEM columns (each tile rounded up to a power of two of at least 32 columns); a CTA has 128 lanes x 512 columns: use smaller or fewer Tmem tiles"
+    );
+    let tmem_arch_check = if opts.arch.as_deref() == Some("sm_100a") {
+        quote!()
+    } else {
+        let msg = format!(
+            "kernel `{name}`: Tmem scratch is tensor memory, which exists only on sm_100a (tcgen05), and this kernel is also built for {}: add `arch = sm_100a` to `#[kernel(...)]`",
+            opts.arch.as_deref().unwrap_or("sm_90a")
+        );
+        quote!(assert!(cols == 0, #msg);)
+    };
     let budget_msg = format!(
         "kernel `{name}`: its scratch parameters need more than 227 KB (232448 bytes) of shared memory, the most one CTA can use on H100/B200; use fewer stages or smaller tiles"
     );
@@ -279,6 +292,12 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
         };
         let entry_ident = Ident::new(&entry_name, name.span());
         let keep_ident = format_ident!("__KERNEL_KEEP_{}", entry_name);
+        // The parameter types of this instance: const generics replaced by
+        // the instance's values (a parameter type may use them, e.g.
+        // `Tma<Tile<f16, 64, TN, Sw>>`).
+        let map: Vec<(String, TokenStream)> = gen_ids.iter().map(|i| i.to_string()).zip(inst.iter().map(|l| quote!({ #l }))).collect();
+        let inst_tys: Vec<Type> = params.iter().map(|p| subst_type(&p.ty, &map)).collect();
+        let p_tys: Vec<&Type> = inst_tys.iter().collect();
         let inst_args = if inst.is_empty() { quote!() } else { quote!(<#(#inst),*>) };
         let inst_turbofish = if inst.is_empty() { quote!() } else { quote!(::<#(#inst),*>) };
         let meta = format!("// kernel-meta entry={entry_name} maxntid={bx},{by},{bz} cluster={cx},{cy},{cz} byaddr={{}}");
@@ -286,7 +305,7 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
         // Parameters whose body value needs the parameter's address (TMA
         // descriptors): `mov` of the PTX parameter symbol + `cvta.param`.
         let conversions = params.iter().enumerate().map(|(i, p)| {
-            let (pn, ty) = (&p.name, &p.ty);
+            let (pn, ty) = (&p.name, &inst_tys[i]);
             let addr_asm = format!("mov.b64 {{0}}, {entry_name}_param_{i};\n\tcvta.param.u64 {{0}}, {{0}};");
             quote! {
                 let #pn: #ty = <#ty as #krate::launch::DeviceParam>::from_abi(#pn, if <#ty as #krate::launch::DeviceParam>::BY_ADDRESS {
@@ -303,7 +322,7 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
         // Host: parameter `i` is `params.i`; a by-address parameter's address
         // is that of its value inside `params`.
         let host_conversions = params.iter().enumerate().map(|(i, p)| {
-            let (pn, ty) = (&p.name, &p.ty);
+            let (pn, ty) = (&p.name, &inst_tys[i]);
             let idx = syn::Index::from(i);
             quote! {
                 let #pn: #ty = <#ty as #krate::launch::DeviceParam>::from_abi(
@@ -313,10 +332,9 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
             }
         });
         // Spanned at each type, so a non-DeviceParam type is reported there.
-        let abi_tys: Vec<TokenStream> = params
+        let abi_tys: Vec<TokenStream> = inst_tys
             .iter()
-            .map(|p| {
-                let ty = &p.ty;
+            .map(|ty| {
                 quote_spanned!(ty.span()=> <#ty as #krate::launch::DeviceParam>::Abi)
             })
             .collect();
@@ -332,6 +350,7 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
             // Evaluate the layout (and its budget and arrivals checks) for this instance.
             const _: () = {
                 let _ = <#name #inst_args as #krate::launch::KernelSpec>::SMEM_BYTES;
+                let _ = <#name #inst_args>::__TMEM_COLS;
                 <#name #inst_args>::__CHECKS
             };
             #[cfg(not(target_arch = "nvptx64"))]
@@ -380,9 +399,22 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
         #[allow(dead_code)]
         impl #gen_decl #name #gen_use {
             #[doc(hidden)]
-            pub const __SCRATCH_LAYOUT: ([usize; #n_scratch], usize) = #krate::smem::scratch_layout([
-                #((<#s_tys as #krate::smem::Scratch>::BYTES, <#s_tys as #krate::smem::Scratch>::ALIGN)),*
+            pub const __SCRATCH_LAYOUT: ([usize; #n_scratch + 1], usize) = #krate::smem::scratch_layout([
+                #((<#s_tys as #krate::smem::Scratch>::BYTES, <#s_tys as #krate::smem::Scratch>::ALIGN),)*
+                // The slot `tcgen05.alloc` writes the TMEM address to.
+                if Self::__TMEM_LAYOUT.1 > 0 { (4, 16) } else { (0, 1) }
             ]);
+            #[doc(hidden)]
+            pub const __TMEM_LAYOUT: ([usize; #n_scratch], usize) = #krate::tmem::tmem_layout([
+                #(<#s_tys as #krate::smem::Scratch>::TMEM_COLS),*
+            ]);
+            #[doc(hidden)]
+            pub const __TMEM_COLS: usize = {
+                let cols = Self::__TMEM_LAYOUT.1;
+                assert!(cols <= #krate::tmem::TMEM_COLS, #tmem_budget_msg);
+                #tmem_arch_check
+                cols
+            };
             #[doc(hidden)]
             pub const __SMEM_BYTES: usize = {
                 let bytes = Self::__SCRATCH_LAYOUT.1;
@@ -428,8 +460,20 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
             let __offsets = <#name #gen_use>::__SCRATCH_LAYOUT.0;
             #(
                 // SAFETY: the layout gives each scratch parameter its own aligned range.
-                let #s_names = unsafe { <#s_tys as #krate::smem::Scratch>::from_smem(__smem.add(__offsets[#s_idx])) };
+                #[allow(unused_mut)]
+                let mut #s_names = unsafe { <#s_tys as #krate::smem::Scratch>::from_smem(__smem.add(__offsets[#s_idx])) };
             )*
+            let __tmem_cols = <#name #gen_use>::__TMEM_COLS as u32;
+            // SAFETY: the slot after the scratch parameters (4 bytes when TMEM is used).
+            let __tmem_slot = unsafe { __smem.add(__offsets[#n_scratch]) } as *mut u32;
+            if __tmem_cols > 0 && #krate::index::warp_idx() == 0 {
+                // SAFETY: one whole warp (warp 0, converged at entry); a power of
+                // two in 32..=512 (checked at compile time); a 4-byte SMEM slot.
+                unsafe {
+                    #krate::tcgen05::raw::alloc(#krate::smem::shared_addr(__tmem_slot), __tmem_cols);
+                    #krate::tcgen05::raw::relinquish_alloc_permit();
+                }
+            }
             if <#name #gen_use>::__HAS_BARRIERS && #krate::index::thread_linear() == 0 {
                 // SAFETY: one thread, before any use; ordered by the barrier below.
                 #( unsafe { #krate::smem::Scratch::init(&#s_names, #s_arrivals) }; )*
@@ -437,14 +481,91 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
             }
             if #cluster_ctas > 1 {
                 #krate::cluster::cluster_sync();
-            } else if <#name #gen_use>::__HAS_BARRIERS {
+            } else if <#name #gen_use>::__HAS_BARRIERS || __tmem_cols > 0 {
                 #krate::sync::sync_threads();
             }
+            let mut __tmem_base = 0u32;
+            if __tmem_cols > 0 {
+                #krate::tcgen05::raw::fence_after_thread_sync();
+                // SAFETY: written by `tcgen05.alloc` before the barrier above.
+                __tmem_base = unsafe { ::core::ptr::read_volatile(__tmem_slot) };
+                let __tmem_offsets = <#name #gen_use>::__TMEM_LAYOUT.0;
+                // SAFETY: each TMEM scratch gets its own columns of the allocation.
+                #( unsafe { #krate::smem::Scratch::bind_tmem(&mut #s_names, __tmem_base + __tmem_offsets[#s_idx] as u32) }; )*
+            }
             #body_fn #turbofish(#(#p_names,)* #(#s_names),*);
+            if __tmem_cols > 0 {
+                // Every thread's tcgen05 work is ordered before the free.
+                #krate::tcgen05::raw::fence_before_thread_sync();
+                #krate::sync::sync_threads();
+                if #krate::index::warp_idx() == 0 {
+                    #krate::tcgen05::raw::fence_after_thread_sync();
+                    // SAFETY: warp 0; the allocation made above; no thread uses it any more.
+                    unsafe { #krate::tcgen05::raw::dealloc(__tmem_base, __tmem_cols) };
+                }
+            }
             if #cluster_ctas > 1 {
                 // No CTA leaves while another may still use its shared memory.
                 #krate::cluster::cluster_sync();
             }
         }
     }
+}
+
+/// The tensor-core generation of a kernel restricted to one architecture:
+/// a Hopper-only op (`wgmma*`) in an `arch = sm_100a` kernel, or a
+/// Blackwell-only op (`tcgen05*`, `Tmem`) in an `arch = sm_90a` kernel, is
+/// an error at the name (seen in the kernel's signature and body; an op
+/// reached through a helper function is caught by ptxas instead).
+fn check_arch_ops(func: &ItemFn, opts: &Options, errors: &mut Vec<Error>) {
+    let Some(arch) = opts.arch.as_deref() else { return };
+    let mut tokens = func.block.to_token_stream();
+    tokens.extend(func.sig.inputs.to_token_stream());
+    fn walk(ts: TokenStream, arch: &str, errors: &mut Vec<Error>) {
+        for tt in ts {
+            match tt {
+                proc_macro2::TokenTree::Group(g) => walk(g.stream(), arch, errors),
+                proc_macro2::TokenTree::Ident(id) => {
+                    let n = id.to_string();
+                    if arch == "sm_100a" && n.starts_with("wgmma") {
+                        errors.push(Error::new(
+                            id.span(),
+                            format!("`{n}` is a Hopper (sm_90a) wgmma operation, and this kernel is `arch = sm_100a`, where wgmma does not exist: use tcgen05 (`tcgen05_mma` into a `Tmem` accumulator)"),
+                        ));
+                    } else if arch == "sm_90a" && (n.starts_with("tcgen05") || n == "Tmem" || n.starts_with("TcBarrier")) {
+                        errors.push(Error::new(
+                            id.span(),
+                            format!("`{n}` is a Blackwell (sm_100a) tcgen05/TMEM item, and this kernel is `arch = sm_90a`, which has no tensor memory: use wgmma, or make the kernel `arch = sm_100a`"),
+                        ));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    walk(tokens, arch, errors);
+}
+
+/// `ty` with every identifier named in `map` replaced by its tokens.
+fn subst_type(ty: &Type, map: &[(String, TokenStream)]) -> Type {
+    fn walk(ts: TokenStream, map: &[(String, TokenStream)]) -> TokenStream {
+        ts.into_iter()
+            .map(|tt| match tt {
+                proc_macro2::TokenTree::Group(g) => {
+                    let mut ng = proc_macro2::Group::new(g.delimiter(), walk(g.stream(), map));
+                    ng.set_span(g.span());
+                    proc_macro2::TokenTree::Group(ng).into()
+                }
+                proc_macro2::TokenTree::Ident(id) => match map.iter().find(|(n, _)| id == n) {
+                    Some((_, v)) => v.clone(),
+                    None => proc_macro2::TokenTree::Ident(id).into(),
+                },
+                other => TokenStream::from(other),
+            })
+            .collect()
+    }
+    if map.is_empty() {
+        return ty.clone();
+    }
+    syn::parse2(walk(ty.to_token_stream(), map)).unwrap_or_else(|_| ty.clone())
 }

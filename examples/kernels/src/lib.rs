@@ -15,6 +15,7 @@
 
 pub mod first;
 pub mod hopper;
+pub mod blackwell;
 pub mod planted;
 
 kernel_device::device_code!();
