@@ -331,10 +331,15 @@ pub fn alloc(dst: u32, ncols: u32) {
     let loc = Location::caller();
     let Some((e, tid)) = enter("tmem::alloc") else { return };
     e.warp_sync(tid, loc, "tcgen05.alloc");
-    if e.threads[tid].lane != 0 {
-        return;
+    if e.threads[tid].lane == 0 {
+        alloc_lane0(&e, tid, loc, dst, ncols);
     }
-    let col = with_cta(&e, tid, loc, |run, cta| {
+    // The whole warp leaves the collective after the allocation.
+    e.warp_sync(tid, loc, "tcgen05.alloc");
+}
+
+fn alloc_lane0(e: &Arc<Emu>, tid: usize, loc: Loc, dst: u32, ncols: u32) {
+    let col = with_cta(e, tid, loc, |run, cta| {
         let c = run.ctas.get_mut(&cta).expect("created");
         if !(32..=COLS).contains(&ncols) || !ncols.is_power_of_two() {
             return Err(("TMEM allocation size", format!("tcgen05.alloc of {ncols} columns: the count must be a power of two in 32..=512")));

@@ -6,6 +6,7 @@ use kernels::first;
 
 pub mod emulated;
 pub mod hopper;
+pub mod blackwell;
 
 /// Why an example did not give the right answer.
 #[derive(Debug)]
