@@ -13,22 +13,29 @@
 //!   moves at issue. A load is *in flight* until its thread calls
 //!   [`wait_ld`] (`tcgen05.wait::ld`), a store until [`wait_st`]
 //!   (`tcgen05.wait::st`, Pallas's `commit_tmem`).
-//! * **MMA** ([`mma`]): issued by one thread; its SMEM operands are read at
-//!   issue (the caller decodes them and passes the values), its TMEM A
-//!   operand is read at issue, and the accumulator is written *later*, at a
-//!   seeded point: a tcgen05 operation of any thread of the CTA may run the
-//!   oldest pending MMA of the CTA, and [`commit`] runs every pending MMA up
-//!   to the committing thread's last one (the tensor core executes in issue
-//!   order) before it arrives on the mbarrier. So an accumulator read before
-//!   the commit's arrival may see stale data, and is reported.
-//! * **Completion** is observed only through the mbarrier a
-//!   `tcgen05.commit` arrived on: an MMA is *complete for thread T* once T's
-//!   wait on that barrier observed the phase the commit arrived in, for a
-//!   commit by the MMA's issuing thread issued after the MMA (a commit covers
-//!   all earlier tcgen05 operations of its own thread, and only those).
-//!   This is a direct happens-before edge (wait on the commit's barrier); an
-//!   edge through a third thread (T waits on a barrier that a thread which
-//!   waited on the commit's barrier arrived on) is not followed.
+//! * **MMA** ([`mma`]): issued by one thread; its SMEM operands are decoded
+//!   at issue (the caller passes the values), its TMEM A operand is read at
+//!   issue. It is registered with the race detector ([`crate::race`]) as an
+//!   asynchronous operation (`Completion::Tracked`) whose reads are the SMEM
+//!   operand ranges (and the TMEM A cells), whose write is the accumulator,
+//!   and whose effect computes the accumulator: the detector runs it at a
+//!   seeded point before the issuing thread's next [`commit`] arrives (a
+//!   thread's tensor-core operations run in issue order: each depends on the
+//!   previous one). So an accumulator read too early may see stale data, and
+//!   is reported.
+//! * **Loads and stores** are also ordinary accesses of the CTA's tensor
+//!   memory for the race detector (cell `(lane, col)` is bytes
+//!   `(lane * 512 + col) * 4 ..+ 4`), so every TMEM access is checked by
+//!   happens-before against the MMAs' (and other threads') accesses, with
+//!   the commit's mbarrier as the edge. An SMEM operand overwritten by a TMA
+//!   load under an in-flight MMA is a race between the two operations.
+//! * **Completion**, for this module's own checks (which name the TMEM rule
+//!   before the race detector would report a bare race): an MMA is
+//!   *complete for thread T* once T's wait on a barrier observed the phase a
+//!   `tcgen05.commit` of the MMA's issuing thread, issued after the MMA,
+//!   arrived in (a commit covers all earlier tcgen05 operations of its own
+//!   thread, and only those). This is the direct edge; longer chains are the
+//!   race detector's.
 //!
 //! # Checks (each a [`crate::EmuError::Misuse`] naming the rule)
 //!
@@ -43,8 +50,8 @@
 //! * "TMEM operand of an in-flight MMA overwritten" (a store over the
 //!   accumulator or the TMEM A operand of an MMA not complete for the storing
 //!   thread);
-//! * "TMA overwrites SMEM still read by an in-flight tcgen05.mma" (through
-//!   the TMA write hook in `async_proxy_write`);
+//! * (a TMA load over SMEM an in-flight MMA reads: a race report of
+//!   [`crate::race`], naming both operations);
 //! * "TMEM accessed outside the allocation", "TMEM lane quarter of another
 //!   warp", "TMEM allocation over 512 columns", "TMEM allocation size",
 //!   "tcgen05.dealloc of columns that are not an allocation", "TMEM freed
@@ -52,6 +59,7 @@
 //!   kernel ended".
 use crate::engine::{Emu, Range};
 use crate::error::EmuError;
+use crate::race::{AsyncOp, Completion, Space};
 use crate::{ctx, enter};
 use std::collections::HashMap;
 use std::panic::Location;
@@ -142,7 +150,6 @@ struct Op {
     k: u32,
     d: Region,
     a_tmem: Option<Region>,
-    smem: Vec<Range>,
     /// `None` once executed.
     work: Option<Work>,
 }
@@ -179,7 +186,6 @@ struct Run {
     ctas: HashMap<usize, Cta>,
     commits: Vec<Commit>,
     next_seq: u64,
-    coin: u64,
 }
 
 /// The state of every live run, by the address of its `Emu`.
@@ -211,6 +217,22 @@ fn with_cta<R>(e: &Arc<Emu>, tid: usize, loc: Loc, f: impl FnOnce(&mut Run, usiz
         Ok(r) => r,
         Err((rule, detail)) => e.misuse(e.lock(), tid, loc, rule, detail),
     }
+}
+
+/// The race detector's byte range of `region`'s cells in lane `lane`:
+/// cell `(lane, col)` is the 4 bytes at `(lane * 512 + col) * 4`.
+fn lane_bytes(lane: u32, cols: (u32, u32)) -> (u64, u64) {
+    (u64::from(lane * COLS + cols.0) * 4, u64::from(lane * COLS + cols.1) * 4)
+}
+
+/// One range per lane of `r`, in the CTA's TMEM space.
+fn region_ranges(cta: usize, r: &Region) -> Vec<(Space, u64, u64)> {
+    (r.lanes.0..r.lanes.1)
+        .map(|l| {
+            let (lo, hi) = lane_bytes(l, r.cols);
+            (Space::Tmem { cta }, lo, hi)
+        })
+        .collect()
 }
 
 fn split(taddr: u32) -> (u32, u32) {
@@ -263,24 +285,17 @@ impl Run {
             )
         }
     }
-
-    fn flip(&mut self) -> bool {
-        // splitmix64 over a counter: deterministic for a given schedule.
-        self.coin = self.coin.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.coin;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (z ^ (z >> 31)) & 1 == 1
-    }
 }
 
-/// Executes the pending MMAs of `cta` in issue order while `pred(seq)`.
-fn execute(c: &mut Cta, mut pred: impl FnMut(u64) -> bool) {
+/// Executes the MMA `seq` of `cta` (once; the race detector calls it when
+/// the operation runs), and before it every earlier pending MMA of the CTA
+/// (the tensor core runs them in issue order).
+fn execute_one(c: &mut Cta, seq: u64) {
     for i in 0..c.ops.len() {
         if c.ops[i].work.is_none() {
             continue;
         }
-        if !pred(c.ops[i].seq) {
+        if c.ops[i].seq > seq {
             break;
         }
         let op = &mut c.ops[i];
@@ -310,15 +325,6 @@ fn execute(c: &mut Cta, mut pred: impl FnMut(u64) -> bool) {
                 };
             }
         }
-    }
-}
-
-/// The seeded point: maybe run the oldest pending MMA of the CTA.
-fn maybe_progress(run: &mut Run, cta: usize) {
-    if run.flip() {
-        let c = run.ctas.get_mut(&cta).expect("created");
-        let mut first = true;
-        execute(c, |_| std::mem::replace(&mut first, false));
     }
 }
 
@@ -440,8 +446,7 @@ pub fn ld_32x32b(taddr: u32, out: &mut [u32]) {
     let Some((e, tid)) = enter("tmem::ld") else { return };
     e.yield_point(tid, "tcgen05.ld", loc);
     let n = out.len() as u32;
-    with_cta(&e, tid, loc, |run, cta| {
-        maybe_progress(run, cta);
+    let r = with_cta(&e, tid, loc, |run, cta| {
         let r = lane_region(&e, tid, taddr, n, "tcgen05.ld")?;
         let c = &run.ctas[&cta];
         inside_alloc(c, &r, "tcgen05.ld")?;
@@ -463,8 +468,10 @@ pub fn ld_32x32b(taddr: u32, out: &mut [u32]) {
             *v = c.mem[(r.lanes.0 * COLS + r.cols.0) as usize + i];
         }
         c.loads.push(Access { tid, region: r, loc });
-        Ok(())
-    })
+        Ok(r)
+    });
+    let (lo, hi) = lane_bytes(r.lanes.0, r.cols);
+    e.ordinary_access(tid, loc, Space::Tmem { cta: e.threads[tid].cta }, lo, hi, false);
 }
 
 /// `tcgen05.st.sync.aligned.32x32b.xN.b32`: thread `l` of the warp writes
@@ -475,8 +482,7 @@ pub fn st_32x32b(taddr: u32, vals: &[u32]) {
     let loc = Location::caller();
     let Some((e, tid)) = enter("tmem::st") else { return };
     e.yield_point(tid, "tcgen05.st", loc);
-    with_cta(&e, tid, loc, |run, cta| {
-        maybe_progress(run, cta);
+    let r = with_cta(&e, tid, loc, |run, cta| {
         let r = lane_region(&e, tid, taddr, vals.len() as u32, "tcgen05.st")?;
         let c = &run.ctas[&cta];
         inside_alloc(c, &r, "tcgen05.st")?;
@@ -503,8 +509,10 @@ pub fn st_32x32b(taddr: u32, vals: &[u32]) {
             c.mem[(r.lanes.0 * COLS + r.cols.0) as usize + i] = *v;
         }
         c.stores.push(Access { tid, region: r, loc });
-        Ok(())
-    })
+        Ok(r)
+    });
+    let (lo, hi) = lane_bytes(r.lanes.0, r.cols);
+    e.ordinary_access(tid, loc, Space::Tmem { cta: e.threads[tid].cta }, lo, hi, true);
 }
 
 /// `tcgen05.wait::ld.sync.aligned`: this thread's loads are done.
@@ -540,8 +548,7 @@ pub fn mma(issue: MmaIssue<'_>) {
     let Some((e, tid)) = enter("tmem::mma") else { return };
     e.yield_point(tid, "tcgen05.mma", loc);
     let MmaIssue { d, a, b, m, n, k, accumulate, dtype, smem_reads, op } = issue;
-    with_cta(&e, tid, loc, |run, cta| {
-        maybe_progress(run, cta);
+    let (seq, cta, dr, ar) = with_cta(&e, tid, loc, |run, cta| {
         let (dl, dc) = split(d);
         if m != 128 || dl != 0 {
             return Err((
@@ -611,11 +618,29 @@ pub fn mma(issue: MmaIssue<'_>) {
             k,
             d: dr,
             a_tmem: ar,
-            smem: smem_reads.to_vec(),
             work: Some(Work { a: a_vals, b, accumulate, dtype }),
         });
-        Ok(())
-    })
+        Ok((seq, cta, dr, ar))
+    });
+    // The race detector runs the MMA (the effect) at a seeded point before
+    // the issuing thread's next commit arrives; its SMEM and TMEM operands
+    // are checked as reads, its accumulator as a write, at that point.
+    let mut reads: Vec<(Space, u64, u64)> = smem_reads.iter().map(|&(lo, hi)| (Space::Smem { cta }, u64::from(lo), u64::from(hi))).collect();
+    if let Some(ar) = &ar {
+        reads.extend(region_ranges(cta, ar));
+    }
+    let run_key = key(&e);
+    let effect = move || {
+        let mut g = runs();
+        if let Some(c) = g.as_mut().and_then(|m| m.get_mut(&run_key)).and_then(|r| r.ctas.get_mut(&cta)) {
+            execute_one(c, seq);
+        }
+    };
+    e.async_issue(
+        tid,
+        loc,
+        AsyncOp { kind: op.to_string(), copies: Vec::new(), reads, writes: region_ranges(cta, &dr), effect: Some(Box::new(effect)), completion: Completion::Tracked },
+    );
 }
 
 /// `tcgen05.commit.cta_group::1.mbarrier::arrive::one`: once every
@@ -628,9 +653,7 @@ pub fn commit(bar: u32) {
     e.yield_point(tid, "tcgen05.commit", loc);
     let (bcta, off) = e.decode_or_misuse(tid, loc, bar);
     let phase = e.mbar_phase(bcta, off);
-    with_cta(&e, tid, loc, |run, cta| {
-        let last = run.ctas[&cta].ops.iter().filter(|o| o.issuer == tid).map(|o| o.seq).max().unwrap_or(0);
-        execute(run.ctas.get_mut(&cta).expect("created"), |s| s <= last);
+    with_cta(&e, tid, loc, |run, _cta| {
         if let Some((epoch, phase)) = phase {
             run.next_seq += 1;
             let seq = run.next_seq;
@@ -638,35 +661,9 @@ pub fn commit(bar: u32) {
         }
         Ok(())
     });
-    // An uninitialized barrier is reported by the arrival.
-    e.mbar_arrive(tid, loc, bar, 0, "tcgen05.commit");
-}
-
-/// The TMA write hook (from [`crate::async_proxy_write`]): an async write of
-/// `len` bytes at offset `off` of CTA `cta` by thread `tid` over SMEM that a
-/// tcgen05.mma not complete for `tid` reads.
-pub(crate) fn smem_overwrite_check(e: &Arc<Emu>, tid: usize, loc: Loc, cta: usize, off: u32, len: usize, what: &str) {
-    let err = {
-        let g = runs();
-        let Some(run) = g.as_ref().and_then(|m| m.get(&key(e))) else { return };
-        let Some(c) = run.ctas.get(&cta) else { return };
-        let end = off + len as u32;
-        c.ops
-            .iter()
-            .find(|o| o.smem.iter().any(|&(lo, hi)| lo < end && off < hi) && !run.complete_for(e, tid, o))
-            .map(|o| {
-                format!(
-                    "{what} writes smem+{off:#x}..{end:#x}, which {} issued at {} by {} reads; it is not complete for this thread: {}",
-                    o.op,
-                    o.loc,
-                    e.who(o.issuer),
-                    run.why_incomplete(e, o)
-                )
-            })
-    };
-    if let Some(detail) = err {
-        e.misuse(e.lock(), tid, loc, "TMA overwrites SMEM still read by an in-flight tcgen05.mma", detail);
-    }
+    // Runs this thread's tracked MMAs, then arrives (an uninitialized
+    // barrier is reported by the arrival).
+    e.commit_arrive(tid, loc, bar, "tcgen05.commit");
 }
 
 /// Ends the run's TMEM state: returns the "not freed" error of a run that

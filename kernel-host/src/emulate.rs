@@ -12,9 +12,11 @@
 //! Arguments are host memory: `&[T]` for a `*const T` parameter, `&mut [T]`
 //! for `*mut T`, `&mut [u32]` for a `Semaphore`, scalars as themselves.
 //! A `Tma<Tl, RANK>` parameter takes `&EmuTensorMap<Tl, RANK>` (the
-//! emulator's tensor map). TMA copies and wgmma run on the emulator and
-//! complete when issued (see `kernel_device::tma::emu_map` and the wgmma
-//! module docs for what is modeled).
+//! emulator's tensor map). TMA copies run as asynchronous operations with
+//! lifetimes and wgmma completes when issued (see `kernel_device::tma::emu_map`,
+//! the wgmma module docs and `kernel_emu::race` for what is modeled); the
+//! run stops at the first data race, with both accesses named
+//! ([`EmuError::Race`]).
 use kernel_device::launch::{Dim3, HostEntry};
 use kernel_device::layout::TileLayout;
 use kernel_device::tma::{emu_map, TensorMapParam};
