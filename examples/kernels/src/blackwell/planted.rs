@@ -77,14 +77,16 @@ pub fn tmem_protocol(
     loaded.wait();
     let a_from_tmem = variant == MMA_AFTER_STORE_WITHOUT_COMMIT || variant == MMA_AFTER_COMMIT_TMEM;
     if a_from_tmem {
-        // Row `row` of A, packed two f16 per 32-bit column.
-        let mut words = [0u32; 32];
-        let mut i = 0;
-        while i < 32 {
-            words[i] = u32::from(a_s.get(row, 2 * i).to_bits()) | (u32::from(a_s.get(row, 2 * i + 1).to_bits()) << 16);
-            i += 1;
+        // Row `row` of A, packed two f16 per 32-bit column, 8 columns per
+        // store (small constant-indexed arrays stay in registers).
+        let mut j = 0;
+        while j < 32 {
+            let words: [u32; 8] = core::array::from_fn(|i| {
+                u32::from(a_s.get(row, 2 * (j + i)).to_bits()) | (u32::from(a_s.get(row, 2 * (j + i) + 1).to_bits()) << 16)
+            });
+            a_tm.store_32x32b::<8>(j, words);
+            j += 8;
         }
-        a_tm.store_32x32b::<32>(0, words);
         if variant == MMA_AFTER_COMMIT_TMEM {
             commit_tmem();
         }
@@ -128,21 +130,19 @@ pub fn tmem_protocol(
     }
     let mut c = 0;
     while c < 128 {
-        let v: [u32; 32] = if variant == WRONG_LANE_QUARTER {
+        let v: [u32; 8] = if variant == WRONG_LANE_QUARTER {
             let other = (warp_idx() + 1) % 4;
-            <Rep<32> as LdSt32x32b>::ld(acc.addr() + ((32 * other) << 16) + c as u32)
+            <Rep<8> as LdSt32x32b>::ld(acc.addr() + ((32 * other) << 16) + c as u32)
         } else if variant == OUTSIDE_ALLOCATION {
-            <Rep<32> as LdSt32x32b>::ld(acc.addr() + ((32 * (warp_idx() % 4)) << 16) + 480 + c as u32)
+            <Rep<8> as LdSt32x32b>::ld(acc.addr() + ((32 * (warp_idx() % 4)) << 16) + 480 + c as u32)
         } else {
-            acc.load_32x32b::<32>(c)
+            acc.load_32x32b::<8>(c)
         };
-        let mut i = 0;
-        while i < 32 {
+        for (i, x) in v.iter().enumerate() {
             // SAFETY: `out` holds 128 x 128 f32; row < 128, c + i < 128.
-            unsafe { *out.add(row * 128 + c + i) = f32::from_bits(v[i]) };
-            i += 1;
+            unsafe { *out.add(row * 128 + c + i) = f32::from_bits(*x) };
         }
-        c += 32;
+        c += 8;
     }
     if variant == STORE_AFTER_WAIT_LOAD || variant == TMEM_STORE_AFTER_COMMIT {
         wait_load_tmem();
