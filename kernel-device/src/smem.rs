@@ -62,7 +62,7 @@ pub fn shared_addr<T>(ptr: *const T) -> u32 {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a `#[scratch]` parameter",
     label = "not a Scratch type",
-    note = "scratch parameters are placed in shared memory: use `Smem<T>`, `Barrier`, `Barriers<N>` or `ClusterBarrier<Axes>`"
+    note = "scratch parameters are placed in shared (or tensor) memory: use `Smem<T>`, `Barrier`, `Barriers<N>`, `ClusterBarrier<Axes>`, `TcBarrier`, `TcBarriers<N>` or `Tmem<T, ROWS, COLS>`"
 )]
 pub unsafe trait Scratch: Sized {
     /// Bytes reserved.
@@ -88,6 +88,14 @@ pub unsafe trait Scratch: Sized {
     /// Called once, by one thread, before any other use; followed by a fence
     /// and a CTA (or cluster) barrier.
     unsafe fn init(&self, _arrivals: u32) {}
+    /// TMEM columns this scratch item needs (a power of two in 32..=512;
+    /// 0: none). `#[kernel]` allocates the sum for the CTA.
+    const TMEM_COLS: usize = 0;
+    /// Receives the item's TMEM address after `#[kernel]`'s allocation.
+    ///
+    /// # Safety
+    /// `taddr` is the start of `TMEM_COLS` columns allocated for this item.
+    unsafe fn bind_tmem(&mut self, _taddr: u32) {}
 }
 
 /// Offsets of scratch allocations `(bytes, align)` laid out in order, each

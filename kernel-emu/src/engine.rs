@@ -1669,3 +1669,21 @@ impl Emu {
         }
     }
 }
+
+// ----- read-only hooks for the TMEM / tcgen05 model (crate::tmem) ----------
+
+impl Emu {
+    /// `(epoch, completed phases)` of the mbarrier at `(cta, off)`, if
+    /// initialized: the phase an arrival now lands in is `phase`.
+    pub(crate) fn mbar_phase(&self, cta: usize, off: u32) -> Option<(u64, u64)> {
+        let g = self.lock();
+        g.mbars.get(&(cta, off)).map(|b| (b.epoch, b.phase))
+    }
+
+    /// `(epoch, phase)` that thread `tid`'s last wait on the mbarrier at
+    /// `(cta, off)` observed complete (or waited for), if it ever waited.
+    pub(crate) fn mbar_observed(&self, tid: usize, cta: usize, off: u32) -> Option<(u64, i64)> {
+        let g = self.lock();
+        g.mbar_seen.get(&(tid, cta, off)).copied()
+    }
+}

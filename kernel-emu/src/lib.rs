@@ -147,6 +147,7 @@
 mod engine;
 mod error;
 pub mod race;
+pub mod tmem;
 #[cfg(test)]
 mod tests;
 mod warp_ops;
@@ -411,6 +412,9 @@ pub fn run(cfg: &LaunchConfig, thread_fn: &(dyn Fn() + Sync)) -> Result<RunRepor
             }
         }
     });
+    let failed = emu.lock().error.is_some();
+    // Forget the run's TMEM state; report allocations not freed.
+    let tmem_end = tmem::end_run(&emu, !failed);
     let steps = {
         let g = emu.lock();
         if let Some(e) = &g.error {
@@ -419,6 +423,9 @@ pub fn run(cfg: &LaunchConfig, thread_fn: &(dyn Fn() + Sync)) -> Result<RunRepor
         g.steps
     };
     if let Some(e) = emu.end_checks() {
+        return Err(e);
+    }
+    if let Some(e) = tmem_end {
         return Err(e);
     }
     Ok(RunReport { steps, threads: n })

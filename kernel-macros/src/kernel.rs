@@ -34,6 +34,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         }
     };
     let (params, scratch) = check_signature(&mut func, &opts, &mut errors);
+    check_arch_ops(&func, &opts, &mut errors);
     crate::warp_specialize::expand_in_body(&mut func.block, &opts, &mut errors);
     if !errors.is_empty() {
         // Report every error at once, and keep the function (without the
@@ -285,6 +286,18 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
         }
         checks
     });
+    let tmem_budget_msg = format!(
+        "kernel `{name}`: its Tmem scratch parameters need more than 512 TMEM columns (each tile rounded up to a power of two of at least 32 columns); a CTA has 128 lanes x 512 columns: use smaller or fewer Tmem tiles"
+    );
+    let tmem_arch_check = if opts.arch.as_deref() == Some("sm_100a") {
+        quote!()
+    } else {
+        let msg = format!(
+            "kernel `{name}`: Tmem scratch is tensor memory, which exists only on sm_100a (tcgen05), and this kernel is also built for {}: add `arch = sm_100a` to `#[kernel(...)]`",
+            opts.arch.as_deref().unwrap_or("sm_90a")
+        );
+        quote!(assert!(cols == 0, #msg);)
+    };
     let budget_msg = format!(
         "kernel `{name}`: its scratch parameters need more than 227 KB (232448 bytes) of shared memory, the most one CTA can use on H100/B200; use fewer stages or smaller tiles"
     );
@@ -372,6 +385,7 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
             // Evaluate the layout (and its budget and arrivals checks) for this instance.
             const _: () = {
                 let _ = <#name #inst_args as #krate::launch::KernelSpec>::SMEM_BYTES;
+                let _ = <#name #inst_args>::__TMEM_COLS;
                 <#name #inst_args>::__CHECKS
             };
             #[cfg(not(target_arch = "nvptx64"))]
@@ -420,9 +434,22 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
         #[allow(dead_code)]
         impl #gen_decl #name #gen_use {
             #[doc(hidden)]
-            pub const __SCRATCH_LAYOUT: ([usize; #n_scratch], usize) = #krate::smem::scratch_layout([
-                #((<#s_tys as #krate::smem::Scratch>::BYTES, <#s_tys as #krate::smem::Scratch>::ALIGN)),*
+            pub const __SCRATCH_LAYOUT: ([usize; #n_scratch + 1], usize) = #krate::smem::scratch_layout([
+                #((<#s_tys as #krate::smem::Scratch>::BYTES, <#s_tys as #krate::smem::Scratch>::ALIGN),)*
+                // The slot `tcgen05.alloc` writes the TMEM address to.
+                if Self::__TMEM_LAYOUT.1 > 0 { (4, 16) } else { (0, 1) }
             ]);
+            #[doc(hidden)]
+            pub const __TMEM_LAYOUT: ([usize; #n_scratch], usize) = #krate::tmem::tmem_layout([
+                #(<#s_tys as #krate::smem::Scratch>::TMEM_COLS),*
+            ]);
+            #[doc(hidden)]
+            pub const __TMEM_COLS: usize = {
+                let cols = Self::__TMEM_LAYOUT.1;
+                assert!(cols <= #krate::tmem::TMEM_COLS, #tmem_budget_msg);
+                #tmem_arch_check
+                cols
+            };
             #[doc(hidden)]
             pub const __SMEM_BYTES: usize = {
                 let bytes = Self::__SCRATCH_LAYOUT.1;
@@ -468,8 +495,20 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
             let __offsets = <#name #gen_use>::__SCRATCH_LAYOUT.0;
             #(
                 // SAFETY: the layout gives each scratch parameter its own aligned range.
-                let #s_names = unsafe { <#s_tys as #krate::smem::Scratch>::from_smem(__smem.add(__offsets[#s_idx])) };
+                #[allow(unused_mut)]
+                let mut #s_names = unsafe { <#s_tys as #krate::smem::Scratch>::from_smem(__smem.add(__offsets[#s_idx])) };
             )*
+            let __tmem_cols = <#name #gen_use>::__TMEM_COLS as u32;
+            // SAFETY: the slot after the scratch parameters (4 bytes when TMEM is used).
+            let __tmem_slot = unsafe { __smem.add(__offsets[#n_scratch]) } as *mut u32;
+            if __tmem_cols > 0 && #krate::index::warp_idx() == 0 {
+                // SAFETY: one whole warp (warp 0, converged at entry); a power of
+                // two in 32..=512 (checked at compile time); a 4-byte SMEM slot.
+                unsafe {
+                    #krate::tcgen05::raw::alloc(#krate::smem::shared_addr(__tmem_slot), __tmem_cols);
+                    #krate::tcgen05::raw::relinquish_alloc_permit();
+                }
+            }
             if <#name #gen_use>::__HAS_BARRIERS && #krate::index::thread_linear() == 0 {
                 // SAFETY: one thread, before any use; ordered by the barrier below.
                 #( unsafe { #krate::smem::Scratch::init(&#s_names, #s_counts) }; )*
@@ -477,10 +516,29 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
             }
             if #cluster_ctas > 1 {
                 #krate::cluster::cluster_sync();
-            } else if <#name #gen_use>::__HAS_BARRIERS {
+            } else if <#name #gen_use>::__HAS_BARRIERS || __tmem_cols > 0 {
                 #krate::sync::sync_threads();
             }
+            let mut __tmem_base = 0u32;
+            if __tmem_cols > 0 {
+                #krate::tcgen05::raw::fence_after_thread_sync();
+                // SAFETY: written by `tcgen05.alloc` before the barrier above.
+                __tmem_base = unsafe { ::core::ptr::read_volatile(__tmem_slot) };
+                let __tmem_offsets = <#name #gen_use>::__TMEM_LAYOUT.0;
+                // SAFETY: each TMEM scratch gets its own columns of the allocation.
+                #( unsafe { #krate::smem::Scratch::bind_tmem(&mut #s_names, __tmem_base + __tmem_offsets[#s_idx] as u32) }; )*
+            }
             #body_fn #turbofish(#(#p_names,)* #(#s_names),*);
+            if __tmem_cols > 0 {
+                // Every thread's tcgen05 work is ordered before the free.
+                #krate::tcgen05::raw::fence_before_thread_sync();
+                #krate::sync::sync_threads();
+                if #krate::index::warp_idx() == 0 {
+                    #krate::tcgen05::raw::fence_after_thread_sync();
+                    // SAFETY: warp 0; the allocation made above; no thread uses it any more.
+                    unsafe { #krate::tcgen05::raw::dealloc(__tmem_base, __tmem_cols) };
+                }
+            }
             if #cluster_ctas > 1 {
                 // No CTA leaves while another may still use its shared memory.
                 #krate::cluster::cluster_sync();
@@ -525,4 +583,38 @@ fn substitute_consts(ty: &Type, map: &[(Ident, Lit)]) -> Type {
     let mut t = ty.clone();
     Sub(map).visit_type_mut(&mut t);
     t
+}
+
+/// The tensor-core generation of a kernel restricted to one architecture:
+/// a Hopper-only op (`wgmma*`) in an `arch = sm_100a` kernel, or a
+/// Blackwell-only op (`tcgen05*`, `Tmem`) in an `arch = sm_90a` kernel, is
+/// an error at the name (seen in the kernel's signature and body; an op
+/// reached through a helper function is caught by ptxas instead).
+fn check_arch_ops(func: &ItemFn, opts: &Options, errors: &mut Vec<Error>) {
+    let Some(arch) = opts.arch.as_deref() else { return };
+    let mut tokens = func.block.to_token_stream();
+    tokens.extend(func.sig.inputs.to_token_stream());
+    fn walk(ts: TokenStream, arch: &str, errors: &mut Vec<Error>) {
+        for tt in ts {
+            match tt {
+                proc_macro2::TokenTree::Group(g) => walk(g.stream(), arch, errors),
+                proc_macro2::TokenTree::Ident(id) => {
+                    let n = id.to_string();
+                    if arch == "sm_100a" && n.starts_with("wgmma") {
+                        errors.push(Error::new(
+                            id.span(),
+                            format!("`{n}` is a Hopper (sm_90a) wgmma operation, and this kernel is `arch = sm_100a`, where wgmma does not exist: use tcgen05 (`tcgen05_mma` into a `Tmem` accumulator)"),
+                        ));
+                    } else if arch == "sm_90a" && (n.starts_with("tcgen05") || n == "Tmem" || n.starts_with("TcBarrier")) {
+                        errors.push(Error::new(
+                            id.span(),
+                            format!("`{n}` is a Blackwell (sm_100a) tcgen05/TMEM item, and this kernel is `arch = sm_90a`, which has no tensor memory: use wgmma, or make the kernel `arch = sm_100a`"),
+                        ));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    walk(tokens, arch, errors);
 }

@@ -287,3 +287,50 @@ fn hopper_ladder_is_assembled_without_spills_and_has_its_instructions() {
     let entries = img.ptx.matches(".entry matmul_").count();
     assert!(entries >= 18 + 9, "ladder and step 0/1 entries: {entries}");
 }
+
+/// Kernels built for sm_100a only (`#[kernel(arch = sm_100a)]`: tcgen05 and
+/// TMEM), with the instructions their PTX must hold (besides the common
+/// tcgen05 facts checked below).
+const SM100A_ONLY: &[(&str, &[&str])] = &[
+    ("matmul0__128_4", &["cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group", "barrier.sync 0"]),
+    ("matmul0__256_2", &[]),
+    ("matmul1__128_4", &["elect.sync"]),
+    ("matmul1__256_3", &["elect.sync"]),
+    ("matmul2__128_4", &["elect.sync", "cp.async.bulk.wait_group.read 1"]),
+    ("matmul2__256_4", &["elect.sync", "cp.async.bulk.wait_group.read 1"]),
+];
+
+/// Per-kernel tcgen05 facts: TMEM allocated and freed (paired, one each),
+/// the permit relinquished, `tcgen05.mma` of `kind::f16`, commits to an
+/// mbarrier, TMEM loads with their wait, the tcgen05 fences, `.maxntid`,
+/// no local memory; ptxas assembled it with no stack and no spills. And no
+/// tcgen05 anywhere in the sm_90a image.
+#[test]
+fn blackwell_kernels_have_their_tcgen05_facts() {
+    let ptx = image("sm_100a").ptx;
+    let report = image("sm_100a").ptxas_report;
+    for (name, extra) in SM100A_ONLY {
+        let body = entry_body(ptx, name);
+        let count = |s: &str| body.matches(s).count();
+        assert_eq!(count("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32"), 1, "{name}: one tcgen05.alloc");
+        assert_eq!(count("tcgen05.dealloc.cta_group::1.sync.aligned.b32"), 1, "{name}: one tcgen05.dealloc (paired with the alloc)");
+        assert_eq!(count("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned"), 1, "{name}: relinquish");
+        assert!(count("tcgen05.mma.cta_group::1.kind::f16") >= 1, "{name}: tcgen05.mma kind::f16");
+        assert!(!body.contains("kind::f8f6f4") && !body.contains("kind::i8"), "{name}: unexpected MMA kind");
+        assert!(count("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64") >= 1, "{name}: commit to an mbarrier");
+        assert!(count("tcgen05.ld.sync.aligned.32x32b.x32.b32") >= 1, "{name}: TMEM load 32x32b.x32");
+        assert!(count("tcgen05.wait::ld.sync.aligned") >= 1, "{name}: wait::ld");
+        assert!(count("tcgen05.fence::before_thread_sync") >= 1 && count("tcgen05.fence::after_thread_sync") >= 1, "{name}: fences");
+        assert!(body.contains(".maxntid 128, 1, 1"), "{name}: .maxntid 128");
+        assert!(!body.contains(".local"), "{name}: uses local memory");
+        for i in *extra {
+            assert!(body.contains(i), "{name}: `{i}` missing from the PTX");
+        }
+        assert_eq!(ptxas_numbers(report, name, "sm_100a"), (0, 0, 0), "sm_100a {name}: stack frame / spills");
+    }
+    let sm90 = image("sm_90a").ptx;
+    assert!(!sm90.contains("tcgen05"), "sm_90a image holds tcgen05 instructions");
+    for (name, _) in SM100A_ONLY {
+        assert!(!sm90.contains(&format!(".entry {name}(")), "sm_90a: `{name}` is sm_100a-only but was built");
+    }
+}

@@ -9,6 +9,7 @@ pub mod emulated;
 pub mod hopper;
 pub mod simt;
 pub mod ladder;
+pub mod blackwell;
 
 /// Why an example did not give the right answer.
 #[derive(Debug)]

@@ -15,6 +15,8 @@
 //! | [`hopper`] | `wgmma_variants` | wgmma with f16 accumulators, A from registers, 3-D TMA |
 //! | [`hopper`] | `warp_roles` | `#[warp_specialize]` roles by warp |
 //! | [`hopper_ladder`] | `matmul_big_tiles`, `matmul_persistent`, `matmul_epilogue_overlap`, `matmul_cluster_multicast`, `matmul_fewer_arrivals`, `matmul_pingpong` | the Hopper GEMM ladder, steps 2-7 (README) |
+//! | [`blackwell`] | `matmul0`, `matmul1`, `matmul2` | the Blackwell tutorial's steps 0-2: tcgen05 MMA into TMEM, warp specialization, double-buffered epilogue (sm_100a only) |
+//! | [`blackwell::planted`] | `tmem_protocol`, `tmem_alloc_misuse` | tensor-memory bugs (and their race-free twins) for the emulator's checks |
 //! | [`simt`] | `warp_collectives` | `shfl`, vote, `redux.sync`, `match`, warp reductions and scans |
 //! | [`simt`] | `block_reductions` | block reductions and scans through a 32-slot SMEM scratch |
 //! | [`simt`] | `math_ops` | f32 math (`F32Ext`), f16/bf16 conversions and packed arithmetic, a user `device_op!` |
@@ -37,6 +39,7 @@ pub mod first;
 pub mod fused;
 pub mod hopper;
 pub mod hopper_ladder;
+pub mod blackwell;
 pub mod planted;
 pub mod cluster;
 pub mod races;

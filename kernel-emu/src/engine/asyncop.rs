@@ -271,7 +271,14 @@ impl Emu {
                 self.misuse(g, tid, loc, rule, detail);
             }
         }
-        self.register_op(&mut g, tid, loc, op.kind, op.copies, op.reads, op.writes, op.effect, done, Vec::new());
+        // Tracked (tensor-core) operations of one thread run in issue order:
+        // each depends on the thread's previous one (hook for crate::tmem).
+        let deps: Vec<usize> = if matches!(done, OpDone::Tracked) {
+            g.race.ops.iter().rposition(|o| o.issuer == tid && matches!(o.done, OpDone::Tracked)).into_iter().collect()
+        } else {
+            Vec::new()
+        };
+        self.register_op(&mut g, tid, loc, op.kind, op.copies, op.reads, op.writes, op.effect, done, deps);
         drop(self.switch(g, tid));
     }
 
@@ -340,7 +347,15 @@ impl Emu {
         let (cta, off) = self.decode_or_misuse(tid, loc, bar);
         let mut g = self.begin();
         g.note(tid, "async commit-arrive", loc);
-        let deps = std::mem::take(&mut g.race.tracked[tid]);
+        let mut deps = std::mem::take(&mut g.race.tracked[tid]);
+        // A commit covers every earlier tracked operation of the thread, also
+        // those an earlier commit covered (tcgen05.commit): depend on the
+        // last one, which depends on the ones before (hook for crate::tmem).
+        if let Some(last) = g.race.ops.iter().rposition(|o| o.issuer == tid && matches!(o.done, OpDone::Tracked)) {
+            if !deps.contains(&last) {
+                deps.push(last);
+            }
+        }
         self.register_op(
             &mut g,
             tid,

@@ -231,6 +231,16 @@ pub enum Error {
         crate_name: &'static str,
         arch: &'static str,
     },
+    /// The kernel is restricted to other architectures (`#[kernel(arch =
+    /// ..)]`, e.g. a tcgen05 kernel, `sm_100a` only) than the loaded image's
+    /// (the device's).
+    KernelNotForArch {
+        name: &'static str,
+        /// The loaded image's architecture (the device's).
+        arch: &'static str,
+        /// The architectures the kernel is built for.
+        kernel_archs: &'static [&'static str],
+    },
     /// The kernel's dynamic plus static shared memory is over the device's
     /// per-CTA opt-in maximum.
     SmemTooLarge {
@@ -442,6 +452,14 @@ impl fmt::Display for Error {
                  stale or the kernel is not a `#[kernel]` of that crate: rebuild the kernels \
                  crate and load the DEVICE_CODE of the crate that defines the kernel"
             ),
+            Error::KernelNotForArch { name, arch, kernel_archs } => write!(
+                f,
+                "kernel `{name}` has no {arch} image: it is built only for {kernel_archs:?} \
+                 (`#[kernel(arch = ..)]`: e.g. tcgen05/TMEM kernels need sm_100a, a B200 of compute \
+                 capability 10.0; wgmma kernels need sm_90a, an H100/H200 of 9.0), and this device \
+                 loaded the {arch} image; run it on a GPU of that architecture, or on the CPU \
+                 emulator (kernel_host::emulate)"
+            ),
             Error::SmemTooLarge {
                 kernel,
                 dynamic_bytes,
@@ -608,6 +626,11 @@ mod tests {
 
     #[test]
     fn lookup_and_resource_errors_name_values_and_fix() {
+        let msg = Error::KernelNotForArch { name: "matmul0__128_4", arch: "sm_90a", kernel_archs: &["sm_100a"] }.to_string();
+        assert!(
+            msg.starts_with("kernel `matmul0__128_4` has no sm_90a image: it is built only for [\"sm_100a\"]"),
+            "{msg}"
+        );
         let msg = Error::KernelNotFound {
             name: "gemm",
             crate_name: "my_kernels",

@@ -210,6 +210,9 @@ impl Module {
             crate_name: self.crate_name,
             arch: self.image.arch,
         };
+        if !kernel_runs_on(K::ARCHS, self.image.arch) {
+            return Err(Error::KernelNotForArch { name: K::NAME, arch: self.image.arch, kernel_archs: K::ARCHS });
+        }
         let ctx = &self.loaded.ctx;
         ctx.bind_to_thread()
             .map_err(Error::cuda_call("cuCtxSetCurrent (Module::kernel)"))?;
@@ -444,5 +447,30 @@ mod tests {
         // SAFETY: `clusterDim` is the field `cluster_attribute` wrote.
         let dim = unsafe { attr.value.clusterDim };
         assert_eq!((dim.x, dim.y, dim.z), (2, 1, 4));
+    }
+}
+
+/// Whether a kernel built for `kernel_archs` (empty: every architecture the
+/// crate is built for) has an entry in an image for `image_arch`.
+pub fn kernel_runs_on(kernel_archs: &[&str], image_arch: &str) -> bool {
+    kernel_archs.is_empty() || kernel_archs.contains(&image_arch)
+}
+
+#[cfg(test)]
+mod arch_tests {
+    use super::kernel_runs_on;
+    use crate::runtime::gpu::arch_for;
+
+    /// The image follows the device's compute capability, and a kernel
+    /// restricted to another architecture is refused (not looked up).
+    #[test]
+    fn image_and_kernel_selection_by_compute_capability() {
+        assert_eq!(arch_for((9, 0)), Some("sm_90a"));
+        assert_eq!(arch_for((10, 0)), Some("sm_100a"));
+        assert_eq!(arch_for((8, 0)), None);
+        assert!(kernel_runs_on(&[], "sm_90a") && kernel_runs_on(&[], "sm_100a"));
+        assert!(kernel_runs_on(&["sm_100a"], "sm_100a"));
+        assert!(!kernel_runs_on(&["sm_100a"], "sm_90a"));
+        assert!(!kernel_runs_on(&["sm_90a"], "sm_100a"));
     }
 }

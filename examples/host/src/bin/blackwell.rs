@@ -1,0 +1,83 @@
+//! The Blackwell matmul tutorial's steps 0-2 (`kernels::blackwell`).
+//!
+//! On a GPU of compute capability 10.0 (sm_100a) it runs them at 1024 x
+//! 1024 x 1024 against a CPU reference; no such GPU is
+//! available to this project, so that path has never run. On any other
+//! machine it says why (no GPU; or a GPU without an sm_100a image, for which
+//! the kernels are refused with `KernelNotForArch`) and runs every instance
+//! on the CPU emulator at 512 x 256 x 512 (correctness only, no timings).
+//!
+//! ```text
+//! blackwell
+//! ```
+//! Exit status 0 only if every instance is correct.
+use examples::blackwell::{emulated_matmul, gpu_matmul, MATMULS, TOLERANCE};
+use kernel_host::emulate::Emulator;
+use kernel_host::Gpu;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    match Gpu::new(0) {
+        Ok(gpu) if gpu.arch() == Some("sm_100a") => return run_gpu(&gpu),
+        Ok(gpu) => {
+            let (major, minor) = gpu.compute_capability();
+            println!("device: {} (compute capability {major}.{minor}): the Blackwell kernels are sm_100a-only", gpu.name());
+            if let Ok(module) = gpu.load(&kernels::DEVICE_CODE) {
+                if let Err(e) = module.kernel::<kernels::blackwell::matmul0<128, 4>>() {
+                    println!("as expected, the launcher refuses them here: {e}");
+                }
+            }
+        }
+        Err(e) => println!("{e}"),
+    }
+    println!("running the Blackwell matmuls on the CPU emulator (512 x 256 x 512, correctness only: no timings)");
+    let emu = Emulator::new(1);
+    let mut ok = true;
+    for name in MATMULS {
+        match emulated_matmul(&emu, name, 512, 256, 512, 42) {
+            Ok(e) if e < TOLERANCE => println!("ok    {name}: rel. Frobenius error {e:.2e} (emulator)"),
+            Ok(e) => {
+                ok = false;
+                println!("FAIL  {name}: rel. Frobenius error {e:.2e} over {TOLERANCE:e} (emulator)");
+            }
+            Err(e) => {
+                ok = false;
+                println!("FAIL  {name}: {e}");
+            }
+        }
+    }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn run_gpu(gpu: &Gpu) -> ExitCode {
+    let module = match gpu.load(&kernels::DEVICE_CODE) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut ok = true;
+    for name in MATMULS {
+        match gpu_matmul(gpu, &module, name, 1024, 1024, 1024, 42) {
+            Ok(e) if e < TOLERANCE => println!("ok    {name}: 1024^3, rel. Frobenius error {e:.2e}"),
+            Ok(e) => {
+                ok = false;
+                println!("FAIL  {name}: rel. Frobenius error {e:.2e}");
+            }
+            Err(e) => {
+                ok = false;
+                println!("FAIL  {name}: {e}");
+            }
+        }
+    }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,354 @@
+//! Tensor memory (TMEM, sm_100a; PTX ISA §9.7.16.1): 128 lanes x 512
+//! columns of 32-bit cells per CTA, the tensor core's accumulator (and
+//! optionally its A operand) store.
+//!
+//! [`Tmem<T, ROWS, COLS, PACKED>`] is a `#[scratch]` kernel parameter
+//! (Pallas's `plgpu.TMEM((rows, cols), dtype, packed=..)`): `ROWS` 128 or
+//! 64 lanes, `COLS` elements per row; 16-bit data is *packed* (two elements
+//! per cell) or unpacked (one per cell, padded). `#[kernel]` allocates all
+//! TMEM scratch of a kernel in one allocation (each `Tmem` rounded up to a
+//! power of two of at least 32 columns, at most 512 in total: a compile
+//! error past it) by warp 0 in the prologue (`tcgen05.alloc` into SMEM,
+//! `tcgen05.relinquish_alloc_permit`), hands every thread the address after
+//! a CTA barrier (with `tcgen05.fence::after_thread_sync`), and frees it
+//! (`tcgen05.dealloc`) at the end after `tcgen05.fence::before_thread_sync`
+//! and a CTA barrier. Kernels with TMEM scratch must be `arch = sm_100a`.
+//!
+//! Loads and stores ([`Tmem::load_32x32b`], [`Tmem::store_32x32b`]) are
+//! warp-collective: lane `l` of warp `w` reaches TMEM lane `32 (w % 4) + l`
+//! of the tile ("lane quarters", §9.7.16.8.1), so a warpgroup together
+//! reads all 128 rows. They are asynchronous: [`wait_load_tmem`] must
+//! follow a load before the cells are overwritten (by a store or an MMA),
+//! and [`commit_tmem`] must follow stores before an MMA reads them.
+//!
+//! Fragment layout of a `32x32b.xN` load ([`Tmem::load_32x32b`]): thread
+//! `(w, l)` gets row `32 (w % 4) + l`, columns `col .. col + N` of the tile,
+//! register `i` holding column `col + i`.
+use core::marker::PhantomData;
+
+/// TMEM lanes per CTA.
+pub const TMEM_LANES: usize = 128;
+/// TMEM columns per CTA.
+pub const TMEM_COLS: usize = 512;
+
+/// An element type TMEM holds.
+pub trait TmemElem: Copy + 'static {
+    const BITS: usize;
+}
+impl TmemElem for f32 {
+    const BITS: usize = 32;
+}
+impl TmemElem for i32 {
+    const BITS: usize = 32;
+}
+impl TmemElem for half::f16 {
+    const BITS: usize = 16;
+}
+impl TmemElem for half::bf16 {
+    const BITS: usize = 16;
+}
+
+/// 32-bit columns `COLS` elements of `T` take (packed 16-bit: half).
+pub const fn physical_cols(bits: usize, cols: usize, packed: bool) -> usize {
+    if bits < 32 && packed {
+        cols * bits / 32
+    } else {
+        cols
+    }
+}
+
+/// The allocation unit of `cols` physical columns: a power of two, at least 32.
+pub const fn alloc_cols(cols: usize) -> usize {
+    let p = cols.next_power_of_two();
+    if p < 32 {
+        32
+    } else {
+        p
+    }
+}
+
+/// Column offsets of TMEM scratch items (each `cols[i]` a power of two or
+/// 0) and the total allocation (0 if none): each item aligned to its own
+/// size, in declaration order; the total rounded to a power of two. Evaluated
+/// at compile time by `#[kernel]`.
+pub const fn tmem_layout<const K: usize>(cols: [usize; K]) -> ([usize; K], usize) {
+    let mut offsets = [0usize; K];
+    let mut end = 0usize;
+    let mut i = 0;
+    while i < K {
+        let c = cols[i];
+        if c > 0 {
+            let start = (end + c - 1) / c * c;
+            offsets[i] = start;
+            end = start + c;
+        }
+        i += 1;
+    }
+    (offsets, if end == 0 { 0 } else { alloc_cols(end) })
+}
+
+/// A `ROWS x COLS` tile of `T` in tensor memory (see the module docs).
+pub struct Tmem<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool = false> {
+    addr: u32,
+    _t: PhantomData<T>,
+}
+
+impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool> Clone for Tmem<T, ROWS, COLS, PACKED> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool> Copy for Tmem<T, ROWS, COLS, PACKED> {}
+
+impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool> core::fmt::Debug for Tmem<T, ROWS, COLS, PACKED> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Tmem<{}, {ROWS}, {COLS}, packed={PACKED}>@lane {} col {}", core::any::type_name::<T>(), self.addr >> 16, self.addr & 0xFFFF)
+    }
+}
+
+impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool> Tmem<T, ROWS, COLS, PACKED> {
+    /// 32-bit columns the tile occupies.
+    pub const PHYS_COLS: usize = {
+        assert!(ROWS == 128 || ROWS == 64, "Tmem<T, ROWS, COLS>: ROWS must be 128 or 64 (TMEM lanes a tile spans)");
+        assert!(COLS > 0, "Tmem<T, ROWS, COLS>: COLS must be non-zero");
+        assert!(!PACKED || T::BITS == 16, "Tmem<T, ROWS, COLS, PACKED>: only 16-bit data (f16, bf16) can be packed");
+        let p = physical_cols(T::BITS, COLS, PACKED);
+        assert!(p * 32 == COLS * if PACKED { T::BITS } else { 32 }, "Tmem: packed tiles need an even number of columns");
+        assert!(alloc_cols(p) <= TMEM_COLS, "Tmem<T, ROWS, COLS>: a tile spans at most 512 32-bit columns (TMEM has 512 per CTA)");
+        p
+    };
+    /// Columns allocated for this tile (a power of two in 32..=512).
+    pub const ALLOC_COLS: usize = alloc_cols(Self::PHYS_COLS);
+
+    /// # Safety
+    /// `taddr` is this CTA's TMEM address (`lane << 16 | column`) of an
+    /// allocation of at least [`Self::PHYS_COLS`] columns.
+    #[inline(always)]
+    pub unsafe fn from_addr(taddr: u32) -> Self {
+        let _ = Self::PHYS_COLS;
+        Tmem { addr: taddr, _t: PhantomData }
+    }
+
+    /// The TMEM address (`lane << 16 | column`) of the tile's first cell.
+    #[inline(always)]
+    pub fn addr(&self) -> u32 {
+        self.addr
+    }
+
+    /// Columns `OFF .. OFF + W` as their own tile (checked at compile time).
+    #[inline(always)]
+    pub fn cols<const OFF: usize, const W: usize>(&self) -> Tmem<T, ROWS, W, PACKED> {
+        const { assert!(OFF + W <= COLS, "Tmem::cols::<OFF, W>: the slice must lie inside the tile's COLS") };
+        Tmem { addr: self.addr + physical_cols(T::BITS, OFF, PACKED) as u32, _t: PhantomData }
+    }
+
+    /// Columns `off .. off + W` (traps if outside the tile).
+    #[inline(always)]
+    #[track_caller]
+    pub fn cols_at<const W: usize>(&self, off: usize) -> Tmem<T, ROWS, W, PACKED> {
+        assert!(off + W <= COLS, "Tmem::cols_at: the slice must lie inside the tile's columns");
+        Tmem { addr: self.addr + physical_cols(T::BITS, off, PACKED) as u32, _t: PhantomData }
+    }
+
+    /// The TMEM address of this warp's lane quarter at 32-bit column `col`.
+    #[inline(always)]
+    fn quarter_addr(&self, col: usize) -> u32 {
+        let q = crate::index::warp_idx() % 4;
+        self.addr + ((32 * q) << 16) + col as u32
+    }
+
+    /// `tcgen05.ld.sync.aligned.32x32b.xN.b32` (Pallas's `async_load_tmem`):
+    /// this thread's row (lane quarter of its warp + lane), `N` 32-bit
+    /// columns from physical column `col`. Warp-collective; asynchronous for
+    /// the TMEM cells: call [`wait_load_tmem`] before they are overwritten.
+    /// The registers may be used at once.
+    #[inline(always)]
+    #[track_caller]
+    pub fn load_32x32b<const N: usize>(&self, col: usize) -> [u32; N]
+    where
+        Rep<N>: LdSt32x32b<Regs = [u32; N]>,
+    {
+        const { assert!(ROWS == 128, "Tmem::load_32x32b: the 32x32b lane-quarter shape reads 128-row tiles") };
+        <Rep<N>>::ld(self.quarter_addr(col))
+    }
+
+    /// `tcgen05.st.sync.aligned.32x32b.xN.b32` (Pallas's `async_store_tmem`):
+    /// writes this thread's row. Warp-collective; [`commit_tmem`] before an
+    /// MMA (or another thread) reads the cells.
+    #[inline(always)]
+    #[track_caller]
+    pub fn store_32x32b<const N: usize>(&self, col: usize, v: [u32; N])
+    where
+        Rep<N>: LdSt32x32b<Regs = [u32; N]>,
+    {
+        const { assert!(ROWS == 128, "Tmem::store_32x32b: the 32x32b lane-quarter shape writes 128-row tiles") };
+        <Rep<N>>::st(self.quarter_addr(col), v)
+    }
+}
+
+impl<const ROWS: usize, const COLS: usize> Tmem<f32, ROWS, COLS, false> {
+    /// This thread's row, `N` f32 columns from column `col`
+    /// ([`Tmem::load_32x32b`] as f32).
+    #[inline(always)]
+    #[track_caller]
+    pub fn load_f32<const N: usize>(&self, col: usize) -> [f32; N]
+    where
+        Rep<N>: LdSt32x32b<Regs = [u32; N]>,
+    {
+        self.load_32x32b::<N>(col).map(f32::from_bits)
+    }
+}
+
+// SAFETY: no shared memory; the TMEM columns are declared by `TMEM_COLS`
+// and bound by `#[kernel]` through `bind_tmem`.
+unsafe impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool> crate::smem::Scratch for Tmem<T, ROWS, COLS, PACKED> {
+    const BYTES: usize = 0;
+    const ALIGN: usize = 1;
+    const TMEM_COLS: usize = Self::ALLOC_COLS;
+    unsafe fn from_smem(_ptr: *mut u8) -> Self {
+        let _ = Self::PHYS_COLS;
+        Tmem { addr: 0, _t: PhantomData }
+    }
+    unsafe fn bind_tmem(&mut self, taddr: u32) {
+        self.addr = taddr;
+    }
+}
+
+/// A repetition count `N` of the `32x32b` load/store shape.
+pub struct Rep<const N: usize>;
+
+/// `tcgen05.ld` / `tcgen05.st` `.32x32b.xN.b32` for the implemented `N`.
+#[diagnostic::on_unimplemented(
+    message = "tcgen05.ld/st .32x32b.x{Self} is not implemented",
+    note = "implemented repetition counts: 1, 2, 4, 8, 16, 32, 64 (the hardware also has 128)"
+)]
+pub trait LdSt32x32b {
+    type Regs;
+    fn ld(taddr: u32) -> Self::Regs;
+    fn st(taddr: u32, v: Self::Regs);
+}
+
+#[allow(unused_macros)]
+macro_rules! reg_tpl {
+    ($i:literal) => {
+        ", {}"
+    };
+}
+
+macro_rules! ldst {
+    ($n:literal, [$i0:literal $(, $i:literal)*]) => {
+        impl LdSt32x32b for Rep<$n> {
+            type Regs = [u32; $n];
+            #[inline(always)]
+            #[track_caller]
+            fn ld(taddr: u32) -> [u32; $n] {
+                #[allow(unused_mut)]
+                let mut r = [0u32; $n];
+                device!("tcgen05.ld.32x32b", {
+                    // SAFETY: warp-collective load of this warp's lane quarter
+                    // (the typed handle's contract); reads TMEM (memory clobber).
+                    unsafe {
+                        core::arch::asm!(
+                            concat!("tcgen05.ld.sync.aligned.32x32b.x", $n, ".b32 {{{}", $(reg_tpl!($i),)* "}}, [{t}];"),
+                            out(reg32) r[$i0], $(out(reg32) r[$i],)*
+                            t = in(reg32) taddr,
+                            options(nostack, preserves_flags)
+                        )
+                    }
+                }, host: { kernel_emu::tmem::ld_32x32b(taddr, &mut r) });
+                r
+            }
+            #[inline(always)]
+            #[track_caller]
+            fn st(taddr: u32, v: [u32; $n]) {
+                device!("tcgen05.st.32x32b", {
+                    // SAFETY: warp-collective store of this warp's lane quarter.
+                    unsafe {
+                        core::arch::asm!(
+                            concat!("tcgen05.st.sync.aligned.32x32b.x", $n, ".b32 [{t}], {{{}", $(reg_tpl!($i),)* "}};"),
+                            in(reg32) v[$i0], $(in(reg32) v[$i],)*
+                            t = in(reg32) taddr,
+                            options(nostack, preserves_flags)
+                        )
+                    }
+                }, host: { kernel_emu::tmem::st_32x32b(taddr, &v) })
+            }
+        }
+    };
+}
+
+ldst!(1, [0]);
+ldst!(2, [0, 1]);
+ldst!(4, [0, 1, 2, 3]);
+ldst!(8, [0, 1, 2, 3, 4, 5, 6, 7]);
+ldst!(16, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]);
+ldst!(32, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31]);
+ldst!(64, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63]);
+
+/// `tcgen05.wait::ld.sync.aligned;` (Pallas's `wait_load_tmem`): this
+/// thread's TMEM loads have read their cells. Warp-collective.
+#[inline(always)]
+#[track_caller]
+pub fn wait_load_tmem() {
+    device!("tcgen05.wait::ld", {
+        // SAFETY: waits only; memory clobber.
+        unsafe { core::arch::asm!("tcgen05.wait::ld.sync.aligned;", options(nostack, preserves_flags)) }
+    }, host: { kernel_emu::tmem::wait_ld() })
+}
+
+/// `tcgen05.wait::st.sync.aligned;` then `tcgen05.fence::before_thread_sync`
+/// (Pallas's `commit_tmem`): this thread's TMEM stores are complete and
+/// ordered before a following thread sync, after which an MMA may read them.
+/// Warp-collective.
+#[inline(always)]
+#[track_caller]
+pub fn commit_tmem() {
+    device!("tcgen05.wait::st", {
+        // SAFETY: waits only; memory clobber.
+        unsafe { core::arch::asm!("tcgen05.wait::st.sync.aligned;", options(nostack, preserves_flags)) }
+    }, host: { kernel_emu::tmem::wait_st() });
+    crate::tcgen05::raw::fence_before_thread_sync();
+}
+
+/// Converts `vals` (this thread's columns `col0 .. col0 + N` of row `row`)
+/// to f16 and writes them into the swizzled SMEM tile `dst` (the epilogue
+/// path to a TMA store). `N` and `col0` even.
+#[inline(always)]
+#[track_caller]
+pub fn store_row_f16<const N: usize, const R: usize, const C: usize, L: crate::layout::Layout>(
+    vals: &[f32; N],
+    dst: crate::smem::Smem<crate::layout::Tile<half::f16, R, C, L>>,
+    row: usize,
+    col0: usize,
+) {
+    const { assert!(N % 2 == 0, "store_row_f16: an even number of columns") };
+    assert!(row < R && col0 + N <= C && col0 % 2 == 0, "store_row_f16: the row segment lies outside the tile");
+    let base = dst.as_ptr() as *mut u8;
+    let mut i = 0;
+    while i < N {
+        let off = crate::layout::Tile::<half::f16, R, C, L>::offset_of(row, col0 + i);
+        // SAFETY: inside the tile (asserted); 4-byte aligned (even column).
+        unsafe { (base.add(off) as *mut u32).write(crate::wgmma::pack_f16x2(vals[i], vals[i + 1])) };
+        i += 2;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_and_rounding() {
+        assert_eq!(alloc_cols(1), 32);
+        assert_eq!(alloc_cols(128), 128);
+        assert_eq!(alloc_cols(129), 256);
+        assert_eq!(physical_cols(16, 128, true), 64);
+        assert_eq!(physical_cols(16, 128, false), 128);
+        assert_eq!(tmem_layout([128, 0, 32, 256]), ([0, 0, 128, 256], 512));
+        assert_eq!(tmem_layout([32]), ([0], 32));
+        assert_eq!(tmem_layout::<2>([0, 0]), ([0, 0], 0));
+        assert_eq!(Tmem::<f32, 128, 256>::ALLOC_COLS, 256);
+        assert_eq!(Tmem::<half::f16, 128, 64, true>::ALLOC_COLS, 32);
+        assert_eq!(Tmem::<half::f16, 128, 64, true>::PHYS_COLS, 32);
+    }
+}

@@ -1,0 +1,707 @@
+//! Tensor memory (TMEM) and the 5th-generation tensor core (`tcgen05`) of
+//! Blackwell (sm_100a), as the emulator models them.
+//!
+//! # Model
+//!
+//! * **TMEM**: per CTA, 128 lanes x 512 columns of 32-bit cells, zeroed at
+//!   launch. An address is `lane << 16 | column` (PTX ISA §9.7.16.1.1).
+//!   Columns are allocated by one warp ([`alloc`]) in powers of two from 32
+//!   to 512, and must be freed ([`dealloc`]) before the kernel ends.
+//! * **Loads and stores** ([`ld_32x32b`], [`st_32x32b`]): thread `l` of a
+//!   warp reads/writes TMEM lane `base + l`; warp `w` of its warpgroup may
+//!   only touch lanes `32 (w % 4) .. 32 (w % 4) + 32` (§9.7.16.8.1). The data
+//!   moves at issue. A load is *in flight* until its thread calls
+//!   [`wait_ld`] (`tcgen05.wait::ld`), a store until [`wait_st`]
+//!   (`tcgen05.wait::st`, Pallas's `commit_tmem`).
+//! * **MMA** ([`mma`]): issued by one thread; its SMEM operands are decoded
+//!   at issue (the caller passes the values), its TMEM A operand is read at
+//!   issue. It is registered with the race detector ([`crate::race`]) as an
+//!   asynchronous operation (`Completion::Tracked`) whose reads are the SMEM
+//!   operand ranges (and the TMEM A cells), whose write is the accumulator,
+//!   and whose effect computes the accumulator: the detector runs it at a
+//!   seeded point before the issuing thread's next [`commit`] arrives (a
+//!   thread's tensor-core operations run in issue order: each depends on the
+//!   previous one). So an accumulator read too early may see stale data, and
+//!   is reported.
+//! * **Loads and stores** are also ordinary accesses of the CTA's tensor
+//!   memory for the race detector (cell `(lane, col)` is bytes
+//!   `(lane * 512 + col) * 4 ..+ 4`), so every TMEM access is checked by
+//!   happens-before against the MMAs' (and other threads') accesses, with
+//!   the commit's mbarrier as the edge. An SMEM operand overwritten by a TMA
+//!   load under an in-flight MMA is a race between the two operations.
+//! * **Completion**, for this module's own checks (which name the TMEM rule
+//!   before the race detector would report a bare race): an MMA is
+//!   *complete for thread T* once T's wait on a barrier observed the phase a
+//!   `tcgen05.commit` of the MMA's issuing thread, issued after the MMA,
+//!   arrived in (a commit covers all earlier tcgen05 operations of its own
+//!   thread, and only those). This is the direct edge; longer chains are the
+//!   race detector's.
+//!
+//! # Checks (each a [`crate::EmuError::Misuse`] naming the rule)
+//!
+//! * "TMEM read before the MMA that writes it completed" (a `tcgen05.ld` of
+//!   accumulator cells of an MMA not complete for the reading thread: the
+//!   commit-arrive was not awaited, a TMA barrier was mistaken for MMA
+//!   completion, or the commit came from another thread);
+//! * "TMEM store then MMA without commit_tmem" (an MMA reads or writes TMEM
+//!   that a `tcgen05.st` not yet followed by `tcgen05.wait::st` wrote);
+//! * "TMEM overwritten while an in-flight tcgen05.ld reads it" (a store or an
+//!   MMA over cells of a load not yet followed by `tcgen05.wait::ld`);
+//! * "TMEM operand of an in-flight MMA overwritten" (a store over the
+//!   accumulator or the TMEM A operand of an MMA not complete for the storing
+//!   thread);
+//! * (a TMA load over SMEM an in-flight MMA reads: a race report of
+//!   [`crate::race`], naming both operations);
+//! * "TMEM accessed outside the allocation", "TMEM lane quarter of another
+//!   warp", "TMEM allocation over 512 columns", "TMEM allocation size",
+//!   "tcgen05.dealloc of columns that are not an allocation", "TMEM freed
+//!   while an MMA on it is pending", "TMEM allocation not freed when the
+//!   kernel ended".
+use crate::engine::{Emu, Range};
+use crate::error::EmuError;
+use crate::race::{AsyncOp, Completion, Space};
+use crate::{ctx, enter};
+use std::collections::HashMap;
+use std::panic::Location;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// TMEM lanes (rows) per CTA.
+pub const LANES: u32 = 128;
+/// TMEM columns per CTA (32-bit cells).
+pub const COLS: u32 = 512;
+
+type Loc = &'static Location<'static>;
+
+/// How the accumulator's elements are stored in TMEM cells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DType {
+    /// f32, one per cell.
+    F32,
+    /// f16, one per cell (low half; accumulators are unpacked).
+    F16,
+    /// s32, one per cell.
+    S32,
+}
+
+/// The A operand of an MMA.
+pub enum AOperand {
+    /// From SMEM, decoded by the caller: `M x K` values, row-major.
+    Smem(Vec<f32>),
+    /// From TMEM at `taddr`: `M` lanes x `K / 2` columns of packed 16-bit
+    /// pairs (element `k` in column `k / 2`, half `k % 2`).
+    Tmem { taddr: u32, bf16: bool },
+}
+
+/// One `tcgen05.mma` (cta_group::1) as issued.
+pub struct MmaIssue<'a> {
+    /// Accumulator TMEM address (lane 0, first column).
+    pub d: u32,
+    pub a: AOperand,
+    /// B as `N x K` values (`b[n * K + k]`), decoded by the caller.
+    pub b: Vec<f32>,
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    /// `enable-input-d`: add to the accumulator (else overwrite it).
+    pub accumulate: bool,
+    pub dtype: DType,
+    /// The SMEM byte ranges (of the issuing CTA) the operands occupy.
+    pub smem_reads: &'a [Range],
+    /// The operation, for reports.
+    pub op: &'static str,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Region {
+    lanes: (u32, u32),
+    cols: (u32, u32),
+}
+
+impl Region {
+    fn overlaps(&self, o: &Region) -> bool {
+        self.lanes.0 < o.lanes.1 && o.lanes.0 < self.lanes.1 && self.cols.0 < o.cols.1 && o.cols.0 < self.cols.1
+    }
+    fn show(&self) -> String {
+        format!("lanes {}..{}, columns {}..{}", self.lanes.0, self.lanes.1, self.cols.0, self.cols.1)
+    }
+}
+
+struct Alloc {
+    col: u32,
+    ncols: u32,
+    loc: Loc,
+}
+
+/// The arithmetic of a pending MMA.
+struct Work {
+    a: Vec<f32>,
+    b: Vec<f32>,
+    accumulate: bool,
+    dtype: DType,
+}
+
+struct Op {
+    seq: u64,
+    issuer: usize,
+    loc: Loc,
+    op: &'static str,
+    m: u32,
+    n: u32,
+    k: u32,
+    d: Region,
+    a_tmem: Option<Region>,
+    /// `None` once executed.
+    work: Option<Work>,
+}
+
+struct Access {
+    tid: usize,
+    region: Region,
+    loc: Loc,
+}
+
+struct Commit {
+    issuer: usize,
+    /// Covers the issuer's operations with `seq <= seq`.
+    seq: u64,
+    cta: usize,
+    off: u32,
+    epoch: u64,
+    phase: u64,
+}
+
+#[derive(Default)]
+struct Cta {
+    /// 128 x 512 cells, allocated at the CTA's first tcgen05 operation.
+    mem: Vec<u32>,
+    allocs: Vec<Alloc>,
+    relinquished: bool,
+    ops: Vec<Op>,
+    loads: Vec<Access>,
+    stores: Vec<Access>,
+}
+
+#[derive(Default)]
+struct Run {
+    ctas: HashMap<usize, Cta>,
+    commits: Vec<Commit>,
+    next_seq: u64,
+}
+
+/// The state of every live run, by the address of its `Emu`.
+static RUNS: Mutex<Option<HashMap<usize, Run>>> = Mutex::new(None);
+
+fn key(e: &Arc<Emu>) -> usize {
+    Arc::as_ptr(e) as usize
+}
+
+fn runs() -> MutexGuard<'static, Option<HashMap<usize, Run>>> {
+    RUNS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Runs `f` on this run's state and the calling thread's CTA state; `f`
+/// returns `Err((rule, detail))` to stop the run with a misuse (reported
+/// after the state lock is released).
+fn with_cta<R>(e: &Arc<Emu>, tid: usize, loc: Loc, f: impl FnOnce(&mut Run, usize) -> Result<R, (&'static str, String)>) -> R {
+    let res = {
+        let mut g = runs();
+        let run = g.get_or_insert_with(HashMap::new).entry(key(e)).or_default();
+        let cta = e.threads[tid].cta;
+        let c = run.ctas.entry(cta).or_default();
+        if c.mem.is_empty() {
+            c.mem = vec![0; (LANES * COLS) as usize];
+        }
+        f(run, cta)
+    };
+    match res {
+        Ok(r) => r,
+        Err((rule, detail)) => e.misuse(e.lock(), tid, loc, rule, detail),
+    }
+}
+
+/// The race detector's byte range of `region`'s cells in lane `lane`:
+/// cell `(lane, col)` is the 4 bytes at `(lane * 512 + col) * 4`.
+fn lane_bytes(lane: u32, cols: (u32, u32)) -> (u64, u64) {
+    (u64::from(lane * COLS + cols.0) * 4, u64::from(lane * COLS + cols.1) * 4)
+}
+
+/// One range per lane of `r`, in the CTA's TMEM space.
+fn region_ranges(cta: usize, r: &Region) -> Vec<(Space, u64, u64)> {
+    (r.lanes.0..r.lanes.1)
+        .map(|l| {
+            let (lo, hi) = lane_bytes(l, r.cols);
+            (Space::Tmem { cta }, lo, hi)
+        })
+        .collect()
+}
+
+fn split(taddr: u32) -> (u32, u32) {
+    (taddr >> 16, taddr & 0xFFFF)
+}
+
+fn inside_alloc(c: &Cta, r: &Region, what: &str) -> Result<(), (&'static str, String)> {
+    if r.lanes.1 <= LANES && c.allocs.iter().any(|a| r.cols.0 >= a.col && r.cols.1 <= a.col + a.ncols) {
+        return Ok(());
+    }
+    let live: Vec<String> = c.allocs.iter().map(|a| format!("columns {}..{} (allocated at {})", a.col, a.col + a.ncols, a.loc)).collect();
+    Err((
+        "TMEM accessed outside the allocation",
+        format!(
+            "{what} touches {}; this CTA's TMEM allocations: {}; allocate enough columns (the `Tmem` scratch type's COLS) or slice inside them",
+            r.show(),
+            if live.is_empty() { "none".to_string() } else { live.join(", ") }
+        ),
+    ))
+}
+
+impl Run {
+    /// Whether operation `op` (of CTA `cta`) is complete for thread `tid`:
+    /// some commit by its issuer, issued after it, arrived in a phase that
+    /// `tid`'s last wait on that barrier observed.
+    fn complete_for(&self, e: &Emu, tid: usize, op: &Op) -> bool {
+        self.commits.iter().any(|c| {
+            c.issuer == op.issuer
+                && c.seq >= op.seq
+                && matches!(e.mbar_observed(tid, c.cta, c.off), Some((ep, seen)) if ep == c.epoch && seen >= c.phase as i64)
+        })
+    }
+
+    fn committed(&self, op: &Op) -> bool {
+        self.commits.iter().any(|c| c.issuer == op.issuer && c.seq >= op.seq)
+    }
+
+    /// Why `op` is not complete for a reader, for reports.
+    fn why_incomplete(&self, e: &Emu, op: &Op) -> String {
+        if self.committed(op) {
+            format!(
+                "its commit by {} arrived on an mbarrier whose phase this thread has not waited for \
+                 (wait on the barrier the MMA commits to, e.g. `mma_done.wait()`, not on a TMA barrier)",
+                e.who(op.issuer)
+            )
+        } else {
+            format!(
+                "no tcgen05.commit by its issuing thread {} covers it yet (a commit covers only the MMAs of the thread that issues it)",
+                e.who(op.issuer)
+            )
+        }
+    }
+}
+
+/// Executes the MMA `seq` of `cta` (once; the race detector calls it when
+/// the operation runs), and before it every earlier pending MMA of the CTA
+/// (the tensor core runs them in issue order).
+fn execute_one(c: &mut Cta, seq: u64) {
+    for i in 0..c.ops.len() {
+        if c.ops[i].work.is_none() {
+            continue;
+        }
+        if c.ops[i].seq > seq {
+            break;
+        }
+        let op = &mut c.ops[i];
+        let w = op.work.take().expect("pending");
+        let (m, n, k) = (op.m as usize, op.n as usize, op.k as usize);
+        let (l0, c0) = (op.d.lanes.0 as usize, op.d.cols.0 as usize);
+        for i in 0..m {
+            for j in 0..n {
+                let mut s = 0f32;
+                for kk in 0..k {
+                    s += w.a[i * k + kk] * w.b[j * k + kk];
+                }
+                let cell = &mut c.mem[(l0 + i) * COLS as usize + c0 + j];
+                *cell = match w.dtype {
+                    DType::F32 => {
+                        let prev = if w.accumulate { f32::from_bits(*cell) } else { 0.0 };
+                        (prev + s).to_bits()
+                    }
+                    DType::F16 => {
+                        let prev = if w.accumulate { half::f16::from_bits(*cell as u16).to_f32() } else { 0.0 };
+                        u32::from(half::f16::from_f32(prev + s).to_bits())
+                    }
+                    DType::S32 => {
+                        let prev = if w.accumulate { *cell as i32 } else { 0 };
+                        prev.wrapping_add(s as i32) as u32
+                    }
+                };
+            }
+        }
+    }
+}
+
+/// `tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [dst], ncols`:
+/// warp-collective (a warp barrier); lane 0 allocates `ncols` columns (a
+/// power of two in 32..=512) and writes the TMEM address (lane 0, first
+/// column) to the 4 bytes at `.shared::cta` address `dst`.
+#[track_caller]
+pub fn alloc(dst: u32, ncols: u32) {
+    let loc = Location::caller();
+    let Some((e, tid)) = enter("tmem::alloc") else { return };
+    e.warp_sync(tid, loc, "tcgen05.alloc");
+    if e.threads[tid].lane == 0 {
+        alloc_lane0(&e, tid, loc, dst, ncols);
+    }
+    // The whole warp leaves the collective after the allocation.
+    e.warp_sync(tid, loc, "tcgen05.alloc");
+}
+
+fn alloc_lane0(e: &Arc<Emu>, tid: usize, loc: Loc, dst: u32, ncols: u32) {
+    let col = with_cta(e, tid, loc, |run, cta| {
+        let c = run.ctas.get_mut(&cta).expect("created");
+        if !(32..=COLS).contains(&ncols) || !ncols.is_power_of_two() {
+            return Err(("TMEM allocation size", format!("tcgen05.alloc of {ncols} columns: the count must be a power of two in 32..=512")));
+        }
+        if c.relinquished {
+            return Err(("tcgen05.alloc after relinquish_alloc_permit", "this CTA gave up its right to allocate TMEM; allocate everything first".to_string()));
+        }
+        let free = (0..COLS / ncols).map(|i| i * ncols).find(|&s| c.allocs.iter().all(|a| s + ncols <= a.col || a.col + a.ncols <= s));
+        match free {
+            Some(s) => {
+                c.allocs.push(Alloc { col: s, ncols, loc });
+                Ok(s)
+            }
+            None => {
+                let used: u32 = c.allocs.iter().map(|a| a.ncols).sum();
+                Err((
+                    "TMEM allocation over 512 columns",
+                    format!("tcgen05.alloc of {ncols} columns with {used} of 512 already allocated in this CTA (on the GPU the allocation would block forever); allocate at most 512 columns per CTA"),
+                ))
+            }
+        }
+    });
+    let p = crate::smem_ptr_range(dst, 4);
+    // SAFETY: `smem_ptr_range` checked 4 bytes at `dst` in this CTA's buffer.
+    unsafe { (p as *mut u32).write_unaligned(col) };
+}
+
+/// `tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned`: no more
+/// allocations in this CTA.
+#[track_caller]
+pub fn relinquish_alloc_permit() {
+    let loc = Location::caller();
+    let Some((e, tid)) = enter("tmem::relinquish_alloc_permit") else { return };
+    with_cta(&e, tid, loc, |run, cta| {
+        run.ctas.get_mut(&cta).expect("created").relinquished = true;
+        Ok(())
+    });
+}
+
+/// `tcgen05.dealloc.cta_group::1.sync.aligned.b32 taddr, ncols`:
+/// warp-collective; lane 0 frees the allocation at `taddr`.
+#[track_caller]
+pub fn dealloc(taddr: u32, ncols: u32) {
+    let loc = Location::caller();
+    let Some((e, tid)) = enter("tmem::dealloc") else { return };
+    e.warp_sync(tid, loc, "tcgen05.dealloc");
+    if e.threads[tid].lane != 0 {
+        return;
+    }
+    with_cta(&e, tid, loc, |run, cta| {
+        let c = run.ctas.get_mut(&cta).expect("created");
+        let (_, col) = split(taddr);
+        let Some(i) = c.allocs.iter().position(|a| a.col == col && a.ncols == ncols) else {
+            return Err((
+                "tcgen05.dealloc of columns that are not an allocation",
+                format!("dealloc of {ncols} columns at column {col}; allocations: {:?}", c.allocs.iter().map(|a| (a.col, a.ncols)).collect::<Vec<_>>()),
+            ));
+        };
+        let (lo, hi) = (c.allocs[i].col, c.allocs[i].col + c.allocs[i].ncols);
+        if let Some(op) = c.ops.iter().find(|o| o.work.is_some() && o.d.cols.0 < hi && lo < o.d.cols.1) {
+            return Err((
+                "TMEM freed while an MMA on it is pending",
+                format!("{} issued at {} by {} writes {} and has not executed; wait for its commit before freeing", op.op, op.loc, e.who(op.issuer), op.d.show()),
+            ));
+        }
+        c.allocs.remove(i);
+        Ok(())
+    });
+}
+
+/// Checks a load or store of `n` columns at `taddr` by the calling thread
+/// (32x32b shape: one lane per thread) and returns its region.
+fn lane_region(e: &Emu, tid: usize, taddr: u32, n: u32, what: &str) -> Result<Region, (&'static str, String)> {
+    let (lane0, col) = split(taddr);
+    let q = (e.threads[tid].warp % 4) as u32;
+    if lane0 != 32 * q {
+        return Err((
+            "TMEM lane quarter of another warp",
+            format!(
+                "{what} at lane {lane0} by warp {} (warp {q} of its warpgroup), which may access only lanes {}..{}; \
+                 warp w of a warpgroup reads rows 32 (w % 4) .. 32 (w % 4) + 32 of a tile",
+                e.threads[tid].warp,
+                32 * q,
+                32 * q + 32
+            ),
+        ));
+    }
+    let lane = lane0 + e.threads[tid].lane;
+    Ok(Region { lanes: (lane, lane + 1), cols: (col, col + n) })
+}
+
+/// `tcgen05.ld.sync.aligned.32x32b.xN.b32`: thread `l` of the warp reads
+/// `out.len()` consecutive cells of TMEM lane `(taddr >> 16) + l` from
+/// column `taddr & 0xffff`. In flight until [`wait_ld`].
+#[track_caller]
+pub fn ld_32x32b(taddr: u32, out: &mut [u32]) {
+    let loc = Location::caller();
+    let Some((e, tid)) = enter("tmem::ld") else { return };
+    e.yield_point(tid, "tcgen05.ld", loc);
+    let n = out.len() as u32;
+    let r = with_cta(&e, tid, loc, |run, cta| {
+        let r = lane_region(&e, tid, taddr, n, "tcgen05.ld")?;
+        let c = &run.ctas[&cta];
+        inside_alloc(c, &r, "tcgen05.ld")?;
+        if let Some(op) = c.ops.iter().find(|o| o.d.overlaps(&r) && !run.complete_for(&e, tid, o)) {
+            return Err((
+                "TMEM read before the MMA that writes it completed",
+                format!(
+                    "tcgen05.ld of {} reads the accumulator of {} issued at {} ({}), which is not complete for this thread: {}",
+                    r.show(),
+                    op.op,
+                    op.loc,
+                    op.d.show(),
+                    run.why_incomplete(&e, op)
+                ),
+            ));
+        }
+        let c = run.ctas.get_mut(&cta).expect("created");
+        for (i, v) in out.iter_mut().enumerate() {
+            *v = c.mem[(r.lanes.0 * COLS + r.cols.0) as usize + i];
+        }
+        c.loads.push(Access { tid, region: r, loc });
+        Ok(r)
+    });
+    let (lo, hi) = lane_bytes(r.lanes.0, r.cols);
+    e.ordinary_access(tid, loc, Space::Tmem { cta: e.threads[tid].cta }, lo, hi, false);
+}
+
+/// `tcgen05.st.sync.aligned.32x32b.xN.b32`: thread `l` of the warp writes
+/// `vals` to TMEM lane `(taddr >> 16) + l` from column `taddr & 0xffff`. In
+/// flight until [`wait_st`].
+#[track_caller]
+pub fn st_32x32b(taddr: u32, vals: &[u32]) {
+    let loc = Location::caller();
+    let Some((e, tid)) = enter("tmem::st") else { return };
+    e.yield_point(tid, "tcgen05.st", loc);
+    let r = with_cta(&e, tid, loc, |run, cta| {
+        let r = lane_region(&e, tid, taddr, vals.len() as u32, "tcgen05.st")?;
+        let c = &run.ctas[&cta];
+        inside_alloc(c, &r, "tcgen05.st")?;
+        if let Some(l) = c.loads.iter().find(|l| l.region.overlaps(&r)) {
+            return Err((
+                "TMEM overwritten while an in-flight tcgen05.ld reads it",
+                format!(
+                    "tcgen05.st of {} over {} loaded at {} by {} with no tcgen05.wait::ld (wait_load_tmem) since",
+                    r.show(),
+                    l.region.show(),
+                    l.loc,
+                    e.who(l.tid)
+                ),
+            ));
+        }
+        if let Some(op) = c.ops.iter().find(|o| (o.d.overlaps(&r) || o.a_tmem.is_some_and(|a| a.overlaps(&r))) && !run.complete_for(&e, tid, o)) {
+            return Err((
+                "TMEM operand of an in-flight MMA overwritten",
+                format!("tcgen05.st of {} while {} issued at {} (accumulator {}) is not complete for this thread: {}", r.show(), op.op, op.loc, op.d.show(), run.why_incomplete(&e, op)),
+            ));
+        }
+        let c = run.ctas.get_mut(&cta).expect("created");
+        for (i, v) in vals.iter().enumerate() {
+            c.mem[(r.lanes.0 * COLS + r.cols.0) as usize + i] = *v;
+        }
+        c.stores.push(Access { tid, region: r, loc });
+        Ok(r)
+    });
+    let (lo, hi) = lane_bytes(r.lanes.0, r.cols);
+    e.ordinary_access(tid, loc, Space::Tmem { cta: e.threads[tid].cta }, lo, hi, true);
+}
+
+/// `tcgen05.wait::ld.sync.aligned`: this thread's loads are done.
+#[track_caller]
+pub fn wait_ld() {
+    let loc = Location::caller();
+    let Some((e, tid)) = enter("tmem::wait_ld") else { return };
+    e.yield_point(tid, "tcgen05.wait::ld", loc);
+    with_cta(&e, tid, loc, |run, cta| {
+        run.ctas.get_mut(&cta).expect("created").loads.retain(|l| l.tid != tid);
+        Ok(())
+    })
+}
+
+/// `tcgen05.wait::st.sync.aligned`: this thread's stores are done (and,
+/// with the tcgen05 fences and a thread sync, visible to the tensor core).
+#[track_caller]
+pub fn wait_st() {
+    let loc = Location::caller();
+    let Some((e, tid)) = enter("tmem::wait_st") else { return };
+    e.yield_point(tid, "tcgen05.wait::st", loc);
+    with_cta(&e, tid, loc, |run, cta| {
+        run.ctas.get_mut(&cta).expect("created").stores.retain(|l| l.tid != tid);
+        Ok(())
+    })
+}
+
+/// `tcgen05.mma.cta_group::1`: issued by the calling thread; see the
+/// module docs for when it executes and completes.
+#[track_caller]
+pub fn mma(issue: MmaIssue<'_>) {
+    let loc = Location::caller();
+    let Some((e, tid)) = enter("tmem::mma") else { return };
+    e.yield_point(tid, "tcgen05.mma", loc);
+    let MmaIssue { d, a, b, m, n, k, accumulate, dtype, smem_reads, op } = issue;
+    let (seq, cta, dr, ar) = with_cta(&e, tid, loc, |run, cta| {
+        let (dl, dc) = split(d);
+        if m != 128 || dl != 0 {
+            return Err((
+                "not emulated",
+                format!("{op}: M = {m} at TMEM lane {dl}; the emulator models the cta_group::1 data path of M = 128 (row i in lane i) only"),
+            ));
+        }
+        let dr = Region { lanes: (0, m), cols: (dc, dc + n) };
+        let ar = match &a {
+            AOperand::Tmem { taddr, .. } => {
+                let (al, ac) = split(*taddr);
+                Some(Region { lanes: (al, al + m), cols: (ac, ac + k / 2) })
+            }
+            AOperand::Smem(_) => None,
+        };
+        let c = &run.ctas[&cta];
+        inside_alloc(c, &dr, op)?;
+        if let Some(ar) = &ar {
+            inside_alloc(c, ar, op)?;
+        }
+        for (what, r) in [("accumulator", Some(dr)), ("A operand", ar)] {
+            let Some(r) = r else { continue };
+            if let Some(s) = c.stores.iter().find(|s| s.region.overlaps(&r)) {
+                return Err((
+                    "TMEM store then MMA without commit_tmem",
+                    format!(
+                        "{op} reads its {what} ({}), which {} stored at {} with no tcgen05.wait::st (commit_tmem) since; call commit_tmem() after the stores and sync before issuing the MMA",
+                        r.show(),
+                        e.who(s.tid),
+                        s.loc
+                    ),
+                ));
+            }
+        }
+        if let Some(l) = c.loads.iter().find(|l| l.region.overlaps(&dr)) {
+            return Err((
+                "TMEM overwritten while an in-flight tcgen05.ld reads it",
+                format!("{op} writes {} over {} loaded at {} by {} with no tcgen05.wait::ld (wait_load_tmem) since", dr.show(), l.region.show(), l.loc, e.who(l.tid)),
+            ));
+        }
+        let a_vals = match a {
+            AOperand::Smem(v) => v,
+            AOperand::Tmem { taddr, bf16 } => {
+                let (al, ac) = split(taddr);
+                let mut v = vec![0f32; (m * k) as usize];
+                for i in 0..m {
+                    for kk in 0..k {
+                        let cell = c.mem[((al + i) * COLS + ac + kk / 2) as usize];
+                        let bits = (cell >> (16 * (kk % 2))) as u16;
+                        v[(i * k + kk) as usize] = if bf16 { half::bf16::from_bits(bits).to_f32() } else { half::f16::from_bits(bits).to_f32() };
+                    }
+                }
+                v
+            }
+        };
+        assert_eq!(a_vals.len(), (m * k) as usize, "{op}: A must hold M x K values");
+        assert_eq!(b.len(), (n * k) as usize, "{op}: B must hold N x K values");
+        run.next_seq += 1;
+        let seq = run.next_seq;
+        run.ctas.get_mut(&cta).expect("created").ops.push(Op {
+            seq,
+            issuer: tid,
+            loc,
+            op,
+            m,
+            n,
+            k,
+            d: dr,
+            a_tmem: ar,
+            work: Some(Work { a: a_vals, b, accumulate, dtype }),
+        });
+        Ok((seq, cta, dr, ar))
+    });
+    // The race detector runs the MMA (the effect) at a seeded point before
+    // the issuing thread's next commit arrives; its SMEM and TMEM operands
+    // are checked as reads, its accumulator as a write, at that point.
+    let mut reads: Vec<(Space, u64, u64)> = smem_reads.iter().map(|&(lo, hi)| (Space::Smem { cta }, u64::from(lo), u64::from(hi))).collect();
+    if let Some(ar) = &ar {
+        reads.extend(region_ranges(cta, ar));
+    }
+    let run_key = key(&e);
+    let effect = move || {
+        let mut g = runs();
+        if let Some(c) = g.as_mut().and_then(|m| m.get_mut(&run_key)).and_then(|r| r.ctas.get_mut(&cta)) {
+            execute_one(c, seq);
+        }
+    };
+    e.async_issue(
+        tid,
+        loc,
+        AsyncOp { kind: op.to_string(), copies: Vec::new(), reads, writes: region_ranges(cta, &dr), effect: Some(Box::new(effect)), completion: Completion::Tracked },
+    );
+}
+
+/// `tcgen05.commit.cta_group::1.mbarrier::arrive::one`: once every
+/// tcgen05 operation the calling thread issued has executed, one arrival on
+/// the mbarrier at `bar` (`.shared::cta` or `.shared::cluster` address).
+#[track_caller]
+pub fn commit(bar: u32) {
+    let loc = Location::caller();
+    let Some((e, tid)) = enter("tmem::commit") else { return };
+    e.yield_point(tid, "tcgen05.commit", loc);
+    let (bcta, off) = e.decode_or_misuse(tid, loc, bar);
+    let phase = e.mbar_phase(bcta, off);
+    with_cta(&e, tid, loc, |run, _cta| {
+        if let Some((epoch, phase)) = phase {
+            run.next_seq += 1;
+            let seq = run.next_seq;
+            run.commits.push(Commit { issuer: tid, seq, cta: bcta, off, epoch, phase });
+        }
+        Ok(())
+    });
+    // Runs this thread's tracked MMAs, then arrives (an uninitialized
+    // barrier is reported by the arrival).
+    e.commit_arrive(tid, loc, bar, "tcgen05.commit");
+}
+
+/// Ends the run's TMEM state: returns the "not freed" error of a run that
+/// finished (`check`), and forgets the state either way.
+pub(crate) fn end_run(e: &Arc<Emu>, check: bool) -> Option<EmuError> {
+    let run = runs().as_mut().and_then(|m| m.remove(&key(e)))?;
+    if !check {
+        return None;
+    }
+    let mut lines = Vec::new();
+    let mut ctas: Vec<_> = run.ctas.iter().collect();
+    ctas.sort_by_key(|(c, _)| **c);
+    for (&cta, c) in ctas {
+        for a in &c.allocs {
+            lines.push(format!(
+                "cta {}: columns {}..{} allocated at {} were not freed",
+                crate::error::fmt3(e.ctas[cta].idx),
+                a.col,
+                a.col + a.ncols,
+                a.loc
+            ));
+        }
+    }
+    (!lines.is_empty()).then(|| EmuError::Misuse {
+        kernel: e.kernel.clone(),
+        rule: "TMEM allocation not freed when the kernel ended".to_string(),
+        where_: "kernel end".to_string(),
+        detail: format!("{} (tcgen05.dealloc every allocation before exit)", lines.join("; ")),
+    })
+}
+
+/// For tests: the calling thread's TMEM cell (lane, column).
+pub fn peek(lane: u32, col: u32) -> u32 {
+    let (e, tid) = ctx("tmem::peek");
+    let g = runs();
+    g.as_ref()
+        .and_then(|m| m.get(&key(&e)))
+        .and_then(|r| r.ctas.get(&e.threads[tid].cta))
+        .map(|c| c.mem[(lane * COLS + col) as usize])
+        .unwrap_or(0)
+}

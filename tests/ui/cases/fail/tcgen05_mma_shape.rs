@@ -1,0 +1,17 @@
+#![allow(unused)]
+use kernel_device::prelude::*;
+use kernel_device::f16;
+use kernel_device::tcgen05::tcgen05_mma;
+use kernel_device::tmem::Tmem;
+
+// M = 128 needs N a multiple of 16: N = 8 is not a cta_group::1 shape.
+#[kernel(arch = sm_100a)]
+pub fn k(
+    #[scratch] a: Smem<Tile<f16, 128, 64, Swizzled<128>>>,
+    #[scratch] b: Smem<Tile<f16, 8, 64, Swizzled<128>>>,
+    #[scratch] acc: Tmem<f32, 128, 8>,
+) {
+    tcgen05_mma(&acc, a, b, false);
+}
+
+fn main() {}
