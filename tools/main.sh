@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# The main job: build the example kernels for sm_90a/sm_100a and run them on
-# the GPU: the first examples (each checked against a CPU reference), then
-# the Blackwell matmuls (on the emulator unless the GPU is sm_100), then
-# the Hopper matmuls checked and timed against cuBLAS. Without a GPU it says
-# so and runs them on the CPU emulator (small sizes, correctness only).
+# The main job: build the example kernels for sm_90a/sm_100a and run them:
+# the first examples, the SIMT examples, the register-array examples and the
+# bias+ReLU matmul, the norm kernels of kernel-ops, the Blackwell matmuls, and
+# the Hopper matmuls, each checked against a CPU reference (and timed against
+# cuBLAS on a GPU). Without a GPU each program says so and runs on the CPU
+# emulator instead (small sizes, correctness only); the Blackwell matmuls run
+# on the emulator unless the GPU is an sm_100 one.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/tools/setup.sh"
 cd "$root"
-cargo build --release -p examples --bin first_kernels --bin hopper --bin blackwell
+cargo build --release -p examples --bin first_kernels --bin simt --bin fused --bin blackwell --bin hopper
+cargo build --release -p kernel-ops --bin norms_bench
 target/release/first_kernels
-# Blackwell matmuls: on a compute-capability-10.0 GPU, else on the emulator.
+target/release/simt
+target/release/fused --quick
+target/release/norms_bench --quick
 target/release/blackwell
 exec target/release/hopper "$@"
