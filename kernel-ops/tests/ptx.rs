@@ -27,6 +27,9 @@ fn norm_kernels_assemble_without_spills_for_both_architectures() {
         let mut entries = 0;
         for block in report.split("Compiling entry function '").skip(1) {
             let name = block.split('\'').next().unwrap();
+            if !["softmax_", "layer_norm_", "rms_norm_"].iter().any(|p| name.starts_with(p)) {
+                continue; // the matmul kernels of this crate are checked by their own tests
+            }
             let line = block.lines().find(|l| l.contains("bytes stack frame")).unwrap_or_else(|| panic!("{arch} {name}: no stack line"));
             assert!(line.contains("0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"), "{arch} {name}: {line}");
             entries += 1;
