@@ -12,14 +12,20 @@
 //! copy, and after the wait it sees everything every peer CTA wrote before
 //! its arrive (release at cluster scope on the arrive, acquire on the wait).
 //!
-//! ```ignore
+//! ```no_run
+//! use kernel_device::prelude::*;
+//!
 //! #[kernel(block = threads(128), cluster = (2, 2))]
-//! pub fn k(#[scratch] row_done: ClusterBarrier<X>, /* .. */) {
-//!     /* write into the SMEM of the CTAs along x (distributed shared memory) */
+//! pub fn k(y: Gmem<f32>, #[scratch] row_done: ClusterBarrier<X>) {
+//!     // ... write into the SMEM of the CTAs along x (distributed shared memory) ...
 //!     sync_threads();                        // the CTA's writes before one arrival
-//!     if thread_linear() == 0 { row_done.arrive(); }
+//!     if thread_linear() == 0 {
+//!         row_done.arrive();
+//!     }
 //!     row_done.wait();                       // every CTA along x arrived
+//!     y.write(thread_linear() as usize, 1.0);
 //! }
+//! # fn main() {}
 //! ```
 //!
 //! Who issues what:

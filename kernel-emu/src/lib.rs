@@ -979,12 +979,15 @@ pub fn tmem_access(lo: u64, hi: u64, write: bool) {
 /// [`race`]): it runs, moving its bytes and completing, at a seeded
 /// scheduling point before its completion is observed. A scheduling point.
 ///
-/// ```ignore
+/// ```no_run
+/// # use kernel_emu::{AsyncCopy, AsyncOp, Completion};
+/// # fn issue(smem_ptr: *mut u8, gmem_ptr: *const u8, len: usize, bar: u32) {
 /// // A TMA load of `len` bytes completing on the mbarrier at `bar`:
 /// let mut copies = Vec::new();
 /// kernel_emu::push_copy(&mut copies, AsyncCopy { dst: smem_ptr, src: Some(gmem_ptr), len });
 /// kernel_emu::async_issue(AsyncOp::copies("cp.async.bulk.tensor (load)", copies,
 ///     Completion::MBarrierTx { bar, bytes: len as u32 }));
+/// # }
 /// ```
 #[track_caller]
 pub fn async_issue(op: AsyncOp) {

@@ -1,10 +1,17 @@
 //! `C = A · Bᵀ` on Hopper: the ready matmul (the Hopper ladder's steps 4 and
 //! 5 as library kernels, `kernel_ops_kernels::matmul`), autotuned per shape.
 //!
-//! ```ignore
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let (m, n, k) = (1024, 1024, 512);
 //! let gpu = kernel_host::Gpu::new(0)?;
+//! # let a = gpu.upload(&vec![kernel_device::f16::ZERO; m * k])?;
+//! # let b = gpu.upload(&vec![kernel_device::f16::ZERO; n * k])?;
+//! # let mut c = gpu.zeros::<kernel_device::f16>(m * n)?;
 //! let mm = kernel_ops::Matmul::new(&gpu)?;
 //! mm.matmul(&a, (m, k), &b, (n, k), &mut c)?;   // a: M x K, b: N x K, c: M x N, row-major f16
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! * **Shapes**: any `M, N, K >= 1` with `K % 8 == 0` and `N % 8 == 0` (TMA

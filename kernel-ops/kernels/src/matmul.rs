@@ -232,7 +232,7 @@ pub fn matmul_persistent_ws<const BM: usize, const BN: usize, const STAGES: usiz
     }
 }
 
-/// CTAs per cluster of [`matmul_cluster_multicast`].
+/// CTAs per cluster of `matmul_cluster_multicast` (the ladder's step 5, here [`matmul_persistent_ws_cluster`]).
 pub const CLUSTER_M: u32 = 2;
 
 /// `C = A · Bᵀ`, persistent, clusters of 2 along M with B multicast.
