@@ -34,7 +34,7 @@ pub mod raw {
         device!("barrier.cluster.arrive.relaxed", {
             // SAFETY: caller contract.
             unsafe { core::arch::asm!("barrier.cluster.arrive.relaxed;", options(nostack, preserves_flags)) }
-        }, host: { kernel_emu::cluster_arrive() })
+        }, host: { kernel_emu::cluster_arrive_relaxed() })
     }
 
     /// `barrier.cluster.wait.acquire;` (sm_90): waits until every

@@ -5,7 +5,9 @@
 //! launch fails, named by the host runtime); on the CPU emulator it is
 //! reported as "out-of-bounds global-memory access" with the thread and the
 //! kernel's source line. Raw `*const T`/`*mut T` parameters are not checked
-//! (dereferencing them is the kernel's `unsafe`).
+//! (dereferencing them is the kernel's `unsafe`). The emulator also checks
+//! every `Gmem` access for races (happens-before) against other threads'
+//! accesses and TMA copies; raw pointer dereferences cannot be hooked.
 use crate::launch::DeviceParam;
 
 /// `len` elements of `T` in global memory. The host passes
@@ -66,8 +68,13 @@ impl<T: Copy> Gmem<T> {
     pub fn read(&self, i: usize) -> T {
         self.check(i);
         // SAFETY: `i < len`; `from_raw_parts`'s contract. Races between
-        // threads are ordered by the kernel's synchronization.
-        unsafe { self.ptr.add(i).read() }
+        // threads are ordered by the kernel's synchronization (checked by
+        // the emulator).
+        let p = unsafe { self.ptr.add(i) };
+        #[cfg(not(target_arch = "nvptx64"))]
+        kernel_emu::gmem_access(p as *const u8, core::mem::size_of::<T>(), false);
+        // SAFETY: as above.
+        unsafe { p.read() }
     }
     /// Store `v` to element `i` (checked).
     #[inline(always)]
@@ -75,7 +82,11 @@ impl<T: Copy> Gmem<T> {
     pub fn write(&self, i: usize, v: T) {
         self.check(i);
         // SAFETY: as `read`.
-        unsafe { self.ptr.add(i).write(v) }
+        let p = unsafe { self.ptr.add(i) };
+        #[cfg(not(target_arch = "nvptx64"))]
+        kernel_emu::gmem_access(p as *const u8, core::mem::size_of::<T>(), true);
+        // SAFETY: as `read`.
+        unsafe { p.write(v) }
     }
 }
 

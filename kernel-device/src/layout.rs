@@ -216,15 +216,21 @@ impl<T: Copy, const R: usize, const C: usize, L: Layout> crate::smem::Smem<Tile<
     #[inline(always)]
     #[track_caller]
     pub fn get(&self, row: usize, col: usize) -> T {
+        let p = self.elem_ptr_2d(row, col);
+        #[cfg(not(target_arch = "nvptx64"))]
+        kernel_emu::smem_access(p as *const u8, core::mem::size_of::<T>(), false);
         // SAFETY: `elem_ptr_2d` checked bounds; ordering per `Smem` docs.
-        unsafe { self.elem_ptr_2d(row, col).read() }
+        unsafe { p.read() }
     }
     /// Write element `(row, col)`.
     #[inline(always)]
     #[track_caller]
     pub fn set(&self, row: usize, col: usize, v: T) {
+        let p = self.elem_ptr_2d(row, col);
+        #[cfg(not(target_arch = "nvptx64"))]
+        kernel_emu::smem_access(p as *const u8, core::mem::size_of::<T>(), true);
         // SAFETY: as `get`.
-        unsafe { self.elem_ptr_2d(row, col).write(v) }
+        unsafe { p.write(v) }
     }
 }
 

@@ -39,6 +39,7 @@ pub mod raw {
             }
         }, host: {
             kernel_emu::yield_point("red.release.gpu.add");
+            kernel_emu::gmem_atomic(ptr as *const u8, false, true);
             // SAFETY: caller contract; the emulator runs one thread at a time,
             // so this read-modify-write is atomic.
             unsafe { *ptr = (*ptr).wrapping_add(n) }
@@ -61,6 +62,7 @@ pub mod raw {
             v
         }, host: {
             kernel_emu::yield_point("ld.acquire.gpu");
+            kernel_emu::gmem_atomic(ptr as *const u8, true, false);
             // SAFETY: caller contract.
             unsafe { ptr.read_volatile() }
         })
@@ -83,6 +85,7 @@ pub mod raw {
             old
         }, host: {
             kernel_emu::yield_point("atom.cas");
+            kernel_emu::gmem_atomic(ptr as *const u8, true, false);
             // SAFETY: caller contract; one emulated thread runs at a time.
             unsafe {
                 let old = *ptr;

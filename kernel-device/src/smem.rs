@@ -11,7 +11,10 @@
 //! Ordering: shared memory is shared by all threads of the CTA. Plain reads
 //! and writes through [`Smem`] are not atomic; a barrier ([`crate::sync_threads`],
 //! an mbarrier wait, a named barrier) must order a write and a read of the
-//! same element by different threads.
+//! same element by different threads. On the CPU emulator every access
+//! through `Smem::load`/`store`/`read`/`write` and the tile accessors is
+//! checked for races (happens-before); accesses through raw pointers
+//! (`as_ptr`, `elem_ptr`, `map_rank`) are not.
 use core::marker::PhantomData;
 
 /// Alignment of the dynamic shared-memory base (1024 bytes: what 128-byte
@@ -182,14 +185,20 @@ impl<T> Smem<T> {
 impl<T: Copy> Smem<T> {
     /// Read the whole value.
     #[inline(always)]
+    #[track_caller]
     pub fn load(&self) -> T {
+        #[cfg(not(target_arch = "nvptx64"))]
+        kernel_emu::smem_access(self.ptr as *const u8, core::mem::size_of::<T>(), false);
         // SAFETY: the allocation is valid for the kernel; races are ordered by
         // the kernel's barriers (module docs).
         unsafe { self.ptr.read() }
     }
     /// Write the whole value.
     #[inline(always)]
+    #[track_caller]
     pub fn store(&self, v: T) {
+        #[cfg(not(target_arch = "nvptx64"))]
+        kernel_emu::smem_access(self.ptr as *const u8, core::mem::size_of::<T>(), true);
         // SAFETY: as `load`.
         unsafe { self.ptr.write(v) }
     }
@@ -227,15 +236,54 @@ impl<E: Copy, const N: usize> Smem<[E; N]> {
     #[inline(always)]
     #[track_caller]
     pub fn read(&self, i: usize) -> E {
+        let p = self.elem_ptr(i);
+        #[cfg(not(target_arch = "nvptx64"))]
+        kernel_emu::smem_access(p as *const u8, core::mem::size_of::<E>(), false);
         // SAFETY: `elem_ptr` checked the index; see `load` for ordering.
-        unsafe { self.elem_ptr(i).read() }
+        unsafe { p.read() }
+    }
+    /// Read element `i` of this allocation in CTA `rank` of this cluster
+    /// (distributed shared memory through `mapa`; checked for races on the
+    /// emulator, unlike a dereference of [`Smem::map_rank`]'s pointer).
+    ///
+    /// # Safety
+    /// As [`Smem::map_rank`].
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn read_rank(&self, rank: u32, i: usize) -> E {
+        assert!(i < N, "Smem index out of bounds");
+        // SAFETY: forwarded contract; in bounds.
+        let p = unsafe { (self.map_rank(rank) as *mut E).add(i) };
+        #[cfg(not(target_arch = "nvptx64"))]
+        kernel_emu::smem_access(p as *const u8, core::mem::size_of::<E>(), false);
+        // SAFETY: as above; ordering per the module docs.
+        unsafe { p.read() }
+    }
+    /// Write element `i` of this allocation in CTA `rank` of this cluster
+    /// (see [`Smem::read_rank`]).
+    ///
+    /// # Safety
+    /// As [`Smem::map_rank`].
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn write_rank(&self, rank: u32, i: usize, v: E) {
+        assert!(i < N, "Smem index out of bounds");
+        // SAFETY: forwarded contract; in bounds.
+        let p = unsafe { (self.map_rank(rank) as *mut E).add(i) };
+        #[cfg(not(target_arch = "nvptx64"))]
+        kernel_emu::smem_access(p as *const u8, core::mem::size_of::<E>(), true);
+        // SAFETY: as above.
+        unsafe { p.write(v) }
     }
     /// Write element `i` (bounds-checked).
     #[inline(always)]
     #[track_caller]
     pub fn write(&self, i: usize, v: E) {
+        let p = self.elem_ptr(i);
+        #[cfg(not(target_arch = "nvptx64"))]
+        kernel_emu::smem_access(p as *const u8, core::mem::size_of::<E>(), true);
         // SAFETY: as `read`.
-        unsafe { self.elem_ptr(i).write(v) }
+        unsafe { p.write(v) }
     }
 }
 

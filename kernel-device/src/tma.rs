@@ -158,8 +158,7 @@ pub mod raw {
                     options(nostack, preserves_flags))
             }
         }, host: {
-            super::emu_map::store(tmap, &[c0, c1], src, "cp.async.bulk.tensor.2d (store)");
-            kernel_emu::yield_point("cp.async.bulk.tensor (store)")
+            super::emu_map::store(tmap, &[c0, c1], src, "cp.async.bulk.tensor.2d (store)")
         })
     }
 
@@ -200,8 +199,7 @@ pub mod raw {
                             options(nostack, preserves_flags))
                     }
                 }, host: {
-                    super::emu_map::store(tmap, &[$($c),+], src, "cp.async.bulk.tensor (store)");
-                    kernel_emu::yield_point("cp.async.bulk.tensor (store)")
+                    super::emu_map::store(tmap, &[$($c),+], src, "cp.async.bulk.tensor (store)")
                 })
             }
         };
@@ -260,12 +258,16 @@ pub mod raw {
 /// | 14 | box dim 4 (16 bits) |
 /// | 15 | [`MAGIC`] again (a truncated or overwritten map is refused) |
 ///
-/// Copies complete at issue: a load writes SMEM and completes its bytes on
-/// the mbarrier before it returns; a store has written global memory when it
-/// returns (so `commit_group` / `wait_group*` only yield).
+/// Copies are asynchronous operations of the emulator
+/// (`kernel_emu::async_issue`): a load moves its bytes and completes them on
+/// the mbarrier at a seeded scheduling point before its phase is observed;
+/// a store joins the thread's bulk async-group and runs before the
+/// `wait_group_read` / `wait_group` that covers it.
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod emu_map {
+    extern crate alloc;
     use crate::layout::Swizzle;
+    use alloc::vec::Vec;
 
     /// Word 0 and word 15 of an emulator tensor map: `"EMUTMAP1"`.
     pub const MAGIC: u64 = u64::from_le_bytes(*b"EMUTMAP1");
@@ -447,72 +449,68 @@ pub mod emu_map {
             }
         }
 
-        /// The load: copies the box at `coords` (elements, innermost first)
-        /// to SMEM at `dst` (swizzled), zeros out of bounds.
+        /// The load's byte moves: the box at `coords` (elements, innermost
+        /// first) to SMEM at `dst` (swizzled), zeros out of bounds.
         #[track_caller]
-        pub fn load(&self, dst: u32, coords: &[i32], op: &str) {
+        pub fn load_copies(&self, dst: u32, coords: &[i32], op: &str) -> Vec<kernel_emu::AsyncCopy> {
             let e = self.elem_bytes as usize;
-            // The box lands (swizzled) in `dst .. dst + box_bytes`: the
-            // emulator checks no in-flight wgmma reads it, and records the
-            // bytes as seen by the async proxy.
-            kernel_emu::async_proxy_write(dst, self.box_bytes() as usize, op, || {
-                self.for_each_chunk(dst, coords, op, |addr, globals| {
-                    let p = kernel_emu::smem_ptr_range(addr, 16);
-                    for (i, g) in globals.iter().enumerate() {
-                        // SAFETY: `p .. p + 16` is inside the CTA's SMEM
-                        // (checked by smem_ptr_range); `g` is inside the host
-                        // tensor the map was built from (checked at encode:
-                        // the tensor covers every in-bounds coordinate).
-                        unsafe {
-                            match g {
-                                Some(g) => {
-                                    core::ptr::copy_nonoverlapping(*g as *const u8, p.add(i * e), e)
-                                }
-                                None => core::ptr::write_bytes(p.add(i * e), 0, e),
-                            }
-                        }
-                    }
-                })
+            let mut copies = Vec::new();
+            self.for_each_chunk(dst, coords, op, |addr, globals| {
+                let p = kernel_emu::smem_ptr_range(addr, 16);
+                for (i, g) in globals.iter().enumerate() {
+                    let copy = kernel_emu::AsyncCopy {
+                        dst: p.wrapping_add(i * e),
+                        src: g.map(|g| g as *const u8),
+                        len: e,
+                    };
+                    kernel_emu::push_copy(&mut copies, copy);
+                }
             });
+            copies
         }
 
-        /// The store: copies SMEM at `src` (swizzled) to the box at
+        /// The store's byte moves: SMEM at `src` (swizzled) to the box at
         /// `coords`, skipping out-of-bounds elements.
         #[track_caller]
-        pub fn store(&self, src: u32, coords: &[i32], op: &str) {
+        pub fn store_copies(&self, src: u32, coords: &[i32], op: &str) -> Vec<kernel_emu::AsyncCopy> {
             assert!(
                 self.writable,
                 "{op}: the tensor map is read-only; build the destination of TMA stores with `EmuTensorMap::new_2d_mut` (or another `_mut` constructor)"
             );
             let e = self.elem_bytes as usize;
-            // The box is read (swizzled) from `src .. src + box_bytes`: the
-            // async proxy must see what ordinary stores wrote there.
-            kernel_emu::async_proxy_read(src, self.box_bytes() as usize, op);
+            let mut copies = Vec::new();
             self.for_each_chunk(src, coords, op, |addr, globals| {
                 let p = kernel_emu::smem_ptr_range(addr, 16);
                 for (i, g) in globals.iter().enumerate() {
                     if let Some(g) = g {
-                        // SAFETY: as in `load`, in the other direction; the
-                        // map is writable (built from a `&mut` slice).
-                        unsafe { core::ptr::copy_nonoverlapping(p.add(i * e), *g as *mut u8, e) }
+                        let copy = kernel_emu::AsyncCopy {
+                            dst: *g as *mut u8,
+                            src: Some(p.wrapping_add(i * e) as *const u8),
+                            len: e,
+                        };
+                        kernel_emu::push_copy(&mut copies, copy);
                     }
                 }
             });
+            copies
         }
     }
 
-    /// Host body of the loads: decode, copy, complete the bytes on `bar`.
+    /// Host body of the loads: decode, then issue the copy as an
+    /// asynchronous operation completing its bytes on `bar` when it runs.
     #[track_caller]
     pub(crate) fn load(dst: u32, tmap: u64, coords: &[i32], bar: u32, op: &str) {
         // SAFETY: `tmap` is a `Tma` parameter's address (the parameter tuple
         // lives for the whole run).
         let m = unsafe { EmuMap::read(tmap, op) };
-        m.load(dst, coords, op);
-        kernel_emu::mbarrier_complete_tx(bar, m.box_bytes());
+        let copies = m.load_copies(dst, coords, op);
+        let done = kernel_emu::Completion::MBarrierTx { bar, bytes: m.box_bytes() };
+        kernel_emu::async_issue(kernel_emu::AsyncOp::copies(op, copies, done));
     }
 
-    /// Host body of the multicast load: the copy lands at the same offsets
-    /// in every CTA of `mask`, each completing on its barrier at `bar`.
+    /// Host body of the multicast load: one asynchronous copy per CTA of
+    /// `mask`, landing at the same offsets and completing on its barrier at
+    /// `bar`.
     #[track_caller]
     pub(crate) fn load_multicast(
         dst: u32,
@@ -526,11 +524,12 @@ pub mod emu_map {
         let m = unsafe { EmuMap::read(tmap, op) };
         for rank in 0..16u32 {
             if mask & (1 << rank) != 0 {
-                m.load(kernel_emu::map_rank_addr(dst, rank), coords, op);
-                kernel_emu::mbarrier_complete_tx(
-                    kernel_emu::map_rank_addr(bar, rank),
-                    m.box_bytes(),
-                );
+                let copies = m.load_copies(kernel_emu::map_rank_addr(dst, rank), coords, op);
+                let done = kernel_emu::Completion::MBarrierTx {
+                    bar: kernel_emu::map_rank_addr(bar, rank),
+                    bytes: m.box_bytes(),
+                };
+                kernel_emu::async_issue(kernel_emu::AsyncOp::copies(op, copies, done));
             }
         }
     }
@@ -577,12 +576,18 @@ pub mod emu_map {
         }
     }
 
-    /// Host body of the stores.
+    /// Host body of the stores: the async proxy must see what ordinary
+    /// stores wrote to the source (checked now by value, and by
+    /// happens-before when the copy runs); the copy joins the thread's open
+    /// bulk async-group.
     #[track_caller]
     pub(crate) fn store(tmap: u64, coords: &[i32], src: u32, op: &str) {
         // SAFETY: as in `load`.
         let m = unsafe { EmuMap::read(tmap, op) };
-        m.store(src, coords, op);
+        let copies = m.store_copies(src, coords, op);
+        kernel_emu::async_proxy_read(src, m.box_bytes() as usize, op);
+        let done = kernel_emu::Completion::BulkGroup;
+        kernel_emu::async_issue(kernel_emu::AsyncOp::copies(op, copies, done));
     }
 }
 
@@ -595,8 +600,7 @@ pub fn commit_group() {
         // SAFETY: no operands.
         unsafe { core::arch::asm!("cp.async.bulk.commit_group;", options(nostack, preserves_flags)) }
     }, host: {
-        // Emulated bulk copies complete at issue: there is nothing to group.
-        kernel_emu::yield_point("cp.async.bulk.commit_group")
+        kernel_emu::bulk_commit_group()
     })
 }
 
@@ -609,8 +613,7 @@ pub fn wait_group<const N: u32>() {
         // SAFETY: waits only.
         unsafe { core::arch::asm!("cp.async.bulk.wait_group {n};", n = const N, options(nostack, preserves_flags)) }
     }, host: {
-        // Emulated bulk copies complete at issue: nothing is pending.
-        kernel_emu::yield_point("cp.async.bulk.wait_group")
+        kernel_emu::bulk_wait_group(N, false)
     })
 }
 
@@ -625,8 +628,7 @@ pub fn wait_group_read<const N: u32>() {
         // SAFETY: waits only.
         unsafe { core::arch::asm!("cp.async.bulk.wait_group.read {n};", n = const N, options(nostack, preserves_flags)) }
     }, host: {
-        // Emulated bulk copies complete at issue: nothing is pending.
-        kernel_emu::yield_point("cp.async.bulk.wait_group.read")
+        kernel_emu::bulk_wait_group(N, true)
     })
 }
 

@@ -10,11 +10,14 @@
 //! memory and to host buffers from different emulated threads are ordered,
 //! and there are no data races at the Rust level.
 use crate::error::{fmt3, EmuError};
+use crate::race::{Clk, RaceState};
 use crate::LaunchConfig;
 use std::alloc::{alloc_zeroed, dealloc, handle_alloc_error, Layout};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::panic::Location;
 use std::sync::{Condvar, Mutex, MutexGuard};
+
+mod asyncop;
 
 /// A source location (of the kernel call that reached the emulator).
 pub(crate) type Loc = &'static Location<'static>;
@@ -34,6 +37,10 @@ pub(crate) const CLUSTER_BIT: u32 = 1 << 31;
 pub(crate) const RANK_SHIFT: u32 = 24;
 /// Offsets of `.shared::cta` addresses are below 2^24.
 pub(crate) const OFFSET_MASK: u32 = (1 << RANK_SHIFT) - 1;
+/// The rule of a TMA phase nobody waited on.
+pub(crate) const UNWAITED_RULE: &str = "a phase that carried TMA bytes was never waited on by a thread of its CTA: \
+     the bytes may land after the SMEM is read or reused; wait on every phase a copy completes on \
+     (barrier.wait(parity)) before using or reusing the SMEM";
 /// How many not-arrived threads a deadlock line names.
 const NAMED_MISSING: usize = 8;
 
@@ -135,6 +142,8 @@ struct NamedBar {
     arrived: Vec<usize>,
     /// Arrived threads blocked in `bar.sync`.
     waiters: Vec<usize>,
+    /// Join of the arrivals' clocks in the current phase.
+    clk: Clk,
 }
 
 /// The barrier of one warp (`bar.warp.sync`, `elect.sync`).
@@ -142,6 +151,7 @@ struct NamedBar {
 struct WarpBar {
     arrived: Vec<usize>,
     waiters: Vec<usize>,
+    clk: Clk,
 }
 
 /// The cluster barrier (`barrier.cluster.arrive` / `.wait`).
@@ -151,6 +161,10 @@ struct ClusterBar {
     phase: u64,
     arrived: Vec<usize>,
     waiters: Vec<usize>,
+    /// Join of the arrivals' clocks in the current phase, and of the last
+    /// completed phase.
+    clk: Clk,
+    last: Clk,
 }
 
 /// One mbarrier.
@@ -171,6 +185,16 @@ struct MBar {
     multicast: BTreeMap<u32, u16>,
     waiters: Vec<usize>,
     init_loc: Loc,
+    /// Join of the clocks of the current phase's arrivals and completed
+    /// asynchronous operations, and of the last completed phase.
+    pub(crate) clk: Clk,
+    pub(crate) last: Clk,
+    /// The first asynchronous operation (kind, issue location) that
+    /// completed bytes in the current phase.
+    pub(crate) tx_op: Option<(String, Loc)>,
+    /// A completed phase that carried TMA bytes and that no thread has
+    /// waited on yet: (phase, operation, issue location).
+    pub(crate) unwaited: Option<(u64, String, Loc)>,
 }
 
 /// The mutable state of a run, behind `Emu::state`.
@@ -205,6 +229,8 @@ pub(crate) struct State {
     shadow: Vec<Vec<u8>>,
     /// Per thread: the SMEM its in-flight wgmma groups read.
     wgmma: Vec<WgmmaGroups>,
+    /// Clocks, shadow memory, asynchronous operations.
+    pub(crate) race: RaceState,
 }
 
 /// A half-open range of SMEM byte offsets of one CTA.
@@ -373,6 +399,7 @@ impl Emu {
             next_epoch: 0,
             shadow: (0..n_ctas).map(|_| vec![0u8; cfg.smem_bytes]).collect(),
             wgmma: (0..n).map(|_| WgmmaGroups::default()).collect(),
+            race: RaceState::new(n),
         };
         Emu {
             kernel: cfg.kernel.clone(),
@@ -469,7 +496,19 @@ impl Emu {
             };
             self.fail(g, err);
         }
-        let Some(next) = g.pick() else {
+        if let Err(e) = self.maybe_run_op(&mut g) {
+            self.fail(g, e);
+        }
+        let mut next = g.pick();
+        if next.is_none() {
+            // Nothing runnable: in-flight operations complete now.
+            match self.drain_ops(&mut g) {
+                Ok(true) => next = g.pick(),
+                Ok(false) => {}
+                Err(e) => self.fail(g, e),
+            }
+        }
+        let Some(next) = next else {
             let err = self.deadlock(&g);
             self.fail(g, err)
         };
@@ -528,7 +567,18 @@ impl Emu {
         if g.aborted {
             return;
         }
-        match g.pick() {
+        let mut next = g.pick();
+        if next.is_none() {
+            match self.drain_ops(&mut g) {
+                Ok(true) => next = g.pick(),
+                Ok(false) => {}
+                Err(e) => {
+                    self.stop(&mut g, e);
+                    return;
+                }
+            }
+        }
+        match next {
             Some(next) => {
                 g.current = next;
                 self.cvs[next].notify_one();
@@ -755,6 +805,11 @@ impl Emu {
                     b.count,
                     b.pending
                 ));
+            } else if let Some((p, kind, iloc)) = &b.unwaited {
+                rule.get_or_insert(UNWAITED_RULE);
+                lines.push(format!(
+                    "{at}: phase {p} completed with the bytes of `{kind}` (issued at {iloc}) and no thread waited on it"
+                ));
             } else if b.tx != 0 {
                 rule.get_or_insert("transaction bytes pending when the kernel ended");
                 lines.push(format!(
@@ -892,11 +947,19 @@ impl Emu {
         }
         b.expected = expected;
         b.arrived.push(tid);
+        let st = &mut *g;
+        st.race.release(tid, &mut st.named[slot].clk);
+        let b = &mut st.named[slot];
         if b.arrived.len() == expected {
             b.arrived.clear();
+            let rel = std::mem::take(&mut b.clk);
             let waiters = std::mem::take(&mut b.waiters);
             for w in waiters {
+                g.race.clk[w].join(&rel);
                 g.wake(w);
+            }
+            if wait {
+                g.race.clk[tid].join(&rel);
             }
             drop(self.switch(g, tid));
         } else if wait {
@@ -919,14 +982,20 @@ impl Emu {
         g.note(tid, op, loc);
         let t = &self.threads[tid];
         let expected = self.lanes_in_warp(t.warp);
-        let b = &mut g.warps[t.cta * self.warps_per_cta + t.warp];
+        let slot = t.cta * self.warps_per_cta + t.warp;
+        let st = &mut *g;
+        st.race.release(tid, &mut st.warps[slot].clk);
+        let b = &mut st.warps[slot];
         b.arrived.push(tid);
         if b.arrived.len() == expected {
             b.arrived.clear();
+            let rel = std::mem::take(&mut b.clk);
             let waiters = std::mem::take(&mut b.waiters);
             for w in waiters {
+                g.race.clk[w].join(&rel);
                 g.wake(w);
             }
+            g.race.clk[tid].join(&rel);
             drop(self.switch(g, tid));
         } else {
             b.waiters.push(tid);
@@ -936,7 +1005,9 @@ impl Emu {
 
     // ----- cluster barrier ------------------------------------------------
 
-    pub(crate) fn cluster_arrive(&self, tid: usize, loc: Loc) {
+    /// `barrier.cluster.arrive` (`release`: `.release`, the default, or
+    /// `.relaxed`).
+    pub(crate) fn cluster_arrive_as(&self, tid: usize, loc: Loc, release: bool) {
         let mut g = self.begin();
         g.note(tid, "barrier.cluster.arrive", loc);
         let cl = self.ctas[self.threads[tid].cta].cluster;
@@ -952,13 +1023,20 @@ impl Emu {
         let expected = self.clusters[cl].ctas.len() * self.tpc;
         let phase = g.cluster_bars[cl].phase;
         g.cluster_arrived[tid] = Some(phase);
-        let b = &mut g.cluster_bars[cl];
+        let st = &mut *g;
+        if release {
+            st.race.release(tid, &mut st.cluster_bars[cl].clk);
+        }
+        let b = &mut st.cluster_bars[cl];
         b.arrived.push(tid);
         if b.arrived.len() == expected {
             b.arrived.clear();
             b.phase += 1;
+            b.last = std::mem::take(&mut b.clk);
             let waiters = std::mem::take(&mut b.waiters);
             for w in waiters {
+                let st = &mut *g;
+                st.race.clk[w].join(&st.cluster_bars[cl].last);
                 g.wake(w);
             }
         }
@@ -979,6 +1057,9 @@ impl Emu {
             );
         };
         if g.cluster_bars[cl].phase > p {
+            // Phase p is the last completed one (p + 1 needs this thread).
+            let st = &mut *g;
+            st.race.clk[tid].join(&st.cluster_bars[cl].last);
             drop(self.switch(g, tid));
         } else {
             g.cluster_bars[cl].waiters.push(tid);
@@ -1057,6 +1138,10 @@ impl Emu {
             multicast: BTreeMap::new(),
             waiters: Vec::new(),
             init_loc: loc,
+            clk: Clk::default(),
+            last: Clk::default(),
+            tx_op: None,
+            unwaited: None,
         };
         g.mbars.insert((cta, off), b);
         drop(self.switch(g, tid));
@@ -1114,6 +1199,9 @@ impl Emu {
         }
         b.pending -= 1;
         *b.arrivals.entry(tid).or_insert(0) += 1;
+        let st = &mut *g;
+        let b = st.mbars.get_mut(&(cta, off)).expect("found above");
+        st.race.release(tid, &mut b.clk);
         let g = self.try_complete(g, tid, loc, cta, off, op);
         drop(self.switch(g, tid));
     }
@@ -1140,6 +1228,9 @@ impl Emu {
                 detail,
             );
         }
+        let st = &mut *g;
+        let b = st.mbars.get_mut(&(cta, off)).expect("found above");
+        st.race.release(tid, &mut b.clk);
         let g = self.try_complete(g, tid, loc, cta, off, op);
         drop(self.switch(g, tid));
     }
@@ -1155,12 +1246,28 @@ impl Emu {
         off: u32,
         op: &str,
     ) -> MutexGuard<'a, State> {
+        if let Err((rule, detail)) = self.complete_phase(&mut g, cta, off, op) {
+            self.misuse(g, tid, loc, rule, detail);
+        }
+        g
+    }
+
+    /// The body of [`Emu::try_complete`], without unwinding: `Err((rule,
+    /// detail))` for a broken rule. On completion every waiter joins the
+    /// phase's clock and observes the phase.
+    pub(crate) fn complete_phase(
+        &self,
+        g: &mut State,
+        cta: usize,
+        off: u32,
+        op: &str,
+    ) -> Result<(), (&'static str, String)> {
         let b = g
             .mbars
             .get_mut(&(cta, off))
             .expect("the caller found the barrier");
         if b.pending != 0 {
-            return g;
+            return Ok(());
         }
         if b.tx < 0 {
             let detail = format!(
@@ -1168,16 +1275,10 @@ impl Emu {
                  announced with expect_tx",
                 b.phase, b.count, -b.tx
             );
-            self.misuse(
-                g,
-                tid,
-                loc,
-                "transaction bytes over the expected count",
-                detail,
-            );
+            return Err(("transaction bytes over the expected count", detail));
         }
         if b.tx > 0 {
-            return g; // waits for the announced bytes
+            return Ok(()); // waits for the announced bytes
         }
         if b.arrivals.len() > 1 {
             if let Some((&t, &n)) = b.arrivals.iter().find(|(_, &n)| n > 1) {
@@ -1192,24 +1293,38 @@ impl Emu {
                     self.who(t),
                     b.arrivals.len() - 1
                 );
-                self.misuse(
-                    g,
-                    tid,
-                    loc,
-                    "more arrivals than the count in one phase",
-                    detail,
-                );
+                return Err(("more arrivals than the count in one phase", detail));
             }
         }
+        if let Some((p, kind, iloc)) = b.unwaited.take() {
+            let detail = format!(
+                "phase {p} of the mbarrier at smem+{off:#x} of cta {} (initialized at {}) completed with the bytes of \
+                 `{kind}` (issued at {iloc}) and no thread of the CTA waited on it before phase {} completed too",
+                fmt3(self.ctas[cta].idx),
+                b.init_loc,
+                b.phase
+            );
+            return Err((UNWAITED_RULE, detail));
+        }
+        let completed = b.phase;
         b.phase += 1;
         b.pending = b.count;
         b.arrivals.clear();
         b.multicast.clear();
+        b.last = std::mem::take(&mut b.clk);
+        let tx_op = b.tx_op.take();
         let waiters = std::mem::take(&mut b.waiters);
+        if let Some((kind, iloc)) = tx_op {
+            if waiters.is_empty() {
+                b.unwaited = Some((completed, kind, iloc));
+            }
+        }
         for w in waiters {
+            let st = &mut *g;
+            st.race.clk[w].join(&st.mbars[&(cta, off)].last);
             g.wake(w);
         }
-        g
+        Ok(())
     }
 
     /// Records that the calling thread's CTA (cluster rank `rank`) issued a
@@ -1275,6 +1390,12 @@ impl Emu {
         }
         g.mbar_seen.insert((tid, cta, off), (epoch, observed));
         if done {
+            let st = &mut *g;
+            let b = st.mbars.get_mut(&(cta, off)).expect("found above");
+            if b.unwaited.as_ref().is_some_and(|u| u.0 as i64 == observed) {
+                b.unwaited = None;
+            }
+            st.race.clk[tid].join(&b.last);
             drop(self.switch(g, tid));
         } else {
             g.mbars
@@ -1376,6 +1497,7 @@ impl Emu {
         g.note(tid, "fence.proxy.async", loc);
         let cta = self.threads[tid].cta;
         g.shadow[cta].copy_from_slice(self.smem_slice(cta));
+        self.proxy_fence_clock(&mut g, tid);
         drop(self.switch(g, tid));
     }
 
@@ -1442,6 +1564,15 @@ impl Emu {
         let (cta, off) = self.async_range(tid, loc, addr, len, op);
         let (lo, hi) = (off, off + len as u32);
         let g = self.begin();
+        if let Some((rule, detail)) = self.wgmma_overlap(&g, cta, lo, hi, op) {
+            self.misuse(g, tid, loc, rule, detail);
+        }
+        (cta, off)
+    }
+
+    /// Whether an async write of `lo..hi` of CTA `cta` overlaps SMEM read by
+    /// an in-flight wgmma group of a thread of that CTA: the rule and detail.
+    pub(crate) fn wgmma_overlap(&self, g: &State, cta: usize, lo: u32, hi: u32, op: &str) -> Option<(&'static str, String)> {
         let mut found = None;
         'threads: for t in cta * self.tpc..(cta + 1) * self.tpc {
             let w = &g.wgmma[t];
@@ -1466,24 +1597,19 @@ impl Emu {
                 }
             }
         }
-        if let Some((t, a, b, name)) = found {
-            let detail = format!(
-                "{op} writes smem+{lo:#x}..{hi:#x} of cta {}; {} reads smem+{a:#x}..{b:#x} as a wgmma \
-                 operand in its {name} (no wgmma_wait has retired it)",
-                fmt3(self.ctas[cta].idx),
-                self.who(t)
-            );
-            self.misuse(
-                g,
-                tid,
-                loc,
-                "TMA overwrites SMEM still read by an in-flight wgmma: wait for the wgmma group \
-                 (wgmma_wait) before the SMEM is reused, e.g. release a pipeline slot one step later \
-                 (delay_release = 1 with wgmma_wait::<1>)",
-                detail,
-            );
-        }
-        (cta, off)
+        let (t, a, b, name) = found?;
+        let detail = format!(
+            "{op} writes smem+{lo:#x}..{hi:#x} of cta {}; {} reads smem+{a:#x}..{b:#x} as a wgmma \
+             operand in its {name} (no wgmma_wait has retired it)",
+            fmt3(self.ctas[cta].idx),
+            self.who(t)
+        );
+        Some((
+            "TMA overwrites SMEM still read by an in-flight wgmma: wait for the wgmma group \
+             (wgmma_wait) before the SMEM is reused, e.g. release a pipeline slot one step later \
+             (delay_release = 1 with wgmma_wait::<1>)",
+            detail,
+        ))
     }
 
     /// After an async-proxy write of `len` bytes at offset `off` of CTA
@@ -1514,6 +1640,11 @@ impl Emu {
         let g = self.begin();
         let mut g = self.check_async_read(g, tid, loc, cta, ranges, op);
         merge_ranges(&mut g.wgmma[tid].open, ranges);
+        // The warpgroup's operands are the same for its 128 threads: its
+        // first thread stands for it in the shadow state.
+        if (tid % self.tpc) % 128 == 0 {
+            self.wgmma_shadow_reads(g, tid, loc, ranges);
+        }
     }
 
     /// `wgmma.commit_group` of `tid`: closes its open group.

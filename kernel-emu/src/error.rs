@@ -12,8 +12,9 @@ pub struct RunReport {
 }
 
 /// Why a run failed. The first error stops the run; the `Display` form names
-/// the kernel, the rule and the thread(s) involved.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// the kernel, the rule and the thread(s) involved, in a few lines. The
+/// `Debug` form is bounded too (long thread lists are cut).
+#[derive(Clone, PartialEq, Eq)]
 pub enum EmuError {
     /// An emulated thread panicked (the kernel's own `panic!`, an assertion,
     /// an out-of-bounds slice index, ...).
@@ -53,6 +54,99 @@ pub enum EmuError {
     /// The launch is larger than the emulator runs (64 CTAs, 4096 threads),
     /// or the host could not start the OS threads for it.
     TooLarge { kernel: String, detail: String },
+    /// Two accesses to the same bytes, at least one a write, that no
+    /// synchronization orders (happens-before; see `kernel_emu::race`).
+    Race {
+        kernel: String,
+        /// e.g. `"write-read race on shared memory"`.
+        rule: String,
+        /// The earlier access: `"write by cta (0,0,0) thread (3,0,0) [warp
+        /// 0, lane 3] at src/k.rs:10:5"`, or by an asynchronous operation
+        /// with its issuer.
+        first: String,
+        /// The access that found the race.
+        second: String,
+        /// The space and byte range of the second access.
+        range: String,
+        /// How to order them.
+        fix: String,
+    },
+}
+
+/// Lines shown by `Debug` for the thread lists of a deadlock or a no-progress
+/// report, and the longest string shown.
+const DEBUG_LINES: usize = 8;
+const DEBUG_CHARS: usize = 400;
+
+fn cut(s: &str) -> String {
+    if s.len() <= DEBUG_CHARS {
+        return s.to_string();
+    }
+    let mut end = DEBUG_CHARS;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} bytes)", &s[..end], s.len())
+}
+
+struct Lines<'a>(&'a [String]);
+
+impl fmt::Debug for Lines<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut l = f.debug_list();
+        for s in self.0.iter().take(DEBUG_LINES) {
+            l.entry(&cut(s));
+        }
+        if self.0.len() > DEBUG_LINES {
+            l.entry(&format_args!("... and {} more lines", self.0.len() - DEBUG_LINES));
+        }
+        l.finish()
+    }
+}
+
+impl fmt::Debug for EmuError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EmuError::Panic { kernel, cta, thread, message, location } => f
+                .debug_struct("Panic")
+                .field("kernel", kernel)
+                .field("cta", cta)
+                .field("thread", thread)
+                .field("message", &cut(message))
+                .field("location", location)
+                .finish(),
+            EmuError::Deadlock { kernel, blocked } => f
+                .debug_struct("Deadlock")
+                .field("kernel", kernel)
+                .field("blocked", &Lines(blocked))
+                .finish(),
+            EmuError::NoProgress { kernel, steps, spinning } => f
+                .debug_struct("NoProgress")
+                .field("kernel", kernel)
+                .field("steps", steps)
+                .field("spinning", &Lines(spinning))
+                .finish(),
+            EmuError::Misuse { kernel, rule, where_, detail } => f
+                .debug_struct("Misuse")
+                .field("kernel", kernel)
+                .field("rule", rule)
+                .field("where_", where_)
+                .field("detail", &cut(detail))
+                .finish(),
+            EmuError::TooLarge { kernel, detail } => {
+                f.debug_struct("TooLarge").field("kernel", kernel).field("detail", detail).finish()
+            }
+            EmuError::Race { kernel, rule, first, second, range, fix } => f
+                .debug_struct("Race")
+                .field("kernel", kernel)
+                .field("rule", rule)
+                .field("first", first)
+                .field("second", second)
+                .field("range", range)
+                .field("fix", fix)
+                .finish(),
+        }
+    }
 }
 
 /// Groups of threads shown by `Display` before eliding the rest.
@@ -151,13 +245,26 @@ impl fmt::Display for EmuError {
             } => {
                 write!(
                     f,
-                    "kernel `{kernel}`: misuse: {rule}, in {where_}: {detail}"
+                    "kernel `{kernel}`: misuse: {rule}\n  in {where_}\n  {detail}"
                 )
             }
             EmuError::TooLarge { kernel, detail } => {
                 write!(
                     f,
                     "kernel `{kernel}`: launch too large for the CPU emulator: {detail}"
+                )
+            }
+            EmuError::Race {
+                kernel,
+                rule,
+                first,
+                second,
+                range,
+                fix,
+            } => {
+                write!(
+                    f,
+                    "kernel `{kernel}`: data race: {rule} at {range}\n  first:  {first}\n  second: {second}\n  fix: {fix}"
                 )
             }
         }

@@ -26,8 +26,10 @@
 //! other emulated threads. The hand-over goes through a mutex, so every stretch
 //! of kernel code happens-after the previous one: plain reads and writes of
 //! shared memory and host buffers by different emulated threads never race at
-//! the Rust level (a *GPU-level* race shows up as a schedule-dependent result,
-//! which running several seeds exposes). Kernel code must not hold a host lock
+//! the Rust level. *GPU-level* races are found by the happens-before detector
+//! (module [`race`], "Races" below), whatever the interleaving; accesses it
+//! cannot see (raw pointer dereferences) show up at best as schedule-dependent
+//! results, which running several seeds exposes. Kernel code must not hold a host lock
 //! (e.g. a `std::sync::Mutex` guard) across a scheduling point: the next
 //! thread would block on it at the OS level while holding the baton, and the
 //! run would hang.
@@ -104,7 +106,29 @@
 //!     overwrites SMEM still read by an in-flight wgmma";
 //!   - at the end of a run that finished: an mbarrier whose current phase has
 //!     some but not all arrivals ("arrivals pending when the kernel ended") or
-//!     announced bytes not completed.
+//!     announced bytes not completed;
+//!   - asynchronous operations: a phase that carried TMA bytes and that no
+//!     thread of its CTA waited on before the next phase completed (or the
+//!     kernel ended); a thread that returns with bulk async-groups still
+//!     reading SMEM (TMA stores not waited with `wait_group_read`/`wait_group`);
+//!     an asynchronous read (or overwrite) of SMEM bytes last written by an
+//!     ordinary store with no `fence_proxy_async` of the writer, or one
+//!     ordered after the write, before the operation's issue (by clocks, not
+//!     values).
+//! - **Races** ([`EmuError::Race`]): two accesses to the same bytes, one a
+//!   write, not ordered by happens-before: ordinary accesses that reach the
+//!   emulator ([`smem_access`], [`gmem_access`], [`tmem_access`]: the
+//!   `Smem`/`Tile`/`Gmem` accessors of `kernel-device`) and the accesses of
+//!   asynchronous operations ([`async_issue`]: TMA loads, multicast loads
+//!   (one operation per destination CTA), stores, wgmma operand reads). The
+//!   report names both accesses (thread, warp, lane, source line, or the
+//!   operation and its issuer), the range and the fix. Asynchronous
+//!   operations run (move their bytes, complete their `complete_tx`) at a
+//!   seeded scheduling point between their issue and the first wait that
+//!   needs them, so a kernel that reads too early also gets seed-dependent
+//!   values. The happens-before edges and the shadow state are described in
+//!   [`race`]. Not seen: raw pointer dereferences (`*ptr`, `Smem::as_ptr`,
+//!   `map_rank` pointers) and host code.
 //!
 //! # Threads
 //!
@@ -117,11 +141,13 @@
 
 mod engine;
 mod error;
+pub mod race;
 pub mod tmem;
 #[cfg(test)]
 mod tests;
 
 pub use error::{EmuError, RunReport};
+pub use race::{push_copy, AsyncCopy, AsyncOp, Completion, Space};
 
 pub use engine::Range;
 use engine::{Emu, Loc, CLUSTER_BIT, OFFSET_MASK, RANK_SHIFT};
@@ -388,6 +414,7 @@ fn thread_main(emu: Arc<Emu>, tid: usize, thread_fn: &(dyn Fn() + Sync)) {
     let result = catch_unwind(AssertUnwindSafe(|| {
         emu.first_turn(tid);
         thread_fn();
+        emu.exit_checks(tid);
     }));
     match result {
         Ok(()) => emu.finish(tid),
@@ -645,7 +672,19 @@ pub fn elect_one() -> bool {
 pub fn cluster_arrive() {
     let loc = Location::caller();
     if let Some((e, tid)) = enter("cluster_arrive") {
-        e.cluster_arrive(tid, loc);
+        e.cluster_arrive_as(tid, loc, true);
+    }
+}
+
+/// `barrier.cluster.arrive.relaxed`: as [`cluster_arrive`] for the barrier,
+/// without release semantics: the thread's earlier accesses are not ordered
+/// before the other threads' waits (the race detector does not join its
+/// clock).
+#[track_caller]
+pub fn cluster_arrive_relaxed() {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("cluster_arrive_relaxed") {
+        e.cluster_arrive_as(tid, loc, false);
     }
 }
 
@@ -847,5 +886,116 @@ pub fn wgmma_commit_group() {
 pub fn wgmma_wait_group(n: u32) {
     if let Some((e, tid)) = enter("wgmma_wait_group") {
         e.wgmma_wait(tid, n);
+    }
+}
+
+// ----- race detection: ordinary accesses -------------------------------------
+
+/// An ordinary (generic-proxy) access by the calling thread of `len` bytes
+/// at `ptr` in shared memory (any CTA's buffer, distributed shared memory
+/// included): checked against the shadow state and recorded
+/// ([`EmuError::Race`] if an earlier conflicting access is not ordered
+/// before it). A pointer outside every CTA's buffer is ignored. Not a
+/// scheduling point. `Smem`/`Tile` accessors call it.
+#[track_caller]
+pub fn smem_access(ptr: *const u8, len: usize, write: bool) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("smem_access") {
+        if let Some((cta, off)) = e.smem_locate(ptr as usize) {
+            e.ordinary_access(tid, loc, Space::Smem { cta }, off, off + len as u64, write);
+        }
+    }
+}
+
+/// An ordinary access by the calling thread of `len` bytes of global memory
+/// at host address `ptr` (`Gmem` accessors, vector loads and stores):
+/// checked and recorded as by [`smem_access`]. Not a scheduling point.
+/// Raw pointer dereferences in kernels do not reach the emulator and are
+/// not checked.
+#[track_caller]
+pub fn gmem_access(ptr: *const u8, len: usize, write: bool) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("gmem_access") {
+        let a = ptr as u64;
+        e.ordinary_access(tid, loc, Space::Gmem, a, a + len as u64, write);
+    }
+}
+
+/// An atomic on the global address `ptr` by the calling thread: with
+/// `acquire` the thread joins what earlier releases on that address
+/// published; with `release` it publishes what it knows (a semaphore's
+/// signal -> wait edge). Atomics are not checked against each other. Not a
+/// scheduling point (the atomic's host body yields separately).
+pub fn gmem_atomic(ptr: *const u8, acquire: bool, release: bool) {
+    if let Some((e, tid)) = enter("gmem_atomic") {
+        e.atomic(tid, ptr as u64, acquire, release);
+    }
+}
+
+/// An ordinary access by the calling thread to bytes `lo..hi` of its CTA's
+/// tensor memory (`tcgen05.ld`/`st`; the address scheme is the backend's):
+/// checked and recorded as by [`smem_access`].
+#[track_caller]
+pub fn tmem_access(lo: u64, hi: u64, write: bool) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("tmem_access") {
+        let cta = e.threads[tid].cta;
+        e.ordinary_access(tid, loc, Space::Tmem { cta }, lo, hi, write);
+    }
+}
+
+// ----- race detection: asynchronous operations --------------------------------
+
+/// Issues an asynchronous operation from the calling thread (see
+/// [`race`]): it runs, moving its bytes and completing, at a seeded
+/// scheduling point before its completion is observed. A scheduling point.
+///
+/// ```ignore
+/// // A TMA load of `len` bytes completing on the mbarrier at `bar`:
+/// let mut copies = Vec::new();
+/// kernel_emu::push_copy(&mut copies, AsyncCopy { dst: smem_ptr, src: Some(gmem_ptr), len });
+/// kernel_emu::async_issue(AsyncOp::copies("cp.async.bulk.tensor (load)", copies,
+///     Completion::MBarrierTx { bar, bytes: len as u32 }));
+/// ```
+#[track_caller]
+pub fn async_issue(op: AsyncOp) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("async_issue") {
+        e.async_issue(tid, loc, op);
+    }
+}
+
+/// One arrival on the mbarrier at `bar` (`.shared::cta` or
+/// `.shared::cluster`) once every [`Completion::Tracked`] operation the
+/// calling thread issued since its last call has run (`tcgen05.commit`);
+/// the threads that wait on that phase then know those operations' effects.
+/// `kind` names it in reports. A scheduling point.
+#[track_caller]
+pub fn async_commit_arrive(bar: u32, kind: &str) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("async_commit_arrive") {
+        e.commit_arrive(tid, loc, bar, kind);
+    }
+}
+
+/// `cp.async.bulk.commit_group`: closes the calling thread's group of
+/// [`Completion::BulkGroup`] operations. A scheduling point.
+#[track_caller]
+pub fn bulk_commit_group() {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("bulk_commit_group") {
+        e.bulk_commit(tid, loc);
+    }
+}
+
+/// `cp.async.bulk.wait_group(.read) n`: all but the newest `n` committed
+/// groups of the calling thread have run; with `read_only` the thread may
+/// reuse their sources, otherwise it also sees their writes. A scheduling
+/// point.
+#[track_caller]
+pub fn bulk_wait_group(n: u32, read_only: bool) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("bulk_wait_group") {
+        e.bulk_wait(tid, loc, n, read_only);
     }
 }

@@ -697,3 +697,415 @@ fn calls_outside_an_emulated_thread_panic_clearly() {
     );
     assert!(!is_emulated_thread());
 }
+
+// ----- race detection ---------------------------------------------------------
+
+/// A tracked SMEM write / read of u32 `i` (what `Smem` accessors do).
+fn sw(i: usize, v: u32) {
+    smem_access(smem_u32(i) as *const u8, 4, true);
+    // SAFETY: inside the launch's shared memory.
+    unsafe { *smem_u32(i) = v };
+}
+fn sr(i: usize) -> u32 {
+    smem_access(smem_u32(i) as *const u8, 4, false);
+    // SAFETY: inside the launch's shared memory.
+    unsafe { *smem_u32(i) }
+}
+
+fn expect_race(r: Result<RunReport, EmuError>, what: &str) -> EmuError {
+    match r {
+        Err(e @ EmuError::Race { .. }) => e,
+        other => panic!("{what}: expected a race, got {other:?}"),
+    }
+}
+
+#[test]
+fn smem_write_then_read_by_another_thread_races_unless_a_barrier_orders_them() {
+    for seed in SEEDS {
+        for synced in [false, true] {
+            let mut c = cfg("smem_race", 1, 64);
+            c.smem_bytes = 64 * 4;
+            c.seed = seed;
+            let r = run_t(c, move || {
+                let t = tid_x();
+                sw(t, t as u32);
+                if synced {
+                    bar_sync(0, 0);
+                }
+                yield_point("between");
+                let _ = sr((t + 1) % 64);
+            });
+            if synced {
+                r.unwrap();
+            } else {
+                let e = expect_race(r, "no barrier");
+                let msg = e.to_string();
+                assert!(msg.contains("race on shared memory") && msg.contains("smem+0x"), "{msg}");
+                assert!(msg.lines().count() <= 5 && msg.contains("first:") && msg.contains("fix:"), "{msg}");
+                assert!(msg.matches("src/tests.rs:").count() >= 2, "both source lines: {msg}");
+                assert!(msg.contains("lane "), "{msg}");
+            }
+        }
+    }
+}
+
+#[test]
+fn mbarrier_hand_over_orders_data_and_a_skipped_wait_races() {
+    for seed in SEEDS {
+        for wait in [true, false] {
+            let mut c = cfg("mbar_hb", 1, 64);
+            c.smem_bytes = 16 + 4;
+            c.seed = seed;
+            let r = run_t(c, move || {
+                let t = tid_x();
+                if t == 0 {
+                    mbarrier_init(0, 1);
+                }
+                bar_sync(0, 0);
+                if t == 0 {
+                    sw(4, 7);
+                    mbarrier_arrive(0);
+                } else if t == 32 {
+                    if wait {
+                        mbarrier_try_wait_parity(0, 0);
+                    }
+                    yield_point("reader");
+                    let _ = sr(4);
+                }
+                if t == 32 && !wait {
+                    mbarrier_try_wait_parity(0, 0);
+                }
+            });
+            if wait {
+                r.unwrap();
+            } else {
+                // Whether the read comes before or after the write, the two
+                // are unordered: reported either way.
+                expect_race(r, "read without the wait");
+            }
+        }
+    }
+}
+
+/// A host buffer for global memory in these tests.
+fn host_buf(n: usize) -> &'static mut [u32] {
+    Box::leak(vec![0u32; n].into_boxed_slice())
+}
+
+#[test]
+fn async_load_lands_by_its_phase_and_a_read_before_the_wait_races() {
+    let src = host_buf(16);
+    for (i, v) in src.iter_mut().enumerate() {
+        *v = 100 + i as u32;
+    }
+    let src = src.as_ptr() as usize;
+    for seed in SEEDS {
+        for wait in [true, false] {
+            let mut c = cfg("tma_like_load", 1, 32);
+            c.smem_bytes = 64 + 8;
+            c.seed = seed;
+            let got = Arc::new(Mutex::new(Vec::new()));
+            let g2 = got.clone();
+            let r = run_t(c, move || {
+                let t = tid_x();
+                if t == 0 {
+                    mbarrier_init(64, 1);
+                }
+                bar_sync(0, 0);
+                if t == 0 {
+                    mbarrier_arrive_expect_tx(64, 64);
+                    let copy = AsyncCopy { dst: smem_u32(0) as *mut u8, src: Some(src as *const u8), len: 64 };
+                    async_issue(AsyncOp::copies("test load", vec![copy], Completion::MBarrierTx { bar: 64, bytes: 64 }));
+                }
+                if wait {
+                    mbarrier_try_wait_parity(64, 0);
+                }
+                let v = sr(t % 16);
+                g2.lock().unwrap().push(v);
+                if !wait {
+                    mbarrier_try_wait_parity(64, 0);
+                }
+            });
+            if wait {
+                r.unwrap();
+                let got = got.lock().unwrap();
+                assert!(got.iter().enumerate().all(|(i, &v)| v == 100 + (i % 16) as u32 || got.len() == 32), "{got:?}");
+                let mut sorted = got.clone();
+                sorted.sort();
+                assert_eq!(sorted.iter().filter(|&&v| v >= 100).count(), 32, "{got:?}");
+            } else {
+                let e = expect_race(r, "read before the load's wait");
+                let msg = e.to_string();
+                assert!(msg.contains("`test load`") && msg.contains("mbarrier phase"), "{msg}");
+            }
+        }
+    }
+}
+
+#[test]
+fn async_store_source_reuse_needs_wait_group_read_and_exit_needs_a_wait() {
+    for seed in SEEDS {
+        for mode in 0..3 {
+            let dst = host_buf(16).as_mut_ptr() as usize;
+            let mut c = cfg("store_like", 1, 32);
+            c.smem_bytes = 64;
+            c.seed = seed;
+            let r = run_t(c, move || {
+                if tid_x() != 0 {
+                    return;
+                }
+                for i in 0..16 {
+                    sw(i, i as u32);
+                }
+                fence_proxy_async();
+                let copy = AsyncCopy { dst: dst as *mut u8, src: Some(smem_u32(0) as *const u8), len: 64 };
+                async_issue(AsyncOp::copies("test store", vec![copy], Completion::BulkGroup));
+                bulk_commit_group();
+                match mode {
+                    0 => {
+                        bulk_wait_group(0, true);
+                        sw(0, 9);
+                        bulk_wait_group(0, false);
+                    }
+                    1 => sw(0, 9),
+                    _ => {}
+                }
+            });
+            match mode {
+                0 => {
+                    r.unwrap();
+                    // SAFETY: the run is over; the buffer is leaked.
+                    let out = unsafe { std::slice::from_raw_parts(dst as *const u32, 16) };
+                    assert_eq!(out, (0..16).collect::<Vec<u32>>(), "the store ran before wait_group_read returned");
+                }
+                1 => {
+                    let msg = expect_race(r, "source reused").to_string();
+                    assert!(msg.contains("wait_group_read"), "{msg}");
+                }
+                _ => {
+                    let msg = format!("{}", r.unwrap_err());
+                    assert!(msg.contains("bulk async-groups outstanding"), "{msg}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_phase_with_tma_bytes_nobody_waits_on_is_reported() {
+    let src = host_buf(16).as_ptr() as usize;
+    for seed in SEEDS {
+        let mut c = cfg("unwaited", 1, 32);
+        c.smem_bytes = 72;
+        c.seed = seed;
+        let r = run_t(c, move || {
+            if tid_x() == 0 {
+                mbarrier_init(64, 1);
+                mbarrier_arrive_expect_tx(64, 64);
+                let copy = AsyncCopy { dst: smem_u32(0) as *mut u8, src: Some(src as *const u8), len: 64 };
+                async_issue(AsyncOp::copies("test load", vec![copy], Completion::MBarrierTx { bar: 64, bytes: 64 }));
+            }
+        });
+        let msg = r.unwrap_err().to_string();
+        assert!(msg.contains("never waited on"), "seed {seed}: {msg}");
+    }
+}
+
+#[test]
+fn async_proxy_needs_a_fence_even_when_the_value_is_unchanged() {
+    for seed in SEEDS {
+        for fenced in [false, true] {
+            let dst = host_buf(16).as_mut_ptr() as usize;
+            let mut c = cfg("proxy_hb", 1, 64);
+            c.smem_bytes = 64;
+            c.seed = seed;
+            let r = run_t(c, move || {
+                let t = tid_x();
+                if t == 40 {
+                    sw(3, 0); // the same value as before: only the clocks can tell
+                    if fenced {
+                        fence_proxy_async();
+                    }
+                }
+                bar_sync(0, 0);
+                if t == 0 {
+                    let copy = AsyncCopy { dst: dst as *mut u8, src: Some(smem_u32(0) as *const u8), len: 64 };
+                    async_issue(AsyncOp::copies("test store", vec![copy], Completion::BulkGroup));
+                    bulk_commit_group();
+                    bulk_wait_group(0, false);
+                }
+            });
+            if fenced {
+                r.unwrap();
+            } else {
+                let msg = r.unwrap_err().to_string();
+                assert!(msg.contains("without commit_smem") && msg.contains("thread (40,0,0)"), "{msg}");
+            }
+        }
+    }
+}
+
+#[test]
+fn release_acquire_atomics_order_global_memory() {
+    for seed in SEEDS {
+        for synced in [true, false] {
+            let data = host_buf(2).as_mut_ptr() as usize;
+            let mut c = cfg("semaphore_hb", 2, 32);
+            c.seed = seed;
+            let r = run_t(c, move || {
+                let (d, flag) = (data as *mut u32, (data + 4) as *mut u32);
+                if tid_x() != 0 {
+                    return;
+                }
+                if block_idx()[0] == 0 {
+                    gmem_access(d as *const u8, 4, true);
+                    // SAFETY: the leaked buffer.
+                    unsafe { *d = 5 };
+                    yield_point("red.release");
+                    if synced {
+                        gmem_atomic(flag as *const u8, false, true);
+                    }
+                    // SAFETY: as above.
+                    unsafe { *flag = 1 };
+                } else {
+                    // SAFETY: as above.
+                    while unsafe { std::ptr::read_volatile(flag) } == 0 {
+                        yield_point("ld.acquire");
+                    }
+                    if synced {
+                        gmem_atomic(flag as *const u8, true, false);
+                    }
+                    gmem_access(d as *const u8, 4, false);
+                    // SAFETY: as above.
+                    assert_eq!(unsafe { *d }, 5);
+                }
+            });
+            if synced {
+                r.unwrap();
+            } else {
+                let msg = expect_race(r, "no release/acquire").to_string();
+                assert!(msg.contains("race on global memory"), "{msg}");
+            }
+        }
+    }
+}
+
+#[test]
+fn tracked_ops_complete_through_commit_arrive_like_tcgen05_commit() {
+    // A stand-in for tcgen05.mma into tensor memory + tcgen05.commit: the op
+    // writes TMEM when it runs; readers of TMEM must wait on the barrier.
+    for seed in SEEDS {
+        for wait in [true, false] {
+            let mut c = cfg("commit_arrive", 1, 32);
+            c.smem_bytes = 8;
+            c.seed = seed;
+            let r = run_t(c, move || {
+                let t = tid_x();
+                if t == 0 {
+                    mbarrier_init(0, 1);
+                }
+                bar_sync(0, 0);
+                if t == 0 {
+                    let mut op = AsyncOp::copies("test mma", Vec::new(), Completion::Tracked);
+                    op.writes.push((Space::Tmem { cta: 0 }, 0, 128 * 4));
+                    async_issue(op);
+                    async_commit_arrive(0, "test commit");
+                }
+                if wait {
+                    mbarrier_try_wait_parity(0, 0);
+                }
+                tmem_access(t as u64 * 4, t as u64 * 4 + 4, false);
+                if !wait {
+                    mbarrier_try_wait_parity(0, 0);
+                }
+            });
+            if wait {
+                r.unwrap();
+            } else {
+                let msg = expect_race(r, "TMEM read before the commit's phase").to_string();
+                assert!(msg.contains("tensor memory") && msg.contains("test mma"), "{msg}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_large_deadlock_prints_bounded_debug_and_display() {
+    let c = cfg("big_deadlock", 1, 1024);
+    let r = run_t(c, || {
+        if tid_x() != 5 {
+            bar_sync(0, 0);
+        }
+    });
+    let e = r.unwrap_err();
+    let (dbg, disp) = (format!("{e:?}"), e.to_string());
+    assert!(dbg.len() < 8 * 1024 && dbg.contains("more lines"), "{} bytes: {dbg}", dbg.len());
+    assert!(disp.len() < 8 * 1024, "{} bytes", disp.len());
+}
+
+#[test]
+fn dsmem_exchange_is_ordered_by_a_releasing_cluster_barrier_only() {
+    for seed in SEEDS {
+        for release in [true, false] {
+            let mut c = cfg("dsmem_hb", 2, 32);
+            c.cluster = [2, 1, 1];
+            c.smem_bytes = 32 * 4;
+            c.seed = seed;
+            let r = run_t(c, move || {
+                let t = tid_x();
+                let peer = cluster_ctarank() ^ 1;
+                let remote = map_rank_ptr(smem_u32(t) as *mut u8, peer) as *mut u32;
+                smem_access(remote as *const u8, 4, true);
+                // SAFETY: inside the peer's shared memory.
+                unsafe { *remote = t as u32 };
+                if release {
+                    cluster_arrive();
+                } else {
+                    cluster_arrive_relaxed();
+                }
+                cluster_wait();
+                assert_eq!(sr(t), t as u32);
+            });
+            if release {
+                r.unwrap();
+            } else {
+                expect_race(r, "relaxed cluster arrive");
+            }
+        }
+    }
+}
+
+#[test]
+fn an_ordinary_store_into_smem_of_an_in_flight_wgmma_is_reported() {
+    for seed in SEEDS {
+        for waited in [true, false] {
+            let mut c = cfg("store_over_wgmma", 1, 64);
+            c.smem_bytes = 64;
+            c.seed = seed;
+            let r = run_t(c, move || {
+                let t = tid_x();
+                if t == 0 {
+                    wgmma_operand_reads(&[(0, 64)], "test wgmma");
+                    wgmma_commit_group();
+                    if waited {
+                        wgmma_wait_group(0);
+                    }
+                }
+                bar_sync(0, 0);
+                if t == 40 {
+                    sw(2, 1);
+                }
+                bar_sync(0, 0);
+                if t == 0 {
+                    wgmma_wait_group(0);
+                }
+            });
+            if waited {
+                r.unwrap();
+            } else {
+                let msg = r.unwrap_err().to_string();
+                assert!(msg.contains("in-flight wgmma") && msg.contains("thread (40,0,0)"), "{msg}");
+            }
+        }
+    }
+}

@@ -365,3 +365,64 @@ fn every_other_matmul_instance_matches_the_cpu_reference() {
         emulated_matmul(name, 3);
     }
 }
+
+// ----- races (happens-before) -----------------------------------------------------
+
+fn expect_race(seed: u64, r: Result<kernel_host::emulate::RunReport, EmuError>, space: &str) -> String {
+    let e = expect_err(seed, r);
+    let msg = e.to_string();
+    assert!(matches!(e, EmuError::Race { .. }), "seed {seed}: not a race: {msg}");
+    assert!(msg.contains(&format!("race on {space}")), "seed {seed}: {msg}");
+    assert!(msg.contains("first:") && msg.contains("second:") && msg.contains("fix:"), "seed {seed}: {msg}");
+    assert!(msg.lines().count() <= 5, "seed {seed}: a few lines: {msg}");
+    msg
+}
+
+#[test]
+fn tma_load_read_by_threads_that_did_not_wait_is_a_race() {
+    use kernel_host::emulate::EmuTensorMap;
+    let x: Vec<f32> = (0..64 * 32).map(|i| i as f32).collect();
+    let xm = EmuTensorMap::<planted::PlantTile>::new_2d(&x, 64, 32).unwrap();
+    for emu in Emulator::schedules(61, 4) {
+        let mut y = vec![0f32; 128];
+        let r = emu.launch::<planted::tma_read_without_wait, _>(1u32, (&xm, &mut y[..]));
+        let msg = expect_race(emu.seed(), r, "shared memory");
+        assert!(msg.contains("cp.async.bulk.tensor") && msg.contains("planted.rs"), "{msg}");
+    }
+}
+
+#[test]
+fn tma_store_source_rewritten_before_wait_group_read_is_a_race() {
+    use kernel_host::emulate::EmuTensorMap;
+    for emu in Emulator::schedules(71, 4) {
+        let mut y = vec![0f32; 64 * 32];
+        let ym = EmuTensorMap::<planted::PlantTile>::new_2d_mut(&mut y, 64, 32).unwrap();
+        let r = emu.launch::<planted::tma_store_source_reused, _>(1u32, (&ym,));
+        let msg = expect_race(emu.seed(), r, "shared memory");
+        assert!(msg.contains("wait_group_read") && msg.contains("(store)"), "{msg}");
+    }
+}
+
+#[test]
+fn smem_reduction_missing_its_last_barrier_is_a_race() {
+    for emu in Emulator::schedules(81, 4) {
+        let mut x: Vec<f32> = (0..64).map(|i| i as f32).collect();
+        let mut y = vec![0f32; 1];
+        let r = emu.launch::<planted::reduction_missing_sync, _>(1u32, (&mut x[..], &mut y[..]));
+        let msg = expect_race(emu.seed(), r, "shared memory");
+        assert!(msg.matches("planted.rs:").count() >= 2, "both lines named: {msg}");
+        if emu.seed() == 81 {
+            eprintln!("{msg}");
+        }
+    }
+}
+
+#[test]
+fn two_ctas_writing_one_gmem_element_is_a_race() {
+    for emu in Emulator::schedules(91, 4) {
+        let mut y = vec![0f32; 1];
+        let r = emu.launch::<planted::gmem_two_ctas_write_one_element, _>(2u32, (&mut y[..],));
+        let msg = expect_race(emu.seed(), r, "global memory");
+        assert!(msg.contains("write-write"), "{msg}");
+    }
+}

@@ -223,3 +223,82 @@ pub fn gmem_out_of_bounds(y: Gmem<f32>) {
     let t = thread_idx().x as usize;
     y.write(t + 1, 1.0);
 }
+
+// ----- races (the emulator's happens-before detector) ---------------------------
+
+/// Thread 0 issues a TMA load, the CTA passes a barrier, then only thread 0
+/// waits for the load and every thread reads the tile: the other threads'
+/// reads are not ordered after the load's completion (a write-read or
+/// read-write race with the asynchronous copy, whichever runs first; a wait
+/// *before* the barrier would have been a valid hand-over). `x` is a
+/// `64 x 32` f32 map, `y` holds 128 floats.
+#[kernel(block = warpgroups(1))]
+pub fn tma_read_without_wait(
+    x: Tma<PlantTile>,
+    y: Gmem<f32>,
+    #[scratch] tile: Smem<PlantTile>,
+    #[scratch] full: Barrier,
+) {
+    let t = thread_in_warpgroup() as usize;
+    if t == 0 {
+        full.arrive_expect_tx(Tma::<PlantTile>::BYTES);
+        x.load(tile, 0, 0, full.as_ref());
+    }
+    sync_threads();
+    if t == 0 {
+        full.wait();
+    } // Missing for t != 0: full.wait();
+    y.write(t, tile.get(t % 64, 1));
+}
+
+/// Thread 0 fills a tile, TMA-stores it, then overwrites the tile before
+/// `wait_group_read`: the store may still be reading it (a race between the
+/// thread's write and the copy's read of the source). `y` is a writable
+/// `64 x 32` f32 map.
+#[kernel(block = threads(32))]
+pub fn tma_store_source_reused(y: Tma<PlantTile>, #[scratch] tile: Smem<PlantTile>) {
+    if thread_idx().x == 0 {
+        for r in 0..64 {
+            tile.set(r, 0, r as f32);
+        }
+        commit_smem();
+        y.store(tile, 0, 0);
+        kernel_device::tma::commit_group();
+        // Missing here: kernel_device::tma::wait_group_read::<0>();
+        tile.set(0, 0, -1.0);
+        kernel_device::tma::wait_group::<0>();
+    }
+}
+
+/// A tree reduction of 64 values in SMEM that leaves out the CTA barrier
+/// between its last two steps: thread 0 reads `buf[1]` while thread 1 may
+/// still be adding into it (a write-read race on shared memory). `x` holds
+/// 64 floats, `y` one.
+#[kernel(block = threads(64))]
+pub fn reduction_missing_sync(x: Gmem<f32>, y: Gmem<f32>, #[scratch] buf: Smem<[f32; 64]>) {
+    let t = thread_idx().x as usize;
+    buf.write(t, x.read(t));
+    sync_threads();
+    let mut s = 32;
+    while s > 0 {
+        if t < s {
+            buf.write(t, buf.read(t) + buf.read(t + s));
+        }
+        if s != 2 {
+            sync_threads();
+        } // Missing: the barrier after the step with s == 2.
+        s /= 2;
+    }
+    if t == 0 {
+        y.write(0, buf.read(0));
+    }
+}
+
+/// Thread 0 of each of 2 CTAs writes element 0 of the same `Gmem`: a
+/// write-write race on global memory (nothing orders two CTAs).
+#[kernel(block = threads(32))]
+pub fn gmem_two_ctas_write_one_element(y: Gmem<f32>) {
+    if thread_idx().x == 0 {
+        y.write(0, block_idx().x as f32);
+    }
+}

@@ -1,0 +1,587 @@
+//! The engine side of race detection: ordinary accesses, asynchronous
+//! operations (issue, run at a scheduler-chosen point, completion), bulk
+//! async-groups, release/acquire atomics, and the race reports. See
+//! `crate::race` for the model.
+use super::*;
+use crate::race::{Accessor, AsyncOp, Completion, Finding, OpDone, OpRec, Space};
+
+/// One in how many scheduling points runs a pending asynchronous operation.
+const RUN_ONE_IN: u64 = 3;
+
+/// Whether the calling thread's async-proxy accesses need an explicit
+/// fence (only shared memory has two proxies here).
+fn proxy_space(space: Space) -> bool {
+    matches!(space, Space::Smem { .. })
+}
+
+impl Emu {
+    /// The CTA and offset of a pointer into some CTA's shared memory.
+    pub(crate) fn smem_locate(&self, ptr: usize) -> Option<(usize, u64)> {
+        self.ctas.iter().enumerate().find_map(|(c, info)| {
+            let base = info.smem.ptr as usize;
+            (ptr >= base && ptr < base + self.smem_bytes).then(|| (c, (ptr - base) as u64))
+        })
+    }
+
+    /// The space and start address of `len` bytes at host pointer `ptr`.
+    fn classify(&self, ptr: usize) -> (Space, u64) {
+        match self.smem_locate(ptr) {
+            Some((cta, off)) => (Space::Smem { cta }, off),
+            None => (Space::Gmem, ptr as u64),
+        }
+    }
+
+    pub(crate) fn fmt_addr(&self, space: Space, lo: u64, hi: u64) -> String {
+        match space {
+            Space::Smem { cta } => format!("smem+{lo:#x}..{hi:#x} of cta {}", fmt3(self.ctas[cta].idx)),
+            Space::Gmem => format!("global memory {lo:#x}..{hi:#x} ({} bytes)", hi - lo),
+            Space::Tmem { cta } => format!("tensor memory {lo:#x}..{hi:#x} of cta {}", fmt3(self.ctas[cta].idx)),
+        }
+    }
+
+    /// `"cta (x,y,z) thread (x,y,z) [warp w, lane l]"`.
+    fn who_lane(&self, t: usize) -> String {
+        let th = &self.threads[t];
+        format!(
+            "cta {} thread {} [warp {}, lane {}]",
+            fmt3(self.ctas[th.cta].idx),
+            fmt3(th.tidx),
+            th.warp,
+            th.lane
+        )
+    }
+
+    fn acc_desc(&self, g: &State, slot: usize, write: bool, loc: Loc) -> String {
+        let what = if write { "write" } else { "read" };
+        if slot < self.threads.len() {
+            format!("{what} by {} at {loc}", self.who_lane(slot))
+        } else {
+            let op = &g.race.ops[slot - self.threads.len()];
+            format!(
+                "{what} by the asynchronous `{}` issued by {} at {}",
+                op.kind,
+                self.who_lane(op.issuer),
+                op.loc
+            )
+        }
+    }
+
+    /// The report of a finding of an access (`slot`, `write`, `loc`) to
+    /// `space` `lo..hi`.
+    #[allow(clippy::too_many_arguments)]
+    fn finding_error(
+        &self,
+        g: &State,
+        f: Finding,
+        space: Space,
+        lo: u64,
+        hi: u64,
+        slot: usize,
+        write: bool,
+        loc: Loc,
+    ) -> EmuError {
+        let n = self.threads.len();
+        let second = self.acc_desc(g, slot, write, loc);
+        match f {
+            Finding::Proxy { prev, addr } => EmuError::Misuse {
+                kernel: self.kernel.clone(),
+                rule: "SMEM written by ordinary stores and read by the async proxy (TMA store or wgmma) without \
+                       commit_smem (fence.proxy.async) in between: every writing thread calls commit_smem() after \
+                       its stores, before the barrier that hands the SMEM over"
+                    .to_string(),
+                where_: second.clone(),
+                detail: format!(
+                    "{}: the {} was not followed by a commit_smem ordered before the operation's issue (first \
+                     word {})",
+                    self.fmt_addr(space, lo, hi),
+                    self.acc_desc(g, prev.slot as usize, true, prev.loc),
+                    self.fmt_addr(space, addr, addr + 4)
+                ),
+            },
+            Finding::Race { prev, addr } => {
+                let p_op = (prev.slot as usize >= n).then(|| &g.race.ops[prev.slot as usize - n]);
+                let c_op = (slot >= n).then(|| &g.race.ops[slot - n]);
+                let kind = match (prev.write, write) {
+                    (true, true) => "write-write",
+                    (true, false) => "write-read",
+                    (false, _) => "read-write",
+                };
+                let fix = match (p_op.map(|o| o.done), c_op.map(|o| o.done)) {
+                    (Some(OpDone::MBarTx { .. }), None) => {
+                        "the TMA load may still be in flight: wait on its mbarrier phase (or synchronize with a \
+                         thread that waited) before touching its destination"
+                    }
+                    (Some(OpDone::Bulk), None) if !prev.write => {
+                        "the TMA store may still be reading its SMEM source: the issuing thread calls \
+                         wait_group_read::<N>() (then a barrier hands the SMEM over) before it is rewritten"
+                    }
+                    (Some(OpDone::Bulk), None) => {
+                        "the TMA store may still be writing global memory: the issuing thread calls \
+                         wait_group::<N>() (then a barrier or a release/acquire hands the data over) before it is \
+                         read or written again"
+                    }
+                    (Some(_), None) => {
+                        "the asynchronous operation may still be in flight: wait for its completion (its mbarrier \
+                         phase or group) before touching its memory"
+                    }
+                    (Some(_), Some(_)) => {
+                        "two asynchronous operations in flight at once touch the same bytes: wait for the first \
+                         (its mbarrier phase or wait_group) before issuing the second"
+                    }
+                    (None, Some(OpDone::MBarTx { .. })) => {
+                        "the access and the TMA load are unordered: an access meant to see the loaded bytes waits \
+                         on the load's mbarrier phase first; one meant to come before the load is handed over (e.g. a \
+                         consumer's arrive that the issuing thread waits on) before the load is issued"
+                    }
+                    (None, Some(OpDone::Bulk)) => {
+                        "the access and the TMA store are unordered: the issuing thread waits for the store \
+                         (wait_group_read::<N>() before its source is rewritten, wait_group::<N>() before its \
+                         destination is read), and SMEM written for the store is handed over before the issue"
+                    }
+                    (None, Some(_)) => {
+                        "an ordinary access is not ordered before the asynchronous operation's issue: put a barrier \
+                         (or an mbarrier hand-over) between them, or wait for the operation before accessing"
+                    }
+                    (None, None) => {
+                        "the two accesses are not ordered by any synchronization: put a barrier between them \
+                         (sync_threads, a named barrier, an mbarrier arrive/wait, a cluster barrier)"
+                    }
+                };
+                let region = match space {
+                    Space::Smem { .. } => "shared memory",
+                    Space::Gmem => "global memory",
+                    Space::Tmem { .. } => "tensor memory",
+                };
+                EmuError::Race {
+                    kernel: self.kernel.clone(),
+                    rule: format!("{kind} race on {region}"),
+                    first: self.acc_desc(g, prev.slot as usize, prev.write, prev.loc),
+                    second,
+                    range: format!(
+                        "{} (first conflicting word {:#x})",
+                        self.fmt_addr(space, lo, hi),
+                        addr
+                    ),
+                    fix: fix.to_string(),
+                }
+            }
+        }
+    }
+
+    /// An ordinary access by `tid` of `lo..hi` of `space`: checked against
+    /// the shadow state, then recorded. Not a scheduling point.
+    pub(crate) fn ordinary_access(&self, tid: usize, loc: Loc, space: Space, lo: u64, hi: u64, write: bool) {
+        let mut g = self.begin();
+        if !g.race.shadow_on {
+            return;
+        }
+        if let (Space::Smem { cta }, true) = (space, write) {
+            if let Some((_, detail)) = self.wgmma_overlap(&g, cta, lo as u32, hi as u32, "an ordinary store") {
+                self.misuse(
+                    g,
+                    tid,
+                    loc,
+                    "SMEM written while an in-flight wgmma reads it: wait for the wgmma group (wgmma_wait) \
+                     before the SMEM is rewritten",
+                    detail,
+                );
+            }
+        }
+        let st = &mut *g;
+        let clk = &st.race.clk[tid];
+        let who = Accessor {
+            slot: tid as u32,
+            clock: clk.vc.get(tid),
+            vc: &clk.vc,
+            loc,
+            proxy: None,
+        };
+        if let Err(f) = st.race.shadow.access(space, lo, hi, write, &who) {
+            let err = self.finding_error(&g, f, space, lo, hi, tid, write, loc);
+            self.fail(g, err);
+        }
+    }
+
+    /// wgmma operand reads of the representative thread of a warpgroup:
+    /// reads by the thread, checked for the async proxy.
+    pub(crate) fn wgmma_shadow_reads(&self, g: MutexGuard<'_, State>, tid: usize, loc: Loc, ranges: &[Range]) {
+        let mut g = g;
+        if !g.race.shadow_on {
+            return;
+        }
+        let cta = self.threads[tid].cta;
+        let st = &mut *g;
+        let clk = &st.race.clk[tid];
+        let who = Accessor {
+            slot: tid as u32,
+            clock: clk.vc.get(tid),
+            vc: &clk.vc,
+            loc,
+            proxy: Some((&clk.pvc, self.threads.len() as u32)),
+        };
+        for &(lo, hi) in ranges {
+            let space = Space::Smem { cta };
+            if let Err(f) = st.race.shadow.access(space, lo as u64, hi as u64, false, &who) {
+                let err = self.finding_error(&g, f, space, lo as u64, hi as u64, tid, false, loc);
+                self.fail(g, err);
+            }
+        }
+    }
+
+    /// `fence.proxy.async` for the clocks: the async proxy may now see every
+    /// write this thread knows of.
+    pub(crate) fn proxy_fence_clock(&self, g: &mut State, tid: usize) {
+        let c = &mut g.race.clk[tid];
+        let vc = c.vc.clone();
+        c.pvc.join(&vc);
+    }
+
+    /// A release (`release`) and/or acquire (`acquire`) atomic of `tid` on
+    /// the global address `addr`. Not a scheduling point.
+    pub(crate) fn atomic(&self, tid: usize, addr: u64, acquire: bool, release: bool) {
+        let mut g = self.begin();
+        let st = &mut *g;
+        let sync = st.race.atomics.entry(addr).or_default();
+        if acquire {
+            st.race.clk[tid].join(sync);
+        }
+        if release {
+            sync.join(&st.race.clk[tid]);
+            st.race.tick(tid);
+        }
+    }
+
+    /// Registers an asynchronous operation issued by `tid` (a scheduling
+    /// point).
+    pub(crate) fn async_issue(&self, tid: usize, loc: Loc, op: AsyncOp) {
+        let done = match op.completion {
+            Completion::MBarrierTx { bar, bytes } => {
+                let (cta, off) = self.decode_or_misuse(tid, loc, bar);
+                OpDone::MBarTx { cta, off, bytes }
+            }
+            Completion::BulkGroup => OpDone::Bulk,
+            Completion::Tracked => OpDone::Tracked,
+        };
+        let mut g = self.begin();
+        g.note(tid, "async operation issue", loc);
+        // TMA over SMEM that an in-flight wgmma reads: checked at the issue
+        // (and again when the copy runs).
+        for (cta, lo, hi) in self.smem_write_bounds(&op.copies) {
+            if let Some((rule, detail)) = self.wgmma_overlap(&g, cta, lo, hi, &op.kind) {
+                self.misuse(g, tid, loc, rule, detail);
+            }
+        }
+        self.register_op(&mut g, tid, loc, op.kind, op.copies, op.reads, op.writes, op.effect, done, Vec::new());
+        drop(self.switch(g, tid));
+    }
+
+    /// Per CTA, the bounding SMEM range the copies write.
+    fn smem_write_bounds(&self, copies: &[crate::race::AsyncCopy]) -> Vec<(usize, u32, u32)> {
+        let mut out: Vec<(usize, u32, u32)> = Vec::new();
+        for c in copies {
+            if let Some((cta, off)) = self.smem_locate(c.dst as usize) {
+                let (lo, hi) = (off as u32, (off + c.len as u64) as u32);
+                match out.iter_mut().find(|e| e.0 == cta) {
+                    Some(e) => {
+                        e.1 = e.1.min(lo);
+                        e.2 = e.2.max(hi);
+                    }
+                    None => out.push((cta, lo, hi)),
+                }
+            }
+        }
+        out
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn register_op(
+        &self,
+        g: &mut State,
+        tid: usize,
+        loc: Loc,
+        kind: String,
+        copies: Vec<crate::race::AsyncCopy>,
+        reads: Vec<(Space, u64, u64)>,
+        writes: Vec<(Space, u64, u64)>,
+        effect: Option<Box<dyn FnOnce() + Send>>,
+        done: OpDone,
+        deps: Vec<usize>,
+    ) -> usize {
+        let id = g.race.ops.len();
+        let slot = self.threads.len() + id;
+        let mut clk = g.race.clk[tid].clone();
+        clk.vc.set(slot, 2);
+        g.race.tick(tid);
+        g.race.ops.push(OpRec {
+            kind,
+            issuer: tid,
+            loc,
+            clk,
+            copies,
+            reads,
+            writes,
+            effect,
+            done,
+            deps,
+            ran: false,
+        });
+        g.race.pending.push(id);
+        match done {
+            OpDone::Bulk => g.race.bulk[tid].open.push(id),
+            OpDone::Tracked => g.race.tracked[tid].push(id),
+            _ => {}
+        }
+        id
+    }
+
+    /// `tcgen05.commit`-like: one arrival on the mbarrier at `bar` once every
+    /// `Tracked` operation the thread issued since its last commit has run.
+    pub(crate) fn commit_arrive(&self, tid: usize, loc: Loc, bar: u32, kind: &str) {
+        let (cta, off) = self.decode_or_misuse(tid, loc, bar);
+        let mut g = self.begin();
+        g.note(tid, "async commit-arrive", loc);
+        let deps = std::mem::take(&mut g.race.tracked[tid]);
+        self.register_op(
+            &mut g,
+            tid,
+            loc,
+            kind.to_string(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            None,
+            OpDone::Arrive { cta, off },
+            deps,
+        );
+        drop(self.switch(g, tid));
+    }
+
+    /// `cp.async.bulk.commit_group`.
+    pub(crate) fn bulk_commit(&self, tid: usize, loc: Loc) {
+        let mut g = self.begin();
+        g.note(tid, "cp.async.bulk.commit_group", loc);
+        let b = &mut g.race.bulk[tid];
+        let open = std::mem::take(&mut b.open);
+        b.committed.push_back((open, false));
+        drop(self.switch(g, tid));
+    }
+
+    /// `cp.async.bulk.wait_group(.read) n`: runs the operations of all but
+    /// the newest `n` committed groups; the thread then knows their reads
+    /// (`read_only`) or their reads and writes.
+    pub(crate) fn bulk_wait(&self, tid: usize, loc: Loc, n: u32, read_only: bool) {
+        let op = if read_only { "cp.async.bulk.wait_group.read" } else { "cp.async.bulk.wait_group" };
+        let mut g = self.begin();
+        g.note(tid, op, loc);
+        let k = g.race.bulk[tid].committed.len().saturating_sub(n as usize);
+        let ids: Vec<usize> = g.race.bulk[tid].committed.iter().take(k).flat_map(|(v, _)| v.iter().copied()).collect();
+        for &id in &ids {
+            if let Err(e) = self.run_op(&mut g, id) {
+                self.fail(g, e);
+            }
+        }
+        let nt = self.threads.len();
+        for &id in &ids {
+            g.race.clk[tid].vc.raise(nt + id, if read_only { 1 } else { 2 });
+        }
+        let b = &mut g.race.bulk[tid];
+        if read_only {
+            for grp in b.committed.iter_mut().take(k) {
+                grp.1 = true;
+            }
+        } else {
+            b.committed.drain(..k);
+        }
+        drop(self.switch(g, tid));
+    }
+
+    /// Checks when `tid` returns from the kernel: bulk groups whose SMEM
+    /// reads are outstanding.
+    pub(crate) fn exit_checks(&self, tid: usize) {
+        let mut g = self.begin();
+        // Run what the thread left in flight first: a race of those
+        // operations is the more precise report.
+        let b = &g.race.bulk[tid];
+        let ids: Vec<usize> = b.open.iter().chain(b.committed.iter().flat_map(|(v, _)| v.iter())).copied().collect();
+        for id in ids {
+            if let Err(e) = self.run_op(&mut g, id) {
+                self.fail(g, e);
+            }
+        }
+        let b = &g.race.bulk[tid];
+        let uncommitted = b.open.len();
+        let unread = b.committed.iter().filter(|(_, r)| !r).count();
+        if uncommitted + unread > 0 {
+            let id = b.open.first().copied().or_else(|| b.committed.iter().find(|(_, r)| !r).map(|(v, _)| v[0]));
+            let (kind, loc) = match id {
+                Some(id) => (g.race.ops[id].kind.clone(), g.race.ops[id].loc.to_string()),
+                None => ("(none)".to_string(), "?".to_string()),
+            };
+            let detail = format!(
+                "{} returned with {unread} committed bulk async-group(s) still reading SMEM and {uncommitted} \
+                 operation(s) never committed (e.g. `{kind}` issued at {loc})",
+                self.who(tid)
+            );
+            let err = EmuError::Misuse {
+                kernel: self.kernel.clone(),
+                rule: "bulk async-groups outstanding when the thread exited: a TMA store may still read the CTA's \
+                       SMEM; call commit_group() and wait_group_read::<0>() (or wait_group::<0>()) before the \
+                       thread returns"
+                    .to_string(),
+                where_: format!("{} at kernel exit", self.who(tid)),
+                detail,
+            };
+            self.fail(g, err);
+        }
+    }
+
+    /// At a scheduling point: maybe run one pending operation (seeded).
+    pub(crate) fn maybe_run_op(&self, g: &mut State) -> Result<(), EmuError> {
+        if g.race.pending.is_empty() {
+            return Ok(());
+        }
+        let r = g.next_rand();
+        if r % RUN_ONE_IN != 0 {
+            return Ok(());
+        }
+        let i = ((r / RUN_ONE_IN) % g.race.pending.len() as u64) as usize;
+        let id = g.race.pending[i];
+        self.run_op(g, id)
+    }
+
+    /// Runs every pending operation (in a seeded order); whether any ran.
+    pub(crate) fn drain_ops(&self, g: &mut State) -> Result<bool, EmuError> {
+        let any = !g.race.pending.is_empty();
+        while !g.race.pending.is_empty() {
+            let r = g.next_rand();
+            let i = (r % g.race.pending.len() as u64) as usize;
+            let id = g.race.pending[i];
+            self.run_op(g, id)?;
+        }
+        Ok(any)
+    }
+
+    /// Runs operation `id` (after its dependencies): checks and records
+    /// its accesses, moves its bytes, runs its effect, completes it.
+    pub(crate) fn run_op(&self, g: &mut State, id: usize) -> Result<(), EmuError> {
+        if g.race.ops[id].ran {
+            return Ok(());
+        }
+        g.race.ops[id].ran = true;
+        g.race.pending.retain(|&p| p != id);
+        let deps = std::mem::take(&mut g.race.ops[id].deps);
+        for &d in &deps {
+            self.run_op(g, d)?;
+            let c = g.race.ops[d].clk.clone();
+            g.race.ops[id].clk.join(&c);
+        }
+        let nt = self.threads.len();
+        let slot = nt + id;
+        let (issuer, loc) = (g.race.ops[id].issuer, g.race.ops[id].loc);
+        let copies = std::mem::take(&mut g.race.ops[id].copies);
+        // Accesses: (space, lo, hi, write).
+        let mut accesses: Vec<(Space, u64, u64, bool)> = Vec::new();
+        for c in &copies {
+            if let Some(src) = c.src {
+                let (sp, a) = self.classify(src as usize);
+                accesses.push((sp, a, a + c.len as u64, false));
+            }
+            let (sp, a) = self.classify(c.dst as usize);
+            accesses.push((sp, a, a + c.len as u64, true));
+        }
+        accesses.extend(g.race.ops[id].reads.iter().map(|&(s, lo, hi)| (s, lo, hi, false)));
+        accesses.extend(g.race.ops[id].writes.iter().map(|&(s, lo, hi)| (s, lo, hi, true)));
+        let kind = g.race.ops[id].kind.clone();
+        for (cta, lo, hi) in self.smem_write_bounds(&copies) {
+            if let Some((rule, detail)) = self.wgmma_overlap(g, cta, lo, hi, &kind) {
+                return Err(EmuError::Misuse {
+                    kernel: self.kernel.clone(),
+                    rule: rule.to_string(),
+                    where_: format!("{} at {loc}", self.who(issuer)),
+                    detail,
+                });
+            }
+        }
+        let checked = if g.race.shadow_on { &accesses[..] } else { &[] };
+        for &(space, lo, hi, write) in checked {
+            let st = &mut *g;
+            let clk = &st.race.ops[id].clk;
+            let who = Accessor {
+                slot: slot as u32,
+                clock: if write { 2 } else { 1 },
+                vc: &clk.vc,
+                loc,
+                proxy: proxy_space(space).then_some((&clk.pvc, nt as u32)),
+            };
+            if let Err(f) = st.race.shadow.access(space, lo, hi, write, &who) {
+                return Err(self.finding_error(g, f, space, lo, hi, slot, write, loc));
+            }
+        }
+        for c in &copies {
+            // SAFETY: the issuer resolved both ends inside the CTA's shared
+            // memory (bounds-checked) or the host tensor the map was built
+            // from; the baton holder is the only running thread.
+            unsafe {
+                match c.src {
+                    Some(s) => std::ptr::copy(s, c.dst, c.len),
+                    None => std::ptr::write_bytes(c.dst, 0, c.len),
+                }
+            }
+        }
+        for &(space, lo, hi, write) in &accesses {
+            if let (Space::Smem { cta }, true) = (space, write) {
+                let (lo, hi) = (lo as usize, hi as usize);
+                let real = self.smem_slice(cta);
+                g.shadow[cta][lo..hi].copy_from_slice(&real[lo..hi]);
+            }
+        }
+        if let Some(effect) = g.race.ops[id].effect.take() {
+            effect();
+        }
+        let done = g.race.ops[id].done;
+        let fail = |rule: &str, detail: String| EmuError::Misuse {
+            kernel: self.kernel.clone(),
+            rule: rule.to_string(),
+            where_: format!("{} at {loc} (completion of `{kind}`)", self.who(issuer)),
+            detail,
+        };
+        match done {
+            OpDone::MBarTx { cta, off, .. } | OpDone::Arrive { cta, off } if !g.mbars.contains_key(&(cta, off)) => {
+                return Err(fail(
+                    "mbarrier used before mbarrier.init",
+                    format!(
+                        "`{kind}` completes on smem+{off:#x} of cta {}: no initialized mbarrier there",
+                        fmt3(self.ctas[cta].idx)
+                    ),
+                ));
+            }
+            OpDone::MBarTx { cta, off, bytes } => {
+                let st = &mut *g;
+                let b = st.mbars.get_mut(&(cta, off)).expect("checked above");
+                b.clk.join(&st.race.ops[id].clk);
+                b.tx -= bytes as i64;
+                b.tx_op.get_or_insert((kind.clone(), loc));
+                if b.tx.abs() > MAX_TX {
+                    return Err(fail("mbarrier transaction count out of range", format!("tx {}", b.tx)));
+                }
+                self.complete_phase(g, cta, off, &kind).map_err(|(r, d)| fail(r, d))?;
+            }
+            OpDone::Arrive { cta, off } => {
+                let st = &mut *g;
+                let b = st.mbars.get_mut(&(cta, off)).expect("checked above");
+                if b.pending == 0 {
+                    return Err(fail(
+                        "more arrivals than the count in one phase",
+                        format!("`{kind}` arrives on smem+{off:#x} whose phase {} has all its arrivals", b.phase),
+                    ));
+                }
+                b.pending -= 1;
+                b.clk.join(&st.race.ops[id].clk);
+                self.complete_phase(g, cta, off, &kind).map_err(|(r, d)| fail(r, d))?;
+            }
+            OpDone::Bulk | OpDone::Tracked => {}
+        }
+        Ok(())
+    }
+}
+
