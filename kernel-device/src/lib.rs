@@ -56,6 +56,9 @@ pub mod tma;
 pub mod tmem;
 pub mod warp;
 pub mod wgmma;
+pub mod grid;
+pub mod collective;
+pub mod clc;
 
 pub use cluster::{cluster_arrive, cluster_sync, cluster_wait};
 pub use gmem::Gmem;

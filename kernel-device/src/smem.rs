@@ -92,6 +92,10 @@ pub unsafe trait Scratch: Sized {
     /// # Safety
     /// `taddr` is the start of `TMEM_COLS` columns allocated for this item.
     unsafe fn bind_tmem(&mut self, _taddr: u32) {}
+    /// Whether the item is collective tensor memory (`cta_group::2`, shared
+    /// by a CTA pair: `collective::TmemPair`): `#[kernel]` then allocates and
+    /// frees with `cta_group::2` and requires an even cluster x extent.
+    const TMEM_COLLECTIVE: bool = false;
 }
 
 /// Offsets of scratch allocations `(bytes, align)` laid out in order, each

@@ -213,20 +213,25 @@ macro_rules! wgmma_shape {
             }
             #[inline(always)]
             fn undefined_f32() -> [f32; $regs] {
-                #[allow(unused_mut)]
-                let mut d = [0.0; $regs];
+                #[cfg(not(target_arch = "nvptx64"))]
+                return [0.0; $regs];
+                // No zero-initialized array first: at N = 256 (512 bytes) LLVM
+                // lowers its memset to a loop over a local-memory array.
                 #[cfg(target_arch = "nvptx64")]
-                // SAFETY: a comment template; only defines the registers.
+                // SAFETY: a comment template; only defines the registers. Every
+                // element is an `out` operand, so the array is initialized after it.
                 unsafe {
+                    let mut d = core::mem::MaybeUninit::<[f32; $regs]>::uninit();
+                    let p = d.as_mut_ptr() as *mut f32;
                     core::arch::asm!(
                         concat!("// wgmma accumulator, undefined until the first mma: {}, {}" $(, pair_tpl!($p))*),
-                        out(reg32) d[2 * $p0], out(reg32) d[2 * $p0 + 1],
-                        $(out(reg32) d[2 * $p], out(reg32) d[2 * $p + 1],)*
+                        out(reg32) *p.add(2 * $p0), out(reg32) *p.add(2 * $p0 + 1),
+                        $(out(reg32) *p.add(2 * $p), out(reg32) *p.add(2 * $p + 1),)*
                         // Not `pure`: two accumulators must not be merged into one.
                         options(nomem, nostack, preserves_flags)
-                    )
+                    );
+                    d.assume_init()
                 }
-                d
             }
             #[inline(always)]
             #[track_caller]

@@ -368,6 +368,8 @@ pub fn alloc(dst: u32, ncols: u32) {
 pub fn relinquish_alloc_permit() {
     let loc = Location::caller();
     let Some((e, tid)) = enter("tmem::relinquish_alloc_permit") else { return };
+    // Warp-collective (`.sync.aligned`): lane 0's alloc comes first.
+    e.warp_sync(tid, loc, "tcgen05.relinquish_alloc_permit");
     with_cta(&e, tid, loc, |run, cta| {
         run.ctas.get_mut(&cta).expect("created").relinquished = true;
         Ok(())
@@ -435,7 +437,7 @@ pub fn ld_32x32b(taddr: u32, out: &mut [u32]) {
     let Some((e, tid)) = enter("tmem::ld") else { return };
     e.yield_point(tid, "tcgen05.ld", loc);
     let n = out.len() as u32;
-    with_cta(&e, tid, loc, |run, cta| {
+    let (cta, r) = with_cta(&e, tid, loc, |run, cta| {
         maybe_progress(run, cta);
         let r = lane_region(&e, tid, taddr, n, "tcgen05.ld")?;
         let c = &run.ctas[&cta];
@@ -458,8 +460,19 @@ pub fn ld_32x32b(taddr: u32, out: &mut [u32]) {
             *v = c.mem[(r.lanes.0 * COLS + r.cols.0) as usize + i];
         }
         c.loads.push(Access { tid, region: r, loc });
-        Ok(())
-    })
+        Ok((cta, r))
+    });
+    race_tmem(&e, tid, loc, cta, &r, false);
+}
+
+/// The race detector's view of a TMEM access (`Space::Tmem`, byte address
+/// `4 (lane * 512 + column)`): one range per lane.
+fn race_tmem(e: &Emu, tid: usize, loc: Loc, cta: usize, r: &Region, write: bool) {
+    for l in r.lanes.0..r.lanes.1 {
+        let lo = u64::from(l * COLS + r.cols.0) * 4;
+        let hi = u64::from(l * COLS + r.cols.1) * 4;
+        e.ordinary_access(tid, loc, crate::race::Space::Tmem { cta }, lo, hi, write);
+    }
 }
 
 /// `tcgen05.st.sync.aligned.32x32b.xN.b32`: thread `l` of the warp writes
@@ -702,4 +715,146 @@ pub fn peek(lane: u32, col: u32) -> u32 {
         .and_then(|r| r.ctas.get(&e.threads[tid].cta))
         .map(|c| c.mem[(lane * COLS + col) as usize])
         .unwrap_or(0)
+}
+
+// ----- collective (cta_group::2) MMA and multicast commit ----------------------
+
+/// `tcgen05.mma.cta_group::2` (M = 256) issued by the calling thread of the
+/// pair's leader: `issue` is the leader's half (its 128 rows of A, the
+/// whole `N x K` B gathered from both CTAs, the accumulator at `issue.d` of
+/// its TMEM); `peer_a` the peer's 128 rows of A, whose accumulator rows go
+/// to the same TMEM address of CTA `peer_rank` of the cluster. Both halves
+/// are pending operations of the issuing thread (one per CTA), executed by
+/// its commit; each half is checked as [`mma`] checks its operation
+/// (allocation, in-flight TMEM loads and stores of that CTA).
+#[track_caller]
+pub fn mma_pair(issue: MmaIssue<'_>, peer_rank: u32, peer_a: Vec<f32>, peer_smem_reads: &[Range]) {
+    let loc = Location::caller();
+    let Some((e, tid)) = enter("tmem::mma_pair") else { return };
+    e.yield_point(tid, "tcgen05.mma.cta_group::2", loc);
+    let MmaIssue { d, a, b, m, n, k, accumulate, dtype, smem_reads, op } = issue;
+    let AOperand::Smem(a_own) = a else { panic!("{op}: the pair MMA takes A from SMEM") };
+    let own_cta = e.threads[tid].cta;
+    if e.ctas[own_cta].rank % 2 != 0 {
+        e.misuse(
+            e.lock(),
+            tid,
+            loc,
+            "collective MMA issued by the peer CTA",
+            format!("{op} issued by a thread of cluster rank {} (odd): only the leader (even rank) of a CTA pair issues collective MMAs; predicate the MMA warp on `pair_rank() == 0`", e.ctas[own_cta].rank),
+        );
+    }
+    let Some(&peer_cta) = e.clusters[e.ctas[own_cta].cluster].ctas.get(peer_rank as usize) else {
+        e.misuse(e.lock(), tid, loc, "CTA rank outside the cluster", format!("{op}: the peer CTA (rank {peer_rank}) is not in this cluster"));
+    };
+    let dr = with_cta(&e, tid, loc, |run, cta| {
+        maybe_progress(run, cta);
+        let (dl, dc) = split(d);
+        if m != 128 || dl != 0 {
+            return Err(("not emulated", format!("{op}: {m} rows per CTA at TMEM lane {dl}; the emulator models M = 256 (128 rows per CTA from lane 0)")));
+        }
+        let dr = Region { lanes: (0, m), cols: (dc, dc + n) };
+        let pc = run.ctas.entry(peer_cta).or_default();
+        if pc.mem.is_empty() {
+            pc.mem = vec![0; (LANES * COLS) as usize];
+        }
+        for (c, who) in [(own_cta, "this CTA"), (peer_cta, "the peer CTA")] {
+            let cs = &run.ctas[&c];
+            inside_alloc(cs, &dr, op).map_err(|(r, d)| (r, format!("{d} ({who})")))?;
+            if let Some(s) = cs.stores.iter().find(|s| s.region.overlaps(&dr)) {
+                return Err((
+                    "TMEM store then MMA without commit_tmem",
+                    format!("{op} writes {} of {who}, which {} stored at {} with no tcgen05.wait::st since", dr.show(), e.who(s.tid), s.loc),
+                ));
+            }
+            if let Some(l) = cs.loads.iter().find(|l| l.region.overlaps(&dr)) {
+                return Err((
+                    "TMEM overwritten while an in-flight tcgen05.ld reads it",
+                    format!("{op} writes {} of {who} over {} loaded at {} by {} with no tcgen05.wait::ld (wait_load_tmem) since", dr.show(), l.region.show(), l.loc, e.who(l.tid)),
+                ));
+            }
+        }
+        assert_eq!(b.len(), (n * k) as usize, "{op}: B must hold N x K values");
+        for (c, a_vals, reads) in [(own_cta, a_own, smem_reads), (peer_cta, peer_a, peer_smem_reads)] {
+            assert_eq!(a_vals.len(), (m * k) as usize, "{op}: A must hold 128 x K values per CTA");
+            run.next_seq += 1;
+            let seq = run.next_seq;
+            run.ctas.get_mut(&c).expect("created").ops.push(Op {
+                seq,
+                issuer: tid,
+                loc,
+                op,
+                m,
+                n,
+                k,
+                d: dr,
+                a_tmem: None,
+                smem: reads.to_vec(),
+                work: Some(Work { a: a_vals, b: b.clone(), accumulate, dtype }),
+            });
+        }
+        Ok(dr)
+    });
+    // The race detector sees the accumulator write at issue, by the issuing
+    // thread, in both CTAs: a reader must be ordered after it (the commit's
+    // barrier), a later MMA after every read (e.g. `store_done`).
+    race_tmem(&e, tid, loc, own_cta, &dr, true);
+    race_tmem(&e, tid, loc, peer_cta, &dr, true);
+}
+
+/// `tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster`:
+/// once every tcgen05 operation the calling thread issued (in any CTA of
+/// its cluster) has executed, one arrival on the mbarrier at offset `bar`
+/// of every CTA whose rank bit is set in `mask`.
+#[track_caller]
+pub fn commit_multicast(bar: u32, mask: u16) {
+    let loc = Location::caller();
+    let Some((e, tid)) = enter("tmem::commit_multicast") else { return };
+    e.yield_point(tid, "tcgen05.commit (multicast)", loc);
+    let size = e.clusters[e.ctas[e.threads[tid].cta].cluster].ctas.len() as u32;
+    if mask == 0 || (size < 16 && mask >> size != 0) {
+        e.misuse(e.lock(), tid, loc, "CTA rank outside the cluster", format!("tcgen05.commit multicast mask {mask:#06b} for a cluster of {size} CTAs"));
+    }
+    let targets: Vec<u32> = (0..16).filter(|r| mask & (1 << r) != 0).map(|r| crate::map_rank_addr(bar & 0xFF_FFFF, r)).collect();
+    let decoded: Vec<(usize, u32, Option<(u64, u64)>)> = targets
+        .iter()
+        .map(|&a| {
+            let (c, off) = e.decode_or_misuse(tid, loc, a);
+            (c, off, e.mbar_phase(c, off))
+        })
+        .collect();
+    let cluster_ctas = e.clusters[e.ctas[e.threads[tid].cta].cluster].ctas.clone();
+    with_cta(&e, tid, loc, |run, _cta| {
+        for c in &cluster_ctas {
+            if let Some(cs) = run.ctas.get_mut(c) {
+                let last = cs.ops.iter().filter(|o| o.issuer == tid).map(|o| o.seq).max().unwrap_or(0);
+                execute(cs, |s| s <= last);
+            }
+        }
+        for &(bcta, off, phase) in &decoded {
+            if let Some((epoch, phase)) = phase {
+                run.next_seq += 1;
+                let seq = run.next_seq;
+                run.commits.push(Commit { issuer: tid, seq, cta: bcta, off, epoch, phase });
+            }
+        }
+        Ok(())
+    });
+    for a in targets {
+        e.mbar_arrive(tid, loc, a, 0, "tcgen05.commit (multicast)");
+    }
+}
+
+/// A TMA load into `len` bytes at SMEM address `addr` (`.shared::cta` or
+/// `.shared::cluster`) issued by the calling thread: misuse "TMA overwrites
+/// SMEM still read by an in-flight tcgen05.mma" if a tcgen05 MMA (of any
+/// CTA's tensor core, e.g. the pair's leader reading this CTA's half)
+/// reads those bytes and is not complete for the issuing thread (it did
+/// not wait on the barrier that MMA's commit arrives on).
+#[track_caller]
+pub fn check_tma_overwrite(addr: u32, len: usize, op: &str) {
+    let loc = Location::caller();
+    let Some((e, tid)) = enter("tmem::check_tma_overwrite") else { return };
+    let (cta, off) = e.decode_or_misuse(tid, loc, addr);
+    smem_overwrite_check(&e, tid, loc, cta, off, len, op);
 }

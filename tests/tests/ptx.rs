@@ -240,3 +240,119 @@ fn blackwell_kernels_have_their_tcgen05_facts() {
         assert!(!sm90.contains(&format!(".entry {name}(")), "sm_90a: `{name}` is sm_100a-only but was built");
     }
 }
+
+/// The Hopper ladder (steps 2 to 5): `(entry, wgmma form, wgmmas in the
+/// PTX, instructions the step is about)`. Each entry is assembled for
+/// sm_90a only, with no stack frame, no spills and no wgmma serialization
+/// (the last checked for every entry by `assembled_by_ptxas_13_with_no_spills`).
+const LADDER: &[(&str, &str, usize, &[&str])] = &[
+    ("matmul_big_tiles__128_256_4_8", "m64n256k16", 4, &["setmaxnreg.dec.sync.aligned.u32 40", "setmaxnreg.inc.sync.aligned.u32 232", ".maxntid 384, 1, 1"]),
+    ("matmul_big_tiles__256_128_4_8", "m64n128k16", 8, &["setmaxnreg.inc.sync.aligned.u32 232"]),
+    ("matmul_persistent__128_256_3_8", "m64n256k16", 4, &["cp.async.bulk.wait_group.read 0", "%nctaid.x"]),
+    ("matmul_epilogue_overlap__128_256_4_8", "m64n256k16", 4, &["cp.async.bulk.wait_group.read 1", "cp.async.bulk.commit_group"]),
+    ("matmul_epilogue_overlap__256_128_3_8", "m64n128k16", 8, &["cp.async.bulk.wait_group.read 1"]),
+    (
+        "matmul_cluster_multicast__128_256_128_4_8",
+        "m64n256k16",
+        4,
+        &[".multicast::cluster", "mapa.shared::cluster", "mbarrier.arrive.release.cluster", "%clusterid.x", "%cluster_ctarank"],
+    ),
+    ("matmul_cluster_multicast__256_128_64_3_8", "m64n128k16", 8, &[".multicast::cluster"]),
+    ("matmul_fewer_arrivals__128_256_128_4_8", "m64n256k16", 4, &[".multicast::cluster", "elect.sync", "mbarrier.arrive.release.cluster"]),
+];
+
+#[test]
+fn hopper_ladder_is_assembled_without_spills_and_has_its_instructions() {
+    let img = image("sm_90a");
+    for (name, form, wgmmas, instrs) in LADDER {
+        let body = entry_body(img.ptx, name);
+        let mma = format!("wgmma.mma_async.sync.aligned.{form}.f32.f16.f16");
+        assert_eq!(body.matches("wgmma.mma_async").count(), *wgmmas, "{name}: wgmma count (one K step of 64)");
+        assert_eq!(body.matches(mma.as_str()).count(), *wgmmas, "{name}: every wgmma is {mma}");
+        for i in *instrs {
+            assert!(body.contains(i), "{name}: `{i}` missing from the PTX");
+        }
+        assert!(!body.contains(".local"), "{name}: uses local memory");
+        assert_eq!(ptxas_numbers(img.ptxas_report, name, "sm_90a"), (0, 0, 0), "{name}: stack frame / spills");
+        assert!(!image("sm_100a").ptx.contains(&format!(".entry {name}(")), "{name} is sm_90a-only");
+    }
+    // Every instance of the ladder is in the image.
+    let entries = img.ptx.matches(".entry matmul_").count();
+    assert!(entries >= 16 + 9, "ladder and step 0/1 entries: {entries}");
+}
+
+/// The Blackwell ladder's steps 3-6 and matmul_dynamic (sm_100a only):
+/// `(entry, accumulator TMEM columns allocated, block threads, extra
+/// instructions)`.
+const BLACKWELL_II: &[(&str, u32, u32, &[&str])] = &[
+    ("matmul3__128_256_4", 256, 128, &[]),
+    ("matmul4__128_256_4", 256, 128, &["%nclusterid.x"]),
+    ("matmul5__128_256_512_4", 512, 256, &["%nclusterid.x", "barrier.sync 1, 128", "mbarrier.arrive.release.cluster.shared::cluster.b64"]),
+    ("matmul6__128_256_512_4", 512, 256, &["%nclusterid.x", "barrier.sync 1, 128", "mbarrier.arrive.release.cluster.shared::cluster.b64"]),
+    (
+        "matmul_dynamic__128_256_4",
+        256,
+        128,
+        &[
+            "clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.multicast::cluster::all.b128",
+            "clusterlaunchcontrol.query_cancel.is_canceled.pred.b128",
+            "clusterlaunchcontrol.query_cancel.get_first_ctaid::x.b32.b128",
+        ],
+    ),
+];
+
+/// The column count a `tcgen05.alloc` line allocates: its second operand,
+/// an immediate or a register set by a `mov` in the body.
+fn alloc_cols(body: &str, alloc: &str) -> u32 {
+    let line = body.lines().find(|l| l.contains(alloc)).unwrap_or_else(|| panic!("no `{alloc}`"));
+    let op = line.rsplit(',').next().unwrap().trim().trim_end_matches(';').trim();
+    if let Ok(v) = op.parse() {
+        return v;
+    }
+    body.lines()
+        .filter_map(|l| {
+            let t = l.trim();
+            let rest = t.strip_prefix("mov.b32 ").or_else(|| t.strip_prefix("mov.u32 "))?;
+            let (dst, val) = rest.split_once(',')?;
+            (dst.trim() == op).then(|| val.trim().trim_end_matches(';').parse().ok()).flatten()
+        })
+        .next()
+        .unwrap_or_else(|| panic!("no value for `{op}` of `{line}`"))
+}
+
+/// Per-kernel facts of the collective (2-CTA) kernels: collective MMA
+/// (`cta_group::2`, kind::f16) and no `cta_group::1` tcgen05 form (a kernel
+/// uses one CTA group), commits multicast to both CTAs of the pair,
+/// partitioned collective TMA loads (`.cta_group::2`, completing on the
+/// leader's barrier through `mapa`), one collective alloc/dealloc pair of
+/// the accumulator's columns (step 5 and 6: twice step 3/4's), the cluster
+/// shape in the PTX (`.reqnctapercluster 2, 1, 1`), `.maxntid`, no local
+/// memory; ptxas assembled it with no stack and no spills; none in the
+/// sm_90a image.
+#[test]
+fn blackwell_collective_kernels_have_their_facts() {
+    let img = image("sm_100a");
+    for (name, cols, threads, extra) in BLACKWELL_II {
+        let body = entry_body(img.ptx, name);
+        let count = |s: &str| body.matches(s).count();
+        assert!(count("tcgen05.mma.cta_group::2.kind::f16") >= 1, "{name}: tcgen05.mma.cta_group::2");
+        assert_eq!(count("cta_group::1"), 0, "{name}: a cta_group::1 tcgen05 form in a collective kernel");
+        assert!(count("tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64") >= 2, "{name}: multicast commits (consumed + mma_done)");
+        assert!(count("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.cta_group::2") >= 2, "{name}: partitioned loads of A and B");
+        assert!(count("mapa.shared::cluster") >= 1, "{name}: the leader's barrier mapped");
+        assert_eq!(count("tcgen05.alloc.cta_group::2.sync.aligned.shared::cta.b32"), 1, "{name}: one collective alloc");
+        assert_eq!(count("tcgen05.dealloc.cta_group::2.sync.aligned.b32"), 1, "{name}: one collective dealloc");
+        assert_eq!(count("tcgen05.relinquish_alloc_permit.cta_group::2.sync.aligned"), 1, "{name}: relinquish");
+        assert_eq!(alloc_cols(body, "tcgen05.alloc.cta_group::2"), *cols, "{name}: accumulator columns allocated");
+        assert!(body.contains(".reqnctapercluster 2, 1, 1"), "{name}: .reqnctapercluster 2, 1, 1");
+        assert!(body.contains(&format!(".maxntid {threads}, 1, 1")), "{name}: .maxntid {threads}");
+        assert!(count("tcgen05.ld.sync.aligned.32x32b.x32.b32") >= 1 && count("tcgen05.wait::ld.sync.aligned") >= 1, "{name}: TMEM loads");
+        assert!(!body.contains(".local"), "{name}: uses local memory");
+        for i in *extra {
+            assert!(body.contains(i), "{name}: `{i}` missing from the PTX");
+        }
+        assert_eq!(ptxas_numbers(img.ptxas_report, name, "sm_100a"), (0, 0, 0), "sm_100a {name}: stack frame / spills");
+        assert!(!image("sm_90a").ptx.contains(&format!(".entry {name}(")), "{name} is sm_100a-only");
+    }
+    assert!(!image("sm_100a").ptx.contains(".reqnctapercluster 1, 1, 1"));
+}

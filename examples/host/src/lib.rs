@@ -6,6 +6,8 @@ use kernels::first;
 
 pub mod emulated;
 pub mod hopper;
+pub mod ladder;
+pub mod blackwell_ladder;
 
 /// Why an example did not give the right answer.
 #[derive(Debug)]

@@ -278,3 +278,13 @@ pub fn matmul2<const TN: usize, const STAGES: usize>(
         wait_group_read::<0>();
     }
 }
+
+// The tutorial's steps 3-6 and the dynamically scheduled variant, one file
+// each (collective 2-CTA MMA, persistent, dedicated epilogue, grid tiling,
+// cluster launch control).
+pub mod matmul3;
+pub mod matmul4;
+pub mod matmul5;
+pub mod matmul6;
+pub mod matmul_dynamic;
+pub mod planted;

@@ -16,6 +16,7 @@
 pub mod first;
 pub mod hopper;
 pub mod blackwell;
+pub mod hopper_ladder;
 pub mod planted;
 
 kernel_device::device_code!();

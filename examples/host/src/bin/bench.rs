@@ -1,0 +1,288 @@
+//! The Hopper GEMM benchmark: every ladder step, the ready `kernel_ops`
+//! matmul (autotuned), cuBLAS (`cublasGemmEx`) and cuBLASLt (the fastest of
+//! its top heuristic algorithms), in one process, on the same iid N(0, 1)
+//! f16 inputs: A `M x K` row-major; B both `N x K` and `K x N` row-major,
+//! each contender on the layout it prefers (said in the output). CUDA
+//! events, `--warmup` runs, median of `--iters` (default 50). Every
+//! contender's output is checked first, on a NaN-poisoned C: relative
+//! Frobenius error against an f64 CPU reference of sampled rows, below
+//! [`TOLERANCE`] (f16 output rounding alone gives ~3e-4).
+//!
+//! ```text
+//! bench [--quick] [--retune] [--iters N] [--warmup N] [--out DIR]
+//!       [--shape MxNxK]... [--only SUBSTRING]...
+//! ```
+//! Writes `bench.md` (a table per shape: TFLOP/s, % of the 989 TFLOP/s
+//! dense f16 peak, ratio to cuBLAS and to the best cuBLASLt) and `bench.csv`
+//! (every contender) to `--out` (default `.`), and prints the tables.
+//! Exit status 0 only if every contender was correct.
+use examples::hopper::{prepare_matmul, Problem};
+use examples::ladder;
+use kernel_host::{time_kernel, Blas, Gpu, Timing};
+use kernel_ops::blaslt::{BLayout, BlasLt};
+use kernel_ops::Matmul;
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+/// Largest relative Frobenius error accepted.
+const TOLERANCE: f64 = 2e-3;
+/// Dense f16 tensor-core peak of an H100 SXM (datasheet, 1830 MHz boost).
+const PEAK_TFLOPS: f64 = 989.0;
+
+/// The shape suite as `(M, N, K, label)`; labels give the issue's `M x K x N`.
+const SHAPES: [(usize, usize, usize, &str); 8] = [
+    (4096, 8192, 4096, "seed: M x K x N = 4096 x 4096 x 8192"),
+    (8192, 8192, 8192, "8192^3"),
+    (4096, 4096, 4096, "4096^3"),
+    (2048, 2048, 2048, "2048^3"),
+    (8192, 8192, 1024, "M x K x N = 8192 x 1024 x 8192"),
+    (1024, 8192, 8192, "M x K x N = 1024 x 8192 x 8192"),
+    (16896, 512, 640, "pipelining guide: M x K x N = 16896 x 640 x 512"),
+    (8192, 14336, 4096, "LLM: M x K x N = 8192 x 4096 x 14336"),
+];
+
+/// Steps 0 and 1 of the ladder (in `examples::hopper`), with their steps.
+const EARLY: [(&str, u32); 3] = [("pipelined<4>", 0), ("warp_specialized<4,8>", 1), ("warp_specialized<4,16>", 1)];
+
+#[derive(Clone)]
+struct Row {
+    shape: String,
+    m: usize,
+    n: usize,
+    k: usize,
+    name: String,
+    kind: &'static str,
+    step: Option<u32>,
+    b_layout: &'static str,
+    timing: Timing,
+    tflops: f64,
+    rel_err: f64,
+}
+
+struct Args {
+    quick: bool,
+    retune: bool,
+    iters: usize,
+    warmup: usize,
+    out: std::path::PathBuf,
+    shapes: Vec<(usize, usize, usize, String)>,
+    only: Vec<String>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args { quick: false, retune: false, iters: 50, warmup: 5, out: ".".into(), shapes: Vec::new(), only: Vec::new() };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
+        match arg.as_str() {
+            "--quick" => a.quick = true,
+            "--retune" => a.retune = true,
+            "--iters" => a.iters = val("--iters")?.parse().map_err(|e| format!("--iters: {e}"))?,
+            "--warmup" => a.warmup = val("--warmup")?.parse().map_err(|e| format!("--warmup: {e}"))?,
+            "--out" => a.out = val("--out")?.into(),
+            "--only" => a.only.push(val("--only")?),
+            "--shape" => {
+                let s = val("--shape")?;
+                let d: Vec<usize> = s.split('x').map(|x| x.parse().map_err(|e| format!("--shape {s}: {e}"))).collect::<Result<_, _>>()?;
+                if d.len() != 3 {
+                    return Err(format!("--shape {s}: want MxNxK"));
+                }
+                a.shapes.push((d[0], d[1], d[2], format!("{}x{}x{}", d[0], d[1], d[2])));
+            }
+            other => return Err(format!("unknown argument `{other}`; see the doc comment of examples/host/src/bin/bench.rs")),
+        }
+    }
+    if a.shapes.is_empty() {
+        let n = if a.quick { 1 } else { SHAPES.len() };
+        a.shapes = SHAPES[..n].iter().map(|&(m, n, k, l)| (m, n, k, l.to_string())).collect();
+    }
+    Ok(a)
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let gpu = match Gpu::new(0) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(&gpu, &args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn wanted(args: &Args, name: &str) -> bool {
+    args.only.is_empty() || args.only.iter().any(|o| name.contains(o.as_str()))
+}
+
+fn run(gpu: &Gpu, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
+    let (major, minor) = gpu.compute_capability();
+    let sms = gpu.sm_count();
+    let device = format!("{} (sm_{major}{minor}, {sms} SMs)", gpu.name());
+    println!("device: {device}");
+    let module = gpu.load(&kernels::DEVICE_CODE)?;
+    let blas = Blas::new(gpu)?;
+    let ops = Matmul::new(gpu)?;
+    let mut rows: Vec<Row> = Vec::new();
+    let mut ok = true;
+    let (warmup, iters) = (args.warmup, args.iters);
+    for (m, n, k, label) in &args.shapes {
+        let (m, n, k) = (*m, *n, *k);
+        let rows_checked = if m * n * k <= 1 << 31 { 256 } else { 48 };
+        let mut p = Problem::new(gpu, m, n, k, rows_checked, 42)?;
+        let mut shape_rows: Vec<Row> = Vec::new();
+        // C's device address: poisoned in place (0xFFFF is an f16 NaN), so
+        // launch closures made once (tensor maps encoded outside the timed
+        // loop) stay valid.
+        let c_ptr = {
+            use kernel_host::cudarc::driver::DevicePtr;
+            let (ptr, _guard) = p.c.device_ptr(gpu.stream());
+            ptr
+        };
+        let stream = gpu.stream().cu_stream();
+        let poison = || -> kernel_host::Result<()> {
+            // SAFETY: C is m x n f16 elements at `c_ptr`, alive for the shape.
+            unsafe { kernel_host::cudarc::driver::result::memset_d8_async(c_ptr, 0xFF, m * n * 2, stream) }
+                .map_err(|e| kernel_host::Error::InvalidArgument { function: "bench (poison C)", problem: format!("{e:?}") })
+        };
+        // Checks the contender's output (C poisoned with NaN first), then times it.
+        let mut measure = |p: &Problem, name: String, kind: &'static str, step: Option<u32>, b_layout: &'static str, f: &mut dyn FnMut() -> kernel_host::Result<()>| -> Result<(), Box<dyn std::error::Error>> {
+            poison()?;
+            f()?;
+            gpu.synchronize()?;
+            let rel_err = p.error(gpu)?;
+            let timing = time_kernel(gpu, warmup, iters, &mut *f)?;
+            let tflops = timing.tflops(m, n, k);
+            let bad = !(rel_err < TOLERANCE);
+            eprintln!("{label}: {name:<44} {tflops:7.1} TFLOP/s  err {rel_err:.2e}{}", if bad { "  FAIL" } else { "" });
+            shape_rows.push(Row { shape: label.clone(), m, n, k, name, kind, step, b_layout, timing, tflops, rel_err });
+            Ok(())
+        };
+        // The library and the cuBLAS handles take `&mut C`: a second view of
+        // the same buffer through a raw pointer is avoided by giving them the
+        // real `&mut p.c` inside the closure and checking through `p` after.
+        if wanted(args, "cuBLAS") {
+            for (b_name, nn) in [("N x K", false), ("K x N", true)] {
+                let pp: *mut Problem = &mut p;
+                // SAFETY: `measure` only reads `p` (the check) between calls of
+                // the closure, never while it runs; single-threaded.
+                measure(unsafe { &*pp }, "cuBLAS (cublasGemmEx)".into(), "cublas", None, b_name, &mut || {
+                    let Problem { a, b, b_kn, c, .. } = unsafe { &mut *pp };
+                    if nn { blas.gemm_nn(m, n, k, a, b_kn, c) } else { blas.gemm_nt(m, n, k, a, b, c) }
+                })?;
+            }
+        }
+        if wanted(args, "cuBLASLt") {
+            for layout in [BLayout::NxK, BLayout::KxN] {
+                let mut lt = BlasLt::new(gpu, m, n, k, layout)?;
+                let pp: *mut Problem = &mut p;
+                {
+                    // SAFETY: as above.
+                    let Problem { a, b, b_kn, c, .. } = unsafe { &mut *pp };
+                    let bb = if layout == BLayout::NxK { &*b } else { &*b_kn };
+                    lt.tune(gpu, a, bb, c, 2, 10)?;
+                }
+                let name = format!("cuBLASLt (best of {} heuristic algos: #{})", lt.algo_count(), lt.best());
+                let b_name = if layout == BLayout::NxK { "N x K" } else { "K x N" };
+                measure(unsafe { &*pp }, name, "cublaslt", None, b_name, &mut || {
+                    let Problem { a, b, b_kn, c, .. } = unsafe { &mut *pp };
+                    lt.matmul(a, if layout == BLayout::NxK { b } else { b_kn }, c)
+                })?;
+            }
+        }
+        for (name, step) in EARLY {
+            let tile_n = if step == 0 { 128 } else { 256 };
+            if !wanted(args, name) || m % 128 != 0 || n % tile_n != 0 || k % 64 != 0 {
+                continue;
+            }
+            let launch = prepare_matmul(&module, name, &p)?;
+            measure(&p, format!("step {step}: {name}"), "ours", Some(step), "N x K", &mut || launch())?;
+        }
+        for inst in ladder::instances() {
+            if !wanted(args, inst.name) {
+                continue;
+            }
+            let launch = ladder::prepare(&module, inst.name, &p, sms)?;
+            measure(&p, inst.name.to_string(), "ours", Some(inst.step), "N x K", &mut || launch())?;
+        }
+        if wanted(args, "kernel_ops") {
+            let tuned = ops.tune(m, n, k, args.retune, 3, 10).map_err(|e| e.to_string())?;
+            let inst = ops.instance_for(m, n, k);
+            let how = if tuned.len() > 1 { format!("tuned over {}", tuned.len()) } else { "cached".to_string() };
+            let pp: *mut Problem = &mut p;
+            measure(unsafe { &*pp }, format!("kernel_ops::matmul ({}, {how})", inst.name), "library", None, "N x K", &mut || {
+                // SAFETY: as above.
+                let Problem { a, b, c, .. } = unsafe { &mut *pp };
+                ops.matmul(a, (m, k), b, (n, k), c).map_err(|e| match e {
+                    kernel_ops::MatmulError::Cuda(e) => e,
+                    other => kernel_host::Error::InvalidArgument { function: "bench", problem: other.to_string() },
+                })
+            })?;
+        }
+        ok &= shape_rows.iter().all(|r| r.rel_err < TOLERANCE);
+        print!("{}", table(&shape_rows));
+        rows.extend(shape_rows);
+    }
+    std::fs::create_dir_all(&args.out)?;
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let mut md = format!("# Hopper GEMM benchmark\n\ndevice: {device}\ncommand: `{command}`\nwarm-up {warmup}, median of {iters} CUDA-event-timed runs; correctness: relative Frobenius error of sampled rows < {TOLERANCE:e} for every contender (NaN-poisoned C)\n\n");
+    let mut by_shape: Vec<String> = Vec::new();
+    for r in &rows {
+        if !by_shape.contains(&r.shape) {
+            by_shape.push(r.shape.clone());
+        }
+    }
+    for s in &by_shape {
+        let rs: Vec<Row> = rows.iter().filter(|r| &r.shape == s).cloned().collect();
+        md.push_str(&table(&rs));
+        md.push('\n');
+    }
+    std::fs::write(args.out.join("bench.md"), md)?;
+    let mut csv = String::from("shape,m,n,k,contender,kind,step,b_layout,median_ms,min_ms,max_ms,iters,tflops,pct_peak,vs_cublas,vs_cublaslt,rel_err\n");
+    for r in &rows {
+        let (cb, lt) = baselines(&rows, &r.shape);
+        let _ = writeln!(
+            csv,
+            "\"{}\",{},{},{},\"{}\",{},{},{},{:.5},{:.5},{:.5},{},{:.1},{:.1},{:.3},{:.3},{:.2e}",
+            r.shape, r.m, r.n, r.k, r.name, r.kind, r.step.map(|s| s.to_string()).unwrap_or_default(), r.b_layout,
+            r.timing.median_ms, r.timing.min_ms, r.timing.max_ms, r.timing.iters, r.tflops, 100.0 * r.tflops / PEAK_TFLOPS, r.tflops / cb, r.tflops / lt, r.rel_err
+        );
+    }
+    std::fs::write(args.out.join("bench.csv"), csv)?;
+    println!("wrote {} and {}", args.out.join("bench.md").display(), args.out.join("bench.csv").display());
+    Ok(ok)
+}
+
+/// (best cuBLAS, best cuBLASLt) TFLOP/s at a shape (NaN if absent).
+fn baselines(rows: &[Row], shape: &str) -> (f64, f64) {
+    let best = |kind: &str| rows.iter().filter(|r| r.shape == shape && r.kind == kind).map(|r| r.tflops).fold(f64::NAN, f64::max);
+    (best("cublas"), best("cublaslt"))
+}
+
+fn table(rows: &[Row]) -> String {
+    let Some(first) = rows.first() else { return String::new() };
+    let (cb, lt) = baselines(rows, &first.shape);
+    let mut s = format!("\n### {} (M x N x K = {} x {} x {})\n\n| contender | B layout | median ms | TFLOP/s | % of peak | vs best cuBLAS | vs best cuBLASLt | rel. error |\n|---|---|---:|---:|---:|---:|---:|---:|\n", first.shape, first.m, first.n, first.k);
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.4} | {:.1} | {:.1} | {:.3} | {:.3} | {:.2e}{} |",
+            r.name, r.b_layout, r.timing.median_ms, r.tflops, 100.0 * r.tflops / PEAK_TFLOPS, r.tflops / cb, r.tflops / lt, r.rel_err,
+            if r.rel_err < TOLERANCE { "" } else { " FAIL" }
+        );
+    }
+    s
+}

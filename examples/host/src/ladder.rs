@@ -1,0 +1,130 @@
+//! Host side of the Hopper GEMM ladder (`kernels::hopper_ladder`, steps 2
+//! to 6; steps 0 and 1 are in [`crate::hopper`]): each instance by name, on
+//! the GPU (tensor maps made once, a closure that only launches) and on the
+//! CPU emulator.
+//!
+//! Instance names: `step<S> <BM>x<BN> s<STAGES> w<GROUP_M or GRID_W>`.
+use crate::hopper::Problem;
+use crate::{ExampleError, Result};
+use kernel_device::f16;
+use kernel_host::emulate::{EmuTensorMap, Emulator};
+use kernel_host::{Module, TensorMap};
+use kernels::hopper_ladder::{
+    step2_big_tiles::matmul_big_tiles, step3_persistent::matmul_persistent, step4_epilogue_overlap::matmul_epilogue_overlap,
+    step5_cluster_multicast::matmul_cluster_multicast, step6_fewer_arrivals::matmul_fewer_arrivals, ATileOf, BTileOf, EpiTileOf, OTileOf, TK,
+};
+
+/// How an instance's grid is sized.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GridKind {
+    /// One CTA per output tile.
+    PerTile,
+    /// Persistent: `min(SMs, tiles)` CTAs.
+    Persistent,
+    /// Persistent clusters of 2 along M: `2 min(SMs / 2, ceil(m_tiles / 2) n_tiles)`.
+    ClusterPairs,
+}
+
+/// `(grid, m_tiles, n_tiles, k_steps)` for an `m x n x k` problem with
+/// `bm x bn` tiles on `sms` SMs.
+pub fn grid_for(kind: GridKind, bm: usize, bn: usize, m: usize, n: usize, k: usize, sms: u32) -> (u32, u32, u32, u32) {
+    let (mt, nt, ks) = (m.div_ceil(bm) as u32, n.div_ceil(bn) as u32, k.div_ceil(TK) as u32);
+    let grid = match kind {
+        GridKind::PerTile => mt * nt,
+        GridKind::Persistent => sms.min(mt * nt),
+        GridKind::ClusterPairs => 2 * (sms / 2).min(mt.div_ceil(2) * nt),
+    };
+    (grid, mt, nt, ks)
+}
+
+/// Every ladder instance: `$m!(name, kernel type, step, BM, BN, C tile type, grid kind)`.
+macro_rules! for_each_instance {
+    ($m:ident) => {
+        $m!("step2 128x256 s4 w8", matmul_big_tiles<128, 256, 4, 8>, 2, 128, 256, OTileOf<128, 256>, BTileOf<256>, GridKind::PerTile);
+        $m!("step2 256x128 s4 w8", matmul_big_tiles<256, 128, 4, 8>, 2, 256, 128, OTileOf<256, 128>, BTileOf<128>, GridKind::PerTile);
+        $m!("step2 128x256 s3 w8", matmul_big_tiles<128, 256, 3, 8>, 2, 128, 256, OTileOf<128, 256>, BTileOf<256>, GridKind::PerTile);
+        $m!("step3 128x256 s3 w8", matmul_persistent<128, 256, 3, 8>, 3, 128, 256, OTileOf<128, 256>, BTileOf<256>, GridKind::Persistent);
+        $m!("step3 256x128 s3 w8", matmul_persistent<256, 128, 3, 8>, 3, 256, 128, OTileOf<256, 128>, BTileOf<128>, GridKind::Persistent);
+        $m!("step3 128x256 s3 w16", matmul_persistent<128, 256, 3, 16>, 3, 128, 256, OTileOf<128, 256>, BTileOf<256>, GridKind::Persistent);
+        $m!("step4 128x256 s4 w8", matmul_epilogue_overlap<128, 256, 4, 8>, 4, 128, 256, EpiTileOf<128>, BTileOf<256>, GridKind::Persistent);
+        $m!("step4 256x128 s3 w8", matmul_epilogue_overlap<256, 128, 3, 8>, 4, 256, 128, EpiTileOf<256>, BTileOf<128>, GridKind::Persistent);
+        $m!("step4 128x256 s4 w16", matmul_epilogue_overlap<128, 256, 4, 16>, 4, 128, 256, EpiTileOf<128>, BTileOf<256>, GridKind::Persistent);
+        $m!("step4 128x128 s4 w8", matmul_epilogue_overlap<128, 128, 4, 8>, 4, 128, 128, EpiTileOf<128>, BTileOf<128>, GridKind::Persistent);
+        $m!("step5 128x256 s4 w8", matmul_cluster_multicast<128, 256, 128, 4, 8>, 5, 128, 256, EpiTileOf<128>, BTileOf<128>, GridKind::ClusterPairs);
+        $m!("step5 256x128 s3 w8", matmul_cluster_multicast<256, 128, 64, 3, 8>, 5, 256, 128, EpiTileOf<256>, BTileOf<64>, GridKind::ClusterPairs);
+        $m!("step5 128x256 s4 w16", matmul_cluster_multicast<128, 256, 128, 4, 16>, 5, 128, 256, EpiTileOf<128>, BTileOf<128>, GridKind::ClusterPairs);
+        $m!("step6 128x256 s4 w8", matmul_fewer_arrivals<128, 256, 128, 4, 8>, 6, 128, 256, EpiTileOf<128>, BTileOf<128>, GridKind::ClusterPairs);
+        $m!("step6 128x256 s4 w16", matmul_fewer_arrivals<128, 256, 128, 4, 16>, 6, 128, 256, EpiTileOf<128>, BTileOf<128>, GridKind::ClusterPairs);
+        $m!("step6 256x128 s3 w8", matmul_fewer_arrivals<256, 128, 64, 3, 8>, 6, 256, 128, EpiTileOf<256>, BTileOf<64>, GridKind::ClusterPairs);
+    };
+}
+
+/// One ladder instance's description.
+#[derive(Clone, Copy, Debug)]
+pub struct Instance {
+    pub name: &'static str,
+    pub step: u32,
+    pub bm: usize,
+    pub bn: usize,
+    pub grid: GridKind,
+}
+
+/// Every ladder instance, in ladder order.
+pub fn instances() -> Vec<Instance> {
+    let mut v = Vec::new();
+    macro_rules! describe {
+        ($name:literal, $k:ty, $step:literal, $bm:literal, $bn:literal, $ct:ty, $bt:ty, $g:expr) => {
+            v.push(Instance { name: $name, step: $step, bm: $bm, bn: $bn, grid: $g });
+        };
+    }
+    for_each_instance!(describe);
+    v
+}
+
+fn unknown(name: &str) -> ExampleError {
+    ExampleError::Cuda(kernel_host::Error::InvalidArgument {
+        function: "ladder",
+        problem: format!("unknown ladder instance `{name}`; known: {}", instances().iter().map(|i| i.name).collect::<Vec<_>>().join(", ")),
+    })
+}
+
+/// Prepares ladder instance `name` on `p` for a device with `sms` SMs: the
+/// kernel handle and tensor maps are made once; the closure only launches.
+pub fn prepare<'p>(module: &Module, name: &str, p: &'p Problem, sms: u32) -> Result<Box<dyn Fn() -> kernel_host::Result<()> + 'p>> {
+    macro_rules! gpu {
+        ($name:literal, $k:ty, $step:literal, $bm:literal, $bn:literal, $ct:ty, $bt:ty, $g:expr) => {
+            if name == $name {
+                let (grid, mt, nt, ks) = grid_for($g, $bm, $bn, p.m, p.n, p.k, sms);
+                let a = TensorMap::<ATileOf<$bm>>::new_2d(&p.a, p.m, p.k)?;
+                let b = TensorMap::<$bt>::new_2d(&p.b, p.n, p.k)?;
+                let c = TensorMap::<$ct>::new_2d(&p.c, p.m, p.n)?;
+                let kernel = module.kernel::<$k>()?;
+                return Ok(Box::new(move || kernel.launch(grid, (&a, &b, &c, mt, nt, ks))));
+            }
+        };
+    }
+    for_each_instance!(gpu);
+    Err(unknown(name))
+}
+
+/// Runs ladder instance `name` on the emulator at `m x n x k` with `sms`
+/// emulated SMs (persistent grids get `min(sms, tiles)` CTAs) and returns C.
+pub fn emulate(emu: &Emulator, name: &str, a: &[f16], b: &[f16], m: usize, n: usize, k: usize, sms: u32) -> Result<Vec<f16>> {
+    let mut c = vec![f16::NAN; m * n];
+    macro_rules! emulated {
+        ($name:literal, $k:ty, $step:literal, $bm:literal, $bn:literal, $ct:ty, $bt:ty, $g:expr) => {
+            if name == $name {
+                let (grid, mt, nt, ks) = grid_for($g, $bm, $bn, m, n, k, sms);
+                let am = EmuTensorMap::<ATileOf<$bm>>::new_2d(a, m, k)?;
+                let bm = EmuTensorMap::<$bt>::new_2d(b, n, k)?;
+                {
+                    let cm = EmuTensorMap::<$ct>::new_2d_mut(&mut c, m, n)?;
+                    emu.launch::<$k, _>(grid, (&am, &bm, &cm, mt, nt, ks))?;
+                }
+                return Ok(c);
+            }
+        };
+    }
+    for_each_instance!(emulated);
+    Err(unknown(name))
+}

@@ -1,0 +1,138 @@
+//! The Hopper GEMM ladder: `C = A · Bᵀ` (A `M x K`, B `N x K`, both
+//! row-major f16; f32 accumulation; C `M x N` f16), one technique per step,
+//! each kernel a small diff from the previous one.
+//!
+//! | step | kernel | what it adds |
+//! |---|---|---|
+//! | 0 | [`crate::hopper::matmul_pipelined`] | TMA + wgmma + `emit_pipeline` (one warpgroup) |
+//! | 1 | [`crate::hopper::matmul_warp_specialized`] | a memory warpgroup and 2 compute warpgroups, `setmaxnreg` |
+//! | 2 | [`step2_big_tiles::matmul_big_tiles`] | 128 x 256 (one m64n256 wgmma per k16) or 256 x 128 CTA tiles; tile and stages are instance parameters |
+//! | 3 | [`step3_persistent::matmul_persistent`] | persistent grid (one CTA per SM), `nd_loop` + `planar_snake` tile order |
+//! | 4 | [`step4_epilogue_overlap::matmul_epilogue_overlap`] | epilogue through double-buffered SMEM sub-tiles whose TMA stores overlap the next tile's mainloop; frees SMEM for a 4th stage |
+//! | 5 | [`step5_cluster_multicast::matmul_cluster_multicast`] | clusters of 2 along M; each CTA loads half of the shared B tile and multicasts it to both |
+//! | 6 | [`step6_fewer_arrivals::matmul_fewer_arrivals`] | one elected lane per warp releases a slot (16 arrivals instead of 512: 32x fewer local and remote mbarrier arrives) |
+//!
+//! Shapes: every kernel from step 2 on takes `m_tiles = ceil(M / BM)`,
+//! `n_tiles = ceil(N / BN)`, `k_steps = ceil(K / 64)`: TMA fills loads past
+//! the matrices' edges with zeros and clips stores, so any `M`, `N`, `K`
+//! works as long as the tensor maps can be made (rows a multiple of 16
+//! bytes: `K % 8 == 0`, `N % 8 == 0`).
+use kernel_device::prelude::*;
+use kernel_device::wgmma::{Acc, Cols, WgmmaShape};
+use kernel_device::f16;
+
+pub mod step2_big_tiles;
+pub mod step3_persistent;
+pub mod step4_epilogue_overlap;
+pub mod step5_cluster_multicast;
+pub mod step6_fewer_arrivals;
+
+/// The swizzle of every ladder tile: 128 bytes (64 f16), tiling (8, 64).
+pub type Sw = Swizzled<128>;
+/// K step of every ladder kernel: one 128-byte swizzle span of f16.
+pub const TK: usize = 64;
+/// A's tile: `BM x 64` of `A (M x K)`.
+pub type ATileOf<const BM: usize> = Tile<f16, BM, TK, Sw>;
+/// B's tile: `BN x 64` of `B (N x K)` (K-major).
+pub type BTileOf<const BN: usize> = Tile<f16, BN, TK, Sw>;
+/// A whole output tile `BM x BN`.
+pub type OTileOf<const BM: usize, const BN: usize> = Tile<f16, BM, BN, Sw>;
+/// Epilogue sub-tile width (steps 4 and 5): one 64-column swizzle block.
+pub const EPI_N: usize = 64;
+/// An epilogue sub-tile `BM x 64` (steps 4 and 5).
+pub type EpiTileOf<const BM: usize> = Tile<f16, BM, EPI_N, Sw>;
+
+/// The compute warpgroups of every ladder kernel from step 2 on (the memory
+/// warpgroup is number 2).
+pub const COMPUTE_WGS: u32 = 2;
+/// The named barrier of the two compute warpgroups (256 threads). Ids 8..=15
+/// are the emulator's.
+pub const COMPUTE_BARRIER: NamedBarrier = NamedBarrier::new(1, 256);
+/// Register budgets per role (`setmaxnreg`): 40 for the memory warpgroup,
+/// 232 for the compute ones (40 + 2 x 232 = 504 <= 512 per thread slot).
+pub const MEMORY_REGS: u32 = 40;
+pub const COMPUTE_REGS: u32 = 232;
+
+/// The checks every ladder tile shape passes: one compute warpgroup holds
+/// `BM / 2` rows x `BN` columns in f32 (at most 128 registers per thread).
+pub const fn check_tile(bm: usize, bn: usize) {
+    assert!(bm == 128 || bm == 256, "ladder kernels: BM must be 128 or 256 (each compute warpgroup owns BM / 2 rows, one or two 64-row wgmma blocks)");
+    assert!(bn == 64 || bn == 128 || bn == 256, "ladder kernels: BN must be 64, 128 or 256 (wgmma N)");
+    assert!(bm * bn <= 128 * 256, "ladder kernels: BM x BN at most 128 x 256: a compute warpgroup holds BM / 2 x BN f32 accumulators in at most 128 registers per thread");
+}
+
+/// One compute warpgroup's accumulators: rows `row0 .. row0 + BM / 2` of the
+/// CTA tile, as one (`BM = 128`) or two (`BM = 256`) `64 x BN` blocks. The
+/// second block is never touched when `BM = 128` (it costs no registers).
+pub struct WgAcc<const BM: usize, const BN: usize>
+where
+    Cols<BN>: WgmmaShape,
+{
+    pub blocks: [Acc<BN>; 2],
+}
+
+impl<const BM: usize, const BN: usize> WgAcc<BM, BN>
+where
+    Cols<BN>: WgmmaShape,
+{
+    #[inline(always)]
+    pub fn undefined() -> Self {
+        WgAcc { blocks: [Acc::undefined(), Acc::undefined()] }
+    }
+
+    /// Issues one K step (`K = 64`: 4 wgmmas per 64-row block) of this
+    /// warpgroup's rows from `row0`; no commit. Warpgroup-collective.
+    #[inline(always)]
+    #[track_caller]
+    pub fn mma(&mut self, a: Smem<ATileOf<BM>>, row0: usize, b: Smem<BTileOf<BN>>, accumulate: bool) {
+        self.blocks[0].mma(a, row0, b, 0, accumulate);
+        if BM == 256 {
+            self.blocks[1].mma(a, row0 + 64, b, 0, accumulate);
+        }
+    }
+
+    /// Writes the whole `BM / 2 x BN` block as f16 into `dst` at row `row0`
+    /// (after `wgmma_wait::<0>()`).
+    #[inline(always)]
+    pub fn store_f16(&mut self, dst: Smem<OTileOf<BM, BN>>, row0: usize) {
+        self.blocks[0].store_f16(dst, row0, 0);
+        if BM == 256 {
+            self.blocks[1].store_f16(dst, row0 + 64, 0);
+        }
+    }
+
+    /// Writes columns `64 j .. 64 j + 64` of the block as f16 into the
+    /// epilogue sub-tile `dst` at row `row0` (after `wgmma_wait::<0>()`).
+    /// `j` must be a constant after unrolling (a loop over `0..BN / 64`).
+    #[inline(always)]
+    pub fn store_cols_f16(&mut self, dst: Smem<EpiTileOf<BM>>, row0: usize, j: usize) {
+        store_block_cols(&mut self.blocks[0], dst, row0, j);
+        if BM == 256 {
+            store_block_cols(&mut self.blocks[1], dst, row0 + 64, j);
+        }
+    }
+}
+
+/// Columns `64 j .. 64 j + 64` of one `64 x N` accumulator block into `dst`
+/// at row `row0`: the fragment layout of [`Acc::for_each_pair`], keeping the
+/// register pairs `p` with `8 (p / 2) / 64 == j` (a constant per unrolled
+/// pair, so no register is indexed at run time).
+#[inline(always)]
+fn store_block_cols<const N: usize, const R: usize>(acc: &mut Acc<N>, dst: Smem<EpiTileOf<R>>, row0: usize, j: usize)
+where
+    Cols<N>: WgmmaShape,
+{
+    acc.fence_operands();
+    let t = thread_in_warpgroup() as usize;
+    let (w, l) = (t / 32, t % 32);
+    let (row, col) = (row0 + 16 * w + l / 4, 2 * (l % 4));
+    let base = dst.as_ptr() as *mut u8;
+    <Cols<N>>::for_each_pair(&acc.regs, |p, v0, v1| {
+        let c = 8 * (p / 2);
+        if c / EPI_N == j {
+            let off = EpiTileOf::<R>::offset_of(row + 8 * (p % 2), c % EPI_N + col);
+            // SAFETY: row < R (row0 + 64 <= R), column < 64; 4-byte aligned.
+            unsafe { (base.add(off) as *mut u32).write(kernel_device::wgmma::pack_f16x2(v0, v1)) };
+        }
+    });
+}

@@ -1,0 +1,186 @@
+//! The strongest cuBLAS baseline a careful user gets: cuBLASLt's matmul
+//! with the fastest of its top heuristic algorithms, timed in place.
+//!
+//! `cublasLtMatmulAlgoGetHeuristic` returns up to [`HEURISTIC_ALGOS`]
+//! algorithms for the problem (f16 in, f32 compute, f16 out, 32 MiB
+//! workspace, the layout asked for); [`BlasLt::tune`] runs each on the real
+//! buffers (warm-up, then the median of a few CUDA-event-timed runs) and
+//! keeps the fastest; [`BlasLt::matmul`] then launches that one.
+//!
+//! Row-major `C = A · Bᵀ` (`B` `N x K`) is column-major `Cᵀ = B · Aᵀ`: a
+//! "TN" product with `m' = N, n' = M`; with `B` stored `K x N` it is "NN".
+use kernel_host::cudarc::cublaslt::{result, sys};
+use kernel_host::cudarc::driver::{DevicePtr, DevicePtrMut};
+use kernel_host::{time_kernel, CudaSlice, Error, Gpu, Result};
+use kernel_device::f16;
+use std::ffi::c_void;
+
+/// Algorithms asked of the heuristic.
+pub const HEURISTIC_ALGOS: usize = 8;
+/// cuBLASLt's recommended workspace on Hopper.
+pub const WORKSPACE_BYTES: usize = 32 << 20;
+
+/// B's layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BLayout {
+    /// `B` is `N x K` row-major (K-major, as our kernels read it).
+    NxK,
+    /// `B` is `K x N` row-major (N-major).
+    KxN,
+}
+
+fn lt_err(call: &'static str) -> impl Fn(result::CublasError) -> Error {
+    move |e| Error::InvalidArgument { function: "cuBLASLt", problem: format!("{call} failed: {e:?}") }
+}
+
+/// One cuBLASLt problem with its descriptors and the chosen algorithm.
+pub struct BlasLt {
+    handle: sys::cublasLtHandle_t,
+    desc: sys::cublasLtMatmulDesc_t,
+    layouts: [sys::cublasLtMatrixLayout_t; 3],
+    algos: Vec<sys::cublasLtMatmulHeuristicResult_t>,
+    best: usize,
+    workspace: CudaSlice<u8>,
+    gpu_stream: sys::cudaStream_t,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub layout: BLayout,
+}
+
+impl BlasLt {
+    /// Creates the descriptors for `m x n x k` with B in `layout` and asks
+    /// the heuristic for its top algorithms.
+    pub fn new(gpu: &Gpu, m: usize, n: usize, k: usize, layout: BLayout) -> Result<BlasLt> {
+        gpu.context().bind_to_thread().map_err(|e| Error::InvalidArgument { function: "cuBLASLt", problem: format!("cuCtxSetCurrent failed: {e:?}") })?;
+        let handle = result::create_handle().map_err(lt_err("cublasLtCreate"))?;
+        let f16t = sys::cudaDataType::CUDA_R_16F;
+        let desc = result::create_matmul_desc(sys::cublasComputeType_t::CUBLAS_COMPUTE_32F, sys::cudaDataType::CUDA_R_32F)
+            .map_err(lt_err("cublasLtMatmulDescCreate"))?;
+        let (ta, x_rows, x_cols, ldx) = match layout {
+            BLayout::NxK => (kernel_host::cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_T, k, n, k),
+            BLayout::KxN => (kernel_host::cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_N, n, k, n),
+        };
+        let tb = kernel_host::cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_N;
+        // SAFETY: a live descriptor; the attribute values are 4-byte enums.
+        unsafe {
+            result::set_matmul_desc_attribute(desc, sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSA, &ta as *const _ as *const c_void, 4)
+                .map_err(lt_err("cublasLtMatmulDescSetAttribute(TRANSA)"))?;
+            result::set_matmul_desc_attribute(desc, sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSB, &tb as *const _ as *const c_void, 4)
+                .map_err(lt_err("cublasLtMatmulDescSetAttribute(TRANSB)"))?;
+        }
+        // Column-major: X = B (x_rows x x_cols), Y = Aᵀ (K x M), D = Cᵀ (N x M).
+        let lx = result::create_matrix_layout(f16t, x_rows as u64, x_cols as u64, ldx as i64).map_err(lt_err("cublasLtMatrixLayoutCreate(B)"))?;
+        let ly = result::create_matrix_layout(f16t, k as u64, m as u64, k as i64).map_err(lt_err("cublasLtMatrixLayoutCreate(A)"))?;
+        let ld = result::create_matrix_layout(f16t, n as u64, m as u64, n as i64).map_err(lt_err("cublasLtMatrixLayoutCreate(C)"))?;
+        let pref = result::create_matmul_pref().map_err(lt_err("cublasLtMatmulPreferenceCreate"))?;
+        let ws = WORKSPACE_BYTES as u64;
+        let mut results = vec![std::mem::MaybeUninit::<sys::cublasLtMatmulHeuristicResult_t>::zeroed(); HEURISTIC_ALGOS];
+        let mut count = 0i32;
+        // SAFETY: live descriptors; `results` holds HEURISTIC_ALGOS entries.
+        unsafe {
+            result::set_matmul_pref_attribute(pref, sys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws as *const _ as *const c_void, 8)
+                .map_err(lt_err("cublasLtMatmulPreferenceSetAttribute"))?;
+            sys::cublasLtMatmulAlgoGetHeuristic(handle, desc, lx, ly, ld, ld, pref, HEURISTIC_ALGOS as i32, results.as_mut_ptr() as *mut _, &mut count)
+                .result()
+                .map_err(lt_err("cublasLtMatmulAlgoGetHeuristic"))?;
+            let _ = result::destroy_matmul_pref(pref);
+        }
+        // SAFETY: the first `count` entries were written.
+        let algos: Vec<_> = results[..count.max(0) as usize]
+            .iter()
+            .map(|r| unsafe { r.assume_init() })
+            .filter(|r| r.state == sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS)
+            .collect();
+        if algos.is_empty() {
+            return Err(Error::InvalidArgument { function: "cuBLASLt", problem: format!("no heuristic algorithm for {m} x {n} x {k} ({layout:?})") });
+        }
+        let workspace = gpu.zeros::<u8>(WORKSPACE_BYTES)?;
+        Ok(BlasLt {
+            handle,
+            desc,
+            layouts: [lx, ly, ld],
+            algos,
+            best: 0,
+            workspace,
+            gpu_stream: gpu.stream().cu_stream() as sys::cudaStream_t,
+            m,
+            n,
+            k,
+            layout,
+        })
+    }
+
+    /// The number of heuristic algorithms returned.
+    pub fn algo_count(&self) -> usize {
+        self.algos.len()
+    }
+
+    /// Index (in heuristic order) of the algorithm [`BlasLt::matmul`] runs.
+    pub fn best(&self) -> usize {
+        self.best
+    }
+
+    /// Launches algorithm `i` (asynchronous). `c = a · bᵀ` (or `a · b`).
+    pub fn matmul_with(&mut self, i: usize, a: &CudaSlice<f16>, b: &CudaSlice<f16>, c: &mut CudaSlice<f16>) -> Result<()> {
+        let (one, zero) = (1f32, 0f32);
+        let stream = c.stream().clone();
+        let (pa, _ra) = a.device_ptr(&stream);
+        let (pb, _rb) = b.device_ptr(&stream);
+        let (pw, _rw) = self.workspace.device_ptr_mut(&stream);
+        let (pc, _rc) = c.device_ptr_mut(&stream);
+        // SAFETY: live descriptors matching the buffers' shapes (the caller's
+        // buffers are m x k, the B layout, m x n); the workspace is ours.
+        unsafe {
+            result::matmul(
+                self.handle,
+                self.desc,
+                &one as *const f32 as *const c_void,
+                &zero as *const f32 as *const c_void,
+                pb as *const c_void,
+                self.layouts[0],
+                pa as *const c_void,
+                self.layouts[1],
+                pc as *const c_void,
+                self.layouts[2],
+                pc as *mut c_void,
+                self.layouts[2],
+                &self.algos[i].algo,
+                pw as *mut c_void,
+                WORKSPACE_BYTES,
+                self.gpu_stream,
+            )
+            .map_err(lt_err("cublasLtMatmul"))
+        }
+    }
+
+    /// Launches the chosen algorithm.
+    pub fn matmul(&mut self, a: &CudaSlice<f16>, b: &CudaSlice<f16>, c: &mut CudaSlice<f16>) -> Result<()> {
+        self.matmul_with(self.best, a, b, c)
+    }
+
+    /// Times every heuristic algorithm (`warmup` runs, then the median of
+    /// `iters`) and keeps the fastest; returns `(algorithm, median ms)` for each.
+    pub fn tune(&mut self, gpu: &Gpu, a: &CudaSlice<f16>, b: &CudaSlice<f16>, c: &mut CudaSlice<f16>, warmup: usize, iters: usize) -> Result<Vec<(usize, f64)>> {
+        let mut times = Vec::new();
+        for i in 0..self.algos.len() {
+            let t = time_kernel(gpu, warmup, iters, || self.matmul_with(i, a, b, c))?;
+            times.push((i, t.median_ms));
+        }
+        self.best = times.iter().min_by(|x, y| x.1.total_cmp(&y.1)).map(|t| t.0).unwrap_or(0);
+        Ok(times)
+    }
+}
+
+impl Drop for BlasLt {
+    fn drop(&mut self) {
+        // SAFETY: created in `new`, destroyed once.
+        unsafe {
+            for l in self.layouts {
+                let _ = result::destroy_matrix_layout(l);
+            }
+            let _ = result::destroy_matmul_desc(self.desc);
+            let _ = result::destroy_handle(self.handle);
+        }
+    }
+}

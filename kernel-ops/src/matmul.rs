@@ -1,0 +1,478 @@
+//! `C = A · Bᵀ` on Hopper: the ready matmul (the Hopper ladder's steps 4 and
+//! 5 as library kernels, `kernel_ops_kernels::matmul`), autotuned per shape.
+//!
+//! ```ignore
+//! let gpu = kernel_host::Gpu::new(0)?;
+//! let mm = kernel_ops::Matmul::new(&gpu)?;
+//! mm.matmul(&a, (m, k), &b, (n, k), &mut c)?;   // a: M x K, b: N x K, c: M x N, row-major f16
+//! ```
+//!
+//! * **Shapes**: any `M, N, K >= 1` with `K % 8 == 0` and `N % 8 == 0` (TMA
+//!   needs row strides that are multiples of 16 bytes); the kernels' tiles
+//!   need not divide the shape: TMA zero-fills loads past the edges (a
+//!   no-op in the aligned case) and clips the stores.
+//! * **Errors** ([`MatmulError`]): a dimension of 0, A's and B's K that
+//!   differ, a buffer whose length is not its shape's, a stride TMA cannot
+//!   take, a dimension over TMA's `i32` coordinates: each names the rule
+//!   and the values, before anything is launched.
+//! * **Instance choice**: the winner of an autotuning sweep for the device
+//!   and shape, read from the cache file ([`TuneCache`]); without one, a
+//!   default by problem size ([`default_instance`]). [`Matmul::tune`] runs
+//!   the sweep (a progress bar on stderr), `retune = true` ignores the cache.
+//! * **Tensor maps** are encoded once per (instance, buffers, shape) and
+//!   reused.
+use crate::args::{ReadMap, WriteMap};
+use kernel_device::{f16, KernelSpec, TileLayout};
+use kernel_host::{time_kernel, CudaSlice, Gpu, Module, TensorMap};
+use kernel_ops_kernels::matmul::{matmul_persistent_ws, matmul_persistent_ws_cluster, ATileOf, BTileOf, EpiTileOf, TK};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt;
+use std::path::PathBuf;
+
+/// Why a matmul was refused (nothing was launched) or failed.
+#[derive(Debug)]
+pub enum MatmulError {
+    /// A dimension is 0.
+    EmptyDimension { m: usize, n: usize, k: usize },
+    /// A is `M x K` and B is `N x K'` with `K != K'`.
+    KMismatch { a_k: usize, b_k: usize },
+    /// A buffer's length is not its shape's.
+    BufferLength { name: &'static str, shape: String, want: usize, got: usize },
+    /// A row stride TMA cannot take (rows must be a multiple of 16 bytes).
+    MisalignedStride { name: &'static str, dim: &'static str, value: usize },
+    /// A dimension over TMA's signed 32-bit coordinates.
+    TooLarge { dim: &'static str, value: usize },
+    /// No listed instance has this name.
+    UnknownInstance { name: String },
+    /// A CUDA, cuBLAS or launch error.
+    Cuda(kernel_host::Error),
+}
+
+impl fmt::Display for MatmulError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MatmulError::EmptyDimension { m, n, k } => {
+                write!(f, "matmul: every dimension must be at least 1; got M = {m}, N = {n}, K = {k}")
+            }
+            MatmulError::KMismatch { a_k, b_k } => write!(
+                f,
+                "matmul: A (M x K) and B (N x K) must have the same K; A has K = {a_k}, B has K = {b_k}"
+            ),
+            MatmulError::BufferLength { name, shape, want, got } => {
+                write!(f, "matmul: `{name}` must hold {shape} = {want} f16 elements (row-major), but it has {got}")
+            }
+            MatmulError::MisalignedStride { name, dim, value } => write!(
+                f,
+                "matmul: the rows of `{name}` are {dim} = {value} f16 = {} bytes apart, and TMA needs row strides \
+                 that are multiples of 16 bytes: {dim} must be a multiple of 8 (pad the rows and pass a padded copy)",
+                2 * value
+            ),
+            MatmulError::TooLarge { dim, value } => {
+                write!(f, "matmul: {dim} = {value} is over TMA's coordinate range (at most {})", i32::MAX)
+            }
+            MatmulError::UnknownInstance { name } => write!(
+                f,
+                "matmul: no instance `{name}`; instances: {}",
+                INSTANCES.iter().map(|i| i.name).collect::<Vec<_>>().join(", ")
+            ),
+            MatmulError::Cuda(e) => write!(f, "matmul: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for MatmulError {}
+
+impl From<kernel_host::Error> for MatmulError {
+    fn from(e: kernel_host::Error) -> Self {
+        MatmulError::Cuda(e)
+    }
+}
+
+/// Checks a problem before anything is launched: `a` is `m x k`, `b`
+/// `n x kb`, `c` `m x n` (lengths `a_len`, `b_len`, `c_len`). Pure: no GPU.
+pub fn check_problem(
+    (m, k): (usize, usize),
+    (n, kb): (usize, usize),
+    (a_len, b_len, c_len): (usize, usize, usize),
+) -> Result<(), MatmulError> {
+    if k != kb {
+        return Err(MatmulError::KMismatch { a_k: k, b_k: kb });
+    }
+    if m == 0 || n == 0 || k == 0 {
+        return Err(MatmulError::EmptyDimension { m, n, k });
+    }
+    for (dim, value) in [("M", m), ("N", n), ("K", k)] {
+        if value > i32::MAX as usize {
+            return Err(MatmulError::TooLarge { dim, value });
+        }
+    }
+    for (name, shape, rows, cols, got) in [("a", "M x K", m, k, a_len), ("b", "N x K", n, k, b_len), ("c", "M x N", m, n, c_len)] {
+        let want = rows * cols;
+        if got != want {
+            return Err(MatmulError::BufferLength { name, shape: format!("{shape} = {rows} x {cols}"), want, got });
+        }
+    }
+    if k % 8 != 0 {
+        return Err(MatmulError::MisalignedStride { name: "a` and `b", dim: "K", value: k });
+    }
+    if n % 8 != 0 {
+        return Err(MatmulError::MisalignedStride { name: "c", dim: "N", value: n });
+    }
+    Ok(())
+}
+
+/// How an instance sizes its grid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Grid {
+    /// `min(SMs, tiles)` CTAs.
+    Persistent,
+    /// `2 min(SMs / 2, ceil(m_tiles / 2) n_tiles)` CTAs in clusters of 2.
+    ClusterPairs,
+}
+
+/// One kernel instance the entry point can run.
+#[derive(Clone, Copy, Debug)]
+pub struct Instance {
+    pub name: &'static str,
+    pub bm: usize,
+    pub bn: usize,
+    pub grid: Grid,
+}
+
+macro_rules! for_each_instance {
+    ($m:ident) => {
+        $m!("ws 128x256 s4 w8", matmul_persistent_ws<128, 256, 4, 8>, 128, 256, BTileOf<256>, Grid::Persistent);
+        $m!("ws 128x256 s4 w16", matmul_persistent_ws<128, 256, 4, 16>, 128, 256, BTileOf<256>, Grid::Persistent);
+        $m!("ws 256x128 s3 w8", matmul_persistent_ws<256, 128, 3, 8>, 256, 128, BTileOf<128>, Grid::Persistent);
+        $m!("ws 128x128 s4 w8", matmul_persistent_ws<128, 128, 4, 8>, 128, 128, BTileOf<128>, Grid::Persistent);
+        $m!("ws 128x128 s4 w16", matmul_persistent_ws<128, 128, 4, 16>, 128, 128, BTileOf<128>, Grid::Persistent);
+        $m!("cluster2 128x256 s4 w8", matmul_persistent_ws_cluster<128, 256, 128, 4, 8>, 128, 256, BTileOf<128>, Grid::ClusterPairs);
+        $m!("cluster2 128x256 s4 w16", matmul_persistent_ws_cluster<128, 256, 128, 4, 16>, 128, 256, BTileOf<128>, Grid::ClusterPairs);
+        $m!("cluster2 256x128 s3 w8", matmul_persistent_ws_cluster<256, 128, 64, 3, 8>, 256, 128, BTileOf<64>, Grid::ClusterPairs);
+    };
+}
+
+macro_rules! describe {
+    ($name:literal, $k:ty, $bm:literal, $bn:literal, $bt:ty, $g:expr) => {
+        Instance { name: $name, bm: $bm, bn: $bn, grid: $g }
+    };
+}
+
+/// Every instance, in sweep order.
+pub const INSTANCES: &[Instance] = &[
+    describe!("ws 128x256 s4 w8", _, 128, 256, _, Grid::Persistent),
+    describe!("ws 128x256 s4 w16", _, 128, 256, _, Grid::Persistent),
+    describe!("ws 256x128 s3 w8", _, 256, 128, _, Grid::Persistent),
+    describe!("ws 128x128 s4 w8", _, 128, 128, _, Grid::Persistent),
+    describe!("ws 128x128 s4 w16", _, 128, 128, _, Grid::Persistent),
+    describe!("cluster2 128x256 s4 w8", _, 128, 256, _, Grid::ClusterPairs),
+    describe!("cluster2 128x256 s4 w16", _, 128, 256, _, Grid::ClusterPairs),
+    describe!("cluster2 256x128 s3 w8", _, 256, 128, _, Grid::ClusterPairs),
+];
+
+/// `(grid, m_tiles, n_tiles, k_steps)` of instance `inst` for `m x n x k` on `sms` SMs.
+pub fn launch_dims(inst: &Instance, m: usize, n: usize, k: usize, sms: u32) -> (u32, u32, u32, u32) {
+    let (mt, nt, ks) = (m.div_ceil(inst.bm) as u32, n.div_ceil(inst.bn) as u32, k.div_ceil(TK) as u32);
+    let grid = match inst.grid {
+        Grid::Persistent => sms.min(mt * nt),
+        Grid::ClusterPairs => 2 * (sms / 2).min(mt.div_ceil(2) * nt),
+    };
+    (grid, mt, nt, ks)
+}
+
+/// The instance used when no tuned winner is cached: 128 x 256 tiles with B
+/// multicast when there are at least two waves of them, else 128 x 128 tiles
+/// (more CTAs for small problems).
+pub fn default_instance(m: usize, n: usize, _k: usize, sms: u32) -> &'static Instance {
+    let big_tiles = m.div_ceil(128) * n.div_ceil(256);
+    let name = if big_tiles >= 2 * sms as usize { "cluster2 128x256 s4 w8" } else if big_tiles >= sms as usize { "ws 128x256 s4 w8" } else { "ws 128x128 s4 w8" };
+    instance(name).expect("listed")
+}
+
+/// The instance named `name`.
+pub fn instance(name: &str) -> Option<&'static Instance> {
+    INSTANCES.iter().find(|i| i.name == name)
+}
+
+/// Autotuning winners on disk: one line per (device, shape),
+/// `device<TAB>m<TAB>n<TAB>k<TAB>instance<TAB>TFLOP/s`. The file is
+/// `$KERNEL_OPS_CACHE`, else `$HOME/.cache/kernel-ops/matmul.tsv`.
+#[derive(Debug, Clone)]
+pub struct TuneCache {
+    pub path: PathBuf,
+    entries: HashMap<(String, usize, usize, usize), (String, f64)>,
+}
+
+impl TuneCache {
+    /// The default cache file's path.
+    pub fn default_path() -> PathBuf {
+        if let Some(p) = std::env::var_os("KERNEL_OPS_CACHE") {
+            return PathBuf::from(p);
+        }
+        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+        home.join(".cache").join("kernel-ops").join("matmul.tsv")
+    }
+
+    /// Reads `path` (a missing file is an empty cache; malformed lines are skipped).
+    pub fn load(path: PathBuf) -> TuneCache {
+        let mut entries = HashMap::new();
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            for line in text.lines() {
+                let f: Vec<&str> = line.split('\t').collect();
+                if f.len() != 6 {
+                    continue;
+                }
+                if let (Ok(m), Ok(n), Ok(k), Ok(t)) = (f[1].parse(), f[2].parse(), f[3].parse(), f[5].parse()) {
+                    entries.insert((f[0].to_string(), m, n, k), (f[4].to_string(), t));
+                }
+            }
+        }
+        TuneCache { path, entries }
+    }
+
+    /// The cached winner for `device` and the shape, if any (and still an instance).
+    pub fn get(&self, device: &str, m: usize, n: usize, k: usize) -> Option<(&'static Instance, f64)> {
+        let (name, t) = self.entries.get(&(device.to_string(), m, n, k))?;
+        Some((instance(name)?, *t))
+    }
+
+    /// Records a winner and rewrites the file.
+    pub fn put(&mut self, device: &str, m: usize, n: usize, k: usize, inst: &Instance, tflops: f64) -> std::io::Result<()> {
+        self.entries.insert((device.to_string(), m, n, k), (inst.name.to_string(), tflops));
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut lines: Vec<String> = self.entries.iter().map(|((d, m, n, k), (i, t))| format!("{d}\t{m}\t{n}\t{k}\t{i}\t{t:.1}")).collect();
+        lines.sort();
+        std::fs::write(&self.path, lines.join("\n") + "\n")
+    }
+}
+
+type Launch = Box<dyn Fn(&CudaSlice<f16>, &CudaSlice<f16>, &mut CudaSlice<f16>) -> kernel_host::Result<()>>;
+
+/// The ready matmul on one GPU: its module, the autotuning cache, and the
+/// prepared launches (kernel handle + encoded tensor maps) per instance,
+/// buffers and shape.
+pub struct Matmul<'g> {
+    gpu: &'g Gpu,
+    module: Module,
+    cache: RefCell<TuneCache>,
+    prepared: RefCell<HashMap<(&'static str, [u64; 3], [usize; 3]), Launch>>,
+}
+
+fn addr(buf: &CudaSlice<f16>) -> u64 {
+    use kernel_host::cudarc::driver::DevicePtr;
+    let (p, _guard) = buf.device_ptr(buf.stream());
+    p
+}
+
+impl<'g> Matmul<'g> {
+    /// Loads the kernels on `gpu` and reads the tuning cache
+    /// ([`TuneCache::default_path`]).
+    pub fn new(gpu: &'g Gpu) -> Result<Self, MatmulError> {
+        Self::with_cache(gpu, TuneCache::default_path())
+    }
+
+    /// As [`Matmul::new`] with the tuning cache at `path`.
+    pub fn with_cache(gpu: &'g Gpu, path: PathBuf) -> Result<Self, MatmulError> {
+        let module = gpu.load(&kernel_ops_kernels::DEVICE_CODE)?;
+        Ok(Matmul { gpu, module, cache: RefCell::new(TuneCache::load(path)), prepared: RefCell::new(HashMap::new()) })
+    }
+
+    /// The instance [`Matmul::matmul`] runs for this shape: the cached
+    /// winner, else [`default_instance`].
+    pub fn instance_for(&self, m: usize, n: usize, k: usize) -> &'static Instance {
+        match self.cache.borrow().get(self.gpu.name(), m, n, k) {
+            Some((inst, _)) => inst,
+            None => default_instance(m, n, k, self.gpu.sm_count()),
+        }
+    }
+
+    /// `c = a · bᵀ`: `a` is `M x K` (`a_shape = (M, K)`), `b` is `N x K`,
+    /// `c` is `M x N`, all row-major f16 on this GPU; f32 accumulation.
+    /// Asynchronous on the GPU's stream, like a kernel launch. Checks
+    /// everything first ([`check_problem`]).
+    pub fn matmul(&self, a: &CudaSlice<f16>, a_shape: (usize, usize), b: &CudaSlice<f16>, b_shape: (usize, usize), c: &mut CudaSlice<f16>) -> Result<(), MatmulError> {
+        check_problem(a_shape, b_shape, (a.len(), b.len(), c.len()))?;
+        let ((m, k), (n, _)) = (a_shape, b_shape);
+        let inst = self.instance_for(m, n, k);
+        self.run(inst, a, b, c, m, n, k)
+    }
+
+    /// Runs instance `inst` (checked as [`Matmul::matmul`]).
+    pub fn matmul_with(&self, inst: &'static Instance, a: &CudaSlice<f16>, b: &CudaSlice<f16>, c: &mut CudaSlice<f16>, m: usize, n: usize, k: usize) -> Result<(), MatmulError> {
+        check_problem((m, k), (n, k), (a.len(), b.len(), c.len()))?;
+        self.run(inst, a, b, c, m, n, k)
+    }
+
+    fn run(&self, inst: &'static Instance, a: &CudaSlice<f16>, b: &CudaSlice<f16>, c: &mut CudaSlice<f16>, m: usize, n: usize, k: usize) -> Result<(), MatmulError> {
+        let key = (inst.name, [addr(a), addr(b), addr(c)], [m, n, k]);
+        if !self.prepared.borrow().contains_key(&key) {
+            let launch = self.prepare(inst, a, b, c, m, n, k)?;
+            self.prepared.borrow_mut().insert(key, launch);
+        }
+        let prepared = self.prepared.borrow();
+        Ok(prepared[&key](a, b, c)?)
+    }
+
+    fn prepare(&self, inst: &'static Instance, a: &CudaSlice<f16>, b: &CudaSlice<f16>, c: &CudaSlice<f16>, m: usize, n: usize, k: usize) -> Result<Launch, MatmulError> {
+        let sms = self.gpu.sm_count();
+        macro_rules! prep {
+            ($name:literal, $k:ty, $bm:literal, $bn:literal, $bt:ty, $g:expr) => {
+                if inst.name == $name {
+                    let (grid, mt, nt, ks) = launch_dims(inst, m, n, k, sms);
+                    let am = TensorMap::<ATileOf<$bm>>::new_2d(a, m, k)?.param();
+                    let bm = TensorMap::<$bt>::new_2d(b, n, k)?.param();
+                    let cm = TensorMap::<EpiTileOf<$bm>>::new_2d(c, m, n)?.param();
+                    let kernel = self.module.kernel::<$k>()?;
+                    return Ok(Box::new(move |a, b, c| kernel.launch(grid, (ReadMap::new(am, a), ReadMap::new(bm, b), WriteMap::new(cm, c), mt, nt, ks))));
+                }
+            };
+        }
+        for_each_instance!(prep);
+        Err(MatmulError::UnknownInstance { name: inst.name.to_string() })
+    }
+
+    /// Autotunes the shape: runs every instance on scratch buffers of the
+    /// shape (iid N(0, 1) inputs; `warmup` runs, then the median of `iters`
+    /// CUDA-event-timed runs), with a progress bar on stderr, records the
+    /// fastest in the cache file and returns `(instance, TFLOP/s)` for each.
+    /// With a cached winner and `retune = false`, returns it alone.
+    pub fn tune(&self, m: usize, n: usize, k: usize, retune: bool, warmup: usize, iters: usize) -> Result<Vec<(&'static Instance, f64)>, MatmulError> {
+        if !retune {
+            if let Some((inst, t)) = self.cache.borrow().get(self.gpu.name(), m, n, k) {
+                return Ok(vec![(inst, t)]);
+            }
+        }
+        check_problem((m, k), (n, k), (m * k, n * k, m * n))?;
+        let a = self.gpu.upload(&kernel_host::randn_f16(m * k, 1))?;
+        let b = self.gpu.upload(&kernel_host::randn_f16(n * k, 2))?;
+        let mut c = self.gpu.zeros::<f16>(m * n)?;
+        let bar = indicatif::ProgressBar::new(INSTANCES.len() as u64);
+        bar.set_style(indicatif::ProgressStyle::with_template("tuning {msg:>40} [{bar:30}] {pos}/{len}").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
+        let mut results = Vec::new();
+        for inst in INSTANCES {
+            bar.set_message(format!("{m}x{n}x{k} {}", inst.name));
+            let t = time_kernel(self.gpu, warmup, iters, || self.run(inst, &a, &b, &mut c, m, n, k).map_err(|e| match e {
+                MatmulError::Cuda(e) => e,
+                other => kernel_host::Error::InvalidArgument { function: "Matmul::tune", problem: other.to_string() },
+            }))?;
+            results.push((inst, t.tflops(m, n, k)));
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        // Drop the scratch buffers' prepared launches (their addresses die here).
+        let scratch = [addr(&a), addr(&b), addr(&c)];
+        self.prepared.borrow_mut().retain(|key, _| key.1 != scratch);
+        if let Some(&(best, t)) = results.iter().max_by(|x, y| x.1.total_cmp(&y.1)) {
+            if let Err(e) = self.cache.borrow_mut().put(self.gpu.name(), m, n, k, best, t) {
+                eprintln!("warning: could not write the tuning cache {}: {e}", self.cache.borrow().path.display());
+            }
+        }
+        Ok(results)
+    }
+
+    /// The kernels' module (for launching an instance by type).
+    pub fn module(&self) -> &Module {
+        &self.module
+    }
+
+    /// The GPU.
+    pub fn gpu(&self) -> &Gpu {
+        self.gpu
+    }
+
+    /// The launch metadata of an instance (SMEM bytes), by name.
+    pub fn smem_bytes(name: &str) -> Option<u32> {
+        macro_rules! smem {
+            ($name:literal, $k:ty, $bm:literal, $bn:literal, $bt:ty, $g:expr) => {
+                if name == $name {
+                    return Some(<$k as KernelSpec>::SMEM_BYTES);
+                }
+            };
+        }
+        for_each_instance!(smem);
+        None
+    }
+}
+
+#[allow(dead_code)]
+fn _tile_bytes() -> usize {
+    <ATileOf<128> as TileLayout>::BYTES
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn good_shapes_pass_including_ragged_ones() {
+        for (m, n, k) in [(4096, 8192, 4096), (1000, 1000, 1000), (1, 8, 8), (16896, 512, 640)] {
+            check_problem((m, k), (n, k), (m * k, n * k, m * n)).unwrap();
+        }
+    }
+
+    #[test]
+    fn mismatched_k_is_refused_naming_both() {
+        let e = check_problem((64, 128), (64, 96), (64 * 128, 64 * 96, 64 * 64)).unwrap_err();
+        assert!(matches!(e, MatmulError::KMismatch { a_k: 128, b_k: 96 }), "{e:?}");
+        assert!(e.to_string().contains("A has K = 128, B has K = 96"), "{e}");
+    }
+
+    #[test]
+    fn wrong_buffer_lengths_name_the_buffer_shape_and_lengths() {
+        let e = check_problem((256, 64), (128, 64), (256 * 64, 128 * 64, 256 * 128 - 1)).unwrap_err();
+        assert!(matches!(e, MatmulError::BufferLength { name: "c", want: 32768, got: 32767, .. }), "{e:?}");
+        assert!(e.to_string().contains("`c` must hold M x N = 256 x 128 = 32768 f16 elements"), "{e}");
+        let e = check_problem((256, 64), (128, 64), (256 * 64 + 8, 128 * 64, 256 * 128)).unwrap_err();
+        assert!(matches!(e, MatmulError::BufferLength { name: "a", .. }), "{e:?}");
+        let e = check_problem((256, 64), (128, 64), (256 * 64, 0, 256 * 128)).unwrap_err();
+        assert!(matches!(e, MatmulError::BufferLength { name: "b", want: 8192, got: 0, .. }), "{e:?}");
+    }
+
+    #[test]
+    fn misaligned_strides_say_multiple_of_8() {
+        let e = check_problem((64, 100), (64, 100), (6400, 6400, 4096)).unwrap_err();
+        assert!(matches!(e, MatmulError::MisalignedStride { dim: "K", value: 100, .. }), "{e:?}");
+        assert!(e.to_string().contains("K must be a multiple of 8"), "{e}");
+        let e = check_problem((64, 64), (100, 64), (4096, 6400, 6400)).unwrap_err();
+        assert!(matches!(e, MatmulError::MisalignedStride { dim: "N", value: 100, .. }), "{e:?}");
+    }
+
+    #[test]
+    fn empty_and_huge_dimensions_are_refused() {
+        assert!(matches!(check_problem((0, 64), (64, 64), (0, 4096, 0)), Err(MatmulError::EmptyDimension { m: 0, .. })));
+        let big = i32::MAX as usize + 1;
+        assert!(matches!(check_problem((big, 8), (8, 8), (big * 8, 64, big * 8)), Err(MatmulError::TooLarge { dim: "M", .. })));
+    }
+
+    #[test]
+    fn instances_fit_shared_memory_and_defaults_exist() {
+        for inst in INSTANCES {
+            let smem = Matmul::smem_bytes(inst.name).expect("every instance has a kernel");
+            assert!(smem <= 227 * 1024, "{}: {smem} bytes of SMEM", inst.name);
+        }
+        assert_eq!(default_instance(8192, 8192, 8192, 132).name, "cluster2 128x256 s4 w8");
+        assert_eq!(default_instance(2048, 2048, 2048, 132).name, "ws 128x128 s4 w8");
+        // Persistent grids never exceed the SM count; cluster grids are even.
+        for inst in INSTANCES {
+            let (grid, ..) = launch_dims(inst, 1000, 1000, 1000, 132);
+            assert!(grid <= 132 && (inst.grid != Grid::ClusterPairs || grid % 2 == 0), "{}: grid {grid}", inst.name);
+        }
+    }
+
+    #[test]
+    fn tune_cache_round_trips_and_is_per_device() {
+        let dir = std::env::temp_dir().join(format!("kernel-ops-test-{}", std::process::id()));
+        let path = dir.join("matmul.tsv");
+        let mut cache = TuneCache::load(path.clone());
+        assert!(cache.get("H100", 64, 64, 64).is_none());
+        cache.put("NVIDIA H100 80GB HBM3", 4096, 8192, 4096, instance("ws 128x256 s4 w16").unwrap(), 780.5).unwrap();
+        let again = TuneCache::load(path);
+        let (inst, t) = again.get("NVIDIA H100 80GB HBM3", 4096, 8192, 4096).unwrap();
+        assert_eq!((inst.name, t), ("ws 128x256 s4 w16", 780.5));
+        assert!(again.get("NVIDIA H200", 4096, 8192, 4096).is_none(), "another device's winner is not used");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

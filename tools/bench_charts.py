@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""SVG charts of a `bench` CSV (examples/host/src/bin/bench.rs), no plotting
+dependencies: ladder.svg (best TFLOP/s of each ladder step at the seed shape,
+with cuBLAS and cuBLASLt as lines) and shapes.svg (per shape: best cuBLAS,
+best cuBLASLt, our best ladder kernel, kernel_ops::matmul).
+
+usage: tools/bench_charts.py results/<run>/bench.csv [out_dir]
+"""
+import csv, sys, os, html
+
+def load(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+def bar_chart(title, groups, series, colors, ylabel, width=900, height=420, lines=()):
+    """groups: list of (label, {series: value}); lines: (label, value, color)."""
+    left, right, top, bottom = 70, 20, 50, 110
+    pw, ph = width - left - right, height - top - bottom
+    vmax = max([v for _, d in groups for v in d.values() if v == v] + [v for _, v, _ in lines] + [1.0])
+    vmax = (int(vmax / 100) + 1) * 100
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{width/2}" y="22" text-anchor="middle" font-size="15">{html.escape(title)}</text>']
+    for i in range(0, vmax + 1, 100):
+        y = top + ph - ph * i / vmax
+        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left+pw}" y2="{y:.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{left-6}" y="{y+4:.1f}" text-anchor="end">{i}</text>')
+    out.append(f'<text x="16" y="{top+ph/2}" transform="rotate(-90 16 {top+ph/2})" text-anchor="middle">{html.escape(ylabel)}</text>')
+    gw = pw / max(len(groups), 1)
+    bw = gw * 0.8 / max(len(series), 1)
+    for gi, (label, d) in enumerate(groups):
+        x0 = left + gi * gw + gw * 0.1
+        for si, s in enumerate(series):
+            v = d.get(s)
+            if v is None or v != v:
+                continue
+            h = ph * v / vmax
+            x = x0 + si * bw
+            out.append(f'<rect x="{x:.1f}" y="{top+ph-h:.1f}" width="{bw*0.95:.1f}" height="{h:.1f}" fill="{colors[si]}"><title>{html.escape(s)}: {v:.1f}</title></rect>')
+            out.append(f'<text x="{x+bw/2:.1f}" y="{top+ph-h-3:.1f}" text-anchor="middle" font-size="9">{v:.0f}</text>')
+        out.append(f'<text x="{x0+gw*0.4:.1f}" y="{top+ph+14}" text-anchor="end" transform="rotate(-30 {x0+gw*0.4:.1f} {top+ph+14})" font-size="10">{html.escape(label)}</text>')
+    for label, v, color in lines:
+        y = top + ph - ph * v / vmax
+        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left+pw}" y2="{y:.1f}" stroke="{color}" stroke-dasharray="6,3"/>')
+        out.append(f'<text x="{left+pw-4}" y="{y-4:.1f}" text-anchor="end" fill="{color}">{html.escape(label)} {v:.0f}</text>')
+    lx = left
+    for si, s in enumerate(series):
+        out.append(f'<rect x="{lx}" y="{height-22}" width="12" height="12" fill="{colors[si]}"/>')
+        out.append(f'<text x="{lx+16}" y="{height-12}">{html.escape(s)}</text>')
+        lx += 20 + 7 * len(s)
+    out.append('</svg>')
+    return '\n'.join(out)
+
+def main():
+    rows = load(sys.argv[1])
+    out_dir = sys.argv[2] if len(sys.argv) > 2 else os.path.dirname(sys.argv[1])
+    shapes = []
+    for r in rows:
+        if r['shape'] not in shapes:
+            shapes.append(r['shape'])
+    def best(shape, pred):
+        v = [float(r['tflops']) for r in rows if r['shape'] == shape and pred(r)]
+        return max(v) if v else float('nan')
+    seed = shapes[0]
+    steps = sorted({int(r['step']) for r in rows if r['step'] != ''})
+    groups = [(f'step {s}', {'best instance': best(seed, lambda r, s=s: r['step'] == str(s))}) for s in steps]
+    lib = best(seed, lambda r: r['kind'] == 'library')
+    if lib == lib:
+        groups.append(('kernel_ops::matmul', {'best instance': lib}))
+    lines = [('cuBLAS', best(seed, lambda r: r['kind'] == 'cublas'), '#c0392b'),
+             ('cuBLASLt', best(seed, lambda r: r['kind'] == 'cublaslt'), '#8e44ad')]
+    lines = [l for l in lines if l[1] == l[1]]
+    with open(os.path.join(out_dir, 'ladder.svg'), 'w') as f:
+        f.write(bar_chart(f'Hopper GEMM ladder at {seed} (TFLOP/s, f16 in, f32 acc)', groups, ['best instance'], ['#2e86c1'], 'TFLOP/s', lines=lines))
+    series = ['cuBLAS (best layout)', 'cuBLASLt (best algo)', 'ours: best ladder kernel', 'kernel_ops::matmul']
+    groups = []
+    for s in shapes:
+        groups.append((s.split(': ')[-1], {
+            series[0]: best(s, lambda r: r['kind'] == 'cublas'),
+            series[1]: best(s, lambda r: r['kind'] == 'cublaslt'),
+            series[2]: best(s, lambda r: r['kind'] == 'ours'),
+            series[3]: best(s, lambda r: r['kind'] == 'library'),
+        }))
+    with open(os.path.join(out_dir, 'shapes.svg'), 'w') as f:
+        f.write(bar_chart('Shape suite (TFLOP/s)', groups, series, ['#c0392b', '#8e44ad', '#2e86c1', '#27ae60'], 'TFLOP/s', width=1100, height=460))
+    print('wrote', os.path.join(out_dir, 'ladder.svg'), os.path.join(out_dir, 'shapes.svg'))
+
+if __name__ == '__main__':
+    main()
