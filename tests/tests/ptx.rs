@@ -287,8 +287,8 @@ fn hopper_ladder_is_assembled_without_spills_and_has_its_instructions() {
 const BLACKWELL_II: &[(&str, u32, u32, &[&str])] = &[
     ("matmul3__128_256_4", 256, 128, &[]),
     ("matmul4__128_256_4", 256, 128, &["%nclusterid.x"]),
-    ("matmul5__128_256_512_4", 512, 256, &["%nclusterid.x", "barrier.sync 1, 128", "mbarrier.arrive.release.cluster.shared::cluster.b64"]),
-    ("matmul6__128_256_512_4", 512, 256, &["%nclusterid.x", "barrier.sync 1, 128", "mbarrier.arrive.release.cluster.shared::cluster.b64"]),
+    ("matmul5__128_256_512_4", 512, 256, &["%nclusterid.x", "barrier.sync %r", "mbarrier.arrive.release.cluster.shared::cluster.b64"]),
+    ("matmul6__128_256_512_4", 512, 256, &["%nclusterid.x", "barrier.sync %r", "mbarrier.arrive.release.cluster.shared::cluster.b64"]),
     (
         "matmul_dynamic__128_256_4",
         256,
