@@ -552,7 +552,7 @@ macro_rules! run_collective_planted {
 /// false`) clean and correct under the same schedules.
 #[test]
 fn blackwell_planted_collective_bugs_are_reported_and_twins_are_clean() {
-    use kernels::blackwell::planted::{collective_copy, store_done_skipped};
+    use kernels::blackwell::planted_collective::{collective_copy, store_done_skipped};
     for emu in Emulator::schedules(600, 4) {
         let s = emu.seed();
         let ok = run_collective_planted!(collective_copy<0>, emu, (2u32, 1u32), (256, 128, 256)).unwrap_or_else(|e| panic!("seed {s}: twin: {e}"));

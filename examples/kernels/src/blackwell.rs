@@ -287,4 +287,4 @@ pub mod matmul4;
 pub mod matmul5;
 pub mod matmul6;
 pub mod matmul_dynamic;
-pub mod planted;
+pub mod planted_collective;
