@@ -540,6 +540,14 @@ mod tests {
     }
 
     #[test]
+    fn reqnctapercluster_only_where_the_meta_asks() {
+        let ptx = "// kernel-meta entry=k maxntid=128,1,1 cluster=2,1,1 reqnctapercluster=2,1,1 byaddr=0\n// kernel-meta entry=h maxntid=128,1,1 cluster=2,1,1 byaddr=0\n.visible .entry k(\n)\n{\n}\n.visible .entry h(\n)\n{\n}\n";
+        let out = apply_kernel_meta(ptx);
+        assert!(out.contains(".entry k(\n)\n.maxntid 128, 1, 1\n.reqnctapercluster 2, 1, 1\n{"), "{out}");
+        assert_eq!(out.matches(".reqnctapercluster").count(), 1, "only the entry whose meta asks: {out}");
+    }
+
+    #[test]
     fn byaddr_params_get_64_byte_alignment() {
         let ptx = "// kernel-meta entry=k maxntid=128,1,1 cluster=1,1,1 byaddr=2\n.visible .entry k(\n\t.param .align 16 .b8 k_param_0[128],\n\t.param .align 16 .b8 k_param_1[128],\n\t.param .u32 k_param_2\n)\n{\n}\n";
         let out = apply_kernel_meta(ptx);
