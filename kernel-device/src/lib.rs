@@ -63,6 +63,8 @@ pub mod math;
 pub mod cvt;
 pub mod reduce;
 pub mod grid;
+pub mod collective;
+pub mod clc;
 
 pub use cluster::{cluster_arrive, cluster_sync, cluster_wait};
 pub use cluster_barrier::ClusterBarrier;

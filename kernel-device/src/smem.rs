@@ -62,7 +62,7 @@ pub fn shared_addr<T>(ptr: *const T) -> u32 {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a `#[scratch]` parameter",
     label = "not a Scratch type",
-    note = "scratch parameters are placed in shared (or tensor) memory: use `Smem<T>`, `Barrier`, `Barriers<N>`, `ClusterBarrier<Axes>`, `TcBarrier`, `TcBarriers<N>` or `Tmem<T, ROWS, COLS>`"
+    note = "scratch parameters are placed in shared (or tensor) memory: use `Smem<T>`, `Barrier`, `Barriers<N>`, `ClusterBarrier<Axes>`, `TcBarrier`, `TcBarriers<N>`, `Tmem<T, ROWS, COLS>`, `TmemPair<T, ROWS, COLS>` or `ClcResponse`"
 )]
 pub unsafe trait Scratch: Sized {
     /// Bytes reserved.
@@ -96,6 +96,10 @@ pub unsafe trait Scratch: Sized {
     /// # Safety
     /// `taddr` is the start of `TMEM_COLS` columns allocated for this item.
     unsafe fn bind_tmem(&mut self, _taddr: u32) {}
+    /// Whether the item is collective tensor memory (`cta_group::2`, shared
+    /// by a CTA pair: `collective::TmemPair`): `#[kernel]` then allocates and
+    /// frees with `cta_group::2` and requires an even cluster x extent.
+    const TMEM_COLLECTIVE: bool = false;
 }
 
 /// Offsets of scratch allocations `(bytes, align)` laid out in order, each

@@ -845,7 +845,7 @@ mod emu {
     }
 
     /// Element (mn, k) of an operand with `mn` rows/columns along M or N.
-    fn at<E: MmaInput>(smem: *const u8, size: usize, d: SmemDescriptor, major: Major, mn: usize, k: usize, seen: &mut Vec<u32>) -> f32 {
+    pub(super) fn at<E: MmaInput>(smem: *const u8, size: usize, d: SmemDescriptor, major: Major, mn: usize, k: usize, seen: &mut Vec<u32>) -> f32 {
         let e = E::BITS / 8;
         let span = d.swizzle().bytes();
         assert!(span != 0, "tcgen05.mma: unswizzled operands are not emulated (the crate only makes swizzled ones)");
@@ -863,7 +863,7 @@ mod emu {
         elem::<E>(smem, size, d.swizzle().apply(off), seen)
     }
 
-    fn ranges(mut seen: Vec<u32>) -> Vec<kernel_emu::Range> {
+    pub(super) fn ranges(mut seen: Vec<u32>) -> Vec<kernel_emu::Range> {
         seen.sort_unstable();
         seen.dedup();
         let mut out: Vec<kernel_emu::Range> = Vec::new();
@@ -1019,4 +1019,62 @@ mod tests {
         assert_eq!(E5M2(0x3C).to_f32(), 1.0);
         assert_eq!(E5M2(0xC0).to_f32(), -2.0);
     }
+}
+
+// ----- collective (cta_group::2) MMA on the emulator ---------------------------
+
+/// The emulator's `tcgen05.mma.cta_group::2` (M = 256, B MN-major, f16
+/// inputs): A's rows 0..128 and B's columns 0..N/2 from the leader's (the
+/// caller's) SMEM, A's rows 128..256 and B's columns N/2..N from the peer's
+/// at the same offsets; the accumulator's rows 0..128 go to the leader's
+/// TMEM and 128..256 to the peer's (see `kernel_emu::tmem::mma_pair`).
+#[cfg(not(target_arch = "nvptx64"))]
+#[track_caller]
+pub(crate) fn emu_mma_pair<E: AccumulatesInto<D>, D: MmaAccum>(d: u32, da: SmemDescriptor, db: SmemDescriptor, n: usize, accumulate: bool) {
+    extern crate std;
+    use std::vec::Vec;
+    let k = E::K;
+    let rank = kernel_emu::cluster_ctarank();
+    let peer = rank ^ 1;
+    let own = kernel_emu::smem_base() as *const u8;
+    let other = kernel_emu::map_rank_ptr(kernel_emu::smem_base(), peer) as *const u8;
+    let size = kernel_emu::smem_size();
+    let (mut seen_own, mut seen_peer) = (Vec::new(), Vec::new());
+    let mut a_own = Vec::with_capacity(128 * k);
+    let mut a_peer = Vec::with_capacity(128 * k);
+    for r in 0..128 {
+        for kk in 0..k {
+            a_own.push(emu::at::<E>(own, size, da, Major::K, r, kk, &mut seen_own));
+            a_peer.push(emu::at::<E>(other, size, da, Major::K, r, kk, &mut seen_peer));
+        }
+    }
+    let mut bv = Vec::with_capacity(n * k);
+    for j in 0..n {
+        for kk in 0..k {
+            let (base, seen) = if j < n / 2 { (own, &mut seen_own) } else { (other, &mut seen_peer) };
+            bv.push(emu::at::<E>(base, size, db, Major::MN, j % (n / 2), kk, seen));
+        }
+    }
+    let op = "tcgen05.mma.cta_group::2";
+    let (r_own, r_peer) = (emu::ranges(seen_own), emu::ranges(seen_peer));
+    // Ordinary stores into either half need a proxy fence before the MMA;
+    // the race detector sees the reads when each half executes (a TMA load
+    // that refills a slot must be ordered after it, in the peer CTA too).
+    for &(lo, hi) in &r_own {
+        kernel_emu::async_proxy_read(lo, (hi - lo) as usize, op);
+    }
+    for &(lo, hi) in &r_peer {
+        kernel_emu::async_proxy_read(kernel_emu::map_rank_addr(lo, peer), (hi - lo) as usize, op);
+    }
+    let dtype = match D::DTYPE {
+        0 => kernel_emu::tmem::DType::F16,
+        2 => kernel_emu::tmem::DType::S32,
+        _ => kernel_emu::tmem::DType::F32,
+    };
+    kernel_emu::tmem::mma_pair(
+        kernel_emu::tmem::MmaIssue { d, a: kernel_emu::tmem::AOperand::Smem(a_own), b: bv, m: 128, n: n as u32, k: k as u32, accumulate, dtype, smem_reads: &r_own, op },
+        peer,
+        a_peer,
+        &r_peer,
+    );
 }

@@ -279,7 +279,7 @@ impl State {
         Some(self.runnable[i])
     }
 
-    fn remove_runnable(&mut self, t: usize) {
+    pub(crate) fn remove_runnable(&mut self, t: usize) {
         let p = self.pos[t];
         if p == NONE {
             return;
@@ -293,12 +293,22 @@ impl State {
     }
 
     /// Makes a blocked thread runnable again.
-    fn wake(&mut self, t: usize) {
+    pub(crate) fn wake(&mut self, t: usize) {
         self.status[t] = Status::Runnable;
         if self.pos[t] == NONE {
             self.pos[t] = self.runnable.len();
             self.runnable.push(t);
         }
+    }
+
+    /// Whether thread `t` finished (for the cluster-residency hook).
+    pub(crate) fn is_done(&self, t: usize) -> bool {
+        matches!(self.status[t], Status::Done)
+    }
+
+    /// A draw of the seeded scheduler's generator (for `crate::clc`).
+    pub(crate) fn next_rand_pub(&mut self) -> u64 {
+        self.next_rand()
     }
 
     fn note(&mut self, tid: usize, op: &'static str, loc: Loc) {
@@ -567,6 +577,8 @@ impl Emu {
         if g.aborted {
             return;
         }
+        // A cluster that finished lets the next pending one start.
+        crate::clc::thread_done(self, &mut g, tid);
         let mut next = g.pick();
         if next.is_none() {
             match self.drain_ops(&mut g) {
@@ -712,7 +724,7 @@ impl Emu {
         format!("; {label}: {}{more}", names.join(", "))
     }
 
-    fn cta_threads(&self, cta: usize) -> std::ops::Range<usize> {
+    pub(crate) fn cta_threads(&self, cta: usize) -> std::ops::Range<usize> {
         cta * self.tpc..(cta + 1) * self.tpc
     }
 

@@ -9,6 +9,8 @@ pub struct RunReport {
     pub steps: u64,
     /// Emulated GPU threads that ran (grid size x block size).
     pub threads: usize,
+    /// Clusters canceled by cluster launch control (they never ran).
+    pub canceled_clusters: u32,
 }
 
 /// Why a run failed. The first error stops the run; the `Display` form names

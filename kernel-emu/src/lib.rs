@@ -146,6 +146,7 @@
 
 mod engine;
 mod error;
+pub mod clc;
 pub mod race;
 pub mod tmem;
 #[cfg(test)]
@@ -192,6 +193,10 @@ pub struct LaunchConfig {
     /// Scheduling points after which the run is reported as
     /// [`EmuError::NoProgress`]; 0 means no limit.
     pub max_steps: u64,
+    /// Clusters resident at once (an emulated device's SM count divided by
+    /// the cluster size): the others start only as running clusters finish,
+    /// and may be canceled by cluster launch control ([`clc`]). 0: all.
+    pub resident_clusters: u32,
 }
 
 impl LaunchConfig {
@@ -206,6 +211,7 @@ impl LaunchConfig {
             smem_bytes: 0,
             seed: 0,
             max_steps: 10_000_000,
+            resident_clusters: 0,
         }
     }
 }
@@ -377,6 +383,7 @@ pub fn run(cfg: &LaunchConfig, thread_fn: &(dyn Fn() + Sync)) -> Result<RunRepor
     let emu = Arc::new(Emu::new(cfg));
     let xch = Arc::new(warp_ops::Exchange::new(&emu));
     let n = emu.threads.len();
+    clc::hold_back(&emu, cfg.resident_clusters);
     emu.start();
     let stack = stack_bytes();
     std::thread::scope(|s| {
@@ -413,6 +420,7 @@ pub fn run(cfg: &LaunchConfig, thread_fn: &(dyn Fn() + Sync)) -> Result<RunRepor
         }
     });
     let failed = emu.lock().error.is_some();
+    let canceled_clusters = clc::end_run(&emu);
     // Forget the run's TMEM state; report allocations not freed.
     let tmem_end = tmem::end_run(&emu, !failed);
     let steps = {
@@ -428,7 +436,7 @@ pub fn run(cfg: &LaunchConfig, thread_fn: &(dyn Fn() + Sync)) -> Result<RunRepor
     if let Some(e) = tmem_end {
         return Err(e);
     }
-    Ok(RunReport { steps, threads: n })
+    Ok(RunReport { steps, threads: n, canceled_clusters })
 }
 
 /// The body of each OS thread: wait for the baton, run the kernel, report.
@@ -442,9 +450,12 @@ fn thread_main(emu: Arc<Emu>, xch: Arc<warp_ops::Exchange>, tid: usize, thread_f
     });
     let result = catch_unwind(AssertUnwindSafe(|| {
         emu.first_turn(tid);
-        thread_fn();
-        warp_ops::exiting(&emu, &xch, tid);
-        emu.exit_checks(tid);
+        // A cluster canceled by cluster launch control never runs.
+        if !clc::canceled(&emu, tid) {
+            thread_fn();
+            warp_ops::exiting(&emu, &xch, tid);
+            emu.exit_checks(tid);
+        }
     }));
     match result {
         Ok(()) => emu.finish(tid),

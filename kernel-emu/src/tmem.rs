@@ -379,6 +379,8 @@ fn alloc_lane0(e: &Arc<Emu>, tid: usize, loc: Loc, dst: u32, ncols: u32) {
 pub fn relinquish_alloc_permit() {
     let loc = Location::caller();
     let Some((e, tid)) = enter("tmem::relinquish_alloc_permit") else { return };
+    // Warp-collective (`.sync.aligned`): lane 0's alloc comes first.
+    e.warp_sync(tid, loc, "tcgen05.relinquish_alloc_permit");
     with_cta(&e, tid, loc, |run, cta| {
         run.ctas.get_mut(&cta).expect("created").relinquished = true;
         Ok(())
@@ -704,4 +706,129 @@ pub fn peek(lane: u32, col: u32) -> u32 {
         .and_then(|r| r.ctas.get(&e.threads[tid].cta))
         .map(|c| c.mem[(lane * COLS + col) as usize])
         .unwrap_or(0)
+}
+
+// ----- collective (cta_group::2) MMA and multicast commit ----------------------
+
+/// `tcgen05.mma.cta_group::2` (M = 256) issued by the calling thread of the
+/// pair's leader: `issue` is the leader's half (its 128 rows of A, the
+/// whole `N x K` B gathered from both CTAs, the accumulator at `issue.d` of
+/// its TMEM); `peer_a` the peer's 128 rows of A, whose accumulator rows go
+/// to the same TMEM address of CTA `peer_rank` of the cluster. Each half is
+/// checked as [`mma`] checks its operation (allocation, TMEM stores and
+/// loads not waited for, in that CTA) and becomes one tracked asynchronous
+/// operation of the issuing thread, which its next commit (local or
+/// multicast) completes; the race detector sees each half's SMEM operand
+/// reads and accumulator write in its own CTA.
+#[track_caller]
+pub fn mma_pair(issue: MmaIssue<'_>, peer_rank: u32, peer_a: Vec<f32>, peer_smem_reads: &[Range]) {
+    let loc = Location::caller();
+    let Some((e, tid)) = enter("tmem::mma_pair") else { return };
+    e.yield_point(tid, "tcgen05.mma.cta_group::2", loc);
+    let MmaIssue { d, a, b, m, n, k, accumulate, dtype, smem_reads, op } = issue;
+    let AOperand::Smem(a_own) = a else { panic!("{op}: the pair MMA takes A from SMEM") };
+    let own_cta = e.threads[tid].cta;
+    if e.ctas[own_cta].rank % 2 != 0 {
+        e.misuse(
+            e.lock(),
+            tid,
+            loc,
+            "collective MMA issued by the peer CTA",
+            format!("{op} issued by a thread of cluster rank {} (odd): only the leader (even rank) of a CTA pair issues collective MMAs; predicate the MMA warp on `pair_rank() == 0`", e.ctas[own_cta].rank),
+        );
+    }
+    let Some(&peer_cta) = e.clusters[e.ctas[own_cta].cluster].ctas.get(peer_rank as usize) else {
+        e.misuse(e.lock(), tid, loc, "CTA rank outside the cluster", format!("{op}: the peer CTA (rank {peer_rank}) is not in this cluster"));
+    };
+    let (dr, seqs) = with_cta(&e, tid, loc, |run, _cta| {
+        let (dl, dc) = split(d);
+        if m != 128 || dl != 0 {
+            return Err(("not emulated", format!("{op}: {m} rows per CTA at TMEM lane {dl}; the emulator models M = 256 (128 rows per CTA from lane 0)")));
+        }
+        let dr = Region { lanes: (0, m), cols: (dc, dc + n) };
+        for (c, who) in [(own_cta, "this CTA"), (peer_cta, "the peer CTA")] {
+            let Some(cs) = run.ctas.get(&c) else {
+                return Err(("TMEM access outside an allocation", format!("{op} writes {} of {who}, which has allocated no tensor memory", dr.show())));
+            };
+            inside_alloc(cs, &dr, op).map_err(|(r, d)| (r, format!("{d} ({who})")))?;
+            if let Some(s) = cs.stores.iter().find(|s| s.region.overlaps(&dr)) {
+                return Err((
+                    "TMEM store then MMA without commit_tmem",
+                    format!("{op} writes {} of {who}, which {} stored at {} with no tcgen05.wait::st since", dr.show(), e.who(s.tid), s.loc),
+                ));
+            }
+            if let Some(l) = cs.loads.iter().find(|l| l.region.overlaps(&dr)) {
+                return Err((
+                    "TMEM overwritten while an in-flight tcgen05.ld reads it",
+                    format!("{op} writes {} of {who} over {} loaded at {} by {} with no tcgen05.wait::ld (wait_load_tmem) since", dr.show(), l.region.show(), l.loc, e.who(l.tid)),
+                ));
+            }
+        }
+        assert_eq!(b.len(), (n * k) as usize, "{op}: B must hold N x K values");
+        let mut seqs = [0u64; 2];
+        for (i, (c, a_vals)) in [(own_cta, a_own), (peer_cta, peer_a)].into_iter().enumerate() {
+            assert_eq!(a_vals.len(), (m * k) as usize, "{op}: A must hold 128 x K values per CTA");
+            run.next_seq += 1;
+            seqs[i] = run.next_seq;
+            run.ctas.get_mut(&c).expect("checked").ops.push(Op {
+                seq: seqs[i],
+                issuer: tid,
+                loc,
+                op,
+                m,
+                n,
+                k,
+                d: dr,
+                a_tmem: None,
+                work: Some(Work { a: a_vals, b: b.clone(), accumulate, dtype }),
+            });
+        }
+        Ok((dr, seqs))
+    });
+    let run_key = key(&e);
+    for ((cta, seq), reads) in [(own_cta, seqs[0]), (peer_cta, seqs[1])].into_iter().zip([smem_reads, peer_smem_reads]) {
+        let reads = reads.iter().map(|&(lo, hi)| (Space::Smem { cta }, u64::from(lo), u64::from(hi))).collect();
+        let effect = move || {
+            let mut g = runs();
+            if let Some(c) = g.as_mut().and_then(|m| m.get_mut(&run_key)).and_then(|r| r.ctas.get_mut(&cta)) {
+                execute_one(c, seq);
+            }
+        };
+        e.async_issue(
+            tid,
+            loc,
+            AsyncOp { kind: op.to_string(), copies: Vec::new(), reads, writes: region_ranges(cta, &dr), effect: Some(Box::new(effect)), completion: Completion::Tracked },
+        );
+    }
+}
+
+/// `tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster`:
+/// once every tcgen05 operation the calling thread issued (in any CTA of
+/// its cluster) has executed, one arrival on the mbarrier at offset `bar`
+/// of every CTA whose rank bit is set in `mask`.
+#[track_caller]
+pub fn commit_multicast(bar: u32, mask: u16) {
+    let loc = Location::caller();
+    let Some((e, tid)) = enter("tmem::commit_multicast") else { return };
+    e.yield_point(tid, "tcgen05.commit (multicast)", loc);
+    let size = e.clusters[e.ctas[e.threads[tid].cta].cluster].ctas.len() as u32;
+    if mask == 0 || (size < 16 && mask >> size != 0) {
+        e.misuse(e.lock(), tid, loc, "CTA rank outside the cluster", format!("tcgen05.commit multicast mask {mask:#06b} for a cluster of {size} CTAs"));
+    }
+    let targets: Vec<u32> = (0..16).filter(|r| mask & (1 << r) != 0).map(|r| crate::map_rank_addr(bar & 0xFF_FFFF, r)).collect();
+    for &a in &targets {
+        let (bcta, off) = e.decode_or_misuse(tid, loc, a);
+        let phase = e.mbar_phase(bcta, off);
+        with_cta(&e, tid, loc, |run, _cta| {
+            if let Some((epoch, phase)) = phase {
+                run.next_seq += 1;
+                let seq = run.next_seq;
+                run.commits.push(Commit { issuer: tid, seq, cta: bcta, off, epoch, phase });
+            }
+            Ok(())
+        });
+        // Each arrival runs the thread's tracked MMAs first (both CTAs'
+        // halves of a pair MMA), then arrives.
+        e.commit_arrive(tid, loc, a, "tcgen05.commit (multicast)");
+    }
 }

@@ -505,6 +505,9 @@ fn dep_info_sources(deps: &Path, crate_dir: &Path) -> BTreeSet<PathBuf> {
 /// lines `#[kernel]` emits:
 /// * adds `.maxntid x, y, z` to entry NAME, between its parameter list and
 ///   its body, so ptxas budgets registers for the real block size;
+/// * adds `.reqnctapercluster x, y, z` where the line has
+///   `reqnctapercluster=x,y,z` (`#[kernel]` emits it for `arch = sm_100a`
+///   kernels with a cluster: the cluster shape is then part of the kernel);
 /// * raises the alignment of each parameter `i` with bit `i` of MASK set (a
 ///   TMA descriptor used by address, which must be 64-byte aligned) from
 ///   rustc's `.align 16` to `.align 64` (rustc cannot pass a by-value
@@ -512,17 +515,19 @@ fn dep_info_sources(deps: &Path, crate_dir: &Path) -> BTreeSet<PathBuf> {
 pub fn apply_kernel_meta(ptx: &str) -> String {
     struct Meta {
         maxntid: Option<String>,
+        reqncta: Option<String>,
         byaddr: u64,
     }
     let mut meta = std::collections::HashMap::new();
     for line in ptx.lines() {
         let Some(rest) = line.trim().strip_prefix("// kernel-meta ") else { continue };
         let mut entry = None;
-        let mut m = Meta { maxntid: None, byaddr: 0 };
+        let mut m = Meta { maxntid: None, reqncta: None, byaddr: 0 };
         for kv in rest.split_whitespace() {
             match kv.split_once('=') {
                 Some(("entry", v)) => entry = Some(v.to_string()),
                 Some(("maxntid", v)) => m.maxntid = Some(v.replace(',', ", ")),
+                Some(("reqnctapercluster", v)) => m.reqncta = Some(v.replace(',', ", ")),
                 Some(("byaddr", v)) => m.byaddr = v.parse().unwrap_or(0),
                 _ => {}
             }
@@ -557,6 +562,9 @@ pub fn apply_kernel_meta(ptx: &str) -> String {
             if t == "{" {
                 if let Some(n) = &m.maxntid {
                     out.push_str(&format!(".maxntid {n}\n"));
+                }
+                if let Some(n) = &m.reqncta {
+                    out.push_str(&format!(".reqnctapercluster {n}\n"));
                 }
                 current = None;
             }
@@ -600,6 +608,14 @@ mod tests {
         let out = apply_kernel_meta(ptx);
         assert!(out.contains(")\n.maxntid 256, 1, 1\n{\n\tret;"), "{out}");
         assert_eq!(out.matches(".maxntid").count(), 1, "only the annotated entry: {out}");
+    }
+
+    #[test]
+    fn reqnctapercluster_only_where_the_meta_asks() {
+        let ptx = "// kernel-meta entry=k maxntid=128,1,1 cluster=2,1,1 reqnctapercluster=2,1,1 byaddr=0\n// kernel-meta entry=h maxntid=128,1,1 cluster=2,1,1 byaddr=0\n.visible .entry k(\n)\n{\n}\n.visible .entry h(\n)\n{\n}\n";
+        let out = apply_kernel_meta(ptx);
+        assert!(out.contains(".entry k(\n)\n.maxntid 128, 1, 1\n.reqnctapercluster 2, 1, 1\n{"), "{out}");
+        assert_eq!(out.matches(".reqnctapercluster").count(), 1, "only the entry whose meta asks: {out}");
     }
 
     #[test]

@@ -135,6 +135,7 @@ unsafe impl<P> Sync for Shared<P> {}
 pub struct Emulator {
     seed: u64,
     max_steps: u64,
+    sms: Option<u32>,
 }
 
 impl Emulator {
@@ -146,6 +147,7 @@ impl Emulator {
         Emulator {
             seed,
             max_steps: 2_000_000,
+            sms: None,
         }
     }
 
@@ -164,6 +166,15 @@ impl Emulator {
     /// as making no progress (spinning).
     pub fn max_steps(mut self, steps: u64) -> Self {
         self.max_steps = steps;
+        self
+    }
+
+    /// Emulates a device of `sms` SMs: only `sms / cluster size` clusters
+    /// (at least one) run at once, the others start as running clusters
+    /// finish, and cluster launch control can cancel them
+    /// (`kernel_emu::clc`). Default: every cluster resident.
+    pub fn sms(mut self, sms: u32) -> Self {
+        self.sms = Some(sms);
         self
     }
 
@@ -198,6 +209,7 @@ impl Emulator {
             smem_bytes: K::SMEM_BYTES as usize,
             seed: self.seed,
             max_steps: self.max_steps,
+            resident_clusters: self.sms.map_or(0, |s| (s / (cluster.x * cluster.y * cluster.z)).max(1)),
         };
         let params = Shared(args.pack());
         // Capture the whole `&Shared` (Sync), not the field (a move closure

@@ -554,6 +554,121 @@ fn hopper_ladder_handles_ragged_shapes() {
     }
 }
 
+// ----- Blackwell II: collective MMA, persistent and dynamically scheduled ladders -----
+
+/// One Blackwell ladder instance (steps 3 to 6 and the dynamically
+/// scheduled variant) on the emulator against the CPU reference, with the
+/// race and tensor-memory checks on.
+fn emulated_blackwell(name: &str, (m, n, k): (usize, usize, usize), sms: u32, seed: u64) {
+    let t = std::time::Instant::now();
+    let a = kernel_host::randn_f16(m * k, 70 + seed);
+    let b = kernel_host::randn_f16(k * n, 71 + seed);
+    let c = examples::blackwell_ladder::emulate(&Emulator::new(seed), name, &a, &b, m, n, k, sms).unwrap_or_else(|e| panic!("seed {seed}: {name}: {e}"));
+    let err = kernel_host::rel_frobenius_error(&c, &kernel_host::reference_gemm_nn(m, n, k, &a, &b));
+    eprintln!("{name} {m}x{n}x{k} on {sms} SMs, seed {seed}: rel err {err:.2e}, {:.2?}", t.elapsed());
+    assert!(err < 1e-2, "seed {seed}: {name} at {m}x{n}x{k}: relative Frobenius error {err}");
+}
+
+/// matmul3 (one cluster per 256 x 256 tile): 512 x 512 x 256 (4 clusters,
+/// 4 K steps) under 4 schedules.
+#[test]
+fn blackwell_matmul3_collective_mma_matches_the_cpu_reference() {
+    for seed in 0..4 {
+        emulated_blackwell("matmul3 256x256 s4", (512, 512, 256), 4, 300 + seed);
+    }
+}
+
+/// The persistent steps at 1024 x 512 x 256 on a 4-SM emulated device: 8
+/// pair tiles on 2 clusters, so each cluster runs 4 tiles (the slots and
+/// the accumulator halves wrap), under 4 schedules each.
+#[test]
+fn blackwell_persistent_ladder_matches_the_cpu_reference() {
+    for name in ["matmul4 256x256 s4", "matmul5 256x256 s4", "matmul6 256x256 s4"] {
+        for seed in 0..4 {
+            emulated_blackwell(name, (1024, 512, 256), 4, 400 + seed);
+        }
+    }
+}
+
+/// matmul_dynamic at 1024 x 512 x 256 (8 clusters) on a 4-SM emulated
+/// device (2 resident clusters): the clusters that start late are canceled
+/// by cluster launch control (their tiles computed by running clusters) or
+/// start when a cluster finished after a failed cancel; under 4 schedules
+/// both paths run, and the result is right either way.
+#[test]
+fn blackwell_matmul_dynamic_steals_tiles_with_cluster_launch_control() {
+    let (m, n, k) = (1024, 512, 256);
+    let a = kernel_host::randn_f16(m * k, 90);
+    let b = kernel_host::randn_f16(k * n, 91);
+    let want = kernel_host::reference_gemm_nn(m, n, k, &a, &b);
+    let mut canceled = Vec::new();
+    for emu in Emulator::schedules(500, 4) {
+        let (c, cancels) = examples::blackwell_ladder::emulate_report(&emu, "matmul_dynamic 256x256 s4", &a, &b, m, n, k, 4)
+            .unwrap_or_else(|e| panic!("seed {}: {e}", emu.seed()));
+        let err = kernel_host::rel_frobenius_error(&c, &want);
+        assert!(err < 1e-2, "seed {}: relative Frobenius error {err}", emu.seed());
+        canceled.push(cancels);
+    }
+    eprintln!("clusters canceled per schedule (of 6 that start late): {canceled:?}");
+    assert!(canceled.iter().any(|&c| c > 0), "no cancel succeeded in 4 schedules: {canceled:?}");
+    assert!(canceled.iter().any(|&c| c < 6), "every late cluster was canceled in every schedule (the failure path never ran): {canceled:?}");
+}
+
+/// Runs a planted collective kernel (`256 x 128` pair tiles, B halves of
+/// 64 columns) on the emulator at `m x n x k` with `grid` CTAs and the
+/// extra arguments `$extra`: `Ok(relative error)` or the emulator's error.
+macro_rules! run_collective_planted {
+    ($k:ty, $emu:expr, $grid:expr, ($m:expr, $n:expr, $kk:expr) $(, $extra:expr)*) => {{
+        use kernel_host::emulate::EmuTensorMap;
+        let (m, n, k): (usize, usize, usize) = ($m, $n, $kk);
+        let a = kernel_host::randn_f16(m * k, 7);
+        let b = kernel_host::randn_f16(k * n, 8);
+        let mut c = vec![kernel_device::f16::NAN; m * n];
+        let r = {
+            let am = EmuTensorMap::<kernels::blackwell::ATile>::new_2d(&a, m, k).unwrap();
+            let bm = EmuTensorMap::<kernels::blackwell::BTile<64>>::new_2d(&b, k, n).unwrap();
+            let cm = EmuTensorMap::<kernels::blackwell::ETile>::new_2d_mut(&mut c, m, n).unwrap();
+            $emu.launch::<$k, _>($grid, (&am, &bm, &cm, $($extra,)* (k / 64) as u32))
+        };
+        r.map(|_| kernel_host::rel_frobenius_error(&c, &kernel_host::reference_gemm_nn(m, n, k, &a, &b)))
+    }};
+}
+
+/// The four planted collective bugs of issue 9, each reported under 4
+/// schedules, and their race-free twins (same kernel, `MODE 0` / `BUG =
+/// false`) clean and correct under the same schedules.
+#[test]
+fn blackwell_planted_collective_bugs_are_reported_and_twins_are_clean() {
+    use kernels::blackwell::planted_collective::{collective_copy, store_done_skipped};
+    for emu in Emulator::schedules(600, 4) {
+        let s = emu.seed();
+        let ok = run_collective_planted!(collective_copy<0>, emu, (2u32, 1u32), (256, 128, 256)).unwrap_or_else(|e| panic!("seed {s}: twin: {e}"));
+        assert!(ok < 1e-2, "seed {s}: twin wrong: {ok}");
+        // 1. A collective copy the peer does not issue: the leader's barrier
+        // never completes.
+        let e = run_collective_planted!(collective_copy<1>, emu, (2u32, 1u32), (256, 128, 256)).expect_err("missing peer copy not reported");
+        assert!(matches!(e, EmuError::Deadlock { .. }), "seed {s}: {e}");
+        // 2. SMEM reused before the MMA reading the peer's half finished.
+        let e = run_collective_planted!(collective_copy<2>, emu, (2u32, 1u32), (256, 128, 256)).expect_err("SMEM reuse not reported");
+        let msg = e.to_string();
+        assert!(matches!(e, EmuError::Race { .. } | EmuError::Misuse { .. }), "seed {s}: {msg}");
+        assert!(msg.contains("shared memory") || msg.contains("tcgen05.mma") || msg.contains("mbarrier"), "seed {s}: {msg}");
+        // 3. A commit not multicast to the peer: the peer waits forever.
+        let e = run_collective_planted!(collective_copy<3>, emu, (2u32, 1u32), (256, 128, 256)).expect_err("missing multicast not reported");
+        assert!(matches!(e, EmuError::Deadlock { .. }), "seed {s}: {e}");
+        // 4. TMEM reused by the MMA before the epilogue's store_done.
+        let ok = run_collective_planted!(store_done_skipped<false>, emu, (2u32, 1u32), (512, 256, 256), 2u32, 2u32).unwrap_or_else(|e| panic!("seed {s}: twin: {e}"));
+        assert!(ok < 1e-2, "seed {s}: twin wrong: {ok}");
+        let e = run_collective_planted!(store_done_skipped<true>, emu, (2u32, 1u32), (512, 256, 256), 2u32, 2u32).expect_err("TMEM reuse not reported");
+        let msg = e.to_string();
+        assert!(matches!(e, EmuError::Race { .. } | EmuError::Misuse { .. }), "seed {s}: {msg}");
+        assert!(msg.contains("tensor memory") || msg.contains("TMEM"), "seed {s}: {msg}");
+        if s == 600 {
+            eprintln!("{msg}");
+        }
+    }
+}
+
 #[test]
 fn divergent_and_exited_lanes_at_a_warp_collective_are_misuses() {
     for emu in Emulator::schedules(61, 4) {

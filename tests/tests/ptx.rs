@@ -231,9 +231,9 @@ fn cubins_are_elf_for_the_right_arch() {
 #[test]
 fn every_example_kernel_is_listed_in_the_crate_docs() {
     let docs = include_str!("../../examples/kernels/src/lib.rs");
-    let image = code().images.first().expect("an image");
     let mut missing = Vec::new();
-    for line in image.ptx.lines() {
+    // Every image: the sm_100a-only kernels are only in the sm_100a one.
+    for line in code().images.iter().flat_map(|i| i.ptx.lines()) {
         let Some(rest) = line.trim_start().strip_prefix(".visible .entry ").or_else(|| line.trim_start().strip_prefix(".entry ")) else {
             continue;
         };
@@ -244,6 +244,8 @@ fn every_example_kernel_is_listed_in_the_crate_docs() {
             missing.push(base.to_string());
         }
     }
+    missing.sort();
+    missing.dedup();
     assert!(missing.is_empty(), "kernels missing from the table in examples/kernels/src/lib.rs: {missing:?}");
 }
 
@@ -333,4 +335,80 @@ fn blackwell_kernels_have_their_tcgen05_facts() {
     for (name, _) in SM100A_ONLY {
         assert!(!sm90.contains(&format!(".entry {name}(")), "sm_90a: `{name}` is sm_100a-only but was built");
     }
+}
+
+/// The Blackwell ladder's steps 3-6 and matmul_dynamic (sm_100a only):
+/// `(entry, accumulator TMEM columns allocated, block threads, extra
+/// instructions)`.
+const BLACKWELL_II: &[(&str, u32, u32, &[&str])] = &[
+    ("matmul3__128_256_4", 256, 128, &[]),
+    ("matmul4__128_256_4", 256, 128, &["%nclusterid.x"]),
+    ("matmul5__128_256_512_4", 512, 256, &["%nclusterid.x", "barrier.sync %r", "mbarrier.arrive.release.cluster.shared::cluster.b64"]),
+    ("matmul6__128_256_512_4", 512, 256, &["%nclusterid.x", "barrier.sync %r", "mbarrier.arrive.release.cluster.shared::cluster.b64"]),
+    (
+        "matmul_dynamic__128_256_4",
+        256,
+        128,
+        &[
+            "clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.multicast::cluster::all.b128",
+            "clusterlaunchcontrol.query_cancel.is_canceled.pred.b128",
+            "clusterlaunchcontrol.query_cancel.get_first_ctaid::x.b32.b128",
+        ],
+    ),
+];
+
+/// The column count a `tcgen05.alloc` line allocates: its second operand,
+/// an immediate or a register set by a `mov` in the body.
+fn alloc_cols(body: &str, alloc: &str) -> u32 {
+    let line = body.lines().find(|l| l.contains(alloc)).unwrap_or_else(|| panic!("no `{alloc}`"));
+    let op = line.rsplit(',').next().unwrap().trim().trim_end_matches(';').trim();
+    if let Ok(v) = op.parse() {
+        return v;
+    }
+    body.lines()
+        .filter_map(|l| {
+            let t = l.trim();
+            let rest = t.strip_prefix("mov.b32 ").or_else(|| t.strip_prefix("mov.u32 "))?;
+            let (dst, val) = rest.split_once(',')?;
+            (dst.trim() == op).then(|| val.trim().trim_end_matches(';').parse().ok()).flatten()
+        })
+        .next()
+        .unwrap_or_else(|| panic!("no value for `{op}` of `{line}`"))
+}
+
+/// Per-kernel facts of the collective (2-CTA) kernels: collective MMA
+/// (`cta_group::2`, kind::f16) and no `cta_group::1` tcgen05 form (a kernel
+/// uses one CTA group), commits multicast to both CTAs of the pair,
+/// partitioned collective TMA loads (`.cta_group::2`, completing on the
+/// leader's barrier through `mapa`), one collective alloc/dealloc pair of
+/// the accumulator's columns (step 5 and 6: twice step 3/4's), the cluster
+/// shape in the PTX (`.reqnctapercluster 2, 1, 1`), `.maxntid`, no local
+/// memory; ptxas assembled it with no stack and no spills; none in the
+/// sm_90a image.
+#[test]
+fn blackwell_collective_kernels_have_their_facts() {
+    let img = image("sm_100a");
+    for (name, cols, threads, extra) in BLACKWELL_II {
+        let body = entry_body(img.ptx, name);
+        let count = |s: &str| body.matches(s).count();
+        assert!(count("tcgen05.mma.cta_group::2.kind::f16") >= 1, "{name}: tcgen05.mma.cta_group::2");
+        assert_eq!(count("cta_group::1"), 0, "{name}: a cta_group::1 tcgen05 form in a collective kernel");
+        assert!(count("tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64") >= 2, "{name}: multicast commits (consumed + mma_done)");
+        assert!(count("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.cta_group::2") >= 2, "{name}: partitioned loads of A and B");
+        assert!(count("mapa.shared::cluster") >= 1, "{name}: the leader's barrier mapped");
+        assert_eq!(count("tcgen05.alloc.cta_group::2.sync.aligned.shared::cta.b32"), 1, "{name}: one collective alloc");
+        assert_eq!(count("tcgen05.dealloc.cta_group::2.sync.aligned.b32"), 1, "{name}: one collective dealloc");
+        assert_eq!(count("tcgen05.relinquish_alloc_permit.cta_group::2.sync.aligned"), 1, "{name}: relinquish");
+        assert_eq!(alloc_cols(body, "tcgen05.alloc.cta_group::2"), *cols, "{name}: accumulator columns allocated");
+        assert!(body.contains(".reqnctapercluster 2, 1, 1"), "{name}: .reqnctapercluster 2, 1, 1");
+        assert!(body.contains(&format!(".maxntid {threads}, 1, 1")), "{name}: .maxntid {threads}");
+        assert!(count("tcgen05.ld.sync.aligned.32x32b.x32.b32") >= 1 && count("tcgen05.wait::ld.sync.aligned") >= 1, "{name}: TMEM loads");
+        assert!(!body.contains(".local"), "{name}: uses local memory");
+        for i in *extra {
+            assert!(body.contains(i), "{name}: `{i}` missing from the PTX");
+        }
+        assert_eq!(ptxas_numbers(img.ptxas_report, name, "sm_100a"), (0, 0, 0), "sm_100a {name}: stack frame / spills");
+        assert!(!image("sm_90a").ptx.contains(&format!(".entry {name}(")), "{name} is sm_100a-only");
+    }
+    assert!(!image("sm_100a").ptx.contains(".reqnctapercluster 1, 1, 1"));
 }

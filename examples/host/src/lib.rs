@@ -10,6 +10,7 @@ pub mod hopper;
 pub mod simt;
 pub mod ladder;
 pub mod blackwell;
+pub mod blackwell_ladder;
 
 /// Why an example did not give the right answer.
 #[derive(Debug)]

@@ -16,6 +16,8 @@
 //! | [`hopper`] | `warp_roles` | `#[warp_specialize]` roles by warp |
 //! | [`hopper_ladder`] | `matmul_big_tiles`, `matmul_persistent`, `matmul_epilogue_overlap`, `matmul_cluster_multicast`, `matmul_fewer_arrivals`, `matmul_pingpong` | the Hopper GEMM ladder, steps 2-7 (README) |
 //! | [`blackwell`] | `matmul0`, `matmul1`, `matmul2` | the Blackwell tutorial's steps 0-2: tcgen05 MMA into TMEM, warp specialization, double-buffered epilogue (sm_100a only) |
+//! | [`blackwell`] | `matmul3`, `matmul4`, `matmul5`, `matmul6`, `matmul_dynamic` | the tutorial's steps 3-6 (collective 2-CTA MMA, persistent, dedicated epilogue warpgroup, grid tiling) and cluster launch control (sm_100a only) |
+//! | [`blackwell::planted_collective`] | `collective_copy`, `store_done_skipped` | collective (2-CTA) bugs and their twins for the emulator's checks |
 //! | [`blackwell::planted`] | `tmem_protocol`, `tmem_alloc_misuse` | tensor-memory bugs (and their race-free twins) for the emulator's checks |
 //! | [`simt`] | `warp_collectives` | `shfl`, vote, `redux.sync`, `match`, warp reductions and scans |
 //! | [`simt`] | `block_reductions` | block reductions and scans through a 32-slot SMEM scratch |

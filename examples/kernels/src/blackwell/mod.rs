@@ -24,11 +24,27 @@ mod step0;
 mod step1;
 #[path = "matmul2.rs"]
 mod step2;
+#[path = "matmul3.rs"]
+mod step3;
+#[path = "matmul4.rs"]
+mod step4;
+#[path = "matmul5.rs"]
+mod step5;
+#[path = "matmul6.rs"]
+mod step6;
+#[path = "matmul_dynamic.rs"]
+mod dynamic;
 pub mod planted;
+pub mod planted_collective;
 
 pub use step0::matmul0;
 pub use step1::matmul1;
 pub use step2::matmul2;
+pub use step3::matmul3;
+pub use step4::matmul4;
+pub use step5::matmul5;
+pub use step6::matmul6;
+pub use dynamic::matmul_dynamic;
 
 /// 128-byte swizzle, tiling (8, 64) for f16: `plgpu.find_swizzle(64 * 16)`.
 pub type Sw = Swizzled<128>;

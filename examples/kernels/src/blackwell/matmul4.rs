@@ -1,0 +1,108 @@
+//! Step 4 of the tutorial: a persistent kernel.
+use super::{acc_to_smem, ATile, BTile, ETile, EPI_N, TILE_K, TILE_M};
+use kernel_device::collective::{pair_rank, tcgen05_commit_arrive_pair, tcgen05_mma_kn_pair, PartitionedTma, TmemPair};
+use kernel_device::grid::{nd_loop, Collective};
+use kernel_device::prelude::*;
+use kernel_device::tcgen05::{TcBarrier, TcBarriers};
+use kernel_device::tma::{commit_group, wait_group_read};
+use kernel_device::tmem::wait_load_tmem;
+use kernel_device::Barriers;
+
+/// Step 4 of the tutorial: [`super::matmul3`] made persistent.
+///
+/// This kernel works as follows (a diff from `matmul3`):
+/// 1. the grid is `SMs / 2` clusters of 2 (the host reads the SM count),
+///    not one cluster per output tile; `nd_loop((m_iters, n_iters),
+///    Collective::Clusters)` hands each cluster the tiles `c, c + C, ..`
+///    (both CTAs of a cluster get the same tiles);
+/// 2. per tile the warps run `matmul3`'s roles; the TMA warp skips its wait
+///    on `consumed[slot]` only for the first `STAGES` steps of its **first**
+///    tile (`local_index == 0`): later tiles reuse slots the previous tile's
+///    MMAs read;
+/// 3. every thread waits for its TMEM loads (`wait_load_tmem`) before the
+///    next tile's MMAs overwrite the accumulator; `mma_done` completes once
+///    per tile. The next MMAs wait for the next operands, which the TMA warp
+///    of each CTA loads as soon as it passes the epilogue's last
+///    `sync_threads`: so the wait comes *before* that barrier (the
+///    tutorial's step 4 waits after the epilogue loop; with a TMA warp that
+///    may run ahead of the other warps, the emulator reports that placement
+///    as "TMEM overwritten while an in-flight tcgen05.ld reads it", in the
+///    peer CTA as in the leader).
+///
+/// Constraints: as `matmul3`; `m_iters = M / 256`, `n_iters = N / PN`.
+#[kernel(block = warpgroups(1), cluster = (2, 1, 1), arch = sm_100a, instances((128, 256, 4)))]
+pub fn matmul4<const TN: usize, const PN: usize, const STAGES: usize>(
+    a: Tma<ATile>,
+    b: Tma<BTile<TN>>,
+    c: Tma<ETile>,
+    m_iters: u32,
+    n_iters: u32,
+    k_steps: u32,
+    #[scratch] a_smem: Smem<[ATile; STAGES]>,
+    #[scratch] b_smem: Smem<[BTile<TN>; STAGES]>,
+    #[scratch] acc_smem: Smem<[ETile; 2]>,
+    #[scratch] acc: TmemPair<f32, TILE_M, PN>,
+    #[scratch] loaded: Barriers<STAGES>,
+    #[scratch] consumed: TcBarriers<STAGES>,
+    #[scratch] mma_done: TcBarrier,
+) {
+    const { assert!(PN == 2 * TN && PN % EPI_N == 0, "matmul4: PN (the pair's tile N) must be 2 TN and a multiple of EPI_N") };
+    let is_leader = pair_rank() == 0;
+    let leader = thread_linear() == 0;
+    nd_loop([m_iters, n_iters], Collective::Clusters, |info| {
+        let [pm, pn] = info.index;
+        #[warp_specialize(warps)]
+        match warp_in_warpgroup() {
+            0 => {
+                if elect_one() {
+                    for ki in 0..k_steps {
+                        let slot = (ki % STAGES as u32) as usize;
+                        if ki >= STAGES as u32 || info.local_index > 0 {
+                            consumed.at(slot).wait();
+                        }
+                        let bar = loaded.at(slot);
+                        if is_leader {
+                            bar.arrive_expect_tx(<Tma<ATile> as PartitionedTma<ATile>>::PAIR_BYTES + <Tma<BTile<TN>> as PartitionedTma<BTile<TN>>>::PAIR_BYTES);
+                        }
+                        a.load_partitioned::<0>(a_smem.at(slot), pm * 2 * TILE_M as u32, ki * TILE_K as u32, bar);
+                        b.load_partitioned::<1>(b_smem.at(slot), ki * TILE_K as u32, pn * PN as u32, bar);
+                    }
+                }
+            }
+            1 => {
+                if is_leader && elect_one() {
+                    for ki in 0..k_steps {
+                        let slot = (ki % STAGES as u32) as usize;
+                        loaded.at(slot).wait();
+                        tcgen05_mma_kn_pair(&acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
+                        tcgen05_commit_arrive_pair(consumed.at(slot));
+                    }
+                    tcgen05_commit_arrive_pair(mma_done.as_ref());
+                }
+            }
+            _ => {}
+        }
+        mma_done.wait();
+        let out_row = (2 * pm + pair_rank()) * TILE_M as u32;
+        for ni in 0..PN / EPI_N {
+            let buf = acc_smem.at(ni % 2);
+            if leader {
+                wait_group_read::<1>();
+            }
+            sync_threads();
+            acc_to_smem::<PN, EPI_N, TILE_M, EPI_N>(&acc.local(), ni * EPI_N, buf, 0);
+            // Loads must complete before the next tile's MMAs overwrite
+            // TMEM, and so before this barrier (see step 3 above).
+            wait_load_tmem();
+            commit_smem();
+            sync_threads();
+            if leader {
+                c.store(buf, out_row, pn * PN as u32 + (ni * EPI_N) as u32);
+                commit_group();
+            }
+        }
+    });
+    if leader {
+        wait_group_read::<0>();
+    }
+}
