@@ -8,15 +8,23 @@
 //! | op | issued by |
 //! |---|---|
 //! | [`TmemPair`] alloc/dealloc (`#[kernel]` does them) | one warp in **each** CTA of the pair |
-//! | [`tcgen05_mma_kn_pair`] | one thread of the **leader** CTA |
-//! | [`tcgen05_commit_arrive_pair`] (multicast to both CTAs' barriers) | the thread that issued the MMAs |
-//! | [`PartitionedTma::load_partitioned`] | one thread in **each** CTA (its half) |
+//! | [`tcgen05_mma_kn_pair`] | one thread of the **leader** CTA (takes [`PairLeader`]) |
+//! | [`tcgen05_commit_arrive_pair`] (multicast to both CTAs' barriers) | the thread that issued the MMAs (takes [`PairLeader`]) |
+//! | [`PartitionedTma::load_partitioned`] | one thread in **each** CTA (its half), completing on the leader's [`PairBarriers`] |
+//! | [`PairBarrierRef::arrive_expect_tx`] / [`PairBarrierRef::wait`] | the **leader** CTA (takes [`PairLeader`]) |
+//!
+//! Who is the leader is in the types: [`pair_role`] gives a [`PairLeader`]
+//! in the even CTA and a [`PairPeer`] in the odd one, and every op of the
+//! leader takes `&PairLeader`. Issuing one in the peer (with the
+//! `PairPeer`) is a compile error naming the rule.
 //!
 //! Rules checked at compile time: the collective MMA's shape (`M = 256`,
 //! `N` a multiple of 16 in 16..=256), a [`TmemPair`] (and so every
 //! collective op, which takes one) only in a kernel whose cluster's x
 //! extent is a multiple of 2, and a partitioned copy only along an axis the
-//! tile splits in two. A partitioned copy completes on the **leader's**
+//! tile splits in two; the leader's ops (collective MMA, its commit, the
+//! cluster-scope barrier of the partitioned copies: expect-tx and wait)
+//! only with the [`PairLeader`] token. A partitioned copy completes on the **leader's**
 //! barrier (Pallas: "a partitioned collective copy only completes the
 //! barrier in the leader block"): the leader expects the bytes of both
 //! halves.
@@ -26,7 +34,7 @@
 //! multicast commit arrives on the barrier at the same offset in every CTA
 //! of the mask once the issuer's MMAs executed (`commit_multicast`).
 use crate::layout::TileLayout;
-use crate::mbarrier::BarrierRef;
+use crate::mbarrier::{BarrierRef, Barriers};
 use crate::smem::{Scratch, Smem};
 use crate::tcgen05::{AccumulatesInto, InstrDescriptor, Major, MmaAccum, SmemDescriptor, TcBarrierRef};
 use crate::tma::Tma;
@@ -220,6 +228,123 @@ pub fn pair_rank() -> u32 {
     crate::index::cluster_ctarank() % 2
 }
 
+/// Proof that the code holding it runs in the **leader** CTA of its pair
+/// (even cluster rank): the collective MMA, its multicast commit and the
+/// leader's side of a [`PairBarriers`] take `&PairLeader`. Only
+/// [`pair_role`] makes one.
+#[derive(Clone, Copy, Debug)]
+pub struct PairLeader(());
+
+/// The **peer** CTA of a pair (odd cluster rank): it loads its halves of
+/// the pair's tiles and reads its rows of the accumulator, but issues no
+/// collective tensor-core work and does not wait on the pair's barriers.
+#[derive(Clone, Copy, Debug)]
+pub struct PairPeer(());
+
+/// This CTA's role in its pair, from [`pair_role`].
+#[derive(Clone, Copy, Debug)]
+pub enum PairRole {
+    /// The even CTA: issues the pair's MMAs and owns its copy barriers.
+    Leader(PairLeader),
+    /// The odd CTA.
+    Peer(PairPeer),
+}
+
+impl PairRole {
+    /// The leader token, `None` in the peer CTA.
+    #[inline(always)]
+    pub fn leader(self) -> Option<PairLeader> {
+        match self {
+            PairRole::Leader(l) => Some(l),
+            PairRole::Peer(_) => None,
+        }
+    }
+}
+
+/// This CTA's role in its pair: `Leader` for even cluster ranks, `Peer`
+/// for odd ones.
+#[inline(always)]
+pub fn pair_role() -> PairRole {
+    if pair_rank() == 0 {
+        PairRole::Leader(PairLeader(()))
+    } else {
+        PairRole::Peer(PairPeer(()))
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::PairLeader {}
+    impl Sealed for super::PairPeer {}
+}
+
+/// The issuer of the pair's collective work: implemented by [`PairLeader`]
+/// only (sealed), so handing a [`PairPeer`] to a leader op does not compile.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot issue the pair's collective work: only the leader CTA (even cluster rank) of a CTA pair issues it",
+    label = "not the pair's leader",
+    note = "the collective MMA (`tcgen05.mma.cta_group::2`), its multicast commit, and the cluster-scope barrier the pair's partitioned copies complete on (its expect-tx and its wait) belong to the leader CTA; the peer's barrier never completes. Issue them under `if let Some(leader) = pair_role().leader() {{ .. }}` and pass `&leader`"
+)]
+pub trait PairIssuer: sealed::Sealed {}
+impl PairIssuer for PairLeader {}
+
+/// `N` mbarriers that the pair's partitioned copies complete on (Pallas:
+/// "a partitioned collective copy only completes the barrier in the leader
+/// block"). Both CTAs hand one to [`PartitionedTma::load_partitioned`],
+/// which maps it to the leader's; only the leader expects the bytes and
+/// waits ([`PairBarrierRef::arrive_expect_tx`], [`PairBarrierRef::wait`]
+/// take `&PairLeader`): the peer's instance is never used.
+pub struct PairBarriers<const N: usize>(Barriers<N>);
+
+/// One barrier of a [`PairBarriers`].
+#[derive(Clone, Copy)]
+pub struct PairBarrierRef<'a>(BarrierRef<'a>);
+
+impl<const N: usize> PairBarriers<N> {
+    /// Barrier `i` (traps if `i >= N`).
+    #[inline(always)]
+    #[track_caller]
+    pub fn at(&self, i: usize) -> PairBarrierRef<'_> {
+        PairBarrierRef(self.0.at(i))
+    }
+}
+
+impl PairBarrierRef<'_> {
+    /// The leader arrives and expects `bytes` this phase: both halves of
+    /// every partitioned copy completing here (`PartitionedTma::PAIR_BYTES`).
+    #[inline(always)]
+    #[track_caller]
+    pub fn arrive_expect_tx<I: PairIssuer>(&self, _leader: &I, bytes: u32) {
+        self.0.arrive_expect_tx(bytes)
+    }
+    /// The leader waits for the current phase (both halves landed).
+    #[inline(always)]
+    #[track_caller]
+    pub fn wait<I: PairIssuer>(&self, _leader: &I) {
+        self.0.wait()
+    }
+    /// The barrier's `.shared::cta` address in this CTA.
+    #[inline(always)]
+    pub fn smem_addr(&self) -> u32 {
+        self.0.smem_addr()
+    }
+}
+
+// SAFETY: N consecutive mbarriers, as `Barriers<N>`.
+unsafe impl<const N: usize> Scratch for PairBarriers<N> {
+    const BYTES: usize = crate::mbarrier::MBARRIER_BYTES * N;
+    const ALIGN: usize = 8;
+    const TAKES_ARRIVALS: bool = true;
+    unsafe fn from_smem(ptr: *mut u8) -> Self {
+        // SAFETY: forwarded contract.
+        PairBarriers(unsafe { <Barriers<N> as Scratch>::from_smem(ptr) })
+    }
+    unsafe fn init(&self, arrivals: u32) {
+        // SAFETY: forwarded contract.
+        unsafe { <Barriers<N> as Scratch>::init(&self.0, arrivals) }
+    }
+}
+
 /// The cluster mask of this CTA's pair (bits `2p` and `2p + 1`).
 #[inline(always)]
 pub fn pair_mask() -> u16 {
@@ -230,12 +355,13 @@ pub fn pair_mask() -> u16 {
 /// holds `A`'s 128 rows of its half (`128 x K`, K-major) and `B`'s `N / 2`
 /// columns of its half (`K x N/2`) at the same SMEM offsets; `acc` is the
 /// pair's `128 x N` collective TMEM per CTA. One `tcgen05.mma.cta_group::2`
-/// (M = 256) per instruction K. Issued by **one thread of the leader CTA**;
-/// completion through [`tcgen05_commit_arrive_pair`].
+/// (M = 256) per instruction K. Issued by **one thread of the leader CTA**
+/// (hence `leader`); completion through [`tcgen05_commit_arrive_pair`].
 #[inline(always)]
 #[track_caller]
-pub fn tcgen05_mma_kn_pair<E, D, A, B, const N: usize>(acc: &TmemPair<D, 128, N>, a: Smem<A>, b: Smem<B>, accumulate: bool)
+pub fn tcgen05_mma_kn_pair<I, E, D, A, B, const N: usize>(_leader: &I, acc: &TmemPair<D, 128, N>, a: Smem<A>, b: Smem<B>, accumulate: bool)
 where
+    I: PairIssuer,
     E: AccumulatesInto<D>,
     D: MmaAccum,
     A: TileLayout<Elem = E>,
@@ -268,10 +394,10 @@ where
 /// `tcgen05_commit_arrive(bar, collective_axis=..)`: one arrival on `bar`
 /// **in both CTAs of the pair** once every tcgen05 operation this thread
 /// issued completed (`.multicast::cluster` with the pair's mask). Issued by
-/// the thread that issued the MMAs.
+/// the thread that issued the MMAs (in the leader CTA).
 #[inline(always)]
 #[track_caller]
-pub fn tcgen05_commit_arrive_pair(bar: TcBarrierRef<'_>) {
+pub fn tcgen05_commit_arrive_pair<I: PairIssuer>(_leader: &I, bar: TcBarrierRef<'_>) {
     // SAFETY: `bar` is a scratch tensor-core barrier, at the same offset in
     // every CTA of the pair (same kernel).
     unsafe { raw::commit_multicast(bar.smem_addr(), pair_mask()) }
@@ -287,7 +413,7 @@ pub trait PartitionedTma<Tl: TileLayout> {
     /// `(row, col)` (of the whole window) into `dst`, completing its bytes
     /// on the **leader's** barrier `bar` (the leader expects
     /// [`Self::PAIR_BYTES`]). One thread in **each** CTA of the pair.
-    fn load_partitioned<const AXIS: usize>(&self, dst: Smem<Tl>, row: u32, col: u32, bar: BarrierRef<'_>);
+    fn load_partitioned<const AXIS: usize>(&self, dst: Smem<Tl>, row: u32, col: u32, bar: PairBarrierRef<'_>);
     /// Bytes both halves deliver to the leader's barrier.
     const PAIR_BYTES: u32;
 }
@@ -296,7 +422,7 @@ impl<Tl: TileLayout> PartitionedTma<Tl> for Tma<Tl, 2> {
     const PAIR_BYTES: u32 = 2 * Tl::BYTES as u32;
     #[inline(always)]
     #[track_caller]
-    fn load_partitioned<const AXIS: usize>(&self, dst: Smem<Tl>, row: u32, col: u32, bar: BarrierRef<'_>) {
+    fn load_partitioned<const AXIS: usize>(&self, dst: Smem<Tl>, row: u32, col: u32, bar: PairBarrierRef<'_>) {
         const {
             assert!(AXIS < 2, "partitioned copy: AXIS is 0 (rows) or 1 (columns) of a 2-D tile");
             let len = if AXIS == 0 { Tl::ROWS } else { Tl::COLS };

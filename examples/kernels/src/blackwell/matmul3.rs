@@ -1,11 +1,10 @@
 //! Step 3 of the tutorial: collective (2-CTA) MMA.
 use super::{acc_to_smem, ATile, BTile, ETile, EPI_N, TILE_K, TILE_M};
-use kernel_device::collective::{pair_rank, tcgen05_commit_arrive_pair, tcgen05_mma_kn_pair, PartitionedTma, TmemPair};
+use kernel_device::collective::{pair_role, PairBarriers, tcgen05_commit_arrive_pair, tcgen05_mma_kn_pair, PartitionedTma, TmemPair};
 use kernel_device::prelude::*;
 use kernel_device::tcgen05::{TcBarrier, TcBarriers};
 use kernel_device::tma::{commit_group, wait_group_read};
 use kernel_device::tmem::wait_load_tmem;
-use kernel_device::Barriers;
 
 /// Step 3 of the tutorial: a cluster of 2 CTAs computes one `256 x PN`
 /// output tile with collective MMAs.
@@ -40,13 +39,13 @@ pub fn matmul3<const TN: usize, const PN: usize, const STAGES: usize>(
     #[scratch] b_smem: Smem<[BTile<TN>; STAGES]>,
     #[scratch] acc_smem: Smem<[ETile; 2]>,
     #[scratch] acc: TmemPair<f32, TILE_M, PN>,
-    #[scratch] loaded: Barriers<STAGES>,
+    #[scratch] loaded: PairBarriers<STAGES>,
     #[scratch] consumed: TcBarriers<STAGES>,
     #[scratch] mma_done: TcBarrier,
 ) {
     const { assert!(PN == 2 * TN && PN % EPI_N == 0, "matmul3: PN (the pair's tile N) must be 2 TN and a multiple of EPI_N") };
     let (pm, pn) = (block_idx().x / 2, block_idx().y);
-    let is_leader = pair_rank() == 0;
+    let pair_leader = pair_role().leader();
     #[warp_specialize(warps)]
     match warp_in_warpgroup() {
         0 => {
@@ -57,8 +56,8 @@ pub fn matmul3<const TN: usize, const PN: usize, const STAGES: usize>(
                         consumed.at(slot).wait();
                     }
                     let bar = loaded.at(slot);
-                    if is_leader {
-                        bar.arrive_expect_tx(<Tma<ATile> as PartitionedTma<ATile>>::PAIR_BYTES + <Tma<BTile<TN>> as PartitionedTma<BTile<TN>>>::PAIR_BYTES);
+                    if let Some(pl) = &pair_leader {
+                        bar.arrive_expect_tx(pl, <Tma<ATile> as PartitionedTma<ATile>>::PAIR_BYTES + <Tma<BTile<TN>> as PartitionedTma<BTile<TN>>>::PAIR_BYTES);
                     }
                     a.load_partitioned::<0>(a_smem.at(slot), pm * 2 * TILE_M as u32, ki * TILE_K as u32, bar);
                     b.load_partitioned::<1>(b_smem.at(slot), ki * TILE_K as u32, pn * PN as u32, bar);
@@ -66,14 +65,14 @@ pub fn matmul3<const TN: usize, const PN: usize, const STAGES: usize>(
             }
         }
         1 => {
-            if is_leader && elect_one() {
+            if let (Some(pl), true) = (pair_leader, elect_one()) {
                 for ki in 0..k_steps {
                     let slot = (ki % STAGES as u32) as usize;
-                    loaded.at(slot).wait();
-                    tcgen05_mma_kn_pair(&acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
-                    tcgen05_commit_arrive_pair(consumed.at(slot));
+                    loaded.at(slot).wait(&pl);
+                    tcgen05_mma_kn_pair(&pl, &acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
+                    tcgen05_commit_arrive_pair(&pl, consumed.at(slot));
                 }
-                tcgen05_commit_arrive_pair(mma_done.as_ref());
+                tcgen05_commit_arrive_pair(&pl, mma_done.as_ref());
             }
         }
         _ => {}

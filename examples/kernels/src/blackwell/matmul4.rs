@@ -1,12 +1,11 @@
 //! Step 4 of the tutorial: a persistent kernel.
 use super::{acc_to_smem, ATile, BTile, ETile, EPI_N, TILE_K, TILE_M};
-use kernel_device::collective::{pair_rank, tcgen05_commit_arrive_pair, tcgen05_mma_kn_pair, PartitionedTma, TmemPair};
+use kernel_device::collective::{pair_rank, pair_role, PairBarriers, tcgen05_commit_arrive_pair, tcgen05_mma_kn_pair, PartitionedTma, TmemPair};
 use kernel_device::grid::{nd_loop, Collective};
 use kernel_device::prelude::*;
 use kernel_device::tcgen05::{TcBarrier, TcBarriers};
 use kernel_device::tma::{commit_group, wait_group_read};
 use kernel_device::tmem::wait_load_tmem;
-use kernel_device::Barriers;
 
 /// Step 4 of the tutorial: [`super::matmul3`] made persistent.
 ///
@@ -42,12 +41,12 @@ pub fn matmul4<const TN: usize, const PN: usize, const STAGES: usize>(
     #[scratch] b_smem: Smem<[BTile<TN>; STAGES]>,
     #[scratch] acc_smem: Smem<[ETile; 2]>,
     #[scratch] acc: TmemPair<f32, TILE_M, PN>,
-    #[scratch] loaded: Barriers<STAGES>,
+    #[scratch] loaded: PairBarriers<STAGES>,
     #[scratch] consumed: TcBarriers<STAGES>,
     #[scratch] mma_done: TcBarrier,
 ) {
     const { assert!(PN == 2 * TN && PN % EPI_N == 0, "matmul4: PN (the pair's tile N) must be 2 TN and a multiple of EPI_N") };
-    let is_leader = pair_rank() == 0;
+    let pair_leader = pair_role().leader();
     let leader = thread_linear() == 0;
     nd_loop([m_iters, n_iters], Collective::Clusters, |info| {
         let [pm, pn] = info.index;
@@ -61,8 +60,8 @@ pub fn matmul4<const TN: usize, const PN: usize, const STAGES: usize>(
                             consumed.at(slot).wait();
                         }
                         let bar = loaded.at(slot);
-                        if is_leader {
-                            bar.arrive_expect_tx(<Tma<ATile> as PartitionedTma<ATile>>::PAIR_BYTES + <Tma<BTile<TN>> as PartitionedTma<BTile<TN>>>::PAIR_BYTES);
+                        if let Some(pl) = &pair_leader {
+                            bar.arrive_expect_tx(pl, <Tma<ATile> as PartitionedTma<ATile>>::PAIR_BYTES + <Tma<BTile<TN>> as PartitionedTma<BTile<TN>>>::PAIR_BYTES);
                         }
                         a.load_partitioned::<0>(a_smem.at(slot), pm * 2 * TILE_M as u32, ki * TILE_K as u32, bar);
                         b.load_partitioned::<1>(b_smem.at(slot), ki * TILE_K as u32, pn * PN as u32, bar);
@@ -70,14 +69,14 @@ pub fn matmul4<const TN: usize, const PN: usize, const STAGES: usize>(
                 }
             }
             1 => {
-                if is_leader && elect_one() {
+                if let (Some(pl), true) = (pair_leader, elect_one()) {
                     for ki in 0..k_steps {
                         let slot = (ki % STAGES as u32) as usize;
-                        loaded.at(slot).wait();
-                        tcgen05_mma_kn_pair(&acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
-                        tcgen05_commit_arrive_pair(consumed.at(slot));
+                        loaded.at(slot).wait(&pl);
+                        tcgen05_mma_kn_pair(&pl, &acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
+                        tcgen05_commit_arrive_pair(&pl, consumed.at(slot));
                     }
-                    tcgen05_commit_arrive_pair(mma_done.as_ref());
+                    tcgen05_commit_arrive_pair(&pl, mma_done.as_ref());
                 }
             }
             _ => {}

@@ -1,6 +1,6 @@
 //! Step 5 of the tutorial: a dedicated epilogue warpgroup.
 use super::{acc_to_smem, ATile, BTile, ETile, EPI_N, TILE_K, TILE_M};
-use kernel_device::collective::{pair_rank, tcgen05_commit_arrive_pair, tcgen05_mma_kn_pair, PartitionedTma, TmemPair};
+use kernel_device::collective::{pair_rank, pair_role, PairBarriers, tcgen05_commit_arrive_pair, tcgen05_mma_kn_pair, PartitionedTma, TmemPair};
 use kernel_device::grid::{nd_loop, Collective};
 use kernel_device::prelude::*;
 use kernel_device::tcgen05::{raw::fence_after_thread_sync, raw::fence_before_thread_sync, TcBarriers};
@@ -43,13 +43,13 @@ pub fn matmul5<const TN: usize, const PN: usize, const AN: usize, const STAGES: 
     #[scratch] b_smem: Smem<[BTile<TN>; STAGES]>,
     #[scratch] acc_smem: Smem<[ETile; 2]>,
     #[scratch] acc_slots: TmemPair<f32, TILE_M, AN>,
-    #[scratch] loaded: Barriers<STAGES>,
+    #[scratch] loaded: PairBarriers<STAGES>,
     #[scratch] consumed: TcBarriers<STAGES>,
     #[scratch] mma_done: TcBarriers<2>,
     #[scratch(arrivals = 2)] store_done: Barriers<2>,
 ) {
     const { assert!(PN == 2 * TN && AN == 2 * PN && PN % EPI_N == 0, "matmul5: PN must be 2 TN and a multiple of EPI_N, AN (the double-buffered accumulator) 2 PN") };
-    let is_leader = pair_rank() == 0;
+    let pair_leader = pair_role().leader();
     let pair0 = cluster_ctarank() & !1;
     let mut step = 0u32;
     if warpgroup_idx() == 0 {
@@ -65,8 +65,8 @@ pub fn matmul5<const TN: usize, const PN: usize, const AN: usize, const STAGES: 
                             consumed.at(slot).wait();
                         }
                         let bar = loaded.at(slot);
-                        if is_leader {
-                            bar.arrive_expect_tx(<Tma<ATile> as PartitionedTma<ATile>>::PAIR_BYTES + <Tma<BTile<TN>> as PartitionedTma<BTile<TN>>>::PAIR_BYTES);
+                        if let Some(pl) = &pair_leader {
+                            bar.arrive_expect_tx(pl, <Tma<ATile> as PartitionedTma<ATile>>::PAIR_BYTES + <Tma<BTile<TN>> as PartitionedTma<BTile<TN>>>::PAIR_BYTES);
                         }
                         a.load_partitioned::<0>(a_smem.at(slot), pm * 2 * TILE_M as u32, ki * TILE_K as u32, bar);
                         b.load_partitioned::<1>(b_smem.at(slot), ki * TILE_K as u32, pn * PN as u32, bar);
@@ -85,15 +85,15 @@ pub fn matmul5<const TN: usize, const PN: usize, const AN: usize, const STAGES: 
                         store_done.at(acc_slot).wait();
                         fence_after_thread_sync();
                     }
-                    if is_leader {
+                    if let Some(pl) = pair_leader {
                         for ki in 0..k_steps {
                             let slot = (step % STAGES as u32) as usize;
-                            loaded.at(slot).wait();
-                            tcgen05_mma_kn_pair(&acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
-                            tcgen05_commit_arrive_pair(consumed.at(slot));
+                            loaded.at(slot).wait(&pl);
+                            tcgen05_mma_kn_pair(&pl, &acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
+                            tcgen05_commit_arrive_pair(&pl, consumed.at(slot));
                             step += 1;
                         }
-                        tcgen05_commit_arrive_pair(mma_done.at(acc_slot));
+                        tcgen05_commit_arrive_pair(&pl, mma_done.at(acc_slot));
                     }
                 });
             }

@@ -1,12 +1,11 @@
 //! The tutorial's kernel scheduled with cluster launch control.
 use super::{acc_to_smem, ATile, BTile, ETile, EPI_N, TILE_K, TILE_M};
-use kernel_device::collective::{pair_rank, tcgen05_commit_arrive_pair, tcgen05_mma_kn_pair, PartitionedTma, TmemPair};
+use kernel_device::collective::{pair_rank, pair_role, PairBarriers, tcgen05_commit_arrive_pair, tcgen05_mma_kn_pair, PartitionedTma, TmemPair};
 use kernel_device::clc::{dynamic_scheduling_loop, ClcResponse};
 use kernel_device::prelude::*;
 use kernel_device::tcgen05::{TcBarrier, TcBarriers};
 use kernel_device::tma::{commit_group, wait_group_read};
 use kernel_device::tmem::wait_load_tmem;
-use kernel_device::Barriers;
 
 /// [`super::matmul4`] scheduled dynamically with cluster launch
 /// control (Pallas's `dynamic_scheduling_loop`, as in its
@@ -39,14 +38,14 @@ pub fn matmul_dynamic<const TN: usize, const PN: usize, const STAGES: usize>(
     #[scratch] b_smem: Smem<[BTile<TN>; STAGES]>,
     #[scratch] acc_smem: Smem<[ETile; 2]>,
     #[scratch] acc: TmemPair<f32, TILE_M, PN>,
-    #[scratch] loaded: Barriers<STAGES>,
+    #[scratch] loaded: PairBarriers<STAGES>,
     #[scratch] consumed: TcBarriers<STAGES>,
     #[scratch] mma_done: TcBarrier,
     #[scratch] clc: ClcResponse,
     #[scratch] clc_bar: Barrier,
 ) {
     const { assert!(PN == 2 * TN && PN % EPI_N == 0, "matmul_dynamic: PN (the pair's tile N) must be 2 TN and a multiple of EPI_N") };
-    let is_leader = pair_rank() == 0;
+    let pair_leader = pair_role().leader();
     let leader = thread_linear() == 0;
     dynamic_scheduling_loop(&clc, clc_bar.as_ref(), |info| {
         let (pm, pn) = (info.index.x, info.index.y);
@@ -60,8 +59,8 @@ pub fn matmul_dynamic<const TN: usize, const PN: usize, const STAGES: usize>(
                             consumed.at(slot).wait();
                         }
                         let bar = loaded.at(slot);
-                        if is_leader {
-                            bar.arrive_expect_tx(<Tma<ATile> as PartitionedTma<ATile>>::PAIR_BYTES + <Tma<BTile<TN>> as PartitionedTma<BTile<TN>>>::PAIR_BYTES);
+                        if let Some(pl) = &pair_leader {
+                            bar.arrive_expect_tx(pl, <Tma<ATile> as PartitionedTma<ATile>>::PAIR_BYTES + <Tma<BTile<TN>> as PartitionedTma<BTile<TN>>>::PAIR_BYTES);
                         }
                         a.load_partitioned::<0>(a_smem.at(slot), pm * 2 * TILE_M as u32, ki * TILE_K as u32, bar);
                         b.load_partitioned::<1>(b_smem.at(slot), ki * TILE_K as u32, pn * PN as u32, bar);
@@ -69,14 +68,14 @@ pub fn matmul_dynamic<const TN: usize, const PN: usize, const STAGES: usize>(
                 }
             }
             1 => {
-                if is_leader && elect_one() {
+                if let (Some(pl), true) = (pair_leader, elect_one()) {
                     for ki in 0..k_steps {
                         let slot = (ki % STAGES as u32) as usize;
-                        loaded.at(slot).wait();
-                        tcgen05_mma_kn_pair(&acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
-                        tcgen05_commit_arrive_pair(consumed.at(slot));
+                        loaded.at(slot).wait(&pl);
+                        tcgen05_mma_kn_pair(&pl, &acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
+                        tcgen05_commit_arrive_pair(&pl, consumed.at(slot));
                     }
-                    tcgen05_commit_arrive_pair(mma_done.as_ref());
+                    tcgen05_commit_arrive_pair(&pl, mma_done.as_ref());
                 }
             }
             _ => {}

@@ -18,7 +18,7 @@
 //!   by the MMA while the epilogue may still read it (a race on tensor
 //!   memory).
 use super::{acc_to_smem, ATile, BTile, ETile, EPI_N, TILE_K, TILE_M};
-use kernel_device::collective::{pair_rank, tcgen05_commit_arrive_pair, tcgen05_mma_kn_pair, PartitionedTma, TmemPair};
+use kernel_device::collective::{pair_rank, pair_role, PairBarriers, tcgen05_commit_arrive_pair, tcgen05_mma_kn_pair, PartitionedTma, TmemPair};
 use kernel_device::grid::{nd_loop, Collective};
 use kernel_device::prelude::*;
 use kernel_device::tcgen05::{raw::fence_after_thread_sync, raw::fence_before_thread_sync, tcgen05_commit_arrive, TcBarrier, TcBarriers};
@@ -45,12 +45,12 @@ pub fn collective_copy<const MODE: u32>(
     #[scratch] b_smem: Smem<[BTile<TN>; STAGES]>,
     #[scratch] acc_smem: Smem<[ETile; 2]>,
     #[scratch] acc: TmemPair<f32, TILE_M, PN>,
-    #[scratch] loaded: Barriers<STAGES>,
+    #[scratch] loaded: PairBarriers<STAGES>,
     #[scratch] consumed: TcBarriers<STAGES>,
     #[scratch] mma_done: TcBarrier,
 ) {
     let (pm, pn) = (block_idx().x / 2, block_idx().y);
-    let is_leader = pair_rank() == 0;
+    let pair_leader = pair_role().leader();
     #[warp_specialize(warps)]
     match warp_in_warpgroup() {
         0 => {
@@ -58,38 +58,38 @@ pub fn collective_copy<const MODE: u32>(
                 for ki in 0..k_steps {
                     let slot = (ki % STAGES as u32) as usize;
                     // BUG 2: the peer refills a slot without waiting for the MMA.
-                    if ki >= STAGES as u32 && !(MODE == 2 && !is_leader) {
+                    if ki >= STAGES as u32 && !(MODE == 2 && pair_leader.is_none()) {
                         consumed.at(slot).wait();
                     }
                     let bar = loaded.at(slot);
-                    if is_leader {
-                        bar.arrive_expect_tx(<Tma<ATile> as PartitionedTma<ATile>>::PAIR_BYTES + <Tma<BTile<TN>> as PartitionedTma<BTile<TN>>>::PAIR_BYTES);
+                    if let Some(pl) = &pair_leader {
+                        bar.arrive_expect_tx(pl, <Tma<ATile> as PartitionedTma<ATile>>::PAIR_BYTES + <Tma<BTile<TN>> as PartitionedTma<BTile<TN>>>::PAIR_BYTES);
                     }
                     a.load_partitioned::<0>(a_smem.at(slot), pm * 2 * TILE_M as u32, ki * TILE_K as u32, bar);
                     // BUG 1: the peer does not issue its half of B.
-                    if !(MODE == 1 && !is_leader) {
+                    if !(MODE == 1 && pair_leader.is_none()) {
                         b.load_partitioned::<1>(b_smem.at(slot), ki * TILE_K as u32, pn * PN as u32, bar);
                     }
                 }
             }
         }
         1 => {
-            if is_leader && elect_one() {
+            if let (Some(pl), true) = (pair_leader, elect_one()) {
                 for ki in 0..k_steps {
                     let slot = (ki % STAGES as u32) as usize;
-                    loaded.at(slot).wait();
-                    tcgen05_mma_kn_pair(&acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
+                    loaded.at(slot).wait(&pl);
+                    tcgen05_mma_kn_pair(&pl, &acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
                     // BUG 3: commits reach the leader's barriers only.
                     if MODE == 3 {
                         tcgen05_commit_arrive_leader_only(consumed.at(slot));
                     } else {
-                        tcgen05_commit_arrive_pair(consumed.at(slot));
+                        tcgen05_commit_arrive_pair(&pl, consumed.at(slot));
                     }
                 }
                 if MODE == 3 {
                     tcgen05_commit_arrive_leader_only(mma_done.as_ref());
                 } else {
-                    tcgen05_commit_arrive_pair(mma_done.as_ref());
+                    tcgen05_commit_arrive_pair(&pl, mma_done.as_ref());
                 }
             }
         }
@@ -141,13 +141,13 @@ pub fn store_done_skipped<const BUG: bool>(
     #[scratch] b_smem: Smem<[BTile<TN>; STAGES]>,
     #[scratch] acc_smem: Smem<[ETile; 2]>,
     #[scratch] acc_slots: TmemPair<f32, TILE_M, 256>,
-    #[scratch] loaded: Barriers<STAGES>,
+    #[scratch] loaded: PairBarriers<STAGES>,
     #[scratch] consumed: TcBarriers<STAGES>,
     #[scratch] mma_done: TcBarriers<2>,
     #[scratch(arrivals = 2)] store_done: Barriers<2>,
 ) {
     const EPI: NamedBarrier = NamedBarrier::new(1, 128);
-    let is_leader = pair_rank() == 0;
+    let pair_leader = pair_role().leader();
     let pair0 = cluster_ctarank() & !1;
     let mut step = 0u32;
     if warpgroup_idx() == 0 {
@@ -163,8 +163,8 @@ pub fn store_done_skipped<const BUG: bool>(
                                 consumed.at(slot).wait();
                             }
                             let bar = loaded.at(slot);
-                            if is_leader {
-                                bar.arrive_expect_tx(<Tma<ATile> as PartitionedTma<ATile>>::PAIR_BYTES + <Tma<BTile<TN>> as PartitionedTma<BTile<TN>>>::PAIR_BYTES);
+                            if let Some(pl) = &pair_leader {
+                                bar.arrive_expect_tx(pl, <Tma<ATile> as PartitionedTma<ATile>>::PAIR_BYTES + <Tma<BTile<TN>> as PartitionedTma<BTile<TN>>>::PAIR_BYTES);
                             }
                             a.load_partitioned::<0>(a_smem.at(slot), pm * 2 * TILE_M as u32, ki * TILE_K as u32, bar);
                             b.load_partitioned::<1>(b_smem.at(slot), ki * TILE_K as u32, pn * PN as u32, bar);
@@ -183,15 +183,15 @@ pub fn store_done_skipped<const BUG: bool>(
                             store_done.at(acc_slot).wait();
                             fence_after_thread_sync();
                         }
-                        if is_leader {
+                        if let Some(pl) = pair_leader {
                             for ki in 0..k_steps {
                                 let slot = (step % STAGES as u32) as usize;
-                                loaded.at(slot).wait();
-                                tcgen05_mma_kn_pair(&acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
-                                tcgen05_commit_arrive_pair(consumed.at(slot));
+                                loaded.at(slot).wait(&pl);
+                                tcgen05_mma_kn_pair(&pl, &acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
+                                tcgen05_commit_arrive_pair(&pl, consumed.at(slot));
                                 step += 1;
                             }
-                            tcgen05_commit_arrive_pair(mma_done.at(acc_slot));
+                            tcgen05_commit_arrive_pair(&pl, mma_done.at(acc_slot));
                         }
                     });
                 }

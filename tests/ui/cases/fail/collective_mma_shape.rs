@@ -1,5 +1,5 @@
 #![allow(unused)]
-use kernel_device::collective::{tcgen05_mma_kn_pair, TmemPair};
+use kernel_device::collective::{pair_role, tcgen05_mma_kn_pair, TmemPair};
 use kernel_device::prelude::*;
 use kernel_device::f16;
 
@@ -9,7 +9,9 @@ type B = Tile<f16, 64, 64, Swizzled<128>>;
 // N = 136 is not a multiple of 16 (and B's half does not match it).
 #[kernel(block = warpgroups(1), cluster = (2, 1, 1), arch = sm_100a)]
 pub fn k(x: *mut f32, #[scratch] a: Smem<A>, #[scratch] b: Smem<B>, #[scratch] acc: TmemPair<f32, 128, 136>) {
-    tcgen05_mma_kn_pair(&acc, a, b, false);
+    if let Some(leader) = pair_role().leader() {
+        tcgen05_mma_kn_pair(&leader, &acc, a, b, false);
+    }
 }
 
 fn main() {}
