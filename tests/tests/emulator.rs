@@ -697,3 +697,15 @@ fn hopper_ladder_pingpong_matches_the_cpu_reference() {
     emulated_ladder("step7 pingpong 128x128 s3 w8", (256, 512, 192), 2, 3);
     emulated_ladder("step7 pingpong 128x128 s3 w8", (200, 328, 136), 2, 4);
 }
+
+/// The Blackwell ladder's host side refuses a shape its `256 x 256 x 64`
+/// pair tile does not divide, naming the rule, before launching anything.
+#[test]
+fn blackwell_ladder_refuses_ragged_shapes() {
+    let (m, n, k) = (768, 256, 96);
+    let a = kernel_host::randn_f16(m * k, 1);
+    let b = kernel_host::randn_f16(k * n, 2);
+    let e = examples::blackwell_ladder::emulate(&Emulator::new(0), "matmul4 256x256 s4", &a, &b, m, n, k, 4).expect_err("K = 96 is not a multiple of 64");
+    let msg = e.to_string();
+    assert!(msg.contains("K % 64 == 0") && msg.contains("768 x 256 x 96"), "{msg}");
+}
