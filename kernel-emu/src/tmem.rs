@@ -627,11 +627,20 @@ pub fn mma(issue: MmaIssue<'_>) {
     // The race detector runs the MMA (the effect) at a seeded point before
     // the issuing thread's next commit arrives; its SMEM and TMEM operands
     // are checked as reads, its accumulator as a write, at that point.
+    issue_tracked(&e, tid, loc, op, cta, seq, smem_reads, ar.as_ref(), &dr);
+}
+
+/// Registers MMA `seq` of CTA `cta` (pushed to its `ops`) as a tracked
+/// asynchronous operation of `tid`: reads `smem_reads` of that CTA's SMEM
+/// and the TMEM A operand `a`, writes the accumulator `d`; its effect
+/// executes the MMA.
+#[allow(clippy::too_many_arguments)]
+fn issue_tracked(e: &Arc<Emu>, tid: usize, loc: Loc, op: &str, cta: usize, seq: u64, smem_reads: &[Range], a: Option<&Region>, d: &Region) {
     let mut reads: Vec<(Space, u64, u64)> = smem_reads.iter().map(|&(lo, hi)| (Space::Smem { cta }, u64::from(lo), u64::from(hi))).collect();
-    if let Some(ar) = &ar {
-        reads.extend(region_ranges(cta, ar));
+    if let Some(a) = a {
+        reads.extend(region_ranges(cta, a));
     }
-    let run_key = key(&e);
+    let run_key = key(e);
     let effect = move || {
         let mut g = runs();
         if let Some(c) = g.as_mut().and_then(|m| m.get_mut(&run_key)).and_then(|r| r.ctas.get_mut(&cta)) {
@@ -641,7 +650,7 @@ pub fn mma(issue: MmaIssue<'_>) {
     e.async_issue(
         tid,
         loc,
-        AsyncOp { kind: op.to_string(), copies: Vec::new(), reads, writes: region_ranges(cta, &dr), effect: Some(Box::new(effect)), completion: Completion::Tracked },
+        AsyncOp { kind: op.to_string(), copies: Vec::new(), reads, writes: region_ranges(cta, d), effect: Some(Box::new(effect)), completion: Completion::Tracked },
     );
 }
 
@@ -785,21 +794,8 @@ pub fn mma_pair(issue: MmaIssue<'_>, peer_rank: u32, peer_a: Vec<f32>, peer_smem
         }
         Ok((dr, seqs))
     });
-    let run_key = key(&e);
-    for ((cta, seq), reads) in [(own_cta, seqs[0]), (peer_cta, seqs[1])].into_iter().zip([smem_reads, peer_smem_reads]) {
-        let reads = reads.iter().map(|&(lo, hi)| (Space::Smem { cta }, u64::from(lo), u64::from(hi))).collect();
-        let effect = move || {
-            let mut g = runs();
-            if let Some(c) = g.as_mut().and_then(|m| m.get_mut(&run_key)).and_then(|r| r.ctas.get_mut(&cta)) {
-                execute_one(c, seq);
-            }
-        };
-        e.async_issue(
-            tid,
-            loc,
-            AsyncOp { kind: op.to_string(), copies: Vec::new(), reads, writes: region_ranges(cta, &dr), effect: Some(Box::new(effect)), completion: Completion::Tracked },
-        );
-    }
+    issue_tracked(&e, tid, loc, op, own_cta, seqs[0], smem_reads, None, &dr);
+    issue_tracked(&e, tid, loc, op, peer_cta, seqs[1], peer_smem_reads, None, &dr);
 }
 
 /// `tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster`:
