@@ -11,6 +11,9 @@ const SEEDS: [u64; 4] = [1, 2, 3, 0xDEAD_BEEF];
 fn first_examples_match_the_cpu_reference_under_4_schedules() {
     for emu in Emulator::schedules(1, 4) {
         for (name, run) in FIRST_EXAMPLES {
+            if name == "cluster_allreduce16" {
+                continue; // two clusters of 16, in its own test
+            }
             if let Err(e) = run(&emu) {
                 panic!("seed {}: {name}: {e}", emu.seed());
             }
@@ -696,4 +699,26 @@ fn divergent_and_exited_lanes_at_a_warp_collective_are_misuses() {
 fn hopper_ladder_pingpong_matches_the_cpu_reference() {
     emulated_ladder("step7 pingpong 128x128 s3 w8", (256, 512, 192), 2, 3);
     emulated_ladder("step7 pingpong 128x128 s3 w8", (200, 328, 136), 2, 4);
+}
+
+/// `cluster::cluster_allreduce16`: two clusters of 16 CTAs (a non-portable
+/// size, `non_portable_cluster`), 2 steps, under 4 seeds: every CTA gets its
+/// cluster's sum, with the race detector on (the reuse of `parts` and `sums`
+/// across steps is ordered by the two cluster barriers only).
+#[test]
+fn cluster_of_16_allreduce_matches_the_cpu_reference() {
+    use kernels::cluster::{cluster_allreduce16, ALLREDUCE16_CTAS as C, ALLREDUCE16_LEN as L};
+    use kernel_device::KernelSpec;
+    assert_eq!(<cluster_allreduce16 as KernelSpec>::CLUSTER.volume(), 16);
+    assert!(<cluster_allreduce16 as KernelSpec>::NON_PORTABLE_CLUSTER);
+    let (ctas, steps) = (2 * C, 2usize);
+    let x = examples::inputs(ctas * steps * L, 16);
+    let want = examples::allreduce16_reference(&x, ctas, steps);
+    for emu in Emulator::schedules(16, 4) {
+        let mut y = vec![f32::NAN; x.len()];
+        emu.launch::<cluster_allreduce16, _>(ctas as u32, (&x[..], &mut y[..], steps as u32))
+            .unwrap_or_else(|e| panic!("seed {}: {e}", emu.seed()));
+        let wrong = (0..y.len()).filter(|&i| y[i].to_bits() != want[i].to_bits()).count();
+        assert_eq!(wrong, 0, "seed {}: {wrong} elements differ from the CPU reference", emu.seed());
+    }
 }

@@ -173,7 +173,7 @@ pub const ALLREDUCE16_OWN: usize = ALLREDUCE16_LEN / ALLREDUCE16_CTAS;
 /// launch with `Error::ClusterNotSchedulable` (the H100 and the B200 can).
 #[kernel(block = threads(32), cluster = (16, 1, 1), non_portable_cluster)]
 pub fn cluster_allreduce16(
-    x: Gmem<f32>,
+    x: GmemRef<f32>,
     y: Gmem<f32>,
     steps: u32,
     #[scratch] parts: Smem<[[f32; ALLREDUCE16_OWN]; ALLREDUCE16_CTAS]>,

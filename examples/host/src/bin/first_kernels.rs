@@ -5,7 +5,8 @@
 //! cargo run --release -p examples --bin first_kernels [-- NAME...]
 //! ```
 //! NAME is one of increment, producer_consumer, cluster_exchange,
-//! semaphore_signal (default: all). Exit status 0 only if every example ran
+//! semaphore_signal, double_checked, cluster_allreduce16 (a cluster of 16
+//! CTAs, a non-portable size) (default: all). Exit status 0 only if every example ran
 //! and matched the reference.
 use examples::FIRST_EXAMPLES;
 use kernel_host::Gpu;
