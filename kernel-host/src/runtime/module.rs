@@ -338,21 +338,24 @@ enum ClusterVerdict {
 
 /// How [`Kernel::launch`] reads the answer of `cuOccupancyMaxActiveClusters`
 /// for a cluster of `ctas` CTAs: 0 clusters, or a refused cluster size
-/// (`CUDA_ERROR_INVALID_CLUSTER_SIZE`; `CUDA_ERROR_INVALID_VALUE` for a
-/// non-portable size, the driver's answer when the function lacks the
-/// opt-in), means the kernel cannot run; any other failure of the query is
-/// left to the launch to report.
+/// (`CUDA_ERROR_INVALID_CLUSTER_SIZE`), means the kernel cannot run; any
+/// other failure of the query (`CUDA_ERROR_INVALID_VALUE` included, which
+/// might be the query's own) is left to the launch, whose refusal
+/// [`is_cluster_refusal`] reads.
 fn cluster_verdict(ctas: u32, answer: &std::result::Result<u32, CudaError>) -> ClusterVerdict {
     match answer {
-        Ok(0) => ClusterVerdict::NotSchedulable(None),
-        Ok(_) => ClusterVerdict::Launch,
-        Err(e) if is_cluster_refusal(ctas, e) => ClusterVerdict::NotSchedulable(Some(e.clone())),
-        Err(_) => ClusterVerdict::Launch,
+        Ok(0) if ctas > 1 => ClusterVerdict::NotSchedulable(None),
+        Err(e) if ctas > 1 && e.result == sys::CUresult::CUDA_ERROR_INVALID_CLUSTER_SIZE => {
+            ClusterVerdict::NotSchedulable(Some(e.clone()))
+        }
+        _ => ClusterVerdict::Launch,
     }
 }
 
-/// Whether the driver error `e`, for a cluster of `ctas` CTAs, says that the
-/// cluster cannot be scheduled.
+/// Whether the launch error `e`, for a cluster of `ctas` CTAs, says that the
+/// cluster cannot be scheduled: `CUDA_ERROR_INVALID_CLUSTER_SIZE`, or
+/// `CUDA_ERROR_INVALID_VALUE` for a non-portable size (more than 8 CTAs:
+/// what the driver may answer when the function lacks the opt-in).
 fn is_cluster_refusal(ctas: u32, e: &CudaError) -> bool {
     use sys::CUresult::*;
     ctas > 1
@@ -619,13 +622,17 @@ mod tests {
         assert_eq!(cluster_verdict(16, &Ok(0)), ClusterVerdict::NotSchedulable(None));
         let e = err(CUDA_ERROR_INVALID_CLUSTER_SIZE);
         assert_eq!(cluster_verdict(4, &Err(e.clone())), ClusterVerdict::NotSchedulable(Some(e)));
-        // INVALID_VALUE: the non-portable size without the opt-in, but for a
-        // portable size the launch reports it (with its own hint).
-        let e = err(CUDA_ERROR_INVALID_VALUE);
-        assert_eq!(cluster_verdict(16, &Err(e.clone())), ClusterVerdict::NotSchedulable(Some(e.clone())));
-        assert_eq!(cluster_verdict(8, &Err(e)), ClusterVerdict::Launch);
+        // Other query failures are left to the launch...
+        assert_eq!(cluster_verdict(16, &Err(err(CUDA_ERROR_INVALID_VALUE))), ClusterVerdict::Launch);
         assert_eq!(cluster_verdict(16, &Err(err(CUDA_ERROR_NOT_SUPPORTED))), ClusterVerdict::Launch);
+        // ... whose INVALID_VALUE is a refusal for a non-portable size only
+        // (for a portable one the launch error keeps its own hint).
+        assert!(is_cluster_refusal(16, &err(CUDA_ERROR_INVALID_VALUE)));
+        assert!(!is_cluster_refusal(8, &err(CUDA_ERROR_INVALID_VALUE)));
+        assert!(is_cluster_refusal(2, &err(CUDA_ERROR_INVALID_CLUSTER_SIZE)));
         assert!(!is_cluster_refusal(1, &err(CUDA_ERROR_INVALID_CLUSTER_SIZE)));
+        assert!(!is_cluster_refusal(16, &err(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)));
+        assert_eq!(cluster_verdict(1, &Ok(0)), ClusterVerdict::Launch);
     }
 }
 

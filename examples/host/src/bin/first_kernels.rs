@@ -49,10 +49,10 @@ fn main() -> ExitCode {
             continue;
         }
         match run(&gpu, &module) {
-            Ok(o) => println!("ok    {name:<18} {} elements equal the CPU reference; first outputs {:?}", o.checked, o.sample),
+            Ok(o) => println!("ok    {name:<19} {} elements equal the CPU reference; first outputs {:?}", o.checked, o.sample),
             Err(e) => {
                 failed += 1;
-                println!("FAIL  {name:<18} {e}");
+                println!("FAIL  {name:<19} {e}");
             }
         }
     }
@@ -72,10 +72,10 @@ fn run_emulated(wanted: &[String]) -> ExitCode {
             continue;
         }
         match run(&emu) {
-            Ok(o) => println!("ok    {name:<18} {} elements equal the CPU reference (emulator); first outputs {:?}", o.checked, o.sample),
+            Ok(o) => println!("ok    {name:<19} {} elements equal the CPU reference (emulator); first outputs {:?}", o.checked, o.sample),
             Err(e) => {
                 failed += 1;
-                println!("FAIL  {name:<18} {e}");
+                println!("FAIL  {name:<19} {e}");
             }
         }
     }
