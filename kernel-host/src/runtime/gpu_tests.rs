@@ -434,26 +434,27 @@ fn gpu_non_portable_cluster_of_16() {
         other => panic!("expected InvalidLaunch(TooManyClusterCtas), got {other:?}"),
     }
 
-    // The opt-in cleared on the function (the occupancy answer of the first
-    // launch is kept): the driver refuses the launch itself.
+    // The opt-in cleared on a function that never launched (a second load
+    // of the module): the occupancy query or the launch refuses it.
+    let m2 = module(&gpu);
+    let k2 = ok(m2.kernel::<ClusterInfo16>());
     // SAFETY: as above.
-    ok(unsafe { cudarc::driver::result::function::set_function_attribute(k.cu_function(), attr, 0) }
+    ok(unsafe { cudarc::driver::result::function::set_function_attribute(k2.cu_function(), attr, 0) }
         .map_err(Error::cuda_call("cuFuncSetAttribute")));
-    match k.launch_sync(32, (&mut out,)) {
-        Err(e @ Error::ClusterNotSchedulable { cuda: Some(_), .. }) => {
+    match k2.max_active_clusters() {
+        Ok(n) => eprintln!("occupancy query without the opt-in: {n} clusters"),
+        Err(e) => eprintln!("occupancy query without the opt-in: {e}"),
+    }
+    match k2.launch_sync(32, (&mut out,)) {
+        Err(e @ Error::ClusterNotSchedulable { .. }) => {
             let msg = e.to_string();
             eprintln!("refused as expected: {msg}");
             assert!(msg.contains("in clusters of (16, 1, 1) = 16 CTAs") && msg.contains("fix:"), "{msg}");
+            assert!(!e.cuda().is_some_and(|c| c.is_sticky()), "{msg}");
         }
-        other => panic!("expected ClusterNotSchedulable from the launch, got {other:?}"),
+        other => panic!("expected ClusterNotSchedulable, got {other:?}"),
     }
-    // A fresh query says so too (refused, or 0 clusters).
-    match k.max_active_clusters() {
-        Ok(n) => assert_eq!(n, 0, "without the opt-in"),
-        Err(e) => eprintln!("occupancy query without the opt-in: {e}"),
-    }
-    // The context is fine: the kernel again (opt-in set again) runs.
-    let k = ok(m.kernel::<ClusterInfo16>());
+    // The context is fine: the kernel with the opt-in runs again.
     ok(k.launch_sync(16, (&mut out,)));
     assert_eq!(&ok(gpu.download(&out))[3 * 15..3 * 16], &[15, 16, 1]);
 }
