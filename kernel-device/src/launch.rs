@@ -53,8 +53,18 @@ pub const MAX_SMEM_BYTES: usize = 232_448;
 /// Most threads in one CTA.
 pub const MAX_BLOCK_THREADS: u32 = 1024;
 
-/// Most CTAs in a cluster with portable launch (16 needs a non-portable opt-in).
+/// Most CTAs in a cluster with portable launch (up to
+/// [`MAX_NON_PORTABLE_CLUSTER_CTAS`] with the non-portable opt-in).
 pub const MAX_CLUSTER_CTAS: u32 = 8;
+
+/// Most CTAs in a cluster of a kernel that opts in to non-portable cluster
+/// sizes (`#[kernel(.., non_portable_cluster)]`, [`KernelSpec::NON_PORTABLE_CLUSTER`]):
+/// 16 on the H100/H200 and the B200. The host sets
+/// `CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED` on such kernels when
+/// it loads them; whether a given size is schedulable (every CTA of a cluster
+/// on one GPC) depends on the GPU and on the CTA's resources, and is checked
+/// at launch.
+pub const MAX_NON_PORTABLE_CLUSTER_CTAS: u32 = 16;
 
 /// Static description of a kernel entry point, implemented by `#[kernel]`.
 ///
@@ -73,6 +83,12 @@ pub trait KernelSpec {
     const BLOCK: Dim3;
     /// CTAs per cluster; `(1, 1, 1)` launches without a cluster.
     const CLUSTER: Dim3;
+    /// Whether the kernel opts in to non-portable cluster sizes (more than
+    /// [`MAX_CLUSTER_CTAS`], at most [`MAX_NON_PORTABLE_CLUSTER_CTAS`] CTAs):
+    /// `#[kernel(.., non_portable_cluster)]`. The host then sets
+    /// `CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED` on the function
+    /// when it loads it.
+    const NON_PORTABLE_CLUSTER: bool = false;
     /// Dynamic shared memory the kernel's scratch parameters need, in bytes.
     const SMEM_BYTES: u32;
     /// What the host passes for the kernel's non-scratch parameters: their

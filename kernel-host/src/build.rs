@@ -507,7 +507,10 @@ fn dep_info_sources(deps: &Path, crate_dir: &Path) -> BTreeSet<PathBuf> {
 ///   its body, so ptxas budgets registers for the real block size;
 /// * adds `.reqnctapercluster x, y, z` where the line has
 ///   `reqnctapercluster=x,y,z` (`#[kernel]` emits it for `arch = sm_100a`
-///   kernels with a cluster: the cluster shape is then part of the kernel);
+///   kernels with a cluster: the cluster shape is then part of the kernel;
+///   ptxas 13.0 assembles it for up to 16 CTAs on sm_90a and sm_100a and
+///   checks no limit, so a non-portable size needs nothing more in the PTX:
+///   its permission is the function attribute the host sets at load time);
 /// * raises the alignment of each parameter `i` with bit `i` of MASK set (a
 ///   TMA descriptor used by address, which must be 64-byte aligned) from
 ///   rustc's `.align 16` to `.align 64` (rustc cannot pass a by-value
@@ -616,6 +619,14 @@ mod tests {
         let out = apply_kernel_meta(ptx);
         assert!(out.contains(".entry k(\n)\n.maxntid 128, 1, 1\n.reqnctapercluster 2, 1, 1\n{"), "{out}");
         assert_eq!(out.matches(".reqnctapercluster").count(), 1, "only the entry whose meta asks: {out}");
+    }
+
+    /// A non-portable (16-CTA) cluster shape goes through unchanged.
+    #[test]
+    fn reqnctapercluster_of_16_ctas() {
+        let ptx = "// kernel-meta entry=k maxntid=32,1,1 cluster=4,4,1 reqnctapercluster=4,4,1 byaddr=0\n.visible .entry k(\n)\n{\n}\n";
+        let out = apply_kernel_meta(ptx);
+        assert!(out.contains(".maxntid 32, 1, 1\n.reqnctapercluster 4, 4, 1\n{"), "{out}");
     }
 
     #[test]

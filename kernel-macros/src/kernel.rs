@@ -224,6 +224,7 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
     let (bx, by, bz) = (opts.block.x as u32, opts.block.y as u32, opts.block.z as u32);
     let (cx, cy, cz) = (opts.cluster.x as u32, opts.cluster.y as u32, opts.cluster.z as u32);
     let cluster_ctas = opts.cluster.volume();
+    let non_portable = opts.non_portable_cluster;
 
     let p_names: Vec<&Ident> = params.iter().map(|p| &p.name).collect();
     let p_tys: Vec<&Type> = params.iter().map(|p| &p.ty).collect();
@@ -383,6 +384,7 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
                 const NAME: &'static str = #entry_name;
                 const BLOCK: #krate::Dim3 = #krate::Dim3::new(#bx, #by, #bz);
                 const CLUSTER: #krate::Dim3 = #krate::Dim3::new(#cx, #cy, #cz);
+                const NON_PORTABLE_CLUSTER: bool = #non_portable;
                 const SMEM_BYTES: u32 = <#name #inst_args>::__SMEM_BYTES as u32;
                 type Params = (#(#abi_tys,)*);
                 const ARCHS: &'static [&'static str] = #archs;

@@ -28,7 +28,8 @@
 //! | option | meaning | default |
 //! |---|---|---|
 //! | `block = warpgroups(N)` / `threads(N)` / `(x, y, z)` | threads per CTA | `warpgroups(1)` |
-//! | `cluster = N` / `(x, y, z)` | CTAs per cluster (at most 8) | `1` |
+//! | `cluster = N` / `(x, y, z)` | CTAs per cluster (at most 8; 16 with `non_portable_cluster`) | `1` |
+//! | `non_portable_cluster` | opt in to clusters of 9 to 16 CTAs: the host sets `CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED` on the kernel when it loads it, and refuses a launch the GPU cannot co-schedule (`Error::ClusterNotSchedulable`) | off (at most 8 CTAs, the portable size) |
 //! | `instances((a, b, ..), ..)` | const-generic values to compile, one entry point each | required iff the kernel has const generics |
 //! | `arch = sm_90a` / `sm_100a` | build the entry point only for that architecture (wgmma is sm_90a-only, tcgen05 sm_100a-only) | every architecture |
 //!
@@ -45,7 +46,7 @@
 //!   CTA, more than one CTA along each named axis, and no `arrivals` (its
 //!   count is derived: the CTAs along its axes);
 //! * options are known and given once; the block has 1..=1024 threads; the
-//!   cluster 1..=8 CTAs;
+//!   cluster 1..=8 CTAs, or 1..=16 with `non_portable_cluster` (never more);
 //! * the scratch total fits in 227 KB (checked when the layout is evaluated).
 use proc_macro::TokenStream;
 

@@ -4,11 +4,14 @@ use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::{parenthesized, Error, Expr, ExprLit, ExprTuple, Ident, Lit, LitInt, Token};
 
-pub const VALID_OPTIONS: &str = "`block`, `cluster`, `instances`, `arch`";
+pub const VALID_OPTIONS: &str = "`block`, `cluster`, `non_portable_cluster`, `instances`, `arch`";
 /// Architectures a kernel can be restricted to.
 pub const ARCHS: [&str; 2] = ["sm_90a", "sm_100a"];
 pub const MAX_BLOCK_THREADS: u64 = 1024;
+/// The portable cluster size (`kernel_device::launch::MAX_CLUSTER_CTAS`).
 pub const MAX_CLUSTER_CTAS: u64 = 8;
+/// With `non_portable_cluster` (`kernel_device::launch::MAX_NON_PORTABLE_CLUSTER_CTAS`).
+pub const MAX_NON_PORTABLE_CLUSTER_CTAS: u64 = 16;
 
 #[derive(Clone, Copy, Debug)]
 pub struct Dims {
@@ -27,6 +30,9 @@ impl Dims {
 pub struct Options {
     pub block: Dims,
     pub cluster: Dims,
+    /// `non_portable_cluster`: clusters of up to 16 CTAs (the host sets
+    /// `CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED` at load time).
+    pub non_portable_cluster: bool,
     /// Each instance: the literal values of the const generics, in order.
     pub instances: Option<(Span, Vec<Vec<Lit>>)>,
     /// `arch = sm_90a`: compile the entry point only for that architecture.
@@ -37,6 +43,7 @@ pub struct Options {
 enum RawOption {
     Block(Ident, Dims),
     Cluster(Ident, Dims),
+    NonPortableCluster(Ident, bool),
     Instances(Ident, Vec<(Span, Vec<Lit>)>),
     Arch(Ident, String),
 }
@@ -102,6 +109,16 @@ impl Parse for RawOption {
                 input.parse::<Token![=]>()?;
                 Ok(RawOption::Cluster(key, parse_dims(input, "the cluster shape")?))
             }
+            "non_portable_cluster" => {
+                // A flag; `= true` / `= false` is accepted too.
+                let on = if input.peek(Token![=]) {
+                    input.parse::<Token![=]>()?;
+                    input.parse::<syn::LitBool>()?.value
+                } else {
+                    true
+                };
+                Ok(RawOption::NonPortableCluster(key, on))
+            }
             "instances" => {
                 let content;
                 parenthesized!(content in input);
@@ -155,6 +172,7 @@ pub fn parse(attr: TokenStream, errors: &mut Vec<Error>) -> Options {
     let mut opts = Options {
         block: Dims { x: 128, y: 1, z: 1, span: Span::call_site() },
         cluster: Dims { x: 1, y: 1, z: 1, span: Span::call_site() },
+        non_portable_cluster: false,
         instances: None,
         arch: None,
     };
@@ -168,7 +186,11 @@ pub fn parse(attr: TokenStream, errors: &mut Vec<Error>) -> Options {
     let mut seen: Vec<String> = Vec::new();
     for opt in parsed {
         let key = match &opt {
-            RawOption::Block(k, _) | RawOption::Cluster(k, _) | RawOption::Instances(k, _) | RawOption::Arch(k, _) => k.clone(),
+            RawOption::Block(k, _)
+            | RawOption::Cluster(k, _)
+            | RawOption::NonPortableCluster(k, _)
+            | RawOption::Instances(k, _)
+            | RawOption::Arch(k, _) => k.clone(),
         };
         let name = key.to_string();
         if seen.contains(&name) {
@@ -179,6 +201,7 @@ pub fn parse(attr: TokenStream, errors: &mut Vec<Error>) -> Options {
         match opt {
             RawOption::Block(_, d) => opts.block = d,
             RawOption::Cluster(_, d) => opts.cluster = d,
+            RawOption::NonPortableCluster(_, on) => opts.non_portable_cluster = on,
             RawOption::Arch(_, a) => opts.arch = Some(a),
             RawOption::Instances(k, v) => {
                 if v.is_empty() {
@@ -203,15 +226,21 @@ pub fn parse(attr: TokenStream, errors: &mut Vec<Error>) -> Options {
         ));
     }
     let c = opts.cluster;
-    if c.x == 0 || c.y == 0 || c.z == 0 || c.volume() > MAX_CLUSTER_CTAS {
+    let (n, shape) = (c.volume(), format!("{} x {} x {} = {}", c.x, c.y, c.z, c.volume()));
+    if c.x == 0 || c.y == 0 || c.z == 0 {
+        errors.push(Error::new(c.span, format!("every cluster dimension is at least 1; this one has {shape}")));
+    } else if n > MAX_NON_PORTABLE_CLUSTER_CTAS {
         errors.push(Error::new(
             c.span,
             format!(
-                "a cluster has 1 to {MAX_CLUSTER_CTAS} CTAs (the portable limit; every dimension at least 1); this one has {} x {} x {} = {}",
-                c.x,
-                c.y,
-                c.z,
-                c.volume()
+                "a cluster has at most {MAX_NON_PORTABLE_CLUSTER_CTAS} CTAs (the hardware's largest, non-portable, cluster size); this one has {shape}: use a cluster of at most {MAX_NON_PORTABLE_CLUSTER_CTAS} CTAs"
+            ),
+        ));
+    } else if n > MAX_CLUSTER_CTAS && !opts.non_portable_cluster {
+        errors.push(Error::new(
+            c.span,
+            format!(
+                "a cluster has 1 to {MAX_CLUSTER_CTAS} CTAs (the portable limit); this one has {shape}: add `non_portable_cluster` to `#[kernel(...)]` to opt in to clusters of up to {MAX_NON_PORTABLE_CLUSTER_CTAS} CTAs (the host then allows them when it loads the kernel; a GPU that cannot co-schedule them is a launch error), or use at most {MAX_CLUSTER_CTAS} CTAs"
             ),
         ));
     }

@@ -11,6 +11,9 @@ const SEEDS: [u64; 4] = [1, 2, 3, 0xDEAD_BEEF];
 fn first_examples_match_the_cpu_reference_under_4_schedules() {
     for emu in Emulator::schedules(1, 4) {
         for (name, run) in FIRST_EXAMPLES {
+            if name == "cluster_allreduce16" {
+                continue; // two clusters of 16, in its own test
+            }
             if let Err(e) = run(&emu) {
                 panic!("seed {}: {name}: {e}", emu.seed());
             }
@@ -708,4 +711,26 @@ fn blackwell_ladder_refuses_ragged_shapes() {
     let e = examples::blackwell_ladder::emulate(&Emulator::new(0), "matmul4 256x256 s4", &a, &b, m, n, k, 4).expect_err("K = 96 is not a multiple of 64");
     let msg = e.to_string();
     assert!(msg.contains("K % 64 == 0") && msg.contains("768 x 256 x 96"), "{msg}");
+}
+
+/// `cluster::cluster_allreduce16`: two clusters of 16 CTAs (a non-portable
+/// size, `non_portable_cluster`), 2 steps, under 4 seeds: every CTA gets its
+/// cluster's sum, with the race detector on (the reuse of `parts` and `sums`
+/// across steps is ordered by the two cluster barriers only).
+#[test]
+fn cluster_of_16_allreduce_matches_the_cpu_reference() {
+    use kernels::cluster::{cluster_allreduce16, ALLREDUCE16_CTAS as C, ALLREDUCE16_LEN as L};
+    use kernel_device::KernelSpec;
+    assert_eq!(<cluster_allreduce16 as KernelSpec>::CLUSTER.volume(), 16);
+    assert!(<cluster_allreduce16 as KernelSpec>::NON_PORTABLE_CLUSTER);
+    let (ctas, steps) = (2 * C, 2usize);
+    let x = examples::inputs(ctas * steps * L, 16);
+    let want = examples::allreduce16_reference(&x, ctas, steps);
+    for emu in Emulator::schedules(16, 4) {
+        let mut y = vec![f32::NAN; x.len()];
+        emu.launch::<cluster_allreduce16, _>(ctas as u32, (&x[..], &mut y[..], steps as u32))
+            .unwrap_or_else(|e| panic!("seed {}: {e}", emu.seed()));
+        let wrong = (0..y.len()).filter(|&i| y[i].to_bits() != want[i].to_bits()).count();
+        assert_eq!(wrong, 0, "seed {}: {wrong} elements differ from the CPU reference", emu.seed());
+    }
 }

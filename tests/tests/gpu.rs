@@ -30,3 +30,71 @@ fn no_gpu_is_an_error_value() {
         }
     }
 }
+
+/// A cluster of 16 CTAs, a non-portable size: `Module::kernel` sets
+/// `CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED` for a
+/// `#[kernel(.., non_portable_cluster)]` kernel, the driver can co-schedule
+/// one cluster (the H100 supports 16 with the opt-in), and two clusters of
+/// `cluster_allreduce16` match the CPU reference.
+#[test]
+#[ignore = "needs a CUDA GPU (sm_90): run with --ignored on a GPU machine"]
+fn cluster_of_16_runs_with_the_non_portable_opt_in_on_gpu() {
+    use kernel_host::cudarc::driver::{result::function, sys::CUfunction_attribute};
+    use kernels::cluster::cluster_allreduce16;
+    let gpu = Gpu::new(0).expect("a CUDA GPU");
+    let module = gpu.load(&kernels::DEVICE_CODE).expect("module loads");
+    let kernel = module.kernel::<cluster_allreduce16>().expect("the kernel loads");
+    // SAFETY: a live function of a loaded module.
+    let allowed = unsafe {
+        function::get_function_attribute(kernel.cu_function(), CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED)
+    };
+    assert_eq!(allowed, Ok(1), "Module::kernel sets the non-portable opt-in");
+    let clusters = kernel.max_active_clusters().unwrap_or_else(|e| panic!("occupancy query: {e}"));
+    eprintln!("{}: {clusters} clusters of 16 CTAs can run at once", gpu.name());
+    assert!(clusters >= 1, "the GPU cannot co-schedule a cluster of 16 CTAs of 32 threads");
+    match examples::run_cluster_allreduce16(&gpu, &module) {
+        Ok(o) => eprintln!("ok cluster_allreduce16: {} elements", o.checked),
+        Err(e) => panic!("cluster_allreduce16: {e}"),
+    }
+}
+
+/// The same 16-CTA kernel with the opt-in cleared on its function (as if
+/// the host had not set it): the launch is refused with
+/// `Error::ClusterNotSchedulable`, naming the cluster and the fix, not a
+/// crash or a sticky error; the context stays usable, and the kernel loaded
+/// again (opt-in set again) runs.
+#[test]
+#[ignore = "needs a CUDA GPU (sm_90): run with --ignored on a GPU machine"]
+fn cluster_of_16_without_the_opt_in_is_a_clear_error_on_gpu() {
+    use kernel_host::cudarc::driver::{result::function, sys::CUfunction_attribute};
+    use kernels::cluster::{cluster_allreduce16, ALLREDUCE16_CTAS, ALLREDUCE16_LEN};
+    let gpu = Gpu::new(0).expect("a CUDA GPU");
+    let module = gpu.load(&kernels::DEVICE_CODE).expect("module loads");
+    let kernel = module.kernel::<cluster_allreduce16>().expect("the kernel loads");
+    // SAFETY: a live function of a loaded module.
+    unsafe {
+        function::set_function_attribute(kernel.cu_function(), CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 0)
+    }
+    .expect("clear the opt-in");
+    match kernel.max_active_clusters() {
+        Ok(n) => eprintln!("without the opt-in, cuOccupancyMaxActiveClusters says {n}"),
+        Err(e) => eprintln!("without the opt-in, the occupancy query is refused: {e}"),
+    }
+    let n = ALLREDUCE16_CTAS * ALLREDUCE16_LEN;
+    let dx = gpu.upload(&vec![1f32; n]).expect("upload");
+    let mut dy = gpu.upload(&vec![0f32; n]).expect("upload");
+    let err = kernel
+        .launch_sync(ALLREDUCE16_CTAS as u32, (&dx, &mut dy, 1u32))
+        .expect_err("a cluster of 16 without the opt-in must not launch");
+    let msg = err.to_string();
+    eprintln!("refused as expected: {msg}");
+    assert!(matches!(err, kernel_host::Error::ClusterNotSchedulable { .. }), "not ClusterNotSchedulable: {msg}");
+    assert!(msg.contains("in clusters of (16, 1, 1) = 16 CTAs"), "{msg}");
+    assert!(msg.contains("NON_PORTABLE_CLUSTER_SIZE_ALLOWED") && msg.contains("fix:"), "{msg}");
+    assert!(!err.cuda().is_some_and(|c| c.is_sticky()), "{msg}");
+    // The context is fine: the kernel again (Module::kernel sets the opt-in) runs.
+    match examples::run_cluster_allreduce16(&gpu, &module) {
+        Ok(o) => eprintln!("after the refusal, ok cluster_allreduce16: {} elements", o.checked),
+        Err(e) => panic!("after the refusal: {e}"),
+    }
+}

@@ -36,6 +36,10 @@ const EXPECTED: &[(&str, &[&str])] = &[
         &["mapa.shared::cluster.u32", "mbarrier.arrive.release.cluster.shared::cluster.b64", "mbarrier.try_wait.parity.shared::cta.b64", "mapa.u64"],
     ),
     (
+        "cluster_allreduce16",
+        &["mapa.shared::cluster.u32", "mbarrier.arrive.release.cluster.shared::cluster.b64", "mbarrier.try_wait.parity.shared::cta.b64", "mapa.u64"],
+    ),
+    (
         "warp_collectives",
         &[
             "shfl.sync.idx.b32", "shfl.sync.up.b32", "shfl.sync.down.b32", "shfl.sync.bfly.b32",
@@ -411,4 +415,55 @@ fn blackwell_collective_kernels_have_their_facts() {
         assert!(!image("sm_90a").ptx.contains(&format!(".entry {name}(")), "{name} is sm_100a-only");
     }
     assert!(!image("sm_100a").ptx.contains(".reqnctapercluster 1, 1, 1"));
+}
+
+/// A 16-CTA (non-portable) cluster shape carried in the PTX: the build's
+/// `.reqnctapercluster` (what `#[kernel]` asks for `arch = sm_100a` cluster
+/// kernels) with 16 CTAs, as (16, 1, 1) and (4, 4, 1), assembles with
+/// ptxas 13.0 for sm_90a and sm_100a. (ptxas does not check the portable
+/// limit: the non-portable permission is the function attribute the host
+/// sets at load time, and the 16-CTA example kernel carries none of it.)
+#[test]
+fn sixteen_cta_reqnctapercluster_assembles_for_both_architectures() {
+    let ptxas = kernel_host::build::find_ptxas(std::path::Path::new(env!("CARGO_MANIFEST_DIR")))
+        .expect("ptxas not found: run tools/install-ptxas.sh (or set KERNEL_PTXAS)");
+    let dir = std::env::temp_dir().join(format!("npc-reqncta-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (arch, version) in [("sm_90a", "8.0"), ("sm_100a", "8.7")] {
+        for shape in ["16,1,1", "4,4,1"] {
+            // A cluster kernel: DSMEM address of the peer, cluster barrier.
+            let src = format!(
+                "// kernel-meta entry=k16 maxntid=32,1,1 cluster={shape} reqnctapercluster={shape} byaddr=0\n\
+                 .version {version}\n.target {arch}\n.address_size 64\n\
+                 .shared .align 8 .b8 buf[8];\n\
+                 .visible .entry k16(\n\t.param .u32 k16_param_0\n)\n{{\n\
+                 \t.reg .b32 %r<4>;\n\
+                 \tld.param.u32 %r1, [k16_param_0];\n\
+                 \tmov.u32 %r2, buf;\n\
+                 \tmapa.shared::cluster.u32 %r3, %r2, %r1;\n\
+                 \tst.shared::cluster.u32 [%r3], %r1;\n\
+                 \tbarrier.cluster.arrive.release;\n\
+                 \tbarrier.cluster.wait.acquire;\n\
+                 \tret;\n}}\n"
+            );
+            let ptx = kernel_host::build::apply_kernel_meta(&src);
+            let want = format!(".reqnctapercluster {}", shape.replace(',', ", "));
+            assert!(ptx.contains(&want), "{arch} {shape}: the build did not add `{want}`:\n{ptx}");
+            let file = dir.join(format!("k16_{arch}_{}.ptx", shape.replace(',', "x")));
+            std::fs::write(&file, &ptx).unwrap();
+            let out = std::process::Command::new(&ptxas)
+                .arg(format!("-arch={arch}"))
+                .arg(&file)
+                .arg("-o")
+                .arg(file.with_extension("cubin"))
+                .output()
+                .expect("run ptxas");
+            assert!(
+                out.status.success(),
+                "{arch} {shape}: ptxas rejected a 16-CTA .reqnctapercluster:\n{}\n{ptx}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -103,7 +103,8 @@ pub fn emulate_report(emu: &Emulator, name: &str, a: &[f16], b: &[f16], m: usize
 /// Runs instance `name` on a GPU of compute capability 10.0 (its module
 /// loaded the sm_100a image) at `m x n x k` and returns C. The persistent
 /// steps launch `SMs / 2` clusters of 2 (the SM count read from the
-/// device). Never run by this project (no such GPU); elsewhere
+/// device), or fewer if `cuOccupancyMaxActiveClusters` says fewer fit (asked
+/// for `matmul5`, the largest SMEM user of the ladder). Never run by this project (no such GPU); elsewhere
 /// `Module::kernel` refuses these kernels with `Error::KernelNotForArch`.
 #[allow(clippy::too_many_arguments)]
 pub fn gpu_run(gpu: &kernel_host::Gpu, module: &kernel_host::Module, name: &str, a: &[f16], b: &[f16], m: usize, n: usize, k: usize) -> Result<Vec<f16>> {
@@ -114,12 +115,16 @@ pub fn gpu_run(gpu: &kernel_host::Gpu, module: &kernel_host::Module, name: &str,
         let am = TensorMap::<ATile>::new_2d(&ad, m, k)?;
         let bm = TensorMap::<BTile<128>>::new_2d(&bd, k, n)?;
         let cm = TensorMap::<ETile>::new_2d(&cd, m, n)?;
+        // The persistent grid: as many clusters of 2 as the device runs at
+        // once (the SM count, capped by what the driver says fits).
+        let fits = module.kernel::<kernels::blackwell::matmul5<128, 256, 512, 4>>()?.max_active_clusters()?;
+        let sms = gpu.sm_count().min(2 * fits.max(1));
         macro_rules! on_gpu {
             ($kernel:ty, $grid:expr, $args:expr) => {
                 module.kernel::<$kernel>().and_then(|kern| kern.launch_sync($grid, $args)).map_err(ExampleError::from)
             };
         }
-        dispatch!(name, (m, n, k), gpu.sm_count(), (&am, &bm, &cm), on_gpu)?;
+        dispatch!(name, (m, n, k), sms, (&am, &bm, &cm), on_gpu)?;
     }
     Ok(gpu.download(&cd)?)
 }

@@ -84,16 +84,28 @@ pub fn double_checked(emu: &Emulator) -> Result<Outcome> {
     check("double_checked", &y, &want)
 }
 
+/// A cluster of 16 CTAs (a non-portable size): `cluster::cluster_allreduce16`
+/// over one cluster, 2 steps.
+pub fn cluster_allreduce16(emu: &Emulator) -> Result<Outcome> {
+    use kernels::cluster::{ALLREDUCE16_CTAS, ALLREDUCE16_LEN};
+    let (ctas, steps) = (ALLREDUCE16_CTAS, 2usize);
+    let x = inputs(ctas * steps * ALLREDUCE16_LEN, 7);
+    let mut y = vec![f32::NAN; x.len()];
+    emu.launch::<kernels::cluster::cluster_allreduce16, _>(ctas as u32, (&x[..], &mut y[..], steps as u32))?;
+    check("cluster_allreduce16", &y, &crate::allreduce16_reference(&x, ctas, steps))
+}
+
 /// An example on the emulator.
 pub type EmulatedExample = (&'static str, fn(&Emulator) -> Result<Outcome>);
 
 /// The first examples, in order.
-pub const FIRST_EXAMPLES: [EmulatedExample; 5] = [
+pub const FIRST_EXAMPLES: [EmulatedExample; 6] = [
     ("increment", increment),
     ("producer_consumer", producer_consumer),
     ("cluster_exchange", cluster_exchange),
     ("semaphore_signal", semaphore_signal),
     ("double_checked", double_checked),
+    ("cluster_allreduce16", cluster_allreduce16),
 ];
 
 // ----- Hopper kernels (TMA and wgmma) on the emulator ---------------------------

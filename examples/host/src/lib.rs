@@ -162,16 +162,55 @@ pub fn run_double_checked(gpu: &Gpu, module: &Module) -> Result<Outcome> {
     check("double_checked", &gpu.download(&dy)?, &want)
 }
 
+/// The CPU reference of [`cluster::cluster_allreduce16`](kernels::cluster::cluster_allreduce16)
+/// over `ctas` CTAs (clusters of 16 consecutive CTAs) and `steps` steps:
+/// every CTA's row of step `s` is the sum, in rank order, of the rows of
+/// step `s` of the CTAs of its cluster.
+pub fn allreduce16_reference(x: &[f32], ctas: usize, steps: usize) -> Vec<f32> {
+    use kernels::cluster::{ALLREDUCE16_CTAS as C, ALLREDUCE16_LEN as L};
+    assert_eq!(x.len(), ctas * steps * L, "x holds ctas * steps * {L} floats");
+    assert_eq!(ctas % C, 0, "whole clusters of {C}");
+    let mut want = vec![0f32; x.len()];
+    for cluster in 0..ctas / C {
+        for s in 0..steps {
+            for t in 0..L {
+                let mut sum = 0f32;
+                for r in 0..C {
+                    sum += x[((cluster * C + r) * steps + s) * L + t];
+                }
+                for r in 0..C {
+                    want[((cluster * C + r) * steps + s) * L + t] = sum;
+                }
+            }
+        }
+    }
+    want
+}
+
+/// A cluster of 16 CTAs, a non-portable size (`#[kernel(.., non_portable_cluster)]`):
+/// two clusters all-reduce their rows through distributed shared memory
+/// (`cluster::cluster_allreduce16`, 3 steps).
+pub fn run_cluster_allreduce16(gpu: &Gpu, module: &Module) -> Result<Outcome> {
+    use kernels::cluster::{cluster_allreduce16, ALLREDUCE16_CTAS, ALLREDUCE16_LEN};
+    let (ctas, steps) = (2 * ALLREDUCE16_CTAS, 3usize);
+    let x = inputs(ctas * steps * ALLREDUCE16_LEN, 7);
+    let dx = gpu.upload(&x)?;
+    let mut dy = poisoned(gpu, x.len())?;
+    module.kernel::<cluster_allreduce16>()?.launch_sync(ctas as u32, (&dx, &mut dy, steps as u32))?;
+    check("cluster_allreduce16", &gpu.download(&dy)?, &allreduce16_reference(&x, ctas, steps))
+}
+
 /// An example: its name and how to run it.
 pub type Example = (&'static str, fn(&Gpu, &Module) -> Result<Outcome>);
 
 /// The seed reference's first examples, in order.
-pub const FIRST_EXAMPLES: [Example; 5] = [
+pub const FIRST_EXAMPLES: [Example; 6] = [
     ("increment", run_increment),
     ("producer_consumer", run_producer_consumer),
     ("cluster_exchange", run_cluster_exchange),
     ("semaphore_signal", run_semaphore_signal),
     ("double_checked", run_double_checked),
+    ("cluster_allreduce16", run_cluster_allreduce16),
 ];
 
 #[cfg(test)]

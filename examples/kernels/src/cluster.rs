@@ -131,3 +131,90 @@ pub fn cluster_axis_sums(
         y.write(2 * me as usize + 1, q);
     }
 }
+
+/// CTAs in [`cluster_allreduce16`]'s cluster: a non-portable size (more
+/// than 8), which the kernel opts in to with `non_portable_cluster`.
+pub const ALLREDUCE16_CTAS: usize = 16;
+/// Elements each CTA of [`cluster_allreduce16`] contributes per step (one
+/// per thread).
+pub const ALLREDUCE16_LEN: usize = 32;
+/// Elements of each step's sum that one CTA owns: reduces and broadcasts.
+pub const ALLREDUCE16_OWN: usize = ALLREDUCE16_LEN / ALLREDUCE16_CTAS;
+
+/// An all-reduce over a cluster of 16 CTAs (a non-portable cluster size)
+/// through distributed shared memory: a reduce-scatter then an all-gather,
+/// repeated for `steps` steps with the same SMEM and barriers.
+///
+/// This kernel works as follows, per step `s` (CTA of cluster rank `me`,
+/// thread `t`, 32 threads; element `t` is owned by rank `t / 2`):
+/// 1. reduce-scatter: every thread writes its input
+///    `x[(cta * steps + s) * 32 + t]` into `parts[me][t % 2]` of the owning
+///    CTA (a `mapa` store); a CTA barrier orders the CTA's stores before
+///    thread 0's arrival on `scattered` (a `ClusterBarrier<WholeCluster>`:
+///    16 arrivals, one per CTA, each a remote `mbarrier.arrive` on all 16
+///    copies), and every thread waits on its own CTA's copy;
+/// 2. all-gather: threads `t < 2` sum their column over the 16 parts, in
+///    rank order, and write the sum into `sums[2 me + t]` of every CTA of
+///    the cluster; the same way through `gathered`;
+/// 3. `y[(cta * steps + s) * 32 + t] = sums[t]`: every CTA gets the whole
+///    sum of its cluster.
+///
+/// No third barrier guards the next step's reuse: a CTA writes another's
+/// `parts` in step `s + 1` only after `gathered` of step `s` completed,
+/// which needs the owner's arrival, made after the owner read its `parts`;
+/// and it writes another's `sums` only after `scattered` of step `s + 1`,
+/// which needs that CTA's arrival, made after it read its `sums` (the
+/// race detector checks both on the emulator).
+///
+/// Constraints: grid.x a multiple of 16, grid.y = grid.z = 1; `x` and `y`
+/// hold `grid.x * steps * 32` floats. The host sets
+/// `CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED` when it loads the
+/// kernel; a GPU that cannot co-schedule 16 CTAs on one GPC refuses the
+/// launch with `Error::ClusterNotSchedulable` (the H100 and the B200 can).
+#[kernel(block = threads(32), cluster = (16, 1, 1), non_portable_cluster)]
+pub fn cluster_allreduce16(
+    x: GmemRef<f32>,
+    y: Gmem<f32>,
+    steps: u32,
+    #[scratch] parts: Smem<[[f32; ALLREDUCE16_OWN]; ALLREDUCE16_CTAS]>,
+    #[scratch] sums: Smem<[f32; ALLREDUCE16_LEN]>,
+    #[scratch] scattered: ClusterBarrier<WholeCluster>,
+    #[scratch] gathered: ClusterBarrier<WholeCluster>,
+) {
+    let t = thread_idx().x as usize;
+    let me = cluster_ctarank();
+    let cta = block_linear() as usize;
+    let (owner, slot) = ((t / ALLREDUCE16_OWN) as u32, t % ALLREDUCE16_OWN);
+    for s in 0..steps as usize {
+        let i = (cta * steps as usize + s) * ALLREDUCE16_LEN + t;
+        // 1. Reduce-scatter: element t to its owner.
+        // SAFETY: `owner < 16` is a rank of the cluster, which runs until
+        // the epilogue's cluster barrier.
+        let theirs = unsafe { Smem::from_ptr(parts.map_rank(owner)) };
+        theirs.at(me as usize).write(slot, x.read(i));
+        sync_threads();
+        if t == 0 {
+            scattered.arrive();
+        }
+        scattered.wait();
+        // 2. All-gather: the owner's columns, summed in rank order, to every CTA.
+        if t < ALLREDUCE16_OWN {
+            let mut acc = 0.0f32;
+            for r in 0..ALLREDUCE16_CTAS {
+                acc += parts.at(r).read(t);
+            }
+            let col = me as usize * ALLREDUCE16_OWN + t;
+            for r in 0..ALLREDUCE16_CTAS as u32 {
+                // SAFETY: as above, rank `r < 16`.
+                unsafe { Smem::from_ptr(sums.map_rank(r)) }.write(col, acc);
+            }
+        }
+        sync_threads();
+        if t == 0 {
+            gathered.arrive();
+        }
+        gathered.wait();
+        // 3. Every CTA has the cluster's sum.
+        y.write(i, sums.read(t));
+    }
+}

@@ -7,7 +7,7 @@
 
 use cudarc::driver::result::DriverError;
 use cudarc::driver::sys;
-use kernel_device::launch::{MAX_BLOCK_THREADS, MAX_CLUSTER_CTAS};
+use kernel_device::launch::{MAX_BLOCK_THREADS, MAX_CLUSTER_CTAS, MAX_NON_PORTABLE_CLUSTER_CTAS};
 use kernel_device::Dim3;
 use std::fmt;
 
@@ -107,8 +107,14 @@ pub enum LaunchProblem {
     TooManyThreads { block: Dim3, threads: u64 },
     /// `block.z` is over the hardware's 64.
     BlockZTooLarge { block: Dim3 },
-    /// The cluster has more than [`MAX_CLUSTER_CTAS`] CTAs.
-    TooManyClusterCtas { cluster: Dim3, ctas: u64 },
+    /// The cluster has more than [`MAX_CLUSTER_CTAS`] CTAs (the kernel does
+    /// not opt in to non-portable sizes), or more than
+    /// [`MAX_NON_PORTABLE_CLUSTER_CTAS`] (it does: `non_portable`).
+    TooManyClusterCtas {
+        cluster: Dim3,
+        ctas: u64,
+        non_portable: bool,
+    },
     /// `grid.axis` is not a multiple of `cluster.axis`.
     GridNotClusterMultiple {
         axis: char,
@@ -157,12 +163,26 @@ impl fmt::Display for LaunchProblem {
                  put the threads in x or y instead",
                 block.z
             ),
-            LaunchProblem::TooManyClusterCtas { cluster, ctas } => write!(
+            LaunchProblem::TooManyClusterCtas {
+                cluster,
+                ctas,
+                non_portable: false,
+            } => write!(
                 f,
                 "the kernel's CLUSTER {cluster} has {ctas} CTAs, more than the \
                  {MAX_CLUSTER_CTAS} a portable cluster may have; use a cluster of at most \
-                 {MAX_CLUSTER_CTAS} CTAs (16 needs the non-portable opt-in, which this runtime \
-                 does not set)"
+                 {MAX_CLUSTER_CTAS} CTAs, or (up to {MAX_NON_PORTABLE_CLUSTER_CTAS}) opt the kernel \
+                 in to non-portable cluster sizes with `#[kernel(.., non_portable_cluster)]`"
+            ),
+            LaunchProblem::TooManyClusterCtas {
+                cluster,
+                ctas,
+                non_portable: true,
+            } => write!(
+                f,
+                "the kernel's CLUSTER {cluster} has {ctas} CTAs, more than the \
+                 {MAX_NON_PORTABLE_CLUSTER_CTAS} a non-portable cluster may have (the hardware's \
+                 largest cluster); use a cluster of at most {MAX_NON_PORTABLE_CLUSTER_CTAS} CTAs"
             ),
             LaunchProblem::GridNotClusterMultiple {
                 axis,
@@ -254,6 +274,26 @@ pub enum Error {
         kernel: &'static str,
         problem: LaunchProblem,
     },
+    /// The GPU cannot run one cluster of the kernel: it cannot co-schedule
+    /// that many CTAs, with this kernel's threads and shared memory each, on
+    /// one GPC (`cuOccupancyMaxActiveClusters` said 0, or refused the
+    /// cluster size, or the launch failed with `CUDA_ERROR_INVALID_CLUSTER_SIZE`).
+    ClusterNotSchedulable {
+        kernel: &'static str,
+        cluster: Dim3,
+        block: Dim3,
+        smem_bytes: u32,
+        /// Whether the kernel opts in to non-portable cluster sizes
+        /// (`KernelSpec::NON_PORTABLE_CLUSTER`).
+        non_portable: bool,
+        /// The driver's error, when it refused (rather than answering 0
+        /// clusters); `None` when the occupancy query returned 0.
+        cuda: Option<CudaError>,
+        /// The largest cluster (in CTAs) this GPU can co-schedule for the
+        /// kernel (`cuOccupancyMaxPotentialClusterSize`), when the driver
+        /// could say.
+        largest: Option<u32>,
+    },
     /// `cuLaunchKernelEx` (or preparing for it) failed.
     Launch {
         kernel: &'static str,
@@ -312,6 +352,7 @@ impl Error {
     /// The CUDA error inside, if the driver reported one.
     pub fn cuda(&self) -> Option<&CudaError> {
         match self {
+            Error::ClusterNotSchedulable { cuda: Some(cuda), .. } => Some(cuda),
             Error::Cuda { cuda, .. }
             | Error::ModuleLoad { cuda, .. }
             | Error::Launch { cuda, .. }
@@ -474,6 +515,52 @@ impl fmt::Display for Error {
             ),
             Error::InvalidLaunch { kernel, problem } => {
                 write!(f, "cannot launch kernel `{kernel}`: {problem}")
+            }
+            Error::ClusterNotSchedulable {
+                kernel,
+                cluster,
+                block,
+                smem_bytes,
+                non_portable,
+                cuda,
+                largest,
+            } => {
+                let ctas = cluster.volume();
+                let threads = block.volume();
+                write!(
+                    f,
+                    "cannot launch kernel `{kernel}` in clusters of {cluster} = {ctas} CTAs: all CTAs \
+                     of a cluster run at once on one GPC, and this GPU cannot co-schedule {ctas} \
+                     CTAs of {threads} threads and {smem_bytes} bytes of dynamic shared memory \
+                     each there "
+                )?;
+                match cuda {
+                    None => write!(f, "(cuOccupancyMaxActiveClusters: 0 clusters)")?,
+                    Some(c) => write!(f, "(the driver refused the cluster: {c})")?,
+                }
+                if ctas > MAX_CLUSTER_CTAS && !non_portable {
+                    write!(
+                        f,
+                        "; a cluster over {MAX_CLUSTER_CTAS} CTAs needs the non-portable opt-in: \
+                         `#[kernel(.., non_portable_cluster)]`, which makes the host set \
+                         CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED when it loads the kernel"
+                    )?;
+                } else if ctas > MAX_CLUSTER_CTAS {
+                    write!(
+                        f,
+                        "; clusters over {MAX_CLUSTER_CTAS} CTAs are non-portable: this GPU (or \
+                         its MIG slice) may support fewer, and \
+                         CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED must be set on the \
+                         function (`Module::kernel` sets it)"
+                    )?;
+                }
+                if let Some(n) = largest {
+                    write!(f, "; the largest cluster this GPU can co-schedule for this kernel is {n} CTAs")?;
+                }
+                write!(
+                    f,
+                    "; fix: use a smaller cluster, or less shared memory or fewer threads per CTA"
+                )
             }
             Error::Launch {
                 kernel,
@@ -687,6 +774,68 @@ mod tests {
             msg.ends_with("loader log:\nptxas fatal: bad version"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn unschedulable_clusters_name_the_rule_values_and_fix() {
+        let e = Error::ClusterNotSchedulable {
+            kernel: "allreduce16",
+            cluster: Dim3::new(16, 1, 1),
+            block: Dim3::new(256, 1, 1),
+            smem_bytes: 200_000,
+            non_portable: true,
+            cuda: None,
+            largest: None,
+        };
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with(
+                "cannot launch kernel `allreduce16` in clusters of (16, 1, 1) = 16 CTAs: all CTAs \
+                 of a cluster run at once on one GPC, and this GPU cannot co-schedule 16 CTAs of \
+                 256 threads and 200000 bytes of dynamic shared memory each there \
+                 (cuOccupancyMaxActiveClusters: 0 clusters)"
+            ),
+            "{msg}"
+        );
+        assert!(msg.contains("clusters over 8 CTAs are non-portable"), "{msg}");
+        assert!(
+            msg.ends_with("fix: use a smaller cluster, or less shared memory or fewer threads per CTA"),
+            "{msg}"
+        );
+        assert_eq!(e.cuda(), None);
+
+        // Refused by the driver, and the kernel did not opt in: the fix names the option.
+        let e = Error::ClusterNotSchedulable {
+            kernel: "allreduce16",
+            cluster: Dim3::new(16, 1, 1),
+            block: Dim3::new(32, 1, 1),
+            smem_bytes: 1024,
+            non_portable: false,
+            cuda: Some(cuda(CUDA_ERROR_INVALID_CLUSTER_SIZE)),
+            largest: Some(8),
+        };
+        let msg = e.to_string();
+        assert!(
+            msg.contains("(the driver refused the cluster: CUDA_ERROR_INVALID_CLUSTER_SIZE (912"),
+            "{msg}"
+        );
+        assert!(msg.contains("`#[kernel(.., non_portable_cluster)]`"), "{msg}");
+        assert!(msg.contains("the largest cluster this GPU can co-schedule for this kernel is 8 CTAs"), "{msg}");
+        assert_eq!(e.cuda().map(|c| c.result), Some(CUDA_ERROR_INVALID_CLUSTER_SIZE));
+
+        // A portable cluster that does not fit: no word about the opt-in.
+        let e = Error::ClusterNotSchedulable {
+            kernel: "k",
+            cluster: Dim3::new(8, 1, 1),
+            block: Dim3::new(1024, 1, 1),
+            smem_bytes: 232_448,
+            non_portable: false,
+            cuda: None,
+            largest: None,
+        };
+        let msg = e.to_string();
+        assert!(!msg.contains("non-portable") && !msg.contains("non_portable"), "{msg}");
+        assert!(msg.contains("8 CTAs of 1024 threads and 232448 bytes"), "{msg}");
     }
 
     #[test]

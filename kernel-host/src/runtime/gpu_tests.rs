@@ -232,6 +232,21 @@ spec!(ClusterInfo2, "cluster_info", block: Dim3::new(32, 1, 1), cluster: Dim3::n
       smem: 0, params: (*mut u32,));
 spec!(ClusterInfoNone, "cluster_info", block: Dim3::new(32, 1, 1), cluster: ONE, smem: 0,
       params: (*mut u32,));
+/// `cluster_info` in clusters of 16 CTAs, opting in to the non-portable size
+/// as `#[kernel(.., non_portable_cluster)]` does.
+struct ClusterInfo16;
+impl KernelSpec for ClusterInfo16 {
+    const NAME: &'static str = "cluster_info";
+    const BLOCK: Dim3 = Dim3::new(32, 1, 1);
+    const CLUSTER: Dim3 = Dim3::new(16, 1, 1);
+    const NON_PORTABLE_CLUSTER: bool = true;
+    const SMEM_BYTES: u32 = 0;
+    type Params = (*mut u32,);
+}
+// The same shape without the opt-in (`#[kernel]` refuses it at compile
+// time; a hand-written spec reaches the launch checks).
+spec!(ClusterInfo16Portable, "cluster_info", block: Dim3::new(32, 1, 1), cluster: Dim3::new(16, 1, 1),
+      smem: 0, params: (*mut u32,));
 spec!(SmemProbe, "smem_probe", block: Dim3::new(32, 1, 1), cluster: ONE, smem: 100 * 1024,
       params: (*mut u32,));
 spec!(SmemHuge, "smem_probe", block: Dim3::new(32, 1, 1), cluster: ONE, smem: 300 * 1024,
@@ -379,6 +394,69 @@ fn gpu_cluster_launch_sets_the_cluster_shape() {
         }) => {}
         other => panic!("expected InvalidLaunch, got {other:?}"),
     }
+}
+
+/// Clusters of 16 CTAs (non-portable): `Module::kernel` sets the opt-in, the
+/// occupancy query says at least one cluster fits, and every CTA sees a
+/// cluster of 16; without the opt-in in the spec the launch never reaches
+/// CUDA; with the opt-in cleared on the function, the driver's refusal is
+/// `Error::ClusterNotSchedulable`, and the context stays usable.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_non_portable_cluster_of_16() {
+    let gpu = gpu();
+    let m = module(&gpu);
+    let k = ok(m.kernel::<ClusterInfo16>());
+    let attr = cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED;
+    // SAFETY: a live function of a loaded module.
+    let allowed = unsafe { cudarc::driver::result::function::get_function_attribute(k.cu_function(), attr) };
+    assert_eq!(allowed, Ok(1), "Module::kernel sets the opt-in");
+    let clusters = ok(k.max_active_clusters());
+    assert!(clusters >= 1, "cuOccupancyMaxActiveClusters: {clusters} clusters of 16");
+    let mut out = ok(gpu.zeros::<u32>(3 * 32));
+    ok(k.launch_sync(32, (&mut out,)));
+    let got = ok(gpu.download(&out));
+    for cta in 0..32 {
+        assert_eq!(
+            &got[3 * cta..3 * cta + 3],
+            &[cta as u32 % 16, 16, 2],
+            "CTA {cta}: (cluster_ctarank, cluster_nctarank, nclusterid.x)"
+        );
+    }
+
+    // Without the opt-in in the spec: refused before CUDA, naming the option.
+    let portable = ok(m.kernel::<ClusterInfo16Portable>());
+    match portable.launch(32, (&mut out,)) {
+        Err(e @ Error::InvalidLaunch {
+            problem: LaunchProblem::TooManyClusterCtas { ctas: 16, non_portable: false, .. },
+            ..
+        }) => assert!(e.to_string().contains("non_portable_cluster"), "{e}"),
+        other => panic!("expected InvalidLaunch(TooManyClusterCtas), got {other:?}"),
+    }
+
+    // The opt-in cleared on a function that never launched (a second load
+    // of the module): the occupancy query or the launch refuses it.
+    let m2 = module(&gpu);
+    let k2 = ok(m2.kernel::<ClusterInfo16>());
+    // SAFETY: as above.
+    ok(unsafe { cudarc::driver::result::function::set_function_attribute(k2.cu_function(), attr, 0) }
+        .map_err(Error::cuda_call("cuFuncSetAttribute")));
+    match k2.max_active_clusters() {
+        Ok(n) => eprintln!("occupancy query without the opt-in: {n} clusters"),
+        Err(e) => eprintln!("occupancy query without the opt-in: {e}"),
+    }
+    match k2.launch_sync(32, (&mut out,)) {
+        Err(e @ Error::ClusterNotSchedulable { .. }) => {
+            let msg = e.to_string();
+            eprintln!("refused as expected: {msg}");
+            assert!(msg.contains("in clusters of (16, 1, 1) = 16 CTAs") && msg.contains("fix:"), "{msg}");
+            assert!(!e.cuda().is_some_and(|c| c.is_sticky()), "{msg}");
+        }
+        other => panic!("expected ClusterNotSchedulable, got {other:?}"),
+    }
+    // The context is fine: the kernel with the opt-in runs again.
+    ok(k.launch_sync(16, (&mut out,)));
+    assert_eq!(&ok(gpu.download(&out))[3 * 15..3 * 16], &[15, 16, 1]);
 }
 
 #[test]

@@ -34,7 +34,7 @@
 //! | `gpu` | [`Gpu`]: context, stream, device facts, buffers |
 //! | `module` | [`Module`], [`Kernel`]: loading images, `cuLaunchKernelEx` |
 //! | `args` | [`KernelArg`], [`KernelArgs`], [`ParamList`]: typed arguments |
-//! | `validate` | [`check_launch`]: launch rules checked before CUDA |
+//! | `validate` | [`check_launch`], [`check_launch_with`] (non-portable clusters): launch rules checked before CUDA |
 //! | `tma` | [`TensorMap`], [`TensorMapSpec`]: TMA tensor maps, validated, for `Tma<Tl>` parameters |
 //! | `error` | [`Error`], [`CudaError`], [`LaunchProblem`] |
 //! | `blas` | [`Blas`]: cuBLAS f16 GEMM baseline on row-major matrices |
@@ -66,7 +66,7 @@ pub use tma::{
     BOX_INNER_ALIGN, GLOBAL_ALIGN, GLOBAL_STRIDE_LIMIT, MAX_BOX_DIM, MAX_ELEMENT_STRIDE,
     MAX_GLOBAL_DIM, MAX_RANK,
 };
-pub use validate::{check_launch, MAX_BLOCK_Z, MAX_GRID_X, MAX_GRID_YZ};
+pub use validate::{check_launch, check_launch_with, MAX_BLOCK_Z, MAX_GRID_X, MAX_GRID_YZ};
 
 /// cudarc, for what this runtime does not wrap (streams, events, cuBLAS).
 pub use cudarc;

@@ -9,7 +9,7 @@
 use super::args::{ArgSink, KernelArgs, ParamList};
 use super::error::{CudaError, Error, Result};
 use super::gpu::Gpu;
-use super::validate::check_launch;
+use super::validate::check_launch_with;
 use cudarc::driver::result::DriverError;
 use cudarc::driver::sys::{self, CUfunction_attribute, CUjit_option};
 use cudarc::driver::{CudaContext, CudaStream};
@@ -17,7 +17,7 @@ use kernel_device::launch::{DeviceCode, DeviceImage};
 use kernel_device::{Dim3, KernelSpec};
 use std::ffi::{c_void, CString};
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Dynamic shared memory a kernel may use without opting in.
 pub const DEFAULT_MAX_DYNAMIC_SMEM: u32 = 48 * 1024;
@@ -200,6 +200,10 @@ impl Module {
     ///
     /// When `K::SMEM_BYTES` is over 48 KiB this opts the kernel in to that
     /// much dynamic shared memory (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`).
+    /// When the kernel opts in to non-portable cluster sizes
+    /// (`K::NON_PORTABLE_CLUSTER`, `#[kernel(.., non_portable_cluster)]`) it
+    /// sets `CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED` to 1, so
+    /// clusters of up to 16 CTAs may launch.
     ///
     /// Errors: [`Error::KernelNotFound`] when the module has no entry
     /// `K::NAME`; [`Error::SmemTooLarge`] when the kernel's dynamic plus
@@ -261,10 +265,24 @@ impl Module {
                 "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
             ))?;
         }
+        if K::NON_PORTABLE_CLUSTER {
+            // SAFETY: `func` is a live function handle (as above).
+            unsafe {
+                cudarc::driver::result::function::set_function_attribute(
+                    func,
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                    1,
+                )
+            }
+            .map_err(Error::cuda_call(
+                "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)",
+            ))?;
+        }
         Ok(Kernel {
             func,
             module: self.loaded.clone(),
             stream: self.stream.clone(),
+            cluster_check: OnceLock::new(),
             _spec: PhantomData,
         })
     }
@@ -276,17 +294,22 @@ fn cluster_attribute(cluster: Dim3) -> Option<sys::CUlaunchAttribute> {
     if cluster == Dim3::new(1, 1, 1) {
         return None;
     }
+    Some(cluster_dimension_attribute(cluster))
+}
+
+/// The `CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION` attribute for `cluster`.
+fn cluster_dimension_attribute(cluster: Dim3) -> sys::CUlaunchAttribute {
     let mut value = sys::CUlaunchAttributeValue { pad: [0; 64] };
     value.clusterDim = sys::CUlaunchAttributeValue_union__bindgen_ty_1 {
         x: cluster.x,
         y: cluster.y,
         z: cluster.z,
     };
-    Some(sys::CUlaunchAttribute {
+    sys::CUlaunchAttribute {
         id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
         pad: [0; 4],
         value,
-    })
+    }
 }
 
 /// A kernel of a loaded [`Module`], launched with the block shape, cluster
@@ -295,7 +318,49 @@ pub struct Kernel<K: KernelSpec> {
     func: sys::CUfunction,
     module: Arc<LoadedModule>,
     stream: Arc<CudaStream>,
+    /// For a cluster kernel, `cuOccupancyMaxActiveClusters`'s answer, asked
+    /// at the first launch (it depends only on `K` and the function's
+    /// attributes, set when the kernel was made).
+    cluster_check: OnceLock<std::result::Result<u32, CudaError>>,
     _spec: PhantomData<fn() -> K>,
+}
+
+/// What a cluster launch's occupancy query (or the launch itself) says
+/// about whether the GPU can co-schedule one cluster.
+#[derive(Debug, PartialEq, Eq)]
+enum ClusterVerdict {
+    /// Go on with the launch.
+    Launch,
+    /// The GPU cannot: [`Error::ClusterNotSchedulable`], with the driver's
+    /// error if it refused.
+    NotSchedulable(Option<CudaError>),
+}
+
+/// How [`Kernel::launch`] reads the answer of `cuOccupancyMaxActiveClusters`
+/// for a cluster of `ctas` CTAs: 0 clusters, or a refused cluster size
+/// (`CUDA_ERROR_INVALID_CLUSTER_SIZE`), means the kernel cannot run; any
+/// other failure of the query (`CUDA_ERROR_INVALID_VALUE` included, which
+/// might be the query's own) is left to the launch, whose refusal
+/// [`is_cluster_refusal`] reads.
+fn cluster_verdict(ctas: u32, answer: &std::result::Result<u32, CudaError>) -> ClusterVerdict {
+    match answer {
+        Ok(0) if ctas > 1 => ClusterVerdict::NotSchedulable(None),
+        Err(e) if ctas > 1 && e.result == sys::CUresult::CUDA_ERROR_INVALID_CLUSTER_SIZE => {
+            ClusterVerdict::NotSchedulable(Some(e.clone()))
+        }
+        _ => ClusterVerdict::Launch,
+    }
+}
+
+/// Whether the launch error `e`, for a cluster of `ctas` CTAs, says that the
+/// cluster cannot be scheduled: `CUDA_ERROR_INVALID_CLUSTER_SIZE`, or
+/// `CUDA_ERROR_INVALID_VALUE` for a non-portable size (more than 8 CTAs:
+/// what the driver may answer when the function lacks the opt-in).
+fn is_cluster_refusal(ctas: u32, e: &CudaError) -> bool {
+    use sys::CUresult::*;
+    ctas > 1
+        && (e.result == CUDA_ERROR_INVALID_CLUSTER_SIZE
+            || (ctas > kernel_device::launch::MAX_CLUSTER_CTAS && e.result == CUDA_ERROR_INVALID_VALUE))
 }
 
 // SAFETY: a `CUfunction` is a driver handle, valid while `module` is loaded
@@ -327,6 +392,83 @@ impl<K: KernelSpec> Kernel<K> {
         self.func
     }
 
+    /// A launch configuration of one cluster (the grid is the cluster) for
+    /// the occupancy queries. `attr` must outlive the config's use.
+    fn one_cluster_config(attr: &mut sys::CUlaunchAttribute) -> sys::CUlaunchConfig {
+        sys::CUlaunchConfig {
+            gridDimX: K::CLUSTER.x,
+            gridDimY: K::CLUSTER.y,
+            gridDimZ: K::CLUSTER.z,
+            blockDimX: K::BLOCK.x,
+            blockDimY: K::BLOCK.y,
+            blockDimZ: K::BLOCK.z,
+            sharedMemBytes: K::SMEM_BYTES,
+            hStream: std::ptr::null_mut(),
+            attrs: std::ptr::from_mut(attr),
+            numAttrs: 1,
+        }
+    }
+
+    /// How many clusters of this kernel (its `CLUSTER`, `BLOCK` and
+    /// `SMEM_BYTES`) the GPU can run at once (`cuOccupancyMaxActiveClusters`);
+    /// 0 means it cannot run even one: every CTA of a cluster must fit on one
+    /// GPC at the same time. Asked of the driver on every call.
+    ///
+    /// Errors: [`Error::Cuda`] when the driver refuses the query (e.g.
+    /// `CUDA_ERROR_INVALID_CLUSTER_SIZE` for a cluster size the function is
+    /// not allowed).
+    pub fn max_active_clusters(&self) -> Result<u32> {
+        self.module
+            .ctx
+            .bind_to_thread()
+            .map_err(Error::cuda_call("cuCtxSetCurrent (Kernel::max_active_clusters)"))?;
+        self.query_max_active_clusters()
+            .map_err(|cuda| Error::Cuda { call: "cuOccupancyMaxActiveClusters", cuda })
+    }
+
+    /// `cuOccupancyMaxActiveClusters` for one cluster of `K`; the context is
+    /// bound by the caller.
+    fn query_max_active_clusters(&self) -> std::result::Result<u32, CudaError> {
+        let mut attr = cluster_dimension_attribute(K::CLUSTER);
+        let config = Self::one_cluster_config(&mut attr);
+        let mut n: std::ffi::c_int = 0;
+        // SAFETY: `n` is a valid out-pointer; `config` is fully initialized
+        // and its `attrs` points to one attribute alive in `attr`; `self.func`
+        // is a function of the module `self.module` keeps loaded, whose
+        // context the caller bound.
+        unsafe { sys::cuOccupancyMaxActiveClusters(&mut n, self.func, &config) }
+            .result()
+            .map_err(CudaError::from_driver)?;
+        Ok(u32::try_from(n).unwrap_or(0))
+    }
+
+    /// The largest cluster (CTAs) the GPU can co-schedule for this kernel
+    /// (`cuOccupancyMaxPotentialClusterSize`, which honours the
+    /// non-portable opt-in), or `None` if the driver cannot say.
+    fn largest_cluster(&self) -> Option<u32> {
+        let mut attr = cluster_dimension_attribute(K::CLUSTER);
+        let mut config = Self::one_cluster_config(&mut attr);
+        // The query takes no cluster shape: it finds one.
+        config.attrs = std::ptr::null_mut();
+        config.numAttrs = 0;
+        let mut n: std::ffi::c_int = 0;
+        // SAFETY: as in `query_max_active_clusters`, with no attributes.
+        let r = unsafe { sys::cuOccupancyMaxPotentialClusterSize(&mut n, self.func, &config) };
+        r.result().ok().and_then(|()| u32::try_from(n).ok())
+    }
+
+    fn not_schedulable(&self, cuda: Option<CudaError>) -> Error {
+        Error::ClusterNotSchedulable {
+            kernel: K::NAME,
+            cluster: K::CLUSTER,
+            block: K::BLOCK,
+            smem_bytes: K::SMEM_BYTES,
+            non_portable: K::NON_PORTABLE_CLUSTER,
+            cuda,
+            largest: self.largest_cluster(),
+        }
+    }
+
     fn launch_error(grid: Dim3, cuda: CudaError) -> Error {
         Error::Launch {
             kernel: K::NAME,
@@ -341,8 +483,13 @@ impl<K: KernelSpec> Kernel<K> {
     /// Queues the kernel on the GPU's stream over `grid` CTAs, with `args`
     /// (one per parameter, as a tuple: `(&input, &mut output, n)`).
     ///
-    /// The launch is checked first ([`check_launch`]: grid non-zero and a
-    /// multiple of the cluster shape, block and cluster sizes); a CUDA
+    /// The launch is checked first ([`check_launch`](super::check_launch):
+    /// grid non-zero and a multiple of the cluster shape, block and cluster
+    /// sizes, up to 16 CTAs for a kernel with `K::NON_PORTABLE_CLUSTER`);
+    /// for a cluster kernel, the first launch asks the driver whether the
+    /// GPU can co-schedule one cluster (`cuOccupancyMaxActiveClusters`) and
+    /// returns [`Error::ClusterNotSchedulable`] if not (also when the launch
+    /// itself fails with `CUDA_ERROR_INVALID_CLUSTER_SIZE`); any other CUDA
     /// failure to launch is [`Error::Launch`]. The kernel runs
     /// asynchronously: a fault while it runs is reported by a later call on
     /// the stream (or use [`Kernel::launch_sync`]).
@@ -354,14 +501,23 @@ impl<K: KernelSpec> Kernel<K> {
         K::Params: ParamList,
     {
         let grid = grid.into();
-        check_launch(grid, K::BLOCK, K::CLUSTER).map_err(|problem| Error::InvalidLaunch {
-            kernel: K::NAME,
-            problem,
+        check_launch_with(grid, K::BLOCK, K::CLUSTER, K::NON_PORTABLE_CLUSTER).map_err(|problem| {
+            Error::InvalidLaunch {
+                kernel: K::NAME,
+                problem,
+            }
         })?;
         self.module
             .ctx
             .bind_to_thread()
             .map_err(|e| Self::launch_error(grid, CudaError::from_driver(e)))?;
+        let ctas = K::CLUSTER.volume();
+        if ctas > 1 {
+            let answer = self.cluster_check.get_or_init(|| self.query_max_active_clusters());
+            if let ClusterVerdict::NotSchedulable(cuda) = cluster_verdict(ctas, answer) {
+                return Err(self.not_schedulable(cuda));
+            }
+        }
 
         let mut sink = ArgSink::new(&self.stream);
         let mut params = args.pack(&mut sink);
@@ -402,9 +558,14 @@ impl<K: KernelSpec> Kernel<K> {
         // The guards record the buffers' use on the stream now that the
         // launch is queued.
         drop(sink);
-        result
-            .result()
-            .map_err(|e| Self::launch_error(grid, CudaError::from_driver(e)))
+        result.result().map_err(|e| {
+            let cuda = CudaError::from_driver(e);
+            if is_cluster_refusal(ctas, &cuda) {
+                self.not_schedulable(Some(cuda))
+            } else {
+                Self::launch_error(grid, cuda)
+            }
+        })
     }
 
     /// [`Kernel::launch`], then waits for the kernel to finish, so that a
@@ -447,6 +608,31 @@ mod tests {
         // SAFETY: `clusterDim` is the field `cluster_attribute` wrote.
         let dim = unsafe { attr.value.clusterDim };
         assert_eq!((dim.x, dim.y, dim.z), (2, 1, 4));
+    }
+
+    /// The occupancy answer decides a cluster launch: 0 clusters or a
+    /// refused size is an error before launching, other query failures are
+    /// left to the launch.
+    #[test]
+    fn cluster_verdicts() {
+        use sys::CUresult::*;
+        let err = |r| CudaError { result: r, description: String::new() };
+        assert_eq!(cluster_verdict(16, &Ok(7)), ClusterVerdict::Launch);
+        assert_eq!(cluster_verdict(2, &Ok(0)), ClusterVerdict::NotSchedulable(None));
+        assert_eq!(cluster_verdict(16, &Ok(0)), ClusterVerdict::NotSchedulable(None));
+        let e = err(CUDA_ERROR_INVALID_CLUSTER_SIZE);
+        assert_eq!(cluster_verdict(4, &Err(e.clone())), ClusterVerdict::NotSchedulable(Some(e)));
+        // Other query failures are left to the launch...
+        assert_eq!(cluster_verdict(16, &Err(err(CUDA_ERROR_INVALID_VALUE))), ClusterVerdict::Launch);
+        assert_eq!(cluster_verdict(16, &Err(err(CUDA_ERROR_NOT_SUPPORTED))), ClusterVerdict::Launch);
+        // ... whose INVALID_VALUE is a refusal for a non-portable size only
+        // (for a portable one the launch error keeps its own hint).
+        assert!(is_cluster_refusal(16, &err(CUDA_ERROR_INVALID_VALUE)));
+        assert!(!is_cluster_refusal(8, &err(CUDA_ERROR_INVALID_VALUE)));
+        assert!(is_cluster_refusal(2, &err(CUDA_ERROR_INVALID_CLUSTER_SIZE)));
+        assert!(!is_cluster_refusal(1, &err(CUDA_ERROR_INVALID_CLUSTER_SIZE)));
+        assert!(!is_cluster_refusal(16, &err(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)));
+        assert_eq!(cluster_verdict(1, &Ok(0)), ClusterVerdict::Launch);
     }
 }
 

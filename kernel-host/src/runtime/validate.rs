@@ -3,7 +3,7 @@
 //! rule and the fix instead of a bare `CUDA_ERROR_INVALID_VALUE`.
 
 use super::error::LaunchProblem;
-use kernel_device::launch::{MAX_BLOCK_THREADS, MAX_CLUSTER_CTAS};
+use kernel_device::launch::{MAX_BLOCK_THREADS, MAX_CLUSTER_CTAS, MAX_NON_PORTABLE_CLUSTER_CTAS};
 use kernel_device::Dim3;
 
 /// Largest `grid.x` CUDA accepts (2^31 - 1).
@@ -31,8 +31,23 @@ fn has_zero(d: Dim3) -> bool {
 /// * every grid dimension is a multiple of the cluster's;
 /// * `grid.x < 2^31`, `grid.y, grid.z <= 65535`.
 ///
-/// The first rule broken is returned.
+/// The first rule broken is returned. For a kernel that opts in to
+/// non-portable cluster sizes use [`check_launch_with`].
 pub fn check_launch(grid: Dim3, block: Dim3, cluster: Dim3) -> Result<(), LaunchProblem> {
+    check_launch_with(grid, block, cluster, false)
+}
+
+/// [`check_launch`] for a kernel whose
+/// [`KernelSpec::NON_PORTABLE_CLUSTER`](kernel_device::KernelSpec::NON_PORTABLE_CLUSTER)
+/// is `non_portable_cluster`: with it, the cluster may have up to
+/// [`MAX_NON_PORTABLE_CLUSTER_CTAS`] CTAs (whether the GPU can co-schedule
+/// them is asked of the driver at launch, not here).
+pub fn check_launch_with(
+    grid: Dim3,
+    block: Dim3,
+    cluster: Dim3,
+    non_portable_cluster: bool,
+) -> Result<(), LaunchProblem> {
     if has_zero(grid) {
         return Err(LaunchProblem::ZeroGrid { grid });
     }
@@ -50,8 +65,17 @@ pub fn check_launch(grid: Dim3, block: Dim3, cluster: Dim3) -> Result<(), Launch
         return Err(LaunchProblem::BlockZTooLarge { block });
     }
     let ctas = volume(cluster);
-    if ctas > u64::from(MAX_CLUSTER_CTAS) {
-        return Err(LaunchProblem::TooManyClusterCtas { cluster, ctas });
+    let max = if non_portable_cluster {
+        MAX_NON_PORTABLE_CLUSTER_CTAS
+    } else {
+        MAX_CLUSTER_CTAS
+    };
+    if ctas > u64::from(max) {
+        return Err(LaunchProblem::TooManyClusterCtas {
+            cluster,
+            ctas,
+            non_portable: non_portable_cluster,
+        });
     }
     for (axis, g, c) in [
         ('x', grid.x, cluster.x),
@@ -216,9 +240,54 @@ mod tests {
     fn rejects_too_many_cluster_ctas() {
         let cluster = Dim3::new(4, 4, 1);
         let (p, msg) = problem(Dim3::new(16, 16, 1), Dim3::new(128, 1, 1), cluster);
-        assert_eq!(p, LaunchProblem::TooManyClusterCtas { cluster, ctas: 16 });
+        assert_eq!(
+            p,
+            LaunchProblem::TooManyClusterCtas {
+                cluster,
+                ctas: 16,
+                non_portable: false
+            }
+        );
         assert!(msg.contains("(4, 4, 1) has 16 CTAs"), "{msg}");
         assert!(msg.contains("at most 8 CTAs"), "{msg}");
+        assert!(msg.contains("non_portable_cluster"), "the fix names the opt-in: {msg}");
+    }
+
+    #[test]
+    fn non_portable_clusters_allow_up_to_16_ctas() {
+        let block = Dim3::new(64, 1, 1);
+        for cluster in [Dim3::new(16, 1, 1), Dim3::new(4, 4, 1), Dim3::new(2, 2, 4), Dim3::new(9, 1, 1)] {
+            let grid = Dim3::new(cluster.x * 2, cluster.y, cluster.z);
+            assert_eq!(check_launch_with(grid, block, cluster, true), Ok(()), "{cluster}");
+            // The same launch without the opt-in is the portable rule's.
+            assert!(matches!(
+                check_launch(grid, block, cluster),
+                Err(LaunchProblem::TooManyClusterCtas { non_portable: false, .. })
+            ));
+        }
+        // Portable sizes are fine either way.
+        let c8 = Dim3::new(8, 1, 1);
+        assert_eq!(check_launch_with(c8, block, c8, true), Ok(()));
+        // Over 16 is refused even with the opt-in, naming the hardware limit.
+        let cluster = Dim3::new(4, 4, 2);
+        let p = check_launch_with(Dim3::new(4, 4, 2), block, cluster, true).unwrap_err();
+        assert_eq!(
+            p,
+            LaunchProblem::TooManyClusterCtas {
+                cluster,
+                ctas: 32,
+                non_portable: true
+            }
+        );
+        let msg = p.to_string();
+        assert!(msg.contains("(4, 4, 2) has 32 CTAs"), "{msg}");
+        assert!(msg.contains("more than the 16 a non-portable cluster may have"), "{msg}");
+        assert!(msg.contains("use a cluster of at most 16 CTAs"), "{msg}");
+        // The grid must still be a multiple of the (large) cluster.
+        assert!(matches!(
+            check_launch_with(Dim3::new(24, 1, 1), block, Dim3::new(16, 1, 1), true),
+            Err(LaunchProblem::GridNotClusterMultiple { axis: 'x', .. })
+        ));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! cargo run --release -p examples --bin first_kernels [-- NAME...]
 //! ```
 //! NAME is one of increment, producer_consumer, cluster_exchange,
-//! semaphore_signal (default: all). Exit status 0 only if every example ran
+//! semaphore_signal, double_checked, cluster_allreduce16 (a cluster of 16
+//! CTAs, a non-portable size) (default: all). Exit status 0 only if every example ran
 //! and matched the reference.
 use examples::FIRST_EXAMPLES;
 use kernel_host::Gpu;
@@ -48,10 +49,10 @@ fn main() -> ExitCode {
             continue;
         }
         match run(&gpu, &module) {
-            Ok(o) => println!("ok    {name:<18} {} elements equal the CPU reference; first outputs {:?}", o.checked, o.sample),
+            Ok(o) => println!("ok    {name:<19} {} elements equal the CPU reference; first outputs {:?}", o.checked, o.sample),
             Err(e) => {
                 failed += 1;
-                println!("FAIL  {name:<18} {e}");
+                println!("FAIL  {name:<19} {e}");
             }
         }
     }
@@ -71,10 +72,10 @@ fn run_emulated(wanted: &[String]) -> ExitCode {
             continue;
         }
         match run(&emu) {
-            Ok(o) => println!("ok    {name:<18} {} elements equal the CPU reference (emulator); first outputs {:?}", o.checked, o.sample),
+            Ok(o) => println!("ok    {name:<19} {} elements equal the CPU reference (emulator); first outputs {:?}", o.checked, o.sample),
             Err(e) => {
                 failed += 1;
-                println!("FAIL  {name:<18} {e}");
+                println!("FAIL  {name:<19} {e}");
             }
         }
     }
