@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds, here, what a GPU machine without Rust needs into .device/ (ignored
-# by git): the release example binaries (first_kernels, hopper, simt, fused,
+# by git): the release example binaries (first_kernels, hopper, simt, fused, blackwell,
 # bench, norms_bench), the GPU test binaries and the sm_90a cubin. Then, with
 # the device tool: carry `.device`, run `bash tools/gpu-run.sh`.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 tools/setup.sh
-bins=(first_kernels hopper simt fused bench)
+bins=(first_kernels hopper simt fused bench blackwell)
 cargo build --release -p examples $(printf -- '--bin %s ' "${bins[@]}")
 cargo build --release -p kernel-ops --bin norms_bench
 # test_exe PACKAGE TARGET-ARGS... : path of the test executable cargo builds

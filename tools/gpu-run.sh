@@ -23,6 +23,7 @@ run first_kernels "$dir/first_kernels"
 run hopper "$dir/hopper" --quick
 run simt "$dir/simt"
 run fused "$dir/fused" --quick
+run blackwell "$dir/blackwell"
 run norms_bench "$dir/norms_bench" --quick
 export KERNEL_OPS_CACHE="$out/matmul-tune.tsv"
 run bench "$dir/bench" --quick --out "$out/bench"
