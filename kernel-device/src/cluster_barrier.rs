@@ -10,7 +10,8 @@
 //! arrival count (the number of those CTAs) is derived by `#[kernel]` from
 //! its `cluster = ..` shape. Waits are local: a thread waits on its own CTA's
 //! copy, and after the wait it sees everything every peer CTA wrote before
-//! its arrive (release at cluster scope on the arrive, acquire on the wait).
+//! its arrive (release at cluster scope on the arrive, acquire at cluster
+//! scope on the wait).
 //!
 //! ```no_run
 //! use kernel_device::prelude::*;
@@ -203,8 +204,10 @@ impl<A: ClusterAxes> ClusterBarrier<A> {
     }
     /// Block until the phase this thread waits for completes in this CTA's
     /// copy (every CTA along the axes arrived), then flip the parity this
-    /// thread waits for. `mbarrier.try_wait.parity` acquires at CTA scope;
-    /// the arrivals released at cluster scope.
+    /// thread waits for. The wait acquires at cluster scope
+    /// (`mbarrier.try_wait.parity.acquire.cluster`), pairing with the
+    /// arrivals' cluster-scope release: a CTA-scope acquire would not
+    /// synchronize with another CTA's release.
     ///
     /// Any thread of the CTA; each waiting thread waits for every phase.
     #[inline(always)]
@@ -212,7 +215,7 @@ impl<A: ClusterAxes> ClusterBarrier<A> {
     pub fn wait(&self) {
         let parity = self.parity();
         // SAFETY: an initialized scratch barrier.
-        while !unsafe { raw::try_wait_parity(self.addr, parity) } {}
+        while !unsafe { raw::try_wait_parity_cluster(self.addr, parity) } {}
         self.phase.set(parity ^ 1);
     }
 }

@@ -120,6 +120,32 @@ pub mod raw {
         }, host: { kernel_emu::mbarrier_expect_tx(bar, tx) })
     }
 
+    /// `mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [bar], parity;`
+    /// (sm_90; acquire at **cluster** scope): as [`try_wait_parity`], and
+    /// the acquire synchronizes with releases by threads of other CTAs of
+    /// the cluster (remote `mbarrier.arrive.release.cluster`), so their
+    /// earlier writes (distributed shared memory included) are visible
+    /// after it. A CTA-scope acquire is not morally strong with a release
+    /// in another CTA (PTX memory model), and compute-sanitizer's racecheck
+    /// reports DSMEM data handed over that way.
+    ///
+    /// # Safety
+    /// `bar` is an initialized mbarrier.
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn try_wait_parity_cluster(bar: u32, parity: u32) -> bool {
+        device!("mbarrier.try_wait.parity.acquire.cluster", {
+            let done: u32;
+            // SAFETY: caller contract.
+            unsafe {
+                core::arch::asm!(
+                    "{{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [{1}], {2}; selp.u32 {0}, 1, 0, p; }}",
+                    out(reg32) done, in(reg32) bar, in(reg32) parity, options(nostack, preserves_flags))
+            };
+            done != 0
+        }, host: { kernel_emu::mbarrier_try_wait_parity(bar, parity) })
+    }
+
     /// `mbarrier.try_wait.parity.shared::cta.b64 p, [bar], parity;` (sm_90;
     /// acquire, CTA scope): true once the phase with parity `parity` has
     /// completed. May suspend the thread for a system-dependent time first.
@@ -265,6 +291,18 @@ impl<'a> BarrierRef<'a> {
         let parity = self.parity();
         // SAFETY: as `arrive`.
         while !unsafe { raw::try_wait_parity(self.addr, parity) } {}
+        self.flip();
+    }
+    /// As [`BarrierRef::wait`], acquiring at cluster scope
+    /// ([`raw::try_wait_parity_cluster`]): for a phase that other CTAs'
+    /// [`BarrierRef::arrive_cluster`] complete, when this thread must see
+    /// what they did before arriving.
+    #[inline(always)]
+    #[track_caller]
+    pub fn wait_cluster(&self) {
+        let parity = self.parity();
+        // SAFETY: as `arrive`.
+        while !unsafe { raw::try_wait_parity_cluster(self.addr, parity) } {}
         self.flip();
     }
     /// Non-blocking wait: true (and the parity flipped) if the phase completed.

@@ -33,11 +33,11 @@ const EXPECTED: &[(&str, &[&str])] = &[
     ),
     (
         "cluster_allreduce",
-        &["mapa.shared::cluster.u32", "mbarrier.arrive.release.cluster.shared::cluster.b64", "mbarrier.try_wait.parity.shared::cta.b64", "mapa.u64"],
+        &["mapa.shared::cluster.u32", "mbarrier.arrive.release.cluster.shared::cluster.b64", "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64", "mapa.u64"],
     ),
     (
         "cluster_allreduce16",
-        &["mapa.shared::cluster.u32", "mbarrier.arrive.release.cluster.shared::cluster.b64", "mbarrier.try_wait.parity.shared::cta.b64", "mapa.u64"],
+        &["barrier.cluster.arrive.release", "barrier.cluster.wait.acquire", "mapa.u64"],
     ),
     (
         "warp_collectives",
@@ -347,8 +347,8 @@ fn blackwell_kernels_have_their_tcgen05_facts() {
 const BLACKWELL_II: &[(&str, u32, u32, &[&str])] = &[
     ("matmul3__128_256_4", 256, 128, &[]),
     ("matmul4__128_256_4", 256, 128, &["%nclusterid.x"]),
-    ("matmul5__128_256_512_4", 512, 256, &["%nclusterid.x", "barrier.sync %r", "mbarrier.arrive.release.cluster.shared::cluster.b64"]),
-    ("matmul6__128_256_512_4", 512, 256, &["%nclusterid.x", "barrier.sync %r", "mbarrier.arrive.release.cluster.shared::cluster.b64"]),
+    ("matmul5__128_256_512_4", 512, 256, &["%nclusterid.x", "barrier.sync %r", "mbarrier.arrive.release.cluster.shared::cluster.b64", "mbarrier.try_wait.parity.acquire.cluster"]),
+    ("matmul6__128_256_512_4", 512, 256, &["%nclusterid.x", "barrier.sync %r", "mbarrier.arrive.release.cluster.shared::cluster.b64", "mbarrier.try_wait.parity.acquire.cluster"]),
     (
         "matmul_dynamic__128_256_4",
         256,

@@ -143,28 +143,33 @@ pub const ALLREDUCE16_OWN: usize = ALLREDUCE16_LEN / ALLREDUCE16_CTAS;
 
 /// An all-reduce over a cluster of 16 CTAs (a non-portable cluster size)
 /// through distributed shared memory: a reduce-scatter then an all-gather,
-/// repeated for `steps` steps with the same SMEM and barriers.
+/// repeated for `steps` steps with the same SMEM.
 ///
 /// This kernel works as follows, per step `s` (CTA of cluster rank `me`,
 /// thread `t`, 32 threads; element `t` is owned by rank `t / 2`):
 /// 1. reduce-scatter: every thread writes its input
 ///    `x[(cta * steps + s) * 32 + t]` into `parts[me][t % 2]` of the owning
-///    CTA (a `mapa` store); a CTA barrier orders the CTA's stores before
-///    thread 0's arrival on `scattered` (a `ClusterBarrier<WholeCluster>`:
-///    16 arrivals, one per CTA, each a remote `mbarrier.arrive` on all 16
-///    copies), and every thread waits on its own CTA's copy;
+///    CTA (a `mapa` store); a cluster barrier (`barrier.cluster.arrive.release`
+///    + `wait.acquire`, all 512 threads) hands the stores to their owners;
 /// 2. all-gather: threads `t < 2` sum their column over the 16 parts, in
 ///    rank order, and write the sum into `sums[2 me + t]` of every CTA of
-///    the cluster; the same way through `gathered`;
+///    the cluster; a second cluster barrier;
 /// 3. `y[(cta * steps + s) * 32 + t] = sums[t]`: every CTA gets the whole
 ///    sum of its cluster.
 ///
 /// No third barrier guards the next step's reuse: a CTA writes another's
-/// `parts` in step `s + 1` only after `gathered` of step `s` completed,
-/// which needs the owner's arrival, made after the owner read its `parts`;
-/// and it writes another's `sums` only after `scattered` of step `s + 1`,
-/// which needs that CTA's arrival, made after it read its `sums` (the
-/// race detector checks both on the emulator).
+/// `parts` in step `s + 1` only after the second barrier of step `s`, which
+/// the owner reached after reading its `parts`; and it writes another's
+/// `sums` only after the first barrier of step `s + 1`, which that CTA
+/// reached after reading its `sums` (the race detector checks both on the
+/// emulator).
+///
+/// Why `cluster_sync` and not a `ClusterBarrier<WholeCluster>` (mbarrier
+/// arrivals on all 16 CTAs): both are correct, and the emulator is clean
+/// with either, but compute-sanitizer's racecheck does not follow the
+/// mbarrier hand-over across CTAs and reports the DSMEM stores as hazards
+/// (RESULTS.md, non-portable clusters); with the hardware cluster barrier it
+/// reports none.
 ///
 /// Constraints: grid.x a multiple of 16, grid.y = grid.z = 1; `x` and `y`
 /// hold `grid.x * steps * 32` floats. The host sets
@@ -178,8 +183,6 @@ pub fn cluster_allreduce16(
     steps: u32,
     #[scratch] parts: Smem<[[f32; ALLREDUCE16_OWN]; ALLREDUCE16_CTAS]>,
     #[scratch] sums: Smem<[f32; ALLREDUCE16_LEN]>,
-    #[scratch] scattered: ClusterBarrier<WholeCluster>,
-    #[scratch] gathered: ClusterBarrier<WholeCluster>,
 ) {
     let t = thread_idx().x as usize;
     let me = cluster_ctarank();
@@ -192,11 +195,7 @@ pub fn cluster_allreduce16(
         // the epilogue's cluster barrier.
         let theirs = unsafe { Smem::from_ptr(parts.map_rank(owner)) };
         theirs.at(me as usize).write(slot, x.read(i));
-        sync_threads();
-        if t == 0 {
-            scattered.arrive();
-        }
-        scattered.wait();
+        cluster_sync();
         // 2. All-gather: the owner's columns, summed in rank order, to every CTA.
         if t < ALLREDUCE16_OWN {
             let mut acc = 0.0f32;
@@ -209,11 +208,7 @@ pub fn cluster_allreduce16(
                 unsafe { Smem::from_ptr(sums.map_rank(r)) }.write(col, acc);
             }
         }
-        sync_threads();
-        if t == 0 {
-            gathered.arrive();
-        }
-        gathered.wait();
+        cluster_sync();
         // 3. Every CTA has the cluster's sum.
         y.write(i, sums.read(t));
     }

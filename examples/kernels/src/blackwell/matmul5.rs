@@ -82,7 +82,7 @@ pub fn matmul5<const TN: usize, const PN: usize, const AN: usize, const STAGES: 
                     let acc = acc_slots.cols_at::<PN>(acc_slot * PN);
                     if info.local_index >= 2 {
                         // Both epilogues finished reading this accumulator half.
-                        store_done.at(acc_slot).wait();
+                        store_done.at(acc_slot).wait_cluster();
                         fence_after_thread_sync();
                     }
                     if let Some(pl) = pair_leader {

@@ -180,7 +180,7 @@ pub fn store_done_skipped<const BUG: bool>(
                         let acc = acc_slots.cols_at::<PN>(acc_slot * PN);
                         // BUG: no wait for the epilogues before reusing the half.
                         if info.local_index >= 2 && !BUG {
-                            store_done.at(acc_slot).wait();
+                            store_done.at(acc_slot).wait_cluster();
                             fence_after_thread_sync();
                         }
                         if let Some(pl) = pair_leader {
