@@ -98,3 +98,50 @@ fn cluster_of_16_without_the_opt_in_is_a_clear_error_on_gpu() {
         Err(e) => panic!("after the refusal: {e}"),
     }
 }
+
+/// `ClusterBarrier` on the GPU: `cluster::cluster_allreduce` (a 2 x 2
+/// cluster reducing through DSMEM with `ClusterBarrier<X>`, `<Y>`,
+/// `<WholeCluster>`, 3 steps) and `cluster::cluster_axis_sums` (a 2 x 2 x 2
+/// cluster, `ClusterBarrier<YZ>` and `<X>`) match their CPU references,
+/// as on the emulator (`tests/tests/emulator.rs`).
+#[test]
+#[ignore = "needs a CUDA GPU (sm_90): run with --ignored on a GPU machine"]
+fn cluster_barriers_match_the_cpu_reference_on_gpu() {
+    use kernels::cluster::{cluster_allreduce, cluster_axis_sums, ALLREDUCE_LEN as L};
+    let gpu = Gpu::new(0).expect("a CUDA GPU");
+    let module = gpu.load(&kernels::DEVICE_CODE).expect("module loads");
+    let steps = 3usize;
+    let x: Vec<f32> = (0..4 * steps * L).map(|i| (i % 29) as f32 - 7.0).collect();
+    let mut want = vec![0f32; x.len()];
+    for s in 0..steps {
+        for t in 0..L {
+            let sum: f32 = (0..4).map(|c| x[(c * steps + s) * L + t]).sum();
+            for c in 0..4 {
+                want[(c * steps + s) * L + t] = sum;
+            }
+        }
+    }
+    let mut dx = gpu.upload(&x).expect("upload");
+    let mut dy = gpu.upload(&vec![f32::NAN; x.len()]).expect("upload");
+    module.kernel::<cluster_allreduce>().expect("loads").launch_sync((2u32, 2u32), (&mut dx, &mut dy, steps as u32)).expect("cluster_allreduce runs");
+    assert_eq!(gpu.download(&dy).expect("download"), want, "cluster_allreduce");
+
+    let coords = |r: u32| (r % 2, (r / 2) % 2, r / 4);
+    let mut want = vec![0u32; 16];
+    for me in 0..8u32 {
+        let (mx, my, mz) = coords(me);
+        for r in 0..8u32 {
+            let (x, y, z) = coords(r);
+            if x == mx {
+                want[2 * me as usize] += r + 1;
+            }
+            if y == my && z == mz {
+                want[2 * me as usize + 1] += r + 1;
+            }
+        }
+    }
+    let mut dy = gpu.upload(&vec![0u32; 16]).expect("upload");
+    module.kernel::<cluster_axis_sums>().expect("loads").launch_sync((2u32, 2u32, 2u32), (&mut dy,)).expect("cluster_axis_sums runs");
+    assert_eq!(gpu.download(&dy).expect("download"), want, "cluster_axis_sums");
+    eprintln!("ok cluster_allreduce (2 x 2, 3 steps) and cluster_axis_sums (2 x 2 x 2)");
+}
