@@ -377,15 +377,7 @@ fn cluster_barrier_allreduce_matches_the_cpu_reference() {
     use kernels::cluster::{cluster_allreduce, ALLREDUCE_LEN as L};
     let steps = 2usize;
     let mut x: Vec<f32> = (0..4 * steps * L).map(|i| (i % 29) as f32 - 7.0).collect();
-    let mut want = vec![0f32; x.len()];
-    for s in 0..steps {
-        for t in 0..L {
-            let sum: f32 = (0..4).map(|c| x[(c * steps + s) * L + t]).sum();
-            for c in 0..4 {
-                want[(c * steps + s) * L + t] = sum;
-            }
-        }
-    }
+    let want = examples::allreduce2x2_reference(&x, steps);
     for emu in Emulator::schedules(61, 4) {
         let mut y = vec![f32::NAN; x.len()];
         emu.launch::<cluster_allreduce, _>((2u32, 2u32), (&mut x[..], &mut y[..], steps as u32))
@@ -461,20 +453,7 @@ fn two_ctas_writing_one_gmem_element_is_a_race() {
 #[test]
 fn cluster_barrier_peers_along_yz_and_x() {
     use kernels::cluster::cluster_axis_sums;
-    let coords = |r: u32| (r % 2, (r / 2) % 2, r / 4);
-    let mut want = vec![0u32; 16];
-    for me in 0..8u32 {
-        let (mx, my, mz) = coords(me);
-        for r in 0..8u32 {
-            let (x, y, z) = coords(r);
-            if x == mx {
-                want[2 * me as usize] += r + 1;
-            }
-            if y == my && z == mz {
-                want[2 * me as usize + 1] += r + 1;
-            }
-        }
-    }
+    let want = examples::axis_sums_reference();
     for emu in Emulator::schedules(71, 4) {
         let mut y = vec![0u32; 16];
         emu.launch::<cluster_axis_sums, _>((2u32, 2u32, 2u32), (&mut y[..],))

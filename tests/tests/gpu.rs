@@ -112,34 +112,13 @@ fn cluster_barriers_match_the_cpu_reference_on_gpu() {
     let module = gpu.load(&kernels::DEVICE_CODE).expect("module loads");
     let steps = 3usize;
     let x: Vec<f32> = (0..4 * steps * L).map(|i| (i % 29) as f32 - 7.0).collect();
-    let mut want = vec![0f32; x.len()];
-    for s in 0..steps {
-        for t in 0..L {
-            let sum: f32 = (0..4).map(|c| x[(c * steps + s) * L + t]).sum();
-            for c in 0..4 {
-                want[(c * steps + s) * L + t] = sum;
-            }
-        }
-    }
+    let want = examples::allreduce2x2_reference(&x, steps);
     let mut dx = gpu.upload(&x).expect("upload");
     let mut dy = gpu.upload(&vec![f32::NAN; x.len()]).expect("upload");
     module.kernel::<cluster_allreduce>().expect("loads").launch_sync((2u32, 2u32), (&mut dx, &mut dy, steps as u32)).expect("cluster_allreduce runs");
     assert_eq!(gpu.download(&dy).expect("download"), want, "cluster_allreduce");
 
-    let coords = |r: u32| (r % 2, (r / 2) % 2, r / 4);
-    let mut want = vec![0u32; 16];
-    for me in 0..8u32 {
-        let (mx, my, mz) = coords(me);
-        for r in 0..8u32 {
-            let (x, y, z) = coords(r);
-            if x == mx {
-                want[2 * me as usize] += r + 1;
-            }
-            if y == my && z == mz {
-                want[2 * me as usize + 1] += r + 1;
-            }
-        }
-    }
+    let want = examples::axis_sums_reference();
     let mut dy = gpu.upload(&vec![0u32; 16]).expect("upload");
     module.kernel::<cluster_axis_sums>().expect("loads").launch_sync((2u32, 2u32, 2u32), (&mut dy,)).expect("cluster_axis_sums runs");
     assert_eq!(gpu.download(&dy).expect("download"), want, "cluster_axis_sums");

@@ -187,6 +187,46 @@ pub fn allreduce16_reference(x: &[f32], ctas: usize, steps: usize) -> Vec<f32> {
     want
 }
 
+/// The CPU reference of [`cluster::cluster_allreduce`](kernels::cluster::cluster_allreduce)
+/// on one 2 x 2 cluster and `steps` steps: every CTA's row of step `s` is
+/// the sum of the 4 CTAs' rows of step `s`.
+pub fn allreduce2x2_reference(x: &[f32], steps: usize) -> Vec<f32> {
+    use kernels::cluster::ALLREDUCE_LEN as L;
+    assert_eq!(x.len(), 4 * steps * L, "x holds 4 * steps * {L} floats");
+    let mut want = vec![0f32; x.len()];
+    for s in 0..steps {
+        for t in 0..L {
+            let sum: f32 = (0..4).map(|c| x[(c * steps + s) * L + t]).sum();
+            for c in 0..4 {
+                want[(c * steps + s) * L + t] = sum;
+            }
+        }
+    }
+    want
+}
+
+/// The CPU reference of [`cluster::cluster_axis_sums`](kernels::cluster::cluster_axis_sums)
+/// on one 2 x 2 x 2 cluster: for CTA rank `me`, `y[2 me]` sums `r + 1` over
+/// the ranks `r` of its y-z plane (same x), `y[2 me + 1]` over its x row
+/// (same y and z).
+pub fn axis_sums_reference() -> Vec<u32> {
+    let coords = |r: u32| (r % 2, (r / 2) % 2, r / 4);
+    let mut want = vec![0u32; 16];
+    for me in 0..8u32 {
+        let (mx, my, mz) = coords(me);
+        for r in 0..8u32 {
+            let (x, y, z) = coords(r);
+            if x == mx {
+                want[2 * me as usize] += r + 1;
+            }
+            if y == my && z == mz {
+                want[2 * me as usize + 1] += r + 1;
+            }
+        }
+    }
+    want
+}
+
 /// A cluster of 16 CTAs, a non-portable size (`#[kernel(.., non_portable_cluster)]`):
 /// two clusters all-reduce their rows through distributed shared memory
 /// (`cluster::cluster_allreduce16`, 3 steps).
