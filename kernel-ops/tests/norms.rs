@@ -4,18 +4,7 @@ use kernel_device::{bf16, f16};
 use kernel_host::emulate::Emulator;
 use kernel_ops::norms::{self, NormElem};
 
-/// Deterministic inputs in about [-4, 4).
-fn inputs(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s >> 12;
-            s ^= s << 25;
-            s ^= s >> 27;
-            ((s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as f32 / (1u32 << 24) as f32) * 8.0 - 4.0
-        })
-        .collect()
-}
+use kernel_host::uniform_f32 as inputs;
 
 fn to<T: NormElem>(v: &[f32]) -> Vec<T> {
     v.iter().map(|&x| T::from_f32(x)).collect()

@@ -31,25 +31,54 @@ fn tile_n(name: &str) -> usize {
     }
 }
 
+/// The inputs of an `m x n x k` problem for instance `name`, after checking
+/// that its tiles divide the shape: `A` (`M x K`), `B` as `N x K` (for the
+/// reference) and its transpose `K x N` (what the kernels read), f16 from
+/// `randn_f16` with seeds `input_seed`, `input_seed + 1`.
+fn problem(function: &'static str, name: &str, (m, n, k): (usize, usize, usize), input_seed: u64) -> Result<(Vec<f16>, Vec<f16>, Vec<f16>)> {
+    let tn = tile_n(name);
+    if m % TILE_M != 0 || n % tn != 0 || k % TILE_K != 0 || k == 0 {
+        return Err(ExampleError::Cuda(kernel_host::Error::InvalidArgument {
+            function,
+            problem: format!("{name} needs M % {TILE_M} == 0, N % {tn} == 0, K % {TILE_K} == 0, K > 0; got {m} x {n} x {k}"),
+        }));
+    }
+    let a = randn_f16(m * k, input_seed);
+    let b_nk = randn_f16(n * k, input_seed + 1);
+    let b_kn: Vec<f16> = (0..k * n).map(|i| b_nk[(i % n) * k + i / n]).collect();
+    Ok((a, b_nk, b_kn))
+}
+
+/// Calls `$run!(kernel type, tile N, output tile type)` for instance
+/// `$name` (the instance table in one place, for the emulator and the GPU).
+macro_rules! dispatch {
+    ($name:expr, $function:expr, $run:ident) => {
+        match $name {
+            "matmul0<128,4>" => $run!(blackwell::matmul0<128, 4>, 128, OTile<128>),
+            "matmul0<256,2>" => $run!(blackwell::matmul0<256, 2>, 256, OTile<256>),
+            "matmul1<128,4>" => $run!(blackwell::matmul1<128, 4>, 128, OTile<128>),
+            "matmul1<256,3>" => $run!(blackwell::matmul1<256, 3>, 256, OTile<256>),
+            "matmul2<128,4>" => $run!(blackwell::matmul2<128, 4>, 128, ETile),
+            "matmul2<256,4>" => $run!(blackwell::matmul2<256, 4>, 256, ETile),
+            other => {
+                return Err(ExampleError::Cuda(kernel_host::Error::InvalidArgument {
+                    function: $function,
+                    problem: format!("`{other}` is not a Blackwell matmul; they are: {}", MATMULS.join(", ")),
+                }))
+            }
+        }
+    };
+}
+
 /// Runs Blackwell matmul `name` (one of [`MATMULS`]) on the emulator at
 /// `m x n x k` (`C = A · B`, `A` `M x K`, `B` `K x N`, both row-major f16
 /// from `randn_f16` with seeds `input_seed`, `input_seed + 1`) and returns
 /// the relative Frobenius error of C against the CPU reference.
 pub fn emulated_matmul(emu: &Emulator, name: &str, m: usize, n: usize, k: usize, input_seed: u64) -> Result<f64> {
-    let tn = tile_n(name);
-    if m % TILE_M != 0 || n % tn != 0 || k % TILE_K != 0 || k == 0 {
-        return Err(ExampleError::Cuda(kernel_host::Error::InvalidArgument {
-            function: "emulated Blackwell matmul",
-            problem: format!("{name} needs M % {TILE_M} == 0, N % {tn} == 0, K % {TILE_K} == 0, K > 0; got {m} x {n} x {k}"),
-        }));
-    }
-    let a = randn_f16(m * k, input_seed);
-    // B as N x K for the reference; the kernels read its transpose K x N.
-    let b_nk = randn_f16(n * k, input_seed + 1);
-    let b_kn: Vec<f16> = (0..k * n).map(|i| b_nk[(i % n) * k + i / n]).collect();
+    let (a, b_nk, b_kn) = problem("emulated Blackwell matmul", name, (m, n, k), input_seed)?;
     let mut c = vec![f16::NAN; m * n];
     let k_steps = (k / TILE_K) as u32;
-    let grid = ((m / TILE_M) as u32, (n / tn) as u32);
+    let grid = ((m / TILE_M) as u32, (n / tile_n(name)) as u32);
     let am = EmuTensorMap::<ATile>::new_2d(&a, m, k)?;
     macro_rules! run {
         ($kernel:ty, $tn:literal, $otile:ty) => {{
@@ -58,20 +87,7 @@ pub fn emulated_matmul(emu: &Emulator, name: &str, m: usize, n: usize, k: usize,
             emu.launch::<$kernel, _>(grid, (&am, &bm, &cm, k_steps))?;
         }};
     }
-    match name {
-        "matmul0<128,4>" => run!(blackwell::matmul0<128, 4>, 128, OTile<128>),
-        "matmul0<256,2>" => run!(blackwell::matmul0<256, 2>, 256, OTile<256>),
-        "matmul1<128,4>" => run!(blackwell::matmul1<128, 4>, 128, OTile<128>),
-        "matmul1<256,3>" => run!(blackwell::matmul1<256, 3>, 256, OTile<256>),
-        "matmul2<128,4>" => run!(blackwell::matmul2<128, 4>, 128, ETile),
-        "matmul2<256,4>" => run!(blackwell::matmul2<256, 4>, 256, ETile),
-        other => {
-            return Err(ExampleError::Cuda(kernel_host::Error::InvalidArgument {
-                function: "emulated Blackwell matmul",
-                problem: format!("`{other}` is not a Blackwell matmul; they are: {}", MATMULS.join(", ")),
-            }))
-        }
-    }
+    dispatch!(name, "emulated Blackwell matmul", run);
     let reference = reference_gemm_nt(m, n, k, &a, &b_nk);
     Ok(rel_frobenius_error(&c, &reference))
 }
@@ -84,21 +100,12 @@ pub fn emulated_matmul(emu: &Emulator, name: &str, m: usize, n: usize, k: usize,
 /// these kernels with `Error::KernelNotForArch`.
 pub fn gpu_matmul(gpu: &kernel_host::Gpu, module: &kernel_host::Module, name: &str, m: usize, n: usize, k: usize, input_seed: u64) -> Result<f64> {
     use kernel_host::TensorMap;
-    let tn = tile_n(name);
-    if m % TILE_M != 0 || n % tn != 0 || k % TILE_K != 0 || k == 0 {
-        return Err(ExampleError::Cuda(kernel_host::Error::InvalidArgument {
-            function: "Blackwell matmul",
-            problem: format!("{name} needs M % {TILE_M} == 0, N % {tn} == 0, K % {TILE_K} == 0, K > 0; got {m} x {n} x {k}"),
-        }));
-    }
-    let a_host = randn_f16(m * k, input_seed);
-    let b_nk = randn_f16(n * k, input_seed + 1);
-    let b_kn: Vec<f16> = (0..k * n).map(|i| b_nk[(i % n) * k + i / n]).collect();
+    let (a_host, b_nk, b_kn) = problem("Blackwell matmul", name, (m, n, k), input_seed)?;
     let a = gpu.upload(&a_host)?;
     let b = gpu.upload(&b_kn)?;
     let c = gpu.upload(&vec![f16::NAN; m * n])?;
     let k_steps = (k / TILE_K) as u32;
-    let grid = ((m / TILE_M) as u32, (n / tn) as u32);
+    let grid = ((m / TILE_M) as u32, (n / tile_n(name)) as u32);
     let am = TensorMap::<ATile>::new_2d(&a, m, k)?;
     macro_rules! run {
         ($kernel:ty, $tn:literal, $otile:ty) => {{
@@ -107,20 +114,7 @@ pub fn gpu_matmul(gpu: &kernel_host::Gpu, module: &kernel_host::Module, name: &s
             module.kernel::<$kernel>()?.launch_sync(grid, (&am, &bm, &cm, k_steps))?;
         }};
     }
-    match name {
-        "matmul0<128,4>" => run!(blackwell::matmul0<128, 4>, 128, OTile<128>),
-        "matmul0<256,2>" => run!(blackwell::matmul0<256, 2>, 256, OTile<256>),
-        "matmul1<128,4>" => run!(blackwell::matmul1<128, 4>, 128, OTile<128>),
-        "matmul1<256,3>" => run!(blackwell::matmul1<256, 3>, 256, OTile<256>),
-        "matmul2<128,4>" => run!(blackwell::matmul2<128, 4>, 128, ETile),
-        "matmul2<256,4>" => run!(blackwell::matmul2<256, 4>, 256, ETile),
-        other => {
-            return Err(ExampleError::Cuda(kernel_host::Error::InvalidArgument {
-                function: "Blackwell matmul",
-                problem: format!("`{other}` is not a Blackwell matmul; they are: {}", MATMULS.join(", ")),
-            }))
-        }
-    }
+    dispatch!(name, "Blackwell matmul", run);
     let out = gpu.download(&c)?;
     Ok(rel_frobenius_error(&out, &reference_gemm_nt(m, n, k, &a_host, &b_nk)))
 }

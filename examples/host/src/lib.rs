@@ -56,20 +56,8 @@ pub struct Outcome {
     pub sample: Vec<f32>,
 }
 
-/// Deterministic pseudo-random floats in [-4, 4) (xorshift64*): no zeros
-/// pattern, a different value in every element.
-pub fn inputs(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s >> 12;
-            s ^= s << 25;
-            s ^= s >> 27;
-            let r = s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40; // 24 bits
-            (r as f32 / (1u32 << 24) as f32) * 8.0 - 4.0
-        })
-        .collect()
-}
+/// Deterministic pseudo-random floats in [-4, 4): [`kernel_host::uniform_f32`].
+pub use kernel_host::uniform_f32 as inputs;
 
 /// Compares `got` with `want` exactly (the kernels do the same IEEE f32
 /// operations as the reference).

@@ -81,6 +81,23 @@ pub fn randn_f32(n: usize, seed: u64) -> Vec<f32> {
     out
 }
 
+/// `n` deterministic pseudo-random floats in [-4, 4) (xorshift64*, 24
+/// bits each), the same for the same `seed` on every machine: test data
+/// with no zeros pattern and a different value in every element, cheaper
+/// than [`randn_f32`] for large bandwidth-bound problems.
+pub fn uniform_f32(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s >> 12;
+            s ^= s << 25;
+            s ^= s >> 27;
+            let r = s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40; // 24 bits
+            (r as f32 / (1u32 << 24) as f32) * 8.0 - 4.0
+        })
+        .collect()
+}
+
 /// `‖got − reference‖_F / ‖reference‖_F` in f64 over `(got, reference)`
 /// pairs. Any NaN or infinity in `got` gives `f64::INFINITY` (NaN never
 /// passes a tolerance). A zero reference gives 0 if `got` is zero too, else

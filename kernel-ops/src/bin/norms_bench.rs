@@ -18,17 +18,7 @@ use std::process::ExitCode;
 /// Elements per problem: 2^25 (64 MB of 16-bit input, 64 MB of output).
 const ELEMS: usize = 1 << 25;
 
-fn inputs(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s >> 12;
-            s ^= s << 25;
-            s ^= s >> 27;
-            ((s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as f32 / (1u32 << 24) as f32) * 8.0 - 4.0
-        })
-        .collect()
-}
+use kernel_host::uniform_f32 as inputs;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Op {
