@@ -1,6 +1,6 @@
 //! Step 4: the epilogue's stores overlap the next tile's mainloop.
 //!
-//! Diff from step 3 ([`super::step3_persistent::matmul_persistent`]): the
+//! Diff from step 3 (`step3_persistent::matmul_persistent`): the
 //! output tile leaves through two `BM x 64` SMEM sub-tiles (`EPI_N = 64`
 //! columns, double-buffered) instead of one `BM x BN` tile: the compute
 //! warpgroups write sub-tile `j` while the TMA store of sub-tile `j - 1`
@@ -9,7 +9,7 @@
 //! reusing a buffer, for the store that read it two sub-tiles ago). The
 //! SMEM saved (32 KB instead of 64 KB at `BM = 128`) buys a 4th stage.
 //! This is the "cooperative kernel with a dedicated store path" of the
-//! issue; a ping-pong kernel is not in the ladder (see the README).
+//! issue; the ping-pong variant is step 7.
 use super::{check_tile, ATileOf, BTileOf, EpiTileOf, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
@@ -35,7 +35,7 @@ use kernel_device::Barriers;
 ///
 /// Constraints: as step 3; SMEM `STAGES x (BM + BN) x 128 B + 2 x BM x 128 B`
 /// <= 227 KB (`STAGES = 4` at `128 x 256`, 3 at `256 x 128`).
-#[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 256, 4, 8), (256, 128, 3, 8), (128, 256, 4, 16), (128, 128, 4, 8)))]
+#[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 256, 4, 8), (256, 128, 3, 8), (128, 256, 4, 16), (128, 128, 4, 8), (128, 128, 4, 16)))]
 pub fn matmul_epilogue_overlap<const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
     a: Tma<ATileOf<BM>>,
     b: Tma<BTileOf<BN>>,

@@ -1,6 +1,6 @@
 //! Step 5: clusters of 2 CTAs share B through TMA multicast.
 //!
-//! Diff from step 4 ([`super::step4_epilogue_overlap::matmul_epilogue_overlap`]):
+//! Diff from step 4 (`step4_epilogue_overlap::matmul_epilogue_overlap`):
 //! CTAs run in clusters of 2 that compute vertically adjacent tiles (the
 //! same B columns, M tiles `2 i` and `2 i + 1`). Each CTA loads its own A
 //! tile and HALF of the shared `BN x 64` B tile (`BH = BN / 2` rows),
