@@ -836,4 +836,25 @@ mod tests {
         assert!(d.contains("CPU emulator") && d.contains("8 emulated SMs"), "{d}");
         assert_eq!(Device::emulator().sm_count(), EMULATED_SMS);
     }
+
+    #[test]
+    #[ignore = "needs a CUDA GPU"]
+    fn gpu_buffers_round_trip_and_refuse_emulator_values() {
+        let dev = Device::gpu(Gpu::new(0).expect("a CUDA GPU"));
+        assert!(dev.is_gpu() && dev.sm_count() > 0, "{}", dev.describe());
+        let mut buf = dev.upload(&[1.5f32, -2.0, 3.25]).unwrap();
+        assert!(buf.is_gpu() && buf.address() != 0);
+        assert_eq!(dev.download(&buf).unwrap(), vec![1.5, -2.0, 3.25]);
+        dev.write(&mut buf, &[7.0, 8.0, 9.0]).unwrap();
+        assert_eq!(dev.download(&buf).unwrap(), vec![7.0, 8.0, 9.0]);
+        let host = Device::emulator().upload(&[1.0f32]).unwrap();
+        match dev.download(&host) {
+            Err(Error::WrongBackend { value_on: "CPU emulator", device: "GPU", .. }) => {}
+            other => panic!("expected WrongBackend, got {other:?}"),
+        }
+        match Device::emulator().download(&buf) {
+            Err(Error::WrongBackend { value_on: "GPU", device: "CPU emulator", .. }) => {}
+            other => panic!("expected WrongBackend, got {other:?}"),
+        }
+    }
 }
