@@ -40,54 +40,9 @@
 //! ```
 use core::marker::PhantomData;
 
-/// The swizzle modes of TMA and wgmma (the byte span of one swizzled row).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Swizzle {
-    /// No swizzle: plain row-major.
-    None,
-    /// 32-byte span (pattern of 8 rows x 32 bytes = 256 bytes).
-    B32,
-    /// 64-byte span (pattern of 512 bytes).
-    B64,
-    /// 128-byte span (pattern of 1024 bytes).
-    B128,
-}
-
-impl Swizzle {
-    /// The span in bytes (0 for [`Swizzle::None`]).
-    pub const fn bytes(self) -> usize {
-        match self {
-            Swizzle::None => 0,
-            Swizzle::B32 => 32,
-            Swizzle::B64 => 64,
-            Swizzle::B128 => 128,
-        }
-    }
-
-    /// The mode for a span of `bytes` (0 or 16 mean no swizzle, as in Pallas).
-    pub const fn from_bytes(bytes: usize) -> Option<Swizzle> {
-        match bytes {
-            0 | 16 => Some(Swizzle::None),
-            32 => Some(Swizzle::B32),
-            64 => Some(Swizzle::B64),
-            128 => Some(Swizzle::B128),
-            _ => None,
-        }
-    }
-
-    /// Bytes after which the pattern repeats (8 rows of the span).
-    pub const fn pattern_bytes(self) -> usize {
-        self.bytes() * 8
-    }
-
-    /// Applies the swizzle to a byte offset from a pattern-aligned base.
-    pub const fn apply(self, offset: usize) -> usize {
-        match self {
-            Swizzle::None => offset,
-            s => offset ^ (((offset >> 7) & (s.bytes() / 16 - 1)) << 4),
-        }
-    }
-}
+/// The swizzle modes of TMA and wgmma: defined once in `kernel-spec`
+/// (the emulator and the host use the same type).
+pub use kernel_spec::swizzle::Swizzle;
 
 /// The largest swizzle whose span divides a row of `row_bytes` bytes
 /// (Pallas's `find_swizzle`): 128, 64, 32, else none.

@@ -7,3 +7,7 @@
 //! host and inside the proc-macro.
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod swizzle;
+pub mod desc_wgmma;
+pub mod desc_tcgen05;
