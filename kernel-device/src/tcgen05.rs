@@ -24,9 +24,11 @@
 //! moved across it. MMA and commit take only these types: passing a plain
 //! [`crate::Barrier`] does not compile.
 //!
-//! Descriptors ([`InstrDescriptor`], [`SmemDescriptor`]) are checked field by
-//! field against the PTX ISA tables and an independent encoder in the tests
-//! below.
+//! Descriptors ([`InstrDescriptor`], [`SmemDescriptor`]) are defined in
+//! `kernel-spec` (`desc_tcgen05`), checked field by field against the PTX
+//! ISA tables and an independent encoder there and in the tests below.
+//! On the CPU emulator each MMA's body is one call into
+//! `kernel_emu::tcgen05`, which decodes these operands as the hardware does.
 use crate::layout::{Swizzle, TileLayout};
 use crate::mbarrier::{Barrier, BarrierRef, Barriers};
 use crate::smem::{Scratch, Smem};

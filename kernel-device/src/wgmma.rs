@@ -24,6 +24,12 @@
 //!
 //! Operands in SMEM are [`crate::Tile`]s with a 32/64/128-byte swizzle, both
 //! K-major (`A: M x K`, `B: N x K`, K contiguous), as TMA writes them.
+//!
+//! On the CPU emulator (host builds) each op's body is one call into
+//! `kernel_emu::wgmma`, which owns the semantics: operand gathering through
+//! the descriptors, the MMA, the accumulator layout, and `wait_group` as a
+//! barrier of the warpgroup (named barrier `15 - warpgroup`: kernels run on
+//! the emulator leave named barriers 8..=15 to it).
 use crate::layout::{Swizzle, TileLayout};
 use crate::smem::Smem;
 use crate::array::{Array, Wgmma};

@@ -88,3 +88,38 @@ pub(crate) fn chunk_ranges(mut seen: Vec<u32>) -> Vec<Range> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Offsets worked by hand from the canonical layouts and the swizzle
+    /// (16-byte chunk index XOR row within the 8-row pattern).
+    #[test]
+    fn canonical_offsets() {
+        let k_major = Desc { start: 0x400, lbo: 16, sbo: 1024, swizzle: Swizzle::B128 };
+        // (mn 9, k 3), f16: 0x400 + 1 * 1024 + 1 * 128 + 3 * 2 = 2182; row 1 of
+        // the pattern (2182 >> 7 = 17, 17 % 8 = 1): chunk ^= 1 -> + 16.
+        assert_eq!(k_major.offset(Major::K, 9, 3, 2, "t", "test"), 2198);
+        let mn_major = Desc { start: 0, lbo: 8192, sbo: 1024, swizzle: Swizzle::B128 };
+        // (k 10, mn 70), f16, 64 per 128-byte row: 1 * 8192 + 1 * 1024 + 2 * 128
+        // + 6 * 2 = 9484; pattern row 74 % 8 = 2: chunk ^= 2 -> + 32.
+        assert_eq!(mn_major.offset(Major::MN, 70, 10, 2, "t", "test"), 9516);
+        // 64B swizzle, K-major (mn 3, k 5): 0x800 + 3 * 64 + 10 = 2250; pattern
+        // bits (2250 >> 7) & 3 = 1: chunk ^= 1 -> + 16.
+        let d = Desc { start: 0x800, lbo: 16, sbo: 512, swizzle: Swizzle::B64 };
+        assert_eq!(d.offset(Major::K, 3, 5, 2, "t", "test"), 2266);
+    }
+
+    #[test]
+    #[should_panic(expected = "wgmma.mma_async: unswizzled wgmma operands are not emulated")]
+    fn unswizzled_operands_are_reported() {
+        let d = Desc { start: 0, lbo: 16, sbo: 128, swizzle: Swizzle::None };
+        d.offset(Major::K, 0, 0, 2, "wgmma.mma_async", "wgmma");
+    }
+
+    #[test]
+    fn chunks_merge_into_ranges() {
+        assert_eq!(chunk_ranges(vec![0x10, 0x0, 0x30, 0x10, 0x40]), vec![(0, 0x20), (0x30, 0x50)]);
+    }
+}

@@ -153,3 +153,25 @@ pub fn mma_pair(kind: Kind, d: u32, a: SmemDescriptor, b: SmemDescriptor, idesc:
         &r_peer,
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elements_decode_by_kind_and_code() {
+        let e = |kind, code, bits| decode(Elem::of(kind, code).unwrap(), bits);
+        assert_eq!(e(Kind::F16, 0, 0x3C00), 1.0); // f16 1.0
+        assert_eq!(e(Kind::F16, 1, 0xC000), -2.0); // bf16 -2.0
+        assert_eq!(e(Kind::F8F6F4, 0, 0x38), 1.0); // e4m3, exponent 7 = bias
+        assert_eq!(e(Kind::F8F6F4, 1, 0x3C), 1.0); // e5m2 = top byte of f16 0x3C00
+        assert_eq!(e(Kind::I8, 0, 0xFF), 255.0);
+        assert_eq!(e(Kind::I8, 1, 0xFF), -1.0);
+    }
+
+    #[test]
+    fn accumulator_type_from_the_descriptor() {
+        let d = |dt| dtype(InstrDescriptor::new(dt, 0, 0, Major::K, Major::K, 128, 128));
+        assert_eq!((d(0), d(1), d(2)), (DType::F16, DType::F32, DType::S32));
+    }
+}
