@@ -7,7 +7,7 @@
 //! them as the hardware does: the shape, the element types, the majors and
 //! the accumulator type from the instruction descriptor
 //! ([`InstrDescriptor`]), the SMEM operands through their descriptors as
-//! the canonical swizzled layouts ([`crate::operand`]). The values, checked
+//! the canonical swizzled layouts (documented on [`kernel_spec::desc_wgmma::SmemDescriptor`]). The values, checked
 //! against the async proxy's view, go to [`crate::tmem::mma`] /
 //! [`crate::tmem::mma_pair`], which run the MMA asynchronously on TMEM.
 use crate::operand::{chunk_ranges, read_bits, Desc};

@@ -7,7 +7,7 @@
 //! 2 (l % 4) + {0, 1})`), reading A and B from SMEM through the
 //! descriptors when it issues the MMA, so the result is complete when the
 //! MMA returns. The SMEM operands are decoded as the canonical layouts of
-//! the swizzled descriptors ([`crate::operand`]): A and B K-major, or B
+//! the swizzled descriptors (documented on [`kernel_spec::desc_wgmma::SmemDescriptor`]): A and B K-major, or B
 //! MN-major with `trans_b`. Products are summed in f32 (in `k` order) and
 //! added to the accumulator; `scale_d = false` overwrites it. With an f16
 //! accumulator the stored f16 pair is converted to f32, the f32 sum added,
