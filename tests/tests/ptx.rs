@@ -253,7 +253,7 @@ fn every_example_kernel_is_listed_in_the_crate_docs() {
     assert!(missing.is_empty(), "kernels missing from the table in examples/kernels/src/lib.rs: {missing:?}");
 }
 
-/// The Hopper ladder (steps 2 to 5): `(entry, wgmma form, wgmmas in the
+/// The Hopper ladder (steps 2 to 7): `(entry, wgmma form, wgmmas in the
 /// PTX, instructions the step is about)`. Each entry is assembled for
 /// sm_90a only, with no stack frame, no spills and no wgmma serialization
 /// (the last checked for every entry by `assembled_by_ptxas_13_with_no_spills`).
@@ -261,37 +261,51 @@ const LADDER: &[(&str, &str, usize, &[&str])] = &[
     ("matmul_big_tiles__128_256_4_8", "m64n256k16", 4, &["setmaxnreg.dec.sync.aligned.u32 40", "setmaxnreg.inc.sync.aligned.u32 232", ".maxntid 384, 1, 1"]),
     ("matmul_big_tiles__256_128_4_8", "m64n128k16", 8, &["setmaxnreg.inc.sync.aligned.u32 232"]),
     ("matmul_persistent__128_256_3_8", "m64n256k16", 4, &["cp.async.bulk.wait_group.read 0", "%nctaid.x"]),
-    ("matmul_epilogue_overlap__128_256_4_8", "m64n256k16", 4, &["cp.async.bulk.wait_group.read 1", "cp.async.bulk.commit_group"]),
-    ("matmul_epilogue_overlap__256_128_3_8", "m64n128k16", 8, &["cp.async.bulk.wait_group.read 1"]),
-    (
-        "matmul_cluster_multicast__128_256_128_4_8",
-        "m64n256k16",
-        4,
-        &[".multicast::cluster", "mapa.shared::cluster", "mbarrier.arrive.shared::cluster.b64", "%clusterid.x", "%cluster_ctarank"],
-    ),
-    ("matmul_cluster_multicast__256_128_64_3_8", "m64n128k16", 8, &[".multicast::cluster"]),
     ("matmul_fewer_arrivals__128_256_128_4_8", "m64n256k16", 4, &[".multicast::cluster", "elect.sync", "mbarrier.arrive.shared::cluster.b64"]),
     ("matmul_pingpong__128_3_8", "m64n128k16", 8, &["barrier.arrive", "barrier.sync", "cp.async.bulk.wait_group.read 0"]),
 ];
 
+/// The ladder's steps 4 and 5 are `kernel-ops`' matmul kernels
+/// (`matmul_epilogue_overlap` = `matmul_persistent_ws`,
+/// `matmul_cluster_multicast` = `matmul_persistent_ws_cluster`), built into
+/// `kernel_ops_kernels::DEVICE_CODE` under the library's names: the same
+/// facts as [`LADDER`], checked in that image.
+const LADDER_LIBRARY: &[(&str, &str, usize, &[&str])] = &[
+    ("matmul_persistent_ws__128_256_4_8", "m64n256k16", 4, &["cp.async.bulk.wait_group.read 1", "cp.async.bulk.commit_group"]),
+    ("matmul_persistent_ws__256_128_3_8", "m64n128k16", 8, &["cp.async.bulk.wait_group.read 1"]),
+    (
+        "matmul_persistent_ws_cluster__128_256_128_4_8",
+        "m64n256k16",
+        4,
+        &[".multicast::cluster", "mapa.shared::cluster", "mbarrier.arrive.shared::cluster.b64", "%clusterid.x", "%cluster_ctarank"],
+    ),
+    ("matmul_persistent_ws_cluster__256_128_64_3_8", "m64n128k16", 8, &[".multicast::cluster"]),
+];
+
 #[test]
 fn hopper_ladder_is_assembled_without_spills_and_has_its_instructions() {
-    let img = image("sm_90a");
-    for (name, form, wgmmas, instrs) in LADDER {
-        let body = entry_body(img.ptx, name);
-        let mma = format!("wgmma.mma_async.sync.aligned.{form}.f32.f16.f16");
-        assert_eq!(body.matches("wgmma.mma_async").count(), *wgmmas, "{name}: wgmma count (one K step of 64)");
-        assert_eq!(body.matches(mma.as_str()).count(), *wgmmas, "{name}: every wgmma is {mma}");
-        for i in *instrs {
-            assert!(body.contains(i), "{name}: `{i}` missing from the PTX");
+    let library = |arch: &str| kernel_ops_kernels::DEVICE_CODE.image(arch).unwrap_or_else(|| panic!("kernel-ops kernels were not built for {arch}"));
+    for (sm90, sm100, table) in [(image("sm_90a"), image("sm_100a"), LADDER), (library("sm_90a"), library("sm_100a"), LADDER_LIBRARY)] {
+        for (name, form, wgmmas, instrs) in table {
+            let body = entry_body(sm90.ptx, name);
+            let mma = format!("wgmma.mma_async.sync.aligned.{form}.f32.f16.f16");
+            assert_eq!(body.matches("wgmma.mma_async").count(), *wgmmas, "{name}: wgmma count (one K step of 64)");
+            assert_eq!(body.matches(mma.as_str()).count(), *wgmmas, "{name}: every wgmma is {mma}");
+            for i in *instrs {
+                assert!(body.contains(i), "{name}: `{i}` missing from the PTX");
+            }
+            assert!(!body.contains(".local"), "{name}: uses local memory");
+            assert_eq!(ptxas_numbers(sm90.ptxas_report, name, "sm_90a"), (0, 0, 0), "{name}: stack frame / spills");
+            assert!(!sm100.ptx.contains(&format!(".entry {name}(")), "{name} is sm_90a-only");
         }
-        assert!(!body.contains(".local"), "{name}: uses local memory");
-        assert_eq!(ptxas_numbers(img.ptxas_report, name, "sm_90a"), (0, 0, 0), "{name}: stack frame / spills");
-        assert!(!image("sm_100a").ptx.contains(&format!(".entry {name}(")), "{name} is sm_90a-only");
     }
-    // Every instance of the ladder is in the image.
-    let entries = img.ptx.matches(".entry matmul_").count();
-    assert!(entries >= 18 + 9, "ladder and step 0/1 entries: {entries}");
+    // Every instance of the ladder is in its image: steps 2, 3, 6 and 7
+    // (3 + 3 + 3 + 2) and steps 0 and 1 (9) here, steps 4 and 5 (5 + 3) in
+    // the library's.
+    let entries = image("sm_90a").ptx.matches(".entry matmul_").count();
+    assert!(entries >= 11 + 9, "ladder and step 0/1 entries: {entries}");
+    let entries = library("sm_90a").ptx.matches(".entry matmul_persistent_ws").count();
+    assert_eq!(entries, 5 + 3, "kernel-ops matmul entries");
 }
 
 /// Kernels built for sm_100a only (`#[kernel(arch = sm_100a)]`: tcgen05 and
