@@ -1,6 +1,8 @@
 //! Every example kernel builds for sm_90a and sm_100a and assembles with
 //! ptxas 13.0, with no spills and no local-memory stack, and its PTX holds
-//! the instructions the kernel is about.
+//! the instructions the kernel is about; so do the test fixtures
+//! (`kernel_fixtures`) and the library's matmul kernels that are the Hopper
+//! ladder's steps 4 and 5.
 //!
 //! These tests need ptxas at build time (`tools/install-ptxas.sh`; the
 //! README's test command runs it): without it the images have no cubin and
@@ -231,13 +233,11 @@ fn cubins_are_elf_for_the_right_arch() {
     }
 }
 
-/// Every kernel of the examples crate is listed in its crate docs' table.
-#[test]
-fn every_example_kernel_is_listed_in_the_crate_docs() {
-    let docs = include_str!("../../examples/kernels/src/lib.rs");
+/// The kernels of `code` missing from the crate docs' table `docs`.
+fn unlisted_kernels(code: &DeviceCode, docs: &str) -> Vec<String> {
     let mut missing = Vec::new();
     // Every image: the sm_100a-only kernels are only in the sm_100a one.
-    for line in code().images.iter().flat_map(|i| i.ptx.lines()) {
+    for line in code.images.iter().flat_map(|i| i.ptx.lines()) {
         let Some(rest) = line.trim_start().strip_prefix(".visible .entry ").or_else(|| line.trim_start().strip_prefix(".entry ")) else {
             continue;
         };
@@ -250,7 +250,49 @@ fn every_example_kernel_is_listed_in_the_crate_docs() {
     }
     missing.sort();
     missing.dedup();
+    missing
+}
+
+/// Every kernel of the examples crate is listed in its crate docs' table.
+#[test]
+fn every_example_kernel_is_listed_in_the_crate_docs() {
+    let missing = unlisted_kernels(code(), include_str!("../../examples/kernels/src/lib.rs"));
     assert!(missing.is_empty(), "kernels missing from the table in examples/kernels/src/lib.rs: {missing:?}");
+}
+
+// ----- the test fixtures (deliberately broken kernels) ---------------------------
+
+/// The fixtures crate (`tests/fixtures`): its racy kernels are never
+/// launched on a GPU, but they are built for both architectures and
+/// assembled by ptxas 13.0 like every other kernel, with no stack frame and
+/// no spills, and each is listed in the crate docs' table.
+#[test]
+fn fixtures_are_assembled_for_both_architectures_with_no_spills() {
+    let code = &kernel_fixtures::DEVICE_CODE;
+    let archs: Vec<&str> = code.images.iter().map(|i| i.arch).collect();
+    assert_eq!(archs, ARCHS);
+    for arch in ARCHS {
+        let img = code.image(arch).expect("listed above");
+        assert!(img.ptx.contains(&format!(".target {arch}")), "fixtures {arch}: wrong .target");
+        assert!(!img.cubin.is_empty(), "fixtures {arch}: no cubin: ptxas was not found when the fixtures were built (tools/install-ptxas.sh)");
+        assert_eq!(&img.cubin[..4], b"\x7fELF", "fixtures {arch}: not an ELF cubin");
+        assert!(img.ptxas_report.contains("release 13.0"), "fixtures {arch}: expected ptxas 13.0:\n{}", img.ptxas_report);
+        let entries: Vec<&str> = img
+            .ptxas_report
+            .lines()
+            .filter_map(|l| l.split("Compiling entry function '").nth(1))
+            .filter_map(|r| r.split('\'').next())
+            .collect();
+        assert!(entries.len() >= 60, "fixtures {arch}: ptxas compiled {} entries:\n{}", entries.len(), img.ptxas_report);
+        for name in entries {
+            assert_eq!(ptxas_numbers(img.ptxas_report, name, arch), (0, 0, 0), "fixtures {arch} {name}: stack frame / spills");
+        }
+        // No example kernel is compiled into the fixtures (they only use
+        // the examples' tile types and helpers).
+        assert!(!img.ptx.contains(".entry increment("), "fixtures {arch}: holds the examples' kernels");
+    }
+    let missing = unlisted_kernels(code, include_str!("../fixtures/src/lib.rs"));
+    assert!(missing.is_empty(), "kernels missing from the table in tests/fixtures/src/lib.rs: {missing:?}");
 }
 
 /// The Hopper ladder (steps 2 to 7): `(entry, wgmma form, wgmmas in the
