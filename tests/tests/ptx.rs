@@ -348,6 +348,13 @@ fn hopper_ladder_is_assembled_without_spills_and_has_its_instructions() {
     assert!(entries >= 11 + 9, "ladder and step 0/1 entries: {entries}");
     let entries = library("sm_90a").ptx.matches(".entry matmul_persistent_ws").count();
     assert_eq!(entries, 5 + 3, "kernel-ops matmul entries");
+    // The examples crate depends on kernel-ops-kernels, but a dependency's
+    // kernels are not compiled into the dependent's device code.
+    for arch in ARCHS {
+        for other in [".entry matmul_persistent_ws", ".entry rms_norm_f16__"] {
+            assert!(!image(arch).ptx.contains(other), "examples {arch}: holds kernel-ops' `{other}`");
+        }
+    }
 }
 
 /// Kernels built for sm_100a only (`#[kernel(arch = sm_100a)]`: tcgen05 and
