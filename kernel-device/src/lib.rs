@@ -44,7 +44,6 @@ pub mod array;
 pub mod cluster;
 pub mod cluster_barrier;
 pub mod fence;
-pub mod gemm;
 pub mod gmem;
 pub mod index;
 pub mod launch;
