@@ -195,6 +195,10 @@ struct MBar {
     /// A completed phase that carried TMA bytes and that no thread has
     /// waited on yet: (phase, operation, issue location).
     pub(crate) unwaited: Option<(u64, String, Loc)>,
+    /// Declared by library code (`mbarrier_expect_arrivals`): every phase
+    /// takes one arrival from each of this many threads, described by the
+    /// string, as declared at the location.
+    expect: Option<(u32, String, Loc)>,
 }
 
 /// The mutable state of a run, behind `Emu::state`.
@@ -222,6 +226,11 @@ pub(crate) struct State {
     mbars: BTreeMap<(usize, u32), MBar>,
     /// (thread, cta, offset) -> (epoch, phase observed by its last wait).
     mbar_seen: HashMap<(usize, usize, u32), (u64, i64)>,
+    /// Per thread: the library scopes it is inside (`kernel_emu::scope`),
+    /// innermost last: what, and where the user called it.
+    scopes: Vec<Vec<(&'static str, Loc)>>,
+    /// Warnings of the run (`kernel_emu::warn_once`), each once, in order.
+    pub(crate) warnings: Vec<String>,
     next_epoch: u64,
     /// Per CTA: its shared memory as the async proxy sees it (copied from
     /// the real buffer at every `fence.proxy.async` of the CTA, and written
@@ -406,6 +415,8 @@ impl Emu {
             cluster_arrived: vec![None; n],
             mbars: BTreeMap::new(),
             mbar_seen: HashMap::new(),
+            scopes: vec![Vec::new(); n],
+            warnings: Vec::new(),
             next_epoch: 0,
             shadow: (0..n_ctas).map(|_| vec![0u8; cfg.smem_bytes]).collect(),
             wgmma: (0..n).map(|_| WgmmaGroups::default()).collect(),
@@ -453,8 +464,8 @@ impl Emu {
         )
     }
 
-    fn where_(&self, tid: usize, loc: Loc) -> String {
-        format!("{} at {loc}", self.who(tid))
+    fn where_(&self, g: &State, tid: usize, loc: Loc) -> String {
+        format!("{} at {loc}{}", self.who(tid), scope_note(g, tid))
     }
 
     /// Records `err` (unless an earlier error stopped the run) and wakes
@@ -487,7 +498,7 @@ impl Emu {
         let err = EmuError::Misuse {
             kernel: self.kernel.clone(),
             rule: rule.to_string(),
-            where_: self.where_(tid, loc),
+            where_: self.where_(&g, tid, loc),
             detail,
         };
         self.fail(g, err)
@@ -634,7 +645,7 @@ impl Emu {
                     let th = &self.threads[t];
                     let key = (th.cta, th.warp, format!("{w:?}"));
                     let what = memo.entry(key).or_insert_with(|| self.describe(g, t, w)).clone();
-                    Some(format!("{}: waiting on {what} (at {loc})", self.who(t)))
+                    Some(format!("{}: waiting on {what} (at {loc}{})", self.who(t), scope_note(g, t)))
                 }
                 _ => None,
             })
@@ -1159,6 +1170,7 @@ impl Emu {
             last: Clk::default(),
             tx_op: None,
             unwaited: None,
+            expect: None,
         };
         g.mbars.insert((cta, off), b);
         drop(self.switch(g, tid));
@@ -1297,6 +1309,28 @@ impl Emu {
         if b.tx > 0 {
             return Ok(()); // waits for the announced bytes
         }
+        if let Some((n, who, eloc)) = &b.expect {
+            if b.count < *n {
+                let seen: u32 = b.arrivals.values().sum();
+                let from: Vec<String> = b.arrivals.keys().take(4).map(|&t| self.who(t)).collect();
+                let more = if b.arrivals.len() > 4 { format!(" and {} more", b.arrivals.len() - 4) } else { String::new() };
+                let detail = format!(
+                    "phase {} of the mbarrier at smem+{off:#x} of cta {} completed after {seen} arrival(s) (from {}{more}): \
+                     its arrival count is {} (initialized at {}), and {who} arrive on it, one arrival each per phase, \
+                     as declared at {eloc}: {} arrivals were expected and {} of those threads had not arrived yet, so \
+                     the phase completed early (whatever waits on it, e.g. a TMA refill of a slot, runs while they \
+                     still use it); give the barrier an arrival count of {n}: `#[scratch(arrivals = {n})]`",
+                    b.phase,
+                    fmt3(self.ctas[cta].idx),
+                    from.join(", "),
+                    b.count,
+                    b.init_loc,
+                    n,
+                    n - seen.min(*n),
+                );
+                return Err(("mbarrier arrival count smaller than its arriving threads", detail));
+            }
+        }
         if b.arrivals.len() > 1 {
             if let Some((&t, &n)) = b.arrivals.iter().find(|(_, &n)| n > 1) {
                 let detail = format!(
@@ -1351,6 +1385,54 @@ impl Emu {
         let mut g = self.lock();
         if let Some(b) = g.mbars.get_mut(&(cta, off)) {
             b.multicast.insert(rank, mask);
+        }
+    }
+
+    /// Library code declares that every phase of the mbarrier at `addr` (of
+    /// the calling thread's CTA) takes one arrival from each of `n` threads
+    /// (`who`): a larger count is reported at once (its phases never
+    /// complete), a smaller one when a phase completes early, with the
+    /// arrivals seen.
+    pub(crate) fn mbar_expect(&self, tid: usize, loc: Loc, addr: u32, n: u32, who: &str) {
+        let op = "mbarrier (arrival count check)";
+        let off = self.own_mbar(tid, loc, addr, op);
+        let cta = self.threads[tid].cta;
+        let mut g = self.lock();
+        let Some(b) = g.mbars.get_mut(&(cta, off)) else {
+            self.uninit(g, tid, loc, op, cta, off)
+        };
+        if b.count > n {
+            let detail = format!(
+                "the mbarrier at smem+{off:#x} of cta {} has an arrival count of {} (initialized at {}), and only {who} \
+                 arrive on it, one arrival each per phase: {n} arrivals, so no phase ever completes; give the barrier \
+                 an arrival count of {n}: `#[scratch(arrivals = {n})]`",
+                fmt3(self.ctas[cta].idx),
+                b.count,
+                b.init_loc
+            );
+            self.misuse(g, tid, loc, "mbarrier arrival count larger than its arriving threads", detail);
+        }
+        if b.count < n && b.expect.is_none() {
+            b.expect = Some((n, who.to_string(), loc));
+        }
+    }
+
+    /// Enters (`Some`) or leaves (`None`) a library scope of thread `tid`.
+    pub(crate) fn scope(&self, tid: usize, enter: Option<(&'static str, Loc)>) {
+        let mut g = self.lock();
+        match enter {
+            Some(s) => g.scopes[tid].push(s),
+            None => {
+                g.scopes[tid].pop();
+            }
+        }
+    }
+
+    /// Records a warning of the run, once per text.
+    pub(crate) fn warn_once(&self, text: String) {
+        let mut g = self.lock();
+        if !g.warnings.contains(&text) {
+            g.warnings.push(text);
         }
     }
 
@@ -1698,4 +1780,10 @@ impl Emu {
         let g = self.lock();
         g.mbar_seen.get(&(tid, cta, off)).copied()
     }
+}
+
+/// `" (inside `emit_pipeline` called at src/k.rs:10:5)"` for a thread inside
+/// library scopes (`kernel_emu::scope`), innermost first; empty otherwise.
+fn scope_note(g: &State, tid: usize) -> String {
+    g.scopes[tid].iter().rev().map(|(what, at)| format!(" (inside `{what}` called at {at})")).collect()
 }

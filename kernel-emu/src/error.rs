@@ -11,6 +11,9 @@ pub struct RunReport {
     pub threads: usize,
     /// Clusters canceled by cluster launch control (they never ran).
     pub canceled_clusters: u32,
+    /// Warnings of the run (also printed to stderr when it ends), e.g. a
+    /// pipeline that never reused a slot ([`warn_once`](crate::warn_once)).
+    pub warnings: Vec<String>,
 }
 
 /// Why a run failed. The first error stops the run; the `Display` form names
