@@ -199,6 +199,11 @@ struct MBar {
     /// takes one arrival from each of this many threads, described by the
     /// string, as declared at the location.
     expect: Option<(u32, String, Loc)>,
+    /// The threads that arrived in the last completed phase.
+    prev_arrivers: Vec<usize>,
+    /// Evidence that a phase completed early (its count smaller than the
+    /// threads that arrive on it): a note for later reports.
+    early: Option<String>,
 }
 
 /// The mutable state of a run, behind `Emu::state`.
@@ -470,8 +475,9 @@ impl Emu {
 
     /// Records `err` (unless an earlier error stopped the run) and wakes
     /// every thread so that it unwinds.
-    pub(crate) fn stop(&self, g: &mut State, err: EmuError) {
+    pub(crate) fn stop(&self, g: &mut State, mut err: EmuError) {
         if g.error.is_none() {
+            add_early_phase_notes(g, &mut err);
             g.error = Some(err);
         }
         g.aborted = true;
@@ -1171,6 +1177,8 @@ impl Emu {
             tx_op: None,
             unwaited: None,
             expect: None,
+            prev_arrivers: Vec::new(),
+            early: None,
         };
         g.mbars.insert((cta, off), b);
         drop(self.switch(g, tid));
@@ -1228,6 +1236,28 @@ impl Emu {
         }
         b.pending -= 1;
         *b.arrivals.entry(tid).or_insert(0) += 1;
+        if b.early.is_none() && b.phase > 0 && !b.prev_arrivers.contains(&tid) {
+            // A warp-mate arrived in the last phase and this thread only now:
+            // that phase most likely completed before its warp was done.
+            let th = &self.threads[tid];
+            let mate = b.prev_arrivers.iter().find(|&&u| self.threads[u].cta == th.cta && self.threads[u].warp == th.warp);
+            if let Some(&u) = mate {
+                b.early = Some(format!(
+                    "note: phase {} of the mbarrier at smem+{off:#x} of cta {} (arrival count {}, initialized at {}) \
+                     completed with the arrivals of {} thread(s), {} among them, and {}, of the same warp, arrived \
+                     only in the next phase: if the threads of a phase arrive together, the count is smaller than the \
+                     threads that arrive on it and its phases complete early (`#[scratch(arrivals = N)]` with N the \
+                     arriving threads)",
+                    b.phase - 1,
+                    fmt3(self.ctas[cta].idx),
+                    b.count,
+                    b.init_loc,
+                    b.prev_arrivers.len(),
+                    self.who(u),
+                    self.who(tid)
+                ));
+            }
+        }
         let st = &mut *g;
         let b = st.mbars.get_mut(&(cta, off)).expect("found above");
         st.race.release(tid, &mut b.clk);
@@ -1360,6 +1390,7 @@ impl Emu {
         let completed = b.phase;
         b.phase += 1;
         b.pending = b.count;
+        b.prev_arrivers = b.arrivals.keys().copied().collect();
         b.arrivals.clear();
         b.multicast.clear();
         b.last = std::mem::take(&mut b.clk);
@@ -1786,4 +1817,30 @@ impl Emu {
 /// library scopes (`kernel_emu::scope`), innermost first; empty otherwise.
 fn scope_note(g: &State, tid: usize) -> String {
     g.scopes[tid].iter().rev().map(|(what, at)| format!(" (inside `{what}` called at {at})")).collect()
+}
+
+/// Adds the notes of mbarriers whose phases completed early (see
+/// `MBar::early`) to a report: a too-small arrival count shows up as
+/// another error (a TMA overwrite, a race, a deadlock) first.
+fn add_early_phase_notes(g: &State, err: &mut EmuError) {
+    let notes: Vec<&String> = g.mbars.values().filter_map(|b| b.early.as_ref()).take(2).collect();
+    if notes.is_empty() {
+        return;
+    }
+    match err {
+        EmuError::Misuse { rule, detail, .. } if !rule.starts_with("mbarrier arrival count") => {
+            for n in notes {
+                detail.push_str("\n  ");
+                detail.push_str(n);
+            }
+        }
+        EmuError::Race { fix, .. } => {
+            for n in notes {
+                fix.push_str("\n  ");
+                fix.push_str(n);
+            }
+        }
+        EmuError::Deadlock { blocked, .. } => blocked.extend(notes.into_iter().cloned()),
+        _ => {}
+    }
 }

@@ -1180,3 +1180,31 @@ fn warnings_are_kept_once_in_the_run_report() {
     let r = run_t(cfg("quiet", 1, 32), || {}).unwrap();
     assert!(r.warnings.is_empty());
 }
+
+#[test]
+fn a_phase_that_completes_before_its_warps_arrived_is_noted_in_the_report() {
+    // 64 threads (2 warps) arrive once each on a barrier counting 48, with
+    // no declaration: phase 0 completes after 48 arrivals and the other 16
+    // (warp-mates of some of those) land in phase 1, which never completes.
+    for seed in SEEDS {
+        let mut c = cfg("count_48", 1, 64);
+        c.smem_bytes = 8;
+        c.seed = seed;
+        let e = run_t(c, || {
+            if tid_x() == 0 {
+                mbarrier_init(0, 48);
+            }
+            bar_sync(0, 0);
+            mbarrier_arrive(0);
+            mbarrier_try_wait_parity(0, 1);
+        })
+        .expect_err("a deadlock");
+        let msg = e.to_string();
+        let EmuError::Deadlock { blocked, .. } = &e else { panic!("seed {seed}: {msg}") };
+        let note = blocked.last().unwrap();
+        assert!(
+            note.starts_with("note: phase 0 of the mbarrier at smem+0x0") && note.contains("arrival count 48") && note.contains("completed with the arrivals of 48 thread(s)"),
+            "seed {seed}: {msg}"
+        );
+    }
+}
