@@ -10,8 +10,8 @@
 # exist yet). Idempotent and quiet (one line) when ptxas is already there; a
 # ptxas already in .tools/venv (an older set-up) is copied rather than
 # downloaded again. Needs python3 with venv and pip, and access to PyPI
-# (nothing else). With none of KERNEL_TOOLS_DIR, XDG_CACHE_HOME, HOME set it
-# installs into .tools/venv only.
+# (nothing else). With none of KERNEL_TOOLS_DIR, XDG_CACHE_HOME, HOME set,
+# or that directory not writable, it installs into .tools/venv only.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 wheel="nvidia-cuda-nvcc==13.0.88"
@@ -37,6 +37,11 @@ ptxas_in() {
     return 1
 }
 
+if ! p="$(ptxas_in "$venv")" && [ "$venv" != "$repo_venv" ] \
+    && ! { mkdir -p "$(dirname "$venv")" 2> /dev/null && [ -w "$(dirname "$venv")" ]; }; then
+    echo "install-ptxas: $(dirname "$venv") is not writable: installing into $repo_venv (only this repository's crates find it there; set KERNEL_TOOLS_DIR to a writable directory for the others)" >&2
+    venv="$repo_venv"
+fi
 if ! p="$(ptxas_in "$venv")"; then
     mkdir -p "$(dirname "$venv")"
     if [ "$venv" != "$repo_venv" ] && [ ! -L "$repo_venv" ] && ptxas_in "$repo_venv" > /dev/null; then
