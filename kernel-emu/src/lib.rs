@@ -879,7 +879,7 @@ impl Drop for ScopeGuard {
 /// Enters a library scope named `what` (e.g. `"emit_pipeline"`) at the
 /// caller's location: until the guard drops, misuse reports and deadlock
 /// lines of the calling emulated thread add "(inside `what` called at
-/// <caller>)". With `#[track_caller]` on the library function, the caller
+/// the caller)". With `#[track_caller]` on the library function, the caller
 /// is the user's line. Not a scheduling point.
 #[track_caller]
 pub fn scope(what: &'static str) -> ScopeGuard {
