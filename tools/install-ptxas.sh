@@ -47,6 +47,8 @@ if ! p="$(ptxas_in "$venv")"; then
     if [ "$venv" != "$repo_venv" ] && [ ! -L "$repo_venv" ] && ptxas_in "$repo_venv" > /dev/null; then
         # An older set-up installed it into this repository only: share that copy.
         cp -a "$repo_venv" "$venv"
+        # New times, so builds waiting for ptxas here see a change.
+        touch "$venv" "$(ptxas_in "$venv")"
     else
         python3 -m venv "$venv"
         "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps "$wheel"

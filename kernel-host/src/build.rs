@@ -244,6 +244,12 @@ impl DeviceBuild {
             println!("cargo:rerun-if-changed={}", src.display());
         }
         if out.ptxas.is_none() {
+            // Rebuild once ptxas is installed where the fix puts it (a path
+            // that does not exist yet makes cargo rerun this script on every
+            // build until it does: only while ptxas is missing).
+            if let Some(d) = PtxasLookup::from_env(&self.crate_dir).tools_dir {
+                println!("cargo:rerun-if-changed={}", d.join("venv").display());
+            }
             println!(
                 "cargo:warning=ptxas not found: the PTX of `{}` was not assembled (no ptxas report; the driver will JIT it); {}",
                 out.crate_name,
