@@ -792,8 +792,18 @@ impl Emu {
             } => match g.mbars.get(&(bcta, off)) {
                 Some(b) => {
                     let mut s = format!(
-                        "mbarrier.try_wait.parity {parity} at smem+{off:#x} (phase {} incomplete: {} of {} arrivals pending, tx {})",
-                        b.phase, b.pending, b.count, b.tx
+                        "mbarrier.try_wait.parity {parity} at smem+{off:#x} (phase {} incomplete: {} of {} arrivals pending, tx {}; \
+                         arrival count {}, {} arrival(s) seen{})",
+                        b.phase,
+                        b.pending,
+                        b.count,
+                        b.tx,
+                        b.count,
+                        b.count - b.pending,
+                        match &b.expect {
+                            Some((n, who, _)) => format!(", {n} expected from {who}"),
+                            None => String::new(),
+                        }
                     );
                     if b.pending == 0 && b.tx > 0 {
                         s += &format!(

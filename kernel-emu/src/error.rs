@@ -35,7 +35,9 @@ pub enum EmuError {
         location: Option<String>,
     },
     /// No thread can run and some are blocked: one line per blocked thread,
-    /// `"cta (x,y,z) thread (x,y,z) [warp w]: waiting on <reason>"`.
+    /// `"cta (x,y,z) thread (x,y,z) [warp w]: waiting on <reason>"`, then
+    /// any `"note: ..."` lines (e.g. an mbarrier whose phase completed
+    /// before all its arriving threads arrived).
     Deadlock {
         kernel: String,
         blocked: Vec<String>,
@@ -222,11 +224,12 @@ impl fmt::Display for EmuError {
                 Ok(())
             }
             EmuError::Deadlock { kernel, blocked } => {
+                let n = blocked.iter().filter(|l| !l.starts_with("note: ")).count();
                 write!(
                     f,
                     "kernel `{kernel}`: deadlock: no emulated thread can run and {} {} blocked",
-                    blocked.len(),
-                    if blocked.len() == 1 { "is" } else { "are" }
+                    n,
+                    if n == 1 { "is" } else { "are" }
                 )?;
                 write_grouped(f, blocked)
             }

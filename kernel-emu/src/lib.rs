@@ -67,7 +67,8 @@
 //!   thread is listed with what it waits for and the barrier's counts, e.g.
 //!   `bar.sync 0: 63 of 64 threads arrived; not arrived: cta (0,0,0) thread
 //!   (5,0,0) [warp 0] (exited)` or `mbarrier.try_wait.parity 0 at smem+0x40
-//!   (phase 0 incomplete: 3 of 128 arrivals pending, tx 0)`. A thread that
+//!   (phase 0 incomplete: 3 of 128 arrivals pending, tx 0; arrival count 128,
+//!   125 arrival(s) seen)`. A thread that
 //!   exits is never counted as arriving anywhere.
 //! - **No progress**: more than [`LaunchConfig::max_steps`] scheduling points
 //!   (0 = unlimited) without the run finishing, e.g. a spin loop on a flag

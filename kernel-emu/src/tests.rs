@@ -385,7 +385,7 @@ fn bytes_announced_but_not_completed_deadlock_naming_tx() {
         assert_eq!(blocked.len(), 32, "{msg}");
         assert!(
             msg.contains(
-                "mbarrier.try_wait.parity 0 at smem+0x10 (phase 0 incomplete: 0 of 1 arrivals pending, tx 32)"
+                "mbarrier.try_wait.parity 0 at smem+0x10 (phase 0 incomplete: 0 of 1 arrivals pending, tx 32; arrival count 1, 1 arrival(s) seen)"
             ),
             "{msg}"
         );
@@ -1202,6 +1202,9 @@ fn a_phase_that_completes_before_its_warps_arrived_is_noted_in_the_report() {
         let msg = e.to_string();
         let EmuError::Deadlock { blocked, .. } = &e else { panic!("seed {seed}: {msg}") };
         let note = blocked.last().unwrap();
+        let threads = blocked.iter().filter(|l| !l.starts_with("note: ")).count();
+        assert_eq!(threads, blocked.len() - 1, "seed {seed}: one note: {msg}");
+        assert!(msg.contains(&format!("and {threads} are blocked")), "seed {seed}: the note is not counted as a thread: {msg}");
         assert!(
             note.starts_with("note: phase 0 of the mbarrier at smem+0x0") && note.contains("arrival count 48") && note.contains("completed with the arrivals of 48 thread(s)"),
             "seed {seed}: {msg}"
