@@ -184,7 +184,18 @@ impl Emulator {
         K: HostEntry,
         A: HostArgs<K::Params>,
     {
-        let grid = grid.into();
+        self.launch_params::<K>(grid.into(), args.pack())
+    }
+
+    /// The emulated SM count set by [`Emulator::sms`], if any.
+    pub fn sm_count(&self) -> Option<u32> {
+        self.sms
+    }
+
+    /// Runs kernel `K` over `grid` CTAs with its parameter values already
+    /// made (what [`Emulator::launch`] does after converting the host
+    /// arguments; `kernel_host::Device` launches through it).
+    pub fn launch_params<K: HostEntry>(&self, grid: Dim3, params: K::Params) -> Result<RunReport, EmuError> {
         let (block, cluster) = (K::BLOCK, K::CLUSTER);
         for (axis, g, c) in [
             ("x", grid.x, cluster.x),
@@ -211,7 +222,7 @@ impl Emulator {
             max_steps: self.max_steps,
             resident_clusters: self.sms.map_or(0, |s| (s / (cluster.x * cluster.y * cluster.z)).max(1)),
         };
-        let params = Shared(args.pack());
+        let params = Shared(params);
         // Capture the whole `&Shared` (Sync), not the field (a move closure
         // captures up to the first dereference).
         let shared = &params;
@@ -244,7 +255,7 @@ impl<'a, Tl: TileLayout, const RANK: usize> EmuTensorMap<'a, Tl, RANK> {
     /// or `[batch, rows, cols]`), row-major and contiguous, at `data`
     /// (`len` elements), checked as `cuTensorMapEncodeTiled` checks it, plus
     /// the emulator's own rule that the tensor fits in `len`.
-    fn build(
+    pub(crate) fn build(
         data: *const Tl::Elem,
         len: usize,
         dims_outer_first: &[usize],

@@ -340,6 +340,32 @@ pub enum Error {
         /// Every argument, as passed to the driver.
         args: String,
     },
+    /// A kernel run on the CPU emulator failed: a data race, a protocol
+    /// misuse (mbarrier, TMA, wgmma, TMEM), a deadlock, a panic in the
+    /// kernel; the report names the kernel, the rule and the threads.
+    Emulator(kernel_emu::EmuError),
+    /// A value made for one backend was used with the other: a buffer or
+    /// tensor map of the emulator in a GPU launch, or the reverse.
+    WrongBackend {
+        /// What was passed (`"buffer"`, `"tensor map"`) and where.
+        what: String,
+        /// The backend the value belongs to.
+        value_on: &'static str,
+        /// The backend of the operation.
+        device: &'static str,
+    },
+    /// A GPU-only feature (timing, cuBLAS, occupancy queries) was asked of
+    /// the CPU emulator.
+    GpuOnly {
+        /// The feature.
+        what: &'static str,
+    },
+}
+
+impl From<kernel_emu::EmuError> for Error {
+    fn from(e: kernel_emu::EmuError) -> Self {
+        Error::Emulator(e)
+    }
 }
 
 impl Error {
@@ -627,6 +653,19 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
+            Error::Emulator(e) => write!(f, "on the CPU emulator: {e}"),
+            Error::WrongBackend { what, value_on, device } => write!(
+                f,
+                "{what} lives on the {value_on} but the operation runs on the {device}: buffers and \
+                 tensor maps belong to the `Device` that made them; make it with that device's \
+                 `upload`/`zeros` (or download it and upload it to the other device)"
+            ),
+            Error::GpuOnly { what } => write!(
+                f,
+                "{what} needs a CUDA GPU and this `Device` is the CPU emulator (it checks \
+                 correctness, not speed); run on a GPU machine, or skip this step when \
+                 `Device::is_gpu()` is false"
+            ),
         }
     }
 }

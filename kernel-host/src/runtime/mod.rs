@@ -60,7 +60,7 @@ pub use bench::{
 pub use blas::Blas;
 pub use error::{CudaError, Error, LaunchProblem, Result};
 pub use gpu::{arch_for, Gpu};
-pub use module::{Kernel, Module, DEFAULT_MAX_DYNAMIC_SMEM};
+pub use module::{kernel_runs_on, Kernel, Module, DEFAULT_MAX_DYNAMIC_SMEM};
 pub use tma::{
     swizzle_to_cu, L2Promotion, OobFill, TensorMap, TensorMapSpec, TmaDtype, TmaElement,
     BOX_INNER_ALIGN, GLOBAL_ALIGN, GLOBAL_STRIDE_LIMIT, MAX_BOX_DIM, MAX_ELEMENT_STRIDE,
