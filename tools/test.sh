@@ -23,7 +23,5 @@ tools/ptxas-report.sh kernels | grep -c "registers" > /dev/null
 # The two-crate template of the book's "Your own kernels crate" chapter,
 # built from a copy outside the repository (ptxas required, its report
 # printed), its host program and tests run.
-# Not hooked in yet: the template's host crate is written against the
-# unified launch path (kernel_host::Device), which lands on main next.
-# tools/template-check.sh
+tools/template-check.sh
 exec cargo test --workspace "$@"

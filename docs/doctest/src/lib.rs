@@ -8,6 +8,12 @@
 //!
 //! A chapter added to `docs/src/` must be added to the list below and to
 //! `docs/src/SUMMARY.md`; the tests in this file fail otherwise.
+//!
+//! Code that is compiled elsewhere is shown with mdBook's
+//! `{{#include ..}}` in a block marked `rs` (Rust highlighting in the
+//! HTML, not a doc test): only the two-crate template of `docs/template/`,
+//! which `tools/template-check.sh` builds, runs and tests; a test below
+//! rejects an `rs` block holding anything else.
 
 /// Every chapter of the book, as `(module name, file name)`: the one list
 /// the doc-test modules and the tests below are made from.
@@ -70,6 +76,47 @@ mod tests {
             .map(|e| e.expect("docs/src entry").file_name().into_string().expect("UTF-8 file name"))
             .filter(|name| name.ends_with(".md") && name != "SUMMARY.md")
             .collect()
+    }
+
+    /// The code blocks of a chapter as `(line, info string, body)`.
+    fn code_blocks(text: &str) -> Vec<(usize, String, Vec<String>)> {
+        let mut blocks = Vec::new();
+        let mut open: Option<(usize, String, Vec<String>)> = None;
+        for (i, line) in text.lines().enumerate() {
+            let fence = line.trim_start().strip_prefix("```");
+            match (&mut open, fence) {
+                (None, Some(info)) => open = Some((i + 1, info.trim().to_string(), Vec::new())),
+                (Some(_), Some("")) => blocks.push(open.take().expect("an open block")),
+                (Some((_, _, body)), _) => body.push(line.to_string()),
+                (None, None) => {}
+            }
+        }
+        blocks
+    }
+
+    #[test]
+    fn rs_blocks_only_include_the_template() {
+        let mut problems = Vec::new();
+        for chapter in CHAPTERS {
+            let text = std::fs::read_to_string(src().join(chapter)).expect("chapter");
+            for (line, info, body) in code_blocks(&text) {
+                let includes: Vec<&String> = body.iter().filter(|l| l.starts_with("{{#include ")).collect();
+                if info == "rs" {
+                    let ok = body.len() == 1 && includes.len() == 1 && body[0].starts_with("{{#include ../template/");
+                    if !ok {
+                        problems.push(format!("{chapter}:{line}: an `rs` block must be one `{{{{#include ../template/..}}}}` line (code compiled by tools/template-check.sh); write other Rust as `rust` (compiled here, `no_run` if it needs a GPU)"));
+                    }
+                }
+                for inc in includes {
+                    let path = inc.trim_start_matches("{{#include ").trim_end_matches("}}");
+                    let path = path.split(':').next().expect("a path");
+                    if !src().join(path).is_file() {
+                        problems.push(format!("{chapter}:{line}: `{inc}` includes a file that does not exist (relative to docs/src/)"));
+                    }
+                }
+            }
+        }
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
     }
 
     #[test]
