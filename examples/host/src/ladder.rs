@@ -97,9 +97,9 @@ pub fn prepare<'p>(module: &Module, name: &str, p: &'p Problem, sms: u32) -> Res
         ($name:literal, $k:ty, $step:literal, $bm:literal, $bn:literal, $ct:ty, $bt:ty, $g:expr) => {
             if name == $name {
                 let (grid, mt, nt, ks) = grid_for($g, $bm, $bn, p.m, p.n, p.k, sms);
-                let a = TensorMap::<ATileOf<$bm>>::new_2d(&p.a, p.m, p.k)?;
-                let b = TensorMap::<$bt>::new_2d(&p.b, p.n, p.k)?;
-                let c = TensorMap::<$ct>::new_2d(&p.c, p.m, p.n)?;
+                let a = TensorMap::<ATileOf<$bm>>::new_2d(p.a.cuda()?, p.m, p.k)?;
+                let b = TensorMap::<$bt>::new_2d(p.b.cuda()?, p.n, p.k)?;
+                let c = TensorMap::<$ct>::new_2d(p.c.cuda()?, p.m, p.n)?;
                 let kernel = module.kernel::<$k>()?;
                 return Ok(Box::new(move || kernel.launch(grid, (&a, &b, &c, mt, nt, ks))));
             }
