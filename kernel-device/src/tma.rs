@@ -271,8 +271,8 @@ pub mod emu_map {
 
     /// Word 0 and word 15 of an emulator tensor map: `"EMUTMAP1"`.
     pub const MAGIC: u64 = u64::from_le_bytes(*b"EMUTMAP1");
-    /// Most dimensions.
-    pub const MAX_RANK: usize = 5;
+    /// Most dimensions (`kernel_spec`'s tensor-map rank limit).
+    pub use kernel_spec::tensor_map::MAX_RANK;
 
     /// A decoded emulator tensor map (see the module docs for the bytes).
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -303,7 +303,9 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
         quote!(assert!(cols == 0, #msg);)
     };
     let budget_msg = format!(
-        "kernel `{name}`: its scratch parameters need more than 227 KB (232448 bytes) of shared memory, the most one CTA can use on H100/B200; use fewer stages or smaller tiles"
+        "kernel `{name}`: its scratch parameters need more than {} bytes ({} KiB) of shared memory, the most one CTA can use on the H100/H200 and the B200 (kernel_spec::limits::MAX_SMEM_BYTES); use fewer stages or smaller tiles",
+        kernel_spec::limits::MAX_SMEM_BYTES,
+        kernel_spec::limits::MAX_SMEM_BYTES / 1024
     );
 
     // One KernelSpec impl and one PTX entry point per instance.
