@@ -149,6 +149,10 @@ mod error;
 pub mod clc;
 pub mod race;
 pub mod tmem;
+mod operand;
+pub mod tcgen05;
+pub mod tma;
+pub mod wgmma;
 #[cfg(test)]
 mod tests;
 mod warp_ops;

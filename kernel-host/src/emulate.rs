@@ -26,13 +26,14 @@
 //! for `*mut T`, `&mut [u32]` for a `Semaphore`, scalars as themselves.
 //! A `Tma<Tl, RANK>` parameter takes `&EmuTensorMap<Tl, RANK>` (the
 //! emulator's tensor map). TMA copies run as asynchronous operations with
-//! lifetimes and wgmma completes when issued (see `kernel_device::tma::emu_map`,
-//! the wgmma module docs and `kernel_emu::race` for what is modeled); the
+//! lifetimes and wgmma completes when issued (see `kernel_emu::tma`,
+//! `kernel_emu::wgmma` and `kernel_emu::race` for what is modeled); the
 //! run stops at the first data race, with both accesses named
 //! ([`EmuError::Race`]).
 use kernel_device::launch::{Dim3, HostEntry};
 use kernel_device::layout::TileLayout;
-use kernel_device::tma::{emu_map, TensorMapParam};
+use kernel_device::tma::TensorMapParam;
+use kernel_emu::tma as emu_map;
 use kernel_device::Semaphore;
 use std::marker::PhantomData;
 
@@ -226,7 +227,7 @@ impl Emulator {
 /// tensor in host memory borrowed for `'a`.
 ///
 /// Its 128 bytes are the emulator's own encoding
-/// ([`kernel_device::tma::emu_map`]: magic word, global address, element
+/// ([`kernel_emu::tma`]: magic word, global address, element
 /// bytes, rank, dims, byte strides, box, swizzle, writable flag), not a
 /// driver `CUtensorMap`; a GPU `TensorMap` cannot be used on the emulator nor
 /// this one on a GPU. As in `kernel_host::TensorMap`, the box

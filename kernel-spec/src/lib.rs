@@ -23,6 +23,8 @@
 #[cfg(test)]
 extern crate std;
 
+pub mod desc_tcgen05;
+pub mod desc_wgmma;
 pub mod dim3;
 pub mod launch;
 pub mod limits;
