@@ -24,13 +24,14 @@ pub(crate) type Loc = &'static Location<'static>;
 
 const NONE: usize = usize::MAX;
 /// Named CTA barriers per CTA (`bar.sync` ids 0..16).
-pub(crate) const NUM_NAMED_BARRIERS: u32 = 16;
+pub(crate) use kernel_spec::limits::NUM_NAMED_BARRIERS;
 /// Lanes per warp.
 pub(crate) const WARP: usize = 32;
 /// Largest mbarrier arrival count (2^20 - 1).
-pub(crate) const MAX_MBAR_COUNT: u32 = (1 << 20) - 1;
-/// Largest magnitude of an mbarrier transaction count (2^20 - 1).
-const MAX_TX: i64 = (1 << 20) - 1;
+pub(crate) use kernel_spec::limits::MAX_MBARRIER_ARRIVALS as MAX_MBAR_COUNT;
+/// Largest magnitude of an mbarrier transaction count (2^20 - 1), signed
+/// as the engine counts it.
+const MAX_TX: i64 = kernel_spec::limits::MAX_MBARRIER_TX as i64;
 /// Bit 31 marks a `.shared::cluster` address made by `map_rank_addr`.
 pub(crate) const CLUSTER_BIT: u32 = 1 << 31;
 /// The CTA rank sits in bits 24..31 of a `.shared::cluster` address.
