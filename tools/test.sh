@@ -8,9 +8,11 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 # Fail the build, not just a test, if ptxas went missing.
 export KERNEL_REQUIRE_PTXAS=1
-# Doc examples are compiled as tests (`no_run` where they need a GPU): none
-# may be `ignore`d.
-if grep -rnE '^\s*//[/!] ```(rust,)?ignore' --include=*.rs kernel-* examples tests tools 2>/dev/null; then
+# Doc examples, and the book's Rust code blocks (docs/src, compiled by the
+# kernel-book crate), are compiled as tests (`no_run` where they need a
+# GPU): none may be `ignore`d.
+if grep -rnE '^\s*//[/!] ```(rust,)?ignore' --include=*.rs kernel-* examples tests tools docs 2>/dev/null \
+  || grep -nE '^\s*```(rust,)?ignore' docs/src/*.md; then
   echo "error: the doc examples above are \`ignore\`d; make them compile (\`no_run\` if they need a GPU)" >&2
   exit 1
 fi
@@ -18,4 +20,8 @@ fi
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace
 # The ptxas report is printed by a documented command.
 tools/ptxas-report.sh kernels | grep -c "registers" > /dev/null
+# The two-crate template of the book's "Your own kernels crate" chapter,
+# built from a copy outside the repository (ptxas required, its report
+# printed), its host program and tests run.
+tools/template-check.sh
 exec cargo test --workspace "$@"
