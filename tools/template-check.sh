@@ -40,18 +40,9 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
 export KERNEL_REQUIRE_PTXAS=1
 cd "$copy/my-host"
 build() { cargo build --bins --tests 2>&1 | tee "$copy/build.log"; return "${PIPESTATUS[0]}"; }
-if ! build; then
-  # Fallback until kernel-host finds ptxas for crates outside the repository
-  # by itself: the ptxas that tools/setup.sh installed for this checkout.
-  fallback="$(ls "$root"/.tools/venv/lib/*/site-packages/nvidia/cu13/bin/ptxas 2>/dev/null | head -n 1 || true)"
-  if grep -q 'ptxas is required' "$copy/build.log" && [ -z "${KERNEL_PTXAS:-}" ] && [ -n "$fallback" ]; then
-    echo "note: the device build did not find ptxas for a crate outside the repository; retrying with KERNEL_PTXAS=$fallback" >&2
-    export KERNEL_PTXAS="$fallback"
-    build
-  else
-    exit 1
-  fi
-fi
+# No fallback: a newcomer's crate must find the ptxas that tools/setup.sh
+# installed (the user-level tools dir) by itself.
+build
 
 echo "== ptxas report of my-kernels"
 "$root/tools/ptxas-report.sh" my_kernels
