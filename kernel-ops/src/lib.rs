@@ -8,12 +8,14 @@
 //! |---|---|---|
 //! | [`norms`] | [`norms::softmax`], [`norms::layer_norm`], [`norms::rms_norm`] (and `_emu` forms for the CPU emulator) | `kernel_ops_kernels::norms` |
 //! | [`matmul`] | [`Matmul::matmul`] (`c = a · bᵀ`, f16, autotuned per shape) | `kernel_ops_kernels::matmul` |
+//! | [`swiglu`] | [`swiglu::swiglu_reference`] (the CPU reference; the launch entry point comes with the unified launch API) | `kernel_ops_kernels::swiglu` (on `kernel_ops_kernels::gemm_multi`) |
 //! | [`blaslt`] | [`blaslt::BlasLt`] (the cuBLASLt baseline of the `bench` binary) | cuBLASLt |
 
 pub mod args;
 pub mod blaslt;
 pub mod matmul;
 pub mod norms;
+pub mod swiglu;
 
 pub use matmul::{check_problem, Matmul, MatmulError};
 

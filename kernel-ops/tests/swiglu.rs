@@ -1,0 +1,83 @@
+//! The SwiGLU kernel (`kernel_ops_kernels::swiglu`, the two-operand
+//! `gemm_multi`) on the CPU emulator, race checks on, against
+//! `kernel_ops::swiglu::swiglu_reference`: a ragged shape (partial last
+//! tiles in M and N and a partial last K step) and an aligned one, under 2
+//! schedules each. Both shapes give each of the 2 persistent CTAs 2 output
+//! tiles of 4 K steps, so every one of the 4 stage slots is reused.
+use kernel_device::f16;
+use kernel_host::emulate::{EmuTensorMap, Emulator};
+use kernel_ops::swiglu::swiglu_reference;
+use kernel_ops_kernels::gemm_multi::check_multi_tile;
+use kernel_ops_kernels::swiglu::swiglu;
+use kernel_device::gemm::{ATileOf, BTileOf, EpiTileOf, TK};
+
+const BM: usize = 128;
+const BN: usize = 128;
+/// Emulated SMs: the persistent grid is `min(SMS, tiles)` CTAs.
+const SMS: usize = 2;
+
+/// Runs `swiglu<128, 128, 4, 8>` at `m x n x k` and returns `out`.
+fn emulate(emu: &Emulator, x: &[f16], w1: &[f16], w3: &[f16], (m, n, k): (usize, usize, usize)) -> Vec<f16> {
+    let (mt, nt, ks) = (m.div_ceil(BM), n.div_ceil(BN), k.div_ceil(TK));
+    let grid = SMS.min(mt * nt) as u32;
+    let mut out = vec![f16::NAN; m * n];
+    let xm = EmuTensorMap::<ATileOf<BM>>::new_2d(x, m, k).unwrap();
+    let w1m = EmuTensorMap::<BTileOf<BN>>::new_2d(w1, n, k).unwrap();
+    let w3m = EmuTensorMap::<BTileOf<BN>>::new_2d(w3, n, k).unwrap();
+    {
+        let om = EmuTensorMap::<EpiTileOf<BM>>::new_2d_mut(&mut out, m, n).unwrap();
+        emu.launch::<swiglu<BM, BN, 4, 8>, _>(grid, (&xm, &w1m, &w3m, &om, mt as u32, nt as u32, ks as u32))
+            .unwrap_or_else(|e| panic!("seed {}: swiglu at {m}x{n}x{k}: {e}", emu.seed()));
+    }
+    out
+}
+
+/// Every element within f16 rounding (2^-11 relative, doubled) of the
+/// reference, plus an absolute 1e-3 for the f32 accumulation near zero;
+/// and the relative Frobenius error below 1e-3. A NaN (an element the
+/// kernel never wrote) fails.
+fn check(name: &str, (m, n, k): (usize, usize, usize), seed: u64) {
+    let t = std::time::Instant::now();
+    let x = kernel_host::randn_f16(m * k, 100 + seed);
+    let w1 = kernel_host::randn_f16(n * k, 200 + seed);
+    let w3 = kernel_host::randn_f16(n * k, 300 + seed);
+    let got = emulate(&Emulator::new(seed), &x, &w1, &w3, (m, n, k));
+    let want = swiglu_reference(&x, &w1, &w3, m, n, k);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        let (g, w) = (g.to_f64(), f64::from(*w));
+        assert!(
+            (g - w).abs() <= 2f64.powi(-10) * w.abs() + 1e-3,
+            "seed {seed}: {name} {m}x{n}x{k}: out[{}, {}] = {g}, reference {w}",
+            i / n,
+            i % n
+        );
+    }
+    let err = kernel_host::rel_frobenius_error(&got, &want);
+    eprintln!("swiglu {name} {m}x{n}x{k}, seed {seed}: rel err {err:.2e}, {:.2?}", t.elapsed());
+    assert!(err < 1e-3, "seed {seed}: {name} {m}x{n}x{k}: relative Frobenius error {err}");
+}
+
+#[test]
+fn swiglu_matches_the_cpu_reference_at_a_ragged_shape() {
+    for seed in [1, 2] {
+        check("ragged", (200, 136, 200), seed);
+    }
+}
+
+#[test]
+fn swiglu_matches_the_cpu_reference_at_an_aligned_shape() {
+    for seed in [3, 4] {
+        check("aligned", (256, 256, 256), seed);
+    }
+}
+
+/// The register rule of `gemm_multi` (a const fn, so also checkable here):
+/// two operands fit at 128 x 128, not at the plain GEMM's 128 x 256.
+#[test]
+fn the_register_rule_admits_two_operands_at_128x128_only() {
+    check_multi_tile(2, 128, 128);
+    check_multi_tile(4, 128, 64);
+    let e = std::panic::catch_unwind(|| check_multi_tile(2, 128, 256)).unwrap_err();
+    let msg = e.downcast_ref::<&str>().copied().unwrap_or_default();
+    assert!(msg.contains("OPS x BM x BN must be at most 128 x 256"), "{msg}");
+}
