@@ -16,7 +16,7 @@ const BN: usize = 128;
 /// Emulated SMs: the persistent grid is `min(SMS, tiles)` CTAs.
 const SMS: usize = 2;
 
-/// Runs `swiglu<128, 128, 4, 8>` at `m x n x k` and returns `out`.
+/// Runs `swiglu<128, 128, 256, 4, 8>` at `m x n x k` and returns `out`.
 fn emulate(emu: &Emulator, x: &[f16], w1: &[f16], w3: &[f16], (m, n, k): (usize, usize, usize)) -> Vec<f16> {
     let (mt, nt, ks) = (m.div_ceil(BM), n.div_ceil(BN), k.div_ceil(TK));
     let grid = SMS.min(mt * nt) as u32;
@@ -26,7 +26,7 @@ fn emulate(emu: &Emulator, x: &[f16], w1: &[f16], w3: &[f16], (m, n, k): (usize,
     let w3m = EmuTensorMap::<BTileOf<BN>>::new_2d(w3, n, k).unwrap();
     {
         let om = EmuTensorMap::<EpiTileOf<BM>>::new_2d_mut(&mut out, m, n).unwrap();
-        emu.launch::<swiglu<BM, BN, 4, 8>, _>(grid, (&xm, &w1m, &w3m, &om, mt as u32, nt as u32, ks as u32))
+        emu.launch::<swiglu<BM, BN, 256, 4, 8>, _>(grid, (&xm, &w1m, &w3m, &om, mt as u32, nt as u32, ks as u32))
             .unwrap_or_else(|e| panic!("seed {}: swiglu at {m}x{n}x{k}: {e}", emu.seed()));
     }
     out
@@ -71,13 +71,22 @@ fn swiglu_matches_the_cpu_reference_at_an_aligned_shape() {
     }
 }
 
-/// The register rule of `gemm_multi` (a const fn, so also checkable here):
-/// two operands fit at 128 x 128, not at the plain GEMM's 128 x 256.
+/// The rules of `gemm_multi` (a const fn, so also checkable here): two
+/// operands fit at 128 x 128 (one m64n256 wgmma), not at the plain GEMM's
+/// 128 x 256; three operands fit no implemented wgmma N.
 #[test]
-fn the_register_rule_admits_two_operands_at_128x128_only() {
-    check_multi_tile(2, 128, 128);
-    check_multi_tile(4, 128, 64);
-    let e = std::panic::catch_unwind(|| check_multi_tile(2, 128, 256)).unwrap_err();
-    let msg = e.downcast_ref::<&str>().copied().unwrap_or_default();
-    assert!(msg.contains("OPS x BM x BN must be at most 128 x 256"), "{msg}");
+fn the_tile_rules_admit_two_operands_at_128x128_and_name_the_rule_otherwise() {
+    check_multi_tile(2, 128, 128, 256);
+    check_multi_tile(2, 256, 64, 128);
+    check_multi_tile(4, 128, 64, 256);
+    let msg = |f: fn()| {
+        let e = std::panic::catch_unwind(f).unwrap_err();
+        e.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| e.downcast_ref::<String>().cloned()).unwrap_or_default()
+    };
+    let m = msg(|| check_multi_tile(2, 256, 128, 256));
+    assert!(m.contains("BM x OPS x BN must be at most 128 x 256"), "{m}");
+    let m = msg(|| check_multi_tile(3, 128, 64, 192));
+    assert!(m.contains("NW = OPS x BN must be 64, 128 or 256"), "{m}");
+    let m = msg(|| check_multi_tile(2, 128, 128, 128));
+    assert!(m.contains("NW (the N of the one wgmma over all operands) must be OPS x BN"), "{m}");
 }

@@ -7,25 +7,31 @@
 //! It is the library's plain GEMM (the Hopper ladder's step 4,
 //! `matmul_epilogue_overlap`: persistent, warp-specialized, planar-snake
 //! tile order, an epilogue through double-buffered SMEM sub-tiles whose TMA
-//! stores overlap the next tile) with the B side widened to `OPS` operands:
-//! the A tile is loaded once per K step for all of them, and every compute
-//! warpgroup keeps one accumulator set per operand.
+//! stores overlap the next tile) with the B side made of `OPS` operands:
+//! the A tile is loaded once per K step for all of them, and the `OPS`
+//! B tiles (`BN x 64` each, at the same N offset) land next to each other
+//! in SMEM, where they form one `OPS BN x 64` tile. Each compute warpgroup
+//! multiplies its A rows by that whole tile with ONE wgmma of
+//! `N = NW = OPS x BN` per k16 step, so its accumulator holds the operands'
+//! blocks side by side (columns `o BN .. (o + 1) BN` are operand `o`);
+//! the epilogue gets them split into one register array per operand (no
+//! instruction: the WGMMA layout of `N = NW` restricted to a column range
+//! is the layout of `N = BN`).
 //!
-//! Tile shape and budget: a compute warpgroup holds `OPS x BM / 2 x BN`
-//! f32 accumulators, at most 128 registers per thread, the plain kernel's
-//! `64 x 256` ([`check_multi_tile`]). With two operands the instance is
-//! `BM = 128`, `BN = 128` per operand: the same registers, the same SMEM
-//! per stage (`A 128 x 64 + 2 x B 128 x 64` = the plain kernel's
-//! `A 128 x 64 + B 256 x 64`) and the same FLOPs per byte loaded as the
-//! plain `128 x 256` kernel; each K step issues `2 x 4` `m64n128k16` wgmmas
-//! per warpgroup instead of 4 `m64n256k16`.
+//! Tile shape and budget: with two operands the instance is `BM = 128`,
+//! `BN = 128` per operand, `NW = 256`: per K step and compute warpgroup the
+//! same 4 `m64n256k16` wgmmas over the same SMEM (`A 128 x 64 + 2 x B
+//! 128 x 64` = the plain kernel's `A 128 x 64 + B 256 x 64`), the same 128
+//! accumulator registers per thread, the same FLOPs per byte loaded as the
+//! plain `128 x 256` kernel: the mainloop is the plain kernel's
+//! instruction for instruction, and only the epilogue differs (it reads
+//! two accumulators per output element and stores half as many bytes).
 //!
 //! Shapes: `m_tiles = ceil(M / BM)`, `n_tiles = ceil(N / BN)`,
 //! `k_steps = ceil(K / 64)`; TMA zero-fills loads past the matrices' edges
 //! and clips stores, so any `M`, `N`, `K` with `K % 8 == 0` and
-//! `N % 8 == 0` (rows of 16-byte multiples) is computed exactly as the
-//! aligned part would be (the zero-filled rows and columns reach the
-//! epilogue, whose outputs there are clipped).
+//! `N % 8 == 0` (rows of 16-byte multiples) works (the zero-filled rows
+//! and columns reach the epilogue, whose outputs there are clipped).
 use kernel_device::gemm::{ATileOf, BTileOf, EpiTileOf, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
 
 use kernel_device::array::regs::unroll;
@@ -42,38 +48,48 @@ pub type AccBlock<const BN: usize> = Array<f32, Wgmma<BN>>;
 
 /// The rules every instance of [`gemm_multi`] passes (checked at compile
 /// time): `OPS >= 1` operands; `BM` 128 or 256 (each compute warpgroup owns
-/// `BM / 2` rows: one or two 64-row wgmma blocks); `BN` 64, 128 or 256 per
-/// operand (a wgmma N); and the register rule: a compute warpgroup holds
-/// `OPS x BM / 2 x BN` f32 accumulators in at most 128 registers per thread
-/// (`OPS x BM x BN <= 128 x 256`, the plain GEMM's `128 x 256` tile), so
-/// the 232 registers of `setmaxnreg` leave room for addresses and the
-/// epilogue. Two operands fit at `128 x 128`, three or four at `128 x 64`.
-pub const fn check_multi_tile(ops: usize, bm: usize, bn: usize) {
+/// `BM / 2` rows: one or two 64-row wgmma blocks); `BN` (columns per
+/// operand) 64, 128 or 256 (whole 64-column epilogue sub-tiles);
+/// `NW = OPS x BN`, the N of the one wgmma over all operands, is 64, 128
+/// or 256 (wgmma N implemented here); and the register rule: a compute
+/// warpgroup holds `BM / 2 x NW` f32 accumulators in at most 128 registers
+/// per thread (`BM x NW <= 128 x 256`, the plain GEMM's `128 x 256` tile),
+/// so the 232 registers of `setmaxnreg` leave room for addresses and the
+/// epilogue. So: two operands at `128 x 128` (or `256 x 64`), four at
+/// `128 x 64`; three do not fit a wgmma N (192 is not implemented).
+pub const fn check_multi_tile(ops: usize, bm: usize, bn: usize, nw: usize) {
     assert!(ops >= 1, "gemm_multi: OPS (the number of B operands) must be at least 1");
     assert!(bm == 128 || bm == 256, "gemm_multi: BM must be 128 or 256 (each compute warpgroup owns BM / 2 rows, one or two 64-row wgmma blocks)");
-    assert!(bn == 64 || bn == 128 || bn == 256, "gemm_multi: BN (columns per operand) must be 64, 128 or 256 (wgmma N)");
+    assert!(bn == 64 || bn == 128 || bn == 256, "gemm_multi: BN (columns per operand) must be 64, 128 or 256 (whole 64-column epilogue sub-tiles)");
+    assert!(nw == ops * bn, "gemm_multi: NW (the N of the one wgmma over all operands) must be OPS x BN");
+    assert!(nw == 64 || nw == 128 || nw == 256, "gemm_multi: NW = OPS x BN must be 64, 128 or 256 (the wgmma N implemented here): two operands at BN = 128 or 64, four at BN = 64");
     assert!(
-        ops * bm * bn <= 128 * 256,
-        "gemm_multi: OPS x BM x BN must be at most 128 x 256: a compute warpgroup holds OPS x BM / 2 x BN f32 accumulators in at most 128 registers per thread (two operands: BM = 128, BN = 128; three or four: BN = 64)"
+        bm * nw <= 128 * 256,
+        "gemm_multi: BM x OPS x BN must be at most 128 x 256: a compute warpgroup holds BM / 2 x OPS x BN f32 accumulators in at most 128 registers per thread (two operands: BM = 128 with BN = 128, or BM = 256 with BN = 64)"
     );
 }
 
-/// This thread's accumulator registers as a register array in the WGMMA
-/// layout (the same values; after `wgmma_wait::<0>()`). Register pair `p`
-/// of [`Acc`] is elements `2 p`, `2 p + 1` of the array: the two share the
-/// fragment layout (PTX ISA §9.7.15.5.1), and every index is a constant
-/// after unrolling, so this compiles to no instruction.
+/// The `OPS` operand blocks of a `64 x NW` accumulator (`NW = OPS x BN`,
+/// operand `o` in columns `o BN .. (o + 1) BN`) as one register array per
+/// operand in the WGMMA layout of `N = BN` (after `wgmma_wait::<0>()`).
+/// Register pair `p` of the accumulator is at column `8 (p / 2) + ..`
+/// (PTX ISA §9.7.15.5.1), so it is pair `p mod BN / 4` of operand
+/// `p / (BN / 4)`, same row; every index is a constant after unrolling,
+/// so this compiles to no instruction.
 #[inline(always)]
-pub fn acc_array<const N: usize>(acc: &mut Acc<N>) -> Array<f32, Wgmma<N>>
+pub fn split_acc<const NW: usize, const BN: usize, const OPS: usize>(acc: &mut Acc<NW>) -> [Array<f32, Wgmma<BN>>; OPS]
 where
-    Cols<N>: WgmmaShape,
-    Wgmma<N>: ArrayLayout,
+    Cols<NW>: WgmmaShape,
+    Wgmma<BN>: ArrayLayout,
 {
+    const { assert!(NW == OPS * BN && BN % 8 == 0, "split_acc: the accumulator's N must be OPS x BN, BN a multiple of 8") };
     acc.fence_operands();
-    let mut out = Array::<f32, Wgmma<N>>::splat(0.0);
-    <Cols<N>>::for_each_pair(&acc.regs, |p, v0, v1| {
-        out.set(2 * p, v0);
-        out.set(2 * p + 1, v1);
+    let mut out = [Array::<f32, Wgmma<BN>>::splat(0.0); OPS];
+    let pairs = BN / 4;
+    <Cols<NW>>::for_each_pair(&acc.regs, |p, v0, v1| {
+        let (o, q) = (p / pairs, p % pairs);
+        out[o].set(2 * q, v0);
+        out[o].set(2 * q + 1, v1);
     });
     out
 }
@@ -99,7 +115,8 @@ where
 /// compute warpgroup, with the block's global coordinates `at` (row of its
 /// first row, column of its first column) and each operand's f32
 /// accumulator block ([`AccBlock`]); it returns the block's output, which
-/// is rounded to f16 (`cvt.rn.f16x2.f32`) and stored.
+/// is rounded to f16 (`cvt.rn.f16x2.f32`) and stored. `NW` is `OPS x BN`
+/// (a const generic of its own: Rust cannot compute it in a type).
 ///
 /// This kernel works as follows:
 /// 1. tiles, order and scheduling as the plain GEMM (step 4): output tile
@@ -109,16 +126,19 @@ where
 ///    step (a global step count over the CTA's tiles), waits until slot
 ///    `step % STAGES` is consumed, announces the bytes of A's tile and the
 ///    `OPS` B tiles on the slot's `loaded` barrier, and issues their TMA
-///    loads (A's `BM x 64` tile once, each `Bi`'s `BN x 64` tile at the same
-///    N offset);
+///    loads: A's `BM x 64` tile, and each `Bi`'s `BN x 64` tile at the
+///    same N offset into part `i` of the slot's B buffer (`OPS` adjacent
+///    `BN x 64` tiles: together one `NW x 64` K-major tile, since a 128B-
+///    swizzled tile is rows of 128 bytes in 1024-byte groups of 8);
 /// 3. compute warpgroup `w` (0 or 1) owns rows `w BM / 2 ..` of the tile:
-///    per K step it waits for the slot, issues its wgmmas into each
-///    operand's accumulators (operand after operand, one commit group),
-///    waits until at most the group just issued is pending, and releases the
+///    per K step it waits for the slot, issues the 4 wgmmas (k16 each) of
+///    `N = NW` per 64-row block over the whole B buffer, commits, waits
+///    until at most the group just issued is pending, and releases the
 ///    previous step's slot (all 256 compute threads arrive on `consumed`);
-/// 4. after the last step (`wgmma_wait::<0>`, last slot released) it runs
-///    `epilogue` on each of its row blocks: the accumulators become the
-///    output block in registers;
+/// 4. after the last step (`wgmma_wait::<0>`, last slot released) it
+///    splits each row block's accumulator into the operands' blocks
+///    ([`split_acc`]) and runs `epilogue` on them: the output block, in
+///    registers;
 /// 5. the output leaves as step 4's does: for each of the `BN / 64` column
 ///    sub-tiles, thread 0 waits until the TMA store of two sub-tiles ago
 ///    has read the buffer it reuses, the compute warpgroups meet, write
@@ -128,13 +148,13 @@ where
 /// 6. at the end thread 0 waits for all its stores.
 ///
 /// Constraints: [`check_multi_tile`]; block = 3 warpgroups; `consumed` has
-/// 256 arrivals; SMEM `STAGES x (BM + OPS x BN) x 128 B + 2 x BM x 128 B`
-/// <= 227 KB (`STAGES = 4` at `OPS = 2`, `128 x 128`); every `Bi` has the
+/// 256 arrivals; SMEM `STAGES x (BM + NW) x 128 B + 2 x BM x 128 B`
+/// <= 227 KB (`STAGES = 4` at `BM = 128`, `NW = 256`); every `Bi` has the
 /// same N and K as the others, and A the same K.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 #[track_caller]
-pub fn gemm_multi<const OPS: usize, const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
+pub fn gemm_multi<const OPS: usize, const BM: usize, const BN: usize, const NW: usize, const STAGES: usize, const GRID_W: u32>(
     a: Tma<ATileOf<BM>>,
     b: [Tma<BTileOf<BN>>; OPS],
     c: Tma<EpiTileOf<BM>>,
@@ -148,10 +168,10 @@ pub fn gemm_multi<const OPS: usize, const BM: usize, const BN: usize, const STAG
     consumed: Barriers<STAGES>,
     epilogue: impl Fn(TileAt, [AccBlock<BN>; OPS]) -> AccBlock<BN>,
 ) where
-    Cols<BN>: WgmmaShape,
+    Cols<NW>: WgmmaShape,
     Wgmma<BN>: ArrayLayout,
 {
-    const { check_multi_tile(OPS, BM, BN) };
+    const { check_multi_tile(OPS, BM, BN, NW) };
     // Row blocks of 64 per compute warpgroup.
     const fn blocks(bm: usize) -> usize {
         bm / 128
@@ -187,16 +207,17 @@ pub fn gemm_multi<const OPS: usize, const BM: usize, const BN: usize, const STAG
         let mut sub_tiles = 0u32;
         nd_loop(tiles, Collective::Blocks, |info| {
             let (pm, pn) = tile(info.index[0]);
-            // acc[o][r]: operand o, row block r (the second block is never
-            // touched when BM = 128, and costs no registers).
-            let mut acc: [[Acc<BN>; 2]; OPS] = core::array::from_fn(|_| [Acc::undefined(), Acc::undefined()]);
+            // One accumulator per 64-row block (the second is never touched
+            // when BM = 128, and costs no registers).
+            let mut acc = [Acc::<NW>::undefined(), Acc::<NW>::undefined()];
             for k in 0..k_steps {
                 let s = slot(step);
                 loaded.at(s).wait();
-                let bs = b_bufs.at(s);
-                unroll(OPS, |o| {
-                    unroll(blocks(BM), |r| acc[o][r].mma(a_bufs.at(s), row0 + 64 * r, bs.at(o), 0, k > 0));
-                });
+                // SAFETY: the slot's `OPS` B tiles are adjacent (an array),
+                // `OPS x BN = NW` rows of 128 bytes from a 1024-aligned
+                // address: byte for byte the `NW x 64` tile (checked above).
+                let b_all: Smem<BTileOf<NW>> = unsafe { b_bufs.at(s).cast_at(0) };
+                unroll(blocks(BM), |r| acc[r].mma(a_bufs.at(s), row0 + 64 * r, b_all, 0, k > 0));
                 wgmma_commit_group();
                 wgmma_wait::<1>();
                 if k > 0 {
@@ -210,9 +231,7 @@ pub fn gemm_multi<const OPS: usize, const BM: usize, const BN: usize, const STAG
             let mut out = [AccBlock::<BN>::splat(0.0); 2];
             unroll(blocks(BM), |r| {
                 let at = TileAt { row: pm as usize * BM + row0 + 64 * r, col: pn as usize * BN };
-                let mut accs = [AccBlock::<BN>::splat(0.0); OPS];
-                unroll(OPS, |o| accs[o] = acc_array(&mut acc[o][r]));
-                out[r] = epilogue(at, accs);
+                out[r] = epilogue(at, split_acc::<NW, BN, OPS>(&mut acc[r]));
             });
             unroll(BN / EPI_N, |j| {
                 let buf = epi.at((sub_tiles % 2) as usize);

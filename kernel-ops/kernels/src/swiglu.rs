@@ -32,10 +32,11 @@ where
 /// BTileOf<BN>` over `N x K`, `out: EpiTileOf<BM>` over `M x N`.
 ///
 /// Constraints: those of [`gemm_multi`]: `K % 8 == 0`, `N % 8 == 0`;
-/// `BM x BN = 128 x 128` per operand (two operands fill the plain GEMM's
-/// 128 accumulator registers per thread).
-#[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 128, 4, 8), (128, 128, 4, 16)))]
-pub fn swiglu<const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
+/// `BM x BN = 128 x 128` per operand and `NW = 2 BN = 256` (the one
+/// `m64n256` wgmma over W1's and W3's tiles: the plain GEMM's 128 x 256
+/// mainloop and its 128 accumulator registers per thread).
+#[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 128, 256, 4, 8), (128, 128, 256, 4, 16)))]
+pub fn swiglu<const BM: usize, const BN: usize, const NW: usize, const STAGES: usize, const GRID_W: u32>(
     x: Tma<ATileOf<BM>>,
     w1: Tma<BTileOf<BN>>,
     w3: Tma<BTileOf<BN>>,
@@ -49,10 +50,10 @@ pub fn swiglu<const BM: usize, const BN: usize, const STAGES: usize, const GRID_
     #[scratch] loaded: Barriers<STAGES>,
     #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
 ) where
-    Cols<BN>: WgmmaShape,
+    Cols<NW>: WgmmaShape,
     Wgmma<BN>: ArrayLayout,
 {
-    gemm_multi::<2, BM, BN, STAGES, GRID_W>(
+    gemm_multi::<2, BM, BN, NW, STAGES, GRID_W>(
         x, [w1, w3], out, m_tiles, n_tiles, k_steps, x_bufs, w_bufs, epi, loaded, consumed, swiglu_epilogue::<BN>,
     );
 }
