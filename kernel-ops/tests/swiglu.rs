@@ -7,9 +7,8 @@
 use kernel_device::f16;
 use kernel_host::emulate::{EmuTensorMap, Emulator};
 use kernel_ops::swiglu::swiglu_reference;
-use kernel_ops_kernels::gemm_multi::check_multi_tile;
+use kernel_ops_kernels::gemm_multi::{check_multi_tile, ATileOf, BTileOf, EpiTileOf, TK};
 use kernel_ops_kernels::swiglu::swiglu;
-use kernel_device::gemm::{ATileOf, BTileOf, EpiTileOf, TK};
 
 const BM: usize = 128;
 const BN: usize = 128;

@@ -32,7 +32,9 @@
 //! and clips stores, so any `M`, `N`, `K` with `K % 8 == 0` and
 //! `N % 8 == 0` (rows of 16-byte multiples) works (the zero-filled rows
 //! and columns reach the epilogue, whose outputs there are clipped).
-use kernel_device::gemm::{ATileOf, BTileOf, EpiTileOf, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
+/// The plain GEMM's building blocks, which this one shares (its users
+/// import the tile types from here).
+pub use kernel_device::gemm::{ATileOf, BTileOf, EpiTileOf, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
 
 use kernel_device::array::regs::unroll;
 use kernel_device::array::{Array, ArrayLayout, TileAt, Wgmma};

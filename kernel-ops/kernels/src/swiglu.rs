@@ -2,9 +2,8 @@
 //! out `M x N`, row-major f16, f32 accumulation and epilogue) in one
 //! kernel: [`gemm_multi`] with two B operands and a one-line epilogue.
 //! The CPU reference is `kernel_ops::swiglu::swiglu_reference`.
-use crate::gemm_multi::{gemm_multi, AccBlock};
+use crate::gemm_multi::{gemm_multi, AccBlock, ATileOf, BTileOf, EpiTileOf};
 use kernel_device::array::{ArrayLayout, TileAt, Wgmma};
-use kernel_device::gemm::{ATileOf, BTileOf, EpiTileOf};
 use kernel_device::prelude::*;
 use kernel_device::wgmma::{Cols, WgmmaShape};
 use kernel_device::Barriers;
