@@ -3,7 +3,9 @@
 //! `kernel_ops::swiglu::swiglu_reference`: a ragged shape (partial last
 //! tiles in M and N and a partial last K step) and an aligned one, under 2
 //! schedules each. Both shapes give each of the 2 persistent CTAs 2 output
-//! tiles of 4 K steps, so every one of the 4 stage slots is reused.
+//! tiles of 4 K steps, so every one of the 4 stage slots is reused. And
+//! the sm_90a build: the SwiGLU mainloop is the plain GEMM's, instruction
+//! for instruction, with no spills and no local memory.
 use kernel_device::f16;
 use kernel_host::emulate::{EmuTensorMap, Emulator};
 use kernel_ops::swiglu::swiglu_reference;
@@ -88,4 +90,64 @@ fn the_tile_rules_admit_two_operands_at_128x128_and_name_the_rule_otherwise() {
     assert!(m.contains("NW = OPS x BN must be 64, 128 or 256"), "{m}");
     let m = msg(|| check_multi_tile(2, 128, 128, 128));
     assert!(m.contains("NW (the N of the one wgmma over all operands) must be OPS x BN"), "{m}");
+}
+
+fn sm90a() -> &'static kernel_device::launch::DeviceImage {
+    kernel_ops_kernels::DEVICE_CODE.image("sm_90a").expect("kernel-ops kernels were not built for sm_90a")
+}
+
+fn entry<'a>(ptx: &'a str, name: &str) -> &'a str {
+    let head = format!(".visible .entry {name}(");
+    let start = ptx.find(&head).unwrap_or_else(|| panic!("no entry `{name}` in the PTX"));
+    let end = ptx[start..].find("\n}").map(|e| start + e).unwrap_or(ptx.len());
+    &ptx[start..end]
+}
+
+/// Instruction counts of an entry: the lines that are not comments and
+/// hold `opcode` (a wgmma line opens with its predicate's `{ .reg .pred`).
+fn count(body: &str, opcode: &str) -> usize {
+    body.lines().filter(|l| !l.trim_start().starts_with("//") && l.contains(opcode)).count()
+}
+
+/// The two-operand mainloop issues what the plain 128 x 256 GEMM issues:
+/// the same 4 `m64n256k16` wgmmas and one fence per K step and warpgroup;
+/// the epilogue stores half the plain kernel's f16 pairs (128 output
+/// columns instead of 256) and adds one `ex2` and one `rcp` per output
+/// element (64 per thread); nothing goes to local memory.
+#[test]
+fn swiglu_keeps_the_plain_gemm_mainloop_and_adds_only_the_epilogue_math() {
+    let ptx = sm90a().ptx;
+    let plain = entry(ptx, "matmul_epilogue_overlap__128_256_4_8");
+    for name in ["swiglu__128_128_256_4_8", "swiglu__128_128_256_4_16"] {
+        let fused = entry(ptx, name);
+        for op in ["wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16", "wgmma.fence", "wgmma.commit_group", "setmaxnreg"] {
+            assert_eq!(count(fused, op), count(plain, op), "{name}: `{op}` count differs from the plain GEMM's");
+        }
+        assert_eq!(count(fused, "wgmma.mma_async"), 4, "{name}: 4 wgmmas (one per k16) per K step");
+        for op in ["st.shared.b32", "cvt.rn.f16x2.f32"] {
+            assert_eq!(2 * count(fused, op), count(plain, op), "{name}: `{op}`: half the plain GEMM's");
+        }
+        assert_eq!(count(fused, "ex2.approx"), 64, "{name}: one ex2 per output element");
+        assert_eq!(count(fused, "rcp.approx"), 64, "{name}: one rcp per output element");
+        assert!(!fused.contains(".local"), "{name}: local memory");
+    }
+}
+
+/// ptxas (sm_90a) assembles every SwiGLU instance with no stack and no
+/// spills (a serialized wgmma fails the build itself).
+#[test]
+fn swiglu_assembles_without_spills() {
+    let img = sm90a();
+    assert!(!img.cubin.is_empty(), "no sm_90a cubin: ptxas was not found at build time (tools/install-ptxas.sh)");
+    let mut entries = 0;
+    for block in img.ptxas_report.split("Compiling entry function '").skip(1) {
+        let name = block.split('\'').next().unwrap();
+        if !name.starts_with("swiglu__") {
+            continue;
+        }
+        let line = block.lines().find(|l| l.contains("bytes stack frame")).unwrap_or_else(|| panic!("{name}: no stack line"));
+        assert!(line.contains("0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"), "{name}: {line}");
+        entries += 1;
+    }
+    assert_eq!(entries, 2, "the two swiglu instances:\n{}", img.ptxas_report);
 }
