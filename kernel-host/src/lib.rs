@@ -8,6 +8,10 @@
 //!   on cudarc, module loading, typed launches with clusters and dynamic
 //!   shared memory, and errors as values.
 //! * [`emulate`]: runs a kernel on the CPU emulator (`kernel-emu`).
+//! * [`device`] (feature `runtime`): ONE launch path over both backends:
+//!   [`Device`] (a GPU or the emulator), [`Buffer`], [`TileMap`],
+//!   [`Program`] and [`Launcher`]. Host programs written against it run on
+//!   either; this is what examples, `kernel-ops` and users write.
 /// Invokes `$m!` once per tuple arity from 0 to 12, with one
 /// `(ArgType, ParamType, binding)` triple per element: the impls of the
 /// argument-tuple traits (GPU launches and emulator launches).
@@ -28,6 +32,11 @@ macro_rules! for_each_tuple_arity {
 
 pub mod build;
 pub mod emulate;
+
+#[cfg(feature = "runtime")]
+pub mod device;
+#[cfg(feature = "runtime")]
+pub use device::{Arg, Args, Buffer, Device, Launched, Launcher, MapArg, Program, TileMap};
 
 #[cfg(feature = "runtime")]
 pub mod runtime;

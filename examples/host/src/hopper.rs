@@ -2,7 +2,7 @@
 //! and timed against cuBLAS on the same inputs, and the TMA multicast copy.
 use crate::{ExampleError, Outcome, Result};
 use kernel_host::{
-    randn_f16, reference_gemm_nt, rel_frobenius_error, time_kernel, Blas, CudaSlice, Gpu, Module, TensorMap, Timing,
+    randn_f16, reference_gemm_nt, rel_frobenius_error, time_kernel, Blas, Buffer, Gpu, Module, TensorMap, Timing,
 };
 use kernels::hopper::{self, ATile, BTile, BTileWs, McHalf, McTile, OTile, OTileWs, TILE_K, TILE_M, TILE_N};
 use kernel_device::f16;
@@ -41,11 +41,11 @@ pub struct Problem {
     pub k: usize,
     pub a_host: Vec<f16>,
     pub b_host: Vec<f16>,
-    pub a: CudaSlice<f16>,
-    pub b: CudaSlice<f16>,
+    pub a: Buffer<f16>,
+    pub b: Buffer<f16>,
     /// B transposed: `K x N` row-major (for the kernels that read B that way).
-    pub b_kn: CudaSlice<f16>,
-    pub c: CudaSlice<f16>,
+    pub b_kn: Buffer<f16>,
+    pub c: Buffer<f16>,
     /// Rows of C checked against the CPU, and their reference values.
     pub check_rows: Vec<usize>,
     pub reference: Vec<f32>,
@@ -60,14 +60,15 @@ impl Problem {
         let check_rows: Vec<usize> = if rows_checked >= m { (0..m).collect() } else { (0..rows_checked).map(|i| i * m / rows_checked).collect() };
         let a_rows: Vec<f16> = check_rows.iter().flat_map(|&r| a_host[r * k..(r + 1) * k].iter().copied()).collect();
         let reference = reference_gemm_nt(check_rows.len(), n, k, &a_rows, &b_host);
+        let up = |v: &[f16]| -> Result<Buffer<f16>> { Ok(Buffer::from(gpu.upload(v)?)) };
         Ok(Problem {
             m,
             n,
             k,
-            a: gpu.upload(&a_host)?,
-            b: gpu.upload(&b_host)?,
-            b_kn: gpu.upload(&(0..k * n).map(|i| b_host[(i % n) * k + i / n]).collect::<Vec<f16>>())?,
-            c: gpu.upload(&vec![f16::NAN; m * n])?,
+            a: up(&a_host)?,
+            b: up(&b_host)?,
+            b_kn: up(&(0..k * n).map(|i| b_host[(i % n) * k + i / n]).collect::<Vec<f16>>())?,
+            c: up(&vec![f16::NAN; m * n])?,
             a_host,
             b_host,
             check_rows,
@@ -77,13 +78,13 @@ impl Problem {
 
     /// Fills C with NaN, so an unwritten element fails the check.
     pub fn poison(&mut self, gpu: &Gpu) -> Result<()> {
-        self.c = gpu.upload(&vec![f16::NAN; self.m * self.n])?;
+        self.c = Buffer::from(gpu.upload(&vec![f16::NAN; self.m * self.n])?);
         Ok(())
     }
 
     /// Relative Frobenius error of C's checked rows.
     pub fn error(&self, gpu: &Gpu) -> Result<f64> {
-        let c = gpu.download(&self.c)?;
+        let c = gpu.download(self.c.cuda()?)?;
         let got: Vec<f16> = self.check_rows.iter().flat_map(|&r| c[r * self.n..(r + 1) * self.n].iter().copied()).collect();
         Ok(rel_frobenius_error(&got, &self.reference))
     }
@@ -103,12 +104,12 @@ fn check_shape(name: &str, p: &Problem, tile_n: usize) -> Result<()> {
 /// made once, so the returned closure only launches (asynchronously).
 pub fn prepare_matmul<'p>(module: &Module, name: &str, p: &'p Problem) -> Result<Box<dyn Fn() -> kernel_host::Result<()> + 'p>> {
     let k_steps = (p.k / TILE_K) as u32;
-    let a = TensorMap::<ATile>::new_2d(&p.a, p.m, p.k)?;
+    let a = TensorMap::<ATile>::new_2d(p.a.cuda()?, p.m, p.k)?;
     Ok(match name {
         "pipelined_kn<2>" | "pipelined_kn<4>" => {
             check_shape(name, p, TILE_N)?;
-            let b = TensorMap::<kernels::hopper::BTileKn>::new_2d(&p.b_kn, p.k, p.n)?;
-            let c = TensorMap::<OTile>::new_2d(&p.c, p.m, p.n)?;
+            let b = TensorMap::<kernels::hopper::BTileKn>::new_2d(p.b_kn.cuda()?, p.k, p.n)?;
+            let c = TensorMap::<OTile>::new_2d(p.c.cuda()?, p.m, p.n)?;
             let grid = ((p.m / TILE_M) as u32, (p.n / TILE_N) as u32);
             if name == "pipelined_kn<2>" {
                 let kernel = module.kernel::<hopper::matmul_pipelined_kn<2>>()?;
@@ -120,8 +121,8 @@ pub fn prepare_matmul<'p>(module: &Module, name: &str, p: &'p Problem) -> Result
         }
         "pipelined<2>" | "pipelined<4>" => {
             check_shape(name, p, TILE_N)?;
-            let b = TensorMap::<BTile>::new_2d(&p.b, p.n, p.k)?;
-            let c = TensorMap::<OTile>::new_2d(&p.c, p.m, p.n)?;
+            let b = TensorMap::<BTile>::new_2d(p.b.cuda()?, p.n, p.k)?;
+            let c = TensorMap::<OTile>::new_2d(p.c.cuda()?, p.m, p.n)?;
             let grid = ((p.m / TILE_M) as u32, (p.n / TILE_N) as u32);
             if name == "pipelined<2>" {
                 let kernel = module.kernel::<hopper::matmul_pipelined<2>>()?;
@@ -133,8 +134,8 @@ pub fn prepare_matmul<'p>(module: &Module, name: &str, p: &'p Problem) -> Result
         }
         ws if ws.starts_with("warp_specialized<") => {
             check_shape(name, p, 2 * TILE_N)?;
-            let b = TensorMap::<BTileWs>::new_2d(&p.b, p.n, p.k)?;
-            let c = TensorMap::<OTileWs>::new_2d(&p.c, p.m, p.n)?;
+            let b = TensorMap::<BTileWs>::new_2d(p.b.cuda()?, p.n, p.k)?;
+            let c = TensorMap::<OTileWs>::new_2d(p.c.cuda()?, p.m, p.n)?;
             let m_tiles = (p.m / TILE_M) as u32;
             let grid = m_tiles * (p.n / (2 * TILE_N)) as u32;
             macro_rules! ws {
@@ -175,21 +176,21 @@ pub fn bench_shape(gpu: &Gpu, module: &Module, blas: &Blas, m: usize, n: usize, 
     let mut out = Vec::new();
     // cuBLAS writes through `&mut C`, so it is run directly.
     p.poison(gpu)?;
-    blas.gemm_nt(m, n, k, &p.a, &p.b, &mut p.c)?;
+    blas.gemm_nt(m, n, k, p.a.cuda()?, p.b.cuda()?, p.c.cuda_mut()?)?;
     gpu.synchronize()?;
     let rel_err = p.error(gpu)?;
     let timing = {
-        let Problem { a, b, c, .. } = &mut p;
+        let (a, b, c) = (p.a.cuda()?, p.b.cuda()?, p.c.cuda_mut()?);
         time_kernel(gpu, 5, iters, || blas.gemm_nt(m, n, k, a, b, c))?
     };
     out.push(MatmulResult { name: "cuBLAS".into(), m, n, k, tflops: timing.tflops(m, n, k), timing, rel_err });
     // cuBLAS with B stored K x N (what the `_kn` kernels read).
     p.poison(gpu)?;
-    blas.gemm_nn(m, n, k, &p.a, &p.b_kn, &mut p.c)?;
+    blas.gemm_nn(m, n, k, p.a.cuda()?, p.b_kn.cuda()?, p.c.cuda_mut()?)?;
     gpu.synchronize()?;
     let rel_err = p.error(gpu)?;
     let timing = {
-        let Problem { a, b_kn, c, .. } = &mut p;
+        let (a, b_kn, c) = (p.a.cuda()?, p.b_kn.cuda()?, p.c.cuda_mut()?);
         time_kernel(gpu, 5, iters, || blas.gemm_nn(m, n, k, a, b_kn, c))?
     };
     out.push(MatmulResult { name: "cuBLAS (B K x N)".into(), m, n, k, tflops: timing.tflops(m, n, k), timing, rel_err });

@@ -90,16 +90,25 @@ fn unknown(name: &str) -> ExampleError {
     })
 }
 
+/// The ladder steps whose kernels are `kernel-ops`' matmul kernels
+/// (`kernel_ops_kernels::matmul`, re-exported by the ladder): they are in
+/// `kernel_ops_kernels::DEVICE_CODE`, not in `kernels::DEVICE_CODE`.
+pub const LIBRARY_STEPS: [u32; 2] = [4, 5];
+
 /// Prepares ladder instance `name` on `p` for a device with `sms` SMs: the
 /// kernel handle and tensor maps are made once; the closure only launches.
-pub fn prepare<'p>(module: &Module, name: &str, p: &'p Problem, sms: u32) -> Result<Box<dyn Fn() -> kernel_host::Result<()> + 'p>> {
+/// `module` is `kernels::DEVICE_CODE` loaded, `library` is
+/// `kernel_ops_kernels::DEVICE_CODE` loaded (steps [`LIBRARY_STEPS`];
+/// `kernel_ops::Matmul::module`).
+pub fn prepare<'p>(module: &Module, library: &Module, name: &str, p: &'p Problem, sms: u32) -> Result<Box<dyn Fn() -> kernel_host::Result<()> + 'p>> {
     macro_rules! gpu {
         ($name:literal, $k:ty, $step:literal, $bm:literal, $bn:literal, $ct:ty, $bt:ty, $g:expr) => {
             if name == $name {
+                let module = if LIBRARY_STEPS.contains(&$step) { library } else { module };
                 let (grid, mt, nt, ks) = grid_for($g, $bm, $bn, p.m, p.n, p.k, sms);
-                let a = TensorMap::<ATileOf<$bm>>::new_2d(&p.a, p.m, p.k)?;
-                let b = TensorMap::<$bt>::new_2d(&p.b, p.n, p.k)?;
-                let c = TensorMap::<$ct>::new_2d(&p.c, p.m, p.n)?;
+                let a = TensorMap::<ATileOf<$bm>>::new_2d(p.a.cuda()?, p.m, p.k)?;
+                let b = TensorMap::<$bt>::new_2d(p.b.cuda()?, p.n, p.k)?;
+                let c = TensorMap::<$ct>::new_2d(p.c.cuda()?, p.m, p.n)?;
                 let kernel = module.kernel::<$k>()?;
                 return Ok(Box::new(move || kernel.launch(grid, (&a, &b, &c, mt, nt, ks))));
             }

@@ -54,19 +54,21 @@ mod gpu_tests;
 
 pub use args::{ArgSink, KernelArg, KernelArgs, ParamList};
 pub use bench::{
-    randn_f16, randn_f32, reference_gemm_nn, reference_gemm_nt, rel_frobenius_error,
+    parse_clock_power, warm_up, ClockPower, ClockSampler, randn_f16, randn_f32, reference_gemm_nn, reference_gemm_nt, rel_frobenius_error,
     rel_frobenius_error_f32, tflops, time_kernel, uniform_f32, Timing,
 };
 pub use blas::Blas;
 pub use error::{CudaError, Error, LaunchProblem, Result};
 pub use gpu::{arch_for, Gpu};
-pub use module::{Kernel, Module, DEFAULT_MAX_DYNAMIC_SMEM};
+pub use module::{kernel_runs_on, Kernel, Module, DEFAULT_MAX_DYNAMIC_SMEM};
 pub use tma::{
     swizzle_to_cu, L2Promotion, OobFill, TensorMap, TensorMapSpec, TmaDtype, TmaElement,
     BOX_INNER_ALIGN, GLOBAL_ALIGN, GLOBAL_STRIDE_LIMIT, MAX_BOX_DIM, MAX_ELEMENT_STRIDE,
     MAX_GLOBAL_DIM, MAX_RANK,
 };
-pub use validate::{check_launch, check_launch_with, MAX_BLOCK_Z, MAX_GRID_X, MAX_GRID_YZ};
+pub use validate::{
+    check_kernel_launch, check_launch, check_launch_with, MAX_BLOCK_Z, MAX_GRID_X, MAX_GRID_YZ,
+};
 
 /// cudarc, for what this runtime does not wrap (streams, events, cuBLAS).
 pub use cudarc;

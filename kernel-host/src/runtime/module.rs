@@ -9,7 +9,7 @@
 use super::args::{ArgSink, KernelArgs, ParamList};
 use super::error::{CudaError, Error, Result};
 use super::gpu::Gpu;
-use super::validate::check_launch_with;
+use super::validate::check_kernel_launch;
 use cudarc::driver::result::DriverError;
 use cudarc::driver::sys::{self, CUfunction_attribute, CUjit_option};
 use cudarc::driver::{CudaContext, CudaStream};
@@ -501,7 +501,17 @@ impl<K: KernelSpec> Kernel<K> {
         K::Params: ParamList,
     {
         let grid = grid.into();
-        check_launch_with(grid, K::BLOCK, K::CLUSTER, K::NON_PORTABLE_CLUSTER).map_err(|problem| {
+        self.prepare(grid)?;
+        let mut sink = ArgSink::new(&self.stream);
+        let params = args.pack(&mut sink);
+        self.submit(grid, sink, params)
+    }
+
+    /// The checks and set-up before a launch of `grid`: the launch rules,
+    /// the context bound to this thread, and (first cluster launch) the
+    /// driver's answer whether one cluster can be co-scheduled.
+    pub(crate) fn prepare(&self, grid: Dim3) -> Result<()> {
+        check_kernel_launch::<K>(grid).map_err(|problem| {
             Error::InvalidLaunch {
                 kernel: K::NAME,
                 problem,
@@ -518,9 +528,22 @@ impl<K: KernelSpec> Kernel<K> {
                 return Err(self.not_schedulable(cuda));
             }
         }
+        Ok(())
+    }
 
-        let mut sink = ArgSink::new(&self.stream);
-        let mut params = args.pack(&mut sink);
+    /// The stream launches go to.
+    pub(crate) fn stream(&self) -> &CudaStream {
+        &self.stream
+    }
+
+    /// Queues the kernel over `grid` with the packed `params` (after
+    /// [`Kernel::prepare`]); `sink` keeps the buffers' guards until the
+    /// launch is queued.
+    pub(crate) fn submit(&self, grid: Dim3, sink: ArgSink<'_>, mut params: K::Params) -> Result<()>
+    where
+        K::Params: ParamList,
+    {
+        let ctas = K::CLUSTER.volume();
         let mut param_ptrs = params.param_ptrs();
         let kernel_params = if param_ptrs.is_empty() {
             std::ptr::null_mut()
@@ -578,6 +601,12 @@ impl<K: KernelSpec> Kernel<K> {
     {
         let grid = grid.into();
         self.launch(grid, args)?;
+        self.wait(grid)
+    }
+
+    /// Waits for the stream after a launch over `grid`; a fault is
+    /// [`Error::KernelFault`] naming this kernel.
+    pub(crate) fn wait(&self, grid: Dim3) -> Result<()> {
         self.stream.synchronize().map_err(|e| Error::KernelFault {
             kernel: K::NAME,
             grid,

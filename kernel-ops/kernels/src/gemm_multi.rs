@@ -4,8 +4,8 @@
 //! `|_, [g, u]| g.silu() * u` over `B0 = W1`, `B1 = W3` (see
 //! [`crate::swiglu`]); a gated MLP with another gate is another closure.
 //!
-//! It is the library's plain GEMM (the Hopper ladder's step 4,
-//! `matmul_epilogue_overlap`: persistent, warp-specialized, planar-snake
+//! It is the library's plain GEMM ([`crate::matmul::matmul_persistent_ws`],
+//! the Hopper ladder's step 4: persistent, warp-specialized, planar-snake
 //! tile order, an epilogue through double-buffered SMEM sub-tiles whose TMA
 //! stores overlap the next tile) with the B side made of `OPS` operands:
 //! the A tile is loaded once per K step for all of them, and the `OPS`
@@ -34,7 +34,7 @@
 //! and columns reach the epilogue, whose outputs there are clipped).
 /// The plain GEMM's building blocks, which this one shares (its users
 /// import the tile types from here).
-pub use kernel_device::gemm::{ATileOf, BTileOf, EpiTileOf, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
+pub use crate::gemm::{ATileOf, BTileOf, EpiTileOf, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
 
 use kernel_device::array::regs::unroll;
 use kernel_device::array::{Array, ArrayLayout, TileAt, Wgmma};
@@ -121,7 +121,8 @@ where
 /// (a const generic of its own: Rust cannot compute it in a type).
 ///
 /// This kernel works as follows:
-/// 1. tiles, order and scheduling as the plain GEMM (step 4): output tile
+/// 1. tiles, order and scheduling as the plain GEMM
+///    ([`crate::matmul::matmul_persistent_ws`]): output tile
 ///    `i` of `m_tiles x n_tiles` ([`planar_snake`] with `GRID_W`) goes to
 ///    CTA `i mod grid` ([`nd_loop`]);
 /// 2. one thread of the memory warpgroup (number 2), for every tile and K
@@ -141,7 +142,7 @@ where
 ///    splits each row block's accumulator into the operands' blocks
 ///    ([`split_acc`]) and runs `epilogue` on them: the output block, in
 ///    registers;
-/// 5. the output leaves as step 4's does: for each of the `BN / 64` column
+/// 5. the output leaves as the plain GEMM's does: for each of the `BN / 64` column
 ///    sub-tiles, thread 0 waits until the TMA store of two sub-tiles ago
 ///    has read the buffer it reuses, the compute warpgroups meet, write
 ///    their rows of the sub-tile as f16 into buffer `e % 2`, fence

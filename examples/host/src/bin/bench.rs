@@ -146,7 +146,8 @@ fn run(gpu: &Gpu, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     println!("device: {device}");
     let module = gpu.load(&kernels::DEVICE_CODE)?;
     let blas = Blas::new(gpu)?;
-    let ops = Matmul::new(gpu)?;
+    let dev = kernel_host::Device::gpu(gpu.clone());
+    let ops = Matmul::new(&dev)?;
     let (blas, ops, module) = (&blas, &ops, &module);
     let mut rows: Vec<Row> = Vec::new();
     let mut ok = true;
@@ -161,7 +162,7 @@ fn run(gpu: &Gpu, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         // loop) stay valid.
         let c_ptr = {
             use kernel_host::cudarc::driver::DevicePtr;
-            let (ptr, _guard) = p.c.device_ptr(gpu.stream());
+            let (ptr, _guard) = p.c.cuda()?.device_ptr(gpu.stream());
             ptr
         };
         let stream = gpu.stream().cu_stream();
@@ -200,7 +201,7 @@ fn run(gpu: &Gpu, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
                 // the closure, never while it runs; single-threaded.
                 measure!(unsafe { &*pp }, "cuBLAS (cublasGemmEx)".into(), "cublas", None, b_name, Box::new(move || {
                     let Problem { a, b, b_kn, c, .. } = unsafe { &mut *pp };
-                    if nn { blas.gemm_nn(m, n, k, a, b_kn, c) } else { blas.gemm_nt(m, n, k, a, b, c) }
+                    if nn { blas.gemm_nn(m, n, k, a.cuda()?, b_kn.cuda()?, c.cuda_mut()?) } else { blas.gemm_nt(m, n, k, a.cuda()?, b.cuda()?, c.cuda_mut()?) }
                 }));
             }
         }
@@ -212,13 +213,13 @@ fn run(gpu: &Gpu, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
                     // SAFETY: as above.
                     let Problem { a, b, b_kn, c, .. } = unsafe { &mut *pp };
                     let bb = if layout == BLayout::NxK { &*b } else { &*b_kn };
-                    lt.tune(gpu, a, bb, c, 2, 10)?;
+                    lt.tune(gpu, a.cuda()?, bb.cuda()?, c.cuda_mut()?, 2, 10)?;
                 }
                 let name = format!("cuBLASLt (best of {} heuristic algos: #{})", lt.algo_count(), lt.best());
                 let b_name = if layout == BLayout::NxK { "N x K" } else { "K x N" };
                 measure!(unsafe { &*pp }, name, "cublaslt", None, b_name, Box::new(move || {
                     let Problem { a, b, b_kn, c, .. } = unsafe { &mut *pp };
-                    lt.matmul(a, if layout == BLayout::NxK { b } else { b_kn }, c)
+                    lt.matmul(a.cuda()?, if layout == BLayout::NxK { b.cuda()? } else { b_kn.cuda()? }, c.cuda_mut()?)
                 }));
             }
         }
@@ -236,7 +237,7 @@ fn run(gpu: &Gpu, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
                 continue;
             }
             // SAFETY: as above.
-            let launch = ladder::prepare(module, inst.name, unsafe { &*(&p as *const Problem) }, sms)?;
+            let launch = ladder::prepare(module, ops.module(), inst.name, unsafe { &*(&p as *const Problem) }, sms)?;
             measure!(&p, inst.name.to_string(), "ours", Some(inst.step), "N x K", Box::new(move || launch()));
         }
         if wanted(args, "kernel_ops") {
