@@ -3,11 +3,13 @@
 //! `kernel_ops::swiglu::swiglu_reference`: a ragged shape (partial last
 //! tiles in M and N and a partial last K step) and an aligned one, under 2
 //! schedules each. Both shapes give each of the 2 persistent CTAs 2 output
-//! tiles of 4 K steps, so every one of the 4 stage slots is reused. And
+//! tiles of 4 K steps, so every one of the 4 stage slots is reused. The
+//! entry point `kernel_ops::swiglu::swiglu` on the emulator. And
 //! the sm_90a build: the SwiGLU mainloop is the plain GEMM's, instruction
 //! for instruction, with no spills and no local memory.
 use kernel_device::f16;
 use kernel_host::emulate::{EmuTensorMap, Emulator};
+use kernel_host::Device;
 use kernel_ops::swiglu::swiglu_reference;
 use kernel_ops_kernels::gemm_multi::{check_multi_tile, ATileOf, BTileOf, EpiTileOf, TK};
 use kernel_ops_kernels::swiglu::swiglu;
@@ -38,11 +40,16 @@ fn emulate(emu: &Emulator, x: &[f16], w1: &[f16], w3: &[f16], (m, n, k): (usize,
 /// and the relative Frobenius error below 1e-3. A NaN (an element the
 /// kernel never wrote) fails.
 fn check(name: &str, (m, n, k): (usize, usize, usize), seed: u64) {
+    check_with(name, (m, n, k), seed, |x, w1, w3| emulate(&Emulator::new(seed), x, w1, w3, (m, n, k)));
+}
+
+/// As [`check`], with `run` computing `out` from `x`, `w1`, `w3`.
+fn check_with(name: &str, (m, n, k): (usize, usize, usize), seed: u64, run: impl FnOnce(&[f16], &[f16], &[f16]) -> Vec<f16>) {
     let t = std::time::Instant::now();
     let x = kernel_host::randn_f16(m * k, 100 + seed);
     let w1 = kernel_host::randn_f16(n * k, 200 + seed);
     let w3 = kernel_host::randn_f16(n * k, 300 + seed);
-    let got = emulate(&Emulator::new(seed), &x, &w1, &w3, (m, n, k));
+    let got = run(&x, &w1, &w3);
     let want = swiglu_reference(&x, &w1, &w3, m, n, k);
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         let (g, w) = (g.to_f64(), f64::from(*w));
@@ -70,6 +77,40 @@ fn swiglu_matches_the_cpu_reference_at_an_aligned_shape() {
     for seed in [3, 4] {
         check("aligned", (256, 256, 256), seed);
     }
+}
+
+/// The entry point `kernel_ops::swiglu::swiglu` (the calls a GPU program
+/// makes) on the emulator with 2 SMs, at the ragged shape.
+#[test]
+fn the_entry_point_matches_the_cpu_reference_on_the_emulator() {
+    let dev = Device::emulator_with(Emulator::new(5).sms(2));
+    let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    let (m, n, k) = (200, 136, 200);
+    check_with("entry point", (m, n, k), 5, |x, w1, w3| {
+        let (x, w1, w3) = (dev.upload(x).unwrap(), dev.upload(w1).unwrap(), dev.upload(w3).unwrap());
+        let mut out = dev.upload(&vec![f16::NAN; m * n]).unwrap();
+        kernel_ops::swiglu::swiglu(&dev, &ops, &x, &w1, &w3, &mut out, (m, n, k)).unwrap();
+        dev.download(&out).unwrap()
+    });
+}
+
+/// Shapes the kernel cannot take are refused before a launch, naming the
+/// rule, the values and the fix.
+#[test]
+fn the_entry_point_refuses_shapes_naming_the_rule() {
+    let dev = Device::emulator();
+    let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    let buf = |len| dev.zeros::<f16>(len).unwrap();
+    let run = |(m, n, k): (usize, usize, usize), lens: [usize; 4]| {
+        let mut out = buf(lens[3]);
+        kernel_ops::swiglu::swiglu(&dev, &ops, &buf(lens[0]), &buf(lens[1]), &buf(lens[2]), &mut out, (m, n, k)).unwrap_err().to_string()
+    };
+    let e = run((64, 64, 60), [64 * 60, 64 * 60, 64 * 60, 64 * 64]);
+    assert!(e.contains("K = 60: must be a multiple of 8") && e.contains("to 64"), "{e}");
+    let e = run((64, 64, 64), [64 * 64, 64 * 64, 64 * 32, 64 * 64]);
+    assert!(e.contains("`w3` holds 2048 elements; N x K = 4096 expected"), "{e}");
+    let e = run((0, 64, 64), [0, 64 * 64, 64 * 64, 0]);
+    assert!(e.contains("every dimension must be at least 1"), "{e}");
 }
 
 /// The rules of `gemm_multi` (a const fn, so also checkable here): two
