@@ -237,7 +237,7 @@ fn run(gpu: &Gpu, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
                 continue;
             }
             // SAFETY: as above.
-            let launch = ladder::prepare(module, ops.module(), inst.name, unsafe { &*(&p as *const Problem) }, sms)?;
+            let launch = ladder::prepare(module, ops.program().as_module().ok_or("the library matmul is on the emulator")?, inst.name, unsafe { &*(&p as *const Problem) }, sms)?;
             measure!(&p, inst.name.to_string(), "ours", Some(inst.step), "N x K", Box::new(move || launch()));
         }
         if wanted(args, "kernel_ops") {
