@@ -10,11 +10,13 @@
 //! |---|---|---|
 //! | [`norms`] | [`norms::softmax`], [`norms::layer_norm`], [`norms::rms_norm`] | `kernel_ops_kernels::norms` |
 //! | [`matmul`] | [`Matmul::matmul`] (`c = a · bᵀ`, f16, autotuned per shape) | `kernel_ops_kernels::matmul` |
+//! | [`swiglu`] | [`swiglu::swiglu`] (`out = silu(x · w1ᵀ) * (x · w3ᵀ)`, f16, GPU or emulator) and [`swiglu::swiglu_reference`] | `kernel_ops_kernels::swiglu` (on `kernel_ops_kernels::gemm_multi`) |
 //! | [`blaslt`] | [`blaslt::BlasLt`] (the cuBLASLt baseline of the `bench` binary) | cuBLASLt |
 
 pub mod blaslt;
 pub mod matmul;
 pub mod norms;
+pub mod swiglu;
 
 pub use matmul::{check_problem, Matmul, MatmulError};
 

@@ -187,6 +187,48 @@ impl<T: Copy, L: ArrayLayout> Array<T, L> {
     {
         self.map(|x| x.max(T::from_f32(0.0)))
     }
+    /// The logistic sigmoid `1 / (1 + e^-x)` elementwise, in f32 (see
+    /// [`sigmoid`]).
+    #[inline(always)]
+    pub fn sigmoid(self) -> Self
+    where
+        T: Scalar,
+    {
+        self.map(|x| T::from_f32(sigmoid(x.to_f32())))
+    }
+    /// SiLU (swish) `x · sigmoid(x)` elementwise, in f32 (see [`silu`]): the
+    /// gate of a SwiGLU, `silu(x W1ᵀ) * (x W3ᵀ)`.
+    #[inline(always)]
+    pub fn silu(self) -> Self
+    where
+        T: Scalar,
+    {
+        self.map(|x| T::from_f32(silu(x.to_f32())))
+    }
+}
+
+/// `1 / (1 + e^-x)` with the fast math of [`crate::math`]: e^-x is
+/// `ex2.approx.f32(-x log2 e)`, the reciprocal `rcp.approx.ftz.f32`
+/// (3 instructions besides the add; each has its PTX body and its emulator
+/// body there). Relative error at most `2^-21 + |x| 2^-23`: the error of
+/// `exp` (`ex2`'s 2 ulp, and `|x|` times the rounding of `x log2 e` and of
+/// `log2 e` itself in f32), scaled by `1 - sigmoid(x)`, plus the rounding
+/// of the add and 1 ulp of `rcp`. Saturates cleanly: below `x = -87.3` the result
+/// would be subnormal and is flushed to 0 (`.ftz`; from `x < -88.7`
+/// `e^-x = inf` and `rcp(inf) = 0`); a NaN stays NaN.
+#[inline(always)]
+pub fn sigmoid(x: f32) -> f32 {
+    use crate::math::F32Ext;
+    (1.0 + F32Ext::exp(-x)).rcp_approx()
+}
+
+/// SiLU (swish) `x · sigmoid(x)` (see [`sigmoid`] for the instructions and
+/// the error; one more `mul.f32`). Where the sigmoid is flushed to 0
+/// (`x < -87.3`) the result is 0, off by less than `|x| 2^-126`.
+/// `silu(-inf)` is NaN (`-inf · 0`), as in IEEE arithmetic.
+#[inline(always)]
+pub fn silu(x: f32) -> f32 {
+    x * sigmoid(x)
 }
 
 /// Element types with f32 arithmetic: f32 itself, and the 16-bit floats,
@@ -362,5 +404,46 @@ impl<T: Copy + core::fmt::Debug, L: ArrayLayout> core::fmt::Debug for Array<T, L
             write!(f, "{:?}", self.regs.get(i))?;
         }
         write!(f, "]")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The relative-error bound of [`sigmoid`] documented above.
+    fn bound(x: f32) -> f64 {
+        2f64.powi(-21) + x.abs() as f64 * 2f64.powi(-23)
+    }
+
+    #[test]
+    fn sigmoid_and_silu_match_f64_within_the_documented_bound() {
+        for i in -4000..=4000 {
+            let x = i as f32 * 0.025; // -100 .. 100, through 0
+            let s = 1.0 / (1.0 + (-(x as f64)).exp());
+            let got = sigmoid(x) as f64;
+            assert!((got - s).abs() <= bound(x) * s + f64::from(f32::MIN_POSITIVE), "sigmoid({x}) = {got}, f64: {s}");
+            let si = x as f64 * s;
+            let got = silu(x) as f64;
+            assert!((got - si).abs() <= (bound(x) + 2f64.powi(-24)) * si.abs() + f64::from(x.abs() * f32::MIN_POSITIVE), "silu({x}) = {got}, f64: {si}");
+        }
+        assert_eq!(sigmoid(-100.0), 0.0, "e^100 overflows to inf, rcp(inf) = 0");
+        assert_eq!(sigmoid(100.0), 1.0);
+        assert_eq!(silu(0.0), 0.0);
+        assert!(sigmoid(f32::NAN).is_nan() && silu(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn array_sigmoid_and_silu_are_elementwise_and_round_16_bit_elements_once() {
+        let a = Array::<f32, Wgmma<64>>::from_fn(|i| i as f32 * 0.5 - 8.0);
+        let (s, si) = (a.sigmoid(), a.silu());
+        for i in 0..Wgmma::<64>::REGS {
+            assert_eq!(s.get(i), sigmoid(a.get(i)));
+            assert_eq!(si.get(i), silu(a.get(i)));
+        }
+        let h = a.cast::<half::f16>().silu();
+        for i in 0..Wgmma::<64>::REGS {
+            assert_eq!(h.get(i), half::f16::from_f32(silu(a.get(i))), "f16 silu computes in f32 and rounds once");
+        }
     }
 }
