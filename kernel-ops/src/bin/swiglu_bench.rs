@@ -1,0 +1,216 @@
+//! The fused SwiGLU (`kernel_ops::swiglu`: `silu(X·W1ᵀ) * (X·W3ᵀ)` in one
+//! kernel) against what a user has without it: two `kernel_ops::Matmul`
+//! calls (`G = X·W1ᵀ`, `U = X·W3ᵀ`, the matmul autotuned for the shape),
+//! on the same iid N(0, 1) f16 inputs. Each contender is checked against
+//! the CPU on rows spread over M, then timed in interleaved rounds: run for
+//! `--warmup-ms` (default 500) so the GPU holds its steady, power-limited
+//! clock, then the median of `--iters` (default 50) CUDA-event-timed runs,
+//! with the SM clock and board power sampled (nvidia-smi) over the last
+//! 200 ms of the warm-up and the timed runs. A contender's time is the
+//! median of its round medians. Without a GPU the same program checks both
+//! on the CPU emulator at a small ragged shape (no timing).
+//!
+//! ```text
+//! swiglu_bench [--shape MxNxK] [--iters N] [--rounds N] [--warmup-ms MS] [--out DIR]
+//! ```
+//! Default shape 8192 x 8192 x 4096 (M x N x K: X is M x K, W1 and W3 N x K).
+use kernel_device::f16;
+use kernel_host::{randn_f16, reference_gemm_nt, rel_frobenius_error, time_kernel, warm_up, Buffer, ClockPower, ClockSampler, Device, Program};
+use kernel_ops::swiglu::{swiglu, swiglu_reference};
+use kernel_ops::Matmul;
+use std::process::ExitCode;
+
+/// Relative Frobenius error accepted for f16 outputs with f32 accumulation.
+const TOLERANCE: f64 = 2e-3;
+
+struct Args {
+    shape: (usize, usize, usize),
+    iters: usize,
+    rounds: usize,
+    warmup_ms: f64,
+    out: std::path::PathBuf,
+}
+
+fn args() -> Result<Args, String> {
+    let mut a = Args { shape: (8192, 8192, 4096), iters: 50, rounds: 3, warmup_ms: 500.0, out: ".".into() };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
+        match flag.as_str() {
+            "--shape" => {
+                let v: Vec<usize> = val("--shape")?.split('x').map(|s| s.parse().map_err(|e| format!("--shape: {e}"))).collect::<Result<_, _>>()?;
+                let [m, n, k] = v[..] else { return Err("--shape is MxNxK".into()) };
+                a.shape = (m, n, k);
+            }
+            "--iters" => a.iters = val("--iters")?.parse().map_err(|e| format!("--iters: {e}"))?,
+            "--rounds" => a.rounds = val("--rounds")?.parse().map_err(|e| format!("--rounds: {e}"))?,
+            "--warmup-ms" => a.warmup_ms = val("--warmup-ms")?.parse().map_err(|e| format!("--warmup-ms: {e}"))?,
+            "--out" => a.out = val("--out")?.into(),
+            other => return Err(format!("unknown argument `{other}`; see the doc comment of swiglu_bench.rs")),
+        }
+    }
+    Ok(a)
+}
+
+/// The problem on the device, and the rows of it checked against the CPU.
+struct Problem {
+    m: usize,
+    n: usize,
+    k: usize,
+    x: Buffer<f16>,
+    w1: Buffer<f16>,
+    w3: Buffer<f16>,
+    out: Buffer<f16>,
+    g: Buffer<f16>,
+    u: Buffer<f16>,
+    rows: Vec<usize>,
+    /// SwiGLU, G and U on `rows` (f32, `rows.len() x n`).
+    want: [Vec<f32>; 3],
+}
+
+impl Problem {
+    fn new(dev: &Device, (m, n, k): (usize, usize, usize), checked_rows: usize) -> Result<Problem, kernel_host::Error> {
+        let (xh, w1h, w3h) = (randn_f16(m * k, 1), randn_f16(n * k, 2), randn_f16(n * k, 3));
+        let rows: Vec<usize> = if checked_rows >= m { (0..m).collect() } else { (0..checked_rows).map(|i| i * m / checked_rows).collect() };
+        let xr: Vec<f16> = rows.iter().flat_map(|&r| xh[r * k..(r + 1) * k].iter().copied()).collect();
+        let want = [
+            swiglu_reference(&xr, &w1h, &w3h, rows.len(), n, k),
+            reference_gemm_nt(rows.len(), n, k, &xr, &w1h),
+            reference_gemm_nt(rows.len(), n, k, &xr, &w3h),
+        ];
+        let nan = vec![f16::NAN; m * n];
+        Ok(Problem { m, n, k, x: dev.upload(&xh)?, w1: dev.upload(&w1h)?, w3: dev.upload(&w3h)?, out: dev.upload(&nan)?, g: dev.upload(&nan)?, u: dev.upload(&nan)?, rows, want })
+    }
+
+    /// The relative error of `buf`'s checked rows against `want`.
+    fn error(&self, dev: &Device, buf: &Buffer<f16>, want: &[f32]) -> Result<f64, kernel_host::Error> {
+        let all = dev.download(buf)?;
+        let got: Vec<f16> = self.rows.iter().flat_map(|&r| all[r * self.n..(r + 1) * self.n].iter().copied()).collect();
+        Ok(rel_frobenius_error(&got, want))
+    }
+}
+
+struct Row {
+    name: &'static str,
+    err: f64,
+    rounds_ms: Vec<f64>,
+    clock: Vec<ClockPower>,
+}
+
+fn run(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
+    let shape = if dev.is_gpu() { a.shape } else { (200, 136, 72) };
+    let (m, n, k) = shape;
+    println!("device: {}\nshape: M x N x K = {m} x {n} x {k} (X: M x K, W1 and W3: N x K, f16, f32 accumulation)", dev.describe());
+    let ops: Program = dev.load(&kernel_ops_kernels::DEVICE_CODE)?;
+    let mm = Matmul::new(dev)?;
+    let mut p = Problem::new(dev, shape, if dev.is_gpu() { 16 } else { m })?;
+    if dev.is_gpu() {
+        // The strongest plain-GEMM baseline: the instance tuned for the shape.
+        let tuned = mm.tune(m, n, k, false, 3, 10)?;
+        println!("kernel_ops::matmul instance for {m}x{n}x{k}: {} ({} tuned)", mm.instance_for(m, n, k).name, tuned.len());
+    }
+    let fused = |p: &mut Problem| -> kernel_host::Result<()> {
+        swiglu(dev, &ops, &p.x, &p.w1, &p.w3, &mut p.out, (p.m, p.n, p.k)).map_err(|e| match e {
+            kernel_ops::Error::Runtime(e) => e,
+            other => kernel_host::Error::InvalidArgument { function: "swiglu", problem: other.to_string() },
+        })
+    };
+    let two_gemms = |p: &mut Problem| -> kernel_host::Result<()> {
+        let unwrap = |e: kernel_ops::MatmulError| match e {
+            kernel_ops::MatmulError::Cuda(e) => e,
+            other => kernel_host::Error::InvalidArgument { function: "matmul", problem: other.to_string() },
+        };
+        mm.matmul(&p.x, (p.m, p.k), &p.w1, (p.n, p.k), &mut p.g).map_err(unwrap)?;
+        mm.matmul(&p.x, (p.m, p.k), &p.w3, (p.n, p.k), &mut p.u).map_err(unwrap)
+    };
+    // Correctness of every contender first.
+    fused(&mut p)?;
+    two_gemms(&mut p)?;
+    dev.synchronize()?;
+    let err_fused = p.error(dev, &p.out, &p.want[0])?;
+    let err_g = p.error(dev, &p.g, &p.want[1])?;
+    let err_u = p.error(dev, &p.u, &p.want[2])?;
+    println!("relative Frobenius error on {} rows: swiglu {err_fused:.2e}; matmul G {err_g:.2e}, U {err_u:.2e}", p.rows.len());
+    let ok = err_fused < TOLERANCE && err_g < TOLERANCE && err_u < TOLERANCE;
+    let Some(gpu) = dev.as_gpu() else {
+        println!("(the CPU emulator checks correctness only: no timing)");
+        return Ok(ok);
+    };
+    let mut rows = [
+        Row { name: "swiglu (fused, kernel_ops::swiglu)", err: err_fused, rounds_ms: Vec::new(), clock: Vec::new() },
+        Row { name: "2 x kernel_ops::matmul (G, U)", err: err_g.max(err_u), rounds_ms: Vec::new(), clock: Vec::new() },
+    ];
+    for round in 0..a.rounds {
+        for i in 0..rows.len() {
+            let c = (i + round) % rows.len();
+            let mut f = || if c == 0 { fused(&mut p) } else { two_gemms(&mut p) };
+            warm_up(gpu, (a.warmup_ms - 200.0).max(0.0), &mut f)?;
+            let sampler = ClockSampler::start(gpu.ordinal());
+            warm_up(gpu, a.warmup_ms.min(200.0), &mut f)?;
+            let t = time_kernel(gpu, 0, a.iters, &mut f)?;
+            if let Some(cp) = sampler.stop() {
+                rows[c].clock.push(cp);
+            }
+            rows[c].rounds_ms.push(t.median_ms);
+        }
+    }
+    // Outputs after the timed runs are still right.
+    dev.synchronize()?;
+    let after = p.error(dev, &p.out, &p.want[0])?;
+    let ok = ok && after < TOLERANCE;
+    let flops = 4.0 * m as f64 * n as f64 * k as f64; // two products
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let t_fused = median(&rows[0].rounds_ms);
+    let t_two = median(&rows[1].rounds_ms);
+    println!("\n| contender | median ms | TFLOP/s (4MNK) | time / two matmuls | SM clock, power | rel. error | rounds ms |\n|---|---:|---:|---:|---|---:|---|");
+    let mut csv = String::from("date,device,m,n,k,contender,median_ms,tflops,ratio_to_two_matmuls,sm_mhz,power_w,rel_err,rounds_ms\n");
+    let date = std::process::Command::new("date").arg("-u").arg("+%Y-%m-%dT%H:%M:%SZ").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
+    for row in &rows {
+        let t = median(&row.rounds_ms);
+        let (mhz, w) = if row.clock.is_empty() {
+            (f64::NAN, f64::NAN)
+        } else {
+            (median(&row.clock.iter().map(|c| c.sm_mhz).collect::<Vec<_>>()), median(&row.clock.iter().map(|c| c.power_w).collect::<Vec<_>>()))
+        };
+        let rounds: Vec<String> = row.rounds_ms.iter().map(|t| format!("{t:.4}")).collect();
+        println!("| {} | {t:.4} | {:.1} | {:.3} | {mhz:.0} MHz, {w:.0} W | {:.2e} | {} |", row.name, flops / t / 1e9, t / t_two, row.err, rounds.join(" "));
+        csv += &format!("{date},{},{m},{n},{k},{},{t:.5},{:.1},{:.4},{mhz:.0},{w:.1},{:.3e},{}\n", gpu.name(), row.name, flops / t / 1e9, t / t_two, row.err, rounds.join(" "));
+    }
+    let ratio = t_fused / t_two;
+    println!("\nswiglu takes {ratio:.3}x the time of two kernel_ops::matmul calls (target: at most 0.95x){}", if ratio <= 0.95 { "" } else { "  ABOVE TARGET" });
+    std::fs::create_dir_all(&a.out)?;
+    std::fs::write(a.out.join("swiglu_bench.csv"), csv)?;
+    Ok(ok)
+}
+
+fn main() -> ExitCode {
+    let a = match args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let dev = match Device::gpu_or_emulator() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(&dev, &a) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("FAIL: an output differs from the CPU reference");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
