@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs on a GPU machine (no Rust there): the binaries that tools/gpu-bundle.sh
 # put in .device/. Writes logs to $OUT (or ./gpu-out) and prints a summary.
-#   bash tools/gpu-run.sh            # everything (about 6 minutes on an H100)
+#   bash tools/gpu-run.sh            # everything (about 8 minutes on an H100)
+#   ONLY="swiglu_bench ops_tests" bash tools/gpu-run.sh   # the named steps only
 set -uo pipefail
 dir="$(cd "$(dirname "$0")/.." && pwd)/.device"
 out="${OUT:-$(pwd)/gpu-out}"
@@ -10,6 +11,7 @@ status=0
 summary=()
 run() { # name, command...
     local name=$1; shift
+    if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then return 0; fi
     echo "== $name: $*"
     "$@" > "$out/$name.log" 2>&1
     local rc=$?
@@ -27,10 +29,12 @@ run blackwell "$dir/blackwell"
 run norms_bench "$dir/norms_bench" --quick
 export KERNEL_OPS_CACHE="$out/matmul-tune.tsv"
 run bench "$dir/bench" --quick --out "$out/bench"
+run swiglu_bench "$dir/swiglu_bench" --out "$out/swiglu"
 run gpu_tests "$dir/gpu_tests" --ignored --nocapture --test-threads=1
 run arrays_tests "$dir/arrays_tests" --ignored --nocapture --test-threads=1
 run ops_tests "$dir/ops_tests" --ignored --nocapture --test-threads=1
 run runtime_tests "$dir/runtime_tests" --ignored --test-threads=1
+run one_program_tests "$dir/one_program_tests" --ignored --nocapture --test-threads=1
 if [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
     for tool in memcheck racecheck synccheck; do
         run "sanitizer_$tool" /usr/local/cuda/bin/compute-sanitizer --tool "$tool" --error-exitcode 3 "$dir/first_kernels"
@@ -38,8 +42,8 @@ if [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
     done
     run sanitizer_memcheck_hopper /usr/local/cuda/bin/compute-sanitizer --tool memcheck --error-exitcode 3 "$dir/hopper" --quick
 fi
-if [ -x /usr/local/cuda/bin/cuobjdump ] && [ -e "$dir/kernels_sm_90a.cubin" ]; then
-    /usr/local/cuda/bin/cuobjdump -sass "$dir/kernels_sm_90a.cubin" > "$out/kernels_sm_90a.sass" 2>&1
+if [ -x /usr/local/cuda/bin/cuobjdump ] && [ -e "$dir/kernels_sm_90a.cubin" ] && [ -z "${ONLY:-}" ]; then
+    { /usr/local/cuda/bin/cuobjdump -sass "$dir/kernels_sm_90a.cubin"; /usr/local/cuda/bin/cuobjdump -sass "$dir/kernel_ops_kernels_sm_90a.cubin"; } > "$out/kernels_sm_90a.sass" 2>&1
     # Which SASS instructions each kernel uses (HGMMA = wgmma, UTMALDG/UTMASTG = TMA).
     awk '/Function :/ {f=$3} /HGMMA|UTMALDG|UTMASTG|SYNCS/ {for(i=1;i<=NF;i++) if ($i ~ /^(HGMMA|UTMALDG|UTMASTG|SYNCS)/) {split($i,a,"."); n[f" "a[1]]++}} END {for (k in n) print k, n[k]}' "$out/kernels_sm_90a.sass" | sort > "$out/sass_summary.txt"
     gzip -f "$out/kernels_sm_90a.sass"
