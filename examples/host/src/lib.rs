@@ -46,22 +46,6 @@ impl From<kernel_host::Error> for ExampleError {
     }
 }
 
-impl From<kernel_host::emulate::EmuError> for ExampleError {
-    fn from(e: kernel_host::emulate::EmuError) -> Self {
-        ExampleError::Host(kernel_host::Error::Emulator(e))
-    }
-}
-
-impl ExampleError {
-    /// The emulator's report, if the CPU emulator stopped the kernel.
-    pub fn emulator(&self) -> Option<&kernel_host::emulate::EmuError> {
-        match self {
-            ExampleError::Host(kernel_host::Error::Emulator(e)) => Some(e),
-            _ => None,
-        }
-    }
-}
-
 /// An invalid argument of an example's host function (a shape its tiles do
 /// not divide, an unknown instance name).
 pub(crate) fn invalid(function: &'static str, problem: String) -> ExampleError {
