@@ -353,6 +353,20 @@ impl<T> Buffer<T> {
         self.mem.is_gpu()
     }
 
+    /// The buffer's address: its device address on a GPU, the host address
+    /// the emulator uses otherwise. For keys of caches of encoded tensor
+    /// maps ([`MapArg`]); never dereference it.
+    pub fn address(&self) -> u64 {
+        match &self.mem {
+            Mem::Gpu(s) => {
+                use cudarc::driver::DevicePtr;
+                let (ptr, _record) = s.device_ptr(s.stream());
+                ptr
+            }
+            Mem::Host(h) => h.ptr.as_ptr() as u64,
+        }
+    }
+
     /// The GPU allocation (for cuBLAS and other cudarc calls), or
     /// [`Error::GpuOnly`] on the emulator.
     pub fn cuda(&self) -> Result<&CudaSlice<T>> {
@@ -390,6 +404,14 @@ impl<T> Buffer<T> {
             Mem::Gpu(s) => Ok(s),
             Mem::Host(_) => Err(Error::WrongBackend { what: what.to_string(), value_on: "CPU emulator", device: "GPU" }),
         }
+    }
+}
+
+/// A GPU allocation made with cudarc (or [`Gpu::upload`]) as a [`Buffer`]
+/// of the GPU's [`Device`].
+impl<T> From<CudaSlice<T>> for Buffer<T> {
+    fn from(slice: CudaSlice<T>) -> Self {
+        Buffer { mem: Mem::Gpu(slice) }
     }
 }
 
@@ -470,6 +492,68 @@ impl<Tl: TileLayout, const RANK: usize> TileMap<'_, Tl, RANK> {
     /// Whether the map is a GPU tensor map.
     pub fn is_gpu(&self) -> bool {
         matches!(self.map, MapBackend::Gpu(_))
+    }
+
+    /// The encoded map (the kernel parameter's bytes), to cache and pass
+    /// again with [`MapArg`] while its buffer lives.
+    pub fn param(&self) -> TensorMapParam<Tl, RANK> {
+        match &self.map {
+            MapBackend::Gpu(map) => map.param(),
+            MapBackend::Emulator(map) => HostArg::into_param(map),
+        }
+    }
+}
+
+/// A cached tensor map's parameter passed with the buffer it addresses, for
+/// launches that reuse an encoded map ([`TileMap::param`]) instead of
+/// encoding one per launch: on a GPU the launch is ordered after earlier
+/// accesses of the buffer (as `&TileMap` is). `param` must have been made
+/// from this buffer, with the same shape.
+pub struct MapArg<'b, Tl: TileLayout, const RANK: usize = 2> {
+    param: TensorMapParam<Tl, RANK>,
+    buf: MapBuf<'b, Tl::Elem>,
+}
+
+enum MapBuf<'b, T> {
+    Read(&'b Buffer<T>),
+    Write(&'b mut Buffer<T>),
+}
+
+impl<'b, Tl: TileLayout, const RANK: usize> MapArg<'b, Tl, RANK> {
+    /// A map of `buf` that the kernel loads from.
+    pub fn read(param: TensorMapParam<Tl, RANK>, buf: &'b Buffer<Tl::Elem>) -> Self {
+        MapArg { param, buf: MapBuf::Read(buf) }
+    }
+    /// A map of `buf` that the kernel stores to.
+    pub fn write(param: TensorMapParam<Tl, RANK>, buf: &'b mut Buffer<Tl::Elem>) -> Self {
+        MapArg { param, buf: MapBuf::Write(buf) }
+    }
+}
+
+const MAP_ARG: &str = "the buffer of a tensor map passed to a kernel";
+
+impl<Tl: TileLayout, const RANK: usize> Arg<TensorMapParam<Tl, RANK>> for MapArg<'_, Tl, RANK> {
+    fn gpu<'a>(self, sink: &mut ArgSink<'a>) -> Result<TensorMapParam<Tl, RANK>>
+    where
+        Self: 'a,
+    {
+        match self.buf {
+            MapBuf::Read(b) => {
+                sink.read(b.gpu_slice(MAP_ARG)?);
+            }
+            MapBuf::Write(b) => {
+                sink.write(b.gpu_slice_mut(MAP_ARG)?);
+            }
+        }
+        Ok(self.param)
+    }
+    fn emulator(self) -> Result<TensorMapParam<Tl, RANK>> {
+        let buf: &Buffer<Tl::Elem> = match &self.buf {
+            MapBuf::Read(b) => b,
+            MapBuf::Write(b) => b,
+        };
+        buf.host_parts(MAP_ARG)?;
+        Ok(self.param)
     }
 }
 
@@ -751,5 +835,26 @@ mod tests {
         let d = Device::emulator().describe();
         assert!(d.contains("CPU emulator") && d.contains("8 emulated SMs"), "{d}");
         assert_eq!(Device::emulator().sm_count(), EMULATED_SMS);
+    }
+
+    #[test]
+    #[ignore = "needs a CUDA GPU"]
+    fn gpu_buffers_round_trip_and_refuse_emulator_values() {
+        let dev = Device::gpu(Gpu::new(0).expect("a CUDA GPU"));
+        assert!(dev.is_gpu() && dev.sm_count() > 0, "{}", dev.describe());
+        let mut buf = dev.upload(&[1.5f32, -2.0, 3.25]).unwrap();
+        assert!(buf.is_gpu() && buf.address() != 0);
+        assert_eq!(dev.download(&buf).unwrap(), vec![1.5, -2.0, 3.25]);
+        dev.write(&mut buf, &[7.0, 8.0, 9.0]).unwrap();
+        assert_eq!(dev.download(&buf).unwrap(), vec![7.0, 8.0, 9.0]);
+        let host = Device::emulator().upload(&[1.0f32]).unwrap();
+        match dev.download(&host) {
+            Err(Error::WrongBackend { value_on: "CPU emulator", device: "GPU", .. }) => {}
+            other => panic!("expected WrongBackend, got {other:?}"),
+        }
+        match Device::emulator().download(&buf) {
+            Err(Error::WrongBackend { value_on: "GPU", device: "CPU emulator", .. }) => {}
+            other => panic!("expected WrongBackend, got {other:?}"),
+        }
     }
 }

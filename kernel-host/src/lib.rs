@@ -36,7 +36,7 @@ pub mod emulate;
 #[cfg(feature = "runtime")]
 pub mod device;
 #[cfg(feature = "runtime")]
-pub use device::{Arg, Args, Buffer, Device, Launched, Launcher, Program, TileMap};
+pub use device::{Arg, Args, Buffer, Device, Launched, Launcher, MapArg, Program, TileMap};
 
 #[cfg(feature = "runtime")]
 pub mod runtime;

@@ -1,16 +1,17 @@
 //! Ready kernels with host entry points, like Pallas's `ops/gpu` package:
-//! each entry point takes device buffers, checks its inputs (an error names
-//! the constraint and the values), picks and caches what it needs (kernel
-//! instance, tensor maps), and launches. The examples crates stay the
-//! teaching ladder; this crate is what an application calls.
+//! each entry point takes [`Buffer`](kernel_host::Buffer)s of a
+//! [`Device`](kernel_host::Device) (a GPU or the CPU emulator: the same call
+//! runs on both), checks its inputs (an error names the constraint and the
+//! values), picks and caches what it needs (kernel instance, tensor maps),
+//! and launches. The examples crates stay the teaching ladder; this crate is
+//! what an application calls.
 //!
 //! | module | entry point | kernels |
 //! |---|---|---|
-//! | [`norms`] | [`norms::softmax`], [`norms::layer_norm`], [`norms::rms_norm`] (and `_emu` forms for the CPU emulator) | `kernel_ops_kernels::norms` |
+//! | [`norms`] | [`norms::softmax`], [`norms::layer_norm`], [`norms::rms_norm`] | `kernel_ops_kernels::norms` |
 //! | [`matmul`] | [`Matmul::matmul`] (`c = a · bᵀ`, f16, autotuned per shape) | `kernel_ops_kernels::matmul` |
 //! | [`blaslt`] | [`blaslt::BlasLt`] (the cuBLASLt baseline of the `bench` binary) | cuBLASLt |
 
-pub mod args;
 pub mod blaslt;
 pub mod matmul;
 pub mod norms;
@@ -22,29 +23,22 @@ pub use matmul::{check_problem, Matmul, MatmulError};
 pub enum Error {
     /// The inputs do not fit the kernel's constraints.
     Shape { op: &'static str, problem: String },
-    /// The CUDA runtime or launch failed.
-    Cuda(kernel_host::Error),
-    /// The CPU emulator reported a failure.
-    Emulator(kernel_host::emulate::EmuError),
+    /// The runtime failed: a CUDA or launch error on a GPU, a race or
+    /// protocol report of the CPU emulator (`kernel_host::Error::Emulator`).
+    Runtime(kernel_host::Error),
 }
 
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Error::Shape { op, problem } => write!(f, "{op}: {problem}"),
-            Error::Cuda(e) => write!(f, "{e}"),
-            Error::Emulator(e) => write!(f, "{e}"),
+            Error::Runtime(e) => write!(f, "{e}"),
         }
     }
 }
 impl std::error::Error for Error {}
 impl From<kernel_host::Error> for Error {
     fn from(e: kernel_host::Error) -> Self {
-        Error::Cuda(e)
-    }
-}
-impl From<kernel_host::emulate::EmuError> for Error {
-    fn from(e: kernel_host::emulate::EmuError) -> Self {
-        Error::Emulator(e)
+        Error::Runtime(e)
     }
 }

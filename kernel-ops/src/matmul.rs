@@ -4,15 +4,20 @@
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let (m, n, k) = (1024, 1024, 512);
-//! let gpu = kernel_host::Gpu::new(0)?;
-//! # let a = gpu.upload(&vec![kernel_device::f16::ZERO; m * k])?;
-//! # let b = gpu.upload(&vec![kernel_device::f16::ZERO; n * k])?;
-//! # let mut c = gpu.zeros::<kernel_device::f16>(m * n)?;
-//! let mm = kernel_ops::Matmul::new(&gpu)?;
+//! let dev = kernel_host::Device::gpu_or_emulator()?;   // the same code runs on the CPU emulator
+//! # let a = dev.upload(&vec![kernel_device::f16::ZERO; m * k])?;
+//! # let b = dev.upload(&vec![kernel_device::f16::ZERO; n * k])?;
+//! # let mut c = dev.zeros::<kernel_device::f16>(m * n)?;
+//! let mm = kernel_ops::Matmul::new(&dev)?;
 //! mm.matmul(&a, (m, k), &b, (n, k), &mut c)?;   // a: M x K, b: N x K, c: M x N, row-major f16
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! * **Devices**: a GPU (Hopper: the kernels use wgmma and TMA) or the CPU
+//!   emulator, through the same calls; on the emulator keep shapes small
+//!   (hundreds, not thousands) and expect no autotuning ([`Matmul::tune`]
+//!   is [`kernel_host::Error::GpuOnly`] there).
 //!
 //! * **Shapes**: any `M, N, K >= 1` with `K % 8 == 0` and `N % 8 == 0` (TMA
 //!   needs row strides that are multiples of 16 bytes); the kernels' tiles
@@ -27,10 +32,9 @@
 //!   default by problem size ([`default_instance`]). [`Matmul::tune`] runs
 //!   the sweep (a progress bar on stderr), `retune = true` ignores the cache.
 //! * **Tensor maps** are encoded once per (instance, buffers, shape) and
-//!   reused.
-use crate::args::{ReadMap, WriteMap};
+//!   reused ([`kernel_host::MapArg`]).
 use kernel_device::{f16, KernelSpec};
-use kernel_host::{time_kernel, CudaSlice, Gpu, Module, TensorMap};
+use kernel_host::{time_kernel, Buffer, Device, MapArg, Program, TileMap};
 use kernel_ops_kernels::matmul::{matmul_persistent_ws, matmul_persistent_ws_cluster, ATileOf, BTileOf, EpiTileOf, TK};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -52,7 +56,7 @@ pub enum MatmulError {
     TooLarge { dim: &'static str, value: usize },
     /// No listed instance has this name.
     UnknownInstance { name: String },
-    /// A CUDA, cuBLAS or launch error.
+    /// A CUDA, cuBLAS or launch error, or a report of the CPU emulator.
     Cuda(kernel_host::Error),
 }
 
@@ -256,51 +260,47 @@ impl TuneCache {
     }
 }
 
-type Launch = Box<dyn Fn(&CudaSlice<f16>, &CudaSlice<f16>, &mut CudaSlice<f16>) -> kernel_host::Result<()>>;
+type Launch = Box<dyn Fn(&Buffer<f16>, &Buffer<f16>, &mut Buffer<f16>) -> kernel_host::Result<()>>;
 
-/// The ready matmul on one GPU: its module, the autotuning cache, and the
-/// prepared launches (kernel handle + encoded tensor maps) per instance,
-/// buffers and shape.
-pub struct Matmul<'g> {
-    gpu: &'g Gpu,
-    module: Module,
+/// The ready matmul on one [`Device`]: its kernels, the autotuning cache,
+/// and the prepared launches (kernel handle + encoded tensor maps) per
+/// instance, buffers and shape.
+pub struct Matmul<'d> {
+    dev: &'d Device,
+    prog: Program,
     cache: RefCell<TuneCache>,
     prepared: RefCell<HashMap<(&'static str, [u64; 3], [usize; 3]), Launch>>,
 }
 
-fn addr(buf: &CudaSlice<f16>) -> u64 {
-    use kernel_host::cudarc::driver::DevicePtr;
-    let (p, _guard) = buf.device_ptr(buf.stream());
-    p
-}
-
-impl<'g> Matmul<'g> {
-    /// Loads the kernels on `gpu` and reads the tuning cache
+impl<'d> Matmul<'d> {
+    /// Loads the kernels on `dev` and reads the tuning cache
     /// ([`TuneCache::default_path`]).
-    pub fn new(gpu: &'g Gpu) -> Result<Self, MatmulError> {
-        Self::with_cache(gpu, TuneCache::default_path())
+    pub fn new(dev: &'d Device) -> Result<Self, MatmulError> {
+        Self::with_cache(dev, TuneCache::default_path())
     }
 
     /// As [`Matmul::new`] with the tuning cache at `path`.
-    pub fn with_cache(gpu: &'g Gpu, path: PathBuf) -> Result<Self, MatmulError> {
-        let module = gpu.load(&kernel_ops_kernels::DEVICE_CODE)?;
-        Ok(Matmul { gpu, module, cache: RefCell::new(TuneCache::load(path)), prepared: RefCell::new(HashMap::new()) })
+    pub fn with_cache(dev: &'d Device, path: PathBuf) -> Result<Self, MatmulError> {
+        let prog = dev.load(&kernel_ops_kernels::DEVICE_CODE)?;
+        Ok(Matmul { dev, prog, cache: RefCell::new(TuneCache::load(path)), prepared: RefCell::new(HashMap::new()) })
     }
 
     /// The instance [`Matmul::matmul`] runs for this shape: the cached
-    /// winner, else [`default_instance`].
+    /// winner for this GPU, else [`default_instance`] (always on the
+    /// emulator).
     pub fn instance_for(&self, m: usize, n: usize, k: usize) -> &'static Instance {
-        match self.cache.borrow().get(self.gpu.name(), m, n, k) {
+        let cached = self.dev.as_gpu().and_then(|gpu| self.cache.borrow().get(gpu.name(), m, n, k));
+        match cached {
             Some((inst, _)) => inst,
-            None => default_instance(m, n, k, self.gpu.sm_count()),
+            None => default_instance(m, n, k, self.dev.sm_count()),
         }
     }
 
     /// `c = a · bᵀ`: `a` is `M x K` (`a_shape = (M, K)`), `b` is `N x K`,
-    /// `c` is `M x N`, all row-major f16 on this GPU; f32 accumulation.
-    /// Asynchronous on the GPU's stream, like a kernel launch. Checks
+    /// `c` is `M x N`, all row-major f16 on this device; f32 accumulation.
+    /// Asynchronous on a GPU's stream, like a kernel launch. Checks
     /// everything first ([`check_problem`]).
-    pub fn matmul(&self, a: &CudaSlice<f16>, a_shape: (usize, usize), b: &CudaSlice<f16>, b_shape: (usize, usize), c: &mut CudaSlice<f16>) -> Result<(), MatmulError> {
+    pub fn matmul(&self, a: &Buffer<f16>, a_shape: (usize, usize), b: &Buffer<f16>, b_shape: (usize, usize), c: &mut Buffer<f16>) -> Result<(), MatmulError> {
         check_problem(a_shape, b_shape, (a.len(), b.len(), c.len()))?;
         let ((m, k), (n, _)) = (a_shape, b_shape);
         let inst = self.instance_for(m, n, k);
@@ -308,13 +308,15 @@ impl<'g> Matmul<'g> {
     }
 
     /// Runs instance `inst` (checked as [`Matmul::matmul`]).
-    pub fn matmul_with(&self, inst: &'static Instance, a: &CudaSlice<f16>, b: &CudaSlice<f16>, c: &mut CudaSlice<f16>, m: usize, n: usize, k: usize) -> Result<(), MatmulError> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn matmul_with(&self, inst: &'static Instance, a: &Buffer<f16>, b: &Buffer<f16>, c: &mut Buffer<f16>, m: usize, n: usize, k: usize) -> Result<(), MatmulError> {
         check_problem((m, k), (n, k), (a.len(), b.len(), c.len()))?;
         self.run(inst, a, b, c, m, n, k)
     }
 
-    fn run(&self, inst: &'static Instance, a: &CudaSlice<f16>, b: &CudaSlice<f16>, c: &mut CudaSlice<f16>, m: usize, n: usize, k: usize) -> Result<(), MatmulError> {
-        let key = (inst.name, [addr(a), addr(b), addr(c)], [m, n, k]);
+    #[allow(clippy::too_many_arguments)]
+    fn run(&self, inst: &'static Instance, a: &Buffer<f16>, b: &Buffer<f16>, c: &mut Buffer<f16>, m: usize, n: usize, k: usize) -> Result<(), MatmulError> {
+        let key = (inst.name, [a.address(), b.address(), c.address()], [m, n, k]);
         if !self.prepared.borrow().contains_key(&key) {
             let launch = self.prepare(inst, a, b, c, m, n, k)?;
             self.prepared.borrow_mut().insert(key, launch);
@@ -323,17 +325,20 @@ impl<'g> Matmul<'g> {
         Ok(prepared[&key](a, b, c)?)
     }
 
-    fn prepare(&self, inst: &'static Instance, a: &CudaSlice<f16>, b: &CudaSlice<f16>, c: &CudaSlice<f16>, m: usize, n: usize, k: usize) -> Result<Launch, MatmulError> {
-        let sms = self.gpu.sm_count();
+    #[allow(clippy::too_many_arguments)]
+    fn prepare(&self, inst: &'static Instance, a: &Buffer<f16>, b: &Buffer<f16>, c: &mut Buffer<f16>, m: usize, n: usize, k: usize) -> Result<Launch, MatmulError> {
+        let sms = self.dev.sm_count();
         macro_rules! prep {
             ($name:literal, $k:ty, $bm:literal, $bn:literal, $bt:ty, $g:expr) => {
                 if inst.name == $name {
                     let (grid, mt, nt, ks) = launch_dims(inst, m, n, k, sms);
-                    let am = TensorMap::<ATileOf<$bm>>::new_2d(a, m, k)?.param();
-                    let bm = TensorMap::<$bt>::new_2d(b, n, k)?.param();
-                    let cm = TensorMap::<EpiTileOf<$bm>>::new_2d(c, m, n)?.param();
-                    let kernel = self.module.kernel::<$k>()?;
-                    return Ok(Box::new(move |a, b, c| kernel.launch(grid, (ReadMap::new(am, a), ReadMap::new(bm, b), WriteMap::new(cm, c), mt, nt, ks))));
+                    let am = TileMap::<ATileOf<$bm>>::new_2d(a, m, k)?.param();
+                    let bm = TileMap::<$bt>::new_2d(b, n, k)?.param();
+                    let cm = TileMap::<EpiTileOf<$bm>>::new_2d_mut(c, m, n)?.param();
+                    let kernel = self.prog.kernel::<$k>()?;
+                    return Ok(Box::new(move |a, b, c| {
+                        kernel.launch(grid, (MapArg::read(am, a), MapArg::read(bm, b), MapArg::write(cm, c), mt, nt, ks)).map(drop)
+                    }));
                 }
             };
         }
@@ -341,27 +346,29 @@ impl<'g> Matmul<'g> {
         Err(MatmulError::UnknownInstance { name: inst.name.to_string() })
     }
 
-    /// Autotunes the shape: runs every instance on scratch buffers of the
-    /// shape (iid N(0, 1) inputs; `warmup` runs, then the median of `iters`
-    /// CUDA-event-timed runs), with a progress bar on stderr, records the
-    /// fastest in the cache file and returns `(instance, TFLOP/s)` for each.
-    /// With a cached winner and `retune = false`, returns it alone.
+    /// Autotunes the shape on a GPU: runs every instance on scratch buffers
+    /// of the shape (iid N(0, 1) inputs; `warmup` runs, then the median of
+    /// `iters` CUDA-event-timed runs), with a progress bar on stderr,
+    /// records the fastest in the cache file and returns `(instance,
+    /// TFLOP/s)` for each. With a cached winner and `retune = false`,
+    /// returns it alone. On the emulator: [`kernel_host::Error::GpuOnly`].
     pub fn tune(&self, m: usize, n: usize, k: usize, retune: bool, warmup: usize, iters: usize) -> Result<Vec<(&'static Instance, f64)>, MatmulError> {
+        let gpu = self.dev.require_gpu("Matmul::tune (autotuning times the kernels)")?;
         if !retune {
-            if let Some((inst, t)) = self.cache.borrow().get(self.gpu.name(), m, n, k) {
+            if let Some((inst, t)) = self.cache.borrow().get(gpu.name(), m, n, k) {
                 return Ok(vec![(inst, t)]);
             }
         }
         check_problem((m, k), (n, k), (m * k, n * k, m * n))?;
-        let a = self.gpu.upload(&kernel_host::randn_f16(m * k, 1))?;
-        let b = self.gpu.upload(&kernel_host::randn_f16(n * k, 2))?;
-        let mut c = self.gpu.zeros::<f16>(m * n)?;
+        let a = self.dev.upload(&kernel_host::randn_f16(m * k, 1))?;
+        let b = self.dev.upload(&kernel_host::randn_f16(n * k, 2))?;
+        let mut c = self.dev.zeros::<f16>(m * n)?;
         let bar = indicatif::ProgressBar::new(INSTANCES.len() as u64);
         bar.set_style(indicatif::ProgressStyle::with_template("tuning {msg:>40} [{bar:30}] {pos}/{len}").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
         let mut results = Vec::new();
         for inst in INSTANCES {
             bar.set_message(format!("{m}x{n}x{k} {}", inst.name));
-            let t = time_kernel(self.gpu, warmup, iters, || self.run(inst, &a, &b, &mut c, m, n, k).map_err(|e| match e {
+            let t = time_kernel(gpu, warmup, iters, || self.run(inst, &a, &b, &mut c, m, n, k).map_err(|e| match e {
                 MatmulError::Cuda(e) => e,
                 other => kernel_host::Error::InvalidArgument { function: "Matmul::tune", problem: other.to_string() },
             }))?;
@@ -370,24 +377,24 @@ impl<'g> Matmul<'g> {
         }
         bar.finish_and_clear();
         // Drop the scratch buffers' prepared launches (their addresses die here).
-        let scratch = [addr(&a), addr(&b), addr(&c)];
+        let scratch = [a.address(), b.address(), c.address()];
         self.prepared.borrow_mut().retain(|key, _| key.1 != scratch);
         if let Some(&(best, t)) = results.iter().max_by(|x, y| x.1.total_cmp(&y.1)) {
-            if let Err(e) = self.cache.borrow_mut().put(self.gpu.name(), m, n, k, best, t) {
+            if let Err(e) = self.cache.borrow_mut().put(gpu.name(), m, n, k, best, t) {
                 eprintln!("warning: could not write the tuning cache {}: {e}", self.cache.borrow().path.display());
             }
         }
         Ok(results)
     }
 
-    /// The kernels' module (for launching an instance by type).
-    pub fn module(&self) -> &Module {
-        &self.module
+    /// The kernels, loaded on the device (for launching an instance by type).
+    pub fn program(&self) -> &Program {
+        &self.prog
     }
 
-    /// The GPU.
-    pub fn gpu(&self) -> &Gpu {
-        self.gpu
+    /// The device.
+    pub fn device(&self) -> &Device {
+        self.dev
     }
 
     /// The launch metadata of an instance (SMEM bytes), by name.

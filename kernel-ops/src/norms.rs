@@ -1,22 +1,24 @@
 //! Row softmax, layer norm (forward) and RMS norm over f16 / bf16 rows of
-//! 1024, 2048, 4096 or 8192 columns: host entry points (GPU and CPU
-//! emulator) and CPU references. Kernels: `kernel_ops_kernels::norms`.
+//! 1024, 2048, 4096 or 8192 columns: host entry points and CPU references.
+//! Kernels: `kernel_ops_kernels::norms`. The entry points take the kernels
+//! loaded on a [`Device`](kernel_host::Device) and run on a GPU or on the
+//! CPU emulator alike.
 //!
-//! ```no_run
+//! ```
 //! # fn main() -> Result<(), kernel_ops::Error> {
-//! use kernel_host::Gpu;
 //! use kernel_device::f16;
-//! let gpu = Gpu::new(0)?;
-//! let module = gpu.load(&kernel_ops_kernels::DEVICE_CODE)?;
-//! let (rows, cols) = (4096, 2048);
-//! let x = gpu.upload(&vec![f16::from_f32(0.5); rows * cols])?;
-//! let mut y = gpu.upload(&vec![f16::ZERO; rows * cols])?;
-//! kernel_ops::norms::softmax(&module, &x, &mut y, rows, cols)?;
+//! use kernel_host::Device;
+//! let dev = Device::emulator();                     // or Device::gpu_or_emulator()?
+//! let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE)?;
+//! let (rows, cols) = (2, 1024);
+//! let x = dev.upload(&vec![f16::from_f32(0.5); rows * cols])?;
+//! let mut y = dev.zeros::<f16>(rows * cols)?;
+//! kernel_ops::norms::softmax(&ops, &x, &mut y, rows, cols)?;
+//! assert!(dev.download(&y)?.iter().all(|v| (v.to_f32() - 1.0 / 1024.0).abs() < 1e-5));
 //! # Ok(()) }
 //! ```
 use crate::Error;
-use kernel_host::emulate::Emulator;
-use kernel_host::{CudaSlice, DeviceRepr, Module};
+use kernel_host::{Buffer, Program};
 use kernel_ops_kernels::norms as k;
 
 /// The row lengths the kernels are built for (`1024 * VECS`).
@@ -63,21 +65,14 @@ macro_rules! with_vecs {
 }
 
 /// f16 and bf16: the element types the norm kernels are built for.
-pub trait NormElem: Copy + DeviceRepr + Default + 'static + sealed::Sealed {
+pub trait NormElem: Copy + kernel_host::DeviceRepr + Default + 'static + sealed::Sealed {
     #[doc(hidden)]
-    fn softmax_gpu(m: &Module, vecs: usize, rows: u32, x: &CudaSlice<Self>, y: &mut CudaSlice<Self>) -> kernel_host::Result<()>;
-    #[doc(hidden)]
-    #[allow(clippy::too_many_arguments)]
-    fn layer_norm_gpu(m: &Module, vecs: usize, rows: u32, x: &CudaSlice<Self>, g: &CudaSlice<Self>, b: &CudaSlice<Self>, y: &mut CudaSlice<Self>, eps: f32) -> kernel_host::Result<()>;
-    #[doc(hidden)]
-    fn rms_norm_gpu(m: &Module, vecs: usize, rows: u32, x: &CudaSlice<Self>, g: &CudaSlice<Self>, y: &mut CudaSlice<Self>, eps: f32) -> kernel_host::Result<()>;
-    #[doc(hidden)]
-    fn softmax_emu(e: &Emulator, vecs: usize, rows: u32, x: &[Self], y: &mut [Self]) -> Result<(), kernel_host::emulate::EmuError>;
+    fn softmax(p: &Program, vecs: usize, rows: u32, x: &Buffer<Self>, y: &mut Buffer<Self>) -> kernel_host::Result<()>;
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
-    fn layer_norm_emu(e: &Emulator, vecs: usize, rows: u32, x: &[Self], g: &[Self], b: &[Self], y: &mut [Self], eps: f32) -> Result<(), kernel_host::emulate::EmuError>;
+    fn layer_norm(p: &Program, vecs: usize, rows: u32, x: &Buffer<Self>, g: &Buffer<Self>, b: &Buffer<Self>, y: &mut Buffer<Self>, eps: f32) -> kernel_host::Result<()>;
     #[doc(hidden)]
-    fn rms_norm_emu(e: &Emulator, vecs: usize, rows: u32, x: &[Self], g: &[Self], y: &mut [Self], eps: f32) -> Result<(), kernel_host::emulate::EmuError>;
+    fn rms_norm(p: &Program, vecs: usize, rows: u32, x: &Buffer<Self>, g: &Buffer<Self>, y: &mut Buffer<Self>, eps: f32) -> kernel_host::Result<()>;
     fn to_f32(self) -> f32;
     fn from_f32(x: f32) -> Self;
 }
@@ -91,23 +86,14 @@ mod sealed {
 macro_rules! norm_elem {
     ($t:ty, $softmax:ident, $layer_norm:ident, $rms_norm:ident) => {
         impl NormElem for $t {
-            fn softmax_gpu(m: &Module, vecs: usize, rows: u32, x: &CudaSlice<Self>, y: &mut CudaSlice<Self>) -> kernel_host::Result<()> {
-                with_vecs!(vecs, $softmax, |K| m.kernel::<K>()?.launch(rows, (x, y)))
+            fn softmax(p: &Program, vecs: usize, rows: u32, x: &Buffer<Self>, y: &mut Buffer<Self>) -> kernel_host::Result<()> {
+                with_vecs!(vecs, $softmax, |K| p.kernel::<K>()?.launch(rows, (x, y)).map(drop))
             }
-            fn layer_norm_gpu(m: &Module, vecs: usize, rows: u32, x: &CudaSlice<Self>, g: &CudaSlice<Self>, b: &CudaSlice<Self>, y: &mut CudaSlice<Self>, eps: f32) -> kernel_host::Result<()> {
-                with_vecs!(vecs, $layer_norm, |K| m.kernel::<K>()?.launch(rows, (x, g, b, y, eps)))
+            fn layer_norm(p: &Program, vecs: usize, rows: u32, x: &Buffer<Self>, g: &Buffer<Self>, b: &Buffer<Self>, y: &mut Buffer<Self>, eps: f32) -> kernel_host::Result<()> {
+                with_vecs!(vecs, $layer_norm, |K| p.kernel::<K>()?.launch(rows, (x, g, b, y, eps)).map(drop))
             }
-            fn rms_norm_gpu(m: &Module, vecs: usize, rows: u32, x: &CudaSlice<Self>, g: &CudaSlice<Self>, y: &mut CudaSlice<Self>, eps: f32) -> kernel_host::Result<()> {
-                with_vecs!(vecs, $rms_norm, |K| m.kernel::<K>()?.launch(rows, (x, g, y, eps)))
-            }
-            fn softmax_emu(e: &Emulator, vecs: usize, rows: u32, x: &[Self], y: &mut [Self]) -> Result<(), kernel_host::emulate::EmuError> {
-                with_vecs!(vecs, $softmax, |K| e.launch::<K, _>(rows, (x, y)).map(drop))
-            }
-            fn layer_norm_emu(e: &Emulator, vecs: usize, rows: u32, x: &[Self], g: &[Self], b: &[Self], y: &mut [Self], eps: f32) -> Result<(), kernel_host::emulate::EmuError> {
-                with_vecs!(vecs, $layer_norm, |K| e.launch::<K, _>(rows, (x, g, b, y, eps)).map(drop))
-            }
-            fn rms_norm_emu(e: &Emulator, vecs: usize, rows: u32, x: &[Self], g: &[Self], y: &mut [Self], eps: f32) -> Result<(), kernel_host::emulate::EmuError> {
-                with_vecs!(vecs, $rms_norm, |K| e.launch::<K, _>(rows, (x, g, y, eps)).map(drop))
+            fn rms_norm(p: &Program, vecs: usize, rows: u32, x: &Buffer<Self>, g: &Buffer<Self>, y: &mut Buffer<Self>, eps: f32) -> kernel_host::Result<()> {
+                with_vecs!(vecs, $rms_norm, |K| p.kernel::<K>()?.launch(rows, (x, g, y, eps)).map(drop))
             }
             fn to_f32(self) -> f32 {
                 <$t>::to_f32(self)
@@ -121,43 +107,25 @@ macro_rules! norm_elem {
 norm_elem!(kernel_device::f16, softmax_f16, layer_norm_f16, rms_norm_f16);
 norm_elem!(kernel_device::bf16, softmax_bf16, layer_norm_bf16, rms_norm_bf16);
 
-/// `y[r] = softmax(x[r])` for each of `rows` rows of `cols` (launched
-/// asynchronously on the module's stream).
-pub fn softmax<T: NormElem>(module: &Module, x: &CudaSlice<T>, y: &mut CudaSlice<T>, rows: usize, cols: usize) -> Result<(), Error> {
+/// `y[r] = softmax(x[r])` for each of `rows` rows of `cols`, with `ops` the
+/// kernels of `kernel_ops_kernels` loaded on the device that holds the
+/// buffers (queued on a GPU's stream; run to completion on the emulator).
+pub fn softmax<T: NormElem>(ops: &Program, x: &Buffer<T>, y: &mut Buffer<T>, rows: usize, cols: usize) -> Result<(), Error> {
     let vecs = check("softmax", rows, cols, &[("x", x.len(), rows * cols), ("y", y.len(), rows * cols)])?;
-    Ok(T::softmax_gpu(module, vecs, rows as u32, x, y)?)
+    Ok(T::softmax(ops, vecs, rows as u32, x, y)?)
 }
 
 /// `y[r] = (x[r] - mean) / sqrt(var + eps) * gamma + beta` for each row.
 #[allow(clippy::too_many_arguments)]
-pub fn layer_norm<T: NormElem>(module: &Module, x: &CudaSlice<T>, gamma: &CudaSlice<T>, beta: &CudaSlice<T>, y: &mut CudaSlice<T>, eps: f32, rows: usize, cols: usize) -> Result<(), Error> {
+pub fn layer_norm<T: NormElem>(ops: &Program, x: &Buffer<T>, gamma: &Buffer<T>, beta: &Buffer<T>, y: &mut Buffer<T>, eps: f32, rows: usize, cols: usize) -> Result<(), Error> {
     let vecs = check("layer_norm", rows, cols, &[("x", x.len(), rows * cols), ("gamma", gamma.len(), cols), ("beta", beta.len(), cols), ("y", y.len(), rows * cols)])?;
-    Ok(T::layer_norm_gpu(module, vecs, rows as u32, x, gamma, beta, y, eps)?)
+    Ok(T::layer_norm(ops, vecs, rows as u32, x, gamma, beta, y, eps)?)
 }
 
 /// `y[r] = x[r] / sqrt(mean(x[r]²) + eps) * gamma` for each row.
-pub fn rms_norm<T: NormElem>(module: &Module, x: &CudaSlice<T>, gamma: &CudaSlice<T>, y: &mut CudaSlice<T>, eps: f32, rows: usize, cols: usize) -> Result<(), Error> {
+pub fn rms_norm<T: NormElem>(ops: &Program, x: &Buffer<T>, gamma: &Buffer<T>, y: &mut Buffer<T>, eps: f32, rows: usize, cols: usize) -> Result<(), Error> {
     let vecs = check("rms_norm", rows, cols, &[("x", x.len(), rows * cols), ("gamma", gamma.len(), cols), ("y", y.len(), rows * cols)])?;
-    Ok(T::rms_norm_gpu(module, vecs, rows as u32, x, gamma, y, eps)?)
-}
-
-/// [`softmax`] on the CPU emulator (host slices).
-pub fn softmax_emu<T: NormElem>(emu: &Emulator, x: &[T], y: &mut [T], rows: usize, cols: usize) -> Result<(), Error> {
-    let vecs = check("softmax", rows, cols, &[("x", x.len(), rows * cols), ("y", y.len(), rows * cols)])?;
-    Ok(T::softmax_emu(emu, vecs, rows as u32, x, y)?)
-}
-
-/// [`layer_norm`] on the CPU emulator.
-#[allow(clippy::too_many_arguments)]
-pub fn layer_norm_emu<T: NormElem>(emu: &Emulator, x: &[T], gamma: &[T], beta: &[T], y: &mut [T], eps: f32, rows: usize, cols: usize) -> Result<(), Error> {
-    let vecs = check("layer_norm", rows, cols, &[("x", x.len(), rows * cols), ("gamma", gamma.len(), cols), ("beta", beta.len(), cols), ("y", y.len(), rows * cols)])?;
-    Ok(T::layer_norm_emu(emu, vecs, rows as u32, x, gamma, beta, y, eps)?)
-}
-
-/// [`rms_norm`] on the CPU emulator.
-pub fn rms_norm_emu<T: NormElem>(emu: &Emulator, x: &[T], gamma: &[T], y: &mut [T], eps: f32, rows: usize, cols: usize) -> Result<(), Error> {
-    let vecs = check("rms_norm", rows, cols, &[("x", x.len(), rows * cols), ("gamma", gamma.len(), cols), ("y", y.len(), rows * cols)])?;
-    Ok(T::rms_norm_emu(emu, vecs, rows as u32, x, gamma, y, eps)?)
+    Ok(T::rms_norm(ops, vecs, rows as u32, x, gamma, y, eps)?)
 }
 
 /// CPU reference of [`softmax`] (f64 arithmetic on the f32 inputs).

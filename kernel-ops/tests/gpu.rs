@@ -2,12 +2,18 @@
 //! `cargo test -p kernel-ops --test gpu -- --ignored` on a Hopper machine).
 //! Ragged shapes (TMA's out-of-bounds fill), every instance, the documented
 //! errors with real buffers, and the autotuner's cache.
-use kernel_device::f16;
-use kernel_host::{randn_f16, reference_gemm_nt, rel_frobenius_error, Gpu};
+mod common;
+
+use kernel_device::{bf16, f16};
+use kernel_host::{randn_f16, reference_gemm_nt, rel_frobenius_error, Buffer, Device, Gpu};
 use kernel_ops::matmul::{instance, INSTANCES};
 use kernel_ops::{Matmul, MatmulError};
 
-fn problem(gpu: &Gpu, m: usize, n: usize, k: usize) -> (Vec<f16>, Vec<f16>, kernel_host::CudaSlice<f16>, kernel_host::CudaSlice<f16>, kernel_host::CudaSlice<f16>) {
+fn gpu_device() -> Device {
+    Device::gpu(Gpu::new(0).unwrap())
+}
+
+fn problem(gpu: &Device, m: usize, n: usize, k: usize) -> (Vec<f16>, Vec<f16>, Buffer<f16>, Buffer<f16>, Buffer<f16>) {
     let a = randn_f16(m * k, 11);
     let b = randn_f16(n * k, 12);
     let (da, db) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap());
@@ -18,7 +24,7 @@ fn problem(gpu: &Gpu, m: usize, n: usize, k: usize) -> (Vec<f16>, Vec<f16>, kern
 #[test]
 #[ignore = "needs a Hopper GPU"]
 fn ragged_1000_cubed_and_other_edges_match_the_cpu_for_every_instance() {
-    let gpu = Gpu::new(0).unwrap();
+    let gpu = gpu_device();
     let cache = std::env::temp_dir().join(format!("kernel-ops-gpu-test-{}.tsv", std::process::id()));
     let mm = Matmul::with_cache(&gpu, cache).unwrap();
     for (m, n, k) in [(1000, 1000, 1000), (1, 8, 8), (257, 136, 72), (130, 264, 4104)] {
@@ -42,7 +48,7 @@ fn ragged_1000_cubed_and_other_edges_match_the_cpu_for_every_instance() {
 #[test]
 #[ignore = "needs a Hopper GPU"]
 fn refused_shapes_return_the_documented_error_and_launch_nothing() {
-    let gpu = Gpu::new(0).unwrap();
+    let gpu = gpu_device();
     let mm = Matmul::with_cache(&gpu, std::env::temp_dir().join("kernel-ops-gpu-test-unused.tsv")).unwrap();
     let (_, _, da, db, mut dc) = problem(&gpu, 64, 64, 64);
     let before = gpu.download(&dc).unwrap();
@@ -63,7 +69,7 @@ fn refused_shapes_return_the_documented_error_and_launch_nothing() {
 #[test]
 #[ignore = "needs a Hopper GPU"]
 fn tuning_caches_the_winner_and_the_entry_point_uses_it() {
-    let gpu = Gpu::new(0).unwrap();
+    let gpu = gpu_device();
     let path = std::env::temp_dir().join(format!("kernel-ops-tune-test-{}.tsv", std::process::id()));
     let _ = std::fs::remove_file(&path);
     let (m, n, k) = (1024, 1024, 512);
@@ -77,8 +83,21 @@ fn tuning_caches_the_winner_and_the_entry_point_uses_it() {
         assert_eq!(mm.tune(m, n, k, false, 1, 3).unwrap().len(), 1);
     }
     let text = std::fs::read_to_string(&path).unwrap();
-    assert!(text.contains(gpu.name()) && text.contains("\t1024\t1024\t512\t"), "{text}");
+    assert!(text.contains(gpu.as_gpu().unwrap().name()) && text.contains("\t1024\t1024\t512\t"), "{text}");
     let mm = Matmul::with_cache(&gpu, path.clone()).unwrap();
     assert!(instance(mm.instance_for(m, n, k).name).is_some());
     let _ = std::fs::remove_file(path);
+}
+
+#[test]
+#[ignore = "needs a Hopper GPU"]
+fn the_emulator_tests_host_code_passes_on_the_gpu() {
+    // The same functions as tests/norms.rs and tests/matmul_emu.rs, on a GPU
+    // and at larger shapes.
+    let gpu = gpu_device();
+    common::check_all::<f16>(4e-3, 64, 1024, &gpu);
+    common::check_all::<f16>(4e-3, 16, 8192, &gpu);
+    common::check_all::<bf16>(2e-2, 64, 2048, &gpu);
+    common::check_matmul(&gpu, (200, 136, 72), true);
+    common::check_matmul(&gpu, (2048, 1024, 512), true);
 }

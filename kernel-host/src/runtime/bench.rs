@@ -641,3 +641,109 @@ mod gpu_tests {
         }
     }
 }
+
+/// Runs `f` repeatedly for at least `ms` milliseconds (synchronizing every
+/// 8 runs), so that the GPU reaches the clock it holds under this load: an
+/// H100 at its power cap settles near 1.3 GHz under tensor-core work, while
+/// a launch right after idle runs at 1.55 GHz or more. Time after this.
+pub fn warm_up<F: FnMut() -> Result<()>>(gpu: &Gpu, ms: f64, mut f: F) -> Result<()> {
+    let start = std::time::Instant::now();
+    while start.elapsed().as_secs_f64() * 1e3 < ms {
+        for _ in 0..8 {
+            f()?;
+        }
+        gpu.synchronize()?;
+    }
+    Ok(())
+}
+
+/// The SM clock and board power sampled while something ran.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClockPower {
+    /// Median SM clock, MHz.
+    pub sm_mhz: f64,
+    /// Median board power, W.
+    pub power_w: f64,
+    /// Samples taken.
+    pub samples: usize,
+}
+
+impl std::fmt::Display for ClockPower {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:.0} MHz, {:.0} W ({} samples)", self.sm_mhz, self.power_w, self.samples)
+    }
+}
+
+/// Samples the SM clock and power of one GPU every 50 ms with `nvidia-smi`
+/// in the background, from [`ClockSampler::start`] to
+/// [`ClockSampler::stop`]. Without `nvidia-smi` it samples nothing and
+/// `stop` returns `None` (the figures are then reported without a clock).
+pub struct ClockSampler {
+    child: Option<std::process::Child>,
+}
+
+impl ClockSampler {
+    /// Starts sampling GPU `ordinal`.
+    pub fn start(ordinal: usize) -> ClockSampler {
+        let child = std::process::Command::new("nvidia-smi")
+            .args(["--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits", "-lms", "50", "-i"])
+            .arg(ordinal.to_string())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .ok();
+        ClockSampler { child }
+    }
+
+    /// Stops sampling and returns the medians, or `None` when nothing was
+    /// sampled.
+    pub fn stop(mut self) -> Option<ClockPower> {
+        let mut child = self.child.take()?;
+        let _ = child.kill();
+        let out = child.wait_with_output().ok()?;
+        parse_clock_power(&String::from_utf8_lossy(&out.stdout))
+    }
+}
+
+impl Drop for ClockSampler {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Medians of `nvidia-smi --query-gpu=clocks.sm,power.draw
+/// --format=csv,noheader,nounits` lines (`"1305, 697.52"`); malformed lines
+/// are skipped.
+pub fn parse_clock_power(text: &str) -> Option<ClockPower> {
+    let (mut mhz, mut w): (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
+    for line in text.lines() {
+        let mut f = line.split(',').map(str::trim);
+        if let (Some(Ok(c)), Some(Ok(p))) = (f.next().map(str::parse::<f64>), f.next().map(str::parse::<f64>)) {
+            mhz.push(c);
+            w.push(p);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    if mhz.is_empty() {
+        return None;
+    }
+    Some(ClockPower { samples: mhz.len(), sm_mhz: median(&mut mhz), power_w: median(&mut w) })
+}
+
+#[cfg(test)]
+mod clock_tests {
+    use super::*;
+
+    #[test]
+    fn clock_power_lines_give_medians_and_skip_junk() {
+        let c = parse_clock_power("1305, 697.52\n1290, 699.10\n[N/A], 12\n1320, 690.0\n").unwrap();
+        assert_eq!((c.sm_mhz, c.power_w, c.samples), (1305.0, 697.52, 3));
+        assert!(parse_clock_power("").is_none());
+    }
+}

@@ -148,7 +148,7 @@ fn run(dev: &Device, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     let device = format!("{} (sm_{major}{minor}, {sms} SMs)", gpu.name());
     println!("device: {device}");
     let blas = Blas::new(gpu)?;
-    let ops = Matmul::new(gpu)?;
+    let ops = Matmul::new(dev)?;
     let (blas, ops) = (&blas, &ops);
     let mut rows: Vec<Row> = Vec::new();
     let mut ok = true;
@@ -220,7 +220,7 @@ fn run(dev: &Device, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
                 let b_name = if layout == BLayout::NxK { "N x K" } else { "K x N" };
                 measure!(unsafe { &*pp }, name, "cublaslt", None, b_name, Box::new(move || {
                     let Problem { a, b, b_kn, c, .. } = unsafe { &mut *pp };
-                    lt.matmul(a.cuda()?, if layout == BLayout::NxK { b } else { b_kn }.cuda()?, c.cuda_mut()?)
+                    lt.matmul(a.cuda()?, if layout == BLayout::NxK { b.cuda()? } else { b_kn.cuda()? }, c.cuda_mut()?)
                 }));
             }
         }
@@ -251,7 +251,7 @@ fn run(dev: &Device, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
             measure!(unsafe { &*pp }, format!("kernel_ops::matmul ({}, {how})", inst.name), "library", None, "N x K", Box::new(move || {
                 // SAFETY: as above.
                 let Problem { a, b, c, .. } = unsafe { &mut *pp };
-                ops.matmul(a.cuda()?, (m, k), b.cuda()?, (n, k), c.cuda_mut()?).map_err(|e| match e {
+                ops.matmul(a, (m, k), b, (n, k), c).map_err(|e| match e {
                     kernel_ops::MatmulError::Cuda(e) => e,
                     other => kernel_host::Error::InvalidArgument { function: "bench", problem: other.to_string() },
                 })
