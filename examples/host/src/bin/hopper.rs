@@ -33,7 +33,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    println!("device: {} ({} SMs)", dev.describe(), dev.sm_count());
+    // A GPU's line names its SM count here; the emulator's says it itself.
+    let sms = if dev.is_gpu() { format!(" ({} SMs)", dev.sm_count()) } else { String::new() };
+    println!("device: {}{sms}", dev.describe());
     let on = if dev.is_gpu() { "" } else { " (emulator)" };
     let run = || -> Result<bool, Box<dyn std::error::Error>> {
         let mut ok = true;
