@@ -36,7 +36,7 @@
 use crate::layout::TileLayout;
 use crate::mbarrier::{BarrierRef, Barriers};
 use crate::smem::{Scratch, Smem};
-use crate::tcgen05::{AccumulatesInto, InstrDescriptor, Major, MmaAccum, SmemDescriptor, TcBarrierRef};
+use crate::tcgen05::{instr_descriptor, AccumulatesInto, Major, MmaAccum, SmemDescriptor, TcBarrierRef, TileDescriptor};
 use crate::tma::Tma;
 use crate::tmem::{Tmem, TmemElem};
 
@@ -124,9 +124,9 @@ pub mod raw {
     /// allocation; the descriptors describe SMEM at the same offsets in both
     /// CTAs, untouched until the MMA's commit is observed.
     #[inline(always)]
+    #[track_caller]
     pub unsafe fn mma_f16(d: u32, a: u64, b: u64, idesc: u32, accumulate: bool) {
-        #[cfg(target_arch = "nvptx64")]
-        {
+        device!("tcgen05.mma.cta_group::2", {
             let p = accumulate as u32;
             // SAFETY: caller contract; reads SMEM of both CTAs, writes TMEM (memory clobber).
             unsafe {
@@ -136,12 +136,10 @@ pub mod raw {
                     options(nostack)
                 )
             }
-        }
-        #[cfg(not(target_arch = "nvptx64"))]
-        {
-            let _ = (d, a, b, idesc, accumulate);
-            crate::host::no_emulator("tcgen05.mma.cta_group::2 (raw: use tcgen05_mma_kn_pair)")
-        }
+        }, host: {
+            use crate::tcgen05::{InstrDescriptor, Kind, SmemDescriptor};
+            kernel_emu::tcgen05::mma_pair(Kind::F16, d, SmemDescriptor(a), SmemDescriptor(b), InstrDescriptor(idesc), accumulate)
+        })
     }
 
     /// `cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.cta_group::2 [dst], [tmap, {c0, c1}], [bar];`
@@ -163,7 +161,8 @@ pub mod raw {
             }
         }, host: {
             let op = "cp.async.bulk.tensor.2d.cta_group::2 (partitioned load)";
-            crate::tma::emu_map::load(dst, tmap, &[c0, c1], bar, op)
+            // SAFETY: caller contract (`tmap` a `Tma` parameter's address).
+            unsafe { kernel_emu::tma::load(dst, tmap, &[c0, c1], bar, op) }
         })
     }
 }
@@ -375,18 +374,14 @@ where
         assert!(A::COLS % E::K == 0, "tcgen05.mma: the tiles' K must be a multiple of the instruction's K");
         assert!(<E as crate::tcgen05::MmaInput>::BITS == 16, "tcgen05.mma.cta_group::2: implemented for kind::f16");
     };
-    let idesc = const { InstrDescriptor::of::<E, D>(Major::K, Major::MN, 256, N as u32) };
+    let idesc = const { instr_descriptor::<E, D>(Major::K, Major::MN, 256, N as u32) };
     let (aa, ba) = (a.smem_addr(), b.smem_addr());
     let mut k = 0;
     while k < A::COLS {
         let da = SmemDescriptor::k_major::<A>(aa, 0, k);
         let db = SmemDescriptor::mn_major::<B>(ba, k, 0);
-        device!("tcgen05.mma.cta_group::2", {
-            // SAFETY: one leader thread (documented); descriptors from typed tiles.
-            unsafe { raw::mma_f16(acc.0.addr(), da.0, db.0, idesc.0, accumulate || k > 0) }
-        }, host: {
-            crate::tcgen05::emu_mma_pair::<E, D>(acc.0.addr(), da, db, N, accumulate || k > 0)
-        });
+        // SAFETY: one leader thread (documented); descriptors from typed tiles.
+        unsafe { raw::mma_f16(acc.0.addr(), da.0, db.0, idesc.0, accumulate || k > 0) };
         k += E::K;
     }
 }

@@ -23,7 +23,25 @@ pub(crate) fn no_emulator(op: &'static str) -> ! {
 /// stand-in (no emulator body yet) elsewhere.
 /// `device!("ptx.op", { nvptx64 body }, host: { emulator body })`: the PTX
 /// body on nvptx64, the CPU emulator's body (crate `kernel-emu`) elsewhere.
+/// `device!("ptx.op", { nvptx64 body }, host |op| { emulator body })`: as
+/// the previous, with `op: &'static str` bound to the operation's name in
+/// the emulator body (for its reports), so the name is written once.
+///
+/// The emulator body is one call into `kernel-emu` (which owns the
+/// emulator's semantics), or a short expression of the device API's own
+/// types.
 macro_rules! device {
+    ($op:literal, $body:block, host |$name:ident| $host:block) => {{
+        #[cfg(target_arch = "nvptx64")]
+        {
+            $body
+        }
+        #[cfg(not(target_arch = "nvptx64"))]
+        {
+            let $name: &'static str = $op;
+            $host
+        }
+    }};
     ($op:literal, $body:block, host: $host:block) => {{
         #[cfg(target_arch = "nvptx64")]
         {

@@ -4,67 +4,14 @@
 //! instance of a const-generic kernel); `kernel-host` reads it to launch with
 //! the right entry point, block shape, cluster shape and dynamic shared memory.
 //! [`DeviceCode`] is what a kernels crate embeds for the host: one
-//! [`DeviceImage`] per target architecture.
+//! [`DeviceImage`] per target architecture. [`Dim3`] and the launch limits
+//! are `kernel_spec`'s, re-exported here.
 
-/// A 3-D extent or index (`dim3` in CUDA).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Dim3 {
-    pub x: u32,
-    pub y: u32,
-    pub z: u32,
-}
-
-impl Dim3 {
-    pub const fn new(x: u32, y: u32, z: u32) -> Self {
-        Dim3 { x, y, z }
-    }
-    /// `x * y * z`.
-    pub const fn volume(self) -> u32 {
-        self.x * self.y * self.z
-    }
-}
-
-impl From<u32> for Dim3 {
-    fn from(x: u32) -> Self {
-        Dim3::new(x, 1, 1)
-    }
-}
-impl From<(u32, u32)> for Dim3 {
-    fn from((x, y): (u32, u32)) -> Self {
-        Dim3::new(x, y, 1)
-    }
-}
-impl From<(u32, u32, u32)> for Dim3 {
-    fn from((x, y, z): (u32, u32, u32)) -> Self {
-        Dim3::new(x, y, z)
-    }
-}
-
-impl core::fmt::Display for Dim3 {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "({}, {}, {})", self.x, self.y, self.z)
-    }
-}
-
-/// Shared memory one CTA may use on the H100 and the B200: 227 KB
-/// (`cudaDevAttrMaxSharedMemoryPerBlockOptin` = 232448 bytes).
-pub const MAX_SMEM_BYTES: usize = 232_448;
-
-/// Most threads in one CTA.
-pub const MAX_BLOCK_THREADS: u32 = 1024;
-
-/// Most CTAs in a cluster with portable launch (up to
-/// [`MAX_NON_PORTABLE_CLUSTER_CTAS`] with the non-portable opt-in).
-pub const MAX_CLUSTER_CTAS: u32 = 8;
-
-/// Most CTAs in a cluster of a kernel that opts in to non-portable cluster
-/// sizes (`#[kernel(.., non_portable_cluster)]`, [`KernelSpec::NON_PORTABLE_CLUSTER`]):
-/// 16 on the H100/H200 and the B200. The host sets
-/// `CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED` on such kernels when
-/// it loads them; whether a given size is schedulable (every CTA of a cluster
-/// on one GPC) depends on the GPU and on the CTA's resources, and is checked
-/// at launch.
-pub const MAX_NON_PORTABLE_CLUSTER_CTAS: u32 = 16;
+pub use kernel_spec::Dim3;
+/// The launch limits, defined in [`kernel_spec::limits`].
+pub use kernel_spec::limits::{
+    MAX_BLOCK_THREADS, MAX_CLUSTER_CTAS, MAX_NON_PORTABLE_CLUSTER_CTAS, MAX_SMEM_BYTES,
+};
 
 /// Static description of a kernel entry point, implemented by `#[kernel]`.
 ///

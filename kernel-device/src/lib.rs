@@ -6,8 +6,8 @@
 //! * on `nvptx64` an `asm!` (or `core::arch::nvptx` intrinsic) body whose doc
 //!   line is the exact PTX string and the PTX ISA section it implements;
 //! * elsewhere (the host), the CPU emulator's body, which calls crate
-//!   `kernel-emu` (TMA copies and wgmma included: see [`tma::emu_map`] and
-//!   [`wgmma`]). The host build also lets kernels crates type-check on stable
+//!   `kernel-emu`, which owns the emulator's semantics (`kernel_emu::tma`,
+//!   `kernel_emu::wgmma`, `kernel_emu::tcgen05`). The host build also lets kernels crates type-check on stable
 //!   Rust and `#[kernel]` emit host launch metadata from the same source.
 //!
 //! Layers, as in CUTLASS/CuTe and Pallas:MGPU:
@@ -44,7 +44,6 @@ pub mod array;
 pub mod cluster;
 pub mod cluster_barrier;
 pub mod fence;
-pub mod gemm;
 pub mod gmem;
 pub mod index;
 pub mod launch;

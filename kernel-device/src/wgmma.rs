@@ -24,78 +24,49 @@
 //!
 //! Operands in SMEM are [`crate::Tile`]s with a 32/64/128-byte swizzle, both
 //! K-major (`A: M x K`, `B: N x K`, K contiguous), as TMA writes them.
+//!
+//! On the CPU emulator (host builds) each op's body is one call into
+//! `kernel_emu::wgmma`, which owns the semantics: operand gathering through
+//! the descriptors, the MMA, the accumulator layout, and `wait_group` as a
+//! barrier of the warpgroup (named barrier `15 - warpgroup`: kernels run on
+//! the emulator leave named barriers 8..=15 to it).
 use crate::layout::{Swizzle, TileLayout};
 use crate::smem::Smem;
 use crate::array::{Array, Wgmma};
 
-/// `wgmma` is issued by 128 threads.
-pub const WARPGROUP_THREADS: u32 = 128;
+/// `wgmma` is issued by 128 threads (defined in `kernel-spec`).
+pub use kernel_spec::desc_wgmma::WARPGROUP_THREADS;
 /// M of every wgmma.
 pub const WGMMA_M: usize = 64;
 /// K of every 16-bit wgmma.
 pub const WGMMA_K: usize = 16;
 
-/// A wgmma shared-memory matrix descriptor (PTX ISA §9.7.15.5.1,
-/// "Matrix Descriptor Format"):
-///
-/// ```text
-/// bits  0..14  start address >> 4        (18-bit .shared::cta address)
-/// bits 16..30  leading-dimension byte offset >> 4
-/// bits 32..46  stride-dimension byte offset >> 4
-/// bits 49..52  base offset (0: tiles are pattern-aligned)
-/// bits 62..64  swizzle: 0 none, 1 128B, 2 64B, 3 32B
-/// ```
-#[repr(transparent)]
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub struct SmemDescriptor(pub u64);
+/// The wgmma shared-memory matrix descriptor (PTX ISA §9.7.15.5.1): its
+/// encoding, bit layout and decoding `Debug` are defined once in
+/// `kernel-spec`, which the emulator decodes with; [`TileDescriptor`] builds
+/// it for an operand tile.
+pub use kernel_spec::desc_wgmma::SmemDescriptor;
 
-impl SmemDescriptor {
-    /// Encodes a descriptor. Byte offsets are multiples of 16.
-    pub const fn new(start_addr: u32, leading_byte_offset: u32, stride_byte_offset: u32, swizzle: Swizzle) -> Self {
-        let mode: u64 = match swizzle {
-            Swizzle::None => 0,
-            Swizzle::B128 => 1,
-            Swizzle::B64 => 2,
-            Swizzle::B32 => 3,
-        };
-        SmemDescriptor(
-            ((start_addr as u64 & 0x3_FFFF) >> 4)
-                | ((((leading_byte_offset as u64) >> 4) & 0x3FFF) << 16)
-                | ((((stride_byte_offset as u64) >> 4) & 0x3FFF) << 32)
-                | (mode << 62),
-        )
-    }
-    /// Start address (bytes).
-    pub const fn start_addr(self) -> u32 {
-        ((self.0 & 0x3FFF) << 4) as u32
-    }
-    pub const fn leading_byte_offset(self) -> u32 {
-        (((self.0 >> 16) & 0x3FFF) << 4) as u32
-    }
-    pub const fn stride_byte_offset(self) -> u32 {
-        (((self.0 >> 32) & 0x3FFF) << 4) as u32
-    }
-    pub const fn swizzle(self) -> Swizzle {
-        match self.0 >> 62 {
-            1 => Swizzle::B128,
-            2 => Swizzle::B64,
-            3 => Swizzle::B32,
-            _ => Swizzle::None,
-        }
-    }
+/// The shared-memory matrix descriptors of operand tiles, for both formats
+/// (wgmma's [`SmemDescriptor`] and [`crate::tcgen05::SmemDescriptor`]: the
+/// canonical layouts are the same, the bits differ). Bring it into scope to
+/// write `SmemDescriptor::k_major::<Tile>(..)`.
+pub trait TileDescriptor: Sized {
+    /// The descriptor with these fields (byte offsets multiples of 16).
+    fn encode(start_addr: u32, leading_byte_offset: u32, stride_byte_offset: u32, swizzle: Swizzle) -> Self;
 
     /// The descriptor of the 8-row-group-strided, K-major sub-matrix of tile
-    /// `Tl` starting at row `row` and K element `k` (`k` a multiple of 16 /
-    /// size_of elem... any multiple of 16 bytes): the start address moves
-    /// inside the swizzle span and jumps between column blocks; the stride
-    /// between 8-row groups is `8 * span` bytes; the leading offset is unused
-    /// for swizzled K-major layouts (1 by convention).
+    /// `Tl` starting at row `row` and K element `k` (any multiple of 16
+    /// bytes): the start address moves inside the swizzle span and jumps
+    /// between column blocks; the stride between 8-row groups is
+    /// `8 * span` bytes; the leading offset is unused for swizzled K-major
+    /// layouts (1 by convention, PTX ISA §9.7.15.5.1 and §9.7.16.4.1).
     #[inline(always)]
-    pub fn k_major<Tl: TileLayout>(tile_addr: u32, row: usize, k: usize) -> Self {
+    fn k_major<Tl: TileLayout>(tile_addr: u32, row: usize, k: usize) -> Self {
         let kb = k * Tl::ELEM_BYTES;
         let span = Tl::BLOCK_ROW_BYTES;
         let addr = tile_addr as usize + (kb / span) * Tl::BLOCK_BYTES + row * span + kb % span;
-        SmemDescriptor::new(addr as u32, 16, (8 * span) as u32, Tl::SWIZZLE)
+        Self::encode(addr as u32, 16, (8 * span) as u32, Tl::SWIZZLE)
     }
 
     /// The descriptor of an MN-major operand (`B` stored `K x N`, N
@@ -107,20 +78,16 @@ impl SmemDescriptor {
     /// per 128/64/32-byte row, N chunks `LBO` = one column block apart, groups
     /// of 8 K-rows `SBO = 8 * span` apart.
     #[inline(always)]
-    pub fn mn_major<Tl: TileLayout>(tile_addr: u32, k_row: usize, mn_col: usize) -> Self {
+    fn mn_major<Tl: TileLayout>(tile_addr: u32, k_row: usize, mn_col: usize) -> Self {
         let addr = tile_addr as usize + (mn_col / Tl::BLOCK_COLS) * Tl::BLOCK_BYTES + k_row * Tl::BLOCK_ROW_BYTES;
-        SmemDescriptor::new(addr as u32, Tl::BLOCK_BYTES as u32, (8 * Tl::BLOCK_ROW_BYTES) as u32, Tl::SWIZZLE)
+        Self::encode(addr as u32, Tl::BLOCK_BYTES as u32, (8 * Tl::BLOCK_ROW_BYTES) as u32, Tl::SWIZZLE)
     }
 }
 
-impl core::fmt::Debug for SmemDescriptor {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("SmemDescriptor")
-            .field("start_addr", &format_args!("{:#x}", self.start_addr()))
-            .field("leading_byte_offset", &self.leading_byte_offset())
-            .field("stride_byte_offset", &self.stride_byte_offset())
-            .field("swizzle", &self.swizzle())
-            .finish()
+impl TileDescriptor for SmemDescriptor {
+    #[inline(always)]
+    fn encode(start_addr: u32, leading_byte_offset: u32, stride_byte_offset: u32, swizzle: Swizzle) -> Self {
+        SmemDescriptor::new(start_addr, leading_byte_offset, stride_byte_offset, swizzle)
     }
 }
 
@@ -262,8 +229,8 @@ macro_rules! wgmma_shape {
                         (true, false) => issue!("bf16", "0"),
                         (true, true) => issue!("bf16", "1"),
                     }
-                }, host: {
-                    emu::mma_f32(d, emu::ASrc::Smem(a), b, scale_d, trans_b, E::IS_BF16, "wgmma.mma_async (SS, f32 accumulator)")
+                }, host |op| {
+                    kernel_emu::wgmma::mma_f32(d, kernel_emu::wgmma::A::Smem(a), b, scale_d, trans_b, E::IS_BF16, op)
                 })
             }
             #[inline(always)]
@@ -290,8 +257,8 @@ macro_rules! wgmma_shape {
                         };
                     }
                     if E::IS_BF16 { issue!("bf16") } else { issue!("f16") }
-                }, host: {
-                    emu::mma_f32(d, emu::ASrc::Regs(a), b, scale_d, false, E::IS_BF16, "wgmma.mma_async (RS, f32 accumulator)")
+                }, host |op| {
+                    kernel_emu::wgmma::mma_f32(d, kernel_emu::wgmma::A::Regs(a), b, scale_d, false, E::IS_BF16, op)
                 })
             }
             #[inline(always)]
@@ -342,9 +309,7 @@ macro_rules! wgmma_shape {
                             options(nostack)
                         )
                     }
-                }, host: {
-                    emu::mma_f16(d, a, b, scale_d)
-                })
+                }, host |op| { kernel_emu::wgmma::mma_f16(d, a, b, scale_d, op) })
             }
             #[inline(always)]
             fn fence_operands_f16(d: &mut [u32; $regs / 2]) {
@@ -411,227 +376,6 @@ wgmma_shape!(
     ]
 );
 
-/// The CPU emulator's wgmma (host builds only).
-///
-/// Each emulated thread computes only its own fragment elements (the
-/// [`Acc::for_each_pair`] positions), reading A and B from SMEM through the
-/// descriptors when it issues the MMA, so the result is complete when the
-/// MMA returns. The SMEM operands are decoded as the canonical layouts of
-/// the swizzled descriptors (`span` = the swizzle's byte span, `e` = 2):
-///
-/// * K-major (A, and B without `trans_b`): element `(r, k)` (`k < 16`) at
-///   `start + (r / 8) * SBO + (r % 8) * span + k * e`;
-/// * MN-major (B with `trans_b`): element `(k, n)` at
-///   `start + (n / (span / e)) * LBO + (k / 8) * SBO + (k % 8) * span + (n % (span / e)) * e`;
-///
-/// then [`Swizzle::apply`] on the offset from the CTA's SMEM base (tiles are
-/// pattern-aligned). Products are summed in f32 (in `k` order) and added to
-/// the accumulator; `scale_d = false` overwrites it. With an f16 accumulator
-/// the stored f16 pair is converted to f32, the f32 sum added, and the result
-/// rounded back to f16 (round to nearest even) once per MMA.
-///
-/// `wgmma.wait_group` is a barrier of the warpgroup on the emulator (named
-/// barrier `15 - warpgroup`, 128 threads): the hardware instruction is
-/// warpgroup-aligned, and without the barrier a thread that ran ahead could
-/// let SMEM be overwritten before a slower thread of its warpgroup issued
-/// its MMA. So kernels run on the emulator must leave named barriers 8..=15
-/// to it. The A fragments of the register-A form are exchanged among the 4
-/// lanes that share a row (a quad of one warp) through an emulator-side
-/// table and two warp barriers.
-#[cfg(not(target_arch = "nvptx64"))]
-mod emu {
-    extern crate std;
-    use super::{SmemDescriptor, Swizzle};
-    use std::vec::Vec;
-    use crate::index::{thread_in_warpgroup, warp_idx, warpgroup_idx};
-
-    /// The named barrier the emulator's `wgmma.wait_group` uses for this
-    /// thread's warpgroup.
-    pub(super) fn sync_warpgroup() {
-        let wg = warpgroup_idx();
-        assert!(wg < 8, "wgmma: warpgroup {wg} (the emulator's wgmma barriers are 15 - warpgroup, 8 warpgroups at most)");
-        kernel_emu::bar_sync(15 - wg, super::WARPGROUP_THREADS);
-    }
-
-    /// A 16-bit element at SMEM offset `off` of this CTA, as f32.
-    fn read(smem: *const u8, size: usize, off: usize, bf16: bool) -> f32 {
-        if off + 2 > size {
-            // Reports the out-of-bounds access (never returns here).
-            kernel_emu::smem_ptr_range(off as u32, 2);
-        }
-        // SAFETY: `off + 2 <= size`: inside this CTA's SMEM buffer, which
-        // lives for the whole run; read_unaligned needs no alignment.
-        let bits = unsafe { (smem.add(off) as *const u16).read_unaligned() };
-        if bf16 {
-            half::bf16::from_bits(bits).to_f32()
-        } else {
-            half::f16::from_bits(bits).to_f32()
-        }
-    }
-
-    fn span(d: SmemDescriptor, op: &str) -> usize {
-        let s = d.swizzle().bytes();
-        assert!(s != 0, "{op}: unswizzled wgmma operands are not emulated (the crate only makes swizzled ones)");
-        s
-    }
-
-    /// Element `(r, k)` of a K-major operand; its 16-byte chunk goes to `seen`.
-    #[allow(clippy::too_many_arguments)]
-    fn k_major(smem: *const u8, size: usize, d: SmemDescriptor, r: usize, k: usize, bf16: bool, op: &str, seen: &mut Vec<u32>) -> f32 {
-        let span = span(d, op);
-        let off = d.start_addr() as usize + (r / 8) * d.stride_byte_offset() as usize + (r % 8) * span + k * 2;
-        let off = d.swizzle().apply(off);
-        seen.push(off as u32 & !15);
-        read(smem, size, off, bf16)
-    }
-
-    /// Element `(k, n)` of an MN-major operand; its 16-byte chunk goes to `seen`.
-    #[allow(clippy::too_many_arguments)]
-    fn mn_major(smem: *const u8, size: usize, d: SmemDescriptor, k: usize, n: usize, bf16: bool, op: &str, seen: &mut Vec<u32>) -> f32 {
-        let span = span(d, op);
-        let per = span / 2;
-        let off = d.start_addr() as usize
-            + (n / per) * d.leading_byte_offset() as usize
-            + (k / 8) * d.stride_byte_offset() as usize
-            + (k % 8) * span
-            + (n % per) * 2;
-        let off = d.swizzle().apply(off);
-        seen.push(off as u32 & !15);
-        read(smem, size, off, bf16)
-    }
-
-    /// The 16-byte chunks in `seen` as sorted, merged half-open ranges.
-    fn chunk_ranges(mut seen: Vec<u32>) -> Vec<kernel_emu::Range> {
-        seen.sort_unstable();
-        seen.dedup();
-        let mut out: Vec<kernel_emu::Range> = Vec::new();
-        for c in seen {
-            match out.last_mut() {
-                Some(last) if last.1 == c => last.1 = c + 16,
-                _ => out.push((c, c + 16)),
-            }
-        }
-        out
-    }
-
-    /// Where A comes from.
-    pub(super) enum ASrc {
-        /// SMEM, through a K-major descriptor.
-        Smem(SmemDescriptor),
-        /// Registers: this thread's fragment.
-        Regs([u32; 4]),
-    }
-
-    /// The fragments of the 4 lanes of this thread's quad (the lanes that
-    /// hold rows `r` and `r + 8` of A), exchanged through a table keyed by
-    /// (this CTA's SMEM buffer, warp): unique among the runs alive.
-    fn quad_fragments(mine: [u32; 4]) -> [[u32; 4]; 4] {
-        extern crate std;
-        use std::collections::HashMap;
-        use std::sync::Mutex;
-        static TABLE: Mutex<Option<HashMap<(usize, u32), [[u32; 4]; 32]>>> = Mutex::new(None);
-        let key = (kernel_emu::smem_base() as usize, warp_idx());
-        let lane = kernel_emu::lane_id() as usize;
-        {
-            let mut t = TABLE.lock().unwrap_or_else(|e| e.into_inner());
-            t.get_or_insert_with(HashMap::new).entry(key).or_insert([[0; 4]; 32])[lane] = mine;
-        }
-        kernel_emu::warp_sync();
-        let quad = {
-            let t = TABLE.lock().unwrap_or_else(|e| e.into_inner());
-            let all = &t.as_ref().expect("written above")[&key];
-            let q = lane / 4 * 4;
-            [all[q], all[q + 1], all[q + 2], all[q + 3]]
-        };
-        // Nobody overwrites the table before every lane has read it.
-        kernel_emu::warp_sync();
-        quad
-    }
-
-    /// Computes this thread's `pairs` accumulator pairs of
-    /// `A[64 x 16] · B` and hands each to `out(pair, v0, v1)`.
-    /// The SMEM chunks this thread reads are checked against the async
-    /// proxy's view and recorded in its open wgmma group
-    /// (`kernel_emu::wgmma_operand_reads`).
-    #[track_caller]
-    pub(super) fn mma(pairs: usize, a: ASrc, b: SmemDescriptor, trans_b: bool, bf16: bool, op: &str, mut out: impl FnMut(usize, f32, f32)) {
-        kernel_emu::yield_point("wgmma.mma_async");
-        let mut seen: Vec<u32> = Vec::new();
-        let smem = kernel_emu::smem_base() as *const u8;
-        let size = kernel_emu::smem_size();
-        let t = thread_in_warpgroup() as usize;
-        let (w, l) = (t / 32, t % 32);
-        let (row0, col0) = (16 * w + l / 4, 2 * (l % 4));
-        // This thread's two A rows.
-        let mut arow = [[0f32; 16]; 2];
-        match a {
-            ASrc::Smem(da) => {
-                for (h, row) in arow.iter_mut().enumerate() {
-                    for (k, v) in row.iter_mut().enumerate() {
-                        *v = k_major(smem, size, da, row0 + 8 * h, k, bf16, op, &mut seen);
-                    }
-                }
-            }
-            ASrc::Regs(mine) => {
-                let quad = quad_fragments(mine);
-                let cvt = |bits: u16| if bf16 { half::bf16::from_bits(bits).to_f32() } else { half::f16::from_bits(bits).to_f32() };
-                for (h, row) in arow.iter_mut().enumerate() {
-                    for (k, v) in row.iter_mut().enumerate() {
-                        // Lane l%4 = (k % 8) / 2 of the quad; word h + 2 (k / 8); half k % 2.
-                        let word = quad[(k % 8) / 2][h + 2 * (k / 8)];
-                        *v = cvt((word >> (16 * (k % 2))) as u16);
-                    }
-                }
-            }
-        }
-        for q in 0..pairs / 2 {
-            let c = col0 + 8 * q;
-            let mut bcol = [[0f32; 16]; 2];
-            for (j, col) in bcol.iter_mut().enumerate() {
-                for (k, v) in col.iter_mut().enumerate() {
-                    *v = if trans_b { mn_major(smem, size, b, k, c + j, bf16, op, &mut seen) } else { k_major(smem, size, b, c + j, k, bf16, op, &mut seen) };
-                }
-            }
-            for h in 0..2 {
-                let dot = |col: &[f32; 16]| arow[h].iter().zip(col).fold(0f32, |s, (x, y)| s + x * y);
-                out(2 * q + h, dot(&bcol[0]), dot(&bcol[1]));
-            }
-        }
-        kernel_emu::wgmma_operand_reads(&chunk_ranges(seen), op);
-    }
-
-    /// As [`mma`] into f32 registers (`d[2p]`, `d[2p + 1]` for pair `p`).
-    #[track_caller]
-    pub(super) fn mma_f32(d: &mut [f32], a: ASrc, b: SmemDescriptor, scale_d: bool, trans_b: bool, bf16: bool, op: &str) {
-        mma(d.len() / 2, a, b, trans_b, bf16, op, |p, v0, v1| {
-            if scale_d {
-                d[2 * p] += v0;
-                d[2 * p + 1] += v1;
-            } else {
-                d[2 * p] = v0;
-                d[2 * p + 1] = v1;
-            }
-        });
-    }
-
-    /// As [`mma`] into f16x2 registers (register `p` holds pair `p`).
-    #[track_caller]
-    pub(super) fn mma_f16(d: &mut [u32], a: SmemDescriptor, b: SmemDescriptor, scale_d: bool) {
-        mma(d.len(), ASrc::Smem(a), b, false, false, "wgmma.mma_async (SS, f16 accumulator)", |p, v0, v1| {
-            let (lo, hi) = if scale_d {
-                (half::f16::from_bits(d[p] as u16).to_f32(), half::f16::from_bits((d[p] >> 16) as u16).to_f32())
-            } else {
-                (0.0, 0.0)
-            };
-            let pack = |x: f32| u32::from(half::f16::from_f32(x).to_bits());
-            d[p] = pack(lo + v0) | (pack(hi + v1) << 16);
-        });
-    }
-
-    #[allow(dead_code)]
-    fn _swizzle_is_used(_: Swizzle) {}
-}
-
 /// `wgmma.fence.sync.aligned;`: orders prior register/SMEM accesses of the
 /// accumulators and operands before the following `wgmma.mma_async`.
 /// Warpgroup-collective. [`Acc::mma`] issues it.
@@ -641,7 +385,7 @@ pub fn wgmma_fence() {
     device!("wgmma.fence", {
         // SAFETY: a fence; memory clobber.
         unsafe { core::arch::asm!("wgmma.fence.sync.aligned;", options(nostack, preserves_flags)) }
-    }, host: { kernel_emu::yield_point("wgmma.fence") })
+    }, host |op| { kernel_emu::yield_point(op) })
 }
 
 /// `wgmma.commit_group.sync.aligned;`: closes the group of MMAs issued
@@ -652,12 +396,7 @@ pub fn wgmma_commit_group() {
     device!("wgmma.commit_group", {
         // SAFETY: no operands.
         unsafe { core::arch::asm!("wgmma.commit_group.sync.aligned;", options(nostack, preserves_flags)) }
-    }, host: {
-        // Emulated MMAs complete at issue; the group only tracks the SMEM
-        // they read (for the emulator's in-flight check).
-        kernel_emu::wgmma_commit_group();
-        kernel_emu::yield_point("wgmma.commit_group")
-    })
+    }, host: { kernel_emu::wgmma::commit_group() })
 }
 
 /// `wgmma.wait_group.sync.aligned N;`: waits until at most `N` groups are
@@ -670,10 +409,9 @@ pub fn wgmma_wait<const N: u32>() {
         // SAFETY: waits only; memory clobber orders later SMEM reuse.
         unsafe { core::arch::asm!("wgmma.wait_group.sync.aligned {n};", n = const N, options(nostack, preserves_flags)) }
     }, host: {
-        // Emulated MMAs complete at issue; the wait is a barrier of the
-        // warpgroup (see the `emu` module) after retiring the groups.
-        kernel_emu::wgmma_wait_group(N);
-        emu::sync_warpgroup()
+        // Emulated MMAs complete at issue; the wait retires the groups and
+        // is a barrier of the warpgroup (see `kernel_emu::wgmma`).
+        kernel_emu::wgmma::wait_group(N)
     })
 }
 
@@ -978,18 +716,7 @@ mod tests {
     use crate::layout::{Swizzled, Tile};
     use half::f16;
 
-    #[test]
-    fn descriptor_fields_round_trip() {
-        let d = SmemDescriptor::new(0x1_2340, 16, 1024, Swizzle::B128);
-        assert_eq!(d.start_addr(), 0x1_2340);
-        assert_eq!(d.leading_byte_offset(), 16);
-        assert_eq!(d.stride_byte_offset(), 1024);
-        assert_eq!(d.swizzle(), Swizzle::B128);
-        // Worked by hand: (0x12340 >> 4) = 0x1234; LBO 1 << 16; SBO 64 << 32; mode 1 << 62.
-        assert_eq!(d.0, 0x1234 | (1 << 16) | (64u64 << 32) | (1u64 << 62));
-        assert_eq!(SmemDescriptor::new(0, 16, 512, Swizzle::B64).0 >> 62, 2);
-        assert_eq!(SmemDescriptor::new(0, 16, 256, Swizzle::B32).0 >> 62, 3);
-    }
+    // The encoding itself is tested in `kernel_spec::desc_wgmma`.
 
     #[test]
     fn k_major_descriptor_walks_k_inside_and_across_column_blocks() {

@@ -149,6 +149,10 @@ mod error;
 pub mod clc;
 pub mod race;
 pub mod tmem;
+mod operand;
+pub mod tcgen05;
+pub mod tma;
+pub mod wgmma;
 #[cfg(test)]
 mod tests;
 mod warp_ops;
@@ -169,10 +173,6 @@ pub const MAX_CTAS: usize = 64;
 pub const MAX_THREADS: usize = 4096;
 /// Default stack size of each emulated thread's OS thread.
 pub const DEFAULT_STACK_BYTES: usize = 256 * 1024;
-/// Hardware limits checked at launch.
-const MAX_BLOCK_THREADS: usize = 1024;
-const MAX_CLUSTER_CTAS: usize = 16;
-const MAX_SMEM_BYTES: usize = 227 * 1024;
 
 /// A launch: kernel name (for messages), grid, block and cluster shapes,
 /// dynamic shared memory per CTA, scheduler seed and step budget.
@@ -197,6 +197,10 @@ pub struct LaunchConfig {
     /// the cluster size): the others start only as running clusters finish,
     /// and may be canceled by cluster launch control ([`clc`]). 0: all.
     pub resident_clusters: u32,
+    /// Whether the kernel opts in to non-portable cluster sizes (up to
+    /// `kernel_spec::limits::MAX_NON_PORTABLE_CLUSTER_CTAS` CTAs instead of
+    /// `MAX_CLUSTER_CTAS`), as `#[kernel(.., non_portable_cluster)]` does.
+    pub non_portable_cluster: bool,
 }
 
 impl LaunchConfig {
@@ -212,6 +216,7 @@ impl LaunchConfig {
             seed: 0,
             max_steps: 10_000_000,
             resident_clusters: 0,
+            non_portable_cluster: false,
         }
     }
 }
@@ -310,50 +315,28 @@ fn stack_bytes() -> usize {
         .unwrap_or(DEFAULT_STACK_BYTES)
 }
 
-/// Checks the launch shape: hardware rules (as [`EmuError::Misuse`] at
-/// `"launch"`) and the emulator's size limits ([`EmuError::TooLarge`]).
+/// Checks the launch shape: the hardware's rules (`kernel_spec::launch`,
+/// the same check the host runs before a GPU launch; as [`EmuError::Misuse`]
+/// at `"launch"`), then the emulator's own size limits
+/// ([`EmuError::TooLarge`]).
 fn validate(cfg: &LaunchConfig) -> Result<(), EmuError> {
-    let misuse = |rule: &str, detail: String| EmuError::Misuse {
-        kernel: cfg.kernel.clone(),
-        rule: rule.to_string(),
-        where_: "launch".to_string(),
-        detail,
+    let shape = kernel_spec::launch::LaunchShape {
+        grid: cfg.grid.into(),
+        block: cfg.block.into(),
+        cluster: cfg.cluster.into(),
+        non_portable_cluster: cfg.non_portable_cluster,
+        smem_bytes: cfg.smem_bytes as u64,
     };
-    for (d, axis) in ["x", "y", "z"].into_iter().enumerate() {
-        let (g, b, c) = (cfg.grid[d], cfg.block[d], cfg.cluster[d]);
-        if g == 0 || b == 0 || c == 0 {
-            return Err(misuse(
-                "launch dimensions are non-zero",
-                format!("grid.{axis} = {g}, block.{axis} = {b}, cluster.{axis} = {c}"),
-            ));
-        }
-        if g % c != 0 {
-            return Err(misuse(
-                "the grid is a non-zero multiple of the cluster shape in every dimension",
-                format!("grid.{axis} = {g}, cluster.{axis} = {c}"),
-            ));
-        }
+    if let Err(p) = kernel_spec::launch::check_launch(&shape) {
+        return Err(EmuError::Misuse {
+            kernel: cfg.kernel.clone(),
+            rule: p.rule().to_string(),
+            where_: "launch".to_string(),
+            detail: p.to_string(),
+        });
     }
     let count = |v: [u32; 3]| v.iter().map(|&x| x as usize).product::<usize>();
-    let (ctas, tpc, cluster) = (count(cfg.grid), count(cfg.block), count(cfg.cluster));
-    if tpc > MAX_BLOCK_THREADS {
-        return Err(misuse(
-            "at most 1024 threads per CTA",
-            format!("block {:?} has {tpc} threads", cfg.block),
-        ));
-    }
-    if cluster > MAX_CLUSTER_CTAS {
-        return Err(misuse(
-            "at most 16 CTAs per cluster",
-            format!("cluster {:?} has {cluster} CTAs", cfg.cluster),
-        ));
-    }
-    if cfg.smem_bytes > MAX_SMEM_BYTES {
-        return Err(misuse(
-            "at most 227 KiB (232448 bytes) of dynamic shared memory per CTA",
-            format!("smem_bytes = {}", cfg.smem_bytes),
-        ));
-    }
+    let (ctas, tpc) = (count(cfg.grid), count(cfg.block));
     if ctas > MAX_CTAS || ctas * tpc > MAX_THREADS {
         return Err(EmuError::TooLarge {
             kernel: cfg.kernel.clone(),

@@ -336,7 +336,12 @@ impl DeviceBuild {
             .args(["--config", "profile.release.lto=\"fat\"", "--config", "profile.release.codegen-units=1"])
             .args(["--config", "profile.release.debug=0", "--config", "profile.release.incremental=false"])
             .args(["--", "--emit=asm", "-Zno-link"])
-            .env("CARGO_ENCODED_RUSTFLAGS", rustflags.join("\x1f"));
+            .env("CARGO_ENCODED_RUSTFLAGS", rustflags.join("\x1f"))
+            // `#[kernel]` emits PTX entries only in this crate, not in the
+            // kernels crates it depends on (kernel_macros::kernel,
+            // `is_device_build_root`): their kernels are in their own
+            // DEVICE_CODE.
+            .env("KERNEL_DEVICE_CRATE", &self.crate_name);
         let shown = format!("CARGO_ENCODED_RUSTFLAGS='{}' {:?}", rustflags.join(" "), cmd);
         let output = cmd.output().map_err(|err| BuildError::Io { what: "run rustup".into(), err })?;
         if !output.status.success() {

@@ -26,13 +26,14 @@
 //! for `*mut T`, `&mut [u32]` for a `Semaphore`, scalars as themselves.
 //! A `Tma<Tl, RANK>` parameter takes `&EmuTensorMap<Tl, RANK>` (the
 //! emulator's tensor map). TMA copies run as asynchronous operations with
-//! lifetimes and wgmma completes when issued (see `kernel_device::tma::emu_map`,
-//! the wgmma module docs and `kernel_emu::race` for what is modeled); the
+//! lifetimes and wgmma completes when issued (see `kernel_emu::tma`,
+//! `kernel_emu::wgmma` and `kernel_emu::race` for what is modeled); the
 //! run stops at the first data race, with both accesses named
 //! ([`EmuError::Race`]).
 use kernel_device::launch::{Dim3, HostEntry};
 use kernel_device::layout::TileLayout;
-use kernel_device::tma::{emu_map, TensorMapParam};
+use kernel_device::tma::TensorMapParam;
+use kernel_emu::tma as emu_map;
 use kernel_device::Semaphore;
 use std::marker::PhantomData;
 
@@ -197,21 +198,9 @@ impl Emulator {
     /// arguments; `kernel_host::Device` launches through it).
     pub fn launch_params<K: HostEntry>(&self, grid: Dim3, params: K::Params) -> Result<RunReport, EmuError> {
         let (block, cluster) = (K::BLOCK, K::CLUSTER);
-        for (axis, g, c) in [
-            ("x", grid.x, cluster.x),
-            ("y", grid.y, cluster.y),
-            ("z", grid.z, cluster.z),
-        ] {
-            if g == 0 || g % c != 0 {
-                return Err(EmuError::Misuse {
-                    kernel: K::NAME.to_string(),
-                    rule: "the grid is a non-zero multiple of the cluster shape in every dimension"
-                        .into(),
-                    where_: "launch".into(),
-                    detail: format!("grid.{axis} = {g}, cluster.{axis} = {c}"),
-                });
-            }
-        }
+        // `kernel_emu::run` checks the launch (grid, block, cluster, shared
+        // memory) with `kernel_spec::launch::check_launch`, the check a GPU
+        // launch runs, then the emulator's own capacity.
         let cfg = kernel_emu::LaunchConfig {
             kernel: K::NAME.to_string(),
             grid: [grid.x, grid.y, grid.z],
@@ -220,7 +209,8 @@ impl Emulator {
             smem_bytes: K::SMEM_BYTES as usize,
             seed: self.seed,
             max_steps: self.max_steps,
-            resident_clusters: self.sms.map_or(0, |s| (s / (cluster.x * cluster.y * cluster.z)).max(1)),
+            resident_clusters: self.sms.map_or(0, |s| (s / cluster.volume().max(1)).max(1)),
+            non_portable_cluster: K::NON_PORTABLE_CLUSTER,
         };
         let params = Shared(params);
         // Capture the whole `&Shared` (Sync), not the field (a move closure
@@ -237,7 +227,7 @@ impl Emulator {
 /// tensor in host memory borrowed for `'a`.
 ///
 /// Its 128 bytes are the emulator's own encoding
-/// ([`kernel_device::tma::emu_map`]: magic word, global address, element
+/// ([`kernel_emu::tma`]: magic word, global address, element
 /// bytes, rank, dims, byte strides, box, swizzle, writable flag), not a
 /// driver `CUtensorMap`; a GPU `TensorMap` cannot be used on the emulator nor
 /// this one on a GPU. As in `kernel_host::TensorMap`, the box
@@ -263,24 +253,22 @@ impl<'a, Tl: TileLayout, const RANK: usize> EmuTensorMap<'a, Tl, RANK> {
     ) -> Result<Self, EmuError> {
         let e = Tl::ELEM_BYTES;
         let mut problems = Vec::new();
+        // The emulator's own rules: the dims match the map's rank, tile
+        // copies are of rank 2..=5, the tensor fits in the slice.
         if dims_outer_first.len() != RANK {
             problems.push(format!(
-                "{} dimensions for a map of rank {RANK}",
+                "{} dimensions ({dims_outer_first:?}) for a map of rank {RANK}: give one extent \
+                 per dimension, outermost first",
                 dims_outer_first.len()
             ));
         }
         if !(2..=emu_map::MAX_RANK).contains(&RANK) {
-            problems.push(format!("rank {RANK}: tile copies need a rank in 2..=5"));
-        }
-        if !matches!(e, 1 | 2 | 4 | 8) {
-            problems.push(format!("element size {e} bytes (1, 2, 4 or 8)"));
-        }
-        let addr = data as u64;
-        if addr == 0 || addr % 16 != 0 {
             problems.push(format!(
-                "global address {addr:#x} must be non-null and 16-byte aligned"
+                "rank {RANK}: tile copies need a rank in 2..={}",
+                emu_map::MAX_RANK
             ));
         }
+        let addr = data as u64;
         let mut dims = [1u64; emu_map::MAX_RANK];
         let mut strides = [0u64; emu_map::MAX_RANK];
         for (d, &x) in dims_outer_first
@@ -290,18 +278,13 @@ impl<'a, Tl: TileLayout, const RANK: usize> EmuTensorMap<'a, Tl, RANK> {
             .take(emu_map::MAX_RANK)
         {
             dims[d] = x as u64;
-            if x == 0 || x as u64 > 1 << 32 {
-                problems.push(format!("dims[{d}] = {x} must be in 1..=2^32"));
-            }
         }
+        // Row-major and contiguous: each stride is the span of the dimension
+        // below (`strides[0]` is the element size).
+        let rank = RANK.min(emu_map::MAX_RANK);
         let mut stride = e as u64;
-        for d in 0..RANK.min(emu_map::MAX_RANK) {
+        for d in 0..rank {
             strides[d] = stride;
-            if d > 0 && (stride % 16 != 0 || stride >= 1 << 40) {
-                problems.push(format!(
-                    "stride of dimension {d} = {stride} bytes must be a multiple of 16 below 2^40"
-                ));
-            }
             stride = stride.saturating_mul(dims[d]);
         }
         let total_bytes = stride;
@@ -312,31 +295,36 @@ impl<'a, Tl: TileLayout, const RANK: usize> EmuTensorMap<'a, Tl, RANK> {
             ));
         }
         let mut box_dims = [1u32; emu_map::MAX_RANK];
-        box_dims[0] = Tl::BLOCK_COLS as u32;
-        box_dims[1] = Tl::ROWS as u32;
-        for (d, &b) in box_dims.iter().enumerate().take(2) {
-            if b == 0 || b > 256 {
-                problems.push(format!("box dim {d} = {b} must be in 1..=256"));
-            }
-        }
-        let inner = Tl::BLOCK_COLS * e;
-        if inner % 16 != 0 {
-            problems.push(format!(
-                "box inner dimension {inner} bytes must be a multiple of 16"
-            ));
-        }
-        if Tl::SWIZZLE.bytes() != 0 && inner > Tl::SWIZZLE.bytes() {
-            problems.push(format!(
-                "box inner dimension {inner} bytes exceeds the swizzle span {}",
-                Tl::SWIZZLE.bytes()
-            ));
-        }
+        box_dims[0] = u32::try_from(Tl::BLOCK_COLS).unwrap_or(u32::MAX);
+        box_dims[1] = u32::try_from(Tl::ROWS).unwrap_or(u32::MAX);
+        // The driver's rules, checked as `TensorMap` (GPU) checks them: one
+        // validator for both (`kernel_spec::tensor_map`).
+        let desc = kernel_spec::tensor_map::MapDesc {
+            elem_bytes: e as u64,
+            global_address: addr,
+            dims: &dims[..rank],
+            strides_bytes: &strides[1..rank.max(1)],
+            box_dims: &box_dims[..rank],
+            element_strides: &[1; emu_map::MAX_RANK][..rank],
+            swizzle: Tl::SWIZZLE,
+        };
+        kernel_spec::tensor_map::check_map(&desc, |p| problems.push(p.to_string()));
         if !problems.is_empty() {
             return Err(EmuError::Misuse {
                 kernel: "EmuTensorMap".into(),
-                rule: "tensor map rules (cuTensorMapEncodeTiled, CUDA Driver API §6.30)".into(),
+                rule: format!("tensor map rules ({})", kernel_spec::tensor_map::SOURCE),
                 where_: "host".into(),
-                detail: problems.join("; "),
+                detail: format!(
+                    "EmuTensorMap<{}, {RANK}> over dims {dims_outer_first:?} (outermost first), \
+                     described innermost first as dims = {:?}, strides_bytes = {:?}, box_dims = \
+                     {:?}, swizzle = {:?}: {}",
+                    std::any::type_name::<Tl>(),
+                    desc.dims,
+                    desc.strides_bytes,
+                    desc.box_dims,
+                    desc.swizzle,
+                    problems.join("; ")
+                ),
             });
         }
         let map = emu_map::EmuMap {
@@ -403,5 +391,37 @@ impl<Tl: TileLayout, const RANK: usize> HostArg<TensorMapParam<Tl, RANK>>
 {
     fn into_param(self) -> TensorMapParam<Tl, RANK> {
         self.param
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TensorMapSpec;
+    use kernel_device::f16;
+    use kernel_device::layout::{Swizzled, Tile};
+
+    type T = Tile<f16, 64, 64, Swizzled<128>>;
+
+    #[repr(C, align(16))]
+    struct Aligned([f16; 64 * 100]);
+
+    #[test]
+    fn emulator_maps_are_checked_by_the_drivers_rules() {
+        let buf = Box::new(Aligned([f16::ZERO; 64 * 100]));
+        assert!(EmuTensorMap::<T>::new_2d(&buf.0[..64 * 64], 64, 64).is_ok());
+
+        // Rows of 100 f16 = 200 bytes: not a multiple of 16, as the GPU's
+        // TensorMap reports it, word for word (one validator).
+        let e = EmuTensorMap::<T>::new_2d(&buf.0, 64, 100).err().expect("a 200-byte row stride is refused");
+        let msg = e.to_string();
+        let gpu = TensorMapSpec::for_tile_2d::<T>(buf.0.as_ptr() as u64, 64, 100, 200).problems();
+        assert_eq!(gpu.len(), 1, "{gpu:#?}");
+        assert!(msg.contains(&gpu[0]), "{msg}\nvs the GPU map's: {}", gpu[0]);
+        assert!(msg.contains("`strides_bytes[0]` = 200") && msg.contains("dims [64, 100] (outermost first)"), "{msg}");
+
+        // The emulator's own rule: the tensor fits in the slice.
+        let e = EmuTensorMap::<T>::new_2d(&buf.0[..100], 64, 64).err().expect("a short slice is refused");
+        assert!(e.to_string().contains("the tensor needs 8192 bytes; the slice has 200"), "{e}");
     }
 }

@@ -179,6 +179,28 @@ fn unsendable_type(ty: &Type) -> Option<String> {
     }
 }
 
+/// Whether this expansion is in the crate the device build compiles, as
+/// opposed to a kernels crate it depends on. A kernels crate may depend on
+/// another (for its building blocks, or to re-export its kernels, as the
+/// examples' Hopper ladder re-exports `kernel_ops_kernels`' matmul); its
+/// nvptx build is one fat-LTO cdylib, which would export every
+/// `#[no_mangle]` entry of every dependency: the dependency's kernels would
+/// be compiled, assembled and embedded a second time, in the wrong crate's
+/// `DEVICE_CODE`. `kernel_host::build` sets `KERNEL_DEVICE_CRATE` to the
+/// crate it builds (its lib name) for the nvptx cargo run; a dependency
+/// compiled in that run gets no PTX entries (its `KernelSpec` and host
+/// items are unchanged; its kernels are launched from its own
+/// `DEVICE_CODE`). Without the variable (host builds, a hand-run nvptx
+/// build) every crate gets its entries. The device build's target dir is
+/// per crate, so a dependency's cached nvptx artifacts always saw the same
+/// value.
+fn is_device_build_root() -> bool {
+    match (std::env::var("KERNEL_DEVICE_CRATE"), std::env::var("CARGO_CRATE_NAME")) {
+        (Ok(root), Ok(this)) => root == this,
+        _ => true,
+    }
+}
+
 fn lit_text(l: &Lit) -> String {
     match l {
         Lit::Int(i) => i.base10_digits().to_string(),
@@ -303,7 +325,9 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
         quote!(assert!(cols == 0, #msg);)
     };
     let budget_msg = format!(
-        "kernel `{name}`: its scratch parameters need more than 227 KB (232448 bytes) of shared memory, the most one CTA can use on H100/B200; use fewer stages or smaller tiles"
+        "kernel `{name}`: its scratch parameters need more than {} bytes ({} KiB) of shared memory, the most one CTA can use on the H100/H200 and the B200 (kernel_spec::limits::MAX_SMEM_BYTES); use fewer stages or smaller tiles",
+        kernel_spec::limits::MAX_SMEM_BYTES,
+        kernel_spec::limits::MAX_SMEM_BYTES / 1024
     );
 
     // One KernelSpec impl and one PTX entry point per instance.
@@ -311,8 +335,10 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
         Some((_, list)) => list.clone(),
         None => vec![Vec::new()],
     };
-    // The device items exist on nvptx64, and only for `arch` if given.
+    // The device items exist on nvptx64, and only for `arch` if given, and
+    // only in the crate the device build is for (see `is_device_build_root`).
     let device_cfg = match &opts.arch {
+        _ if !is_device_build_root() => quote!(#[cfg(any())]),
         Some(a) => quote!(#[cfg(all(target_arch = "nvptx64", target_feature = #a))]),
         None => quote!(#[cfg(target_arch = "nvptx64")]),
     };

@@ -3,15 +3,14 @@ use proc_macro2::{Span, TokenStream};
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::{parenthesized, Error, Expr, ExprLit, ExprTuple, Ident, Lit, LitInt, Token};
+// The block and cluster rules (and their messages) are `kernel_spec`'s, as
+// the host and the emulator check them at launch.
+use kernel_spec::launch::{check_block, check_cluster};
+use kernel_spec::Dim3;
 
 pub const VALID_OPTIONS: &str = "`block`, `cluster`, `non_portable_cluster`, `instances`, `arch`";
 /// Architectures a kernel can be restricted to.
 pub const ARCHS: [&str; 2] = ["sm_90a", "sm_100a"];
-pub const MAX_BLOCK_THREADS: u64 = 1024;
-/// The portable cluster size (`kernel_device::launch::MAX_CLUSTER_CTAS`).
-pub const MAX_CLUSTER_CTAS: u64 = 8;
-/// With `non_portable_cluster` (`kernel_device::launch::MAX_NON_PORTABLE_CLUSTER_CTAS`).
-pub const MAX_NON_PORTABLE_CLUSTER_CTAS: u64 = 16;
 
 #[derive(Clone, Copy, Debug)]
 pub struct Dims {
@@ -24,6 +23,23 @@ pub struct Dims {
 impl Dims {
     pub fn volume(&self) -> u64 {
         self.x.saturating_mul(self.y).saturating_mul(self.z)
+    }
+
+    /// As a [`Dim3`]; an error on `span` when a dimension is over `u32::MAX`.
+    fn to_dim3(self, what: &str) -> Result<Dim3, Error> {
+        match (u32::try_from(self.x), u32::try_from(self.y), u32::try_from(self.z)) {
+            (Ok(x), Ok(y), Ok(z)) => Ok(Dim3::new(x, y, z)),
+            _ => Err(Error::new(
+                self.span,
+                format!(
+                    "{what} ({}, {}, {}) has a dimension over u32::MAX = {}, far over the hardware's limits",
+                    self.x,
+                    self.y,
+                    self.z,
+                    u32::MAX
+                ),
+            )),
+        }
     }
 }
 
@@ -212,37 +228,25 @@ pub fn parse(attr: TokenStream, errors: &mut Vec<Error>) -> Options {
             }
         }
     }
+    // The rules and their messages are `kernel_spec::launch`'s (the same
+    // ones `kernel_host::check_launch` and the emulator apply).
     let b = opts.block;
-    if b.x == 0 || b.y == 0 || b.z == 0 || b.volume() > MAX_BLOCK_THREADS {
-        errors.push(Error::new(
-            b.span,
-            format!(
-                "a block has 1 to {MAX_BLOCK_THREADS} threads (every dimension at least 1); this one has {} x {} x {} = {}",
-                b.x,
-                b.y,
-                b.z,
-                b.volume()
-            ),
-        ));
+    match b.to_dim3("the block") {
+        Ok(block) => {
+            if let Err(p) = check_block(block) {
+                errors.push(Error::new(b.span, p.to_string()));
+            }
+        }
+        Err(e) => errors.push(e),
     }
     let c = opts.cluster;
-    let (n, shape) = (c.volume(), format!("{} x {} x {} = {}", c.x, c.y, c.z, c.volume()));
-    if c.x == 0 || c.y == 0 || c.z == 0 {
-        errors.push(Error::new(c.span, format!("every cluster dimension is at least 1; this one has {shape}")));
-    } else if n > MAX_NON_PORTABLE_CLUSTER_CTAS {
-        errors.push(Error::new(
-            c.span,
-            format!(
-                "a cluster has at most {MAX_NON_PORTABLE_CLUSTER_CTAS} CTAs (the hardware's largest, non-portable, cluster size); this one has {shape}: use a cluster of at most {MAX_NON_PORTABLE_CLUSTER_CTAS} CTAs"
-            ),
-        ));
-    } else if n > MAX_CLUSTER_CTAS && !opts.non_portable_cluster {
-        errors.push(Error::new(
-            c.span,
-            format!(
-                "a cluster has 1 to {MAX_CLUSTER_CTAS} CTAs (the portable limit); this one has {shape}: add `non_portable_cluster` to `#[kernel(...)]` to opt in to clusters of up to {MAX_NON_PORTABLE_CLUSTER_CTAS} CTAs (the host then allows them when it loads the kernel; a GPU that cannot co-schedule them is a launch error), or use at most {MAX_CLUSTER_CTAS} CTAs"
-            ),
-        ));
+    match c.to_dim3("the cluster") {
+        Ok(cluster) => {
+            if let Err(p) = check_cluster(cluster, opts.non_portable_cluster) {
+                errors.push(Error::new(c.span, p.to_string()));
+            }
+        }
+        Err(e) => errors.push(e),
     }
     opts
 }

@@ -1,9 +1,35 @@
 //! What every side of the project must agree on, defined once: the
 //! `#[kernel]` macro, the CPU emulator, the device API and the host runtime
 //! all depend on this crate, and none of them defines a hardware limit, an
-//! encoding or a rule of its own.
+//! encoding or a rule of its own (`tests/one_definition.rs` greps the
+//! workspace for copies).
 //!
-//! `no_std`, no dependencies: it builds for `nvptx64-nvidia-cuda`, for the
-//! host and inside the proc-macro.
+//! | module | what | used by |
+//! |---|---|---|
+//! | [`dim3`] | [`Dim3`], CUDA's `dim3` | everyone; re-exported as `kernel_device::Dim3` |
+//! | [`limits`] | the launch limits: threads per CTA, `block.z`, cluster CTAs (portable and not), dynamic SMEM per CTA, grid extents | `kernel-macros` (options), `kernel_device::launch` (re-exports), `kernel-host`, `kernel-emu` |
+//! | [`launch`] | [`check_launch`](launch::check_launch) and its parts, and [`LaunchProblem`](launch::LaunchProblem) whose message names the rule, the values and the fix | `#[kernel]` (block and cluster options), `kernel_host::check_launch`, `Emulator::launch`, `kernel_emu::run` |
+//! | [`swizzle`] | [`Swizzle`], the TMA/wgmma swizzle modes, and `find_swizzle` | `kernel_device::layout` (re-exports; its type-level layouts build on it), the host's tensor maps, the emulator |
+//! | [`tensor_map`] | the tiled tensor-map limits and rules, [`check_map`](tensor_map::check_map) over a [`MapDesc`](tensor_map::MapDesc) | `kernel_host::TensorMapSpec::problems` (GPU maps), `kernel_host::emulate::EmuTensorMap` (the emulator's maps) |
+//!
+//! `no_std`, no `alloc`, no dependencies: it builds for
+//! `nvptx64-nvidia-cuda`, for the host and inside the proc-macro. Checks
+//! return one problem (`Result`) or report each through a callback; every
+//! problem type's `Display` is the message users see, so the wording of a
+//! rule lives here once and each caller only wraps it in its own error type.
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
+
+#[cfg(test)]
+extern crate std;
+
+pub mod desc_tcgen05;
+pub mod desc_wgmma;
+pub mod dim3;
+pub mod launch;
+pub mod limits;
+pub mod swizzle;
+pub mod tensor_map;
+
+pub use dim3::Dim3;
+pub use swizzle::Swizzle;

@@ -51,7 +51,7 @@ fn tile_n_256_instances_match_the_cpu_reference() {
 use kernel_device::f16;
 use kernel_host::emulate::{EmuError, EmuTensorMap};
 use kernel_host::{randn_f16, reference_gemm_nt, rel_frobenius_error};
-use kernels::blackwell::planted::{self, PA, PB};
+use kernel_fixtures::blackwell::planted::{self, PA, PB};
 
 /// Runs `tmem_protocol` with `variant` under `emu`; the output on success.
 fn protocol(emu: &Emulator, variant: u32) -> Result<Vec<f32>, EmuError> {

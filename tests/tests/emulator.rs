@@ -3,8 +3,8 @@
 //! the expected message.
 use examples::FIRST_EXAMPLES;
 use kernel_host::emulate::{EmuError, Emulator};
+use kernel_fixtures::planted;
 use kernel_host::Device;
-use kernels::planted;
 
 const SEEDS: [u64; 4] = [1, 2, 3, 0xDEAD_BEEF];
 
@@ -284,7 +284,7 @@ fn deadlock_report_names_the_kernel_source_line() {
     eprintln!("{msg}");
     assert!(matches!(e, EmuError::Deadlock { .. }), "{msg}");
     assert!(
-        msg.contains("examples/kernels/src/planted.rs:"),
+        msg.contains("tests/fixtures/src/planted.rs:"),
         "the deadlock report does not name the kernel's line: {msg}"
     );
 }
@@ -627,7 +627,7 @@ macro_rules! run_collective_planted {
 /// false`) clean and correct under the same schedules.
 #[test]
 fn blackwell_planted_collective_bugs_are_reported_and_twins_are_clean() {
-    use kernels::blackwell::planted_collective::{collective_copy, store_done_skipped};
+    use kernel_fixtures::blackwell::planted_collective::{collective_copy, store_done_skipped};
     for emu in Emulator::schedules(600, 4) {
         let s = emu.seed();
         let ok = run_collective_planted!(collective_copy<0>, emu, (2u32, 1u32), (256, 128, 256)).unwrap_or_else(|e| panic!("seed {s}: twin: {e}"));
@@ -664,8 +664,8 @@ fn divergent_and_exited_lanes_at_a_warp_collective_are_misuses() {
         let e = expect_err(emu.seed(), emu.launch::<planted::divergent_shuffle, _>(1u32, (&mut y[..],)));
         let msg = e.to_string();
         assert!(matches!(e, EmuError::Misuse { .. }) && msg.contains("warp collective not converged"), "seed {}: {msg}", emu.seed());
-        assert!(msg.contains("lanes 0-15 at shfl.sync.bfly.b32 (at examples/kernels/src/planted.rs"), "seed {}: {msg}", emu.seed());
-        assert!(msg.contains("lanes 16-31 at shfl.sync.bfly.b32 (at examples/kernels/src/planted.rs"), "seed {}: {msg}", emu.seed());
+        assert!(msg.contains("lanes 0-15 at shfl.sync.bfly.b32 (at tests/fixtures/src/planted.rs"), "seed {}: {msg}", emu.seed());
+        assert!(msg.contains("lanes 16-31 at shfl.sync.bfly.b32 (at tests/fixtures/src/planted.rs"), "seed {}: {msg}", emu.seed());
         let e = expect_err(emu.seed(), emu.launch::<planted::reduce_after_exit, _>(1u32, (&mut y[..],)));
         let msg = e.to_string();
         assert!(

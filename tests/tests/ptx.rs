@@ -1,6 +1,8 @@
 //! Every example kernel builds for sm_90a and sm_100a and assembles with
 //! ptxas 13.0, with no spills and no local-memory stack, and its PTX holds
-//! the instructions the kernel is about.
+//! the instructions the kernel is about; so do the test fixtures
+//! (`kernel_fixtures`) and the library's matmul kernels that are the Hopper
+//! ladder's steps 4 and 5.
 //!
 //! These tests need ptxas at build time (`tools/install-ptxas.sh`; the
 //! README's test command runs it): without it the images have no cubin and
@@ -231,13 +233,11 @@ fn cubins_are_elf_for_the_right_arch() {
     }
 }
 
-/// Every kernel of the examples crate is listed in its crate docs' table.
-#[test]
-fn every_example_kernel_is_listed_in_the_crate_docs() {
-    let docs = include_str!("../../examples/kernels/src/lib.rs");
+/// The kernels of `code` missing from the crate docs' table `docs`.
+fn unlisted_kernels(code: &DeviceCode, docs: &str) -> Vec<String> {
     let mut missing = Vec::new();
     // Every image: the sm_100a-only kernels are only in the sm_100a one.
-    for line in code().images.iter().flat_map(|i| i.ptx.lines()) {
+    for line in code.images.iter().flat_map(|i| i.ptx.lines()) {
         let Some(rest) = line.trim_start().strip_prefix(".visible .entry ").or_else(|| line.trim_start().strip_prefix(".entry ")) else {
             continue;
         };
@@ -250,10 +250,52 @@ fn every_example_kernel_is_listed_in_the_crate_docs() {
     }
     missing.sort();
     missing.dedup();
+    missing
+}
+
+/// Every kernel of the examples crate is listed in its crate docs' table.
+#[test]
+fn every_example_kernel_is_listed_in_the_crate_docs() {
+    let missing = unlisted_kernels(code(), include_str!("../../examples/kernels/src/lib.rs"));
     assert!(missing.is_empty(), "kernels missing from the table in examples/kernels/src/lib.rs: {missing:?}");
 }
 
-/// The Hopper ladder (steps 2 to 5): `(entry, wgmma form, wgmmas in the
+// ----- the test fixtures (deliberately broken kernels) ---------------------------
+
+/// The fixtures crate (`tests/fixtures`): its racy kernels are never
+/// launched on a GPU, but they are built for both architectures and
+/// assembled by ptxas 13.0 like every other kernel, with no stack frame and
+/// no spills, and each is listed in the crate docs' table.
+#[test]
+fn fixtures_are_assembled_for_both_architectures_with_no_spills() {
+    let code = &kernel_fixtures::DEVICE_CODE;
+    let archs: Vec<&str> = code.images.iter().map(|i| i.arch).collect();
+    assert_eq!(archs, ARCHS);
+    for arch in ARCHS {
+        let img = code.image(arch).expect("listed above");
+        assert!(img.ptx.contains(&format!(".target {arch}")), "fixtures {arch}: wrong .target");
+        assert!(!img.cubin.is_empty(), "fixtures {arch}: no cubin: ptxas was not found when the fixtures were built (tools/install-ptxas.sh)");
+        assert_eq!(&img.cubin[..4], b"\x7fELF", "fixtures {arch}: not an ELF cubin");
+        assert!(img.ptxas_report.contains("release 13.0"), "fixtures {arch}: expected ptxas 13.0:\n{}", img.ptxas_report);
+        let entries: Vec<&str> = img
+            .ptxas_report
+            .lines()
+            .filter_map(|l| l.split("Compiling entry function '").nth(1))
+            .filter_map(|r| r.split('\'').next())
+            .collect();
+        assert!(entries.len() >= 60, "fixtures {arch}: ptxas compiled {} entries:\n{}", entries.len(), img.ptxas_report);
+        for name in entries {
+            assert_eq!(ptxas_numbers(img.ptxas_report, name, arch), (0, 0, 0), "fixtures {arch} {name}: stack frame / spills");
+        }
+        // No example kernel is compiled into the fixtures (they only use
+        // the examples' tile types and helpers).
+        assert!(!img.ptx.contains(".entry increment("), "fixtures {arch}: holds the examples' kernels");
+    }
+    let missing = unlisted_kernels(code, include_str!("../fixtures/src/lib.rs"));
+    assert!(missing.is_empty(), "kernels missing from the table in tests/fixtures/src/lib.rs: {missing:?}");
+}
+
+/// The Hopper ladder (steps 2 to 7): `(entry, wgmma form, wgmmas in the
 /// PTX, instructions the step is about)`. Each entry is assembled for
 /// sm_90a only, with no stack frame, no spills and no wgmma serialization
 /// (the last checked for every entry by `assembled_by_ptxas_13_with_no_spills`).
@@ -261,37 +303,58 @@ const LADDER: &[(&str, &str, usize, &[&str])] = &[
     ("matmul_big_tiles__128_256_4_8", "m64n256k16", 4, &["setmaxnreg.dec.sync.aligned.u32 40", "setmaxnreg.inc.sync.aligned.u32 232", ".maxntid 384, 1, 1"]),
     ("matmul_big_tiles__256_128_4_8", "m64n128k16", 8, &["setmaxnreg.inc.sync.aligned.u32 232"]),
     ("matmul_persistent__128_256_3_8", "m64n256k16", 4, &["cp.async.bulk.wait_group.read 0", "%nctaid.x"]),
-    ("matmul_epilogue_overlap__128_256_4_8", "m64n256k16", 4, &["cp.async.bulk.wait_group.read 1", "cp.async.bulk.commit_group"]),
-    ("matmul_epilogue_overlap__256_128_3_8", "m64n128k16", 8, &["cp.async.bulk.wait_group.read 1"]),
-    (
-        "matmul_cluster_multicast__128_256_128_4_8",
-        "m64n256k16",
-        4,
-        &[".multicast::cluster", "mapa.shared::cluster", "mbarrier.arrive.shared::cluster.b64", "%clusterid.x", "%cluster_ctarank"],
-    ),
-    ("matmul_cluster_multicast__256_128_64_3_8", "m64n128k16", 8, &[".multicast::cluster"]),
     ("matmul_fewer_arrivals__128_256_128_4_8", "m64n256k16", 4, &[".multicast::cluster", "elect.sync", "mbarrier.arrive.shared::cluster.b64"]),
     ("matmul_pingpong__128_3_8", "m64n128k16", 8, &["barrier.arrive", "barrier.sync", "cp.async.bulk.wait_group.read 0"]),
 ];
 
+/// The ladder's steps 4 and 5 are `kernel-ops`' matmul kernels
+/// (`matmul_epilogue_overlap` = `matmul_persistent_ws`,
+/// `matmul_cluster_multicast` = `matmul_persistent_ws_cluster`), built into
+/// `kernel_ops_kernels::DEVICE_CODE` under the library's names: the same
+/// facts as [`LADDER`], checked in that image.
+const LADDER_LIBRARY: &[(&str, &str, usize, &[&str])] = &[
+    ("matmul_persistent_ws__128_256_4_8", "m64n256k16", 4, &["cp.async.bulk.wait_group.read 1", "cp.async.bulk.commit_group"]),
+    ("matmul_persistent_ws__256_128_3_8", "m64n128k16", 8, &["cp.async.bulk.wait_group.read 1"]),
+    (
+        "matmul_persistent_ws_cluster__128_256_128_4_8",
+        "m64n256k16",
+        4,
+        &[".multicast::cluster", "mapa.shared::cluster", "mbarrier.arrive.shared::cluster.b64", "%clusterid.x", "%cluster_ctarank"],
+    ),
+    ("matmul_persistent_ws_cluster__256_128_64_3_8", "m64n128k16", 8, &[".multicast::cluster"]),
+];
+
 #[test]
 fn hopper_ladder_is_assembled_without_spills_and_has_its_instructions() {
-    let img = image("sm_90a");
-    for (name, form, wgmmas, instrs) in LADDER {
-        let body = entry_body(img.ptx, name);
-        let mma = format!("wgmma.mma_async.sync.aligned.{form}.f32.f16.f16");
-        assert_eq!(body.matches("wgmma.mma_async").count(), *wgmmas, "{name}: wgmma count (one K step of 64)");
-        assert_eq!(body.matches(mma.as_str()).count(), *wgmmas, "{name}: every wgmma is {mma}");
-        for i in *instrs {
-            assert!(body.contains(i), "{name}: `{i}` missing from the PTX");
+    let library = |arch: &str| kernel_ops_kernels::DEVICE_CODE.image(arch).unwrap_or_else(|| panic!("kernel-ops kernels were not built for {arch}"));
+    for (sm90, sm100, table) in [(image("sm_90a"), image("sm_100a"), LADDER), (library("sm_90a"), library("sm_100a"), LADDER_LIBRARY)] {
+        for (name, form, wgmmas, instrs) in table {
+            let body = entry_body(sm90.ptx, name);
+            let mma = format!("wgmma.mma_async.sync.aligned.{form}.f32.f16.f16");
+            assert_eq!(body.matches("wgmma.mma_async").count(), *wgmmas, "{name}: wgmma count (one K step of 64)");
+            assert_eq!(body.matches(mma.as_str()).count(), *wgmmas, "{name}: every wgmma is {mma}");
+            for i in *instrs {
+                assert!(body.contains(i), "{name}: `{i}` missing from the PTX");
+            }
+            assert!(!body.contains(".local"), "{name}: uses local memory");
+            assert_eq!(ptxas_numbers(sm90.ptxas_report, name, "sm_90a"), (0, 0, 0), "{name}: stack frame / spills");
+            assert!(!sm100.ptx.contains(&format!(".entry {name}(")), "{name} is sm_90a-only");
         }
-        assert!(!body.contains(".local"), "{name}: uses local memory");
-        assert_eq!(ptxas_numbers(img.ptxas_report, name, "sm_90a"), (0, 0, 0), "{name}: stack frame / spills");
-        assert!(!image("sm_100a").ptx.contains(&format!(".entry {name}(")), "{name} is sm_90a-only");
     }
-    // Every instance of the ladder is in the image.
-    let entries = img.ptx.matches(".entry matmul_").count();
-    assert!(entries >= 18 + 9, "ladder and step 0/1 entries: {entries}");
+    // Every instance of the ladder is in its image: steps 2, 3, 6 and 7
+    // (3 + 3 + 3 + 2) and steps 0 and 1 (9) here, steps 4 and 5 (5 + 3) in
+    // the library's.
+    let entries = image("sm_90a").ptx.matches(".entry matmul_").count();
+    assert!(entries >= 11 + 9, "ladder and step 0/1 entries: {entries}");
+    let entries = library("sm_90a").ptx.matches(".entry matmul_persistent_ws").count();
+    assert_eq!(entries, 5 + 3, "kernel-ops matmul entries");
+    // The examples crate depends on kernel-ops-kernels, but a dependency's
+    // kernels are not compiled into the dependent's device code.
+    for arch in ARCHS {
+        for other in [".entry matmul_persistent_ws", ".entry rms_norm_f16__"] {
+            assert!(!image(arch).ptx.contains(other), "examples {arch}: holds kernel-ops' `{other}`");
+        }
+    }
 }
 
 /// Kernels built for sm_100a only (`#[kernel(arch = sm_100a)]`: tcgen05 and

@@ -1,10 +1,10 @@
-//! The bug-class suite (`kernels::races`) on the CPU emulator: every racy
+//! The bug-class suite (`kernel_fixtures::races`) on the CPU emulator: every racy
 //! kernel is reported, with the rule its bug breaks, under 4 scheduler
 //! seeds; every race-free twin runs clean and matches its CPU reference
 //! under the same seeds. Prints a table: kernel, class, caught on n/4 seeds.
 use kernel_device::f16;
 use kernel_host::emulate::{EmuError, EmuTensorMap, Emulator, RunReport};
-use kernels::races::{self as k, RTile, RT};
+use kernel_fixtures::races::{self as k, RTile, RT};
 
 const SEEDS: [u64; 4] = [1, 2, 3, 0xDEAD_BEEF];
 

@@ -85,9 +85,16 @@ fn unknown(name: &str) -> ExampleError {
     invalid("ladder", format!("unknown ladder instance `{name}`; known: {}", instances().iter().map(|i| i.name).collect::<Vec<_>>().join(", ")))
 }
 
+/// The ladder steps whose kernels are `kernel-ops`' matmul kernels
+/// (`kernel_ops_kernels::matmul`, re-exported by the ladder): they are in
+/// `kernel_ops_kernels::DEVICE_CODE`, not in `kernels::DEVICE_CODE`.
+pub const LIBRARY_STEPS: [u32; 2] = [4, 5];
+
 /// Prepares ladder instance `name` on `p`: the kernel handle and tensor maps
 /// are made once; the closure only launches. Persistent grids get
-/// `min(dev.sm_count(), tiles)` CTAs (see [`grid_for`]).
+/// `min(dev.sm_count(), tiles)` CTAs (see [`grid_for`]). Steps
+/// [`LIBRARY_STEPS`] launch from `kernel_ops_kernels::DEVICE_CODE`, the
+/// others from `kernels::DEVICE_CODE`.
 pub fn prepare<'p>(dev: &Device, name: &str, p: &'p mut Problem) -> Result<PreparedLaunch<'p>> {
     let sms = dev.sm_count();
     let (m, n, k) = (p.m, p.n, p.k);
@@ -98,11 +105,12 @@ pub fn prepare<'p>(dev: &Device, name: &str, p: &'p mut Problem) -> Result<Prepa
     macro_rules! instance {
         ($name:literal, $k:ty, $step:literal, $bm:literal, $bn:literal, $ct:ty, $bt:ty, $g:expr) => {
             if name == $name {
+                let code = if LIBRARY_STEPS.contains(&$step) { &kernel_ops_kernels::DEVICE_CODE } else { &kernels::DEVICE_CODE };
                 let (grid, mt, nt, ks) = grid_for($g, $bm, $bn, m, n, k, sms);
                 let a = TileMap::<ATileOf<$bm>>::new_2d(a, m, k)?;
                 let b = TileMap::<$bt>::new_2d(b, n, k)?;
                 let c = TileMap::<$ct>::new_2d_mut({ c }, m, n)?;
-                let kernel = dev.load(&kernels::DEVICE_CODE)?.kernel::<$k>()?;
+                let kernel = dev.load(code)?.kernel::<$k>()?;
                 return Ok(Box::new(move || kernel.launch(grid, (&a, &b, &c, mt, nt, ks))));
             }
         };

@@ -7,7 +7,7 @@
 
 use cudarc::driver::result::DriverError;
 use cudarc::driver::sys;
-use kernel_device::launch::{MAX_BLOCK_THREADS, MAX_CLUSTER_CTAS, MAX_NON_PORTABLE_CLUSTER_CTAS};
+use kernel_device::launch::MAX_CLUSTER_CTAS;
 use kernel_device::Dim3;
 use std::fmt;
 
@@ -94,125 +94,9 @@ impl fmt::Display for CudaError {
 }
 
 /// Why a launch configuration was rejected before reaching CUDA (see
-/// [`check_launch`](super::check_launch)).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LaunchProblem {
-    /// Some grid dimension is 0.
-    ZeroGrid { grid: Dim3 },
-    /// Some dimension of the kernel's `BLOCK` is 0.
-    ZeroBlock { block: Dim3 },
-    /// Some dimension of the kernel's `CLUSTER` is 0.
-    ZeroCluster { cluster: Dim3 },
-    /// The block has more than [`MAX_BLOCK_THREADS`] threads.
-    TooManyThreads { block: Dim3, threads: u64 },
-    /// `block.z` is over the hardware's 64.
-    BlockZTooLarge { block: Dim3 },
-    /// The cluster has more than [`MAX_CLUSTER_CTAS`] CTAs (the kernel does
-    /// not opt in to non-portable sizes), or more than
-    /// [`MAX_NON_PORTABLE_CLUSTER_CTAS`] (it does: `non_portable`).
-    TooManyClusterCtas {
-        cluster: Dim3,
-        ctas: u64,
-        non_portable: bool,
-    },
-    /// `grid.axis` is not a multiple of `cluster.axis`.
-    GridNotClusterMultiple {
-        axis: char,
-        grid: Dim3,
-        cluster: Dim3,
-    },
-    /// `grid.axis` is over the hardware limit `max`.
-    GridTooLarge { axis: char, grid: Dim3, max: u32 },
-}
-
-/// `d.axis` for `axis` in `'x'`, `'y'`, `'z'`.
-pub(crate) fn axis_of(d: Dim3, axis: char) -> u32 {
-    match axis {
-        'x' => d.x,
-        'y' => d.y,
-        _ => d.z,
-    }
-}
-
-impl fmt::Display for LaunchProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LaunchProblem::ZeroGrid { grid } => write!(
-                f,
-                "grid {grid} has a zero dimension: every grid dimension must be at least 1 \
-                 (CUDA rejects a launch with no CTAs); skip the launch when there is no work"
-            ),
-            LaunchProblem::ZeroBlock { block } => write!(
-                f,
-                "the kernel's BLOCK {block} has a zero dimension: every block dimension must be \
-                 at least 1; fix the kernel's block shape"
-            ),
-            LaunchProblem::ZeroCluster { cluster } => write!(
-                f,
-                "the kernel's CLUSTER {cluster} has a zero dimension: use (1, 1, 1) for a launch \
-                 without clusters"
-            ),
-            LaunchProblem::TooManyThreads { block, threads } => write!(
-                f,
-                "the kernel's BLOCK {block} has {threads} threads, more than the \
-                 {MAX_BLOCK_THREADS} a CTA may have; use a smaller block shape"
-            ),
-            LaunchProblem::BlockZTooLarge { block } => write!(
-                f,
-                "the kernel's BLOCK {block} has block.z = {}, more than the 64 CUDA allows; \
-                 put the threads in x or y instead",
-                block.z
-            ),
-            LaunchProblem::TooManyClusterCtas {
-                cluster,
-                ctas,
-                non_portable: false,
-            } => write!(
-                f,
-                "the kernel's CLUSTER {cluster} has {ctas} CTAs, more than the \
-                 {MAX_CLUSTER_CTAS} a portable cluster may have; use a cluster of at most \
-                 {MAX_CLUSTER_CTAS} CTAs, or (up to {MAX_NON_PORTABLE_CLUSTER_CTAS}) opt the kernel \
-                 in to non-portable cluster sizes with `#[kernel(.., non_portable_cluster)]`"
-            ),
-            LaunchProblem::TooManyClusterCtas {
-                cluster,
-                ctas,
-                non_portable: true,
-            } => write!(
-                f,
-                "the kernel's CLUSTER {cluster} has {ctas} CTAs, more than the \
-                 {MAX_NON_PORTABLE_CLUSTER_CTAS} a non-portable cluster may have (the hardware's \
-                 largest cluster); use a cluster of at most {MAX_NON_PORTABLE_CLUSTER_CTAS} CTAs"
-            ),
-            LaunchProblem::GridNotClusterMultiple {
-                axis,
-                grid,
-                cluster,
-            } => {
-                let g = axis_of(*grid, *axis);
-                let c = axis_of(*cluster, *axis);
-                let up = g.div_ceil(c) * c;
-                let down = g / c * c;
-                write!(
-                    f,
-                    "grid.{axis} = {g} is not a multiple of cluster.{axis} = {c} (grid {grid}, \
-                     cluster {cluster}): CUDA launches whole clusters only; round grid.{axis} up \
-                     to {up} (and have the kernel skip the extra CTAs)"
-                )?;
-                if down > 0 {
-                    write!(f, " or down to {down}")?;
-                }
-                Ok(())
-            }
-            LaunchProblem::GridTooLarge { axis, grid, max } => write!(
-                f,
-                "grid.{axis} = {} (grid {grid}) is over CUDA's limit of {max} for that \
-                 dimension; move work to another grid dimension or loop inside the kernel",
-                axis_of(*grid, *axis)
-            ),
-        }
-    }
-}
+/// [`check_launch`](super::check_launch)): `kernel_spec`'s launch rules,
+/// whose messages the emulator and `#[kernel]` show too.
+pub use kernel_spec::launch::LaunchProblem;
 
 /// Everything that can go wrong in the runtime.
 #[derive(Clone, Debug)]
@@ -343,7 +227,7 @@ pub enum Error {
     /// A kernel run on the CPU emulator failed: a data race, a protocol
     /// misuse (mbarrier, TMA, wgmma, TMEM), a deadlock, a panic in the
     /// kernel; the report names the kernel, the rule and the threads.
-    Emulator(kernel_emu::EmuError),
+    Emulator(Box<kernel_emu::EmuError>),
     /// A value made for one backend was used with the other: a buffer or
     /// tensor map of the emulator in a GPU launch, or the reverse.
     WrongBackend {
@@ -364,7 +248,7 @@ pub enum Error {
 
 impl From<kernel_emu::EmuError> for Error {
     fn from(e: kernel_emu::EmuError) -> Self {
-        Error::Emulator(e)
+        Error::Emulator(Box::new(e))
     }
 }
 

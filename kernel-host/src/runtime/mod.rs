@@ -66,7 +66,9 @@ pub use tma::{
     BOX_INNER_ALIGN, GLOBAL_ALIGN, GLOBAL_STRIDE_LIMIT, MAX_BOX_DIM, MAX_ELEMENT_STRIDE,
     MAX_GLOBAL_DIM, MAX_RANK,
 };
-pub use validate::{check_launch, check_launch_with, MAX_BLOCK_Z, MAX_GRID_X, MAX_GRID_YZ};
+pub use validate::{
+    check_kernel_launch, check_launch, check_launch_with, MAX_BLOCK_Z, MAX_GRID_X, MAX_GRID_YZ,
+};
 
 /// cudarc, for what this runtime does not wrap (streams, events, cuBLAS).
 pub use cudarc;

@@ -9,7 +9,7 @@
 use super::args::{ArgSink, KernelArgs, ParamList};
 use super::error::{CudaError, Error, Result};
 use super::gpu::Gpu;
-use super::validate::check_launch_with;
+use super::validate::check_kernel_launch;
 use cudarc::driver::result::DriverError;
 use cudarc::driver::sys::{self, CUfunction_attribute, CUjit_option};
 use cudarc::driver::{CudaContext, CudaStream};
@@ -511,7 +511,7 @@ impl<K: KernelSpec> Kernel<K> {
     /// the context bound to this thread, and (first cluster launch) the
     /// driver's answer whether one cluster can be co-scheduled.
     pub(crate) fn prepare(&self, grid: Dim3) -> Result<()> {
-        check_launch_with(grid, K::BLOCK, K::CLUSTER, K::NON_PORTABLE_CLUSTER).map_err(|problem| {
+        check_kernel_launch::<K>(grid).map_err(|problem| {
             Error::InvalidLaunch {
                 kernel: K::NAME,
                 problem,

@@ -39,28 +39,23 @@
 //!
 //! # The rules
 //!
-//! From the `cuTensorMapEncodeTiled` reference (CUDA Driver API, §6.30
-//! "Tensor Map Object Management",
-//! <https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TENSOR__MEMORY.html>),
-//! for the tiled, non-interleaved maps made here (`interleave` is always
-//! `CU_TENSOR_MAP_INTERLEAVE_NONE`):
+//! The rules of `cuTensorMapEncodeTiled` (CUDA Driver API, §6.30 "Tensor
+//! Map Object Management") for the tiled, non-interleaved maps made here
+//! (`interleave` is always `CU_TENSOR_MAP_INTERLEAVE_NONE`) are checked by
+//! [`kernel_spec::tensor_map::check_map`], whose module docs list them with
+//! the driver's text: rank 1..=5, array lengths, a non-null 16-byte aligned
+//! address, `dims[i]` in 1..=2^32, strides multiples of 16 below 2^40 that
+//! cover the dimension below, `box_dims[i]` in 1..=256 with an inner
+//! dimension of a multiple of 16 bytes within the swizzle span, element
+//! strides in 1..=8. The emulator's maps (`kernel_host::emulate::EmuTensorMap`)
+//! are checked by the same function. One rule is this module's, as it
+//! depends on the driver's data types:
 //!
 //! | field | rule | driver text |
 //! |---|---|---|
-//! | rank (`dims.len()`) | 1..=5 | `tensorRank` "must be non-zero and less than or equal to the maximum supported dimensionality of 5" (3..=5 with interleave, unused here) |
-//! | `global_address` | multiple of 16 | `globalAddress` "must be 16 byte aligned" (32 with `INTERLEAVE_32B`, unused) |
-//! | `dims[i]` | 1..=2^32 | `globalDim` "must be non-zero and less than or equal to 2^32" |
-//! | `strides_bytes[i]` | multiple of 16, < 2^40 | `globalStrides` "must be a multiple of 16 and less than 2^40" |
-//! | `strides_bytes[i]` | covers the dimension below | `globalStrides[0] = globalDim[0] * elementSizeInBytes + padding[0]`, `globalStrides[i] = globalStrides[i-1] * (globalDim[i] + padding[i])` |
-//! | `box_dims[i]` | 1..=256 | `boxDim` "must be non-zero and less than or equal to 256" |
-//! | `box_dims[0]` | x element bytes a multiple of 16 | "When interleave is CU_TENSOR_MAP_INTERLEAVE_NONE, { boxDim[0] * elementSizeInBytes( tensorDataType ) } must be a multiple of 16 bytes" |
-//! | `box_dims[0]` with a swizzle | x element bytes <= 32 / 64 / 128 | "When interleave is CU_TENSOR_MAP_INTERLEAVE_NONE and swizzle is not CU_TENSOR_MAP_SWIZZLE_NONE, the bounding box inner dimension (computed as boxDim[0] multiplied by element size ...) must be less than or equal to the swizzle size" |
-//! | `element_strides[i]` | 1..=8 | `elementStrides` "must be non-zero and less than or equal to 8" |
 //! | `oob_fill` | NaN fill only for float types | "CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA can only be used when tensorDataType represents a floating-point data type" |
 //!
-//! plus the array lengths (`rank - 1` strides, `rank` box dims and element
-//! strides) and this runtime's own rule that the address is not null. The
-//! `tensorMap` output must be 64-byte aligned: it is a `sys::CUtensorMap`
+//! The `tensorMap` output must be 64-byte aligned: it is a `sys::CUtensorMap`
 //! (`align(128)` in the CUDA 13.0 bindings) owned by [`TensorMapSpec::encode`].
 //! The packed `16U4`/`16U6` data types and their extra rules are not offered.
 //!
@@ -86,23 +81,14 @@ use kernel_device::tma::{TensorMapParam, TENSOR_MAP_BYTES};
 use std::fmt;
 use std::marker::PhantomData;
 
-/// Most dimensions of a tensor map (`tensorRank` <= 5).
-pub const MAX_RANK: usize = 5;
-/// Largest extent of one global dimension (`globalDim[i]` <= 2^32).
-pub const MAX_GLOBAL_DIM: u64 = 1 << 32;
-/// Global strides must be below this (`globalStrides[i]` < 2^40).
-pub const GLOBAL_STRIDE_LIMIT: u64 = 1 << 40;
-/// Alignment of the global address and of every global stride, in bytes.
-pub const GLOBAL_ALIGN: u64 = 16;
-/// Largest extent of one box dimension (`boxDim[i]` <= 256).
-pub const MAX_BOX_DIM: u32 = 256;
-/// The box's inner dimension must be a multiple of this many bytes.
-pub const BOX_INNER_ALIGN: u64 = 16;
-/// Largest element stride (`elementStrides[i]` <= 8).
-pub const MAX_ELEMENT_STRIDE: u32 = 8;
-
-/// Where the rules come from (cited in every problem message).
-const SOURCE: &str = "cuTensorMapEncodeTiled, CUDA Driver API §6.30";
+/// The tensor-map limits, defined in [`kernel_spec::tensor_map`] (whose
+/// [`check_map`](kernel_spec::tensor_map::check_map) both these GPU maps and
+/// the emulator's maps are checked with).
+pub use kernel_spec::tensor_map::{
+    BOX_INNER_ALIGN, GLOBAL_ALIGN, GLOBAL_STRIDE_LIMIT, MAX_BOX_DIM, MAX_ELEMENT_STRIDE,
+    MAX_GLOBAL_DIM, MAX_RANK,
+};
+use kernel_spec::tensor_map::{check_map, MapDesc, SOURCE};
 
 /// The element type of a tensor map (`CUtensorMapDataType`).
 ///
@@ -340,174 +326,18 @@ impl TensorMapSpec {
     /// the spec is valid. Pure: calls no CUDA.
     pub fn problems(&self) -> Vec<String> {
         let mut p = Vec::new();
-        let rank = self.rank();
-        let e = self.dtype.bytes();
-
-        // tensorRank: "non-zero and less than or equal to ... 5".
-        if rank == 0 || rank > MAX_RANK {
-            p.push(format!(
-                "`dims` has {rank} entries (the tensor rank): the rank must be 1..={MAX_RANK} \
-                 (tensorRank: \"non-zero and less than or equal to the maximum supported \
-                 dimensionality of 5\"; {SOURCE})"
-            ));
-        }
-        // One stride per dimension above the innermost; one box extent and
-        // one element stride per dimension.
-        if rank >= 1 && self.strides_bytes.len() != rank - 1 {
-            p.push(format!(
-                "`strides_bytes` has {} entries but the rank is {rank} (`dims` = {:?}): it \
-                 needs rank - 1 = {} (globalStrides: the byte strides of dimensions 1..rank; \
-                 dimension 0 is contiguous)",
-                self.strides_bytes.len(),
-                self.dims,
-                rank - 1
-            ));
-        }
-        if self.box_dims.len() != rank {
-            p.push(format!(
-                "`box_dims` has {} entries but the rank is {rank} (`dims` = {:?}): it needs one \
-                 per dimension (boxDim)",
-                self.box_dims.len(),
-                self.dims
-            ));
-        }
-        if self.element_strides.len() != rank {
-            p.push(format!(
-                "`element_strides` has {} entries but the rank is {rank} (`dims` = {:?}): it \
-                 needs one per dimension (elementStrides; use 1 for a dense box)",
-                self.element_strides.len(),
-                self.dims
-            ));
-        }
-
-        // globalAddress: "must be 16 byte aligned".
-        if self.global_address == 0 {
-            p.push(
-                "`global_address` = 0x0: a null address (this runtime's rule: a map must point \
-                 at device memory)"
-                    .to_string(),
-            );
-        } else if !self.global_address.is_multiple_of(GLOBAL_ALIGN) {
-            p.push(format!(
-                "`global_address` = {:#x}: must be a multiple of 16 (it is {} bytes past one) \
-                 (globalAddress: \"must be 16 byte aligned\"; {SOURCE}); start the tensor on a \
-                 16-byte boundary",
-                self.global_address,
-                self.global_address % GLOBAL_ALIGN
-            ));
-        }
-
-        // globalDim: "non-zero and less than or equal to 2^32".
-        for (i, &d) in self.dims.iter().enumerate() {
-            if d == 0 || d > MAX_GLOBAL_DIM {
-                p.push(format!(
-                    "`dims[{i}]` = {d}: must be in 1..=2^32 = {MAX_GLOBAL_DIM} (globalDim: \
-                     \"non-zero and less than or equal to 2^32\"; {SOURCE})"
-                ));
-            }
-        }
-
-        // globalStrides: "a multiple of 16 and less than 2^40", and each one
-        // covers the dimension below (globalStrides[0] = globalDim[0] *
-        // elementSize + padding[0]; globalStrides[i] = globalStrides[i-1] *
-        // (globalDim[i] + padding[i])).
-        for (i, &s) in self.strides_bytes.iter().enumerate() {
-            if s % GLOBAL_ALIGN != 0 {
-                p.push(format!(
-                    "`strides_bytes[{i}]` = {s} (the byte stride of dimension {}): must be a \
-                     multiple of 16 (globalStrides: \"must be a multiple of 16\"; {SOURCE}); for \
-                     a row-major matrix, pad each row to a multiple of 16 bytes ({} elements of \
-                     {e} bytes)",
-                    i + 1,
-                    16 / e.clamp(1, 16)
-                ));
-            }
-            if s >= GLOBAL_STRIDE_LIMIT {
-                p.push(format!(
-                    "`strides_bytes[{i}]` = {s}: must be less than 2^40 = {GLOBAL_STRIDE_LIMIT} \
-                     (globalStrides: \"less than 2^40\"; {SOURCE})"
-                ));
-            }
-            // The span of dimension i: its stride (element size for 0) times
-            // its extent.
-            let below = if i == 0 {
-                Some(e)
-            } else {
-                self.strides_bytes.get(i - 1).copied()
-            };
-            // (Only for strides of existing dimensions: extra entries are
-            // reported as a length mismatch above.)
-            if let (Some(below), Some(&d), true) = (below, self.dims.get(i), i + 1 < rank) {
-                let span = u128::from(below) * u128::from(d);
-                if u128::from(s) < span {
-                    let what = if i == 0 {
-                        format!("`dims[0]` x {e} bytes")
-                    } else {
-                        format!("`strides_bytes[{}]` x `dims[{i}]`", i - 1)
-                    };
-                    p.push(format!(
-                        "`strides_bytes[{i}]` = {s}: less than {what} = {span}: dimension {}'s \
-                         stride must cover a whole span of dimension {i} (globalStrides[{i}] = \
-                         {} * (globalDim[{i}] + padding), padding >= 0; {SOURCE}); for a \
-                         row-major matrix the row stride is at least a row",
-                        i + 1,
-                        if i == 0 {
-                            "elementSizeInBytes".to_string()
-                        } else {
-                            format!("globalStrides[{}]", i - 1)
-                        }
-                    ));
-                }
-            }
-        }
-
-        // boxDim: "non-zero and less than or equal to 256".
-        for (i, &b) in self.box_dims.iter().enumerate() {
-            if b == 0 || b > MAX_BOX_DIM {
-                p.push(format!(
-                    "`box_dims[{i}]` = {b}: must be in 1..={MAX_BOX_DIM} (boxDim: \"non-zero and \
-                     less than or equal to 256\"; {SOURCE})"
-                ));
-            }
-        }
-        if let Some(&b0) = self.box_dims.first() {
-            let inner = u64::from(b0) * e;
-            // "When interleave is CU_TENSOR_MAP_INTERLEAVE_NONE, { boxDim[0] *
-            // elementSizeInBytes( tensorDataType ) } must be a multiple of 16
-            // bytes."
-            if b0 != 0 && !inner.is_multiple_of(BOX_INNER_ALIGN) {
-                p.push(format!(
-                    "`box_dims[0]` = {b0}: the box's inner dimension is {b0} x {e} bytes = \
-                     {inner} bytes, which must be a multiple of 16 (boxDim: \"boxDim[0] * \
-                     elementSizeInBytes(tensorDataType) must be a multiple of 16 bytes\"; \
-                     {SOURCE})"
-                ));
-            }
-            // "When interleave is CU_TENSOR_MAP_INTERLEAVE_NONE and swizzle is
-            // not CU_TENSOR_MAP_SWIZZLE_NONE, the bounding box inner dimension
-            // ... must be less than or equal to the swizzle size."
-            let span = self.swizzle.bytes() as u64;
-            if span != 0 && inner > span {
-                p.push(format!(
-                    "`box_dims[0]` = {b0}: the box's inner dimension is {b0} x {e} bytes = \
-                     {inner} bytes, more than the {span}-byte span of `swizzle` = {:?} (\"the \
-                     bounding box inner dimension ... must be less than or equal to the swizzle \
-                     size\"; {SOURCE}); use a box of at most {} elements, or a wider swizzle",
-                    self.swizzle,
-                    span / e
-                ));
-            }
-        }
-
-        // elementStrides: "non-zero and less than or equal to 8".
-        for (i, &s) in self.element_strides.iter().enumerate() {
-            if s == 0 || s > MAX_ELEMENT_STRIDE {
-                p.push(format!(
-                    "`element_strides[{i}]` = {s}: must be in 1..={MAX_ELEMENT_STRIDE} \
-                     (elementStrides: \"non-zero and less than or equal to 8\"; {SOURCE})"
-                ));
-            }
-        }
+        // Every rule but the NaN fill's: `kernel_spec::tensor_map`, the
+        // validator the emulator's maps use too.
+        let desc = MapDesc {
+            elem_bytes: self.dtype.bytes(),
+            global_address: self.global_address,
+            dims: &self.dims,
+            strides_bytes: &self.strides_bytes,
+            box_dims: &self.box_dims,
+            element_strides: &self.element_strides,
+            swizzle: self.swizzle,
+        };
+        check_map(&desc, |problem| p.push(problem.to_string()));
 
         // oobFill: NaN "can only be used when tensorDataType represents a
         // floating-point data type".

@@ -3,27 +3,18 @@
 //! rule and the fix instead of a bare `CUDA_ERROR_INVALID_VALUE`.
 
 use super::error::LaunchProblem;
-use kernel_device::launch::{MAX_BLOCK_THREADS, MAX_CLUSTER_CTAS, MAX_NON_PORTABLE_CLUSTER_CTAS};
-use kernel_device::Dim3;
+use kernel_device::{Dim3, KernelSpec};
+use kernel_spec::launch::LaunchShape;
+#[cfg(doc)]
+use kernel_spec::limits::{MAX_BLOCK_THREADS, MAX_CLUSTER_CTAS, MAX_NON_PORTABLE_CLUSTER_CTAS};
 
-/// Largest `grid.x` CUDA accepts (2^31 - 1).
-pub const MAX_GRID_X: u32 = i32::MAX as u32;
-/// Largest `grid.y` and `grid.z` CUDA accepts.
-pub const MAX_GRID_YZ: u32 = 65_535;
-/// Largest `block.z` CUDA accepts.
-pub const MAX_BLOCK_Z: u32 = 64;
-
-/// `x * y * z` without overflow.
-fn volume(d: Dim3) -> u64 {
-    u64::from(d.x) * u64::from(d.y) * u64::from(d.z)
-}
-
-fn has_zero(d: Dim3) -> bool {
-    d.x == 0 || d.y == 0 || d.z == 0
-}
+/// The grid and block limits, defined in [`kernel_spec::limits`].
+pub use kernel_spec::limits::{MAX_BLOCK_Z, MAX_GRID_X, MAX_GRID_YZ};
 
 /// Checks a launch of `grid` CTAs of `block` threads in clusters of `cluster`
-/// CTAs (`(1, 1, 1)`: no cluster) against CUDA's rules:
+/// CTAs (`(1, 1, 1)`: no cluster) against CUDA's rules
+/// ([`kernel_spec::launch::check_launch`], the check the emulator and
+/// `#[kernel]` run too):
 ///
 /// * no dimension of grid, block or cluster is 0;
 /// * the block has at most [`MAX_BLOCK_THREADS`] threads and `block.z <= 64`;
@@ -32,7 +23,8 @@ fn has_zero(d: Dim3) -> bool {
 /// * `grid.x < 2^31`, `grid.y, grid.z <= 65535`.
 ///
 /// The first rule broken is returned. For a kernel that opts in to
-/// non-portable cluster sizes use [`check_launch_with`].
+/// non-portable cluster sizes use [`check_launch_with`]; to check a kernel's
+/// dynamic shared memory too, [`check_kernel_launch`].
 pub fn check_launch(grid: Dim3, block: Dim3, cluster: Dim3) -> Result<(), LaunchProblem> {
     check_launch_with(grid, block, cluster, false)
 }
@@ -48,58 +40,25 @@ pub fn check_launch_with(
     cluster: Dim3,
     non_portable_cluster: bool,
 ) -> Result<(), LaunchProblem> {
-    if has_zero(grid) {
-        return Err(LaunchProblem::ZeroGrid { grid });
-    }
-    if has_zero(block) {
-        return Err(LaunchProblem::ZeroBlock { block });
-    }
-    if has_zero(cluster) {
-        return Err(LaunchProblem::ZeroCluster { cluster });
-    }
-    let threads = volume(block);
-    if threads > u64::from(MAX_BLOCK_THREADS) {
-        return Err(LaunchProblem::TooManyThreads { block, threads });
-    }
-    if block.z > MAX_BLOCK_Z {
-        return Err(LaunchProblem::BlockZTooLarge { block });
-    }
-    let ctas = volume(cluster);
-    let max = if non_portable_cluster {
-        MAX_NON_PORTABLE_CLUSTER_CTAS
-    } else {
-        MAX_CLUSTER_CTAS
-    };
-    if ctas > u64::from(max) {
-        return Err(LaunchProblem::TooManyClusterCtas {
-            cluster,
-            ctas,
-            non_portable: non_portable_cluster,
-        });
-    }
-    for (axis, g, c) in [
-        ('x', grid.x, cluster.x),
-        ('y', grid.y, cluster.y),
-        ('z', grid.z, cluster.z),
-    ] {
-        if g % c != 0 {
-            return Err(LaunchProblem::GridNotClusterMultiple {
-                axis,
-                grid,
-                cluster,
-            });
-        }
-    }
-    for (axis, g, max) in [
-        ('x', grid.x, MAX_GRID_X),
-        ('y', grid.y, MAX_GRID_YZ),
-        ('z', grid.z, MAX_GRID_YZ),
-    ] {
-        if g > max {
-            return Err(LaunchProblem::GridTooLarge { axis, grid, max });
-        }
-    }
-    Ok(())
+    kernel_spec::launch::check_launch(&LaunchShape {
+        non_portable_cluster,
+        ..LaunchShape::new(grid, block, cluster)
+    })
+}
+
+/// Every launch rule for kernel `K` over `grid` CTAs: [`check_launch_with`]
+/// with `K`'s block, cluster and non-portable opt-in, and `K::SMEM_BYTES`
+/// against the hardware's per-CTA maximum
+/// ([`kernel_spec::limits::MAX_SMEM_BYTES`]; loading the kernel checks it,
+/// with the static shared memory, against the device's own maximum).
+pub fn check_kernel_launch<K: KernelSpec>(grid: Dim3) -> Result<(), LaunchProblem> {
+    kernel_spec::launch::check_launch(&LaunchShape {
+        grid,
+        block: K::BLOCK,
+        cluster: K::CLUSTER,
+        non_portable_cluster: K::NON_PORTABLE_CLUSTER,
+        smem_bytes: u64::from(K::SMEM_BYTES),
+    })
 }
 
 #[cfg(test)]

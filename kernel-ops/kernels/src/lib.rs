@@ -5,10 +5,12 @@
 //! | module | kernels | host entry point |
 //! |---|---|---|
 //! | [`norms`] | `softmax_{f16,bf16}`, `layer_norm_{f16,bf16}`, `rms_norm_{f16,bf16}` (`<VECS>`: 1024 x VECS columns) | `kernel_ops::norms` |
-//! | [`matmul`] | `matmul_persistent_ws`, `matmul_persistent_ws_cluster` (the Hopper ladder's steps 4 and 5, `matmul_epilogue_overlap` and `matmul_cluster_multicast`: one source) | `kernel_ops::matmul` |
+//! | [`matmul`] | `matmul_persistent_ws`, `matmul_persistent_ws_cluster` (the Hopper ladder's steps 4 and 5 re-export them as `matmul_epilogue_overlap` and `matmul_cluster_multicast`) | `kernel_ops::matmul` |
+//! | [`gemm`] | none: the building blocks of the warp-specialized Hopper GEMMs (tile types, per-warpgroup accumulators [`gemm::WgAcc`], the sub-tile epilogue store, role constants), shared with the Hopper ladder | |
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, asm_experimental_arch))]
 
+pub mod gemm;
 pub mod matmul;
 pub mod norms;
 

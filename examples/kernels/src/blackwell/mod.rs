@@ -34,8 +34,6 @@ mod step5;
 mod step6;
 #[path = "matmul_dynamic.rs"]
 mod dynamic;
-pub mod planted;
-pub mod planted_collective;
 
 pub use step0::matmul0;
 pub use step1::matmul1;
@@ -66,7 +64,7 @@ pub type ETile = Tile<f16, TILE_M, EPI_N, Sw>;
 /// This thread's accumulator row in a 128-thread warpgroup: TMEM lane
 /// quarter of its warp plus its lane.
 #[inline(always)]
-pub(crate) fn my_row() -> usize {
+pub fn my_row() -> usize {
     (32 * (warp_idx() % 4) + lane_id()) as usize
 }
 
@@ -75,7 +73,7 @@ pub(crate) fn my_row() -> usize {
 /// swizzled SMEM tile `dst` at column `dst_col0`, as f16.
 #[inline(always)]
 #[track_caller]
-pub(crate) fn acc_to_smem<const TN: usize, const W: usize, const R: usize, const C: usize>(
+pub fn acc_to_smem<const TN: usize, const W: usize, const R: usize, const C: usize>(
     acc: &Tmem<f32, TILE_M, TN>,
     col0: usize,
     dst: Smem<Tile<f16, R, C, Sw>>,

@@ -8,8 +8,8 @@
 //! | 1 | [`crate::hopper::matmul_warp_specialized`] | a memory warpgroup and 2 compute warpgroups, `setmaxnreg` |
 //! | 2 | [`step2_big_tiles::matmul_big_tiles`] | 128 x 256 (one m64n256 wgmma per k16) or 256 x 128 CTA tiles; tile and stages are instance parameters |
 //! | 3 | [`step3_persistent::matmul_persistent`] | persistent grid (one CTA per SM), `nd_loop` + `planar_snake` tile order |
-//! | 4 | [`step4_epilogue_overlap::matmul_epilogue_overlap`] | epilogue through double-buffered SMEM sub-tiles whose TMA stores overlap the next tile's mainloop; frees SMEM for a 4th stage |
-//! | 5 | [`step5_cluster_multicast::matmul_cluster_multicast`] | clusters of 2 along M; each CTA loads half of the shared B tile and multicasts it to both |
+//! | 4 | [`step4_epilogue_overlap::matmul_epilogue_overlap`] (the library's `matmul_persistent_ws`) | epilogue through double-buffered SMEM sub-tiles whose TMA stores overlap the next tile's mainloop; frees SMEM for a 4th stage |
+//! | 5 | [`step5_cluster_multicast::matmul_cluster_multicast`] (the library's `matmul_persistent_ws_cluster`) | clusters of 2 along M; each CTA loads half of the shared B tile and multicasts it to both |
 //! | 6 | [`step6_fewer_arrivals::matmul_fewer_arrivals`] | one elected lane per warp releases a slot (16 arrivals instead of 512: 32x fewer local and remote mbarrier arrives) |
 //! | 7 | [`step7_pingpong::matmul_pingpong`] | ping-pong compute warpgroups (from step 4): each owns whole 128 x BN tiles, an order barrier alternates their mainloops so one's epilogue runs under the other's MMAs |
 //!
@@ -25,6 +25,8 @@ pub mod step5_cluster_multicast;
 pub mod step6_fewer_arrivals;
 pub mod step7_pingpong;
 
-pub use kernel_device::gemm::{
+/// The building blocks every step from 2 on shares, owned by the library
+/// (`kernel_ops_kernels::gemm`), re-exported for the ladder's host side.
+pub use kernel_ops_kernels::gemm::{
     check_tile, store_block_cols, ATileOf, BTileOf, EpiTileOf, OTileOf, Sw, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, COMPUTE_WGS, EPI_N, MEMORY_REGS, TK,
 };

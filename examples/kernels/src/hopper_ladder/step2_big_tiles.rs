@@ -9,7 +9,7 @@
 //! `256 x 16` read once: 5 KB of SMEM per 262144 MACs instead of 6 KB), at
 //! `256 x 128` two `m64n128` wgmmas on different A rows. Same 128
 //! accumulator registers per thread; `STAGES` up to 4 (48 KB per stage).
-use super::{check_tile, ATileOf, BTileOf, OTileOf, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, COMPUTE_WGS, MEMORY_REGS};
+use kernel_ops_kernels::gemm::{check_tile, ATileOf, BTileOf, OTileOf, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, COMPUTE_WGS, MEMORY_REGS};
 use crate::hopper::tile_of;
 use kernel_device::pipeline::{emit_pipeline_warp_specialized, BlockSpec};
 use kernel_device::prelude::*;

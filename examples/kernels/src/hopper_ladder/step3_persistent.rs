@@ -10,7 +10,7 @@
 //! no CTA launch or barrier initialization happens per tile. The output tile
 //! gets its own SMEM (the stage buffers are busy with the next tile), so
 //! `STAGES` is 3 at `128 x 256`.
-use super::{check_tile, ATileOf, BTileOf, OTileOf, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, MEMORY_REGS, TK};
+use kernel_ops_kernels::gemm::{check_tile, ATileOf, BTileOf, OTileOf, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, MEMORY_REGS, TK};
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
 use kernel_device::tma::{commit_group, wait_group, wait_group_read};

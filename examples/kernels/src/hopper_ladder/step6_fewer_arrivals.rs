@@ -9,7 +9,7 @@
 //! warp can speak for its warp: `consumed` now counts 16 arrivals (8
 //! compute warps x 2 CTAs) and each warp issues one local and one remote
 //! arrive per K step, 32x fewer barrier operations on the compute side.
-use super::{check_tile, ATileOf, BTileOf, EpiTileOf, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
+use kernel_ops_kernels::gemm::{check_tile, ATileOf, BTileOf, EpiTileOf, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
 use kernel_device::tma::{commit_group, wait_group, wait_group_read};

@@ -8,7 +8,7 @@
 //! this CTA's tiles `w, w + 2, ..`, with its own stage slots, barriers and
 //! producer thread, and an order barrier makes the two warpgroups' mainloops
 //! alternate, so one runs its MMAs while the other runs its epilogue.
-use super::{store_block_cols, ATileOf, BTileOf, EpiTileOf, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
+use kernel_ops_kernels::gemm::{store_block_cols, ATileOf, BTileOf, EpiTileOf, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
 use kernel_device::tma::{commit_group, wait_group, wait_group_read};

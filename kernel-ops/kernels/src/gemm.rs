@@ -1,15 +1,15 @@
-//! Building blocks of the warp-specialized Hopper GEMMs: the Hopper ladder
-//! (`examples/kernels/src/hopper_ladder`, steps 2 on) and the ready matmul of
-//! `kernel-ops` share them. `C = A · Bᵀ` (A `M x K`, B `N x K`, row-major f16,
-//! f32 accumulation), `BM x BN` CTA tiles, K steps of 64, one memory
-//! warpgroup (number 2) and two compute warpgroups, each owning `BM / 2`
-//! rows of the tile.
-use crate::layout::{Swizzled, Tile};
-use crate::smem::Smem;
-use crate::sync::NamedBarrier;
-use crate::thread_in_warpgroup;
-use crate::wgmma::{Acc, Cols, WgmmaShape};
-use half::f16;
+//! Building blocks of the warp-specialized Hopper GEMMs: this crate's
+//! [`matmul`](crate::matmul) kernels and the Hopper ladder
+//! (`examples/kernels/src/hopper_ladder`, steps 2 on) share them. `C = A ·
+//! Bᵀ` (A `M x K`, B `N x K`, row-major f16, f32 accumulation), `BM x BN`
+//! CTA tiles, K steps of 64, one memory warpgroup (number 2) and two compute
+//! warpgroups, each owning `BM / 2` rows of the tile.
+use kernel_device::f16;
+use kernel_device::layout::{Swizzled, Tile};
+use kernel_device::smem::Smem;
+use kernel_device::sync::NamedBarrier;
+use kernel_device::thread_in_warpgroup;
+use kernel_device::wgmma::{Acc, Cols, WgmmaShape};
 
 /// The swizzle of every tile: 128 bytes (64 f16), tiling (8, 64).
 pub type Sw = Swizzled<128>;
@@ -115,7 +115,7 @@ where
         if c / EPI_N == j {
             let off = EpiTileOf::<R>::offset_of(row + 8 * (p % 2), c % EPI_N + col);
             // SAFETY: row < R (row0 + 64 <= R), column < 64; 4-byte aligned.
-            unsafe { (base.add(off) as *mut u32).write(crate::wgmma::pack_f16x2(v0, v1)) };
+            unsafe { (base.add(off) as *mut u32).write(kernel_device::wgmma::pack_f16x2(v0, v1)) };
         }
     });
 }

@@ -1,0 +1,189 @@
+//! The emulator's Hopper `wgmma` (PTX ISA §9.7.15): the host bodies of
+//! `kernel_device::wgmma`'s operations.
+//!
+//! Each emulated thread computes only its own fragment elements (thread `t`
+//! of the warpgroup, warp `w = t / 32`, lane `l = t % 32`, holds for
+//! register pair `p` the elements `(16 w + l / 4 + 8 (p % 2), 8 (p / 2) +
+//! 2 (l % 4) + {0, 1})`), reading A and B from SMEM through the
+//! descriptors when it issues the MMA, so the result is complete when the
+//! MMA returns. The SMEM operands are decoded as the canonical layouts of
+//! the swizzled descriptors (documented on [`kernel_spec::desc_wgmma::SmemDescriptor`]): A and B K-major, or B
+//! MN-major with `trans_b`. Products are summed in f32 (in `k` order) and
+//! added to the accumulator; `scale_d = false` overwrites it. With an f16
+//! accumulator the stored f16 pair is converted to f32, the f32 sum added,
+//! and the result rounded back to f16 (round to nearest even) once per MMA.
+//!
+//! `wgmma.wait_group` ([`wait_group`]) is a barrier of the warpgroup on the
+//! emulator (named barrier `15 - warpgroup`, 128 threads): the hardware
+//! instruction is warpgroup-aligned, and without the barrier a thread that
+//! ran ahead could let SMEM be overwritten before a slower thread of its
+//! warpgroup issued its MMA. So kernels run on the emulator must leave
+//! named barriers 8..=15 to it. The A fragments of the register-A form are
+//! exchanged among the lanes of a warp through the run's warp exchange (a
+//! warp barrier, per launch: concurrent runs cannot see each other's).
+use crate::operand::{chunk_ranges, read_bits, Desc};
+use kernel_spec::desc_tcgen05::Major;
+use kernel_spec::desc_wgmma::{SmemDescriptor, WARPGROUP_THREADS};
+use std::panic::Location;
+
+/// Where A comes from.
+#[derive(Clone, Copy, Debug)]
+pub enum A {
+    /// SMEM, through a K-major descriptor.
+    Smem(SmemDescriptor),
+    /// Registers: this thread's fragment (4 x f16x2 in the WGMMA
+    /// A-fragment layout).
+    Regs([u32; 4]),
+}
+
+/// This thread's linear index in its CTA.
+fn thread_linear() -> u32 {
+    crate::warp_id() * 32 + crate::lane_id()
+}
+
+/// The named barrier the emulator's `wgmma.wait_group` uses for this
+/// thread's warpgroup.
+fn sync_warpgroup() {
+    let wg = thread_linear() / WARPGROUP_THREADS;
+    assert!(wg < 8, "wgmma: warpgroup {wg} (the emulator's wgmma barriers are 15 - warpgroup, 8 warpgroups at most)");
+    crate::bar_sync(15 - wg, WARPGROUP_THREADS);
+}
+
+/// `wgmma.commit_group.sync.aligned`: closes this thread's group of
+/// operand reads (emulated MMAs complete at issue; the group only tracks
+/// the SMEM they read, for the in-flight check); a scheduling point.
+#[track_caller]
+pub fn commit_group() {
+    crate::wgmma_commit_group();
+    crate::yield_point("wgmma.commit_group")
+}
+
+/// `wgmma.wait_group.sync.aligned n`: retires all but the newest `n`
+/// groups of this thread's operand reads (emulated MMAs complete at issue),
+/// then the warpgroup's barrier (see the module docs).
+#[track_caller]
+pub fn wait_group(n: u32) {
+    crate::wgmma_wait_group(n);
+    sync_warpgroup()
+}
+
+/// A 16-bit element at SMEM offset `off` of this CTA, as f32.
+#[track_caller]
+fn value(smem: *const u8, size: usize, off: usize, bf16: bool, seen: &mut Vec<u32>) -> f32 {
+    let bits = read_bits(smem, size, off, 2, seen) as u16;
+    if bf16 {
+        half::bf16::from_bits(bits).to_f32()
+    } else {
+        half::f16::from_bits(bits).to_f32()
+    }
+}
+
+/// The fragments of the 4 lanes of this thread's quad (the lanes that
+/// hold rows `r` and `r + 8` of A), exchanged among the warp's lanes
+/// through the run's warp exchange (two warp barriers).
+#[track_caller]
+fn quad_fragments(mine: [u32; 4]) -> [[u32; 4]; 4] {
+    let lane = crate::lane_id() as usize;
+    let lo = warp_values("wgmma.mma_async (RS): A fragments", u64::from(mine[0]) | u64::from(mine[1]) << 32);
+    let hi = warp_values("wgmma.mma_async (RS): A fragments", u64::from(mine[2]) | u64::from(mine[3]) << 32);
+    let q = lane / 4 * 4;
+    core::array::from_fn(|i| [lo[q + i] as u32, (lo[q + i] >> 32) as u32, hi[q + i] as u32, (hi[q + i] >> 32) as u32])
+}
+
+/// The 32 lanes' `value`s (index = lane): a barrier of the calling warp
+/// through the run's exchange buffers (all lanes call it; unchecked like
+/// `bar.warp.sync`: the warpgroup-wide MMA's own rules apply).
+#[track_caller]
+fn warp_values(op: &'static str, value: u64) -> [u64; 32] {
+    let loc = Location::caller();
+    match crate::enter_x(op) {
+        Some((e, tid, x)) => crate::warp_ops::collective(&e, &x, tid, loc, op, false, value),
+        None => [value; 32],
+    }
+}
+
+/// Computes this thread's `pairs` accumulator pairs of
+/// `A[64 x 16] · B` and hands each to `out(pair, v0, v1)`.
+/// The SMEM chunks this thread reads are checked against the async
+/// proxy's view and recorded in its open wgmma group
+/// ([`crate::wgmma_operand_reads`]).
+#[track_caller]
+fn mma(pairs: usize, a: A, b: SmemDescriptor, trans_b: bool, bf16: bool, op: &str, mut out: impl FnMut(usize, f32, f32)) {
+    crate::yield_point("wgmma.mma_async");
+    let mut seen: Vec<u32> = Vec::new();
+    let smem = crate::smem_base() as *const u8;
+    let size = crate::smem_size();
+    let t = (thread_linear() % WARPGROUP_THREADS) as usize;
+    let (w, l) = (t / 32, t % 32);
+    let (row0, col0) = (16 * w + l / 4, 2 * (l % 4));
+    let b = (Desc::from(b), if trans_b { Major::MN } else { Major::K });
+    // This thread's two A rows.
+    let mut arow = [[0f32; 16]; 2];
+    match a {
+        A::Smem(da) => {
+            let da = Desc::from(da);
+            for (h, row) in arow.iter_mut().enumerate() {
+                for (k, v) in row.iter_mut().enumerate() {
+                    *v = value(smem, size, da.offset(Major::K, row0 + 8 * h, k, 2, op, "wgmma"), bf16, &mut seen);
+                }
+            }
+        }
+        A::Regs(mine) => {
+            let quad = quad_fragments(mine);
+            let cvt = |bits: u16| if bf16 { half::bf16::from_bits(bits).to_f32() } else { half::f16::from_bits(bits).to_f32() };
+            for (h, row) in arow.iter_mut().enumerate() {
+                for (k, v) in row.iter_mut().enumerate() {
+                    // Lane l%4 = (k % 8) / 2 of the quad; word h + 2 (k / 8); half k % 2.
+                    let word = quad[(k % 8) / 2][h + 2 * (k / 8)];
+                    *v = cvt((word >> (16 * (k % 2))) as u16);
+                }
+            }
+        }
+    }
+    for q in 0..pairs / 2 {
+        let c = col0 + 8 * q;
+        let mut bcol = [[0f32; 16]; 2];
+        for (j, col) in bcol.iter_mut().enumerate() {
+            for (k, v) in col.iter_mut().enumerate() {
+                *v = value(smem, size, b.0.offset(b.1, c + j, k, 2, op, "wgmma"), bf16, &mut seen);
+            }
+        }
+        for h in 0..2 {
+            let dot = |col: &[f32; 16]| arow[h].iter().zip(col).fold(0f32, |s, (x, y)| s + x * y);
+            out(2 * q + h, dot(&bcol[0]), dot(&bcol[1]));
+        }
+    }
+    crate::wgmma_operand_reads(&chunk_ranges(seen), op);
+}
+
+/// `wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}` (SS or RS) for
+/// the calling thread: its `d.len() / 2` register pairs (`d[2p]`,
+/// `d[2p + 1]` for pair `p`), N = `d.len() * 2`. `trans_b`: B MN-major;
+/// `bf16`: bf16 inputs (else f16); `op` names the form in reports.
+#[track_caller]
+pub fn mma_f32(d: &mut [f32], a: A, b: SmemDescriptor, scale_d: bool, trans_b: bool, bf16: bool, op: &str) {
+    mma(d.len() / 2, a, b, trans_b, bf16, op, |p, v0, v1| {
+        if scale_d {
+            d[2 * p] += v0;
+            d[2 * p + 1] += v1;
+        } else {
+            d[2 * p] = v0;
+            d[2 * p + 1] = v1;
+        }
+    });
+}
+
+/// `wgmma.mma_async.sync.aligned.m64nNk16.f16.f16.f16` (SS) for the calling
+/// thread: its `d.len()` f16x2 registers (register `p` holds pair `p`).
+#[track_caller]
+pub fn mma_f16(d: &mut [u32], a: SmemDescriptor, b: SmemDescriptor, scale_d: bool, op: &str) {
+    mma(d.len(), A::Smem(a), b, false, false, op, |p, v0, v1| {
+        let (lo, hi) = if scale_d {
+            (half::f16::from_bits(d[p] as u16).to_f32(), half::f16::from_bits((d[p] >> 16) as u16).to_f32())
+        } else {
+            (0.0, 0.0)
+        };
+        let pack = |x: f32| u32::from(half::f16::from_f32(x).to_bits());
+        d[p] = pack(lo + v0) | (pack(hi + v1) << 16);
+    });
+}

@@ -1,0 +1,33 @@
+//! The hardware limits of a launch on the H100/H200 (`sm_90a`) and the B200
+//! (`sm_100a`): one definition each, read by the `#[kernel]` macro (compile
+//! time), the device API, the host runtime and the emulator. The rules that
+//! use them are in [`crate::launch`].
+
+/// Most threads in one CTA (`cudaDevAttrMaxThreadsPerBlock`).
+pub const MAX_BLOCK_THREADS: u32 = 1024;
+
+/// Largest `block.z` (`cudaDevAttrMaxBlockDimZ`; x and y may be 1024).
+pub const MAX_BLOCK_Z: u32 = 64;
+
+/// Most CTAs in a cluster with a portable launch (up to
+/// [`MAX_NON_PORTABLE_CLUSTER_CTAS`] with the non-portable opt-in).
+pub const MAX_CLUSTER_CTAS: u32 = 8;
+
+/// Most CTAs in a cluster of a kernel that opts in to non-portable cluster
+/// sizes (`#[kernel(.., non_portable_cluster)]`,
+/// `KernelSpec::NON_PORTABLE_CLUSTER`): 16 on the H100/H200 and the B200.
+/// The host sets `CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED` on
+/// such kernels when it loads them; whether a given size is schedulable
+/// (every CTA of a cluster on one GPC) depends on the GPU and on the CTA's
+/// resources, and is asked of the driver at launch.
+pub const MAX_NON_PORTABLE_CLUSTER_CTAS: u32 = 16;
+
+/// Shared memory one CTA may use on the H100 and the B200: 227 KiB
+/// (`cudaDevAttrMaxSharedMemoryPerBlockOptin` = 232448 bytes).
+pub const MAX_SMEM_BYTES: usize = 232_448;
+
+/// Largest `grid.x` (2^31 - 1).
+pub const MAX_GRID_X: u32 = i32::MAX as u32;
+
+/// Largest `grid.y` and `grid.z`.
+pub const MAX_GRID_YZ: u32 = 65_535;
