@@ -4,21 +4,33 @@
 #
 #   tools/ptxas-report.sh            # every kernels crate built in this workspace
 #   tools/ptxas-report.sh kernels    # one crate (its lib name)
+#   cd ~/my-project && /path/to/this/repo/tools/ptxas-report.sh   # a workspace outside this repository
 #
 # The device build (kernel_host::build) keeps the report in
-# target/nvptx-device/<crate>/<arch>.ptxas.txt; build first (e.g.
-# `cargo build -p examples`). `-v` prints ptxas's whole output.
+# <target>/nvptx-device/<crate>/<arch>.ptxas.txt; build first (e.g.
+# `cargo build -p examples`). The target dir is `--target-dir DIR`, else
+# $CARGO_TARGET_DIR, else that of the cargo workspace of the current
+# directory (`cargo metadata`), else this repository's. `-v` prints
+# ptxas's whole output.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-target="${CARGO_TARGET_DIR:-$root/target}"
 verbose=0
 crates=()
-for a in "$@"; do
-  case "$a" in
+target="${CARGO_TARGET_DIR:-}"
+while [ $# -gt 0 ]; do
+  case "$1" in
     -v) verbose=1 ;;
-    *) crates+=("$a") ;;
+    --target-dir) target="$2"; shift ;;
+    --target-dir=*) target="${1#--target-dir=}" ;;
+    *) crates+=("$1") ;;
   esac
+  shift
 done
+if [ -z "$target" ]; then
+  target="$(cargo metadata --no-deps --offline --format-version 1 2>/dev/null \
+    | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')" || true
+fi
+target="${target:-$root/target}"
 mapfile -t reports < <(find "$target" -path '*/nvptx-device/*' -name '*.ptxas.txt' 2>/dev/null | sort)
 found=0
 for r in "${reports[@]}"; do
@@ -34,6 +46,6 @@ for r in "${reports[@]}"; do
   ' "$r"
 done
 if [ "$found" = 0 ]; then
-  echo "no ptxas report found under $target/**/nvptx-device/${crates[*]:-<crate>}/: build the kernels crate first (cargo build -p examples), with ptxas installed (tools/setup.sh)" >&2
+  echo "no ptxas report found under $target/**/nvptx-device/${crates[*]:-<crate>}/: build the kernels crate first (cargo build -p examples), with ptxas installed ($root/tools/install-ptxas.sh); outside this repository, run this from your workspace or pass --target-dir" >&2
   exit 1
 fi

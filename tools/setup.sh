@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One-time set-up for building kernels here: the nightly toolchain's rust-src
-# (for -Zbuild-std=core on nvptx64-nvidia-cuda) and ptxas 13.0 in .tools/venv.
+# (for -Zbuild-std=core on nvptx64-nvidia-cuda) and ptxas 13.0 in the user-level
+# tools dir (~/.cache/kernel-tools/venv, linked from .tools/venv: see
+# tools/install-ptxas.sh), where every kernels crate's build finds it.
 # Idempotent and quiet when everything is already there.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

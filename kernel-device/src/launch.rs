@@ -24,7 +24,10 @@ pub use kernel_spec::limits::{
             `#[kernel(instances(...))]`: add this instance there"
 )]
 pub trait KernelSpec {
-    /// The PTX entry point (`.visible .entry NAME`).
+    /// The PTX entry point (`.visible .entry NAME`): the function's name, or
+    /// for an instance of a kernel with const generics the name, `__`, and
+    /// the values joined by `_` (`swiglu::<3>` is `swiglu__3`,
+    /// `matmul::<4, 8>` is `matmul__4_8`; see [`kernel`](macro@crate::kernel#ptx-entry-names)).
     const NAME: &'static str;
     /// Threads per CTA.
     const BLOCK: Dim3;

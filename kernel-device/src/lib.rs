@@ -20,6 +20,13 @@
 //!
 //! Scope of each operation (who issues it) is written in its docs: "every
 //! thread of the block", "all 32 lanes of a warp", "one thread".
+//!
+//! A kernel is a function with [`#[kernel]`](macro@kernel): its
+//! documentation is the reference for every option (`block`, `cluster`,
+//! `non_portable_cluster`, `instances`, `arch`), the `#[scratch]` parameters
+//! and their `arrivals`, `where` clauses, the rules it checks and the PTX
+//! entry names (`swiglu__3`); roles inside a kernel:
+//! [`#[warp_specialize]`](macro@warp_specialize).
 #![no_std]
 #![cfg_attr(
     target_arch = "nvptx64",

@@ -26,8 +26,9 @@ use core::cell::Cell;
 
 /// Bytes of one mbarrier object (`.b64`).
 pub const MBARRIER_BYTES: usize = 8;
-/// Largest arrival count an mbarrier accepts: 2^20 - 1.
-pub const MAX_ARRIVALS: u32 = (1 << 20) - 1;
+/// Largest arrival count an mbarrier accepts: 2^20 - 1
+/// (`kernel_spec::limits::MAX_MBARRIER_ARRIVALS`).
+pub use kernel_spec::limits::MAX_MBARRIER_ARRIVALS as MAX_ARRIVALS;
 
 pub mod raw {
     //! One `unsafe fn` per mbarrier PTX form. `bar` is the 32-bit

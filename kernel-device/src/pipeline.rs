@@ -19,6 +19,30 @@
 //! returns. Omitting the delay with an in-flight wgmma is a data race.
 //!
 //! All threads of the CTA call `emit_pipeline` (it uses `bar.sync 0`).
+//!
+//! # Testing a pipelined kernel
+//!
+//! A test shape must run **more steps than stages** (`steps > S`, e.g. a K
+//! of at least `(S + 1) x` the tile's K): with `steps <= S` every step has
+//! its own slot, no slot is ever refilled, and the slot-reuse protocol
+//! (`delay_release`, the `consumed` barrier, the CTA barrier before a
+//! refill) is never exercised, so its bugs pass. The CPU emulator warns
+//! when a pipeline's run never reused a slot (once per launch, on stderr
+//! and in `kernel_emu::RunReport::warnings`), naming the kernel, the call,
+//! the stages and the steps.
+//!
+//! # Reports on the emulator
+//!
+//! The pipelines are `#[track_caller]`: an emulator report about an
+//! operation they issue (a barrier wait, a TMA refill, an arrival) names the
+//! line of the user's `emit_pipeline(..)` / `emit_pipeline_warp_specialized(..)`
+//! (or `pipeline.run(..)`) call and says it is inside the pipeline. They
+//! also check their barriers' arrival counts against the threads that
+//! arrive: `loaded` takes 1 arrival per phase, `consumed` one per compute
+//! thread (`#[scratch(arrivals = 256)]` for two compute warpgroups); a
+//! `consumed` barrier declared with too small a count is reported when its
+//! first phase completes early, with the count, the expected arrivals and
+//! the arrivals seen.
 use crate::layout::TileLayout;
 use crate::mbarrier::{BarrierRef, Barriers};
 use crate::smem::Smem;
@@ -37,6 +61,7 @@ impl<Tl: TileLayout, const S: usize, F: Fn(u32) -> (u32, u32)> BlockSpec<Tl, S, 
         BlockSpec { tma, bufs, index }
     }
     #[inline(always)]
+    #[track_caller]
     fn issue(&self, step: u32, slot: usize, bar: BarrierRef<'_>) {
         let (bi, bj) = (self.index)(step);
         self.tma.load(self.bufs.at(slot), bi * Tl::ROWS as u32, bj * Tl::COLS as u32, bar);
@@ -50,6 +75,7 @@ pub trait PipelineInputs<const S: usize> {
     /// Bytes all copies of one step deliver.
     const BYTES: u32;
     /// Issue the copies of `step` into `slot` (one thread).
+    #[track_caller]
     fn issue(&self, step: u32, slot: usize, bar: BarrierRef<'_>);
     fn slot(&self, slot: usize) -> Self::Slot;
 }
@@ -60,6 +86,7 @@ macro_rules! inputs_tuple {
             type Slot = ($(Smem<$Tl>,)+);
             const BYTES: u32 = 0 $(+ $Tl::BYTES as u32)+;
             #[inline(always)]
+            #[track_caller]
             fn issue(&self, step: u32, slot: usize, bar: BarrierRef<'_>) {
                 $( self.$i.issue(step, slot, bar); )+
             }
@@ -78,8 +105,10 @@ inputs_tuple!((T0, F0, 0), (T1, F1, 1), (T2, F2, 2));
 /// TMA copies pipelined `S - delay_release` steps ahead (module docs).
 /// `loaded` has one barrier per slot, each initialized with 1 arrival.
 ///
-/// Called by every thread of the CTA.
+/// Called by every thread of the CTA. `#[track_caller]`: emulator reports
+/// name the caller's line (module docs).
 #[inline(always)]
+#[track_caller]
 pub fn emit_pipeline<const S: usize, I: PipelineInputs<S>>(
     steps: u32,
     inputs: I,
@@ -88,18 +117,14 @@ pub fn emit_pipeline<const S: usize, I: PipelineInputs<S>>(
     mut body: impl FnMut(u32, I::Slot),
 ) {
     assert!(delay_release < S as u32, "emit_pipeline: delay_release must be below max_concurrent_steps (the slot count)");
+    #[cfg(not(target_arch = "nvptx64"))]
+    let _scope = emu::entry_checks::<S>("emit_pipeline", steps, loaded, None);
     let ahead = S as u32 - delay_release;
     let leader = crate::index::thread_linear() == 0;
-    let issue = |step: u32| {
-        let slot = (step % S as u32) as usize;
-        let bar = loaded.at(slot);
-        bar.arrive_expect_tx(I::BYTES);
-        inputs.issue(step, slot, bar);
-    };
     if leader {
         let mut s = 0;
         while s < ahead && s < steps {
-            issue(s);
+            issue_step(&inputs, loaded, s);
             s += 1;
         }
     }
@@ -112,9 +137,64 @@ pub fn emit_pipeline<const S: usize, I: PipelineInputs<S>>(
             // Every thread is done with slot `(step - delay_release) % S`.
             crate::sync::sync_threads();
             if leader {
-                issue(next);
+                issue_step(&inputs, loaded, next);
             }
         }
+    }
+}
+
+/// One thread: arm `loaded` for `step`'s slot and issue its copies.
+#[inline(always)]
+#[track_caller]
+fn issue_step<const S: usize, I: PipelineInputs<S>>(inputs: &I, loaded: &Barriers<S>, step: u32) {
+    let slot = (step % S as u32) as usize;
+    let bar = loaded.at(slot);
+    bar.arrive_expect_tx(I::BYTES);
+    inputs.issue(step, slot, bar);
+}
+
+/// The emulator's side of the pipelines (host builds only).
+#[cfg(not(target_arch = "nvptx64"))]
+mod emu {
+    extern crate std;
+    use super::Barriers;
+    use std::{format, string::String};
+
+    /// The checks at a pipeline's entry (every thread): enters the report
+    /// scope `what` at the caller's line; declares the arrivals of `loaded`
+    /// (1 per phase: the issuer's `arrive_expect_tx`) and of `consumed` (one
+    /// per compute thread: all but the memory warpgroup's 128); warns when
+    /// `steps <= S` (no slot is ever reused).
+    #[track_caller]
+    pub(super) fn entry_checks<const S: usize>(what: &'static str, steps: u32, loaded: &Barriers<S>, consumed: Option<&Barriers<S>>) -> kernel_emu::ScopeGuard {
+        let at = core::panic::Location::caller();
+        let scope = kernel_emu::scope(what);
+        for i in 0..S {
+            let who = barrier_who("the pipeline's TMA issuer", "loaded", what, i);
+            kernel_emu::mbarrier_expect_arrivals(loaded.at(i).smem_addr(), 1, &who);
+        }
+        if let Some(consumed) = consumed {
+            let b = crate::index::block_dim();
+            let compute = (b.x * b.y * b.z).saturating_sub(128);
+            for i in 0..S {
+                let who = barrier_who(&format!("the {compute} compute threads"), "consumed", what, i);
+                kernel_emu::mbarrier_expect_arrivals(consumed.at(i).smem_addr(), compute, &who);
+            }
+        }
+        if steps <= S as u32 && crate::index::thread_linear() == 0 {
+            kernel_emu::warn_once(format!(
+                "kernel `{}`: `{what}` (called at {at}) ran {steps} step(s) with {S} stages, so no slot was ever reused: \
+                 the slot-reuse protocol (refill after release: `delay_release`, the `consumed` barrier) was not \
+                 exercised; test with more steps than stages (K > {S} x the tile's K)",
+                kernel_emu::kernel_name()
+            ));
+        }
+        scope
+    }
+
+    /// "`who` (`param` barrier `i` of `what`)": who arrives on a pipeline barrier.
+    fn barrier_who(who: &str, param: &str, what: &str, i: usize) -> String {
+        format!("{who} (`{param}` barrier {i} of `{what}`)")
     }
 }
 
@@ -133,8 +213,12 @@ impl<'a, const S: usize, I: PipelineInputs<S>> ComputePipeline<'a, S, I> {
     /// returns the final carry. After step `s`'s body, each compute thread
     /// releases the slot of step `s - delay_release` (arrives on its
     /// `consumed` barrier), so the memory warpgroup may refill it.
+    /// `#[track_caller]`: emulator reports name the caller's line.
     #[inline(always)]
+    #[track_caller]
     pub fn run<C>(&self, init: C, mut body: impl FnMut(u32, I::Slot, C) -> C) -> C {
+        #[cfg(not(target_arch = "nvptx64"))]
+        let _scope = kernel_emu::scope("ComputePipeline::run");
         let mut carry = init;
         for step in 0..self.steps {
             let slot = (step % S as u32) as usize;
@@ -164,8 +248,10 @@ impl<'a, const S: usize, I: PipelineInputs<S>> ComputePipeline<'a, S, I> {
 /// warpgroup's *index* (e.g. 2 for compute warpgroups 0 and 1), not a count. Called by every thread of the CTA; returns
 /// when the thread's role is done (no CTA barrier at the end: the caller
 /// synchronizes the roles it needs, e.g. with a named barrier among the
-/// compute warpgroups).
+/// compute warpgroups). `#[track_caller]`: emulator reports name the
+/// caller's line (module docs).
 #[inline(always)]
+#[track_caller]
 #[allow(clippy::too_many_arguments)]
 pub fn emit_pipeline_warp_specialized<const S: usize, const MEMORY_REGS: u32, const COMPUTE_REGS: u32, I: PipelineInputs<S>>(
     steps: u32,
@@ -177,6 +263,8 @@ pub fn emit_pipeline_warp_specialized<const S: usize, const MEMORY_REGS: u32, co
     compute_context: impl FnOnce(ComputePipeline<'_, S, I>),
 ) {
     assert!(delay_release < S as u32, "emit_pipeline_warp_specialized: delay_release must be below the slot count");
+    #[cfg(not(target_arch = "nvptx64"))]
+    let _scope = emu::entry_checks::<S>("emit_pipeline_warp_specialized", steps, loaded, Some(consumed));
     if crate::index::warpgroup_idx() == memory_wg {
         crate::wgmma::setmaxnreg_dec::<MEMORY_REGS>();
         if crate::index::thread_in_warpgroup() == 0 {

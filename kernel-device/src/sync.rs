@@ -7,8 +7,9 @@
 //! async proxy (TMA, tensor cores) additionally needs
 //! [`crate::fence::fence_proxy_async_shared_cta`] in each writing thread.
 
-/// Barrier 0 is what [`sync_threads`] uses; named barriers take 1..16.
-pub const NUM_HW_BARRIERS: u32 = 16;
+/// Barrier 0 is what [`sync_threads`] uses; named barriers take 1..16
+/// (`kernel_spec::limits::NUM_NAMED_BARRIERS`).
+pub use kernel_spec::limits::NUM_NAMED_BARRIERS as NUM_HW_BARRIERS;
 
 /// `barrier.sync 0;` — `__syncthreads()`.
 ///

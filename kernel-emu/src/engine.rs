@@ -24,13 +24,14 @@ pub(crate) type Loc = &'static Location<'static>;
 
 const NONE: usize = usize::MAX;
 /// Named CTA barriers per CTA (`bar.sync` ids 0..16).
-pub(crate) const NUM_NAMED_BARRIERS: u32 = 16;
+pub(crate) use kernel_spec::limits::NUM_NAMED_BARRIERS;
 /// Lanes per warp.
 pub(crate) const WARP: usize = 32;
 /// Largest mbarrier arrival count (2^20 - 1).
-pub(crate) const MAX_MBAR_COUNT: u32 = (1 << 20) - 1;
-/// Largest magnitude of an mbarrier transaction count (2^20 - 1).
-const MAX_TX: i64 = (1 << 20) - 1;
+pub(crate) use kernel_spec::limits::MAX_MBARRIER_ARRIVALS as MAX_MBAR_COUNT;
+/// Largest magnitude of an mbarrier transaction count (2^20 - 1), signed
+/// as the engine counts it.
+const MAX_TX: i64 = kernel_spec::limits::MAX_MBARRIER_TX as i64;
 /// Bit 31 marks a `.shared::cluster` address made by `map_rank_addr`.
 pub(crate) const CLUSTER_BIT: u32 = 1 << 31;
 /// The CTA rank sits in bits 24..31 of a `.shared::cluster` address.
@@ -195,6 +196,15 @@ struct MBar {
     /// A completed phase that carried TMA bytes and that no thread has
     /// waited on yet: (phase, operation, issue location).
     pub(crate) unwaited: Option<(u64, String, Loc)>,
+    /// Declared by library code (`mbarrier_expect_arrivals`): every phase
+    /// takes one arrival from each of this many threads, described by the
+    /// string, as declared at the location.
+    expect: Option<(u32, String, Loc)>,
+    /// The threads that arrived in the last completed phase.
+    prev_arrivers: Vec<usize>,
+    /// Evidence that a phase completed early (its count smaller than the
+    /// threads that arrive on it): a note for later reports.
+    early: Option<String>,
 }
 
 /// The mutable state of a run, behind `Emu::state`.
@@ -222,6 +232,11 @@ pub(crate) struct State {
     mbars: BTreeMap<(usize, u32), MBar>,
     /// (thread, cta, offset) -> (epoch, phase observed by its last wait).
     mbar_seen: HashMap<(usize, usize, u32), (u64, i64)>,
+    /// Per thread: the library scopes it is inside (`kernel_emu::scope`),
+    /// innermost last: what, and where the user called it.
+    scopes: Vec<Vec<(&'static str, Loc)>>,
+    /// Warnings of the run (`kernel_emu::warn_once`), each once, in order.
+    pub(crate) warnings: Vec<String>,
     next_epoch: u64,
     /// Per CTA: its shared memory as the async proxy sees it (copied from
     /// the real buffer at every `fence.proxy.async` of the CTA, and written
@@ -406,6 +421,8 @@ impl Emu {
             cluster_arrived: vec![None; n],
             mbars: BTreeMap::new(),
             mbar_seen: HashMap::new(),
+            scopes: vec![Vec::new(); n],
+            warnings: Vec::new(),
             next_epoch: 0,
             shadow: (0..n_ctas).map(|_| vec![0u8; cfg.smem_bytes]).collect(),
             wgmma: (0..n).map(|_| WgmmaGroups::default()).collect(),
@@ -453,14 +470,15 @@ impl Emu {
         )
     }
 
-    fn where_(&self, tid: usize, loc: Loc) -> String {
-        format!("{} at {loc}", self.who(tid))
+    fn where_(&self, g: &State, tid: usize, loc: Loc) -> String {
+        format!("{} at {loc}{}", self.who(tid), scope_note(g, tid))
     }
 
     /// Records `err` (unless an earlier error stopped the run) and wakes
     /// every thread so that it unwinds.
-    pub(crate) fn stop(&self, g: &mut State, err: EmuError) {
+    pub(crate) fn stop(&self, g: &mut State, mut err: EmuError) {
         if g.error.is_none() {
+            add_early_phase_notes(g, &mut err);
             g.error = Some(err);
         }
         g.aborted = true;
@@ -487,7 +505,7 @@ impl Emu {
         let err = EmuError::Misuse {
             kernel: self.kernel.clone(),
             rule: rule.to_string(),
-            where_: self.where_(tid, loc),
+            where_: self.where_(&g, tid, loc),
             detail,
         };
         self.fail(g, err)
@@ -634,7 +652,7 @@ impl Emu {
                     let th = &self.threads[t];
                     let key = (th.cta, th.warp, format!("{w:?}"));
                     let what = memo.entry(key).or_insert_with(|| self.describe(g, t, w)).clone();
-                    Some(format!("{}: waiting on {what} (at {loc})", self.who(t)))
+                    Some(format!("{}: waiting on {what} (at {loc}{})", self.who(t), scope_note(g, t)))
                 }
                 _ => None,
             })
@@ -775,8 +793,18 @@ impl Emu {
             } => match g.mbars.get(&(bcta, off)) {
                 Some(b) => {
                     let mut s = format!(
-                        "mbarrier.try_wait.parity {parity} at smem+{off:#x} (phase {} incomplete: {} of {} arrivals pending, tx {})",
-                        b.phase, b.pending, b.count, b.tx
+                        "mbarrier.try_wait.parity {parity} at smem+{off:#x} (phase {} incomplete: {} of {} arrivals pending, tx {}; \
+                         arrival count {}, {} arrival(s) seen{})",
+                        b.phase,
+                        b.pending,
+                        b.count,
+                        b.tx,
+                        b.count,
+                        b.count - b.pending,
+                        match &b.expect {
+                            Some((n, who, _)) => format!(", {n} expected from {who}"),
+                            None => String::new(),
+                        }
                     );
                     if b.pending == 0 && b.tx > 0 {
                         s += &format!(
@@ -1159,6 +1187,9 @@ impl Emu {
             last: Clk::default(),
             tx_op: None,
             unwaited: None,
+            expect: None,
+            prev_arrivers: Vec::new(),
+            early: None,
         };
         g.mbars.insert((cta, off), b);
         drop(self.switch(g, tid));
@@ -1216,6 +1247,28 @@ impl Emu {
         }
         b.pending -= 1;
         *b.arrivals.entry(tid).or_insert(0) += 1;
+        if b.early.is_none() && b.phase > 0 && !b.prev_arrivers.contains(&tid) {
+            // A warp-mate arrived in the last phase and this thread only now:
+            // that phase most likely completed before its warp was done.
+            let th = &self.threads[tid];
+            let mate = b.prev_arrivers.iter().find(|&&u| self.threads[u].cta == th.cta && self.threads[u].warp == th.warp);
+            if let Some(&u) = mate {
+                b.early = Some(format!(
+                    "note: phase {} of the mbarrier at smem+{off:#x} of cta {} (arrival count {}, initialized at {}) \
+                     completed with the arrivals of {} thread(s), {} among them, and {}, of the same warp, arrived \
+                     only in the next phase: if the threads of a phase arrive together, the count is smaller than the \
+                     threads that arrive on it and its phases complete early (`#[scratch(arrivals = N)]` with N the \
+                     arriving threads)",
+                    b.phase - 1,
+                    fmt3(self.ctas[cta].idx),
+                    b.count,
+                    b.init_loc,
+                    b.prev_arrivers.len(),
+                    self.who(u),
+                    self.who(tid)
+                ));
+            }
+        }
         let st = &mut *g;
         let b = st.mbars.get_mut(&(cta, off)).expect("found above");
         st.race.release(tid, &mut b.clk);
@@ -1297,6 +1350,28 @@ impl Emu {
         if b.tx > 0 {
             return Ok(()); // waits for the announced bytes
         }
+        if let Some((n, who, eloc)) = &b.expect {
+            if b.count < *n {
+                let seen: u32 = b.arrivals.values().sum();
+                let from: Vec<String> = b.arrivals.keys().take(4).map(|&t| self.who(t)).collect();
+                let more = if b.arrivals.len() > 4 { format!(" and {} more", b.arrivals.len() - 4) } else { String::new() };
+                let detail = format!(
+                    "phase {} of the mbarrier at smem+{off:#x} of cta {} completed after {seen} arrival(s) (from {}{more}): \
+                     its arrival count is {} (initialized at {}), and {who} arrive on it, one arrival each per phase, \
+                     as declared at {eloc}: {} arrivals were expected and {} of those threads had not arrived yet, so \
+                     the phase completed early (whatever waits on it, e.g. a TMA refill of a slot, runs while they \
+                     still use it); give the barrier an arrival count of {n}: `#[scratch(arrivals = {n})]`",
+                    b.phase,
+                    fmt3(self.ctas[cta].idx),
+                    from.join(", "),
+                    b.count,
+                    b.init_loc,
+                    n,
+                    n - seen.min(*n),
+                );
+                return Err(("mbarrier arrival count smaller than its arriving threads", detail));
+            }
+        }
         if b.arrivals.len() > 1 {
             if let Some((&t, &n)) = b.arrivals.iter().find(|(_, &n)| n > 1) {
                 let detail = format!(
@@ -1326,6 +1401,7 @@ impl Emu {
         let completed = b.phase;
         b.phase += 1;
         b.pending = b.count;
+        b.prev_arrivers = b.arrivals.keys().copied().collect();
         b.arrivals.clear();
         b.multicast.clear();
         b.last = std::mem::take(&mut b.clk);
@@ -1351,6 +1427,54 @@ impl Emu {
         let mut g = self.lock();
         if let Some(b) = g.mbars.get_mut(&(cta, off)) {
             b.multicast.insert(rank, mask);
+        }
+    }
+
+    /// Library code declares that every phase of the mbarrier at `addr` (of
+    /// the calling thread's CTA) takes one arrival from each of `n` threads
+    /// (`who`): a larger count is reported at once (its phases never
+    /// complete), a smaller one when a phase completes early, with the
+    /// arrivals seen.
+    pub(crate) fn mbar_expect(&self, tid: usize, loc: Loc, addr: u32, n: u32, who: &str) {
+        let op = "mbarrier (arrival count check)";
+        let off = self.own_mbar(tid, loc, addr, op);
+        let cta = self.threads[tid].cta;
+        let mut g = self.lock();
+        let Some(b) = g.mbars.get_mut(&(cta, off)) else {
+            self.uninit(g, tid, loc, op, cta, off)
+        };
+        if b.count > n {
+            let detail = format!(
+                "the mbarrier at smem+{off:#x} of cta {} has an arrival count of {} (initialized at {}), and only {who} \
+                 arrive on it, one arrival each per phase: {n} arrivals, so no phase ever completes; give the barrier \
+                 an arrival count of {n}: `#[scratch(arrivals = {n})]`",
+                fmt3(self.ctas[cta].idx),
+                b.count,
+                b.init_loc
+            );
+            self.misuse(g, tid, loc, "mbarrier arrival count larger than its arriving threads", detail);
+        }
+        if b.count < n && b.expect.is_none() {
+            b.expect = Some((n, who.to_string(), loc));
+        }
+    }
+
+    /// Enters (`Some`) or leaves (`None`) a library scope of thread `tid`.
+    pub(crate) fn scope(&self, tid: usize, enter: Option<(&'static str, Loc)>) {
+        let mut g = self.lock();
+        match enter {
+            Some(s) => g.scopes[tid].push(s),
+            None => {
+                g.scopes[tid].pop();
+            }
+        }
+    }
+
+    /// Records a warning of the run, once per text.
+    pub(crate) fn warn_once(&self, text: String) {
+        let mut g = self.lock();
+        if !g.warnings.contains(&text) {
+            g.warnings.push(text);
         }
     }
 
@@ -1697,5 +1821,37 @@ impl Emu {
     pub(crate) fn mbar_observed(&self, tid: usize, cta: usize, off: u32) -> Option<(u64, i64)> {
         let g = self.lock();
         g.mbar_seen.get(&(tid, cta, off)).copied()
+    }
+}
+
+/// `" (inside `emit_pipeline` called at src/k.rs:10:5)"` for a thread inside
+/// library scopes (`kernel_emu::scope`), innermost first; empty otherwise.
+fn scope_note(g: &State, tid: usize) -> String {
+    g.scopes[tid].iter().rev().map(|(what, at)| format!(" (inside `{what}` called at {at})")).collect()
+}
+
+/// Adds the notes of mbarriers whose phases completed early (see
+/// `MBar::early`) to a report: a too-small arrival count shows up as
+/// another error (a TMA overwrite, a race, a deadlock) first.
+fn add_early_phase_notes(g: &State, err: &mut EmuError) {
+    let notes: Vec<&String> = g.mbars.values().filter_map(|b| b.early.as_ref()).take(2).collect();
+    if notes.is_empty() {
+        return;
+    }
+    match err {
+        EmuError::Misuse { rule, detail, .. } if !rule.starts_with("mbarrier arrival count") => {
+            for n in notes {
+                detail.push_str("\n  ");
+                detail.push_str(n);
+            }
+        }
+        EmuError::Race { fix, .. } => {
+            for n in notes {
+                fix.push_str("\n  ");
+                fix.push_str(n);
+            }
+        }
+        EmuError::Deadlock { blocked, .. } => blocked.extend(notes.into_iter().cloned()),
+        _ => {}
     }
 }

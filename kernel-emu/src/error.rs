@@ -11,6 +11,9 @@ pub struct RunReport {
     pub threads: usize,
     /// Clusters canceled by cluster launch control (they never ran).
     pub canceled_clusters: u32,
+    /// Warnings of the run (also printed to stderr when it ends), e.g. a
+    /// pipeline that never reused a slot ([`warn_once`](crate::warn_once)).
+    pub warnings: Vec<String>,
 }
 
 /// Why a run failed. The first error stops the run; the `Display` form names
@@ -32,7 +35,9 @@ pub enum EmuError {
         location: Option<String>,
     },
     /// No thread can run and some are blocked: one line per blocked thread,
-    /// `"cta (x,y,z) thread (x,y,z) [warp w]: waiting on <reason>"`.
+    /// `"cta (x,y,z) thread (x,y,z) [warp w]: waiting on <reason>"`, then
+    /// any `"note: ..."` lines (e.g. an mbarrier whose phase completed
+    /// before all its arriving threads arrived).
     Deadlock {
         kernel: String,
         blocked: Vec<String>,
@@ -219,11 +224,12 @@ impl fmt::Display for EmuError {
                 Ok(())
             }
             EmuError::Deadlock { kernel, blocked } => {
+                let n = blocked.iter().filter(|l| !l.starts_with("note: ")).count();
                 write!(
                     f,
                     "kernel `{kernel}`: deadlock: no emulated thread can run and {} {} blocked",
-                    blocked.len(),
-                    if blocked.len() == 1 { "is" } else { "are" }
+                    n,
+                    if n == 1 { "is" } else { "are" }
                 )?;
                 write_grouped(f, blocked)
             }

@@ -67,7 +67,8 @@
 //!   thread is listed with what it waits for and the barrier's counts, e.g.
 //!   `bar.sync 0: 63 of 64 threads arrived; not arrived: cta (0,0,0) thread
 //!   (5,0,0) [warp 0] (exited)` or `mbarrier.try_wait.parity 0 at smem+0x40
-//!   (phase 0 incomplete: 3 of 128 arrivals pending, tx 0)`. A thread that
+//!   (phase 0 incomplete: 3 of 128 arrivals pending, tx 0; arrival count 128,
+//!   125 arrival(s) seen)`. A thread that
 //!   exits is never counted as arriving anywhere.
 //! - **No progress**: more than [`LaunchConfig::max_steps`] scheduling points
 //!   (0 = unlimited) without the run finishing, e.g. a spin loop on a flag
@@ -95,7 +96,12 @@
 //!     (a thread's wait observes a phase two or more after the one its previous
 //!     wait on that barrier observed: its parity is out of step); waits on
 //!     another CTA's barrier; `inval` while threads wait or a phase is in
-//!     progress;
+//!     progress; for a barrier whose arriving threads library code declared
+//!     ([`mbarrier_expect_arrivals`], e.g. a pipeline's `consumed`
+//!     barrier): "mbarrier arrival count larger than its arriving threads"
+//!     (at once: no phase could complete) and "mbarrier arrival count
+//!     smaller than its arriving threads" (when a phase completes early,
+//!     with the count, the expected arrivals and the arrivals seen);
 //!   - async proxy: per CTA the run keeps a copy of shared memory as the
 //!     async proxy sees it (refreshed by [`fence_proxy_async`], written by
 //!     [`async_proxy_write`]); an async read ([`async_proxy_read`],
@@ -141,7 +147,17 @@
 //! variable `KERNEL_EMU_STACK_KIB` to change it (e.g. for debug builds of
 //! kernels with large register arrays). Entry points are `#[track_caller]`:
 //! errors and deadlock lines name the source location of the call (which is
-//! in the kernel when the host bodies are `#[track_caller]` too).
+//! in the kernel when the host bodies are `#[track_caller]` too). Library
+//! code that issues operations for the user (a pipeline) is
+//! `#[track_caller]` too, and enters a [`scope`]: its reports name the
+//! user's call and add "(inside `emit_pipeline` called at ...)".
+//!
+//! # Warnings
+//!
+//! A run that finishes may still carry warnings ([`warn_once`]): each is
+//! printed to stderr once when the run ends and returned in
+//! [`RunReport::warnings`], e.g. a pipeline whose run never reused a slot
+//! (its test shape has no more steps than stages).
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 mod engine;
@@ -419,7 +435,11 @@ pub fn run(cfg: &LaunchConfig, thread_fn: &(dyn Fn() + Sync)) -> Result<RunRepor
     if let Some(e) = tmem_end {
         return Err(e);
     }
-    Ok(RunReport { steps, threads: n, canceled_clusters })
+    let warnings = std::mem::take(&mut emu.lock().warnings);
+    for w in &warnings {
+        eprintln!("kernel-emu warning: {w}");
+    }
+    Ok(RunReport { steps, threads: n, canceled_clusters, warnings })
 }
 
 /// The body of each OS thread: wait for the baton, run the kernel, report.
@@ -804,6 +824,72 @@ pub fn mbarrier_note_multicast(bar: u32, mask: u16) {
         let (cta, off) = e.decode_or_misuse(tid, loc, CLUSTER_BIT | (r << RANK_SHIFT) | (bar & OFFSET_MASK));
         e.mbar_note_multicast(cta, off, rank, mask);
     }
+}
+
+/// Declares, for the emulator's checks, that every phase of the mbarrier at
+/// `.shared::cta` address `addr` takes one arrival from each of `n` threads,
+/// described by `who` (e.g. "the 256 compute threads (`consumed` of
+/// `emit_pipeline_warp_specialized`)"). Library code that knows who arrives
+/// (the pipelines of `kernel-device`) calls it after the barrier's init; the
+/// run then stops with a misuse that names the barrier's count, `n` and the
+/// arrivals seen: at once when the count is larger than `n` (no phase could
+/// complete), and when a phase completes early when it is smaller.
+/// Not a scheduling point.
+#[track_caller]
+pub fn mbarrier_expect_arrivals(addr: u32, n: u32, who: &str) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("mbarrier_expect_arrivals") {
+        e.mbar_expect(tid, loc, addr, n, who);
+    }
+}
+
+/// A library scope of the calling emulated thread, left when dropped: see
+/// [`scope`].
+#[must_use = "the scope ends when the guard is dropped"]
+pub struct ScopeGuard {
+    emu: Option<(Arc<Emu>, usize)>,
+}
+
+impl Drop for ScopeGuard {
+    fn drop(&mut self) {
+        if let Some((e, tid)) = self.emu.take() {
+            if !std::thread::panicking() {
+                e.scope(tid, None);
+            }
+        }
+    }
+}
+
+/// Enters a library scope named `what` (e.g. `"emit_pipeline"`) at the
+/// caller's location: until the guard drops, misuse reports and deadlock
+/// lines of the calling emulated thread add "(inside `what` called at
+/// the caller)". With `#[track_caller]` on the library function, the caller
+/// is the user's line. Not a scheduling point.
+#[track_caller]
+pub fn scope(what: &'static str) -> ScopeGuard {
+    let loc = Location::caller();
+    match enter("scope") {
+        Some((e, tid)) => {
+            e.scope(tid, Some((what, loc)));
+            ScopeGuard { emu: Some((e, tid)) }
+        }
+        None => ScopeGuard { emu: None },
+    }
+}
+
+/// A warning of the run (not an error): printed to stderr once when the
+/// run ends (prefixed with "kernel-emu warning: ") and returned in
+/// [`RunReport::warnings`]; the same text given again (by other threads)
+/// is kept once. Prefix it with the kernel's name: [`kernel_name`].
+pub fn warn_once(text: String) {
+    if let Some((e, _)) = enter("warn_once") {
+        e.warn_once(text);
+    }
+}
+
+/// The name of the kernel the calling emulated thread runs.
+pub fn kernel_name() -> String {
+    ctx("kernel_name").0.kernel.clone()
 }
 
 /// `mbarrier.try_wait.parity`: true at once if the phase with parity

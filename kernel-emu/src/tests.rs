@@ -385,7 +385,7 @@ fn bytes_announced_but_not_completed_deadlock_naming_tx() {
         assert_eq!(blocked.len(), 32, "{msg}");
         assert!(
             msg.contains(
-                "mbarrier.try_wait.parity 0 at smem+0x10 (phase 0 incomplete: 0 of 1 arrivals pending, tx 32)"
+                "mbarrier.try_wait.parity 0 at smem+0x10 (phase 0 incomplete: 0 of 1 arrivals pending, tx 32; arrival count 1, 1 arrival(s) seen)"
             ),
             "{msg}"
         );
@@ -1117,4 +1117,97 @@ fn an_empty_bulk_group_left_unwaited_is_not_outstanding() {
         bulk_commit_group();
     })
     .unwrap();
+}
+
+/// 64 threads arrive once each on a barrier initialized with `count`,
+/// after declaring (as library code does) that all 64 arrive per phase.
+fn declared_arrivals(count: u32, seed: u64) -> Result<RunReport, EmuError> {
+    let mut c = cfg("declared_arrivals", 1, 64);
+    c.smem_bytes = 8;
+    c.seed = seed;
+    run_t(c, move || {
+        if tid_x() == 0 {
+            mbarrier_init(0, count);
+        }
+        bar_sync(0, 0);
+        let _scope = scope("the_library_op");
+        mbarrier_expect_arrivals(0, 64, "the 64 threads of the test");
+        mbarrier_arrive(0);
+        mbarrier_try_wait_parity(0, 0);
+    })
+}
+
+#[test]
+fn a_count_smaller_than_the_declared_arrivals_is_reported_when_a_phase_completes() {
+    for seed in SEEDS {
+        let e = declared_arrivals(16, seed).expect_err("a count of 16 for 64 arrivals was not caught");
+        let msg = e.to_string();
+        let EmuError::Misuse { rule, where_, detail, .. } = &e else { panic!("seed {seed}: {msg}") };
+        assert_eq!(rule, "mbarrier arrival count smaller than its arriving threads", "seed {seed}: {msg}");
+        assert!(detail.contains("completed after 16 arrival(s)") && detail.contains("its arrival count is 16 "), "seed {seed}: {msg}");
+        assert!(detail.contains("64 arrivals were expected and 48 of those threads had not arrived yet"), "seed {seed}: {msg}");
+        assert!(detail.contains("the 64 threads of the test") && detail.contains("`#[scratch(arrivals = 64)]`"), "seed {seed}: {msg}");
+        // The report says which library scope the arrival was made in.
+        assert!(where_.contains("(inside `the_library_op` called at ") && where_.contains("tests.rs:"), "seed {seed}: {msg}");
+    }
+    // The right count: no report.
+    for seed in SEEDS {
+        declared_arrivals(64, seed).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    }
+}
+
+#[test]
+fn a_count_larger_than_the_declared_arrivals_is_reported_at_once() {
+    for seed in SEEDS {
+        let e = declared_arrivals(65, seed).expect_err("a count of 65 for 64 arrivals was not caught");
+        let msg = e.to_string();
+        let EmuError::Misuse { rule, detail, .. } = &e else { panic!("seed {seed}: {msg}") };
+        assert_eq!(rule, "mbarrier arrival count larger than its arriving threads", "seed {seed}: {msg}");
+        assert!(detail.contains("arrival count of 65") && detail.contains("64 arrivals, so no phase ever completes"), "seed {seed}: {msg}");
+    }
+}
+
+#[test]
+fn warnings_are_kept_once_in_the_run_report() {
+    let r = run_t(cfg("warns", 1, 64), || {
+        warn_once(format!("kernel `{}`: something to know", kernel_name()));
+        if tid_x() == 3 {
+            warn_once("another".to_string());
+        }
+    })
+    .unwrap();
+    assert_eq!(r.warnings, vec!["kernel `warns`: something to know".to_string(), "another".to_string()]);
+    let r = run_t(cfg("quiet", 1, 32), || {}).unwrap();
+    assert!(r.warnings.is_empty());
+}
+
+#[test]
+fn a_phase_that_completes_before_its_warps_arrived_is_noted_in_the_report() {
+    // 64 threads (2 warps) arrive once each on a barrier counting 48, with
+    // no declaration: phase 0 completes after 48 arrivals and the other 16
+    // (warp-mates of some of those) land in phase 1, which never completes.
+    for seed in SEEDS {
+        let mut c = cfg("count_48", 1, 64);
+        c.smem_bytes = 8;
+        c.seed = seed;
+        let e = run_t(c, || {
+            if tid_x() == 0 {
+                mbarrier_init(0, 48);
+            }
+            bar_sync(0, 0);
+            mbarrier_arrive(0);
+            mbarrier_try_wait_parity(0, 1);
+        })
+        .expect_err("a deadlock");
+        let msg = e.to_string();
+        let EmuError::Deadlock { blocked, .. } = &e else { panic!("seed {seed}: {msg}") };
+        let note = blocked.last().unwrap();
+        let threads = blocked.iter().filter(|l| !l.starts_with("note: ")).count();
+        assert_eq!(threads, blocked.len() - 1, "seed {seed}: one note: {msg}");
+        assert!(msg.contains(&format!("and {threads} are blocked")), "seed {seed}: the note is not counted as a thread: {msg}");
+        assert!(
+            note.starts_with("note: phase 0 of the mbarrier at smem+0x0") && note.contains("arrival count 48") && note.contains("completed with the arrivals of 48 thread(s)"),
+            "seed {seed}: {msg}"
+        );
+    }
 }

@@ -26,8 +26,10 @@
 //!    `-C panic=immediate-abort` (a panic is a `trap`);
 //! 2. adds each kernel's `.maxntid` (from the `// kernel-meta` line `#[kernel]`
 //!    emits), so ptxas allocates registers for the real block size;
-//! 3. assembles the PTX with ptxas when one is found (`KERNEL_PTXAS`, then
-//!    `ptxas` on `PATH`, then the project's `.tools/venv`), failing the build
+//! 3. assembles the PTX with ptxas when one is found ([`find_ptxas_in`]:
+//!    `KERNEL_PTXAS`, then `.tools/venv` above the crate, then the
+//!    user-level tools dir `~/.cache/kernel-tools/venv` that
+//!    `tools/setup.sh` fills, then `ptxas` on `PATH`), failing the build
 //!    on a ptxas error or a "wgmma ... serialized" warning, and keeps
 //!    ptxas's `-v` report (registers, shared memory, spills) in `OUT_DIR` and
 //!    in the shared dir, where `tools/ptxas-report.sh [crate]` prints it;
@@ -84,6 +86,9 @@ pub enum BuildError {
     Compile { arch: Arch, crate_name: String, command: String, stderr: String },
     /// ptxas rejected the PTX, or warned that wgmma is serialized.
     Ptxas { arch: Arch, ptxas: PathBuf, report: String },
+    /// ptxas is required (`KERNEL_REQUIRE_PTXAS`, [`DeviceBuild::require_ptxas`])
+    /// and was not found: where the build looked and the command that fixes it.
+    NoPtxas { advice: String },
     Io { what: String, err: std::io::Error },
 }
 
@@ -116,6 +121,7 @@ impl fmt::Display for BuildError {
                  means the accumulator registers were touched between wgmma issue and wait):\n{report}",
                 ptxas.display()
             ),
+            BuildError::NoPtxas { advice } => write!(f, "device build: ptxas is required (KERNEL_REQUIRE_PTXAS is set) but was not found; {advice}"),
             BuildError::Io { what, err } => write!(f, "device build: {what}: {err}"),
         }
     }
@@ -231,17 +237,23 @@ impl DeviceBuild {
         };
         // Only after success: a failed build script reruns anyway, and
         // these lines would only add noise to cargo's failure report.
-        for var in ["KERNEL_PTXAS", "KERNEL_NIGHTLY_TOOLCHAIN", "KERNEL_REQUIRE_PTXAS", "KERNEL_BUILD_VERBOSE", "PATH"] {
+        for var in ["KERNEL_PTXAS", "KERNEL_TOOLS_DIR", "XDG_CACHE_HOME", "HOME", "KERNEL_NIGHTLY_TOOLCHAIN", "KERNEL_REQUIRE_PTXAS", "KERNEL_BUILD_VERBOSE", "PATH"] {
             println!("cargo:rerun-if-env-changed={var}");
         }
         for src in &out.sources {
             println!("cargo:rerun-if-changed={}", src.display());
         }
         if out.ptxas.is_none() {
+            // Rebuild once ptxas is installed where the fix puts it (a path
+            // that does not exist yet makes cargo rerun this script on every
+            // build until it does: only while ptxas is missing).
+            if let Some(d) = PtxasLookup::from_env(&self.crate_dir).tools_dir {
+                println!("cargo:rerun-if-changed={}", d.join("venv").display());
+            }
             println!(
-                "cargo:warning=ptxas not found: the PTX of `{}` was not assembled (the driver will JIT it). \
-                 Set KERNEL_PTXAS, put ptxas on PATH, or run tools/install-ptxas.sh",
-                out.crate_name
+                "cargo:warning=ptxas not found: the PTX of `{}` was not assembled (no ptxas report; the driver will JIT it); {}",
+                out.crate_name,
+                ptxas_missing_advice(&self.crate_dir)
             );
         }
     }
@@ -254,11 +266,7 @@ impl DeviceBuild {
             None => find_ptxas(&self.crate_dir),
         };
         if ptxas.is_none() && self.require_ptxas {
-            return Err(BuildError::Ptxas {
-                arch: self.archs.first().copied().unwrap_or(Arch::Sm90a),
-                ptxas: PathBuf::from("ptxas"),
-                report: "ptxas is required (KERNEL_REQUIRE_PTXAS is set) but was not found: set KERNEL_PTXAS or run tools/install-ptxas.sh".into(),
-            });
+            return Err(BuildError::NoPtxas { advice: ptxas_missing_advice(&self.crate_dir) });
         }
         std::fs::create_dir_all(&self.out_dir).map_err(|err| BuildError::Io { what: format!("create {}", self.out_dir.display()), err })?;
         let mut archs = Vec::new();
@@ -423,31 +431,172 @@ fn check_toolchain(toolchain: &str) -> Result<(), BuildError> {
     Ok(())
 }
 
-/// `KERNEL_PTXAS`, then `ptxas` on `PATH`, then `.tools/venv` of an enclosing
-/// directory (where `tools/install-ptxas.sh` puts the PyPI ptxas).
-pub fn find_ptxas(start: &Path) -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("KERNEL_PTXAS") {
-        return Some(PathBuf::from(p));
-    }
-    if let Some(path) = std::env::var_os("PATH") {
-        for dir in std::env::split_paths(&path) {
-            let p = dir.join("ptxas");
-            if p.is_file() {
-                return Some(p);
-            }
+/// The PyPI wheel that ships the ptxas the project pins (ptxas only is
+/// used; installed with `--no-deps`). `tools/install-ptxas.sh` installs the
+/// same one (a unit test keeps the two in step).
+pub const PTXAS_WHEEL: &str = "nvidia-cuda-nvcc==13.0.88";
+
+/// Where a ptxas was found, in the order [`find_ptxas`] looks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PtxasSource {
+    /// `KERNEL_PTXAS` (taken as given, even if it is not a file: then
+    /// running it fails with that path in the error).
+    EnvVar,
+    /// `.tools/venv` of a directory enclosing the kernels crate: this
+    /// repository's, for the crates inside it.
+    RepoVenv,
+    /// The user-level tools directory ([`user_tools_dir`]), which
+    /// `tools/setup.sh` / `tools/install-ptxas.sh` fill: every kernels crate
+    /// of the user finds it, inside this repository or not.
+    UserCache,
+    /// `ptxas` on `PATH` (e.g. a CUDA toolkit's).
+    Path,
+}
+
+/// What [`find_ptxas_in`] looks at: environment values and the kernels
+/// crate's directory. [`PtxasLookup::from_env`] fills it from the process
+/// environment.
+#[derive(Clone, Debug, Default)]
+pub struct PtxasLookup {
+    /// `KERNEL_PTXAS`.
+    pub kernel_ptxas: Option<PathBuf>,
+    /// The kernels crate's directory (its ancestors are searched for
+    /// `.tools/venv`).
+    pub crate_dir: PathBuf,
+    /// The user-level tools directory ([`user_tools_dir`]).
+    pub tools_dir: Option<PathBuf>,
+    /// `PATH`.
+    pub path: Option<std::ffi::OsString>,
+}
+
+impl PtxasLookup {
+    /// The lookup for the kernels crate at `crate_dir` with this process's
+    /// environment.
+    pub fn from_env(crate_dir: &Path) -> Self {
+        let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+        PtxasLookup {
+            kernel_ptxas: var("KERNEL_PTXAS").map(PathBuf::from),
+            crate_dir: crate_dir.to_path_buf(),
+            tools_dir: user_tools_dir(var("KERNEL_TOOLS_DIR"), var("XDG_CACHE_HOME"), var("HOME")),
+            path: var("PATH"),
         }
     }
-    for dir in start.ancestors() {
-        let lib = dir.join(".tools/venv/lib");
-        let Ok(entries) = std::fs::read_dir(&lib) else { continue };
-        for e in entries.flatten() {
-            let p = e.path().join("site-packages/nvidia/cu13/bin/ptxas");
-            if p.is_file() {
-                return Some(p);
-            }
+}
+
+/// The user-level tools directory, where `tools/install-ptxas.sh` puts
+/// ptxas (`<dir>/venv`) for every kernels crate of the user:
+/// `$KERNEL_TOOLS_DIR` if set, else `$XDG_CACHE_HOME/kernel-tools`, else
+/// `$HOME/.cache/kernel-tools` (`None` with none of the three).
+pub fn user_tools_dir(
+    kernel_tools_dir: Option<std::ffi::OsString>,
+    xdg_cache_home: Option<std::ffi::OsString>,
+    home: Option<std::ffi::OsString>,
+) -> Option<PathBuf> {
+    if let Some(d) = kernel_tools_dir {
+        return Some(PathBuf::from(d));
+    }
+    if let Some(d) = xdg_cache_home {
+        return Some(PathBuf::from(d).join("kernel-tools"));
+    }
+    home.map(|h| PathBuf::from(h).join(".cache").join("kernel-tools"))
+}
+
+/// The file system as [`find_ptxas_in`] sees it (a fake one in tests).
+pub trait PtxasFs {
+    fn is_file(&self, path: &Path) -> bool;
+    /// The entries of directory `dir` (full paths; empty if it is none).
+    fn entries(&self, dir: &Path) -> Vec<PathBuf>;
+}
+
+/// The real file system.
+pub struct RealFs;
+
+impl PtxasFs for RealFs {
+    fn is_file(&self, path: &Path) -> bool {
+        path.is_file()
+    }
+    fn entries(&self, dir: &Path) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir).map(|r| r.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+        v.sort();
+        v
+    }
+}
+
+/// The PyPI wheel's ptxas inside the Python venv `venv`
+/// (`lib/python3.*/site-packages/nvidia/cu13/bin/ptxas`), if there.
+fn venv_ptxas(fs: &impl PtxasFs, venv: &Path) -> Option<PathBuf> {
+    fs.entries(&venv.join("lib"))
+        .into_iter()
+        .map(|py| py.join("site-packages/nvidia/cu13/bin/ptxas"))
+        .find(|p| fs.is_file(p))
+}
+
+/// Chooses ptxas, in this order (the first found wins):
+/// 1. `KERNEL_PTXAS`;
+/// 2. `.tools/venv` of the kernels crate's directory or an ancestor: this
+///    repository's, for the crates inside it;
+/// 3. `<user tools dir>/venv` ([`user_tools_dir`]:
+///    `$KERNEL_TOOLS_DIR`, `$XDG_CACHE_HOME/kernel-tools` or
+///    `~/.cache/kernel-tools`), which `tools/setup.sh` fills: any kernels
+///    crate, outside this repository too;
+/// 4. `ptxas` on `PATH`.
+///
+/// The project's pinned ptxas (2, 3) comes before `PATH`, which may hold a
+/// CUDA toolkit's of another version. A pure function of `lookup` and `fs`.
+pub fn find_ptxas_in(lookup: &PtxasLookup, fs: &impl PtxasFs) -> Option<(PtxasSource, PathBuf)> {
+    if let Some(p) = &lookup.kernel_ptxas {
+        return Some((PtxasSource::EnvVar, p.clone()));
+    }
+    for dir in lookup.crate_dir.ancestors() {
+        if let Some(p) = venv_ptxas(fs, &dir.join(".tools").join("venv")) {
+            return Some((PtxasSource::RepoVenv, p));
+        }
+    }
+    if let Some(p) = lookup.tools_dir.as_ref().and_then(|d| venv_ptxas(fs, &d.join("venv"))) {
+        return Some((PtxasSource::UserCache, p));
+    }
+    for dir in std::env::split_paths(lookup.path.as_deref().unwrap_or_default()) {
+        let p = dir.join("ptxas");
+        if fs.is_file(&p) {
+            return Some((PtxasSource::Path, p));
         }
     }
     None
+}
+
+/// The ptxas the device build of the crate at `start` uses: see
+/// [`find_ptxas_in`] for the order.
+pub fn find_ptxas(start: &Path) -> Option<PathBuf> {
+    find_ptxas_in(&PtxasLookup::from_env(start), &RealFs).map(|(_, p)| p)
+}
+
+/// The one command that installs ptxas where [`find_ptxas`] finds it for
+/// every kernels crate: this repository's `tools/install-ptxas.sh` (by
+/// absolute path) when `repo` has it, else the equivalent pip commands into
+/// the user-level tools directory (`tools_dir`, or `<dir>` when unknown).
+pub fn ptxas_fix(repo: Option<&Path>, tools_dir: Option<&Path>) -> String {
+    if let Some(script) = repo.map(|r| r.join("tools").join("install-ptxas.sh")) {
+        return script.display().to_string();
+    }
+    let venv = tools_dir.map(|d| d.join("venv").display().to_string()).unwrap_or_else(|| "~/.cache/kernel-tools/venv".into());
+    format!("python3 -m venv {venv} && {venv}/bin/pip install --no-deps {PTXAS_WHEEL}")
+}
+
+/// The repository kernel-host was built from, when its `tools/` is there
+/// (a path or git dependency; not a registry copy).
+fn kernel_repo() -> Option<PathBuf> {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?.to_path_buf();
+    repo.join("tools").join("install-ptxas.sh").is_file().then_some(repo)
+}
+
+/// What to say when no ptxas was found for the crate at `crate_dir`.
+fn ptxas_missing_advice(crate_dir: &Path) -> String {
+    let lookup = PtxasLookup::from_env(crate_dir);
+    let looked = match &lookup.tools_dir {
+        Some(d) => format!("KERNEL_PTXAS, .tools/venv above the crate, {}, PATH", d.join("venv").display()),
+        None => "KERNEL_PTXAS, .tools/venv above the crate, PATH (HOME is unset: no user-level tools dir)".into(),
+    };
+    format!("looked in: {looked}; fix: {}", ptxas_fix(kernel_repo().as_deref(), lookup.tools_dir.as_deref()))
 }
 
 /// Runs `ptxas -arch=<arch> -v` and returns its report.
@@ -699,5 +848,93 @@ mod tests {
             Err(BuildError::NoNightly { .. }) => {}
             other => panic!("expected NoNightly, got {other:?}"),
         }
+    }
+
+    /// A fake file system: the listed files (and their parent directories).
+    struct FakeFs(Vec<PathBuf>);
+
+    impl PtxasFs for FakeFs {
+        fn is_file(&self, path: &Path) -> bool {
+            self.0.iter().any(|f| f == path)
+        }
+        fn entries(&self, dir: &Path) -> Vec<PathBuf> {
+            let mut v: Vec<PathBuf> = self
+                .0
+                .iter()
+                .filter_map(|f| f.strip_prefix(dir).ok()?.components().next().map(|c| dir.join(c)))
+                .collect();
+            v.sort();
+            v.dedup();
+            v
+        }
+    }
+
+    const WHEEL_PTXAS: &str = "lib/python3.11/site-packages/nvidia/cu13/bin/ptxas";
+
+    fn lookup(kernel_ptxas: Option<&str>, crate_dir: &str, tools_dir: Option<&str>, path: &str) -> PtxasLookup {
+        PtxasLookup {
+            kernel_ptxas: kernel_ptxas.map(PathBuf::from),
+            crate_dir: crate_dir.into(),
+            tools_dir: tools_dir.map(PathBuf::from),
+            path: Some(path.into()),
+        }
+    }
+
+    #[test]
+    fn ptxas_lookup_order_env_repo_user_cache_path() {
+        let repo = PathBuf::from("/repo/.tools/venv").join(WHEEL_PTXAS);
+        let cache = PathBuf::from("/home/u/.cache/kernel-tools/venv").join(WHEEL_PTXAS);
+        let on_path = PathBuf::from("/usr/local/cuda/bin/ptxas");
+        let all = FakeFs(vec![repo.clone(), cache.clone(), on_path.clone()]);
+        let inside = lookup(None, "/repo/examples/kernels", Some("/home/u/.cache/kernel-tools"), "/usr/bin:/usr/local/cuda/bin");
+        let outside = lookup(None, "/tmp/outside/kernels", Some("/home/u/.cache/kernel-tools"), "/usr/bin:/usr/local/cuda/bin");
+        // 1. KERNEL_PTXAS wins over everything, even when it is no file.
+        let env = PtxasLookup { kernel_ptxas: Some("/opt/my/ptxas".into()), ..inside.clone() };
+        assert_eq!(find_ptxas_in(&env, &all), Some((PtxasSource::EnvVar, "/opt/my/ptxas".into())));
+        // 2. A crate inside the repository: the repository's .tools/venv.
+        assert_eq!(find_ptxas_in(&inside, &all), Some((PtxasSource::RepoVenv, repo.clone())));
+        // 3. A crate outside it: the user-level cache, before PATH.
+        assert_eq!(find_ptxas_in(&outside, &all), Some((PtxasSource::UserCache, cache.clone())));
+        // 4. Neither venv: PATH, in PATH's order.
+        let path_only = FakeFs(vec![on_path.clone(), "/opt/late/ptxas".into()]);
+        let late = lookup(None, "/tmp/outside/kernels", Some("/home/u/.cache/kernel-tools"), "/usr/bin:/usr/local/cuda/bin:/opt/late");
+        assert_eq!(find_ptxas_in(&late, &path_only), Some((PtxasSource::Path, on_path)));
+        // Nothing anywhere (and no user-level dir): none.
+        assert_eq!(find_ptxas_in(&lookup(None, "/tmp/outside/kernels", None, "/usr/bin"), &FakeFs(vec![cache])), None);
+        // A venv without the wheel's ptxas is skipped.
+        let empty_venv = FakeFs(vec!["/repo/.tools/venv/lib/python3.11/site-packages/other".into(), repo.clone()]);
+        assert_eq!(find_ptxas_in(&inside, &empty_venv), Some((PtxasSource::RepoVenv, repo)));
+    }
+
+    #[test]
+    fn user_tools_dir_order() {
+        let os = |s: &str| Some(std::ffi::OsString::from(s));
+        assert_eq!(user_tools_dir(os("/t"), os("/x"), os("/h")), Some(PathBuf::from("/t")));
+        assert_eq!(user_tools_dir(None, os("/x"), os("/h")), Some(PathBuf::from("/x/kernel-tools")));
+        assert_eq!(user_tools_dir(None, None, os("/h")), Some(PathBuf::from("/h/.cache/kernel-tools")));
+        assert_eq!(user_tools_dir(None, None, None), None);
+    }
+
+    #[test]
+    fn missing_ptxas_gives_one_command() {
+        // Built from this repository: its installer, by absolute path.
+        let repo = kernel_repo().expect("kernel-host is built from the repository here");
+        let fix = ptxas_fix(Some(&repo), Some(Path::new("/h/.cache/kernel-tools")));
+        assert!(fix.ends_with("/tools/install-ptxas.sh") && Path::new(&fix).is_absolute(), "{fix}");
+        // Without the repository: pip into the user-level venv, the pinned wheel.
+        let fix = ptxas_fix(None, Some(Path::new("/h/.cache/kernel-tools")));
+        assert_eq!(
+            fix,
+            format!("python3 -m venv /h/.cache/kernel-tools/venv && /h/.cache/kernel-tools/venv/bin/pip install --no-deps {PTXAS_WHEEL}")
+        );
+        let e = BuildError::NoPtxas { advice: ptxas_missing_advice(Path::new("/tmp/outside")) };
+        assert!(e.to_string().contains("install-ptxas.sh"), "{e}");
+    }
+
+    /// The installer and the build's fallback command pin the same wheel.
+    #[test]
+    fn installer_pins_the_same_wheel() {
+        let script = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/install-ptxas.sh")).unwrap();
+        assert!(script.contains(PTXAS_WHEEL), "tools/install-ptxas.sh does not install {PTXAS_WHEEL}");
     }
 }

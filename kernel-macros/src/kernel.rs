@@ -133,8 +133,9 @@ fn check_signature(func: &mut ItemFn, opts: &Options, errors: &mut Vec<Error>) -
                     if m.path.is_ident("arrivals") {
                         let lit: LitInt = m.value()?.parse()?;
                         let n: u64 = lit.base10_parse()?;
-                        if n == 0 || n >= 1 << 20 {
-                            return Err(Error::new(lit.span(), format!("`arrivals` must be in 1..1048576 (an mbarrier's arrival count is 20 bits); got {n}")));
+                        let max = u64::from(kernel_spec::limits::MAX_MBARRIER_ARRIVALS);
+                        if n == 0 || n > max {
+                            return Err(Error::new(lit.span(), format!("`arrivals` must be in 1..{} (an mbarrier's arrival count is 20 bits); got {n}", max + 1)));
                         }
                         arrivals = Some((n as u32, lit.span()));
                         Ok(())

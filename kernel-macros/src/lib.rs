@@ -1,60 +1,161 @@
-//! `#[kernel]`: a Rust function becomes a GPU kernel.
+//! `#[kernel]` and `#[warp_specialize]`: a Rust function becomes a GPU
+//! kernel.
 //!
-//! ```
-//! use kernel_device::prelude::*;
-//!
-//! #[kernel(block = warpgroups(2), cluster = 1)]
-//! pub fn pipe(x: *const f32, y: *mut f32,
-//!             #[scratch] buf: Smem<[f32; 128]>,
-//!             #[scratch(arrivals = 128)] ready: Barrier) { /* ... */ }
-//! ```
-//!
-//! For the kernel `pipe` the macro emits:
-//!
-//! * on `nvptx64`: the PTX entry point `pipe` (`extern "ptx-kernel"`, taking
-//!   only the non-scratch parameters), whose prologue places every scratch
-//!   parameter in dynamic shared memory, initializes scratch barriers with
-//!   their arrival counts (one thread), issues `fence.mbarrier_init` and a CTA
-//!   barrier (a cluster barrier when the cluster has more than one CTA), then
-//!   runs the body; a cluster kernel also ends with a cluster barrier, so every
-//!   CTA's shared memory stays valid while others may read it;
-//! * on every target: a type `pipe` implementing
-//!   `kernel_device::KernelSpec` (entry name, block shape, cluster shape,
-//!   dynamic shared memory bytes, parameter types) that the host launches, and
-//!   the body as a hidden function (type-checked on the host too).
-//!
-//! # Options
-//!
-//! | option | meaning | default |
-//! |---|---|---|
-//! | `block = warpgroups(N)` / `threads(N)` / `(x, y, z)` | threads per CTA | `warpgroups(1)` |
-//! | `cluster = N` / `(x, y, z)` | CTAs per cluster (at most 8; 16 with `non_portable_cluster`) | `1` |
-//! | `non_portable_cluster` | opt in to clusters of 9 to 16 CTAs: the host sets `CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED` on the kernel when it loads it, and refuses a launch the GPU cannot co-schedule (`Error::ClusterNotSchedulable`) | off (at most 8 CTAs, the portable size) |
-//! | `instances((a, b, ..), ..)` | const-generic values to compile, one entry point each | required iff the kernel has const generics |
-//! | `arch = sm_90a` / `sm_100a` | build the entry point only for that architecture (wgmma is sm_90a-only, tcgen05 sm_100a-only) | every architecture |
-//!
-//! # Rules (each is a compile error naming the rule)
-//!
-//! * no `async`, no return type, no type or lifetime generics, no `extern` ABI,
-//!   no `self`, no variadics, no `where` clause;
-//! * parameters are plain identifiers whose types can cross to the device
-//!   (`kernel_device::DeviceParam`): integers, floats, raw pointers; never
-//!   references, slices or `impl Trait`;
-//! * `#[scratch]` parameters implement `kernel_device::Scratch`;
-//!   `#[scratch(arrivals = N)]` (1 <= N < 2^20) only on barrier types;
-//! * a `ClusterBarrier<Axes>` scratch needs `cluster = ..` with more than one
-//!   CTA, more than one CTA along each named axis, and no `arrivals` (its
-//!   count is derived: the CTAs along its axes);
-//! * options are known and given once; the block has 1..=1024 threads; the
-//!   cluster 1..=8 CTAs, or 1..=16 with `non_portable_cluster` (never more);
-//! * the scratch total fits in 227 KB (checked when the layout is evaluated).
+//! Use them through `kernel_device` (`kernel_device::kernel`,
+//! `kernel_device::warp_specialize`, both in `kernel_device::prelude`): the
+//! attributes' own documentation below, which rustdoc shows on the
+//! re-exports, is the reference (every option, every rule, what the macro
+//! emits, the PTX entry names).
 use proc_macro::TokenStream;
 
 mod kernel;
 mod options;
 mod warp_specialize;
 
-/// Turns a function into a GPU kernel; see the crate documentation.
+/// Turns a Rust function into a GPU kernel.
+///
+/// ```
+/// use kernel_device::prelude::*;
+///
+/// #[kernel(block = warpgroups(2), cluster = 1)]
+/// pub fn pipe(x: *const f32, y: *mut f32,
+///             #[scratch] buf: Smem<[f32; 128]>,
+///             #[scratch(arrivals = 128)] ready: Barrier) { /* ... */ }
+/// ```
+///
+/// For the kernel `pipe` the macro emits:
+///
+/// * on `nvptx64`: the PTX entry point `pipe` (`extern "ptx-kernel"`, taking
+///   only the non-scratch parameters), whose prologue places every scratch
+///   parameter in dynamic shared memory, allocates the kernel's tensor memory
+///   (`Tmem` scratch, sm_100a), initializes scratch barriers with their
+///   arrival counts (one thread), issues `fence.mbarrier_init` and a CTA
+///   barrier (a cluster barrier when the cluster has more than one CTA),
+///   then runs the body; the epilogue frees the tensor memory, and a cluster
+///   kernel ends with a cluster barrier, so every CTA's shared memory stays
+///   valid while others may read it;
+/// * on every target: a type `pipe` (a unit-like struct with the function's
+///   doc comment) implementing `kernel_device::KernelSpec` (entry name,
+///   block shape, cluster shape, dynamic shared memory bytes, parameter
+///   types, architectures) that the host launches, `HostEntry` (one
+///   emulated thread's run, for the CPU emulator), and the body as a hidden
+///   function (type-checked on the host too).
+///
+/// # Options
+///
+/// | option | meaning | default |
+/// |---|---|---|
+/// | `block = warpgroups(N)` / `warps(N)` / `threads(N)` / `(x, y, z)` | threads per CTA (`warpgroups(N)` is `128 N`, `warps(N)` is `32 N`; `(x, y)` and `(x)` fill in 1) | `warpgroups(1)` |
+/// | `cluster = N` / `(x, y, z)` | CTAs per cluster (at most 8; 16 with `non_portable_cluster`) | `1` |
+/// | `non_portable_cluster` (or `= true` / `= false`) | opt in to clusters of 9 to 16 CTAs: the host sets `CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED` on the kernel when it loads it, and refuses a launch the GPU cannot co-schedule (`Error::ClusterNotSchedulable`) | off (at most 8 CTAs, the portable size) |
+/// | `instances((a, b, ..), ..)` | the const-generic values to compile, one entry point each (integer or `bool` literals, in the order of the const parameters; `(a)` or `a` for one parameter) | required iff the kernel has const generics |
+/// | `arch = sm_90a` / `sm_100a` (or a string) | build the entry point only for that architecture (wgmma is sm_90a-only, tcgen05 and `Tmem` sm_100a-only); `KernelSpec::ARCHS` lists it, and the host refuses to launch on another | every architecture |
+///
+/// Options are separated by commas and each given at most once.
+///
+/// # Parameters
+///
+/// * A plain parameter (`name: Type`) is passed by the host at launch: its
+///   type implements `kernel_device::DeviceParam` (integers, floats, raw
+///   pointers `*const T` / `*mut T`, `Gmem<T>`, `GmemRef<T>`, `Tma<Tile>`,
+///   `Semaphore`). `KernelSpec::Params` is the tuple of their ABI types, in
+///   order.
+/// * `#[scratch] name: Type` is not passed by the host: the prologue places
+///   it in dynamic shared memory (in parameter order, each at its
+///   alignment; `KernelSpec::SMEM_BYTES` is the total). Its type implements
+///   `kernel_device::Scratch`: `Smem<T>`, `Barrier`, `Barriers<N>`,
+///   `ClusterBarrier<Axes>`, and on sm_100a `Tmem<..>`, `TmemPair<..>`,
+///   `TcBarrier`, `TcBarriers<N>`, `PairBarriers<N>`, `ClcResponse`.
+/// * `#[scratch(arrivals = N)]` gives a barrier scratch (`Barrier`,
+///   `Barriers<N>`, `TcBarrier(s)`, `PairBarriers`) its arrival count, the
+///   number of `arrive`s that complete one phase (`1 <= N < 2^20`; default
+///   1). Count the threads that arrive: e.g. `arrivals = 256` for a
+///   `consumed` barrier that two compute warpgroups release together
+///   (`kernel_device::pipeline::emit_pipeline_warp_specialized`). A count
+///   smaller than the arriving threads completes a phase early; the CPU
+///   emulator reports a pipeline barrier whose count does not match. A
+///   `ClusterBarrier`'s count is derived from the cluster shape (the CTAs
+///   along its axes), so it takes no `arrivals`.
+///
+/// # Const generics, `instances` and `where`
+///
+/// A kernel may have const generic parameters (no type or lifetime
+/// parameters); `instances` lists the values to compile. A `where` clause
+/// is allowed: it bounds the const generics (e.g. `where Cols<BN>:
+/// WgmmaShape`, so the body can use `Acc<BN>`), stays on the generated body
+/// and entry functions, and every listed instance must satisfy it (an
+/// instance that does not is a compile error at that instance in
+/// `instances(..)`, naming the unsatisfied bound). An
+/// instance that is not listed has no `KernelSpec` ("`k<3>` is not a
+/// compiled kernel").
+///
+/// ```
+/// use kernel_device::prelude::*;
+/// use kernel_device::KernelSpec;
+///
+/// pub struct Stages<const N: usize>;
+/// /// The stage counts this kernel supports.
+/// pub trait Supported {}
+/// impl Supported for Stages<2> {}
+/// impl Supported for Stages<4> {}
+///
+/// #[kernel(block = warpgroups(1), instances((2), (4)))]
+/// pub fn staged<const S: usize>(y: *mut f32, #[scratch] bufs: Smem<[[f32; 128]; S]>, #[scratch] full: Barriers<S>)
+/// where
+///     Stages<S>: Supported,
+/// {
+///     let _ = (y, bufs, full.len());
+/// }
+///
+/// assert_eq!(<staged<4> as KernelSpec>::NAME, "staged__4");
+/// assert_eq!(<staged<4> as KernelSpec>::SMEM_BYTES, 4 * 512 + 4 * 8);
+/// ```
+///
+/// # PTX entry names
+///
+/// `KernelSpec::NAME` is the PTX entry point (`.visible .entry NAME`), the
+/// name the host loads, the ptxas report lists and profilers show:
+///
+/// * a kernel without const generics: the function's name (`pipe`);
+/// * an instance: the name, two underscores, and the instance's values in
+///   decimal (a `bool` as `true`/`false`), joined by one underscore:
+///   `swiglu::<3>` is `swiglu__3`, `matmul::<4, 8>` is `matmul__4_8`,
+///   `k::<128, true>` is `k__128_true` (a literal's suffix or base is
+///   dropped: `0x10usize` gives `16`).
+///
+/// The entry names of a crate are one PTX namespace (`#[no_mangle]`): a
+/// kernel named like another's instance (`k__1` beside `k` with instance
+/// `(1)`) is a duplicate-symbol error of the build. The host finds an
+/// instance's entry through its type (`Kernel<swiglu<3>>`), never by the
+/// string.
+///
+/// # Rules (each is a compile error naming the rule)
+///
+/// * a free function: no `async`, no `const`, no return type, no type or
+///   lifetime generics, no `extern` ABI, no `self`, no variadics (an
+///   `unsafe fn` is allowed, and `where` is, see above);
+/// * parameters are plain identifiers whose types can cross to the device
+///   (`kernel_device::DeviceParam`): never references, slices, `impl Trait`,
+///   trait objects, function pointers or `!`;
+/// * `#[scratch]` parameters implement `kernel_device::Scratch`;
+///   `#[scratch(arrivals = N)]` (1 <= N < 2^20) only on barrier types; no
+///   other `#[scratch(..)]` option; `#[scratch]` at most once per parameter;
+/// * a `ClusterBarrier<Axes>` scratch needs `cluster = ..` with more than one
+///   CTA, more than one CTA along each named axis, and no `arrivals`;
+/// * options are known and given once; the block has 1..=1024 threads (every
+///   dimension at least 1); the cluster 1..=8 CTAs, or 1..=16 with
+///   `non_portable_cluster` (never more);
+/// * `instances` is given iff there are const generics, each instance with
+///   one literal per const parameter;
+/// * with `arch = sm_100a` no `wgmma*` op in the kernel's body; with
+///   `arch = sm_90a` no `tcgen05*`, `Tmem`, `TmemPair`, `TcBarrier*` or
+///   cluster-launch-control op (an op reached through a helper function is
+///   caught by ptxas instead); `Tmem` scratch needs `arch = sm_100a`, and a
+///   `TmemPair` a cluster whose x extent is even;
+/// * the scratch total fits in 227 KB and the `Tmem` scratch in 512
+///   columns (checked when the layout is evaluated, per instance).
+///
+/// Roles inside the body: [`macro@warp_specialize`].
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     kernel::expand(attr.into(), item.into()).into()
@@ -78,12 +179,21 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// # }
 /// ```
 ///
-/// Rules (compile errors): the match is on `warpgroup_idx()` (roles by
-/// warpgroup) or `warp_in_warpgroup()` (roles by warp); arms are integers,
-/// `a | b`, ranges or `_`; no role in two arms; roles inside the block;
-/// `registers` has one count per warpgroup, each a multiple of 8 in 24..=256,
-/// at most 65536 in total (128 threads each), equal within an arm. Used on a
-/// function, this attribute is an error saying where it goes.
+/// Options: `warpgroups` (roles by warpgroup: the match is on
+/// `warpgroup_idx()`) or `warps` (roles by warp inside a warpgroup: the
+/// match is on `warp_in_warpgroup()`), exactly one; with `warpgroups`,
+/// optionally `registers = [r0, r1, ..]`, one count per warpgroup of the
+/// block: `#[kernel]` inserts `setmaxnreg.inc` (an arm whose count is above
+/// the per-thread share, `65536 / threads` capped at 256 and rounded down
+/// to a multiple of 8), `setmaxnreg.dec` (below it) or nothing (equal) at
+/// the start of each arm.
+///
+/// Rules (compile errors): the match is on the function its kind names;
+/// arms are integers, `a | b`, ranges or `_`; no role in two arms; roles
+/// inside the block; `registers` only with `warpgroups`, one count per
+/// warpgroup, each a multiple of 8 in 24..=256, at most 65536 in total (128
+/// threads each), equal within an arm. Used on a function, this attribute
+/// is an error saying where it goes.
 #[proc_macro_attribute]
 pub fn warp_specialize(_attr: TokenStream, item: TokenStream) -> TokenStream {
     warp_specialize::misplaced(item.into()).into()

@@ -31,3 +31,15 @@ pub const MAX_GRID_X: u32 = i32::MAX as u32;
 
 /// Largest `grid.y` and `grid.z`.
 pub const MAX_GRID_YZ: u32 = 65_535;
+
+/// Hardware barriers per CTA (`barrier.sync id`, `id` in 0..16; 0 is
+/// `__syncthreads()`).
+pub const NUM_NAMED_BARRIERS: u32 = 16;
+
+/// Largest arrival count an mbarrier accepts: 2^20 - 1
+/// (`mbarrier.init`'s count, PTX ISA §9.7.13.15).
+pub const MAX_MBARRIER_ARRIVALS: u32 = (1 << 20) - 1;
+
+/// Largest magnitude of an mbarrier's pending transaction count: 2^20 - 1
+/// (`mbarrier.expect_tx` / `complete_tx`).
+pub const MAX_MBARRIER_TX: u32 = (1 << 20) - 1;

@@ -25,7 +25,7 @@
 //! | `strides_bytes[i]` | multiple of [`GLOBAL_ALIGN`], < [`GLOBAL_STRIDE_LIMIT`] | `globalStrides` "must be a multiple of 16 and less than 2^40" |
 //! | `strides_bytes[i]` | covers the dimension below | `globalStrides[0] = globalDim[0] * elementSizeInBytes + padding[0]`, `globalStrides[i] = globalStrides[i-1] * (globalDim[i] + padding[i])` |
 //! | `box_dims[i]` | 1..=[`MAX_BOX_DIM`] | `boxDim` "must be non-zero and less than or equal to 256" |
-//! | `box_dims[0]` | x element bytes a multiple of [`BOX_INNER_ALIGN`] | "boxDim[0] * elementSizeInBytes(tensorDataType) must be a multiple of 16 bytes" |
+//! | `box_dims[0]` | x element bytes a multiple of [`BOX_INNER_ALIGN`] | "`boxDim[0] * elementSizeInBytes(tensorDataType)` must be a multiple of 16 bytes" |
 //! | `box_dims[0]` with a swizzle | x element bytes <= the swizzle span | "the bounding box inner dimension ... must be less than or equal to the swizzle size" |
 //! | `element_strides[i]` | 1..=[`MAX_ELEMENT_STRIDE`] | `elementStrides` "must be non-zero and less than or equal to 8" |
 

@@ -27,6 +27,14 @@ const LIMITS: &[(&str, &str)] = &[
     ("MAX_SMEM_BYTES", "kernel_spec::limits"),
     ("MAX_GRID_X", "kernel_spec::limits"),
     ("MAX_GRID_YZ", "kernel_spec::limits"),
+    ("NUM_NAMED_BARRIERS", "kernel_spec::limits"),
+    ("MAX_MBARRIER_ARRIVALS", "kernel_spec::limits"),
+    ("MAX_MBARRIER_TX", "kernel_spec::limits"),
+    // The names other crates re-export them under.
+    ("NUM_HW_BARRIERS", "kernel_spec::limits (NUM_NAMED_BARRIERS)"),
+    ("MAX_ARRIVALS", "kernel_spec::limits (MAX_MBARRIER_ARRIVALS)"),
+    ("MAX_MBAR_COUNT", "kernel_spec::limits (MAX_MBARRIER_ARRIVALS)"),
+    ("MAX_TX", "kernel_spec::limits (MAX_MBARRIER_TX)"),
     ("MAX_RANK", "kernel_spec::tensor_map"),
     ("MAX_GLOBAL_DIM", "kernel_spec::tensor_map"),
     ("GLOBAL_STRIDE_LIMIT", "kernel_spec::tensor_map"),
@@ -46,9 +54,15 @@ const ITEMS: &[(&str, &str)] = &[
     ("enum MapProblem", "kernel_spec::tensor_map"),
 ];
 
-/// Limit values that must be written only in `kernel_spec`
-/// (`MAX_SMEM_BYTES`).
-const VALUES: &[&str] = &["232448", "232_448", "227 * 1024", "227*1024"];
+/// Limit values that must be written only in `kernel_spec`, and the
+/// constant to use instead.
+const VALUES: &[(&str, &str)] = &[
+    ("232448", "MAX_SMEM_BYTES"),
+    ("232_448", "MAX_SMEM_BYTES"),
+    ("227 * 1024", "MAX_SMEM_BYTES"),
+    ("227*1024", "MAX_SMEM_BYTES"),
+    ("(1 << 20) - 1", "MAX_MBARRIER_ARRIVALS or MAX_MBARRIER_TX"),
+];
 
 /// Whether `line` has `word` not preceded or followed by an identifier
 /// character.
@@ -102,10 +116,14 @@ fn findings(path: &str, text: &str, test_file: bool) -> Vec<String> {
         let in_test = test_file || test_until.is_some();
         let at = format!("{path}:{}", n + 1);
 
+        // A constant whose value is the spec's (`const MAX_TX: i64 =
+        // kernel_spec::limits::MAX_MBARRIER_TX as i64;`) is a conversion, not
+        // a second definition.
+        let from_spec = code.contains("kernel_spec::");
         for (name, home) in LIMITS {
             for kw in ["const ", "static "] {
                 if let Some(i) = code.find(&format!("{kw}{name}")) {
-                    if has_word(&code[i + kw.len()..], name) {
+                    if has_word(&code[i + kw.len()..], name) && !from_spec {
                         out.push(format!(
                             "{at}: `{}` defines {name} again; it is defined once, in {home}: \
                              use it from there (or a `pub use` of it)",
@@ -124,11 +142,11 @@ fn findings(path: &str, text: &str, test_file: bool) -> Vec<String> {
             }
         }
         if !in_test {
-            for v in VALUES {
+            for (v, name) in VALUES {
                 if code.contains(v) {
                     out.push(format!(
-                        "{at}: `{trimmed}` writes the limit {v} (MAX_SMEM_BYTES) out; use \
-                         kernel_spec::limits::MAX_SMEM_BYTES (or kernel_device::launch::MAX_SMEM_BYTES)"
+                        "{at}: `{trimmed}` writes the limit {v} out; use kernel_spec::limits::{name} \
+                         (or a `pub use` of it)"
                     ));
                 }
             }
@@ -212,17 +230,20 @@ pub const MAX_CLUSTER_CTAS: u32 = 16;
 const MAX_SMEM_BYTES: usize = 227 * 1024;
 pub struct Dim3 { x: u32 }
 pub(crate) enum Swizzle { None }
+const MAX_MBAR_COUNT: u32 = (1 << 20) - 1;
 fn f() { assert!(n <= 232448, \"at most 232448 bytes\"); }
 ";
     let f = findings("k/src/lib.rs", planted, false);
-    assert_eq!(f.len(), 6, "{f:#?}");
+    assert_eq!(f.len(), 8, "{f:#?}");
     assert!(f[0].starts_with("k/src/lib.rs:1: ") && f[0].contains("MAX_CLUSTER_CTAS"), "{f:#?}");
     assert!(f[0].contains("kernel_spec::limits"), "{f:#?}");
     assert!(f[1].starts_with("k/src/lib.rs:2: ") && f[1].contains("defines MAX_SMEM_BYTES"), "{f:#?}");
     assert!(f[2].starts_with("k/src/lib.rs:2: ") && f[2].contains("227 * 1024"), "{f:#?}");
     assert!(f[3].contains(":3: ") && f[3].contains("struct Dim3"), "{f:#?}");
     assert!(f[4].contains(":4: ") && f[4].contains("enum Swizzle"), "{f:#?}");
-    assert!(f[5].contains(":5: ") && f[5].contains("232448"), "{f:#?}");
+    assert!(f[5].contains(":5: ") && f[5].contains("defines MAX_MBAR_COUNT"), "{f:#?}");
+    assert!(f[6].contains(":5: ") && f[6].contains("MAX_MBARRIER_ARRIVALS or MAX_MBARRIER_TX"), "{f:#?}");
+    assert!(f[7].contains(":6: ") && f[7].contains("232448"), "{f:#?}");
 
     let fine = "\
 // MAX_SMEM_BYTES is 232448 bytes (a comment)
@@ -230,6 +251,7 @@ fn f() { assert!(n <= 232448, \"at most 232448 bytes\"); }
 pub use kernel_spec::limits::{MAX_CLUSTER_CTAS, MAX_SMEM_BYTES};
 pub use kernel_spec::Dim3;
 const MAX_RANKS: usize = 5;
+const MAX_TX: i64 = kernel_spec::limits::MAX_MBARRIER_TX as i64;
 enum SwizzleMode { A }
 let x = MAX_SMEM_BYTES; // 232448
 #[cfg(test)]
@@ -245,7 +267,7 @@ fn after() {}
     let after = format!("{fine}fn g() {{ let m = 227 * 1024; }}\n");
     let f = findings("k/src/lib.rs", &after, false);
     assert_eq!(f.len(), 1, "{f:#?}");
-    assert!(f[0].starts_with("k/src/lib.rs:15: "), "{f:#?}");
+    assert!(f[0].starts_with("k/src/lib.rs:16: "), "{f:#?}");
     // In a test file values may be written out; definitions may not.
     let f = findings("tests/t.rs", "assert_eq!(x, 232448);\nconst MAX_BOX_DIM: u32 = 256;\n", true);
     assert_eq!(f.len(), 1, "{f:#?}");

@@ -34,7 +34,7 @@
 //! | `gpu` | [`Gpu`]: context, stream, device facts, buffers |
 //! | `module` | [`Module`], [`Kernel`]: loading images, `cuLaunchKernelEx` |
 //! | `args` | [`KernelArg`], [`KernelArgs`], [`ParamList`]: typed arguments |
-//! | `validate` | [`check_launch`], [`check_launch_with`] (non-portable clusters): launch rules checked before CUDA |
+//! | `validate` | [`check_launch`], [`check_launch_with`] (non-portable clusters), [`check_kernel_launch`] (a kernel's shapes and shared memory): `kernel_spec`'s launch rules, checked before CUDA |
 //! | `tma` | [`TensorMap`], [`TensorMapSpec`]: TMA tensor maps, validated, for `Tma<Tl>` parameters |
 //! | `error` | [`Error`], [`CudaError`], [`LaunchProblem`] |
 //! | `blas` | [`Blas`]: cuBLAS f16 GEMM baseline on row-major matrices |
