@@ -4,11 +4,12 @@
 use examples::arrays as ex;
 use kernel_device::launch::DeviceImage;
 use kernel_host::emulate::Emulator;
+use kernel_host::Device;
 
 #[test]
 fn wgmma_layout_ops_match_the_cpu_reference_on_the_emulator() {
     for emu in Emulator::schedules(1, 2) {
-        let o = ex::emu_wgmma_ops(&emu).unwrap_or_else(|e| panic!("seed {}: {e}", emu.seed()));
+        let o = ex::wgmma_ops(&Device::emulator_with(emu.clone())).unwrap_or_else(|e| panic!("seed {}: {e}", emu.seed()));
         assert_eq!(o.checked, 64 * 64);
     }
 }
@@ -16,13 +17,13 @@ fn wgmma_layout_ops_match_the_cpu_reference_on_the_emulator() {
 #[test]
 fn strided_layout_ops_match_the_cpu_reference_on_the_emulator() {
     for emu in Emulator::schedules(1, 2) {
-        ex::emu_strided_ops(&emu, 2).unwrap_or_else(|e| panic!("seed {}: {e}", emu.seed()));
+        ex::strided_ops(&Device::emulator_with(emu.clone()), 2).unwrap_or_else(|e| panic!("seed {}: {e}", emu.seed()));
     }
 }
 
 #[test]
 fn bias_relu_matmul_matches_the_cpu_reference_on_the_emulator() {
-    let err = ex::emu_bias_relu(&Emulator::new(5), 128, 256, 128).unwrap_or_else(|e| panic!("{e}"));
+    let err = ex::bias_relu(&Device::emulator_with(Emulator::new(5)), 128, 256, 128).unwrap_or_else(|e| panic!("{e}"));
     assert!(err < 1e-2, "relative Frobenius error {err}");
 }
 
@@ -76,10 +77,15 @@ fn bias_relu_matmul_keeps_the_mainloop_and_loads_the_bias_once() {
 #[test]
 #[ignore = "needs a CUDA GPU (sm_90): run with --ignored on a GPU machine"]
 fn array_examples_and_bias_relu_match_on_the_gpu() {
-    let gpu = kernel_host::Gpu::new(0).expect("a CUDA GPU");
-    let module = gpu.load(&kernels::DEVICE_CODE).expect("module loads");
-    ex::run_wgmma_ops(&gpu, &module).expect("array_wgmma_ops");
-    ex::run_strided_ops(&gpu, &module).expect("array_strided_ops");
-    let r = ex::bench_bias_relu(&gpu, &module, 1024, 1024, 1024, 64, 1, 3).expect("bias relu");
+    let dev = Device::gpu_or_emulator().expect("the device opens");
+    if !dev.is_gpu() {
+        eprintln!("SKIPPED: this test needs a CUDA GPU; the device is {}", dev.describe());
+        return;
+    }
+    ex::wgmma_ops(&dev).expect("array_wgmma_ops");
+    ex::strided_ops(&dev, 264).expect("array_strided_ops");
+    let err = ex::bias_relu(&dev, 256, 512, 256).expect("bias relu");
+    assert!(err < 1e-2, "relative Frobenius error {err}");
+    let r = ex::bench_bias_relu(&dev, 1024, 1024, 1024, 64, 1, 3).expect("bias relu timed");
     assert!(r.rel_err < 1e-2, "{r:?}");
 }

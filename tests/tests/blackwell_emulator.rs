@@ -1,8 +1,9 @@
 //! The Blackwell kernels (tcgen05 + TMEM) on the CPU emulator: the
 //! tutorial's matmul0-2 match the CPU reference under 4 schedules at
 //! 512 x 256 x 512, and each planted tensor-memory bug is reported.
-use examples::blackwell::{emulated_matmul, MATMULS, TOLERANCE};
+use examples::blackwell::{matmul, MATMULS, TOLERANCE};
 use kernel_host::emulate::Emulator;
+use kernel_host::Device;
 
 /// M x N x K of the emulated runs: 4 x 2 CTAs of 128 x 128 (TN = 128),
 /// 8 K steps (every stage slot reused).
@@ -10,7 +11,7 @@ const SHAPE: (usize, usize, usize) = (512, 256, 512);
 
 fn check(name: &str, emu: &Emulator) {
     let (m, n, k) = SHAPE;
-    let err = emulated_matmul(emu, name, m, n, k, 70).unwrap_or_else(|e| panic!("seed {}: {name}: {e}", emu.seed()));
+    let err = matmul(&Device::emulator_with(emu.clone()), name, m, n, k, 70).unwrap_or_else(|e| panic!("seed {}: {name}: {e}", emu.seed()));
     assert!(err < TOLERANCE, "seed {}: {name}: relative Frobenius error {err:e} (tolerance {TOLERANCE:e})", emu.seed());
 }
 
@@ -39,7 +40,7 @@ fn matmul2_matches_the_cpu_reference_under_4_schedules() {
 #[test]
 fn tile_n_256_instances_match_the_cpu_reference() {
     for name in MATMULS.iter().filter(|n| n.contains("<256")) {
-        let err = emulated_matmul(&Emulator::new(7), name, 256, 256, 256, 71).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let err = matmul(&Device::emulator_with(Emulator::new(7)), name, 256, 256, 256, 71).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(err < TOLERANCE, "{name}: relative Frobenius error {err:e}");
     }
 }

@@ -1,20 +1,22 @@
 //! The CPU emulator: every example that uses only emulated operations runs
 //! correctly under several schedules, and each planted bug is caught with
 //! the expected message.
-use examples::emulated::FIRST_EXAMPLES;
+use examples::FIRST_EXAMPLES;
 use kernel_host::emulate::{EmuError, Emulator};
 use kernel_fixtures::planted;
+use kernel_host::Device;
 
 const SEEDS: [u64; 4] = [1, 2, 3, 0xDEAD_BEEF];
 
 #[test]
 fn first_examples_match_the_cpu_reference_under_4_schedules() {
     for emu in Emulator::schedules(1, 4) {
+        let dev = Device::emulator_with(emu.clone());
         for (name, run) in FIRST_EXAMPLES {
             if name == "cluster_allreduce16" {
                 continue; // two clusters of 16, in its own test
             }
-            if let Err(e) = run(&emu) {
+            if let Err(e) = run(&dev) {
                 panic!("seed {}: {name}: {e}", emu.seed());
             }
         }
@@ -100,21 +102,21 @@ fn same_seed_same_result_and_cluster_grid_checked() {
 
 // ----- Hopper kernels: TMA and wgmma on the emulator ----------------------------
 
-use examples::emulated;
+use examples::hopper;
 
 #[test]
 fn tma_multicast_and_warp_roles_match_the_cpu_reference() {
     for seed in [1, 2] {
-        let emu = Emulator::new(seed);
-        emulated::multicast_copy(&emu)
+        let dev = Device::emulator_with(Emulator::new(seed));
+        hopper::multicast_copy(&dev)
             .unwrap_or_else(|e| panic!("seed {seed}: multicast_copy: {e}"));
-        emulated::warp_roles(&emu).unwrap_or_else(|e| panic!("seed {seed}: warp_roles: {e}"));
+        hopper::warp_roles(&dev).unwrap_or_else(|e| panic!("seed {seed}: warp_roles: {e}"));
     }
 }
 
 #[test]
 fn wgmma_variants_match_the_cpu_reference() {
-    let errs = emulated::wgmma_variants(&Emulator::new(3))
+    let errs = hopper::wgmma_variants(&Device::emulator_with(Emulator::new(3)))
         .unwrap_or_else(|e| panic!("wgmma_variants: {e}"));
     eprintln!("wgmma_variants: relative Frobenius errors {errs:?}");
     for (v, e) in errs.iter().enumerate() {
@@ -127,7 +129,7 @@ fn wgmma_variants_match_the_cpu_reference() {
 fn emulated_matmul(name: &str, seed: u64) {
     let (m, n, k) = (256, 256, 256);
     let t = std::time::Instant::now();
-    let err = emulated::matmul(&Emulator::new(seed), name, m, n, k, 40 + seed)
+    let err = hopper::matmul(&Device::emulator_with(Emulator::new(seed)), name, m, n, k, 40 + seed)
         .unwrap_or_else(|e| panic!("seed {seed}: {name}: {e}"));
     eprintln!(
         "{name} {m}x{n}x{k} seed {seed}: rel err {err:.2e}, {:.2?}",
@@ -361,7 +363,7 @@ fn gmem_index_past_the_end_is_out_of_bounds() {
 /// the emulator.
 #[test]
 fn every_other_matmul_instance_matches_the_cpu_reference() {
-    for name in examples::emulated::EMULATED_MATMULS {
+    for name in hopper::MATMULS {
         if ["pipelined<2>", "pipelined_kn<2>", "warp_specialized<2,0>"].contains(&name) {
             continue; // run under 2 seeds above
         }
@@ -464,10 +466,11 @@ fn cluster_barrier_peers_along_yz_and_x() {
 
 #[test]
 fn simt_examples_match_the_cpu_reference_on_the_emulator() {
-    use examples::simt::{Target, SIMT_EXAMPLES};
+    use examples::simt::SIMT_EXAMPLES;
     for emu in Emulator::schedules(1, 2) {
+        let dev = Device::emulator_with(emu.clone());
         for (name, run) in SIMT_EXAMPLES {
-            if let Err(e) = run(Target::Emu(&emu)) {
+            if let Err(e) = run(&dev) {
                 panic!("seed {}: {name}: {e}", emu.seed());
             }
         }
@@ -501,10 +504,10 @@ fn misaligned_and_out_of_bounds_vector_accesses_are_reported() {
 /// several tiles per CTA).
 fn emulated_ladder(name: &str, (m, n, k): (usize, usize, usize), sms: u32, seed: u64) {
     let t = std::time::Instant::now();
-    let a = kernel_host::randn_f16(m * k, 50 + seed);
-    let b = kernel_host::randn_f16(n * k, 51 + seed);
-    let c = examples::ladder::emulate(&Emulator::new(seed), name, &a, &b, m, n, k, sms).unwrap_or_else(|e| panic!("seed {seed}: {name}: {e}"));
-    let err = kernel_host::rel_frobenius_error(&c, &kernel_host::reference_gemm_nt(m, n, k, &a, &b));
+    let dev = Device::emulator_with(Emulator::new(seed).sms(sms));
+    // A (seed 50 + seed) and B (51 + seed), every row of C checked.
+    let mut p = examples::hopper::Problem::new(&dev, m, n, k, usize::MAX, 50 + seed).unwrap_or_else(|e| panic!("{e}"));
+    let err = examples::ladder::run(&dev, name, &mut p).unwrap_or_else(|e| panic!("seed {seed}: {name}: {e}"));
     eprintln!("{name} {m}x{n}x{k} on {sms} SMs, seed {seed}: rel err {err:.2e}, {:.2?}", t.elapsed());
     assert!(err < 1e-2, "seed {seed}: {name} at {m}x{n}x{k}: relative Frobenius error {err}");
 }
@@ -545,7 +548,8 @@ fn emulated_blackwell(name: &str, (m, n, k): (usize, usize, usize), sms: u32, se
     let t = std::time::Instant::now();
     let a = kernel_host::randn_f16(m * k, 70 + seed);
     let b = kernel_host::randn_f16(k * n, 71 + seed);
-    let c = examples::blackwell_ladder::emulate(&Emulator::new(seed), name, &a, &b, m, n, k, sms).unwrap_or_else(|e| panic!("seed {seed}: {name}: {e}"));
+    let dev = Device::emulator_with(Emulator::new(seed).sms(sms));
+    let c = examples::blackwell_ladder::run(&dev, name, &a, &b, m, n, k).unwrap_or_else(|e| panic!("seed {seed}: {name}: {e}"));
     let err = kernel_host::rel_frobenius_error(&c, &kernel_host::reference_gemm_nn(m, n, k, &a, &b));
     eprintln!("{name} {m}x{n}x{k} on {sms} SMs, seed {seed}: rel err {err:.2e}, {:.2?}", t.elapsed());
     assert!(err < 1e-2, "seed {seed}: {name} at {m}x{n}x{k}: relative Frobenius error {err}");
@@ -585,8 +589,10 @@ fn blackwell_matmul_dynamic_steals_tiles_with_cluster_launch_control() {
     let want = kernel_host::reference_gemm_nn(m, n, k, &a, &b);
     let mut canceled = Vec::new();
     for emu in Emulator::schedules(500, 4) {
-        let (c, cancels) = examples::blackwell_ladder::emulate_report(&emu, "matmul_dynamic 256x256 s4", &a, &b, m, n, k, 4)
+        let dev = Device::emulator_with(emu.clone().sms(4));
+        let (c, launched) = examples::blackwell_ladder::run_report(&dev, "matmul_dynamic 256x256 s4", &a, &b, m, n, k)
             .unwrap_or_else(|e| panic!("seed {}: {e}", emu.seed()));
+        let cancels = launched.emulator.expect("an emulator run reports").canceled_clusters;
         let err = kernel_host::rel_frobenius_error(&c, &want);
         assert!(err < 1e-2, "seed {}: relative Frobenius error {err}", emu.seed());
         canceled.push(cancels);
@@ -687,7 +693,8 @@ fn blackwell_ladder_refuses_ragged_shapes() {
     let (m, n, k) = (768, 256, 96);
     let a = kernel_host::randn_f16(m * k, 1);
     let b = kernel_host::randn_f16(k * n, 2);
-    let e = examples::blackwell_ladder::emulate(&Emulator::new(0), "matmul4 256x256 s4", &a, &b, m, n, k, 4).expect_err("K = 96 is not a multiple of 64");
+    let dev = Device::emulator_with(Emulator::new(0).sms(4));
+    let e = examples::blackwell_ladder::run(&dev, "matmul4 256x256 s4", &a, &b, m, n, k).expect_err("K = 96 is not a multiple of 64");
     let msg = e.to_string();
     assert!(msg.contains("K % 64 == 0") && msg.contains("768 x 256 x 96"), "{msg}");
 }

@@ -2,17 +2,28 @@
 //!
 //! They need an NVIDIA H100/H200 and are `#[ignore]`d, so `cargo test` lists
 //! them as ignored on machines without one (CI). On a GPU machine, run the
-//! test binary with `--ignored` (see README, "Running on a GPU").
-use kernel_host::Gpu;
+//! test binary with `--ignored` (see README, "Running on a GPU"); run with
+//! `--ignored` without a GPU, each says it skipped.
+use kernel_host::{Device, Gpu};
+
+/// GPU 0, or `None` after saying why the test is skipped (no CUDA GPU).
+fn gpu_device() -> Option<Device> {
+    let dev = Device::gpu_or_emulator().expect("the device opens");
+    if dev.is_gpu() {
+        Some(dev)
+    } else {
+        eprintln!("SKIPPED: this test needs a CUDA GPU; the device is {}", dev.describe());
+        None
+    }
+}
 
 #[test]
 #[ignore = "needs a CUDA GPU (sm_90): run with --ignored on a GPU machine"]
 fn first_examples_match_cpu_reference_on_gpu() {
-    let gpu = Gpu::new(0).expect("a CUDA GPU");
-    let module = gpu.load(&kernels::DEVICE_CODE).expect("module loads");
-    eprintln!("device: {} {:?}, module {}", gpu.name(), gpu.compute_capability(), module.arch());
+    let Some(dev) = gpu_device() else { return };
+    eprintln!("device: {}", dev.describe());
     for (name, run) in examples::FIRST_EXAMPLES {
-        match run(&gpu, &module) {
+        match run(&dev) {
             Ok(o) => eprintln!("ok {name}: {} elements", o.checked),
             Err(e) => panic!("{name}: {e}"),
         }
@@ -41,7 +52,8 @@ fn no_gpu_is_an_error_value() {
 fn cluster_of_16_runs_with_the_non_portable_opt_in_on_gpu() {
     use kernel_host::cudarc::driver::{result::function, sys::CUfunction_attribute};
     use kernels::cluster::cluster_allreduce16;
-    let gpu = Gpu::new(0).expect("a CUDA GPU");
+    let Some(dev) = gpu_device() else { return };
+    let gpu = dev.as_gpu().expect("a GPU device");
     let module = gpu.load(&kernels::DEVICE_CODE).expect("module loads");
     let kernel = module.kernel::<cluster_allreduce16>().expect("the kernel loads");
     // SAFETY: a live function of a loaded module.
@@ -52,7 +64,7 @@ fn cluster_of_16_runs_with_the_non_portable_opt_in_on_gpu() {
     let clusters = kernel.max_active_clusters().unwrap_or_else(|e| panic!("occupancy query: {e}"));
     eprintln!("{}: {clusters} clusters of 16 CTAs can run at once", gpu.name());
     assert!(clusters >= 1, "the GPU cannot co-schedule a cluster of 16 CTAs of 32 threads");
-    match examples::run_cluster_allreduce16(&gpu, &module) {
+    match examples::cluster_allreduce16(&dev) {
         Ok(o) => eprintln!("ok cluster_allreduce16: {} elements", o.checked),
         Err(e) => panic!("cluster_allreduce16: {e}"),
     }
@@ -68,7 +80,8 @@ fn cluster_of_16_runs_with_the_non_portable_opt_in_on_gpu() {
 fn cluster_of_16_without_the_opt_in_is_a_clear_error_on_gpu() {
     use kernel_host::cudarc::driver::{result::function, sys::CUfunction_attribute};
     use kernels::cluster::{cluster_allreduce16, ALLREDUCE16_CTAS, ALLREDUCE16_LEN};
-    let gpu = Gpu::new(0).expect("a CUDA GPU");
+    let Some(dev) = gpu_device() else { return };
+    let gpu = dev.as_gpu().expect("a GPU device");
     let module = gpu.load(&kernels::DEVICE_CODE).expect("module loads");
     let kernel = module.kernel::<cluster_allreduce16>().expect("the kernel loads");
     // SAFETY: a live function of a loaded module.
@@ -92,8 +105,9 @@ fn cluster_of_16_without_the_opt_in_is_a_clear_error_on_gpu() {
     assert!(msg.contains("in clusters of (16, 1, 1) = 16 CTAs"), "{msg}");
     assert!(msg.contains("NON_PORTABLE_CLUSTER_SIZE_ALLOWED") && msg.contains("fix:"), "{msg}");
     assert!(!err.cuda().is_some_and(|c| c.is_sticky()), "{msg}");
-    // The context is fine: the kernel again (Module::kernel sets the opt-in) runs.
-    match examples::run_cluster_allreduce16(&gpu, &module) {
+    // The context is fine: the kernel loaded again (Program::kernel sets the
+    // opt-in) runs.
+    match examples::cluster_allreduce16(&dev) {
         Ok(o) => eprintln!("after the refusal, ok cluster_allreduce16: {} elements", o.checked),
         Err(e) => panic!("after the refusal: {e}"),
     }
@@ -108,19 +122,19 @@ fn cluster_of_16_without_the_opt_in_is_a_clear_error_on_gpu() {
 #[ignore = "needs a CUDA GPU (sm_90): run with --ignored on a GPU machine"]
 fn cluster_barriers_match_the_cpu_reference_on_gpu() {
     use kernels::cluster::{cluster_allreduce, cluster_axis_sums, ALLREDUCE_LEN as L};
-    let gpu = Gpu::new(0).expect("a CUDA GPU");
-    let module = gpu.load(&kernels::DEVICE_CODE).expect("module loads");
+    let Some(dev) = gpu_device() else { return };
+    let prog = dev.load(&kernels::DEVICE_CODE).expect("module loads");
     let steps = 3usize;
     let x: Vec<f32> = (0..4 * steps * L).map(|i| (i % 29) as f32 - 7.0).collect();
     let want = examples::allreduce2x2_reference(&x, steps);
-    let mut dx = gpu.upload(&x).expect("upload");
-    let mut dy = gpu.upload(&vec![f32::NAN; x.len()]).expect("upload");
-    module.kernel::<cluster_allreduce>().expect("loads").launch_sync((2u32, 2u32), (&mut dx, &mut dy, steps as u32)).expect("cluster_allreduce runs");
-    assert_eq!(gpu.download(&dy).expect("download"), want, "cluster_allreduce");
+    let mut dx = dev.upload(&x).expect("upload");
+    let mut dy = dev.upload(&vec![f32::NAN; x.len()]).expect("upload");
+    prog.kernel::<cluster_allreduce>().expect("loads").launch_sync((2u32, 2u32), (&mut dx, &mut dy, steps as u32)).expect("cluster_allreduce runs");
+    assert_eq!(dev.download(&dy).expect("download"), want, "cluster_allreduce");
 
     let want = examples::axis_sums_reference();
-    let mut dy = gpu.upload(&vec![0u32; 16]).expect("upload");
-    module.kernel::<cluster_axis_sums>().expect("loads").launch_sync((2u32, 2u32, 2u32), (&mut dy,)).expect("cluster_axis_sums runs");
-    assert_eq!(gpu.download(&dy).expect("download"), want, "cluster_axis_sums");
+    let mut dy = dev.upload(&vec![0u32; 16]).expect("upload");
+    prog.kernel::<cluster_axis_sums>().expect("loads").launch_sync((2u32, 2u32, 2u32), (&mut dy,)).expect("cluster_axis_sums runs");
+    assert_eq!(dev.download(&dy).expect("download"), want, "cluster_axis_sums");
     eprintln!("ok cluster_allreduce (2 x 2, 3 steps) and cluster_axis_sums (2 x 2 x 2)");
 }

@@ -1,11 +1,10 @@
 //! Register arrays and fused epilogues: the `arrays` example kernels and
-//! `fused::matmul_bias_relu`, against CPU references, on the emulator and on
-//! a GPU; and the bias+ReLU matmul timed against the same matmul without
-//! epilogue, in one process on the same inputs.
-use crate::{check, inputs, ExampleError, Outcome, Result};
+//! `fused::matmul_bias_relu`, against CPU references, on a [`Device`] (a GPU
+//! or the CPU emulator); and, on a GPU, the bias+ReLU matmul timed against
+//! the same matmul without epilogue, in one process on the same inputs.
+use crate::{check, inputs, invalid, poisoned, ExampleError, Outcome, Result};
 use kernel_device::f16;
-use kernel_host::emulate::{EmuTensorMap, Emulator};
-use kernel_host::{randn_f16, reference_gemm_nt, rel_frobenius_error, time_kernel, Gpu, Module, TensorMap, Timing};
+use kernel_host::{randn_f16, reference_gemm_nt, rel_frobenius_error, time_kernel, Device, TileMap, Timing};
 use kernels::arrays::{self, STRIDED_LEN};
 use kernels::hopper::{self, ATile, BTileWs, OTileWs, TILE_K, TILE_M, TILE_N};
 
@@ -60,51 +59,33 @@ fn check_wgmma_ops(want: &[f32], y: &[f32], y2: &[f16], sums: &[f32]) -> Result<
     Ok(o)
 }
 
-/// `array_wgmma_ops` on the emulator (exact check of the block, the f16
-/// copy and the column maxima; the row sums within rounding).
-pub fn emu_wgmma_ops(emu: &Emulator) -> Result<Outcome> {
+/// `array_wgmma_ops` (exact check of the block, the f16 copy and the
+/// column maxima; the row sums within rounding).
+pub fn wgmma_ops(dev: &Device) -> Result<Outcome> {
     let (x, col, row) = wgmma_ops_inputs();
     let want = wgmma_ops_reference(&x, &col, &row);
-    let mut y = vec![f32::NAN; 64 * 64];
-    let mut y2 = vec![f16::NAN; 64 * 64];
-    let mut sums = vec![f32::NAN; 128];
-    emu.launch::<arrays::array_wgmma_ops, _>(1u32, (&x[..], &col[..], &row[..], &mut y[..], &mut y2[..], &mut sums[..]))?;
-    check_wgmma_ops(&want, &y, &y2, &sums)
+    let (dx, dc, dr) = (dev.upload(&x)?, dev.upload(&col)?, dev.upload(&row)?);
+    let mut dy = poisoned::<f32>(dev, 64 * 64)?;
+    let mut dy2 = poisoned::<f16>(dev, 64 * 64)?;
+    let mut ds = poisoned::<f32>(dev, 128)?;
+    dev.load(&kernels::DEVICE_CODE)?
+        .kernel::<arrays::array_wgmma_ops>()?
+        .launch_sync(1u32, (&dx, &dc, &dr, &mut dy, &mut dy2, &mut ds))?;
+    check_wgmma_ops(&want, &dev.download(&dy)?, &dev.download(&dy2)?, &dev.download(&ds)?)
 }
 
-/// `array_strided_ops` on the emulator over `blocks` blocks (exact check of
-/// both outputs).
-pub fn emu_strided_ops(emu: &Emulator, blocks: usize) -> Result<Outcome> {
-    let mut x: Vec<f16> = inputs(blocks * STRIDED_LEN, 24).into_iter().map(f16::from_f32).collect();
-    let want = strided_reference(&x);
-    let (mut y, mut z) = (vec![f16::NAN; x.len()], vec![f16::NAN; x.len()]);
-    emu.launch::<arrays::array_strided_ops, _>(blocks as u32, (&mut x[..], &mut y[..], &mut z[..]))?;
-    check_f16("array_strided_ops (z, through SMEM)", &z, &want)?;
-    check_f16("array_strided_ops (y)", &y, &want)
-}
-
-/// `array_wgmma_ops` on a GPU (as [`emu_wgmma_ops`]).
-pub fn run_wgmma_ops(gpu: &Gpu, module: &Module) -> Result<Outcome> {
-    let (x, col, row) = wgmma_ops_inputs();
-    let want = wgmma_ops_reference(&x, &col, &row);
-    let (dx, dc, dr) = (gpu.upload(&x)?, gpu.upload(&col)?, gpu.upload(&row)?);
-    let mut dy = gpu.upload(&vec![f32::NAN; 64 * 64])?;
-    let mut dy2 = gpu.upload(&vec![f16::NAN; 64 * 64])?;
-    let mut ds = gpu.upload(&vec![f32::NAN; 128])?;
-    module.kernel::<arrays::array_wgmma_ops>()?.launch_sync(1u32, (&dx, &dc, &dr, &mut dy, &mut dy2, &mut ds))?;
-    check_wgmma_ops(&want, &gpu.download(&dy)?, &gpu.download(&dy2)?, &gpu.download(&ds)?)
-}
-
-/// `array_strided_ops` on a GPU over 264 blocks (exact check).
-pub fn run_strided_ops(gpu: &Gpu, module: &Module) -> Result<Outcome> {
-    let blocks = 264;
+/// `array_strided_ops` over `blocks` blocks (exact check of both outputs;
+/// the binary runs 264 on a GPU, 2 on the emulator).
+pub fn strided_ops(dev: &Device, blocks: usize) -> Result<Outcome> {
     let x: Vec<f16> = inputs(blocks * STRIDED_LEN, 24).into_iter().map(f16::from_f32).collect();
     let want = strided_reference(&x);
-    let mut dx = gpu.upload(&x)?;
-    let (mut dy, mut dz) = (gpu.upload(&vec![f16::NAN; x.len()])?, gpu.upload(&vec![f16::NAN; x.len()])?);
-    module.kernel::<arrays::array_strided_ops>()?.launch_sync(blocks as u32, (&mut dx, &mut dy, &mut dz))?;
-    check_f16("array_strided_ops (z, through SMEM)", &gpu.download(&dz)?, &want)?;
-    check_f16("array_strided_ops (y)", &gpu.download(&dy)?, &want)
+    let mut dx = dev.upload(&x)?;
+    let (mut dy, mut dz) = (poisoned::<f16>(dev, x.len())?, poisoned::<f16>(dev, x.len())?);
+    dev.load(&kernels::DEVICE_CODE)?
+        .kernel::<arrays::array_strided_ops>()?
+        .launch_sync(blocks as u32, (&mut dx, &mut dy, &mut dz))?;
+    check_f16("array_strided_ops (z, through SMEM)", &dev.download(&dz)?, &want)?;
+    check_f16("array_strided_ops (y)", &dev.download(&dy)?, &want)
 }
 
 /// `relu(A·Bᵀ + bias)` in f32 from the f32 reference product.
@@ -114,32 +95,35 @@ pub fn bias_relu_reference(product: &[f32], bias: &[f16], n: usize) -> Vec<f32> 
 
 fn check_ws_shape(m: usize, n: usize, k: usize) -> Result<()> {
     if m % TILE_M != 0 || n % (2 * TILE_N) != 0 || k % TILE_K != 0 || k == 0 {
-        return Err(ExampleError::Cuda(kernel_host::Error::InvalidArgument {
-            function: "matmul_bias_relu",
-            problem: format!("needs M % {TILE_M} == 0, N % {} == 0, K % {TILE_K} == 0, K > 0; got {m} x {n} x {k}", 2 * TILE_N),
-        }));
+        return Err(invalid(
+            "matmul_bias_relu",
+            format!("needs M % {TILE_M} == 0, N % {} == 0, K % {TILE_K} == 0, K > 0; got {m} x {n} x {k}", 2 * TILE_N),
+        ));
     }
     Ok(())
 }
 
-/// `matmul_bias_relu<4, 8>` on the emulator at `m x n x k`: the relative
-/// Frobenius error against the CPU reference.
-pub fn emu_bias_relu(emu: &Emulator, m: usize, n: usize, k: usize) -> Result<f64> {
+/// `matmul_bias_relu<4, 8>` at `m x n x k`: the relative Frobenius error
+/// against the CPU reference over every row.
+pub fn bias_relu(dev: &Device, m: usize, n: usize, k: usize) -> Result<f64> {
     check_ws_shape(m, n, k)?;
     let a = randn_f16(m * k, 31);
     let b = randn_f16(n * k, 32);
     let bias = randn_f16(n, 33);
-    let mut c = vec![f16::NAN; m * n];
-    let am = EmuTensorMap::<ATile>::new_2d(&a, m, k)?;
-    let bm = EmuTensorMap::<BTileWs>::new_2d(&b, n, k)?;
+    let (da, db, dbias) = (dev.upload(&a)?, dev.upload(&b)?, dev.upload(&bias)?);
+    let mut dc = poisoned::<f16>(dev, m * n)?;
     let m_tiles = (m / TILE_M) as u32;
     let grid = m_tiles * (n / (2 * TILE_N)) as u32;
     {
-        let cm = EmuTensorMap::<OTileWs>::new_2d_mut(&mut c, m, n)?;
-        emu.launch::<kernels::fused::matmul_bias_relu<4, 8>, _>(grid, (&am, &bm, &cm, &bias[..], m_tiles, (k / TILE_K) as u32))?;
+        let am = TileMap::<ATile>::new_2d(&da, m, k)?;
+        let bm = TileMap::<BTileWs>::new_2d(&db, n, k)?;
+        let cm = TileMap::<OTileWs>::new_2d_mut(&mut dc, m, n)?;
+        dev.load(&kernels::DEVICE_CODE)?
+            .kernel::<kernels::fused::matmul_bias_relu<4, 8>>()?
+            .launch_sync(grid, (&am, &bm, &cm, &dbias, m_tiles, (k / TILE_K) as u32))?;
     }
     let want = bias_relu_reference(&reference_gemm_nt(m, n, k, &a, &b), &bias, n);
-    Ok(rel_frobenius_error(&c, &want))
+    Ok(rel_frobenius_error(&dev.download(&dc)?, &want))
 }
 
 /// The bias+ReLU matmul against the same matmul without epilogue
@@ -162,8 +146,11 @@ pub struct BiasReluResult {
 /// then, after a warm-up, times it and `matmul_warp_specialized<4, 8>`
 /// alternately (which goes first alternates too), `rounds` rounds of
 /// `iters` runs each (CUDA events), and keeps each one's fastest round
-/// median (the two kernels see the same clocks and inputs).
-pub fn bench_bias_relu(gpu: &Gpu, module: &Module, m: usize, n: usize, k: usize, rows_checked: usize, rounds: usize, iters: usize) -> Result<BiasReluResult> {
+/// median (the two kernels see the same clocks and inputs). GPU-only
+/// (timing): on the emulator, [`kernel_host::Error::GpuOnly`].
+#[allow(clippy::too_many_arguments)]
+pub fn bench_bias_relu(dev: &Device, m: usize, n: usize, k: usize, rows_checked: usize, rounds: usize, iters: usize) -> Result<BiasReluResult> {
+    let gpu = dev.require_gpu("timing the bias+ReLU matmul")?;
     check_ws_shape(m, n, k)?;
     let a_host = randn_f16(m * k, 31);
     let b_host = randn_f16(n * k, 32);
@@ -171,32 +158,36 @@ pub fn bench_bias_relu(gpu: &Gpu, module: &Module, m: usize, n: usize, k: usize,
     let rows: Vec<usize> = (0..rows_checked.min(m)).map(|i| i * m / rows_checked.min(m)).collect();
     let a_rows: Vec<f16> = rows.iter().flat_map(|&r| a_host[r * k..(r + 1) * k].iter().copied()).collect();
     let want = bias_relu_reference(&reference_gemm_nt(rows.len(), n, k, &a_rows, &b_host), &bias_host, n);
-    let a = gpu.upload(&a_host)?;
-    let b = gpu.upload(&b_host)?;
-    let bias = gpu.upload(&bias_host)?;
-    let c = gpu.upload(&vec![f16::NAN; m * n])?;
-    let am = TensorMap::<ATile>::new_2d(&a, m, k)?;
-    let bm = TensorMap::<BTileWs>::new_2d(&b, n, k)?;
-    let cm = TensorMap::<OTileWs>::new_2d(&c, m, n)?;
+    let a = dev.upload(&a_host)?;
+    let b = dev.upload(&b_host)?;
+    let bias = dev.upload(&bias_host)?;
+    let c = poisoned::<f16>(dev, m * n)?;
+    let am = TileMap::<ATile>::new_2d(&a, m, k)?;
+    let bm = TileMap::<BTileWs>::new_2d(&b, n, k)?;
+    // On a GPU a tensor map is the same for loads and stores, so C's map is
+    // made from a shared borrow and C can be read back while the map lives
+    // (on the emulator a store destination needs `new_2d_mut`; this
+    // function is GPU-only).
+    let cm = TileMap::<OTileWs>::new_2d(&c, m, n)?;
     let m_tiles = (m / TILE_M) as u32;
     let grid = m_tiles * (n / (2 * TILE_N)) as u32;
     let k_steps = (k / TILE_K) as u32;
-    let plain = module.kernel::<hopper::matmul_warp_specialized<4, 8>>()?;
-    let fused = module.kernel::<kernels::fused::matmul_bias_relu<4, 8>>()?;
-    fused.launch(grid, (&am, &bm, &cm, &bias, m_tiles, k_steps))?;
-    gpu.synchronize()?;
-    let out = gpu.download(&c)?;
+    let prog = dev.load(&kernels::DEVICE_CODE)?;
+    let plain = prog.kernel::<hopper::matmul_warp_specialized<4, 8>>()?;
+    let fused = prog.kernel::<kernels::fused::matmul_bias_relu<4, 8>>()?;
+    fused.launch_sync(grid, (&am, &bm, &cm, &bias, m_tiles, k_steps))?;
+    let out = dev.download(&c)?;
     let got: Vec<f16> = rows.iter().flat_map(|&r| out[r * n..(r + 1) * n].iter().copied()).collect();
     let rel_err = rel_frobenius_error(&got, &want);
     let (mut tp, mut tf): (Option<Timing>, Option<Timing>) = (None, None);
     // Warm the GPU to its loaded clocks first: the first timed kernel would
     // otherwise run at a cold GPU's boost clock, which favours whichever
     // kernel is timed first at long-running shapes.
-    time_kernel(gpu, 0, 3 * iters, || plain.launch(grid, (&am, &bm, &cm, m_tiles, k_steps)))?;
+    time_kernel(gpu, 0, 3 * iters, || plain.launch(grid, (&am, &bm, &cm, m_tiles, k_steps)).map(drop))?;
     for round in 0..rounds {
         // Alternate which kernel goes first in a round.
-        let time_plain = || time_kernel(gpu, 5, iters, || plain.launch(grid, (&am, &bm, &cm, m_tiles, k_steps)));
-        let time_fused = || time_kernel(gpu, 5, iters, || fused.launch(grid, (&am, &bm, &cm, &bias, m_tiles, k_steps)));
+        let time_plain = || time_kernel(gpu, 5, iters, || plain.launch(grid, (&am, &bm, &cm, m_tiles, k_steps)).map(drop));
+        let time_fused = || time_kernel(gpu, 5, iters, || fused.launch(grid, (&am, &bm, &cm, &bias, m_tiles, k_steps)).map(drop));
         let (p, f) = if round % 2 == 0 {
             let p = time_plain()?;
             (p, time_fused()?)

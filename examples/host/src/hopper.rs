@@ -1,11 +1,11 @@
 //! Host side of the Hopper examples: the pipelining guide's matmuls checked
-//! and timed against cuBLAS on the same inputs, and the TMA multicast copy.
-use crate::{ExampleError, Outcome, Result};
-use kernel_host::{
-    randn_f16, reference_gemm_nt, rel_frobenius_error, time_kernel, Blas, Buffer, Gpu, Module, TensorMap, Timing,
-};
-use kernels::hopper::{self, ATile, BTile, BTileWs, McHalf, McTile, OTile, OTileWs, TILE_K, TILE_M, TILE_N};
+//! (and, on a GPU, timed against cuBLAS on the same inputs), the TMA
+//! multicast copy, the TMA warp roles and the wgmma variants. Every function
+//! takes a [`Device`] and runs on a GPU or on the CPU emulator.
+use crate::{invalid, poisoned, Outcome, Result};
 use kernel_device::f16;
+use kernel_host::{randn_f16, reference_gemm_nt, rel_frobenius_error, time_kernel, Blas, Buffer, Device, Launched, TileMap, Timing};
+use kernels::hopper::{self, ATile, BTile, BTileKn, BTileWs, McHalf, McTile, OTile, OTileWs, TILE_K, TILE_M, TILE_N};
 
 /// The kernels that compute `C = A · Bᵀ`, by name.
 pub const MATMULS: [&str; 9] = [
@@ -34,7 +34,8 @@ pub struct MatmulResult {
     pub rel_err: f64,
 }
 
-/// Device buffers of one problem: A (M x K), B (N x K), C (M x N), all row-major.
+/// Buffers of one problem on a device: A (M x K), B (N x K), C (M x N),
+/// all row-major.
 pub struct Problem {
     pub m: usize,
     pub n: usize,
@@ -52,23 +53,23 @@ pub struct Problem {
 }
 
 impl Problem {
-    /// iid N(0, 1) f16 inputs; the reference is computed on `rows_checked`
-    /// rows spread over M (all rows when `rows_checked >= m`).
-    pub fn new(gpu: &Gpu, m: usize, n: usize, k: usize, rows_checked: usize, seed: u64) -> Result<Problem> {
+    /// iid N(0, 1) f16 inputs (`randn_f16`, seeds `seed` for A and `seed + 1`
+    /// for B) and C poisoned with NaN; the reference is computed on
+    /// `rows_checked` rows spread over M (all rows when `rows_checked >= m`).
+    pub fn new(dev: &Device, m: usize, n: usize, k: usize, rows_checked: usize, seed: u64) -> Result<Problem> {
         let a_host = randn_f16(m * k, seed);
         let b_host = randn_f16(n * k, seed + 1);
         let check_rows: Vec<usize> = if rows_checked >= m { (0..m).collect() } else { (0..rows_checked).map(|i| i * m / rows_checked).collect() };
         let a_rows: Vec<f16> = check_rows.iter().flat_map(|&r| a_host[r * k..(r + 1) * k].iter().copied()).collect();
         let reference = reference_gemm_nt(check_rows.len(), n, k, &a_rows, &b_host);
-        let up = |v: &[f16]| -> Result<Buffer<f16>> { Ok(Buffer::from(gpu.upload(v)?)) };
         Ok(Problem {
             m,
             n,
             k,
-            a: up(&a_host)?,
-            b: up(&b_host)?,
-            b_kn: up(&(0..k * n).map(|i| b_host[(i % n) * k + i / n]).collect::<Vec<f16>>())?,
-            c: up(&vec![f16::NAN; m * n])?,
+            a: dev.upload(&a_host)?,
+            b: dev.upload(&b_host)?,
+            b_kn: dev.upload(&(0..k * n).map(|i| b_host[(i % n) * k + i / n]).collect::<Vec<f16>>())?,
+            c: poisoned(dev, m * n)?,
             a_host,
             b_host,
             check_rows,
@@ -77,130 +78,130 @@ impl Problem {
     }
 
     /// Fills C with NaN, so an unwritten element fails the check.
-    pub fn poison(&mut self, gpu: &Gpu) -> Result<()> {
-        self.c = Buffer::from(gpu.upload(&vec![f16::NAN; self.m * self.n])?);
+    pub fn poison(&mut self, dev: &Device) -> Result<()> {
+        dev.write(&mut self.c, &vec![f16::NAN; self.m * self.n])?;
         Ok(())
     }
 
     /// Relative Frobenius error of C's checked rows.
-    pub fn error(&self, gpu: &Gpu) -> Result<f64> {
-        let c = gpu.download(self.c.cuda()?)?;
+    pub fn error(&self, dev: &Device) -> Result<f64> {
+        let c = dev.download(&self.c)?;
         let got: Vec<f16> = self.check_rows.iter().flat_map(|&r| c[r * self.n..(r + 1) * self.n].iter().copied()).collect();
         Ok(rel_frobenius_error(&got, &self.reference))
     }
 }
 
-fn check_shape(name: &str, p: &Problem, tile_n: usize) -> Result<()> {
-    if p.m % TILE_M != 0 || p.n % tile_n != 0 || p.k % TILE_K != 0 || p.k == 0 {
-        return Err(ExampleError::Cuda(kernel_host::Error::InvalidArgument {
-            function: "hopper matmul",
-            problem: format!("{name} needs M % {TILE_M} == 0, N % {tile_n} == 0, K % {TILE_K} == 0, K > 0; got {} x {} x {}", p.m, p.n, p.k),
-        }));
+/// Checks that matmul `name`'s tiles divide `m x n x k`.
+fn check_shape(name: &str, (m, n, k): (usize, usize, usize)) -> Result<()> {
+    if !MATMULS.contains(&name) {
+        return Err(invalid("hopper matmul", format!("unknown matmul `{name}`; known: {}", MATMULS.join(", "))));
+    }
+    let tile_n = if name.starts_with("warp_specialized") { 2 * TILE_N } else { TILE_N };
+    if m % TILE_M != 0 || n % tile_n != 0 || k % TILE_K != 0 || k == 0 {
+        return Err(invalid(
+            "hopper matmul",
+            format!("{name} needs M % {TILE_M} == 0, N % {tile_n} == 0, K % {TILE_K} == 0, K > 0; got {m} x {n} x {k}"),
+        ));
     }
     Ok(())
 }
 
-/// Prepares matmul `name` on `p`: the kernel handle and the tensor maps are
-/// made once, so the returned closure only launches (asynchronously).
-pub fn prepare_matmul<'p>(module: &Module, name: &str, p: &'p Problem) -> Result<Box<dyn Fn() -> kernel_host::Result<()> + 'p>> {
-    let k_steps = (p.k / TILE_K) as u32;
-    let a = TensorMap::<ATile>::new_2d(p.a.cuda()?, p.m, p.k)?;
+/// A prepared launch: tensor maps and kernel handle made once; each call
+/// launches (asynchronously on a GPU, to completion on the emulator).
+pub type PreparedLaunch<'p> = Box<dyn Fn() -> kernel_host::Result<Launched> + 'p>;
+
+/// Prepares matmul `name` (one of [`MATMULS`]) on `p`: the kernel handle and
+/// the tensor maps are made once, so the returned closure only launches.
+/// The instance table of the Hopper matmuls, for both backends.
+pub fn prepare_matmul<'p>(dev: &Device, name: &str, p: &'p mut Problem) -> Result<PreparedLaunch<'p>> {
+    let (m, n, k) = (p.m, p.n, p.k);
+    check_shape(name, (m, n, k))?;
+    let prog = dev.load(&kernels::DEVICE_CODE)?;
+    let k_steps = (k / TILE_K) as u32;
+    let Problem { a, b, b_kn, c, .. } = p;
+    let a = TileMap::<ATile>::new_2d(a, m, k)?;
+    let m_tiles = (m / TILE_M) as u32;
+    // One CTA per 128 x 128 tile, B `N x K` or `K x N`.
+    macro_rules! one_wg {
+        ($kernel:ty, $btile:ty, $b:expr, $brows:expr, $bcols:expr) => {{
+            let b = TileMap::<$btile>::new_2d($b, $brows, $bcols)?;
+            let c = TileMap::<OTile>::new_2d_mut(c, m, n)?;
+            let grid = (m_tiles, (n / TILE_N) as u32);
+            let kernel = prog.kernel::<$kernel>()?;
+            Box::new(move || kernel.launch(grid, (&a, &b, &c, k_steps)))
+        }};
+    }
+    // Warp-specialized: one CTA per 128 x 256 tile.
+    macro_rules! ws {
+        ($kernel:ty) => {{
+            let b = TileMap::<BTileWs>::new_2d(b, n, k)?;
+            let c = TileMap::<OTileWs>::new_2d_mut(c, m, n)?;
+            let grid = m_tiles * (n / (2 * TILE_N)) as u32;
+            let kernel = prog.kernel::<$kernel>()?;
+            Box::new(move || kernel.launch(grid, (&a, &b, &c, m_tiles, k_steps)))
+        }};
+    }
     Ok(match name {
-        "pipelined_kn<2>" | "pipelined_kn<4>" => {
-            check_shape(name, p, TILE_N)?;
-            let b = TensorMap::<kernels::hopper::BTileKn>::new_2d(p.b_kn.cuda()?, p.k, p.n)?;
-            let c = TensorMap::<OTile>::new_2d(p.c.cuda()?, p.m, p.n)?;
-            let grid = ((p.m / TILE_M) as u32, (p.n / TILE_N) as u32);
-            if name == "pipelined_kn<2>" {
-                let kernel = module.kernel::<hopper::matmul_pipelined_kn<2>>()?;
-                Box::new(move || kernel.launch(grid, (&a, &b, &c, k_steps)))
-            } else {
-                let kernel = module.kernel::<hopper::matmul_pipelined_kn<4>>()?;
-                Box::new(move || kernel.launch(grid, (&a, &b, &c, k_steps)))
-            }
-        }
-        "pipelined<2>" | "pipelined<4>" => {
-            check_shape(name, p, TILE_N)?;
-            let b = TensorMap::<BTile>::new_2d(p.b.cuda()?, p.n, p.k)?;
-            let c = TensorMap::<OTile>::new_2d(p.c.cuda()?, p.m, p.n)?;
-            let grid = ((p.m / TILE_M) as u32, (p.n / TILE_N) as u32);
-            if name == "pipelined<2>" {
-                let kernel = module.kernel::<hopper::matmul_pipelined<2>>()?;
-                Box::new(move || kernel.launch(grid, (&a, &b, &c, k_steps)))
-            } else {
-                let kernel = module.kernel::<hopper::matmul_pipelined<4>>()?;
-                Box::new(move || kernel.launch(grid, (&a, &b, &c, k_steps)))
-            }
-        }
-        ws if ws.starts_with("warp_specialized<") => {
-            check_shape(name, p, 2 * TILE_N)?;
-            let b = TensorMap::<BTileWs>::new_2d(p.b.cuda()?, p.n, p.k)?;
-            let c = TensorMap::<OTileWs>::new_2d(p.c.cuda()?, p.m, p.n)?;
-            let m_tiles = (p.m / TILE_M) as u32;
-            let grid = m_tiles * (p.n / (2 * TILE_N)) as u32;
-            macro_rules! ws {
-                ($s:literal, $g:literal) => {{
-                    let kernel = module.kernel::<hopper::matmul_warp_specialized<$s, $g>>()?;
-                    Box::new(move || kernel.launch(grid, (&a, &b, &c, m_tiles, k_steps)))
-                }};
-            }
-            match ws {
-                "warp_specialized<2,0>" => ws!(2, 0),
-                "warp_specialized<3,0>" => ws!(3, 0),
-                "warp_specialized<4,0>" => ws!(4, 0),
-                "warp_specialized<4,8>" => ws!(4, 8),
-                "warp_specialized<4,16>" => ws!(4, 16),
-                other => {
-                    return Err(ExampleError::Cuda(kernel_host::Error::InvalidArgument {
-                        function: "prepare_matmul",
-                        problem: format!("unknown matmul `{other}`; known: {}", MATMULS.join(", ")),
-                    }))
-                }
-            }
-        }
-        other => {
-            return Err(ExampleError::Cuda(kernel_host::Error::InvalidArgument {
-                function: "prepare_matmul",
-                problem: format!("unknown matmul `{other}`; known: {}", MATMULS.join(", ")),
-            }))
-        }
+        "pipelined_kn<2>" => one_wg!(hopper::matmul_pipelined_kn<2>, BTileKn, b_kn, k, n),
+        "pipelined_kn<4>" => one_wg!(hopper::matmul_pipelined_kn<4>, BTileKn, b_kn, k, n),
+        "pipelined<2>" => one_wg!(hopper::matmul_pipelined<2>, BTile, b, n, k),
+        "pipelined<4>" => one_wg!(hopper::matmul_pipelined<4>, BTile, b, n, k),
+        "warp_specialized<2,0>" => ws!(hopper::matmul_warp_specialized<2, 0>),
+        "warp_specialized<3,0>" => ws!(hopper::matmul_warp_specialized<3, 0>),
+        "warp_specialized<4,0>" => ws!(hopper::matmul_warp_specialized<4, 0>),
+        "warp_specialized<4,8>" => ws!(hopper::matmul_warp_specialized<4, 8>),
+        "warp_specialized<4,16>" => ws!(hopper::matmul_warp_specialized<4, 16>),
+        other => unreachable!("`{other}` passed check_shape but has no arm: add it to the table"),
     })
+}
+
+/// Runs matmul `name` (one of [`MATMULS`]) once on `dev` at `m x n x k`
+/// with `randn_f16` inputs (seeds `input_seed`, `input_seed + 1`) and
+/// returns the relative Frobenius error of C against `reference_gemm_nt`
+/// over every row. Shapes: `M % 128`, `N % 128` (256 for the
+/// warp-specialized ones), `K % 64`.
+pub fn matmul(dev: &Device, name: &str, m: usize, n: usize, k: usize, input_seed: u64) -> Result<f64> {
+    let mut p = Problem::new(dev, m, n, k, usize::MAX, input_seed)?;
+    prepare_matmul(dev, name, &mut p)?()?;
+    p.error(dev)
 }
 
 /// Checks and times every contender (cuBLAS first, then ours) at one shape,
 /// on the same inputs. Each is run once on a NaN-poisoned C and checked,
-/// then timed (5 warm-up runs, median of `iters`).
+/// then timed (5 warm-up runs, median of `iters`). GPU-only (timing and
+/// cuBLAS): on the emulator, [`kernel_host::Error::GpuOnly`].
 #[allow(clippy::too_many_arguments)]
-pub fn bench_shape(gpu: &Gpu, module: &Module, blas: &Blas, m: usize, n: usize, k: usize, rows_checked: usize, iters: usize) -> Result<Vec<MatmulResult>> {
-    let mut p = Problem::new(gpu, m, n, k, rows_checked, 42)?;
+pub fn bench_shape(dev: &Device, blas: &Blas, m: usize, n: usize, k: usize, rows_checked: usize, iters: usize) -> Result<Vec<MatmulResult>> {
+    let gpu = dev.require_gpu("timing the Hopper matmuls against cuBLAS")?;
+    let mut p = Problem::new(dev, m, n, k, rows_checked, 42)?;
     let mut out = Vec::new();
     // cuBLAS writes through `&mut C`, so it is run directly.
-    p.poison(gpu)?;
+    p.poison(dev)?;
     blas.gemm_nt(m, n, k, p.a.cuda()?, p.b.cuda()?, p.c.cuda_mut()?)?;
     gpu.synchronize()?;
-    let rel_err = p.error(gpu)?;
+    let rel_err = p.error(dev)?;
     let timing = {
         let (a, b, c) = (p.a.cuda()?, p.b.cuda()?, p.c.cuda_mut()?);
         time_kernel(gpu, 5, iters, || blas.gemm_nt(m, n, k, a, b, c))?
     };
     out.push(MatmulResult { name: "cuBLAS".into(), m, n, k, tflops: timing.tflops(m, n, k), timing, rel_err });
     // cuBLAS with B stored K x N (what the `_kn` kernels read).
-    p.poison(gpu)?;
+    p.poison(dev)?;
     blas.gemm_nn(m, n, k, p.a.cuda()?, p.b_kn.cuda()?, p.c.cuda_mut()?)?;
     gpu.synchronize()?;
-    let rel_err = p.error(gpu)?;
+    let rel_err = p.error(dev)?;
     let timing = {
         let (a, b_kn, c) = (p.a.cuda()?, p.b_kn.cuda()?, p.c.cuda_mut()?);
         time_kernel(gpu, 5, iters, || blas.gemm_nn(m, n, k, a, b_kn, c))?
     };
     out.push(MatmulResult { name: "cuBLAS (B K x N)".into(), m, n, k, tflops: timing.tflops(m, n, k), timing, rel_err });
     for name in MATMULS {
-        p.poison(gpu)?;
-        let launch = prepare_matmul(module, name, &p)?;
-        launch()?;
+        p.poison(dev)?;
+        prepare_matmul(dev, name, &mut p)?()?;
         gpu.synchronize()?;
-        let rel_err = p.error(gpu)?;
-        let timing = time_kernel(gpu, 5, iters, &launch)?;
+        let rel_err = p.error(dev)?;
+        let launch = prepare_matmul(dev, name, &mut p)?;
+        let timing = time_kernel(gpu, 5, iters, || launch().map(drop))?;
         out.push(MatmulResult { name: name.into(), m, n, k, tflops: timing.tflops(m, n, k), timing, rel_err });
     }
     Ok(out)
@@ -208,34 +209,36 @@ pub fn bench_shape(gpu: &Gpu, module: &Module, blas: &Blas, m: usize, n: usize, 
 
 /// The reference's TMA multicast example: a cluster of 2 loads one `16 x 32`
 /// f32 tile collectively; each CTA writes it out: `y = [x; x]`.
-pub fn run_multicast(gpu: &Gpu, module: &Module) -> Result<Outcome> {
+pub fn multicast_copy(dev: &Device) -> Result<Outcome> {
     use kernels::hopper::{MC_COLS, MC_ROWS};
     let x: Vec<f32> = crate::inputs(MC_ROWS * MC_COLS, 5);
-    let dx = gpu.upload(&x)?;
-    let dy = gpu.upload(&vec![f32::NAN; 2 * MC_ROWS * MC_COLS])?;
-    let xm = TensorMap::<McHalf>::new_2d(&dx, MC_ROWS, MC_COLS)?;
-    let ym = TensorMap::<McTile>::new_2d(&dy, 2 * MC_ROWS, MC_COLS)?;
-    module.kernel::<hopper::multicast_copy>()?.launch_sync(2u32, (&xm, &ym))?;
+    let dx = dev.upload(&x)?;
+    let mut dy = poisoned(dev, 2 * MC_ROWS * MC_COLS)?;
+    {
+        let xm = TileMap::<McHalf>::new_2d(&dx, MC_ROWS, MC_COLS)?;
+        let ym = TileMap::<McTile>::new_2d_mut(&mut dy, 2 * MC_ROWS, MC_COLS)?;
+        dev.load(&kernels::DEVICE_CODE)?.kernel::<hopper::multicast_copy>()?.launch_sync(2u32, (&xm, &ym))?;
+    }
     let want: Vec<f32> = x.iter().chain(x.iter()).copied().collect();
-    crate::check("multicast_copy", &gpu.download(&dy)?, &want)
+    crate::check("multicast_copy", &dev.download(&dy)?, &want)
 }
 
 /// The three wgmma forms of [`hopper::wgmma_variants`] against the CPU:
 /// returns each variant's relative Frobenius error (f32 SS, f16-accumulator
 /// SS, f32 with A from registers).
-pub fn run_wgmma_variants(gpu: &Gpu, module: &Module) -> Result<[f64; hopper::VARIANTS]> {
+pub fn wgmma_variants(dev: &Device) -> Result<[f64; hopper::VARIANTS]> {
     use kernels::hopper::{VarA, VarB};
     let (m, n, k, batches, batch) = (64, 128, 64, 3, 2);
     let a_host = randn_f16(m * k, 7);
     let b_host = randn_f16(batches * n * k, 8);
-    let a = gpu.upload(&a_host)?;
-    let b = gpu.upload(&b_host)?;
-    let mut out = gpu.upload(&vec![f16::NAN; hopper::VARIANTS * m * n])?;
-    let am = TensorMap::<VarA>::new_2d(&a, m, k)?;
-    let bm = TensorMap::<VarB, 3>::new_batched(&b, batches, n, k)?;
-    module.kernel::<hopper::wgmma_variants>()?.launch_sync(1u32, (&am, &bm, batch as u32, &mut out))?;
+    let a = dev.upload(&a_host)?;
+    let b = dev.upload(&b_host)?;
+    let mut out = poisoned(dev, hopper::VARIANTS * m * n)?;
+    let am = TileMap::<VarA>::new_2d(&a, m, k)?;
+    let bm = TileMap::<VarB, 3>::new_batched(&b, batches, n, k)?;
+    dev.load(&kernels::DEVICE_CODE)?.kernel::<hopper::wgmma_variants>()?.launch_sync(1u32, (&am, &bm, batch as u32, &mut out))?;
     let reference = reference_gemm_nt(m, n, k, &a_host, &b_host[batch * n * k..(batch + 1) * n * k]);
-    let got = gpu.download(&out)?;
+    let got = dev.download(&out)?;
     let mut errs = [0.0; hopper::VARIANTS];
     for (v, e) in errs.iter_mut().enumerate() {
         *e = rel_frobenius_error(&got[v * m * n..(v + 1) * m * n], &reference);
@@ -244,13 +247,13 @@ pub fn run_wgmma_variants(gpu: &Gpu, module: &Module) -> Result<[f64; hopper::VA
 }
 
 /// [`hopper::warp_roles`]: a TMA warp and a consumer warp; `y = 2 x` over 4 tiles.
-pub fn run_warp_roles(gpu: &Gpu, module: &Module) -> Result<Outcome> {
+pub fn warp_roles(dev: &Device) -> Result<Outcome> {
     let tiles = 4usize;
     let x: Vec<f32> = crate::inputs(tiles * 64 * 64, 9);
-    let dx = gpu.upload(&x)?;
-    let mut dy = gpu.upload(&vec![f32::NAN; x.len()])?;
-    let xm = TensorMap::<kernels::hopper::RoleTile>::new_2d(&dx, tiles * 64, 64)?;
-    module.kernel::<hopper::warp_roles>()?.launch_sync(tiles as u32, (&xm, &mut dy))?;
+    let dx = dev.upload(&x)?;
+    let mut dy = poisoned(dev, x.len())?;
+    let xm = TileMap::<hopper::RoleTile>::new_2d(&dx, tiles * 64, 64)?;
+    dev.load(&kernels::DEVICE_CODE)?.kernel::<hopper::warp_roles>()?.launch_sync(tiles as u32, (&xm, &mut dy))?;
     let want: Vec<f32> = x.iter().map(|v| 2.0 * v).collect();
-    crate::check("warp_roles", &gpu.download(&dy)?, &want)
+    crate::check("warp_roles", &dev.download(&dy)?, &want)
 }

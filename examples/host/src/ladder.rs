@@ -1,14 +1,12 @@
 //! Host side of the Hopper GEMM ladder (`kernels::hopper_ladder`, steps 2
 //! to 7; steps 0 and 1 are in [`crate::hopper`]): each instance by name, on
-//! the GPU (tensor maps made once, a closure that only launches) and on the
-//! CPU emulator.
+//! a GPU or the CPU emulator through one [`Device`] (tensor maps made once,
+//! a closure that only launches, so a GPU can time it).
 //!
 //! Instance names: `step<S> <BM>x<BN> s<STAGES> w<GROUP_M or GRID_W>`.
-use crate::hopper::Problem;
-use crate::{ExampleError, Result};
-use kernel_device::f16;
-use kernel_host::emulate::{EmuTensorMap, Emulator};
-use kernel_host::{Module, TensorMap};
+use crate::hopper::{PreparedLaunch, Problem};
+use crate::{invalid, ExampleError, Result};
+use kernel_host::{Device, TileMap};
 use kernels::hopper_ladder::{
     step2_big_tiles::matmul_big_tiles, step3_persistent::matmul_persistent, step4_epilogue_overlap::matmul_epilogue_overlap,
     step5_cluster_multicast::matmul_cluster_multicast, step6_fewer_arrivals::matmul_fewer_arrivals, step7_pingpong::matmul_pingpong, ATileOf, BTileOf, EpiTileOf, OTileOf, TK,
@@ -84,10 +82,7 @@ pub fn instances() -> Vec<Instance> {
 }
 
 fn unknown(name: &str) -> ExampleError {
-    ExampleError::Cuda(kernel_host::Error::InvalidArgument {
-        function: "ladder",
-        problem: format!("unknown ladder instance `{name}`; known: {}", instances().iter().map(|i| i.name).collect::<Vec<_>>().join(", ")),
-    })
+    invalid("ladder", format!("unknown ladder instance `{name}`; known: {}", instances().iter().map(|i| i.name).collect::<Vec<_>>().join(", ")))
 }
 
 /// The ladder steps whose kernels are `kernel-ops`' matmul kernels
@@ -95,47 +90,39 @@ fn unknown(name: &str) -> ExampleError {
 /// `kernel_ops_kernels::DEVICE_CODE`, not in `kernels::DEVICE_CODE`.
 pub const LIBRARY_STEPS: [u32; 2] = [4, 5];
 
-/// Prepares ladder instance `name` on `p` for a device with `sms` SMs: the
-/// kernel handle and tensor maps are made once; the closure only launches.
-/// `module` is `kernels::DEVICE_CODE` loaded, `library` is
-/// `kernel_ops_kernels::DEVICE_CODE` loaded (steps [`LIBRARY_STEPS`];
-/// `kernel_ops::Matmul::module`).
-pub fn prepare<'p>(module: &Module, library: &Module, name: &str, p: &'p Problem, sms: u32) -> Result<Box<dyn Fn() -> kernel_host::Result<()> + 'p>> {
-    macro_rules! gpu {
+/// Prepares ladder instance `name` on `p`: the kernel handle and tensor maps
+/// are made once; the closure only launches. Persistent grids get
+/// `min(dev.sm_count(), tiles)` CTAs (see [`grid_for`]). Steps
+/// [`LIBRARY_STEPS`] launch from `kernel_ops_kernels::DEVICE_CODE`, the
+/// others from `kernels::DEVICE_CODE`.
+pub fn prepare<'p>(dev: &Device, name: &str, p: &'p mut Problem) -> Result<PreparedLaunch<'p>> {
+    let sms = dev.sm_count();
+    let (m, n, k) = (p.m, p.n, p.k);
+    let Problem { a, b, c, .. } = p;
+    let (a, b) = (&*a, &*b);
+    // Each instance is an `if` that returns: `{ c }` moves C's borrow into
+    // the one that matches (a reborrow would outlive the `if`).
+    macro_rules! instance {
         ($name:literal, $k:ty, $step:literal, $bm:literal, $bn:literal, $ct:ty, $bt:ty, $g:expr) => {
             if name == $name {
-                let module = if LIBRARY_STEPS.contains(&$step) { library } else { module };
-                let (grid, mt, nt, ks) = grid_for($g, $bm, $bn, p.m, p.n, p.k, sms);
-                let a = TensorMap::<ATileOf<$bm>>::new_2d(p.a.cuda()?, p.m, p.k)?;
-                let b = TensorMap::<$bt>::new_2d(p.b.cuda()?, p.n, p.k)?;
-                let c = TensorMap::<$ct>::new_2d(p.c.cuda()?, p.m, p.n)?;
-                let kernel = module.kernel::<$k>()?;
+                let code = if LIBRARY_STEPS.contains(&$step) { &kernel_ops_kernels::DEVICE_CODE } else { &kernels::DEVICE_CODE };
+                let (grid, mt, nt, ks) = grid_for($g, $bm, $bn, m, n, k, sms);
+                let a = TileMap::<ATileOf<$bm>>::new_2d(a, m, k)?;
+                let b = TileMap::<$bt>::new_2d(b, n, k)?;
+                let c = TileMap::<$ct>::new_2d_mut({ c }, m, n)?;
+                let kernel = dev.load(code)?.kernel::<$k>()?;
                 return Ok(Box::new(move || kernel.launch(grid, (&a, &b, &c, mt, nt, ks))));
             }
         };
     }
-    for_each_instance!(gpu);
+    for_each_instance!(instance);
     Err(unknown(name))
 }
 
-/// Runs ladder instance `name` on the emulator at `m x n x k` with `sms`
-/// emulated SMs (persistent grids get `min(sms, tiles)` CTAs) and returns C.
-pub fn emulate(emu: &Emulator, name: &str, a: &[f16], b: &[f16], m: usize, n: usize, k: usize, sms: u32) -> Result<Vec<f16>> {
-    let mut c = vec![f16::NAN; m * n];
-    macro_rules! emulated {
-        ($name:literal, $k:ty, $step:literal, $bm:literal, $bn:literal, $ct:ty, $bt:ty, $g:expr) => {
-            if name == $name {
-                let (grid, mt, nt, ks) = grid_for($g, $bm, $bn, m, n, k, sms);
-                let am = EmuTensorMap::<ATileOf<$bm>>::new_2d(a, m, k)?;
-                let bm = EmuTensorMap::<$bt>::new_2d(b, n, k)?;
-                {
-                    let cm = EmuTensorMap::<$ct>::new_2d_mut(&mut c, m, n)?;
-                    emu.launch::<$k, _>(grid, (&am, &bm, &cm, mt, nt, ks))?;
-                }
-                return Ok(c);
-            }
-        };
-    }
-    for_each_instance!(emulated);
-    Err(unknown(name))
+/// Runs ladder instance `name` once on `p` (C poisoned first) and returns
+/// the relative Frobenius error of C's checked rows.
+pub fn run(dev: &Device, name: &str, p: &mut Problem) -> Result<f64> {
+    p.poison(dev)?;
+    prepare(dev, name, p)?()?;
+    p.error(dev)
 }

@@ -1,11 +1,14 @@
-//! Host programs for the example kernels: each `run_*` function makes its
-//! inputs, launches the kernel on the GPU, and checks the output against a
-//! CPU reference, element by element.
-use kernel_host::{Gpu, Module};
+//! Host programs for the example kernels: each example is one function
+//! taking a [`Device`] (a GPU or the CPU emulator, [`Device::gpu_or_emulator`])
+//! that makes its inputs, launches the kernel through the device's one
+//! launch path, and checks the output against a CPU reference, element by
+//! element. The binaries and the tests call the same functions: the tests
+//! with `Device::emulator_with(Emulator::new(seed))` under several seeds,
+//! and (ignored) with a GPU device.
+use kernel_host::{Buffer, Device};
 use kernels::first;
 
 pub mod arrays;
-pub mod emulated;
 pub mod hopper;
 pub mod simt;
 pub mod ladder;
@@ -15,10 +18,10 @@ pub mod blackwell_ladder;
 /// Why an example did not give the right answer.
 #[derive(Debug)]
 pub enum ExampleError {
-    /// A CUDA or launch error (no GPU, a module that fails to load, ...).
-    Cuda(kernel_host::Error),
-    /// The CPU emulator stopped the kernel (deadlock, protocol misuse, panic).
-    Emulator(kernel_host::emulate::EmuError),
+    /// A host or launch error: no GPU, a module that fails to load, a
+    /// GPU-only feature asked of the emulator, or a race, deadlock or
+    /// protocol misuse the CPU emulator found (`kernel_host::Error::Emulator`).
+    Host(kernel_host::Error),
     /// The kernel ran and produced a wrong value.
     Mismatch { example: &'static str, index: usize, got: f32, want: f32, wrong: usize },
 }
@@ -26,8 +29,7 @@ pub enum ExampleError {
 impl std::fmt::Display for ExampleError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ExampleError::Cuda(e) => write!(f, "{e}"),
-            ExampleError::Emulator(e) => write!(f, "{e}"),
+            ExampleError::Host(e) => write!(f, "{e}"),
             ExampleError::Mismatch { example, index, got, want, wrong } => write!(
                 f,
                 "{example}: wrong result: {wrong} element(s) differ from the CPU reference; first at index {index}: got {got}, want {want}"
@@ -40,8 +42,14 @@ impl std::error::Error for ExampleError {}
 
 impl From<kernel_host::Error> for ExampleError {
     fn from(e: kernel_host::Error) -> Self {
-        ExampleError::Cuda(e)
+        ExampleError::Host(e)
     }
+}
+
+/// An invalid argument of an example's host function (a shape its tiles do
+/// not divide, an unknown instance name).
+pub(crate) fn invalid(function: &'static str, problem: String) -> ExampleError {
+    ExampleError::Host(kernel_host::Error::InvalidArgument { function, problem })
 }
 
 pub type Result<T> = std::result::Result<T, ExampleError>;
@@ -70,45 +78,57 @@ pub fn check(example: &'static str, got: &[f32], want: &[f32]) -> Result<Outcome
     Ok(Outcome { example, checked: got.len(), sample: got.iter().take(4).copied().collect() })
 }
 
-/// Output buffers start as NaN, so an element the kernel never wrote fails
-/// the check.
-fn poisoned(gpu: &Gpu, n: usize) -> Result<kernel_host::CudaSlice<f32>> {
-    Ok(gpu.upload(&vec![f32::NAN; n])?)
+/// An output buffer of `n` NaNs, so an element the kernel never writes
+/// fails the check.
+pub fn poisoned<T: kernel_host::cudarc::driver::DeviceRepr + Copy + NanValue>(dev: &Device, n: usize) -> Result<Buffer<T>> {
+    Ok(dev.upload(&vec![T::NAN; n])?)
+}
+
+/// The NaN of a floating-point element type (for [`poisoned`]).
+pub trait NanValue {
+    const NAN: Self;
+}
+impl NanValue for f32 {
+    const NAN: f32 = f32::NAN;
+}
+impl NanValue for kernel_device::f16 {
+    const NAN: kernel_device::f16 = kernel_device::f16::NAN;
 }
 
 /// (a) `y = x + 1` over a grid of 2 blocks of 128 threads.
-pub fn run_increment(gpu: &Gpu, module: &Module) -> Result<Outcome> {
+pub fn increment(dev: &Device) -> Result<Outcome> {
     let blocks = 2u32;
     let n = (blocks * first::INCREMENT_BLOCK) as usize;
     let x = inputs(n, 1);
-    let dx = gpu.upload(&x)?;
-    let mut dy = poisoned(gpu, n)?;
-    module.kernel::<first::increment>()?.launch_sync(blocks, (&dx, &mut dy, n as u32))?;
+    let dx = dev.upload(&x)?;
+    let mut dy = poisoned(dev, n)?;
+    dev.load(&kernels::DEVICE_CODE)?.kernel::<first::increment>()?.launch_sync(blocks, (&dx, &mut dy, n as u32))?;
     let want: Vec<f32> = x.iter().map(|v| v + 1.0).collect();
-    check("increment", &gpu.download(&dy)?, &want)
+    check("increment", &dev.download(&dy)?, &want)
 }
 
-/// (b) Producer and consumer warpgroups through a 2-slot SMEM queue: `y = x + 2`.
-pub fn run_producer_consumer(gpu: &Gpu, module: &Module) -> Result<Outcome> {
-    let steps = 16u32; // 8 phases of each barrier
+/// (b) Producer and consumer warpgroups through a 2-slot SMEM queue: `y = x + 2`,
+/// 16 steps on a GPU (8 phases of each barrier), 6 on the emulator (3).
+pub fn producer_consumer(dev: &Device) -> Result<Outcome> {
+    let steps = if dev.is_gpu() { 16u32 } else { 6 };
     let n = steps as usize * first::QUEUE_ITEM;
     let x = inputs(n, 2);
-    let dx = gpu.upload(&x)?;
-    let mut dy = poisoned(gpu, n)?;
-    module.kernel::<first::producer_consumer>()?.launch_sync(1u32, (&dx, &mut dy, steps))?;
+    let dx = dev.upload(&x)?;
+    let mut dy = poisoned(dev, n)?;
+    dev.load(&kernels::DEVICE_CODE)?.kernel::<first::producer_consumer>()?.launch_sync(1u32, (&dx, &mut dy, steps))?;
     let want: Vec<f32> = x.iter().map(|v| (v + 1.0) + 1.0).collect();
-    check("producer_consumer", &gpu.download(&dy)?, &want)
+    check("producer_consumer", &dev.download(&dy)?, &want)
 }
 
 /// (c) Clusters of 2 CTAs swap data through distributed shared memory.
-pub fn run_cluster_exchange(gpu: &Gpu, module: &Module) -> Result<Outcome> {
+pub fn cluster_exchange(dev: &Device) -> Result<Outcome> {
     let ctas = 4u32; // two clusters
     let len = first::EXCHANGE_LEN;
     let n = ctas as usize * len;
     let x = inputs(n, 3);
-    let dx = gpu.upload(&x)?;
-    let mut dy = poisoned(gpu, n)?;
-    module.kernel::<first::cluster_exchange>()?.launch_sync(ctas, (&dx, &mut dy))?;
+    let dx = dev.upload(&x)?;
+    let mut dy = poisoned(dev, n)?;
+    dev.load(&kernels::DEVICE_CODE)?.kernel::<first::cluster_exchange>()?.launch_sync(ctas, (&dx, &mut dy))?;
     let mut want = vec![0f32; n];
     for cta in 0..ctas as usize {
         let peer = cta ^ 1; // rank = cta % 2 within clusters of 2
@@ -116,24 +136,24 @@ pub fn run_cluster_exchange(gpu: &Gpu, module: &Module) -> Result<Outcome> {
             want[cta * len + t] = x[peer * len + t] * 2.0 + (peer % 2) as f32;
         }
     }
-    check("cluster_exchange", &gpu.download(&dy)?, &want)
+    check("cluster_exchange", &dev.download(&dy)?, &want)
 }
 
 /// (d) Block 0 signals block 1 through a global semaphore: `y = 3 x`, and
 /// the semaphore ends at 0.
-pub fn run_semaphore_signal(gpu: &Gpu, module: &Module) -> Result<Outcome> {
+pub fn semaphore_signal(dev: &Device) -> Result<Outcome> {
     let n = first::MESSAGE_LEN;
     let x = inputs(n, 4);
-    let dx = gpu.upload(&x)?;
-    let mut scratch = poisoned(gpu, n)?;
-    let mut dy = poisoned(gpu, n)?;
-    let mut sem = gpu.zeros::<u32>(1)?;
-    module
+    let dx = dev.upload(&x)?;
+    let mut scratch = poisoned(dev, n)?;
+    let mut dy = poisoned(dev, n)?;
+    let mut sem = dev.zeros::<u32>(1)?;
+    dev.load(&kernels::DEVICE_CODE)?
         .kernel::<first::semaphore_signal>()?
         .launch_sync(2u32, (&dx, &mut scratch, &mut dy, &mut sem))?;
     let want: Vec<f32> = x.iter().map(|v| v * 3.0).collect();
-    let out = check("semaphore_signal", &gpu.download(&dy)?, &want)?;
-    let left = gpu.download(&sem)?[0];
+    let out = check("semaphore_signal", &dev.download(&dy)?, &want)?;
+    let left = dev.download(&sem)?[0];
     if left != 0 {
         return Err(ExampleError::Mismatch { example: "semaphore_signal (semaphore value)", index: 0, got: left as f32, want: 0.0, wrong: 1 });
     }
@@ -142,12 +162,12 @@ pub fn run_semaphore_signal(gpu: &Gpu, module: &Module) -> Result<Outcome> {
 
 /// `double_checked`: `y = 2 y` through a bounds-checked `Gmem` view, on a
 /// length that is not a multiple of the block (300 elements, 3 blocks).
-pub fn run_double_checked(gpu: &Gpu, module: &Module) -> Result<Outcome> {
+pub fn double_checked(dev: &Device) -> Result<Outcome> {
     let x = inputs(300, 6);
-    let mut dy = gpu.upload(&x)?;
-    module.kernel::<first::double_checked>()?.launch_sync(3u32, (&mut dy,))?;
+    let mut dy = dev.upload(&x)?;
+    dev.load(&kernels::DEVICE_CODE)?.kernel::<first::double_checked>()?.launch_sync(3u32, (&mut dy,))?;
     let want: Vec<f32> = x.iter().map(|v| 2.0 * v).collect();
-    check("double_checked", &gpu.download(&dy)?, &want)
+    check("double_checked", &dev.download(&dy)?, &want)
 }
 
 /// The CPU reference of [`cluster::cluster_allreduce16`](kernels::cluster::cluster_allreduce16)
@@ -216,29 +236,39 @@ pub fn axis_sums_reference() -> Vec<u32> {
 }
 
 /// A cluster of 16 CTAs, a non-portable size (`#[kernel(.., non_portable_cluster)]`):
-/// two clusters all-reduce their rows through distributed shared memory
-/// (`cluster::cluster_allreduce16`, 3 steps).
-pub fn run_cluster_allreduce16(gpu: &Gpu, module: &Module) -> Result<Outcome> {
-    use kernels::cluster::{cluster_allreduce16, ALLREDUCE16_CTAS, ALLREDUCE16_LEN};
-    let (ctas, steps) = (2 * ALLREDUCE16_CTAS, 3usize);
+/// clusters all-reduce their rows through distributed shared memory
+/// (`cluster::cluster_allreduce16`): two clusters and 3 steps on a GPU, one
+/// cluster and 2 steps on the emulator ([`cluster_allreduce16_sized`] for
+/// other sizes).
+pub fn cluster_allreduce16(dev: &Device) -> Result<Outcome> {
+    let (clusters, steps) = if dev.is_gpu() { (2, 3) } else { (1, 2) };
+    cluster_allreduce16_sized(dev, clusters, steps)
+}
+
+/// [`cluster_allreduce16`] over `clusters` clusters of 16 and `steps` steps.
+pub fn cluster_allreduce16_sized(dev: &Device, clusters: usize, steps: usize) -> Result<Outcome> {
+    use kernels::cluster::{ALLREDUCE16_CTAS, ALLREDUCE16_LEN};
+    let ctas = clusters * ALLREDUCE16_CTAS;
     let x = inputs(ctas * steps * ALLREDUCE16_LEN, 7);
-    let dx = gpu.upload(&x)?;
-    let mut dy = poisoned(gpu, x.len())?;
-    module.kernel::<cluster_allreduce16>()?.launch_sync(ctas as u32, (&dx, &mut dy, steps as u32))?;
-    check("cluster_allreduce16", &gpu.download(&dy)?, &allreduce16_reference(&x, ctas, steps))
+    let dx = dev.upload(&x)?;
+    let mut dy = poisoned(dev, x.len())?;
+    dev.load(&kernels::DEVICE_CODE)?
+        .kernel::<kernels::cluster::cluster_allreduce16>()?
+        .launch_sync(ctas as u32, (&dx, &mut dy, steps as u32))?;
+    check("cluster_allreduce16", &dev.download(&dy)?, &allreduce16_reference(&x, ctas, steps))
 }
 
 /// An example: its name and how to run it.
-pub type Example = (&'static str, fn(&Gpu, &Module) -> Result<Outcome>);
+pub type Example = (&'static str, fn(&Device) -> Result<Outcome>);
 
 /// The seed reference's first examples, in order.
 pub const FIRST_EXAMPLES: [Example; 6] = [
-    ("increment", run_increment),
-    ("producer_consumer", run_producer_consumer),
-    ("cluster_exchange", run_cluster_exchange),
-    ("semaphore_signal", run_semaphore_signal),
-    ("double_checked", run_double_checked),
-    ("cluster_allreduce16", run_cluster_allreduce16),
+    ("increment", increment),
+    ("producer_consumer", producer_consumer),
+    ("cluster_exchange", cluster_exchange),
+    ("semaphore_signal", semaphore_signal),
+    ("double_checked", double_checked),
+    ("cluster_allreduce16", cluster_allreduce16),
 ];
 
 #[cfg(test)]

@@ -1,22 +1,12 @@
-//! The SIMT examples (`kernels::simt`) on the GPU or the CPU emulator, each
-//! checked against a CPU reference: bit for bit where the kernel's
+//! The SIMT examples (`kernels::simt`) on a [`Device`] (a GPU or the CPU
+//! emulator), each checked against a CPU reference: bit for bit where the kernel's
 //! arithmetic is exact or its order is reproduced (shuffles, reductions and
 //! scans in the butterfly / Hillis-Steele order), within the PTX ISA's
 //! error bounds for the approximate math (`kernel_device::math`).
 use crate::{inputs, ExampleError, Outcome, Result};
 use kernel_device::{bf16, f16};
-use kernel_host::emulate::Emulator;
-use kernel_host::{Gpu, Module};
+use kernel_host::Device;
 use kernels::simt;
-
-/// Where an example runs.
-#[derive(Clone, Copy)]
-pub enum Target<'a> {
-    /// The CPU emulator.
-    Emu(&'a Emulator),
-    /// A GPU and the loaded module of the kernels crate.
-    Gpu(&'a Gpu, &'a Module),
-}
 
 fn mismatch(example: &'static str, index: usize, got: f32, want: f32, wrong: usize) -> ExampleError {
     ExampleError::Mismatch { example, index, got, want, wrong }
@@ -67,22 +57,14 @@ fn add(a: f32, b: f32) -> f32 {
 }
 
 /// Every warp collective on 2 warps (see the kernel's docs).
-pub fn warp_collectives(t: Target) -> Result<Outcome> {
+pub fn warp_collectives(dev: &Device) -> Result<Outcome> {
     let n = 64;
     let (x, xi) = (inputs(n, 11), ints(n, 12));
-    let (mut of, mut oi) = (vec![f32::NAN; n * simt::WARP_OUTS], vec![i32::MIN; n * simt::WARP_OUTS]);
-    match t {
-        Target::Emu(emu) => {
-            emu.launch::<simt::warp_collectives, _>(1u32, (&x[..], &xi[..], &mut of[..], &mut oi[..]))?;
-        }
-        Target::Gpu(gpu, module) => {
-            let (dx, dxi) = (gpu.upload(&x)?, gpu.upload(&xi)?);
-            let (mut dof, mut doi) = (gpu.upload(&of)?, gpu.upload(&oi)?);
-            module.kernel::<simt::warp_collectives>()?.launch_sync(1u32, (&dx, &dxi, &mut dof, &mut doi))?;
-            of = gpu.download(&dof)?;
-            oi = gpu.download(&doi)?;
-        }
-    }
+    let (of, oi) = (vec![f32::NAN; n * simt::WARP_OUTS], vec![i32::MIN; n * simt::WARP_OUTS]);
+    let (dx, dxi) = (dev.upload(&x)?, dev.upload(&xi)?);
+    let (mut dof, mut doi) = (dev.upload(&of)?, dev.upload(&oi)?);
+    dev.load(&kernels::DEVICE_CODE)?.kernel::<simt::warp_collectives>()?.launch_sync(1u32, (&dx, &dxi, &mut dof, &mut doi))?;
+    let (of, oi) = (dev.download(&dof)?, dev.download(&doi)?);
     let mut wf = vec![0f32; n * simt::WARP_OUTS];
     let mut wi = vec![0i32; n * simt::WARP_OUTS];
     for w in [0, 32] {
@@ -127,22 +109,14 @@ fn check_ints(example: &'static str, got: &[i32], want: &[i32]) -> Result<()> {
 }
 
 /// Block reductions and scans over 4 warps (see the kernel's docs).
-pub fn block_reductions(t: Target) -> Result<Outcome> {
+pub fn block_reductions(dev: &Device) -> Result<Outcome> {
     let n = 128;
     let (x, xi) = (inputs(n, 21), ints(n, 22));
-    let (mut of, mut oi) = (vec![f32::NAN; n * simt::BLOCK_OUTS], vec![i32::MIN; n * simt::BLOCK_OUTS]);
-    match t {
-        Target::Emu(emu) => {
-            emu.launch::<simt::block_reductions, _>(1u32, (&x[..], &xi[..], &mut of[..], &mut oi[..]))?;
-        }
-        Target::Gpu(gpu, module) => {
-            let (dx, dxi) = (gpu.upload(&x)?, gpu.upload(&xi)?);
-            let (mut dof, mut doi) = (gpu.upload(&of)?, gpu.upload(&oi)?);
-            module.kernel::<simt::block_reductions>()?.launch_sync(1u32, (&dx, &dxi, &mut dof, &mut doi))?;
-            of = gpu.download(&dof)?;
-            oi = gpu.download(&doi)?;
-        }
-    }
+    let (of, oi) = (vec![f32::NAN; n * simt::BLOCK_OUTS], vec![i32::MIN; n * simt::BLOCK_OUTS]);
+    let (dx, dxi) = (dev.upload(&x)?, dev.upload(&xi)?);
+    let (mut dof, mut doi) = (dev.upload(&of)?, dev.upload(&oi)?);
+    dev.load(&kernels::DEVICE_CODE)?.kernel::<simt::block_reductions>()?.launch_sync(1u32, (&dx, &dxi, &mut dof, &mut doi))?;
+    let (of, oi) = (dev.download(&dof)?, dev.download(&doi)?);
     // f32: the kernel's order: per-warp butterflies, then a butterfly over
     // the 4 warp values and 28 identities.
     let two_level = |op: fn(f32, f32) -> f32, id: f32| {
@@ -236,21 +210,13 @@ pub fn math_reference(k: usize, v: f32) -> (f32, Option<f64>) {
 /// Every math and conversion operation on 64 inputs; returns the outcome
 /// and, per operation, the largest |got - exact| / tolerance seen (below 1
 /// passes; bitwise-checked operations report 0).
-pub fn math_ops_errors(t: Target) -> Result<(Outcome, Vec<f64>)> {
+pub fn math_ops_errors(dev: &Device) -> Result<(Outcome, Vec<f64>)> {
     let n = 64;
     let x = inputs(n, 31);
-    let mut out = vec![f32::NAN; n * simt::MATH_OUTS];
-    match t {
-        Target::Emu(emu) => {
-            emu.launch::<simt::math_ops, _>(1u32, (&x[..], &mut out[..]))?;
-        }
-        Target::Gpu(gpu, module) => {
-            let dx = gpu.upload(&x)?;
-            let mut dout = gpu.upload(&out)?;
-            module.kernel::<simt::math_ops>()?.launch_sync(1u32, (&dx, &mut dout))?;
-            out = gpu.download(&dout)?;
-        }
-    }
+    let dx = dev.upload(&x)?;
+    let mut dout = crate::poisoned(dev, n * simt::MATH_OUTS)?;
+    dev.load(&kernels::DEVICE_CODE)?.kernel::<simt::math_ops>()?.launch_sync(1u32, (&dx, &mut dout))?;
+    let out = dev.download(&dout)?;
     let mut want = vec![0f32; out.len()];
     let mut tols = vec![None; out.len()];
     let mut worst = vec![0f64; simt::MATH_OUTS];
@@ -275,39 +241,23 @@ pub fn math_ops_errors(t: Target) -> Result<(Outcome, Vec<f64>)> {
 }
 
 /// [`math_ops_errors`] without the error table.
-pub fn math_ops(t: Target) -> Result<Outcome> {
-    math_ops_errors(t).map(|(o, _)| o)
+pub fn math_ops(dev: &Device) -> Result<Outcome> {
+    math_ops_errors(dev).map(|(o, _)| o)
 }
 
 /// Vector, read-only and atomic global accesses over 2 CTAs (see the kernel's docs).
-pub fn gmem_ops(t: Target) -> Result<Outcome> {
+pub fn gmem_ops(dev: &Device) -> Result<Outcome> {
     let threads = 2 * simt::GMEM_BLOCK as usize;
     let x = inputs(4 * threads, 41);
-    let mut y = vec![f32::NAN; 4 * threads];
-    let (mut counts, mut fsum, mut wide) = (vec![0u32; 3], vec![0f32; 1], vec![0u64; 1]);
-    let (mut fext, mut iext) = (vec![f32::NEG_INFINITY, f32::INFINITY], vec![i32::MIN, i32::MAX]);
-    match t {
-        Target::Emu(emu) => {
-            emu.launch::<simt::gmem_ops, _>(
-                2u32,
-                (&x[..], &mut y[..], &mut counts[..], &mut fsum[..], &mut wide[..], &mut fext[..], &mut iext[..]),
-            )?;
-        }
-        Target::Gpu(gpu, module) => {
-            let dx = gpu.upload(&x)?;
-            let (mut dy, mut dc, mut dfs) = (gpu.upload(&y)?, gpu.upload(&counts)?, gpu.upload(&fsum)?);
-            let (mut dw, mut dfe, mut die) = (gpu.upload(&wide)?, gpu.upload(&fext)?, gpu.upload(&iext)?);
-            module
-                .kernel::<simt::gmem_ops>()?
-                .launch_sync(2u32, (&dx, &mut dy, &mut dc, &mut dfs, &mut dw, &mut dfe, &mut die))?;
-            y = gpu.download(&dy)?;
-            counts = gpu.download(&dc)?;
-            fsum = gpu.download(&dfs)?;
-            wide = gpu.download(&dw)?;
-            fext = gpu.download(&dfe)?;
-            iext = gpu.download(&die)?;
-        }
-    }
+    let dx = dev.upload(&x)?;
+    let mut dy = crate::poisoned(dev, 4 * threads)?;
+    let (mut dc, mut dfs, mut dw) = (dev.zeros::<u32>(3)?, dev.zeros::<f32>(1)?, dev.zeros::<u64>(1)?);
+    let (mut dfe, mut die) = (dev.upload(&[f32::NEG_INFINITY, f32::INFINITY])?, dev.upload(&[i32::MIN, i32::MAX])?);
+    dev.load(&kernels::DEVICE_CODE)?
+        .kernel::<simt::gmem_ops>()?
+        .launch_sync(2u32, (&dx, &mut dy, &mut dc, &mut dfs, &mut dw, &mut dfe, &mut die))?;
+    let (y, counts, fsum) = (dev.download(&dy)?, dev.download(&dc)?, dev.download(&dfs)?);
+    let (wide, fext, iext) = (dev.download(&dw)?, dev.download(&dfe)?, dev.download(&die)?);
     let mut want = vec![0f32; 4 * threads];
     for g in 0..threads {
         let (a, b) = (x[4 * g] + x[2 * g], x[4 * g + 1] + x[2 * g + 1]);
@@ -340,22 +290,14 @@ pub fn gmem_ops(t: Target) -> Result<Outcome> {
 }
 
 /// Row softmax, one warp per row, 8 rows of 128 (see the kernel's docs).
-pub fn softmax_rows(t: Target) -> Result<Outcome> {
+pub fn softmax_rows(dev: &Device) -> Result<Outcome> {
     let rows = 2 * simt::SOFTMAX_ROWS as usize;
     let cols = simt::SOFTMAX_COLS;
     let x = inputs(rows * cols, 51);
-    let mut y = vec![f32::NAN; rows * cols];
-    match t {
-        Target::Emu(emu) => {
-            emu.launch::<simt::softmax_rows, _>(2u32, (&x[..], &mut y[..]))?;
-        }
-        Target::Gpu(gpu, module) => {
-            let dx = gpu.upload(&x)?;
-            let mut dy = gpu.upload(&y)?;
-            module.kernel::<simt::softmax_rows>()?.launch_sync(2u32, (&dx, &mut dy))?;
-            y = gpu.download(&dy)?;
-        }
-    }
+    let dx = dev.upload(&x)?;
+    let mut dy = crate::poisoned(dev, rows * cols)?;
+    dev.load(&kernels::DEVICE_CODE)?.kernel::<simt::softmax_rows>()?.launch_sync(2u32, (&dx, &mut dy))?;
+    let y = dev.download(&dy)?;
     let mut want = vec![0f32; rows * cols];
     for r in 0..rows {
         let row = &x[r * cols..(r + 1) * cols];
@@ -371,7 +313,7 @@ pub fn softmax_rows(t: Target) -> Result<Outcome> {
 }
 
 /// Every SIMT example, by name.
-pub type SimtExample = (&'static str, fn(Target) -> Result<Outcome>);
+pub type SimtExample = (&'static str, fn(&Device) -> Result<Outcome>);
 
 /// The SIMT examples.
 pub const SIMT_EXAMPLES: [SimtExample; 5] = [

@@ -23,7 +23,7 @@
 //! Exit status 0 only if every contender was correct.
 use examples::hopper::{prepare_matmul, Problem};
 use examples::ladder;
-use kernel_host::{time_kernel, Blas, Gpu, Timing};
+use kernel_host::{time_kernel, Blas, Device, Timing};
 use kernel_ops::blaslt::{BLayout, BlasLt};
 use kernel_ops::Matmul;
 use std::fmt::Write as _;
@@ -118,14 +118,16 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let gpu = match Gpu::new(0) {
-        Ok(g) => g,
+    // GPU-only: timing and cuBLAS. On the emulator `require_gpu` in `run`
+    // says so (`Error::GpuOnly`).
+    let dev = match Device::gpu_or_emulator() {
+        Ok(d) => d,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::FAILURE;
         }
     };
-    match run(&gpu, &args) {
+    match run(&dev, &args) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
@@ -139,23 +141,22 @@ fn wanted(args: &Args, name: &str) -> bool {
     args.only.is_empty() || args.only.iter().any(|o| name.contains(o.as_str()))
 }
 
-fn run(gpu: &Gpu, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
+fn run(dev: &Device, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
+    let gpu = dev.require_gpu("the GEMM benchmark (CUDA-event timing against cuBLAS)")?;
     let (major, minor) = gpu.compute_capability();
     let sms = gpu.sm_count();
     let device = format!("{} (sm_{major}{minor}, {sms} SMs)", gpu.name());
     println!("device: {device}");
-    let module = gpu.load(&kernels::DEVICE_CODE)?;
     let blas = Blas::new(gpu)?;
-    let dev = kernel_host::Device::gpu(gpu.clone());
-    let ops = Matmul::new(&dev)?;
-    let (blas, ops, module) = (&blas, &ops, &module);
+    let ops = Matmul::new(dev)?;
+    let (blas, ops) = (&blas, &ops);
     let mut rows: Vec<Row> = Vec::new();
     let mut ok = true;
     let (warmup, iters) = (args.warmup, args.iters);
     for (m, n, k, label) in &args.shapes {
         let (m, n, k) = (*m, *n, *k);
         let rows_checked = if m * n * k <= 1 << 31 { 256 } else { 48 };
-        let mut p = Problem::new(gpu, m, n, k, rows_checked, 42)?;
+        let mut p = Problem::new(dev, m, n, k, rows_checked, 42)?;
         let mut shape_rows: Vec<Row> = Vec::new();
         // C's device address: poisoned in place (0xFFFF is an f16 NaN), so
         // launch closures made once (tensor maps encoded outside the timed
@@ -178,7 +179,7 @@ fn run(gpu: &Gpu, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
             poison()?;
             f()?;
             gpu.synchronize()?;
-            let rel_err = p.error(gpu)?;
+            let rel_err = p.error(dev)?;
             let bad = !(rel_err < TOLERANCE);
             eprintln!("{label}: {name:<48} err {rel_err:.2e}{}", if bad { "  FAIL" } else { "" });
             let timing = Timing { median_ms: f64::NAN, min_ms: f64::NAN, max_ms: f64::NAN, iters: 0 };
@@ -228,17 +229,19 @@ fn run(gpu: &Gpu, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
             if !wanted(args, name) || m % 128 != 0 || n % tile_n != 0 || k % 64 != 0 {
                 continue;
             }
-            // SAFETY: as above (the closure only reads `p`'s buffers).
-            let launch = prepare_matmul(module, name, unsafe { &*(&p as *const Problem) })?;
-            measure!(&p, format!("step {step}: {name}"), "ours", Some(step), "N x K", Box::new(move || launch()));
+            let pp: *mut Problem = &mut p;
+            // SAFETY: as above (the closure writes C only while it runs).
+            let launch = prepare_matmul(dev, name, unsafe { &mut *pp })?;
+            measure!(unsafe { &*pp }, format!("step {step}: {name}"), "ours", Some(step), "N x K", Box::new(move || launch().map(drop)));
         }
         for inst in ladder::instances() {
             if !wanted(args, inst.name) {
                 continue;
             }
+            let pp: *mut Problem = &mut p;
             // SAFETY: as above.
-            let launch = ladder::prepare(module, ops.program().as_module().ok_or("the library matmul is on the emulator")?, inst.name, unsafe { &*(&p as *const Problem) }, sms)?;
-            measure!(&p, inst.name.to_string(), "ours", Some(inst.step), "N x K", Box::new(move || launch()));
+            let launch = ladder::prepare(dev, inst.name, unsafe { &mut *pp })?;
+            measure!(unsafe { &*pp }, inst.name.to_string(), "ours", Some(inst.step), "N x K", Box::new(move || launch().map(drop)));
         }
         if wanted(args, "kernel_ops") {
             let tuned = ops.tune(m, n, k, args.retune, 3, 10).map_err(|e| e.to_string())?;

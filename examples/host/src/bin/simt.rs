@@ -8,45 +8,22 @@
 //! cargo run --release -p examples --bin simt
 //! ```
 //! Exit status 0 only if every example matched its reference.
-use examples::simt::{math_ops_errors, Target, MATH_NAMES, SIMT_EXAMPLES};
-use kernel_host::emulate::Emulator;
-use kernel_host::Gpu;
+use examples::simt::{math_ops_errors, MATH_NAMES, SIMT_EXAMPLES};
+use kernel_host::Device;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let emu = Emulator::new(1);
-    let gpu = match Gpu::new(0) {
-        Ok(g) => Some(g),
-        Err(e) if e.is_no_gpu() => {
-            println!("{e}; running on the CPU emulator instead (seed 1)");
-            None
-        }
+    let dev = match Device::gpu_or_emulator() {
+        Ok(dev) => dev,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let module = match &gpu {
-        Some(g) => match g.load(&kernels::DEVICE_CODE) {
-            Ok(m) => Some(m),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::FAILURE;
-            }
-        },
-        None => None,
-    };
-    let target = match (&gpu, &module) {
-        (Some(g), Some(m)) => {
-            let (major, minor) = g.compute_capability();
-            println!("device: {} (sm_{major}{minor}), module {}", g.name(), m.arch());
-            Target::Gpu(g, m)
-        }
-        _ => Target::Emu(&emu),
-    };
+    println!("device: {}", dev.describe());
     let mut failed = 0;
     for (name, run) in SIMT_EXAMPLES {
-        match run(target) {
+        match run(&dev) {
             Ok(o) => println!("ok    {name:<18} {} elements match the CPU reference; first outputs {:?}", o.checked, o.sample),
             Err(e) => {
                 failed += 1;
@@ -54,12 +31,12 @@ fn main() -> ExitCode {
             }
         }
     }
-    // The approximate math: largest error / documented bound, on this target
+    // The approximate math: largest error / documented bound, on this device
     // and on the emulator (below 1 passes).
-    let here = math_ops_errors(target);
-    let on_emu = math_ops_errors(Target::Emu(&emu));
+    let here = math_ops_errors(&dev);
+    let on_emu = math_ops_errors(&Device::emulator());
     if let (Ok((_, here)), Ok((_, emu))) = (&here, &on_emu) {
-        println!("math: largest |result - exact| / bound (bound = PTX ISA max error + 1 ulp), this target vs the emulator");
+        println!("math: largest |result - exact| / bound (bound = PTX ISA max error + 1 ulp), this device vs the emulator");
         for (k, name) in MATH_NAMES.iter().enumerate() {
             if here[k] > 0.0 || emu[k] > 0.0 {
                 println!("  {name:<16} {:>8.4} {:>8.4}", here[k], emu[k]);
