@@ -137,7 +137,7 @@ fn run(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         return Ok(ok);
     };
     let mut rows = [
-        Row { name: "swiglu (fused, kernel_ops::swiglu)", err: err_fused, rounds_ms: Vec::new(), clock: Vec::new() },
+        Row { name: "swiglu fused (kernel_ops::swiglu)", err: err_fused, rounds_ms: Vec::new(), clock: Vec::new() },
         Row { name: "2 x kernel_ops::matmul (G, U)", err: err_g.max(err_u), rounds_ms: Vec::new(), clock: Vec::new() },
     ];
     for round in 0..a.rounds {
