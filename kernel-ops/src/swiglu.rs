@@ -68,6 +68,29 @@ pub fn check_swiglu(m: usize, n: usize, k: usize, lens: [(&str, usize); 4]) -> R
 /// `min(SMs, ceil(M / 128) x ceil(N / 128))` CTAs.
 #[allow(clippy::too_many_arguments)]
 pub fn swiglu(dev: &Device, ops: &Program, x: &Buffer<f16>, w1: &Buffer<f16>, w3: &Buffer<f16>, out: &mut Buffer<f16>, (m, n, k): (usize, usize, usize)) -> Result<(), Error> {
+    launch::<Instance>(dev, ops, x, w1, w3, out, (m, n, k))
+}
+
+/// The planar-snake widths the kernel is built for ([`swiglu_grid_w`]).
+pub const GRID_WIDTHS: [u32; 2] = [8, 16];
+
+/// [`swiglu`] with the tile order's planar-snake width `grid_w` (8, as
+/// [`swiglu`], or 16): for benchmarks and tuning.
+#[allow(clippy::too_many_arguments)]
+pub fn swiglu_grid_w(dev: &Device, ops: &Program, x: &Buffer<f16>, w1: &Buffer<f16>, w3: &Buffer<f16>, out: &mut Buffer<f16>, shape: (usize, usize, usize), grid_w: u32) -> Result<(), Error> {
+    match grid_w {
+        8 => launch::<Instance>(dev, ops, x, w1, w3, out, shape),
+        16 => launch::<kernel<128, 128, 256, 4, 16>>(dev, ops, x, w1, w3, out, shape),
+        w => Err(Error::Shape { op: "swiglu", problem: format!("grid_w = {w}: the kernel is built for planar-snake widths {GRID_WIDTHS:?}") }),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn launch<K>(dev: &Device, ops: &Program, x: &Buffer<f16>, w1: &Buffer<f16>, w3: &Buffer<f16>, out: &mut Buffer<f16>, (m, n, k): (usize, usize, usize)) -> Result<(), Error>
+where
+    K: kernel_device::launch::HostEntry<Params = <Instance as kernel_device::KernelSpec>::Params>,
+    K::Params: kernel_host::runtime::ParamList,
+{
     check_swiglu(m, n, k, [("x", x.len()), ("w1", w1.len()), ("w3", w3.len()), ("out", out.len())])?;
     let (mt, nt, ks) = (m.div_ceil(BM) as u32, n.div_ceil(BN) as u32, k.div_ceil(TK) as u32);
     let grid = dev.sm_count().min(mt * nt);
@@ -75,7 +98,7 @@ pub fn swiglu(dev: &Device, ops: &Program, x: &Buffer<f16>, w1: &Buffer<f16>, w3
     let w1m = TileMap::<BTileOf<BN>>::new_2d(w1, n, k)?;
     let w3m = TileMap::<BTileOf<BN>>::new_2d(w3, n, k)?;
     let om = TileMap::<EpiTileOf<BM>>::new_2d_mut(out, m, n)?;
-    ops.kernel::<Instance>()?.launch(grid, (&xm, &w1m, &w3m, &om, mt, nt, ks))?;
+    ops.kernel::<K>()?.launch(grid, (&xm, &w1m, &w3m, &om, mt, nt, ks))?;
     Ok(())
 }
 
