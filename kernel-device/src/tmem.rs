@@ -26,10 +26,10 @@
 //! register `i` holding column `col + i`.
 use core::marker::PhantomData;
 
-/// TMEM lanes per CTA.
-pub const TMEM_LANES: usize = 128;
-/// TMEM columns per CTA.
-pub const TMEM_COLS: usize = 512;
+/// TMEM lanes per CTA (`kernel_spec::limits::TMEM_LANES`).
+pub const TMEM_LANES: usize = kernel_spec::limits::TMEM_LANES as usize;
+/// TMEM columns per CTA (`kernel_spec::limits::MAX_TMEM_COLS`).
+pub const TMEM_COLS: usize = kernel_spec::limits::MAX_TMEM_COLS as usize;
 
 /// An element type TMEM holds.
 pub trait TmemElem: Copy + 'static {

@@ -65,10 +65,10 @@ use std::collections::HashMap;
 use std::panic::Location;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// TMEM lanes (rows) per CTA.
-pub const LANES: u32 = 128;
-/// TMEM columns per CTA (32-bit cells).
-pub const COLS: u32 = 512;
+/// TMEM lanes (rows) per CTA (`kernel_spec::limits::TMEM_LANES`).
+pub const LANES: u32 = kernel_spec::limits::TMEM_LANES;
+/// TMEM columns per CTA, 32-bit cells (`kernel_spec::limits::MAX_TMEM_COLS`).
+pub const COLS: u32 = kernel_spec::limits::MAX_TMEM_COLS;
 
 type Loc = &'static Location<'static>;
 
@@ -348,7 +348,7 @@ fn alloc_lane0(e: &Arc<Emu>, tid: usize, loc: Loc, dst: u32, ncols: u32) {
     let col = with_cta(e, tid, loc, |run, cta| {
         let c = run.ctas.get_mut(&cta).expect("created");
         if !(32..=COLS).contains(&ncols) || !ncols.is_power_of_two() {
-            return Err(("TMEM allocation size", format!("tcgen05.alloc of {ncols} columns: the count must be a power of two in 32..=512")));
+            return Err(("TMEM allocation size", format!("tcgen05.alloc of {ncols} columns: the count must be a power of two in 32..={COLS}")));
         }
         if c.relinquished {
             return Err(("tcgen05.alloc after relinquish_alloc_permit", "this CTA gave up its right to allocate TMEM; allocate everything first".to_string()));
@@ -363,7 +363,7 @@ fn alloc_lane0(e: &Arc<Emu>, tid: usize, loc: Loc, dst: u32, ncols: u32) {
                 let used: u32 = c.allocs.iter().map(|a| a.ncols).sum();
                 Err((
                     "TMEM allocation over 512 columns",
-                    format!("tcgen05.alloc of {ncols} columns with {used} of 512 already allocated in this CTA (on the GPU the allocation would block forever); allocate at most 512 columns per CTA"),
+                    format!("tcgen05.alloc of {ncols} columns with {used} of {COLS} already allocated in this CTA (on the GPU the allocation would block forever); allocate at most {COLS} columns per CTA"),
                 ))
             }
         }

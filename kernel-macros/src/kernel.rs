@@ -311,7 +311,9 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
         checks
     });
     let tmem_budget_msg = format!(
-        "kernel `{name}`: its Tmem scratch parameters need more than 512 TMEM columns (each tile rounded up to a power of two of at least 32 columns); a CTA has 128 lanes x 512 columns: use smaller or fewer Tmem tiles"
+        "kernel `{name}`: its Tmem scratch parameters need more than {cols} TMEM columns (each tile rounded up to a power of two of at least 32 columns); a CTA has {lanes} lanes x {cols} columns: use smaller or fewer Tmem tiles",
+        cols = kernel_spec::limits::MAX_TMEM_COLS,
+        lanes = kernel_spec::limits::TMEM_LANES,
     );
     let pair_msg = format!(
         "kernel `{name}`: collective (cta_group::2) tensor-core work needs CTA pairs: a TmemPair scratch (and the collective MMA and commit that take it) needs a cluster whose x extent is a multiple of 2, and this kernel's cluster is ({cx}, {cy}, {cz}): use `cluster = (2, 1, 1)` (or another even x extent)"

@@ -151,36 +151,32 @@ pub struct Instance {
     pub grid: Grid,
 }
 
-macro_rules! for_each_instance {
+/// The one instance table: calls `$m!` with every instance as
+/// `name, kernel type, BM, BN, B tile type, grid;` (the list [`INSTANCES`],
+/// the launches and the SMEM query are all made from it).
+macro_rules! instance_table {
     ($m:ident) => {
-        $m!("ws 128x256 s4 w8", matmul_persistent_ws<128, 256, 4, 8>, 128, 256, BTileOf<256>, Grid::Persistent);
-        $m!("ws 128x256 s4 w16", matmul_persistent_ws<128, 256, 4, 16>, 128, 256, BTileOf<256>, Grid::Persistent);
-        $m!("ws 256x128 s3 w8", matmul_persistent_ws<256, 128, 3, 8>, 256, 128, BTileOf<128>, Grid::Persistent);
-        $m!("ws 128x128 s4 w8", matmul_persistent_ws<128, 128, 4, 8>, 128, 128, BTileOf<128>, Grid::Persistent);
-        $m!("ws 128x128 s4 w16", matmul_persistent_ws<128, 128, 4, 16>, 128, 128, BTileOf<128>, Grid::Persistent);
-        $m!("cluster2 128x256 s4 w8", matmul_persistent_ws_cluster<128, 256, 128, 4, 8>, 128, 256, BTileOf<128>, Grid::ClusterPairs);
-        $m!("cluster2 128x256 s4 w16", matmul_persistent_ws_cluster<128, 256, 128, 4, 16>, 128, 256, BTileOf<128>, Grid::ClusterPairs);
-        $m!("cluster2 256x128 s3 w8", matmul_persistent_ws_cluster<256, 128, 64, 3, 8>, 256, 128, BTileOf<64>, Grid::ClusterPairs);
+        $m! {
+            "ws 128x256 s4 w8", matmul_persistent_ws<128, 256, 4, 8>, 128, 256, BTileOf<256>, Grid::Persistent;
+            "ws 128x256 s4 w16", matmul_persistent_ws<128, 256, 4, 16>, 128, 256, BTileOf<256>, Grid::Persistent;
+            "ws 256x128 s3 w8", matmul_persistent_ws<256, 128, 3, 8>, 256, 128, BTileOf<128>, Grid::Persistent;
+            "ws 128x128 s4 w8", matmul_persistent_ws<128, 128, 4, 8>, 128, 128, BTileOf<128>, Grid::Persistent;
+            "ws 128x128 s4 w16", matmul_persistent_ws<128, 128, 4, 16>, 128, 128, BTileOf<128>, Grid::Persistent;
+            "cluster2 128x256 s4 w8", matmul_persistent_ws_cluster<128, 256, 128, 4, 8>, 128, 256, BTileOf<128>, Grid::ClusterPairs;
+            "cluster2 128x256 s4 w16", matmul_persistent_ws_cluster<128, 256, 128, 4, 16>, 128, 256, BTileOf<128>, Grid::ClusterPairs;
+            "cluster2 256x128 s3 w8", matmul_persistent_ws_cluster<256, 128, 64, 3, 8>, 256, 128, BTileOf<64>, Grid::ClusterPairs;
+        }
     };
 }
 
 macro_rules! describe {
-    ($name:literal, $k:ty, $bm:literal, $bn:literal, $bt:ty, $g:expr) => {
-        Instance { name: $name, bm: $bm, bn: $bn, grid: $g }
+    ($($name:literal, $k:ty, $bm:literal, $bn:literal, $bt:ty, $g:expr;)*) => {
+        &[$(Instance { name: $name, bm: $bm, bn: $bn, grid: $g }),*]
     };
 }
 
 /// Every instance, in sweep order.
-pub const INSTANCES: &[Instance] = &[
-    describe!("ws 128x256 s4 w8", _, 128, 256, _, Grid::Persistent),
-    describe!("ws 128x256 s4 w16", _, 128, 256, _, Grid::Persistent),
-    describe!("ws 256x128 s3 w8", _, 256, 128, _, Grid::Persistent),
-    describe!("ws 128x128 s4 w8", _, 128, 128, _, Grid::Persistent),
-    describe!("ws 128x128 s4 w16", _, 128, 128, _, Grid::Persistent),
-    describe!("cluster2 128x256 s4 w8", _, 128, 256, _, Grid::ClusterPairs),
-    describe!("cluster2 128x256 s4 w16", _, 128, 256, _, Grid::ClusterPairs),
-    describe!("cluster2 256x128 s3 w8", _, 256, 128, _, Grid::ClusterPairs),
-];
+pub const INSTANCES: &[Instance] = instance_table!(describe);
 
 /// `(grid, m_tiles, n_tiles, k_steps)` of instance `inst` for `m x n x k` on `sms` SMs.
 pub fn launch_dims(inst: &Instance, m: usize, n: usize, k: usize, sms: u32) -> (u32, u32, u32, u32) {
@@ -329,7 +325,7 @@ impl<'d> Matmul<'d> {
     fn prepare(&self, inst: &'static Instance, a: &Buffer<f16>, b: &Buffer<f16>, c: &mut Buffer<f16>, m: usize, n: usize, k: usize) -> Result<Launch, MatmulError> {
         let sms = self.dev.sm_count();
         macro_rules! prep {
-            ($name:literal, $k:ty, $bm:literal, $bn:literal, $bt:ty, $g:expr) => {
+            ($($name:literal, $k:ty, $bm:literal, $bn:literal, $bt:ty, $g:expr;)*) => {$(
                 if inst.name == $name {
                     let (grid, mt, nt, ks) = launch_dims(inst, m, n, k, sms);
                     let am = TileMap::<ATileOf<$bm>>::new_2d(a, m, k)?.param();
@@ -340,9 +336,9 @@ impl<'d> Matmul<'d> {
                         kernel.launch(grid, (MapArg::read(am, a), MapArg::read(bm, b), MapArg::write(cm, c), mt, nt, ks)).map(drop)
                     }));
                 }
-            };
+            )*};
         }
-        for_each_instance!(prep);
+        instance_table!(prep);
         Err(MatmulError::UnknownInstance { name: inst.name.to_string() })
     }
 
@@ -400,13 +396,13 @@ impl<'d> Matmul<'d> {
     /// The launch metadata of an instance (SMEM bytes), by name.
     pub fn smem_bytes(name: &str) -> Option<u32> {
         macro_rules! smem {
-            ($name:literal, $k:ty, $bm:literal, $bn:literal, $bt:ty, $g:expr) => {
+            ($($name:literal, $k:ty, $bm:literal, $bn:literal, $bt:ty, $g:expr;)*) => {$(
                 if name == $name {
                     return Some(<$k as KernelSpec>::SMEM_BYTES);
                 }
-            };
+            )*};
         }
-        for_each_instance!(smem);
+        instance_table!(smem);
         None
     }
 }

@@ -43,3 +43,11 @@ pub const MAX_MBARRIER_ARRIVALS: u32 = (1 << 20) - 1;
 /// Largest magnitude of an mbarrier's pending transaction count: 2^20 - 1
 /// (`mbarrier.expect_tx` / `complete_tx`).
 pub const MAX_MBARRIER_TX: u32 = (1 << 20) - 1;
+
+/// Tensor memory (Blackwell, sm_100a) lanes per CTA: one per row of a
+/// 128-row tcgen05 accumulator (PTX ISA §9.7.16.2, "Tensor Memory").
+pub const TMEM_LANES: u32 = 128;
+
+/// Tensor memory columns (32-bit cells per lane) per CTA; `tcgen05.alloc`
+/// takes a power of two of at least 32 columns, at most this many in all.
+pub const MAX_TMEM_COLS: u32 = 512;
