@@ -1,6 +1,6 @@
 //! One host program, two targets: the same function runs the first
-//! examples, a Hopper ladder step, `kernel_ops::Matmul` and the
-//! `kernel_ops::norms` against their CPU references through
+//! examples, a Hopper ladder step, `kernel_ops::Matmul`, a user's gated
+//! MLP on `gemm_multi` and `kernel_ops::swiglu`, and the `kernel_ops::norms` against their CPU references through
 //! `kernel_host::Device`, once on the CPU emulator (in CI) and once on a GPU
 //! (`#[ignore]`d: run with `--ignored` on a GPU machine). Nothing in
 //! [`one_program`] knows which backend it runs on.
@@ -19,6 +19,8 @@ const LADDER_STEP: &str = "step3 128x256 s3 w8";
 const LADDER_SHAPE: (usize, usize, usize) = (256, 512, 192);
 /// `kernel_ops::Matmul` at a ragged shape (partial tiles and K step).
 const MATMUL_SHAPE: (usize, usize, usize) = (200, 136, 72);
+/// The gated MLPs (a user's ReGLU, the library's SwiGLU) at a ragged shape.
+const GATED_SHAPE: (usize, usize, usize) = (200, 136, 200);
 /// The norms: 2 rows of 1024 f16, normwise relative error below 4e-3 (as
 /// kernel-ops' own tests).
 const NORM_ROWS: usize = 2;
@@ -51,6 +53,21 @@ fn one_program(dev: &Device) {
     let err = rel_frobenius_error(&dev.download(&c).unwrap(), &reference_gemm_nt(m, n, k, &ah, &bh));
     eprintln!("ok kernel_ops::Matmul {m}x{n}x{k} ({}): relative Frobenius error {err:.2e} on {on}", mm.instance_for(m, n, k).name);
     assert!(err < 2e-3, "kernel_ops::Matmul at {m}x{n}x{k} on {on}: relative Frobenius error {err}");
+
+    // A user's gated MLP on the library's multi-operand GEMM, and the
+    // library's SwiGLU, at a ragged shape.
+    let (m, n, k) = GATED_SHAPE;
+    let err = examples::gated::reglu_error(dev, m, n, k).unwrap_or_else(|e| panic!("reglu on {on}: {e}"));
+    eprintln!("ok reglu {m}x{n}x{k}: relative Frobenius error {err:.2e} on {on}");
+    assert!(err < 2e-3, "reglu at {m}x{n}x{k} on {on}: relative Frobenius error {err}");
+    let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap_or_else(|e| panic!("kernel_ops_kernels on {on}: {e}"));
+    let (xh, w1h, w3h) = (randn_f16(m * k, 66), randn_f16(n * k, 67), randn_f16(n * k, 68));
+    let (x, w1, w3) = (dev.upload(&xh).unwrap(), dev.upload(&w1h).unwrap(), dev.upload(&w3h).unwrap());
+    let mut out = dev.upload(&vec![f16::NAN; m * n]).unwrap();
+    kernel_ops::swiglu::swiglu(dev, &ops, &x, &w1, &w3, &mut out, (m, n, k)).unwrap_or_else(|e| panic!("swiglu on {on}: {e}"));
+    let err = rel_frobenius_error(&dev.download(&out).unwrap(), &kernel_ops::swiglu::swiglu_reference(&xh, &w1h, &w3h, m, n, k));
+    eprintln!("ok kernel_ops::swiglu {m}x{n}x{k}: relative Frobenius error {err:.2e} on {on}");
+    assert!(err < 2e-3, "swiglu at {m}x{n}x{k} on {on}: relative Frobenius error {err}");
 
     // The norms, f16.
     let (rows, cols) = (NORM_ROWS, NORM_COLS);

@@ -9,6 +9,7 @@ use kernel_host::{Buffer, Device};
 use kernels::first;
 
 pub mod arrays;
+pub mod gated;
 pub mod hopper;
 pub mod simt;
 pub mod ladder;

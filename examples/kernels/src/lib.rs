@@ -24,6 +24,7 @@
 //! | [`simt`] | `softmax_rows` | row softmax with one warp per row, no SMEM |
 //! | [`arrays`] | `array_wgmma_ops`, `array_strided_ops` | register arrays in the WGMMA / WGMMA_ROW / WGMMA_COL / WG_STRIDED layouts |
 //! | [`fused`] | `matmul_bias_relu` | `matmul_warp_specialized` + a fused bias/ReLU epilogue on the register tile |
+//! | [`gated`] | `reglu` | a gated MLP (`relu(X·W1ᵀ) * (X·W3ᵀ)`) in a few lines on the library's multi-operand GEMM |
 //! | [`cluster`] | `cluster_allreduce` | a 2 x 2 cluster reducing through DSMEM with `ClusterBarrier<X>`, `<Y>`, `<WholeCluster>` |
 //! | [`cluster`] | `cluster_axis_sums` | a 2 x 2 x 2 cluster: `ClusterBarrier<YZ>` and `<X>` peers |
 //! | [`cluster`] | `cluster_allreduce16` | a cluster of 16 CTAs (non-portable size, `non_portable_cluster`): reduce-scatter + all-gather through DSMEM with `ClusterBarrier<WholeCluster>` |
@@ -41,6 +42,7 @@
 pub mod arrays;
 pub mod first;
 pub mod fused;
+pub mod gated;
 pub mod hopper;
 pub mod hopper_ladder;
 pub mod blackwell;

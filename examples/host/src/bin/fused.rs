@@ -1,5 +1,7 @@
 //! Register arrays and the fused bias+ReLU matmul on an H100/H200: the
-//! `arrays` example kernels checked exactly against CPU references, then
+//! `arrays` example kernels checked exactly against CPU references, the
+//! gated MLP of `kernels::gated` (ReGLU on the library's multi-operand
+//! GEMM) against the CPU, then
 //! `relu(A·Bᵀ + bias)` (`fused::matmul_bias_relu<4, 8>`) checked against the
 //! CPU and timed against the same matmul without epilogue
 //! (`hopper::matmul_warp_specialized<4, 8>`) in this process on the same
@@ -38,6 +40,14 @@ fn main() -> ExitCode {
                 println!("FAIL  {name}: {e}");
             }
         }
+    }
+    // A gated MLP (relu(X·W1ᵀ) * (X·W3ᵀ)) written on the library's
+    // multi-operand GEMM, at a ragged shape.
+    let (gm, gn, gk) = if dev.is_gpu() { (1000, 1032, 1000) } else { (200, 136, 200) };
+    match examples::gated::reglu_error(&dev, gm, gn, gk) {
+        Ok(e) if e < 2e-3 => println!("ok    reglu {gm} x {gn} x {gk}: rel. Frobenius error {e:.2e}{on}"),
+        Ok(e) => (ok, _) = (false, println!("FAIL  reglu: rel. Frobenius error {e:.2e}")),
+        Err(e) => (ok, _) = (false, println!("FAIL  reglu: {e}")),
     }
     if !dev.is_gpu() {
         match bias_relu(&dev, 128, 256, 128) {
