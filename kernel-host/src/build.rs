@@ -349,7 +349,7 @@ impl DeviceBuild {
             // kernels crates it depends on (kernel_macros::kernel,
             // `is_device_build_root`): their kernels are in their own
             // DEVICE_CODE.
-            .env("KERNEL_DEVICE_CRATE", &self.crate_name);
+            .env(kernel_spec::DEVICE_CRATE_ENV, &self.crate_name);
         let shown = format!("CARGO_ENCODED_RUSTFLAGS='{}' {:?}", rustflags.join(" "), cmd);
         let output = cmd.output().map_err(|err| BuildError::Io { what: "run rustup".into(), err })?;
         if !output.status.success() {

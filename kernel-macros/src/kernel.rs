@@ -196,7 +196,7 @@ fn unsendable_type(ty: &Type) -> Option<String> {
 /// per crate, so a dependency's cached nvptx artifacts always saw the same
 /// value.
 fn is_device_build_root() -> bool {
-    match (std::env::var("KERNEL_DEVICE_CRATE"), std::env::var("CARGO_CRATE_NAME")) {
+    match (std::env::var(kernel_spec::DEVICE_CRATE_ENV), std::env::var("CARGO_CRATE_NAME")) {
         (Ok(root), Ok(this)) => root == this,
         _ => true,
     }

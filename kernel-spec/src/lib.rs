@@ -33,3 +33,10 @@ pub mod tensor_map;
 
 pub use dim3::Dim3;
 pub use swizzle::Swizzle;
+
+/// The environment variable `kernel_host::build` sets for a kernels crate's
+/// nvptx build to the name of the crate being built; `#[kernel]` emits PTX
+/// entry points only in that crate, so a kernels crate that depends on
+/// another (for its building blocks, or to re-export its kernels) does not
+/// compile the other's kernels into its own image.
+pub const DEVICE_CRATE_ENV: &str = "KERNEL_DEVICE_CRATE";
