@@ -50,9 +50,11 @@ use kernel_device::launch::HostEntry;
 use kernel_device::layout::TileLayout;
 use kernel_device::tma::TensorMapParam;
 use kernel_device::{Dim3, KernelSpec};
+use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
 
 /// The emulated SM count of [`Device::emulator`]: small, so persistent
 /// grids built from [`Device::sm_count`] wrap and dynamically scheduled
@@ -64,10 +66,13 @@ pub const EMULATED_SMS: u32 = 8;
 pub const DEVICE_ENV: &str = "KERNEL_DEVICE";
 
 /// Where kernels run: a CUDA GPU or the CPU emulator. Cloning shares the
-/// GPU's context and stream.
+/// GPU's context and stream, and the programs loaded on it.
 #[derive(Clone, Debug)]
 pub struct Device {
     backend: Backend,
+    /// The programs loaded on a GPU, by the address of their
+    /// `DeviceCode` (a `static`): [`Device::load`] loads each image once.
+    programs: Arc<Mutex<HashMap<usize, Program>>>,
 }
 
 #[derive(Clone, Debug)]
@@ -108,7 +113,11 @@ impl Device {
 
     /// A GPU device.
     pub fn gpu(gpu: Gpu) -> Device {
-        Device { backend: Backend::Gpu(gpu) }
+        Device::with_backend(Backend::Gpu(gpu))
+    }
+
+    fn with_backend(backend: Backend) -> Device {
+        Device { backend, programs: Arc::default() }
     }
 
     /// The CPU emulator with seed 1 and [`EMULATED_SMS`] SMs.
@@ -119,11 +128,11 @@ impl Device {
     /// The CPU emulator with this configuration (seed, emulated SMs, step
     /// limit).
     pub fn emulator_with(emu: Emulator) -> Device {
-        Device { backend: Backend::Emulator { emu, why: None } }
+        Device::with_backend(Backend::Emulator { emu, why: None })
     }
 
     fn emulator_because(emu: Emulator, why: String) -> Device {
-        Device { backend: Backend::Emulator { emu, why: Some(why) } }
+        Device::with_backend(Backend::Emulator { emu, why: Some(why) })
     }
 
     /// Whether kernels run on a GPU.
@@ -256,16 +265,27 @@ impl Device {
     }
 
     /// Loads a kernels crate's device code: on a GPU the image for its
-    /// architecture (see [`Gpu::load`]); on the emulator the kernels' host
+    /// architecture (see [`Gpu::load`]), once per `Device`: later calls (of
+    /// this device or its clones) return the loaded program, which stays
+    /// loaded while the device lives; on the emulator the kernels' host
     /// builds run, so nothing is loaded.
     pub fn load(&self, code: &'static DeviceCode) -> Result<Program> {
-        Ok(Program {
-            backend: match &self.backend {
-                Backend::Gpu(gpu) => ProgramBackend::Gpu(gpu.load(code)?),
-                Backend::Emulator { emu, .. } => ProgramBackend::Emulator(emu.clone()),
-            },
-            crate_name: code.crate_name,
-        })
+        let gpu = match &self.backend {
+            Backend::Gpu(gpu) => gpu,
+            Backend::Emulator { emu, .. } => {
+                return Ok(Program { backend: ProgramBackend::Emulator(emu.clone()), crate_name: code.crate_name });
+            }
+        };
+        let key = std::ptr::from_ref(code) as usize;
+        // A panic while the lock was held left the map consistent (an
+        // insert is the only write).
+        let mut programs = self.programs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(program) = programs.get(&key) {
+            return Ok(program.clone());
+        }
+        let program = Program { backend: ProgramBackend::Gpu(gpu.load(code)?), crate_name: code.crate_name };
+        programs.insert(key, program.clone());
+        Ok(program)
     }
 
     fn wrong_backend(&self, what: &str, value_on_gpu: bool) -> Error {
@@ -558,11 +578,14 @@ impl<Tl: TileLayout, const RANK: usize> Arg<TensorMapParam<Tl, RANK>> for MapArg
 }
 
 /// A kernels crate's device code on a [`Device`] (see [`Device::load`]).
+/// Cloning shares the loaded module.
+#[derive(Clone, Debug)]
 pub struct Program {
     backend: ProgramBackend,
     crate_name: &'static str,
 }
 
+#[derive(Clone, Debug)]
 enum ProgramBackend {
     Gpu(Module),
     Emulator(Emulator),

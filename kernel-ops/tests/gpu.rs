@@ -101,3 +101,16 @@ fn the_emulator_tests_host_code_passes_on_the_gpu() {
     common::check_matmul(&gpu, (200, 136, 72), true);
     common::check_matmul(&gpu, (2048, 1024, 512), true);
 }
+
+#[test]
+#[ignore = "needs a Hopper GPU"]
+fn a_device_loads_each_kernels_crate_once() {
+    let dev = gpu_device();
+    let first = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    let again = dev.clone().load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    let module = |p: &kernel_host::Program| p.as_module().expect("a GPU program").cu_module();
+    assert_eq!(module(&first), module(&again), "the second load returned another module");
+    // Another Device loads its own.
+    let other = gpu_device().load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    assert_ne!(module(&first), module(&other));
+}

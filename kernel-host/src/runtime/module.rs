@@ -98,8 +98,8 @@ unsafe fn load_image(
 
 /// A kernels crate's device code, loaded on a [`Gpu`]: the image built for
 /// the GPU's architecture (its cubin when there is one, else its PTX, which
-/// the driver compiles).
-#[derive(Debug)]
+/// the driver compiles). Cloning shares the loaded module.
+#[derive(Clone, Debug)]
 pub struct Module {
     loaded: Arc<LoadedModule>,
     stream: Arc<CudaStream>,
