@@ -719,22 +719,28 @@ scalar_args!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize, f32, f64, bool)
 
 const BUFFER_ARG: &str = "a buffer passed to a kernel";
 
-/// The emulator slice of a buffer argument.
-///
-/// # Safety
-/// The slice aliases the buffer's memory for the launch; the caller holds
-/// the borrow the argument type demands (`&` for reads, `&mut` for writes).
-unsafe fn host_slice<'b, T>(buf: &'b Buffer<T>) -> Result<&'b mut [T]> {
+/// The emulator's view of a buffer argument the kernel reads: a shared
+/// slice, borrowed as the argument is.
+fn host_ref<T>(buf: &Buffer<T>) -> Result<&[T]> {
     let (ptr, len) = buf.host_parts(BUFFER_ARG)?;
-    // SAFETY: `ptr` owns `len` initialized elements; aliasing per the
-    // caller's contract (an emulated kernel addresses it as device memory).
+    // SAFETY: `ptr` owns `len` initialized elements, alive and not mutably
+    // borrowed while `buf` is shared-borrowed.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
+/// The emulator's view of a buffer argument the kernel writes: an
+/// exclusive slice, borrowed as the `&mut Buffer` argument is.
+fn host_mut<T>(buf: &mut Buffer<T>) -> Result<&mut [T]> {
+    let (ptr, len) = buf.host_parts(BUFFER_ARG)?;
+    // SAFETY: `ptr` owns `len` initialized elements; `buf` is borrowed
+    // exclusively for the slice's lifetime.
     Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
 }
 
 /// Implements `Arg<$param>` for `$arg` (a borrow of a `Buffer<T>`) by the
 /// GPU argument of the `CudaSlice` and the emulator argument of the slice.
 macro_rules! buffer_arg {
-    ($($(#[$doc:meta])* [$($bound:tt)*] $arg:ty => $param:ty, $gpu:ident;)*) => {$(
+    ($($(#[$doc:meta])* [$($bound:tt)*] $arg:ty => $param:ty, $gpu:ident, $host:ident;)*) => {$(
         $(#[$doc])*
         impl<$($bound)*> Arg<$param> for $arg {
             fn gpu<'a>(self, sink: &mut ArgSink<'a>) -> Result<$param>
@@ -744,23 +750,20 @@ macro_rules! buffer_arg {
                 Ok(KernelArg::<$param>::into_param(self.$gpu(BUFFER_ARG)?, sink))
             }
             fn emulator(self) -> Result<$param> {
-                // SAFETY: the argument's borrow (shared or exclusive, as its
-                // type says) lasts for the launch.
-                let slice = unsafe { host_slice(self)? };
-                Ok(HostArg::<$param>::into_param(slice))
+                Ok(HostArg::<$param>::into_param($host(self)?))
             }
         }
     )*};
 }
 
 buffer_arg! {
-    [T] &Buffer<T> => *const T, gpu_slice;
-    [T] &mut Buffer<T> => *const T, gpu_slice;
-    [T] &mut Buffer<T> => *mut T, gpu_slice_mut;
-    [T: Copy] &mut Buffer<T> => kernel_device::Gmem<T>, gpu_slice_mut;
-    [T: Copy] &Buffer<T> => kernel_device::gmem::GmemRef<T>, gpu_slice;
-    [T: Copy] &mut Buffer<T> => kernel_device::gmem::GmemRef<T>, gpu_slice;
-    [] &mut Buffer<u32> => kernel_device::Semaphore, gpu_slice_mut;
+    [T] &Buffer<T> => *const T, gpu_slice, host_ref;
+    [T] &mut Buffer<T> => *const T, gpu_slice, host_ref;
+    [T] &mut Buffer<T> => *mut T, gpu_slice_mut, host_mut;
+    [T: Copy] &mut Buffer<T> => kernel_device::Gmem<T>, gpu_slice_mut, host_mut;
+    [T: Copy] &Buffer<T> => kernel_device::gmem::GmemRef<T>, gpu_slice, host_ref;
+    [T: Copy] &mut Buffer<T> => kernel_device::gmem::GmemRef<T>, gpu_slice, host_ref;
+    [] &mut Buffer<u32> => kernel_device::Semaphore, gpu_slice_mut, host_mut;
 }
 
 /// A tensor map for a `Tma<Tl, RANK>` parameter: only a map made for the
