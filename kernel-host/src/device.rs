@@ -220,7 +220,7 @@ impl Device {
         Ok(Buffer {
             mem: match &self.backend {
                 Backend::Gpu(gpu) => Mem::Gpu(gpu.zeros(len)?),
-                Backend::Emulator { .. } => Mem::Host(HostMem::from_slice(&vec![T::default(); len])),
+                Backend::Emulator { .. } => Mem::Host(HostMem::from_box(vec![T::default(); len].into_boxed_slice())),
             },
         })
     }
@@ -321,15 +321,18 @@ struct HostMem<T> {
 
 impl<T: Copy> HostMem<T> {
     fn from_slice(data: &[T]) -> Self {
-        let boxed: Box<[T]> = data.into();
+        Self::from_box(data.into())
+    }
+}
+
+impl<T> HostMem<T> {
+    fn from_box(boxed: Box<[T]>) -> Self {
         let len = boxed.len();
         // SAFETY: `Box::into_raw` never returns null.
         let ptr = unsafe { NonNull::new_unchecked(Box::into_raw(boxed).cast::<T>()) };
         HostMem { ptr, len }
     }
-}
 
-impl<T> HostMem<T> {
     fn as_slice(&self) -> &[T] {
         // SAFETY: `ptr` owns `len` initialized elements (from a `Box<[T]>`).
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
