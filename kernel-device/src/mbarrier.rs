@@ -243,6 +243,16 @@ impl<'a> BarrierRef<'a> {
     fn flip(&self) {
         self.phases.set(self.phases.get() ^ (1u64 << self.bit));
     }
+    /// Pass over the phase this thread would wait for next without waiting
+    /// on it: a phase that other threads consume (no instruction; this
+    /// thread acquires nothing from it). A ring of slots shared by consumers
+    /// that take turns (ping-pong warpgroups) calls it for the slots of the
+    /// other consumer's steps, so its next [`BarrierRef::wait`] waits for the
+    /// right phase.
+    #[inline(always)]
+    pub fn skip_phase(&self) {
+        self.flip();
+    }
     /// One arrival (`mbarrier.arrive`, release at CTA scope): this thread's
     /// prior writes are visible to threads that complete a wait on this phase.
     #[inline(always)]

@@ -682,8 +682,8 @@ fn divergent_and_exited_lanes_at_a_warp_collective_are_misuses() {
 /// alternate 4 mainloops per CTA; and a ragged shape.
 #[test]
 fn hopper_ladder_pingpong_matches_the_cpu_reference() {
-    emulated_ladder("step7 pingpong 128x128 s3 w8", (256, 512, 192), 2, 3);
-    emulated_ladder("step7 pingpong 128x128 s3 w8", (200, 328, 136), 2, 4);
+    emulated_ladder("step7 pingpong 128x128 s6 w8", (256, 512, 192), 2, 3);
+    emulated_ladder("step7 pingpong 128x128 s6 w8", (200, 328, 136), 2, 4);
 }
 
 /// The Blackwell ladder's host side refuses a shape its `256 x 256 x 64`

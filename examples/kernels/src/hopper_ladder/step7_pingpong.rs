@@ -5,9 +5,18 @@
 //! do its epilogue together, so the tensor cores idle while the accumulators
 //! go to SMEM. Here (CUTLASS's ping-pong kernel) each compute warpgroup owns
 //! whole `128 x BN` tiles (two `64 x BN` accumulators): warpgroup `w` takes
-//! this CTA's tiles `w, w + 2, ..`, with its own stage slots, barriers and
-//! producer thread, and an order barrier makes the two warpgroups' mainloops
-//! alternate, so one runs its MMAs while the other runs its epilogue.
+//! this CTA's tiles `w, w + 2, ..`, and an order barrier makes the two
+//! warpgroups' mainloops alternate, so one runs its MMAs while the other
+//! runs its epilogue. The producer fills ONE ring of stages in tile order,
+//! as in step 4: the mainloops alternate, so the ring's steps are consumed
+//! in order, one warpgroup's tile after the other's; each consumer passes
+//! over the phases of the other's steps ([`kernel_device::BarrierRef::skip_phase`]).
+//!
+//! (The first version of this step gave each warpgroup its own 3-stage ring
+//! and producer thread: a warpgroup then started each mainloop with only 3
+//! steps of `128 x 128 x 64` loaded, about 1500 cycles of MMAs to hide the
+//! next loads' latency, and the tensor pipe was 47 % busy at 0.62x cuBLAS.
+//! The shared ring keeps all 6 stages ahead of whichever warpgroup runs.)
 use kernel_ops_kernels::gemm::{store_block_cols, ATileOf, BTileOf, EpiTileOf, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
@@ -24,26 +33,28 @@ pub const PP_BM: usize = 128;
 /// 1. CTA `p` of `P` runs output tiles `p, p + P, ..` ([`nd_loop`],
 ///    [`planar_snake`] with `GRID_W`); its `t`-th tile goes to compute
 ///    warpgroup `t % 2`;
-/// 2. warpgroup 2 (memory, 40 registers): thread `32 w` loads A (`128 x 64`)
-///    and B (`BN x 64`) of warpgroup `w`'s tiles into its `STAGES` slots
-///    (slots `w STAGES ..`), waiting on the slot's `consumed` barrier once
-///    used;
-/// 3. compute warpgroup `w` (232 registers), for its tile `t`: waits on
-///    order barrier `w` (named barrier `2 + w`) until warpgroup `1 - w` has
-///    issued tile `t - 1`'s MMAs; runs the K steps (one wgmma group in
-///    flight, each slot released one step later, 128 arrivals); arrives on
-///    order barrier `1 - w` if the CTA has a tile `t + 1`; then its
-///    epilogue, alone (named barrier `4 + w`): for each 64-column sub-tile,
-///    its leader waits until its previous TMA store has read its SMEM
-///    sub-tile, the warpgroup writes the f16 sub-tile, fences, meets, and the
-///    leader issues the store;
+/// 2. warpgroup 2 (memory, 40 registers): one thread loads A (`128 x 64`)
+///    and B (`BN x 64`) of every K step of every tile of the CTA, in order,
+///    into slot `step % STAGES` of one ring, waiting on the slot's
+///    `consumed` barrier once used (exactly step 4's producer);
+/// 3. compute warpgroup `w` (232 registers), for its tile `t` (global steps
+///    `t k_steps ..`): waits on order barrier `w` (named barrier `2 + w`)
+///    until warpgroup `1 - w` has issued tile `t - 1`'s MMAs; runs the K
+///    steps (one wgmma group in flight, each slot released one step later,
+///    128 arrivals); arrives on order barrier `1 - w` if the CTA has a tile
+///    `t + 1`; passes over the `loaded` phases of tile `t + 1`'s steps (the
+///    other warpgroup's); then its epilogue, alone (named barrier `4 + w`):
+///    for each 64-column sub-tile, its leader waits until its previous TMA
+///    store has read its SMEM sub-tile, the warpgroup writes the f16
+///    sub-tile, fences, meets, and the leader issues the store;
 /// 4. every issuing thread waits for its stores at the end.
 ///
 /// Constraints: `BN` 64/128 (two `64 x BN` f32 accumulators <= 128
-/// registers); SMEM `2 x STAGES x (128 + BN) x 128 B + 2 x 16 KB` <= 227 KB;
-/// grid `min(SMs, m_tiles * n_tiles)`; `m_tiles = ceil(M / 128)`, `n_tiles =
-/// ceil(N / BN)`, `k_steps = ceil(K / 64) >= 1`.
-#[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 3, 8), (128, 3, 16)))]
+/// registers); SMEM `STAGES x (128 + BN) x 128 B + 2 x 16 KB` <= 227 KB
+/// (`STAGES = 6` at `BN = 128`); grid `min(SMs, m_tiles * n_tiles)`;
+/// `m_tiles = ceil(M / 128)`, `n_tiles = ceil(N / BN)`, `k_steps =
+/// ceil(K / 64) >= 1`.
+#[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 6, 8), (128, 6, 16)))]
 pub fn matmul_pingpong<const BN: usize, const STAGES: usize, const GRID_W: u32>(
     a: Tma<ATileOf<PP_BM>>,
     b: Tma<BTileOf<BN>>,
@@ -51,48 +62,36 @@ pub fn matmul_pingpong<const BN: usize, const STAGES: usize, const GRID_W: u32>(
     m_tiles: u32,
     n_tiles: u32,
     k_steps: u32,
-    #[scratch] a_bufs: Smem<[[ATileOf<PP_BM>; STAGES]; 2]>,
-    #[scratch] b_bufs: Smem<[[BTileOf<BN>; STAGES]; 2]>,
+    #[scratch] a_bufs: Smem<[ATileOf<PP_BM>; STAGES]>,
+    #[scratch] b_bufs: Smem<[BTileOf<BN>; STAGES]>,
     #[scratch] epi: Smem<[EpiTileOf<PP_BM>; 2]>,
-    #[scratch] loaded: Barriers<6>,
-    #[scratch(arrivals = 128)] consumed: Barriers<6>,
+    #[scratch] loaded: Barriers<STAGES>,
+    #[scratch(arrivals = 128)] consumed: Barriers<STAGES>,
 ) where
     Cols<BN>: WgmmaShape,
 {
     const {
         assert!(BN == 64 || BN == 128, "matmul_pingpong: BN must be 64 or 128 (a warpgroup holds 128 x BN f32 accumulators)");
-        assert!(STAGES >= 1 && STAGES <= 3, "matmul_pingpong: 1..=3 stages per warpgroup (6 barriers)");
+        assert!(STAGES >= 2, "matmul_pingpong: at least 2 stages (a slot is released one step after its MMAs)");
     };
     let tiles = [m_tiles * n_tiles];
     let tile = |i: u32| planar_snake(i, (m_tiles, n_tiles), 0, GRID_W);
-    // Slot `step % STAGES` of warpgroup `w`'s ring: barrier index and buffers.
-    let slot = |w: u32, step: u32| (w as usize, (step % STAGES as u32) as usize);
-    let bar_idx = |(w, s): (usize, usize)| w * STAGES + s;
+    let slot = |step: u32| (step % STAGES as u32) as usize;
     if warpgroup_idx() == 2 {
         setmaxnreg_dec::<MEMORY_REGS>();
-        let t = thread_in_warpgroup();
-        if t == 0 || t == 32 {
-            let w = t / 32;
+        if thread_in_warpgroup() == 0 {
             let mut step = 0u32;
             nd_loop(tiles, Collective::Blocks, |info| {
-                if info.local_index % 2 != w {
-                    return;
-                }
                 let (pm, pn) = tile(info.index[0]);
                 for k in 0..k_steps {
-                    let s = slot(w, step);
+                    let s = slot(step);
                     if step >= STAGES as u32 {
-                        consumed.at(bar_idx(s)).wait();
+                        consumed.at(s).wait();
                     }
-                    let bar = loaded.at(bar_idx(s));
+                    let bar = loaded.at(s);
                     bar.arrive_expect_tx(Tma::<ATileOf<PP_BM>>::BYTES + Tma::<BTileOf<BN>>::BYTES);
-                    // SAFETY: in bounds (w < 2, s < STAGES); the arrays of tiles keep their alignment.
-                    let (a_s, b_s): (Smem<ATileOf<PP_BM>>, Smem<BTileOf<BN>>) = unsafe {
-                        (a_bufs.cast_at((s.0 * STAGES + s.1) * <ATileOf<PP_BM> as TileLayout>::BYTES),
-                         b_bufs.cast_at((s.0 * STAGES + s.1) * <BTileOf<BN> as TileLayout>::BYTES))
-                    };
-                    a.load(a_s, pm * PP_BM as u32, k * TK as u32, bar);
-                    b.load(b_s, pn * BN as u32, k * TK as u32, bar);
+                    a.load(a_bufs.at(s), pm * PP_BM as u32, k * TK as u32, bar);
+                    b.load(b_bufs.at(s), pn * BN as u32, k * TK as u32, bar);
                     step += 1;
                 }
             });
@@ -105,10 +104,23 @@ pub fn matmul_pingpong<const BN: usize, const STAGES: usize, const GRID_W: u32>(
         let other_order = NamedBarrier::new(2 + (1 - w), 256);
         let epilogue = NamedBarrier::new(4 + w, 128);
         let buf = epi.at(w as usize);
+        // The ring's global step count: both warpgroups count every step,
+        // their own and (passed over) the other's.
         let mut step = 0u32;
+        let skip_tile = |step: &mut u32| {
+            for _ in 0..k_steps {
+                loaded.at(slot(*step)).skip_phase();
+                *step += 1;
+            }
+        };
         nd_loop(tiles, Collective::Blocks, |info| {
             if info.local_index % 2 != w {
+                // The other warpgroup's tile (counted only when it is not the
+                // first: warpgroup 1 passes over tile 0 below, before its own).
                 return;
+            }
+            if w == 1 && info.local_index == 1 {
+                skip_tile(&mut step);
             }
             let (pm, pn) = tile(info.index[0]);
             if info.local_index > 0 {
@@ -117,28 +129,26 @@ pub fn matmul_pingpong<const BN: usize, const STAGES: usize, const GRID_W: u32>(
             }
             let mut acc = [Acc::<BN>::undefined(), Acc::<BN>::undefined()];
             for k in 0..k_steps {
-                let s = slot(w, step);
-                loaded.at(bar_idx(s)).wait();
-                // SAFETY: as the producer's.
-                let (a_s, b_s): (Smem<ATileOf<PP_BM>>, Smem<BTileOf<BN>>) = unsafe {
-                    (a_bufs.cast_at((s.0 * STAGES + s.1) * <ATileOf<PP_BM> as TileLayout>::BYTES),
-                     b_bufs.cast_at((s.0 * STAGES + s.1) * <BTileOf<BN> as TileLayout>::BYTES))
-                };
-                acc[0].mma(a_s, 0, b_s, 0, k > 0);
-                acc[1].mma(a_s, 64, b_s, 0, k > 0);
+                let s = slot(step);
+                loaded.at(s).wait();
+                acc[0].mma(a_bufs.at(s), 0, b_bufs.at(s), 0, k > 0);
+                acc[1].mma(a_bufs.at(s), 64, b_bufs.at(s), 0, k > 0);
                 wgmma_commit_group();
                 wgmma_wait::<1>();
                 if k > 0 {
-                    consumed.at(bar_idx(slot(w, step - 1))).arrive();
+                    consumed.at(slot(step - 1)).arrive();
                 }
                 step += 1;
             }
+            let last_slot = slot(step - 1);
             if info.local_index + 1 < info.num_local_steps {
-                // Let the other warpgroup issue the next tile's MMAs.
+                // Let the other warpgroup issue the next tile's MMAs; its
+                // steps are passed over here.
                 other_order.arrive();
+                skip_tile(&mut step);
             }
             wgmma_wait::<0>();
-            consumed.at(bar_idx(slot(w, step - 1))).arrive();
+            consumed.at(last_slot).arrive();
             for j in 0..BN / EPI_N {
                 if leader {
                     wait_group_read::<0>();
