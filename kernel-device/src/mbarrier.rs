@@ -250,7 +250,11 @@ impl<'a> BarrierRef<'a> {
     /// other consumer's steps, so its next [`BarrierRef::wait`] waits for the
     /// right phase.
     #[inline(always)]
+    #[track_caller]
     pub fn skip_phase(&self) {
+        device!("mbarrier skip_phase", {
+            // No instruction: only this thread's parity bit changes.
+        }, host: { kernel_emu::mbarrier_skip_phase(self.addr) });
         self.flip();
     }
     /// One arrival (`mbarrier.arrive`, release at CTA scope): this thread's

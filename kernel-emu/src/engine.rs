@@ -1478,6 +1478,21 @@ impl Emu {
         }
     }
 
+    /// A thread passes over the next phase of the mbarrier at `addr`
+    /// without waiting on it (no instruction on the GPU: its parity bit
+    /// flips): its next wait may observe one phase more than the
+    /// skipped-phase rule of [`Emu::mbar_wait`] allows otherwise. Not an
+    /// acquire.
+    pub(crate) fn mbar_skip_phase(&self, tid: usize, loc: Loc, addr: u32) {
+        let op = "mbarrier skip_phase";
+        let off = self.own_mbar(tid, loc, addr, op);
+        let cta = self.threads[tid].cta;
+        let mut g = self.lock();
+        if let Some((_, last)) = g.mbar_seen.get_mut(&(tid, cta, off)) {
+            *last += 1;
+        }
+    }
+
     /// `mbarrier.try_wait.parity` (`blocking`: waits until the phase with
     /// this parity completed, returns true) or `mbarrier.test_wait.parity`
     /// (returns whether it completed).

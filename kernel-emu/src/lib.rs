@@ -906,6 +906,18 @@ pub fn mbarrier_try_wait_parity(addr: u32, parity: u32) -> bool {
     }
 }
 
+/// A thread passes over the next phase of the mbarrier at `addr` without
+/// waiting on it (`BarrierRef::skip_phase`: no instruction on the GPU, the
+/// thread's parity bit flips), so the "a thread skipped a phase" rule
+/// allows its next wait to observe one phase more. Acquires nothing.
+#[track_caller]
+pub fn mbarrier_skip_phase(addr: u32) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("mbarrier_skip_phase") {
+        e.mbar_skip_phase(tid, loc, addr)
+    }
+}
+
 /// `mbarrier.test_wait.parity`: whether the phase with parity `parity & 1`
 /// has completed, without blocking (a scheduling point all the same).
 #[track_caller]

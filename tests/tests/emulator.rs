@@ -679,11 +679,13 @@ fn divergent_and_exited_lanes_at_a_warp_collective_are_misuses() {
 
 /// Ladder step 7 (ping-pong compute warpgroups): 8 tiles of 128 x 128 on 2
 /// CTAs, so each compute warpgroup runs 2 tiles and the order barriers
-/// alternate 4 mainloops per CTA; and a ragged shape.
+/// alternate 4 mainloops per CTA (12 steps through the 6-stage ring); a
+/// ragged shape; and the 64 x 256 tile on a ragged shape (3 x 3 tiles).
 #[test]
 fn hopper_ladder_pingpong_matches_the_cpu_reference() {
     emulated_ladder("step7 pingpong 128x128 s6 w8", (256, 512, 192), 2, 3);
     emulated_ladder("step7 pingpong 128x128 s6 w8", (200, 328, 136), 2, 4);
+    emulated_ladder("step7 pingpong 64x256 s5 w8", (136, 520, 200), 2, 5);
 }
 
 /// The Blackwell ladder's host side refuses a shape its `256 x 256 x 64`

@@ -304,7 +304,8 @@ const LADDER: &[(&str, &str, usize, &[&str])] = &[
     ("matmul_big_tiles__256_128_4_8", "m64n128k16", 8, &["setmaxnreg.inc.sync.aligned.u32 232"]),
     ("matmul_persistent__128_256_3_8", "m64n256k16", 4, &["cp.async.bulk.wait_group.read 0", "%nctaid.x"]),
     ("matmul_fewer_arrivals__128_256_128_4_8", "m64n256k16", 4, &[".multicast::cluster", "elect.sync", "mbarrier.arrive.shared::cluster.b64"]),
-    ("matmul_pingpong__128_6_8", "m64n128k16", 8, &["barrier.arrive", "barrier.sync", "cp.async.bulk.wait_group.read 0"]),
+    ("matmul_pingpong__128_128_6_8", "m64n128k16", 8, &["barrier.arrive", "barrier.sync", "cp.async.bulk.wait_group.read 0"]),
+    ("matmul_pingpong__64_256_5_8", "m64n256k16", 4, &["barrier.arrive", "barrier.sync", "cp.async.bulk.wait_group.read 0"]),
 ];
 
 /// The ladder's steps 4 and 5 are `kernel-ops`' matmul kernels

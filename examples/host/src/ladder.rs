@@ -54,8 +54,10 @@ macro_rules! for_each_instance {
         $m!("step6 128x256 s4 w8", matmul_fewer_arrivals<128, 256, 128, 4, 8>, 6, 128, 256, EpiTileOf<128>, BTileOf<128>, GridKind::ClusterPairs);
         $m!("step6 128x256 s4 w16", matmul_fewer_arrivals<128, 256, 128, 4, 16>, 6, 128, 256, EpiTileOf<128>, BTileOf<128>, GridKind::ClusterPairs);
         $m!("step6 256x128 s3 w8", matmul_fewer_arrivals<256, 128, 64, 3, 8>, 6, 256, 128, EpiTileOf<256>, BTileOf<64>, GridKind::ClusterPairs);
-        $m!("step7 pingpong 128x128 s6 w8", matmul_pingpong<128, 6, 8>, 7, 128, 128, EpiTileOf<128>, BTileOf<128>, GridKind::Persistent);
-        $m!("step7 pingpong 128x128 s6 w16", matmul_pingpong<128, 6, 16>, 7, 128, 128, EpiTileOf<128>, BTileOf<128>, GridKind::Persistent);
+        $m!("step7 pingpong 128x128 s6 w8", matmul_pingpong<128, 128, 6, 8>, 7, 128, 128, EpiTileOf<128>, BTileOf<128>, GridKind::Persistent);
+        $m!("step7 pingpong 128x128 s6 w16", matmul_pingpong<128, 128, 6, 16>, 7, 128, 128, EpiTileOf<128>, BTileOf<128>, GridKind::Persistent);
+        $m!("step7 pingpong 64x256 s5 w8", matmul_pingpong<64, 256, 5, 8>, 7, 64, 256, EpiTileOf<64>, BTileOf<256>, GridKind::Persistent);
+        $m!("step7 pingpong 64x256 s5 w16", matmul_pingpong<64, 256, 5, 16>, 7, 64, 256, EpiTileOf<64>, BTileOf<256>, GridKind::Persistent);
     };
 }
 

@@ -4,7 +4,8 @@
 //! the cooperative kernel): there both compute warpgroups share each tile and
 //! do its epilogue together, so the tensor cores idle while the accumulators
 //! go to SMEM. Here (CUTLASS's ping-pong kernel) each compute warpgroup owns
-//! whole `128 x BN` tiles (two `64 x BN` accumulators): warpgroup `w` takes
+//! whole `BM x BN` tiles (`128 x 128`: two `64 x 128` accumulators, or
+//! `64 x 256`: one `m64n256` accumulator): warpgroup `w` takes
 //! this CTA's tiles `w, w + 2, ..`, and an order barrier makes the two
 //! warpgroups' mainloops alternate, so one runs its MMAs while the other
 //! runs its epilogue. The producer fills ONE ring of stages in tile order,
@@ -18,14 +19,13 @@
 //! next loads' latency, and the tensor pipe was 47 % busy at 0.62x cuBLAS.
 //! The shared ring keeps all 6 stages ahead of whichever warpgroup runs.)
 use kernel_ops_kernels::gemm::{store_block_cols, ATileOf, BTileOf, EpiTileOf, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
+use kernel_device::array::regs::unroll;
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
 use kernel_device::tma::{commit_group, wait_group, wait_group_read};
 use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaShape};
 use kernel_device::Barriers;
 
-/// Rows of a ping-pong tile (one compute warpgroup's, as two 64-row blocks).
-pub const PP_BM: usize = 128;
 
 /// `C = A · Bᵀ`, persistent, ping-pong compute warpgroups.
 ///
@@ -49,29 +49,33 @@ pub const PP_BM: usize = 128;
 ///    sub-tile, fences, meets, and the leader issues the store;
 /// 4. every issuing thread waits for its stores at the end.
 ///
-/// Constraints: `BN` 64/128 (two `64 x BN` f32 accumulators <= 128
-/// registers); SMEM `STAGES x (128 + BN) x 128 B + 2 x 16 KB` <= 227 KB
-/// (`STAGES = 6` at `BN = 128`); grid `min(SMs, m_tiles * n_tiles)`;
-/// `m_tiles = ceil(M / 128)`, `n_tiles = ceil(N / BN)`, `k_steps =
+/// Constraints: `BM x BN` 128 x 64, 128 x 128, 64 x 128 or 64 x 256 (the
+/// `BM x BN` f32 accumulators in <= 128 registers); SMEM `STAGES x (BM +
+/// BN) x 128 B + 2 x BM x 128 B` <= 227 KB
+/// (`STAGES = 6` at `128 x 128`, 5 at `64 x 256`); grid `min(SMs, m_tiles * n_tiles)`;
+/// `m_tiles = ceil(M / BM)`, `n_tiles = ceil(N / BN)`, `k_steps =
 /// ceil(K / 64) >= 1`.
-#[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 6, 8), (128, 6, 16)))]
-pub fn matmul_pingpong<const BN: usize, const STAGES: usize, const GRID_W: u32>(
-    a: Tma<ATileOf<PP_BM>>,
+#[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 128, 6, 8), (128, 128, 6, 16), (64, 256, 5, 8), (64, 256, 5, 16)))]
+pub fn matmul_pingpong<const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
+    a: Tma<ATileOf<BM>>,
     b: Tma<BTileOf<BN>>,
-    c: Tma<EpiTileOf<PP_BM>>,
+    c: Tma<EpiTileOf<BM>>,
     m_tiles: u32,
     n_tiles: u32,
     k_steps: u32,
-    #[scratch] a_bufs: Smem<[ATileOf<PP_BM>; STAGES]>,
+    #[scratch] a_bufs: Smem<[ATileOf<BM>; STAGES]>,
     #[scratch] b_bufs: Smem<[BTileOf<BN>; STAGES]>,
-    #[scratch] epi: Smem<[EpiTileOf<PP_BM>; 2]>,
+    #[scratch] epi: Smem<[EpiTileOf<BM>; 2]>,
     #[scratch] loaded: Barriers<STAGES>,
     #[scratch(arrivals = 128)] consumed: Barriers<STAGES>,
 ) where
     Cols<BN>: WgmmaShape,
 {
     const {
-        assert!(BN == 64 || BN == 128, "matmul_pingpong: BN must be 64 or 128 (a warpgroup holds 128 x BN f32 accumulators)");
+        assert!(
+            (BM == 128 && (BN == 64 || BN == 128)) || (BM == 64 && (BN == 128 || BN == 256)),
+            "matmul_pingpong: BM x BN must be 128 x 64, 128 x 128, 64 x 128 or 64 x 256 (a warpgroup holds the BM x BN f32 accumulators, at most 128 registers, as BM / 64 blocks of 64 rows)"
+        );
         assert!(STAGES >= 2, "matmul_pingpong: at least 2 stages (a slot is released one step after its MMAs)");
     };
     let tiles = [m_tiles * n_tiles];
@@ -89,8 +93,8 @@ pub fn matmul_pingpong<const BN: usize, const STAGES: usize, const GRID_W: u32>(
                         consumed.at(s).wait();
                     }
                     let bar = loaded.at(s);
-                    bar.arrive_expect_tx(Tma::<ATileOf<PP_BM>>::BYTES + Tma::<BTileOf<BN>>::BYTES);
-                    a.load(a_bufs.at(s), pm * PP_BM as u32, k * TK as u32, bar);
+                    bar.arrive_expect_tx(Tma::<ATileOf<BM>>::BYTES + Tma::<BTileOf<BN>>::BYTES);
+                    a.load(a_bufs.at(s), pm * BM as u32, k * TK as u32, bar);
                     b.load(b_bufs.at(s), pn * BN as u32, k * TK as u32, bar);
                     step += 1;
                 }
@@ -127,12 +131,13 @@ pub fn matmul_pingpong<const BN: usize, const STAGES: usize, const GRID_W: u32>(
                 // The other warpgroup has issued the previous tile's MMAs.
                 my_order.sync();
             }
+            // One accumulator per 64-row block (the second is never touched
+            // when BM = 64, and costs no registers).
             let mut acc = [Acc::<BN>::undefined(), Acc::<BN>::undefined()];
             for k in 0..k_steps {
                 let s = slot(step);
                 loaded.at(s).wait();
-                acc[0].mma(a_bufs.at(s), 0, b_bufs.at(s), 0, k > 0);
-                acc[1].mma(a_bufs.at(s), 64, b_bufs.at(s), 0, k > 0);
+                unroll(BM / 64, |r| acc[r].mma(a_bufs.at(s), 64 * r, b_bufs.at(s), 0, k > 0));
                 wgmma_commit_group();
                 wgmma_wait::<1>();
                 if k > 0 {
@@ -154,12 +159,11 @@ pub fn matmul_pingpong<const BN: usize, const STAGES: usize, const GRID_W: u32>(
                     wait_group_read::<0>();
                 }
                 epilogue.sync();
-                store_block_cols(&mut acc[0], buf, 0, j);
-                store_block_cols(&mut acc[1], buf, 64, j);
+                unroll(BM / 64, |r| store_block_cols(&mut acc[r], buf, 64 * r, j));
                 commit_smem();
                 epilogue.sync();
                 if leader {
-                    c.store(buf, pm * PP_BM as u32, pn * BN as u32 + (j * EPI_N) as u32);
+                    c.store(buf, pm * BM as u32, pn * BN as u32 + (j * EPI_N) as u32);
                     commit_group();
                 }
             }
