@@ -11,7 +11,7 @@
 //! | 4 | [`step4_epilogue_overlap::matmul_epilogue_overlap`] (the library's `matmul_persistent_ws`) | epilogue through double-buffered SMEM sub-tiles whose TMA stores overlap the next tile's mainloop; frees SMEM for a 4th stage |
 //! | 5 | [`step5_cluster_multicast::matmul_cluster_multicast`] (the library's `matmul_persistent_ws_cluster`) | clusters of 2 along M; each CTA loads half of the shared B tile and multicasts it to both |
 //! | 6 | [`step6_fewer_arrivals::matmul_fewer_arrivals`] | one elected lane per warp releases a slot (16 arrivals instead of 512: 32x fewer local and remote mbarrier arrives) |
-//! | 7 | [`step7_pingpong::matmul_pingpong`] | ping-pong compute warpgroups (from step 4): each owns whole 128 x BN tiles, an order barrier alternates their mainloops so one's epilogue runs under the other's MMAs |
+//! | 7 | [`step7_pingpong::matmul_pingpong`] | ping-pong compute warpgroups (from step 4): each owns whole `BM x BN` tiles (128 x 128 or 64 x 256), one ring of stages shared in tile order, an order barrier alternates their mainloops so one's epilogue runs under the other's MMAs |
 //!
 //! Shapes: every kernel from step 2 on takes `m_tiles = ceil(M / BM)`,
 //! `n_tiles = ceil(N / BN)`, `k_steps = ceil(K / 64)`: TMA fills loads past
