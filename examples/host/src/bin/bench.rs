@@ -5,7 +5,9 @@
 //! each contender on the layout it prefers (said in the output). CUDA
 //! events; before each timing the contender runs for `--warmup-ms` (default
 //! 300) so every contender is timed at the GPU's steady, power-limited
-//! clock, then `--warmup` more runs and the median of `--iters` (default 50);
+//! clock, then `--warmup` more runs and the median of `--iters` (default 50),
+//! with the SM clock and board power sampled (nvidia-smi) over the last
+//! 200 ms of the warm-up and the timed runs (reported with TFLOP/s per GHz);
 //! `--rounds` (default 3) rounds run every contender once each, in turn,
 //! each round starting at another contender, and a contender's time is the
 //! median of its round medians. Every
@@ -23,7 +25,7 @@
 //! Exit status 0 only if every contender was correct.
 use examples::hopper::{prepare_matmul, Problem};
 use examples::ladder;
-use kernel_host::{time_kernel, Blas, Device, Timing};
+use kernel_host::{time_kernel, Blas, ClockPower, ClockSampler, Device, Timing};
 use kernel_ops::blaslt::{BLayout, BlasLt};
 use kernel_ops::Matmul;
 use std::fmt::Write as _;
@@ -64,6 +66,30 @@ struct Row {
     rel_err: f64,
     /// The median TFLOP/s of each timed round.
     rounds: Vec<f64>,
+    /// SM clock and board power sampled (nvidia-smi, every 50 ms) over the
+    /// last 200 ms of each round's warm-up and its timed runs.
+    clock: Vec<ClockPower>,
+}
+
+impl Row {
+    /// Median SM clock (MHz) and power (W) over the rounds (NaN when
+    /// nvidia-smi gave nothing).
+    fn clock_power(&self) -> (f64, f64) {
+        let median = |mut v: Vec<f64>| {
+            if v.is_empty() {
+                return f64::NAN;
+            }
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        (median(self.clock.iter().map(|c| c.sm_mhz).collect()), median(self.clock.iter().map(|c| c.power_w).collect()))
+    }
+
+    /// TFLOP/s per GHz of the median SM clock: the work done per cycle,
+    /// which the power-limited clock does not blur.
+    fn tflops_per_ghz(&self) -> f64 {
+        self.tflops / (self.clock_power().0 / 1e3)
+    }
 }
 
 struct Args {
@@ -183,7 +209,7 @@ fn run(dev: &Device, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
             let bad = !(rel_err < TOLERANCE);
             eprintln!("{label}: {name:<48} err {rel_err:.2e}{}", if bad { "  FAIL" } else { "" });
             let timing = Timing { median_ms: f64::NAN, min_ms: f64::NAN, max_ms: f64::NAN, iters: 0 };
-            Ok(Row { shape: label.clone(), m, n, k, name, kind, step, b_layout, timing, tflops: f64::NAN, rel_err, rounds: Vec::new() })
+            Ok(Row { shape: label.clone(), m, n, k, name, kind, step, b_layout, timing, tflops: f64::NAN, rel_err, rounds: Vec::new(), clock: Vec::new() })
         };
         macro_rules! measure {
             ($p:expr, $name:expr, $kind:expr, $step:expr, $layout:expr, $f:expr) => {{
@@ -271,13 +297,21 @@ fn run(dev: &Device, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
             for i in 0..count {
                 let (row, f) = &mut contenders[(i + round * count / args.rounds.max(1)) % count];
                 let start = std::time::Instant::now();
+                let mut sampler = None;
                 while start.elapsed().as_secs_f64() * 1e3 < args.warmup_ms {
+                    if sampler.is_none() && start.elapsed().as_secs_f64() * 1e3 >= args.warmup_ms - 200.0 {
+                        sampler = Some(ClockSampler::start(gpu.ordinal()));
+                    }
                     for _ in 0..8 {
                         f()?;
                     }
                     gpu.synchronize()?;
                 }
+                let sampler = sampler.unwrap_or_else(|| ClockSampler::start(gpu.ordinal()));
                 let t = time_kernel(gpu, warmup, iters, &mut **f)?;
+                if let Some(cp) = sampler.stop() {
+                    row.clock.push(cp);
+                }
                 row.rounds.push(t.tflops(m, n, k));
                 if row.timing.iters == 0 || t.median_ms < row.timing.min_ms {
                     row.timing.min_ms = t.min_ms;
@@ -314,14 +348,15 @@ fn run(dev: &Device, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         md.push('\n');
     }
     std::fs::write(args.out.join("bench.md"), md)?;
-    let mut csv = String::from("shape,m,n,k,contender,kind,step,b_layout,median_ms,min_ms,max_ms,iters,tflops,pct_peak,vs_cublas,vs_cublaslt,rel_err,round_tflops\n");
+    let mut csv = String::from("shape,m,n,k,contender,kind,step,b_layout,median_ms,min_ms,max_ms,iters,tflops,pct_peak,vs_cublas,vs_cublaslt,rel_err,sm_mhz,power_w,tflops_per_ghz,round_tflops\n");
     for r in &rows {
         let (cb, lt) = baselines(&rows, &r.shape);
         let _ = writeln!(
             csv,
-            "\"{}\",{},{},{},\"{}\",{},{},{},{:.5},{:.5},{:.5},{},{:.1},{:.1},{:.3},{:.3},{:.2e},{}",
+            "\"{}\",{},{},{},\"{}\",{},{},{},{:.5},{:.5},{:.5},{},{:.1},{:.1},{:.3},{:.3},{:.2e},{:.0},{:.1},{:.1},{}",
             r.shape, r.m, r.n, r.k, r.name, r.kind, r.step.map(|s| s.to_string()).unwrap_or_default(), r.b_layout,
             r.timing.median_ms, r.timing.min_ms, r.timing.max_ms, r.timing.iters, r.tflops, 100.0 * r.tflops / PEAK_TFLOPS, r.tflops / cb, r.tflops / lt, r.rel_err,
+            r.clock_power().0, r.clock_power().1, r.tflops_per_ghz(),
             r.rounds.iter().map(|t| format!("{t:.1}")).collect::<Vec<_>>().join(" ")
         );
     }
@@ -339,12 +374,13 @@ fn baselines(rows: &[Row], shape: &str) -> (f64, f64) {
 fn table(rows: &[Row]) -> String {
     let Some(first) = rows.first() else { return String::new() };
     let (cb, lt) = baselines(rows, &first.shape);
-    let mut s = format!("\n### {} (M x N x K = {} x {} x {})\n\n| contender | B layout | median ms | TFLOP/s | % of peak | vs best cuBLAS | vs best cuBLASLt | rel. error |\n|---|---|---:|---:|---:|---:|---:|---:|\n", first.shape, first.m, first.n, first.k);
+    let mut s = format!("\n### {} (M x N x K = {} x {} x {})\n\n| contender | B layout | median ms | TFLOP/s | % of peak | vs best cuBLAS | vs best cuBLASLt | SM clock, power | TFLOP/s per GHz | rel. error |\n|---|---|---:|---:|---:|---:|---:|---|---:|---:|\n", first.shape, first.m, first.n, first.k);
     for r in rows {
         let _ = writeln!(
             s,
-            "| {} | {} | {:.4} | {:.1} | {:.1} | {:.3} | {:.3} | {:.2e}{} |",
-            r.name, r.b_layout, r.timing.median_ms, r.tflops, 100.0 * r.tflops / PEAK_TFLOPS, r.tflops / cb, r.tflops / lt, r.rel_err,
+            "| {} | {} | {:.4} | {:.1} | {:.1} | {:.3} | {:.3} | {:.0} MHz, {:.0} W | {:.1} | {:.2e}{} |",
+            r.name, r.b_layout, r.timing.median_ms, r.tflops, 100.0 * r.tflops / PEAK_TFLOPS, r.tflops / cb, r.tflops / lt,
+            r.clock_power().0, r.clock_power().1, r.tflops_per_ghz(), r.rel_err,
             if r.rel_err < TOLERANCE { "" } else { " FAIL" }
         );
     }
