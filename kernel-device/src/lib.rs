@@ -85,6 +85,11 @@ pub use sync::{sync_threads, NamedBarrier};
 pub use tma::{commit_smem, Tma};
 pub use warp::{elect_one, lane_id};
 pub use half::{bf16, f16};
+/// FP8 element types (`.e4m3`: bias 7, no infinities, `S.1111.111` NaN;
+/// `.e5m2`: the top byte of an f16), for wgmma's `k32` shapes and
+/// `tcgen05.mma` `kind::f8f6f4`: the `float8` crate's, which cudarc moves to
+/// and from the GPU (`Device::upload`).
+pub use float8::{F8E4M3 as E4M3, F8E5M2 as E5M2};
 
 /// The CPU emulator's API (crate `kernel-emu`), for the host bodies of
 /// user-defined operations ([`device_op!`]): `emu::yield_point`,

@@ -45,28 +45,8 @@ pub use crate::wgmma::TileDescriptor;
 
 // ----- element types ---------------------------------------------------------
 
-/// FP8 E4M3 (`.e4m3`), raw bits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[repr(transparent)]
-pub struct E4M3(pub u8);
-/// FP8 E5M2 (`.e5m2`), raw bits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[repr(transparent)]
-pub struct E5M2(pub u8);
-
-impl E4M3 {
-    /// The value as f32 (bias 7, no infinities, `S.1111.111` is NaN).
-    pub fn to_f32(self) -> f32 {
-        kernel_spec::desc_tcgen05::e4m3_to_f32(self.0)
-    }
-}
-
-impl E5M2 {
-    /// The value as f32 (the top byte of an f16).
-    pub fn to_f32(self) -> f32 {
-        half::f16::from_bits(u16::from(self.0) << 8).to_f32()
-    }
-}
+/// The FP8 element types (defined at the crate root, shared with `wgmma`).
+pub use crate::{E4M3, E5M2};
 
 /// An MMA input element type: its kind and instruction-descriptor code.
 #[diagnostic::on_unimplemented(
@@ -636,12 +616,20 @@ mod tests {
 
     #[test]
     fn fp8_decoding() {
-        assert_eq!(E4M3(0x38).to_f32(), 1.0); // exponent 7 = bias
-        assert_eq!(E4M3(0xC0).to_f32(), -2.0);
-        assert_eq!(E4M3(0x7E).to_f32(), 448.0); // largest finite
-        assert!(E4M3(0x7F).to_f32().is_nan());
-        assert_eq!(E4M3(0x01).to_f32(), 2f32.powi(-9)); // smallest subnormal
-        assert_eq!(E5M2(0x3C).to_f32(), 1.0);
-        assert_eq!(E5M2(0xC0).to_f32(), -2.0);
+        assert_eq!(E4M3::from_bits(0x38).to_f32(), 1.0); // exponent 7 = bias
+        assert_eq!(E4M3::from_bits(0xC0).to_f32(), -2.0);
+        assert_eq!(E4M3::from_bits(0x7E).to_f32(), 448.0); // largest finite
+        assert!(E4M3::from_bits(0x7F).to_f32().is_nan());
+        assert_eq!(E4M3::from_bits(0x01).to_f32(), 2f32.powi(-9)); // smallest subnormal
+        assert_eq!(E5M2::from_bits(0x3C).to_f32(), 1.0);
+        assert_eq!(E5M2::from_bits(0xC0).to_f32(), -2.0);
+        // Every byte: the element types' values (float8's) are the
+        // emulator's decodings (kernel-spec), bit for bit (NaN for NaN).
+        for b in 0..=255u8 {
+            let (got, want) = (E4M3::from_bits(b).to_f32(), kernel_spec::desc_tcgen05::e4m3_to_f32(b));
+            assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "e4m3 {b:#04x}: {got} vs {want}");
+            let (got, want) = (E5M2::from_bits(b).to_f32(), half::f16::from_bits(u16::from(b) << 8).to_f32());
+            assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "e5m2 {b:#04x}: {got} vs {want}");
+        }
     }
 }

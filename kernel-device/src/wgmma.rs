@@ -3,7 +3,8 @@
 //!
 //! `wgmma.mma_async` is issued by a whole warpgroup (4 consecutive warps
 //! starting at a warp index divisible by 4) and computes
-//! `D[64 x N] (+)= A[64 x 16] · B[N x 16]ᵀ` asynchronously on the tensor
+//! `D[64 x N] (+)= A[64 x K] · B[N x K]ᵀ` (K = 16 for f16/bf16, 32 for the
+//! FP8 types e4m3/e5m2: 32 bytes of each row) asynchronously on the tensor
 //! cores, with A and B in shared memory (described by [`SmemDescriptor`]s)
 //! and D in registers of the 128 threads (the WGMMA fragment layout, see
 //! [`Acc::for_each_pair`]).
@@ -11,7 +12,7 @@
 //! Protocol (who issues what — every op by all 128 threads of the warpgroup):
 //!
 //! ```text
-//! Acc::mma(..)          wgmma.fence; K/16 x wgmma.mma_async   (issue)
+//! Acc::mma(..)          wgmma.fence; K/k x wgmma.mma_async    (issue)
 //! wgmma_commit_group()  close the group of issued MMAs
 //! wgmma_wait::<N>()     wait until <= N groups are pending
 //! Acc::store_f16(..)    (after wgmma_wait::<0>) read the accumulators
@@ -40,6 +41,9 @@ pub use kernel_spec::desc_wgmma::WARPGROUP_THREADS;
 pub const WGMMA_M: usize = 64;
 /// K of every 16-bit wgmma.
 pub const WGMMA_K: usize = 16;
+/// K of every FP8 (e4m3, e5m2) wgmma.
+pub const WGMMA_K_FP8: usize = 32;
+use kernel_spec::desc_tcgen05::Elem;
 
 /// The wgmma shared-memory matrix descriptor (PTX ISA §9.7.15.5.1): its
 /// encoding, bit layout and decoding `Debug` are defined once in
@@ -91,24 +95,42 @@ impl TileDescriptor for SmemDescriptor {
     }
 }
 
-/// Element types wgmma takes from SMEM with an f32 accumulator.
+/// Element types wgmma takes from SMEM with an f32 accumulator: 16-bit
+/// (`m64nNk16`) and FP8 (`m64nNk32`; both operands K-major, the hardware
+/// has no transpose for 8-bit types). A and B have the same type here
+/// (the hardware also mixes e4m3 with e5m2; not implemented).
 #[diagnostic::on_unimplemented(
     message = "wgmma does not take `{Self}` operands with an f32 accumulator here",
-    note = "implemented: f16 and bf16 (m64nNk16); the hardware also has tf32 (k8) and e4m3/e5m2/s8 (k32), not implemented yet"
+    note = "implemented: f16 and bf16 (m64nNk16), E4M3 and E5M2 (m64nNk32); the hardware also has tf32 (k8) and s8/u8 (k32), not implemented yet"
 )]
 pub trait WgmmaInput: Copy + 'static {
-    /// The PTX type name (`f16`, `bf16`).
+    /// The PTX type name (`f16`, `bf16`, `e4m3`, `e5m2`).
     const PTX: &'static str;
-    #[doc(hidden)]
-    const IS_BF16: bool;
+    /// The element as the emulator decodes it.
+    const ELEM: Elem;
+    /// K of one wgmma: 32 bytes of each row, 16 elements of a 16-bit type
+    /// ([`WGMMA_K`]) or 32 of an FP8 one ([`WGMMA_K_FP8`]).
+    const K: usize;
 }
 impl WgmmaInput for half::f16 {
     const PTX: &'static str = "f16";
-    const IS_BF16: bool = false;
+    const ELEM: Elem = Elem::F16;
+    const K: usize = WGMMA_K;
 }
 impl WgmmaInput for half::bf16 {
     const PTX: &'static str = "bf16";
-    const IS_BF16: bool = true;
+    const ELEM: Elem = Elem::Bf16;
+    const K: usize = WGMMA_K;
+}
+impl WgmmaInput for crate::E4M3 {
+    const PTX: &'static str = "e4m3";
+    const ELEM: Elem = Elem::E4M3;
+    const K: usize = WGMMA_K_FP8;
+}
+impl WgmmaInput for crate::E5M2 {
+    const PTX: &'static str = "e5m2";
+    const ELEM: Elem = Elem::E5M2;
+    const K: usize = WGMMA_K_FP8;
 }
 
 /// `N` of `wgmma.m64nNk16` as a type, for [`WgmmaShape`].
@@ -223,14 +245,37 @@ macro_rules! wgmma_shape {
                             }
                         };
                     }
-                    match (E::IS_BF16, trans_b) {
-                        (false, false) => issue!("f16", "0"),
-                        (false, true) => issue!("f16", "1"),
-                        (true, false) => issue!("bf16", "0"),
-                        (true, true) => issue!("bf16", "1"),
+                    // FP8: k32, and no transpose immediates (both operands
+                    // K-major; `Acc::mma_kn` refuses FP8 at compile time).
+                    macro_rules! issue_fp8 {
+                        ($ty:literal) => {
+                            // SAFETY: as `issue!`.
+                            unsafe {
+                                core::arch::asm!(
+                                    concat!(
+                                        "{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; wgmma.mma_async.sync.aligned.m64n", $n, "k32.f32.", $ty, ".", $ty,
+                                        " {{{}, {}" $(, pair_tpl!($p))* , "}}, {da}, {db}, p, 1, 1; }}"
+                                    ),
+                                    inout(reg32) d[2 * $p0], inout(reg32) d[2 * $p0 + 1],
+                                    $(inout(reg32) d[2 * $p], inout(reg32) d[2 * $p + 1],)*
+                                    da = in(reg64) a.0, db = in(reg64) b.0, sd = in(reg32) sd,
+                                    options(nostack)
+                                )
+                            }
+                        };
+                    }
+                    match (E::ELEM, trans_b) {
+                        (Elem::F16, false) => issue!("f16", "0"),
+                        (Elem::F16, true) => issue!("f16", "1"),
+                        (Elem::Bf16, false) => issue!("bf16", "0"),
+                        (Elem::Bf16, true) => issue!("bf16", "1"),
+                        (Elem::E4M3, _) => issue_fp8!("e4m3"),
+                        (Elem::E5M2, _) => issue_fp8!("e5m2"),
+                        // No `WgmmaInput` has another element.
+                        _ => {}
                     }
                 }, host |op| {
-                    kernel_emu::wgmma::mma_f32(d, kernel_emu::wgmma::A::Smem(a), b, scale_d, trans_b, E::IS_BF16, op)
+                    kernel_emu::wgmma::mma_f32(d, kernel_emu::wgmma::A::Smem(a), b, scale_d, trans_b, E::ELEM, op)
                 })
             }
             #[inline(always)]
@@ -256,9 +301,10 @@ macro_rules! wgmma_shape {
                             }
                         };
                     }
-                    if E::IS_BF16 { issue!("bf16") } else { issue!("f16") }
+                    // 16-bit only (`Acc::mma_rs` refuses FP8 at compile time).
+                    if matches!(E::ELEM, Elem::Bf16) { issue!("bf16") } else { issue!("f16") }
                 }, host |op| {
-                    kernel_emu::wgmma::mma_f32(d, kernel_emu::wgmma::A::Regs(a), b, scale_d, false, E::IS_BF16, op)
+                    kernel_emu::wgmma::mma_f32(d, kernel_emu::wgmma::A::Regs(a), b, scale_d, false, E::ELEM, op)
                 })
             }
             #[inline(always)]
@@ -484,8 +530,8 @@ where
     /// [`wgmma_commit_group`] once the step's MMAs are issued). With
     /// `accumulate = false` the first MMA overwrites the accumulator.
     ///
-    /// `A` and `B` are swizzled K-major tiles of the same 16-bit element type
-    /// and the same K. Warpgroup-collective: all 128 threads of a warpgroup
+    /// `A` and `B` are swizzled K-major tiles of the same element type
+    /// ([`WgmmaInput`]: f16, bf16, or FP8 with `k32` MMAs) and the same K. Warpgroup-collective: all 128 threads of a warpgroup
     /// call it with the same arguments. `a_row`, `b_row` are multiples of 8.
     #[inline(always)]
     #[track_caller]
@@ -497,7 +543,7 @@ where
     {
         const {
             assert!(A::COLS == B::COLS, "wgmma: A and B tiles must have the same K (columns)");
-            assert!(A::COLS % WGMMA_K == 0, "wgmma: K must be a multiple of 16 for 16-bit inputs");
+            assert!(A::COLS % E::K == 0, "wgmma: K must be a multiple of one MMA's K (16 for 16-bit inputs, 32 for FP8)");
             assert!(A::ROWS >= WGMMA_M, "wgmma: the A tile needs at least 64 rows (M = 64)");
             assert!(B::ROWS >= N, "wgmma: the B tile needs at least N rows");
             assert!(
@@ -509,7 +555,7 @@ where
         self.issue_k_steps::<E, A>(a, a_row, |k| SmemDescriptor::k_major::<B>(b_addr, b_row, k), false, accumulate);
     }
 
-    /// `wgmma.fence`, then one MMA per 16 columns of A's K, with A's K-major
+    /// `wgmma.fence`, then one MMA per `E::K` columns of A's K, with A's K-major
     /// descriptor at row `a_row` and B's descriptor for each `k` from `b_desc`
     /// (`trans_b`: B is MN-major). The shared loop of [`Acc::mma`] and
     /// [`Acc::mma_kn`], whose callers checked the shapes.
@@ -531,7 +577,7 @@ where
             // SAFETY: all threads of the warpgroup issue the same MMA after the
             // fence; descriptors address the given tiles.
             unsafe { <Cols<N>>::mma_f32::<E>(&mut self.regs, da, b_desc(k), accumulate || k > 0, trans_b) };
-            k += WGMMA_K;
+            k += E::K;
         }
     }
 
@@ -548,6 +594,7 @@ where
         B: TileLayout<Elem = E>,
     {
         const {
+            assert!(E::K == WGMMA_K, "wgmma (B K x N): an MN-major (transposed) B needs 16-bit inputs; FP8 operands must both be K-major (the hardware's transpose immediates are for .f16/.bf16 only)");
             assert!(A::COLS == B::ROWS, "wgmma (B K x N): A's columns and B's rows must both be K");
             assert!(A::COLS % WGMMA_K == 0, "wgmma: K must be a multiple of 16 for 16-bit inputs");
             assert!(A::ROWS >= WGMMA_M, "wgmma: the A tile needs at least 64 rows (M = 64)");
@@ -574,6 +621,7 @@ where
         B: TileLayout<Elem = E>,
     {
         const {
+            assert!(E::K == WGMMA_K, "wgmma (A from registers): implemented for 16-bit inputs only (the FP8 A fragment is not)");
             assert!(B::ROWS >= N, "wgmma: the B tile needs at least N rows");
             assert!(!matches!(B::SWIZZLE, Swizzle::None), "wgmma: the B tile must be swizzled (Swizzled<32/64/128>)");
         };

@@ -24,8 +24,9 @@ pub enum A {
     Tmem(u32),
 }
 
-/// An element's raw bits (low `elem.bits()` bits) as f32.
-fn decode(elem: Elem, bits: u32) -> f32 {
+/// An element's raw bits (low `elem.bits()` bits) as f32 (exact: every
+/// value of these types is an f32). Also wgmma's decoder.
+pub(crate) fn decode(elem: Elem, bits: u32) -> f32 {
     match elem {
         Elem::F16 => half::f16::from_bits(bits as u16).to_f32(),
         Elem::Bf16 => half::bf16::from_bits(bits as u16).to_f32(),

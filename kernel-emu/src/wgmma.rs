@@ -8,8 +8,11 @@
 //! descriptors when it issues the MMA, so the result is complete when the
 //! MMA returns. The SMEM operands are decoded as the canonical layouts of
 //! the swizzled descriptors (documented on [`kernel_spec::desc_wgmma::SmemDescriptor`]): A and B K-major, or B
-//! MN-major with `trans_b`. Products are summed in f32 (in `k` order) and
-//! added to the accumulator; `scale_d = false` overwrites it. With an f16
+//! MN-major with `trans_b`. Elements are f16, bf16 (`k16`) or FP8 e4m3/e5m2
+//! (`k32`: 32 bytes of each row either way), decoded exactly to f32.
+//! Products are summed in f32 (in `k` order) and added to the accumulator
+//! (the hardware's FP8 MMAs accumulate with less precision than f32, so
+//! GPU results differ from these in the low bits: compare with a bound); `scale_d = false` overwrites it. With an f16
 //! accumulator the stored f16 pair is converted to f32, the f32 sum added,
 //! and the result rounded back to f16 (round to nearest even) once per MMA.
 //!
@@ -22,7 +25,7 @@
 //! exchanged among the lanes of a warp through the run's warp exchange (a
 //! warp barrier, per launch: concurrent runs cannot see each other's).
 use crate::operand::{chunk_ranges, read_bits, Desc};
-use kernel_spec::desc_tcgen05::Major;
+use kernel_spec::desc_tcgen05::{Elem, Major};
 use kernel_spec::desc_wgmma::{SmemDescriptor, WARPGROUP_THREADS};
 use std::panic::Location;
 
@@ -67,15 +70,16 @@ pub fn wait_group(n: u32) {
     sync_warpgroup()
 }
 
-/// A 16-bit element at SMEM offset `off` of this CTA, as f32.
+/// An element at SMEM offset `off` of this CTA, as f32.
 #[track_caller]
-fn value(smem: *const u8, size: usize, off: usize, bf16: bool, seen: &mut Vec<u32>) -> f32 {
-    let bits = read_bits(smem, size, off, 2, seen) as u16;
-    if bf16 {
-        half::bf16::from_bits(bits).to_f32()
-    } else {
-        half::f16::from_bits(bits).to_f32()
-    }
+fn value(smem: *const u8, size: usize, off: usize, elem: Elem, seen: &mut Vec<u32>) -> f32 {
+    crate::tcgen05::decode(elem, read_bits(smem, size, off, elem.bits() / 8, seen))
+}
+
+/// K of one wgmma of `elem`: 32 bytes of each row (16 for 16-bit types,
+/// 32 for FP8).
+fn k_of(elem: Elem) -> usize {
+    256 / elem.bits()
 }
 
 /// The fragments of the 4 lanes of this thread's quad (the lanes that
@@ -108,7 +112,14 @@ fn warp_values(op: &'static str, value: u64) -> [u64; 32] {
 /// proxy's view and recorded in its open wgmma group
 /// ([`crate::wgmma_operand_reads`]).
 #[track_caller]
-fn mma(pairs: usize, a: A, b: SmemDescriptor, trans_b: bool, bf16: bool, op: &str, mut out: impl FnMut(usize, f32, f32)) {
+fn mma(pairs: usize, a: A, b: SmemDescriptor, trans_b: bool, elem: Elem, op: &str, mut out: impl FnMut(usize, f32, f32)) {
+    assert!(
+        matches!(elem, Elem::F16 | Elem::Bf16 | Elem::E4M3 | Elem::E5M2),
+        "{op}: {elem:?} inputs are not emulated (f16, bf16, e4m3, e5m2 are)"
+    );
+    assert!(!trans_b || elem.bits() == 16, "{op}: an MN-major B needs 16-bit inputs (PTX ISA: no transpose for 8-bit types)");
+    let kk = k_of(elem);
+    let bytes = elem.bits() / 8;
     crate::yield_point("wgmma.mma_async");
     let mut seen: Vec<u32> = Vec::new();
     let smem = crate::smem_base() as *const u8;
@@ -117,22 +128,23 @@ fn mma(pairs: usize, a: A, b: SmemDescriptor, trans_b: bool, bf16: bool, op: &st
     let (w, l) = (t / 32, t % 32);
     let (row0, col0) = (16 * w + l / 4, 2 * (l % 4));
     let b = (Desc::from(b), if trans_b { Major::MN } else { Major::K });
-    // This thread's two A rows.
-    let mut arow = [[0f32; 16]; 2];
+    // This thread's two A rows (the first `kk` entries).
+    let mut arow = [[0f32; 32]; 2];
     match a {
         A::Smem(da) => {
             let da = Desc::from(da);
             for (h, row) in arow.iter_mut().enumerate() {
-                for (k, v) in row.iter_mut().enumerate() {
-                    *v = value(smem, size, da.offset(Major::K, row0 + 8 * h, k, 2, op, "wgmma"), bf16, &mut seen);
+                for (k, v) in row.iter_mut().take(kk).enumerate() {
+                    *v = value(smem, size, da.offset(Major::K, row0 + 8 * h, k, bytes, op, "wgmma"), elem, &mut seen);
                 }
             }
         }
         A::Regs(mine) => {
+            assert!(elem.bits() == 16, "{op}: A from registers is emulated for 16-bit inputs only");
             let quad = quad_fragments(mine);
-            let cvt = |bits: u16| if bf16 { half::bf16::from_bits(bits).to_f32() } else { half::f16::from_bits(bits).to_f32() };
+            let cvt = |bits: u16| crate::tcgen05::decode(elem, u32::from(bits));
             for (h, row) in arow.iter_mut().enumerate() {
-                for (k, v) in row.iter_mut().enumerate() {
+                for (k, v) in row.iter_mut().take(kk).enumerate() {
                     // Lane l%4 = (k % 8) / 2 of the quad; word h + 2 (k / 8); half k % 2.
                     let word = quad[(k % 8) / 2][h + 2 * (k / 8)];
                     *v = cvt((word >> (16 * (k % 2))) as u16);
@@ -142,27 +154,28 @@ fn mma(pairs: usize, a: A, b: SmemDescriptor, trans_b: bool, bf16: bool, op: &st
     }
     for q in 0..pairs / 2 {
         let c = col0 + 8 * q;
-        let mut bcol = [[0f32; 16]; 2];
+        let mut bcol = [[0f32; 32]; 2];
         for (j, col) in bcol.iter_mut().enumerate() {
-            for (k, v) in col.iter_mut().enumerate() {
-                *v = value(smem, size, b.0.offset(b.1, c + j, k, 2, op, "wgmma"), bf16, &mut seen);
+            for (k, v) in col.iter_mut().take(kk).enumerate() {
+                *v = value(smem, size, b.0.offset(b.1, c + j, k, bytes, op, "wgmma"), elem, &mut seen);
             }
         }
         for h in 0..2 {
-            let dot = |col: &[f32; 16]| arow[h].iter().zip(col).fold(0f32, |s, (x, y)| s + x * y);
+            let dot = |col: &[f32; 32]| arow[h][..kk].iter().zip(&col[..kk]).fold(0f32, |s, (x, y)| s + x * y);
             out(2 * q + h, dot(&bcol[0]), dot(&bcol[1]));
         }
     }
     crate::wgmma_operand_reads(&chunk_ranges(seen), op);
 }
 
-/// `wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}` (SS or RS) for
-/// the calling thread: its `d.len() / 2` register pairs (`d[2p]`,
-/// `d[2p + 1]` for pair `p`), N = `d.len() * 2`. `trans_b`: B MN-major;
-/// `bf16`: bf16 inputs (else f16); `op` names the form in reports.
+/// `wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}` (SS or RS) or
+/// `m64nNk32.f32.{e4m3,e5m2}` (SS) for the calling thread: its
+/// `d.len() / 2` register pairs (`d[2p]`, `d[2p + 1]` for pair `p`), N =
+/// `d.len() * 2`. `trans_b`: B MN-major (16-bit only); `elem`: the inputs'
+/// type; `op` names the form in reports.
 #[track_caller]
-pub fn mma_f32(d: &mut [f32], a: A, b: SmemDescriptor, scale_d: bool, trans_b: bool, bf16: bool, op: &str) {
-    mma(d.len() / 2, a, b, trans_b, bf16, op, |p, v0, v1| {
+pub fn mma_f32(d: &mut [f32], a: A, b: SmemDescriptor, scale_d: bool, trans_b: bool, elem: Elem, op: &str) {
+    mma(d.len() / 2, a, b, trans_b, elem, op, |p, v0, v1| {
         if scale_d {
             d[2 * p] += v0;
             d[2 * p + 1] += v1;
@@ -177,7 +190,7 @@ pub fn mma_f32(d: &mut [f32], a: A, b: SmemDescriptor, scale_d: bool, trans_b: b
 /// thread: its `d.len()` f16x2 registers (register `p` holds pair `p`).
 #[track_caller]
 pub fn mma_f16(d: &mut [u32], a: SmemDescriptor, b: SmemDescriptor, scale_d: bool, op: &str) {
-    mma(d.len(), A::Smem(a), b, false, false, op, |p, v0, v1| {
+    mma(d.len(), A::Smem(a), b, false, Elem::F16, op, |p, v0, v1| {
         let (lo, hi) = if scale_d {
             (half::f16::from_bits(d[p] as u16).to_f32(), half::f16::from_bits((d[p] >> 16) as u16).to_f32())
         } else {

@@ -114,6 +114,16 @@ fn tma_multicast_and_warp_roles_match_the_cpu_reference() {
     }
 }
 
+/// The FP8 wgmma forms (`m64n256k32.f32.e4m3.e4m3` and `.e5m2.e5m2`):
+/// exact products summed in f32 against the f64 sum, on 4 schedules.
+#[test]
+fn wgmma_fp8_matches_the_cpu_reference() {
+    for seed in 0..4 {
+        let errs = hopper::wgmma_fp8(&Device::emulator_with(Emulator::new(seed))).unwrap_or_else(|e| panic!("wgmma_fp8 (seed {seed}): {e}"));
+        assert!(errs.iter().all(|&e| e < 1e-6), "seed {seed}: relative Frobenius errors (e4m3, e5m2) {errs:?}");
+    }
+}
+
 #[test]
 fn wgmma_variants_match_the_cpu_reference() {
     let errs = hopper::wgmma_variants(&Device::emulator_with(Emulator::new(3)))

@@ -101,6 +101,13 @@ const SM90A_ONLY: &[(&str, &[&str])] = &[
     ),
     ("matmul_warp_specialized__4_8", &["setmaxnreg.dec.sync.aligned.u32 40", "setmaxnreg.inc.sync.aligned.u32 232"]),
     (
+        "wgmma_fp8",
+        &[
+            "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3",
+            "wgmma.mma_async.sync.aligned.m64n256k32.f32.e5m2.e5m2",
+        ],
+    ),
+    (
         "wgmma_variants",
         &[
             "wgmma.mma_async.sync.aligned.m64n128k16.f16.f16.f16",

@@ -246,6 +246,38 @@ pub fn wgmma_variants(dev: &Device) -> Result<[f64; hopper::VARIANTS]> {
     Ok(errs)
 }
 
+/// The FP8 wgmma forms of [`hopper::wgmma_fp8`] (`m64n256k32`, e4m3 and
+/// e5m2) against the CPU: returns each format's relative Frobenius error
+/// against the f64 product of the FP8 inputs (iid N(0, 1) rounded to each
+/// format), which is exact up to the MMA's accumulation.
+pub fn wgmma_fp8(dev: &Device) -> Result<[f64; 2]> {
+    use kernel_device::{E4M3, E5M2};
+    use kernels::hopper::{Fp8A, Fp8B};
+    let (m, n, k) = (64, 256, 128);
+    let randn = |len, seed| -> Vec<f32> { kernel_host::randn_f16(len, seed).iter().map(|x| x.to_f32()).collect() };
+    let (a, b) = (randn(m * k, 21), randn(n * k, 22));
+    let (a4, b4): (Vec<E4M3>, Vec<E4M3>) = (a.iter().map(|&x| E4M3::from_f32(x)).collect(), b.iter().map(|&x| E4M3::from_f32(x)).collect());
+    let (a5, b5): (Vec<E5M2>, Vec<E5M2>) = (a.iter().map(|&x| E5M2::from_f32(x)).collect(), b.iter().map(|&x| E5M2::from_f32(x)).collect());
+    let reference = |a: &[f32], b: &[f32]| -> Vec<f32> {
+        (0..m * n).map(|i| (0..k).map(|kk| f64::from(a[i / n * k + kk]) * f64::from(b[i % n * k + kk])).sum::<f64>() as f32).collect()
+    };
+    let want4 = reference(&a4.iter().map(|x| x.to_f32()).collect::<Vec<_>>(), &b4.iter().map(|x| x.to_f32()).collect::<Vec<_>>());
+    let want5 = reference(&a5.iter().map(|x| x.to_f32()).collect::<Vec<_>>(), &b5.iter().map(|x| x.to_f32()).collect::<Vec<_>>());
+    let (da4, db4, da5, db5) = (dev.upload(&a4)?, dev.upload(&b4)?, dev.upload(&a5)?, dev.upload(&b5)?);
+    let mut out = dev.upload(&vec![f32::NAN; 2 * m * n])?;
+    let (am4, bm4) = (TileMap::<Fp8A<E4M3>>::new_2d(&da4, m, k)?, TileMap::<Fp8B<E4M3>>::new_2d(&db4, n, k)?);
+    let (am5, bm5) = (TileMap::<Fp8A<E5M2>>::new_2d(&da5, m, k)?, TileMap::<Fp8B<E5M2>>::new_2d(&db5, n, k)?);
+    dev.load(&kernels::DEVICE_CODE)?.kernel::<hopper::wgmma_fp8>()?.launch_sync(1u32, (&am4, &bm4, &am5, &bm5, &mut out))?;
+    let got = dev.download(&out)?;
+    let err = |v: usize, want: &[f32]| {
+        let (num, den) = got[v * m * n..(v + 1) * m * n].iter().zip(want).fold((0f64, 0f64), |(s, t), (&g, &w)| {
+            (s + (f64::from(g) - f64::from(w)).powi(2), t + f64::from(w).powi(2))
+        });
+        (num / den).sqrt()
+    };
+    Ok([err(0, &want4), err(1, &want5)])
+}
+
 /// [`hopper::warp_roles`]: a TMA warp and a consumer warp; `y = 2 x` over 4 tiles.
 pub fn warp_roles(dev: &Device) -> Result<Outcome> {
     let tiles = 4usize;

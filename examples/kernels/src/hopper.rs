@@ -338,6 +338,65 @@ pub fn wgmma_variants(
     });
 }
 
+/// A operand of [`wgmma_fp8`]: `64 x 128` FP8 (one 128-byte swizzle row
+/// per matrix row: K = 128 is four `k32` MMAs).
+pub type Fp8A<E> = Tile<E, 64, 128, Sw>;
+/// B operand of [`wgmma_fp8`]: `256 x 128` FP8 (`N x K`, K-major).
+pub type Fp8B<E> = Tile<E, 256, 128, Sw>;
+
+/// `D = A · Bᵀ` (`64 x 256 x 128`) with FP8 operands, once in e4m3 and
+/// once in e5m2, f32 accumulators written out as f32: the `m64n256k32`
+/// wgmma forms (`.f32.e4m3.e4m3`, `.f32.e5m2.e5m2`) against a CPU
+/// reference.
+///
+/// This kernel works as follows: thread 0 loads the four tiles (A and B in
+/// each format) on one barrier; the warpgroup runs `Acc::<256>::mma` on
+/// the e4m3 pair (4 MMAs of K 32), commits, waits, and writes its
+/// fragment to `out[0 .. 64 x 256]` (row-major f32, bounds-checked
+/// `Gmem`); then the same on the e5m2 pair into `out[64 x 256 ..]`.
+///
+/// Constraints: grid 1; `a4`, `a5` are `64 x 128`, `b4`, `b5` `256 x 128`;
+/// `out` holds `2 x 64 x 256` f32.
+#[kernel(block = warpgroups(1), arch = sm_90a)]
+pub fn wgmma_fp8(
+    a4: Tma<Fp8A<kernel_device::E4M3>>,
+    b4: Tma<Fp8B<kernel_device::E4M3>>,
+    a5: Tma<Fp8A<kernel_device::E5M2>>,
+    b5: Tma<Fp8B<kernel_device::E5M2>>,
+    out: Gmem<f32>,
+    #[scratch] a4_s: Smem<Fp8A<kernel_device::E4M3>>,
+    #[scratch] b4_s: Smem<Fp8B<kernel_device::E4M3>>,
+    #[scratch] a5_s: Smem<Fp8A<kernel_device::E5M2>>,
+    #[scratch] b5_s: Smem<Fp8B<kernel_device::E5M2>>,
+    #[scratch] full: Barrier,
+) {
+    if thread_linear() == 0 {
+        full.arrive_expect_tx(2 * (Tma::<Fp8A<kernel_device::E4M3>>::BYTES + Tma::<Fp8B<kernel_device::E4M3>>::BYTES));
+        a4.load(a4_s, 0, 0, full.as_ref());
+        b4.load(b4_s, 0, 0, full.as_ref());
+        a5.load(a5_s, 0, 0, full.as_ref());
+        b5.load(b5_s, 0, 0, full.as_ref());
+    }
+    full.wait();
+    let write = |v: usize, acc: &mut Acc<256>| {
+        acc.for_each_pair(|r, c, v0, v1| {
+            let i = v * 64 * 256 + r * 256 + c;
+            out.write(i, v0);
+            out.write(i + 1, v1);
+        });
+    };
+    let mut acc = Acc::<256>::undefined();
+    acc.mma(a4_s, 0, b4_s, 0, false);
+    wgmma_commit_group();
+    wgmma_wait::<0>();
+    write(0, &mut acc);
+    let mut acc = Acc::<256>::undefined();
+    acc.mma(a5_s, 0, b5_s, 0, false);
+    wgmma_commit_group();
+    wgmma_wait::<0>();
+    write(1, &mut acc);
+}
+
 /// B tile of [`matmul_pipelined_kn`]: `TILE_K x TILE_N` of `B (K x N,
 /// row-major)`, MN-major for wgmma (two 64-column blocks).
 pub type BTileKn = Tile<f16, TILE_K, TILE_N, Sw>;

@@ -13,6 +13,7 @@
 //! | [`hopper`] | `matmul_warp_specialized` | `emit_pipeline_warp_specialized`: a memory warpgroup, 2 compute warpgroups, grouped rasterization |
 //! | [`hopper`] | `multicast_copy` | a cluster of 2 loading one tile with TMA multicast |
 //! | [`hopper`] | `wgmma_variants` | wgmma with f16 accumulators, A from registers, 3-D TMA |
+//! | [`hopper`] | `wgmma_fp8` | FP8 wgmma (`m64n256k32`, e4m3 and e5m2 operands, f32 accumulators) |
 //! | [`hopper`] | `warp_roles` | `#[warp_specialize]` roles by warp |
 //! | [`hopper_ladder`] | `matmul_big_tiles`, `matmul_persistent`, `matmul_epilogue_overlap`, `matmul_cluster_multicast`, `matmul_fewer_arrivals`, `matmul_pingpong` | the Hopper GEMM ladder, steps 2-7 (README); steps 4 and 5 are `kernel_ops_kernels`' matmul kernels, re-exported |
 //! | [`blackwell`] | `matmul0`, `matmul1`, `matmul2` | the Blackwell tutorial's steps 0-2: tcgen05 MMA into TMEM, warp specialization, double-buffered epilogue (sm_100a only) |

@@ -204,6 +204,8 @@ tma_elements!(
     i32 => I32,
     u64 => U64,
     i64 => I64,
+    kernel_device::E4M3 => F8E4M3,
+    kernel_device::E5M2 => F8E5M2,
 );
 
 /// L2 promotion: the granularity at which L2 fills the copy's requests from
