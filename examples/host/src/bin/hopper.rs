@@ -11,7 +11,7 @@
 //! ```
 //! Exit status 0 only if everything is correct (relative Frobenius error
 //! below 1e-2 for every contender).
-use examples::hopper::{bench_shape, matmul, multicast_copy, warp_roles, wgmma_variants, MATMULS};
+use examples::hopper::{bench_shape, matmul, multicast_copy, warp_roles, wgmma_fp8, wgmma_variants, MATMULS};
 use kernel_host::{Blas, Device};
 use std::process::ExitCode;
 
@@ -107,6 +107,21 @@ fn main() -> ExitCode {
             Err(e) => {
                 ok = false;
                 println!("FAIL  wgmma_variants: {e}");
+            }
+        }
+        // FP8 products are exact; the bound covers the MMA's accumulation
+        // (the hardware's is narrower than f32 for FP8 inputs).
+        match wgmma_fp8(&dev) {
+            Ok(errs) => {
+                for (name, e) in ["e4m3", "e5m2"].iter().zip(errs) {
+                    let bad = !(e < 1e-3);
+                    ok &= !bad;
+                    println!("{}  wgmma_fp8 (m64n256k32.f32.{name}.{name}): rel. Frobenius error {e:.2e} (bound 1e-3){on}", if bad { "FAIL" } else { "ok  " });
+                }
+            }
+            Err(e) => {
+                ok = false;
+                println!("FAIL  wgmma_fp8: {e}");
             }
         }
         Ok(ok)
