@@ -52,6 +52,17 @@ impl BlasLt {
     /// Creates the descriptors for `m x n x k` with B in `layout` and asks
     /// the heuristic for its top algorithms.
     pub fn new(gpu: &Gpu, m: usize, n: usize, k: usize, layout: BLayout) -> Result<BlasLt> {
+        BlasLt::with_inputs(gpu, m, n, k, layout, sys::cudaDataType::CUDA_R_16F)
+    }
+
+    /// The FP8 problem cuBLASLt runs (`torch._scaled_mm`'s): A and B e4m3,
+    /// B `N x K` (the "TN" layout FP8 requires), f32 compute, f16 out, with
+    /// per-tensor scale pointers passed to [`BlasLt::matmul_fp8_with`].
+    pub fn new_fp8(gpu: &Gpu, m: usize, n: usize, k: usize) -> Result<BlasLt> {
+        BlasLt::with_inputs(gpu, m, n, k, BLayout::NxK, sys::cudaDataType::CUDA_R_8F_E4M3)
+    }
+
+    fn with_inputs(gpu: &Gpu, m: usize, n: usize, k: usize, layout: BLayout, in_type: sys::cudaDataType) -> Result<BlasLt> {
         gpu.context().bind_to_thread().map_err(|e| Error::InvalidArgument { function: "cuBLASLt", problem: format!("cuCtxSetCurrent failed: {e:?}") })?;
         let handle = result::create_handle().map_err(lt_err("cublasLtCreate"))?;
         let f16t = sys::cudaDataType::CUDA_R_16F;
@@ -70,8 +81,8 @@ impl BlasLt {
                 .map_err(lt_err("cublasLtMatmulDescSetAttribute(TRANSB)"))?;
         }
         // Column-major: X = B (x_rows x x_cols), Y = Aᵀ (K x M), D = Cᵀ (N x M).
-        let lx = result::create_matrix_layout(f16t, x_rows as u64, x_cols as u64, ldx as i64).map_err(lt_err("cublasLtMatrixLayoutCreate(B)"))?;
-        let ly = result::create_matrix_layout(f16t, k as u64, m as u64, k as i64).map_err(lt_err("cublasLtMatrixLayoutCreate(A)"))?;
+        let lx = result::create_matrix_layout(in_type, x_rows as u64, x_cols as u64, ldx as i64).map_err(lt_err("cublasLtMatrixLayoutCreate(B)"))?;
+        let ly = result::create_matrix_layout(in_type, k as u64, m as u64, k as i64).map_err(lt_err("cublasLtMatrixLayoutCreate(A)"))?;
         let ld = result::create_matrix_layout(f16t, n as u64, m as u64, n as i64).map_err(lt_err("cublasLtMatrixLayoutCreate(C)"))?;
         let pref = result::create_matmul_pref().map_err(lt_err("cublasLtMatmulPreferenceCreate"))?;
         let ws = WORKSPACE_BYTES as u64;
@@ -123,10 +134,37 @@ impl BlasLt {
 
     /// Launches algorithm `i` (asynchronous). `c = a · bᵀ` (or `a · b`).
     pub fn matmul_with(&mut self, i: usize, a: &CudaSlice<f16>, b: &CudaSlice<f16>, c: &mut CudaSlice<f16>) -> Result<()> {
-        let (one, zero) = (1f32, 0f32);
         let stream = c.stream().clone();
         let (pa, _ra) = a.device_ptr(&stream);
         let (pb, _rb) = b.device_ptr(&stream);
+        self.launch(i, pa, pb, c)
+    }
+
+    /// FP8 `c = (scales[0] scales[1]) a · bᵀ` with algorithm `i` of a
+    /// [`BlasLt::new_fp8`] problem: `scales` (2 f32 on the device) become
+    /// the A and B scale pointers.
+    pub fn matmul_fp8_with(&mut self, i: usize, a: &CudaSlice<kernel_device::E4M3>, b: &CudaSlice<kernel_device::E4M3>, scales: &CudaSlice<f32>, c: &mut CudaSlice<f16>) -> Result<()> {
+        let stream = c.stream().clone();
+        let (pa, _ra) = a.device_ptr(&stream);
+        let (pb, _rb) = b.device_ptr(&stream);
+        let (ps, _rs) = scales.device_ptr(&stream);
+        // Column-major: cuBLASLt's A is our B (scale 1), its B our A (scale 0).
+        let (sa, sb) = (ps + 4, ps);
+        // SAFETY: the descriptor is ours; the attribute values are device
+        // pointers to f32 that outlive the launch (the caller's `scales`).
+        unsafe {
+            result::set_matmul_desc_attribute(self.desc, sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa as *const _ as *const c_void, 8)
+                .map_err(lt_err("cublasLtMatmulDescSetAttribute(A_SCALE_POINTER)"))?;
+            result::set_matmul_desc_attribute(self.desc, sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb as *const _ as *const c_void, 8)
+                .map_err(lt_err("cublasLtMatmulDescSetAttribute(B_SCALE_POINTER)"))?;
+        }
+        self.launch(i, pa, pb, c)
+    }
+
+    /// Runs algorithm `i` on the device pointers `pa`, `pb` and `c`.
+    fn launch(&mut self, i: usize, pa: u64, pb: u64, c: &mut CudaSlice<f16>) -> Result<()> {
+        let (one, zero) = (1f32, 0f32);
+        let stream = c.stream().clone();
         let (pw, _rw) = self.workspace.device_ptr_mut(&stream);
         let (pc, _rc) = c.device_ptr_mut(&stream);
         // SAFETY: live descriptors matching the buffers' shapes (the caller's

@@ -11,9 +11,11 @@
 //! | [`norms`] | [`norms::softmax`], [`norms::layer_norm`], [`norms::rms_norm`] | `kernel_ops_kernels::norms` |
 //! | [`matmul`] | [`Matmul::matmul`] (`c = a · bᵀ`, f16, autotuned per shape) | `kernel_ops_kernels::matmul` |
 //! | [`swiglu`] | [`swiglu::swiglu`] (`out = silu(x · w1ᵀ) * (x · w3ᵀ)`, f16, GPU or emulator) and [`swiglu::swiglu_reference`] | `kernel_ops_kernels::swiglu` (on `kernel_ops_kernels::gemm_multi`) |
+//! | [`fp8`] | [`fp8::matmul_fp8`] (`c = (scale_a scale_b) a · bᵀ`, e4m3 in, f16 out, GPU or emulator), [`fp8::quantize`], [`fp8::reference`] | `kernel_ops_kernels::matmul_fp8` (on `kernel_ops_kernels::gemm_multi`) |
 //! | [`blaslt`] | [`blaslt::BlasLt`] (the cuBLASLt baseline of the `bench` binary) | cuBLASLt |
 
 pub mod blaslt;
+pub mod fp8;
 pub mod matmul;
 pub mod norms;
 pub mod swiglu;

@@ -27,8 +27,12 @@
 //! instruction for instruction, and only the epilogue differs (it reads
 //! two accumulators per output element and stores half as many bytes).
 //!
+//! Inputs: f16 or bf16 (K steps of 64, `m64nNk16`), or FP8 e4m3/e5m2 (K
+//! steps of 128, `m64nNk32`: [`crate::matmul_fp8`]): one 128-byte swizzle
+//! span of K per step either way (`E`, `TKE`); the sizes below are f16's.
+//!
 //! Shapes: `m_tiles = ceil(M / BM)`, `n_tiles = ceil(N / BN)`,
-//! `k_steps = ceil(K / 64)`; TMA zero-fills loads past the matrices' edges
+//! `k_steps = ceil(K / TKE)`; TMA zero-fills loads past the matrices' edges
 //! and clips stores, so any `M`, `N`, `K` with `K % 8 == 0` and
 //! `N % 8 == 0` (rows of 16-byte multiples) works (the zero-filled rows
 //! and columns reach the epilogue, whose outputs there are clipped).
@@ -36,12 +40,18 @@
 /// import the tile types from here).
 pub use crate::gemm::{ATileOf, BTileOf, EpiTileOf, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
 
+/// An operand tile of [`gemm_multi`] with elements `E`: `R` rows of one
+/// 128-byte swizzle span of K (`TKE = 128 / size_of::<E>()` elements: 64
+/// for f16/bf16, 128 for FP8). `InTile<f16, BM, 64>` is [`ATileOf`]`<BM>`.
+pub type InTile<E, const R: usize, const TKE: usize> = Tile<E, R, TKE, crate::gemm::Sw>;
+
 use kernel_device::array::regs::unroll;
 use kernel_device::array::{Array, ArrayLayout, TileAt, Wgmma};
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
 use kernel_device::tma::{commit_group, wait_group, wait_group_read};
-use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaShape};
+use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaInput, WgmmaShape};
+use kernel_device::layout::Tile;
 use kernel_device::Barriers;
 
 /// The f32 accumulator block an epilogue receives per operand: `64 x BN`
@@ -157,15 +167,15 @@ where
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 #[track_caller]
-pub fn gemm_multi<const OPS: usize, const BM: usize, const BN: usize, const NW: usize, const STAGES: usize, const GRID_W: u32>(
-    a: Tma<ATileOf<BM>>,
-    b: [Tma<BTileOf<BN>>; OPS],
+pub fn gemm_multi<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM: usize, const BN: usize, const NW: usize, const STAGES: usize, const GRID_W: u32>(
+    a: Tma<InTile<E, BM, TKE>>,
+    b: [Tma<InTile<E, BN, TKE>>; OPS],
     c: Tma<EpiTileOf<BM>>,
     m_tiles: u32,
     n_tiles: u32,
     k_steps: u32,
-    a_bufs: Smem<[ATileOf<BM>; STAGES]>,
-    b_bufs: Smem<[[BTileOf<BN>; OPS]; STAGES]>,
+    a_bufs: Smem<[InTile<E, BM, TKE>; STAGES]>,
+    b_bufs: Smem<[[InTile<E, BN, TKE>; OPS]; STAGES]>,
     epi: Smem<[EpiTileOf<BM>; 2]>,
     loaded: Barriers<STAGES>,
     consumed: Barriers<STAGES>,
@@ -174,7 +184,10 @@ pub fn gemm_multi<const OPS: usize, const BM: usize, const BN: usize, const NW: 
     Cols<NW>: WgmmaShape,
     Wgmma<BN>: ArrayLayout,
 {
-    const { check_multi_tile(OPS, BM, BN, NW) };
+    const {
+        check_multi_tile(OPS, BM, BN, NW);
+        assert!(TKE * core::mem::size_of::<E>() == 128, "gemm_multi: TKE (K per step) must be one 128-byte swizzle span of E: 64 for f16/bf16, 128 for FP8");
+    };
     // Row blocks of 64 per compute warpgroup.
     const fn blocks(bm: usize) -> usize {
         bm / 128
@@ -194,10 +207,10 @@ pub fn gemm_multi<const OPS: usize, const BM: usize, const BN: usize, const NW: 
                         consumed.at(s).wait();
                     }
                     let bar = loaded.at(s);
-                    bar.arrive_expect_tx(Tma::<ATileOf<BM>>::BYTES + OPS as u32 * Tma::<BTileOf<BN>>::BYTES);
-                    a.load(a_bufs.at(s), pm * BM as u32, k * TK as u32, bar);
+                    bar.arrive_expect_tx(Tma::<InTile<E, BM, TKE>>::BYTES + OPS as u32 * Tma::<InTile<E, BN, TKE>>::BYTES);
+                    a.load(a_bufs.at(s), pm * BM as u32, k * TKE as u32, bar);
                     let bs = b_bufs.at(s);
-                    unroll(OPS, |o| b[o].load(bs.at(o), pn * BN as u32, k * TK as u32, bar));
+                    unroll(OPS, |o| b[o].load(bs.at(o), pn * BN as u32, k * TKE as u32, bar));
                     step += 1;
                 }
             });
@@ -219,7 +232,7 @@ pub fn gemm_multi<const OPS: usize, const BM: usize, const BN: usize, const NW: 
                 // SAFETY: the slot's `OPS` B tiles are adjacent (an array),
                 // `OPS x BN = NW` rows of 128 bytes from a 1024-aligned
                 // address: byte for byte the `NW x 64` tile (checked above).
-                let b_all: Smem<BTileOf<NW>> = unsafe { b_bufs.at(s).cast_at(0) };
+                let b_all: Smem<InTile<E, NW, TKE>> = unsafe { b_bufs.at(s).cast_at(0) };
                 unroll(blocks(BM), |r| acc[r].mma(a_bufs.at(s), row0 + 64 * r, b_all, 0, k > 0));
                 wgmma_commit_group();
                 wgmma_wait::<1>();

@@ -1,0 +1,222 @@
+//! The FP8 GEMM (`kernel_ops::fp8::matmul_fp8`: e4m3 in, per-tensor scales,
+//! f16 out) against cuBLASLt's FP8 matmul (the same problem: e4m3 "TN",
+//! scale pointers, f32 compute, f16 out; the fastest of its top heuristic
+//! algorithms, tuned on the real buffers), on the same inputs: iid N(0, 1)
+//! quantized per tensor (`kernel_ops::fp8::quantize`). Every contender is
+//! checked against the CPU reference on rows spread over M (relative
+//! Frobenius error), then timed in interleaved rounds: `--warmup-ms`
+//! (default 500) of runs so the GPU holds its steady, power-limited clock,
+//! then the median of `--iters` (default 50) CUDA-event-timed runs, with
+//! the SM clock and board power sampled (nvidia-smi) over the last 200 ms
+//! of the warm-up and the timed runs. Without a GPU the same program checks
+//! ours on the CPU emulator at a small ragged shape (no timing, no cuBLASLt).
+//!
+//! ```text
+//! fp8_bench [--shape MxNxK]... [--iters N] [--rounds N] [--warmup-ms MS] [--out DIR]
+//! ```
+//! Default shapes (M x N x K): 4096 x 8192 x 4096 (the Hopper ladder's seed
+//! shape, M x K x N = 4096 x 4096 x 8192), 8192³, 4096³, 8192 x 8192 x 1024,
+//! 8192 x 14336 x 4096.
+use kernel_device::{f16, E4M3};
+use kernel_host::{rel_frobenius_error, time_kernel, warm_up, Buffer, ClockPower, ClockSampler, Device};
+use kernel_ops::blaslt::BlasLt;
+use kernel_ops::fp8::{matmul_fp8_grid_w, quantize, reference};
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+/// Relative Frobenius error accepted: f16 output rounding plus the FP8
+/// MMA's narrower-than-f32 accumulation.
+const TOLERANCE: f64 = 5e-3;
+
+struct Args {
+    shapes: Vec<(usize, usize, usize)>,
+    iters: usize,
+    rounds: usize,
+    warmup_ms: f64,
+    out: std::path::PathBuf,
+}
+
+fn args() -> Result<Args, String> {
+    let mut a = Args { shapes: Vec::new(), iters: 50, rounds: 3, warmup_ms: 500.0, out: ".".into() };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
+        match flag.as_str() {
+            "--shape" => {
+                let v: Vec<usize> = val("--shape")?.split('x').map(|s| s.parse().map_err(|e| format!("--shape: {e}"))).collect::<Result<_, _>>()?;
+                let [m, n, k] = v[..] else { return Err("--shape is MxNxK".into()) };
+                a.shapes.push((m, n, k));
+            }
+            "--iters" => a.iters = val("--iters")?.parse().map_err(|e| format!("--iters: {e}"))?,
+            "--rounds" => a.rounds = val("--rounds")?.parse().map_err(|e| format!("--rounds: {e}"))?,
+            "--warmup-ms" => a.warmup_ms = val("--warmup-ms")?.parse().map_err(|e| format!("--warmup-ms: {e}"))?,
+            "--out" => a.out = val("--out")?.into(),
+            other => return Err(format!("unknown argument `{other}`; see the doc comment of fp8_bench.rs")),
+        }
+    }
+    if a.shapes.is_empty() {
+        a.shapes = vec![(4096, 8192, 4096), (8192, 8192, 8192), (4096, 4096, 4096), (8192, 8192, 1024), (8192, 14336, 4096)];
+    }
+    Ok(a)
+}
+
+fn median(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+struct Row {
+    name: String,
+    err: f64,
+    rounds_ms: Vec<f64>,
+    clock: Vec<ClockPower>,
+}
+
+/// One shape: returns (all correct, markdown rows, csv rows).
+fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -> Result<(bool, String, String), Box<dyn std::error::Error>> {
+    let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE)?;
+    let randn = |len: usize, seed: u64| -> Vec<f32> { kernel_host::randn_f16(len, seed).iter().map(|x| x.to_f32()).collect() };
+    let (ah, sa) = quantize(&randn(m * k, 41));
+    let (bh, sb) = quantize(&randn(n * k, 42));
+    let rows: Vec<usize> = if dev.is_gpu() { (0..16).map(|i| i * m / 16).collect() } else { (0..m).collect() };
+    let ar: Vec<E4M3> = rows.iter().flat_map(|&r| ah[r * k..(r + 1) * k].iter().copied()).collect();
+    let want = reference(&ar, &bh, (sa, sb), rows.len(), n, k);
+    let (da, db, ds): (Buffer<E4M3>, Buffer<E4M3>, Buffer<f32>) = (dev.upload(&ah)?, dev.upload(&bh)?, dev.upload(&[sa, sb])?);
+    let mut c = dev.upload(&vec![f16::NAN; m * n])?;
+    let err_of = |c: &Buffer<f16>| -> Result<f64, kernel_host::Error> {
+        let all = dev.download(c)?;
+        let got: Vec<f16> = rows.iter().flat_map(|&r| all[r * n..(r + 1) * n].iter().copied()).collect();
+        Ok(rel_frobenius_error(&got, &want))
+    };
+    let host_err = |e: kernel_ops::Error| match e {
+        kernel_ops::Error::Runtime(e) => e,
+        other => kernel_host::Error::InvalidArgument { function: "matmul_fp8", problem: other.to_string() },
+    };
+    let label = format!("{m}x{n}x{k}");
+    let Some(gpu) = dev.as_gpu() else {
+        matmul_fp8_grid_w(dev, &ops, &da, &db, &ds, &mut c, (m, n, k), 8).map_err(host_err)?;
+        let err = err_of(&c)?;
+        println!("{label}: matmul_fp8 on the CPU emulator: relative Frobenius error {err:.2e} (no timing)");
+        return Ok((err < TOLERANCE, String::new(), String::new()));
+    };
+    let mut lt = BlasLt::new_fp8(gpu, m, n, k)?;
+    // cuBLASLt: every heuristic algorithm timed on the real buffers; the
+    // fastest is the contender.
+    let mut times = Vec::new();
+    for i in 0..lt.algo_count() {
+        let t = time_kernel(gpu, 3, 10, || lt.matmul_fp8_with(i, da.cuda()?, db.cuda()?, ds.cuda()?, c.cuda_mut()?))?;
+        times.push((i, t.median_ms));
+    }
+    let best = times.iter().min_by(|x, y| x.1.total_cmp(&y.1)).map(|t| t.0).unwrap_or(0);
+    /// A contender: cuBLASLt's best algorithm, or ours with a planar-snake width.
+    enum Who {
+        Lt,
+        Ours(u32),
+    }
+    let mut run_one = |who: &Who, c: &mut Buffer<f16>| -> kernel_host::Result<()> {
+        match who {
+            Who::Lt => lt.matmul_fp8_with(best, da.cuda()?, db.cuda()?, ds.cuda()?, c.cuda_mut()?),
+            Who::Ours(w) => matmul_fp8_grid_w(dev, &ops, &da, &db, &ds, c, (m, n, k), *w).map_err(host_err),
+        }
+    };
+    let row = |name: String| Row { name, err: 0.0, rounds_ms: Vec::new(), clock: Vec::new() };
+    let mut contenders = vec![(row(format!("cuBLASLt FP8 (best of {} heuristic algos: #{best})", times.len())), Who::Lt)];
+    for w in kernel_ops::fp8::GRID_WIDTHS {
+        contenders.push((row(format!("kernel_ops::fp8::matmul_fp8 (128x256 s4 w{w})")), Who::Ours(w)));
+    }
+    let mut ok = true;
+    for (row, who) in contenders.iter_mut() {
+        dev.write(&mut c, &vec![f16::NAN; m * n])?;
+        run_one(who, &mut c)?;
+        dev.synchronize()?;
+        row.err = err_of(&c)?;
+        ok &= row.err < TOLERANCE;
+        eprintln!("{label}: {:<56} err {:.2e}{}", row.name, row.err, if row.err < TOLERANCE { "" } else { "  FAIL" });
+    }
+    let count = contenders.len();
+    for round in 0..a.rounds {
+        for i in 0..count {
+            let (row, who) = &mut contenders[(i + round) % count];
+            let mut g = || run_one(who, &mut c);
+            warm_up(gpu, (a.warmup_ms - 200.0).max(0.0), &mut g)?;
+            let sampler = ClockSampler::start(gpu.ordinal());
+            warm_up(gpu, a.warmup_ms.min(200.0), &mut g)?;
+            let t = time_kernel(gpu, 0, a.iters, &mut g)?;
+            if let Some(cp) = sampler.stop() {
+                row.clock.push(cp);
+            }
+            row.rounds_ms.push(t.median_ms);
+        }
+    }
+    // Outputs after the timed runs are still right (ours ran last in the
+    // last round or not: check ours once more).
+    run_one(&Who::Ours(8), &mut c)?;
+    dev.synchronize()?;
+    ok &= err_of(&c)? < TOLERANCE;
+    let flops = 2.0 * m as f64 * n as f64 * k as f64;
+    let t_lt = median(&contenders[0].0.rounds_ms);
+    let (mut md, mut csv) = (String::new(), String::new());
+    for (row, _) in &contenders {
+        let t = median(&row.rounds_ms);
+        let (mhz, w) = (median(&row.clock.iter().map(|c| c.sm_mhz).collect::<Vec<_>>()), median(&row.clock.iter().map(|c| c.power_w).collect::<Vec<_>>()));
+        let tf = flops / t / 1e9;
+        let rounds: Vec<String> = row.rounds_ms.iter().map(|t| format!("{t:.4}")).collect();
+        let _ = writeln!(md, "| {label} | {} | {t:.4} | {tf:.1} | {:.3} | {mhz:.0} MHz, {w:.0} W | {:.1} | {:.2e} | {} |", row.name, t_lt / t, tf / (mhz / 1e3), row.err, rounds.join(" "));
+        let _ = writeln!(csv, "{date},{},{m},{n},{k},\"{}\",{t:.5},{tf:.1},{:.4},{mhz:.0},{w:.1},{:.3e},{}", gpu.name(), row.name, t_lt / t, row.err, rounds.join(" "));
+    }
+    Ok((ok, md, csv))
+}
+
+fn run(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
+    println!("device: {}", dev.describe());
+    let date = std::process::Command::new("date").arg("-u").arg("+%Y-%m-%dT%H:%M:%SZ").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
+    let shapes = if dev.is_gpu() { a.shapes.clone() } else { vec![(200, 264, 272)] };
+    let mut md = String::from("| M x N x K | contender | median ms | TFLOP/s | vs cuBLASLt FP8 | SM clock, power | TFLOP/s per GHz | rel. error | rounds ms |\n|---|---|---:|---:|---:|---|---:|---:|---|\n");
+    let mut csv = String::from("date,device,m,n,k,contender,median_ms,tflops,vs_cublaslt_fp8,sm_mhz,power_w,rel_err,rounds_ms\n");
+    let mut ok = true;
+    for s in shapes {
+        let (good, m, c) = shape(dev, a, s, &date)?;
+        ok &= good;
+        md += &m;
+        csv += &c;
+    }
+    if dev.is_gpu() {
+        println!("\n{md}");
+        std::fs::create_dir_all(&a.out)?;
+        std::fs::write(a.out.join("fp8_bench.md"), &md)?;
+        std::fs::write(a.out.join("fp8_bench.csv"), csv)?;
+    }
+    Ok(ok)
+}
+
+fn main() -> ExitCode {
+    let a = match args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let dev = match Device::gpu_or_emulator() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(&dev, &a) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("FAIL: an output differs from the CPU reference");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

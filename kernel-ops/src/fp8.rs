@@ -1,0 +1,132 @@
+//! FP8 GEMM with per-tensor scales: `c = (scale_a · scale_b) · a · bᵀ`
+//! (a `M x K`, b `N x K`, both e4m3 row-major, i.e. K-major as FP8 wgmma
+//! requires and as cuBLASLt's FP8 "TN" layout stores them; c `M x N` f16;
+//! f32 accumulation): [`matmul_fp8`] on a GPU or the CPU emulator,
+//! [`quantize`] (per-tensor amax scaling to e4m3) and the CPU
+//! [`reference`]. The kernel is `kernel_ops_kernels::matmul_fp8`.
+//!
+//! ```
+//! # fn main() -> Result<(), kernel_ops::Error> {
+//! use kernel_host::Device;
+//! let dev = Device::emulator();
+//! let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE)?;
+//! let (m, n, k) = (8, 8, 32);
+//! let (a, sa) = kernel_ops::fp8::quantize(&vec![0.5f32; m * k]);
+//! let (b, sb) = kernel_ops::fp8::quantize(&vec![0.25f32; n * k]);
+//! let (a, b, scales) = (dev.upload(&a)?, dev.upload(&b)?, dev.upload(&[sa, sb])?);
+//! let mut c = dev.zeros::<kernel_device::f16>(m * n)?;
+//! kernel_ops::fp8::matmul_fp8(&dev, &ops, &a, &b, &scales, &mut c, (m, n, k))?;
+//! assert!(dev.download(&c)?.iter().all(|v| (v.to_f32() - 4.0).abs() < 1e-2)); // 32 x 0.5 x 0.25
+//! # Ok(()) }
+//! ```
+use crate::Error;
+use kernel_device::{f16, E4M3};
+use kernel_host::{Buffer, Device, Program, TileMap};
+use kernel_ops_kernels::gemm_multi::EpiTileOf;
+use kernel_ops_kernels::matmul_fp8::{matmul_fp8 as kernel, A8TileOf, B8TileOf, TK8};
+
+/// The instance [`matmul_fp8`] runs: `128 x 256` tiles, 4 stages,
+/// planar-snake width 8.
+pub type Instance = kernel<128, 256, 4, 8>;
+const BM: usize = 128;
+const BN: usize = 256;
+
+/// The largest finite e4m3 value (`S.1111.110`).
+pub const E4M3_MAX: f32 = 448.0;
+
+/// Per-tensor quantization: `x / scale` rounded to e4m3 (round to nearest
+/// even), with `scale = amax(|x|) / 448` so the largest magnitude maps to
+/// e4m3's largest finite value (1 for an all-zero `x`). Returns the values
+/// and `scale` (what [`matmul_fp8`] multiplies back).
+pub fn quantize(x: &[f32]) -> (Vec<E4M3>, f32) {
+    let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let scale = if amax > 0.0 && amax.is_finite() { amax / E4M3_MAX } else { 1.0 };
+    (x.iter().map(|&v| E4M3::from_f32(v / scale)).collect(), scale)
+}
+
+/// Checks an FP8 GEMM problem before anything is launched: `a` holds
+/// `M x K`, `b` `N x K`, `c` `M x N` elements, `scales` 2; no dimension is
+/// 0 or above `2^31 - 1`; `K % 16 == 0` (TMA: rows of 16-byte multiples)
+/// and `N % 8 == 0` (f16 rows of c).
+pub fn check_fp8(m: usize, n: usize, k: usize, lens: [(&str, usize); 4]) -> Result<(), Error> {
+    let shape = |problem: String| Error::Shape { op: "matmul_fp8", problem };
+    if m == 0 || n == 0 || k == 0 {
+        return Err(shape(format!("M x N x K = {m} x {n} x {k}: every dimension must be at least 1")));
+    }
+    for (dim, v) in [("M", m), ("N", n), ("K", k)] {
+        if v > i32::MAX as usize {
+            return Err(shape(format!("{dim} = {v}: at most 2^31 - 1 (a TMA coordinate)")));
+        }
+    }
+    for ((name, got), (what, want)) in lens.into_iter().zip([("M x K", m * k), ("N x K", n * k), ("M x N", m * n), ("2 (scale_a, scale_b)", 2)]) {
+        if got != want {
+            return Err(shape(format!("`{name}` holds {got} elements; {what} = {want} expected for M x N x K = {m} x {n} x {k}")));
+        }
+    }
+    if k % 16 != 0 {
+        return Err(shape(format!("K = {k}: must be a multiple of 16 (TMA needs the e4m3 rows of a and b to be multiples of 16 bytes); pad K with zeros to {}", k.next_multiple_of(16))));
+    }
+    if n % 8 != 0 {
+        return Err(shape(format!("N = {n}: must be a multiple of 8 (TMA needs the f16 rows of c to be multiples of 16 bytes); pad N to {}", n.next_multiple_of(8))));
+    }
+    Ok(())
+}
+
+/// `c = (scales[0] · scales[1]) · a · bᵀ` on `dev` (a GPU or the emulator),
+/// with `ops` this crate's kernels loaded there; `(m, n, k)` as the module
+/// says; `scales` on the device (as cuBLASLt's scale pointers, so scales
+/// computed on the GPU need no round trip). Asynchronous on a GPU's stream.
+/// Checks everything first ([`check_fp8`]). The grid is persistent:
+/// `min(SMs, ceil(M / 128) x ceil(N / 256))` CTAs.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_fp8(dev: &Device, ops: &Program, a: &Buffer<E4M3>, b: &Buffer<E4M3>, scales: &Buffer<f32>, c: &mut Buffer<f16>, (m, n, k): (usize, usize, usize)) -> Result<(), Error> {
+    launch::<Instance>(dev, ops, a, b, scales, c, (m, n, k))
+}
+
+/// The planar-snake widths the kernel is built for ([`matmul_fp8_grid_w`]).
+pub const GRID_WIDTHS: [u32; 2] = [8, 16];
+
+/// [`matmul_fp8`] with the tile order's planar-snake width `grid_w` (8 or
+/// 16): for benchmarks and tuning.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_fp8_grid_w(dev: &Device, ops: &Program, a: &Buffer<E4M3>, b: &Buffer<E4M3>, scales: &Buffer<f32>, c: &mut Buffer<f16>, shape: (usize, usize, usize), grid_w: u32) -> Result<(), Error> {
+    match grid_w {
+        8 => launch::<Instance>(dev, ops, a, b, scales, c, shape),
+        16 => launch::<kernel<128, 256, 4, 16>>(dev, ops, a, b, scales, c, shape),
+        w => Err(Error::Shape { op: "matmul_fp8", problem: format!("grid_w = {w}: the kernel is built for planar-snake widths {GRID_WIDTHS:?}") }),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn launch<K>(dev: &Device, ops: &Program, a: &Buffer<E4M3>, b: &Buffer<E4M3>, scales: &Buffer<f32>, c: &mut Buffer<f16>, (m, n, k): (usize, usize, usize)) -> Result<(), Error>
+where
+    K: kernel_device::launch::HostEntry<Params = <Instance as kernel_device::KernelSpec>::Params>,
+    K::Params: kernel_host::runtime::ParamList,
+{
+    check_fp8(m, n, k, [("a", a.len()), ("b", b.len()), ("c", c.len()), ("scales", scales.len())])?;
+    let (mt, nt, ks) = (m.div_ceil(BM) as u32, n.div_ceil(BN) as u32, k.div_ceil(TK8) as u32);
+    let grid = dev.sm_count().min(mt * nt);
+    let am = TileMap::<A8TileOf<BM>>::new_2d(a, m, k)?;
+    let bm = TileMap::<B8TileOf<BN>>::new_2d(b, n, k)?;
+    let cm = TileMap::<EpiTileOf<BM>>::new_2d_mut(c, m, n)?;
+    ops.kernel::<K>()?.launch(grid, (&am, &bm, &cm, scales, mt, nt, ks))?;
+    Ok(())
+}
+
+/// The CPU reference: `scale_a · scale_b · Σ_k a[i, k] b[j, k]` over the
+/// e4m3 values (exact products, summed in f64), rounded once to f32.
+/// Returns `M x N` row-major.
+///
+/// # Panics
+/// When an operand does not hold exactly its shape's elements.
+pub fn reference(a: &[E4M3], b: &[E4M3], (scale_a, scale_b): (f32, f32), m: usize, n: usize, k: usize) -> Vec<f32> {
+    assert!(a.len() == m * k && b.len() == n * k, "fp8::reference: a holds {}, b {} elements; M x K = {}, N x K = {} needed", a.len(), b.len(), m * k, n * k);
+    let (af, bf): (Vec<f64>, Vec<f64>) = (a.iter().map(|v| f64::from(v.to_f32())).collect(), b.iter().map(|v| f64::from(v.to_f32())).collect());
+    let s = f64::from(scale_a) * f64::from(scale_b);
+    (0..m * n)
+        .map(|i| {
+            let (r, c) = (i / n, i % n);
+            (s * af[r * k..(r + 1) * k].iter().zip(&bf[c * k..(c + 1) * k]).map(|(x, y)| x * y).sum::<f64>()) as f32
+        })
+        .collect()
+}
