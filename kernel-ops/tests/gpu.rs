@@ -114,3 +114,27 @@ fn a_device_loads_each_kernels_crate_once() {
     let other = gpu_device().load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
     assert_ne!(module(&first), module(&other));
 }
+
+/// The FP8 GEMM on the GPU at ragged shapes (partial tiles, a partial last
+/// K step of 16, one row): against the CPU reference within the bound of
+/// f16 rounding plus the FP8 MMA's narrower accumulation.
+#[test]
+#[ignore = "needs a Hopper GPU"]
+fn fp8_matmul_matches_the_cpu_at_ragged_shapes() {
+    use kernel_ops::fp8::{matmul_fp8, quantize, reference};
+    let gpu = gpu_device();
+    let ops = gpu.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    let randn = |len: usize, seed: u64| -> Vec<f32> { randn_f16(len, seed).iter().map(|x| x.to_f32()).collect() };
+    for (m, n, k) in [(1000, 1000, 1008), (1, 8, 16), (257, 264, 272), (130, 520, 4112)] {
+        let (a, sa) = quantize(&randn(m * k, 51));
+        let (b, sb) = quantize(&randn(n * k, 52));
+        let (da, db, ds) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap(), gpu.upload(&[sa, sb]).unwrap());
+        let mut c = gpu.upload(&vec![f16::NAN; m * n]).unwrap();
+        matmul_fp8(&gpu, &ops, &da, &db, &ds, &mut c, (m, n, k)).unwrap();
+        let got = gpu.download(&c).unwrap();
+        assert!(got.iter().all(|v| !v.is_nan()), "{m}x{n}x{k}: an element was not written");
+        let err = rel_frobenius_error(&got, &reference(&a, &b, (sa, sb), m, n, k));
+        eprintln!("matmul_fp8 {m}x{n}x{k}: relative Frobenius error {err:.2e}");
+        assert!(err < 5e-3, "{m}x{n}x{k}: relative Frobenius error {err:.2e}");
+    }
+}
