@@ -52,17 +52,28 @@ impl BlasLt {
     /// Creates the descriptors for `m x n x k` with B in `layout` and asks
     /// the heuristic for its top algorithms.
     pub fn new(gpu: &Gpu, m: usize, n: usize, k: usize, layout: BLayout) -> Result<BlasLt> {
-        BlasLt::with_inputs(gpu, m, n, k, layout, sys::cudaDataType::CUDA_R_16F)
+        BlasLt::with_inputs(gpu, m, n, k, layout, sys::cudaDataType::CUDA_R_16F, None)
     }
 
     /// The FP8 problem cuBLASLt runs (`torch._scaled_mm`'s): A and B e4m3,
     /// B `N x K` (the "TN" layout FP8 requires), f32 compute, f16 out, with
-    /// per-tensor scale pointers passed to [`BlasLt::matmul_fp8_with`].
-    pub fn new_fp8(gpu: &Gpu, m: usize, n: usize, k: usize) -> Result<BlasLt> {
-        BlasLt::with_inputs(gpu, m, n, k, BLayout::NxK, sys::cudaDataType::CUDA_R_8F_E4M3)
+    /// per-tensor scales `scale_a`, `scale_b` (one f32 each on the device,
+    /// in allocations of their own: cuBLASLt refuses a scale pointer that
+    /// is not 16-byte aligned with `CUBLAS_STATUS_NOT_SUPPORTED`) as the
+    /// scale pointers, set before the heuristic is asked (as torch does);
+    /// [`BlasLt::matmul_fp8_with`] runs it. `fast_accum`:
+    /// `CUBLASLT_MATMUL_DESC_FAST_ACCUM` (torch's `use_fast_accum`): the
+    /// MMAs accumulate in the tensor core's narrower FP8 accumulator for
+    /// the whole K, as `kernel_ops::fp8` does; without it cuBLASLt
+    /// promotes partial sums to f32 (slower, more accurate).
+    pub fn new_fp8(gpu: &Gpu, m: usize, n: usize, k: usize, scale_a: &CudaSlice<f32>, scale_b: &CudaSlice<f32>, fast_accum: bool) -> Result<BlasLt> {
+        let stream = scale_a.stream().clone();
+        let (pa, _ra) = scale_a.device_ptr(&stream);
+        let (pb, _rb) = scale_b.device_ptr(&stream);
+        BlasLt::with_inputs(gpu, m, n, k, BLayout::NxK, sys::cudaDataType::CUDA_R_8F_E4M3, Some((pa, pb, fast_accum)))
     }
 
-    fn with_inputs(gpu: &Gpu, m: usize, n: usize, k: usize, layout: BLayout, in_type: sys::cudaDataType) -> Result<BlasLt> {
+    fn with_inputs(gpu: &Gpu, m: usize, n: usize, k: usize, layout: BLayout, in_type: sys::cudaDataType, fp8: Option<(u64, u64, bool)>) -> Result<BlasLt> {
         gpu.context().bind_to_thread().map_err(|e| Error::InvalidArgument { function: "cuBLASLt", problem: format!("cuCtxSetCurrent failed: {e:?}") })?;
         let handle = result::create_handle().map_err(lt_err("cublasLtCreate"))?;
         let f16t = sys::cudaDataType::CUDA_R_16F;
@@ -81,6 +92,24 @@ impl BlasLt {
                 .map_err(lt_err("cublasLtMatmulDescSetAttribute(TRANSB)"))?;
         }
         // Column-major: X = B (x_rows x x_cols), Y = Aᵀ (K x M), D = Cᵀ (N x M).
+        if let Some((our_a, our_b, fast_accum)) = fp8 {
+            // Column-major: cuBLASLt's A is our B, its B our A.
+            let (sa, sb) = (our_b, our_a);
+            let fast = fast_accum as i8;
+            // SAFETY: the descriptor is ours; the attribute is an int8_t.
+            unsafe {
+                result::set_matmul_desc_attribute(desc, sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast as *const _ as *const c_void, 1)
+                    .map_err(lt_err("cublasLtMatmulDescSetAttribute(FAST_ACCUM)"))?;
+            }
+            // SAFETY: the descriptor is ours; the values are device pointers
+            // to f32 that the caller keeps alive while it uses this problem.
+            unsafe {
+                result::set_matmul_desc_attribute(desc, sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa as *const _ as *const c_void, 8)
+                    .map_err(lt_err("cublasLtMatmulDescSetAttribute(A_SCALE_POINTER)"))?;
+                result::set_matmul_desc_attribute(desc, sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb as *const _ as *const c_void, 8)
+                    .map_err(lt_err("cublasLtMatmulDescSetAttribute(B_SCALE_POINTER)"))?;
+            }
+        }
         let lx = result::create_matrix_layout(in_type, x_rows as u64, x_cols as u64, ldx as i64).map_err(lt_err("cublasLtMatrixLayoutCreate(B)"))?;
         let ly = result::create_matrix_layout(in_type, k as u64, m as u64, k as i64).map_err(lt_err("cublasLtMatrixLayoutCreate(A)"))?;
         let ld = result::create_matrix_layout(f16t, n as u64, m as u64, n as i64).map_err(lt_err("cublasLtMatrixLayoutCreate(C)"))?;
@@ -140,24 +169,12 @@ impl BlasLt {
         self.launch(i, pa, pb, c)
     }
 
-    /// FP8 `c = (scales[0] scales[1]) a · bᵀ` with algorithm `i` of a
-    /// [`BlasLt::new_fp8`] problem: `scales` (2 f32 on the device) become
-    /// the A and B scale pointers.
-    pub fn matmul_fp8_with(&mut self, i: usize, a: &CudaSlice<kernel_device::E4M3>, b: &CudaSlice<kernel_device::E4M3>, scales: &CudaSlice<f32>, c: &mut CudaSlice<f16>) -> Result<()> {
+    /// FP8 `c = (scale_a scale_b) a · bᵀ` with algorithm `i` of a
+    /// [`BlasLt::new_fp8`] problem (the scales it was made with).
+    pub fn matmul_fp8_with(&mut self, i: usize, a: &CudaSlice<kernel_device::E4M3>, b: &CudaSlice<kernel_device::E4M3>, c: &mut CudaSlice<f16>) -> Result<()> {
         let stream = c.stream().clone();
         let (pa, _ra) = a.device_ptr(&stream);
         let (pb, _rb) = b.device_ptr(&stream);
-        let (ps, _rs) = scales.device_ptr(&stream);
-        // Column-major: cuBLASLt's A is our B (scale 1), its B our A (scale 0).
-        let (sa, sb) = (ps + 4, ps);
-        // SAFETY: the descriptor is ours; the attribute values are device
-        // pointers to f32 that outlive the launch (the caller's `scales`).
-        unsafe {
-            result::set_matmul_desc_attribute(self.desc, sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa as *const _ as *const c_void, 8)
-                .map_err(lt_err("cublasLtMatmulDescSetAttribute(A_SCALE_POINTER)"))?;
-            result::set_matmul_desc_attribute(self.desc, sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb as *const _ as *const c_void, 8)
-                .map_err(lt_err("cublasLtMatmulDescSetAttribute(B_SCALE_POINTER)"))?;
-        }
         self.launch(i, pa, pb, c)
     }
 

@@ -28,8 +28,9 @@
 //! two accumulators per output element and stores half as many bytes).
 //!
 //! Inputs: f16 or bf16 (K steps of 64, `m64nNk16`), or FP8 e4m3/e5m2 (K
-//! steps of 128, `m64nNk32`: [`crate::matmul_fp8`]): one 128-byte swizzle
-//! span of K per step either way (`E`, `TKE`); the sizes below are f16's.
+//! steps of 128, `m64nNk32`: [`crate::matmul_fp8`]) through [`gemm_multi_of`];
+//! one 128-byte swizzle span of K per step either way (`E`, `TKE`).
+//! [`gemm_multi`] is the f16 form, and the sizes below are f16's.
 //!
 //! Shapes: `m_tiles = ceil(M / BM)`, `n_tiles = ceil(N / BN)`,
 //! `k_steps = ceil(K / TKE)`; TMA zero-fills loads past the matrices' edges
@@ -120,7 +121,8 @@ where
     cols.store_tile(dst, row0, 0);
 }
 
-/// `C = epilogue(A · B0ᵀ, .., A · B(OPS-1)ᵀ)`, persistent, warp-specialized,
+/// `C = epilogue(A · B0ᵀ, .., A · B(OPS-1)ᵀ)` with inputs of type `E` (f16,
+/// bf16, or FP8 with `TKE = 128`; [`gemm_multi`] is the f16 form), persistent, warp-specialized,
 /// with an overlapped, sub-tiled epilogue. A kernel is its parameters plus
 /// a call of this (see [`crate::swiglu::swiglu`]); `epilogue` is called as
 /// `epilogue(at, [acc_0, .., acc_(OPS-1)])` once per 64-row block of each
@@ -167,7 +169,7 @@ where
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 #[track_caller]
-pub fn gemm_multi<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM: usize, const BN: usize, const NW: usize, const STAGES: usize, const GRID_W: u32>(
+pub fn gemm_multi_of<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM: usize, const BN: usize, const NW: usize, const STAGES: usize, const GRID_W: u32>(
     a: Tma<InTile<E, BM, TKE>>,
     b: [Tma<InTile<E, BN, TKE>>; OPS],
     c: Tma<EpiTileOf<BM>>,
@@ -270,4 +272,30 @@ pub fn gemm_multi<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM: u
             wait_group::<0>();
         }
     }
+}
+
+/// [`gemm_multi_of`] with f16 inputs (K steps of [`TK`] = 64): `C =
+/// epilogue(A · B0ᵀ, ..)`, the form a SwiGLU or gated MLP calls (see
+/// [`crate::swiglu::swiglu`]); the schedule is [`gemm_multi_of`]'s.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+#[track_caller]
+pub fn gemm_multi<const OPS: usize, const BM: usize, const BN: usize, const NW: usize, const STAGES: usize, const GRID_W: u32>(
+    a: Tma<ATileOf<BM>>,
+    b: [Tma<BTileOf<BN>>; OPS],
+    c: Tma<EpiTileOf<BM>>,
+    m_tiles: u32,
+    n_tiles: u32,
+    k_steps: u32,
+    a_bufs: Smem<[ATileOf<BM>; STAGES]>,
+    b_bufs: Smem<[[BTileOf<BN>; OPS]; STAGES]>,
+    epi: Smem<[EpiTileOf<BM>; 2]>,
+    loaded: Barriers<STAGES>,
+    consumed: Barriers<STAGES>,
+    epilogue: impl Fn(TileAt, [AccBlock<BN>; OPS]) -> AccBlock<BN>,
+) where
+    Cols<NW>: WgmmaShape,
+    Wgmma<BN>: ArrayLayout,
+{
+    gemm_multi_of::<kernel_device::f16, TK, OPS, BM, BN, NW, STAGES, GRID_W>(a, b, c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed, epilogue)
 }

@@ -1,11 +1,11 @@
 //! FP8 GEMM with per-tensor scales: `C = (scale_a · scale_b) · A · Bᵀ`
 //! (A `M x K`, B `N x K`, both e4m3 and row-major, i.e. K-major as FP8
 //! wgmma requires; C `M x N` row-major f16; f32 accumulation): the
-//! multi-operand GEMM [`gemm_multi`] with one operand, FP8 tiles (K steps
+//! multi-operand GEMM [`gemm_multi_of`] with one operand, FP8 tiles (K steps
 //! of 128, `m64n256k32`) and a scaling epilogue. The host entry point is
 //! `kernel_ops::matmul_fp8`; its CPU reference `kernel_ops::fp8::reference`.
 use crate::gemm::EPI_N;
-use crate::gemm_multi::{gemm_multi, AccBlock, EpiTileOf, InTile};
+use crate::gemm_multi::{gemm_multi_of, AccBlock, EpiTileOf, InTile};
 use kernel_device::array::{ArrayLayout, TileAt, Wgmma};
 use kernel_device::prelude::*;
 use kernel_device::wgmma::{Cols, WgmmaShape};
@@ -20,7 +20,7 @@ pub type B8TileOf<const BN: usize> = InTile<E4M3, BN, TK8>;
 
 /// `C = (scale_a · scale_b) · A · Bᵀ` in FP8 (e4m3), f16 out.
 ///
-/// This kernel works as follows: it is [`gemm_multi`] with one B operand
+/// This kernel works as follows: it is [`gemm_multi_of`] with one B operand
 /// (whose header describes the schedule: persistent, warp-specialized,
 /// planar-snake tile order, an epilogue through double-buffered SMEM
 /// sub-tiles whose TMA stores overlap the next tile) on e4m3 tiles of K
@@ -59,7 +59,7 @@ pub fn matmul_fp8<const BM: usize, const BN: usize, const STAGES: usize, const G
 {
     const { assert!(BN % EPI_N == 0, "matmul_fp8: BN must be whole 64-column epilogue sub-tiles") };
     let scale = scales.read(0) * scales.read(1);
-    gemm_multi::<E4M3, TK8, 1, BM, BN, BN, STAGES, GRID_W>(
+    gemm_multi_of::<E4M3, TK8, 1, BM, BN, BN, STAGES, GRID_W>(
         a, [b], c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed,
         |_: TileAt, [acc]: [AccBlock<BN>; 1]| acc * scale,
     );

@@ -2,8 +2,7 @@
 //! out `M x N`, row-major f16, f32 accumulation and epilogue) in one
 //! kernel: [`gemm_multi`] with two B operands and a one-line epilogue.
 //! The CPU reference is `kernel_ops::swiglu::swiglu_reference`.
-use crate::gemm_multi::{gemm_multi, AccBlock, ATileOf, BTileOf, EpiTileOf, TK};
-use kernel_device::f16;
+use crate::gemm_multi::{gemm_multi, AccBlock, ATileOf, BTileOf, EpiTileOf};
 use kernel_device::array::{ArrayLayout, TileAt, Wgmma};
 use kernel_device::prelude::*;
 use kernel_device::wgmma::{Cols, WgmmaShape};
@@ -53,7 +52,7 @@ pub fn swiglu<const BM: usize, const BN: usize, const NW: usize, const STAGES: u
     Cols<NW>: WgmmaShape,
     Wgmma<BN>: ArrayLayout,
 {
-    gemm_multi::<f16, TK, 2, BM, BN, NW, STAGES, GRID_W>(
+    gemm_multi::<2, BM, BN, NW, STAGES, GRID_W>(
         x, [w1, w3], out, m_tiles, n_tiles, k_steps, x_bufs, w_bufs, epi, loaded, consumed, swiglu_epilogue::<BN>,
     );
 }
