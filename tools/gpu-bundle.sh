@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds, here, what a GPU machine without Rust needs into .device/ (ignored
 # by git): the release example binaries (first_kernels, hopper, simt, fused, blackwell,
-# bench, norms_bench, swiglu_bench), the GPU test binaries and the sm_90a cubins. Then, with
+# bench, norms_bench, swiglu_bench, fp8_bench), the GPU test binaries and the sm_90a cubins. Then, with
 # the device tool: carry `.device`, run `bash tools/gpu-run.sh`.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -9,7 +9,7 @@ cd "$root"
 tools/setup.sh
 bins=(first_kernels hopper simt fused bench blackwell)
 cargo build --release -p examples $(printf -- '--bin %s ' "${bins[@]}")
-cargo build --release -p kernel-ops --bin norms_bench --bin swiglu_bench
+cargo build --release -p kernel-ops --bin norms_bench --bin swiglu_bench --bin fp8_bench
 # test_exe PACKAGE TARGET-ARGS... : path of the test executable cargo builds
 test_exe() {
     cargo test --release "$@" --no-run --message-format=json 2>/dev/null | python3 -c 'import sys, json
@@ -24,7 +24,7 @@ ops_tests=$(test_exe -p kernel-ops --test gpu)
 runtime_tests=$(test_exe -p kernel-host --lib)
 one_program_tests=$(test_exe -p kernel-tests --test one_program)
 rm -rf .device && mkdir -p .device
-for b in "${bins[@]}" norms_bench swiglu_bench; do cp "target/release/$b" .device/; done
+for b in "${bins[@]}" norms_bench swiglu_bench fp8_bench; do cp "target/release/$b" .device/; done
 cp "$gpu_tests" .device/gpu_tests
 cp "$arrays_tests" .device/arrays_tests
 cp "$ops_tests" .device/ops_tests

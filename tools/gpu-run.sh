@@ -30,6 +30,7 @@ run norms_bench "$dir/norms_bench" --quick
 export KERNEL_OPS_CACHE="$out/matmul-tune.tsv"
 run bench "$dir/bench" --quick --out "$out/bench"
 run swiglu_bench "$dir/swiglu_bench" --out "$out/swiglu"
+run fp8_bench "$dir/fp8_bench" --out "$out/fp8"
 run gpu_tests "$dir/gpu_tests" --ignored --nocapture --test-threads=1
 run arrays_tests "$dir/arrays_tests" --ignored --nocapture --test-threads=1
 run ops_tests "$dir/ops_tests" --ignored --nocapture --test-threads=1
