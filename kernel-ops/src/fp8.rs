@@ -130,3 +130,113 @@ pub fn reference(a: &[E4M3], b: &[E4M3], (scale_a, scale_b): (f32, f32), m: usiz
         })
         .collect()
 }
+
+/// Block-scaled quantization of activations (A, `m x k` row-major): one
+/// scale per row and 128 of K (`amax / 448` of the block, 1 for an
+/// all-zero block). Returns the e4m3 values and the scales, `ceil(k / 128)
+/// x m`, K-block-major (the layout [`matmul_fp8_blockscaled`] reads).
+pub fn quantize_1x128(x: &[f32], m: usize, k: usize) -> (Vec<E4M3>, Vec<f32>) {
+    assert_eq!(x.len(), m * k, "quantize_1x128: x holds {} elements; m x k = {} needed", x.len(), m * k);
+    let kb = k.div_ceil(BLOCK);
+    let mut scales = vec![1f32; kb * m];
+    let mut q = vec![E4M3::from_f32(0.0); m * k];
+    for r in 0..m {
+        for b in 0..kb {
+            let cols = b * BLOCK..((b + 1) * BLOCK).min(k);
+            let amax = x[r * k..][cols.clone()].iter().fold(0f32, |a, v| a.max(v.abs()));
+            let s = if amax > 0.0 && amax.is_finite() { amax / E4M3_MAX } else { 1.0 };
+            scales[b * m + r] = s;
+            for c in cols {
+                q[r * k + c] = E4M3::from_f32(x[r * k + c] / s);
+            }
+        }
+    }
+    (q, scales)
+}
+
+/// Block-scaled quantization of weights (B, `n x k` row-major): one scale
+/// per 128 x 128 block. Returns the e4m3 values and the scales,
+/// `ceil(n / 128) x ceil(k / 128)` row-major.
+pub fn quantize_128x128(w: &[f32], n: usize, k: usize) -> (Vec<E4M3>, Vec<f32>) {
+    assert_eq!(w.len(), n * k, "quantize_128x128: w holds {} elements; n x k = {} needed", w.len(), n * k);
+    let (nb, kb) = (n.div_ceil(BLOCK), k.div_ceil(BLOCK));
+    let mut scales = vec![1f32; nb * kb];
+    let mut q = vec![E4M3::from_f32(0.0); n * k];
+    for bn in 0..nb {
+        for bk in 0..kb {
+            let (rows, cols) = (bn * BLOCK..((bn + 1) * BLOCK).min(n), bk * BLOCK..((bk + 1) * BLOCK).min(k));
+            let amax = rows.clone().flat_map(|r| w[r * k..][cols.clone()].iter()).fold(0f32, |a, v| a.max(v.abs()));
+            let s = if amax > 0.0 && amax.is_finite() { amax / E4M3_MAX } else { 1.0 };
+            scales[bn * kb + bk] = s;
+            for r in rows {
+                for c in cols.clone() {
+                    q[r * k + c] = E4M3::from_f32(w[r * k + c] / s);
+                }
+            }
+        }
+    }
+    (q, scales)
+}
+
+/// K of one scale block (`kernel_ops_kernels::matmul_fp8::SCALE_BLOCK`).
+const BLOCK: usize = kernel_ops_kernels::matmul_fp8::SCALE_BLOCK;
+
+/// [`matmul_fp8_blockscaled`]'s instance: 6 stages, planar-snake width 8.
+pub type BlockScaledInstance = kernel_ops_kernels::matmul_fp8::matmul_fp8_blockscaled<6, 8>;
+
+/// `c[i, j] = Σ_kb a_scales[kb][i] b_scales[j / 128][kb] Σ_{k in kb}
+/// a[i, k] b[j, k]` on `dev`: block-scaled FP8 (1 x 128 scales for `a`,
+/// 128 x 128 for `b`, as [`quantize_1x128`] and [`quantize_128x128`] make
+/// them), partial sums promoted to f32 every 128 of K, f16 out. Checks
+/// everything first (the rules of [`check_fp8`], and the scale buffers'
+/// lengths). The grid is persistent: `min(SMs, ceil(M / 128) x ceil(N /
+/// 128))` CTAs.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_fp8_blockscaled(
+    dev: &Device,
+    ops: &Program,
+    a: &Buffer<E4M3>,
+    a_scales: &Buffer<f32>,
+    b: &Buffer<E4M3>,
+    b_scales: &Buffer<f32>,
+    c: &mut Buffer<f16>,
+    (m, n, k): (usize, usize, usize),
+) -> Result<(), Error> {
+    check_fp8(m, n, k, [("a", a.len()), ("b", b.len()), ("c", c.len()), ("scales", 2)])?;
+    let (kb, nb) = (k.div_ceil(BLOCK), n.div_ceil(BLOCK));
+    for (name, got, what, want) in [("a_scales", a_scales.len(), "ceil(K / 128) x M", kb * m), ("b_scales", b_scales.len(), "ceil(N / 128) x ceil(K / 128)", nb * kb)] {
+        if got != want {
+            return Err(Error::Shape { op: "matmul_fp8_blockscaled", problem: format!("`{name}` holds {got} elements; {what} = {want} expected for M x N x K = {m} x {n} x {k} (one f32 per block of 128)") });
+        }
+    }
+    use kernel_ops_kernels::matmul_fp8::{BS_BM, BS_BN};
+    let (mt, nt, ks) = (m.div_ceil(BS_BM) as u32, n.div_ceil(BS_BN) as u32, kb as u32);
+    let grid = dev.sm_count().min(mt * nt);
+    let am = TileMap::<A8TileOf<BS_BM>>::new_2d(a, m, k)?;
+    let bm = TileMap::<B8TileOf<BS_BN>>::new_2d(b, n, k)?;
+    let cm = TileMap::<EpiTileOf<BS_BM>>::new_2d_mut(c, m, n)?;
+    ops.kernel::<BlockScaledInstance>()?.launch(grid, (&am, &bm, &cm, a_scales, b_scales, m as u32, mt, nt, ks))?;
+    Ok(())
+}
+
+/// The CPU reference of [`matmul_fp8_blockscaled`]: per block of 128 of K,
+/// the exact FP8 products summed in f64 and scaled by the block's
+/// `a_scales` and `b_scales`, summed over blocks in f64, rounded once to
+/// f32. Returns `M x N` row-major.
+pub fn reference_blockscaled(a: &[E4M3], a_scales: &[f32], b: &[E4M3], b_scales: &[f32], m: usize, n: usize, k: usize) -> Vec<f32> {
+    let kb = k.div_ceil(BLOCK);
+    assert!(a.len() == m * k && b.len() == n * k && a_scales.len() == kb * m && b_scales.len() == n.div_ceil(BLOCK) * kb, "fp8::reference_blockscaled: operand lengths do not match M x N x K = {m} x {n} x {k}");
+    let (af, bf): (Vec<f64>, Vec<f64>) = (a.iter().map(|v| f64::from(v.to_f32())).collect(), b.iter().map(|v| f64::from(v.to_f32())).collect());
+    (0..m * n)
+        .map(|i| {
+            let (r, c) = (i / n, i % n);
+            (0..kb)
+                .map(|bk| {
+                    let cols = bk * BLOCK..((bk + 1) * BLOCK).min(k);
+                    let dot: f64 = cols.map(|kk| af[r * k + kk] * bf[c * k + kk]).sum();
+                    dot * f64::from(a_scales[bk * m + r]) * f64::from(b_scales[c / BLOCK * kb + bk])
+                })
+                .sum::<f64>() as f32
+        })
+        .collect()
+}

@@ -198,25 +198,7 @@ pub fn gemm_multi_of<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM
     let tile = |i: u32| planar_snake(i, (m_tiles, n_tiles), 0, GRID_W);
     let slot = |step: u32| (step % STAGES as u32) as usize;
     if warpgroup_idx() == 2 {
-        setmaxnreg_dec::<MEMORY_REGS>();
-        if thread_in_warpgroup() == 0 {
-            let mut step = 0u32;
-            nd_loop(tiles, Collective::Blocks, |info| {
-                let (pm, pn) = tile(info.index[0]);
-                for k in 0..k_steps {
-                    let s = slot(step);
-                    if step >= STAGES as u32 {
-                        consumed.at(s).wait();
-                    }
-                    let bar = loaded.at(s);
-                    bar.arrive_expect_tx(Tma::<InTile<E, BM, TKE>>::BYTES + OPS as u32 * Tma::<InTile<E, BN, TKE>>::BYTES);
-                    a.load(a_bufs.at(s), pm * BM as u32, k * TKE as u32, bar);
-                    let bs = b_bufs.at(s);
-                    unroll(OPS, |o| b[o].load(bs.at(o), pn * BN as u32, k * TKE as u32, bar));
-                    step += 1;
-                }
-            });
-        }
+        produce::<E, TKE, OPS, BM, BN, STAGES, GRID_W>(&a, &b, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, &loaded, &consumed);
     } else {
         setmaxnreg_inc::<COMPUTE_REGS>();
         let row0 = warpgroup_idx() as usize * BM / 2;
@@ -251,22 +233,7 @@ pub fn gemm_multi_of<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM
                 let at = TileAt { row: pm as usize * BM + row0 + 64 * r, col: pn as usize * BN };
                 out[r] = epilogue(at, split_acc::<NW, BN, OPS>(&mut acc[r]));
             });
-            unroll(BN / EPI_N, |j| {
-                let buf = epi.at((sub_tiles % 2) as usize);
-                if leader {
-                    // The store two sub-tiles ago (same buffer) has read it.
-                    wait_group_read::<1>();
-                }
-                COMPUTE_BARRIER.sync();
-                unroll(blocks(BM), |r| store_cols(&out[r], buf, row0 + 64 * r, j));
-                commit_smem();
-                COMPUTE_BARRIER.sync();
-                if leader {
-                    c.store(buf, pm * BM as u32, pn * BN as u32 + (j * EPI_N) as u32);
-                    commit_group();
-                }
-                sub_tiles += 1;
-            });
+            store_out::<BM, BN>(&out, &c, epi, (pm, pn), row0, &mut sub_tiles);
         });
         if leader {
             wait_group::<0>();
@@ -298,4 +265,86 @@ pub fn gemm_multi<const OPS: usize, const BM: usize, const BN: usize, const NW: 
     Wgmma<BN>: ArrayLayout,
 {
     gemm_multi_of::<kernel_device::f16, TK, OPS, BM, BN, NW, STAGES, GRID_W>(a, b, c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed, epilogue)
+}
+
+/// The memory warpgroup's part of [`gemm_multi_of`] (and of the kernels
+/// that share its schedule with another mainloop,
+/// [`crate::matmul_fp8::matmul_fp8_blockscaled`]): `setmaxnreg` down, then
+/// one thread, for every tile of the CTA in [`planar_snake`] order and K
+/// step (a global step count), waits until slot `step % STAGES` is
+/// consumed, announces the bytes of A's tile and the `OPS` B tiles on the
+/// slot's `loaded` barrier, and issues their TMA loads.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+#[track_caller]
+pub fn produce<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
+    a: &Tma<InTile<E, BM, TKE>>,
+    b: &[Tma<InTile<E, BN, TKE>>; OPS],
+    m_tiles: u32,
+    n_tiles: u32,
+    k_steps: u32,
+    a_bufs: Smem<[InTile<E, BM, TKE>; STAGES]>,
+    b_bufs: Smem<[[InTile<E, BN, TKE>; OPS]; STAGES]>,
+    loaded: &Barriers<STAGES>,
+    consumed: &Barriers<STAGES>,
+) {
+    setmaxnreg_dec::<MEMORY_REGS>();
+    if thread_in_warpgroup() != 0 {
+        return;
+    }
+    let mut step = 0u32;
+    nd_loop([m_tiles * n_tiles], Collective::Blocks, |info| {
+        let (pm, pn) = planar_snake(info.index[0], (m_tiles, n_tiles), 0, GRID_W);
+        for k in 0..k_steps {
+            let s = (step % STAGES as u32) as usize;
+            if step >= STAGES as u32 {
+                consumed.at(s).wait();
+            }
+            let bar = loaded.at(s);
+            bar.arrive_expect_tx(Tma::<InTile<E, BM, TKE>>::BYTES + OPS as u32 * Tma::<InTile<E, BN, TKE>>::BYTES);
+            a.load(a_bufs.at(s), pm * BM as u32, k * TKE as u32, bar);
+            let bs = b_bufs.at(s);
+            unroll(OPS, |o| b[o].load(bs.at(o), pn * BN as u32, k * TKE as u32, bar));
+            step += 1;
+        }
+    });
+}
+
+/// The output of one tile (`out[r]`: the 64-row blocks of this compute
+/// warpgroup's rows from `row0`, `BM / 128` of them) leaves as
+/// [`gemm_multi_of`]'s does: for each of the `BN / 64` column sub-tiles,
+/// thread 0 waits until the TMA store of two sub-tiles ago has read the
+/// buffer it reuses, the compute warpgroups meet, write their rows of the
+/// sub-tile as f16 into buffer `sub_tiles % 2`, fence (`commit_smem`) and
+/// meet again, and thread 0 issues the TMA store without waiting for it.
+/// Both compute warpgroups call it (`COMPUTE_BARRIER`).
+#[inline(always)]
+#[track_caller]
+pub fn store_out<const BM: usize, const BN: usize>(
+    out: &[AccBlock<BN>; 2],
+    c: &Tma<EpiTileOf<BM>>,
+    epi: Smem<[EpiTileOf<BM>; 2]>,
+    (pm, pn): (u32, u32),
+    row0: usize,
+    sub_tiles: &mut u32,
+) where
+    Wgmma<BN>: ArrayLayout,
+{
+    let leader = thread_linear() == 0;
+    unroll(BN / EPI_N, |j| {
+        let buf = epi.at((*sub_tiles % 2) as usize);
+        if leader {
+            // The store two sub-tiles ago (same buffer) has read it.
+            wait_group_read::<1>();
+        }
+        COMPUTE_BARRIER.sync();
+        unroll(BM / 128, |r| store_cols(&out[r], buf, row0 + 64 * r, j));
+        commit_smem();
+        COMPUTE_BARRIER.sync();
+        if leader {
+            c.store(buf, pm * BM as u32, pn * BN as u32 + (j * EPI_N) as u32);
+            commit_group();
+        }
+        *sub_tiles += 1;
+    });
 }
