@@ -138,3 +138,27 @@ fn fp8_matmul_matches_the_cpu_at_ragged_shapes() {
         assert!(err < 5e-3, "{m}x{n}x{k}: relative Frobenius error {err:.2e}");
     }
 }
+
+/// The block-scaled FP8 GEMM on the GPU at ragged shapes, against its CPU
+/// reference (promotion every 128 of K keeps the error near f16 rounding
+/// even at large K).
+#[test]
+#[ignore = "needs a Hopper GPU"]
+fn blockscaled_fp8_matmul_matches_the_cpu_at_ragged_shapes() {
+    use kernel_ops::fp8::{matmul_fp8_blockscaled, quantize_128x128, quantize_1x128, reference_blockscaled};
+    let gpu = gpu_device();
+    let ops = gpu.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    let randn = |len: usize, seed: u64| -> Vec<f32> { randn_f16(len, seed).iter().map(|x| x.to_f32()).collect() };
+    for (m, n, k) in [(1000, 1000, 1008), (1, 8, 16), (257, 264, 272), (130, 520, 4112)] {
+        let (a, sa) = quantize_1x128(&randn(m * k, 53), m, k);
+        let (b, sb) = quantize_128x128(&randn(n * k, 54), n, k);
+        let (da, dsa, db, dsb) = (gpu.upload(&a).unwrap(), gpu.upload(&sa).unwrap(), gpu.upload(&b).unwrap(), gpu.upload(&sb).unwrap());
+        let mut c = gpu.upload(&vec![f16::NAN; m * n]).unwrap();
+        matmul_fp8_blockscaled(&gpu, &ops, &da, &dsa, &db, &dsb, &mut c, (m, n, k)).unwrap();
+        let got = gpu.download(&c).unwrap();
+        assert!(got.iter().all(|v| !v.is_nan()), "{m}x{n}x{k}: an element was not written");
+        let err = rel_frobenius_error(&got, &reference_blockscaled(&a, &sa, &b, &sb, m, n, k));
+        eprintln!("matmul_fp8_blockscaled {m}x{n}x{k}: relative Frobenius error {err:.2e}");
+        assert!(err < 2e-3, "{m}x{n}x{k}: relative Frobenius error {err:.2e}");
+    }
+}

@@ -5,7 +5,10 @@
 //! promoted to f32) and with fast accumulation (the tensor core's FP8
 //! accumulator for the whole K, as ours; torch's `use_fast_accum`); ratios
 //! are to the faster of the two. On the same inputs: iid N(0, 1)
-//! quantized per tensor (`kernel_ops::fp8::quantize`). Every contender is
+//! quantized per tensor (`kernel_ops::fp8::quantize`); and the block-scaled
+//! GEMM (`kernel_ops::fp8::matmul_fp8_blockscaled`) on the same values
+//! quantized with 1 x 128 / 128 x 128 block scales (checked against its own
+//! reference). Every contender is
 //! checked against the CPU reference on rows spread over M (relative
 //! Frobenius error), then timed in interleaved rounds: `--warmup-ms`
 //! (default 500) of runs so the GPU holds its steady, power-limited clock,
@@ -23,7 +26,7 @@
 use kernel_device::{f16, E4M3};
 use kernel_host::{rel_frobenius_error, time_kernel, warm_up, Buffer, ClockPower, ClockSampler, Device};
 use kernel_ops::blaslt::BlasLt;
-use kernel_ops::fp8::{matmul_fp8_grid_w, quantize, reference};
+use kernel_ops::fp8::{matmul_fp8_blockscaled, matmul_fp8_grid_w, quantize, quantize_128x128, quantize_1x128, reference, reference_blockscaled};
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
@@ -83,17 +86,26 @@ struct Row {
 fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -> Result<(bool, String, String), Box<dyn std::error::Error>> {
     let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE)?;
     let randn = |len: usize, seed: u64| -> Vec<f32> { kernel_host::randn_f16(len, seed).iter().map(|x| x.to_f32()).collect() };
-    let (ah, sa) = quantize(&randn(m * k, 41));
-    let (bh, sb) = quantize(&randn(n * k, 42));
+    let (a32, b32) = (randn(m * k, 41), randn(n * k, 42));
+    let (ah, sa) = quantize(&a32);
+    let (bh, sb) = quantize(&b32);
     let rows: Vec<usize> = if dev.is_gpu() { (0..16).map(|i| i * m / 16).collect() } else { (0..m).collect() };
     let ar: Vec<E4M3> = rows.iter().flat_map(|&r| ah[r * k..(r + 1) * k].iter().copied()).collect();
     let want = reference(&ar, &bh, (sa, sb), rows.len(), n, k);
+    // The same inputs quantized with block scales, and their reference.
+    let (abh, abs) = quantize_1x128(&a32, m, k);
+    let (bbh, bbs) = quantize_128x128(&b32, n, k);
+    let kb = k.div_ceil(128);
+    let abr: Vec<E4M3> = rows.iter().flat_map(|&r| abh[r * k..(r + 1) * k].iter().copied()).collect();
+    let absr: Vec<f32> = (0..kb).flat_map(|b| rows.iter().map(move |&r| (b, r))).map(|(b, r)| abs[b * m + r]).collect();
+    let want_bs = reference_blockscaled(&abr, &absr, &bbh, &bbs, rows.len(), n, k);
+    let (dab, dabs, dbb, dbbs) = (dev.upload(&abh)?, dev.upload(&abs)?, dev.upload(&bbh)?, dev.upload(&bbs)?);
     let (da, db, ds): (Buffer<E4M3>, Buffer<E4M3>, Buffer<f32>) = (dev.upload(&ah)?, dev.upload(&bh)?, dev.upload(&[sa, sb])?);
     let mut c = dev.upload(&vec![f16::NAN; m * n])?;
-    let err_of = |c: &Buffer<f16>| -> Result<f64, kernel_host::Error> {
+    let err_of = |c: &Buffer<f16>, want: &[f32]| -> Result<f64, kernel_host::Error> {
         let all = dev.download(c)?;
         let got: Vec<f16> = rows.iter().flat_map(|&r| all[r * n..(r + 1) * n].iter().copied()).collect();
-        Ok(rel_frobenius_error(&got, &want))
+        Ok(rel_frobenius_error(&got, want))
     };
     let host_err = |e: kernel_ops::Error| match e {
         kernel_ops::Error::Runtime(e) => e,
@@ -102,9 +114,12 @@ fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -
     let label = format!("{m}x{n}x{k}");
     let Some(gpu) = dev.as_gpu() else {
         matmul_fp8_grid_w(dev, &ops, &da, &db, &ds, &mut c, (m, n, k), 8).map_err(host_err)?;
-        let err = err_of(&c)?;
+        let err = err_of(&c, &want)?;
         println!("{label}: matmul_fp8 on the CPU emulator: relative Frobenius error {err:.2e} (no timing)");
-        return Ok((err < TOLERANCE, String::new(), String::new()));
+        matmul_fp8_blockscaled(dev, &ops, &dab, &dabs, &dbb, &dbbs, &mut c, (m, n, k)).map_err(host_err)?;
+        let err_bs = err_of(&c, &want_bs)?;
+        println!("{label}: matmul_fp8_blockscaled on the CPU emulator: relative Frobenius error {err_bs:.2e} (no timing)");
+        return Ok((err < TOLERANCE && err_bs < TOLERANCE, String::new(), String::new()));
     };
     // cuBLASLt's scale pointers: one allocation each (16-byte aligned).
     let (lt_sa, lt_sb) = (gpu.upload(&[sa])?, gpu.upload(&[sb])?);
@@ -136,6 +151,7 @@ fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -
     enum Who {
         Lt(usize),
         Ours(u32),
+        Blocks,
     }
     let names: Vec<String> = lts.iter().map(|l| l.2.clone()).collect();
     let mut run_one = |who: &Who, c: &mut Buffer<f16>| -> kernel_host::Result<()> {
@@ -145,6 +161,7 @@ fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -
                 lt.matmul_fp8_with(*best, da.cuda()?, db.cuda()?, c.cuda_mut()?)
             }
             Who::Ours(w) => matmul_fp8_grid_w(dev, &ops, &da, &db, &ds, c, (m, n, k), *w).map_err(host_err),
+            Who::Blocks => matmul_fp8_blockscaled(dev, &ops, &dab, &dabs, &dbb, &dbbs, c, (m, n, k)).map_err(host_err),
         }
     };
     let row = |name: String| Row { name, err: 0.0, rounds_ms: Vec::new(), clock: Vec::new() };
@@ -152,12 +169,13 @@ fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -
     for w in kernel_ops::fp8::GRID_WIDTHS {
         contenders.push((row(format!("kernel_ops::fp8::matmul_fp8 (128x256 s4 w{w})")), Who::Ours(w)));
     }
+    contenders.push((row("kernel_ops::fp8::matmul_fp8_blockscaled (1x128 / 128x128 scales, 128x128 s6 w8)".into()), Who::Blocks));
     let mut ok = true;
     for (row, who) in contenders.iter_mut() {
         dev.write(&mut c, &vec![f16::NAN; m * n])?;
         run_one(who, &mut c)?;
         dev.synchronize()?;
-        row.err = err_of(&c)?;
+        row.err = err_of(&c, if matches!(who, Who::Blocks) { &want_bs } else { &want })?;
         ok &= row.err < TOLERANCE;
         eprintln!("{label}: {:<56} err {:.2e}{}", row.name, row.err, if row.err < TOLERANCE { "" } else { "  FAIL" });
     }
@@ -180,7 +198,7 @@ fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -
     // last round or not: check ours once more).
     run_one(&Who::Ours(8), &mut c)?;
     dev.synchronize()?;
-    ok &= err_of(&c)? < TOLERANCE;
+    ok &= err_of(&c, &want)? < TOLERANCE;
     let flops = 2.0 * m as f64 * n as f64 * k as f64;
     // The baseline: the faster of cuBLASLt's two problems.
     let t_lt = contenders[..baselines].iter().map(|(r, _)| median(&r.rounds_ms)).fold(f64::NAN, f64::min);
