@@ -3,7 +3,7 @@
 //! requires and as cuBLASLt's FP8 "TN" layout stores them; c `M x N` f16;
 //! f32 accumulation): [`matmul_fp8`] on a GPU or the CPU emulator,
 //! [`quantize`] (per-tensor amax scaling to e4m3) and the CPU
-//! [`reference`]. The kernel is `kernel_ops_kernels::matmul_fp8`.
+//! [`reference()`]. The kernel is `kernel_ops_kernels::matmul_fp8`.
 //!
 //! ```
 //! # fn main() -> Result<(), kernel_ops::Error> {
