@@ -142,6 +142,7 @@ fn tma_store(emu: &Emulator, racy: bool, which: &str) -> Outcome {
             "never_committed" => launch!(emu, racy, tma_store_never_committed, 1u32, (xr, &map)),
             "without_commit_smem" => launch!(emu, racy, tma_store_without_commit_smem, 1u32, (xr, &map)),
             "commit_smem_before_writes" => launch!(emu, racy, commit_smem_before_writes, 1u32, (xr, &map)),
+            "commit_smem_before_rewrites" => launch!(emu, racy, commit_smem_before_rewrites, 1u32, (xr, &map)),
             _ => unreachable!("{which}"),
         }
     };
@@ -404,6 +405,7 @@ fn cases() -> Vec<Case> {
         case("tma_store_never_committed", "bulk group outstanding at exit", &[Outstanding], |e, r| tma_store(e, r, "never_committed")),
         case("tma_store_without_commit_smem", "async proxy", &[ProxyFence], |e, r| tma_store(e, r, "without_commit_smem")),
         case("commit_smem_before_writes", "async proxy", &[ProxyFence], |e, r| tma_store(e, r, "commit_smem_before_writes")),
+        case("commit_smem_before_rewrites", "async proxy, fence before same-value stores", &[ProxyFence], |e, r| tma_store(e, r, "commit_smem_before_rewrites")),
         case("relu_in_place_without_commit_smem", "async proxy, same value", &[ProxyFence], relu_in_place),
         case("wgmma_operands_without_commit_smem", "async proxy, wgmma", &[ProxyFence], |e, r| wgmma(e, r, false)),
         case("wgmma_operand_overwritten_in_flight", "wgmma operand in flight", &[WgmmaInFlight, AsyncRace], |e, r| wgmma(e, r, true)),

@@ -229,11 +229,15 @@ impl Emu {
     }
 
     /// `fence.proxy.async` for the clocks: the async proxy may now see every
-    /// write this thread knows of.
+    /// write this thread knows of (so far: the thread's clock then ticks, and
+    /// its stores after the fence are not covered by it).
     pub(crate) fn proxy_fence_clock(&self, g: &mut State, tid: usize) {
         let c = &mut g.race.clk[tid];
         let vc = c.vc.clone();
         c.pvc.join(&vc);
+        // The fence covers this thread's stores before it, not after: its
+        // later stores get a new epoch, which the proxy clock does not hold.
+        g.race.tick(tid);
     }
 
     /// A release (`release`) and/or acquire (`acquire`) atomic of `tid` on

@@ -51,7 +51,7 @@ use kernel_device::array::{Array, ArrayLayout, TileAt, Wgmma};
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
 use kernel_device::tma::{commit_group, wait_group, wait_group_read};
-use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaInput, WgmmaShape};
+use kernel_device::wgmma::{setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaInput, WgmmaShape};
 use kernel_device::layout::Tile;
 use kernel_device::Barriers;
 
@@ -198,7 +198,7 @@ pub fn gemm_multi_of<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM
     let tile = |i: u32| planar_snake(i, (m_tiles, n_tiles), 0, GRID_W);
     let slot = |step: u32| (step % STAGES as u32) as usize;
     if warpgroup_idx() == 2 {
-        produce::<E, TKE, OPS, BM, BN, STAGES, GRID_W>(&a, &b, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, &loaded, &consumed);
+        produce!(E, TKE, OPS, BM, BN, STAGES, GRID_W; a, b, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, loaded, consumed);
     } else {
         setmaxnreg_inc::<COMPUTE_REGS>();
         let row0 = warpgroup_idx() as usize * BM / 2;
@@ -233,7 +233,7 @@ pub fn gemm_multi_of<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM
                 let at = TileAt { row: pm as usize * BM + row0 + 64 * r, col: pn as usize * BN };
                 out[r] = epilogue(at, split_acc::<NW, BN, OPS>(&mut acc[r]));
             });
-            store_out::<BM, BN>(&out, &c, epi, (pm, pn), row0, &mut sub_tiles);
+            sub_tiles = store_out::<BM, BN>(&out, &c, epi, (pm, pn), row0, sub_tiles);
         });
         if leader {
             wait_group::<0>();
@@ -274,41 +274,40 @@ pub fn gemm_multi<const OPS: usize, const BM: usize, const BN: usize, const NW: 
 /// step (a global step count), waits until slot `step % STAGES` is
 /// consumed, announces the bytes of A's tile and the `OPS` B tiles on the
 /// slot's `loaded` barrier, and issues their TMA loads.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-#[track_caller]
-pub fn produce<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
-    a: &Tma<InTile<E, BM, TKE>>,
-    b: &[Tma<InTile<E, BN, TKE>>; OPS],
-    m_tiles: u32,
-    n_tiles: u32,
-    k_steps: u32,
-    a_bufs: Smem<[InTile<E, BM, TKE>; STAGES]>,
-    b_bufs: Smem<[[InTile<E, BN, TKE>; OPS]; STAGES]>,
-    loaded: &Barriers<STAGES>,
-    consumed: &Barriers<STAGES>,
-) {
-    setmaxnreg_dec::<MEMORY_REGS>();
-    if thread_in_warpgroup() != 0 {
-        return;
-    }
-    let mut step = 0u32;
-    nd_loop([m_tiles * n_tiles], Collective::Blocks, |info| {
-        let (pm, pn) = planar_snake(info.index[0], (m_tiles, n_tiles), 0, GRID_W);
-        for k in 0..k_steps {
-            let s = (step % STAGES as u32) as usize;
-            if step >= STAGES as u32 {
-                consumed.at(s).wait();
-            }
-            let bar = loaded.at(s);
-            bar.arrive_expect_tx(Tma::<InTile<E, BM, TKE>>::BYTES + OPS as u32 * Tma::<InTile<E, BN, TKE>>::BYTES);
-            a.load(a_bufs.at(s), pm * BM as u32, k * TKE as u32, bar);
-            let bs = b_bufs.at(s);
-            unroll(OPS, |o| b[o].load(bs.at(o), pn * BN as u32, k * TKE as u32, bar));
-            step += 1;
+///
+/// `produce!(E, TKE, OPS, BM, BN, STAGES, GRID_W; a, b, m_tiles, n_tiles,
+/// k_steps, a_bufs, b_bufs, loaded, consumed)`. A macro, not a function:
+/// expanded in place, the kernels compile as if it were written there (as
+/// an `#[inline(always)]` function it cost one kernel an 8-byte spill).
+macro_rules! produce {
+    ($e:ty, $tke:expr, $ops:expr, $bm:expr, $bn:expr, $stages:expr, $grid_w:expr;
+     $a:expr, $b:expr, $m_tiles:expr, $n_tiles:expr, $k_steps:expr, $a_bufs:expr, $b_bufs:expr, $loaded:expr, $consumed:expr) => {{
+        kernel_device::wgmma::setmaxnreg_dec::<{ $crate::gemm::MEMORY_REGS }>();
+        if kernel_device::thread_in_warpgroup() == 0 {
+            let (m_tiles, n_tiles): (u32, u32) = ($m_tiles, $n_tiles);
+            let mut step = 0u32;
+            kernel_device::grid::nd_loop([m_tiles * n_tiles], kernel_device::grid::Collective::Blocks, |info| {
+                let (pm, pn) = kernel_device::grid::planar_snake(info.index[0], (m_tiles, n_tiles), 0, $grid_w);
+                for k in 0..$k_steps {
+                    let s = (step % $stages as u32) as usize;
+                    if step >= $stages as u32 {
+                        $consumed.at(s).wait();
+                    }
+                    let bar = $loaded.at(s);
+                    bar.arrive_expect_tx(
+                        kernel_device::tma::Tma::<$crate::gemm_multi::InTile<$e, { $bm }, { $tke }>>::BYTES
+                            + $ops as u32 * kernel_device::tma::Tma::<$crate::gemm_multi::InTile<$e, { $bn }, { $tke }>>::BYTES,
+                    );
+                    $a.load($a_bufs.at(s), pm * $bm as u32, k * $tke as u32, bar);
+                    let bs = $b_bufs.at(s);
+                    kernel_device::array::regs::unroll($ops, |o| $b[o].load(bs.at(o), pn * $bn as u32, k * $tke as u32, bar));
+                    step += 1;
+                }
+            });
         }
-    });
+    }};
 }
+pub(crate) use produce;
 
 /// The output of one tile (`out[r]`: the 64-row blocks of this compute
 /// warpgroup's rows from `row0`, `BM / 128` of them) leaves as
@@ -317,7 +316,8 @@ pub fn produce<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM: usiz
 /// buffer it reuses, the compute warpgroups meet, write their rows of the
 /// sub-tile as f16 into buffer `sub_tiles % 2`, fence (`commit_smem`) and
 /// meet again, and thread 0 issues the TMA store without waiting for it.
-/// Both compute warpgroups call it (`COMPUTE_BARRIER`).
+/// Both compute warpgroups call it (`COMPUTE_BARRIER`); it returns the
+/// sub-tile count after the tile's.
 #[inline(always)]
 #[track_caller]
 pub fn store_out<const BM: usize, const BN: usize>(
@@ -326,13 +326,15 @@ pub fn store_out<const BM: usize, const BN: usize>(
     epi: Smem<[EpiTileOf<BM>; 2]>,
     (pm, pn): (u32, u32),
     row0: usize,
-    sub_tiles: &mut u32,
-) where
+    sub_tiles: u32,
+) -> u32
+where
     Wgmma<BN>: ArrayLayout,
 {
     let leader = thread_linear() == 0;
+    let mut sub_tiles = sub_tiles;
     unroll(BN / EPI_N, |j| {
-        let buf = epi.at((*sub_tiles % 2) as usize);
+        let buf = epi.at((sub_tiles % 2) as usize);
         if leader {
             // The store two sub-tiles ago (same buffer) has read it.
             wait_group_read::<1>();
@@ -345,6 +347,7 @@ pub fn store_out<const BM: usize, const BN: usize>(
             c.store(buf, pm * BM as u32, pn * BN as u32 + (j * EPI_N) as u32);
             commit_group();
         }
-        *sub_tiles += 1;
+        sub_tiles += 1;
     });
+    sub_tiles
 }

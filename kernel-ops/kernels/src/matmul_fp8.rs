@@ -87,7 +87,7 @@ pub const BS_BN: usize = SCALE_BLOCK;
 ///
 /// This kernel works as follows:
 /// 1. tiles, order and the memory warpgroup as [`gemm_multi_of`]'s
-///    ([`crate::gemm_multi::produce`]): `BM x BN = 128 x 128` tiles of K
+///    (`gemm_multi::produce!`): `BM x BN = 128 x 128` tiles of K
 ///    steps of 128, so one K step is one scale block of A and, with
 ///    `BN = 128`, of B;
 /// 2. compute warpgroup `w` owns rows `64 w ..` of the tile; per K step it
@@ -132,7 +132,8 @@ pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
     const BM: usize = BS_BM;
     const BN: usize = BS_BN;
     if warpgroup_idx() == 2 {
-        produce::<E4M3, TK8, 1, BM, BN, STAGES, GRID_W>(&a, &[b], m_tiles, n_tiles, k_steps, a_bufs, b_bufs, &loaded, &consumed);
+        let b = [b];
+        produce!(E4M3, TK8, 1, BM, BN, STAGES, GRID_W; a, b, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, loaded, consumed);
         return;
     }
     setmaxnreg_inc::<COMPUTE_REGS>();
@@ -164,7 +165,7 @@ pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
             step += 1;
         }
         let out = [acc.into_array(), AccBlock::<BN>::splat(0.0)];
-        store_out::<BM, BN>(&out, &c, epi, (pm, pn), row0, &mut sub_tiles);
+        sub_tiles = store_out::<BM, BN>(&out, &c, epi, (pm, pn), row0, sub_tiles);
     });
     if thread_linear() == 0 {
         wait_group::<0>();
