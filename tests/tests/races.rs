@@ -512,8 +512,7 @@ fn race_free_twins_run_clean_and_match_their_references_under_4_seeds() {
 #[test]
 fn racy_kernels_are_reported_on_every_seed() {
     let (caught, total, _) = results();
-    assert!(
-        caught * 10 >= total * 9,
-        "only {caught} of {total} racy kernels were reported on every seed (the bar is 90%)"
-    );
+    // Every one: a racy kernel that goes unreported on some schedule is a
+    // blind spot of the detector, not noise.
+    assert!(caught == total, "only {caught} of {total} racy kernels were reported on every seed (every one must be; the `cargo test -- --nocapture` table names the misses)");
 }
