@@ -144,7 +144,7 @@ pub mod raw {
                     out(reg32) done, in(reg32) bar, in(reg32) parity, options(nostack, preserves_flags))
             };
             done != 0
-        }, host: { kernel_emu::mbarrier_try_wait_parity(bar, parity) })
+        }, host: { kernel_emu::mbarrier_try_wait_parity_cluster(bar, parity) })
     }
 
     /// `mbarrier.try_wait.parity.shared::cta.b64 p, [bar], parity;` (sm_90;
@@ -183,7 +183,7 @@ pub mod raw {
                 core::arch::asm!("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [{0}];", in(reg32) bar,
                     options(nostack, preserves_flags))
             }
-        }, host: { kernel_emu::mbarrier_arrive(bar) })
+        }, host: { kernel_emu::mbarrier_arrive_cluster(bar) })
     }
 
     /// `mbarrier.arrive.shared::cluster.b64 _, [bar];` (sm_90): one arrival
@@ -299,7 +299,10 @@ impl<'a> BarrierRef<'a> {
         unsafe { raw::arrive_cluster_cta(crate::cluster::raw::mapa_shared(self.addr, cta_rank)) };
     }
     /// Block until the phase this thread waits for completes, then flip the
-    /// parity this thread waits for (acquire at CTA scope).
+    /// parity this thread waits for (acquire at CTA scope: it does not
+    /// acquire the cluster-scope arrivals of other CTAs,
+    /// [`BarrierRef::arrive_cluster`]; wait for those with
+    /// [`BarrierRef::wait_cluster`]).
     #[inline(always)]
     #[track_caller]
     pub fn wait(&self) {
@@ -401,6 +404,13 @@ impl Barrier {
     #[track_caller]
     pub fn wait(&self) {
         self.as_ref().wait()
+    }
+    /// See [`BarrierRef::wait_cluster`]: the wait for phases completed by
+    /// other CTAs' cluster-scope arrivals ([`Barrier::arrive_cluster`]).
+    #[inline(always)]
+    #[track_caller]
+    pub fn wait_cluster(&self) {
+        self.as_ref().wait_cluster()
     }
     /// See [`BarrierRef::try_wait`].
     #[inline(always)]

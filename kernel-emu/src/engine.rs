@@ -190,6 +190,16 @@ struct MBar {
     /// asynchronous operations, and of the last completed phase.
     pub(crate) clk: Clk,
     pub(crate) last: Clk,
+    /// The same, of the arrivals by threads of the barrier's own CTA and the
+    /// asynchronous operations only: what a CTA-scope acquire (a plain
+    /// `mbarrier.try_wait`) synchronizes with. An arrival from another CTA
+    /// of the cluster (a cluster-scope release) is seen only by a
+    /// cluster-scope acquire (`.acquire.cluster`): the PTX memory model's
+    /// morally-strong pairs need each side's scope to include the other.
+    pub(crate) clk_local: Clk,
+    pub(crate) last_local: Clk,
+    /// Waiters that acquire at cluster scope.
+    cluster_waiters: Vec<usize>,
     /// The first asynchronous operation (kind, issue location) that
     /// completed bytes in the current phase.
     pub(crate) tx_op: Option<(String, Loc)>,
@@ -1185,6 +1195,9 @@ impl Emu {
             init_loc: loc,
             clk: Clk::default(),
             last: Clk::default(),
+            clk_local: Clk::default(),
+            last_local: Clk::default(),
+            cluster_waiters: Vec::new(),
             tx_op: None,
             unwaited: None,
             expect: None,
@@ -1213,7 +1226,17 @@ impl Emu {
 
     /// One arrival, after announcing `tx` bytes (`mbarrier.arrive`,
     /// `mbarrier.arrive.expect_tx`); `addr` may name another CTA's barrier.
-    pub(crate) fn mbar_arrive(&self, tid: usize, loc: Loc, addr: u32, tx: u32, op: &'static str) {
+    /// An arrival (with `tx` bytes announced first) of `tid` on the mbarrier
+    /// at `addr`, a release at cluster scope (`cluster_release`) or at CTA
+    /// scope. What it publishes (see [`MBar::clk_local`]): an arrival from
+    /// the barrier's own CTA, to every waiter; a cluster-scope release from
+    /// another CTA, to cluster-scope waiters only. (A CTA-scope release on
+    /// another CTA's barrier, CUTLASS's `ClusterBarrier::arrive(cta_id)`
+    /// that our cluster matmuls use, still publishes to every waiter: the
+    /// PTX memory model does not promise that ordering, the hardware gives
+    /// it, and reporting it would first need those kernels on the
+    /// cluster-scope forms, whose cost is not measured.)
+    pub(crate) fn mbar_arrive(&self, tid: usize, loc: Loc, addr: u32, tx: u32, op: &'static str, cluster_release: bool) {
         let (cta, off) = self.decode_or_misuse(tid, loc, addr);
         let mut g = self.begin();
         g.note(tid, op, loc);
@@ -1271,7 +1294,13 @@ impl Emu {
         }
         let st = &mut *g;
         let b = st.mbars.get_mut(&(cta, off)).expect("found above");
-        st.race.release(tid, &mut b.clk);
+        if self.threads[tid].cta != cta && cluster_release {
+            // Only a cluster-scope acquire sees it.
+            st.race.release(tid, &mut b.clk);
+        } else {
+            b.clk_local.join(&st.race.clk[tid]);
+            st.race.release(tid, &mut b.clk);
+        }
         let g = self.try_complete(g, tid, loc, cta, off, op);
         drop(self.switch(g, tid));
     }
@@ -1300,6 +1329,9 @@ impl Emu {
         }
         let st = &mut *g;
         let b = st.mbars.get_mut(&(cta, off)).expect("found above");
+        if self.threads[tid].cta == cta {
+            b.clk_local.join(&st.race.clk[tid]);
+        }
         st.race.release(tid, &mut b.clk);
         let g = self.try_complete(g, tid, loc, cta, off, op);
         drop(self.switch(g, tid));
@@ -1405,8 +1437,10 @@ impl Emu {
         b.arrivals.clear();
         b.multicast.clear();
         b.last = std::mem::take(&mut b.clk);
+        b.last_local = std::mem::take(&mut b.clk_local);
         let tx_op = b.tx_op.take();
         let waiters = std::mem::take(&mut b.waiters);
+        let cluster_waiters = std::mem::take(&mut b.cluster_waiters);
         if let Some((kind, iloc)) = tx_op {
             if waiters.is_empty() {
                 b.unwaited = Some((completed, kind, iloc));
@@ -1414,7 +1448,8 @@ impl Emu {
         }
         for w in waiters {
             let st = &mut *g;
-            st.race.clk[w].join(&st.mbars[&(cta, off)].last);
+            let b = &st.mbars[&(cta, off)];
+            st.race.clk[w].join(if cluster_waiters.contains(&w) { &b.last } else { &b.last_local });
             g.wake(w);
         }
         Ok(())
@@ -1503,11 +1538,12 @@ impl Emu {
         addr: u32,
         parity: u32,
         blocking: bool,
+        cluster_scope: bool,
     ) -> bool {
-        let op = if blocking {
-            "mbarrier.try_wait.parity"
-        } else {
-            "mbarrier.test_wait.parity"
+        let op = match (blocking, cluster_scope) {
+            (true, false) => "mbarrier.try_wait.parity",
+            (true, true) => "mbarrier.try_wait.parity.acquire.cluster",
+            (false, _) => "mbarrier.test_wait.parity",
         };
         let off = self.own_mbar(tid, loc, addr, op);
         let cta = self.threads[tid].cta;
@@ -1551,14 +1587,14 @@ impl Emu {
             if b.unwaited.as_ref().is_some_and(|u| u.0 as i64 == observed) {
                 b.unwaited = None;
             }
-            st.race.clk[tid].join(&b.last);
+            st.race.clk[tid].join(if cluster_scope { &b.last } else { &b.last_local });
             drop(self.switch(g, tid));
         } else {
-            g.mbars
-                .get_mut(&(cta, off))
-                .expect("found above")
-                .waiters
-                .push(tid);
+            let b = g.mbars.get_mut(&(cta, off)).expect("found above");
+            b.waiters.push(tid);
+            if cluster_scope {
+                b.cluster_waiters.push(tid);
+            }
             drop(self.block(
                 g,
                 tid,

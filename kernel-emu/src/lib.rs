@@ -772,7 +772,20 @@ pub fn mbarrier_init(addr: u32, count: u32) {
 pub fn mbarrier_arrive(addr: u32) {
     let loc = Location::caller();
     if let Some((e, tid)) = enter("mbarrier_arrive") {
-        e.mbar_arrive(tid, loc, addr, 0, "mbarrier.arrive");
+        e.mbar_arrive(tid, loc, addr, 0, "mbarrier.arrive", false);
+    }
+}
+
+/// `mbarrier.arrive.release.cluster`: one arrival, a release at cluster
+/// scope, on an mbarrier of any CTA of the cluster (`addr` mapped there):
+/// a waiter in another CTA acquires it only at cluster scope
+/// ([`mbarrier_try_wait_parity_cluster`]). [`mbarrier_arrive`] is a
+/// release at CTA scope, which a waiter in another CTA never acquires.
+#[track_caller]
+pub fn mbarrier_arrive_cluster(addr: u32) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("mbarrier_arrive_cluster") {
+        e.mbar_arrive(tid, loc, addr, 0, "mbarrier.arrive.release.cluster", true);
     }
 }
 
@@ -782,7 +795,7 @@ pub fn mbarrier_arrive(addr: u32) {
 pub fn mbarrier_arrive_expect_tx(addr: u32, bytes: u32) {
     let loc = Location::caller();
     if let Some((e, tid)) = enter("mbarrier_arrive_expect_tx") {
-        e.mbar_arrive(tid, loc, addr, bytes, "mbarrier.arrive.expect_tx");
+        e.mbar_arrive(tid, loc, addr, bytes, "mbarrier.arrive.expect_tx", false);
     }
 }
 
@@ -897,11 +910,29 @@ pub fn kernel_name() -> String {
 /// otherwise blocks until the current phase completes, then returns true.
 /// (The hardware may also return false after a time-out; the emulator always
 /// waits.)
+/// An acquire at CTA scope: it synchronizes with the arrivals of threads
+/// of the barrier's CTA and with asynchronous completions, not with
+/// arrivals from other CTAs of the cluster (for those, see
+/// [`mbarrier_try_wait_parity_cluster`]): data they released is then not
+/// ordered before this thread's next accesses, and a race report says so.
 #[track_caller]
 pub fn mbarrier_try_wait_parity(addr: u32, parity: u32) -> bool {
     let loc = Location::caller();
     match enter("mbarrier_try_wait_parity") {
-        Some((e, tid)) => e.mbar_wait(tid, loc, addr, parity, true),
+        Some((e, tid)) => e.mbar_wait(tid, loc, addr, parity, true, false),
+        None => true,
+    }
+}
+
+/// `mbarrier.try_wait.parity.acquire.cluster`: as
+/// [`mbarrier_try_wait_parity`], an acquire at cluster scope, which
+/// synchronizes with the arrivals of every CTA of the cluster (their
+/// `mbarrier.arrive.release.cluster`).
+#[track_caller]
+pub fn mbarrier_try_wait_parity_cluster(addr: u32, parity: u32) -> bool {
+    let loc = Location::caller();
+    match enter("mbarrier_try_wait_parity_cluster") {
+        Some((e, tid)) => e.mbar_wait(tid, loc, addr, parity, true, true),
         None => true,
     }
 }
@@ -924,7 +955,7 @@ pub fn mbarrier_skip_phase(addr: u32) {
 pub fn mbarrier_test_wait_parity(addr: u32, parity: u32) -> bool {
     let loc = Location::caller();
     match enter("mbarrier_test_wait_parity") {
-        Some((e, tid)) => e.mbar_wait(tid, loc, addr, parity, false),
+        Some((e, tid)) => e.mbar_wait(tid, loc, addr, parity, false, false),
         None => true,
     }
 }

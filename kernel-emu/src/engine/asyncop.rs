@@ -581,6 +581,7 @@ impl Emu {
                 let st = &mut *g;
                 let b = st.mbars.get_mut(&(cta, off)).expect("checked above");
                 b.clk.join(&st.race.ops[id].clk);
+                b.clk_local.join(&st.race.ops[id].clk);
                 b.tx -= bytes as i64;
                 b.tx_op.get_or_insert((kind.clone(), loc));
                 if b.tx.abs() > MAX_TX {
@@ -599,6 +600,7 @@ impl Emu {
                 }
                 b.pending -= 1;
                 b.clk.join(&st.race.ops[id].clk);
+                b.clk_local.join(&st.race.ops[id].clk);
                 self.complete_phase(g, cta, off, &kind).map_err(|(r, d)| fail(r, d))?;
             }
             OpDone::Bulk | OpDone::Tracked => {}
