@@ -45,8 +45,8 @@ if [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
 fi
 if [ -x /usr/local/cuda/bin/cuobjdump ] && [ -e "$dir/kernels_sm_90a.cubin" ] && [ -z "${ONLY:-}" ]; then
     { /usr/local/cuda/bin/cuobjdump -sass "$dir/kernels_sm_90a.cubin"; /usr/local/cuda/bin/cuobjdump -sass "$dir/kernel_ops_kernels_sm_90a.cubin"; } > "$out/kernels_sm_90a.sass" 2>&1
-    # Which SASS instructions each kernel uses (HGMMA = wgmma, UTMALDG/UTMASTG = TMA).
-    awk '/Function :/ {f=$3} /HGMMA|UTMALDG|UTMASTG|SYNCS/ {for(i=1;i<=NF;i++) if ($i ~ /^(HGMMA|UTMALDG|UTMASTG|SYNCS)/) {split($i,a,"."); n[f" "a[1]]++}} END {for (k in n) print k, n[k]}' "$out/kernels_sm_90a.sass" | sort > "$out/sass_summary.txt"
+    # Which SASS instructions each kernel uses (HGMMA = 16-bit wgmma, QGMMA = FP8 wgmma, UTMALDG/UTMASTG = TMA).
+    awk '/Function :/ {f=$3} /HGMMA|QGMMA|UTMALDG|UTMASTG|SYNCS/ {for(i=1;i<=NF;i++) if ($i ~ /^(HGMMA|QGMMA|UTMALDG|UTMASTG|SYNCS)/) {split($i,a,"."); n[f" "a[1]]++}} END {for (k in n) print k, n[k]}' "$out/kernels_sm_90a.sass" | sort > "$out/sass_summary.txt"
     gzip -f "$out/kernels_sm_90a.sass"
 fi
 printf '%s\n' "${summary[@]}"
