@@ -900,6 +900,16 @@ pub fn warn_once(text: String) {
     }
 }
 
+/// The end-of-run note for a kernel with raw-pointer parameters (emitted by
+/// `#[kernel]`'s host entry, once per run): their accesses are invisible to
+/// the race detector (it sees `Gmem`/`GmemRef`, tiles and TMA), so a run
+/// with no report says nothing about them.
+pub fn warn_unchecked_pointers(kernel: &str, params: &str) {
+    warn_once(format!(
+        "kernel `{kernel}`: raw-pointer parameter(s) {params}: their accesses were not race-checked (the detector sees `Gmem`/`GmemRef`, tiles and TMA maps); use `Gmem<T>` (`GmemRef<T>` read-only) to have them checked"
+    ));
+}
+
 /// The name of the kernel the calling emulated thread runs.
 pub fn kernel_name() -> String {
     ctx("kernel_name").0.kernel.clone()

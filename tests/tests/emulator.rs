@@ -114,6 +114,20 @@ fn tma_multicast_and_warp_roles_match_the_cpu_reference() {
     }
 }
 
+/// A raw-pointer parameter's accesses are invisible to the race detector:
+/// a planted write-write race through one runs to the end unreported, and
+/// the run's report says which parameter was not race-checked.
+#[test]
+fn raw_pointer_accesses_are_not_race_checked_and_the_report_says_so() {
+    let mut y = vec![0f32; 1];
+    let report = Emulator::new(1).launch::<planted::raw_pointer_race_unseen, _>(1u32, (&mut y[..],)).expect("no report: the detector cannot see raw pointers");
+    assert!(
+        report.warnings.iter().any(|w| w.contains("raw_pointer_race_unseen") && w.contains("raw-pointer parameter(s) `y`") && w.contains("not race-checked") && w.contains("Gmem")),
+        "{:?}",
+        report.warnings
+    );
+}
+
 /// The FP8 wgmma forms (`m64n256k32.f32.e4m3.e4m3` and `.e5m2.e5m2`):
 /// exact products summed in f32 against the f64 sum, on 4 schedules.
 #[test]

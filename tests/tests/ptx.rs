@@ -13,7 +13,7 @@ const ARCHS: [&str; 2] = ["sm_90a", "sm_100a"];
 
 /// (entry point, instructions its PTX must contain)
 const EXPECTED: &[(&str, &[&str])] = &[
-    ("increment", &["ld.global", "st.global"]),
+    ("increment", &["ld.b32", "st.b32", "trap"]),
     (
         "producer_consumer",
         &["mbarrier.init.shared::cta.b64", "fence.mbarrier_init.release.cluster", "mbarrier.arrive.shared::cta.b64", "mbarrier.try_wait.parity.shared::cta.b64", "barrier.sync 0"],

@@ -9,11 +9,11 @@ pub const INCREMENT_BLOCK: u32 = 128;
 ///
 /// Constraints: `n == grid.x * 128`.
 #[kernel(block = threads(128))]
-pub fn increment(x: *const f32, y: *mut f32, n: u32) {
+pub fn increment(x: GmemRef<f32>, y: Gmem<f32>, n: u32) {
     let i = block_idx().x * INCREMENT_BLOCK + thread_idx().x;
     if i < n {
-        // SAFETY: the host passes `n`-element buffers; `i < n`.
-        unsafe { *y.add(i as usize) = *x.add(i as usize) + 1.0 };
+        let i = i as usize;
+        y.write(i, x.read(i) + 1.0); // bounds-checked
     }
 }
 
@@ -38,8 +38,8 @@ pub const QUEUE_ITEM: usize = 128;
 /// Constraints: `x` and `y` hold `steps * 128` floats.
 #[kernel(block = warpgroups(2))]
 pub fn producer_consumer(
-    x: *const f32,
-    y: *mut f32,
+    x: GmemRef<f32>,
+    y: Gmem<f32>,
     steps: u32,
     #[scratch] queue: Smem<[[f32; QUEUE_ITEM]; QUEUE_SLOTS]>,
     #[scratch(arrivals = 128)] produced: Barriers<QUEUE_SLOTS>,
@@ -55,13 +55,13 @@ pub fn producer_consumer(
             if s >= QUEUE_SLOTS {
                 consumed.at(slot).wait();
             }
-            // SAFETY: `x` holds `steps * 128` floats; the slot is free (waited above).
-            unsafe { *cell = *x.add(s * QUEUE_ITEM + t) + 1.0 };
+            // SAFETY: the slot is free (waited above).
+            unsafe { *cell = x.read(s * QUEUE_ITEM + t) + 1.0 };
             produced.at(slot).arrive();
         } else {
             produced.at(slot).wait();
-            // SAFETY: `y` holds `steps * 128` floats; the slot is filled (waited above).
-            unsafe { *y.add(s * QUEUE_ITEM + t) = *cell + 1.0 };
+            // SAFETY: the slot is filled (waited above).
+            y.write(s * QUEUE_ITEM + t, unsafe { *cell } + 1.0);
             consumed.at(slot).arrive();
         }
     }
@@ -83,18 +83,17 @@ pub const EXCHANGE_LEN: usize = 128;
 ///
 /// Constraints: grid = (2 * clusters, 1, 1); `x`, `y` hold `grid.x * 128` floats.
 #[kernel(block = threads(128), cluster = 2)]
-pub fn cluster_exchange(x: *const f32, y: *mut f32, #[scratch] inbox: Smem<[f32; EXCHANGE_LEN]>) {
+pub fn cluster_exchange(x: GmemRef<f32>, y: Gmem<f32>, #[scratch] inbox: Smem<[f32; EXCHANGE_LEN]>) {
     let rank = cluster_ctarank();
     let peer = rank ^ 1;
     let t = thread_idx().x as usize;
     let me = block_idx().x as usize;
     // SAFETY: `peer < 2 == cluster size`; the peer runs until the epilogue barrier.
     let remote = unsafe { inbox.map_rank(peer) } as *mut f32;
-    // SAFETY: `x` holds grid.x * 128 floats; `t < 128` is inside the peer's inbox.
-    unsafe { *remote.add(t) = *x.add(me * EXCHANGE_LEN + t) * 2.0 + rank as f32 };
+    // SAFETY: `t < 128` is inside the peer's inbox.
+    unsafe { *remote.add(t) = x.read(me * EXCHANGE_LEN + t) * 2.0 + rank as f32 };
     cluster_sync();
-    // SAFETY: `y` holds grid.x * 128 floats.
-    unsafe { *y.add(me * EXCHANGE_LEN + t) = inbox.read(t) };
+    y.write(me * EXCHANGE_LEN + t, inbox.read(t));
 }
 
 /// Elements of [`semaphore_signal`]'s message.
@@ -115,11 +114,10 @@ pub const MESSAGE_LEN: usize = 128;
 /// Constraints: grid = (2, 1, 1); `x`, `scratch`, `y` hold 128 floats; `sem`
 /// starts at 0.
 #[kernel(block = threads(128))]
-pub fn semaphore_signal(x: *const f32, scratch: *mut f32, y: *mut f32, sem: Semaphore) {
+pub fn semaphore_signal(x: GmemRef<f32>, scratch: Gmem<f32>, y: Gmem<f32>, sem: Semaphore) {
     let t = thread_idx().x as usize;
     if block_idx().x == 0 {
-        // SAFETY: 128-element buffers, t < 128.
-        unsafe { *scratch.add(t) = *x.add(t) * 3.0 };
+        scratch.write(t, x.read(t) * 3.0);
         // Every thread's write happens before thread 0's release.
         sync_threads();
         if t == 0 {
@@ -131,8 +129,7 @@ pub fn semaphore_signal(x: *const f32, scratch: *mut f32, y: *mut f32, sem: Sema
         }
         // Thread 0's acquire happens before every thread's read.
         sync_threads();
-        // SAFETY: 128-element buffers, t < 128.
-        unsafe { *y.add(t) = core::ptr::read_volatile(scratch.add(t)) };
+        y.write(t, scratch.read(t));
     }
 }
 

@@ -289,7 +289,7 @@ pub fn wgmma_variants(
     a: Tma<VarA>,
     b: Tma<VarB, 3>,
     batch: u32,
-    out: *mut f16,
+    out: Gmem<f16>,
     #[scratch] a_s: Smem<VarA>,
     #[scratch] b_s: Smem<VarB>,
     #[scratch] full: Barrier,
@@ -301,27 +301,25 @@ pub fn wgmma_variants(
         b.load_at(b_s, [0, 0, batch], full.as_ref());
     }
     full.wait();
-    let out = out as *mut u32;
-    // Element (row, col) pair of variant v, as one f16x2 word.
-    let word = |v: usize, row: usize, col: usize| (v * 64 * 128 + row * 128 + col) / 2;
+    // Elements (row, col) and (row, col + 1) of variant v, from one f16x2
+    // word (low half first).
+    let put = |v: usize, row: usize, col: usize, word: u32| {
+        let i = v * 64 * 128 + row * 128 + col;
+        out.write(i, f16::from_bits(word as u16));
+        out.write(i + 1, f16::from_bits((word >> 16) as u16));
+    };
 
     let mut acc = Acc::<128>::undefined();
     acc.mma(a_s, 0, b_s, 0, false);
     wgmma_commit_group();
     wgmma_wait::<0>();
-    acc.for_each_pair(|r, c, v0, v1| {
-        // SAFETY: `out` holds 3 x 64 x 128 f16; r < 64, c < 128.
-        unsafe { *out.add(word(0, r, c)) = kernel_device::wgmma::pack_f16x2(v0, v1) }
-    });
+    acc.for_each_pair(|r, c, v0, v1| put(0, r, c, kernel_device::wgmma::pack_f16x2(v0, v1)));
 
     let mut acc16 = AccF16::<128>::undefined();
     acc16.mma(a_s, 0, b_s, 0, false);
     wgmma_commit_group();
     wgmma_wait::<0>();
-    acc16.for_each_pair(|r, c, packed| {
-        // SAFETY: as above.
-        unsafe { *out.add(word(1, r, c)) = packed }
-    });
+    acc16.for_each_pair(|r, c, packed| put(1, r, c, packed));
 
     let mut acc_rs = Acc::<128>::undefined();
     let mut k = 0;
@@ -332,10 +330,7 @@ pub fn wgmma_variants(
     }
     wgmma_commit_group();
     wgmma_wait::<0>();
-    acc_rs.for_each_pair(|r, c, v0, v1| {
-        // SAFETY: as above.
-        unsafe { *out.add(word(2, r, c)) = kernel_device::wgmma::pack_f16x2(v0, v1) }
-    });
+    acc_rs.for_each_pair(|r, c, v0, v1| put(2, r, c, kernel_device::wgmma::pack_f16x2(v0, v1)));
 }
 
 /// A operand of [`wgmma_fp8`]: `64 x 128` FP8 (one 128-byte swizzle row
@@ -453,7 +448,7 @@ pub type RoleTile = Tile<f32, 64, 64, Unswizzled>;
 ///
 /// Constraints: grid = tiles; `x`, `y` are `(64 * tiles) x 64` f32.
 #[kernel(block = warpgroups(1))]
-pub fn warp_roles(x: Tma<RoleTile>, y: *mut f32, #[scratch] tile: Smem<RoleTile>, #[scratch] full: Barrier) {
+pub fn warp_roles(x: Tma<RoleTile>, y: Gmem<f32>, #[scratch] tile: Smem<RoleTile>, #[scratch] full: Barrier) {
     let row0 = block_idx().x * 64;
     #[warp_specialize(warps)]
     match warp_in_warpgroup() {
@@ -468,8 +463,7 @@ pub fn warp_roles(x: Tma<RoleTile>, y: *mut f32, #[scratch] tile: Smem<RoleTile>
             let lane = lane_id() as usize;
             for r in 0..64 {
                 for c in 2 * lane..2 * lane + 2 {
-                    // SAFETY: `y` holds the grid's rows x 64 floats.
-                    unsafe { *y.add((row0 as usize + r) * 64 + c) = 2.0 * tile.get(r, c) };
+                    y.write((row0 as usize + r) * 64 + c, 2.0 * tile.get(r, c));
                 }
             }
         }
