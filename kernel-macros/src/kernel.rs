@@ -550,11 +550,11 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
                 unsafe {
                     if <#name #gen_use>::__TMEM_COLLECTIVE {
                         // Collective TMEM: one warp in each CTA of the pair, cta_group::2.
-                        #krate::collective::raw::alloc(#krate::smem::shared_addr(__tmem_slot), __tmem_cols);
-                        #krate::collective::raw::relinquish_alloc_permit();
+                        #krate::tcgen05::raw::alloc::<#krate::tcgen05::Cta2>(#krate::smem::shared_addr(__tmem_slot), __tmem_cols);
+                        #krate::tcgen05::raw::relinquish_alloc_permit::<#krate::tcgen05::Cta2>();
                     } else {
-                        #krate::tcgen05::raw::alloc(#krate::smem::shared_addr(__tmem_slot), __tmem_cols);
-                        #krate::tcgen05::raw::relinquish_alloc_permit();
+                        #krate::tcgen05::raw::alloc::<#krate::tcgen05::Cta1>(#krate::smem::shared_addr(__tmem_slot), __tmem_cols);
+                        #krate::tcgen05::raw::relinquish_alloc_permit::<#krate::tcgen05::Cta1>();
                     }
                 }
             }
@@ -593,9 +593,9 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
                     // SAFETY: warp 0; the allocation made above; no thread uses it any more.
                     unsafe {
                         if <#name #gen_use>::__TMEM_COLLECTIVE {
-                            #krate::collective::raw::dealloc(__tmem_base, __tmem_cols)
+                            #krate::tcgen05::raw::dealloc::<#krate::tcgen05::Cta2>(__tmem_base, __tmem_cols)
                         } else {
-                            #krate::tcgen05::raw::dealloc(__tmem_base, __tmem_cols)
+                            #krate::tcgen05::raw::dealloc::<#krate::tcgen05::Cta1>(__tmem_base, __tmem_cols)
                         }
                     };
                 }

@@ -1,7 +1,7 @@
 //! Step 2 of the Blackwell matmul tutorial: the tiled epilogue.
 use super::{acc_to_smem, ATile, BTile, ETile, EPI_N, TILE_K, TILE_M};
 use kernel_device::prelude::*;
-use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, TcBarrier, TcBarriers};
+use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, Cta1, TcBarrier, TcBarriers};
 use kernel_device::tma::{commit_group, wait_group_read};
 use kernel_device::tmem::{wait_load_tmem, Tmem};
 use kernel_device::Barriers;
@@ -55,10 +55,10 @@ pub fn matmul2<const TN: usize, const STAGES: usize>(
                 for ki in 0..k_steps {
                     let slot = (ki % STAGES as u32) as usize;
                     loaded.at(slot).wait();
-                    tcgen05_mma_kn(&acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
-                    tcgen05_commit_arrive(consumed.at(slot));
+                    tcgen05_mma_kn(&Cta1, &acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
+                    tcgen05_commit_arrive(&Cta1, consumed.at(slot));
                 }
-                tcgen05_commit_arrive(mma_done.as_ref());
+                tcgen05_commit_arrive(&Cta1, mma_done.as_ref());
             }
         }
         _ => {}
@@ -72,7 +72,7 @@ pub fn matmul2<const TN: usize, const STAGES: usize>(
             wait_group_read::<1>();
         }
         sync_threads();
-        acc_to_smem::<TN, EPI_N, TILE_M, EPI_N>(&acc, ni * EPI_N, buf, 0);
+        acc_to_smem::<TN, EPI_N, TILE_M, EPI_N, _>(&acc, ni * EPI_N, buf, 0);
         commit_smem();
         sync_threads();
         if leader {

@@ -1,8 +1,8 @@
 //! Step 3 of the tutorial: collective (2-CTA) MMA.
 use super::{acc_to_smem, ATile, BTile, ETile, EPI_N, TILE_K, TILE_M};
-use kernel_device::collective::{pair_role, PairBarriers, tcgen05_commit_arrive_pair, tcgen05_mma_kn_pair, PartitionedTma, TmemPair};
+use kernel_device::collective::{pair_role, PairBarriers, PartitionedTma, TmemPair};
 use kernel_device::prelude::*;
-use kernel_device::tcgen05::{TcBarrier, TcBarriers};
+use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, TcBarrier, TcBarriers};
 use kernel_device::tma::{commit_group, wait_group_read};
 use kernel_device::tmem::wait_load_tmem;
 
@@ -69,10 +69,10 @@ pub fn matmul3<const TN: usize, const PN: usize, const STAGES: usize>(
                 for ki in 0..k_steps {
                     let slot = (ki % STAGES as u32) as usize;
                     loaded.at(slot).wait(&pl);
-                    tcgen05_mma_kn_pair(&pl, &acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
-                    tcgen05_commit_arrive_pair(&pl, consumed.at(slot));
+                    tcgen05_mma_kn(&pl, &acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
+                    tcgen05_commit_arrive(&pl, consumed.at(slot));
                 }
-                tcgen05_commit_arrive_pair(&pl, mma_done.as_ref());
+                tcgen05_commit_arrive(&pl, mma_done.as_ref());
             }
         }
         _ => {}
@@ -86,7 +86,7 @@ pub fn matmul3<const TN: usize, const PN: usize, const STAGES: usize>(
             wait_group_read::<1>();
         }
         sync_threads();
-        acc_to_smem::<PN, EPI_N, TILE_M, EPI_N>(&acc.local(), ni * EPI_N, buf, 0);
+        acc_to_smem::<PN, EPI_N, TILE_M, EPI_N, _>(&acc, ni * EPI_N, buf, 0);
         commit_smem();
         sync_threads();
         if leader {

@@ -1,9 +1,9 @@
 //! Step 6 of the tutorial: grid tiling.
 use super::{acc_to_smem, ATile, BTile, ETile, EPI_N, TILE_K, TILE_M};
-use kernel_device::collective::{pair_rank, pair_role, PairBarriers, tcgen05_commit_arrive_pair, tcgen05_mma_kn_pair, PartitionedTma, TmemPair};
+use kernel_device::collective::{pair_rank, pair_role, PairBarriers, PartitionedTma, TmemPair};
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
-use kernel_device::tcgen05::{raw::fence_after_thread_sync, raw::fence_before_thread_sync, TcBarriers};
+use kernel_device::tcgen05::{raw::fence_after_thread_sync, raw::fence_before_thread_sync, tcgen05_commit_arrive, tcgen05_mma_kn, TcBarriers};
 use kernel_device::tma::{commit_group, wait_group_read};
 use kernel_device::tmem::wait_load_tmem;
 use kernel_device::Barriers;
@@ -88,11 +88,11 @@ pub fn matmul6<const TN: usize, const PN: usize, const AN: usize, const STAGES: 
                         for ki in 0..k_steps {
                             let slot = (step % STAGES as u32) as usize;
                             loaded.at(slot).wait(&pl);
-                            tcgen05_mma_kn_pair(&pl, &acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
-                            tcgen05_commit_arrive_pair(&pl, consumed.at(slot));
+                            tcgen05_mma_kn(&pl, &acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
+                            tcgen05_commit_arrive(&pl, consumed.at(slot));
                             step += 1;
                         }
-                        tcgen05_commit_arrive_pair(&pl, mma_done.at(acc_slot));
+                        tcgen05_commit_arrive(&pl, mma_done.at(acc_slot));
                     }
                 });
             }
@@ -115,7 +115,7 @@ pub fn matmul6<const TN: usize, const PN: usize, const AN: usize, const STAGES: 
                         wait_group_read::<1>();
                     }
                     EPILOGUE.sync();
-                    acc_to_smem::<PN, EPI_N, TILE_M, EPI_N>(&acc.local(), ni * EPI_N, buf, 0);
+                    acc_to_smem::<PN, EPI_N, TILE_M, EPI_N, _>(&acc, ni * EPI_N, buf, 0);
                     commit_smem();
                     EPILOGUE.sync();
                     if leader {

@@ -1,7 +1,7 @@
 #![allow(unused)]
-use kernel_device::collective::{pair_role, tcgen05_commit_arrive_pair, PairBarriers, PairRole, PartitionedTma, TmemPair};
+use kernel_device::collective::{pair_role, PairBarriers, PairRole, PartitionedTma, TmemPair};
 use kernel_device::prelude::*;
-use kernel_device::tcgen05::TcBarrier;
+use kernel_device::tcgen05::{tcgen05_commit_arrive, TcBarrier};
 use kernel_device::f16;
 
 type A = Tile<f16, 128, 64, Swizzled<128>>;
@@ -20,7 +20,7 @@ pub fn k(a: Tma<A>, #[scratch] s: Smem<A>, #[scratch] acc: TmemPair<f32, 128, 12
         }
         PairRole::Peer(peer) => {
             loaded.at(0).wait(&peer);
-            tcgen05_commit_arrive_pair(&peer, done.as_ref());
+            tcgen05_commit_arrive(&peer, done.as_ref());
         }
     }
 }
