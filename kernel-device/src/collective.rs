@@ -10,15 +10,15 @@
 //! | [`TmemPair`] alloc/dealloc (`#[kernel]` does them) | one warp in **each** CTA of the pair |
 //! | [`tcgen05_mma_kn`](crate::tcgen05::tcgen05_mma_kn)`(&leader, ..)` | one thread of the **leader** CTA (takes [`PairLeader`]) |
 //! | [`tcgen05_commit_arrive`](crate::tcgen05::tcgen05_commit_arrive)`(&leader, ..)` (multicast to both CTAs' barriers) | the thread that issued the MMAs (takes [`PairLeader`]) |
-//! | [`PartitionedTma::load_partitioned`] | one thread in **each** CTA (its half), completing on the leader's [`PairBarriers`] |
-//! | [`PairBarrierRef::arrive_expect_tx`] / [`PairBarrierRef::wait`] | the **leader** CTA (takes [`PairLeader`]) |
+//! | [`PartitionedTma::load_partitioned`] | one thread in **each** CTA (its half), completing on the leader's `Barriers<N, PairTma>` |
+//! | `arrive_expect_tx` / `wait` of a `BarrierRef<PairTma>` ([`PairTma`]) | the **leader** CTA (takes [`PairLeader`]) |
 //!
 //! The pair's MMA, commit and TMEM allocation are the cta_group::1 ops of
 //! [`crate::tcgen05`] with the CTA group [`Cta2`] as their type parameter:
 //! the issuer token decides it (`&Cta1` for one CTA, `&PairLeader` for a
 //! pair), and a pair accumulator (`Tmem<.., Cta2>`, [`TmemPair`]) takes
 //! only the pair's issuer. This module has what only a pair has: the roles,
-//! the collective TMEM type, the partitioned copies and their barrier.
+//! the collective TMEM type, the partitioned copies and their barrier kind.
 //!
 //! Who is the leader is in the types: [`pair_role`] gives a [`PairLeader`]
 //! in the even CTA and a [`PairPeer`] in the odd one, and every op of the
@@ -41,8 +41,8 @@
 //! multicast commit arrives on the barrier at the same offset in every CTA
 //! of the mask once the issuer's MMAs executed (`commit_multicast`).
 use crate::layout::TileLayout;
-use crate::mbarrier::{BarrierRef, Barriers};
-use crate::smem::{Scratch, Smem};
+use crate::mbarrier::{BarrierRef, Plain};
+use crate::smem::Smem;
 use crate::tcgen05::{Cta2, Issuer};
 use crate::tma::Tma;
 use crate::tmem::Tmem;
@@ -101,7 +101,7 @@ pub fn pair_rank() -> u32 {
 
 /// Proof that the code holding it runs in the **leader** CTA of its pair
 /// (even cluster rank): the collective MMA, its multicast commit and the
-/// leader's side of a [`PairBarriers`] take `&PairLeader`. Only
+/// leader's side of a [`PairTma`] barrier take `&PairLeader`. Only
 /// [`pair_role`] makes one.
 #[derive(Clone, Copy, Debug)]
 pub struct PairLeader(());
@@ -143,60 +143,27 @@ pub fn pair_role() -> PairRole {
     }
 }
 
-/// `N` mbarriers that the pair's partitioned copies complete on (Pallas:
-/// "a partitioned collective copy only completes the barrier in the leader
-/// block"). Both CTAs hand one to [`PartitionedTma::load_partitioned`],
-/// which maps it to the leader's; only the leader expects the bytes and
-/// waits ([`PairBarrierRef::arrive_expect_tx`], [`PairBarrierRef::wait`]
-/// take `&PairLeader`): the peer's instance is never used.
-pub struct PairBarriers<const N: usize>(Barriers<N>);
+/// The kind of the barriers the pair's partitioned copies complete on
+/// (`Barriers<N, PairTma>`; defined with the other kinds in
+/// [`crate::mbarrier`]). Both CTAs hand one to
+/// [`PartitionedTma::load_partitioned`], which maps it to the leader's;
+/// only the leader expects the bytes and waits (both take `&PairLeader`):
+/// the peer's instance is never used.
+pub use crate::mbarrier::PairTma;
 
-/// One barrier of a [`PairBarriers`].
-#[derive(Clone, Copy)]
-pub struct PairBarrierRef<'a>(BarrierRef<'a>);
-
-impl<const N: usize> PairBarriers<N> {
-    /// Barrier `i` (traps if `i >= N`).
-    #[inline(always)]
-    #[track_caller]
-    pub fn at(&self, i: usize) -> PairBarrierRef<'_> {
-        PairBarrierRef(self.0.at(i))
-    }
-}
-
-impl PairBarrierRef<'_> {
+impl BarrierRef<'_, PairTma> {
     /// The leader arrives and expects `bytes` this phase: both halves of
     /// every partitioned copy completing here (`PartitionedTma::PAIR_BYTES`).
     #[inline(always)]
     #[track_caller]
     pub fn arrive_expect_tx<I: Issuer<Group = Cta2>>(&self, _leader: &I, bytes: u32) {
-        self.0.arrive_expect_tx(bytes)
+        self.as_kind::<Plain>().arrive_expect_tx(bytes)
     }
     /// The leader waits for the current phase (both halves landed).
     #[inline(always)]
     #[track_caller]
     pub fn wait<I: Issuer<Group = Cta2>>(&self, _leader: &I) {
-        self.0.wait()
-    }
-    /// The barrier's `.shared::cta` address in this CTA.
-    #[inline(always)]
-    pub fn smem_addr(&self) -> u32 {
-        self.0.smem_addr()
-    }
-}
-
-// SAFETY: N consecutive mbarriers, as `Barriers<N>`.
-unsafe impl<const N: usize> Scratch for PairBarriers<N> {
-    const BYTES: usize = crate::mbarrier::MBARRIER_BYTES * N;
-    const ALIGN: usize = 8;
-    const TAKES_ARRIVALS: bool = true;
-    unsafe fn from_smem(ptr: *mut u8) -> Self {
-        // SAFETY: forwarded contract.
-        PairBarriers(unsafe { <Barriers<N> as Scratch>::from_smem(ptr) })
-    }
-    unsafe fn init(&self, arrivals: u32) {
-        // SAFETY: forwarded contract.
-        unsafe { <Barriers<N> as Scratch>::init(&self.0, arrivals) }
+        self.as_kind::<Plain>().wait()
     }
 }
 
@@ -216,7 +183,7 @@ pub trait PartitionedTma<Tl: TileLayout> {
     /// `(row, col)` (of the whole window) into `dst`, completing its bytes
     /// on the **leader's** barrier `bar` (the leader expects
     /// [`Self::PAIR_BYTES`]). One thread in **each** CTA of the pair.
-    fn load_partitioned<const AXIS: usize>(&self, dst: Smem<Tl>, row: u32, col: u32, bar: PairBarrierRef<'_>);
+    fn load_partitioned<const AXIS: usize>(&self, dst: Smem<Tl>, row: u32, col: u32, bar: BarrierRef<'_, PairTma>);
     /// Bytes both halves deliver to the leader's barrier.
     const PAIR_BYTES: u32;
 }
@@ -225,7 +192,7 @@ impl<Tl: TileLayout> PartitionedTma<Tl> for Tma<Tl, 2> {
     const PAIR_BYTES: u32 = 2 * Tl::BYTES as u32;
     #[inline(always)]
     #[track_caller]
-    fn load_partitioned<const AXIS: usize>(&self, dst: Smem<Tl>, row: u32, col: u32, bar: PairBarrierRef<'_>) {
+    fn load_partitioned<const AXIS: usize>(&self, dst: Smem<Tl>, row: u32, col: u32, bar: BarrierRef<'_, PairTma>) {
         const {
             assert!(AXIS < 2, "partitioned copy: AXIS is 0 (rows) or 1 (columns) of a 2-D tile");
             let len = if AXIS == 0 { Tl::ROWS } else { Tl::COLS };

@@ -23,11 +23,12 @@
 //! |---|---|
 //! | [`tcgen05_mma`] / [`tcgen05_mma_kn`] / [`tcgen05_mma_ts`] | one thread (e.g. `elect_one()` in the MMA warp; for a pair, in the leader CTA) |
 //! | [`tcgen05_commit_arrive`] | the same thread (a commit covers only its own MMAs) |
-//! | [`TcBarrier::wait`] | every thread that reads the result |
+//! | `wait` of a `Barrier<TensorCore>` | every thread that reads the result |
 //! | alloc / relinquish / dealloc ([`raw`]) | one whole warp (in each CTA of a pair; `#[kernel]` does it for `Tmem` scratch) |
 //!
-//! A barrier that tensor-core work arrives on is a [`TcBarrier`] /
-//! [`TcBarriers`] (Pallas's `orders_tensor_core=True`): its `wait` is
+//! A barrier that tensor-core work arrives on is of kind [`TensorCore`]
+//! (`Barrier<TensorCore>`, `Barriers<N, TensorCore>`; Pallas's
+//! `orders_tensor_core=True`): its `wait` is
 //! followed by `tcgen05.fence::after_thread_sync` and its `arrive` preceded by
 //! `tcgen05.fence::before_thread_sync`, so tensor-core operations are not
 //! moved across it. MMA and commit take only these types: passing a plain
@@ -39,8 +40,8 @@
 //! On the CPU emulator each MMA's body is one call into
 //! `kernel_emu::tcgen05`, which decodes these operands as the hardware does.
 use crate::layout::{Swizzle, TileLayout};
-use crate::mbarrier::{Barrier, BarrierRef, Barriers};
-use crate::smem::{Scratch, Smem};
+use crate::mbarrier::{Barrier, BarrierRef};
+use crate::smem::Smem;
 use crate::tmem::{Tmem, TmemElem};
 
 /// The encodings both sides agree on, defined once in `kernel-spec`:
@@ -445,20 +446,16 @@ pub mod raw {
 
 // ----- tensor-core barriers ----------------------------------------------------
 
-/// A view of one tensor-core mbarrier ([`TcBarrier`] / [`TcBarriers::at`]).
-#[derive(Clone, Copy, Debug)]
-pub struct TcBarrierRef<'a>(BarrierRef<'a>);
+/// The kind of barrier tensor-core work arrives on (`Barrier<TensorCore>`,
+/// `Barriers<N, TensorCore>`; defined with the other kinds in
+/// [`crate::mbarrier`]).
+pub use crate::mbarrier::TensorCore;
 
-impl<'a> TcBarrierRef<'a> {
-    /// The mbarrier's `.shared::cta` address.
-    #[inline(always)]
-    pub fn smem_addr(&self) -> u32 {
-        self.0.smem_addr()
-    }
+impl<'a> BarrierRef<'a, TensorCore> {
     /// The plain barrier view (for a TMA copy that completes on it too).
     #[inline(always)]
     pub fn plain(&self) -> BarrierRef<'a> {
-        self.0
+        self.as_kind()
     }
     /// Waits for this thread's next phase, then
     /// `tcgen05.fence::after_thread_sync` (tensor-core work that follows is
@@ -466,7 +463,7 @@ impl<'a> TcBarrierRef<'a> {
     #[inline(always)]
     #[track_caller]
     pub fn wait(&self) {
-        self.0.wait();
+        self.plain().wait();
         raw::fence_after_thread_sync();
     }
     /// `tcgen05.fence::before_thread_sync`, then one arrival.
@@ -474,77 +471,22 @@ impl<'a> TcBarrierRef<'a> {
     #[track_caller]
     pub fn arrive(&self) {
         raw::fence_before_thread_sync();
-        self.0.arrive();
+        self.plain().arrive();
     }
 }
 
-/// One mbarrier that tensor-core work arrives on (Pallas's
-/// `Barrier(orders_tensor_core=True)`). Kernel scratch:
-/// `#[scratch] mma_done: TcBarrier` (1 arrival by default: one commit).
-pub struct TcBarrier(Barrier);
-
-impl TcBarrier {
-    #[inline(always)]
-    pub fn as_ref(&self) -> TcBarrierRef<'_> {
-        TcBarrierRef(self.0.as_ref())
-    }
-    #[inline(always)]
-    pub fn smem_addr(&self) -> u32 {
-        self.0.smem_addr()
-    }
-    /// See [`TcBarrierRef::wait`].
+impl Barrier<TensorCore> {
+    /// See [`BarrierRef::<TensorCore>::wait`](BarrierRef#method.wait-1).
     #[inline(always)]
     #[track_caller]
     pub fn wait(&self) {
         self.as_ref().wait()
     }
-    /// See [`TcBarrierRef::arrive`].
+    /// See [`BarrierRef::<TensorCore>::arrive`](BarrierRef#method.arrive-1).
     #[inline(always)]
     #[track_caller]
     pub fn arrive(&self) {
         self.as_ref().arrive()
-    }
-}
-
-/// `N` tensor-core mbarriers (one per pipeline slot).
-pub struct TcBarriers<const N: usize>(Barriers<N>);
-
-impl<const N: usize> TcBarriers<N> {
-    /// Barrier `i` (traps if `i >= N`).
-    #[inline(always)]
-    #[track_caller]
-    pub fn at(&self, i: usize) -> TcBarrierRef<'_> {
-        TcBarrierRef(self.0.at(i))
-    }
-}
-
-// SAFETY: one 8-byte mbarrier, as `Barrier`.
-unsafe impl Scratch for TcBarrier {
-    const BYTES: usize = crate::mbarrier::MBARRIER_BYTES;
-    const ALIGN: usize = 8;
-    const TAKES_ARRIVALS: bool = true;
-    unsafe fn from_smem(ptr: *mut u8) -> Self {
-        // SAFETY: forwarded contract.
-        TcBarrier(unsafe { <Barrier as Scratch>::from_smem(ptr) })
-    }
-    unsafe fn init(&self, arrivals: u32) {
-        // SAFETY: forwarded contract.
-        unsafe { <Barrier as Scratch>::init(&self.0, arrivals) }
-    }
-}
-
-// SAFETY: N consecutive mbarriers, as `Barriers<N>`.
-unsafe impl<const N: usize> Scratch for TcBarriers<N> {
-    const BYTES: usize = crate::mbarrier::MBARRIER_BYTES * N;
-    const ALIGN: usize = 8;
-    const TAKES_ARRIVALS: bool = true;
-    unsafe fn from_smem(ptr: *mut u8) -> Self {
-        // SAFETY: forwarded contract.
-        TcBarriers(unsafe { <Barriers<N> as Scratch>::from_smem(ptr) })
-    }
-    unsafe fn init(&self, arrivals: u32) {
-        // SAFETY: forwarded contract.
-        unsafe { <Barriers<N> as Scratch>::init(&self.0, arrivals) }
     }
 }
 
@@ -557,7 +499,7 @@ unsafe impl<const N: usize> Scratch for TcBarriers<N> {
 /// pair's mask, one arrival on `bar` **in both CTAs of the pair**).
 #[inline(always)]
 #[track_caller]
-pub fn tcgen05_commit_arrive<I: Issuer>(_issuer: &I, bar: TcBarrierRef<'_>) {
+pub fn tcgen05_commit_arrive<I: Issuer>(_issuer: &I, bar: BarrierRef<'_, TensorCore>) {
     if <I::Group as CtaGroup>::CTAS == 1 {
         // SAFETY: `bar` is an initialized scratch tensor-core barrier.
         unsafe { raw::commit::<I::Group>(bar.smem_addr()) }

@@ -610,7 +610,7 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
 
 /// The tensor-core generation of a kernel restricted to one architecture:
 /// a Hopper-only op (`wgmma*`) in an `arch = sm_100a` kernel, or a
-/// Blackwell-only op (`tcgen05*`, `Tmem`) in an `arch = sm_90a` kernel, is
+/// Blackwell-only op or type (`tcgen05*`, `Tmem`, `TensorCore`, ..) in an `arch = sm_90a` kernel, is
 /// an error at the name (seen in the kernel's signature and body; an op
 /// reached through a helper function is caught by ptxas instead).
 fn check_arch_ops(func: &ItemFn, opts: &Options, errors: &mut Vec<Error>) {
@@ -633,7 +633,7 @@ fn check_arch_ops(func: &ItemFn, opts: &Options, errors: &mut Vec<Error>) {
                             id.span(),
                             format!("`{n}` is cluster launch control (`clusterlaunchcontrol.try_cancel`/`query_cancel`), which exists only on sm_100 (Blackwell), and this kernel is `arch = sm_90a`: schedule statically with `nd_loop`, or make the kernel `arch = sm_100a`"),
                         ));
-                    } else if arch == "sm_90a" && (n.starts_with("tcgen05") || n == "Tmem" || n == "TmemPair" || n.starts_with("TcBarrier")) {
+                    } else if arch == "sm_90a" && (n.starts_with("tcgen05") || ["Tmem", "TmemPair", "TensorCore", "PairTma", "Cta2"].contains(&n.as_str())) {
                         errors.push(Error::new(
                             id.span(),
                             format!("`{n}` is a Blackwell (sm_100a) tcgen05/TMEM item, and this kernel is `arch = sm_90a`, which has no tensor memory: use wgmma, or make the kernel `arch = sm_100a`"),

@@ -2,7 +2,7 @@
 use super::{acc_to_smem, ATile, BTile, OTile, TILE_M};
 use kernel_device::pipeline::{emit_pipeline, BlockSpec};
 use kernel_device::prelude::*;
-use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, Cta1, TcBarriers};
+use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, Cta1, TensorCore};
 use kernel_device::tma::{commit_group, wait_group_read};
 use kernel_device::tmem::{wait_load_tmem, Tmem};
 use kernel_device::Barriers;
@@ -38,7 +38,7 @@ pub fn matmul0<const TN: usize, const STAGES: usize>(
     #[scratch] c_smem: Smem<OTile<TN>>,
     #[scratch] acc: Tmem<f32, TILE_M, TN>,
     #[scratch] loaded: Barriers<STAGES>,
-    #[scratch] consumed: TcBarriers<2>,
+    #[scratch] consumed: Barriers<2, TensorCore>,
 ) {
     let (pm, pn) = (block_idx().x, block_idx().y);
     let leader = thread_linear() == 0;

@@ -1,7 +1,7 @@
 //! Step 2 of the Blackwell matmul tutorial: the tiled epilogue.
 use super::{acc_to_smem, ATile, BTile, ETile, EPI_N, TILE_K, TILE_M};
 use kernel_device::prelude::*;
-use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, Cta1, TcBarrier, TcBarriers};
+use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, Cta1, TensorCore};
 use kernel_device::tma::{commit_group, wait_group_read};
 use kernel_device::tmem::{wait_load_tmem, Tmem};
 use kernel_device::Barriers;
@@ -29,8 +29,8 @@ pub fn matmul2<const TN: usize, const STAGES: usize>(
     #[scratch] acc_smem: Smem<[ETile; 2]>,
     #[scratch] acc: Tmem<f32, TILE_M, TN>,
     #[scratch] loaded: Barriers<STAGES>,
-    #[scratch] consumed: TcBarriers<STAGES>,
-    #[scratch] mma_done: TcBarrier,
+    #[scratch] consumed: Barriers<STAGES, TensorCore>,
+    #[scratch] mma_done: Barrier<TensorCore>,
 ) {
     const { assert!(TN % EPI_N == 0, "matmul2: TN must be a multiple of the epilogue tile EPI_N") };
     let (pm, pn) = (block_idx().x, block_idx().y);

@@ -1,8 +1,8 @@
 //! Step 3 of the tutorial: collective (2-CTA) MMA.
 use super::{acc_to_smem, ATile, BTile, ETile, EPI_N, TILE_K, TILE_M};
-use kernel_device::collective::{pair_role, PairBarriers, PartitionedTma, TmemPair};
+use kernel_device::collective::{pair_role, PairTma, PartitionedTma, TmemPair};
 use kernel_device::prelude::*;
-use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, TcBarrier, TcBarriers};
+use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, TensorCore};
 use kernel_device::tma::{commit_group, wait_group_read};
 use kernel_device::tmem::wait_load_tmem;
 
@@ -39,9 +39,9 @@ pub fn matmul3<const TN: usize, const PN: usize, const STAGES: usize>(
     #[scratch] b_smem: Smem<[BTile<TN>; STAGES]>,
     #[scratch] acc_smem: Smem<[ETile; 2]>,
     #[scratch] acc: TmemPair<f32, TILE_M, PN>,
-    #[scratch] loaded: PairBarriers<STAGES>,
-    #[scratch] consumed: TcBarriers<STAGES>,
-    #[scratch] mma_done: TcBarrier,
+    #[scratch] loaded: Barriers<STAGES, PairTma>,
+    #[scratch] consumed: Barriers<STAGES, TensorCore>,
+    #[scratch] mma_done: Barrier<TensorCore>,
 ) {
     const { assert!(PN == 2 * TN && PN % EPI_N == 0, "matmul3: PN (the pair's tile N) must be 2 TN and a multiple of EPI_N") };
     let (pm, pn) = (block_idx().x / 2, block_idx().y);

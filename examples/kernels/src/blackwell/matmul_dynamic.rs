@@ -1,9 +1,9 @@
 //! The tutorial's kernel scheduled with cluster launch control.
 use super::{acc_to_smem, ATile, BTile, ETile, EPI_N, TILE_K, TILE_M};
-use kernel_device::collective::{pair_rank, pair_role, PairBarriers, PartitionedTma, TmemPair};
+use kernel_device::collective::{pair_rank, pair_role, PairTma, PartitionedTma, TmemPair};
 use kernel_device::clc::{dynamic_scheduling_loop, ClcResponse};
 use kernel_device::prelude::*;
-use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, TcBarrier, TcBarriers};
+use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, TensorCore};
 use kernel_device::tma::{commit_group, wait_group_read};
 use kernel_device::tmem::wait_load_tmem;
 
@@ -38,9 +38,9 @@ pub fn matmul_dynamic<const TN: usize, const PN: usize, const STAGES: usize>(
     #[scratch] b_smem: Smem<[BTile<TN>; STAGES]>,
     #[scratch] acc_smem: Smem<[ETile; 2]>,
     #[scratch] acc: TmemPair<f32, TILE_M, PN>,
-    #[scratch] loaded: PairBarriers<STAGES>,
-    #[scratch] consumed: TcBarriers<STAGES>,
-    #[scratch] mma_done: TcBarrier,
+    #[scratch] loaded: Barriers<STAGES, PairTma>,
+    #[scratch] consumed: Barriers<STAGES, TensorCore>,
+    #[scratch] mma_done: Barrier<TensorCore>,
     #[scratch] clc: ClcResponse,
     #[scratch] clc_bar: Barrier,
 ) {
