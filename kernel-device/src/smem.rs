@@ -97,8 +97,9 @@ pub unsafe trait Scratch: Sized {
     /// `taddr` is the start of `TMEM_COLS` columns allocated for this item.
     unsafe fn bind_tmem(&mut self, _taddr: u32) {}
     /// Whether the item is collective tensor memory (`cta_group::2`, shared
-    /// by a CTA pair: `collective::TmemPair`): `#[kernel]` then allocates and
-    /// frees with `cta_group::2` and requires an even cluster x extent.
+    /// by a CTA pair: `Tmem<.., Cta2>`, `collective::TmemPair`): `#[kernel]`
+    /// then allocates and frees with `cta_group::2`, requires an even
+    /// cluster x extent and no cta_group::1 TMEM beside it.
     const TMEM_COLLECTIVE: bool = false;
 }
 

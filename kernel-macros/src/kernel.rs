@@ -35,6 +35,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     };
     let (params, scratch) = check_signature(&mut func, &opts, &mut errors);
     check_arch_ops(&func, &opts, &mut errors);
+    check_cta_group(&func, &scratch, &mut errors);
     crate::warp_specialize::expand_in_body(&mut func.block, &opts, &mut errors);
     if !errors.is_empty() {
         // Report every error at once, and keep the function (without the
@@ -318,6 +319,9 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
     let pair_msg = format!(
         "kernel `{name}`: collective (cta_group::2) tensor-core work needs CTA pairs: a TmemPair scratch (and the collective MMA and commit that take it) needs a cluster whose x extent is a multiple of 2, and this kernel's cluster is ({cx}, {cy}, {cz}): use `cluster = (2, 1, 1)` (or another even x extent)"
     );
+    let mixed_group_msg = format!(
+        "kernel `{name}`: every tcgen05 op of a kernel uses one CTA group (ptxas rejects a kernel with both `.cta_group::1` and `.cta_group::2`), and this kernel has both collective TMEM (`TmemPair`, cta_group::2) and one CTA's `Tmem` (cta_group::1) scratch: make every TMEM scratch of a pair kernel a `TmemPair`"
+    );
     let tmem_arch_check = if opts.arch.as_deref() == Some("sm_100a") {
         quote!()
     } else {
@@ -491,6 +495,8 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
             pub const __TMEM_COLLECTIVE: bool = {
                 let c = false #(|| <#s_tys as #krate::smem::Scratch>::TMEM_COLLECTIVE)*;
                 assert!(!c || #cx % 2 == 0, #pair_msg);
+                let one_cta = false #(|| (<#s_tys as #krate::smem::Scratch>::TMEM_COLS > 0 && !<#s_tys as #krate::smem::Scratch>::TMEM_COLLECTIVE))*;
+                assert!(!(c && one_cta), #mixed_group_msg);
                 c
             };
             #[doc(hidden)]
@@ -645,6 +651,38 @@ fn check_arch_ops(func: &ItemFn, opts: &Options, errors: &mut Vec<Error>) {
         }
     }
     walk(tokens, arch, errors);
+}
+
+/// One CTA group per kernel (ptxas rejects a kernel with both
+/// `.cta_group::1` and `.cta_group::2` tcgen05 instructions): in a kernel
+/// with collective TMEM scratch (`TmemPair`, `Tmem<.., Cta2>`), which
+/// `#[kernel]` allocates with `cta_group::2`, a cta_group::1 issuer (`Cta1`)
+/// in the body is an error at the name. Seen on the kernel's own tokens,
+/// like [`check_arch_ops`]; through a helper function ptxas reports it.
+fn check_cta_group(func: &ItemFn, scratch: &[ScratchParam], errors: &mut Vec<Error>) {
+    fn names(ts: TokenStream, out: &mut Vec<Ident>) {
+        for tt in ts {
+            match tt {
+                proc_macro2::TokenTree::Group(g) => names(g.stream(), out),
+                proc_macro2::TokenTree::Ident(id) => out.push(id),
+                _ => {}
+            }
+        }
+    }
+    let mut tys = Vec::new();
+    for s in scratch {
+        names(s.ty.to_token_stream(), &mut tys);
+    }
+    let Some(pair) = tys.iter().find(|id| *id == "TmemPair" || *id == "Cta2") else { return };
+    let pair = pair.to_string();
+    let mut body = Vec::new();
+    names(func.block.to_token_stream(), &mut body);
+    for id in body.iter().filter(|id| *id == "Cta1") {
+        errors.push(Error::new(
+            id.span(),
+            format!("`Cta1` issues cta_group::1 tensor-core work, and this kernel's TMEM is collective (a `{pair}` scratch, allocated with cta_group::2): every tcgen05 op of a kernel uses one CTA group (ptxas rejects a kernel with both); issue the pair's MMAs and commits with the pair's leader (`&leader` from `pair_role().leader()`)"),
+        ));
+    }
 }
 
 /// `ty` with every const generic of `map` used as a type's generic argument

@@ -153,7 +153,8 @@ mod warp_specialize;
 ///   `PairTma`, `Cta2` or
 ///   cluster-launch-control op (an op reached through a helper function is
 ///   caught by ptxas instead); `Tmem` scratch needs `arch = sm_100a`, and a
-///   `TmemPair` a cluster whose x extent is even;
+///   `TmemPair` a cluster whose x extent is even and no `Tmem` (of one
+///   CTA) beside it;
 /// * the scratch total fits in 227 KB and the `Tmem` scratch in 512
 ///   columns (checked when the layout is evaluated, per instance).
 ///
