@@ -13,8 +13,9 @@
 //! | [`PartitionedTma::load_partitioned`] | one thread in **each** CTA (its half), completing on the leader's `Barriers<N, PairTma>` |
 //! | `arrive_expect_tx` / `wait` of a `BarrierRef<PairTma>` ([`PairTma`]) | the **leader** CTA (takes [`PairLeader`]) |
 //!
-//! The pair's MMA, commit and TMEM allocation are the cta_group::1 ops of
-//! [`crate::tcgen05`] with the CTA group [`Cta2`] as their type parameter:
+//! The pair's MMA, commit and TMEM allocation are the ops of
+//! [`crate::tcgen05`] (the same wrappers one CTA uses) with the CTA group
+//! [`Cta2`] as their type parameter:
 //! the issuer token decides it (`&Cta1` for one CTA, `&PairLeader` for a
 //! pair), and a pair accumulator (`Tmem<.., Cta2>`, [`TmemPair`]) takes
 //! only the pair's issuer. This module has what only a pair has: the roles,
@@ -91,7 +92,7 @@ pub type TmemPair<T, const ROWS: usize, const COLS: usize> = Tmem<T, ROWS, COLS,
 pub const PAIR_CLUSTER_MSG: &str =
     "collective (cta_group::2) tensor-core work needs CTA pairs: the kernel's cluster x extent must be a multiple of 2 (`#[kernel(cluster = (2, 1, 1), ..)]`)";
 
-// ----- collective MMA and commit -------------------------------------------------
+// ----- the pair's roles ------------------------------------------------------------
 
 /// This CTA's rank in its pair (0: the leader, which issues the MMAs).
 #[inline(always)]
