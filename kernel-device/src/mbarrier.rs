@@ -9,7 +9,11 @@
 //!
 //! [`Barrier`] (one mbarrier) and [`Barriers`] (an array, one per pipeline
 //! slot) own the parity each thread waits for, and flip it on a completed
-//! wait: kernels carry no parity integers. Each thread has its own handle (a
+//! wait: kernels carry no parity integers. One family serves every use: a
+//! kind parameter ([`BarrierKind`]: [`Plain`], [`TensorCore`], [`PairTma`])
+//! says what arrives on the barrier and so which operations its handles
+//! offer (a tcgen05 commit takes only a `TensorCore` barrier; a pair's
+//! partitioned-copy barrier is waited on only with the pair's leader). Each thread has its own handle (a
 //! kernel parameter is a local value), so each thread tracks its own phase,
 //! which is right as long as every thread that waits on a barrier waits for
 //! every phase in order.
@@ -23,6 +27,7 @@
 //! | arrive_expect_tx | one thread (one arrival + announces bytes) |
 //! | wait | any thread that consumes the phase |
 use core::cell::Cell;
+use core::marker::PhantomData;
 
 /// Bytes of one mbarrier object (`.b64`).
 pub const MBARRIER_BYTES: usize = 8;
@@ -210,25 +215,87 @@ pub mod raw {
     }
 }
 
-/// A view of one mbarrier plus the parity bit this thread waits for next.
-/// Obtained from [`Barrier::as_ref`] or [`Barriers::at`].
-#[derive(Clone, Copy)]
-pub struct BarrierRef<'a> {
+// ----- barrier kinds -------------------------------------------------------------
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Plain {}
+    impl Sealed for super::TensorCore {}
+    impl Sealed for super::PairTma {}
+}
+
+/// What arrives on an mbarrier, and so which operations its handles
+/// offer: the kind parameter of [`Barriers`] and [`BarrierRef`] (sealed).
+///
+/// | kind | arrivals | offers |
+/// |---|---|---|
+/// | [`Plain`] (default) | threads, TMA copies' bytes | every operation of [`BarrierRef`] |
+/// | [`TensorCore`] | tcgen05 commits (`crate::tcgen05::tcgen05_commit_arrive` takes only this kind) | `wait` (then `tcgen05.fence::after_thread_sync`), `arrive` (after `tcgen05.fence::before_thread_sync`), `plain()` |
+/// | [`PairTma`] | a CTA pair's partitioned copies, on the leader's barrier | `arrive_expect_tx` and `wait`, each taking the pair's leader |
+pub trait BarrierKind: sealed::Sealed + 'static {
+    /// The kind's name (in `Debug` output).
+    const NAME: &'static str;
+}
+
+/// An ordinary mbarrier: threads arrive, TMA copies complete bytes on it.
+#[derive(Clone, Copy, Debug)]
+pub enum Plain {}
+
+/// An mbarrier that tensor-core work arrives on (Pallas's
+/// `Barrier(orders_tensor_core=True)`), see [`crate::tcgen05`]: kernel
+/// scratch `#[scratch] mma_done: Barrier<TensorCore>` (1 arrival by
+/// default: one commit), `#[scratch] consumed: Barriers<S, TensorCore>`.
+#[derive(Clone, Copy, Debug)]
+pub enum TensorCore {}
+
+/// The mbarriers a CTA pair's partitioned copies complete on, see
+/// [`crate::collective`] (Pallas: "a partitioned collective copy only
+/// completes the barrier in the leader block"): kernel scratch
+/// `#[scratch] loaded: Barriers<S, PairTma>`. Only the leader expects the
+/// bytes and waits; the peer's instance is never used.
+#[derive(Clone, Copy, Debug)]
+pub enum PairTma {}
+
+impl BarrierKind for Plain {
+    const NAME: &'static str = "Plain";
+}
+impl BarrierKind for TensorCore {
+    const NAME: &'static str = "TensorCore";
+}
+impl BarrierKind for PairTma {
+    const NAME: &'static str = "PairTma";
+}
+
+// ----- handles -------------------------------------------------------------------
+
+/// A view of one mbarrier of kind `K` plus the parity bit this thread waits
+/// for next. Obtained from [`Barrier::as_ref`](Barriers::as_ref) or
+/// [`Barriers::at`].
+pub struct BarrierRef<'a, K: BarrierKind = Plain> {
     addr: u32,
     phases: &'a Cell<u64>,
     bit: u32,
+    _k: PhantomData<K>,
 }
 
-impl core::fmt::Debug for BarrierRef<'_> {
+impl<K: BarrierKind> Clone for BarrierRef<'_, K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<K: BarrierKind> Copy for BarrierRef<'_, K> {}
+
+impl<K: BarrierKind> core::fmt::Debug for BarrierRef<'_, K> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("BarrierRef")
+            .field("kind", &K::NAME)
             .field("smem_addr", &self.addr)
             .field("parity", &self.parity())
             .finish()
     }
 }
 
-impl<'a> BarrierRef<'a> {
+impl<'a, K: BarrierKind> BarrierRef<'a, K> {
     /// The mbarrier's 32-bit shared-memory address.
     #[inline(always)]
     pub fn smem_addr(&self) -> u32 {
@@ -257,6 +324,15 @@ impl<'a> BarrierRef<'a> {
         }, host: { kernel_emu::mbarrier_skip_phase(self.addr) });
         self.flip();
     }
+    /// The same barrier and phase bit as kind `K2`: for the kinds' own
+    /// operations, which are the plain ones plus their rule.
+    #[inline(always)]
+    pub(crate) fn as_kind<K2: BarrierKind>(self) -> BarrierRef<'a, K2> {
+        BarrierRef { addr: self.addr, phases: self.phases, bit: self.bit, _k: PhantomData }
+    }
+}
+
+impl BarrierRef<'_, Plain> {
     /// One arrival (`mbarrier.arrive`, release at CTA scope): this thread's
     /// prior writes are visible to threads that complete a wait on this phase.
     #[inline(always)]
@@ -336,45 +412,87 @@ impl<'a> BarrierRef<'a> {
     }
 }
 
-/// One mbarrier in shared memory and the phase this thread waits for.
+/// `N` mbarriers of kind `K` in shared memory (one per pipeline slot),
+/// each with the phase bit this thread waits for next.
 ///
-/// Declared as kernel scratch: `#[scratch(arrivals = N)] done: Barrier`
-/// (`arrivals` defaults to 1).
-pub struct Barrier {
-    addr: u32,
+/// Declared as kernel scratch: `#[scratch(arrivals = 1)] loaded: Barriers<4>`,
+/// `#[scratch] consumed: Barriers<4, TensorCore>` (`arrivals` defaults to 1).
+pub struct Barriers<const N: usize, K: BarrierKind = Plain> {
+    base: u32,
     phases: Cell<u64>,
+    _k: PhantomData<K>,
 }
 
-impl Barrier {
+/// One mbarrier of kind `K` (`Barriers<1, K>`, with the single barrier's
+/// operations on the handle itself): `#[scratch(arrivals = N)] done: Barrier`,
+/// `#[scratch] mma_done: Barrier<TensorCore>`.
+pub type Barrier<K = Plain> = Barriers<1, K>;
+
+impl<const N: usize, K: BarrierKind> Barriers<N, K> {
+    const CHECK: () = assert!(
+        N >= 1 && N <= 64,
+        "Barriers<N>: N must be in 1..=64 (one phase bit per barrier in a u64)"
+    );
+
     /// # Safety
-    /// `smem_addr` is an 8-byte-aligned `.shared::cta` address holding an
-    /// mbarrier that is (or will be, before use) initialized.
+    /// `smem_addr` is an 8-byte-aligned `.shared::cta` address of `N`
+    /// consecutive mbarriers that are (or will be, before use) initialized.
     #[inline(always)]
     #[track_caller]
     pub unsafe fn from_smem_addr(smem_addr: u32) -> Self {
-        Barrier {
-            addr: smem_addr,
+        #[allow(clippy::let_unit_value)]
+        let () = Self::CHECK;
+        Barriers {
+            base: smem_addr,
             phases: Cell::new(0),
+            _k: PhantomData,
         }
     }
+    /// Number of barriers.
+    pub const fn len(&self) -> usize {
+        N
+    }
+    pub const fn is_empty(&self) -> bool {
+        false
+    }
+    /// Barrier `i` (panics, i.e. traps on the device, if `i >= N`).
     #[inline(always)]
-    pub fn as_ref(&self) -> BarrierRef<'_> {
+    #[track_caller]
+    pub fn at(&self, i: usize) -> BarrierRef<'_, K> {
+        assert!(i < N, "Barriers::at: index out of range");
         BarrierRef {
-            addr: self.addr,
+            addr: self.base + (i * MBARRIER_BYTES) as u32,
+            phases: &self.phases,
+            bit: i as u32,
+            _k: PhantomData,
+        }
+    }
+}
+
+impl<K: BarrierKind> Barriers<1, K> {
+    /// The single barrier's view.
+    #[inline(always)]
+    pub fn as_ref(&self) -> BarrierRef<'_, K> {
+        BarrierRef {
+            addr: self.base,
             phases: &self.phases,
             bit: 0,
+            _k: PhantomData,
         }
     }
     /// See [`BarrierRef::smem_addr`].
     #[inline(always)]
     pub fn smem_addr(&self) -> u32 {
-        self.addr
+        self.base
     }
     /// See [`BarrierRef::parity`].
     #[inline(always)]
     pub fn parity(&self) -> u32 {
         self.as_ref().parity()
     }
+}
+
+impl Barrier {
     /// See [`BarrierRef::arrive`].
     #[inline(always)]
     #[track_caller]
@@ -420,48 +538,26 @@ impl Barrier {
     }
 }
 
-/// `N` mbarriers (one per pipeline slot), each with its own phase bit.
-///
-/// Declared as kernel scratch: `#[scratch(arrivals = 1)] loaded: Barriers<4>`.
-pub struct Barriers<const N: usize> {
-    base: u32,
-    phases: Cell<u64>,
-}
-
-impl<const N: usize> Barriers<N> {
-    const CHECK: () = assert!(
-        N >= 1 && N <= 64,
-        "Barriers<N>: N must be in 1..=64 (one phase bit per barrier in a u64)"
-    );
-
-    /// # Safety
-    /// As [`Barrier::from_smem_addr`], for `N` consecutive mbarriers.
-    #[inline(always)]
-    #[track_caller]
-    pub unsafe fn from_smem_addr(smem_addr: u32) -> Self {
-        #[allow(clippy::let_unit_value)]
-        let () = Self::CHECK;
-        Barriers {
-            base: smem_addr,
-            phases: Cell::new(0),
-        }
+// SAFETY: N consecutive 8-byte mbarriers, 8-byte aligned.
+unsafe impl<const N: usize, K: BarrierKind> crate::smem::Scratch for Barriers<N, K> {
+    const BYTES: usize = MBARRIER_BYTES * N;
+    const ALIGN: usize = 8;
+    const TAKES_ARRIVALS: bool = true;
+    unsafe fn from_smem(ptr: *mut u8) -> Self {
+        // SAFETY: `ptr` is N aligned mbarriers.
+        unsafe { Barriers::from_smem_addr(crate::smem::shared_addr(ptr)) }
     }
-    /// Number of barriers.
-    pub const fn len(&self) -> usize {
-        N
-    }
-    pub const fn is_empty(&self) -> bool {
-        false
-    }
-    /// Barrier `i` (panics, i.e. traps on the device, if `i >= N`).
-    #[inline(always)]
-    #[track_caller]
-    pub fn at(&self, i: usize) -> BarrierRef<'_> {
-        assert!(i < N, "Barriers::at: index out of range");
-        BarrierRef {
-            addr: self.base + (i * MBARRIER_BYTES) as u32,
-            phases: &self.phases,
-            bit: i as u32,
+    unsafe fn init(&self, arrivals: u32) {
+        if N == 1 {
+            // One barrier without the loop: the PTX of a `Barrier`'s init
+            // stays one straight-line `mbarrier.init`.
+            // SAFETY: one thread, before use (trait contract).
+            unsafe { raw::init(self.base, arrivals) }
+        } else {
+            for i in 0..N {
+                // SAFETY: one thread, before use (trait contract).
+                unsafe { raw::init(self.at(i).smem_addr(), arrivals) }
+            }
         }
     }
 }

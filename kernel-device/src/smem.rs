@@ -62,7 +62,7 @@ pub fn shared_addr<T>(ptr: *const T) -> u32 {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a `#[scratch]` parameter",
     label = "not a Scratch type",
-    note = "scratch parameters are placed in shared (or tensor) memory: use `Smem<T>`, `Barrier`, `Barriers<N>`, `ClusterBarrier<Axes>`, `TcBarrier`, `TcBarriers<N>`, `Tmem<T, ROWS, COLS>`, `TmemPair<T, ROWS, COLS>` or `ClcResponse`"
+    note = "scratch parameters are placed in shared (or tensor) memory: use `Smem<T>`, `Barrier`, `Barriers<N>` (of a kind: `Barrier<TensorCore>`, `Barriers<N, PairTma>`), `ClusterBarrier<Axes>`, `Tmem<T, ROWS, COLS>`, `TmemPair<T, ROWS, COLS>` or `ClcResponse`"
 )]
 pub unsafe trait Scratch: Sized {
     /// Bytes reserved.
@@ -97,8 +97,9 @@ pub unsafe trait Scratch: Sized {
     /// `taddr` is the start of `TMEM_COLS` columns allocated for this item.
     unsafe fn bind_tmem(&mut self, _taddr: u32) {}
     /// Whether the item is collective tensor memory (`cta_group::2`, shared
-    /// by a CTA pair: `collective::TmemPair`): `#[kernel]` then allocates and
-    /// frees with `cta_group::2` and requires an even cluster x extent.
+    /// by a CTA pair: `Tmem<.., Cta2>`, `collective::TmemPair`): `#[kernel]`
+    /// then allocates and frees with `cta_group::2`, requires an even
+    /// cluster x extent and no cta_group::1 TMEM beside it.
     const TMEM_COLLECTIVE: bool = false;
 }
 
@@ -304,38 +305,6 @@ impl<E: Copy, const N: usize> Smem<[E; N]> {
         kernel_emu::smem_access(p as *const u8, core::mem::size_of::<E>(), true);
         // SAFETY: as `read`.
         unsafe { p.write(v) }
-    }
-}
-
-// SAFETY: one 8-byte mbarrier, 8-byte aligned.
-unsafe impl Scratch for crate::mbarrier::Barrier {
-    const BYTES: usize = crate::mbarrier::MBARRIER_BYTES;
-    const ALIGN: usize = 8;
-    const TAKES_ARRIVALS: bool = true;
-    unsafe fn from_smem(ptr: *mut u8) -> Self {
-        // SAFETY: `ptr` is an 8-byte-aligned scratch allocation.
-        unsafe { crate::mbarrier::Barrier::from_smem_addr(shared_addr(ptr)) }
-    }
-    unsafe fn init(&self, arrivals: u32) {
-        // SAFETY: one thread, before use (trait contract).
-        unsafe { crate::mbarrier::raw::init(self.smem_addr(), arrivals) }
-    }
-}
-
-// SAFETY: N consecutive 8-byte mbarriers.
-unsafe impl<const N: usize> Scratch for crate::mbarrier::Barriers<N> {
-    const BYTES: usize = crate::mbarrier::MBARRIER_BYTES * N;
-    const ALIGN: usize = 8;
-    const TAKES_ARRIVALS: bool = true;
-    unsafe fn from_smem(ptr: *mut u8) -> Self {
-        // SAFETY: `ptr` is N aligned mbarriers.
-        unsafe { crate::mbarrier::Barriers::from_smem_addr(shared_addr(ptr)) }
-    }
-    unsafe fn init(&self, arrivals: u32) {
-        for i in 0..N {
-            // SAFETY: one thread, before use (trait contract).
-            unsafe { crate::mbarrier::raw::init(self.at(i).smem_addr(), arrivals) }
-        }
     }
 }
 

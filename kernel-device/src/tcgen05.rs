@@ -8,17 +8,27 @@
 //! observe completion is an mbarrier that `tcgen05.commit` arrives on once
 //! every tcgen05 operation *the committing thread* issued before is done.
 //!
-//! Who issues what (cta_group::1):
+//! The CTA group (PTX's `.cta_group::1` / `::2`) is a type parameter
+//! ([`CtaGroup`]: [`Cta1`], [`Cta2`]) of the MMAs, the commit, [`Tmem`] and
+//! the raw alloc/relinquish/dealloc: one wrapper per PTX form serves both.
+//! Every MMA and commit takes its issuer first, which decides the group:
+//! `&Cta1` for one CTA, a pair's [`crate::collective::PairLeader`] for
+//! cta_group::2 ([`crate::collective`]). A pair accumulator
+//! (`Tmem<.., Cta2>`) takes only the pair's issuer (a compile error
+//! naming the rule otherwise).
+//!
+//! Who issues what:
 //!
 //! | op | issued by |
 //! |---|---|
-//! | [`tcgen05_mma`] / [`tcgen05_mma_kn`] / [`tcgen05_mma_ts`] | one thread (e.g. `elect_one()` in the MMA warp) |
+//! | [`tcgen05_mma`] / [`tcgen05_mma_kn`] / [`tcgen05_mma_ts`] | one thread (e.g. `elect_one()` in the MMA warp; for a pair, in the leader CTA) |
 //! | [`tcgen05_commit_arrive`] | the same thread (a commit covers only its own MMAs) |
-//! | [`TcBarrier::wait`] | every thread that reads the result |
-//! | alloc / relinquish / dealloc ([`raw`]) | one whole warp (`#[kernel]` does it for `Tmem` scratch) |
+//! | `wait` of a `Barrier<TensorCore>` | every thread that reads the result |
+//! | alloc / relinquish / dealloc ([`raw`]) | one whole warp (in each CTA of a pair; `#[kernel]` does it for `Tmem` scratch) |
 //!
-//! A barrier that tensor-core work arrives on is a [`TcBarrier`] /
-//! [`TcBarriers`] (Pallas's `orders_tensor_core=True`): its `wait` is
+//! A barrier that tensor-core work arrives on is of kind [`TensorCore`]
+//! (`Barrier<TensorCore>`, `Barriers<N, TensorCore>`; Pallas's
+//! `orders_tensor_core=True`): its `wait` is
 //! followed by `tcgen05.fence::after_thread_sync` and its `arrive` preceded by
 //! `tcgen05.fence::before_thread_sync`, so tensor-core operations are not
 //! moved across it. MMA and commit take only these types: passing a plain
@@ -30,8 +40,8 @@
 //! On the CPU emulator each MMA's body is one call into
 //! `kernel_emu::tcgen05`, which decodes these operands as the hardware does.
 use crate::layout::{Swizzle, TileLayout};
-use crate::mbarrier::{Barrier, BarrierRef, Barriers};
-use crate::smem::{Scratch, Smem};
+use crate::mbarrier::{Barrier, BarrierRef};
+use crate::smem::Smem;
 use crate::tmem::{Tmem, TmemElem};
 
 /// The encodings both sides agree on, defined once in `kernel-spec`:
@@ -139,6 +149,65 @@ impl TileDescriptor for SmemDescriptor {
     }
 }
 
+// ----- CTA groups --------------------------------------------------------------
+
+pub(crate) mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Cta1 {}
+    impl Sealed for super::Cta2 {}
+    impl Sealed for crate::collective::PairLeader {}
+    impl Sealed for crate::collective::PairPeer {}
+}
+
+/// The CTA group of tensor-core work (PTX's `.cta_group::1` / `::2`): a
+/// type parameter of the MMA, commit and TMEM allocation ops ([`raw`]) and
+/// of [`Tmem`] (so `Tmem<.., Cta2>`, [`crate::collective::TmemPair`], is
+/// written by pair MMAs only). Implemented by [`Cta1`] and [`Cta2`].
+pub trait CtaGroup: sealed::Sealed + 'static {
+    /// CTAs one MMA of the group computes for (the `N` of `.cta_group::N`,
+    /// written into the PTX; the emulator's group size): 1 or 2.
+    const CTAS: u32;
+}
+
+/// `.cta_group::1`: an MMA on this CTA's tensor memory, issued by any one
+/// thread. As an [`Issuer`], `&Cta1` is what a cta_group::1 op takes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cta1;
+
+/// `.cta_group::2`: an MMA of a CTA pair (ranks `2p`, `2p + 1` of the
+/// cluster) on both CTAs' tensor memory, issued by the pair's leader (its
+/// [`Issuer`] is [`crate::collective::PairLeader`]). A type only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cta2 {}
+
+impl CtaGroup for Cta1 {
+    const CTAS: u32 = 1;
+}
+impl CtaGroup for Cta2 {
+    const CTAS: u32 = 2;
+}
+
+/// Who may issue a group's tensor-core work (MMA and commit; for a pair,
+/// also the expect-tx and wait of the barrier its partitioned copies
+/// complete on): [`Cta1`] for cta_group::1, the pair's
+/// [`crate::collective::PairLeader`] for cta_group::2 (sealed, so a
+/// [`crate::collective::PairPeer`] does not compile).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot issue the pair's collective work: only the leader CTA (even cluster rank) of a CTA pair issues it",
+    label = "not the pair's leader",
+    note = "the collective MMA (`tcgen05.mma.cta_group::2`), its multicast commit, and the cluster-scope barrier the pair's partitioned copies complete on (its expect-tx and its wait) belong to the leader CTA; the peer's barrier never completes. Issue them under `if let Some(leader) = pair_role().leader() {{ .. }}` and pass `&leader` (cta_group::1 work takes `&Cta1`)"
+)]
+pub trait Issuer: sealed::Sealed {
+    /// The CTA group of the work it issues.
+    type Group: CtaGroup;
+}
+impl Issuer for Cta1 {
+    type Group = Cta1;
+}
+impl Issuer for crate::collective::PairLeader {
+    type Group = Cta2;
+}
+
 // ----- shape rules -----------------------------------------------------------
 
 /// The cta_group::1 shape rule of `tcgen05.mma` (PTX ISA §9.7.16.10.1):
@@ -152,62 +221,75 @@ pub const fn shape_ok(m: usize, n: usize) -> bool {
     }
 }
 
+/// The `cta_group::2` shape rule of `tcgen05.mma` as this crate offers it
+/// (PTX ISA §9.7.16.10.1): `M = 256` (128 rows per CTA, one TMEM lane per
+/// row), `N` a multiple of 16 in 16..=256.
+pub const fn pair_shape_ok(m: usize, n: usize) -> bool {
+    m == 256 && n % 16 == 0 && n >= 16 && n <= 256
+}
+
 // ----- raw instructions --------------------------------------------------------
 
 pub mod raw {
-    //! One `unsafe fn` per tcgen05 PTX form (cta_group::1).
+    //! One `unsafe fn` per tcgen05 PTX form; the CTA group (`G`, written
+    //! into the PTX as `.cta_group::{G::CTAS}`) is a type parameter.
     #[cfg(not(target_arch = "nvptx64"))]
     extern crate std;
+    use super::CtaGroup;
 
-    /// `tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [dst], ncols;`
+    /// `tcgen05.alloc.cta_group::{1,2}.sync.aligned.shared::cta.b32 [dst], ncols;`
     ///
     /// # Safety
-    /// All 32 lanes of one warp, converged; `ncols` a power of two in
-    /// 32..=512; `dst` a 4-byte `.shared::cta` slot that receives the TMEM
-    /// address. Blocks while the columns are not free.
+    /// All 32 lanes of one warp, converged (for [`super::Cta2`]: one such
+    /// warp in **each** CTA of the pair, with the same `ncols`); `ncols` a
+    /// power of two in 32..=512; `dst` a 4-byte `.shared::cta` slot that
+    /// receives the TMEM address. Every tcgen05 op of the kernel uses the
+    /// same group. Blocks while the columns are not free.
     #[inline(always)]
     #[track_caller]
-    pub unsafe fn alloc(dst: u32, ncols: u32) {
+    pub unsafe fn alloc<G: CtaGroup>(dst: u32, ncols: u32) {
         device!("tcgen05.alloc", {
             // SAFETY: caller contract; writes SMEM (memory clobber).
             unsafe {
-                core::arch::asm!("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [{0}], {1};", in(reg32) dst, in(reg32) ncols,
-                    options(nostack, preserves_flags))
+                core::arch::asm!("tcgen05.alloc.cta_group::{g}.sync.aligned.shared::cta.b32 [{0}], {1};", in(reg32) dst, in(reg32) ncols,
+                    g = const G::CTAS, options(nostack, preserves_flags))
             }
         }, host: { kernel_emu::tmem::alloc(dst, ncols) })
     }
 
-    /// `tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;`
+    /// `tcgen05.relinquish_alloc_permit.cta_group::{1,2}.sync.aligned;`
     ///
     /// # Safety
-    /// One warp, converged; no `alloc` by this CTA afterwards.
+    /// The warp that allocated (in each CTA of a pair), converged; no
+    /// `alloc` by this CTA afterwards.
     #[inline(always)]
     #[track_caller]
-    pub unsafe fn relinquish_alloc_permit() {
+    pub unsafe fn relinquish_alloc_permit<G: CtaGroup>() {
         device!("tcgen05.relinquish_alloc_permit", {
             // SAFETY: caller contract.
-            unsafe { core::arch::asm!("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;", options(nostack, preserves_flags)) }
+            unsafe { core::arch::asm!("tcgen05.relinquish_alloc_permit.cta_group::{g}.sync.aligned;", g = const G::CTAS, options(nostack, preserves_flags)) }
         }, host: { kernel_emu::tmem::relinquish_alloc_permit() })
     }
 
-    /// `tcgen05.dealloc.cta_group::1.sync.aligned.b32 taddr, ncols;`
+    /// `tcgen05.dealloc.cta_group::{1,2}.sync.aligned.b32 taddr, ncols;`
     ///
     /// # Safety
-    /// One warp, converged; `taddr`/`ncols` an allocation of this CTA that no
-    /// tcgen05 operation uses any more.
+    /// One warp, converged (in each CTA of a pair, after every MMA on the
+    /// columns completed in both: a cluster barrier); `taddr`/`ncols` an
+    /// allocation of this CTA that no tcgen05 operation uses any more.
     #[inline(always)]
     #[track_caller]
-    pub unsafe fn dealloc(taddr: u32, ncols: u32) {
+    pub unsafe fn dealloc<G: CtaGroup>(taddr: u32, ncols: u32) {
         device!("tcgen05.dealloc", {
             // SAFETY: caller contract.
             unsafe {
-                core::arch::asm!("tcgen05.dealloc.cta_group::1.sync.aligned.b32 {0}, {1};", in(reg32) taddr, in(reg32) ncols,
-                    options(nostack, preserves_flags))
+                core::arch::asm!("tcgen05.dealloc.cta_group::{g}.sync.aligned.b32 {0}, {1};", in(reg32) taddr, in(reg32) ncols,
+                    g = const G::CTAS, options(nostack, preserves_flags))
             }
         }, host: { kernel_emu::tmem::dealloc(taddr, ncols) })
     }
 
-    /// `tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [bar];`
+    /// `tcgen05.commit.cta_group::{1,2}.mbarrier::arrive::one.shared::cluster.b64 [bar];`
     /// (a `.shared::cta` address is a valid `.shared::cluster` address of
     /// the own CTA).
     ///
@@ -215,14 +297,32 @@ pub mod raw {
     /// `bar` an initialized mbarrier expecting this arrival. One thread.
     #[inline(always)]
     #[track_caller]
-    pub unsafe fn commit(bar: u32) {
+    pub unsafe fn commit<G: CtaGroup>(bar: u32) {
         device!("tcgen05.commit", {
             // SAFETY: caller contract.
             unsafe {
-                core::arch::asm!("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [{0}];", in(reg32) bar,
-                    options(nostack, preserves_flags))
+                core::arch::asm!("tcgen05.commit.cta_group::{g}.mbarrier::arrive::one.shared::cluster.b64 [{0}];", in(reg32) bar,
+                    g = const G::CTAS, options(nostack, preserves_flags))
             }
         }, host: { kernel_emu::tmem::commit(bar) })
+    }
+
+    /// `tcgen05.commit.cta_group::{1,2}.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 [bar], mask;`
+    ///
+    /// # Safety
+    /// One thread (the one that issued the MMAs); `bar` a `.shared::cta`
+    /// offset of an initialized mbarrier that, in every CTA of `mask`,
+    /// expects this arrival.
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn commit_multicast<G: CtaGroup>(bar: u32, mask: u16) {
+        device!("tcgen05.commit (multicast)", {
+            // SAFETY: caller contract.
+            unsafe {
+                core::arch::asm!("tcgen05.commit.cta_group::{g}.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 [{0}], {1};",
+                    in(reg32) bar, in(reg16) mask, g = const G::CTAS, options(nostack, preserves_flags))
+            }
+        }, host: { kernel_emu::tmem::commit_multicast(bar, mask) })
     }
 
     /// `tcgen05.fence::before_thread_sync;`: orders this thread's prior
@@ -248,26 +348,29 @@ pub mod raw {
         }, host: { kernel_emu::yield_point("tcgen05.fence::after_thread_sync") })
     }
 
-    /// `tcgen05.mma.cta_group::1.kind::{f16,f8f6f4,i8} [d], a_desc, b_desc, idesc, p;`
+    /// `tcgen05.mma.cta_group::{1,2}.kind::{f16,f8f6f4,i8} [d], a_desc, b_desc, idesc, p;`
     /// with A and B in SMEM; `p = accumulate` (enable-input-d).
     ///
     /// # Safety
-    /// One thread; `d` inside this CTA's TMEM allocation; descriptors
-    /// describe SMEM operands that stay untouched until the MMA's commit is
-    /// observed; `idesc` matches them.
+    /// One thread (for [`super::Cta2`]: of the pair's leader CTA); `d`
+    /// inside this CTA's TMEM allocation (both CTAs' `cta_group::2`
+    /// allocation for a pair); descriptors describe SMEM operands (at the
+    /// same offsets in both CTAs of a pair) that stay untouched until the
+    /// MMA's commit is observed; `idesc` matches them.
     #[inline(always)]
     #[track_caller]
-    pub unsafe fn mma_ss(kind: super::Kind, d: u32, a: u64, b: u64, idesc: u32, accumulate: bool) {
+    pub unsafe fn mma_ss<G: CtaGroup>(kind: super::Kind, d: u32, a: u64, b: u64, idesc: u32, accumulate: bool) {
         device!("tcgen05.mma", {
             let p = accumulate as u32;
             macro_rules! issue {
                 ($k:literal) => {
-                    // SAFETY: caller contract; reads SMEM, writes TMEM (memory clobber).
+                    // SAFETY: caller contract; reads SMEM (both CTAs' for a
+                    // pair), writes TMEM (memory clobber).
                     unsafe {
                         core::arch::asm!(
-                            concat!("{{ .reg .pred p; setp.ne.b32 p, {p}, 0; tcgen05.mma.cta_group::1.kind::", $k, " [{d}], {a}, {b}, {i}, p; }}"),
+                            concat!("{{ .reg .pred p; setp.ne.b32 p, {p}, 0; tcgen05.mma.cta_group::{g}.kind::", $k, " [{d}], {a}, {b}, {i}, p; }}"),
                             d = in(reg32) d, a = in(reg64) a, b = in(reg64) b, i = in(reg32) idesc, p = in(reg32) p,
-                            options(nostack)
+                            g = const G::CTAS, options(nostack)
                         )
                     }
                 };
@@ -278,7 +381,12 @@ pub mod raw {
                 super::Kind::I8 => issue!("i8"),
             }
         }, host |op| {
-            kernel_emu::tcgen05::mma(kind, d, kernel_emu::tcgen05::A::Smem(super::SmemDescriptor(a)), super::SmemDescriptor(b), super::InstrDescriptor(idesc), accumulate, op)
+            let (a, b, i) = (super::SmemDescriptor(a), super::SmemDescriptor(b), super::InstrDescriptor(idesc));
+            if G::CTAS == 1 {
+                kernel_emu::tcgen05::mma(kind, d, kernel_emu::tcgen05::A::Smem(a), b, i, accumulate, op)
+            } else {
+                kernel_emu::tcgen05::mma_pair(kind, d, a, b, i, accumulate)
+            }
         })
     }
 
@@ -286,7 +394,8 @@ pub mod raw {
     /// with A in TMEM (packed).
     ///
     /// # Safety
-    /// As [`mma_ss`]; `a_tmem` a packed A operand in this CTA's TMEM.
+    /// As [`mma_ss`] for cta_group::1; `a_tmem` a packed A operand in this
+    /// CTA's TMEM.
     #[inline(always)]
     #[track_caller]
     pub unsafe fn mma_ts(kind: super::Kind, d: u32, a_tmem: u32, b: u64, idesc: u32, accumulate: bool) {
@@ -317,20 +426,16 @@ pub mod raw {
 
 // ----- tensor-core barriers ----------------------------------------------------
 
-/// A view of one tensor-core mbarrier ([`TcBarrier`] / [`TcBarriers::at`]).
-#[derive(Clone, Copy, Debug)]
-pub struct TcBarrierRef<'a>(BarrierRef<'a>);
+/// The kind of barrier tensor-core work arrives on (`Barrier<TensorCore>`,
+/// `Barriers<N, TensorCore>`; defined with the other kinds in
+/// [`crate::mbarrier`]).
+pub use crate::mbarrier::TensorCore;
 
-impl<'a> TcBarrierRef<'a> {
-    /// The mbarrier's `.shared::cta` address.
-    #[inline(always)]
-    pub fn smem_addr(&self) -> u32 {
-        self.0.smem_addr()
-    }
+impl<'a> BarrierRef<'a, TensorCore> {
     /// The plain barrier view (for a TMA copy that completes on it too).
     #[inline(always)]
     pub fn plain(&self) -> BarrierRef<'a> {
-        self.0
+        self.as_kind()
     }
     /// Waits for this thread's next phase, then
     /// `tcgen05.fence::after_thread_sync` (tensor-core work that follows is
@@ -338,7 +443,7 @@ impl<'a> TcBarrierRef<'a> {
     #[inline(always)]
     #[track_caller]
     pub fn wait(&self) {
-        self.0.wait();
+        self.plain().wait();
         raw::fence_after_thread_sync();
     }
     /// `tcgen05.fence::before_thread_sync`, then one arrival.
@@ -346,31 +451,18 @@ impl<'a> TcBarrierRef<'a> {
     #[track_caller]
     pub fn arrive(&self) {
         raw::fence_before_thread_sync();
-        self.0.arrive();
+        self.plain().arrive();
     }
 }
 
-/// One mbarrier that tensor-core work arrives on (Pallas's
-/// `Barrier(orders_tensor_core=True)`). Kernel scratch:
-/// `#[scratch] mma_done: TcBarrier` (1 arrival by default: one commit).
-pub struct TcBarrier(Barrier);
-
-impl TcBarrier {
-    #[inline(always)]
-    pub fn as_ref(&self) -> TcBarrierRef<'_> {
-        TcBarrierRef(self.0.as_ref())
-    }
-    #[inline(always)]
-    pub fn smem_addr(&self) -> u32 {
-        self.0.smem_addr()
-    }
-    /// See [`TcBarrierRef::wait`].
+impl Barrier<TensorCore> {
+    /// See [`BarrierRef::<TensorCore>::wait`](BarrierRef#method.wait-1).
     #[inline(always)]
     #[track_caller]
     pub fn wait(&self) {
         self.as_ref().wait()
     }
-    /// See [`TcBarrierRef::arrive`].
+    /// See [`BarrierRef::<TensorCore>::arrive`](BarrierRef#method.arrive-1).
     #[inline(always)]
     #[track_caller]
     pub fn arrive(&self) {
@@ -378,63 +470,39 @@ impl TcBarrier {
     }
 }
 
-/// `N` tensor-core mbarriers (one per pipeline slot).
-pub struct TcBarriers<const N: usize>(Barriers<N>);
-
-impl<const N: usize> TcBarriers<N> {
-    /// Barrier `i` (traps if `i >= N`).
-    #[inline(always)]
-    #[track_caller]
-    pub fn at(&self, i: usize) -> TcBarrierRef<'_> {
-        TcBarrierRef(self.0.at(i))
-    }
-}
-
-// SAFETY: one 8-byte mbarrier, as `Barrier`.
-unsafe impl Scratch for TcBarrier {
-    const BYTES: usize = crate::mbarrier::MBARRIER_BYTES;
-    const ALIGN: usize = 8;
-    const TAKES_ARRIVALS: bool = true;
-    unsafe fn from_smem(ptr: *mut u8) -> Self {
-        // SAFETY: forwarded contract.
-        TcBarrier(unsafe { <Barrier as Scratch>::from_smem(ptr) })
-    }
-    unsafe fn init(&self, arrivals: u32) {
-        // SAFETY: forwarded contract.
-        unsafe { <Barrier as Scratch>::init(&self.0, arrivals) }
-    }
-}
-
-// SAFETY: N consecutive mbarriers, as `Barriers<N>`.
-unsafe impl<const N: usize> Scratch for TcBarriers<N> {
-    const BYTES: usize = crate::mbarrier::MBARRIER_BYTES * N;
-    const ALIGN: usize = 8;
-    const TAKES_ARRIVALS: bool = true;
-    unsafe fn from_smem(ptr: *mut u8) -> Self {
-        // SAFETY: forwarded contract.
-        TcBarriers(unsafe { <Barriers<N> as Scratch>::from_smem(ptr) })
-    }
-    unsafe fn init(&self, arrivals: u32) {
-        // SAFETY: forwarded contract.
-        unsafe { <Barriers<N> as Scratch>::init(&self.0, arrivals) }
-    }
-}
-
 // ----- Pallas-level operations -------------------------------------------------
 
 /// `tcgen05_commit_arrive(bar)`: one arrival on `bar` once every tcgen05
 /// operation this thread issued has completed. Issued by the thread that
-/// issued the MMAs (one thread).
+/// issued the MMAs: `&Cta1` (one arrival on this CTA's `bar`) or a pair's
+/// leader (Pallas's `collective_axis`: `.multicast::cluster` with the
+/// pair's mask, one arrival on `bar` **in both CTAs of the pair**).
 #[inline(always)]
 #[track_caller]
-pub fn tcgen05_commit_arrive(bar: TcBarrierRef<'_>) {
-    // SAFETY: `bar` is an initialized scratch tensor-core barrier.
-    unsafe { raw::commit(bar.smem_addr()) }
+pub fn tcgen05_commit_arrive<I: Issuer>(_issuer: &I, bar: BarrierRef<'_, TensorCore>) {
+    if <I::Group as CtaGroup>::CTAS == 1 {
+        // SAFETY: `bar` is an initialized scratch tensor-core barrier.
+        unsafe { raw::commit::<I::Group>(bar.smem_addr()) }
+    } else {
+        // SAFETY: `bar` is a scratch tensor-core barrier, at the same offset
+        // in every CTA of the pair (same kernel).
+        unsafe { raw::commit_multicast::<I::Group>(bar.smem_addr(), crate::collective::pair_mask()) }
+    }
 }
 
-/// The compile-time rules every MMA form checks.
-const fn check_mma<E: MmaInput>(m: usize, n: usize, k: usize, a_swz: Swizzle, b_swz: Swizzle) {
-    assert!(shape_ok(m, n), "tcgen05.mma (cta_group::1): M must be 64 or 128, N a multiple of 8 in 8..=256 for M = 64 and a multiple of 16 in 16..=256 for M = 128 (the accumulator Tmem<D, M, N>)");
+/// The compile-time rules every MMA form checks: the group's shape (`m` the
+/// accumulator's rows per CTA, `n` its columns), K, swizzled operands.
+const fn check_mma<I: Issuer, E: MmaInput, G: CtaGroup>(m: usize, n: usize, k: usize, a_swz: Swizzle, b_swz: Swizzle) {
+    assert!(
+        <I::Group as CtaGroup>::CTAS == G::CTAS,
+        "tcgen05.mma: the issuer's CTA group must be the accumulator's: one CTA's `Tmem` is written by cta_group::1 MMAs (issuer `&Cta1`), a pair's collective `TmemPair` only by the pair's cta_group::2 MMAs (issuer: the pair's leader, `&leader` from `pair_role().leader()`)"
+    );
+    if G::CTAS == 1 {
+        assert!(shape_ok(m, n), "tcgen05.mma (cta_group::1): M must be 64 or 128, N a multiple of 8 in 8..=256 for M = 64 and a multiple of 16 in 16..=256 for M = 128 (the accumulator Tmem<D, M, N>)");
+    } else {
+        assert!(pair_shape_ok(2 * m, n), "tcgen05.mma.cta_group::2: the pair's accumulator must be 256 x N with N a multiple of 16 in 16..=256 (TmemPair<D, 128, N> per CTA)");
+        assert!(E::BITS == 16, "tcgen05.mma.cta_group::2: implemented for kind::f16");
+    }
     assert!(k % E::K == 0, "tcgen05.mma: the tiles' K must be a multiple of the instruction's K (16 for kind::f16, 32 for kind::f8f6f4 and kind::i8)");
     assert!(!matches!(a_swz, Swizzle::None) && !matches!(b_swz, Swizzle::None), "tcgen05.mma: SMEM operand tiles must be swizzled (Swizzled<32/64/128>)");
 }
@@ -442,68 +510,76 @@ const fn check_mma<E: MmaInput>(m: usize, n: usize, k: usize, a_swz: Swizzle, b_
 /// `acc (+)= A · Bᵀ` over the whole K of the tiles: `A` is `M x K`
 /// K-major, `B` is `N x K` K-major (`D = A · Bᵀ`), one `tcgen05.mma` per
 /// instruction K (16 for 16-bit inputs); `accumulate = false` overwrites the
-/// accumulator with the first one. Issued by **one thread**; completion is
-/// observed through [`tcgen05_commit_arrive`].
+/// accumulator with the first one. Issued by **one thread**: `&Cta1`, or a
+/// pair's leader for a pair accumulator (`TmemPair`, M = 256: each CTA
+/// holds A's 128 rows and B's `N / 2` rows of its half at the same SMEM
+/// offsets). Completion is observed through [`tcgen05_commit_arrive`].
 #[inline(always)]
 #[track_caller]
-pub fn tcgen05_mma<E, D, A, B, const M: usize, const N: usize>(acc: &Tmem<D, M, N>, a: Smem<A>, b: Smem<B>, accumulate: bool)
+pub fn tcgen05_mma<I, G, E, D, A, B, const M: usize, const N: usize>(_issuer: &I, acc: &Tmem<D, M, N, false, G>, a: Smem<A>, b: Smem<B>, accumulate: bool)
 where
+    I: Issuer,
+    G: CtaGroup,
     E: AccumulatesInto<D>,
     D: MmaAccum,
     A: TileLayout<Elem = E>,
     B: TileLayout<Elem = E>,
 {
     const {
-        check_mma::<E>(M, N, A::COLS, A::SWIZZLE, B::SWIZZLE);
-        assert!(A::ROWS == M, "tcgen05.mma: the A tile must have M rows (the accumulator's rows)");
-        assert!(B::ROWS == N, "tcgen05.mma: the B tile (N x K, K-major) must have N rows (the accumulator's columns)");
+        check_mma::<I, E, G>(M, N, A::COLS, A::SWIZZLE, B::SWIZZLE);
+        assert!(A::ROWS == M, "tcgen05.mma: the A tile must have M rows (the accumulator's rows in this CTA)");
+        assert!(B::ROWS * G::CTAS as usize == N, "tcgen05.mma: the B tile (N x K, K-major) must have N rows (the accumulator's columns; N / 2 per CTA for cta_group::2)");
         assert!(A::COLS == B::COLS, "tcgen05.mma: A and B tiles must have the same K (columns)");
     };
-    let idesc = const { instr_descriptor::<E, D>(Major::K, Major::K, M as u32, N as u32) };
+    let idesc = const { instr_descriptor::<E, D>(Major::K, Major::K, (M * G::CTAS as usize) as u32, N as u32) };
     let (aa, ba) = (a.smem_addr(), b.smem_addr());
     let mut k = 0;
     while k < A::COLS {
         let da = SmemDescriptor::k_major::<A>(aa, 0, k);
         let db = SmemDescriptor::k_major::<B>(ba, 0, k);
-        issue_ss::<E, D>(acc.addr(), da, db, idesc, accumulate || k > 0);
+        issue_ss::<G, E, D>(acc.addr(), da, db, idesc, accumulate || k > 0);
         k += E::K;
     }
 }
 
 /// As [`tcgen05_mma`] with B stored `K x N` (N contiguous, MN-major: a
-/// row-major `K x N` matrix, the tutorial's B): `acc (+)= A · B`.
+/// row-major `K x N` matrix, the tutorial's B): `acc (+)= A · B`. For a
+/// pair, each CTA's B tile is `K x N/2` (its half of the columns).
 #[inline(always)]
 #[track_caller]
-pub fn tcgen05_mma_kn<E, D, A, B, const M: usize, const N: usize>(acc: &Tmem<D, M, N>, a: Smem<A>, b: Smem<B>, accumulate: bool)
+pub fn tcgen05_mma_kn<I, G, E, D, A, B, const M: usize, const N: usize>(_issuer: &I, acc: &Tmem<D, M, N, false, G>, a: Smem<A>, b: Smem<B>, accumulate: bool)
 where
+    I: Issuer,
+    G: CtaGroup,
     E: AccumulatesInto<D>,
     D: MmaAccum,
     A: TileLayout<Elem = E>,
     B: TileLayout<Elem = E>,
 {
     const {
-        check_mma::<E>(M, N, A::COLS, A::SWIZZLE, B::SWIZZLE);
-        assert!(A::ROWS == M, "tcgen05.mma: the A tile must have M rows (the accumulator's rows)");
-        assert!(B::COLS == N, "tcgen05.mma (B K x N): the B tile must have N columns (the accumulator's columns)");
+        check_mma::<I, E, G>(M, N, A::COLS, A::SWIZZLE, B::SWIZZLE);
+        assert!(A::ROWS == M, "tcgen05.mma: the A tile must have M rows (the accumulator's rows in this CTA)");
+        assert!(B::COLS * G::CTAS as usize == N, "tcgen05.mma (B K x N): the B tile must have N columns (the accumulator's columns; N / 2 per CTA for cta_group::2)");
         assert!(A::COLS == B::ROWS, "tcgen05.mma (B K x N): A's columns and B's rows must both be K");
     };
-    let idesc = const { instr_descriptor::<E, D>(Major::K, Major::MN, M as u32, N as u32) };
+    let idesc = const { instr_descriptor::<E, D>(Major::K, Major::MN, (M * G::CTAS as usize) as u32, N as u32) };
     let (aa, ba) = (a.smem_addr(), b.smem_addr());
     let mut k = 0;
     while k < A::COLS {
         let da = SmemDescriptor::k_major::<A>(aa, 0, k);
         let db = SmemDescriptor::mn_major::<B>(ba, k, 0);
-        issue_ss::<E, D>(acc.addr(), da, db, idesc, accumulate || k > 0);
+        issue_ss::<G, E, D>(acc.addr(), da, db, idesc, accumulate || k > 0);
         k += E::K;
     }
 }
 
 /// As [`tcgen05_mma`] with A from tensor memory: `a` is a **packed**
 /// `M x K` TMEM operand (two 16-bit elements per 32-bit column), `B` an
-/// `N x K` K-major SMEM tile.
+/// `N x K` K-major SMEM tile. cta_group::1 (`&Cta1`).
 #[inline(always)]
 #[track_caller]
 pub fn tcgen05_mma_ts<E, D, B, const M: usize, const N: usize, const K: usize>(
+    _issuer: &Cta1,
     acc: &Tmem<D, M, N>,
     a: &Tmem<E, M, K, true>,
     b: Smem<B>,
@@ -514,7 +590,7 @@ pub fn tcgen05_mma_ts<E, D, B, const M: usize, const N: usize, const K: usize>(
     B: TileLayout<Elem = E>,
 {
     const {
-        check_mma::<E>(M, N, K, Swizzle::B128, B::SWIZZLE);
+        check_mma::<Cta1, E, Cta1>(M, N, K, Swizzle::B128, B::SWIZZLE);
         assert!(<E as MmaInput>::BITS == 16, "tcgen05.mma with A in TMEM: implemented for 16-bit inputs (kind::f16)");
         assert!(B::ROWS == N && B::COLS == K, "tcgen05.mma (A in TMEM): the B tile must be N x K (K-major)");
     };
@@ -533,9 +609,10 @@ pub fn tcgen05_mma_ts<E, D, B, const M: usize, const N: usize, const K: usize>(
 
 #[inline(always)]
 #[track_caller]
-fn issue_ss<E: AccumulatesInto<D>, D: MmaAccum>(d: u32, da: SmemDescriptor, db: SmemDescriptor, idesc: InstrDescriptor, accumulate: bool) {
-    // SAFETY: one thread (documented); descriptors from typed tiles.
-    unsafe { raw::mma_ss(E::KIND, d, da.0, db.0, idesc.0, accumulate) }
+fn issue_ss<G: CtaGroup, E: AccumulatesInto<D>, D: MmaAccum>(d: u32, da: SmemDescriptor, db: SmemDescriptor, idesc: InstrDescriptor, accumulate: bool) {
+    // SAFETY: one thread (documented; the pair's leader for cta_group::2,
+    // by the `Issuer` bound of the callers); descriptors from typed tiles.
+    unsafe { raw::mma_ss::<G>(E::KIND, d, da.0, db.0, idesc.0, accumulate) }
 }
 
 #[cfg(test)]

@@ -26,6 +26,8 @@
 //! register `i` holding column `col + i`.
 use core::marker::PhantomData;
 
+use crate::tcgen05::{Cta1, CtaGroup};
+
 /// TMEM lanes per CTA (`kernel_spec::limits::TMEM_LANES`).
 pub const TMEM_LANES: usize = kernel_spec::limits::TMEM_LANES as usize;
 /// TMEM columns per CTA (`kernel_spec::limits::MAX_TMEM_COLS`).
@@ -87,26 +89,29 @@ pub const fn tmem_layout<const K: usize>(cols: [usize; K]) -> ([usize; K], usize
     (offsets, if end == 0 { 0 } else { alloc_cols(end) })
 }
 
-/// A `ROWS x COLS` tile of `T` in tensor memory (see the module docs).
-pub struct Tmem<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool = false> {
+/// A `ROWS x COLS` tile of `T` in tensor memory (see the module docs),
+/// allocated and written by tensor-core work of CTA group `G`
+/// ([`Cta1`], or [`crate::tcgen05::Cta2`] for collective TMEM: the same
+/// columns of both CTAs of a pair, [`crate::collective::TmemPair`]).
+pub struct Tmem<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool = false, G: CtaGroup = Cta1> {
     addr: u32,
-    _t: PhantomData<T>,
+    _t: PhantomData<(T, G)>,
 }
 
-impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool> Clone for Tmem<T, ROWS, COLS, PACKED> {
+impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool, G: CtaGroup> Clone for Tmem<T, ROWS, COLS, PACKED, G> {
     fn clone(&self) -> Self {
         *self
     }
 }
-impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool> Copy for Tmem<T, ROWS, COLS, PACKED> {}
+impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool, G: CtaGroup> Copy for Tmem<T, ROWS, COLS, PACKED, G> {}
 
-impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool> core::fmt::Debug for Tmem<T, ROWS, COLS, PACKED> {
+impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool, G: CtaGroup> core::fmt::Debug for Tmem<T, ROWS, COLS, PACKED, G> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "Tmem<{}, {ROWS}, {COLS}, packed={PACKED}>@lane {} col {}", core::any::type_name::<T>(), self.addr >> 16, self.addr & 0xFFFF)
+        write!(f, "Tmem<{}, {ROWS}, {COLS}, packed={PACKED}, cta_group::{}>@lane {} col {}", core::any::type_name::<T>(), G::CTAS, self.addr >> 16, self.addr & 0xFFFF)
     }
 }
 
-impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool> Tmem<T, ROWS, COLS, PACKED> {
+impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool, G: CtaGroup> Tmem<T, ROWS, COLS, PACKED, G> {
     /// 32-bit columns the tile occupies.
     pub const PHYS_COLS: usize = {
         assert!(ROWS == 128 || ROWS == 64, "Tmem<T, ROWS, COLS>: ROWS must be 128 or 64 (TMEM lanes a tile spans)");
@@ -137,7 +142,7 @@ impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool> Tmem
 
     /// Columns `OFF .. OFF + W` as their own tile (checked at compile time).
     #[inline(always)]
-    pub fn cols<const OFF: usize, const W: usize>(&self) -> Tmem<T, ROWS, W, PACKED> {
+    pub fn cols<const OFF: usize, const W: usize>(&self) -> Tmem<T, ROWS, W, PACKED, G> {
         const { assert!(OFF + W <= COLS, "Tmem::cols::<OFF, W>: the slice must lie inside the tile's COLS") };
         Tmem { addr: self.addr + physical_cols(T::BITS, OFF, PACKED) as u32, _t: PhantomData }
     }
@@ -145,7 +150,7 @@ impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool> Tmem
     /// Columns `off .. off + W` (traps if outside the tile).
     #[inline(always)]
     #[track_caller]
-    pub fn cols_at<const W: usize>(&self, off: usize) -> Tmem<T, ROWS, W, PACKED> {
+    pub fn cols_at<const W: usize>(&self, off: usize) -> Tmem<T, ROWS, W, PACKED, G> {
         assert!(off + W <= COLS, "Tmem::cols_at: the slice must lie inside the tile's columns");
         Tmem { addr: self.addr + physical_cols(T::BITS, off, PACKED) as u32, _t: PhantomData }
     }
@@ -186,7 +191,7 @@ impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool> Tmem
     }
 }
 
-impl<const ROWS: usize, const COLS: usize> Tmem<f32, ROWS, COLS, false> {
+impl<const ROWS: usize, const COLS: usize, G: CtaGroup> Tmem<f32, ROWS, COLS, false, G> {
     /// This thread's row, `N` f32 columns from column `col`
     /// ([`Tmem::load_32x32b`] as f32).
     #[inline(always)]
@@ -200,11 +205,13 @@ impl<const ROWS: usize, const COLS: usize> Tmem<f32, ROWS, COLS, false> {
 }
 
 // SAFETY: no shared memory; the TMEM columns are declared by `TMEM_COLS`
-// and bound by `#[kernel]` through `bind_tmem`.
-unsafe impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool> crate::smem::Scratch for Tmem<T, ROWS, COLS, PACKED> {
+// and bound by `#[kernel]` through `bind_tmem`; a `Cta2` tile is
+// allocated with `cta_group::2` (`TMEM_COLLECTIVE`).
+unsafe impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool, G: CtaGroup> crate::smem::Scratch for Tmem<T, ROWS, COLS, PACKED, G> {
     const BYTES: usize = 0;
     const ALIGN: usize = 1;
     const TMEM_COLS: usize = Self::ALLOC_COLS;
+    const TMEM_COLLECTIVE: bool = G::CTAS == 2;
     unsafe fn from_smem(_ptr: *mut u8) -> Self {
         let _ = Self::PHYS_COLS;
         Tmem { addr: 0, _t: PhantomData }

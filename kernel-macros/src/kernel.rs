@@ -38,6 +38,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     };
     let (params, scratch) = check_signature(&mut func, &opts, &mut errors);
     check_arch_ops(&func, &opts, &mut errors);
+    check_cta_group(&func, &scratch, &mut errors);
     crate::warp_specialize::expand_in_body(&mut func.block, &opts, &mut errors);
     if !errors.is_empty() {
         // Report every error at once, and keep the function (without the
@@ -360,6 +361,9 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
     let pair_msg = format!(
         "kernel `{name}`: collective (cta_group::2) tensor-core work needs CTA pairs: a TmemPair scratch (and the collective MMA and commit that take it) needs a cluster whose x extent is a multiple of 2, and this kernel's cluster is ({cx}, {cy}, {cz}): use `cluster = (2, 1, 1)` (or another even x extent)"
     );
+    let mixed_group_msg = format!(
+        "kernel `{name}`: every tcgen05 op of a kernel uses one CTA group (ptxas rejects a kernel with both `.cta_group::1` and `.cta_group::2`), and this kernel has both collective TMEM (`TmemPair`, cta_group::2) and one CTA's `Tmem` (cta_group::1) scratch: make every TMEM scratch of a pair kernel a `TmemPair`"
+    );
     let tmem_arch_check = if opts.arch.as_deref() == Some("sm_100a") {
         quote!()
     } else {
@@ -534,6 +538,8 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
             pub const __TMEM_COLLECTIVE: bool = {
                 let c = false #(|| <#s_tys as #krate::smem::Scratch>::TMEM_COLLECTIVE)*;
                 assert!(!c || #cx % 2 == 0, #pair_msg);
+                let one_cta = false #(|| (<#s_tys as #krate::smem::Scratch>::TMEM_COLS > 0 && !<#s_tys as #krate::smem::Scratch>::TMEM_COLLECTIVE))*;
+                assert!(!(c && one_cta), #mixed_group_msg);
                 c
             };
             #[doc(hidden)]
@@ -595,11 +601,11 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
                 unsafe {
                     if <#name #gen_use>::__TMEM_COLLECTIVE {
                         // Collective TMEM: one warp in each CTA of the pair, cta_group::2.
-                        #krate::collective::raw::alloc(#krate::smem::shared_addr(__tmem_slot), __tmem_cols);
-                        #krate::collective::raw::relinquish_alloc_permit();
+                        #krate::tcgen05::raw::alloc::<#krate::tcgen05::Cta2>(#krate::smem::shared_addr(__tmem_slot), __tmem_cols);
+                        #krate::tcgen05::raw::relinquish_alloc_permit::<#krate::tcgen05::Cta2>();
                     } else {
-                        #krate::tcgen05::raw::alloc(#krate::smem::shared_addr(__tmem_slot), __tmem_cols);
-                        #krate::tcgen05::raw::relinquish_alloc_permit();
+                        #krate::tcgen05::raw::alloc::<#krate::tcgen05::Cta1>(#krate::smem::shared_addr(__tmem_slot), __tmem_cols);
+                        #krate::tcgen05::raw::relinquish_alloc_permit::<#krate::tcgen05::Cta1>();
                     }
                 }
             }
@@ -638,9 +644,9 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
                     // SAFETY: warp 0; the allocation made above; no thread uses it any more.
                     unsafe {
                         if <#name #gen_use>::__TMEM_COLLECTIVE {
-                            #krate::collective::raw::dealloc(__tmem_base, __tmem_cols)
+                            #krate::tcgen05::raw::dealloc::<#krate::tcgen05::Cta2>(__tmem_base, __tmem_cols)
                         } else {
-                            #krate::tcgen05::raw::dealloc(__tmem_base, __tmem_cols)
+                            #krate::tcgen05::raw::dealloc::<#krate::tcgen05::Cta1>(__tmem_base, __tmem_cols)
                         }
                     };
                 }
@@ -655,7 +661,7 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
 
 /// The tensor-core generation of a kernel restricted to one architecture:
 /// a Hopper-only op (`wgmma*`) in an `arch = sm_100a` kernel, or a
-/// Blackwell-only op (`tcgen05*`, `Tmem`) in an `arch = sm_90a` kernel, is
+/// Blackwell-only op or type (`tcgen05*`, `Tmem`, `TensorCore`, ..) in an `arch = sm_90a` kernel, is
 /// an error at the name (seen in the kernel's signature and body; an op
 /// reached through a helper function is caught by ptxas instead).
 fn check_arch_ops(func: &ItemFn, opts: &Options, errors: &mut Vec<Error>) {
@@ -678,7 +684,7 @@ fn check_arch_ops(func: &ItemFn, opts: &Options, errors: &mut Vec<Error>) {
                             id.span(),
                             format!("`{n}` is cluster launch control (`clusterlaunchcontrol.try_cancel`/`query_cancel`), which exists only on sm_100 (Blackwell), and this kernel is `arch = sm_90a`: schedule statically with `nd_loop`, or make the kernel `arch = sm_100a`"),
                         ));
-                    } else if arch == "sm_90a" && (n.starts_with("tcgen05") || n == "Tmem" || n == "TmemPair" || n.starts_with("TcBarrier")) {
+                    } else if arch == "sm_90a" && (n.starts_with("tcgen05") || ["Tmem", "TmemPair", "TensorCore", "PairTma", "Cta2"].contains(&n.as_str())) {
                         errors.push(Error::new(
                             id.span(),
                             format!("`{n}` is a Blackwell (sm_100a) tcgen05/TMEM item, and this kernel is `arch = sm_90a`, which has no tensor memory: use wgmma, or make the kernel `arch = sm_100a`"),
@@ -690,6 +696,38 @@ fn check_arch_ops(func: &ItemFn, opts: &Options, errors: &mut Vec<Error>) {
         }
     }
     walk(tokens, arch, errors);
+}
+
+/// One CTA group per kernel (ptxas rejects a kernel with both
+/// `.cta_group::1` and `.cta_group::2` tcgen05 instructions): in a kernel
+/// with collective TMEM scratch (`TmemPair`, `Tmem<.., Cta2>`), which
+/// `#[kernel]` allocates with `cta_group::2`, a cta_group::1 issuer (`Cta1`)
+/// in the body is an error at the name. Seen on the kernel's own tokens,
+/// like [`check_arch_ops`]; through a helper function ptxas reports it.
+fn check_cta_group(func: &ItemFn, scratch: &[ScratchParam], errors: &mut Vec<Error>) {
+    fn names(ts: TokenStream, out: &mut Vec<Ident>) {
+        for tt in ts {
+            match tt {
+                proc_macro2::TokenTree::Group(g) => names(g.stream(), out),
+                proc_macro2::TokenTree::Ident(id) => out.push(id),
+                _ => {}
+            }
+        }
+    }
+    let mut tys = Vec::new();
+    for s in scratch {
+        names(s.ty.to_token_stream(), &mut tys);
+    }
+    let Some(pair) = tys.iter().find(|id| *id == "TmemPair" || *id == "Cta2") else { return };
+    let pair = pair.to_string();
+    let mut body = Vec::new();
+    names(func.block.to_token_stream(), &mut body);
+    for id in body.iter().filter(|id| *id == "Cta1") {
+        errors.push(Error::new(
+            id.span(),
+            format!("`Cta1` issues cta_group::1 tensor-core work, and this kernel's TMEM is collective (a `{pair}` scratch, allocated with cta_group::2): every tcgen05 op of a kernel uses one CTA group (ptxas rejects a kernel with both); issue the pair's MMAs and commits with the pair's leader (`&leader` from `pair_role().leader()`)"),
+        ));
+    }
 }
 
 /// `ty` with every const generic of `map` used as a type's generic argument

@@ -65,9 +65,10 @@ mod warp_specialize;
 ///   alignment; `KernelSpec::SMEM_BYTES` is the total). Its type implements
 ///   `kernel_device::Scratch`: `Smem<T>`, `Barrier`, `Barriers<N>`,
 ///   `ClusterBarrier<Axes>`, and on sm_100a `Tmem<..>`, `TmemPair<..>`,
-///   `TcBarrier`, `TcBarriers<N>`, `PairBarriers<N>`, `ClcResponse`.
+///   the barrier kinds `Barrier<TensorCore>`, `Barriers<N, TensorCore>`,
+///   `Barriers<N, PairTma>`, and `ClcResponse`.
 /// * `#[scratch(arrivals = N)]` gives a barrier scratch (`Barrier`,
-///   `Barriers<N>`, `TcBarrier(s)`, `PairBarriers`) its arrival count, the
+///   `Barriers<N>`, of any kind) its arrival count, the
 ///   number of `arrive`s that complete one phase (`1 <= N < 2^20`; default
 ///   1). Count the threads that arrive: e.g. `arrivals = 256` for a
 ///   `consumed` barrier that two compute warpgroups release together
@@ -148,10 +149,12 @@ mod warp_specialize;
 /// * `instances` is given iff there are const generics, each instance with
 ///   one literal per const parameter;
 /// * with `arch = sm_100a` no `wgmma*` op in the kernel's body; with
-///   `arch = sm_90a` no `tcgen05*`, `Tmem`, `TmemPair`, `TcBarrier*` or
+///   `arch = sm_90a` no `tcgen05*`, `Tmem`, `TmemPair`, `TensorCore`,
+///   `PairTma`, `Cta2` or
 ///   cluster-launch-control op (an op reached through a helper function is
 ///   caught by ptxas instead); `Tmem` scratch needs `arch = sm_100a`, and a
-///   `TmemPair` a cluster whose x extent is even;
+///   `TmemPair` a cluster whose x extent is even and no `Tmem` (of one
+///   CTA) beside it;
 /// * the scratch total fits in 227 KB and the `Tmem` scratch in 512
 ///   columns (checked when the layout is evaluated, per instance).
 ///

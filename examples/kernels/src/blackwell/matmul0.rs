@@ -2,7 +2,7 @@
 use super::{acc_to_smem, ATile, BTile, OTile, TILE_M};
 use kernel_device::pipeline::{emit_pipeline, BlockSpec};
 use kernel_device::prelude::*;
-use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, TcBarriers};
+use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, Cta1, TensorCore};
 use kernel_device::tma::{commit_group, wait_group_read};
 use kernel_device::tmem::{wait_load_tmem, Tmem};
 use kernel_device::Barriers;
@@ -38,7 +38,7 @@ pub fn matmul0<const TN: usize, const STAGES: usize>(
     #[scratch] c_smem: Smem<OTile<TN>>,
     #[scratch] acc: Tmem<f32, TILE_M, TN>,
     #[scratch] loaded: Barriers<STAGES>,
-    #[scratch] consumed: TcBarriers<2>,
+    #[scratch] consumed: Barriers<2, TensorCore>,
 ) {
     let (pm, pn) = (block_idx().x, block_idx().y);
     let leader = thread_linear() == 0;
@@ -54,14 +54,14 @@ pub fn matmul0<const TN: usize, const STAGES: usize>(
         |ki, (a_tile, b_tile)| {
             let arrive_slot = (ki % 2) as usize;
             if leader {
-                tcgen05_mma_kn(&acc, a_tile, b_tile, ki > 0);
-                tcgen05_commit_arrive(consumed.at(arrive_slot));
+                tcgen05_mma_kn(&Cta1, &acc, a_tile, b_tile, ki > 0);
+                tcgen05_commit_arrive(&Cta1, consumed.at(arrive_slot));
             }
             consumed.at(1 - arrive_slot).wait();
         },
     );
     consumed.at(((k_steps - 1) % 2) as usize).wait();
-    acc_to_smem::<TN, TN, TILE_M, TN>(&acc, 0, c_smem, 0);
+    acc_to_smem::<TN, TN, TILE_M, TN, _>(&acc, 0, c_smem, 0);
     wait_load_tmem();
     commit_smem();
     sync_threads();

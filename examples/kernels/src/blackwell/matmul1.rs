@@ -1,7 +1,7 @@
 //! Step 1 of the Blackwell matmul tutorial: warp specialization.
 use super::{acc_to_smem, ATile, BTile, OTile, TILE_K, TILE_M};
 use kernel_device::prelude::*;
-use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, TcBarrier, TcBarriers};
+use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, Cta1, TensorCore};
 use kernel_device::tma::{commit_group, wait_group_read};
 use kernel_device::tmem::{wait_load_tmem, Tmem};
 use kernel_device::Barriers;
@@ -31,8 +31,8 @@ pub fn matmul1<const TN: usize, const STAGES: usize>(
     #[scratch] c_smem: Smem<OTile<TN>>,
     #[scratch] acc: Tmem<f32, TILE_M, TN>,
     #[scratch] loaded: Barriers<STAGES>,
-    #[scratch] consumed: TcBarriers<STAGES>,
-    #[scratch] mma_done: TcBarrier,
+    #[scratch] consumed: Barriers<STAGES, TensorCore>,
+    #[scratch] mma_done: Barrier<TensorCore>,
 ) {
     let (pm, pn) = (block_idx().x, block_idx().y);
     #[warp_specialize(warps)]
@@ -56,16 +56,16 @@ pub fn matmul1<const TN: usize, const STAGES: usize>(
                 for ki in 0..k_steps {
                     let slot = (ki % STAGES as u32) as usize;
                     loaded.at(slot).wait();
-                    tcgen05_mma_kn(&acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
-                    tcgen05_commit_arrive(consumed.at(slot));
+                    tcgen05_mma_kn(&Cta1, &acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
+                    tcgen05_commit_arrive(&Cta1, consumed.at(slot));
                 }
-                tcgen05_commit_arrive(mma_done.as_ref());
+                tcgen05_commit_arrive(&Cta1, mma_done.as_ref());
             }
         }
         _ => {}
     }
     mma_done.wait();
-    acc_to_smem::<TN, TN, TILE_M, TN>(&acc, 0, c_smem, 0);
+    acc_to_smem::<TN, TN, TILE_M, TN, _>(&acc, 0, c_smem, 0);
     wait_load_tmem();
     commit_smem();
     sync_threads();

@@ -1,7 +1,7 @@
 //! Step 2 of the Blackwell matmul tutorial: the tiled epilogue.
 use super::{acc_to_smem, ATile, BTile, ETile, EPI_N, TILE_K, TILE_M};
 use kernel_device::prelude::*;
-use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, TcBarrier, TcBarriers};
+use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, Cta1, TensorCore};
 use kernel_device::tma::{commit_group, wait_group_read};
 use kernel_device::tmem::{wait_load_tmem, Tmem};
 use kernel_device::Barriers;
@@ -29,8 +29,8 @@ pub fn matmul2<const TN: usize, const STAGES: usize>(
     #[scratch] acc_smem: Smem<[ETile; 2]>,
     #[scratch] acc: Tmem<f32, TILE_M, TN>,
     #[scratch] loaded: Barriers<STAGES>,
-    #[scratch] consumed: TcBarriers<STAGES>,
-    #[scratch] mma_done: TcBarrier,
+    #[scratch] consumed: Barriers<STAGES, TensorCore>,
+    #[scratch] mma_done: Barrier<TensorCore>,
 ) {
     const { assert!(TN % EPI_N == 0, "matmul2: TN must be a multiple of the epilogue tile EPI_N") };
     let (pm, pn) = (block_idx().x, block_idx().y);
@@ -55,10 +55,10 @@ pub fn matmul2<const TN: usize, const STAGES: usize>(
                 for ki in 0..k_steps {
                     let slot = (ki % STAGES as u32) as usize;
                     loaded.at(slot).wait();
-                    tcgen05_mma_kn(&acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
-                    tcgen05_commit_arrive(consumed.at(slot));
+                    tcgen05_mma_kn(&Cta1, &acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
+                    tcgen05_commit_arrive(&Cta1, consumed.at(slot));
                 }
-                tcgen05_commit_arrive(mma_done.as_ref());
+                tcgen05_commit_arrive(&Cta1, mma_done.as_ref());
             }
         }
         _ => {}
@@ -72,7 +72,7 @@ pub fn matmul2<const TN: usize, const STAGES: usize>(
             wait_group_read::<1>();
         }
         sync_threads();
-        acc_to_smem::<TN, EPI_N, TILE_M, EPI_N>(&acc, ni * EPI_N, buf, 0);
+        acc_to_smem::<TN, EPI_N, TILE_M, EPI_N, _>(&acc, ni * EPI_N, buf, 0);
         commit_smem();
         sync_threads();
         if leader {

@@ -1,8 +1,8 @@
 //! Step 3 of the tutorial: collective (2-CTA) MMA.
 use super::{acc_to_smem, ATile, BTile, ETile, EPI_N, TILE_K, TILE_M};
-use kernel_device::collective::{pair_role, PairBarriers, tcgen05_commit_arrive_pair, tcgen05_mma_kn_pair, PartitionedTma, TmemPair};
+use kernel_device::collective::{pair_role, PairTma, PartitionedTma, TmemPair};
 use kernel_device::prelude::*;
-use kernel_device::tcgen05::{TcBarrier, TcBarriers};
+use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, TensorCore};
 use kernel_device::tma::{commit_group, wait_group_read};
 use kernel_device::tmem::wait_load_tmem;
 
@@ -39,9 +39,9 @@ pub fn matmul3<const TN: usize, const PN: usize, const STAGES: usize>(
     #[scratch] b_smem: Smem<[BTile<TN>; STAGES]>,
     #[scratch] acc_smem: Smem<[ETile; 2]>,
     #[scratch] acc: TmemPair<f32, TILE_M, PN>,
-    #[scratch] loaded: PairBarriers<STAGES>,
-    #[scratch] consumed: TcBarriers<STAGES>,
-    #[scratch] mma_done: TcBarrier,
+    #[scratch] loaded: Barriers<STAGES, PairTma>,
+    #[scratch] consumed: Barriers<STAGES, TensorCore>,
+    #[scratch] mma_done: Barrier<TensorCore>,
 ) {
     const { assert!(PN == 2 * TN && PN % EPI_N == 0, "matmul3: PN (the pair's tile N) must be 2 TN and a multiple of EPI_N") };
     let (pm, pn) = (block_idx().x / 2, block_idx().y);
@@ -69,10 +69,10 @@ pub fn matmul3<const TN: usize, const PN: usize, const STAGES: usize>(
                 for ki in 0..k_steps {
                     let slot = (ki % STAGES as u32) as usize;
                     loaded.at(slot).wait(&pl);
-                    tcgen05_mma_kn_pair(&pl, &acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
-                    tcgen05_commit_arrive_pair(&pl, consumed.at(slot));
+                    tcgen05_mma_kn(&pl, &acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
+                    tcgen05_commit_arrive(&pl, consumed.at(slot));
                 }
-                tcgen05_commit_arrive_pair(&pl, mma_done.as_ref());
+                tcgen05_commit_arrive(&pl, mma_done.as_ref());
             }
         }
         _ => {}
@@ -86,7 +86,7 @@ pub fn matmul3<const TN: usize, const PN: usize, const STAGES: usize>(
             wait_group_read::<1>();
         }
         sync_threads();
-        acc_to_smem::<PN, EPI_N, TILE_M, EPI_N>(&acc.local(), ni * EPI_N, buf, 0);
+        acc_to_smem::<PN, EPI_N, TILE_M, EPI_N, _>(&acc, ni * EPI_N, buf, 0);
         commit_smem();
         sync_threads();
         if leader {

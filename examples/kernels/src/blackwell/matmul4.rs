@@ -1,9 +1,9 @@
 //! Step 4 of the tutorial: a persistent kernel.
 use super::{acc_to_smem, ATile, BTile, ETile, EPI_N, TILE_K, TILE_M};
-use kernel_device::collective::{pair_rank, pair_role, PairBarriers, tcgen05_commit_arrive_pair, tcgen05_mma_kn_pair, PartitionedTma, TmemPair};
+use kernel_device::collective::{pair_rank, pair_role, PairTma, PartitionedTma, TmemPair};
 use kernel_device::grid::{nd_loop, Collective};
 use kernel_device::prelude::*;
-use kernel_device::tcgen05::{TcBarrier, TcBarriers};
+use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, TensorCore};
 use kernel_device::tma::{commit_group, wait_group_read};
 use kernel_device::tmem::wait_load_tmem;
 
@@ -41,9 +41,9 @@ pub fn matmul4<const TN: usize, const PN: usize, const STAGES: usize>(
     #[scratch] b_smem: Smem<[BTile<TN>; STAGES]>,
     #[scratch] acc_smem: Smem<[ETile; 2]>,
     #[scratch] acc: TmemPair<f32, TILE_M, PN>,
-    #[scratch] loaded: PairBarriers<STAGES>,
-    #[scratch] consumed: TcBarriers<STAGES>,
-    #[scratch] mma_done: TcBarrier,
+    #[scratch] loaded: Barriers<STAGES, PairTma>,
+    #[scratch] consumed: Barriers<STAGES, TensorCore>,
+    #[scratch] mma_done: Barrier<TensorCore>,
 ) {
     const { assert!(PN == 2 * TN && PN % EPI_N == 0, "matmul4: PN (the pair's tile N) must be 2 TN and a multiple of EPI_N") };
     let pair_leader = pair_role().leader();
@@ -73,10 +73,10 @@ pub fn matmul4<const TN: usize, const PN: usize, const STAGES: usize>(
                     for ki in 0..k_steps {
                         let slot = (ki % STAGES as u32) as usize;
                         loaded.at(slot).wait(&pl);
-                        tcgen05_mma_kn_pair(&pl, &acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
-                        tcgen05_commit_arrive_pair(&pl, consumed.at(slot));
+                        tcgen05_mma_kn(&pl, &acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
+                        tcgen05_commit_arrive(&pl, consumed.at(slot));
                     }
-                    tcgen05_commit_arrive_pair(&pl, mma_done.as_ref());
+                    tcgen05_commit_arrive(&pl, mma_done.as_ref());
                 }
             }
             _ => {}
@@ -89,7 +89,7 @@ pub fn matmul4<const TN: usize, const PN: usize, const STAGES: usize>(
                 wait_group_read::<1>();
             }
             sync_threads();
-            acc_to_smem::<PN, EPI_N, TILE_M, EPI_N>(&acc.local(), ni * EPI_N, buf, 0);
+            acc_to_smem::<PN, EPI_N, TILE_M, EPI_N, _>(&acc, ni * EPI_N, buf, 0);
             // Loads must complete before the next tile's MMAs overwrite
             // TMEM, and so before this barrier (see step 3 above).
             wait_load_tmem();

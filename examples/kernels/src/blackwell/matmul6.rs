@@ -1,9 +1,9 @@
 //! Step 6 of the tutorial: grid tiling.
 use super::{acc_to_smem, ATile, BTile, ETile, EPI_N, TILE_K, TILE_M};
-use kernel_device::collective::{pair_rank, pair_role, PairBarriers, tcgen05_commit_arrive_pair, tcgen05_mma_kn_pair, PartitionedTma, TmemPair};
+use kernel_device::collective::{pair_rank, pair_role, PairTma, PartitionedTma, TmemPair};
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
-use kernel_device::tcgen05::{raw::fence_after_thread_sync, raw::fence_before_thread_sync, TcBarriers};
+use kernel_device::tcgen05::{raw::fence_after_thread_sync, raw::fence_before_thread_sync, tcgen05_commit_arrive, tcgen05_mma_kn, TensorCore};
 use kernel_device::tma::{commit_group, wait_group_read};
 use kernel_device::tmem::wait_load_tmem;
 use kernel_device::Barriers;
@@ -40,9 +40,9 @@ pub fn matmul6<const TN: usize, const PN: usize, const AN: usize, const STAGES: 
     #[scratch] b_smem: Smem<[BTile<TN>; STAGES]>,
     #[scratch] acc_smem: Smem<[ETile; 2]>,
     #[scratch] acc_slots: TmemPair<f32, TILE_M, AN>,
-    #[scratch] loaded: PairBarriers<STAGES>,
-    #[scratch] consumed: TcBarriers<STAGES>,
-    #[scratch] mma_done: TcBarriers<2>,
+    #[scratch] loaded: Barriers<STAGES, PairTma>,
+    #[scratch] consumed: Barriers<STAGES, TensorCore>,
+    #[scratch] mma_done: Barriers<2, TensorCore>,
     #[scratch(arrivals = 2)] store_done: Barriers<2>,
 ) {
     const { assert!(PN == 2 * TN && AN == 2 * PN && PN % EPI_N == 0, "matmul6: PN must be 2 TN and a multiple of EPI_N, AN (the double-buffered accumulator) 2 PN") };
@@ -88,11 +88,11 @@ pub fn matmul6<const TN: usize, const PN: usize, const AN: usize, const STAGES: 
                         for ki in 0..k_steps {
                             let slot = (step % STAGES as u32) as usize;
                             loaded.at(slot).wait(&pl);
-                            tcgen05_mma_kn_pair(&pl, &acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
-                            tcgen05_commit_arrive_pair(&pl, consumed.at(slot));
+                            tcgen05_mma_kn(&pl, &acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
+                            tcgen05_commit_arrive(&pl, consumed.at(slot));
                             step += 1;
                         }
-                        tcgen05_commit_arrive_pair(&pl, mma_done.at(acc_slot));
+                        tcgen05_commit_arrive(&pl, mma_done.at(acc_slot));
                     }
                 });
             }
@@ -115,7 +115,7 @@ pub fn matmul6<const TN: usize, const PN: usize, const AN: usize, const STAGES: 
                         wait_group_read::<1>();
                     }
                     EPILOGUE.sync();
-                    acc_to_smem::<PN, EPI_N, TILE_M, EPI_N>(&acc.local(), ni * EPI_N, buf, 0);
+                    acc_to_smem::<PN, EPI_N, TILE_M, EPI_N, _>(&acc, ni * EPI_N, buf, 0);
                     commit_smem();
                     EPILOGUE.sync();
                     if leader {

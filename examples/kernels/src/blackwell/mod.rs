@@ -14,6 +14,7 @@
 //! this project): they are verified by ptxas 13.0 for sm_100a and by the CPU
 //! emulator's TMEM and tensor-core model.
 use kernel_device::prelude::*;
+use kernel_device::tcgen05::CtaGroup;
 use kernel_device::tmem::{store_row_f16, Tmem};
 use kernel_device::f16;
 
@@ -69,12 +70,12 @@ pub fn my_row() -> usize {
 }
 
 /// Every thread of the warpgroup copies its accumulator row, columns
-/// `col0 .. col0 + W`, from TMEM (32 columns per `tcgen05.ld`) into the
+/// `col0 .. col0 + W`, from TMEM (its rows of a pair's `TmemPair` too) (32 columns per `tcgen05.ld`) into the
 /// swizzled SMEM tile `dst` at column `dst_col0`, as f16.
 #[inline(always)]
 #[track_caller]
-pub fn acc_to_smem<const TN: usize, const W: usize, const R: usize, const C: usize>(
-    acc: &Tmem<f32, TILE_M, TN>,
+pub fn acc_to_smem<const TN: usize, const W: usize, const R: usize, const C: usize, G: CtaGroup>(
+    acc: &Tmem<f32, TILE_M, TN, false, G>,
     col0: usize,
     dst: Smem<Tile<f16, R, C, Sw>>,
     dst_col0: usize,

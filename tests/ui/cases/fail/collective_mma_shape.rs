@@ -1,5 +1,6 @@
 #![allow(unused)]
-use kernel_device::collective::{pair_role, tcgen05_mma_kn_pair, TmemPair};
+use kernel_device::collective::{pair_role, TmemPair};
+use kernel_device::tcgen05::tcgen05_mma_kn;
 use kernel_device::prelude::*;
 use kernel_device::f16;
 
@@ -10,7 +11,7 @@ type B = Tile<f16, 64, 64, Swizzled<128>>;
 #[kernel(block = warpgroups(1), cluster = (2, 1, 1), arch = sm_100a)]
 pub fn k(x: *mut f32, #[scratch] a: Smem<A>, #[scratch] b: Smem<B>, #[scratch] acc: TmemPair<f32, 128, 136>) {
     if let Some(leader) = pair_role().leader() {
-        tcgen05_mma_kn_pair(&leader, &acc, a, b, false);
+        tcgen05_mma_kn(&leader, &acc, a, b, false);
     }
 }
 

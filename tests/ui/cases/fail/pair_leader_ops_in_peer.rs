@@ -1,7 +1,7 @@
 #![allow(unused)]
-use kernel_device::collective::{pair_role, tcgen05_commit_arrive_pair, PairBarriers, PairRole, PartitionedTma, TmemPair};
+use kernel_device::collective::{pair_role, PairTma, PairRole, PartitionedTma, TmemPair};
 use kernel_device::prelude::*;
-use kernel_device::tcgen05::TcBarrier;
+use kernel_device::tcgen05::{tcgen05_commit_arrive, TensorCore};
 use kernel_device::f16;
 
 type A = Tile<f16, 128, 64, Swizzled<128>>;
@@ -11,7 +11,7 @@ type A = Tile<f16, 128, 64, Swizzled<128>>;
 // barrier, expecting its bytes or committing the pair's MMAs there is the
 // leader's work. With the `PairPeer` token none of it compiles.
 #[kernel(block = warpgroups(1), cluster = (2, 1, 1), arch = sm_100a)]
-pub fn k(a: Tma<A>, #[scratch] s: Smem<A>, #[scratch] acc: TmemPair<f32, 128, 128>, #[scratch] loaded: PairBarriers<1>, #[scratch] done: TcBarrier) {
+pub fn k(a: Tma<A>, #[scratch] s: Smem<A>, #[scratch] acc: TmemPair<f32, 128, 128>, #[scratch] loaded: Barriers<1, PairTma>, #[scratch] done: Barrier<TensorCore>) {
     a.load_partitioned::<0>(s, 0, 0, loaded.at(0));
     match pair_role() {
         PairRole::Leader(leader) => {
@@ -20,7 +20,7 @@ pub fn k(a: Tma<A>, #[scratch] s: Smem<A>, #[scratch] acc: TmemPair<f32, 128, 12
         }
         PairRole::Peer(peer) => {
             loaded.at(0).wait(&peer);
-            tcgen05_commit_arrive_pair(&peer, done.as_ref());
+            tcgen05_commit_arrive(&peer, done.as_ref());
         }
     }
 }

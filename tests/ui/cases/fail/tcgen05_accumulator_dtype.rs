@@ -1,7 +1,7 @@
 #![allow(unused)]
 use kernel_device::prelude::*;
 use kernel_device::{bf16, f16};
-use kernel_device::tcgen05::tcgen05_mma;
+use kernel_device::tcgen05::{tcgen05_mma, Cta1};
 use kernel_device::tmem::Tmem;
 
 // bf16 inputs accumulate only into f32.
@@ -11,7 +11,7 @@ pub fn k(
     #[scratch] b: Smem<Tile<bf16, 128, 64, Swizzled<128>>>,
     #[scratch] acc: Tmem<f16, 128, 128>,
 ) {
-    tcgen05_mma(&acc, a, b, false);
+    tcgen05_mma(&Cta1, &acc, a, b, false);
 }
 
 fn main() {}

@@ -1,7 +1,7 @@
 #![allow(unused)]
 use kernel_device::prelude::*;
 use kernel_device::f16;
-use kernel_device::tcgen05::tcgen05_mma_ts;
+use kernel_device::tcgen05::{tcgen05_mma_ts, Cta1};
 use kernel_device::tmem::Tmem;
 
 // kind::f16 consumes K = 16 per instruction: an A operand of K = 8 is not one.
@@ -11,7 +11,7 @@ pub fn k(
     #[scratch] a_tm: Tmem<f16, 128, 8, true>,
     #[scratch] acc: Tmem<f32, 128, 128>,
 ) {
-    tcgen05_mma_ts(&acc, &a_tm, b, false);
+    tcgen05_mma_ts(&Cta1, &acc, &a_tm, b, false);
 }
 
 fn main() {}

@@ -1,7 +1,7 @@
 #![allow(unused)]
 use kernel_device::prelude::*;
 use kernel_device::f16;
-use kernel_device::tcgen05::tcgen05_mma;
+use kernel_device::tcgen05::{tcgen05_mma, Cta1};
 use kernel_device::tmem::Tmem;
 
 // M = 128 needs N a multiple of 16: N = 8 is not a cta_group::1 shape.
@@ -11,7 +11,7 @@ pub fn k(
     #[scratch] b: Smem<Tile<f16, 8, 64, Swizzled<128>>>,
     #[scratch] acc: Tmem<f32, 128, 8>,
 ) {
-    tcgen05_mma(&acc, a, b, false);
+    tcgen05_mma(&Cta1, &acc, a, b, false);
 }
 
 fn main() {}

@@ -1,7 +1,7 @@
 #![allow(unused)]
 use kernel_device::prelude::*;
 use kernel_device::f16;
-use kernel_device::tcgen05::tcgen05_mma_ts;
+use kernel_device::tcgen05::{tcgen05_mma_ts, Cta1};
 use kernel_device::tmem::Tmem;
 
 // An A operand in TMEM must be packed (two f16 per 32-bit column);
@@ -13,7 +13,7 @@ pub fn k(
     #[scratch] acc: Tmem<f32, 128, 128>,
     #[scratch] bad: Tmem<f32, 128, 64, true>,
 ) {
-    tcgen05_mma_ts(&acc, &a_tm, b, false);
+    tcgen05_mma_ts(&Cta1, &acc, &a_tm, b, false);
 }
 
 fn main() {}
