@@ -46,3 +46,31 @@ impl From<kernel_host::Error> for Error {
         Error::Runtime(e)
     }
 }
+
+/// The `main` of this crate's benchmark binaries (`swiglu_bench`,
+/// `fp8_bench`): parse the arguments, open the GPU (or the emulator), run,
+/// and exit 0 only if every output matched its CPU reference; errors are
+/// printed, not panicked.
+pub fn bench_main<A>(args: Result<A, String>, run: impl FnOnce(&kernel_host::Device, &A) -> Result<bool, Box<dyn std::error::Error>>) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    let fail = |e: &dyn std::fmt::Display| {
+        eprintln!("error: {e}");
+        ExitCode::FAILURE
+    };
+    let a = match args {
+        Ok(a) => a,
+        Err(e) => return fail(&e),
+    };
+    let dev = match kernel_host::Device::gpu_or_emulator() {
+        Ok(d) => d,
+        Err(e) => return fail(&e),
+    };
+    match run(&dev, &a) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("FAIL: an output differs from the CPU reference");
+            ExitCode::FAILURE
+        }
+        Err(e) => fail(&e),
+    }
+}
