@@ -144,8 +144,10 @@ pub struct Cols<const N: usize>;
     note = "the hardware allows N a multiple of 8 from 8 to 256; this crate implements N = 64, 128 and 256 (f32 accumulators)"
 )]
 pub trait WgmmaShape {
-    /// `N / 2` f32 accumulator registers per thread.
-    type F32Regs: Copy;
+    /// `N / 2` f32 accumulator registers per thread (an array: index it
+    /// with constants only, e.g. inside `array::regs::unroll`, so the
+    /// registers stay registers).
+    type F32Regs: Copy + AsRef<[f32]> + AsMut<[f32]>;
     const N: usize;
     fn zero_f32() -> Self::F32Regs;
     /// Registers with unspecified contents, defined by an empty asm (no
@@ -157,7 +159,9 @@ pub trait WgmmaShape {
     unsafe fn mma_f32<E: WgmmaInput>(d: &mut Self::F32Regs, a: SmemDescriptor, b: SmemDescriptor, scale_d: bool, trans_b: bool);
     /// # Safety
     /// A from registers (4 x b32 of f16x2 in the WGMMA A-fragment layout).
-    unsafe fn mma_f32_rs<E: WgmmaInput>(d: &mut Self::F32Regs, a: [u32; 4], b: SmemDescriptor, scale_d: bool);
+    /// `trans_b`: B is MN-major (`imm-trans-b = 1`; the RS form has no
+    /// `imm-trans-a`).
+    unsafe fn mma_f32_rs<E: WgmmaInput>(d: &mut Self::F32Regs, a: [u32; 4], b: SmemDescriptor, scale_d: bool, trans_b: bool);
     /// Empty asm that "uses and redefines" every register: orders plain
     /// register reads after preceding wgmma waits.
     fn fence_operands(d: &mut Self::F32Regs);
@@ -280,17 +284,17 @@ macro_rules! wgmma_shape {
             }
             #[inline(always)]
             #[track_caller]
-            unsafe fn mma_f32_rs<E: WgmmaInput>(d: &mut [f32; $regs], a: [u32; 4], b: SmemDescriptor, scale_d: bool) {
+            unsafe fn mma_f32_rs<E: WgmmaInput>(d: &mut [f32; $regs], a: [u32; 4], b: SmemDescriptor, scale_d: bool, trans_b: bool) {
                 device!("wgmma.mma_async (RS, f32 accumulator)", {
                     let sd = scale_d as u32;
                     macro_rules! issue {
-                        ($ty:literal) => {
+                        ($ty:literal, $tb:literal) => {
                             // SAFETY: the caller's contract.
                             unsafe {
                                 core::arch::asm!(
                                     concat!(
                                         "{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty,
-                                        " {{{}, {}" $(, pair_tpl!($p))* , "}}, {{{a0}, {a1}, {a2}, {a3}}}, {db}, p, 1, 1, 0; }}"
+                                        " {{{}, {}" $(, pair_tpl!($p))* , "}}, {{{a0}, {a1}, {a2}, {a3}}}, {db}, p, 1, 1, ", $tb, "; }}"
                                     ),
                                     inout(reg32) d[2 * $p0], inout(reg32) d[2 * $p0 + 1],
                                     $(inout(reg32) d[2 * $p], inout(reg32) d[2 * $p + 1],)*
@@ -302,9 +306,14 @@ macro_rules! wgmma_shape {
                         };
                     }
                     // 16-bit only (`Acc::mma_rs` refuses FP8 at compile time).
-                    if matches!(E::ELEM, Elem::Bf16) { issue!("bf16") } else { issue!("f16") }
+                    match (matches!(E::ELEM, Elem::Bf16), trans_b) {
+                        (false, false) => issue!("f16", "0"),
+                        (false, true) => issue!("f16", "1"),
+                        (true, false) => issue!("bf16", "0"),
+                        (true, true) => issue!("bf16", "1"),
+                    }
                 }, host |op| {
-                    kernel_emu::wgmma::mma_f32(d, kernel_emu::wgmma::A::Regs(a), b, scale_d, false, E::ELEM, op)
+                    kernel_emu::wgmma::mma_f32(d, kernel_emu::wgmma::A::Regs(a), b, scale_d, trans_b, E::ELEM, op)
                 })
             }
             #[inline(always)]
@@ -628,7 +637,33 @@ where
         wgmma_fence();
         let db = SmemDescriptor::k_major::<B>(b.smem_addr(), b_row, k);
         // SAFETY: warpgroup-wide, after the fence; `a` is this thread's fragment.
-        unsafe { <Cols<N>>::mma_f32_rs::<E>(&mut self.regs, a, db, accumulate) };
+        unsafe { <Cols<N>>::mma_f32_rs::<E>(&mut self.regs, a, db, accumulate, false) };
+    }
+
+    /// As [`Acc::mma_rs`] with B stored `K x N` (N contiguous, MN-major, as
+    /// [`Acc::mma_kn`]): `acc (+)= A_frag[64 x 16] · B[k .. k + 16, b_col ..
+    /// b_col + N]`. Attention's `O += P · V` (P in registers, V a row-major
+    /// `keys x head_dim` tile) is this. `k` is a multiple of 16, `b_col` of
+    /// B's column block. Warpgroup-collective.
+    #[inline(always)]
+    #[track_caller]
+    pub fn mma_rs_kn<E, B>(&mut self, a: [u32; 4], b: Smem<B>, k: usize, b_col: usize, accumulate: bool)
+    where
+        E: WgmmaInput,
+        B: TileLayout<Elem = E>,
+    {
+        const {
+            assert!(E::K == WGMMA_K, "wgmma (A from registers, B K x N): implemented for 16-bit inputs only (FP8 has neither the A fragment here nor a transposed B)");
+            assert!(B::COLS >= N, "wgmma (B K x N): the B tile needs at least N columns");
+            assert!(B::ROWS % WGMMA_K == 0, "wgmma (B K x N): B's rows (K) must be a multiple of 16");
+            assert!(!matches!(B::SWIZZLE, Swizzle::None), "wgmma: the B tile must be swizzled (Swizzled<32/64/128>)");
+        };
+        assert!(k + WGMMA_K <= B::ROWS && b_col + N <= B::COLS, "Acc::mma_rs_kn: block outside the B tile");
+        wgmma_fence();
+        let db = SmemDescriptor::mn_major::<B>(b.smem_addr(), k, b_col);
+        // SAFETY: warpgroup-wide, after the fence; `a` is this thread's
+        // fragment; B MN-major (imm-trans-b = 1).
+        unsafe { <Cols<N>>::mma_f32_rs::<E>(&mut self.regs, a, db, accumulate, true) };
     }
 
     /// Orders plain reads of the registers after a preceding [`wgmma_wait`].

@@ -1,0 +1,94 @@
+//! Attention forward (`kernel_ops::attention::attention`,
+//! `kernel_ops_kernels::attention::attention_fwd`) on the CPU emulator
+//! through the entry point, race checks on, against
+//! `kernel_ops::attention::reference`: ragged sequence lengths (a partial
+//! last Q block and K/V block, TMA zero fill and clipped stores), enough
+//! K/V blocks that the stage ring wraps, causal and not, GQA, both head
+//! dims, under 4 schedules; and every bad input refused with its rule, O
+//! untouched.
+use kernel_device::f16;
+use kernel_host::emulate::Emulator;
+use kernel_host::Device;
+use kernel_ops::attention::{attention, reference, Options, Shape};
+
+fn randn(len: usize, seed: u64) -> Vec<f16> {
+    kernel_host::randn_f16(len, seed)
+}
+
+fn to_f32(x: &[f16]) -> Vec<f32> {
+    x.iter().map(|v| v.to_f32()).collect()
+}
+
+/// Runs one problem on the emulator with `seed`'s schedule and returns the
+/// relative Frobenius errors of O and the largest absolute error of the
+/// log-sum-exp against the reference.
+fn run(shape: Shape, opts: Options, seed: u64) -> (f64, f64) {
+    let (q, k, v) = (randn(shape.q_len(), 1), randn(shape.kv_len(), 2), randn(shape.kv_len(), 3));
+    let (want_o, want_lse) = reference(&to_f32(&q), &to_f32(&k), &to_f32(&v), shape, opts);
+    let dev = Device::emulator_with(Emulator::new(seed));
+    let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    let (dq, dk, dv) = (dev.upload(&q).unwrap(), dev.upload(&k).unwrap(), dev.upload(&v).unwrap());
+    let mut o = dev.upload(&vec![f16::NAN; shape.q_len()]).unwrap();
+    let mut lse = dev.upload(&vec![f32::NAN; shape.lse_len()]).unwrap();
+    attention(&dev, &ops, &dq, &dk, &dv, &mut o, &mut lse, shape, opts).unwrap_or_else(|e| panic!("{shape:?} {opts:?} seed {seed}: {e}"));
+    let o = dev.download(&o).unwrap();
+    assert!(o.iter().all(|x| !x.is_nan()), "{shape:?}: an output element was not written");
+    let lse = dev.download(&lse).unwrap();
+    let lse_err = lse.iter().zip(&want_lse).map(|(a, b)| f64::from((a - b).abs())).fold(0.0, f64::max);
+    (kernel_host::rel_frobenius_error(&o, &want_o), lse_err)
+}
+
+/// P is rounded to f16 before `P V` (as every FlashAttention does) and O
+/// once more at the end: relative errors near 1e-3.
+const O_BOUND: f64 = 4e-3;
+const LSE_BOUND: f64 = 2e-3;
+
+#[test]
+fn attention_matches_the_cpu_reference_on_the_emulator() {
+    // seq 300: Q blocks of 128 + 128 + 44, K/V blocks of 128 + 128 + 44 (the
+    // D = 128 instance has 2 stages, so its third block reuses slot 0).
+    let cases = [
+        (Shape { batch: 1, seq: 300, heads: 1, kv_heads: 1, head_dim: 128 }, Options::default()),
+        (Shape { batch: 2, seq: 200, heads: 2, kv_heads: 1, head_dim: 64 }, Options { causal: true, scale: Some(0.2) }),
+    ];
+    for (i, (shape, opts)) in cases.into_iter().enumerate() {
+        for seed in 0..2 {
+            let (o_err, lse_err) = run(shape, opts, 2 * i as u64 + seed);
+            assert!(o_err < O_BOUND && lse_err < LSE_BOUND, "{shape:?} {opts:?} seed {seed}: O error {o_err:.2e}, lse error {lse_err:.2e}");
+        }
+    }
+}
+
+#[test]
+fn causal_attention_with_ragged_blocks_matches_the_reference() {
+    // 5 K/V blocks for the last Q block of D = 64 (3 stages: the ring wraps),
+    // the diagonal inside blocks, a 4-row tail.
+    let shape = Shape { batch: 1, seq: 516, heads: 1, kv_heads: 1, head_dim: 64 };
+    let (o_err, lse_err) = run(shape, Options { causal: true, scale: None }, 7);
+    assert!(o_err < O_BOUND && lse_err < LSE_BOUND, "O error {o_err:.2e}, lse error {lse_err:.2e}");
+}
+
+#[test]
+fn attention_refuses_bad_inputs_naming_the_rule() {
+    let dev = Device::emulator();
+    let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    let ok = Shape { batch: 1, seq: 16, heads: 4, kv_heads: 2, head_dim: 64 };
+    let cases: [(Shape, Options, [usize; 5], &str); 6] = [
+        (Shape { head_dim: 96, ..ok }, Options::default(), [0; 5], "head_dim = 96: the kernel is built for head_dim in [64, 128]"),
+        (Shape { kv_heads: 3, ..ok }, Options::default(), [0; 5], "heads = 4, kv_heads = 3: kv_heads must divide heads"),
+        (Shape { seq: 0, ..ok }, Options::default(), [0; 5], "seq = 0: every size must be at least 1"),
+        (ok, Options::default(), [4096, 2047, 2048, 4096, 64], "`k` holds 2047 elements; batch x seq x kv_heads x head_dim = 2048 expected"),
+        (ok, Options::default(), [4096, 2048, 2048, 4096, 63], "`lse` holds 63 elements; batch x heads x seq = 64 expected"),
+        (ok, Options { causal: false, scale: Some(f32::NAN) }, [4096, 2048, 2048, 4096, 64], "scale = NaN: the softmax scale must be finite and positive"),
+    ];
+    for (shape, opts, lens, rule) in cases {
+        let lens = if lens == [0; 5] { [shape.q_len(), shape.kv_len(), shape.kv_len(), shape.q_len(), shape.lse_len()] } else { lens };
+        let buf = |len: usize| dev.upload(&vec![f16::ONE; len]).unwrap();
+        let (q, k, v) = (buf(lens[0]), buf(lens[1]), buf(lens[2]));
+        let mut o = dev.upload(&vec![f16::from_f32(7.0); lens[3]]).unwrap();
+        let mut lse = dev.upload(&vec![0f32; lens[4]]).unwrap();
+        let e = attention(&dev, &ops, &q, &k, &v, &mut o, &mut lse, shape, opts).expect_err(rule).to_string();
+        assert!(e.contains("attention") && e.contains(rule), "{shape:?}: {e}");
+        assert!(dev.download(&o).unwrap().iter().all(|v| v.to_f32() == 7.0), "{shape:?}: o was written");
+    }
+}
