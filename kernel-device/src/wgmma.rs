@@ -666,6 +666,37 @@ where
         unsafe { <Cols<N>>::mma_f32_rs::<E>(&mut self.regs, a, db, accumulate, true) };
     }
 
+    /// `acc (+)= A[64 x 16 KC] · B[0 .. 16 KC, b_col .. b_col + N]` with A
+    /// from registers (`a[c]`: this thread's fragment of A's columns `16 c
+    /// .. 16 c + 16`, `c < KC`) and B stored `K x N` (MN-major, as
+    /// [`Acc::mma_rs_kn`]): ONE `wgmma.fence`, then `KC` chained wgmmas
+    /// (a fence between MMAs of one accumulator chain makes each wait for
+    /// the one before). With `accumulate = false` the first overwrites the
+    /// accumulator. Attention's `O += P V` is this. Warpgroup-collective.
+    #[inline(always)]
+    #[track_caller]
+    pub fn mma_rs_kn_chain<E, B, const KC: usize>(&mut self, a: &[[u32; 4]; KC], b: Smem<B>, b_col: usize, accumulate: bool)
+    where
+        E: WgmmaInput,
+        B: TileLayout<Elem = E>,
+    {
+        const {
+            assert!(E::K == WGMMA_K, "wgmma (A from registers, B K x N): implemented for 16-bit inputs only (FP8 has neither the A fragment here nor a transposed B)");
+            assert!(B::COLS >= N, "wgmma (B K x N): the B tile needs at least N columns");
+            assert!(B::ROWS >= WGMMA_K * KC, "wgmma (B K x N): B needs 16 rows (K) per A fragment");
+            assert!(!matches!(B::SWIZZLE, Swizzle::None), "wgmma: the B tile must be swizzled (Swizzled<32/64/128>)");
+        };
+        assert!(b_col + N <= B::COLS, "Acc::mma_rs_kn_chain: block outside the B tile");
+        let b_addr = b.smem_addr();
+        wgmma_fence();
+        crate::array::regs::unroll(KC, |c| {
+            let db = SmemDescriptor::mn_major::<B>(b_addr, WGMMA_K * c, b_col);
+            // SAFETY: warpgroup-wide, after the fence; `a[c]` is this
+            // thread's fragment; B MN-major (imm-trans-b = 1).
+            unsafe { <Cols<N>>::mma_f32_rs::<E>(&mut self.regs, a[c], db, accumulate || c > 0, true) };
+        });
+    }
+
     /// Orders plain reads of the registers after a preceding [`wgmma_wait`].
     #[inline(always)]
     pub fn fence_operands(&mut self) {

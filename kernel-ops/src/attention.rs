@@ -29,7 +29,7 @@
 use crate::Error;
 use kernel_device::f16;
 use kernel_host::{Buffer, Device, Program, TileMap};
-use kernel_ops_kernels::attention::{attention_fwd, KvTile, QTile, BM};
+use kernel_ops_kernels::attention::{attention_fwd, KvTile, QTile, BM, BN};
 
 /// The sizes of one attention problem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,6 +145,29 @@ pub fn attention(
     shape: Shape,
     opts: Options,
 ) -> Result<(), Error> {
+    let stages = if shape.head_dim == 64 { 4 } else { 3 };
+    attention_stages(dev, ops, q, k, v, o, lse, shape, opts, stages)
+}
+
+/// The K/V ring depths each head dimension is built with
+/// ([`attention_stages`]): `(head_dim, [stages])`.
+pub const STAGES: [(usize, [usize; 2]); 2] = [(64, [3, 4]), (128, [2, 3])];
+
+/// [`attention`] with a K/V ring of `stages` slots (see [`STAGES`];
+/// [`attention`] takes the deepest): for benchmarks and tuning.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_stages(
+    dev: &Device,
+    ops: &Program,
+    q: &Buffer<f16>,
+    k: &Buffer<f16>,
+    v: &Buffer<f16>,
+    o: &mut Buffer<f16>,
+    lse: &mut Buffer<f32>,
+    shape: Shape,
+    opts: Options,
+    stages: usize,
+) -> Result<(), Error> {
     check_attention(shape, opts, [("q", q.len()), ("k", k.len()), ("v", v.len()), ("o", o.len()), ("lse", lse.len())])?;
     let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
     let grid = (seq.div_ceil(BM) as u32, heads as u32, batch as u32);
@@ -153,18 +176,22 @@ pub fn attention(
     // One launch per instance (the tile types differ by D): the maps over
     // `[batch, seq, heads x head_dim]`, then the kernel.
     macro_rules! launch {
-        ($d:literal, $bn:literal, $stages:literal) => {{
+        ($d:literal, $stages:literal) => {{
             let qm = TileMap::<QTile<f16, $d>, 3>::new_batched(q, batch, seq, heads * head_dim)?;
-            let km = TileMap::<KvTile<f16, $bn, $d>, 3>::new_batched(k, batch, seq, kv_heads * head_dim)?;
-            let vm = TileMap::<KvTile<f16, $bn, $d>, 3>::new_batched(v, batch, seq, kv_heads * head_dim)?;
+            let km = TileMap::<KvTile<f16, BN, $d>, 3>::new_batched(k, batch, seq, kv_heads * head_dim)?;
+            let vm = TileMap::<KvTile<f16, BN, $d>, 3>::new_batched(v, batch, seq, kv_heads * head_dim)?;
             let om = TileMap::<QTile<f16, $d>, 3>::new_batched_mut(o, batch, seq, heads * head_dim)?;
-            ops.kernel::<attention_fwd<$d, $bn, $stages>>()?.launch(grid, (&qm, &km, &vm, &om, lse, seq as u32, group, scale_log2, causal))?;
+            ops.kernel::<attention_fwd<$d, $stages>>()?.launch(grid, (&qm, &km, &vm, &om, lse, seq as u32, group, scale_log2, causal))?;
         }};
     }
-    match head_dim {
-        64 => launch!(64, 128, 3),
-        128 => launch!(128, 128, 2),
-        _ => unreachable!("checked by check_attention"),
+    match (head_dim, stages) {
+        (64, 3) => launch!(64, 3),
+        (64, 4) => launch!(64, 4),
+        (128, 2) => launch!(128, 2),
+        (128, 3) => launch!(128, 3),
+        (d, s) => {
+            return Err(Error::Shape { op: "attention", problem: format!("stages = {s}: head_dim {d} is built with stages in {:?}", STAGES.iter().find(|x| x.0 == d).map(|x| x.1)) })
+        }
     }
     let _ = dev;
     Ok(())
@@ -176,38 +203,47 @@ pub fn attention(
 /// # Panics
 /// When a slice does not hold its layout's elements.
 pub fn reference(q: &[f32], k: &[f32], v: &[f32], shape: Shape, opts: Options) -> (Vec<f32>, Vec<f32>) {
-    let Shape { batch, seq, heads, kv_heads, head_dim: d } = shape;
-    assert!(q.len() == shape.q_len() && k.len() == shape.kv_len() && v.len() == shape.kv_len(), "attention::reference: slices do not match {shape:?}");
-    let scale = f64::from(opts.scale_for(d));
-    let group = heads / kv_heads;
+    let Shape { batch, seq, heads, head_dim: d, .. } = shape;
     let mut o = vec![0f32; shape.q_len()];
     let mut lse = vec![0f32; shape.lse_len()];
-    let qi = |b: usize, s: usize, h: usize| ((b * seq + s) * heads + h) * d;
-    let ki = |b: usize, s: usize, h: usize| ((b * seq + s) * kv_heads + h) * d;
-    let mut p = vec![0f64; seq];
     for b in 0..batch {
         for h in 0..heads {
-            let kh = h / group;
             for i in 0..seq {
-                let keys = if opts.causal { i + 1 } else { seq };
-                let mut mx = f64::NEG_INFINITY;
-                for (j, pj) in p.iter_mut().enumerate().take(keys) {
-                    let dot: f64 = (0..d).map(|x| f64::from(q[qi(b, i, h) + x]) * f64::from(k[ki(b, j, kh) + x])).sum();
-                    *pj = dot * scale;
-                    mx = mx.max(*pj);
-                }
-                let mut sum = 0f64;
-                for pj in p.iter_mut().take(keys) {
-                    *pj = (*pj - mx).exp();
-                    sum += *pj;
-                }
-                for x in 0..d {
-                    let acc: f64 = (0..keys).map(|j| p[j] * f64::from(v[ki(b, j, kh) + x])).sum();
-                    o[qi(b, i, h) + x] = (acc / sum) as f32;
-                }
-                lse[(b * heads + h) * seq + i] = (mx + sum.ln()) as f32;
+                let (row, l) = reference_row(q, k, v, shape, opts, (b, h, i));
+                let at = ((b * seq + i) * heads + h) * d;
+                o[at..at + d].copy_from_slice(&row);
+                lse[(b * heads + h) * seq + i] = l;
             }
         }
     }
     (o, lse)
+}
+
+/// One row of [`reference`]: O's `head_dim` values and the log-sum-exp of
+/// query `i` of head `h` of batch `b` (benchmarks check rows spread over a
+/// problem too large for the whole reference).
+///
+/// # Panics
+/// When a slice does not hold its layout's elements, or `(b, h, i)` is
+/// outside the shape.
+pub fn reference_row(q: &[f32], k: &[f32], v: &[f32], shape: Shape, opts: Options, (b, h, i): (usize, usize, usize)) -> (Vec<f32>, f32) {
+    let Shape { batch, seq, heads, kv_heads, head_dim: d } = shape;
+    assert!(q.len() == shape.q_len() && k.len() == shape.kv_len() && v.len() == shape.kv_len(), "attention::reference: slices do not match {shape:?}");
+    assert!(b < batch && h < heads && i < seq, "attention::reference_row: ({b}, {h}, {i}) outside {shape:?}");
+    let scale = f64::from(opts.scale_for(d));
+    let kh = h / (heads / kv_heads);
+    let qrow = &q[((b * seq + i) * heads + h) * d..][..d];
+    let krow = |j: usize| ((b * seq + j) * kv_heads + kh) * d;
+    let keys = if opts.causal { i + 1 } else { seq };
+    let p: Vec<f64> = (0..keys).map(|j| qrow.iter().zip(&k[krow(j)..krow(j) + d]).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum::<f64>() * scale).collect();
+    let mx = p.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let p: Vec<f64> = p.iter().map(|x| (x - mx).exp()).collect();
+    let sum: f64 = p.iter().sum();
+    let mut o = vec![0f64; d];
+    for (j, pj) in p.iter().enumerate() {
+        for (ox, vx) in o.iter_mut().zip(&v[krow(j)..krow(j) + d]) {
+            *ox += pj * f64::from(*vx);
+        }
+    }
+    (o.iter().map(|x| (x / sum) as f32).collect(), (mx + sum.ln()) as f32)
 }

@@ -16,11 +16,17 @@ use kernel_device::layout::{Swizzled, Tile};
 use kernel_device::math::{ex2_approx_ftz, lg2_approx_ftz, max, LN_2};
 use kernel_device::prelude::*;
 use kernel_device::tma::{commit_group, wait_group};
+use kernel_device::sync::TurnOrder;
+use kernel_device::warp::shfl_xor;
 use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaInput, WgmmaShape};
 use kernel_device::{bf16, f16, Barriers};
 
 /// Rows of Q per CTA: two consumer warpgroups of 64 rows each.
 pub const BM: usize = 128;
+/// Keys per K/V block: the N of `S = Q Kᵀ` and the K of `O += P V`.
+pub const BN: usize = 128;
+/// P's k16 A fragments per block (`BN / 16`).
+pub const KC: usize = BN / 16;
 /// Consumer warpgroups (0 and 1); the producer is warpgroup 2.
 pub const CONSUMERS: u32 = 2;
 /// The named barrier of the two consumer warpgroups (256 threads; ids
@@ -77,6 +83,86 @@ pub fn kv_blocks(mb: u32, seq: u32, bn: u32, causal: bool) -> u32 {
     last.div_ceil(bn)
 }
 
+
+/// The two named barriers of the consumers' turns on the tensor pipe
+/// (`TurnOrder`): 2 and 3 (1 is [`CONSUMER_BARRIER`]).
+pub const TURN_BARRIERS: u32 = 2;
+
+/// What the softmax of a consumer thread needs about its two rows.
+pub struct Rows {
+    pub seq: usize,
+    pub causal: bool,
+    /// The thread's first row in the sequence; its second is 8 below.
+    pub first_row: usize,
+    /// The warpgroup's first row (masking is decided per warpgroup).
+    pub wg_first_row: usize,
+    /// The thread's lane.
+    pub lane: usize,
+    pub scale_log2: f32,
+}
+
+/// The running maximum (log2 units) and this thread's partial row sums of
+/// its two rows.
+pub struct SoftmaxState {
+    pub m: [f32; 2],
+    pub l: [f32; 2],
+}
+
+/// One block of the online softmax on a `64 x BN` score block `sr` (the
+/// WGMMA layout's registers) whose first key is `key0`: masks keys past
+/// `seq` and (causal) after the row with `-inf`; updates the running
+/// maxima (4 values per row per thread, then 2 quad shuffles) and partial
+/// sums; replaces the scores by `P = 2^(S scale log2 e - m)` (one FMA and
+/// one `ex2.approx` per element); returns each row's rescale factor
+/// `2^(m_old - m_new)` for O.
+#[inline(always)]
+pub fn online_softmax<const BN: usize>(sr: &mut [f32], key0: usize, rows: &Rows, st: &mut SoftmaxState) -> [f32; 2] {
+    let l = rows.lane;
+    // Masks: only blocks that reach past `seq` or the diagonal.
+    if key0 + BN > rows.seq || (rows.causal && key0 + BN > rows.wg_first_row + 1) {
+        unroll(BN / 2, |i| {
+            let key = key0 + 8 * (i / 4) + 2 * (l % 4) + i % 2;
+            let row = rows.first_row + 8 * ((i / 2) % 2);
+            if key >= rows.seq || (rows.causal && key > row) {
+                sr[i] = f32::NEG_INFINITY;
+            }
+        });
+    }
+    let mut mx = [f32::NEG_INFINITY; 2];
+    unroll(BN / 2, |i| mx[(i / 2) % 2] = max(mx[(i / 2) % 2], sr[i]));
+    let mut alpha = [0f32; 2];
+    let mut neg_m = [0f32; 2];
+    unroll(2, |hh| {
+        let v1 = max(mx[hh], shfl_xor(mx[hh], 1));
+        let v2 = max(v1, shfl_xor(v1, 2));
+        let m_new = max(st.m[hh], v2 * rows.scale_log2);
+        // A row with every key masked so far keeps m = -inf: use 0 so that
+        // 2^(-inf - 0) = 0 rather than NaN.
+        let ms = if m_new == f32::NEG_INFINITY { 0.0 } else { m_new };
+        alpha[hh] = ex2_approx_ftz(st.m[hh] - ms);
+        neg_m[hh] = -ms;
+        st.m[hh] = m_new;
+    });
+    let mut sum = [0f32; 2];
+    unroll(BN / 2, |i| {
+        let hh = (i / 2) % 2;
+        let p = ex2_approx_ftz(sr[i].fma(rows.scale_log2, neg_m[hh]));
+        sr[i] = p;
+        sum[hh] += p;
+    });
+    unroll(2, |hh| st.l[hh] = st.l[hh] * alpha[hh] + sum[hh]);
+    alpha
+}
+
+/// P (`64 x BN` in the WGMMA layout, f32) rounded to `E` as the A
+/// fragments of `m64nNk16`: keys `16c .. 16c + 16` are register pairs
+/// `4c .. 4c + 4`, in the fragment's order `(r, c), (r + 8, c), (r, c +
+/// 8), (r + 8, c + 8)` (PTX ISA §9.7.15.5.1): no data movement.
+#[inline(always)]
+pub fn p_fragments<E: AttnElem, const KC: usize>(sr: &[f32], frag: &mut [[u32; 4]; KC]) {
+    unroll(KC, |c| unroll(4, |x| frag[c][x] = E::pack(sr[2 * (4 * c + x)], sr[2 * (4 * c + x) + 1])));
+}
+
 /// `O = softmax(scale Q Kᵀ) V`, the kernel body of every element type
 /// (see [`attention_fwd`]).
 ///
@@ -114,7 +200,7 @@ pub fn kv_blocks(mb: u32, seq: u32, bn: u32, causal: bool) -> u32 {
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 #[track_caller]
-pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const STAGES: usize>(
+pub fn attention_fwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
     q: Tma<QTile<E, D>, 3>,
     k: Tma<KvTile<E, BN, D>, 3>,
     v: Tma<KvTile<E, BN, D>, 3>,
@@ -133,10 +219,11 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const STAG
     consumed: Barriers<STAGES>,
 ) where
     Cols<D>: WgmmaShape,
-    Cols<BN>: WgmmaShape,
 {
     const { check_attention(D, BN, STAGES) };
-    let (mb, h, b) = (block_idx().x, block_idx().y, block_idx().z);
+    // Q blocks from the last: with the causal mask the longest CTAs start
+    // first, the short ones fill the last wave.
+    let (mb, h, b) = (grid_dim().x - 1 - block_idx().x, block_idx().y, block_idx().z);
     let heads = grid_dim().y;
     let causal = causal != 0;
     let n_blocks = kv_blocks(mb, seq, BN as u32, causal);
@@ -164,79 +251,67 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const STAG
         return;
     }
     setmaxnreg_inc::<CONSUMER_REGS>();
-    let wg = warpgroup_idx() as usize;
-    let row0 = 64 * wg;
+    let wg = warpgroup_idx();
+    let row0 = 64 * wg as usize;
     let t = thread_in_warpgroup() as usize;
     let (w, l) = (t / 32, t % 32);
-    // This thread's two rows (h = 0, 1) in the whole sequence.
-    let my_row = |hh: usize| mb as usize * BM + row0 + 16 * w + l / 4 + 8 * hh;
+    // This thread's first row (the second is 8 below) in the sequence.
+    let my_row = mb as usize * BM + row0 + 16 * w + l / 4;
+    let rows = Rows { seq: seq as usize, causal, first_row: my_row, wg_first_row: mb as usize * BM + row0, lane: l, scale_log2 };
+    let turns = TurnOrder::<TURN_BARRIERS>;
     let mut acc_o = Acc::<D>::zeros();
-    let mut m = [f32::NEG_INFINITY; 2];
-    let mut row_l = [0f32; 2];
+    let mut st = SoftmaxState { m: [f32::NEG_INFINITY; 2], l: [0.0; 2] };
     q_loaded.wait();
-    for j in 0..n_blocks {
-        let s = slot(j);
+    turns.start(wg);
+    // Block 0: S = Q K0ᵀ, then its softmax, P kept as A fragments.
+    k_loaded.at(0).wait();
+    turns.wait_turn(wg);
+    let mut acc_s = Acc::<BN>::undefined();
+    acc_s.mma(q_buf, row0, k_bufs.at(0), 0, false);
+    wgmma_commit_group();
+    turns.pass_turn(wg);
+    wgmma_wait::<0>();
+    acc_s.fence_operands();
+    let _ = online_softmax::<BN>(acc_s.regs.as_mut(), 0, &rows, &mut st);
+    let mut frag = [[0u32; 4]; KC];
+    p_fragments::<E, KC>(acc_s.regs.as_ref(), &mut frag);
+    for j in 1..n_blocks {
+        let (s, ps) = (slot(j), slot(j - 1));
         k_loaded.at(s).wait();
-        let mut acc_s = Acc::<BN>::undefined();
+        // On the tensor pipe in turn: S_j = Q K_jᵀ, then O += P_(j-1) V_(j-1).
+        turns.wait_turn(wg);
         acc_s.mma(q_buf, row0, k_bufs.at(s), 0, false);
         wgmma_commit_group();
-        wgmma_wait::<0>();
+        v_loaded.at(ps).wait();
+        acc_o.mma_rs_kn_chain(&frag, v_bufs.at(ps), 0, true);
+        wgmma_commit_group();
+        turns.pass_turn(wg);
+        // S_j's softmax while P V runs (and the other warpgroup's GEMMs).
+        wgmma_wait::<1>();
         acc_s.fence_operands();
-        let sr = acc_s.regs.as_mut();
-        // Masks: keys past `seq` (the tail block), keys after the row
-        // (causal, blocks that reach the diagonal).
-        let key0 = j as usize * BN;
-        let diag = causal && key0 + BN > mb as usize * BM + row0 + 1;
-        if key0 + BN > seq as usize || diag {
-            unroll(BN / 2, |i| {
-                let key = key0 + 8 * (i / 4) + 2 * (l % 4) + i % 2;
-                if key >= seq as usize || (causal && key > my_row((i / 2) % 2)) {
-                    sr[i] = f32::NEG_INFINITY;
-                }
-            });
-        }
-        // Row maxima (scaled to log2 units), then the new running maxima.
-        let mut mx = [f32::NEG_INFINITY; 2];
-        unroll(BN / 2, |i| mx[(i / 2) % 2] = max(mx[(i / 2) % 2], sr[i]));
-        let mut alpha = [0f32; 2];
-        let mut neg_m = [0f32; 2];
-        unroll(2, |hh| {
-            let v1 = max(mx[hh], kernel_device::warp::shfl_xor(mx[hh], 1));
-            let v2 = max(v1, kernel_device::warp::shfl_xor(v1, 2));
-            let m_new = max(m[hh], v2 * scale_log2);
-            // A row with every key masked so far keeps m = -inf: use 0 so
-            // that 2^(-inf - 0) = 0 rather than NaN.
-            let ms = if m_new == f32::NEG_INFINITY { 0.0 } else { m_new };
-            alpha[hh] = ex2_approx_ftz(m[hh] - ms);
-            neg_m[hh] = -ms;
-            m[hh] = m_new;
-        });
-        // P = 2^(S scale log2 e - m): one FMA + ex2 per element; the
-        // thread's row sums.
-        let mut sum = [0f32; 2];
-        unroll(BN / 2, |i| {
-            let hh = (i / 2) % 2;
-            let p = ex2_approx_ftz(sr[i].fma(scale_log2, neg_m[hh]));
-            sr[i] = p;
-            sum[hh] += p;
-        });
-        unroll(2, |hh| row_l[hh] = row_l[hh] * alpha[hh] + sum[hh]);
-        // O *= alpha (per row).
+        let alpha = online_softmax::<BN>(acc_s.regs.as_mut(), j as usize * BN, &rows, &mut st);
+        wgmma_wait::<0>();
+        consumed.at(ps).arrive();
+        acc_o.fence_operands();
         {
             let or = acc_o.regs.as_mut();
             unroll(D / 2, |i| or[i] *= alpha[(i / 2) % 2]);
         }
-        // P as the A fragments of O += P V: keys 16c .. 16c + 16 are pairs
-        // 4c .. 4c + 4 of S, in the fragment's order.
-        // (BN / 16 <= 16 chunks are used; Rust cannot size an array by BN / 16.)
-        let mut frag = [[0u32; 4]; 16];
-        unroll(BN / 16, |c| unroll(4, |x| frag[c][x] = E::pack(sr[2 * (4 * c + x)], sr[2 * (4 * c + x) + 1])));
-        v_loaded.at(s).wait();
-        unroll(BN / 16, |c| acc_o.mma_rs_kn(frag[c], v_bufs.at(s), 16 * c, 0, true));
-        wgmma_commit_group();
-        wgmma_wait::<0>();
-        consumed.at(s).arrive();
+        p_fragments::<E, KC>(acc_s.regs.as_ref(), &mut frag);
     }
+    // The last block's O += P V.
+    let ps = slot(n_blocks - 1);
+    v_loaded.at(ps).wait();
+    turns.wait_turn(wg);
+    acc_o.mma_rs_kn_chain(&frag, v_bufs.at(ps), 0, true);
+    wgmma_commit_group();
+    turns.pass_turn(wg);
+    wgmma_wait::<0>();
+    consumed.at(ps).arrive();
+    turns.finish(wg);
+    let m = st.m;
+    let row_l = st.l;
+    let my_row = |hh: usize| my_row + 8 * hh;
     acc_o.fence_operands();
     // The quad's partial sums, then O / l and the log-sum-exp.
     let mut inv = [0f32; 2];
@@ -272,8 +347,8 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const STAG
 
 /// Attention forward, f16 (see [`attention_fwd_of`] for the schedule and
 /// the launch): `O = softmax(scale Q Kᵀ) V` and the log-sum-exp per row.
-#[kernel(block = warpgroups(3), arch = sm_90a, instances((64, 128, 3), (128, 128, 2)))]
-pub fn attention_fwd<const D: usize, const BN: usize, const STAGES: usize>(
+#[kernel(block = warpgroups(3), arch = sm_90a, instances((64, 3), (64, 4), (128, 2), (128, 3)))]
+pub fn attention_fwd<const D: usize, const STAGES: usize>(
     q: Tma<QTile<f16, D>, 3>,
     k: Tma<KvTile<f16, BN, D>, 3>,
     v: Tma<KvTile<f16, BN, D>, 3>,
@@ -292,7 +367,6 @@ pub fn attention_fwd<const D: usize, const BN: usize, const STAGES: usize>(
     #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
 ) where
     Cols<D>: WgmmaShape,
-    Cols<BN>: WgmmaShape,
 {
-    attention_fwd_of::<f16, D, BN, STAGES>(q, k, v, o, lse, seq, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, consumed);
+    attention_fwd_of::<f16, D, STAGES>(q, k, v, o, lse, seq, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, consumed);
 }

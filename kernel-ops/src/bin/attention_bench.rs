@@ -1,0 +1,182 @@
+//! Attention forward (`kernel_ops::attention::attention`) on the shapes of
+//! FlashAttention-3's setting (total tokens 16k, hidden 2048: batch =
+//! 16384 / seq, heads = 2048 / head_dim), causal and not, plus a GQA case,
+//! on iid N(0, 1) f16 q, k, v. Each shape is checked against the CPU (f64)
+//! on rows spread over the first and last heads, then timed: run for
+//! `--warmup-ms` (default 500) so the GPU holds its steady, power-limited
+//! clock, then the median of `--iters` (default 30) CUDA-event-timed runs,
+//! the SM clock and board power sampled over the last 200 ms of the warm-up
+//! and the timed runs; TFLOP/s = 4 B H S² D / time (halved when causal).
+//! `--dump DIR` writes each shape's q, k, v (raw little-endian f16,
+//! `[batch, seq, heads, head_dim]`) and `shapes.csv`, so the baselines
+//! (`kernel-ops/bench/attention_baselines.py`: cuDNN and FlashAttention-2
+//! through torch SDPA, Pallas `attention_mgpu`) run on the same inputs.
+//! Without a GPU the same program checks small ragged problems on the CPU
+//! emulator (no timing).
+//!
+//! ```text
+//! attention_bench [--iters N] [--warmup-ms MS] [--out DIR] [--dump DIR] [--only S,D]
+//! ```
+use kernel_device::f16;
+use kernel_host::{randn_f16, time_kernel, warm_up, ClockSampler, Device};
+use kernel_ops::attention::{attention_stages, reference_row, Options, Shape, STAGES};
+use std::process::ExitCode;
+
+/// Relative error bound of O (f16 P and f16 output: ~1e-3 typical).
+const O_BOUND: f64 = 5e-3;
+/// Absolute error bound of the log-sum-exp.
+const LSE_BOUND: f64 = 5e-3;
+
+struct Args {
+    iters: usize,
+    warmup_ms: f64,
+    out: std::path::PathBuf,
+    dump: Option<std::path::PathBuf>,
+    only: Option<(usize, usize)>,
+}
+
+fn args() -> Result<Args, String> {
+    let mut a = Args { iters: 30, warmup_ms: 500.0, out: ".".into(), dump: None, only: None };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
+        match flag.as_str() {
+            "--iters" => a.iters = val("--iters")?.parse().map_err(|e| format!("--iters: {e}"))?,
+            "--warmup-ms" => a.warmup_ms = val("--warmup-ms")?.parse().map_err(|e| format!("--warmup-ms: {e}"))?,
+            "--out" => a.out = val("--out")?.into(),
+            "--dump" => a.dump = Some(val("--dump")?.into()),
+            "--only" => {
+                let v = val("--only")?;
+                let (s, d) = v.split_once(',').ok_or("--only is SEQ,HEAD_DIM")?;
+                a.only = Some((s.parse().map_err(|e| format!("--only: {e}"))?, d.parse().map_err(|e| format!("--only: {e}"))?));
+            }
+            other => return Err(format!("unknown argument `{other}`; see the doc comment of attention_bench.rs")),
+        }
+    }
+    Ok(a)
+}
+
+/// The benchmark's problems: `(name, shape, causal)`.
+fn problems(gpu: bool) -> Vec<(String, Shape, bool)> {
+    let mut v = Vec::new();
+    if !gpu {
+        for (seq, d, causal) in [(200, 64, true), (150, 128, false)] {
+            v.push((format!("S{seq} D{d}{}", if causal { " causal" } else { "" }), Shape { batch: 1, seq, heads: 2, kv_heads: 1, head_dim: d }, causal));
+        }
+        return v;
+    }
+    for seq in [4096, 16384] {
+        for d in [64, 128] {
+            for causal in [false, true] {
+                let shape = Shape { batch: 16384 / seq, seq, heads: 2048 / d, kv_heads: 2048 / d, head_dim: d };
+                v.push((format!("S{seq} D{d}{}", if causal { " causal" } else { "" }), shape, causal));
+            }
+        }
+    }
+    // GQA: 32 Q heads over 8 K/V heads.
+    v.push(("S4096 D128 GQA 32/8".into(), Shape { batch: 4, seq: 4096, heads: 32, kv_heads: 8, head_dim: 128 }, false));
+    v
+}
+
+fn write_f16(path: &std::path::Path, x: &[f16]) -> std::io::Result<()> {
+    let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect();
+    std::fs::write(path, bytes)
+}
+
+fn run(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
+    println!("device: {}", dev.describe());
+    let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE)?;
+    let date = std::process::Command::new("date").arg("-u").arg("+%Y-%m-%dT%H:%M:%SZ").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
+    let mut csv = String::from("date,device,name,batch,seq,heads,kv_heads,head_dim,causal,stages,median_ms,tflops,sm_mhz,power_w,o_rel_err,lse_abs_err\n");
+    let mut shapes_csv = String::from("name,batch,seq,heads,kv_heads,head_dim,causal,file_prefix\n");
+    println!("\n| problem | B x S x H (KV) x D | median ms | TFLOP/s | SM clock, power | O rel. error | LSE abs. error | TFLOP/s by stages |\n|---|---|---:|---:|---|---:|---:|---|");
+    let mut ok = true;
+    for (idx, (name, shape, causal)) in problems(dev.is_gpu()).into_iter().enumerate() {
+        if let Some((s, d)) = a.only {
+            if (shape.seq, shape.head_dim) != (s, d) {
+                continue;
+            }
+        }
+        let opts = Options { causal, scale: None };
+        let (qh, kh, vh) = (randn_f16(shape.q_len(), 10 + 3 * idx as u64), randn_f16(shape.kv_len(), 11 + 3 * idx as u64), randn_f16(shape.kv_len(), 12 + 3 * idx as u64));
+        if let Some(dir) = &a.dump {
+            std::fs::create_dir_all(dir)?;
+            let prefix = format!("p{idx}");
+            write_f16(&dir.join(format!("{prefix}_q.bin")), &qh)?;
+            write_f16(&dir.join(format!("{prefix}_k.bin")), &kh)?;
+            write_f16(&dir.join(format!("{prefix}_v.bin")), &vh)?;
+            let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
+            shapes_csv += &format!("{name},{batch},{seq},{heads},{kv_heads},{head_dim},{},{prefix}\n", causal as u8);
+        }
+        let (q, k, v) = (dev.upload(&qh)?, dev.upload(&kh)?, dev.upload(&vh)?);
+        let mut o = dev.upload(&vec![f16::NAN; shape.q_len()])?;
+        let mut lse = dev.upload(&vec![f32::NAN; shape.lse_len()])?;
+        // Each ring depth the head dimension is built with; the fastest is
+        // reported (the entry point `attention` takes the deepest).
+        let depths = STAGES.iter().find(|x| x.0 == shape.head_dim).map_or(vec![], |x| x.1.to_vec());
+        let mut timing: Option<(f64, Option<kernel_host::ClockPower>, usize)> = None;
+        let mut per_depth = Vec::new();
+        for &stages in &depths {
+            let mut f = || attention_stages(dev, &ops, &q, &k, &v, &mut o, &mut lse, shape, opts, stages).map_err(|e| match e {
+                kernel_ops::Error::Runtime(e) => e,
+                other => kernel_host::Error::InvalidArgument { function: "attention", problem: other.to_string() },
+            });
+            f()?;
+            dev.synchronize()?;
+            if let Some(gpu) = dev.as_gpu() {
+                warm_up(gpu, (a.warmup_ms - 200.0).max(0.0), &mut f)?;
+                let sampler = ClockSampler::start(gpu.ordinal());
+                warm_up(gpu, a.warmup_ms.min(200.0), &mut f)?;
+                let t = time_kernel(gpu, 0, a.iters, &mut f)?;
+                per_depth.push(format!("{stages}: {:.1}", shape.flops(causal) / t.median_ms / 1e9));
+                if timing.as_ref().is_none_or(|x| t.median_ms < x.0) {
+                    timing = Some((t.median_ms, sampler.stop(), stages));
+                }
+            }
+        }
+        // Check rows spread over the first and last heads of the first and
+        // last batches (after the timed runs: the outputs are still right).
+        let (og, lg) = (dev.download(&o)?, dev.download(&lse)?);
+        let (qf, kf, vf): (Vec<f32>, Vec<f32>, Vec<f32>) = (qh.iter().map(|x| x.to_f32()).collect(), kh.iter().map(|x| x.to_f32()).collect(), vh.iter().map(|x| x.to_f32()).collect());
+        let rows = if dev.is_gpu() { 24 } else { shape.seq };
+        let (mut num, mut den, mut lse_err) = (0f64, 0f64, 0f64);
+        for (b, h) in [(0, 0), (shape.batch - 1, shape.heads - 1)] {
+            for r in 0..rows {
+                let i = if rows >= shape.seq { r } else { r * (shape.seq - 1) / (rows - 1) };
+                let (want, want_lse) = reference_row(&qf, &kf, &vf, shape, opts, (b, h, i));
+                let at = ((b * shape.seq + i) * shape.heads + h) * shape.head_dim;
+                for (g, w) in og[at..at + shape.head_dim].iter().zip(&want) {
+                    let g = f64::from(g.to_f32());
+                    num += (g - f64::from(*w)).powi(2);
+                    den += f64::from(*w).powi(2);
+                }
+                lse_err = lse_err.max(f64::from((lg[(b * shape.heads + h) * shape.seq + i] - want_lse).abs()));
+            }
+        }
+        let err = if num.is_nan() { f64::INFINITY } else { (num / den).sqrt() };
+        let good = err < O_BOUND && lse_err < LSE_BOUND;
+        ok &= good;
+        let dims = format!("{} x {} x {} ({}) x {}", shape.batch, shape.seq, shape.heads, shape.kv_heads, shape.head_dim);
+        let (ms, tf, mhz, w) = match timing {
+            Some((ms, cp, _)) => (ms, shape.flops(causal) / ms / 1e9, cp.map_or(f64::NAN, |c| c.sm_mhz), cp.map_or(f64::NAN, |c| c.power_w)),
+            None => (f64::NAN, f64::NAN, f64::NAN, f64::NAN),
+        };
+        println!("| {name} | {dims} | {ms:.4} | {tf:.1} | {mhz:.0} MHz, {w:.0} W | {err:.2e} | {lse_err:.2e} | {} |{}", per_depth.join(", "), if good { "" } else { " FAIL" });
+        let dev_name = dev.as_gpu().map_or("CPU emulator".to_string(), |g| g.name().to_string());
+        let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
+        csv += &format!("{date},{dev_name},{name},{batch},{seq},{heads},{kv_heads},{head_dim},{},{},{ms:.5},{tf:.1},{mhz:.0},{w:.1},{err:.3e},{lse_err:.3e}\n", causal as u8, timing.map_or(0, |t| t.2));
+    }
+    if !dev.is_gpu() {
+        println!("(the CPU emulator checks correctness only: no timing)");
+    }
+    std::fs::create_dir_all(&a.out)?;
+    std::fs::write(a.out.join("attention_bench.csv"), csv)?;
+    if let Some(dir) = &a.dump {
+        std::fs::write(dir.join("shapes.csv"), shapes_csv)?;
+    }
+    Ok(ok)
+}
+
+fn main() -> ExitCode {
+    kernel_ops::bench_main(args(), run)
+}
