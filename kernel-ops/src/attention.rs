@@ -145,7 +145,8 @@ pub fn attention(
     shape: Shape,
     opts: Options,
 ) -> Result<(), Error> {
-    let stages = if shape.head_dim == 64 { 4 } else { 3 };
+    // Measured on an H100 (RESULTS.md): 3 slots for D 64, 2 for D 128.
+    let stages = if shape.head_dim == 64 { 3 } else { 2 };
     attention_stages(dev, ops, q, k, v, o, lse, shape, opts, stages)
 }
 
@@ -154,7 +155,8 @@ pub fn attention(
 pub const STAGES: [(usize, [usize; 2]); 2] = [(64, [3, 4]), (128, [2, 3])];
 
 /// [`attention`] with a K/V ring of `stages` slots (see [`STAGES`];
-/// [`attention`] takes the deepest): for benchmarks and tuning.
+/// [`attention`] takes the depth measured fastest: 3 for D 64, 2 for D 128):
+/// for benchmarks and tuning.
 #[allow(clippy::too_many_arguments)]
 pub fn attention_stages(
     dev: &Device,
@@ -219,7 +221,7 @@ pub fn reference(q: &[f32], k: &[f32], v: &[f32], shape: Shape, opts: Options) -
     (o, lse)
 }
 
-/// One row of [`reference`]: O's `head_dim` values and the log-sum-exp of
+/// One row of [`reference()`]: O's `head_dim` values and the log-sum-exp of
 /// query `i` of head `h` of batch `b` (benchmarks check rows spread over a
 /// problem too large for the whole reference).
 ///

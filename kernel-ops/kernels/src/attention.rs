@@ -167,26 +167,33 @@ pub fn p_fragments<E: AttnElem, const KC: usize>(sr: &[f32], frag: &mut [[u32; 4
 /// (see [`attention_fwd`]).
 ///
 /// This kernel works as follows. CTA `(mb, h, b)` owns rows `128 mb ..
-/// 128 mb + 128` of Q head `h` of batch `b`.
+/// 128 mb + 128` of Q head `h` of batch `b` (Q blocks are taken from the
+/// last, so with the causal mask the longest CTAs start first).
 /// 1. One thread of the producer warpgroup (number 2, registers given back
-///    to 24) loads the Q tile once, then for each K/V block `j` waits until
-///    slot `j % STAGES` is consumed (from the second round on) and loads K's
-///    and V's `BN x D` tiles on their own barriers, so the first GEMM of a
-///    block starts when K has landed while V is still in flight.
+///    to 24) loads the Q tile once, then for each K/V block `j` loads K's
+///    and V's `BN x D` tiles into slot `j % STAGES`, each on its own
+///    barrier and each after its own release (`k_consumed`, `v_consumed`;
+///    from the second round on): K of a slot is free as soon as its `S`
+///    GEMM is done, before V's `P V` is.
 /// 2. Consumer warpgroup `w` (0 or 1, 240 registers) owns Q rows `64 w ..`
 ///    and keeps, per thread, its O accumulator (`64 x D` in the WGMMA
-///    layout), and the running maximum `m` and partial sum `l` of its two
-///    rows. Per block: `S = Q Kᵀ` (`D / 16` SS wgmmas of `m64nBNk16`);
-///    the masks (keys past `seq`, and with `causal` keys after the row) set
-///    `-inf`; `m_new = max(m, rowmax(S) · scale log2 e)` (4 values per row
-///    per thread, then 2 quad shuffles); `P = 2^(S · scale log2 e - m_new)`
-///    (one FMA and one `ex2.approx` per element); `l = l 2^(m - m_new) +`
-///    this thread's row sums (the quad's partial sums are added only at
-///    the end); `O *= 2^(m - m_new)`; P rounded to the element type in
-///    registers is exactly the A fragment of `m64nDk16` (pairs `4c ..
-///    4c + 4` of S for keys `16c .. 16c + 16`), so `O += P V` is `BN / 16`
-///    RS wgmmas with V MN-major (keys x head_dim, as stored) — no trip
-///    through SMEM; then the slot is released (256 arrivals).
+///    layout) and the running maximum `m` and partial sum `l` of its two
+///    rows. Block 0: `S_0 = Q K_0ᵀ` (`D / 16` SS wgmmas of `m64n128k16`),
+///    its softmax, P kept in registers. Then per block `j >= 1`, the
+///    schedule of FlashAttention-3:
+///    - **ping-pong**: it waits for its turn on the tensor pipe
+///      ([`TurnOrder`]: warpgroup 0 first, then strictly alternating),
+///      issues `S_j = Q K_jᵀ` and `O += P_(j-1) V_(j-1)` (`BN / 16` RS
+///      wgmmas behind one fence, V MN-major as stored), and passes the
+///      turn, so the other warpgroup's GEMMs queue behind its own while it
+///      does its softmax;
+///    - **intra-warpgroup overlap**: it waits for `S_j` only
+///      (`wgmma_wait::<1>`), releases K's slot and runs [`online_softmax`]
+///      on `S_j` while `P_(j-1) V_(j-1)` is still on the tensor pipe; then
+///      waits for it, releases V's slot, rescales O by `2^(m_old - m_new)`
+///      and rounds `P_j` into the A fragments ([`p_fragments`]).
+///    The last block's `P V` is one more turn; warpgroup 0 ends with
+///    [`TurnOrder::finish`].
 /// 3. At the end: `l` summed over the quad, `O /= l`, the log-sum-exp
 ///    `(m + log2 l) ln 2` of each row stored to `lse[(b heads + h) seq +
 ///    row]` (rows < `seq`), and O written as the element type over its Q
@@ -216,7 +223,8 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
     q_loaded: Barrier,
     k_loaded: Barriers<STAGES>,
     v_loaded: Barriers<STAGES>,
-    consumed: Barriers<STAGES>,
+    k_consumed: Barriers<STAGES>,
+    v_consumed: Barriers<STAGES>,
 ) where
     Cols<D>: WgmmaShape,
 {
@@ -236,13 +244,16 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
             q.load_at(q_buf, [h * D as u32, mb * BM as u32, b], q_loaded.as_ref());
             for j in 0..n_blocks {
                 let s = slot(j);
-                if j >= STAGES as u32 {
-                    consumed.at(s).wait();
-                }
                 let tile_bytes = <KvTile<E, BN, D> as TileLayout>::BYTES as u32;
+                if j >= STAGES as u32 {
+                    k_consumed.at(s).wait();
+                }
                 let kb = k_loaded.at(s);
                 kb.arrive_expect_tx(tile_bytes);
                 k.load_at(k_bufs.at(s), [kv_col, j * BN as u32, b], kb);
+                if j >= STAGES as u32 {
+                    v_consumed.at(s).wait();
+                }
                 let vb = v_loaded.at(s);
                 vb.arrive_expect_tx(tile_bytes);
                 v.load_at(v_bufs.at(s), [kv_col, j * BN as u32, b], vb);
@@ -271,6 +282,7 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
     wgmma_commit_group();
     turns.pass_turn(wg);
     wgmma_wait::<0>();
+    k_consumed.at(0).arrive();
     acc_s.fence_operands();
     let _ = online_softmax::<BN>(acc_s.regs.as_mut(), 0, &rows, &mut st);
     let mut frag = [[0u32; 4]; KC];
@@ -288,10 +300,11 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
         turns.pass_turn(wg);
         // S_j's softmax while P V runs (and the other warpgroup's GEMMs).
         wgmma_wait::<1>();
+        k_consumed.at(s).arrive();
         acc_s.fence_operands();
         let alpha = online_softmax::<BN>(acc_s.regs.as_mut(), j as usize * BN, &rows, &mut st);
         wgmma_wait::<0>();
-        consumed.at(ps).arrive();
+        v_consumed.at(ps).arrive();
         acc_o.fence_operands();
         {
             let or = acc_o.regs.as_mut();
@@ -307,7 +320,7 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
     wgmma_commit_group();
     turns.pass_turn(wg);
     wgmma_wait::<0>();
-    consumed.at(ps).arrive();
+    v_consumed.at(ps).arrive();
     turns.finish(wg);
     let m = st.m;
     let row_l = st.l;
@@ -364,9 +377,10 @@ pub fn attention_fwd<const D: usize, const STAGES: usize>(
     #[scratch] q_loaded: Barrier,
     #[scratch] k_loaded: Barriers<STAGES>,
     #[scratch] v_loaded: Barriers<STAGES>,
-    #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
+    #[scratch(arrivals = 256)] k_consumed: Barriers<STAGES>,
+    #[scratch(arrivals = 256)] v_consumed: Barriers<STAGES>,
 ) where
     Cols<D>: WgmmaShape,
 {
-    attention_fwd_of::<f16, D, STAGES>(q, k, v, o, lse, seq, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, consumed);
+    attention_fwd_of::<f16, D, STAGES>(q, k, v, o, lse, seq, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
 }

@@ -112,7 +112,7 @@ fn run(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         let mut o = dev.upload(&vec![f16::NAN; shape.q_len()])?;
         let mut lse = dev.upload(&vec![f32::NAN; shape.lse_len()])?;
         // Each ring depth the head dimension is built with; the fastest is
-        // reported (the entry point `attention` takes the deepest).
+        // reported (the entry point `attention` takes 3 for D 64, 2 for D 128).
         let depths = STAGES.iter().find(|x| x.0 == shape.head_dim).map_or(vec![], |x| x.1.to_vec());
         let mut timing: Option<(f64, Option<kernel_host::ClockPower>, usize)> = None;
         let mut per_depth = Vec::new();
