@@ -6,13 +6,13 @@
 //!
 //! Layout: `q` and `o` hold `[batch, seq, heads, head_dim]`, `k` and `v`
 //! `[batch, seq, kv_heads, head_dim]`, row-major (`head_dim` contiguous),
-//! f16; `lse` holds `[batch, heads, seq]` f32 (natural log, the
+//! f16 or bf16 ([`AttnType`]); `lse` holds `[batch, heads, seq]` f32 (natural log, the
 //! backward's input). `kv_heads` divides `heads` (GQA/MQA: Q head `h` uses
 //! K/V head `h / (heads / kv_heads)`).
 //!
 //! ```
 //! # fn main() -> Result<(), kernel_ops::Error> {
-//! use kernel_device::f16;
+//! use kernel_device::{bf16, f16};
 //! use kernel_host::Device;
 //! use kernel_ops::attention::{attention, Shape, Options};
 //! let dev = Device::emulator();
@@ -27,9 +27,9 @@
 //! # Ok(()) }
 //! ```
 use crate::Error;
-use kernel_device::f16;
+use kernel_device::{bf16, f16};
 use kernel_host::{Buffer, Device, Program, TileMap};
-use kernel_ops_kernels::attention::{attention_fwd, KvTile, QTile, BM, BN};
+use kernel_ops_kernels::attention::{attention_fwd, attention_fwd_bf16, KvTile, QTile, BM, BN};
 
 /// The sizes of one attention problem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,13 +134,13 @@ pub fn check_attention(shape: Shape, opts: Options, lens: [(&str, usize); 5]) ->
 /// everything first ([`check_attention`]). Grid `(ceil(seq / 128), heads,
 /// batch)`.
 #[allow(clippy::too_many_arguments)]
-pub fn attention(
+pub fn attention<T: AttnType>(
     dev: &Device,
     ops: &Program,
-    q: &Buffer<f16>,
-    k: &Buffer<f16>,
-    v: &Buffer<f16>,
-    o: &mut Buffer<f16>,
+    q: &Buffer<T>,
+    k: &Buffer<T>,
+    v: &Buffer<T>,
+    o: &mut Buffer<T>,
     lse: &mut Buffer<f32>,
     shape: Shape,
     opts: Options,
@@ -158,46 +158,73 @@ pub const STAGES: [(usize, [usize; 2]); 2] = [(64, [3, 4]), (128, [2, 3])];
 /// [`attention`] takes the depth measured fastest: 3 for D 64, 2 for D 128):
 /// for benchmarks and tuning.
 #[allow(clippy::too_many_arguments)]
-pub fn attention_stages(
+pub fn attention_stages<T: AttnType>(
     dev: &Device,
     ops: &Program,
-    q: &Buffer<f16>,
-    k: &Buffer<f16>,
-    v: &Buffer<f16>,
-    o: &mut Buffer<f16>,
+    q: &Buffer<T>,
+    k: &Buffer<T>,
+    v: &Buffer<T>,
+    o: &mut Buffer<T>,
     lse: &mut Buffer<f32>,
     shape: Shape,
     opts: Options,
     stages: usize,
 ) -> Result<(), Error> {
     check_attention(shape, opts, [("q", q.len()), ("k", k.len()), ("v", v.len()), ("o", o.len()), ("lse", lse.len())])?;
-    let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
-    let grid = (seq.div_ceil(BM) as u32, heads as u32, batch as u32);
-    let scale_log2 = opts.scale_for(head_dim) * std::f32::consts::LOG2_E;
-    let (group, causal) = ((heads / kv_heads) as u32, opts.causal as u32);
-    // One launch per instance (the tile types differ by D): the maps over
-    // `[batch, seq, heads x head_dim]`, then the kernel.
-    macro_rules! launch {
-        ($d:literal, $stages:literal) => {{
-            let qm = TileMap::<QTile<f16, $d>, 3>::new_batched(q, batch, seq, heads * head_dim)?;
-            let km = TileMap::<KvTile<f16, BN, $d>, 3>::new_batched(k, batch, seq, kv_heads * head_dim)?;
-            let vm = TileMap::<KvTile<f16, BN, $d>, 3>::new_batched(v, batch, seq, kv_heads * head_dim)?;
-            let om = TileMap::<QTile<f16, $d>, 3>::new_batched_mut(o, batch, seq, heads * head_dim)?;
-            ops.kernel::<attention_fwd<$d, $stages>>()?.launch(grid, (&qm, &km, &vm, &om, lse, seq as u32, group, scale_log2, causal))?;
-        }};
-    }
-    match (head_dim, stages) {
-        (64, 3) => launch!(64, 3),
-        (64, 4) => launch!(64, 4),
-        (128, 2) => launch!(128, 2),
-        (128, 3) => launch!(128, 3),
-        (d, s) => {
-            return Err(Error::Shape { op: "attention", problem: format!("stages = {s}: head_dim {d} is built with stages in {:?}", STAGES.iter().find(|x| x.0 == d).map(|x| x.1)) })
-        }
-    }
     let _ = dev;
-    Ok(())
+    T::launch_fwd(ops, [q, k, v], o, lse, shape, opts, stages)
 }
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for kernel_device::f16 {}
+    impl Sealed for kernel_device::bf16 {}
+}
+
+/// The element types of q, k, v and o: `f16` (kernel
+/// `attention_fwd`) and `bf16` (`attention_fwd_bf16`). Sealed.
+pub trait AttnType: sealed::Sealed + Copy + kernel_host::TmaElement + 'static {
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn launch_fwd(ops: &Program, qkv: [&Buffer<Self>; 3], o: &mut Buffer<Self>, lse: &mut Buffer<f32>, shape: Shape, opts: Options, stages: usize) -> Result<(), Error>;
+}
+
+macro_rules! attn_type {
+    ($t:ty, $kernel:ident) => {
+        impl AttnType for $t {
+            fn launch_fwd(ops: &Program, [q, k, v]: [&Buffer<$t>; 3], o: &mut Buffer<$t>, lse: &mut Buffer<f32>, shape: Shape, opts: Options, stages: usize) -> Result<(), Error> {
+                let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
+                let grid = (seq.div_ceil(BM) as u32, heads as u32, batch as u32);
+                let scale_log2 = opts.scale_for(head_dim) * std::f32::consts::LOG2_E;
+                let (group, causal) = ((heads / kv_heads) as u32, opts.causal as u32);
+                // One launch per instance (the tile types differ by D): the
+                // maps over `[batch, seq, heads x head_dim]`, then the kernel.
+                macro_rules! launch {
+                    ($d:literal, $stages:literal) => {{
+                        let qm = TileMap::<QTile<$t, $d>, 3>::new_batched(q, batch, seq, heads * head_dim)?;
+                        let km = TileMap::<KvTile<$t, BN, $d>, 3>::new_batched(k, batch, seq, kv_heads * head_dim)?;
+                        let vm = TileMap::<KvTile<$t, BN, $d>, 3>::new_batched(v, batch, seq, kv_heads * head_dim)?;
+                        let om = TileMap::<QTile<$t, $d>, 3>::new_batched_mut(o, batch, seq, heads * head_dim)?;
+                        ops.kernel::<$kernel<$d, $stages>>()?.launch(grid, (&qm, &km, &vm, &om, lse, seq as u32, group, scale_log2, causal))?;
+                    }};
+                }
+                match (head_dim, stages) {
+                    (64, 3) => launch!(64, 3),
+                    (64, 4) => launch!(64, 4),
+                    (128, 2) => launch!(128, 2),
+                    (128, 3) => launch!(128, 3),
+                    (d, s) => {
+                        let built = STAGES.iter().find(|x| x.0 == d).map(|x| x.1);
+                        return Err(Error::Shape { op: "attention", problem: format!("stages = {s}: head_dim {d} is built with stages in {built:?}") });
+                    }
+                }
+                Ok(())
+            }
+        }
+    };
+}
+attn_type!(f16, attention_fwd);
+attn_type!(bf16, attention_fwd_bf16);
 
 /// The CPU reference over f32 copies of the inputs (f64 arithmetic):
 /// returns `(o, lse)` in the module's layouts.

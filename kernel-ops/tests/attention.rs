@@ -92,3 +92,26 @@ fn attention_refuses_bad_inputs_naming_the_rule() {
         assert!(dev.download(&o).unwrap().iter().all(|v| v.to_f32() == 7.0), "{shape:?}: o was written");
     }
 }
+
+#[test]
+fn bf16_attention_matches_the_reference() {
+    use kernel_device::bf16;
+    let shape = Shape { batch: 1, seq: 140, heads: 2, kv_heads: 2, head_dim: 64 };
+    let opts = Options { causal: true, scale: None };
+    let h = |x: Vec<f16>| -> Vec<bf16> { x.iter().map(|v| bf16::from_f32(v.to_f32())).collect() };
+    let (q, k, v) = (h(randn(shape.q_len(), 4)), h(randn(shape.kv_len(), 5)), h(randn(shape.kv_len(), 6)));
+    let f = |x: &[bf16]| -> Vec<f32> { x.iter().map(|v| v.to_f32()).collect() };
+    let (want_o, want_lse) = reference(&f(&q), &f(&k), &f(&v), shape, opts);
+    let dev = Device::emulator_with(Emulator::new(3));
+    let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    let (dq, dk, dv) = (dev.upload(&q).unwrap(), dev.upload(&k).unwrap(), dev.upload(&v).unwrap());
+    let mut o = dev.upload(&vec![bf16::NAN; shape.q_len()]).unwrap();
+    let mut lse = dev.upload(&vec![f32::NAN; shape.lse_len()]).unwrap();
+    attention(&dev, &ops, &dq, &dk, &dv, &mut o, &mut lse, shape, opts).unwrap();
+    let o = f(&dev.download(&o).unwrap());
+    let (num, den) = o.iter().zip(&want_o).fold((0f64, 0f64), |(n, d), (g, w)| (n + f64::from(g - w).powi(2), d + f64::from(*w).powi(2)));
+    let err = (num / den).sqrt();
+    let lse_err = dev.download(&lse).unwrap().iter().zip(&want_lse).map(|(a, b)| f64::from((a - b).abs())).fold(0.0, f64::max);
+    // bf16 has 8 bits of mantissa: P and O rounded to 2^-9 relative.
+    assert!(err < 2e-2 && lse_err < LSE_BOUND, "O error {err:.2e}, lse error {lse_err:.2e}");
+}

@@ -57,3 +57,34 @@ fn rows_stay_in_registers_and_move_in_16_byte_accesses() {
         }
     }
 }
+
+/// The attention kernels: no spills for sm_90a; P fed to `P V` from
+/// registers (the RS form of wgmma, with V MN-major: imm-trans-b 1), the
+/// softmax's `ex2.approx`, the role register budgets (`setmaxnreg`), the
+/// quad shuffles of the row maxima and sums.
+#[test]
+fn attention_kernels_use_rs_wgmma_ex2_and_setmaxnreg_without_spills() {
+    let img = image("sm_90a");
+    let report = img.ptxas_report;
+    let mut entries = 0;
+    for block in report.split("Compiling entry function '").skip(1) {
+        let name = block.split('\'').next().unwrap();
+        if !name.starts_with("attention_fwd") {
+            continue;
+        }
+        let line = block.lines().find(|l| l.contains("bytes stack frame")).unwrap_or_else(|| panic!("{name}: no stack line"));
+        assert!(line.contains("0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"), "{name}: {line}");
+        entries += 1;
+    }
+    assert_eq!(entries, 8, "2 types x 4 instances:\n{report}");
+    for name in ["attention_fwd__128_2", "attention_fwd_bf16__64_3"] {
+        let body = entry(img.ptx, name);
+        let rs = body.lines().filter(|l| l.contains("wgmma.mma_async") && l.contains("}, {%r")).count();
+        assert!(rs >= 8, "{name}: {rs} RS wgmmas (P from registers) found");
+        assert!(body.contains("wgmma.mma_async.sync.aligned.m64n128k16.f32"), "{name}: S = Q Kᵀ (m64n128k16)");
+        assert!(body.contains("ex2.approx"), "{name}: ex2.approx");
+        assert!(body.contains("setmaxnreg.inc.sync.aligned.u32 240") && body.contains("setmaxnreg.dec.sync.aligned.u32 24"), "{name}: setmaxnreg");
+        assert!(body.contains("shfl.sync.bfly.b32"), "{name}: quad shuffles");
+        assert!(!body.contains(".local"), "{name}: local memory");
+    }
+}

@@ -384,3 +384,30 @@ pub fn attention_fwd<const D: usize, const STAGES: usize>(
 {
     attention_fwd_of::<f16, D, STAGES>(q, k, v, o, lse, seq, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
 }
+
+/// Attention forward, bf16: [`attention_fwd`] with bf16 q, k, v, o (P
+/// rounded to bf16 for `P V`).
+#[kernel(block = warpgroups(3), arch = sm_90a, instances((64, 3), (64, 4), (128, 2), (128, 3)))]
+pub fn attention_fwd_bf16<const D: usize, const STAGES: usize>(
+    q: Tma<QTile<bf16, D>, 3>,
+    k: Tma<KvTile<bf16, BN, D>, 3>,
+    v: Tma<KvTile<bf16, BN, D>, 3>,
+    o: Tma<QTile<bf16, D>, 3>,
+    lse: Gmem<f32>,
+    seq: u32,
+    kv_group: u32,
+    scale_log2: f32,
+    causal: u32,
+    #[scratch] q_buf: Smem<QTile<bf16, D>>,
+    #[scratch] k_bufs: Smem<[KvTile<bf16, BN, D>; STAGES]>,
+    #[scratch] v_bufs: Smem<[KvTile<bf16, BN, D>; STAGES]>,
+    #[scratch] q_loaded: Barrier,
+    #[scratch] k_loaded: Barriers<STAGES>,
+    #[scratch] v_loaded: Barriers<STAGES>,
+    #[scratch(arrivals = 256)] k_consumed: Barriers<STAGES>,
+    #[scratch(arrivals = 256)] v_consumed: Barriers<STAGES>,
+) where
+    Cols<D>: WgmmaShape,
+{
+    attention_fwd_of::<bf16, D, STAGES>(q, k, v, o, lse, seq, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
+}
