@@ -24,4 +24,7 @@ tools/ptxas-report.sh kernels | grep -c "registers" > /dev/null
 # built from a copy outside the repository (ptxas required, its report
 # printed), its host program and tests run.
 tools/template-check.sh
-exec cargo test --workspace "$@"
+cargo test --workspace "$@"
+# The Python package (python/): the wheel built and its tests on the
+# emulator with NumPy arrays.
+tools/python-test.sh

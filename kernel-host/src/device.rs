@@ -209,7 +209,7 @@ impl Device {
     pub fn upload<T: DeviceRepr + Copy>(&self, data: &[T]) -> Result<Buffer<T>> {
         Ok(Buffer {
             mem: match &self.backend {
-                Backend::Gpu(gpu) => Mem::Gpu(gpu.upload(data)?),
+                Backend::Gpu(gpu) => Mem::Gpu(GpuMem::owned(gpu.upload(data)?)),
                 Backend::Emulator { .. } => Mem::Host(HostMem::from_slice(data)),
             },
         })
@@ -219,7 +219,7 @@ impl Device {
     pub fn zeros<T: DeviceRepr + ValidAsZeroBits + Copy + Default>(&self, len: usize) -> Result<Buffer<T>> {
         Ok(Buffer {
             mem: match &self.backend {
-                Backend::Gpu(gpu) => Mem::Gpu(gpu.zeros(len)?),
+                Backend::Gpu(gpu) => Mem::Gpu(GpuMem::owned(gpu.zeros(len)?)),
                 Backend::Emulator { .. } => Mem::Host(HostMem::from_box(vec![T::default(); len].into_boxed_slice())),
             },
         })
@@ -245,7 +245,7 @@ impl Device {
         match (&self.backend, &mut buf.mem) {
             (Backend::Gpu(gpu), Mem::Gpu(slice)) => gpu
                 .stream()
-                .memcpy_htod(data, slice)
+                .memcpy_htod(data, &mut **slice)
                 .map_err(Error::cuda_call("cuMemcpyHtoDAsync (Device::write)")),
             (Backend::Emulator { .. }, Mem::Host(host)) => {
                 host.as_mut_slice().copy_from_slice(data);
@@ -302,8 +302,48 @@ pub struct Buffer<T> {
 }
 
 enum Mem<T> {
-    Gpu(CudaSlice<T>),
+    Gpu(GpuMem<T>),
     Host(HostMem<T>),
+}
+
+/// GPU memory: an allocation of this program's (freed when the buffer
+/// drops) or a borrowed one ([`Buffer::borrow_gpu`]: never freed here).
+struct GpuMem<T> {
+    slice: std::mem::ManuallyDrop<CudaSlice<T>>,
+    owned: bool,
+}
+
+impl<T> GpuMem<T> {
+    fn owned(slice: CudaSlice<T>) -> Self {
+        GpuMem { slice: std::mem::ManuallyDrop::new(slice), owned: true }
+    }
+}
+
+impl<T> std::ops::Deref for GpuMem<T> {
+    type Target = CudaSlice<T>;
+    fn deref(&self) -> &CudaSlice<T> {
+        &self.slice
+    }
+}
+
+impl<T> std::ops::DerefMut for GpuMem<T> {
+    fn deref_mut(&mut self) -> &mut CudaSlice<T> {
+        &mut self.slice
+    }
+}
+
+impl<T> Drop for GpuMem<T> {
+    fn drop(&mut self) {
+        // SAFETY: `slice` is dropped or taken exactly once, here.
+        let slice = unsafe { std::mem::ManuallyDrop::take(&mut self.slice) };
+        if self.owned {
+            drop(slice);
+        } else {
+            // Borrowed: hand the pointer back without freeing it (`leak`
+            // still orders the stream after the slice's recorded work).
+            let _ = slice.leak();
+        }
+    }
 }
 
 impl<T> Mem<T> {
@@ -317,6 +357,9 @@ impl<T> Mem<T> {
 struct HostMem<T> {
     ptr: NonNull<T>,
     len: usize,
+    /// Allocated here (a `Box<[T]>`, freed on drop), or borrowed
+    /// ([`Buffer::borrow_host`]: never freed here).
+    owned: bool,
 }
 
 impl<T: Copy> HostMem<T> {
@@ -330,7 +373,7 @@ impl<T> HostMem<T> {
         let len = boxed.len();
         // SAFETY: `Box::into_raw` never returns null.
         let ptr = unsafe { NonNull::new_unchecked(Box::into_raw(boxed).cast::<T>()) };
-        HostMem { ptr, len }
+        HostMem { ptr, len, owned: true }
     }
 
     fn as_slice(&self) -> &[T] {
@@ -345,6 +388,9 @@ impl<T> HostMem<T> {
 
 impl<T> Drop for HostMem<T> {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         // SAFETY: `ptr`/`len` came from `Box::into_raw` of a `Box<[T]>` of
         // `len` elements and are freed once.
         drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len)) });
@@ -358,6 +404,41 @@ unsafe impl<T: Send> Send for HostMem<T> {}
 unsafe impl<T: Sync> Sync for HostMem<T> {}
 
 impl<T> Buffer<T> {
+    /// A buffer over `len` elements of GPU memory this program does not own
+    /// (a framework's tensor, e.g. received through DLPack): kernels read
+    /// and write it in place, and dropping the buffer frees nothing.
+    /// Errors when `dev` is the emulator ([`Error::WrongBackend`]).
+    ///
+    /// # Safety
+    /// `ptr` addresses at least `len` valid, suitably aligned `T`s of
+    /// device memory usable in `dev`'s CUDA context (the device's primary
+    /// context: what the CUDA runtime, torch and JAX use), and that memory
+    /// stays allocated, and is not accessed except in stream order with this
+    /// program's work, until the buffer is dropped and the work using it
+    /// has completed.
+    pub unsafe fn borrow_gpu(dev: &Device, ptr: u64, len: usize) -> Result<Buffer<T>> {
+        let gpu = dev.as_gpu().ok_or(Error::WrongBackend { what: "a borrowed GPU buffer".into(), value_on: "GPU", device: "CPU emulator" })?;
+        // SAFETY: the caller's contract; `GpuMem` never frees it.
+        let slice = unsafe { gpu.stream().upgrade_device_ptr::<T>(ptr, len) };
+        Ok(Buffer { mem: Mem::Gpu(GpuMem { slice: std::mem::ManuallyDrop::new(slice), owned: false }) })
+    }
+
+    /// A buffer over `len` elements of host memory this program does not
+    /// own (a NumPy array's data), for the emulator: emulated kernels read
+    /// and write it in place; dropping the buffer frees nothing. Errors when
+    /// `dev` is a GPU ([`Error::WrongBackend`]).
+    ///
+    /// # Safety
+    /// `ptr` addresses `len` initialized, aligned `T`s that stay valid, and
+    /// that nothing else accesses, until the buffer is dropped.
+    pub unsafe fn borrow_host(dev: &Device, ptr: *mut T, len: usize) -> Result<Buffer<T>> {
+        if dev.is_gpu() {
+            return Err(Error::WrongBackend { what: "a borrowed host buffer".into(), value_on: "CPU emulator", device: "GPU" });
+        }
+        let ptr = NonNull::new(ptr).ok_or(Error::InvalidArgument { function: "Buffer::borrow_host", problem: "a null pointer".into() })?;
+        Ok(Buffer { mem: Mem::Host(HostMem { ptr, len, owned: false }) })
+    }
+
     /// Elements in the buffer.
     pub fn len(&self) -> usize {
         match &self.mem {
@@ -434,7 +515,7 @@ impl<T> Buffer<T> {
 /// of the GPU's [`Device`].
 impl<T> From<CudaSlice<T>> for Buffer<T> {
     fn from(slice: CudaSlice<T>) -> Self {
-        Buffer { mem: Mem::Gpu(slice) }
+        Buffer { mem: Mem::Gpu(GpuMem::owned(slice)) }
     }
 }
 

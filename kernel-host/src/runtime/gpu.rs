@@ -204,6 +204,33 @@ impl Gpu {
         &self.stream
     }
 
+    /// Runs `f` (which queues work on [`Gpu::stream`]) in stream order with
+    /// `stream`, a raw `CUstream` of this device's primary context owned by
+    /// someone else (torch's `torch.cuda.current_stream().cuda_stream`, a
+    /// JAX or CuPy stream): the work waits for what `stream` had queued, and
+    /// what `stream` queues afterwards waits for the work, through two
+    /// events; no host synchronization. `stream = 0` is the legacy default
+    /// stream, which [`Gpu::stream`] is: `f` just runs.
+    ///
+    /// # Safety
+    /// `stream` is 0 or a live stream of this device's primary context.
+    pub unsafe fn in_order_with(&self, stream: u64, f: impl FnOnce() -> Result<()>) -> Result<()> {
+        if stream == 0 {
+            return f();
+        }
+        let foreign = stream as cudarc::driver::sys::CUstream;
+        let before = self.ctx.new_event(None).map_err(Error::cuda_call("cuEventCreate"))?;
+        // SAFETY: the caller's contract on `stream`; the event is live.
+        unsafe { cu::event::record(before.cu_event(), foreign) }.map_err(Error::cuda_call("cuEventRecord (caller's stream)"))?;
+        self.stream.wait(&before).map_err(Error::cuda_call("cuStreamWaitEvent"))?;
+        f()?;
+        let after = self.stream.record_event(None).map_err(Error::cuda_call("cuEventRecord"))?;
+        // SAFETY: as above.
+        unsafe { cu::stream::wait_event(foreign, after.cu_event(), cudarc::driver::sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
+            .map_err(Error::cuda_call("cuStreamWaitEvent (caller's stream)"))?;
+        Ok(())
+    }
+
     /// Waits for all work on the stream. A kernel that faulted since the last
     /// synchronization shows up here as a sticky CUDA error (use
     /// [`Kernel::launch_sync`](super::Kernel::launch_sync) to learn which).

@@ -1,0 +1,133 @@
+"""The ready kernels of kernel-ops from Python.
+
+Arrays come in through DLPack, so torch, JAX, CuPy and NumPy arrays all
+work, with no copy:
+
+* CUDA arrays run on the GPU, queued on the caller's current stream (torch's
+  ``torch.cuda.current_stream()``; pass ``stream=`` for another framework's
+  raw ``CUstream``), in the device's primary context the framework uses;
+* CPU arrays (NumPy) run on the project's CPU emulator, whose race and
+  protocol reports raise :class:`EmulatorReport`.
+
+Every input is checked first: a wrong dtype raises ``TypeError``, a wrong
+shape, device, layout (not C-contiguous) or alignment (data not 16-byte
+aligned) raises ``ValueError``, each naming the rule and the values. Outputs
+are allocated with the inputs' framework (``torch.empty`` on the input's
+device, ``numpy.empty``) unless ``out=`` is given; JAX and CuPy callers pass
+``out=``.
+
+When torch is importable, ``kernel_ops.torch_ops`` registers the ops with
+``torch.library.custom_op`` (``torch.ops.kernel_ops.matmul``, ...) with fake
+(meta) implementations, so ``torch.compile`` traces through them.
+"""
+from . import _native
+from ._native import EmulatorReport
+
+__all__ = ["matmul", "softmax", "layer_norm", "rms_norm", "attention", "EmulatorReport"]
+
+
+def _arrays(**named):
+    """TypeError unless each argument is an array with ``__dlpack__``."""
+    for name, x in named.items():
+        if not hasattr(x, "__dlpack__"):
+            raise TypeError(
+                f"`{name}`: a {type(x).__name__} is not an array with `__dlpack__` "
+                "(pass a numpy.ndarray, torch.Tensor, jax.Array or cupy.ndarray)")
+
+
+def _is_torch(x):
+    return type(x).__module__.startswith("torch")
+
+
+def _stream_of(x, stream):
+    """The raw CUstream to order the launch with: the caller's, torch's
+    current stream for a torch CUDA tensor, else 0 (the legacy default
+    stream)."""
+    if stream is not None:
+        return int(stream)
+    if _is_torch(x) and x.is_cuda:
+        import torch
+
+        return int(torch.cuda.current_stream(x.device).cuda_stream)
+    return 0
+
+
+def _empty(like, shape, dtype=None):
+    """A new array on `like`'s device: torch.empty for torch, numpy.empty
+    (16-byte aligned) for NumPy; other frameworks must pass out=."""
+    if _is_torch(like):
+        import torch
+
+        return torch.empty(shape, dtype=dtype or like.dtype, device=like.device)
+    import numpy as np
+
+    if isinstance(like, np.ndarray):
+        dt = np.dtype(dtype or like.dtype)
+        n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        raw = np.empty(n + 16, dtype=np.uint8)
+        off = (-raw.ctypes.data) % 16
+        return raw[off:off + n].view(dt).reshape(shape)
+    raise TypeError(
+        f"kernel_ops: cannot allocate an output like a {type(like).__module__}.{type(like).__name__}: "
+        "pass out= (an array of the framework, on the same device)")
+
+
+def _f32(like):
+    if _is_torch(like):
+        import torch
+
+        return torch.float32
+    import numpy as np
+
+    return np.float32
+
+
+def matmul(a, b, out=None, stream=None):
+    """``c = a @ b.T``: a ``M x K``, b ``N x K``, float16, f32 accumulation;
+    returns c (``M x N``, float16). Autotuned per shape on a GPU."""
+    _arrays(a=a, b=b)
+    c = out if out is not None else _empty(a, (a.shape[0], b.shape[0]))
+    _native.matmul(a, b, c, _stream_of(a, stream))
+    return c
+
+
+def softmax(x, out=None, stream=None):
+    """``softmax(x)`` over the last dimension (float16 or bfloat16; the
+    last dimension a multiple of 1024, at most 8192)."""
+    _arrays(x=x)
+    y = out if out is not None else _empty(x, x.shape)
+    _native.softmax(x, y, _stream_of(x, stream))
+    return y
+
+
+def layer_norm(x, gamma, beta, eps=1e-5, out=None, stream=None):
+    """Layer norm over the last dimension, scaled by gamma and shifted by
+    beta (float16 or bfloat16)."""
+    _arrays(x=x)
+    y = out if out is not None else _empty(x, x.shape)
+    _native.layer_norm(x, gamma, beta, y, eps, _stream_of(x, stream))
+    return y
+
+
+def rms_norm(x, gamma, eps=1e-6, out=None, stream=None):
+    """RMS norm over the last dimension, scaled by gamma (float16 or
+    bfloat16)."""
+    _arrays(x=x)
+    y = out if out is not None else _empty(x, x.shape)
+    _native.rms_norm(x, gamma, y, eps, _stream_of(x, stream))
+    return y
+
+
+def attention(q, k, v, causal=False, scale=None, out=None, lse=None, stream=None):
+    """Attention forward: ``o = softmax(scale q kᵀ [+ causal mask]) v``.
+
+    q: ``[batch, seq, heads, head_dim]``; k, v: ``[batch, seq, kv_heads,
+    head_dim]`` (kv_heads divides heads: GQA/MQA); float16 or bfloat16;
+    head_dim 64 or 128; scale defaults to ``1 / sqrt(head_dim)``. Returns
+    ``(o, lse)``: o like q, lse ``[batch, heads, seq]`` float32 (natural
+    log)."""
+    _arrays(q=q, k=k, v=v)
+    o = out if out is not None else _empty(q, q.shape)
+    lse_out = lse if lse is not None else _empty(q, (q.shape[0], q.shape[2], q.shape[1]), _f32(q))
+    _native.attention(q, k, v, o, lse_out, bool(causal), scale, _stream_of(q, stream))
+    return o, lse_out

@@ -1,0 +1,70 @@
+"""kernel_ops's ops as PyTorch custom ops (``torch.ops.kernel_ops.*``).
+
+Each op is registered with ``torch.library.custom_op`` (no arguments
+mutated: it returns new tensors, allocated with ``torch.empty`` on the
+input's device) and a fake implementation that only computes the output's
+shape and dtype, so ``torch.compile`` traces through it with no graph
+break. Import this module to register them (it needs torch >= 2.4)::
+
+    import kernel_ops.torch_ops
+    c = torch.ops.kernel_ops.matmul(a, b)      # or kernel_ops.torch_ops.matmul
+"""
+import torch
+
+import kernel_ops as _k
+
+
+@torch.library.custom_op("kernel_ops::matmul", mutates_args=())
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b.T`` (float16; a ``M x K``, b ``N x K``)."""
+    return _k.matmul(a, b)
+
+
+@matmul.register_fake
+def _(a, b):
+    return a.new_empty((a.shape[0], b.shape[0]))
+
+
+@torch.library.custom_op("kernel_ops::rms_norm", mutates_args=())
+def rms_norm(x: torch.Tensor, gamma: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """RMS norm over the last dimension."""
+    return _k.rms_norm(x, gamma, eps)
+
+
+@rms_norm.register_fake
+def _(x, gamma, eps=1e-6):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("kernel_ops::layer_norm", mutates_args=())
+def layer_norm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """Layer norm over the last dimension."""
+    return _k.layer_norm(x, gamma, beta, eps)
+
+
+@layer_norm.register_fake
+def _(x, gamma, beta, eps=1e-5):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("kernel_ops::softmax", mutates_args=())
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dimension."""
+    return _k.softmax(x)
+
+
+@softmax.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("kernel_ops::attention", mutates_args=())
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False, scale: float = -1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention forward, ``[batch, seq, heads, head_dim]``: ``(o, lse)``
+    (``scale < 0`` means ``1 / sqrt(head_dim)``)."""
+    return _k.attention(q, k, v, causal=causal, scale=None if scale < 0 else scale)
+
+
+@attention.register_fake
+def _(q, k, v, causal=False, scale=-1.0):
+    return torch.empty_like(q), q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)

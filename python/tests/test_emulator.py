@@ -1,0 +1,103 @@
+"""kernel_ops on NumPy arrays: the CPU emulator through DLPack. Each op
+against a NumPy reference; each bad input refused with its rule; a race
+report raised as EmulatorReport. No GPU or torch needed."""
+import numpy as np
+import pytest
+
+import kernel_ops
+from kernel_ops import _native
+
+rng = np.random.default_rng(7)
+
+
+def randn(*shape, dtype=np.float16):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def rel_err(got, want):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+def test_matmul_matches_numpy_at_a_ragged_shape():
+    a, b = randn(70, 72), randn(40, 72)
+    c = kernel_ops.matmul(a, b)
+    assert c.shape == (70, 40) and c.dtype == np.float16
+    assert rel_err(c, a.astype(np.float32) @ b.astype(np.float32).T) < 2e-3
+
+
+def test_norms_match_numpy():
+    x, g, b = randn(3, 1024), randn(1024), randn(1024)
+    xf = x.astype(np.float64)
+    rms = xf / np.sqrt((xf ** 2).mean(-1, keepdims=True) + 1e-6) * g
+    assert rel_err(kernel_ops.rms_norm(x, g), rms) < 2e-3
+    mu, var = xf.mean(-1, keepdims=True), xf.var(-1, keepdims=True)
+    assert rel_err(kernel_ops.layer_norm(x, g, b), (xf - mu) / np.sqrt(var + 1e-5) * g + b) < 2e-3
+    e = np.exp(xf - xf.max(-1, keepdims=True))
+    assert rel_err(kernel_ops.softmax(x), e / e.sum(-1, keepdims=True)) < 2e-3
+
+
+def attention_reference(q, k, v, causal, scale):
+    b, s, h, d = q.shape
+    group = h // k.shape[2]
+    o = np.zeros(q.shape)
+    lse = np.zeros((b, h, s))
+    for bi in range(b):
+        for hi in range(h):
+            qq = q[bi, :, hi].astype(np.float64)
+            kk = k[bi, :, hi // group].astype(np.float64)
+            vv = v[bi, :, hi // group].astype(np.float64)
+            sc = qq @ kk.T * scale
+            if causal:
+                sc = np.where(np.arange(s)[None, :] > np.arange(s)[:, None], -np.inf, sc)
+            m = sc.max(-1, keepdims=True)
+            p = np.exp(sc - m)
+            o[bi, :, hi] = p @ vv / p.sum(-1, keepdims=True)
+            lse[bi, hi] = (m[:, 0] + np.log(p.sum(-1)))
+    return o, lse
+
+
+def test_attention_matches_numpy_causal_gqa_ragged():
+    q, k, v = randn(1, 150, 2, 64), randn(1, 150, 1, 64), randn(1, 150, 1, 64)
+    o, lse = kernel_ops.attention(q, k, v, causal=True)
+    want_o, want_lse = attention_reference(q, k, v, True, 1 / 8)
+    assert o.shape == q.shape and lse.shape == (1, 2, 150) and lse.dtype == np.float32
+    assert rel_err(o, want_o) < 5e-3
+    assert np.abs(lse - want_lse).max() < 5e-3
+
+
+def test_outputs_can_be_given():
+    a, b = randn(16, 64), randn(8, 64)
+    c = np.full((16, 8), 7.0, np.float16)
+    assert kernel_ops.matmul(a, b, out=c) is c
+    assert rel_err(c, a.astype(np.float32) @ b.astype(np.float32).T) < 2e-3
+
+
+@pytest.mark.parametrize("call, exc, rule", [
+    (lambda: kernel_ops.matmul(randn(16, 64, dtype=np.float32), randn(8, 64, dtype=np.float32)), TypeError, "the op takes float16"),
+    (lambda: kernel_ops.matmul(randn(16, 64), randn(8, 32)), ValueError, "K differs (64 vs 32)"),
+    (lambda: kernel_ops.matmul(randn(16, 64), randn(8, 64), out=np.empty((16, 9), np.float16)), ValueError, "shape [16, 8] expected"),
+    (lambda: kernel_ops.matmul(randn(16, 128)[:, ::2], randn(8, 64)), ValueError, "not row-major (C-contiguous)"),
+    (lambda: kernel_ops.matmul(np.empty(16 * 64 + 1, np.float16)[1:].reshape(16, 64), randn(8, 64)), ValueError, "not a multiple of 16 bytes"),
+    (lambda: kernel_ops.matmul([[1.0]], randn(8, 64)), TypeError, "is not an array with `__dlpack__`"),
+    (lambda: kernel_ops.rms_norm(randn(3, 1024), randn(512)), ValueError, "shape [1024] expected"),
+    (lambda: kernel_ops.rms_norm(randn(3, 1000), randn(1000)), ValueError, "1000"),
+    (lambda: kernel_ops.attention(randn(1, 16, 3, 64), randn(1, 16, 2, 64), randn(1, 16, 2, 64)), ValueError, "kv_heads must divide heads"),
+    (lambda: kernel_ops.attention(randn(1, 16, 2, 96), randn(1, 16, 2, 96), randn(1, 16, 2, 96)), ValueError, "head_dim = 96"),
+    (lambda: kernel_ops.attention(randn(1, 16, 2, 64), randn(1, 17, 2, 64), randn(1, 17, 2, 64)), ValueError, "shape [1, 16, 2, 64] expected"),
+])
+def test_bad_inputs_raise_naming_the_rule(call, exc, rule):
+    with pytest.raises(exc) as e:
+        call()
+    assert rule in str(e.value), str(e.value)
+
+
+@pytest.mark.skipif(not hasattr(_native, "_testing_transpose"), reason="wheel built without the `testing` feature")
+def test_a_race_report_is_an_emulator_report_exception():
+    x = np.arange(64, dtype=np.float32)
+    y = np.zeros(64, np.float32)
+    _native._testing_transpose(x, y, racy=False)
+    assert (y == x.reshape(8, 8).T.reshape(-1)).all()
+    with pytest.raises(kernel_ops.EmulatorReport) as e:
+        _native._testing_transpose(x, np.zeros(64, np.float32), racy=True)
+    assert "race" in str(e.value).lower(), str(e.value)

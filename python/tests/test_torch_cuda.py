@@ -1,0 +1,78 @@
+"""kernel_ops on torch CUDA tensors (the GPU machine; skipped visibly
+without torch or a GPU): results against torch's own ops on the same
+tensors, the custom ops through torch.compile with no graph break, a
+non-default stream, and the errors for mixed devices."""
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU", allow_module_level=True)
+
+import kernel_ops  # noqa: E402
+import kernel_ops.torch_ops  # noqa: E402,F401  (registers torch.ops.kernel_ops.*)
+
+
+def rel(got, want):
+    return float((got.float() - want.float()).norm() / want.float().norm())
+
+
+def test_matmul_matches_torch():
+    a = torch.randn(1000, 1024, device="cuda", dtype=torch.float16)
+    b = torch.randn(520, 1024, device="cuda", dtype=torch.float16)
+    assert rel(kernel_ops.matmul(a, b), a.float() @ b.float().T) < 2e-3
+
+
+def test_norms_match_torch():
+    x = torch.randn(300, 4096, device="cuda", dtype=torch.bfloat16)
+    g = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    want = torch.nn.functional.rms_norm(x.float(), (4096,), g.float(), eps=1e-6)
+    assert rel(kernel_ops.rms_norm(x, g), want) < 1e-2
+    want = torch.nn.functional.layer_norm(x.float(), (4096,), g.float(), b.float(), eps=1e-5)
+    assert rel(kernel_ops.layer_norm(x, g, b), want) < 1e-2
+    assert rel(kernel_ops.softmax(x), torch.softmax(x.float(), -1)) < 1e-2
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_matches_sdpa(causal):
+    q = torch.randn(2, 1000, 4, 128, device="cuda", dtype=torch.float16)
+    k, v = torch.randn_like(q), torch.randn_like(q)
+    o, lse = kernel_ops.attention(q, k, v, causal=causal)
+    want = torch.nn.functional.scaled_dot_product_attention(*(t.transpose(1, 2).float() for t in (q, k, v)), is_causal=causal).transpose(1, 2)
+    assert rel(o, want) < 5e-3
+    s = (q.transpose(1, 2).float() @ k.transpose(1, 2).float().transpose(-1, -2)) / math.sqrt(128)
+    if causal:
+        s = s.masked_fill(torch.ones(1000, 1000, device="cuda", dtype=torch.bool).triu(1), float("-inf"))
+    assert (lse - torch.logsumexp(s, -1)).abs().max() < 5e-3
+
+
+def test_runs_in_order_on_a_side_stream():
+    a = torch.randn(512, 512, device="cuda", dtype=torch.float16)
+    b = torch.randn(512, 512, device="cuda", dtype=torch.float16)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        a2 = a * 2  # queued on s before the op: the op must see it
+        c = kernel_ops.matmul(a2, b)
+        d = c + 1  # queued on s after the op: must see c
+    torch.cuda.synchronize()
+    assert rel(d - 1, (2 * a.float()) @ b.float().T) < 2e-3
+
+
+def test_custom_ops_compile_without_graph_breaks():
+    def f(a, b, x, g):
+        return torch.ops.kernel_ops.matmul(a, b).sum() + torch.ops.kernel_ops.rms_norm(x, g, 1e-6).float().sum()
+
+    a = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+    x = torch.randn(8, 1024, device="cuda", dtype=torch.float16)
+    g = torch.ones(1024, device="cuda", dtype=torch.float16)
+    compiled = torch.compile(f, fullgraph=True)  # fullgraph: a graph break is an error
+    assert torch.allclose(compiled(a, a, x, g), f(a, a, x, g), rtol=1e-2)
+
+
+def test_mixed_devices_are_refused():
+    a = torch.randn(16, 64, device="cuda", dtype=torch.float16)
+    b = torch.randn(8, 64, dtype=torch.float16)
+    with pytest.raises(ValueError, match="different devices"):
+        kernel_ops.matmul(a, b)
