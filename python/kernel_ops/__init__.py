@@ -48,6 +48,9 @@ def _stream_of(x, stream):
     if _is_torch(x) and x.is_cuda:
         import torch
 
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        if raw is not None:  # the fast path (no Stream object made)
+            return int(raw(x.device.index if x.device.index is not None else torch.cuda.current_device()))
         return int(torch.cuda.current_stream(x.device).cuda_stream)
     return 0
 

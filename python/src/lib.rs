@@ -118,6 +118,9 @@ fn import<'py>(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Arr<'py>
             "`{name}`: a {ty} is not an array with `__dlpack__` (pass a numpy.ndarray, torch.Tensor, jax.Array or cupy.ndarray)"
         )));
     }
+    if obj.get_type().module()?.to_cow()?.starts_with("torch") && obj.hasattr("data_ptr")? {
+        return import_torch(name, obj);
+    }
     let (dev_type, dev_id): (i32, i32) = obj.call_method0("__dlpack_device__")?.extract()?;
     let capsule = if dev_type == KDL_CUDA {
         // stream = -1: the producer synchronizes nothing; the launch is
@@ -159,11 +162,44 @@ fn import<'py>(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Arr<'py>
     let ndim = usize::try_from(t.ndim).unwrap_or(0);
     // SAFETY: `shape` has `ndim` entries (DLPack).
     let shape: Vec<usize> = (0..ndim).map(|i| unsafe { *t.shape.add(i) } as usize).collect();
-    if !t.strides.is_null() {
+    let strides: Option<Vec<i64>> = if t.strides.is_null() {
+        None
+    } else {
+        // SAFETY: `strides` has `ndim` entries when non-null.
+        Some((0..ndim).map(|i| unsafe { *t.strides.add(i) }).collect())
+    };
+    let ptr = (t.data as *mut u8).wrapping_add(t.byte_offset as usize);
+    checked(capsule, name, ptr, place, dtype, shape, strides)
+}
+
+/// A torch tensor read through its attributes (`data_ptr()`, `shape`,
+/// `stride()`, `dtype`, `device`): the same facts as its DLPack capsule,
+/// without making one (torch's `__dlpack__` costs microseconds per call).
+fn import_torch<'py>(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Arr<'py>> {
+    let place = if obj.getattr("is_cuda")?.extract::<bool>()? {
+        Place::Cuda(obj.getattr("device")?.getattr("index")?.extract::<Option<i32>>()?.unwrap_or(0))
+    } else {
+        Place::Cpu
+    };
+    let dtype = match &*obj.getattr("dtype")?.str()?.to_cow()? {
+        "torch.float16" => Dtype::F16,
+        "torch.bfloat16" => Dtype::Bf16,
+        "torch.float32" => Dtype::F32,
+        other => return Err(PyTypeError::new_err(format!("`{name}`: dtype {other} is not supported: float16, bfloat16 or float32 (as the op requires)"))),
+    };
+    let shape: Vec<usize> = obj.getattr("shape")?.extract()?;
+    let strides: Vec<i64> = obj.call_method0("stride")?.extract()?;
+    let ptr = obj.call_method0("data_ptr")?.extract::<usize>()? as *mut u8;
+    checked(obj.clone(), name, ptr, place, dtype, shape, Some(strides))
+}
+
+/// The checks of every array: row-major (C-contiguous) strides, a
+/// 16-byte-aligned start.
+fn checked<'py>(keep: Bound<'py, PyAny>, name: &'static str, ptr: *mut u8, place: Place, dtype: Dtype, shape: Vec<usize>, strides: Option<Vec<i64>>) -> PyResult<Arr<'py>> {
+    if let Some(strides) = strides {
         let mut expect = 1i64;
-        for i in (0..ndim).rev() {
-            // SAFETY: `strides` has `ndim` entries when non-null.
-            let st = unsafe { *t.strides.add(i) };
+        for i in (0..shape.len()).rev() {
+            let st = strides[i];
             if shape[i] > 1 && st != expect {
                 return Err(PyValueError::new_err(format!(
                     "`{name}`: strides (in elements) of shape {shape:?} are not row-major (C-contiguous): dimension {i} has stride {st}, {expect} expected; pass a contiguous array (`.contiguous()` in torch, `numpy.ascontiguousarray`)"
@@ -172,14 +208,13 @@ fn import<'py>(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Arr<'py>
             expect *= shape[i] as i64;
         }
     }
-    let ptr = (t.data as *mut u8).wrapping_add(t.byte_offset as usize);
     if (ptr as usize) % 16 != 0 && shape.iter().product::<usize>() > 0 {
         return Err(PyValueError::new_err(format!(
             "`{name}`: its data starts at address {:#x}, not a multiple of 16 bytes (TMA and the 16-byte vector loads need it); pass an array that starts at an aligned address (a fresh allocation, or a copy)",
             ptr as usize
         )));
     }
-    Ok(Arr { _capsule: capsule, name, ptr, place, dtype, shape })
+    Ok(Arr { _capsule: keep, name, ptr, place, dtype, shape })
 }
 
 // ------------------------------------------------------------- devices
@@ -219,7 +254,16 @@ fn ctx_for(place: Place) -> PyResult<&'static Ctx> {
     }
     let c = match place {
         Place::Cpu => make_ctx(Device::emulator())?,
-        Place::Cuda(d) => make_ctx(Device::gpu(Gpu::new(d as usize).map_err(runtime_err)?))?,
+        Place::Cuda(d) => {
+            let gpu = Gpu::new(d as usize).map_err(runtime_err)?;
+            // SAFETY: all of this process's work goes to the one stream of
+            // `Gpu` (the legacy default stream), ordered with the callers'
+            // streams by `Gpu::in_order_with`: cudarc's per-buffer event
+            // tracking (two events per borrowed buffer and per launch
+            // argument) orders nothing more, and costs microseconds per call.
+            unsafe { gpu.context().disable_event_tracking() };
+            make_ctx(Device::gpu(gpu))?
+        }
     };
     let _ = cell.set(c);
     Ok(cell.get().expect("set above"))

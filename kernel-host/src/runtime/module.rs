@@ -31,6 +31,10 @@ const JIT_LOG_BYTES: usize = 16 * 1024;
 struct LoadedModule {
     raw: sys::CUmodule,
     ctx: Arc<CudaContext>,
+    /// The function handles looked up so far, by kernel name (with their
+    /// attributes set): [`Module::kernel`] costs a map lookup after the
+    /// first call for a kernel, not driver calls.
+    funcs: std::sync::Mutex<std::collections::HashMap<&'static str, usize>>,
 }
 
 // SAFETY: a `CUmodule` is a driver handle usable from any thread whose
@@ -163,6 +167,7 @@ impl Gpu {
         let raw = loaded.map_err(|(e, log)| load_err(format, CudaError::from_driver(e), log))?;
         Ok(Module {
             loaded: Arc::new(LoadedModule {
+                funcs: Default::default(),
                 raw,
                 ctx: self.context().clone(),
             }),
@@ -216,6 +221,16 @@ impl Module {
         };
         if !kernel_runs_on(K::ARCHS, self.image.arch) {
             return Err(Error::KernelNotForArch { name: K::NAME, arch: self.image.arch, kernel_archs: K::ARCHS });
+        }
+        let cached = self.loaded.funcs.lock().unwrap_or_else(|e| e.into_inner()).get(K::NAME).copied();
+        if let Some(func) = cached {
+            return Ok(Kernel {
+                func: func as sys::CUfunction,
+                module: self.loaded.clone(),
+                stream: self.stream.clone(),
+                cluster_check: OnceLock::new(),
+                _spec: PhantomData,
+            });
         }
         let ctx = &self.loaded.ctx;
         ctx.bind_to_thread()
@@ -278,6 +293,7 @@ impl Module {
                 "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)",
             ))?;
         }
+        self.loaded.funcs.lock().unwrap_or_else(|e| e.into_inner()).insert(K::NAME, func as usize);
         Ok(Kernel {
             func,
             module: self.loaded.clone(),
