@@ -31,6 +31,11 @@ export KERNEL_OPS_CACHE="$out/matmul-tune.tsv"
 run bench "$dir/bench" --quick --out "$out/bench"
 run swiglu_bench "$dir/swiglu_bench" --out "$out/swiglu"
 run fp8_bench "$dir/fp8_bench" --out "$out/fp8"
+run attention_bench "$dir/attention_bench" --dump /tmp/attn --out "$out/attention"
+run attention_baselines python3 "$dir/attention_baselines.py" /tmp/attn "$out/attention/baselines.csv"
+if [ -d "$dir/wheels" ]; then
+    run python_gpu bash "$dir/../tools/python-gpu.sh" "$dir/wheels" "$out"
+fi
 run gpu_tests "$dir/gpu_tests" --ignored --nocapture --test-threads=1
 run arrays_tests "$dir/arrays_tests" --ignored --nocapture --test-threads=1
 run ops_tests "$dir/ops_tests" --ignored --nocapture --test-threads=1

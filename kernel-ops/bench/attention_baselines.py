@@ -206,10 +206,11 @@ def main():
         del q, k, v, qt, kt, vt
         torch.cuda.empty_cache()
 
-    with open(out_csv, "w") as f:
-        f.write("date,device,name,contender,median_ms,tflops,sm_mhz,power_w,o_rel_err\n")
+    with open(out_csv, "w", newline="") as f:
+        w = csv.writer(f)  # quoted: contender names hold commas
+        w.writerow("date,device,name,contender,median_ms,tflops,sm_mhz,power_w,o_rel_err".split(","))
         for r in rows_out:
-            f.write(f"{date},{gpu},{r[0]},{r[1]},{r[2]:.5f},{r[3]:.1f},{r[4]:.0f},{r[5]:.1f},{r[6]:.3e}\n")
+            w.writerow([date, gpu, r[0], r[1], f"{r[2]:.5f}", f"{r[3]:.1f}", f"{r[4]:.0f}", f"{r[5]:.1f}", f"{r[6]:.3e}"])
     bad = [r for r in rows_out if not r[6] < O_BOUND]
     if bad:
         print(f"FAIL: {len(bad)} outputs above the bound {O_BOUND}")

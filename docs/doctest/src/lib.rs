@@ -34,6 +34,7 @@ chapters! {
     first_kernel => "first-kernel.md",
     hopper => "hopper.md",
     gemm_ladder => "gemm-ladder.md",
+    attention => "attention.md",
     simt_and_arrays => "simt-and-arrays.md",
     blackwell => "blackwell.md",
     emulator => "emulator.md",
@@ -41,6 +42,7 @@ chapters! {
     compile_time_rules => "compile-time-rules.md",
     running_on_a_gpu => "running-on-a-gpu.md",
     own_kernels_crate => "own-kernels-crate.md",
+    python => "python.md",
     architecture => "architecture.md",
 }
 
