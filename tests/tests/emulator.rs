@@ -746,3 +746,31 @@ fn cluster_of_16_allreduce_matches_the_cpu_reference() {
         assert_eq!(wrong, 0, "seed {}: {wrong} elements differ from the CPU reference", emu.seed());
     }
 }
+
+/// The attention ladder (`kernels::attention_ladder`, steps 0-2; step 3 is
+/// the library kernel, `kernel-ops/tests/attention.rs`) on the emulator
+/// against the f64 reference, every row checked: a ragged causal GQA
+/// problem at D 64 (4 K/V blocks: the 3-slot ring wraps) and a ragged one
+/// at D 128 (3 blocks through 2 slots), each step under its own schedule
+/// (seeds differ by step and shape).
+#[test]
+fn attention_ladder_matches_the_cpu_reference() {
+    use examples::attention_ladder::{run, Problem, STEPS};
+    use kernel_ops::attention::Shape;
+    let problems = [
+        (Shape { batch: 1, seq: 420, heads: 2, kv_heads: 1, head_dim: 64 }, true),
+        (Shape { batch: 1, seq: 300, heads: 1, kv_heads: 1, head_dim: 128 }, false),
+    ];
+    for (i, (shape, causal)) in problems.into_iter().enumerate() {
+        for (step, name) in STEPS.iter().enumerate().take(3) {
+            let seed = (4 * i + step) as u64;
+            let dev = Device::emulator_with(Emulator::new(seed));
+            let prog = dev.load(&kernels::DEVICE_CODE).unwrap();
+            let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+            let mut p = Problem::new(&dev, shape, causal, 30).unwrap();
+            run(&dev, &prog, &ops, step, &mut p).unwrap_or_else(|e| panic!("{name}, {shape:?}, seed {seed}: {e}"));
+            let err = p.error(&dev, usize::MAX).unwrap();
+            assert!(err < 5e-3, "{name}, {shape:?}: relative error {err:.2e}");
+        }
+    }
+}

@@ -15,6 +15,7 @@
 //! | [`hopper`] | `wgmma_variants` | wgmma with f16 accumulators, A from registers, 3-D TMA |
 //! | [`hopper`] | `wgmma_fp8` | FP8 wgmma (`m64n256k32`, e4m3 and e5m2 operands, f32 accumulators) |
 //! | [`hopper`] | `warp_roles` | `#[warp_specialize]` roles by warp |
+//! | [`attention_ladder`] | `attention_step0`, `attention_step1`, `attention_step2` | the attention ladder, steps 0-2 (step 3 is `kernel_ops_kernels::attention::attention_fwd`, re-exported) |
 //! | [`hopper_ladder`] | `matmul_big_tiles`, `matmul_persistent`, `matmul_epilogue_overlap`, `matmul_cluster_multicast`, `matmul_fewer_arrivals`, `matmul_pingpong` | the Hopper GEMM ladder, steps 2-7 (README); steps 4 and 5 are `kernel_ops_kernels`' matmul kernels, re-exported |
 //! | [`blackwell`] | `matmul0`, `matmul1`, `matmul2` | the Blackwell tutorial's steps 0-2: tcgen05 MMA into TMEM, warp specialization, double-buffered epilogue (sm_100a only) |
 //! | [`blackwell`] | `matmul3`, `matmul4`, `matmul5`, `matmul6`, `matmul_dynamic` | the tutorial's steps 3-6 (collective 2-CTA MMA, persistent, dedicated epilogue warpgroup, grid tiling) and cluster launch control (sm_100a only) |
@@ -45,6 +46,7 @@ pub mod first;
 pub mod fused;
 pub mod gated;
 pub mod hopper;
+pub mod attention_ladder;
 pub mod hopper_ladder;
 pub mod blackwell;
 pub mod cluster;

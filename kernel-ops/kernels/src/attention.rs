@@ -72,7 +72,7 @@ pub const fn check_attention(d: usize, bn: usize, stages: usize) {
     assert!(bn % 16 == 0 && bn >= 64 && bn <= 256, "attention: BN (keys per block) must be a multiple of 16 in 64..=256");
     assert!(stages >= 2, "attention: at least 2 K/V stages (one loads while the other is read)");
     assert!(d / 2 + bn / 2 + bn / 4 <= 192, "attention: D / 2 + BN / 2 + BN / 4 registers (O, S, P) must be at most 192 per consumer thread");
-    assert!(2 * (BM * d + stages * 2 * bn * d) <= 227 * 1024, "attention: SMEM Q (128 x D) + STAGES x (K + V) (BN x D each), f16, must fit 227 KB");
+    assert!(2 * (BM * d + stages * 2 * bn * d) <= kernel_device::launch::MAX_SMEM_BYTES, "attention: SMEM Q (128 x D) + STAGES x (K + V) (BN x D each), f16, must fit the SMEM of one CTA (kernel_device::launch::MAX_SMEM_BYTES)");
 }
 
 /// The K/V blocks Q block `mb` reads: all `ceil(seq / BN)`, or with the
