@@ -6,7 +6,7 @@
 //!
 //! Layout: `q` and `o` hold `[batch, seq, heads, head_dim]`, `k` and `v`
 //! `[batch, seq, kv_heads, head_dim]`, row-major (`head_dim` contiguous),
-//! f16 or bf16 ([`AttnType`]); `lse` holds `[batch, heads, seq]` f32 (natural log, the
+//! f16 or bf16 ([`AttnType`]), head_dim 64, 128 or 256; `lse` holds `[batch, heads, seq]` f32 (natural log, the
 //! backward's input). `kv_heads` divides `heads` (GQA/MQA: Q head `h` uses
 //! K/V head `h / (heads / kv_heads)`).
 //!
@@ -29,7 +29,7 @@
 use crate::Error;
 use kernel_device::{bf16, f16};
 use kernel_host::{Buffer, Device, Program, TileMap};
-use kernel_ops_kernels::attention::{attention_fwd, attention_fwd_bf16, KvTile, QTile, BM, BN};
+use kernel_ops_kernels::attention::{attention_fwd, attention_fwd_bf16, KvTile, QTile, BM};
 
 /// The sizes of one attention problem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +41,7 @@ pub struct Shape {
     pub heads: usize,
     /// K/V heads: `heads` (multi-head), or a divisor of it (GQA; 1 is MQA).
     pub kv_heads: usize,
-    /// 64 or 128.
+    /// 64, 128 or 256.
     pub head_dim: usize,
 }
 
@@ -87,7 +87,7 @@ impl Options {
 }
 
 /// The head dimensions the kernel is built for.
-pub const HEAD_DIMS: [usize; 2] = [64, 128];
+pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
 
 /// Checks an attention problem before anything is launched: no size is 0;
 /// `head_dim` is one of [`HEAD_DIMS`]; `kv_heads` divides `heads`; `seq`
@@ -145,14 +145,15 @@ pub fn attention<T: AttnType>(
     shape: Shape,
     opts: Options,
 ) -> Result<(), Error> {
-    // Measured on an H100 (RESULTS.md): 3 slots for D 64, 2 for D 128.
+    // Measured on an H100 (RESULTS.md): 3 slots for D 64, 2 for D 128 (and
+    // D 256, whose blocks are 64 keys: 2 is all that fits).
     let stages = if shape.head_dim == 64 { 3 } else { 2 };
     attention_stages(dev, ops, q, k, v, o, lse, shape, opts, stages)
 }
 
 /// The K/V ring depths each head dimension is built with
 /// ([`attention_stages`]): `(head_dim, [stages])`.
-pub const STAGES: [(usize, [usize; 2]); 2] = [(64, [3, 4]), (128, [2, 3])];
+pub const STAGES: [(usize, &[usize]); 3] = [(64, &[3, 4]), (128, &[2, 3]), (256, &[2])];
 
 /// [`attention`] with a K/V ring of `stages` slots (see [`STAGES`];
 /// [`attention`] takes the depth measured fastest: 3 for D 64, 2 for D 128):
@@ -200,19 +201,20 @@ macro_rules! attn_type {
                 // One launch per instance (the tile types differ by D): the
                 // maps over `[batch, seq, heads x head_dim]`, then the kernel.
                 macro_rules! launch {
-                    ($d:literal, $stages:literal) => {{
+                    ($d:literal, $bn:literal, $kc:literal, $stages:literal) => {{
                         let qm = TileMap::<QTile<$t, $d>, 3>::new_batched(q, batch, seq, heads * head_dim)?;
-                        let km = TileMap::<KvTile<$t, BN, $d>, 3>::new_batched(k, batch, seq, kv_heads * head_dim)?;
-                        let vm = TileMap::<KvTile<$t, BN, $d>, 3>::new_batched(v, batch, seq, kv_heads * head_dim)?;
+                        let km = TileMap::<KvTile<$t, $bn, $d>, 3>::new_batched(k, batch, seq, kv_heads * head_dim)?;
+                        let vm = TileMap::<KvTile<$t, $bn, $d>, 3>::new_batched(v, batch, seq, kv_heads * head_dim)?;
                         let om = TileMap::<QTile<$t, $d>, 3>::new_batched_mut(o, batch, seq, heads * head_dim)?;
-                        ops.kernel::<$kernel<$d, $stages>>()?.launch(grid, (&qm, &km, &vm, &om, lse, seq as u32, group, scale_log2, causal))?;
+                        ops.kernel::<$kernel<$d, $bn, $kc, $stages>>()?.launch(grid, (&qm, &km, &vm, &om, lse, seq as u32, group, scale_log2, causal))?;
                     }};
                 }
                 match (head_dim, stages) {
-                    (64, 3) => launch!(64, 3),
-                    (64, 4) => launch!(64, 4),
-                    (128, 2) => launch!(128, 2),
-                    (128, 3) => launch!(128, 3),
+                    (64, 3) => launch!(64, 128, 8, 3),
+                    (64, 4) => launch!(64, 128, 8, 4),
+                    (128, 2) => launch!(128, 128, 8, 2),
+                    (128, 3) => launch!(128, 128, 8, 3),
+                    (256, 2) => launch!(256, 64, 4, 2),
                     (d, s) => {
                         let built = STAGES.iter().find(|x| x.0 == d).map(|x| x.1);
                         return Err(Error::Shape { op: "attention", problem: format!("stages = {s}: head_dim {d} is built with stages in {built:?}") });

@@ -50,6 +50,8 @@ fn attention_matches_the_cpu_reference_on_the_emulator() {
     let cases = [
         (Shape { batch: 1, seq: 300, heads: 1, kv_heads: 1, head_dim: 128 }, Options::default()),
         (Shape { batch: 2, seq: 200, heads: 2, kv_heads: 1, head_dim: 64 }, Options { causal: true, scale: Some(0.2) }),
+        // D 256: blocks of 64 keys through 2 slots (3 blocks: the ring wraps).
+        (Shape { batch: 1, seq: 150, heads: 1, kv_heads: 1, head_dim: 256 }, Options { causal: true, scale: None }),
     ];
     for (i, (shape, opts)) in cases.into_iter().enumerate() {
         for seed in 0..2 {
@@ -74,7 +76,7 @@ fn attention_refuses_bad_inputs_naming_the_rule() {
     let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
     let ok = Shape { batch: 1, seq: 16, heads: 4, kv_heads: 2, head_dim: 64 };
     let cases: [(Shape, Options, [usize; 5], &str); 6] = [
-        (Shape { head_dim: 96, ..ok }, Options::default(), [0; 5], "head_dim = 96: the kernel is built for head_dim in [64, 128]"),
+        (Shape { head_dim: 96, ..ok }, Options::default(), [0; 5], "head_dim = 96: the kernel is built for head_dim in [64, 128, 256]"),
         (Shape { kv_heads: 3, ..ok }, Options::default(), [0; 5], "heads = 4, kv_heads = 3: kv_heads must divide heads"),
         (Shape { seq: 0, ..ok }, Options::default(), [0; 5], "seq = 0: every size must be at least 1"),
         (ok, Options::default(), [4096, 2047, 2048, 4096, 64], "`k` holds 2047 elements; batch x seq x kv_heads x head_dim = 2048 expected"),

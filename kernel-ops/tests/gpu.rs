@@ -177,6 +177,8 @@ fn attention_matches_the_cpu_at_ragged_shapes() {
         (Shape { batch: 1, seq: 777, heads: 8, kv_heads: 2, head_dim: 128 }, false),
         (Shape { batch: 3, seq: 1, heads: 2, kv_heads: 1, head_dim: 128 }, true),
         (Shape { batch: 1, seq: 1024, heads: 2, kv_heads: 2, head_dim: 128 }, true),
+        (Shape { batch: 2, seq: 555, heads: 4, kv_heads: 2, head_dim: 256 }, true),
+        (Shape { batch: 1, seq: 1000, heads: 2, kv_heads: 2, head_dim: 256 }, false),
     ];
     for (shape, causal) in cases {
         let opts = Options { causal, scale: None };

@@ -23,9 +23,11 @@ use kernel_device::{bf16, f16, Barriers};
 
 /// Rows of Q per CTA: two consumer warpgroups of 64 rows each.
 pub const BM: usize = 128;
-/// Keys per K/V block: the N of `S = Q Kᵀ` and the K of `O += P V`.
+/// Keys per K/V block of the head-dim 64 and 128 instances (the N of
+/// `S = Q Kᵀ` and the K of `O += P V`); head dim 256 takes 64 (its O
+/// accumulator needs the registers).
 pub const BN: usize = 128;
-/// P's k16 A fragments per block (`BN / 16`).
+/// P's k16 A fragments per block of [`BN`] keys (`BN / 16`).
 pub const KC: usize = BN / 16;
 /// Consumer warpgroups (0 and 1); the producer is warpgroup 2.
 pub const CONSUMERS: u32 = 2;
@@ -207,7 +209,7 @@ pub fn p_fragments<E: AttnElem, const KC: usize>(sr: &[f32], frag: &mut [[u32; 4
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 #[track_caller]
-pub fn attention_fwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
+pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const KC: usize, const STAGES: usize>(
     q: Tma<QTile<E, D>, 3>,
     k: Tma<KvTile<E, BN, D>, 3>,
     v: Tma<KvTile<E, BN, D>, 3>,
@@ -227,8 +229,12 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
     v_consumed: Barriers<STAGES>,
 ) where
     Cols<D>: WgmmaShape,
+    Cols<BN>: WgmmaShape,
 {
-    const { check_attention(D, BN, STAGES) };
+    const {
+        check_attention(D, BN, STAGES);
+        assert!(KC * 16 == BN, "attention: KC (P's k16 fragments per block) must be BN / 16");
+    };
     // Q blocks from the last: with the causal mask the longest CTAs start
     // first, the short ones fill the last wave.
     let (mb, h, b) = (grid_dim().x - 1 - block_idx().x, block_idx().y, block_idx().z);
@@ -270,7 +276,10 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
     let my_row = mb as usize * BM + row0 + 16 * w + l / 4;
     let rows = Rows { seq: seq as usize, causal, first_row: my_row, wg_first_row: mb as usize * BM + row0, lane: l, scale_log2 };
     let turns = TurnOrder::<TURN_BARRIERS>;
-    let mut acc_o = Acc::<D>::zeros();
+    // O is first written by block 0's `P V` (`accumulate = false`): no
+    // zeroing (at D 256 LLVM lowers a zeroed 512-byte array through local
+    // memory).
+    let mut acc_o = Acc::<D>::undefined();
     let mut st = SoftmaxState { m: [f32::NEG_INFINITY; 2], l: [0.0; 2] };
     q_loaded.wait();
     turns.start(wg);
@@ -295,7 +304,7 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
         acc_s.mma(q_buf, row0, k_bufs.at(s), 0, false);
         wgmma_commit_group();
         v_loaded.at(ps).wait();
-        acc_o.mma_rs_kn_chain(&frag, v_bufs.at(ps), 0, true);
+        acc_o.mma_rs_kn_chain(&frag, v_bufs.at(ps), 0, j > 1);
         wgmma_commit_group();
         turns.pass_turn(wg);
         // S_j's softmax while P V runs (and the other warpgroup's GEMMs).
@@ -316,7 +325,7 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
     let ps = slot(n_blocks - 1);
     v_loaded.at(ps).wait();
     turns.wait_turn(wg);
-    acc_o.mma_rs_kn_chain(&frag, v_bufs.at(ps), 0, true);
+    acc_o.mma_rs_kn_chain(&frag, v_bufs.at(ps), 0, n_blocks > 1);
     wgmma_commit_group();
     turns.pass_turn(wg);
     wgmma_wait::<0>();
@@ -360,8 +369,9 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
 
 /// Attention forward, f16 (see [`attention_fwd_of`] for the schedule and
 /// the launch): `O = softmax(scale Q Kᵀ) V` and the log-sum-exp per row.
-#[kernel(block = warpgroups(3), arch = sm_90a, instances((64, 3), (64, 4), (128, 2), (128, 3)))]
-pub fn attention_fwd<const D: usize, const STAGES: usize>(
+/// Instances `(D, BN, KC = BN / 16, STAGES)`.
+#[kernel(block = warpgroups(3), arch = sm_90a, instances((64, 128, 8, 3), (64, 128, 8, 4), (128, 128, 8, 2), (128, 128, 8, 3), (256, 64, 4, 2)))]
+pub fn attention_fwd<const D: usize, const BN: usize, const KC: usize, const STAGES: usize>(
     q: Tma<QTile<f16, D>, 3>,
     k: Tma<KvTile<f16, BN, D>, 3>,
     v: Tma<KvTile<f16, BN, D>, 3>,
@@ -381,14 +391,15 @@ pub fn attention_fwd<const D: usize, const STAGES: usize>(
     #[scratch(arrivals = 256)] v_consumed: Barriers<STAGES>,
 ) where
     Cols<D>: WgmmaShape,
+    Cols<BN>: WgmmaShape,
 {
-    attention_fwd_of::<f16, D, STAGES>(q, k, v, o, lse, seq, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
+    attention_fwd_of::<f16, D, BN, KC, STAGES>(q, k, v, o, lse, seq, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
 }
 
 /// Attention forward, bf16: [`attention_fwd`] with bf16 q, k, v, o (P
 /// rounded to bf16 for `P V`).
-#[kernel(block = warpgroups(3), arch = sm_90a, instances((64, 3), (64, 4), (128, 2), (128, 3)))]
-pub fn attention_fwd_bf16<const D: usize, const STAGES: usize>(
+#[kernel(block = warpgroups(3), arch = sm_90a, instances((64, 128, 8, 3), (64, 128, 8, 4), (128, 128, 8, 2), (128, 128, 8, 3), (256, 64, 4, 2)))]
+pub fn attention_fwd_bf16<const D: usize, const BN: usize, const KC: usize, const STAGES: usize>(
     q: Tma<QTile<bf16, D>, 3>,
     k: Tma<KvTile<bf16, BN, D>, 3>,
     v: Tma<KvTile<bf16, BN, D>, 3>,
@@ -408,6 +419,7 @@ pub fn attention_fwd_bf16<const D: usize, const STAGES: usize>(
     #[scratch(arrivals = 256)] v_consumed: Barriers<STAGES>,
 ) where
     Cols<D>: WgmmaShape,
+    Cols<BN>: WgmmaShape,
 {
-    attention_fwd_of::<bf16, D, STAGES>(q, k, v, o, lse, seq, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
+    attention_fwd_of::<bf16, D, BN, KC, STAGES>(q, k, v, o, lse, seq, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
 }

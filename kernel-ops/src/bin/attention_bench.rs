@@ -66,7 +66,7 @@ fn problems(gpu: bool) -> Vec<(String, Shape, bool)> {
         return v;
     }
     for seq in [4096, 16384] {
-        for d in [64, 128] {
+        for d in [64, 128, 256] {
             for causal in [false, true] {
                 let shape = Shape { batch: 16384 / seq, seq, heads: 2048 / d, kv_heads: 2048 / d, head_dim: d };
                 v.push((format!("S{seq} D{d}{}", if causal { " causal" } else { "" }), shape, causal));
