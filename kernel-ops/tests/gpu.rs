@@ -186,7 +186,7 @@ fn attention_matches_the_cpu_at_ragged_shapes() {
         let f = |x: &[f16]| -> Vec<f32> { x.iter().map(|v| v.to_f32()).collect() };
         let (want_o, want_lse) = reference(&f(&q), &f(&k), &f(&v), shape, opts);
         let depths = STAGES.iter().find(|x| x.0 == shape.head_dim).unwrap().1;
-        for stages in depths {
+        for &stages in depths {
             // f16
             let (dq, dk, dv) = (gpu.upload(&q).unwrap(), gpu.upload(&k).unwrap(), gpu.upload(&v).unwrap());
             let mut o = gpu.upload(&vec![f16::NAN; shape.q_len()]).unwrap();
