@@ -126,7 +126,7 @@ def attention(q, k, v, causal=False, scale=None, out=None, lse=None, stream=None
 
     q: ``[batch, seq, heads, head_dim]``; k, v: ``[batch, seq, kv_heads,
     head_dim]`` (kv_heads divides heads: GQA/MQA); float16 or bfloat16;
-    head_dim 64 or 128; scale defaults to ``1 / sqrt(head_dim)``. Returns
+    head_dim 64, 128 or 256; scale defaults to ``1 / sqrt(head_dim)``. Returns
     ``(o, lse)``: o like q, lse ``[batch, heads, seq]`` float32 (natural
     log)."""
     _arrays(q=q, k=k, v=v)
