@@ -137,11 +137,11 @@ impl WgmmaInput for crate::E5M2 {
 pub struct Cols<const N: usize>;
 
 /// The `N`s this crate implements, with their register arrays. The hardware
-/// allows N = 8..=256 in steps of 8 for 16-bit inputs; 64, 128 and 256 are
-/// implemented.
+/// allows N = 8..=256 in steps of 8 for 16-bit inputs; 64, 80, 128 and 256
+/// are implemented.
 #[diagnostic::on_unimplemented(
     message = "wgmma with N = {Self} is not implemented",
-    note = "the hardware allows N a multiple of 8 from 8 to 256; this crate implements N = 64, 128 and 256 (f32 accumulators)"
+    note = "the hardware allows N a multiple of 8 from 8 to 256; this crate implements N = 64, 80, 128 and 256 (f32 accumulators)"
 )]
 pub trait WgmmaShape {
     /// `N / 2` f32 accumulator registers per thread (an array: index it
@@ -421,6 +421,8 @@ macro_rules! wgmma_shape {
 }
 
 wgmma_shape!(64, 32, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]);
+// 80: attention's key blocks at head dim 256 (FlashAttention-3's choice).
+wgmma_shape!(80, 40, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]);
 wgmma_shape!(128, 64, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31]);
 wgmma_shape!(
     256,

@@ -145,21 +145,39 @@ pub fn attention<T: AttnType>(
     shape: Shape,
     opts: Options,
 ) -> Result<(), Error> {
-    // Measured on an H100 (RESULTS.md): 3 slots for D 64, 2 for D 128 (and
-    // D 256, whose blocks are 64 keys: 2 is all that fits).
-    let stages = if shape.head_dim == 64 { 3 } else { 2 };
-    attention_stages(dev, ops, q, k, v, o, lse, shape, opts, stages)
+    // The first of `configs`: measured fastest on an H100 (RESULTS.md).
+    // An unbuilt head dim is refused by `attention_with`'s checks.
+    let config = configs(shape.head_dim).first().copied().unwrap_or(Config { stages: 0, block_n: 0 });
+    attention_with(dev, ops, q, k, v, o, lse, shape, opts, config)
 }
 
-/// The K/V ring depths each head dimension is built with
-/// ([`attention_stages`]): `(head_dim, [stages])`.
-pub const STAGES: [(usize, &[usize]); 3] = [(64, &[3, 4]), (128, &[2, 3]), (256, &[2])];
+/// One built instance of a head dimension: its K/V ring depth and keys per
+/// block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub stages: usize,
+    pub block_n: usize,
+}
 
-/// [`attention`] with a K/V ring of `stages` slots (see [`STAGES`];
-/// [`attention`] takes the depth measured fastest: 3 for D 64, 2 for D 128):
-/// for benchmarks and tuning.
+/// The instances built for `head_dim` (empty if none), the default
+/// ([`attention`]'s) first: D 64 takes 128-key blocks through 3 or 4
+/// slots, D 128 128-key blocks through 2 or 3, D 256 80-key blocks
+/// (FlashAttention-3's choice: 188 of the 192 registers the rule allows)
+/// or 64-key blocks through 2.
+pub fn configs(head_dim: usize) -> Vec<Config> {
+    let c = |stages, block_n| Config { stages, block_n };
+    match head_dim {
+        64 => vec![c(3, 128), c(4, 128)],
+        128 => vec![c(2, 128), c(3, 128)],
+        256 => vec![c(2, 80), c(2, 64)],
+        _ => vec![],
+    }
+}
+
+/// [`attention`] with the instance `config` (one of [`configs`]): for
+/// benchmarks and tuning.
 #[allow(clippy::too_many_arguments)]
-pub fn attention_stages<T: AttnType>(
+pub fn attention_with<T: AttnType>(
     dev: &Device,
     ops: &Program,
     q: &Buffer<T>,
@@ -169,11 +187,11 @@ pub fn attention_stages<T: AttnType>(
     lse: &mut Buffer<f32>,
     shape: Shape,
     opts: Options,
-    stages: usize,
+    config: Config,
 ) -> Result<(), Error> {
     check_attention(shape, opts, [("q", q.len()), ("k", k.len()), ("v", v.len()), ("o", o.len()), ("lse", lse.len())])?;
     let _ = dev;
-    T::launch_fwd(ops, [q, k, v], o, lse, shape, opts, stages)
+    T::launch_fwd(ops, [q, k, v], o, lse, shape, opts, config)
 }
 
 mod sealed {
@@ -187,13 +205,13 @@ mod sealed {
 pub trait AttnType: sealed::Sealed + Copy + kernel_host::TmaElement + 'static {
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
-    fn launch_fwd(ops: &Program, qkv: [&Buffer<Self>; 3], o: &mut Buffer<Self>, lse: &mut Buffer<f32>, shape: Shape, opts: Options, stages: usize) -> Result<(), Error>;
+    fn launch_fwd(ops: &Program, qkv: [&Buffer<Self>; 3], o: &mut Buffer<Self>, lse: &mut Buffer<f32>, shape: Shape, opts: Options, config: Config) -> Result<(), Error>;
 }
 
 macro_rules! attn_type {
     ($t:ty, $kernel:ident) => {
         impl AttnType for $t {
-            fn launch_fwd(ops: &Program, [q, k, v]: [&Buffer<$t>; 3], o: &mut Buffer<$t>, lse: &mut Buffer<f32>, shape: Shape, opts: Options, stages: usize) -> Result<(), Error> {
+            fn launch_fwd(ops: &Program, [q, k, v]: [&Buffer<$t>; 3], o: &mut Buffer<$t>, lse: &mut Buffer<f32>, shape: Shape, opts: Options, config: Config) -> Result<(), Error> {
                 let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
                 let grid = (seq.div_ceil(BM) as u32, heads as u32, batch as u32);
                 let scale_log2 = opts.scale_for(head_dim) * std::f32::consts::LOG2_E;
@@ -209,15 +227,15 @@ macro_rules! attn_type {
                         ops.kernel::<$kernel<$d, $bn, $kc, $stages>>()?.launch(grid, (&qm, &km, &vm, &om, lse, seq as u32, group, scale_log2, causal))?;
                     }};
                 }
-                match (head_dim, stages) {
-                    (64, 3) => launch!(64, 128, 8, 3),
-                    (64, 4) => launch!(64, 128, 8, 4),
-                    (128, 2) => launch!(128, 128, 8, 2),
-                    (128, 3) => launch!(128, 128, 8, 3),
-                    (256, 2) => launch!(256, 64, 4, 2),
-                    (d, s) => {
-                        let built = STAGES.iter().find(|x| x.0 == d).map(|x| x.1);
-                        return Err(Error::Shape { op: "attention", problem: format!("stages = {s}: head_dim {d} is built with stages in {built:?}") });
+                match (head_dim, config.stages, config.block_n) {
+                    (64, 3, 128) => launch!(64, 128, 8, 3),
+                    (64, 4, 128) => launch!(64, 128, 8, 4),
+                    (128, 2, 128) => launch!(128, 128, 8, 2),
+                    (128, 3, 128) => launch!(128, 128, 8, 3),
+                    (256, 2, 80) => launch!(256, 80, 5, 2),
+                    (256, 2, 64) => launch!(256, 64, 4, 2),
+                    (d, _, _) => {
+                        return Err(Error::Shape { op: "attention", problem: format!("{config:?}: head_dim {d} is built as {:?}", configs(d)) });
                     }
                 }
                 Ok(())

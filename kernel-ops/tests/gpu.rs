@@ -169,7 +169,7 @@ fn blockscaled_fp8_matmul_matches_the_cpu_at_ragged_shapes() {
 #[test]
 #[ignore = "needs a Hopper GPU"]
 fn attention_matches_the_cpu_at_ragged_shapes() {
-    use kernel_ops::attention::{attention_stages, reference, Options, Shape, STAGES};
+    use kernel_ops::attention::{attention_with, configs, reference, Options, Shape};
     let gpu = gpu_device();
     let ops = gpu.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
     let cases = [
@@ -185,19 +185,18 @@ fn attention_matches_the_cpu_at_ragged_shapes() {
         let (q, k, v) = (randn_f16(shape.q_len(), 61), randn_f16(shape.kv_len(), 62), randn_f16(shape.kv_len(), 63));
         let f = |x: &[f16]| -> Vec<f32> { x.iter().map(|v| v.to_f32()).collect() };
         let (want_o, want_lse) = reference(&f(&q), &f(&k), &f(&v), shape, opts);
-        let depths = STAGES.iter().find(|x| x.0 == shape.head_dim).unwrap().1;
-        for &stages in depths {
+        for stages in configs(shape.head_dim) {
             // f16
             let (dq, dk, dv) = (gpu.upload(&q).unwrap(), gpu.upload(&k).unwrap(), gpu.upload(&v).unwrap());
             let mut o = gpu.upload(&vec![f16::NAN; shape.q_len()]).unwrap();
             let mut lse = gpu.upload(&vec![f32::NAN; shape.lse_len()]).unwrap();
-            attention_stages(&gpu, &ops, &dq, &dk, &dv, &mut o, &mut lse, shape, opts, stages).unwrap();
+            attention_with(&gpu, &ops, &dq, &dk, &dv, &mut o, &mut lse, shape, opts, stages).unwrap();
             let got = gpu.download(&o).unwrap();
             assert!(got.iter().all(|v| !v.is_nan()), "{shape:?}: an element was not written");
             let err = rel_frobenius_error(&got, &want_o);
             let lse_err = gpu.download(&lse).unwrap().iter().zip(&want_lse).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-            eprintln!("attention f16 {shape:?} causal {causal} stages {stages}: O error {err:.2e}, lse error {lse_err:.2e}");
-            assert!(err < 5e-3 && lse_err < 5e-3, "{shape:?} stages {stages}: O error {err:.2e}, lse error {lse_err:.2e}");
+            eprintln!("attention f16 {shape:?} causal {causal} {stages:?}: O error {err:.2e}, lse error {lse_err:.2e}");
+            assert!(err < 5e-3 && lse_err < 5e-3, "{shape:?} {stages:?}: O error {err:.2e}, lse error {lse_err:.2e}");
             // bf16
             let h = |x: &[f16]| -> Vec<bf16> { x.iter().map(|v| bf16::from_f32(v.to_f32())).collect() };
             let (bq, bk, bv) = (h(&q), h(&k), h(&v));
@@ -205,12 +204,12 @@ fn attention_matches_the_cpu_at_ragged_shapes() {
             let (want_b, _) = reference(&g(&bq), &g(&bk), &g(&bv), shape, opts);
             let (dq, dk, dv) = (gpu.upload(&bq).unwrap(), gpu.upload(&bk).unwrap(), gpu.upload(&bv).unwrap());
             let mut o = gpu.upload(&vec![bf16::NAN; shape.q_len()]).unwrap();
-            attention_stages(&gpu, &ops, &dq, &dk, &dv, &mut o, &mut lse, shape, opts, stages).unwrap();
+            attention_with(&gpu, &ops, &dq, &dk, &dv, &mut o, &mut lse, shape, opts, stages).unwrap();
             let got = g(&gpu.download(&o).unwrap());
             let (num, den) = got.iter().zip(&want_b).fold((0f64, 0f64), |(n, d), (a, b)| (n + f64::from(a - b).powi(2), d + f64::from(*b).powi(2)));
             let err = (num / den).sqrt();
-            eprintln!("attention bf16 {shape:?} causal {causal} stages {stages}: O error {err:.2e}");
-            assert!(err < 2e-2, "bf16 {shape:?} stages {stages}: O error {err:.2e}");
+            eprintln!("attention bf16 {shape:?} causal {causal} {stages:?}: O error {err:.2e}");
+            assert!(err < 2e-2, "bf16 {shape:?} {stages:?}: O error {err:.2e}");
         }
     }
 }

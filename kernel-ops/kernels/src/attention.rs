@@ -25,7 +25,7 @@ use kernel_device::{bf16, f16, Barriers};
 pub const BM: usize = 128;
 /// Keys per K/V block of the head-dim 64 and 128 instances (the N of
 /// `S = Q Kᵀ` and the K of `O += P V`); head dim 256 takes 64 (its O
-/// accumulator needs the registers).
+/// accumulator needs the registers: 64 or 80).
 pub const BN: usize = 128;
 /// P's k16 A fragments per block of [`BN`] keys (`BN / 16`).
 pub const KC: usize = BN / 16;
@@ -64,8 +64,9 @@ impl AttnElem for bf16 {
 }
 
 /// The rules every instance passes (checked at compile time): `D` 64, 128
-/// or 256 (whole 128-byte swizzle blocks of f16, and a wgmma N); `BN` 64,
-/// 128 or 176/192.. (a wgmma N, a multiple of 16 for P's k16 fragments);
+/// or 256 (whole 128-byte swizzle blocks of f16, and a wgmma N); `BN` a
+/// multiple of 16 (P's k16 fragments) in 64..=256 that wgmma implements
+/// (`Cols<BN>: WgmmaShape`: 64, 80, 128, 256);
 /// the register rule: a consumer thread holds `D / 2` O registers, `BN / 2`
 /// S registers and `BN / 4` P registers, at most 192 in all, so the 240 of
 /// `setmaxnreg` leave room for the rest; SMEM `Q + STAGES (K + V)` <= 227 KB.
@@ -370,7 +371,7 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const KC: 
 /// Attention forward, f16 (see [`attention_fwd_of`] for the schedule and
 /// the launch): `O = softmax(scale Q Kᵀ) V` and the log-sum-exp per row.
 /// Instances `(D, BN, KC = BN / 16, STAGES)`.
-#[kernel(block = warpgroups(3), arch = sm_90a, instances((64, 128, 8, 3), (64, 128, 8, 4), (128, 128, 8, 2), (128, 128, 8, 3), (256, 64, 4, 2)))]
+#[kernel(block = warpgroups(3), arch = sm_90a, instances((64, 128, 8, 3), (64, 128, 8, 4), (128, 128, 8, 2), (128, 128, 8, 3), (256, 64, 4, 2), (256, 80, 5, 2)))]
 pub fn attention_fwd<const D: usize, const BN: usize, const KC: usize, const STAGES: usize>(
     q: Tma<QTile<f16, D>, 3>,
     k: Tma<KvTile<f16, BN, D>, 3>,
@@ -398,7 +399,7 @@ pub fn attention_fwd<const D: usize, const BN: usize, const KC: usize, const STA
 
 /// Attention forward, bf16: [`attention_fwd`] with bf16 q, k, v, o (P
 /// rounded to bf16 for `P V`).
-#[kernel(block = warpgroups(3), arch = sm_90a, instances((64, 128, 8, 3), (64, 128, 8, 4), (128, 128, 8, 2), (128, 128, 8, 3), (256, 64, 4, 2)))]
+#[kernel(block = warpgroups(3), arch = sm_90a, instances((64, 128, 8, 3), (64, 128, 8, 4), (128, 128, 8, 2), (128, 128, 8, 3), (256, 64, 4, 2), (256, 80, 5, 2)))]
 pub fn attention_fwd_bf16<const D: usize, const BN: usize, const KC: usize, const STAGES: usize>(
     q: Tma<QTile<bf16, D>, 3>,
     k: Tma<KvTile<bf16, BN, D>, 3>,

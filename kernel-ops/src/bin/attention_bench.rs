@@ -19,7 +19,7 @@
 //! ```
 use kernel_device::f16;
 use kernel_host::{randn_f16, time_kernel, warm_up, ClockSampler, Device};
-use kernel_ops::attention::{attention_stages, reference_row, Options, Shape, STAGES};
+use kernel_ops::attention::{attention_with, configs, reference_row, Options, Shape};
 use std::process::ExitCode;
 
 /// Relative error bound of O (f16 P and f16 output: ~1e-3 typical).
@@ -87,9 +87,9 @@ fn run(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     println!("device: {}", dev.describe());
     let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE)?;
     let date = std::process::Command::new("date").arg("-u").arg("+%Y-%m-%dT%H:%M:%SZ").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
-    let mut csv = String::from("date,device,name,batch,seq,heads,kv_heads,head_dim,causal,stages,median_ms,tflops,sm_mhz,power_w,o_rel_err,lse_abs_err\n");
+    let mut csv = String::from("date,device,name,batch,seq,heads,kv_heads,head_dim,causal,instance,median_ms,tflops,sm_mhz,power_w,o_rel_err,lse_abs_err\n");
     let mut shapes_csv = String::from("name,batch,seq,heads,kv_heads,head_dim,causal,file_prefix\n");
-    println!("\n| problem | B x S x H (KV) x D | median ms | TFLOP/s | SM clock, power | O rel. error | LSE abs. error | TFLOP/s by stages |\n|---|---|---:|---:|---|---:|---:|---|");
+    println!("\n| problem | B x S x H (KV) x D | median ms | TFLOP/s | SM clock, power | O rel. error | LSE abs. error | TFLOP/s by instance (stages, keys per block) |\n|---|---|---:|---:|---|---:|---:|---|");
     let mut ok = true;
     for (idx, (name, shape, causal)) in problems(dev.is_gpu()).into_iter().enumerate() {
         if let Some((s, d)) = a.only {
@@ -111,13 +111,13 @@ fn run(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         let (q, k, v) = (dev.upload(&qh)?, dev.upload(&kh)?, dev.upload(&vh)?);
         let mut o = dev.upload(&vec![f16::NAN; shape.q_len()])?;
         let mut lse = dev.upload(&vec![f32::NAN; shape.lse_len()])?;
-        // Each ring depth the head dimension is built with; the fastest is
-        // reported (the entry point `attention` takes 3 for D 64, 2 for D 128).
-        let depths = STAGES.iter().find(|x| x.0 == shape.head_dim).map_or(vec![], |x| x.1.to_vec());
-        let mut timing: Option<(f64, Option<kernel_host::ClockPower>, usize)> = None;
+        // Each instance the head dimension is built with (`configs`); the
+        // fastest is reported (the entry point `attention` takes the first).
+        let mut timing: Option<(f64, Option<kernel_host::ClockPower>, String)> = None;
         let mut per_depth = Vec::new();
-        for &stages in &depths {
-            let mut f = || attention_stages(dev, &ops, &q, &k, &v, &mut o, &mut lse, shape, opts, stages).map_err(|e| match e {
+        for config in configs(shape.head_dim) {
+            let label = format!("s{} n{}", config.stages, config.block_n);
+            let mut f = || attention_with(dev, &ops, &q, &k, &v, &mut o, &mut lse, shape, opts, config).map_err(|e| match e {
                 kernel_ops::Error::Runtime(e) => e,
                 other => kernel_host::Error::InvalidArgument { function: "attention", problem: other.to_string() },
             });
@@ -128,9 +128,9 @@ fn run(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
                 let sampler = ClockSampler::start(gpu.ordinal());
                 warm_up(gpu, a.warmup_ms.min(200.0), &mut f)?;
                 let t = time_kernel(gpu, 0, a.iters, &mut f)?;
-                per_depth.push(format!("{stages}: {:.1}", shape.flops(causal) / t.median_ms / 1e9));
+                per_depth.push(format!("{label}: {:.1}", shape.flops(causal) / t.median_ms / 1e9));
                 if timing.as_ref().is_none_or(|x| t.median_ms < x.0) {
-                    timing = Some((t.median_ms, sampler.stop(), stages));
+                    timing = Some((t.median_ms, sampler.stop(), label));
                 }
             }
         }
@@ -164,7 +164,7 @@ fn run(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         println!("| {name} | {dims} | {ms:.4} | {tf:.1} | {mhz:.0} MHz, {w:.0} W | {err:.2e} | {lse_err:.2e} | {} |{}", per_depth.join(", "), if good { "" } else { " FAIL" });
         let dev_name = dev.as_gpu().map_or("CPU emulator".to_string(), |g| g.name().to_string());
         let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
-        csv += &format!("{date},{dev_name},{name},{batch},{seq},{heads},{kv_heads},{head_dim},{},{},{ms:.5},{tf:.1},{mhz:.0},{w:.1},{err:.3e},{lse_err:.3e}\n", causal as u8, timing.map_or(0, |t| t.2));
+        csv += &format!("{date},{dev_name},{name},{batch},{seq},{heads},{kv_heads},{head_dim},{},{},{ms:.5},{tf:.1},{mhz:.0},{w:.1},{err:.3e},{lse_err:.3e}\n", causal as u8, timing.as_ref().map_or(String::new(), |t| t.2.clone()));
     }
     if !dev.is_gpu() {
         println!("(the CPU emulator checks correctness only: no timing)");
