@@ -115,27 +115,30 @@ impl NamedBarrier {
     }
 }
 
-/// Two warpgroups taking turns on a shared unit (the tensor pipe): the
+/// Warpgroups taking turns on a shared unit (the tensor pipe): the
 /// "ordered warpgroup barrier" of FlashAttention-3's and CUTLASS's
-/// ping-pong schedules, made of the two named barriers `FIRST` and
-/// `FIRST + 1` (256 threads each: the waiting warpgroup's `sync` plus the
-/// other's `arrive`). Warpgroup `w` (0 or 1) brackets its turn with
-/// [`TurnOrder::wait_turn`] and [`TurnOrder::pass_turn`]; warpgroup 0 has
-/// the first turn once warpgroup 1 called [`TurnOrder::start`].
+/// ping-pong schedules, for `N` warpgroups (0 .. N - 1, default 2) in
+/// round robin, made of the `N` named barriers `FIRST .. FIRST + N` (256
+/// threads each: the waiting warpgroup's `sync` plus the previous one's
+/// `arrive`). Warpgroup `w` brackets its turn with
+/// [`TurnOrder::wait_turn`] and [`TurnOrder::pass_turn`] (which hands the
+/// turn to `w + 1`, and the last to 0); warpgroup 0 has the first turn once
+/// warpgroup `N - 1` called [`TurnOrder::start`].
 ///
-/// Rules: both ids are named barriers of the kernel's own (`1 <= FIRST`,
-/// `FIRST + 1 <= 7`: 0 is [`sync_threads`] and 8..=15 are the emulator's),
-/// checked at compile time; turns alternate strictly, so each warpgroup
-/// takes the same number of turns, and warpgroup 0 ends with
-/// [`TurnOrder::finish`] (consuming warpgroup 1's last pass) so no arrival
-/// is left pending at exit.
+/// Rules: at least 2 warpgroups, and the ids are named barriers of the
+/// kernel's own (`1 <= FIRST`, `FIRST + N - 1 <= 7`: 0 is
+/// [`sync_threads`] and 8..=15 are the emulator's), checked at compile
+/// time; turns go strictly round robin, so each warpgroup takes the same
+/// number of turns, and warpgroup 0 ends with [`TurnOrder::finish`]
+/// (consuming the last warpgroup's last pass) so no arrival is left
+/// pending at exit.
 #[derive(Clone, Copy, Debug)]
-pub struct TurnOrder<const FIRST: u32>;
+pub struct TurnOrder<const FIRST: u32, const N: u32 = 2>;
 
-impl<const FIRST: u32> TurnOrder<FIRST> {
+impl<const FIRST: u32, const N: u32> TurnOrder<FIRST, N> {
     const IDS_OK: () = assert!(
-        FIRST >= 1 && FIRST + 1 <= 7,
-        "TurnOrder<FIRST>: its two named barriers FIRST and FIRST + 1 must be in 1..=7 (0 is sync_threads, 8..=15 are the emulator's)"
+        N >= 2 && FIRST >= 1 && FIRST + N - 1 <= 7,
+        "TurnOrder<FIRST, N>: at least 2 warpgroups, and their named barriers FIRST .. FIRST + N - 1 must be in 1..=7 (0 is sync_threads, 8..=15 are the emulator's)"
     );
 
     /// The barrier warpgroup `w` waits on.
@@ -143,34 +146,35 @@ impl<const FIRST: u32> TurnOrder<FIRST> {
     const fn bar(w: u32) -> NamedBarrier {
         #[allow(clippy::let_unit_value)]
         let _ = Self::IDS_OK;
-        NamedBarrier::new(FIRST + (w & 1), 256)
+        NamedBarrier::new(FIRST + w % N, 256)
     }
 
-    /// Warpgroup 1, once before its first turn: gives warpgroup 0 the first
-    /// turn.
+    /// Warpgroup `N - 1`, once before its first turn: gives warpgroup 0 the
+    /// first turn (the others' calls do nothing).
     #[inline(always)]
     #[track_caller]
     pub fn start(self, w: u32) {
-        if w == 1 {
+        if w == N - 1 {
             Self::bar(0).arrive();
         }
     }
 
-    /// Blocks warpgroup `w` until the other warpgroup passed it the turn.
+    /// Blocks warpgroup `w` until the warpgroup before it passed it the turn.
     #[inline(always)]
     #[track_caller]
     pub fn wait_turn(self, w: u32) {
         Self::bar(w).sync();
     }
 
-    /// Warpgroup `w` hands the turn to the other warpgroup (no wait).
+    /// Warpgroup `w` hands the turn to the next warpgroup (no wait).
     #[inline(always)]
     #[track_caller]
     pub fn pass_turn(self, w: u32) {
-        Self::bar(1 - (w & 1)).arrive();
+        Self::bar((w + 1) % N).arrive();
     }
 
-    /// Warpgroup 0, after its last turn: consumes warpgroup 1's last pass.
+    /// Warpgroup 0, after its last turn: consumes the last warpgroup's last
+    /// pass (the others' calls do nothing).
     #[inline(always)]
     #[track_caller]
     pub fn finish(self, w: u32) {

@@ -29,7 +29,7 @@
 use crate::Error;
 use kernel_device::{bf16, f16};
 use kernel_host::{Buffer, Device, Program, TileMap};
-use kernel_ops_kernels::attention::{attention_fwd, attention_fwd_bf16, KvTile, QTile, BM};
+use kernel_ops_kernels::attention::{attention_fwd, attention_fwd_bf16, attention_fwd_wg3, KvTile, QTile, QTileOf, BM};
 
 /// The sizes of one attention problem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,7 +147,7 @@ pub fn attention<T: AttnType>(
 ) -> Result<(), Error> {
     // The first of `configs`: measured fastest on an H100 (RESULTS.md).
     // An unbuilt head dim is refused by `attention_with`'s checks.
-    let config = configs(shape.head_dim).first().copied().unwrap_or(Config { stages: 0, block_n: 0 });
+    let config = configs(shape.head_dim).first().copied().unwrap_or(Config { stages: 0, block_n: 0, consumers: 2 });
     attention_with(dev, ops, q, k, v, o, lse, shape, opts, config)
 }
 
@@ -157,6 +157,9 @@ pub fn attention<T: AttnType>(
 pub struct Config {
     pub stages: usize,
     pub block_n: usize,
+    /// Consumer warpgroups of 64 Q rows: 2 (`attention_fwd`) or 3
+    /// (`attention_fwd_wg3`, D 64, f16).
+    pub consumers: usize,
 }
 
 /// The instances built for `head_dim` (empty if none), the default
@@ -165,9 +168,9 @@ pub struct Config {
 /// (FlashAttention-3's choice: 188 of the 192 registers the rule allows)
 /// or 64-key blocks through 2.
 pub fn configs(head_dim: usize) -> Vec<Config> {
-    let c = |stages, block_n| Config { stages, block_n };
+    let c = |stages, block_n| Config { stages, block_n, consumers: 2 };
     match head_dim {
-        64 => vec![c(3, 128), c(4, 128)],
+        64 => vec![c(3, 128), c(4, 128), Config { stages: 2, block_n: 128, consumers: 3 }, Config { stages: 3, block_n: 128, consumers: 3 }],
         128 => vec![c(2, 128), c(3, 128)],
         256 => vec![c(2, 80), c(2, 64)],
         _ => vec![],
@@ -203,14 +206,41 @@ mod sealed {
 /// The element types of q, k, v and o: `f16` (kernel
 /// `attention_fwd`) and `bf16` (`attention_fwd_bf16`). Sealed.
 pub trait AttnType: sealed::Sealed + Copy + kernel_host::TmaElement + 'static {
+    /// Whether the three-consumer kernel is built for this type (f16).
+    #[doc(hidden)]
+    const WG3: bool = false;
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn launch_wg3(_ops: &Program, _qkv: [&Buffer<Self>; 3], _o: &mut Buffer<Self>, _lse: &mut Buffer<f32>, shape: Shape, _opts: Options, _stages: usize) -> Result<(), Error> {
+        Err(Error::Shape { op: "attention", problem: format!("{shape:?}: three consumer warpgroups are built for f16 only") })
+    }
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     fn launch_fwd(ops: &Program, qkv: [&Buffer<Self>; 3], o: &mut Buffer<Self>, lse: &mut Buffer<f32>, shape: Shape, opts: Options, config: Config) -> Result<(), Error>;
 }
 
 macro_rules! attn_type {
-    ($t:ty, $kernel:ident) => {
+    ($t:ty, $kernel:ident $(, $wg3:ident)?) => {
         impl AttnType for $t {
+            $(
+            const WG3: bool = { let _ = stringify!($wg3); true };
+            fn launch_wg3(ops: &Program, [q, k, v]: [&Buffer<$t>; 3], o: &mut Buffer<$t>, lse: &mut Buffer<f32>, shape: Shape, opts: Options, stages: usize) -> Result<(), Error> {
+                let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
+                let grid = (seq.div_ceil(192) as u32, heads as u32, batch as u32);
+                let scale_log2 = opts.scale_for(head_dim) * std::f32::consts::LOG2_E;
+                let (group, causal) = ((heads / kv_heads) as u32, opts.causal as u32);
+                let qm = TileMap::<QTileOf<$t, 192, 64>, 3>::new_batched(q, batch, seq, heads * head_dim)?;
+                let km = TileMap::<KvTile<$t, 128, 64>, 3>::new_batched(k, batch, seq, kv_heads * head_dim)?;
+                let vm = TileMap::<KvTile<$t, 128, 64>, 3>::new_batched(v, batch, seq, kv_heads * head_dim)?;
+                let om = TileMap::<QTileOf<$t, 192, 64>, 3>::new_batched_mut(o, batch, seq, heads * head_dim)?;
+                let args = (&qm, &km, &vm, &om, lse, seq as u32, group, scale_log2, causal);
+                match stages {
+                    2 => ops.kernel::<attention_fwd_wg3<64, 128, 8, 2>>()?.launch(grid, args)?,
+                    _ => ops.kernel::<attention_fwd_wg3<64, 128, 8, 3>>()?.launch(grid, args)?,
+                };
+                Ok(())
+            }
+            )?
             fn launch_fwd(ops: &Program, [q, k, v]: [&Buffer<$t>; 3], o: &mut Buffer<$t>, lse: &mut Buffer<f32>, shape: Shape, opts: Options, config: Config) -> Result<(), Error> {
                 let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
                 let grid = (seq.div_ceil(BM) as u32, heads as u32, batch as u32);
@@ -227,14 +257,17 @@ macro_rules! attn_type {
                         ops.kernel::<$kernel<$d, $bn, $kc, $stages>>()?.launch(grid, (&qm, &km, &vm, &om, lse, seq as u32, group, scale_log2, causal))?;
                     }};
                 }
-                match (head_dim, config.stages, config.block_n) {
-                    (64, 3, 128) => launch!(64, 128, 8, 3),
-                    (64, 4, 128) => launch!(64, 128, 8, 4),
-                    (128, 2, 128) => launch!(128, 128, 8, 2),
-                    (128, 3, 128) => launch!(128, 128, 8, 3),
-                    (256, 2, 80) => launch!(256, 80, 5, 2),
-                    (256, 2, 64) => launch!(256, 64, 4, 2),
-                    (d, _, _) => {
+                match (head_dim, config.stages, config.block_n, config.consumers) {
+                    (64, 3, 128, 2) => launch!(64, 128, 8, 3),
+                    (64, 4, 128, 2) => launch!(64, 128, 8, 4),
+                    (128, 2, 128, 2) => launch!(128, 128, 8, 2),
+                    (128, 3, 128, 2) => launch!(128, 128, 8, 3),
+                    (256, 2, 80, 2) => launch!(256, 80, 5, 2),
+                    (256, 2, 64, 2) => launch!(256, 64, 4, 2),
+                    (64, st, 128, 3) if Self::WG3 => {
+                        Self::launch_wg3(ops, [q, k, v], o, lse, shape, opts, st)?;
+                    }
+                    (d, _, _, _) => {
                         return Err(Error::Shape { op: "attention", problem: format!("{config:?}: head_dim {d} is built as {:?}", configs(d)) });
                     }
                 }
@@ -243,7 +276,7 @@ macro_rules! attn_type {
         }
     };
 }
-attn_type!(f16, attention_fwd);
+attn_type!(f16, attention_fwd, wg3);
 attn_type!(bf16, attention_fwd_bf16);
 
 /// The CPU reference over f32 copies of the inputs (f64 arithmetic):

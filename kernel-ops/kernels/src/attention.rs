@@ -21,7 +21,8 @@ use kernel_device::warp::shfl_xor;
 use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaInput, WgmmaShape};
 use kernel_device::{bf16, f16, Barriers};
 
-/// Rows of Q per CTA: two consumer warpgroups of 64 rows each.
+/// Rows of Q per CTA of the two-consumer kernels (`attention_fwd`): two
+/// consumer warpgroups of 64 rows each (`attention_fwd_wg3`: three, 192).
 pub const BM: usize = 128;
 /// Keys per K/V block of the head-dim 64 and 128 instances (the N of
 /// `S = Q Kᵀ` and the K of `O += P V`); head dim 256 takes 64 (its O
@@ -29,18 +30,23 @@ pub const BM: usize = 128;
 pub const BN: usize = 128;
 /// P's k16 A fragments per block of [`BN`] keys (`BN / 16`).
 pub const KC: usize = BN / 16;
-/// Consumer warpgroups (0 and 1); the producer is warpgroup 2.
-pub const CONSUMERS: u32 = 2;
-/// The named barrier of the two consumer warpgroups (256 threads; ids
-/// 8..=15 are the emulator's).
-pub const CONSUMER_BARRIER: NamedBarrier = NamedBarrier::new(1, 256);
-/// Register budgets per role (`setmaxnreg`): 24 + 2 x 240 = 504 <= 512.
+/// The named barrier id the consumer warpgroups meet on before the O
+/// store (ids 8..=15 are the emulator's; the turns take 2 and up).
+pub const CONSUMER_BARRIER_ID: u32 = 1;
+/// Register budgets per role (`setmaxnreg`): the producer 24 and two
+/// consumers 240 (24 + 2 x 240 = 504 <= 512 per thread slot of 3
+/// warpgroups); with three consumers, the producer 32 and the consumers
+/// 160 (32 + 3 x 160 = 512 of 4).
 pub const PRODUCER_REGS: u32 = 24;
 pub const CONSUMER_REGS: u32 = 240;
+pub const PRODUCER_REGS_3: u32 = 32;
+pub const CONSUMER_REGS_3: u32 = 160;
 
-/// Q's tile (and O's, which reuses its buffer): `128 x D`, 128-byte
-/// swizzle, `D / 64` column blocks.
-pub type QTile<E, const D: usize> = Tile<E, BM, D, Swizzled<128>>;
+/// Q's tile (and O's, which reuses its buffer) of `BM` rows (64 per
+/// consumer warpgroup) x `D`, 128-byte swizzle, `D / 64` column blocks.
+pub type QTileOf<E, const BM: usize, const D: usize> = Tile<E, BM, D, Swizzled<128>>;
+/// The two-consumer kernels' Q tile: `128 x D`.
+pub type QTile<E, const D: usize> = QTileOf<E, BM, D>;
 /// A K or V tile: `BN` keys x `D`.
 pub type KvTile<E, const BN: usize, const D: usize> = Tile<E, BN, D, Swizzled<128>>;
 
@@ -78,29 +84,27 @@ pub const fn check_attention(d: usize, bn: usize, stages: usize) {
     assert!(2 * (BM * d + stages * 2 * bn * d) <= kernel_device::launch::MAX_SMEM_BYTES, "attention: SMEM Q (128 x D) + STAGES x (K + V) (BN x D each), f16, must fit the SMEM of one CTA (kernel_device::launch::MAX_SMEM_BYTES)");
 }
 
-/// The K/V blocks Q block `mb` reads: all `ceil(seq / BN)`, or with the
-/// causal mask those up to its last row's diagonal.
+/// The K/V blocks Q block `mb` (of `bm` rows) reads: all `ceil(seq /
+/// BN)`, or with the causal mask those up to its last row's diagonal.
 #[inline(always)]
-pub fn kv_blocks(mb: u32, seq: u32, bn: u32, causal: bool) -> u32 {
-    let last = if causal { seq.min((mb + 1) * BM as u32) } else { seq };
+pub fn kv_blocks(mb: u32, bm: u32, seq: u32, bn: u32, causal: bool) -> u32 {
+    let last = if causal { seq.min((mb + 1) * bm) } else { seq };
     last.div_ceil(bn)
 }
 
 
 /// The two named barriers of the consumers' turns on the tensor pipe
-/// (`TurnOrder`): 2 and 3 (1 is [`CONSUMER_BARRIER`]).
+/// (`TurnOrder`): 2 and up, one per consumer (1 is [`CONSUMER_BARRIER_ID`]).
 pub const TURN_BARRIERS: u32 = 2;
 
 /// What the softmax of a consumer thread needs about its two rows.
 pub struct Rows {
     pub seq: usize,
     pub causal: bool,
-    /// The thread's first row in the sequence; its second is 8 below.
-    pub first_row: usize,
-    /// The warpgroup's first row (masking is decided per warpgroup).
+    /// The warpgroup's first row in the sequence (masking is decided per
+    /// warpgroup; each thread's two rows are derived from its index, which
+    /// costs no register to keep).
     pub wg_first_row: usize,
-    /// The thread's lane.
-    pub lane: usize,
     pub scale_log2: f32,
 }
 
@@ -120,12 +124,14 @@ pub struct SoftmaxState {
 /// `2^(m_old - m_new)` for O.
 #[inline(always)]
 pub fn online_softmax<const BN: usize>(sr: &mut [f32], key0: usize, rows: &Rows, st: &mut SoftmaxState) -> [f32; 2] {
-    let l = rows.lane;
+    let t = kernel_device::thread_in_warpgroup() as usize;
+    let l = t % 32;
+    let first_row = rows.wg_first_row + 16 * (t / 32) + l / 4;
     // Masks: only blocks that reach past `seq` or the diagonal.
     if key0 + BN > rows.seq || (rows.causal && key0 + BN > rows.wg_first_row + 1) {
         unroll(BN / 2, |i| {
             let key = key0 + 8 * (i / 4) + 2 * (l % 4) + i % 2;
-            let row = rows.first_row + 8 * ((i / 2) % 2);
+            let row = first_row + 8 * ((i / 2) % 2);
             if key >= rows.seq || (rows.causal && key > row) {
                 sr[i] = f32::NEG_INFINITY;
             }
@@ -210,17 +216,17 @@ pub fn p_fragments<E: AttnElem, const KC: usize>(sr: &[f32], frag: &mut [[u32; 4
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 #[track_caller]
-pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const KC: usize, const STAGES: usize>(
-    q: Tma<QTile<E, D>, 3>,
+pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const KC: usize, const STAGES: usize, const QM: usize, const NC: u32>(
+    q: Tma<QTileOf<E, QM, D>, 3>,
     k: Tma<KvTile<E, BN, D>, 3>,
     v: Tma<KvTile<E, BN, D>, 3>,
-    o: Tma<QTile<E, D>, 3>,
+    o: Tma<QTileOf<E, QM, D>, 3>,
     lse: Gmem<f32>,
     seq: u32,
     kv_group: u32,
     scale_log2: f32,
     causal: u32,
-    q_buf: Smem<QTile<E, D>>,
+    q_buf: Smem<QTileOf<E, QM, D>>,
     k_bufs: Smem<[KvTile<E, BN, D>; STAGES]>,
     v_bufs: Smem<[KvTile<E, BN, D>; STAGES]>,
     q_loaded: Barrier,
@@ -235,20 +241,25 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const KC: 
     const {
         check_attention(D, BN, STAGES);
         assert!(KC * 16 == BN, "attention: KC (P's k16 fragments per block) must be BN / 16");
+        assert!((NC == 2 || NC == 3) && QM == 64 * NC as usize, "attention: 2 or 3 consumer warpgroups (NC), 64 Q rows each (QM = 64 NC)");
     };
     // Q blocks from the last: with the causal mask the longest CTAs start
     // first, the short ones fill the last wave.
     let (mb, h, b) = (grid_dim().x - 1 - block_idx().x, block_idx().y, block_idx().z);
     let heads = grid_dim().y;
     let causal = causal != 0;
-    let n_blocks = kv_blocks(mb, seq, BN as u32, causal);
+    let n_blocks = kv_blocks(mb, QM as u32, seq, BN as u32, causal);
     let slot = |j: u32| (j % STAGES as u32) as usize;
-    if warpgroup_idx() == CONSUMERS {
-        setmaxnreg_dec::<PRODUCER_REGS>();
+    if warpgroup_idx() == NC {
+        if NC == 2 {
+            setmaxnreg_dec::<PRODUCER_REGS>();
+        } else {
+            setmaxnreg_dec::<PRODUCER_REGS_3>();
+        }
         if thread_in_warpgroup() == 0 {
             let kv_col = (h / kv_group) * D as u32;
-            q_loaded.arrive_expect_tx(<QTile<E, D> as TileLayout>::BYTES as u32);
-            q.load_at(q_buf, [h * D as u32, mb * BM as u32, b], q_loaded.as_ref());
+            q_loaded.arrive_expect_tx(<QTileOf<E, QM, D> as TileLayout>::BYTES as u32);
+            q.load_at(q_buf, [h * D as u32, mb * QM as u32, b], q_loaded.as_ref());
             for j in 0..n_blocks {
                 let s = slot(j);
                 let tile_bytes = <KvTile<E, BN, D> as TileLayout>::BYTES as u32;
@@ -268,15 +279,18 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const KC: 
         }
         return;
     }
-    setmaxnreg_inc::<CONSUMER_REGS>();
+    if NC == 2 {
+        setmaxnreg_inc::<CONSUMER_REGS>();
+    } else {
+        setmaxnreg_inc::<CONSUMER_REGS_3>();
+    }
+    // Thread-index-derived values are recomputed where they are used (a
+    // special-register read) rather than kept live across the main loop:
+    // with three consumers every register counts.
     let wg = warpgroup_idx();
     let row0 = 64 * wg as usize;
-    let t = thread_in_warpgroup() as usize;
-    let (w, l) = (t / 32, t % 32);
-    // This thread's first row (the second is 8 below) in the sequence.
-    let my_row = mb as usize * BM + row0 + 16 * w + l / 4;
-    let rows = Rows { seq: seq as usize, causal, first_row: my_row, wg_first_row: mb as usize * BM + row0, lane: l, scale_log2 };
-    let turns = TurnOrder::<TURN_BARRIERS>;
+    let rows = Rows { seq: seq as usize, causal, wg_first_row: mb as usize * QM + row0, scale_log2 };
+    let turns = TurnOrder::<TURN_BARRIERS, NC>;
     // O is first written by block 0's `P V` (`accumulate = false`): no
     // zeroing (at D 256 LLVM lowers a zeroed 512-byte array through local
     // memory).
@@ -334,7 +348,10 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const KC: 
     turns.finish(wg);
     let m = st.m;
     let row_l = st.l;
-    let my_row = |hh: usize| my_row + 8 * hh;
+    let t = thread_in_warpgroup() as usize;
+    let (w, l) = (t / 32, t % 32);
+    // This thread's two rows in the sequence.
+    let my_row = |hh: usize| mb as usize * QM + row0 + 16 * w + l / 4 + 8 * hh;
     acc_o.fence_operands();
     // The quad's partial sums, then O / l and the log-sum-exp.
     let mut inv = [0f32; 2];
@@ -354,15 +371,15 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const KC: 
     let regs = acc_o.regs.as_ref();
     unroll(D / 4, |p| {
         let (r, c) = (row0 + 16 * w + l / 4 + 8 * (p % 2), 8 * (p / 2) + 2 * (l % 4));
-        let off = QTile::<E, D>::offset_of(r, c);
+        let off = QTileOf::<E, QM, D>::offset_of(r, c);
         let hh = p % 2;
-        // SAFETY: inside the tile (r < 128, c < D); 4-byte aligned (even column).
+        // SAFETY: inside the tile (r < QM, c < D); 4-byte aligned (even column).
         unsafe { (base.add(off) as *mut u32).write(E::pack(regs[2 * p] * inv[hh], regs[2 * p + 1] * inv[hh])) };
     });
     commit_smem();
-    CONSUMER_BARRIER.sync();
+    NamedBarrier::new(CONSUMER_BARRIER_ID, 128 * NC).sync();
     if thread_linear() == 0 {
-        o.store_at(q_buf, [h * D as u32, mb * BM as u32, b]);
+        o.store_at(q_buf, [h * D as u32, mb * QM as u32, b]);
         commit_group();
         wait_group::<0>();
     }
@@ -394,7 +411,7 @@ pub fn attention_fwd<const D: usize, const BN: usize, const KC: usize, const STA
     Cols<D>: WgmmaShape,
     Cols<BN>: WgmmaShape,
 {
-    attention_fwd_of::<f16, D, BN, KC, STAGES>(q, k, v, o, lse, seq, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
+    attention_fwd_of::<f16, D, BN, KC, STAGES, BM, 2>(q, k, v, o, lse, seq, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
 }
 
 /// Attention forward, bf16: [`attention_fwd`] with bf16 q, k, v, o (P
@@ -422,5 +439,38 @@ pub fn attention_fwd_bf16<const D: usize, const BN: usize, const KC: usize, cons
     Cols<D>: WgmmaShape,
     Cols<BN>: WgmmaShape,
 {
-    attention_fwd_of::<bf16, D, BN, KC, STAGES>(q, k, v, o, lse, seq, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
+    attention_fwd_of::<bf16, D, BN, KC, STAGES, BM, 2>(q, k, v, o, lse, seq, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
+}
+
+/// Attention forward with THREE consumer warpgroups (192 Q rows per CTA,
+/// 160 registers each), f16: [`attention_fwd_of`]'s schedule with the
+/// turns on the tensor pipe going round robin over three warpgroups, so
+/// each one's softmax hides under two others' GEMMs (FlashAttention-3's
+/// head-dim-64 configuration: there the softmax's `ex2` costs as many
+/// cycles as the GEMMs). Launch: grid `(ceil(seq / 192), heads, batch)`,
+/// 4 warpgroups. Instances `(D, BN, KC, STAGES)`.
+#[kernel(block = warpgroups(4), arch = sm_90a, instances((64, 128, 8, 2), (64, 128, 8, 3)))]
+pub fn attention_fwd_wg3<const D: usize, const BN: usize, const KC: usize, const STAGES: usize>(
+    q: Tma<QTileOf<f16, 192, D>, 3>,
+    k: Tma<KvTile<f16, BN, D>, 3>,
+    v: Tma<KvTile<f16, BN, D>, 3>,
+    o: Tma<QTileOf<f16, 192, D>, 3>,
+    lse: Gmem<f32>,
+    seq: u32,
+    kv_group: u32,
+    scale_log2: f32,
+    causal: u32,
+    #[scratch] q_buf: Smem<QTileOf<f16, 192, D>>,
+    #[scratch] k_bufs: Smem<[KvTile<f16, BN, D>; STAGES]>,
+    #[scratch] v_bufs: Smem<[KvTile<f16, BN, D>; STAGES]>,
+    #[scratch] q_loaded: Barrier,
+    #[scratch] k_loaded: Barriers<STAGES>,
+    #[scratch] v_loaded: Barriers<STAGES>,
+    #[scratch(arrivals = 384)] k_consumed: Barriers<STAGES>,
+    #[scratch(arrivals = 384)] v_consumed: Barriers<STAGES>,
+) where
+    Cols<D>: WgmmaShape,
+    Cols<BN>: WgmmaShape,
+{
+    attention_fwd_of::<f16, D, BN, KC, STAGES, 192, 3>(q, k, v, o, lse, seq, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
 }

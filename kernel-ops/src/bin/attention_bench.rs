@@ -89,7 +89,7 @@ fn run(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     let date = std::process::Command::new("date").arg("-u").arg("+%Y-%m-%dT%H:%M:%SZ").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
     let mut csv = String::from("date,device,name,batch,seq,heads,kv_heads,head_dim,causal,instance,median_ms,tflops,sm_mhz,power_w,o_rel_err,lse_abs_err\n");
     let mut shapes_csv = String::from("name,batch,seq,heads,kv_heads,head_dim,causal,file_prefix\n");
-    println!("\n| problem | B x S x H (KV) x D | median ms | TFLOP/s | SM clock, power | O rel. error | LSE abs. error | TFLOP/s by instance (stages, keys per block) |\n|---|---|---:|---:|---|---:|---:|---|");
+    println!("\n| problem | B x S x H (KV) x D | median ms | TFLOP/s | SM clock, power | O rel. error | LSE abs. error | TFLOP/s by instance (stages, keys per block, consumer warpgroups) |\n|---|---|---:|---:|---|---:|---:|---|");
     let mut ok = true;
     for (idx, (name, shape, causal)) in problems(dev.is_gpu()).into_iter().enumerate() {
         if let Some((s, d)) = a.only {
@@ -116,7 +116,7 @@ fn run(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         let mut timing: Option<(f64, Option<kernel_host::ClockPower>, String)> = None;
         let mut per_depth = Vec::new();
         for config in configs(shape.head_dim) {
-            let label = format!("s{} n{}", config.stages, config.block_n);
+            let label = format!("s{} n{} c{}", config.stages, config.block_n, config.consumers);
             let mut f = || attention_with(dev, &ops, &q, &k, &v, &mut o, &mut lse, shape, opts, config).map_err(|e| match e {
                 kernel_ops::Error::Runtime(e) => e,
                 other => kernel_host::Error::InvalidArgument { function: "attention", problem: other.to_string() },

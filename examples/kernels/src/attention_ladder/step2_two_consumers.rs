@@ -73,7 +73,7 @@ pub fn attention_step2<const D: usize, const STAGES: usize>(
     let row0 = 64 * warpgroup_idx() as usize;
     let t = thread_in_warpgroup() as usize;
     let wg_first = mb as usize * 128 + row0;
-    let rows = Rows { seq: seq as usize, causal, first_row: wg_first + 16 * (t / 32) + (t % 32) / 4, wg_first_row: wg_first, lane: t % 32, scale_log2 };
+    let rows = Rows { seq: seq as usize, causal, wg_first_row: wg_first, scale_log2 };
     let mut st = SoftmaxState { m: [f32::NEG_INFINITY; 2], l: [0.0; 2] };
     let mut acc_o = Acc::<D>::zeros();
     let mut frag = [[0u32; 4]; KC];
