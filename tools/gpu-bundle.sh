@@ -7,7 +7,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 tools/setup.sh
-bins=(first_kernels hopper simt fused bench blackwell)
+bins=(first_kernels hopper simt fused bench blackwell attention_ladder)
 cargo build --release -p examples $(printf -- '--bin %s ' "${bins[@]}")
 cargo build --release -p kernel-ops --bin norms_bench --bin swiglu_bench --bin fp8_bench --bin attention_bench
 # test_exe PACKAGE TARGET-ARGS... : path of the test executable cargo builds

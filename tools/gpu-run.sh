@@ -32,6 +32,7 @@ run bench "$dir/bench" --quick --out "$out/bench"
 run swiglu_bench "$dir/swiglu_bench" --out "$out/swiglu"
 run fp8_bench "$dir/fp8_bench" --out "$out/fp8"
 run attention_bench "$dir/attention_bench" --dump /tmp/attn --out "$out/attention"
+run attention_ladder "$dir/attention_ladder" --out "$out/attention_ladder"
 run attention_baselines python3 "$dir/attention_baselines.py" /tmp/attn "$out/attention/baselines.csv"
 if [ -d "$dir/wheels" ]; then
     run python_gpu bash "$dir/../tools/python-gpu.sh" "$dir/wheels" "$out"
