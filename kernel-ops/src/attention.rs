@@ -145,9 +145,10 @@ pub fn attention<T: AttnType>(
     shape: Shape,
     opts: Options,
 ) -> Result<(), Error> {
-    // The first of `configs`: measured fastest on an H100 (RESULTS.md).
-    // An unbuilt head dim is refused by `attention_with`'s checks.
-    let config = configs(shape.head_dim).first().copied().unwrap_or(Config { stages: 0, block_n: 0, consumers: 2 });
+    // The first of `configs` built for `T`: measured fastest on an H100
+    // (RESULTS.md). An unbuilt head dim is refused by `attention_with`'s
+    // checks.
+    let config = configs(shape.head_dim).into_iter().find(|c| c.consumers == 2 || T::WG3).unwrap_or(Config { stages: 0, block_n: 0, consumers: 2 });
     attention_with(dev, ops, q, k, v, o, lse, shape, opts, config)
 }
 
@@ -163,14 +164,15 @@ pub struct Config {
 }
 
 /// The instances built for `head_dim` (empty if none), the default
-/// ([`attention`]'s) first: D 64 takes 128-key blocks through 3 or 4
-/// slots, D 128 128-key blocks through 2 or 3, D 256 80-key blocks
+/// ([`attention`]'s) first: D 64 takes three consumer warpgroups (f16
+/// only; bf16 takes the first two-consumer instance) or two, with
+/// 128-key blocks through 2 to 4 slots, D 128 128-key blocks through 2 or 3, D 256 80-key blocks
 /// (FlashAttention-3's choice: 188 of the 192 registers the rule allows)
 /// or 64-key blocks through 2.
 pub fn configs(head_dim: usize) -> Vec<Config> {
     let c = |stages, block_n| Config { stages, block_n, consumers: 2 };
     match head_dim {
-        64 => vec![c(3, 128), c(4, 128), Config { stages: 2, block_n: 128, consumers: 3 }, Config { stages: 3, block_n: 128, consumers: 3 }],
+        64 => vec![Config { stages: 3, block_n: 128, consumers: 3 }, Config { stages: 2, block_n: 128, consumers: 3 }, c(3, 128), c(4, 128)],
         128 => vec![c(2, 128), c(3, 128)],
         256 => vec![c(2, 80), c(2, 64)],
         _ => vec![],
@@ -212,7 +214,7 @@ pub trait AttnType: sealed::Sealed + Copy + kernel_host::TmaElement + 'static {
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     fn launch_wg3(_ops: &Program, _qkv: [&Buffer<Self>; 3], _o: &mut Buffer<Self>, _lse: &mut Buffer<f32>, shape: Shape, _opts: Options, _stages: usize) -> Result<(), Error> {
-        Err(Error::Shape { op: "attention", problem: format!("{shape:?}: three consumer warpgroups are built for f16 only") })
+        Err(Error::Shape { op: "attention", problem: format!("{shape:?}: three consumer warpgroups (consumers = 3) are built for f16 only; use consumers = 2 for bf16") })
     }
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
@@ -264,9 +266,7 @@ macro_rules! attn_type {
                     (128, 3, 128, 2) => launch!(128, 128, 8, 3),
                     (256, 2, 80, 2) => launch!(256, 80, 5, 2),
                     (256, 2, 64, 2) => launch!(256, 64, 4, 2),
-                    (64, st, 128, 3) if Self::WG3 => {
-                        Self::launch_wg3(ops, [q, k, v], o, lse, shape, opts, st)?;
-                    }
+                    (64, st @ (2 | 3), 128, 3) => Self::launch_wg3(ops, [q, k, v], o, lse, shape, opts, st)?,
                     (d, _, _, _) => {
                         return Err(Error::Shape { op: "attention", problem: format!("{config:?}: head_dim {d} is built as {:?}", configs(d)) });
                     }

@@ -197,7 +197,10 @@ fn attention_matches_the_cpu_at_ragged_shapes() {
             let lse_err = gpu.download(&lse).unwrap().iter().zip(&want_lse).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
             eprintln!("attention f16 {shape:?} causal {causal} {stages:?}: O error {err:.2e}, lse error {lse_err:.2e}");
             assert!(err < 5e-3 && lse_err < 5e-3, "{shape:?} {stages:?}: O error {err:.2e}, lse error {lse_err:.2e}");
-            // bf16
+            // bf16 (three consumer warpgroups are built for f16 only)
+            if stages.consumers == 3 {
+                continue;
+            }
             let h = |x: &[f16]| -> Vec<bf16> { x.iter().map(|v| bf16::from_f32(v.to_f32())).collect() };
             let (bq, bk, bv) = (h(&q), h(&k), h(&v));
             let g = |x: &[bf16]| -> Vec<f32> { x.iter().map(|v| v.to_f32()).collect() };

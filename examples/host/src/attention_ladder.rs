@@ -75,7 +75,9 @@ impl Problem {
 pub fn run(dev: &Device, prog: &Program, ops: &Program, step: usize, p: &mut Problem) -> Result<()> {
     let Shape { batch, seq, heads, kv_heads, head_dim } = p.shape;
     if step == 3 {
-        return kernel_ops::attention::attention(dev, ops, &p.q.1, &p.k.1, &p.v.1, &mut p.o, &mut p.lse, p.shape, p.opts).map_err(|e| match e {
+        // The library's two-consumer instance (its default at D 64 has three).
+        let config = kernel_ops::attention::configs(head_dim).into_iter().find(|c| c.consumers == 2).ok_or_else(|| invalid("attention_ladder::run", format!("head_dim = {head_dim}: not built")))?;
+        return kernel_ops::attention::attention_with(dev, ops, &p.q.1, &p.k.1, &p.v.1, &mut p.o, &mut p.lse, p.shape, p.opts, config).map_err(|e| match e {
             kernel_ops::Error::Runtime(e) => e.into(),
             other => invalid("attention_ladder::run", other.to_string()),
         });
