@@ -642,36 +642,10 @@ where
         unsafe { <Cols<N>>::mma_f32_rs::<E>(&mut self.regs, a, db, accumulate, false) };
     }
 
-    /// As [`Acc::mma_rs`] with B stored `K x N` (N contiguous, MN-major, as
-    /// [`Acc::mma_kn`]): `acc (+)= A_frag[64 x 16] · B[k .. k + 16, b_col ..
-    /// b_col + N]`. Attention's `O += P · V` (P in registers, V a row-major
-    /// `keys x head_dim` tile) is this. `k` is a multiple of 16, `b_col` of
-    /// B's column block. Warpgroup-collective.
-    #[inline(always)]
-    #[track_caller]
-    pub fn mma_rs_kn<E, B>(&mut self, a: [u32; 4], b: Smem<B>, k: usize, b_col: usize, accumulate: bool)
-    where
-        E: WgmmaInput,
-        B: TileLayout<Elem = E>,
-    {
-        const {
-            assert!(E::K == WGMMA_K, "wgmma (A from registers, B K x N): implemented for 16-bit inputs only (FP8 has neither the A fragment here nor a transposed B)");
-            assert!(B::COLS >= N, "wgmma (B K x N): the B tile needs at least N columns");
-            assert!(B::ROWS % WGMMA_K == 0, "wgmma (B K x N): B's rows (K) must be a multiple of 16");
-            assert!(!matches!(B::SWIZZLE, Swizzle::None), "wgmma: the B tile must be swizzled (Swizzled<32/64/128>)");
-        };
-        assert!(k + WGMMA_K <= B::ROWS && b_col + N <= B::COLS, "Acc::mma_rs_kn: block outside the B tile");
-        wgmma_fence();
-        let db = SmemDescriptor::mn_major::<B>(b.smem_addr(), k, b_col);
-        // SAFETY: warpgroup-wide, after the fence; `a` is this thread's
-        // fragment; B MN-major (imm-trans-b = 1).
-        unsafe { <Cols<N>>::mma_f32_rs::<E>(&mut self.regs, a, db, accumulate, true) };
-    }
-
     /// `acc (+)= A[64 x 16 KC] · B[0 .. 16 KC, b_col .. b_col + N]` with A
     /// from registers (`a[c]`: this thread's fragment of A's columns `16 c
-    /// .. 16 c + 16`, `c < KC`) and B stored `K x N` (MN-major, as
-    /// [`Acc::mma_rs_kn`]): ONE `wgmma.fence`, then `KC` chained wgmmas
+    /// .. 16 c + 16`, `c < KC`) and B stored `K x N` (N contiguous,
+    /// MN-major, as [`Acc::mma_kn`]): ONE `wgmma.fence`, then `KC` chained wgmmas
     /// (a fence between MMAs of one accumulator chain makes each wait for
     /// the one before). With `accumulate = false` the first overwrites the
     /// accumulator. Attention's `O += P V` is this. Warpgroup-collective.
