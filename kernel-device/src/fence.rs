@@ -47,3 +47,18 @@ pub fn fence_acq_rel_cluster() {
         unsafe { core::arch::asm!("fence.acq_rel.cluster;", options(nostack, preserves_flags)) }
     }, host: { kernel_emu::yield_point("fence.acq_rel.cluster") })
 }
+
+/// `fence.proxy.async.global;` (sm_90): orders this thread's async-proxy
+/// global-memory accesses (completed bulk and TMA copies, after
+/// `cp.async.bulk.wait_group`) with its later generic-proxy accesses, such
+/// as the release that tells another device its data arrived
+/// (`PeerSemaphores::signal`). The emulator does not model proxies of
+/// global memory: there it is a scheduling point.
+#[inline(always)]
+#[track_caller]
+pub fn fence_proxy_async_global() {
+    device!("fence.proxy.async.global", {
+        // SAFETY: a fence; memory clobber keeps it ordered.
+        unsafe { core::arch::asm!("fence.proxy.async.global;", options(nostack, preserves_flags)) }
+    }, host: { kernel_emu::yield_point("fence.proxy.async.global") })
+}

@@ -57,6 +57,7 @@ pub mod launch;
 pub mod layout;
 pub mod mbarrier;
 pub mod pipeline;
+pub mod peer;
 pub mod semaphore;
 pub mod smem;
 pub mod sync;

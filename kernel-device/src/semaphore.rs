@@ -25,77 +25,88 @@ unsafe impl crate::launch::DeviceParam for Semaphore {
 }
 
 pub mod raw {
-    /// `red.release.gpu.global.add.u32 [ptr], n;` (PTX ISA §9.7.12.7, sm_70).
-    ///
-    /// # Safety
-    /// `ptr` is a valid, 4-byte-aligned global address.
-    #[inline(always)]
-    pub unsafe fn red_release_gpu_add(ptr: *mut u32, n: u32) {
-        device!("red.release.gpu.global.add.u32", {
-            // SAFETY: caller contract.
-            unsafe {
-                core::arch::asm!("red.release.gpu.global.add.u32 [{0}], {1};", in(reg64) ptr, in(reg32) n,
-                    options(nostack, preserves_flags))
+    /// Release add, acquire load and acquire compare-and-swap on a global
+    /// `u32` at one scope: `.gpu` (threads of this GPU) or `.sys` (every GPU
+    /// of the host and the host: cross-device semaphores, [`crate::peer`]).
+    macro_rules! scoped_ops {
+        ($scope:literal, $emu_scope:ident, $red:ident = $red_op:literal, $ld:ident = $ld_op:literal, $cas:ident = $cas_op:literal) => {
+            #[doc = concat!("`red.release.", $scope, ".global.add.u32 [ptr], n;` (PTX ISA §9.7.12.7, sm_70).")]
+            ///
+            /// # Safety
+            /// `ptr` is a valid, 4-byte-aligned global address (this
+            /// device's memory, or with `.sys` a peer's).
+            #[inline(always)]
+            pub unsafe fn $red(ptr: *mut u32, n: u32) {
+                device!($red_op, {
+                    // SAFETY: caller contract.
+                    unsafe {
+                        core::arch::asm!(concat!("red.release.", $scope, ".global.add.u32 [{0}], {1};"), in(reg64) ptr, in(reg32) n,
+                            options(nostack, preserves_flags))
+                    }
+                }, host: {
+                    kernel_emu::yield_point($red_op);
+                    kernel_emu::gmem_atomic_scoped(ptr as *const u8, false, true, kernel_emu::AtomicScope::$emu_scope);
+                    // SAFETY: caller contract; the emulator runs one thread at a time,
+                    // so this read-modify-write is atomic.
+                    unsafe { *ptr = (*ptr).wrapping_add(n) }
+                })
             }
-        }, host: {
-            kernel_emu::yield_point("red.release.gpu.add");
-            kernel_emu::gmem_atomic(ptr as *const u8, false, true);
-            // SAFETY: caller contract; the emulator runs one thread at a time,
-            // so this read-modify-write is atomic.
-            unsafe { *ptr = (*ptr).wrapping_add(n) }
-        })
-    }
 
-    /// `ld.acquire.gpu.global.u32 v, [ptr];` (PTX ISA §9.7.9.8, sm_70).
-    ///
-    /// # Safety
-    /// As [`red_release_gpu_add`].
-    #[inline(always)]
-    pub unsafe fn ld_acquire_gpu(ptr: *const u32) -> u32 {
-        device!("ld.acquire.gpu.global.u32", {
-            let v: u32;
-            // SAFETY: caller contract.
-            unsafe {
-                core::arch::asm!("ld.acquire.gpu.global.u32 {0}, [{1}];", out(reg32) v, in(reg64) ptr,
-                    options(nostack, preserves_flags))
-            };
-            v
-        }, host: {
-            kernel_emu::yield_point("ld.acquire.gpu");
-            kernel_emu::gmem_atomic(ptr as *const u8, true, false);
-            // SAFETY: caller contract.
-            unsafe { ptr.read_volatile() }
-        })
-    }
-
-    /// `atom.acquire.gpu.global.cas.b32 old, [ptr], cmp, new;` (PTX ISA
-    /// §9.7.12.5, sm_70). Returns the old value.
-    ///
-    /// # Safety
-    /// As [`red_release_gpu_add`].
-    #[inline(always)]
-    pub unsafe fn atom_cas_acquire_gpu(ptr: *mut u32, cmp: u32, new: u32) -> u32 {
-        device!("atom.acquire.gpu.global.cas.b32", {
-            let old: u32;
-            // SAFETY: caller contract.
-            unsafe {
-                core::arch::asm!("atom.acquire.gpu.global.cas.b32 {0}, [{1}], {2}, {3};", out(reg32) old, in(reg64) ptr,
-                    in(reg32) cmp, in(reg32) new, options(nostack, preserves_flags))
-            };
-            old
-        }, host: {
-            kernel_emu::yield_point("atom.cas");
-            kernel_emu::gmem_atomic(ptr as *const u8, true, false);
-            // SAFETY: caller contract; one emulated thread runs at a time.
-            unsafe {
-                let old = *ptr;
-                if old == cmp {
-                    *ptr = new;
-                }
-                old
+            #[doc = concat!("`ld.acquire.", $scope, ".global.u32 v, [ptr];` (PTX ISA §9.7.9.8, sm_70).")]
+            ///
+            /// # Safety
+            #[doc = concat!("As [`", stringify!($red), "`].")]
+            #[inline(always)]
+            pub unsafe fn $ld(ptr: *const u32) -> u32 {
+                device!($ld_op, {
+                    let v: u32;
+                    // SAFETY: caller contract.
+                    unsafe {
+                        core::arch::asm!(concat!("ld.acquire.", $scope, ".global.u32 {0}, [{1}];"), out(reg32) v, in(reg64) ptr,
+                            options(nostack, preserves_flags))
+                    };
+                    v
+                }, host: {
+                    kernel_emu::yield_point($ld_op);
+                    kernel_emu::gmem_atomic_scoped(ptr as *const u8, true, false, kernel_emu::AtomicScope::$emu_scope);
+                    // SAFETY: caller contract.
+                    unsafe { ptr.read_volatile() }
+                })
             }
-        })
+
+            #[doc = concat!("`atom.acquire.", $scope, ".global.cas.b32 old, [ptr], cmp, new;` (PTX ISA §9.7.12.5, sm_70). Returns the old value.")]
+            ///
+            /// # Safety
+            #[doc = concat!("As [`", stringify!($red), "`].")]
+            #[inline(always)]
+            pub unsafe fn $cas(ptr: *mut u32, cmp: u32, new: u32) -> u32 {
+                device!($cas_op, {
+                    let old: u32;
+                    // SAFETY: caller contract.
+                    unsafe {
+                        core::arch::asm!(concat!("atom.acquire.", $scope, ".global.cas.b32 {0}, [{1}], {2}, {3};"), out(reg32) old, in(reg64) ptr,
+                            in(reg32) cmp, in(reg32) new, options(nostack, preserves_flags))
+                    };
+                    old
+                }, host: {
+                    kernel_emu::yield_point("atom.cas");
+                    kernel_emu::gmem_atomic_scoped(ptr as *const u8, true, false, kernel_emu::AtomicScope::$emu_scope);
+                    // SAFETY: caller contract; one emulated thread runs at a time.
+                    unsafe {
+                        let old = *ptr;
+                        if old == cmp {
+                            *ptr = new;
+                        }
+                        old
+                    }
+                })
+            }
+        };
     }
+    scoped_ops!("gpu", Gpu, red_release_gpu_add = "red.release.gpu.global.add.u32",
+        ld_acquire_gpu = "ld.acquire.gpu.global.u32", atom_cas_acquire_gpu = "atom.acquire.gpu.global.cas.b32");
+    scoped_ops!("sys", Sys, red_release_sys_add = "red.release.sys.global.add.u32",
+        ld_acquire_sys = "ld.acquire.sys.global.u32", atom_cas_acquire_sys = "atom.acquire.sys.global.cas.b32");
 
     /// `nanosleep.u32 ns;` (sm_70): back off while spinning.
     #[inline(always)]

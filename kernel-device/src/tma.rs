@@ -242,6 +242,131 @@ pub mod raw {
     }
 }
 
+/// Bulk copies: contiguous bytes between global memory (this device's or a
+/// peer's, [`crate::peer`]) and shared memory, no tensor map
+/// (`cp.async.bulk`, sm_90). Sizes and both addresses are multiples of 16
+/// bytes.
+pub mod bulk {
+    use crate::gmem::{check_range, Gmem, GmemRef};
+    use crate::mbarrier::BarrierRef;
+    use crate::smem::Smem;
+
+    /// `cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [dst], [src], bytes, [bar];` (sm_90)
+    ///
+    /// # Safety
+    /// One thread; `src..src + bytes` is global memory; `dst`, `src` and
+    /// `bytes` are multiples of 16; `bar` expects the bytes this phase.
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn load_raw(dst: u32, src: *const u8, bytes: u32, bar: u32) {
+        device!("cp.async.bulk (global -> shared)", {
+            // SAFETY: caller contract.
+            unsafe {
+                core::arch::asm!(
+                    "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [{0}], [{1}], {2}, [{3}];",
+                    in(reg32) dst, in(reg64) src, in(reg32) bytes, in(reg32) bar,
+                    options(nostack, preserves_flags))
+            }
+        }, host |op| {
+            // SAFETY: caller contract.
+            unsafe { kernel_emu::tma::bulk_load(dst, src, bytes, bar, op) }
+        })
+    }
+
+    /// `cp.async.bulk.global.shared::cta.bulk_group [dst], [src], bytes;` (sm_90)
+    ///
+    /// # Safety
+    /// One thread, after `commit_smem` and a barrier; `dst..dst + bytes` is
+    /// writable global memory; `dst`, `src` and `bytes` are multiples of
+    /// 16; `src` stays unmodified until a `wait_group_read` covers the copy.
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn store_raw(dst: *mut u8, src: u32, bytes: u32) {
+        device!("cp.async.bulk (shared -> global)", {
+            // SAFETY: caller contract.
+            unsafe {
+                core::arch::asm!(
+                    "cp.async.bulk.global.shared::cta.bulk_group [{0}], [{1}], {2};",
+                    in(reg64) dst, in(reg32) src, in(reg32) bytes,
+                    options(nostack, preserves_flags))
+            }
+        }, host |op| {
+            // SAFETY: caller contract.
+            unsafe { kernel_emu::tma::bulk_store(dst, src, bytes, op) }
+        })
+    }
+
+    /// Bytes one copy of `N` elements of `T` moves, checked at compile time:
+    /// a multiple of 16.
+    const fn copy_bytes<T, const N: usize>() -> u32 {
+        let b = N * core::mem::size_of::<T>();
+        assert!(b % 16 == 0 && b > 0, "a bulk copy moves a non-zero multiple of 16 bytes: N * size_of::<T>() must be one");
+        assert!(b < (1 << 20), "a bulk copy moves less than 2^20 bytes (an mbarrier's transaction count)");
+        b as u32
+    }
+
+    #[inline(always)]
+    #[track_caller]
+    fn global_at<T>(base: *const T, len: usize, at: usize, n: usize) -> *const u8 {
+        check_range(at, n, len);
+        // SAFETY: `at + n <= len`.
+        let p = unsafe { base.add(at) } as *const u8;
+        if (p as usize) % 16 != 0 {
+            misaligned(p as usize);
+        }
+        p
+    }
+
+    #[cold]
+    #[track_caller]
+    fn misaligned(addr: usize) -> ! {
+        device!("bulk copy alignment check", {
+            let _ = addr;
+            // SAFETY: aborts the kernel.
+            unsafe { core::arch::asm!("trap;", options(noreturn, nostack)) }
+        }, host: {
+            kernel_emu::misuse(
+                "bulk copy global address not 16-byte aligned",
+                format_args!("global address {addr:#x}: cp.async.bulk needs a multiple of 16; copy at an element index whose byte offset is a multiple of 16"),
+            )
+        })
+    }
+
+    /// Bytes [`load`] and [`store`] move for `Smem<[T; N]>`: what the
+    /// barrier of a load must expect.
+    pub const fn bytes<T, const N: usize>() -> u32 {
+        copy_bytes::<T, N>()
+    }
+
+    /// Copies `src[at..at + N]` (global memory: this device's or a peer's)
+    /// into `dst`, completing [`bytes::<T, N>()`](bytes) on `bar`. One thread;
+    /// `bar` expects the bytes (`arrive_expect_tx`).
+    #[inline(always)]
+    #[track_caller]
+    pub fn load<T: Copy, const N: usize>(dst: Smem<[T; N]>, src: GmemRef<T>, at: usize, bar: BarrierRef<'_>) {
+        let bytes = const { copy_bytes::<T, N>() };
+        let p = global_at(src.as_ptr(), src.len(), at, N);
+        // SAFETY: in bounds and aligned (checked); `dst` is a whole SMEM
+        // allocation of `bytes`; the barrier contract is the caller's.
+        unsafe { load_raw(dst.smem_addr(), p, bytes, bar.smem_addr()) }
+    }
+
+    /// Copies `src` to `dst[at..at + N]` (global memory: this device's or a
+    /// peer's) as a bulk-group store: close the group with
+    /// [`super::commit_group`], wait with [`super::wait_group_read`] before
+    /// reusing `src` and [`super::wait_group`] before signalling that the
+    /// data arrived. One thread, after `commit_smem` and a barrier.
+    #[inline(always)]
+    #[track_caller]
+    pub fn store<T: Copy, const N: usize>(src: Smem<[T; N]>, dst: Gmem<T>, at: usize) {
+        let bytes = const { copy_bytes::<T, N>() };
+        let p = global_at(dst.as_ptr() as *const T, dst.len(), at, N);
+        // SAFETY: in bounds and aligned (checked), `dst` is writable; the
+        // SMEM source contract is the caller's (documented above).
+        unsafe { store_raw(p as *mut u8, src.smem_addr(), bytes) }
+    }
+}
+
 /// `cp.async.bulk.commit_group;`: closes the group of this thread's bulk
 /// stores issued since the last commit.
 #[inline(always)]

@@ -100,6 +100,8 @@ pub(crate) struct ThreadInfo {
 /// Immutable facts about one CTA.
 pub(crate) struct CtaInfo {
     pub(crate) idx: [u32; 3],
+    /// The emulated device it runs on (`LaunchConfig::devices`).
+    pub(crate) device: u32,
     /// Index of its cluster in `Emu::clusters`.
     pub(crate) cluster: usize,
     /// Rank in the cluster (x fastest).
@@ -354,6 +356,8 @@ pub(crate) struct Emu {
     pub(crate) threads: Vec<ThreadInfo>,
     pub(crate) ctas: Vec<CtaInfo>,
     pub(crate) clusters: Vec<ClusterInfo>,
+    /// Emulated devices (each runs the whole grid).
+    pub(crate) devices: u32,
     state: Mutex<State>,
     cvs: Vec<Condvar>,
 }
@@ -370,23 +374,32 @@ fn unlinear(l: usize, d: [u32; 3]) -> [u32; 3] {
 impl Emu {
     /// Lays out the launch (the config is validated by the caller).
     pub(crate) fn new(cfg: &LaunchConfig) -> Emu {
-        let n_ctas: usize = cfg.grid.iter().map(|&v| v as usize).product();
+        // Each emulated device runs the whole grid: CTA `c` is CTA
+        // `c % ctas_per_device` of device `c / ctas_per_device`, and its
+        // cluster is one of that device's.
+        let devices = cfg.devices.max(1) as usize;
+        let ctas_per_device: usize = cfg.grid.iter().map(|&v| v as usize).product();
+        let n_ctas = ctas_per_device * devices;
         let tpc: usize = cfg.block.iter().map(|&v| v as usize).product();
         let cluster_grid = [0, 1, 2].map(|d| cfg.grid[d] / cfg.cluster[d]);
-        let n_clusters: usize = cluster_grid.iter().map(|&v| v as usize).product();
+        let clusters_per_device: usize = cluster_grid.iter().map(|&v| v as usize).product();
+        let n_clusters = clusters_per_device * devices;
         let mut clusters: Vec<ClusterInfo> = (0..n_clusters)
             .map(|c| ClusterInfo {
-                idx: unlinear(c, cluster_grid),
+                idx: unlinear(c % clusters_per_device, cluster_grid),
                 ctas: Vec::new(),
             })
             .collect();
         let mut ctas = Vec::with_capacity(n_ctas);
         for c in 0..n_ctas {
-            let idx = unlinear(c, cfg.grid);
-            let cl = linear([0, 1, 2].map(|d| idx[d] / cfg.cluster[d]), cluster_grid);
+            let device = c / ctas_per_device;
+            let idx = unlinear(c % ctas_per_device, cfg.grid);
+            let cl = device * clusters_per_device
+                + linear([0, 1, 2].map(|d| idx[d] / cfg.cluster[d]), cluster_grid);
             let rank = linear([0, 1, 2].map(|d| idx[d] % cfg.cluster[d]), cfg.cluster) as u32;
             ctas.push(CtaInfo {
                 idx,
+                device: device as u32,
                 cluster: cl,
                 rank,
                 smem: SmemBuf::new(cfg.smem_bytes),
@@ -449,6 +462,7 @@ impl Emu {
             threads,
             ctas,
             clusters,
+            devices: devices as u32,
             state: Mutex::new(state),
             cvs: (0..n).map(|_| Condvar::new()).collect(),
         }
@@ -470,10 +484,16 @@ impl Emu {
     }
 
     /// `"cta (x,y,z) thread (x,y,z) [warp w]"`.
+    /// On a run of several devices, `"device d cta ..."`.
     pub(crate) fn who(&self, tid: usize) -> String {
         let t = &self.threads[tid];
+        let device = if self.devices > 1 {
+            format!("device {} ", self.ctas[t.cta].device)
+        } else {
+            String::new()
+        };
         format!(
-            "cta {} thread {} [warp {}]",
+            "{device}cta {} thread {} [warp {}]",
             fmt3(self.ctas[t.cta].idx),
             fmt3(t.tidx),
             t.warp

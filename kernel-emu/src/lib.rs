@@ -217,6 +217,14 @@ pub struct LaunchConfig {
     /// `kernel_spec::limits::MAX_NON_PORTABLE_CLUSTER_CTAS` CTAs instead of
     /// `MAX_CLUSTER_CTAS`), as `#[kernel(.., non_portable_cluster)]` does.
     pub non_portable_cluster: bool,
+    /// Emulated devices, each running the whole grid with its own CTAs
+    /// (1: one device). A thread's device is [`device_id`]; global memory is
+    /// the host's, so a device reaches another's buffers through their
+    /// addresses (peer memory), and the race detector checks accesses across
+    /// devices as it does within one. Release/acquire atomics synchronize
+    /// threads of different devices only at system scope ([`gmem_atomic_scoped`]).
+    /// At most `kernel_spec::limits::MAX_PEER_DEVICES`.
+    pub devices: u32,
 }
 
 impl LaunchConfig {
@@ -233,6 +241,7 @@ impl LaunchConfig {
             max_steps: 10_000_000,
             resident_clusters: 0,
             non_portable_cluster: false,
+            devices: 1,
         }
     }
 }
@@ -351,13 +360,39 @@ fn validate(cfg: &LaunchConfig) -> Result<(), EmuError> {
             detail: p.to_string(),
         });
     }
+    let max_devices = kernel_spec::limits::MAX_PEER_DEVICES;
+    if cfg.devices == 0 || cfg.devices as usize > max_devices {
+        return Err(EmuError::Misuse {
+            kernel: cfg.kernel.clone(),
+            rule: "device count".to_string(),
+            where_: "launch".to_string(),
+            detail: format!(
+                "{} emulated devices: a run has 1 to {max_devices} (kernel_spec::limits::MAX_PEER_DEVICES)",
+                cfg.devices
+            ),
+        });
+    }
+    if cfg.devices > 1 && cfg.resident_clusters != 0 {
+        return Err(EmuError::Misuse {
+            kernel: cfg.kernel.clone(),
+            rule: "device count".to_string(),
+            where_: "launch".to_string(),
+            detail: format!(
+                "a run of {} devices with {} resident clusters: limited residency and cluster launch control \
+                 are modeled for one device; emulate several devices with every cluster resident \
+                 (`resident_clusters` = 0)",
+                cfg.devices, cfg.resident_clusters
+            ),
+        });
+    }
     let count = |v: [u32; 3]| v.iter().map(|&x| x as usize).product::<usize>();
-    let (ctas, tpc) = (count(cfg.grid), count(cfg.block));
+    let (ctas, tpc) = (count(cfg.grid) * cfg.devices as usize, count(cfg.block));
     if ctas > MAX_CTAS || ctas * tpc > MAX_THREADS {
+        let devices = if cfg.devices > 1 { format!(" on {} devices", cfg.devices) } else { String::new() };
         return Err(EmuError::TooLarge {
             kernel: cfg.kernel.clone(),
             detail: format!(
-                "grid {:?} x block {:?} is {ctas} CTAs and {} threads; the emulator runs at most {MAX_CTAS} CTAs \
+                "grid {:?} x block {:?}{devices} is {ctas} CTAs and {} threads; the emulator runs at most {MAX_CTAS} CTAs \
                  and {MAX_THREADS} threads (one OS thread each): shrink the problem for emulation",
                 cfg.grid,
                 cfg.block,
@@ -501,6 +536,17 @@ pub fn cluster_dim() -> [u32; 3] {
 /// `%cluster_ctarank`: this CTA's rank in its cluster (x fastest).
 pub fn cluster_ctarank() -> u32 {
     info("cluster_ctarank", |e, t| e.ctas[e.threads[t].cta].rank)
+}
+/// The calling thread's emulated device (`0..LaunchConfig::devices`). On
+/// hardware a kernel learns its device from its parameters (a peer-memory
+/// parameter carries it); the emulator uses this to give each device its
+/// own parameter values.
+pub fn device_id() -> u32 {
+    info("device_id", |e, t| e.ctas[e.threads[t].cta].device)
+}
+/// The number of emulated devices of the run.
+pub fn device_count() -> u32 {
+    info("device_count", |e, _| e.devices)
 }
 /// `%clusterid`: this cluster's index in the grid of clusters.
 pub fn cluster_idx() -> [u32; 3] {
@@ -1089,8 +1135,28 @@ pub fn gmem_access(ptr: *const u8, len: usize, write: bool) {
 /// signal -> wait edge). Atomics are not checked against each other. Not a
 /// scheduling point (the atomic's host body yields separately).
 pub fn gmem_atomic(ptr: *const u8, acquire: bool, release: bool) {
+    gmem_atomic_scoped(ptr, acquire, release, AtomicScope::Gpu)
+}
+
+/// The scope of a release/acquire atomic (PTX `.cta`, `.gpu`, `.sys`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtomicScope {
+    /// `.cta`: modeled as `.gpu` (the detector does not narrow it further).
+    Cta,
+    /// `.gpu`: the threads of the issuing device.
+    Gpu,
+    /// `.sys`: every device and the host.
+    Sys,
+}
+
+/// [`gmem_atomic`] at a scope. A release and an acquire on one address
+/// synchronize when each is in the other's scope (PTX ISA, "morally
+/// strong"): threads of one device at any scope, threads of two devices
+/// only when both are `.sys`. So a `.gpu` release on device 0 does not
+/// order device 1's reader, and the race detector reports its accesses.
+pub fn gmem_atomic_scoped(ptr: *const u8, acquire: bool, release: bool, scope: AtomicScope) {
     if let Some((e, tid)) = enter("gmem_atomic") {
-        e.atomic(tid, ptr as u64, acquire, release);
+        e.atomic(tid, ptr as u64, acquire, release, scope == AtomicScope::Sys);
     }
 }
 

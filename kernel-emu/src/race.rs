@@ -16,7 +16,8 @@
 //! `bar.sync`/`bar.arrive` (named barriers), `bar.warp.sync`/`elect.sync`,
 //! `barrier.cluster.arrive` -> `.wait`, mbarrier arrivals (local and remote)
 //! and transaction completions -> phase completion -> the waits that observe
-//! that phase, release/acquire atomics on one global address (semaphores),
+//! that phase, release/acquire atomics on one global address (semaphores;
+//! between emulated devices only when both are system scope),
 //! and the completion of asynchronous operations (their mbarrier phase, or
 //! `cp.async.bulk.wait_group(.read)` for bulk groups). `wgmma.wait_group` is a
 //! warpgroup barrier in the emulator, hence an edge as well.
@@ -169,7 +170,9 @@ pub(crate) struct RaceState {
     /// Per thread: `Tracked` operations since its last commit-arrive.
     pub(crate) tracked: Vec<Vec<usize>>,
     /// Release/acquire synchronization through global addresses.
-    pub(crate) atomics: HashMap<u64, Clk>,
+    /// Release clocks of global addresses: `(address, device)`, and
+    /// `(address, SYS_SLOT)` for system-scope releases.
+    pub(crate) atomics: HashMap<(u64, u32), Clk>,
 }
 
 impl RaceState {

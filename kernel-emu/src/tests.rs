@@ -990,6 +990,91 @@ fn release_acquire_atomics_order_global_memory() {
     }
 }
 
+/// Two emulated devices: device 0 writes a word of global memory and
+/// releases a flag, device 1 acquires it and reads the word. Ordered only
+/// when both are system scope; a `.gpu`-scope pair (or a mixed one) is a
+/// reported race naming both devices.
+#[test]
+fn devices_synchronize_only_through_system_scope_atomics() {
+    use AtomicScope::{Gpu, Sys};
+    for seed in SEEDS {
+        for (release, acquire) in [(Sys, Sys), (Gpu, Gpu), (Sys, Gpu), (Gpu, Sys)] {
+            let data = host_buf(2).as_mut_ptr() as usize;
+            let mut c = cfg("peer_flag", 1, 32);
+            c.seed = seed;
+            c.devices = 2;
+            let r = run_t(c, move || {
+                let (d, flag) = (data as *mut u32, (data + 4) as *mut u32);
+                assert_eq!(device_count(), 2);
+                if tid_x() != 0 {
+                    return;
+                }
+                if device_id() == 0 {
+                    gmem_access(d as *const u8, 4, true);
+                    // SAFETY: the leaked buffer.
+                    unsafe { *d = 5 };
+                    yield_point("red.release");
+                    gmem_atomic_scoped(flag as *const u8, false, true, release);
+                    // SAFETY: as above.
+                    unsafe { *flag = 1 };
+                } else {
+                    // SAFETY: as above.
+                    while unsafe { std::ptr::read_volatile(flag) } == 0 {
+                        yield_point("ld.acquire");
+                    }
+                    gmem_atomic_scoped(flag as *const u8, true, false, acquire);
+                    gmem_access(d as *const u8, 4, false);
+                    // SAFETY: as above.
+                    assert_eq!(unsafe { *d }, 5);
+                }
+            });
+            if (release, acquire) == (Sys, Sys) {
+                r.unwrap_or_else(|e| panic!("seed {seed}: a .sys release/acquire pair orders two devices: {e}"));
+            } else {
+                let msg = expect_race(r, "a .gpu-scope atomic across devices").to_string();
+                assert!(msg.contains("race on global memory") && msg.contains("devices 0 and 1"), "{msg}");
+                assert!(msg.contains("device 1 cta (0,0,0) thread (0,0,0)"), "{msg}");
+            }
+        }
+    }
+}
+
+#[test]
+fn devices_run_the_grid_each_with_their_own_ctas_and_barriers() {
+    // 3 devices x 2 CTAs x 32 threads; each CTA counts its threads through a
+    // barrier in its own shared memory, then records (device, block).
+    let seen = std::sync::Arc::new(Mutex::new(BTreeSet::new()));
+    let s2 = seen.clone();
+    let mut c = cfg("devices", 2, 32);
+    c.devices = 3;
+    c.smem_bytes = 4;
+    run_t(c, move || {
+        // SAFETY: inside the CTA's 4 bytes; one emulated thread runs at a time.
+        unsafe { *smem_u32(0) += 1 };
+        bar_sync(0, 0);
+        if tid_x() == 0 {
+            // SAFETY: as above.
+            assert_eq!(unsafe { *smem_u32(0) }, 32);
+            s2.lock().unwrap().insert((device_id(), block_idx()[0], grid_dim()[0]));
+        }
+    })
+    .unwrap();
+    let seen = seen.lock().unwrap();
+    let want: BTreeSet<(u32, u32, u32)> = (0..3).flat_map(|d| (0..2).map(move |b| (d, b, 2))).collect();
+    assert_eq!(*seen, want);
+
+    // Too many devices, or limited residency with several: refused.
+    let mut c = cfg("devices", 1, 32);
+    c.devices = kernel_spec::limits::MAX_PEER_DEVICES as u32 + 1;
+    let e = run_t(c, || {}).unwrap_err().to_string();
+    assert!(e.contains("MAX_PEER_DEVICES"), "{e}");
+    let mut c = cfg("devices", 2, 32);
+    c.devices = 2;
+    c.resident_clusters = 1;
+    let e = run_t(c, || {}).unwrap_err().to_string();
+    assert!(e.contains("resident_clusters"), "{e}");
+}
+
 #[test]
 fn tracked_ops_complete_through_commit_arrive_like_tcgen05_commit() {
     // A stand-in for tcgen05.mma into tensor memory + tcgen05.commit: the op

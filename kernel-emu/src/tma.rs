@@ -320,6 +320,38 @@ pub unsafe fn store(tmap: u64, coords: &[i32], src: u32, op: &str) {
     crate::async_issue(crate::AsyncOp::copies(op, copies, done));
 }
 
+/// `cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [dst], [src], bytes, [bar]`
+/// (a bulk copy, no tensor map) on the emulator: `bytes` from global
+/// address `src` (this device's memory or a peer's) to SMEM at `dst`, an
+/// asynchronous operation completing `bytes` on the mbarrier at `bar`.
+///
+/// # Safety
+/// `src..src + bytes` is host memory lent to the run.
+#[track_caller]
+pub unsafe fn bulk_load(dst: u32, src: *const u8, bytes: u32, bar: u32, op: &str) {
+    let p = crate::smem_ptr_range(dst, bytes as usize);
+    let mut copies = Vec::new();
+    crate::push_copy(&mut copies, crate::AsyncCopy { dst: p, src: Some(src), len: bytes as usize });
+    let done = crate::Completion::MBarrierTx { bar, bytes };
+    crate::async_issue(crate::AsyncOp::copies(op, copies, done));
+}
+
+/// `cp.async.bulk.global.shared::cta.bulk_group [dst], [src], bytes` on the
+/// emulator: the async proxy must see what ordinary stores wrote to `src`
+/// (`commit_smem`), then `bytes` move to global address `dst` (this
+/// device's memory or a peer's) as a bulk-group operation.
+///
+/// # Safety
+/// `dst..dst + bytes` is host memory lent to the run, writable.
+#[track_caller]
+pub unsafe fn bulk_store(dst: *mut u8, src: u32, bytes: u32, op: &str) {
+    let p = crate::smem_ptr_range(src, bytes as usize);
+    crate::async_proxy_read(src, bytes as usize, op);
+    let mut copies = Vec::new();
+    crate::push_copy(&mut copies, crate::AsyncCopy { dst, src: Some(p as *const u8), len: bytes as usize });
+    crate::async_issue(crate::AsyncOp::copies(op, copies, crate::Completion::BulkGroup));
+}
+
 /// `prefetch.tensormap [tmap]` on the emulator: checks that `tmap` is an
 /// emulator map; a scheduling point.
 ///

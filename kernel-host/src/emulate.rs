@@ -211,12 +211,37 @@ impl Emulator {
             max_steps: self.max_steps,
             resident_clusters: self.sms.map_or(0, |s| (s / cluster.volume().max(1)).max(1)),
             non_portable_cluster: K::NON_PORTABLE_CLUSTER,
+            devices: 1,
         };
         let params = Shared(params);
         // Capture the whole `&Shared` (Sync), not the field (a move closure
         // captures up to the first dereference).
         let shared = &params;
         kernel_emu::run(&cfg, &move || K::run_thread(&shared.0))
+    }
+
+    /// Runs kernel `K` over `grid` CTAs on `params.len()` emulated devices
+    /// at once, device `d` with `params[d]`, in one run: their threads
+    /// interleave under one scheduler, and the race detector sees accesses
+    /// of every device (peer memory is host memory here). Every cluster is
+    /// resident (the emulated SM count is not used).
+    pub fn launch_devices_params<K: HostEntry>(&self, grid: Dim3, params: Vec<K::Params>) -> Result<RunReport, EmuError> {
+        let (block, cluster) = (K::BLOCK, K::CLUSTER);
+        let cfg = kernel_emu::LaunchConfig {
+            kernel: K::NAME.to_string(),
+            grid: [grid.x, grid.y, grid.z],
+            block: [block.x, block.y, block.z],
+            cluster: [cluster.x, cluster.y, cluster.z],
+            smem_bytes: K::SMEM_BYTES as usize,
+            seed: self.seed,
+            max_steps: self.max_steps,
+            resident_clusters: 0,
+            non_portable_cluster: K::NON_PORTABLE_CLUSTER,
+            devices: u32::try_from(params.len()).unwrap_or(u32::MAX),
+        };
+        let params = Shared(params);
+        let shared = &params;
+        kernel_emu::run(&cfg, &move || K::run_thread(&shared.0[kernel_emu::device_id() as usize]))
     }
 }
 

@@ -12,6 +12,9 @@
 //!   [`Device`] (a GPU or the emulator), [`Buffer`], [`TileMap`],
 //!   [`Program`] and [`Launcher`]. Host programs written against it run on
 //!   either; this is what examples, `kernel-ops` and users write.
+//! * [`group`] (feature `runtime`): several devices of one host (GPUs with
+//!   peer access, or emulated devices in one run): peer buffers, group
+//!   launches, cross-device semaphores.
 /// Invokes `$m!` once per tuple arity from 0 to 12, with one
 /// `(ArgType, ParamType, binding)` triple per element: the impls of the
 /// argument-tuple traits (GPU launches and emulator launches).
@@ -35,6 +38,8 @@ pub mod emulate;
 
 #[cfg(feature = "runtime")]
 pub mod device;
+#[cfg(feature = "runtime")]
+pub mod group;
 #[cfg(feature = "runtime")]
 pub use device::{Arg, Args, Buffer, Device, Launched, Launcher, MapArg, Program, TileMap};
 

@@ -51,3 +51,9 @@ pub const TMEM_LANES: u32 = 128;
 /// Tensor memory columns (32-bit cells per lane) per CTA; `tcgen05.alloc`
 /// takes a power of two of at least 32 columns, at most this many in all.
 pub const MAX_TMEM_COLS: u32 = 512;
+
+/// Most devices in a peer group: a peer-memory kernel parameter
+/// (`kernel_device::peer::PeerGmem`) holds one address per device, and an
+/// NVLink host (HGX H100/H200) has 8 GPUs. The emulator runs at most this
+/// many emulated devices in one run.
+pub const MAX_PEER_DEVICES: usize = 8;

@@ -32,6 +32,7 @@ const LIMITS: &[(&str, &str)] = &[
     ("MAX_MBARRIER_TX", "kernel_spec::limits"),
     ("TMEM_LANES", "kernel_spec::limits"),
     ("MAX_TMEM_COLS", "kernel_spec::limits"),
+    ("MAX_PEER_DEVICES", "kernel_spec::limits"),
     // The names other crates re-export them under.
     ("NUM_HW_BARRIERS", "kernel_spec::limits (NUM_NAMED_BARRIERS)"),
     ("MAX_ARRIVALS", "kernel_spec::limits (MAX_MBARRIER_ARRIVALS)"),

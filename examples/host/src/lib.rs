@@ -12,6 +12,7 @@ pub mod arrays;
 pub mod gated;
 pub mod hopper;
 pub mod simt;
+pub mod peer;
 pub mod attention_ladder;
 pub mod ladder;
 pub mod blackwell;

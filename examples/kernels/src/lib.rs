@@ -43,6 +43,7 @@
 
 pub mod arrays;
 pub mod first;
+pub mod peer;
 pub mod fused;
 pub mod gated;
 pub mod hopper;

@@ -8,6 +8,9 @@ use crate::race::{Accessor, AsyncOp, Completion, Finding, OpDone, OpRec, Space};
 /// One in how many scheduling points runs a pending asynchronous operation.
 const RUN_ONE_IN: u64 = 3;
 
+/// The slot of `RaceState::atomics` that system-scope releases join.
+const SYS_SLOT: u32 = u32::MAX;
+
 /// Whether the calling thread's async-proxy accesses need an explicit
 /// fence (only shared memory has two proxies here).
 fn proxy_space(space: Space) -> bool {
@@ -39,11 +42,13 @@ impl Emu {
         }
     }
 
-    /// `"cta (x,y,z) thread (x,y,z) [warp w, lane l]"`.
+    /// `"cta (x,y,z) thread (x,y,z) [warp w, lane l]"` (`"device d cta .."`
+    /// on a run of several devices).
     fn who_lane(&self, t: usize) -> String {
         let th = &self.threads[t];
+        let device = if self.devices > 1 { format!("device {} ", self.ctas[th.cta].device) } else { String::new() };
         format!(
-            "cta {} thread {} [warp {}, lane {}]",
+            "{device}cta {} thread {} [warp {}, lane {}]",
             fmt3(self.ctas[th.cta].idx),
             fmt3(th.tidx),
             th.warp,
@@ -152,6 +157,23 @@ impl Emu {
                     Space::Gmem => "global memory",
                     Space::Tmem { .. } => "tensor memory",
                 };
+                // Accesses of two devices (peer memory): only a system-scope
+                // release/acquire pair orders them.
+                let device_of = |slot: usize| {
+                    let t = if slot < n { slot } else { g.race.ops[slot - n].issuer };
+                    self.ctas[self.threads[t].cta].device
+                };
+                let fix = if self.devices > 1 && device_of(prev.slot as usize) != device_of(slot) {
+                    format!(
+                        "the accesses are on devices {} and {}: order them with a system-scope release on one \
+                         and acquire on the other (PeerSemaphores::signal / wait; a .gpu-scope semaphore orders \
+                         only its own device's threads), after the writer's copies completed (wait_group); {fix}",
+                        device_of(prev.slot as usize),
+                        device_of(slot)
+                    )
+                } else {
+                    fix.to_string()
+                };
                 EmuError::Race {
                     kernel: self.kernel.clone(),
                     rule: format!("{kind} race on {region}"),
@@ -162,7 +184,7 @@ impl Emu {
                     } else {
                         self.fmt_addr(space, lo, hi)
                     },
-                    fix: fix.to_string(),
+                    fix,
                 }
             }
         }
@@ -242,15 +264,31 @@ impl Emu {
 
     /// A release (`release`) and/or acquire (`acquire`) atomic of `tid` on
     /// the global address `addr`. Not a scheduling point.
-    pub(crate) fn atomic(&self, tid: usize, addr: u64, acquire: bool, release: bool) {
+    ///
+    /// Scopes: each address keeps one clock per device (joined by every
+    /// release of a thread of that device, at any scope) and one system
+    /// clock (joined by `.sys` releases). An acquire joins its device's
+    /// clock, and with `sys` the system clock too: a release and an acquire
+    /// of two devices synchronize only when both are `.sys`.
+    pub(crate) fn atomic(&self, tid: usize, addr: u64, acquire: bool, release: bool, sys: bool) {
         let mut g = self.begin();
         let st = &mut *g;
-        let sync = st.race.atomics.entry(addr).or_default();
+        let device = self.ctas[self.threads[tid].cta].device;
         if acquire {
-            st.race.clk[tid].join(sync);
+            if let Some(sync) = st.race.atomics.get(&(addr, device)) {
+                st.race.clk[tid].join(sync);
+            }
+            if sys {
+                if let Some(sync) = st.race.atomics.get(&(addr, SYS_SLOT)) {
+                    st.race.clk[tid].join(sync);
+                }
+            }
         }
         if release {
-            sync.join(&st.race.clk[tid]);
+            st.race.atomics.entry((addr, device)).or_default().join(&st.race.clk[tid]);
+            if sys {
+                st.race.atomics.entry((addr, SYS_SLOT)).or_default().join(&st.race.clk[tid]);
+            }
             st.race.tick(tid);
         }
     }

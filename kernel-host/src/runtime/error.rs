@@ -30,6 +30,11 @@ impl CudaError {
     /// Captures `err` and its description. The description is asked of the
     /// driver only when libcuda can be loaded (with cudarc's
     /// `dynamic-loading`, calling into an absent libcuda panics).
+    /// Captures a raw `CUresult` of a direct driver call.
+    pub fn from_result(r: cudarc::driver::sys::CUresult) -> Self {
+        Self::from_driver(DriverError(r))
+    }
+
     pub fn from_driver(err: DriverError) -> Self {
         let description = if super::gpu::culib_present() {
             err.error_string()
@@ -244,6 +249,10 @@ pub enum Error {
         /// The feature.
         what: &'static str,
     },
+    /// Two GPUs of a `DeviceGroup` cannot address each other's memory
+    /// (`cuDeviceCanAccessPeer` said no: no NVLink or PCIe P2P path, or
+    /// P2P disabled).
+    NoPeerAccess { from: usize, to: usize },
 }
 
 impl From<kernel_emu::EmuError> for Error {
@@ -543,6 +552,12 @@ impl fmt::Display for Error {
                 "{what} lives on the {value_on} but the operation runs on the {device}: buffers and \
                  tensor maps belong to the `Device` that made them; make it with that device's \
                  `upload`/`zeros` (or download it and upload it to the other device)"
+            ),
+            Error::NoPeerAccess { from, to } => write!(
+                f,
+                "GPU {from} cannot access GPU {to}'s memory (cuDeviceCanAccessPeer = 0): a device group needs \
+                 peer access between every pair (NVLink or PCIe P2P); group GPUs that `nvidia-smi topo -p2p r` \
+                 shows as OK, or exchange data through host memory or NCCL instead"
             ),
             Error::GpuOnly { what } => write!(
                 f,
