@@ -133,8 +133,19 @@ impl<T: Copy> PeerGmem<T> {
         if device >= self.count {
             no_such_device(device, self.count);
         }
+        // A select per slot rather than `ptrs[device]`: a dynamic index
+        // into a kernel parameter's array copies the parameter to local
+        // memory (a 80-byte stack frame per `PeerGmem`).
+        let mut ptr = self.ptrs[0];
+        let mut i = 1;
+        while i < MAX_PEER_DEVICES {
+            if i as u32 == device {
+                ptr = self.ptrs[i];
+            }
+            i += 1;
+        }
         // SAFETY: `from_raw_parts`' contract for `device < count`.
-        unsafe { Gmem::from_raw_parts(self.ptrs[device as usize], self.len) }
+        unsafe { Gmem::from_raw_parts(ptr, self.len) }
     }
 }
 

@@ -277,9 +277,29 @@ fn enable_peer_access(a: &Gpu, b: &Gpu) -> Result<()> {
     // SAFETY: `b`'s primary context is live; flags must be 0.
     let r = unsafe { sys::cuCtxEnablePeerAccess(b.context().cu_ctx(), 0) };
     match r {
-        sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => Ok(()),
-        r => Err(Error::Cuda { call: "cuCtxEnablePeerAccess", cuda: crate::runtime::CudaError::from_result(r) }),
+        sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {}
+        r => return Err(Error::Cuda { call: "cuCtxEnablePeerAccess", cuda: crate::runtime::CudaError::from_result(r) }),
     }
+    // Buffers come from `b`'s stream-ordered memory pool (cudarc allocates
+    // with `cuMemAllocAsync`), which `cuCtxEnablePeerAccess` does not
+    // cover: kernels on `a` touching them fault with an illegal address
+    // unless the pool grants `a` access.
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: a valid device handle; `pool` is written.
+    let r = unsafe { sys::cuDeviceGetMemPool(&mut pool, b.context().cu_device()) };
+    if r != sys::CUresult::CUDA_SUCCESS {
+        return Err(Error::Cuda { call: "cuDeviceGetMemPool", cuda: crate::runtime::CudaError::from_result(r) });
+    }
+    let desc = sys::CUmemAccessDesc {
+        location: sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: a.ordinal() as i32 },
+        flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+    };
+    // SAFETY: `pool` is `b`'s current pool; one descriptor.
+    let r = unsafe { sys::cuMemPoolSetAccess(pool, &desc, 1) };
+    if r != sys::CUresult::CUDA_SUCCESS {
+        return Err(Error::Cuda { call: "cuMemPoolSetAccess", cuda: crate::runtime::CudaError::from_result(r) });
+    }
+    Ok(())
 }
 
 /// One buffer of one length on each device of a group (see the module
@@ -294,6 +314,10 @@ impl<T> PeerBuffer<T> {
     /// Elements of each device's part.
     pub fn len(&self) -> usize {
         self.parts[0].len()
+    }
+    /// Devices it has a part on.
+    pub fn devices(&self) -> usize {
+        self.parts.len()
     }
     /// Whether the parts are empty.
     pub fn is_empty(&self) -> bool {

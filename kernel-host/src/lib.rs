@@ -41,6 +41,8 @@ pub mod device;
 #[cfg(feature = "runtime")]
 pub mod group;
 #[cfg(feature = "runtime")]
+pub mod nccl;
+#[cfg(feature = "runtime")]
 pub use device::{Arg, Args, Buffer, Device, Launched, Launcher, MapArg, Program, TileMap};
 
 #[cfg(feature = "runtime")]

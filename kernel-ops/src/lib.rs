@@ -17,6 +17,7 @@
 
 pub mod attention;
 pub mod blaslt;
+pub mod collective;
 pub mod fp8;
 pub mod matmul;
 pub mod norms;

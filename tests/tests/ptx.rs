@@ -21,6 +21,20 @@ const EXPECTED: &[(&str, &[&str])] = &[
     ("cluster_exchange", &["mapa.u64", "barrier.cluster.arrive.release;", "barrier.cluster.wait.acquire;", "ld.shared"]),
     ("semaphore_signal", &["red.release.gpu.global.add.u32", "ld.acquire.gpu.global.u32", "atom.acquire.gpu.global.cas.b32", "barrier.sync 0"]),
     (
+        "exchange_shards",
+        &[
+            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes",
+            "cp.async.bulk.global.shared::cta.bulk_group",
+            "cp.async.bulk.wait_group.read 1",
+            "cp.async.bulk.wait_group 0",
+            "fence.proxy.async.global",
+            "red.release.sys.global.add.u32",
+            "ld.acquire.sys.global.u32",
+            "atom.acquire.sys.global.cas.b32",
+        ],
+    ),
+    ("ring_all_gather", &["cp.async.bulk.global.shared::cta.bulk_group", "red.release.sys.global.add.u32", "ld.acquire.sys.global.u32"]),
+    (
         "multicast_copy",
         &[
             "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster",

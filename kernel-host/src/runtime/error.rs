@@ -253,6 +253,12 @@ pub enum Error {
     /// (`cuDeviceCanAccessPeer` said no: no NVLink or PCIe P2P path, or
     /// P2P disabled).
     NoPeerAccess { from: usize, to: usize },
+    /// NCCL could not be loaded, or an NCCL call failed
+    /// (`kernel_host::nccl`).
+    Nccl {
+        call: &'static str,
+        reason: String,
+    },
 }
 
 impl From<kernel_emu::EmuError> for Error {
@@ -553,6 +559,7 @@ impl fmt::Display for Error {
                  tensor maps belong to the `Device` that made them; make it with that device's \
                  `upload`/`zeros` (or download it and upload it to the other device)"
             ),
+            Error::Nccl { call, reason } => write!(f, "{call} failed: {reason}"),
             Error::NoPeerAccess { from, to } => write!(
                 f,
                 "GPU {from} cannot access GPU {to}'s memory (cuDeviceCanAccessPeer = 0): a device group needs \

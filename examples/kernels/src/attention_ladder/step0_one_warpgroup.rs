@@ -49,7 +49,6 @@ pub fn attention_step0<const D: usize>(
     let (mb, h, b) = (block_idx().x, block_idx().y, block_idx().z);
     let causal = causal != 0;
     let leader = thread_in_warpgroup() == 0;
-    let t = thread_in_warpgroup() as usize;
     let kv_col = (h / kv_group) * D as u32;
     if leader {
         loaded.arrive_expect_tx(<Q64<D> as TileLayout>::BYTES as u32);

@@ -71,7 +71,6 @@ pub fn attention_step1<const D: usize, const STAGES: usize>(
         return;
     }
     setmaxnreg_inc::<240>();
-    let t = thread_in_warpgroup() as usize;
     let rows = Rows { seq: seq as usize, causal, wg_first_row: mb as usize * 64, scale_log2 };
     let mut st = SoftmaxState { m: [f32::NEG_INFINITY; 2], l: [0.0; 2] };
     let mut acc_o = Acc::<D>::zeros();

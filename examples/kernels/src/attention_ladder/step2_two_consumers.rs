@@ -71,7 +71,6 @@ pub fn attention_step2<const D: usize, const STAGES: usize>(
     }
     setmaxnreg_inc::<240>();
     let row0 = 64 * warpgroup_idx() as usize;
-    let t = thread_in_warpgroup() as usize;
     let wg_first = mb as usize * 128 + row0;
     let rows = Rows { seq: seq as usize, causal, wg_first_row: wg_first, scale_log2 };
     let mut st = SoftmaxState { m: [f32::NEG_INFINITY; 2], l: [0.0; 2] };

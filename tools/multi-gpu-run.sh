@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# On a GPU machine of 2+ GPUs (no Rust needed), after tools/multi-gpu-bundle.sh:
+# the GPU topology, the ignored 2-GPU tests, and the multi_gpu benchmark;
+# logs and tables into $OUT (or ./multi-gpu-out) as one tarball.
+set -uo pipefail
+out="${OUT:-$PWD/multi-gpu-out}"
+mkdir -p "$out" /tmp/mgpu/logs
+tar -C /tmp/mgpu -xJf .device-mgpu/bundle.tar.xz
+logs=/tmp/mgpu/logs
+# NVLink multicast stays off (the machine's rule).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 NCCL_DEBUG=WARN
+# cudarc opens libnccl.so; pip's NCCL ships libnccl.so.2.
+nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
+mkdir -p /tmp/mgpu/lib
+[ -n "$nccl_dir" ] && ln -sf "$nccl_dir/libnccl.so.2" /tmp/mgpu/lib/libnccl.so
+export LD_LIBRARY_PATH="/tmp/mgpu/lib:${LD_LIBRARY_PATH:-}"
+status=0
+{ nvidia-smi; nvidia-smi topo -m; nvidia-smi topo -p2p r; date -u; } > "$logs/topology.txt" 2>&1
+cd /tmp/mgpu
+[ -n "${SKIP_TESTS:-}" ] || ./peer_tests --ignored --nocapture > "$logs/peer_tests.txt" 2>&1 || status=1
+[ -n "${SKIP_TESTS:-}" ] || ./collective_tests --ignored --nocapture > "$logs/collective_tests.txt" 2>&1 || status=1
+./multi_gpu --out "$logs" ${MULTI_GPU_ARGS:-} > "$logs/multi_gpu.txt" 2>&1 || status=1
+tail -n 40 "$logs"/*.txt
+tar -C /tmp/mgpu -czf "$out/multi-gpu-logs.tar.gz" logs
+echo "multi-gpu-run: status $status"
+exit $status
