@@ -69,6 +69,9 @@ fn cross_device_races_are_reported_and_their_twins_run_clean() {
             let e = fixture(seed, true, gpu_scope).unwrap_or_else(|| panic!("{name}<true>, seed {seed}: not reported"));
             assert!(e.contains("race on global memory") && e.contains("devices "), "{name}, seed {seed}: {e}");
             assert!(e.contains("system-scope"), "{name}: the fix names the scope: {e}");
+            if seed == SEEDS[0] {
+                eprintln!("{name}<true>: {e}\n");
+            }
             if let Some(e) = fixture(seed, false, gpu_scope) {
                 panic!("{name}<false>, seed {seed}: the twin was reported: {e}");
             }

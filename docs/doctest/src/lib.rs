@@ -43,6 +43,7 @@ chapters! {
     running_on_a_gpu => "running-on-a-gpu.md",
     own_kernels_crate => "own-kernels-crate.md",
     python => "python.md",
+    multi_gpu => "multi-gpu.md",
     architecture => "architecture.md",
 }
 

@@ -164,13 +164,16 @@ impl Emu {
                     self.ctas[self.threads[t].cta].device
                 };
                 let fix = if self.devices > 1 && device_of(prev.slot as usize) != device_of(slot) {
-                    format!(
+                    let across = format!(
                         "the accesses are on devices {} and {}: order them with a system-scope release on one \
                          and acquire on the other (PeerSemaphores::signal / wait; a .gpu-scope semaphore orders \
-                         only its own device's threads), after the writer's copies completed (wait_group); {fix}",
+                         only its own device's threads; barriers do not cross devices)",
                         device_of(prev.slot as usize),
                         device_of(slot)
-                    )
+                    );
+                    // Two ordinary accesses: the generic advice (a barrier)
+                    // does not apply across devices.
+                    if p_op.is_none() && c_op.is_none() { across } else { format!("{across}; {fix}") }
                 } else {
                     fix.to_string()
                 };
