@@ -81,13 +81,36 @@ impl<T: Copy> Gmem<T> {
     #[track_caller]
     pub fn write(&self, i: usize, v: T) {
         self.check(i);
-        // SAFETY: as `read`.
+        // SAFETY: `i < len` (checked).
+        unsafe { self.write_unchecked(i, v) }
+    }
+    /// Store `v` to element `i` without the bounds check, for stores whose
+    /// range the caller checked once (a tile's unrolled epilogue, where a
+    /// check per store costs registers). The emulator's race detector still
+    /// sees the store.
+    ///
+    /// # Safety
+    /// `i < self.len()`.
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn write_unchecked(&self, i: usize, v: T) {
+        // SAFETY: the caller's `i < len`; `from_raw_parts`'s contract.
         let p = unsafe { self.ptr.add(i) };
         #[cfg(not(target_arch = "nvptx64"))]
         kernel_emu::gmem_access(p as *const u8, core::mem::size_of::<T>(), true);
-        // SAFETY: as `read`.
+        // SAFETY: as above.
         unsafe { p.write(v) }
     }
+}
+
+/// The bounds-check failure of the views above: element `i` of a view of
+/// `len` (a trap on the GPU, a reported misuse on the emulator). Public for
+/// code that checks a range once and then stores unchecked
+/// ([`Gmem::write_unchecked`]).
+#[cold]
+#[track_caller]
+pub fn out_of_range(i: usize, len: usize) -> ! {
+    out_of_bounds(i, len)
 }
 
 #[cold]

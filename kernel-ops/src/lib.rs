@@ -19,6 +19,7 @@ pub mod attention;
 pub mod blaslt;
 pub mod collective;
 pub mod fp8;
+pub mod grouped;
 pub mod matmul;
 pub mod norms;
 pub mod swiglu;

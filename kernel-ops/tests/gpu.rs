@@ -216,3 +216,31 @@ fn attention_matches_the_cpu_at_ragged_shapes() {
         }
     }
 }
+
+#[test]
+#[ignore = "needs a Hopper GPU"]
+fn grouped_matmul_matches_the_cpu_on_the_gpu() {
+    use kernel_ops::grouped::{grouped_reference, GroupedMatmul};
+    let gpu = gpu_device();
+    let gm = GroupedMatmul::new(&gpu).unwrap();
+    // 8 groups, an empty one, partial row blocks; N and K with tails.
+    let sizes = [300u32, 0, 128, 1, 517, 64, 1000, 190];
+    let (n, k) = (264usize, 200usize);
+    let m: usize = sizes.iter().map(|&s| s as usize).sum();
+    let a = randn_f16(m * k, 21);
+    let b = randn_f16(sizes.len() * n * k, 22);
+    let (da, db, ds) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap(), gpu.upload(&sizes).unwrap());
+    let reference = grouped_reference(&a, &b, &sizes, n, k);
+    for tiles in [kernel_ops::grouped::Tiles::Wide, kernel_ops::grouped::Tiles::Narrow] {
+        let mut dc = gpu.upload(&vec![f16::NAN; m * n]).unwrap();
+        gm.run_with(tiles, &da, &db, &ds, &mut dc, (m, n, k), sizes.len()).unwrap();
+        gm.status().unwrap();
+        let err = rel_frobenius_error(&gpu.download(&dc).unwrap(), &reference);
+        assert!(err < 2e-3, "grouped {} tiles, 8 groups: relative Frobenius error {err}", tiles.name());
+    }
+    let mut dc = gpu.upload(&vec![f16::NAN; m * n]).unwrap();
+    // Sizes adding up to less than M: nothing computed, the status says so.
+    let bad = gpu.upload(&[300u32, 0, 128, 1, 517, 64, 1000, 189]).unwrap();
+    gm.run(&da, &db, &bad, &mut dc, (m, n, k), sizes.len()).unwrap();
+    assert!(gm.status().unwrap_err().to_string().contains("do not add up to M"));
+}

@@ -244,6 +244,18 @@ impl Blas {
         self.gemm(Layout::Nt, (m, n, k), a, b, c)
     }
 
+    /// [`Blas::gemm_nt`] on views (`CudaSlice::slice`, `slice_mut`): one
+    /// problem of a batch stored back to back, e.g. a group of a grouped
+    /// GEMM. Errors as [`Blas::gemm_nt`].
+    pub fn gemm_nt_views<A, B, C>(&self, m: usize, n: usize, k: usize, a: &A, b: &B, c: &mut C) -> Result<()>
+    where
+        A: cudarc::driver::DevicePtr<f16>,
+        B: cudarc::driver::DevicePtr<f16>,
+        C: cudarc::driver::DevicePtrMut<f16>,
+    {
+        self.gemm(Layout::Nt, (m, n, k), a, b, c)
+    }
+
     /// `C = A · B` with `a` `M x K`, `b` `K x N` and `c` `M x N`, all
     /// row-major and contiguous. Errors as [`Blas::gemm_nt`].
     pub fn gemm_nn(
@@ -258,14 +270,12 @@ impl Blas {
         self.gemm(Layout::Nn, (m, n, k), a, b, c)
     }
 
-    fn gemm(
-        &self,
-        layout: Layout,
-        dims: (usize, usize, usize),
-        a: &CudaSlice<f16>,
-        b: &CudaSlice<f16>,
-        c: &mut CudaSlice<f16>,
-    ) -> Result<()> {
+    fn gemm<A, B, C>(&self, layout: Layout, dims: (usize, usize, usize), a: &A, b: &B, c: &mut C) -> Result<()>
+    where
+        A: cudarc::driver::DevicePtr<f16>,
+        B: cudarc::driver::DevicePtr<f16>,
+        C: cudarc::driver::DevicePtrMut<f16>,
+    {
         let cfg = gemm_config(layout, dims, (a.len(), b.len(), c.len()))?;
         // cuBLAS's A is our `b` and its B our `a` (see the module docs).
         // SAFETY: `gemm_config` checked that each buffer holds exactly the

@@ -17,6 +17,7 @@
 pub mod attention;
 pub mod gemm;
 pub mod gemm_multi;
+pub mod grouped;
 pub mod matmul;
 pub mod norms;
 pub mod matmul_fp8;

@@ -1,0 +1,280 @@
+//! Grouped GEMM for mixture-of-experts layers ([`grouped_matmul`]): `G`
+//! problems `C_g = A_g · B_gᵀ` that share `N` and `K`, with ragged `M`.
+//! The rows of `A` (and of `C`) are grouped by expert, back to back (the
+//! "contiguous" layout: `M = Σ M_g`), `B` is `G x N x K` (one `N x K` weight
+//! per expert), and the group sizes `M_g` live in device memory: no host
+//! round trip schedules the tiles.
+use crate::gemm::{check_tile, ATileOf, BTileOf, EpiTileOf, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
+use kernel_device::f16;
+use kernel_device::prelude::*;
+use kernel_device::tma::{commit_group, wait_group, wait_group_read};
+use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Cols, WgmmaShape};
+use kernel_device::Barriers;
+
+/// Status word values the kernel writes (`status[0]`).
+pub const STATUS_OK: u32 = 0;
+/// The group sizes do not add up to the rows of `A`: nothing was computed.
+pub const STATUS_SIZES_MISMATCH: u32 = 1;
+
+/// Where one output tile of the grouped problem lies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupTile {
+    /// The group (expert).
+    pub group: u32,
+    /// First row of the tile in `A` and `C`.
+    pub row0: u32,
+    /// Rows of the tile inside its group (`BM` but for a group's last tile).
+    pub rows: u32,
+    /// First column in `C` (row of `B_g`).
+    pub col0: u32,
+}
+
+/// The tiles of the groups in order: group 0's `ceil(M_0 / BM) x n_tiles`
+/// tiles (row blocks outer, column blocks inner), then group 1's, ...
+/// [`GroupCursor::locate`] moves forward only, reading each group size
+/// once, so a persistent CTA walking its tiles `p, p + P, ..` reads `G`
+/// sizes in all.
+pub struct GroupCursor {
+    sizes: GmemRef<u32>,
+    bm: u32,
+    bn: u32,
+    n_tiles: u32,
+    group: u32,
+    first_tile: u32,
+    first_row: u32,
+    rows: u32,
+}
+
+impl GroupCursor {
+    /// A cursor over groups of sizes `sizes` (at least one group), tiles
+    /// `bm x bn`, `n_tiles` column blocks.
+    #[inline(always)]
+    #[track_caller]
+    pub fn new(sizes: GmemRef<u32>, bm: u32, bn: u32, n_tiles: u32) -> Self {
+        let rows = sizes.read(0);
+        GroupCursor { sizes, bm, bn, n_tiles, group: 0, first_tile: 0, first_row: 0, rows }
+    }
+
+    /// The tile with index `t` (at least the last one located; below
+    /// [`group_totals`]'s tile count).
+    #[inline(always)]
+    #[track_caller]
+    pub fn locate(&mut self, t: u32) -> GroupTile {
+        loop {
+            let tiles = self.rows.div_ceil(self.bm) * self.n_tiles;
+            if t < self.first_tile + tiles {
+                break;
+            }
+            self.first_tile += tiles;
+            self.first_row += self.rows;
+            self.group += 1;
+            self.rows = self.sizes.read(self.group as usize);
+        }
+        let local = t - self.first_tile;
+        let (mb, nb) = (local / self.n_tiles, local % self.n_tiles);
+        let rows = (self.rows - mb * self.bm).min(self.bm);
+        GroupTile { group: self.group, row0: self.first_row + mb * self.bm, rows, col0: nb * self.bn }
+    }
+}
+
+/// `(tiles, rows)`: the output tiles of all groups and `Σ M_g`.
+#[inline(always)]
+#[track_caller]
+pub fn group_totals(sizes: GmemRef<u32>, bm: u32, n_tiles: u32) -> (u32, u32) {
+    let (mut tiles, mut rows) = (0u32, 0u32);
+    for g in 0..sizes.len() {
+        let m = sizes.read(g);
+        tiles += m.div_ceil(bm) * n_tiles;
+        rows += m;
+    }
+    (tiles, rows)
+}
+
+/// Copies the rows of a group's partial last tile (`tile.rows` of them)
+/// from the epilogue sub-tile `buf` to `C` at column `col` (at most 64
+/// columns, fewer at `n`): the rows past `tile.rows` belong to the next
+/// group and are never written. The two compute warpgroups (256 threads),
+/// after the barrier that follows the sub-tile's writes; two f16 per store.
+#[inline(always)]
+#[track_caller]
+fn store_partial<const BM: usize>(buf: Smem<EpiTileOf<BM>>, c: Gmem<f16>, tile: GroupTile, col: u32, n: u32) {
+    let cols = (n - col).min(EPI_N as u32) as usize;
+    // The tile's last element is in `C` (checked once, not per store).
+    let last = (tile.row0 + tile.rows - 1) as usize * n as usize + col as usize + cols - 1;
+    if last >= c.len() {
+        kernel_device::gmem::out_of_range(last, c.len());
+    }
+    // SAFETY: `C`'s memory as `u32`s (its base is 4-byte aligned); element
+    // pairs start at even indices (N and `col` are even).
+    let c2 = unsafe { Gmem::<u32>::from_raw_parts(c.as_ptr() as *mut u32, c.len() / 2) };
+    let base = buf.as_ptr() as *const u8;
+    let mut i = thread_linear() as usize;
+    while i < tile.rows as usize * (EPI_N / 2) {
+        let (r, cc) = (i / (EPI_N / 2), 2 * (i % (EPI_N / 2)));
+        if cc < cols {
+            let off = EpiTileOf::<BM>::offset_of(r, cc);
+            // SAFETY: inside the sub-tile (r < BM, cc < 64), 4-byte aligned.
+            let v = unsafe { *(base.add(off) as *const u32) };
+            let at = (tile.row0 as usize + r) * n as usize + col as usize + cc;
+            // SAFETY: `at + 1 <= last`, checked above.
+            unsafe { c2.write_unchecked(at / 2, v) };
+        }
+        i += 256;
+    }
+}
+
+/// `C_g = A_g · B_gᵀ` for every group `g`, persistent and warp-specialized:
+/// [`matmul_persistent_ws`](crate::matmul::matmul_persistent_ws)'s roles,
+/// ring and overlapped epilogue over the tiles of all groups
+/// ([`GroupCursor`]).
+///
+/// - Every thread first adds the group sizes: if they do not add up to
+///   `m_total` (the rows of `A` and `C`), block 0 writes
+///   [`STATUS_SIZES_MISMATCH`] to `status[0]` and the kernel does nothing;
+///   else block 0 writes [`STATUS_OK`].
+/// - The memory warpgroup loads `A`'s rows of the tile (a group's last
+///   tile also reads the next group's first rows: computed, never stored)
+///   and `B_g`'s tile from the rank-3 map of `B` (`[k, n, g]`).
+/// - The memory warpgroup hands each tile's location to the compute
+///   warpgroups through SMEM (`tiles_at`, one entry per ring slot, written
+///   before the slot's first `arrive_expect_tx` and read after its wait):
+///   the compute warpgroups keep no cursor in their registers.
+/// - A full tile leaves through TMA stores of its `BM x 64` sub-tiles; a
+///   group's partial last tile through stores of its own rows from the
+///   same sub-tiles ([`store_partial`]): the next group's rows are never
+///   written.
+///
+/// One instance, `128 x 128` tiles with 4 stages: at `128 x 256` the
+/// compute warpgroups' 128 accumulator registers plus the grouped
+/// epilogue's (the partial-tile path, the tile's location) exceed the 168
+/// registers ptxas allocates for 384 threads, and it spills (measured:
+/// 164 bytes at `128 x 256`, 80 at `256 x 128`).
+///
+/// Constraints: as the persistent matmul's (`BM`, `BN`, SMEM); `A` is
+/// `m_total x K`, `B` `groups x N x K`, `C` `m_total x N` (`c` and
+/// `c_rows` are the same memory), `sizes` holds `groups >= 1` sizes;
+/// `K`, `N` multiples of 8 (TMA strides); `k_steps = ceil(K / 64)`.
+#[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 128, 4), (128, 256, 4)))]
+#[allow(clippy::too_many_arguments)]
+pub fn grouped_matmul<const BM: usize, const BN: usize, const STAGES: usize>(
+    a: Tma<ATileOf<BM>>,
+    b: Tma<BTileOf<BN>, 3>,
+    c: Tma<EpiTileOf<BM>>,
+    c_rows: Gmem<f16>,
+    sizes: GmemRef<u32>,
+    status: Gmem<u32>,
+    m_total: u32,
+    n: u32,
+    k_steps: u32,
+    #[scratch] a_bufs: Smem<[ATileOf<BM>; STAGES]>,
+    #[scratch] b_bufs: Smem<[BTileOf<BN>; STAGES]>,
+    #[scratch] epi: Smem<[EpiTileOf<BM>; 2]>,
+    #[scratch] loaded: Barriers<STAGES>,
+    #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
+    #[scratch] tiles_at: Smem<[[u32; 4]; 8]>,
+) where
+    Cols<BN>: WgmmaShape,
+{
+    const { check_tile(BM, BN) };
+    let n_tiles = n.div_ceil(BN as u32);
+    let (total, rows) = group_totals(sizes, BM as u32, n_tiles);
+    let first = block_idx().x == 0 && thread_linear() == 0;
+    if rows != m_total {
+        if first {
+            status.write(0, STATUS_SIZES_MISMATCH);
+        }
+        return;
+    }
+    if first {
+        status.write(0, STATUS_OK);
+    }
+    let slot = |step: u32| (step % STAGES as u32) as usize;
+    if warpgroup_idx() == 2 {
+        setmaxnreg_dec::<MEMORY_REGS>();
+        if thread_in_warpgroup() == 0 {
+            let mut cursor = GroupCursor::new(sizes, BM as u32, BN as u32, n_tiles);
+            let mut step = 0u32;
+            let mut done = 0u32;
+            let mut t = block_idx().x;
+            while t < total {
+                let tile = cursor.locate(t);
+                t += grid_dim().x;
+                let entry = (done % (STAGES as u32 + 1)) as usize;
+                done += 1;
+                for k in 0..k_steps {
+                    let s = slot(step);
+                    if step >= STAGES as u32 {
+                        consumed.at(s).wait();
+                    }
+                    if k == 0 {
+                        // Entry `entry` was last read by the epilogue of the
+                        // tile STAGES + 1 before this one, which ended before
+                        // the consumers released the slot waited on above.
+                        tiles_at.write(entry, [tile.group, tile.row0, tile.rows, tile.col0]);
+                    }
+                    let bar = loaded.at(s);
+                    bar.arrive_expect_tx(Tma::<ATileOf<BM>>::BYTES + Tma::<BTileOf<BN>, 3>::BYTES);
+                    a.load(a_bufs.at(s), tile.row0, k * TK as u32, bar);
+                    b.load_at(b_bufs.at(s), [k * TK as u32, tile.col0, tile.group], bar);
+                    step += 1;
+                }
+            }
+        }
+    } else {
+        setmaxnreg_inc::<COMPUTE_REGS>();
+        let row0 = warpgroup_idx() as usize * BM / 2;
+        let leader = thread_linear() == 0;
+        let mut step = 0u32;
+        let mut sub_tiles = 0u32;
+        let mut done = 0u32;
+        let mut t = block_idx().x;
+        while t < total {
+            t += grid_dim().x;
+            let mut acc = WgAcc::<BM, BN>::undefined();
+            for k in 0..k_steps {
+                let s = slot(step);
+                loaded.at(s).wait();
+                acc.mma(a_bufs.at(s), row0, b_bufs.at(s), k > 0);
+                wgmma_commit_group();
+                wgmma_wait::<1>();
+                if k > 0 {
+                    consumed.at(slot(step - 1)).arrive();
+                }
+                step += 1;
+            }
+            wgmma_wait::<0>();
+            // The tile's location, written before its first slot's phase
+            // (waited on above); read here, so that no register holds it
+            // through the main loop.
+            let [_, t_row0, t_rows, t_col0] = tiles_at.read((done % (STAGES as u32 + 1)) as usize);
+            done += 1;
+            let tile = GroupTile { group: 0, row0: t_row0, rows: t_rows, col0: t_col0 };
+            consumed.at(slot(step - 1)).arrive();
+            let full = tile.rows == BM as u32;
+            for j in 0..BN / EPI_N {
+                let buf = epi.at((sub_tiles % 2) as usize);
+                let col = tile.col0 + (j * EPI_N) as u32;
+                if leader {
+                    // The store two sub-tiles ago (same buffer) has read it.
+                    wait_group_read::<1>();
+                }
+                COMPUTE_BARRIER.sync();
+                acc.store_cols_f16(buf, row0, j);
+                commit_smem();
+                COMPUTE_BARRIER.sync();
+                if full {
+                    if leader {
+                        c.store(buf, tile.row0, col);
+                        commit_group();
+                    }
+                } else if col < n {
+                    store_partial(buf, c_rows, tile, col, n);
+                }
+                sub_tiles += 1;
+            }
+        }
+        if leader {
+            wait_group::<0>();
+        }
+    }
+}
