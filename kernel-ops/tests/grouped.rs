@@ -49,6 +49,13 @@ fn sizes_that_do_not_add_up_compute_nothing_and_say_so() {
     let e = gm.status().unwrap_err().to_string();
     assert!(e.contains("do not add up to M"), "{e}");
     assert!(dev.download(&dc).unwrap().iter().all(|x| x.is_nan()), "C was written");
+    // Sizes whose u32 sum wraps around to M (a negative int32 size read as
+    // u32): refused too.
+    let wraps = dev.upload(&[u32::MAX, 65]).unwrap();
+    gm.run(&da, &db, &wraps, &mut dc, (m, n, k), 2).unwrap();
+    let e = gm.status().unwrap_err().to_string();
+    assert!(e.contains("do not add up to M"), "{e}");
+    assert!(dev.download(&dc).unwrap().iter().all(|x| x.is_nan()), "C was written");
 }
 
 #[test]

@@ -23,7 +23,7 @@ When torch is importable, ``kernel_ops.torch_ops`` registers the ops with
 from . import _native
 from ._native import EmulatorReport
 
-__all__ = ["matmul", "softmax", "layer_norm", "rms_norm", "attention", "EmulatorReport"]
+__all__ = ["matmul", "grouped_matmul", "softmax", "layer_norm", "rms_norm", "attention", "EmulatorReport"]
 
 
 def _arrays(**named):
@@ -91,6 +91,21 @@ def matmul(a, b, out=None, stream=None):
     _arrays(a=a, b=b)
     c = out if out is not None else _empty(a, (a.shape[0], b.shape[0]))
     _native.matmul(a, b, c, _stream_of(a, stream))
+    return c
+
+
+def grouped_matmul(a, b, sizes, out=None, check=True, stream=None):
+    """Grouped GEMM for mixture of experts: the rows of ``a`` (``M x K``)
+    are grouped by expert, ``sizes[g]`` rows for expert ``g`` in order, and
+    each group is multiplied by its expert's weight ``b[g]`` (``b`` is
+    ``G x N x K``): ``c[rows of g] = a[rows of g] @ b[g].T`` (``M x N``,
+    float16, f32 accumulation). ``sizes`` (int32 or uint32, ``G`` entries)
+    stays on the device: the kernel reads it. With ``check`` (the default)
+    the call waits for the kernel and raises ValueError when the sizes do
+    not add up to ``M``; ``check=False`` leaves the launch asynchronous."""
+    _arrays(a=a, b=b, sizes=sizes)
+    c = out if out is not None else _empty(a, (a.shape[0], b.shape[1]))
+    _native.grouped_matmul(a, b, sizes, c, check, _stream_of(a, stream))
     return c
 
 

@@ -68,3 +68,17 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
 @attention.register_fake
 def _(q, k, v, causal=False, scale=-1.0):
     return torch.empty_like(q), q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
+
+
+@torch.library.custom_op("kernel_ops::grouped_matmul", mutates_args=())
+def grouped_matmul(a: torch.Tensor, b: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    """Grouped GEMM for mixture of experts: rows of ``a`` grouped by expert
+    (``sizes``, int32, on the device), ``b`` ``G x N x K``; asynchronous
+    (``check=False``: the sizes are not read back, so the op stays
+    capturable)."""
+    return _k.grouped_matmul(a, b, sizes, check=False)
+
+
+@grouped_matmul.register_fake
+def _(a, b, sizes):
+    return a.new_empty((a.shape[0], b.shape[1]))

@@ -63,6 +63,9 @@ enum Dtype {
     F16,
     Bf16,
     F32,
+    /// Group sizes: int32 (torch's index type) or uint32.
+    I32,
+    U32,
 }
 
 impl Dtype {
@@ -71,6 +74,8 @@ impl Dtype {
             Dtype::F16 => "float16",
             Dtype::Bf16 => "bfloat16",
             Dtype::F32 => "float32",
+            Dtype::I32 => "int32",
+            Dtype::U32 => "uint32",
         }
     }
 }
@@ -153,9 +158,11 @@ fn import<'py>(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Arr<'py>
         (2, 16, 1) => Dtype::F16,
         (4, 16, 1) => Dtype::Bf16,
         (2, 32, 1) => Dtype::F32,
+        (0, 32, 1) => Dtype::I32,
+        (1, 32, 1) => Dtype::U32,
         (c, b, l) => {
             return Err(PyTypeError::new_err(format!(
-                "`{name}`: DLPack dtype (code {c}, {b} bits, {l} lanes) is not supported: float16, bfloat16 or float32 (as the op requires)"
+                "`{name}`: DLPack dtype (code {c}, {b} bits, {l} lanes) is not supported: float16, bfloat16, float32 or (group sizes) int32/uint32, as the op requires"
             )))
         }
     };
@@ -185,6 +192,8 @@ fn import_torch<'py>(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Ar
         "torch.float16" => Dtype::F16,
         "torch.bfloat16" => Dtype::Bf16,
         "torch.float32" => Dtype::F32,
+        "torch.int32" => Dtype::I32,
+        "torch.uint32" => Dtype::U32,
         other => return Err(PyTypeError::new_err(format!("`{name}`: dtype {other} is not supported: float16, bfloat16 or float32 (as the op requires)"))),
     };
     let shape: Vec<usize> = obj.getattr("shape")?.extract()?;
@@ -229,6 +238,8 @@ thread_local! {
     /// `kernel_ops::Matmul` (its tuning cache) per device kind, per
     /// thread: it is not `Send`.
     static MATMUL: std::cell::RefCell<[Option<kernel_ops::Matmul<'static>>; 2]> = const { std::cell::RefCell::new([None, None]) };
+    /// `kernel_ops::grouped::GroupedMatmul` (its status word) per device kind.
+    static GROUPED: std::cell::RefCell<[Option<kernel_ops::grouped::GroupedMatmul<'static>>; 2]> = const { std::cell::RefCell::new([None, None]) };
 }
 
 static EMULATOR: OnceLock<Ctx> = OnceLock::new();
@@ -395,6 +406,51 @@ fn matmul(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, c: &Bound<
     })
 }
 
+/// Grouped GEMM for mixture of experts: `c[rows of g] = a[rows of g] ·
+/// b[g]ᵀ`, the rows of `a` and `c` grouped by expert in order, `sizes[g]`
+/// rows each (int32 or uint32, on the same device: read by the kernel).
+/// With `check`, waits for the kernel and raises ValueError when the sizes
+/// do not add up to the rows of `a`.
+#[pyfunction]
+#[pyo3(signature = (a, b, sizes, c, check = true, stream = 0))]
+fn grouped_matmul(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, sizes: &Bound<'_, PyAny>, c: &Bound<'_, PyAny>, check: bool, stream: u64) -> PyResult<()> {
+    let (a, b, s, c) = (import("a", a)?, import("b", b)?, import("sizes", sizes)?, import("c", c)?);
+    let place = same_place(&[&a, &b, &s, &c])?;
+    same_dtype(&[&a, &b, &c], &[Dtype::F16])?;
+    same_dtype(&[&s], &[Dtype::I32, Dtype::U32])?;
+    if a.shape.len() != 2 || b.shape.len() != 3 || s.shape.len() != 1 {
+        return Err(PyValueError::new_err(format!(
+            "{}, {}, {}: a is M x K, b is G x N x K (one weight per expert), sizes has G entries",
+            a.describe(),
+            b.describe(),
+            s.describe()
+        )));
+    }
+    let (m, k, g, n) = (a.shape[0], a.shape[1], b.shape[0], b.shape[1]);
+    if b.shape[2] != k {
+        return Err(PyValueError::new_err(format!("{} and {}: K differs ({k} vs {})", a.describe(), b.describe(), b.shape[2])));
+    }
+    want_shape(&s, &[g])?;
+    want_shape(&c, &[m, n])?;
+    let ctx = ctx_for(place)?;
+    // SAFETY: as in `matmul`; int32 sizes are read as u32 (a negative size
+    // is a huge one, and the kernel's sum check refuses it).
+    let (ba, bb, bs, mut bc) = unsafe { (borrow::<f16>(ctx, &a)?, borrow::<f16>(ctx, &b)?, borrow::<u32>(ctx, &s)?, borrow::<f16>(ctx, &c)?) };
+    let slot = usize::from(place != Place::Cpu);
+    GROUPED.with(|cell| {
+        let mut cache = cell.borrow_mut();
+        if cache[slot].is_none() {
+            cache[slot] = Some(kernel_ops::grouped::GroupedMatmul::new(ctx.dev).map_err(runtime_err)?);
+        }
+        let gm = cache[slot].as_ref().expect("set above");
+        run(py, ctx, stream, || gm.run(&ba, &bb, &bs, &mut bc, (m, n, k), g))?;
+        if check {
+            run(py, ctx, stream, || gm.status())?;
+        }
+        Ok(())
+    })
+}
+
 /// The norms on `rows x cols` (the last dimension is `cols`).
 fn rows_cols(x: &Arr) -> PyResult<(usize, usize)> {
     match x.shape.split_last() {
@@ -547,6 +603,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(layer_norm, m)?)?;
     m.add_function(wrap_pyfunction!(rms_norm, m)?)?;
     m.add_function(wrap_pyfunction!(attention, m)?)?;
+    m.add_function(wrap_pyfunction!(grouped_matmul, m)?)?;
     #[cfg(feature = "testing")]
     m.add_function(wrap_pyfunction!(_testing_transpose, m)?)?;
     Ok(())

@@ -26,6 +26,28 @@ def test_matmul_matches_numpy_at_a_ragged_shape():
     assert rel_err(c, a.astype(np.float32) @ b.astype(np.float32).T) < 2e-3
 
 
+def test_grouped_matmul_matches_numpy_with_ragged_groups():
+    sizes = np.array([37, 0, 150, 5], dtype=np.int32)
+    m, n, k = int(sizes.sum()), 136, 72
+    a, b = randn(m, k), randn(len(sizes), n, k)
+    c = kernel_ops.grouped_matmul(a, b, sizes)
+    assert c.shape == (m, n) and c.dtype == np.float16
+    want = np.zeros((m, n))
+    row = 0
+    for g, mg in enumerate(sizes):
+        want[row:row + mg] = a[row:row + mg].astype(np.float64) @ b[g].astype(np.float64).T
+        row += mg
+    assert rel_err(c, want) < 2e-3
+
+
+def test_grouped_matmul_refuses_sizes_that_do_not_add_up():
+    a, b = randn(64, 64), randn(2, 64, 64)
+    with pytest.raises(ValueError, match="do not add up to M"):
+        kernel_ops.grouped_matmul(a, b, np.array([40, 40], dtype=np.uint32))
+    with pytest.raises(TypeError, match="int32"):
+        kernel_ops.grouped_matmul(a, b, np.array([32, 32], dtype=np.int64))
+
+
 def test_norms_match_numpy():
     x, g, b = randn(3, 1024), randn(1024), randn(1024)
     xf = x.astype(np.float64)

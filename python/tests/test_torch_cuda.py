@@ -24,6 +24,18 @@ def test_matmul_matches_torch():
     assert rel(kernel_ops.matmul(a, b), a.float() @ b.float().T) < 2e-3
 
 
+def test_grouped_matmul_matches_a_loop_of_torch_matmuls():
+    sizes = torch.tensor([300, 0, 129, 1000, 7], device="cuda", dtype=torch.int32)
+    m, n, k = int(sizes.sum()), 512, 256
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(len(sizes), n, k, device="cuda", dtype=torch.float16)
+    want = torch.cat([x.float() @ b[g].float().T for g, x in enumerate(a.split(sizes.tolist()))])
+    assert rel(kernel_ops.grouped_matmul(a, b, sizes), want) < 2e-3
+    assert rel(torch.ops.kernel_ops.grouped_matmul(a, b, sizes), want) < 2e-3
+    with pytest.raises(ValueError, match="do not add up to M"):
+        kernel_ops.grouped_matmul(a, b, sizes - 1)
+
+
 def test_norms_match_torch():
     x = torch.randn(300, 4096, device="cuda", dtype=torch.bfloat16)
     g = torch.randn(4096, device="cuda", dtype=torch.bfloat16)

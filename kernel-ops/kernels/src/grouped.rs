@@ -77,17 +77,22 @@ impl GroupCursor {
     }
 }
 
-/// `(tiles, rows)`: the output tiles of all groups and `Σ M_g`.
+/// Whether the group sizes are the rows of `A`: each at most `m_total` and
+/// their sum `m_total` (no sum wraps around then); and the output tiles of
+/// all groups.
 #[inline(always)]
 #[track_caller]
-pub fn group_totals(sizes: GmemRef<u32>, bm: u32, n_tiles: u32) -> (u32, u32) {
-    let (mut tiles, mut rows) = (0u32, 0u32);
+pub fn group_totals(sizes: GmemRef<u32>, bm: u32, n_tiles: u32, m_total: u32) -> (bool, u32) {
+    let (mut tiles, mut rows, mut ok) = (0u32, 0u32, true);
     for g in 0..sizes.len() {
         let m = sizes.read(g);
-        tiles += m.div_ceil(bm) * n_tiles;
-        rows += m;
+        ok &= m <= m_total && rows <= m_total - m.min(m_total);
+        if ok {
+            tiles += m.div_ceil(bm) * n_tiles;
+            rows += m;
+        }
     }
-    (tiles, rows)
+    (ok && rows == m_total, tiles)
 }
 
 /// Copies the rows of a group's partial last tile (`tile.rows` of them)
@@ -177,9 +182,9 @@ pub fn grouped_matmul<const BM: usize, const BN: usize, const STAGES: usize>(
 {
     const { check_tile(BM, BN) };
     let n_tiles = n.div_ceil(BN as u32);
-    let (total, rows) = group_totals(sizes, BM as u32, n_tiles);
+    let (sizes_ok, total) = group_totals(sizes, BM as u32, n_tiles, m_total);
     let first = block_idx().x == 0 && thread_linear() == 0;
-    if rows != m_total {
+    if !sizes_ok {
         if first {
             status.write(0, STATUS_SIZES_MISMATCH);
         }
