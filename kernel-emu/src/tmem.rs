@@ -13,6 +13,14 @@
 //!   moves at issue. A load is *in flight* until its thread calls
 //!   [`wait_ld`] (`tcgen05.wait::ld`), a store until [`wait_st`]
 //!   (`tcgen05.wait::st`, Pallas's `commit_tmem`).
+//! * **Store completion**: a store is complete for its own thread after its
+//!   [`wait_st`], and for another thread once that wait happens-before it
+//!   (the wait, then a barrier, an mbarrier arrive/wait or a longer chain:
+//!   the race detector's vector clocks, the wait's clock recorded). A
+//!   barrier *before* the wait orders nothing. Every later `tcgen05.ld`,
+//!   `tcgen05.st` or MMA over the cells, by any thread, must come after that
+//!   completion. (A store ordered after the completion, or an MMA, that
+//!   covers the cells supersedes the record.)
 //! * **MMA** ([`mma`]): issued by one thread; its SMEM operands are decoded
 //!   at issue (the caller passes the values), its TMEM A operand is read at
 //!   issue. It is registered with the race detector ([`crate::race`]) as an
@@ -23,6 +31,22 @@
 //!   thread's tensor-core operations run in issue order: each depends on the
 //!   previous one). So an accumulator read too early may see stale data, and
 //!   is reported.
+//! * **MMAs of several threads** ([`fence_before_thread_sync`],
+//!   [`fence_after_thread_sync`]): the tensor core also runs in issue order
+//!   an MMA of thread B after the MMAs of thread A when A called
+//!   `tcgen05.fence::before_thread_sync` after them, then a thread sync
+//!   (a barrier, an mbarrier arrive/wait: any happens-before edge) reached B,
+//!   and B called `tcgen05.fence::after_thread_sync` after it, before the
+//!   MMA (the PTX ISA's pipelined tcgen05 instructions and their fences
+//!   across a thread sync). The emulator records, per MMA issuer, the clock
+//!   of each such fence, and per thread what it knew of those clocks at its
+//!   last `fence::after_thread_sync`; B's MMA then depends on A's last
+//!   fenced MMA in the race detector (runs after it, its clock joined), so
+//!   the two accumulator writes are ordered, and a commit covering B's MMA
+//!   completes A's too (below).
+//!   Without either fence or the sync, the two MMAs are unordered: a
+//!   write-write race of the race detector on the accumulator, whose fix
+//!   names the fences.
 //! * **Loads and stores** are also ordinary accesses of the CTA's tensor
 //!   memory for the race detector (cell `(lane, col)` is bytes
 //!   `(lane * 512 + col) * 4 ..+ 4`), so every TMEM access is checked by
@@ -34,8 +58,9 @@
 //!   *complete for thread T* once T's wait on a barrier observed the phase a
 //!   `tcgen05.commit` of the MMA's issuing thread, issued after the MMA,
 //!   arrived in (a commit covers all earlier tcgen05 operations of its own
-//!   thread, and only those). This is the direct edge; longer chains are the
-//!   race detector's.
+//!   thread, and only those), or once an MMA of another thread pipelined
+//!   after it (above) is complete for T. This is the direct edge; longer
+//!   chains are the race detector's.
 //!
 //! # Checks (each a [`crate::EmuError::Misuse`] naming the rule)
 //!
@@ -43,8 +68,13 @@
 //!   accumulator cells of an MMA not complete for the reading thread: the
 //!   commit-arrive was not awaited, a TMA barrier was mistaken for MMA
 //!   completion, or the commit came from another thread);
-//! * "TMEM store then MMA without commit_tmem" (an MMA reads or writes TMEM
-//!   that a `tcgen05.st` not yet followed by `tcgen05.wait::st` wrote);
+//! * "TMEM accessed before the tcgen05.st that writes it completed" (a
+//!   `tcgen05.ld` or `tcgen05.st` over cells of a store not complete for the
+//!   accessing thread: its own store with no `tcgen05.wait::st` since, or
+//!   another thread's store whose wait has not run or is not ordered before
+//!   the access; the report names the store, the access and the fix);
+//! * "TMEM store then MMA without commit_tmem" (the same for an MMA that
+//!   reads or writes the cells, completion taken for its issuing thread);
 //! * "TMEM overwritten while an in-flight tcgen05.ld reads it" (a store or an
 //!   MMA over cells of a load not yet followed by `tcgen05.wait::ld`);
 //! * "TMEM operand of an in-flight MMA overwritten" (a store over the
