@@ -787,9 +787,14 @@ pub fn mma(issue: MmaIssue<'_>) {
         };
         assert_eq!(a_vals.len(), (m * k) as usize, "{op}: A must hold M x K values");
         assert_eq!(b.len(), (n * k) as usize, "{op}: B must hold N x K values");
-        let after = run.fenced_before(tid);
+        // Only MMAs of this CTA (cta_group::1): the fences order the
+        // issuing CTA's tensor core.
         let c = &run.ctas[&cta];
-        let after_ids: Vec<usize> = after.iter().filter_map(|&(_, s)| c.ops.iter().find(|o| o.seq == s).and_then(|o| o.race_id)).collect();
+        let (after, after_ids): (Vec<(usize, u64)>, Vec<usize>) = run
+            .fenced_before(tid)
+            .into_iter()
+            .filter_map(|(a, s)| c.ops.iter().find(|o| o.seq == s && o.issuer == a).and_then(|o| o.race_id).map(|id| ((a, s), id)))
+            .unzip();
         run.next_seq += 1;
         let seq = run.next_seq;
         run.last_mma.insert(tid, seq);
