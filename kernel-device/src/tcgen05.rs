@@ -334,7 +334,7 @@ pub mod raw {
         device!("tcgen05.fence::before_thread_sync", {
             // SAFETY: a fence; memory clobber.
             unsafe { core::arch::asm!("tcgen05.fence::before_thread_sync;", options(nostack, preserves_flags)) }
-        }, host: { kernel_emu::yield_point("tcgen05.fence::before_thread_sync") })
+        }, host: { kernel_emu::tmem::fence_before_thread_sync() })
     }
 
     /// `tcgen05.fence::after_thread_sync;`: orders this thread's following
@@ -345,7 +345,7 @@ pub mod raw {
         device!("tcgen05.fence::after_thread_sync", {
             // SAFETY: a fence; memory clobber.
             unsafe { core::arch::asm!("tcgen05.fence::after_thread_sync;", options(nostack, preserves_flags)) }
-        }, host: { kernel_emu::yield_point("tcgen05.fence::after_thread_sync") })
+        }, host: { kernel_emu::tmem::fence_after_thread_sync() })
     }
 
     /// `tcgen05.mma.cta_group::{1,2}.kind::{f16,f8f6f4,i8} [d], a_desc, b_desc, idesc, p;`

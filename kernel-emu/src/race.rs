@@ -67,7 +67,10 @@
 //!   (each warp touching its quarter of the lanes);
 //! - `tcgen05.mma`/`tcgen05.cp` are [`AsyncOp`]s with `reads` (SMEM
 //!   operands, TMEM A), `writes` (the TMEM accumulator), the MMA as `effect`,
-//!   and `Completion::Tracked`;
+//!   and `Completion::Tracked`; a thread's tracked operations depend on its
+//!   previous one, and an MMA that the tcgen05 fences order after other
+//!   threads' MMAs (`crate::tmem`) also on theirs (`deps`: they run first and
+//!   their clocks are joined into its own);
 //! - `tcgen05.commit` is [`async_commit_arrive`](crate::async_commit_arrive):
 //!   one arrival on the mbarrier once every earlier tracked operation of the
 //!   thread has run, carrying their clocks to the threads that wait on it.

@@ -1296,3 +1296,237 @@ fn a_phase_that_completes_before_its_warps_arrived_is_noted_in_the_report() {
         );
     }
 }
+
+// ----- tensor memory: stores in flight; MMAs of two issuing threads ------------
+
+/// Warp 0 allocates 32 TMEM columns (column 0, slot at smem 0); thread 0
+/// initializes the mbarriers at smem 8 and 16 (one arrival each).
+fn tmem_setup() {
+    if warp_id() == 0 {
+        tmem::alloc(0, 32);
+    }
+    if tid_x() == 0 {
+        mbarrier_init(8, 1);
+        mbarrier_init(16, 1);
+    }
+    bar_sync(0, 0);
+}
+
+/// Every thread's TMEM work done, warp 0 frees the columns.
+fn tmem_teardown() {
+    bar_sync(0, 0);
+    if warp_id() == 0 {
+        tmem::dealloc(0, 32);
+    }
+}
+
+/// The TMEM address of the calling warp's lane quarter, column `col`.
+fn quarter(col: u32) -> u32 {
+    ((32 * (warp_id() % 4)) << 16) | col
+}
+
+fn expect_misuse(r: Result<RunReport, EmuError>, rule: &str, has: &[&str]) {
+    match r {
+        Err(EmuError::Misuse { rule: got, detail, where_, .. }) => {
+            assert!(got.contains(rule), "expected `{rule}`, got `{got}`: {detail}");
+            for h in has {
+                assert!(detail.contains(h) || where_.contains(h), "`{h}` missing from `{got}` at {where_}: {detail}");
+            }
+        }
+        other => panic!("expected `{rule}`, got {other:?}"),
+    }
+}
+
+/// The TMEM store scenarios (256 threads: warps 0 and 4 share lane quarter
+/// 0): each racy (`ok = false`) or its twin (`ok = true`).
+#[derive(Clone, Copy, Debug)]
+enum StoreCase {
+    /// Warp 0 stores, then loads the cells (twin: commit_tmem between).
+    SameThreadLoad,
+    /// Warp 0 stores, then stores over them (twin: commit_tmem between).
+    SameThreadStore,
+    /// Warp 4 stores, a CTA barrier, warp 0 loads; warp 4's commit_tmem is
+    /// after the barrier (twin: before it).
+    OtherThreadLoad,
+    /// As `OtherThreadLoad`, warp 0 stores over the cells.
+    OtherThreadStore,
+    /// Warps 4-7 store the accumulator, a barrier, thread 0 issues an MMA
+    /// that accumulates into it (twin: commit_tmem before the barrier).
+    OtherThreadMma,
+    /// Warp 4 stores and never calls commit_tmem; warp 0 loads after a
+    /// barrier (no twin).
+    OtherThreadNeverWaits,
+}
+
+fn mma_ones(accumulate: bool) {
+    // D[128 x 8] (+)= A · Bᵀ with A all ones (K = 16), B row j all j + 1.
+    let a = vec![1.0f32; 128 * 16];
+    let b: Vec<f32> = (0..8 * 16).map(|i| (i / 16 + 1) as f32).collect();
+    tmem::mma(tmem::MmaIssue {
+        d: 0,
+        a: tmem::AOperand::Smem(a),
+        b,
+        m: 128,
+        n: 8,
+        k: 16,
+        accumulate,
+        dtype: tmem::DType::F32,
+        smem_reads: &[],
+        op: "tcgen05.mma",
+    });
+}
+
+fn store_case(case: StoreCase, ok: bool, seed: u64) -> Result<RunReport, EmuError> {
+    let mut c = cfg("tmem_store", 1, 256);
+    c.smem_bytes = 32;
+    c.seed = seed;
+    run_t(c, move || {
+        let (t, w) = (tid_x(), warp_id());
+        tmem_setup();
+        let vals = [t as u32; 8];
+        let mut out = [0u32; 8];
+        match case {
+            StoreCase::SameThreadLoad | StoreCase::SameThreadStore => {
+                if w == 0 {
+                    tmem::st_32x32b(quarter(0), &vals);
+                    if ok {
+                        tmem::wait_st();
+                    }
+                    if matches!(case, StoreCase::SameThreadLoad) {
+                        tmem::ld_32x32b(quarter(0), &mut out);
+                        tmem::wait_ld();
+                        assert_eq!(out, vals);
+                    } else {
+                        tmem::st_32x32b(quarter(0), &[1; 8]);
+                    }
+                    tmem::wait_st();
+                }
+            }
+            StoreCase::OtherThreadLoad | StoreCase::OtherThreadStore | StoreCase::OtherThreadNeverWaits => {
+                let never = matches!(case, StoreCase::OtherThreadNeverWaits);
+                if w == 4 {
+                    tmem::st_32x32b(quarter(0), &vals);
+                    if ok && !never {
+                        tmem::wait_st();
+                    }
+                }
+                bar_sync(1, 0);
+                if w == 4 && !ok && !never {
+                    tmem::wait_st();
+                }
+                if w == 0 {
+                    if matches!(case, StoreCase::OtherThreadStore) {
+                        tmem::st_32x32b(quarter(0), &[1; 8]);
+                        tmem::wait_st();
+                    } else {
+                        tmem::ld_32x32b(quarter(0), &mut out);
+                        tmem::wait_ld();
+                        assert_eq!(out, [t as u32 + 128; 8]);
+                    }
+                }
+            }
+            StoreCase::OtherThreadMma => {
+                if w >= 4 {
+                    tmem::st_32x32b(quarter(0), &[0f32.to_bits(); 8]);
+                    if ok {
+                        tmem::wait_st();
+                    }
+                }
+                bar_sync(1, 0);
+                if w >= 4 && !ok {
+                    tmem::wait_st();
+                }
+                if t == 0 {
+                    tmem::fence_after_thread_sync();
+                    mma_ones(true);
+                    tmem::commit(8);
+                }
+                mbarrier_try_wait_parity(8, 0);
+            }
+        }
+        tmem_teardown();
+    })
+}
+
+#[test]
+fn a_tmem_store_is_in_flight_until_its_threads_wait_st_and_a_barrier_after_it() {
+    use StoreCase::*;
+    let rule = "TMEM accessed before the tcgen05.st that writes it completed";
+    for seed in SEEDS {
+        for case in [SameThreadLoad, SameThreadStore, OtherThreadLoad, OtherThreadStore, OtherThreadMma] {
+            store_case(case, true, seed).unwrap_or_else(|e| panic!("seed {seed}: twin {case:?} reported: {e}"));
+        }
+        let r = |case| store_case(case, false, seed);
+        expect_misuse(r(SameThreadLoad), rule, &["tcgen05.ld", "stored at", "this thread has called no tcgen05.wait::st", "commit_tmem()"]);
+        expect_misuse(r(SameThreadStore), rule, &["tcgen05.st", "stored at", "this thread has called no tcgen05.wait::st"]);
+        for case in [OtherThreadLoad, OtherThreadStore, OtherThreadNeverWaits] {
+            expect_misuse(r(case), rule, &["stored at", "warp 4]", "a barrier (sync_threads"]);
+        }
+        expect_misuse(r(OtherThreadMma), "TMEM store then MMA without commit_tmem", &["accumulator", "stored at", "commit_tmem"]);
+    }
+}
+
+/// Thread 0 issues an MMA that overwrites the accumulator, thread 32 one
+/// that accumulates into it; all 128 threads then read it. `fences`: the
+/// tcgen05 fences (before_thread_sync in thread 0 after its MMA,
+/// after_thread_sync in thread 32 before its); `barrier`: a CTA barrier
+/// between the issues; `both_commit`: thread 0 commits too (to the mbarrier
+/// at 8, which every thread waits on besides thread 32's at 16).
+fn two_issuers(fence_before: bool, barrier: bool, fence_after: bool, both_commit: bool, seed: u64) -> Result<RunReport, EmuError> {
+    let mut c = cfg("tmem_two_issuers", 1, 128);
+    c.smem_bytes = 32;
+    c.seed = seed;
+    run_t(c, move || {
+        let t = tid_x();
+        tmem_setup();
+        if t == 0 {
+            mma_ones(false);
+            if fence_before {
+                tmem::fence_before_thread_sync();
+            }
+            if both_commit {
+                tmem::commit(8);
+            }
+        }
+        if barrier {
+            bar_sync(0, 0);
+        }
+        if t == 32 {
+            if fence_after {
+                tmem::fence_after_thread_sync();
+            }
+            mma_ones(true);
+            tmem::commit(16);
+        }
+        if both_commit {
+            mbarrier_try_wait_parity(8, 0);
+        }
+        mbarrier_try_wait_parity(16, 0);
+        tmem::fence_after_thread_sync();
+        let mut out = [0u32; 8];
+        tmem::ld_32x32b(quarter(0), &mut out);
+        tmem::wait_ld();
+        let want: Vec<f32> = (0..8).map(|j| 32.0 * (j + 1) as f32).collect();
+        assert_eq!(out.map(f32::from_bits).to_vec(), want, "thread {t}");
+        tmem::fence_before_thread_sync();
+        tmem_teardown();
+    })
+}
+
+#[test]
+fn mmas_of_two_threads_on_one_accumulator_pipeline_when_fenced_across_a_barrier() {
+    for seed in SEEDS {
+        // Only thread 32 commits: its commit's completion implies thread 0's
+        // MMA's (the tensor core ran it first).
+        for both_commit in [false, true] {
+            two_issuers(true, true, true, both_commit, seed).unwrap_or_else(|e| panic!("seed {seed}: fenced, both_commit {both_commit}: {e}"));
+        }
+        for (fb, bar, fa, what) in [(false, true, true, "no fence::before_thread_sync"), (true, true, false, "no fence::after_thread_sync"), (true, false, true, "no barrier")] {
+            let msg = expect_race(two_issuers(fb, bar, fa, true, seed), what).to_string();
+            assert!(
+                msg.contains("write-write race on tensor memory") && msg.matches("`tcgen05.mma`").count() == 2 && msg.contains("tcgen05.fence::before_thread_sync in the first issuer"),
+                "seed {seed}: {what}: {msg}"
+            );
+        }
+    }
+}

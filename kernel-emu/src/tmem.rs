@@ -13,6 +13,14 @@
 //!   moves at issue. A load is *in flight* until its thread calls
 //!   [`wait_ld`] (`tcgen05.wait::ld`), a store until [`wait_st`]
 //!   (`tcgen05.wait::st`, Pallas's `commit_tmem`).
+//! * **Store completion**: a store is complete for its own thread after its
+//!   [`wait_st`], and for another thread once that wait happens-before it
+//!   (the wait, then a barrier, an mbarrier arrive/wait or a longer chain:
+//!   the race detector's vector clocks, the wait's clock recorded). A
+//!   barrier *before* the wait orders nothing. Every later `tcgen05.ld`,
+//!   `tcgen05.st` or MMA over the cells, by any thread, must come after that
+//!   completion. (A store ordered after the completion, or an MMA, that
+//!   covers the cells supersedes the record.)
 //! * **MMA** ([`mma`]): issued by one thread; its SMEM operands are decoded
 //!   at issue (the caller passes the values), its TMEM A operand is read at
 //!   issue. It is registered with the race detector ([`crate::race`]) as an
@@ -23,6 +31,22 @@
 //!   thread's tensor-core operations run in issue order: each depends on the
 //!   previous one). So an accumulator read too early may see stale data, and
 //!   is reported.
+//! * **MMAs of several threads** ([`fence_before_thread_sync`],
+//!   [`fence_after_thread_sync`]): the tensor core also runs in issue order
+//!   an MMA of thread B after the MMAs of thread A when A called
+//!   `tcgen05.fence::before_thread_sync` after them, then a thread sync
+//!   (a barrier, an mbarrier arrive/wait: any happens-before edge) reached B,
+//!   and B called `tcgen05.fence::after_thread_sync` after it, before the
+//!   MMA (the PTX ISA's pipelined tcgen05 instructions and their fences
+//!   across a thread sync). The emulator records, per MMA issuer, the clock
+//!   of each such fence, and per thread what it knew of those clocks at its
+//!   last `fence::after_thread_sync`; B's MMA then depends on A's last
+//!   fenced MMA in the race detector (runs after it, its clock joined), so
+//!   the two accumulator writes are ordered, and a commit covering B's MMA
+//!   completes A's too (below).
+//!   Without either fence or the sync, the two MMAs are unordered: a
+//!   write-write race of the race detector on the accumulator, whose fix
+//!   names the fences.
 //! * **Loads and stores** are also ordinary accesses of the CTA's tensor
 //!   memory for the race detector (cell `(lane, col)` is bytes
 //!   `(lane * 512 + col) * 4 ..+ 4`), so every TMEM access is checked by
@@ -34,8 +58,9 @@
 //!   *complete for thread T* once T's wait on a barrier observed the phase a
 //!   `tcgen05.commit` of the MMA's issuing thread, issued after the MMA,
 //!   arrived in (a commit covers all earlier tcgen05 operations of its own
-//!   thread, and only those). This is the direct edge; longer chains are the
-//!   race detector's.
+//!   thread, and only those), or once an MMA of another thread pipelined
+//!   after it (above) is complete for T. This is the direct edge; longer
+//!   chains are the race detector's.
 //!
 //! # Checks (each a [`crate::EmuError::Misuse`] naming the rule)
 //!
@@ -43,8 +68,13 @@
 //!   accumulator cells of an MMA not complete for the reading thread: the
 //!   commit-arrive was not awaited, a TMA barrier was mistaken for MMA
 //!   completion, or the commit came from another thread);
-//! * "TMEM store then MMA without commit_tmem" (an MMA reads or writes TMEM
-//!   that a `tcgen05.st` not yet followed by `tcgen05.wait::st` wrote);
+//! * "TMEM accessed before the tcgen05.st that writes it completed" (a
+//!   `tcgen05.ld` or `tcgen05.st` over cells of a store not complete for the
+//!   accessing thread: its own store with no `tcgen05.wait::st` since, or
+//!   another thread's store whose wait has not run or is not ordered before
+//!   the access; the report names the store, the access and the fix);
+//! * "TMEM store then MMA without commit_tmem" (the same for an MMA that
+//!   reads or writes the cells, completion taken for its issuing thread);
 //! * "TMEM overwritten while an in-flight tcgen05.ld reads it" (a store or an
 //!   MMA over cells of a load not yet followed by `tcgen05.wait::ld`);
 //! * "TMEM operand of an in-flight MMA overwritten" (a store over the
@@ -152,12 +182,31 @@ struct Op {
     a_tmem: Option<Region>,
     /// `None` once executed.
     work: Option<Work>,
+    /// MMAs of other threads `(issuer, seq)` ordered before this one by
+    /// `tcgen05.fence::before_thread_sync` (in their issuer), a thread sync
+    /// and `tcgen05.fence::after_thread_sync` (in this one's): the tensor
+    /// core runs them first (and this one's completion implies theirs).
+    after: Vec<(usize, u64)>,
+    /// The race detector's id of the operation, once registered.
+    race_id: Option<usize>,
 }
 
 struct Access {
     tid: usize,
     region: Region,
     loc: Loc,
+}
+
+/// A `tcgen05.st`: in flight until its thread's `tcgen05.wait::st`.
+struct Store {
+    tid: usize,
+    region: Region,
+    loc: Loc,
+    /// The storing thread's own clock and the location of its
+    /// `tcgen05.wait::st`, once it waited: another thread's access is
+    /// ordered after the completion iff its clock entry of `tid` is at least
+    /// this (the wait, then a barrier or another happens-before edge).
+    waited: Option<(u32, Loc)>,
 }
 
 struct Commit {
@@ -178,7 +227,9 @@ struct Cta {
     relinquished: bool,
     ops: Vec<Op>,
     loads: Vec<Access>,
-    stores: Vec<Access>,
+    /// Stores not yet known to be superseded (in flight, or waited for but
+    /// maybe not ordered before another thread's access).
+    stores: Vec<Store>,
 }
 
 #[derive(Default)]
@@ -186,6 +237,16 @@ struct Run {
     ctas: HashMap<usize, Cta>,
     commits: Vec<Commit>,
     next_seq: u64,
+    /// Per thread: the `seq` of the last MMA it issued.
+    last_mma: HashMap<usize, u64>,
+    /// Per MMA-issuing thread: its `tcgen05.fence::before_thread_sync`s
+    /// that follow an MMA, as (its own clock at the fence, the seq of its
+    /// last MMA before it), oldest first.
+    fenced: HashMap<usize, Vec<(u32, u64)>>,
+    /// Per thread: at its last `tcgen05.fence::after_thread_sync`, its clock
+    /// entries of the threads in `fenced` (what its later tcgen05 operations
+    /// are ordered after).
+    views: HashMap<usize, HashMap<usize, u32>>,
 }
 
 /// The state of every live run, by the address of its `Emu`.
@@ -255,15 +316,40 @@ fn inside_alloc(c: &Cta, r: &Region, what: &str) -> Result<(), (&'static str, St
 }
 
 impl Run {
-    /// Whether operation `op` (of CTA `cta`) is complete for thread `tid`:
-    /// some commit by its issuer, issued after it, arrived in a phase that
-    /// `tid`'s last wait on that barrier observed.
-    fn complete_for(&self, e: &Emu, tid: usize, op: &Op) -> bool {
+    /// Whether operation `op` (one of its CTA's `ops`) is complete for
+    /// thread `tid`: some commit by its issuer, issued after it, arrived in
+    /// a phase that `tid`'s last wait on that barrier observed; or an MMA of
+    /// another thread that the tensor core pipelines after it (`Op::after`)
+    /// is complete for `tid`.
+    fn complete_for(&self, e: &Emu, tid: usize, ops: &[Op], op: &Op) -> bool {
         self.commits.iter().any(|c| {
             c.issuer == op.issuer
                 && c.seq >= op.seq
                 && matches!(e.mbar_observed(tid, c.cta, c.off), Some((ep, seen)) if ep == c.epoch && seen >= c.phase as i64)
+        }) || ops.iter().any(|o| {
+            o.issuer != op.issuer && o.after.iter().any(|&(i, s)| i == op.issuer && s >= op.seq) && self.complete_for(e, tid, ops, o)
         })
+    }
+
+    /// The MMAs of other threads that an MMA `tid` issues now is ordered
+    /// after by the tcgen05 fences: per thread A with a
+    /// `fence::before_thread_sync` after an MMA, A's last MMA before the
+    /// latest such fence whose clock `tid` knew at its last
+    /// `fence::after_thread_sync` (A's fence, then a release of A that `tid`
+    /// acquired, then `tid`'s fence).
+    fn fenced_before(&self, tid: usize) -> Vec<(usize, u64)> {
+        let view = self.views.get(&tid);
+        let mut after: Vec<(usize, u64)> = self
+            .fenced
+            .iter()
+            .filter(|(&a, _)| a != tid)
+            .filter_map(|(&a, fences)| {
+                let seen = view.and_then(|v| v.get(&a)).copied().unwrap_or(0);
+                fences.iter().rev().find(|(clock, _)| *clock <= seen).map(|&(_, seq)| (a, seq))
+            })
+            .collect();
+        after.sort_unstable();
+        after
     }
 
     fn committed(&self, op: &Op) -> bool {
@@ -285,6 +371,37 @@ impl Run {
             )
         }
     }
+}
+
+/// The first store of `c` over `r` that an access by thread `tid` (now) is
+/// not ordered after, and why: a store is complete once its thread called
+/// `tcgen05.wait::st`, for that thread at once, for another thread once a
+/// barrier (or another happens-before edge) after the wait reached it.
+fn unfinished_store<'a>(e: &Emu, c: &'a Cta, tid: usize, r: &Region) -> Option<(&'a Store, String)> {
+    for s in c.stores.iter().filter(|s| s.region.overlaps(r)) {
+        match s.waited {
+            None if s.tid == tid => return Some((s, "this thread has called no tcgen05.wait::st (commit_tmem) since".to_string())),
+            None => return Some((s, "the storing thread has called no tcgen05.wait::st (commit_tmem) since, so the store may still be in flight".to_string())),
+            Some(_) if s.tid == tid => {}
+            Some((clock, wloc)) => {
+                if e.clock_of(tid, s.tid) < clock {
+                    return Some((s, format!("its tcgen05.wait::st (commit_tmem) at {wloc} is not ordered before this access by any barrier or other synchronization")));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The fix of an [`unfinished_store`] report.
+const STORE_FIX: &str = "the storing thread calls commit_tmem() (tcgen05.wait::st) after its stores and before touching the cells again; \
+     another thread (or an MMA it issues) touches them only after a barrier (sync_threads, an mbarrier arrive/wait) that follows that commit_tmem";
+
+/// Forgets the stores of `c` that `r`, a write ordered after their
+/// completion, covers: an access ordered after `r`'s write is ordered after
+/// them too.
+fn supersede_stores(c: &mut Cta, r: &Region) {
+    c.stores.retain(|s| !(r.lanes.0 <= s.region.lanes.0 && s.region.lanes.1 <= r.lanes.1 && r.cols.0 <= s.region.cols.0 && s.region.cols.1 <= r.cols.1));
 }
 
 /// Executes the MMA `seq` of `cta` (once; the race detector calls it when
@@ -452,7 +569,7 @@ pub fn ld_32x32b(taddr: u32, out: &mut [u32]) {
         let r = lane_region(&e, tid, taddr, n, "tcgen05.ld")?;
         let c = &run.ctas[&cta];
         inside_alloc(c, &r, "tcgen05.ld")?;
-        if let Some(op) = c.ops.iter().find(|o| o.d.overlaps(&r) && !run.complete_for(&e, tid, o)) {
+        if let Some(op) = c.ops.iter().find(|o| o.d.overlaps(&r) && !run.complete_for(&e, tid, &c.ops, o)) {
             return Err((
                 "TMEM read before the MMA that writes it completed",
                 format!(
@@ -463,6 +580,12 @@ pub fn ld_32x32b(taddr: u32, out: &mut [u32]) {
                     op.d.show(),
                     run.why_incomplete(&e, op)
                 ),
+            ));
+        }
+        if let Some((s, why)) = unfinished_store(&e, c, tid, &r) {
+            return Err((
+                "TMEM accessed before the tcgen05.st that writes it completed",
+                format!("tcgen05.ld of {} reads {} stored at {} by {}, and {why}; {STORE_FIX}", r.show(), s.region.show(), s.loc, e.who(s.tid)),
             ));
         }
         let c = run.ctas.get_mut(&cta).expect("created");
@@ -500,17 +623,24 @@ pub fn st_32x32b(taddr: u32, vals: &[u32]) {
                 ),
             ));
         }
-        if let Some(op) = c.ops.iter().find(|o| (o.d.overlaps(&r) || o.a_tmem.is_some_and(|a| a.overlaps(&r))) && !run.complete_for(&e, tid, o)) {
+        if let Some(op) = c.ops.iter().find(|o| (o.d.overlaps(&r) || o.a_tmem.is_some_and(|a| a.overlaps(&r))) && !run.complete_for(&e, tid, &c.ops, o)) {
             return Err((
                 "TMEM operand of an in-flight MMA overwritten",
                 format!("tcgen05.st of {} while {} issued at {} (accumulator {}) is not complete for this thread: {}", r.show(), op.op, op.loc, op.d.show(), run.why_incomplete(&e, op)),
+            ));
+        }
+        if let Some((s, why)) = unfinished_store(&e, c, tid, &r) {
+            return Err((
+                "TMEM accessed before the tcgen05.st that writes it completed",
+                format!("tcgen05.st of {} overwrites {} stored at {} by {}, and {why}; {STORE_FIX}", r.show(), s.region.show(), s.loc, e.who(s.tid)),
             ));
         }
         let c = run.ctas.get_mut(&cta).expect("created");
         for (i, v) in vals.iter().enumerate() {
             c.mem[(r.lanes.0 * COLS + r.cols.0) as usize + i] = *v;
         }
-        c.stores.push(Access { tid, region: r, loc });
+        supersede_stores(c, &r);
+        c.stores.push(Store { tid, region: r, loc, waited: None });
         Ok(r)
     });
     let (lo, hi) = lane_bytes(r.lanes.0, r.cols);
@@ -536,10 +666,59 @@ pub fn wait_st() {
     let loc = Location::caller();
     let Some((e, tid)) = enter("tmem::wait_st") else { return };
     e.yield_point(tid, "tcgen05.wait::st", loc);
+    let clock = e.clock_of(tid, tid);
     with_cta(&e, tid, loc, |run, cta| {
-        run.ctas.get_mut(&cta).expect("created").stores.retain(|l| l.tid != tid);
+        for s in run.ctas.get_mut(&cta).expect("created").stores.iter_mut().filter(|s| s.tid == tid && s.waited.is_none()) {
+            s.waited = Some((clock, loc));
+        }
         Ok(())
     })
+}
+
+/// `tcgen05.fence::before_thread_sync`: orders this thread's earlier
+/// tcgen05 operations before its following thread syncs (barrier arrivals,
+/// `bar.sync`). Recorded when the thread issued MMAs: another thread that
+/// syncs with it after this fence and then calls
+/// [`fence_after_thread_sync`] issues MMAs that the tensor core runs after
+/// them (module docs).
+#[track_caller]
+pub fn fence_before_thread_sync() {
+    let loc = Location::caller();
+    let Some((e, tid)) = enter("tmem::fence_before_thread_sync") else { return };
+    e.yield_point(tid, "tcgen05.fence::before_thread_sync", loc);
+    let clock = e.clock_of(tid, tid);
+    let mut g = runs();
+    let Some(run) = g.as_mut().and_then(|m| m.get_mut(&key(&e))) else { return };
+    if let Some(&seq) = run.last_mma.get(&tid) {
+        let fences = run.fenced.entry(tid).or_default();
+        if fences.last().is_none_or(|&(_, s)| s != seq) {
+            fences.push((clock, seq));
+        }
+    }
+}
+
+/// `tcgen05.fence::after_thread_sync`: orders this thread's following
+/// tcgen05 operations after its preceding thread syncs: records what the
+/// thread knows of the MMA issuers' fences (module docs).
+#[track_caller]
+pub fn fence_after_thread_sync() {
+    let loc = Location::caller();
+    let Some((e, tid)) = enter("tmem::fence_after_thread_sync") else { return };
+    e.yield_point(tid, "tcgen05.fence::after_thread_sync", loc);
+    let issuers: Vec<usize> = {
+        let g = runs();
+        match g.as_ref().and_then(|m| m.get(&key(&e))) {
+            Some(run) => run.fenced.keys().copied().filter(|&a| a != tid).collect(),
+            None => return,
+        }
+    };
+    if issuers.is_empty() {
+        return;
+    }
+    let view: HashMap<usize, u32> = issuers.iter().map(|&a| (a, e.clock_of(tid, a))).collect();
+    if let Some(run) = runs().as_mut().and_then(|m| m.get_mut(&key(&e))) {
+        run.views.insert(tid, view);
+    }
 }
 
 /// `tcgen05.mma.cta_group::1`: issued by the calling thread; see the
@@ -550,7 +729,7 @@ pub fn mma(issue: MmaIssue<'_>) {
     let Some((e, tid)) = enter("tmem::mma") else { return };
     e.yield_point(tid, "tcgen05.mma", loc);
     let MmaIssue { d, a, b, m, n, k, accumulate, dtype, smem_reads, op } = issue;
-    let (seq, cta, dr, ar) = with_cta(&e, tid, loc, |run, cta| {
+    let (seq, cta, dr, ar, after_ids) = with_cta(&e, tid, loc, |run, cta| {
         let (dl, dc) = split(d);
         if m != 128 || dl != 0 {
             return Err((
@@ -573,11 +752,11 @@ pub fn mma(issue: MmaIssue<'_>) {
         }
         for (what, r) in [("accumulator", Some(dr)), ("A operand", ar)] {
             let Some(r) = r else { continue };
-            if let Some(s) = c.stores.iter().find(|s| s.region.overlaps(&r)) {
+            if let Some((s, why)) = unfinished_store(&e, c, tid, &r) {
                 return Err((
                     "TMEM store then MMA without commit_tmem",
                     format!(
-                        "{op} reads its {what} ({}), which {} stored at {} with no tcgen05.wait::st (commit_tmem) since; call commit_tmem() after the stores and sync before issuing the MMA",
+                        "{op} reads its {what} ({}), which {} stored at {}, and {why}; call commit_tmem() after the stores and sync before issuing the MMA",
                         r.show(),
                         e.who(s.tid),
                         s.loc
@@ -608,9 +787,20 @@ pub fn mma(issue: MmaIssue<'_>) {
         };
         assert_eq!(a_vals.len(), (m * k) as usize, "{op}: A must hold M x K values");
         assert_eq!(b.len(), (n * k) as usize, "{op}: B must hold N x K values");
+        // Only MMAs of this CTA (cta_group::1): the fences order the
+        // issuing CTA's tensor core.
+        let c = &run.ctas[&cta];
+        let (after, after_ids): (Vec<(usize, u64)>, Vec<usize>) = run
+            .fenced_before(tid)
+            .into_iter()
+            .filter_map(|(a, s)| c.ops.iter().find(|o| o.seq == s && o.issuer == a).and_then(|o| o.race_id).map(|id| ((a, s), id)))
+            .unzip();
         run.next_seq += 1;
         let seq = run.next_seq;
-        run.ctas.get_mut(&cta).expect("created").ops.push(Op {
+        run.last_mma.insert(tid, seq);
+        let c = run.ctas.get_mut(&cta).expect("created");
+        supersede_stores(c, &dr);
+        c.ops.push(Op {
             seq,
             issuer: tid,
             loc,
@@ -621,21 +811,33 @@ pub fn mma(issue: MmaIssue<'_>) {
             d: dr,
             a_tmem: ar,
             work: Some(Work { a: a_vals, b, accumulate, dtype }),
+            after,
+            race_id: None,
         });
-        Ok((seq, cta, dr, ar))
+        Ok((seq, cta, dr, ar, after_ids))
     });
     // The race detector runs the MMA (the effect) at a seeded point before
-    // the issuing thread's next commit arrives; its SMEM and TMEM operands
+    // the issuing thread's next commit arrives (after the MMAs of other
+    // threads that the fences order before it); its SMEM and TMEM operands
     // are checked as reads, its accumulator as a write, at that point.
-    issue_tracked(&e, tid, loc, op, cta, seq, smem_reads, ar.as_ref(), &dr);
+    let id = issue_tracked(&e, tid, loc, op, cta, seq, smem_reads, ar.as_ref(), &dr, &after_ids);
+    set_race_id(&e, cta, seq, id);
+}
+
+/// Records the race detector's id of MMA `seq` of CTA `cta`.
+fn set_race_id(e: &Arc<Emu>, cta: usize, seq: u64, id: usize) {
+    if let Some(o) = runs().as_mut().and_then(|m| m.get_mut(&key(e))).and_then(|r| r.ctas.get_mut(&cta)).and_then(|c| c.ops.iter_mut().find(|o| o.seq == seq)) {
+        o.race_id = Some(id);
+    }
 }
 
 /// Registers MMA `seq` of CTA `cta` (pushed to its `ops`) as a tracked
 /// asynchronous operation of `tid`: reads `smem_reads` of that CTA's SMEM
 /// and the TMEM A operand `a`, writes the accumulator `d`; its effect
-/// executes the MMA.
+/// executes the MMA; it runs after the operations `after` (race detector
+/// ids). Returns its id.
 #[allow(clippy::too_many_arguments)]
-fn issue_tracked(e: &Arc<Emu>, tid: usize, loc: Loc, op: &str, cta: usize, seq: u64, smem_reads: &[Range], a: Option<&Region>, d: &Region) {
+fn issue_tracked(e: &Arc<Emu>, tid: usize, loc: Loc, op: &str, cta: usize, seq: u64, smem_reads: &[Range], a: Option<&Region>, d: &Region, after: &[usize]) -> usize {
     let mut reads: Vec<(Space, u64, u64)> = smem_reads.iter().map(|&(lo, hi)| (Space::Smem { cta }, u64::from(lo), u64::from(hi))).collect();
     if let Some(a) = a {
         reads.extend(region_ranges(cta, a));
@@ -647,11 +849,12 @@ fn issue_tracked(e: &Arc<Emu>, tid: usize, loc: Loc, op: &str, cta: usize, seq: 
             execute_one(c, seq);
         }
     };
-    e.async_issue(
+    e.async_issue_after(
         tid,
         loc,
         AsyncOp { kind: op.to_string(), copies: Vec::new(), reads, writes: region_ranges(cta, d), effect: Some(Box::new(effect)), completion: Completion::Tracked },
-    );
+        after,
+    )
 }
 
 /// `tcgen05.commit.cta_group::1.mbarrier::arrive::one`: once every
@@ -760,10 +963,10 @@ pub fn mma_pair(issue: MmaIssue<'_>, peer_rank: u32, peer_a: Vec<f32>, peer_smem
                 return Err(("TMEM access outside an allocation", format!("{op} writes {} of {who}, which has allocated no tensor memory", dr.show())));
             };
             inside_alloc(cs, &dr, op).map_err(|(r, d)| (r, format!("{d} ({who})")))?;
-            if let Some(s) = cs.stores.iter().find(|s| s.region.overlaps(&dr)) {
+            if let Some((s, why)) = unfinished_store(&e, cs, tid, &dr) {
                 return Err((
                     "TMEM store then MMA without commit_tmem",
-                    format!("{op} writes {} of {who}, which {} stored at {} with no tcgen05.wait::st since", dr.show(), e.who(s.tid), s.loc),
+                    format!("{op} writes {} of {who}, which {} stored at {}, and {why}; {STORE_FIX}", dr.show(), e.who(s.tid), s.loc),
                 ));
             }
             if let Some(l) = cs.loads.iter().find(|l| l.region.overlaps(&dr)) {
@@ -779,7 +982,9 @@ pub fn mma_pair(issue: MmaIssue<'_>, peer_rank: u32, peer_a: Vec<f32>, peer_smem
             assert_eq!(a_vals.len(), (m * k) as usize, "{op}: A must hold 128 x K values per CTA");
             run.next_seq += 1;
             seqs[i] = run.next_seq;
-            run.ctas.get_mut(&c).expect("checked").ops.push(Op {
+            let cs = run.ctas.get_mut(&c).expect("checked");
+            supersede_stores(cs, &dr);
+            cs.ops.push(Op {
                 seq: seqs[i],
                 issuer: tid,
                 loc,
@@ -790,12 +995,14 @@ pub fn mma_pair(issue: MmaIssue<'_>, peer_rank: u32, peer_a: Vec<f32>, peer_smem
                 d: dr,
                 a_tmem: None,
                 work: Some(Work { a: a_vals, b: b.clone(), accumulate, dtype }),
+                after: Vec::new(),
+                race_id: None,
             });
         }
         Ok((dr, seqs))
     });
-    issue_tracked(&e, tid, loc, op, own_cta, seqs[0], smem_reads, None, &dr);
-    issue_tracked(&e, tid, loc, op, peer_cta, seqs[1], peer_smem_reads, None, &dr);
+    issue_tracked(&e, tid, loc, op, own_cta, seqs[0], smem_reads, None, &dr, &[]);
+    issue_tracked(&e, tid, loc, op, peer_cta, seqs[1], peer_smem_reads, None, &dr, &[]);
 }
 
 /// `tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster`:

@@ -92,8 +92,33 @@ fn caught(variant: u32, rule: &str, detail_has: &str) {
 
 #[test]
 fn twins_run_clean_and_match_the_reference() {
-    for v in [planted::OK_SS, planted::STORE_AFTER_WAIT_LOAD, planted::MMA_AFTER_COMMIT_TMEM, planted::SMEM_RELOAD_AFTER_COMMIT, planted::TMEM_STORE_AFTER_COMMIT] {
+    for v in [planted::OK_SS, planted::STORE_AFTER_WAIT_LOAD, planted::MMA_AFTER_COMMIT_TMEM, planted::SMEM_RELOAD_AFTER_COMMIT, planted::TMEM_STORE_AFTER_COMMIT, planted::LOAD_OWN_STORE_AFTER_COMMIT] {
         twin_ok(v);
+    }
+}
+
+#[test]
+fn tmem_load_of_this_threads_store_without_commit_tmem() {
+    caught(planted::LOAD_OWN_STORE_WITHOUT_COMMIT, "TMEM accessed before the tcgen05.st that writes it completed", "this thread has called no tcgen05.wait::st (commit_tmem) since");
+}
+
+#[test]
+fn tmem_store_then_barrier_then_commit_tmem_then_mma() {
+    // The barrier orders the other threads' stores' issue, not their
+    // completion (their commit_tmem comes after it).
+    caught(planted::MMA_AFTER_STORE_COMMIT_AFTER_SYNC, "TMEM store then MMA without commit_tmem", "A operand");
+}
+
+#[test]
+fn mmas_of_two_threads_fenced_across_a_barrier_are_pipelined_not_a_race() {
+    twin_ok(planted::TWO_ISSUERS_FENCED);
+    twin_ok(planted::TWO_ISSUERS_FENCED_ONE_COMMIT);
+}
+
+#[test]
+fn mmas_of_two_threads_without_the_fences_or_the_barrier_race() {
+    for v in [planted::TWO_ISSUERS_NO_FENCE_BEFORE, planted::TWO_ISSUERS_NO_FENCE_AFTER, planted::TWO_ISSUERS_NO_SYNC] {
+        caught(v, "write-write race on tensor memory", "tcgen05.fence::before_thread_sync in the first issuer");
     }
 }
 

@@ -129,6 +129,13 @@ impl Emu {
                         "the asynchronous operation may still be in flight: wait for its completion (its mbarrier \
                          phase or group) before touching its memory"
                     }
+                    (Some(OpDone::Tracked), Some(OpDone::Tracked)) => {
+                        "two tensor-core operations (of different threads) are unordered: wait for the first's \
+                         tcgen05.commit before issuing the second, or have the tensor core pipeline them in issue \
+                         order: tcgen05.fence::before_thread_sync in the first issuer after its issue, then a barrier \
+                         (sync_threads, an mbarrier arrive/wait), then tcgen05.fence::after_thread_sync in the second \
+                         issuer before its issue"
+                    }
                     (Some(_), Some(_)) => {
                         "two asynchronous operations in flight at once touch the same bytes: wait for the first \
                          (its mbarrier phase or wait_group) before issuing the second"
@@ -299,6 +306,20 @@ impl Emu {
     /// Registers an asynchronous operation issued by `tid` (a scheduling
     /// point).
     pub(crate) fn async_issue(&self, tid: usize, loc: Loc, op: AsyncOp) {
+        self.async_issue_after(tid, loc, op, &[]);
+    }
+
+    /// Entry `of` of thread `tid`'s vector clock: `tid` is ordered after
+    /// what thread `of` did at its own clock `c` iff this is `>= c`.
+    pub(crate) fn clock_of(&self, tid: usize, of: usize) -> u32 {
+        self.lock().race.clk[tid].vc.get(of)
+    }
+
+    /// As [`Emu::async_issue`], the operation also running after the
+    /// operations `after` (ids returned by earlier issues; their clocks are
+    /// joined into its own when it runs): `tcgen05` operations of other
+    /// threads that the tensor core pipelines before it. Returns its id.
+    pub(crate) fn async_issue_after(&self, tid: usize, loc: Loc, op: AsyncOp, after: &[usize]) -> usize {
         let done = match op.completion {
             Completion::MBarrierTx { bar, bytes } => {
                 let (cta, off) = self.decode_or_misuse(tid, loc, bar);
@@ -318,13 +339,19 @@ impl Emu {
         }
         // Tracked (tensor-core) operations of one thread run in issue order:
         // each depends on the thread's previous one (hook for crate::tmem).
-        let deps: Vec<usize> = if matches!(done, OpDone::Tracked) {
+        let mut deps: Vec<usize> = if matches!(done, OpDone::Tracked) {
             g.race.ops.iter().rposition(|o| o.issuer == tid && matches!(o.done, OpDone::Tracked)).into_iter().collect()
         } else {
             Vec::new()
         };
-        self.register_op(&mut g, tid, loc, op.kind, op.copies, op.reads, op.writes, op.effect, done, deps);
+        for &a in after {
+            if !deps.contains(&a) {
+                deps.push(a);
+            }
+        }
+        let id = self.register_op(&mut g, tid, loc, op.kind, op.copies, op.reads, op.writes, op.effect, done, deps);
         drop(self.switch(g, tid));
+        id
     }
 
     /// Per CTA, the bounding SMEM range the copies write.
