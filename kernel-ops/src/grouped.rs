@@ -18,8 +18,8 @@
 use crate::Error;
 use kernel_device::f16;
 use kernel_host::{Buffer, Device, Program, TileMap};
-use kernel_ops_kernels::gemm::{ATileOf, BTileOf, EpiTileOf, TK};
-use kernel_ops_kernels::grouped::{grouped_matmul, STATUS_OK, STATUS_SIZES_MISMATCH};
+use kernel_ops_kernels::gemm::{ATile, BTile, EpiTile, TK};
+use kernel_ops_kernels::grouped::{grouped_matmul, grouped_matmul_bf16, STATUS_OK, STATUS_SIZES_MISMATCH};
 
 /// The kernel's tile shapes (`BM x BN`, both with 4 stages).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,55 +93,24 @@ impl<'d> GroupedMatmul<'d> {
 
     /// `C_g = A_g · B_gᵀ` for every group (see the module docs): `a` is
     /// `m x k`, `b` `groups x n x k`, `sizes` `groups` row counts adding up
-    /// to `m` (on the device), `c` `m x n`. Asynchronous on a GPU; read
-    /// [`GroupedMatmul::status`] to learn whether the sizes added up.
+    /// to `m` (on the device), `c` `m x n`; f16 or bf16 ([`GroupedElem`]).
+    /// Asynchronous on a GPU; read [`GroupedMatmul::status`] to learn
+    /// whether the sizes added up.
     #[allow(clippy::too_many_arguments)]
-    pub fn run(&self, a: &Buffer<f16>, b: &Buffer<f16>, sizes: &Buffer<u32>, c: &mut Buffer<f16>, (m, n, k): (usize, usize, usize), groups: usize) -> Result<(), Error> {
+    pub fn run<E: GroupedElem>(&self, a: &Buffer<E>, b: &Buffer<E>, sizes: &Buffer<u32>, c: &mut Buffer<E>, (m, n, k): (usize, usize, usize), groups: usize) -> Result<(), Error> {
         self.run_with(Tiles::for_n(n), a, b, sizes, c, (m, n, k), groups)
     }
 
     /// [`GroupedMatmul::run`] with the tile shape given.
     #[allow(clippy::too_many_arguments)]
-    pub fn run_with(&self, tiles: Tiles, a: &Buffer<f16>, b: &Buffer<f16>, sizes: &Buffer<u32>, c: &mut Buffer<f16>, shape: (usize, usize, usize), groups: usize) -> Result<(), Error> {
-        self.launch(tiles, a, b, sizes, c, shape, groups)
-    }
-
-    /// One launch of the instance with `BN`-column tiles (a macro: the
-    /// tile types of the maps are the instance's).
-    #[allow(clippy::too_many_arguments)]
-    fn launch(&self, tiles: Tiles, a: &Buffer<f16>, b: &Buffer<f16>, sizes: &Buffer<u32>, c: &mut Buffer<f16>, (m, n, k): (usize, usize, usize), groups: usize) -> Result<(), Error> {
+    pub fn run_with<E: GroupedElem>(&self, tiles: Tiles, a: &Buffer<E>, b: &Buffer<E>, sizes: &Buffer<u32>, c: &mut Buffer<E>, (m, n, k): (usize, usize, usize), groups: usize) -> Result<(), Error> {
+        check_grouped(m, n, k, groups, [("a", a.len()), ("b", b.len()), ("sizes", sizes.len()), ("c", c.len())])?;
         if m == 0 {
             // No rows: nothing to compute (the sizes are not read).
-            check_grouped(m, n, k, groups, [("a", a.len()), ("b", b.len()), ("sizes", sizes.len()), ("c", c.len())])?;
             self.dev.write(&mut self.status.borrow_mut(), &[STATUS_OK])?;
             return Ok(());
         }
-        macro_rules! launch {
-            ($bn:literal) => {{
-                const BN: usize = $bn;
-                check_grouped(m, n, k, groups, [("a", a.len()), ("b", b.len()), ("sizes", sizes.len()), ("c", c.len())])?;
-                let grid = self.dev.sm_count().max(1);
-                let am = TileMap::<ATileOf<BM>>::new_2d(a, m, k)?;
-                let bm = TileMap::<BTileOf<BN>, 3>::new_batched(b, groups, n, k)?;
-                // The TMA stores of full tiles and the masked stores of partial ones
-                // write the same `C`: the map is made over a second, non-owning view.
-                // SAFETY: `alias` covers `c`'s memory, is dropped before this
-                // function returns, and frees nothing; the kernel's two writers
-                // touch disjoint rows (full tiles through the map, a group's last
-                // rows through `c`).
-                let mut alias = unsafe { alias_of(self.dev, c)? };
-                let cm = TileMap::<EpiTileOf<BM>>::new_2d_mut(&mut alias, m, n)?;
-                let mut status = self.status.borrow_mut();
-                let ks = k.div_ceil(TK) as u32;
-                let args = (&am, &bm, &cm, &mut *c, sizes, &mut *status, m as u32, n as u32, ks);
-                self.prog.kernel::<grouped_matmul<128, BN, 4>>()?.launch(grid, args)?;
-                Ok(())
-            }};
-        }
-        match tiles {
-            Tiles::Wide => launch!(256),
-            Tiles::Narrow => launch!(128),
-        }
+        E::launch(self, tiles, a, b, sizes, c, (m, n, k), groups)
     }
 
     /// Whether the last [`GroupedMatmul::run`] computed: `Ok` when the
@@ -163,18 +132,21 @@ impl<'d> GroupedMatmul<'d> {
 }
 
 /// The CPU reference: every group's `A_g · B_gᵀ` in f32 (an f64 dot product
-/// per element), `sizes` on the host.
-pub fn grouped_reference(a: &[f16], b: &[f16], sizes: &[u32], n: usize, k: usize) -> Vec<f32> {
+/// per element), `sizes` on the host; f16 or bf16 inputs.
+pub fn grouped_reference<E: Copy + Into<f32>>(a: &[E], b: &[E], sizes: &[u32], n: usize, k: usize) -> Vec<f32> {
     let m: usize = sizes.iter().map(|&s| s as usize).sum();
     let mut out = vec![0f32; m * n];
     let mut row = 0usize;
     for (g, &mg) in sizes.iter().enumerate() {
-        let mg = mg as usize;
-        let ag = &a[row * k..(row + mg) * k];
-        let bg = &b[g * n * k..(g + 1) * n * k];
-        let cg = kernel_host::reference_gemm_nt(mg, n, k, ag, bg);
-        out[row * n..(row + mg) * n].copy_from_slice(&cg);
-        row += mg;
+        for r in row..row + mg as usize {
+            let ar = &a[r * k..(r + 1) * k];
+            for col in 0..n {
+                let br = &b[(g * n + col) * k..(g * n + col + 1) * k];
+                let dot: f64 = ar.iter().zip(br).map(|(&x, &y)| f64::from(x.into()) * f64::from(y.into())).sum();
+                out[r * n + col] = dot as f32;
+            }
+        }
+        row += mg as usize;
     }
     out
 }
@@ -183,13 +155,60 @@ pub fn grouped_reference(a: &[f16], b: &[f16], sizes: &[u32], n: usize, k: usize
 ///
 /// # Safety
 /// The view must not outlive `c`, and its users must not race with `c`'s.
-unsafe fn alias_of(dev: &Device, c: &Buffer<f16>) -> Result<Buffer<f16>, Error> {
+unsafe fn alias_of<E>(dev: &Device, c: &Buffer<E>) -> Result<Buffer<E>, Error> {
     // SAFETY: the caller's contract; the view frees nothing.
     Ok(unsafe {
         if dev.is_gpu() {
             Buffer::borrow_gpu(dev, c.address(), c.len())?
         } else {
-            Buffer::borrow_host(dev, c.address() as *mut f16, c.len())?
+            Buffer::borrow_host(dev, c.address() as *mut E, c.len())?
         }
     })
 }
+
+/// The element types of the grouped GEMM: f16 and bf16 (`A`, `B` and `C`
+/// alike, f32 accumulation), each with its kernel.
+pub trait GroupedElem: Copy + kernel_host::cudarc::driver::DeviceRepr + 'static {
+    /// Launches this type's kernel (shape already checked, `m > 0`).
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn launch(gm: &GroupedMatmul<'_>, tiles: Tiles, a: &Buffer<Self>, b: &Buffer<Self>, sizes: &Buffer<u32>, c: &mut Buffer<Self>, shape: (usize, usize, usize), groups: usize) -> Result<(), Error>;
+}
+
+/// The launch of kernel `$kernel` on element type `$e`, for either tile
+/// shape (a macro: the maps' tile types are the instance's).
+macro_rules! grouped_elem {
+    ($e:ty, $kernel:ident) => {
+        impl GroupedElem for $e {
+            fn launch(gm: &GroupedMatmul<'_>, tiles: Tiles, a: &Buffer<$e>, b: &Buffer<$e>, sizes: &Buffer<u32>, c: &mut Buffer<$e>, (m, n, k): (usize, usize, usize), groups: usize) -> Result<(), Error> {
+                macro_rules! launch {
+                    ($bn:literal) => {{
+                        const BN: usize = $bn;
+                        let grid = gm.dev.sm_count().max(1);
+                        let am = TileMap::<ATile<$e, BM>>::new_2d(a, m, k)?;
+                        let bm = TileMap::<BTile<$e, BN>, 3>::new_batched(b, groups, n, k)?;
+                        // The TMA stores of full tiles and the stores of a
+                        // group's partial tile write the same `C`: the map
+                        // is made over a second, non-owning view.
+                        // SAFETY: `alias` covers `c`'s memory, is dropped
+                        // before this function returns and frees nothing;
+                        // the kernel's two writers touch disjoint rows.
+                        let mut alias = unsafe { alias_of(gm.dev, c)? };
+                        let cm = TileMap::<EpiTile<$e, BM>>::new_2d_mut(&mut alias, m, n)?;
+                        let mut status = gm.status.borrow_mut();
+                        let ks = k.div_ceil(TK) as u32;
+                        let args = (&am, &bm, &cm, &mut *c, sizes, &mut *status, m as u32, n as u32, ks);
+                        gm.prog.kernel::<$kernel<128, BN, 4>>()?.launch(grid, args)?;
+                        Ok(())
+                    }};
+                }
+                match tiles {
+                    Tiles::Wide => launch!(256),
+                    Tiles::Narrow => launch!(128),
+                }
+            }
+        }
+    };
+}
+grouped_elem!(f16, grouped_matmul);
+grouped_elem!(kernel_device::bf16, grouped_matmul_bf16);

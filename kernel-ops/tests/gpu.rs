@@ -239,6 +239,19 @@ fn grouped_matmul_matches_the_cpu_on_the_gpu() {
         assert!(err < 2e-3, "grouped {} tiles, 8 groups: relative Frobenius error {err}", tiles.name());
     }
     let mut dc = gpu.upload(&vec![f16::NAN; m * n]).unwrap();
+    // bf16, both tile shapes.
+    let a16: Vec<kernel_device::bf16> = a.iter().map(|x| kernel_device::bf16::from_f32(x.to_f32())).collect();
+    let b16: Vec<kernel_device::bf16> = b.iter().map(|x| kernel_device::bf16::from_f32(x.to_f32())).collect();
+    let reference16 = grouped_reference(&a16, &b16, &sizes, n, k);
+    let (da16, db16) = (gpu.upload(&a16).unwrap(), gpu.upload(&b16).unwrap());
+    for tiles in [kernel_ops::grouped::Tiles::Wide, kernel_ops::grouped::Tiles::Narrow] {
+        let mut dc16 = gpu.upload(&vec![kernel_device::bf16::NAN; m * n]).unwrap();
+        gm.run_with(tiles, &da16, &db16, &ds, &mut dc16, (m, n, k), sizes.len()).unwrap();
+        gm.status().unwrap();
+        let got: Vec<f32> = gpu.download(&dc16).unwrap().iter().map(|x| x.to_f32()).collect();
+        let err = kernel_host::rel_frobenius_error_f32(&got, &reference16);
+        assert!(err < 8e-3, "grouped bf16 {} tiles: relative Frobenius error {err}", tiles.name());
+    }
     // Sizes adding up to less than M: nothing computed, the status says so.
     let bad = gpu.upload(&[300u32, 0, 128, 1, 517, 64, 1000, 189]).unwrap();
     gm.run(&da, &db, &bad, &mut dc, (m, n, k), sizes.len()).unwrap();

@@ -37,6 +37,26 @@ fn ragged_groups_match_the_cpu_on_the_emulator() {
 }
 
 #[test]
+fn bf16_groups_match_the_cpu_on_the_emulator() {
+    use kernel_device::bf16;
+    let dev = Device::emulator_with(Emulator::new(3).sms(4));
+    let sizes = [70u32, 0, 140];
+    let (m, n, k, g) = (210usize, 136usize, 72usize, 3usize);
+    let a: Vec<bf16> = randn_f16(m * k, 5).iter().map(|x| bf16::from_f32(x.to_f32())).collect();
+    let b: Vec<bf16> = randn_f16(g * n * k, 6).iter().map(|x| bf16::from_f32(x.to_f32())).collect();
+    let (da, db, ds) = (dev.upload(&a).unwrap(), dev.upload(&b).unwrap(), dev.upload(&sizes).unwrap());
+    let mut dc = dev.upload(&vec![bf16::NAN; m * n]).unwrap();
+    let gm = GroupedMatmul::new(&dev).unwrap();
+    gm.run_with(Tiles::Narrow, &da, &db, &ds, &mut dc, (m, n, k), g).unwrap();
+    gm.status().unwrap();
+    let got: Vec<f32> = dev.download(&dc).unwrap().iter().map(|x| x.to_f32()).collect();
+    let want = grouped_reference(&a, &b, &sizes, n, k);
+    let err = kernel_host::rel_frobenius_error_f32(&got, &want);
+    // bf16 output rounding (8 bits of mantissa): ~2e-3.
+    assert!(err < 8e-3, "bf16: relative error {err}");
+}
+
+#[test]
 fn sizes_that_do_not_add_up_compute_nothing_and_say_so() {
     let dev = Device::emulator_with(Emulator::new(1).sms(2));
     let (m, n, k) = (64usize, 64usize, 64usize);

@@ -99,7 +99,7 @@ def grouped_matmul(a, b, sizes, out=None, check=True, stream=None):
     are grouped by expert, ``sizes[g]`` rows for expert ``g`` in order, and
     each group is multiplied by its expert's weight ``b[g]`` (``b`` is
     ``G x N x K``): ``c[rows of g] = a[rows of g] @ b[g].T`` (``M x N``,
-    float16, f32 accumulation). ``sizes`` (int32 or uint32, ``G`` entries)
+    float16 or bfloat16, f32 accumulation). ``sizes`` (int32 or uint32, ``G`` entries)
     stays on the device: the kernel reads it. With ``check`` (the default)
     the call waits for the kernel and raises ValueError when the sizes do
     not add up to ``M``; ``check=False`` leaves the launch asynchronous."""

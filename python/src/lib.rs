@@ -406,8 +406,24 @@ fn matmul(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, c: &Bound<
     })
 }
 
-/// Grouped GEMM for mixture of experts: `c[rows of g] = a[rows of g] ·
-/// b[g]ᵀ`, the rows of `a` and `c` grouped by expert in order, `sizes[g]`
+/// Runs `$body` with `$T` the element type of dtype `$dt` (f16 or bf16).
+macro_rules! with_norm_type {
+    ($dt:expr, $T:ident => $body:expr) => {
+        match $dt {
+            Dtype::F16 => {
+                type $T = f16;
+                $body
+            }
+            _ => {
+                type $T = bf16;
+                $body
+            }
+        }
+    };
+}
+
+/// Grouped GEMM for mixture of experts (float16 or bfloat16): `c[rows of
+/// g] = a[rows of g] · b[g]ᵀ`, the rows of `a` and `c` grouped by expert in order, `sizes[g]`
 /// rows each (int32 or uint32, on the same device: read by the kernel).
 /// With `check`, waits for the kernel and raises ValueError when the sizes
 /// do not add up to the rows of `a`.
@@ -416,7 +432,7 @@ fn matmul(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, c: &Bound<
 fn grouped_matmul(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, sizes: &Bound<'_, PyAny>, c: &Bound<'_, PyAny>, check: bool, stream: u64) -> PyResult<()> {
     let (a, b, s, c) = (import("a", a)?, import("b", b)?, import("sizes", sizes)?, import("c", c)?);
     let place = same_place(&[&a, &b, &s, &c])?;
-    same_dtype(&[&a, &b, &c], &[Dtype::F16])?;
+    let dt = same_dtype(&[&a, &b, &c], &[Dtype::F16, Dtype::Bf16])?;
     same_dtype(&[&s], &[Dtype::I32, Dtype::U32])?;
     if a.shape.len() != 2 || b.shape.len() != 3 || s.shape.len() != 1 {
         return Err(PyValueError::new_err(format!(
@@ -433,9 +449,6 @@ fn grouped_matmul(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, si
     want_shape(&s, &[g])?;
     want_shape(&c, &[m, n])?;
     let ctx = ctx_for(place)?;
-    // SAFETY: as in `matmul`; int32 sizes are read as u32 (a negative size
-    // is a huge one, and the kernel's sum check refuses it).
-    let (ba, bb, bs, mut bc) = unsafe { (borrow::<f16>(ctx, &a)?, borrow::<f16>(ctx, &b)?, borrow::<u32>(ctx, &s)?, borrow::<f16>(ctx, &c)?) };
     let slot = usize::from(place != Place::Cpu);
     GROUPED.with(|cell| {
         let mut cache = cell.borrow_mut();
@@ -443,7 +456,12 @@ fn grouped_matmul(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, si
             cache[slot] = Some(kernel_ops::grouped::GroupedMatmul::new(ctx.dev).map_err(runtime_err)?);
         }
         let gm = cache[slot].as_ref().expect("set above");
-        run(py, ctx, stream, || gm.run(&ba, &bb, &bs, &mut bc, (m, n, k), g))?;
+        with_norm_type!(dt, T => {
+            // SAFETY: as in `matmul`; int32 sizes are read as u32 (a
+            // negative size is a huge one, which the kernel refuses).
+            let (ba, bb, bs, mut bc) = unsafe { (borrow::<T>(ctx, &a)?, borrow::<T>(ctx, &b)?, borrow::<u32>(ctx, &s)?, borrow::<T>(ctx, &c)?) };
+            run(py, ctx, stream, || gm.run(&ba, &bb, &bs, &mut bc, (m, n, k), g))?;
+        });
         if check {
             run(py, ctx, stream, || gm.status())?;
         }
@@ -459,20 +477,6 @@ fn rows_cols(x: &Arr) -> PyResult<(usize, usize)> {
     }
 }
 
-macro_rules! with_norm_type {
-    ($dt:expr, $T:ident => $body:expr) => {
-        match $dt {
-            Dtype::F16 => {
-                type $T = f16;
-                $body
-            }
-            _ => {
-                type $T = bf16;
-                $body
-            }
-        }
-    };
-}
 
 /// `y = softmax(x)` over the last dimension.
 #[pyfunction]

@@ -40,6 +40,16 @@ def test_grouped_matmul_matches_numpy_with_ragged_groups():
     assert rel_err(c, want) < 2e-3
 
 
+def test_grouped_matmul_takes_bfloat16():
+    torch = pytest.importorskip("torch")  # CPU bfloat16 tensors (NumPy has no bfloat16)
+    sizes = torch.tensor([20, 44], dtype=torch.int32)
+    a, b = torch.randn(64, 64, dtype=torch.bfloat16), torch.randn(2, 64, 64, dtype=torch.bfloat16)
+    c = kernel_ops.grouped_matmul(a, b, sizes)
+    want = torch.cat([a[:20].double() @ b[0].double().T, a[20:].double() @ b[1].double().T])
+    assert c.dtype == torch.bfloat16
+    assert float((c.double() - want).norm() / want.norm()) < 8e-3
+
+
 def test_grouped_matmul_refuses_sizes_that_do_not_add_up():
     a, b = randn(64, 64), randn(2, 64, 64)
     with pytest.raises(ValueError, match="do not add up to M"):

@@ -18,7 +18,7 @@ use kernel_device::prelude::*;
 use kernel_device::tma::{commit_group, wait_group};
 use kernel_device::sync::TurnOrder;
 use kernel_device::warp::shfl_xor;
-use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaInput, WgmmaShape};
+use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaShape};
 use kernel_device::{bf16, f16, Barriers};
 
 /// Rows of Q per CTA of the two-consumer kernels (`attention_fwd`): two
@@ -50,24 +50,8 @@ pub type QTile<E, const D: usize> = QTileOf<E, BM, D>;
 /// A K or V tile: `BN` keys x `D`.
 pub type KvTile<E, const BN: usize, const D: usize> = Tile<E, BN, D, Swizzled<128>>;
 
-/// The 16-bit element types of the attention kernels: the wgmma input and
-/// the f32 pair packing of P's and O's registers.
-pub trait AttnElem: WgmmaInput {
-    /// Two f32 to a packed pair of `Self` (`lo` in bits 0..16).
-    fn pack(lo: f32, hi: f32) -> u32;
-}
-impl AttnElem for f16 {
-    #[inline(always)]
-    fn pack(lo: f32, hi: f32) -> u32 {
-        kernel_device::cvt::pack_f16x2(lo, hi)
-    }
-}
-impl AttnElem for bf16 {
-    #[inline(always)]
-    fn pack(lo: f32, hi: f32) -> u32 {
-        kernel_device::cvt::pack_bf16x2(lo, hi)
-    }
-}
+/// The 16-bit element types attention runs on (the GEMMs' [`GemmElem`](crate::gemm::GemmElem)).
+pub use crate::gemm::GemmElem as AttnElem;
 
 /// The rules every instance passes (checked at compile time): `D` 64, 128
 /// or 256 (whole 128-byte swizzle blocks of f16, and a wgmma N); `BN` a

@@ -4,27 +4,52 @@
 //! Bᵀ` (A `M x K`, B `N x K`, row-major f16, f32 accumulation), `BM x BN`
 //! CTA tiles, K steps of 64, one memory warpgroup (number 2) and two compute
 //! warpgroups, each owning `BM / 2` rows of the tile.
-use kernel_device::f16;
 use kernel_device::layout::{Swizzled, Tile};
 use kernel_device::smem::Smem;
 use kernel_device::sync::NamedBarrier;
 use kernel_device::thread_in_warpgroup;
-use kernel_device::wgmma::{Acc, Cols, WgmmaShape};
+use kernel_device::wgmma::{Acc, Cols, WgmmaInput, WgmmaShape};
+use kernel_device::{bf16, f16};
+
+/// A 16-bit wgmma input type the GEMMs (and attention) run on, with the
+/// conversion of their f32 accumulators back to it: f16 or bf16.
+pub trait GemmElem: WgmmaInput {
+    /// Two f32 to a packed pair of `Self` (`lo` in bits 0..16).
+    fn pack(lo: f32, hi: f32) -> u32;
+}
+impl GemmElem for f16 {
+    #[inline(always)]
+    fn pack(lo: f32, hi: f32) -> u32 {
+        kernel_device::cvt::pack_f16x2(lo, hi)
+    }
+}
+impl GemmElem for bf16 {
+    #[inline(always)]
+    fn pack(lo: f32, hi: f32) -> u32 {
+        kernel_device::cvt::pack_bf16x2(lo, hi)
+    }
+}
 
 /// The swizzle of every tile: 128 bytes (64 f16), tiling (8, 64).
 pub type Sw = Swizzled<128>;
 /// K step of every kernel: one 128-byte swizzle span of f16.
 pub const TK: usize = 64;
-/// A's tile: `BM x 64` of `A (M x K)`.
-pub type ATileOf<const BM: usize> = Tile<f16, BM, TK, Sw>;
-/// B's tile: `BN x 64` of `B (N x K)` (K-major).
-pub type BTileOf<const BN: usize> = Tile<f16, BN, TK, Sw>;
+/// A's tile of element type `E`: `BM x 64` of `A (M x K)`.
+pub type ATile<E, const BM: usize> = Tile<E, BM, TK, Sw>;
+/// B's tile of element type `E`: `BN x 64` of `B (N x K)` (K-major).
+pub type BTile<E, const BN: usize> = Tile<E, BN, TK, Sw>;
+/// A's f16 tile.
+pub type ATileOf<const BM: usize> = ATile<f16, BM>;
+/// B's f16 tile.
+pub type BTileOf<const BN: usize> = BTile<f16, BN>;
 /// A whole output tile `BM x BN`.
 pub type OTileOf<const BM: usize, const BN: usize> = Tile<f16, BM, BN, Sw>;
 /// Epilogue sub-tile width: one 64-column swizzle block.
 pub const EPI_N: usize = 64;
-/// An epilogue sub-tile `BM x 64`.
-pub type EpiTileOf<const BM: usize> = Tile<f16, BM, EPI_N, Sw>;
+/// An epilogue sub-tile `BM x 64` of element type `E`.
+pub type EpiTile<E, const BM: usize> = Tile<E, BM, EPI_N, Sw>;
+/// An f16 epilogue sub-tile.
+pub type EpiTileOf<const BM: usize> = EpiTile<f16, BM>;
 
 /// The compute warpgroups (the memory warpgroup is number 2).
 pub const COMPUTE_WGS: u32 = 2;
@@ -67,7 +92,7 @@ where
     /// warpgroup's rows from `row0`; no commit. Warpgroup-collective.
     #[inline(always)]
     #[track_caller]
-    pub fn mma(&mut self, a: Smem<ATileOf<BM>>, row0: usize, b: Smem<BTileOf<BN>>, accumulate: bool) {
+    pub fn mma<E: WgmmaInput>(&mut self, a: Smem<ATile<E, BM>>, row0: usize, b: Smem<BTile<E, BN>>, accumulate: bool) {
         self.blocks[0].mma(a, row0, b, 0, accumulate);
         if BM == 256 {
             self.blocks[1].mma(a, row0 + 64, b, 0, accumulate);
@@ -89,6 +114,13 @@ where
     /// `j` must be a constant after unrolling (a loop over `0..BN / 64`).
     #[inline(always)]
     pub fn store_cols_f16(&mut self, dst: Smem<EpiTileOf<BM>>, row0: usize, j: usize) {
+        self.store_cols(dst, row0, j)
+    }
+
+    /// [`WgAcc::store_cols_f16`] for an epilogue of element type `E`
+    /// (f16 or bf16).
+    #[inline(always)]
+    pub fn store_cols<E: GemmElem>(&mut self, dst: Smem<EpiTile<E, BM>>, row0: usize, j: usize) {
         store_block_cols(&mut self.blocks[0], dst, row0, j);
         if BM == 256 {
             store_block_cols(&mut self.blocks[1], dst, row0 + 64, j);
@@ -101,7 +133,7 @@ where
 /// register pairs `p` with `8 (p / 2) / 64 == j` (a constant per unrolled
 /// pair, so no register is indexed at run time).
 #[inline(always)]
-pub fn store_block_cols<const N: usize, const R: usize>(acc: &mut Acc<N>, dst: Smem<EpiTileOf<R>>, row0: usize, j: usize)
+pub fn store_block_cols<E: GemmElem, const N: usize, const R: usize>(acc: &mut Acc<N>, dst: Smem<EpiTile<E, R>>, row0: usize, j: usize)
 where
     Cols<N>: WgmmaShape,
 {
@@ -113,9 +145,9 @@ where
     <Cols<N>>::for_each_pair(&acc.regs, |p, v0, v1| {
         let c = 8 * (p / 2);
         if c / EPI_N == j {
-            let off = EpiTileOf::<R>::offset_of(row + 8 * (p % 2), c % EPI_N + col);
+            let off = EpiTile::<E, R>::offset_of(row + 8 * (p % 2), c % EPI_N + col);
             // SAFETY: row < R (row0 + 64 <= R), column < 64; 4-byte aligned.
-            unsafe { (base.add(off) as *mut u32).write(kernel_device::wgmma::pack_f16x2(v0, v1)) };
+            unsafe { (base.add(off) as *mut u32).write(E::pack(v0, v1)) };
         }
     });
 }

@@ -4,8 +4,8 @@
 //! "contiguous" layout: `M = Σ M_g`), `B` is `G x N x K` (one `N x K` weight
 //! per expert), and the group sizes `M_g` live in device memory: no host
 //! round trip schedules the tiles.
-use crate::gemm::{check_tile, ATileOf, BTileOf, EpiTileOf, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
-use kernel_device::f16;
+use crate::gemm::{check_tile, ATile, BTile, EpiTile, GemmElem, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
+use kernel_device::{bf16, f16};
 use kernel_device::prelude::*;
 use kernel_device::tma::{commit_group, wait_group, wait_group_read};
 use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Cols, WgmmaShape};
@@ -102,7 +102,7 @@ pub fn group_totals(sizes: GmemRef<u32>, bm: u32, n_tiles: u32, m_total: u32) ->
 /// after the barrier that follows the sub-tile's writes; two f16 per store.
 #[inline(always)]
 #[track_caller]
-fn store_partial<const BM: usize>(buf: Smem<EpiTileOf<BM>>, c: Gmem<f16>, tile: GroupTile, col: u32, n: u32) {
+fn store_partial<E: Copy, const BM: usize>(buf: Smem<EpiTile<E, BM>>, c: Gmem<E>, tile: GroupTile, col: u32, n: u32) {
     let cols = (n - col).min(EPI_N as u32) as usize;
     // The tile's last element is in `C` (checked once, not per store).
     let last = (tile.row0 + tile.rows - 1) as usize * n as usize + col as usize + cols - 1;
@@ -117,7 +117,7 @@ fn store_partial<const BM: usize>(buf: Smem<EpiTileOf<BM>>, c: Gmem<f16>, tile: 
     while i < tile.rows as usize * (EPI_N / 2) {
         let (r, cc) = (i / (EPI_N / 2), 2 * (i % (EPI_N / 2)));
         if cc < cols {
-            let off = EpiTileOf::<BM>::offset_of(r, cc);
+            let off = EpiTile::<E, BM>::offset_of(r, cc);
             // SAFETY: inside the sub-tile (r < BM, cc < 64), 4-byte aligned.
             let v = unsafe { *(base.add(off) as *const u32) };
             let at = (tile.row0 as usize + r) * n as usize + col as usize + cc;
@@ -128,7 +128,9 @@ fn store_partial<const BM: usize>(buf: Smem<EpiTileOf<BM>>, c: Gmem<f16>, tile: 
     }
 }
 
-/// `C_g = A_g · B_gᵀ` for every group `g`, persistent and warp-specialized:
+/// `C_g = A_g · B_gᵀ` for every group `g` (elements `E`: f16 or bf16, f32
+/// accumulation; the kernels are [`grouped_matmul`] and
+/// [`grouped_matmul_bf16`]), persistent and warp-specialized:
 /// [`matmul_persistent_ws`](crate::matmul::matmul_persistent_ws)'s roles,
 /// ring and overlapped epilogue over the tiles of all groups
 /// ([`GroupCursor`]).
@@ -159,24 +161,24 @@ fn store_partial<const BM: usize>(buf: Smem<EpiTileOf<BM>>, c: Gmem<f16>, tile: 
 /// `m_total x K`, `B` `groups x N x K`, `C` `m_total x N` (`c` and
 /// `c_rows` are the same memory), `sizes` holds `groups >= 1` sizes;
 /// `K`, `N` multiples of 8 (TMA strides); `k_steps = ceil(K / 64)`.
-#[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 128, 4), (128, 256, 4)))]
 #[allow(clippy::too_many_arguments)]
-pub fn grouped_matmul<const BM: usize, const BN: usize, const STAGES: usize>(
-    a: Tma<ATileOf<BM>>,
-    b: Tma<BTileOf<BN>, 3>,
-    c: Tma<EpiTileOf<BM>>,
-    c_rows: Gmem<f16>,
+#[inline(always)]
+pub fn grouped_matmul_of<E: GemmElem, const BM: usize, const BN: usize, const STAGES: usize>(
+    a: Tma<ATile<E, BM>>,
+    b: Tma<BTile<E, BN>, 3>,
+    c: Tma<EpiTile<E, BM>>,
+    c_rows: Gmem<E>,
     sizes: GmemRef<u32>,
     status: Gmem<u32>,
     m_total: u32,
     n: u32,
     k_steps: u32,
-    #[scratch] a_bufs: Smem<[ATileOf<BM>; STAGES]>,
-    #[scratch] b_bufs: Smem<[BTileOf<BN>; STAGES]>,
-    #[scratch] epi: Smem<[EpiTileOf<BM>; 2]>,
-    #[scratch] loaded: Barriers<STAGES>,
-    #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
-    #[scratch] tiles_at: Smem<[[u32; 4]; 8]>,
+    a_bufs: Smem<[ATile<E, BM>; STAGES]>,
+    b_bufs: Smem<[BTile<E, BN>; STAGES]>,
+    epi: Smem<[EpiTile<E, BM>; 2]>,
+    loaded: Barriers<STAGES>,
+    consumed: Barriers<STAGES>,
+    tiles_at: Smem<[[u32; 4]; 8]>,
 ) where
     Cols<BN>: WgmmaShape,
 {
@@ -218,7 +220,7 @@ pub fn grouped_matmul<const BM: usize, const BN: usize, const STAGES: usize>(
                         tiles_at.write(entry, [tile.group, tile.row0, tile.rows, tile.col0]);
                     }
                     let bar = loaded.at(s);
-                    bar.arrive_expect_tx(Tma::<ATileOf<BM>>::BYTES + Tma::<BTileOf<BN>, 3>::BYTES);
+                    bar.arrive_expect_tx(Tma::<ATile<E, BM>>::BYTES + Tma::<BTile<E, BN>, 3>::BYTES);
                     a.load(a_bufs.at(s), tile.row0, k * TK as u32, bar);
                     b.load_at(b_bufs.at(s), [k * TK as u32, tile.col0, tile.group], bar);
                     step += 1;
@@ -264,7 +266,7 @@ pub fn grouped_matmul<const BM: usize, const BN: usize, const STAGES: usize>(
                     wait_group_read::<1>();
                 }
                 COMPUTE_BARRIER.sync();
-                acc.store_cols_f16(buf, row0, j);
+                acc.store_cols(buf, row0, j);
                 commit_smem();
                 COMPUTE_BARRIER.sync();
                 if full {
@@ -282,4 +284,54 @@ pub fn grouped_matmul<const BM: usize, const BN: usize, const STAGES: usize>(
             wait_group::<0>();
         }
     }
+}
+
+/// [`grouped_matmul_of`] on f16 (`A`, `B` and `C`).
+#[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 128, 4), (128, 256, 4)))]
+#[allow(clippy::too_many_arguments)]
+pub fn grouped_matmul<const BM: usize, const BN: usize, const STAGES: usize>(
+    a: Tma<ATile<f16, BM>>,
+    b: Tma<BTile<f16, BN>, 3>,
+    c: Tma<EpiTile<f16, BM>>,
+    c_rows: Gmem<f16>,
+    sizes: GmemRef<u32>,
+    status: Gmem<u32>,
+    m_total: u32,
+    n: u32,
+    k_steps: u32,
+    #[scratch] a_bufs: Smem<[ATile<f16, BM>; STAGES]>,
+    #[scratch] b_bufs: Smem<[BTile<f16, BN>; STAGES]>,
+    #[scratch] epi: Smem<[EpiTile<f16, BM>; 2]>,
+    #[scratch] loaded: Barriers<STAGES>,
+    #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
+    #[scratch] tiles_at: Smem<[[u32; 4]; 8]>,
+) where
+    Cols<BN>: WgmmaShape,
+{
+    grouped_matmul_of::<f16, BM, BN, STAGES>(a, b, c, c_rows, sizes, status, m_total, n, k_steps, a_bufs, b_bufs, epi, loaded, consumed, tiles_at)
+}
+
+/// [`grouped_matmul_of`] on bf16 (`A`, `B` and `C`).
+#[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 128, 4), (128, 256, 4)))]
+#[allow(clippy::too_many_arguments)]
+pub fn grouped_matmul_bf16<const BM: usize, const BN: usize, const STAGES: usize>(
+    a: Tma<ATile<bf16, BM>>,
+    b: Tma<BTile<bf16, BN>, 3>,
+    c: Tma<EpiTile<bf16, BM>>,
+    c_rows: Gmem<bf16>,
+    sizes: GmemRef<u32>,
+    status: Gmem<u32>,
+    m_total: u32,
+    n: u32,
+    k_steps: u32,
+    #[scratch] a_bufs: Smem<[ATile<bf16, BM>; STAGES]>,
+    #[scratch] b_bufs: Smem<[BTile<bf16, BN>; STAGES]>,
+    #[scratch] epi: Smem<[EpiTile<bf16, BM>; 2]>,
+    #[scratch] loaded: Barriers<STAGES>,
+    #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
+    #[scratch] tiles_at: Smem<[[u32; 4]; 8]>,
+) where
+    Cols<BN>: WgmmaShape,
+{
+    grouped_matmul_of::<bf16, BM, BN, STAGES>(a, b, c, c_rows, sizes, status, m_total, n, k_steps, a_bufs, b_bufs, epi, loaded, consumed, tiles_at)
 }
