@@ -98,14 +98,15 @@ fn attention_kernels_use_rs_wgmma_ex2_and_setmaxnreg_without_spills() {
 #[test]
 fn grouped_kernels_have_their_instructions_and_no_spills() {
     let img = image("sm_90a");
-    for (name, n) in [("grouped_matmul__128_256_4", 256), ("grouped_matmul__128_128_4", 128)] {
+    for (name, n) in [("grouped_matmul__128_256_4", 256), ("grouped_matmul__128_128_4", 128), ("grouped_matmul_bf16__128_256_4", 256), ("grouped_matmul_bf16__128_128_4", 128)] {
+        let ty = if name.contains("bf16") { "bf16" } else { "f16" };
         let block = img.ptxas_report.split("Compiling entry function '").find(|b| b.starts_with(name)).unwrap_or_else(|| panic!("{name} not assembled"));
         let line = block.lines().find(|l| l.contains("bytes stack frame")).unwrap();
         assert!(line.contains("0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"), "{name}: {line}");
         let body = entry(img.ptx, name);
         assert!(body.contains("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"), "{name}: B's rank-3 load");
         assert!(body.contains("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"), "{name}: the TMA store of full tiles");
-        assert!(body.contains(&format!("wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16")), "{name}: m64n{n}k16");
+        assert!(body.contains(&format!("wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty}")), "{name}: m64n{n}k16 on {ty}");
         assert!(!body.contains(".local"), "{name}: local memory");
     }
 }

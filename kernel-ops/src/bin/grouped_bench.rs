@@ -1,4 +1,5 @@
-//! The grouped GEMM (mixture of experts) against a loop of cuBLAS calls
+//! The grouped GEMM (mixture of experts; f16, and its bf16 time on the same
+//! values) against a loop of cuBLAS calls
 //! (`cublasGemmEx`, one per non-empty group, on the same stream): what users
 //! run without a grouped kernel. Same iid N(0, 1) f16 inputs for both; our
 //! output checked against cuBLAS's (relative Frobenius error) and, on 64
@@ -71,9 +72,9 @@ fn run(dev: &Device, o: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     let gm = GroupedMatmul::new(dev)?;
     println!("{}", dev.describe());
     let mut md = String::from(
-        "| experts | K | N | total M | sizes | ours ms (128x256) | ours ms (128x128) | cuBLAS loop ms | ours TFLOP/s | cuBLAS loop TFLOP/s | ours / loop | ours clock, power | loop clock, power | rel. error vs cuBLAS | sampled rows vs f64 |\n|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|\n",
+        "| experts | K | N | total M | sizes | ours ms (128x256) | ours ms (128x128) | ours bf16 ms (128x256) | cuBLAS loop ms | ours TFLOP/s | cuBLAS loop TFLOP/s | ours / loop | ours clock, power | loop clock, power | rel. error vs cuBLAS | sampled rows vs f64 |\n|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|\n",
     );
-    let mut csv = String::from("experts,k,n,m_total,sizes,ours_ms,ours_128x128_ms,loop_ms,ours_tflops,loop_tflops,speedup,ours_mhz,ours_w,loop_mhz,loop_w,err_vs_cublas,err_sampled\n");
+    let mut csv = String::from("experts,k,n,m_total,sizes,ours_ms,ours_128x128_ms,ours_bf16_ms,loop_ms,ours_tflops,loop_tflops,speedup,ours_mhz,ours_w,loop_mhz,loop_w,err_vs_cublas,err_sampled\n");
     let mut all_ok = true;
     let problems: Vec<(usize, usize, usize, usize, bool)> = if o.quick {
         vec![(8, 2048, 1536, 8192, false), (64, 2048, 1536, 8192, true)]
@@ -97,6 +98,11 @@ fn run(dev: &Device, o: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         let (da, db, ds) = (dev.upload(&a)?, dev.upload(&b)?, dev.upload(&sz)?);
         let mut c_ours = dev.upload(&vec![f16::NAN; m * n])?;
         let mut c_ref = dev.upload(&vec![f16::NAN; m * n])?;
+        // The same inputs in bf16, for our bf16 kernel's time (cuBLAS's loop
+        // is timed in f16 only).
+        let to_bf16 = |v: &[f16]| v.iter().map(|x| kernel_device::bf16::from_f32(x.to_f32())).collect::<Vec<_>>();
+        let (da16, db16) = (dev.upload(&to_bf16(&a))?, dev.upload(&to_bf16(&b))?);
+        let mut c16 = dev.upload(&vec![kernel_device::bf16::ZERO; m * n])?;
         let ours = |tiles: Tiles, c: &mut kernel_host::Buffer<f16>| -> kernel_host::Result<()> {
             gm.run_with(tiles, &da, &db, &ds, c, (m, n, k), groups).map_err(|e| kernel_host::Error::InvalidArgument { function: "grouped", problem: e.to_string() })
         };
@@ -140,13 +146,21 @@ fn run(dev: &Device, o: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         let ok = err < 2e-3 && err_sampled < 2e-3;
         all_ok &= ok;
         // Timing: interleaved rounds.
+        gm.run(&da16, &db16, &ds, &mut c16, (m, n, k), groups)?;
+        gm.status()?;
         let mut t_ours = Vec::new();
+        let mut t_bf16 = Vec::new();
         let mut t_narrow = Vec::new();
         let mut t_loop = Vec::new();
         let (mut clk_ours, mut clk_loop): (Option<ClockPower>, Option<ClockPower>) = (None, None);
         for r in 0..o.rounds {
-            for i in 0..3 {
-                let which = (r + i) % 3;
+            for i in 0..4 {
+                let which = (r + i) % 4;
+                if which == 3 {
+                    warm_up(&gpu, o.warmup_ms, || gm.run(&da16, &db16, &ds, &mut c16, (m, n, k), groups).map_err(|e| kernel_host::Error::InvalidArgument { function: "grouped", problem: e.to_string() }))?;
+                    t_bf16.push(time_kernel(&gpu, 2, o.iters, || gm.run(&da16, &db16, &ds, &mut c16, (m, n, k), groups).map_err(|e| kernel_host::Error::InvalidArgument { function: "grouped", problem: e.to_string() }))?.median_ms);
+                    continue;
+                }
                 if which == 0 {
                     warm_up(&gpu, o.warmup_ms, || ours(Tiles::Wide, &mut c_ours))?;
                     let s = ClockSampler::start(gpu.ordinal());
@@ -164,20 +178,20 @@ fn run(dev: &Device, o: &Args) -> Result<bool, Box<dyn std::error::Error>> {
             }
         }
         let med = |mut v: Vec<f64>| { v.sort_by(f64::total_cmp); v[v.len() / 2] };
-        let (to, tn, tl) = (med(t_ours), med(t_narrow), med(t_loop));
+        let (to, tn, tl, tb) = (med(t_ours), med(t_narrow), med(t_loop), med(t_bf16));
         let flops = 2.0 * m as f64 * n as f64 * k as f64;
         let tf = |ms: f64| flops / (ms * 1e-3) / 1e12;
         let dist = if skewed { "skewed" } else { "uniform" };
         let ck = |c: &Option<ClockPower>| c.map(|c| format!("{:.0} MHz, {:.0} W", c.sm_mhz, c.power_w)).unwrap_or("-".into());
         let line = format!(
-            "| {groups} | {k} | {n} | {m} | {dist} | {to:.3} | {tn:.3} | {tl:.3} | {:.1} | {:.1} | {:.2}x | {} | {} | {err:.1e} | {err_sampled:.1e} |",
+            "| {groups} | {k} | {n} | {m} | {dist} | {to:.3} | {tn:.3} | {tb:.3} | {tl:.3} | {:.1} | {:.1} | {:.2}x | {} | {} | {err:.1e} | {err_sampled:.1e} |",
             tf(to), tf(tl), tl / to, ck(&clk_ours), ck(&clk_loop)
         );
         println!("{line}");
         writeln!(md, "{line}")?;
         let c0 = clk_ours.unwrap_or(ClockPower { sm_mhz: 0.0, power_w: 0.0, samples: 0 });
         let c1 = clk_loop.unwrap_or(ClockPower { sm_mhz: 0.0, power_w: 0.0, samples: 0 });
-        writeln!(csv, "{groups},{k},{n},{m},{dist},{to:.4},{tn:.4},{tl:.4},{:.1},{:.1},{:.3},{:.0},{:.0},{:.0},{:.0},{err:.2e},{err_sampled:.2e}", tf(to), tf(tl), tl / to, c0.sm_mhz, c0.power_w, c1.sm_mhz, c1.power_w)?;
+        writeln!(csv, "{groups},{k},{n},{m},{dist},{to:.4},{tn:.4},{tb:.4},{tl:.4},{:.1},{:.1},{:.3},{:.0},{:.0},{:.0},{:.0},{err:.2e},{err_sampled:.2e}", tf(to), tf(tl), tl / to, c0.sm_mhz, c0.power_w, c1.sm_mhz, c1.power_w)?;
     }
     std::fs::create_dir_all(&o.out)?;
     std::fs::write(format!("{}/grouped_bench.md", o.out), &md)?;
