@@ -148,7 +148,7 @@ fn store_partial<E: Copy, const BM: usize>(buf: Smem<EpiTile<E, BM>>, c: Gmem<E>
 ///   the compute warpgroups keep no cursor in their registers.
 /// - A full tile leaves through TMA stores of its `BM x 64` sub-tiles; a
 ///   group's partial last tile through stores of its own rows from the
-///   same sub-tiles ([`store_partial`]): the next group's rows are never
+///   same sub-tiles (`store_partial`): the next group's rows are never
 ///   written.
 ///
 /// One instance, `128 x 128` tiles with 4 stages: at `128 x 256` the
