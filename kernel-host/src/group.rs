@@ -331,6 +331,12 @@ impl<T> PeerBuffer<T> {
     pub fn part_mut(&mut self, rank: usize) -> &mut Buffer<T> {
         &mut self.parts[rank]
     }
+    /// Every device's part, mutably, by rank (e.g. to make a writable
+    /// tensor map over each: a kernel on one device may store through the
+    /// map of another's part).
+    pub fn parts_mut(&mut self) -> impl Iterator<Item = &mut Buffer<T>> {
+        self.parts.iter_mut()
+    }
     /// The buffer as seen by the launching device `rank`: an argument for
     /// `PeerGmem<T>`, `PeerSemaphores`, `Gmem<T>` or `GmemRef<T>`.
     pub fn on(&self, rank: Rank) -> PeerArg<'_, T> {

@@ -35,6 +35,16 @@ fn ring_all_gather_on_emulated_devices() {
     }
 }
 
+#[test]
+fn exchange_tiles_through_a_neighbours_tensor_map_on_emulated_devices() {
+    for n in [2, 3] {
+        for (seed, g) in groups(n) {
+            let o = ex::exchange_tiles(&g, 128).unwrap_or_else(|e| panic!("{n} devices, seed {seed}: {e}"));
+            assert_eq!(o.checked, n * 128 * 64);
+        }
+    }
+}
+
 /// Runs a fixture (`racy` or its twin) on 2 emulated devices; returns the
 /// error text, or checks `z = 2 x_prev` and returns `None`.
 fn fixture(seed: u64, racy: bool, gpu_scope_kernel: bool) -> Option<String> {
@@ -114,4 +124,6 @@ fn peer_examples_on_two_gpus() {
         ex::exchange_shards(&g, chunks).unwrap();
         ex::ring_all_gather(&g, chunks).unwrap();
     }
+    // TMA stores through a tensor map over the neighbour's memory.
+    ex::exchange_tiles(&g, 64 * 132).unwrap();
 }

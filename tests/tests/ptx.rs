@@ -34,6 +34,7 @@ const EXPECTED: &[(&str, &[&str])] = &[
         ],
     ),
     ("ring_all_gather", &["cp.async.bulk.global.shared::cta.bulk_group", "red.release.sys.global.add.u32", "ld.acquire.sys.global.u32"]),
+    ("exchange_tiles", &["cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group", "fence.proxy.async.global", "red.release.sys.global.add.u32"]),
     (
         "multicast_copy",
         &[

@@ -56,3 +56,27 @@ pub fn ring_all_gather(group: &DeviceGroup, chunks: usize) -> Result<Outcome> {
     let want: Vec<f32> = (0..n).flat_map(|_| gathered.iter().copied()).collect();
     check("ring_all_gather", &got, &want)
 }
+
+/// The exchange with TMA tensor copies ([`peer::exchange_tiles`]): device
+/// `r` stores its `rows x 64` f16 shard into device `r + 1`'s `y` through a
+/// tensor map over that device's buffer.
+pub fn exchange_tiles(group: &DeviceGroup, rows: usize) -> Result<Outcome> {
+    use kernel_device::f16;
+    use kernel_host::TileMap;
+    let n = group.len();
+    let len = rows * 64;
+    let xs: Vec<Vec<f16>> = (0..n).map(|d| inputs(len, 60 + d as u64).iter().map(|&v| f16::from_f32(v)).collect()).collect();
+    let x = group.upload(&xs)?;
+    let mut y = group.upload(&vec![vec![f16::NAN; len]; n])?;
+    let sems = group.zeros::<u32>(rows / 64)?;
+    let xmaps = (0..n).map(|d| TileMap::<peer::ShardTile>::new_2d(x.part(d), rows, 64)).collect::<kernel_host::Result<Vec<_>>>()?;
+    let ymaps = y.parts_mut().map(|p| TileMap::<peer::ShardTile>::new_2d_mut(p, rows, 64)).collect::<kernel_host::Result<Vec<_>>>()?;
+    group
+        .load(&kernels::DEVICE_CODE)?
+        .kernel::<peer::exchange_tiles>()?
+        .launch((rows / 64) as u32, |r| (&xmaps[r.index()], &ymaps[(r.index() + 1) % n], sems.on(r)))?;
+    drop(ymaps);
+    let got: Vec<f32> = group.download(&y)?.concat().iter().map(|v| v.to_f32()).collect();
+    let want: Vec<f32> = (0..n).flat_map(|d| xs[(d + n - 1) % n].iter().map(|v| v.to_f32())).collect();
+    check("exchange_tiles", &got, &want)
+}

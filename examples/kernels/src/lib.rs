@@ -7,7 +7,7 @@
 //! | [`first`] | `producer_consumer` | 2 warpgroups, SMEM queue, mbarrier phases |
 //! | [`first`] | `cluster_exchange` | a cluster of 2 CTAs, distributed SMEM, cluster barrier |
 //! | [`first`] | `semaphore_signal` | block 0 signals block 1 through a global semaphore |
-//! | [`peer`] | `exchange_shards`, `ring_all_gather` | several GPUs: bulk copies to a peer's memory over NVLink, system-scope semaphores (the seed's shard exchange, a ring all-gather) |
+//! | [`peer`] | `exchange_shards`, `ring_all_gather`, `exchange_tiles` | several GPUs: bulk copies to a peer's memory over NVLink, system-scope semaphores (the seed's shard exchange, a ring all-gather) |
 //! | [`first`] | `double_checked` | bounds-checked `Gmem` accesses |
 //! | [`hopper`] | `matmul_pipelined` | TMA + wgmma + `emit_pipeline` (pipelining guide) |
 //! | [`hopper`] | `matmul_pipelined_kn` | the same with an MN-major (K x N) B |

@@ -6,6 +6,7 @@
 //! the receiver tells it the data arrived.
 use kernel_device::fence::fence_proxy_async_global;
 use kernel_device::peer::{PeerGmem, PeerSemaphores};
+use kernel_device::layout::Swizzled;
 use kernel_device::prelude::*;
 use kernel_device::tma::{bulk, commit_group, wait_group, wait_group_read};
 
@@ -122,6 +123,38 @@ pub fn ring_all_gather(
             // The last shard (of device `me + 1`) arrives; nothing to forward.
             sems.wait(b, 1);
         }
+    }
+    sync_threads();
+}
+
+/// A 64 x 64 f16 tile, 128-byte swizzle: the unit of [`exchange_tiles`].
+pub type ShardTile = kernel_device::layout::Tile<kernel_device::f16, 64, 64, Swizzled<128>>;
+
+/// The exchange with TMA tensor copies: CTA `b` loads row block `b` of its
+/// device's `x` (`rows x 64` f16) through `x`'s map, and stores it with a
+/// TMA store through `y_next`, a map over the *next* device's `y` (the
+/// host passes each device the map of its neighbour's buffer); then it
+/// signals slot `b` there and waits for its own. Grid `rows / 64`.
+#[kernel(block = threads(32))]
+pub fn exchange_tiles(
+    x: Tma<ShardTile>,
+    y_next: Tma<ShardTile>,
+    sems: PeerSemaphores,
+    #[scratch] buf: Smem<ShardTile>,
+    #[scratch] loaded: Barrier,
+) {
+    let b = block_idx().x;
+    if thread_idx().x == 0 {
+        loaded.arrive_expect_tx(Tma::<ShardTile>::BYTES);
+        x.load(buf, b * 64, 0, loaded.as_ref());
+        loaded.wait();
+        y_next.store(buf, b * 64, 0);
+        commit_group();
+        wait_group::<0>();
+        fence_proxy_async_global();
+        let next = if sems.rank() + 1 == sems.count() { 0 } else { sems.rank() + 1 };
+        sems.signal(next, b as usize, 1);
+        sems.wait(b as usize, 1);
     }
     sync_threads();
 }
