@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # On a GPU machine of 2+ GPUs (no Rust needed), after tools/multi-gpu-bundle.sh:
 # the GPU topology, the ignored 2-GPU tests, and the multi_gpu benchmark;
-# logs and tables into $OUT (or ./multi-gpu-out) as one tarball.
+# logs and tables into $OUT/logs (or ./multi-gpu-out/logs), written as they
+# come (a run cut short by a time limit keeps what it finished).
 set -uo pipefail
 out="${OUT:-$PWD/multi-gpu-out}"
-mkdir -p "$out" /tmp/mgpu/logs
+logs="$out/logs"
+mkdir -p "$logs" /tmp/mgpu
 tar -C /tmp/mgpu -xJf .device-mgpu/bundle.tar.xz
-logs=/tmp/mgpu/logs
 # NVLink multicast stays off (the machine's rule).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 NCCL_DEBUG=WARN
 # cudarc opens libnccl.so; pip's NCCL ships libnccl.so.2.
@@ -19,8 +20,11 @@ status=0
 cd /tmp/mgpu
 [ -n "${SKIP_TESTS:-}" ] || ./peer_tests --ignored --nocapture > "$logs/peer_tests.txt" 2>&1 || status=1
 [ -n "${SKIP_TESTS:-}" ] || ./collective_tests --ignored --nocapture > "$logs/collective_tests.txt" 2>&1 || status=1
-./multi_gpu --out "$logs" ${MULTI_GPU_ARGS:-} > "$logs/multi_gpu.txt" 2>&1 || status=1
-tail -n 40 "$logs"/*.txt
-tar -C /tmp/mgpu -czf "$out/multi-gpu-logs.tar.gz" logs
+# MULTI_GPU_DEVICES: the group sizes to benchmark, one run each (default 2).
+for n in ${MULTI_GPU_DEVICES:-2}; do
+    mkdir -p "$logs/devices-$n"
+    ./multi_gpu --devices "$n" --out "$logs/devices-$n" ${MULTI_GPU_ARGS:-} > "$logs/devices-$n/multi_gpu.txt" 2>&1 || status=1
+done
+tail -n 40 "$logs"/*.txt "$logs"/devices-*/multi_gpu.txt
 echo "multi-gpu-run: status $status"
 exit $status

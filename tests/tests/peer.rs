@@ -1,7 +1,7 @@
 //! Several devices (`kernel_host::group`, `kernel_device::peer`): the
 //! example kernels on emulated devices under 4 schedules, the cross-device
 //! bug twins, the group's input errors; and, ignored, the same host code
-//! on 2 GPUs with peer access.
+//! on 2 GPUs with peer access (and on 3, 4, ... when the machine has them).
 use examples::peer as ex;
 use kernel_fixtures::peer::{self as f, LEN};
 use kernel_host::emulate::Emulator;
@@ -110,20 +110,75 @@ fn group_inputs_are_checked_with_the_rule_named() {
     assert!(e.contains("peer buffer of 3 devices passed to a launch on 2"), "{e}");
 }
 
+/// GPU groups of 2, 3, ... up to 8 devices, as many as the machine has
+/// (at least 2, or the test fails).
+fn gpu_groups() -> Vec<DeviceGroup> {
+    let mut v = Vec::new();
+    for n in 2..=8 {
+        match DeviceGroup::gpus(n) {
+            Ok(g) => v.push(g),
+            Err(Error::NoSuchDevice { .. }) if n > 2 => break,
+            Err(Error::NoGpu { reason }) => panic!("no GPU: {reason}"),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    v
+}
+
 #[test]
 #[ignore = "needs 2 GPUs with peer access"]
 fn peer_examples_on_two_gpus() {
-    let g = match DeviceGroup::gpus(2) {
-        Ok(g) => g,
-        Err(Error::NoGpu { reason }) => panic!("no GPU: {reason}"),
-        Err(e) => panic!("{e}"),
-    };
-    eprintln!("{}", g.describe());
-    // 256 chunks of 16 KiB per device (4 MiB), then a ragged CTA count.
-    for chunks in [256, 37] {
-        ex::exchange_shards(&g, chunks).unwrap();
-        ex::ring_all_gather(&g, chunks).unwrap();
+    for g in gpu_groups() {
+        eprintln!("{}", g.describe());
+        // 256 chunks of 16 KiB per device (4 MiB), then a ragged CTA count.
+        for chunks in [256, 37] {
+            ex::exchange_shards(&g, chunks).unwrap();
+            ex::ring_all_gather(&g, chunks).unwrap();
+        }
+        // TMA stores through a tensor map over the neighbour's memory.
+        ex::exchange_tiles(&g, 64 * 132).unwrap();
     }
-    // TMA stores through a tensor map over the neighbour's memory.
-    ex::exchange_tiles(&g, 64 * 132).unwrap();
+}
+
+/// NCCL beside our kernels on the same streams: `all_gather` and
+/// `all_reduce_sum` on every group size the machine has, against values
+/// computed here (small integers in f32, so the sums are exact), the
+/// all-gather's input written by our `exchange_shards` kernel just before
+/// (stream order, no host sync between); and the size rules.
+#[test]
+#[ignore = "needs 2 GPUs with peer access and libnccl"]
+fn nccl_collectives_on_gpus() {
+    use kernel_host::nccl::Nccl;
+    for g in gpu_groups() {
+        let p = g.len();
+        let nccl = Nccl::new(&g).unwrap();
+        let chunks = 64;
+        let len = kernels::peer::CHUNK * chunks;
+        let xs: Vec<Vec<f32>> = (0..p).map(|d| (0..len).map(|i| ((i * 7 + d * 13) % 101) as f32).collect()).collect();
+        let x = g.upload(&xs).unwrap();
+        let y = g.zeros::<f32>(len).unwrap();
+        // Our kernel: y on device d = x of device d - 1.
+        let sems = g.zeros::<u32>(chunks).unwrap();
+        let exchange = g.load(&kernels::DEVICE_CODE).unwrap().kernel::<kernels::peer::exchange_shards>().unwrap();
+        exchange.launch(chunks as u32, |r| (x.on(r), y.on(r), sems.on(r))).unwrap();
+        let mut gathered = g.zeros::<f32>(p * len).unwrap();
+        nccl.all_gather(&y, &mut gathered).unwrap();
+        let mut summed = g.zeros::<f32>(len).unwrap();
+        nccl.all_reduce_sum(&x, &mut summed).unwrap();
+        g.synchronize().unwrap();
+        let want_gather: Vec<f32> = (0..p).flat_map(|d| xs[(d + p - 1) % p].clone()).collect();
+        for (d, got) in g.download(&gathered).unwrap().iter().enumerate() {
+            assert!(*got == want_gather, "{p} GPUs: all-gather of the exchanged shards on device {d}");
+        }
+        let want_sum: Vec<f32> = (0..len).map(|i| (0..p).map(|d| xs[d][i]).sum()).collect();
+        for (d, got) in g.download(&summed).unwrap().iter().enumerate() {
+            assert!(*got == want_sum, "{p} GPUs: all-reduce on device {d}");
+        }
+        let e = nccl.all_gather(&x, &mut summed).unwrap_err().to_string();
+        assert!(e.contains("needs"), "{e}");
+        let mut short = g.zeros::<f32>(len - 1).unwrap();
+        let e = nccl.all_reduce_sum(&x, &mut short).unwrap_err().to_string();
+        assert!(e.contains("must be equal"), "{e}");
+        eprintln!("{p} GPUs: NCCL all-gather and all-reduce of {len} f32 per device: exact");
+    }
 }
