@@ -84,7 +84,7 @@ pub mod raw {
 /// allocated with `cta_group::2` by `#[kernel]` (scratch:
 /// `#[scratch] acc: TmemPair<f32, 128, N>`), written by the pair's MMAs
 /// only (their issuer is the [`PairLeader`]); each CTA loads its own rows
-/// (`acc.load_f32::<32>(col)`). A kernel with one must have a cluster
+/// (`acc.load_f32::<32>(col).wait()`). A kernel with one must have a cluster
 /// whose x extent is a multiple of 2 (a compile error otherwise).
 pub type TmemPair<T, const ROWS: usize, const COLS: usize> = Tmem<T, ROWS, COLS, false, Cta2>;
 

@@ -17,9 +17,14 @@
 //! Loads and stores ([`Tmem::load_32x32b`], [`Tmem::store_32x32b`]) are
 //! warp-collective: lane `l` of warp `w` reaches TMEM lane `32 (w % 4) + l`
 //! of the tile ("lane quarters", §9.7.16.8.1), so a warpgroup together
-//! reads all 128 rows. They are asynchronous: [`wait_load_tmem`] must
-//! follow a load before the cells are overwritten (by a store or an MMA),
-//! and [`commit_tmem`] must follow stores before an MMA reads them.
+//! reads all 128 rows. They are asynchronous. A load returns a
+//! [`TmemLoad`]: its registers are valid only after the issuing thread's
+//! `tcgen05.wait::ld`, so they are reachable only through
+//! [`TmemLoad::wait`] (or [`wait_loads`] for several loads), which issues
+//! the wait first — reading them early is not expressible. The wait also
+//! ends the load's reads of its cells, which must happen before the cells
+//! are overwritten (by a store or an MMA). [`commit_tmem`] must follow
+//! stores before an MMA reads them.
 //!
 //! Fragment layout of a `32x32b.xN` load ([`Tmem::load_32x32b`]): thread
 //! `(w, l)` gets row `32 (w % 4) + l`, columns `col .. col + N` of the tile,
@@ -164,14 +169,14 @@ impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool, G: C
 
     /// `tcgen05.ld.sync.aligned.32x32b.xN.b32` (Pallas's `async_load_tmem`):
     /// this thread's row (lane quarter of its warp + lane), `N` 32-bit
-    /// columns from physical column `col`. Warp-collective; asynchronous for
-    /// the TMEM cells: call [`wait_load_tmem`] before they are overwritten.
-    /// The registers may be used at once.
+    /// columns from physical column `col`. Warp-collective and asynchronous:
+    /// the registers come out of the returned [`TmemLoad`] by its
+    /// [`wait`](TmemLoad::wait) (`tcgen05.wait::ld`).
     #[inline(always)]
     #[track_caller]
-    pub fn load_32x32b<const N: usize>(&self, col: usize) -> [u32; N]
+    pub fn load_32x32b<const N: usize>(&self, col: usize) -> TmemLoad<u32, N>
     where
-        Rep<N>: LdSt32x32b<Regs = [u32; N]>,
+        Rep<N>: LdSt32x32b<N>,
     {
         const { assert!(ROWS == 128, "Tmem::load_32x32b: the 32x32b lane-quarter shape reads 128-row tiles") };
         <Rep<N>>::ld(self.quarter_addr(col))
@@ -184,7 +189,7 @@ impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool, G: C
     #[track_caller]
     pub fn store_32x32b<const N: usize>(&self, col: usize, v: [u32; N])
     where
-        Rep<N>: LdSt32x32b<Regs = [u32; N]>,
+        Rep<N>: LdSt32x32b<N>,
     {
         const { assert!(ROWS == 128, "Tmem::store_32x32b: the 32x32b lane-quarter shape writes 128-row tiles") };
         <Rep<N>>::st(self.quarter_addr(col), v)
@@ -193,14 +198,14 @@ impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool, G: C
 
 impl<const ROWS: usize, const COLS: usize, G: CtaGroup> Tmem<f32, ROWS, COLS, false, G> {
     /// This thread's row, `N` f32 columns from column `col`
-    /// ([`Tmem::load_32x32b`] as f32).
+    /// ([`Tmem::load_32x32b`] as f32; `.wait()` yields `[f32; N]`).
     #[inline(always)]
     #[track_caller]
-    pub fn load_f32<const N: usize>(&self, col: usize) -> [f32; N]
+    pub fn load_f32<const N: usize>(&self, col: usize) -> TmemLoad<f32, N>
     where
-        Rep<N>: LdSt32x32b<Regs = [u32; N]>,
+        Rep<N>: LdSt32x32b<N>,
     {
-        self.load_32x32b::<N>(col).map(f32::from_bits)
+        self.load_32x32b::<N>(col).cast()
     }
 }
 
@@ -224,15 +229,132 @@ unsafe impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: boo
 /// A repetition count `N` of the `32x32b` load/store shape.
 pub struct Rep<const N: usize>;
 
+/// A 32-bit register type a TMEM load yields (`u32`, `f32`).
+pub trait Reg32: Copy + sealed::Sealed {
+    #[doc(hidden)]
+    fn from_reg(bits: u32) -> Self;
+}
+impl Reg32 for u32 {
+    #[inline(always)]
+    fn from_reg(bits: u32) -> u32 {
+        bits
+    }
+}
+impl Reg32 for f32 {
+    #[inline(always)]
+    fn from_reg(bits: u32) -> f32 {
+        f32::from_bits(bits)
+    }
+}
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for u32 {}
+    impl Sealed for f32 {}
+}
+
+/// The registers of a `tcgen05.ld` still in flight.
+///
+/// The PTX ISA makes `tcgen05.ld` asynchronous (§9.7.16.8.3): its
+/// destination registers are written by the tensor-memory unit after the
+/// instruction issues, and `tcgen05.wait::ld` (§9.7.16.8.5) is what waits
+/// for every prior `tcgen05.ld` of the thread to complete. Reading them
+/// before that wait is outside what the ISA defines, so this type holds
+/// them where the kernel cannot reach them: the only way out is
+/// [`TmemLoad::wait`] (or [`wait_loads`]), which issues the wait and then
+/// passes each register through an empty `asm!` operand ordered after it,
+/// so the compiler cannot hoist a use above the wait either. No
+/// instruction beyond the wait is emitted.
+///
+/// Dropping one without waiting leaves the load in flight: its cells are
+/// still being read (the emulator reports a store or MMA over them).
+#[must_use = "a TMEM load's registers are valid only after tcgen05.wait::ld: get them with `.wait()` (or `tmem::wait_loads`)"]
+pub struct TmemLoad<T: Reg32, const N: usize> {
+    regs: [u32; N],
+    _t: PhantomData<T>,
+}
+
+impl<T: Reg32, const N: usize> TmemLoad<T, N>
+where
+    Rep<N>: LdSt32x32b<N>,
+{
+    /// Waits for this thread's TMEM loads (`tcgen05.wait::ld.sync.aligned`,
+    /// warp-collective) and yields the registers: `N` columns of this
+    /// thread's row, register `i` holding column `col + i`.
+    #[inline(always)]
+    #[track_caller]
+    pub fn wait(self) -> [T; N] {
+        wait_load_tmem();
+        self.after_wait()
+    }
+
+    /// The registers, once a wait that follows this load has been issued
+    /// (the tie orders every use after it).
+    #[inline(always)]
+    fn after_wait(self) -> [T; N] {
+        let mut r = self.regs;
+        <Rep<N>>::tie(&mut r);
+        r.map(T::from_reg)
+    }
+
+    #[inline(always)]
+    fn cast<U: Reg32>(self) -> TmemLoad<U, N> {
+        TmemLoad { regs: self.regs, _t: PhantomData }
+    }
+}
+
+/// Several TMEM loads waited for by one `tcgen05.wait::ld`: a tuple of
+/// 2 to 4 [`TmemLoad`]s in, the tuple of their register arrays out
+/// (`let (a, b) = wait_loads((acc.load_f32::<32>(0), acc.load_f32::<32>(32)));`).
+#[inline(always)]
+#[track_caller]
+pub fn wait_loads<L: WaitLoads>(loads: L) -> L::Regs {
+    wait_load_tmem();
+    loads.after_wait()
+}
+
+/// A tuple of [`TmemLoad`]s [`wait_loads`] takes.
+pub trait WaitLoads {
+    type Regs;
+    #[doc(hidden)]
+    fn after_wait(self) -> Self::Regs;
+}
+
+macro_rules! wait_loads_tuple {
+    ($(($t:ident, $n:ident, $v:ident)),+) => {
+        impl<$($t: Reg32, const $n: usize),+> WaitLoads for ($(TmemLoad<$t, $n>,)+)
+        where
+            $(Rep<$n>: LdSt32x32b<$n>),+
+        {
+            type Regs = ($([$t; $n],)+);
+            #[inline(always)]
+            fn after_wait(self) -> Self::Regs {
+                let ($($v,)+) = self;
+                ($($v.after_wait(),)+)
+            }
+        }
+    };
+}
+wait_loads_tuple!((A, NA, a), (B, NB, b));
+wait_loads_tuple!((A, NA, a), (B, NB, b), (C, NC, c));
+wait_loads_tuple!((A, NA, a), (B, NB, b), (C, NC, c), (D, ND, d));
+
 /// `tcgen05.ld` / `tcgen05.st` `.32x32b.xN.b32` for the implemented `N`.
 #[diagnostic::on_unimplemented(
-    message = "tcgen05.ld/st .32x32b.x{Self} is not implemented",
+    message = "tcgen05.ld/st .32x32b.x{N} is not implemented",
     note = "implemented repetition counts: 1, 2, 4, 8, 16, 32, 64 (the hardware also has 128)"
 )]
-pub trait LdSt32x32b {
-    type Regs;
-    fn ld(taddr: u32) -> Self::Regs;
-    fn st(taddr: u32, v: Self::Regs);
+pub trait LdSt32x32b<const N: usize> {
+    /// Issues the load at the raw TMEM address `taddr` (lane in the high
+    /// half, column in the low half); the registers come out of the
+    /// [`TmemLoad`] by its wait.
+    fn ld(taddr: u32) -> TmemLoad<u32, N>;
+    /// Issues the store of `v` at the raw TMEM address `taddr`.
+    fn st(taddr: u32, v: [u32; N]);
+    /// Orders every later use of `regs` after the preceding (side-effecting)
+    /// `tcgen05.wait::ld` asm: an empty asm with each register as an
+    /// in-out operand. Emits no instruction.
+    #[doc(hidden)]
+    fn tie(regs: &mut [u32; N]);
 }
 
 #[allow(unused_macros)]
@@ -244,16 +366,16 @@ macro_rules! reg_tpl {
 
 macro_rules! ldst {
     ($n:literal, [$i0:literal $(, $i:literal)*]) => {
-        impl LdSt32x32b for Rep<$n> {
-            type Regs = [u32; $n];
+        impl LdSt32x32b<$n> for Rep<$n> {
             #[inline(always)]
             #[track_caller]
-            fn ld(taddr: u32) -> [u32; $n] {
+            fn ld(taddr: u32) -> TmemLoad<u32, $n> {
                 #[allow(unused_mut)]
                 let mut r = [0u32; $n];
                 device!("tcgen05.ld.32x32b", {
                     // SAFETY: warp-collective load of this warp's lane quarter
                     // (the typed handle's contract); reads TMEM (memory clobber).
+                    // The registers stay inside the `TmemLoad` until its wait.
                     unsafe {
                         core::arch::asm!(
                             concat!("tcgen05.ld.sync.aligned.32x32b.x", $n, ".b32 {{{}", $(reg_tpl!($i),)* "}}, [{t}];"),
@@ -263,7 +385,7 @@ macro_rules! ldst {
                         )
                     }
                 }, host: { kernel_emu::tmem::ld_32x32b(taddr, &mut r) });
-                r
+                TmemLoad { regs: r, _t: PhantomData }
             }
             #[inline(always)]
             #[track_caller]
@@ -280,6 +402,21 @@ macro_rules! ldst {
                     }
                 }, host: { kernel_emu::tmem::st_32x32b(taddr, &v) })
             }
+            #[inline(always)]
+            fn tie(_regs: &mut [u32; $n]) {
+                #[cfg(target_arch = "nvptx64")]
+                // SAFETY: an empty template: no instruction, no memory
+                // access; each register is an in-out operand, so its later
+                // uses depend on this asm, which (not `pure`) stays after the
+                // `tcgen05.wait::ld` asm issued before it.
+                unsafe {
+                    core::arch::asm!(
+                        "// TMEM load registers tied after their wait",
+                        inout(reg32) _regs[$i0], $(inout(reg32) _regs[$i],)*
+                        options(nostack, preserves_flags)
+                    )
+                };
+            }
         }
     };
 }
@@ -293,7 +430,9 @@ ldst!(32, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
 ldst!(64, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63]);
 
 /// `tcgen05.wait::ld.sync.aligned;` (Pallas's `wait_load_tmem`): this
-/// thread's TMEM loads have read their cells. Warp-collective.
+/// thread's TMEM loads have read their cells and written their registers.
+/// Warp-collective. [`TmemLoad::wait`] and [`wait_loads`] issue it; on its
+/// own it ends loads whose registers are not needed.
 #[inline(always)]
 #[track_caller]
 pub fn wait_load_tmem() {

@@ -615,7 +615,7 @@ pub fn st_32x32b(taddr: u32, vals: &[u32]) {
             return Err((
                 "TMEM overwritten while an in-flight tcgen05.ld reads it",
                 format!(
-                    "tcgen05.st of {} over {} loaded at {} by {} with no tcgen05.wait::ld (wait_load_tmem) since",
+                    "tcgen05.st of {} over {} loaded at {} by {} with no tcgen05.wait::ld (the load's `.wait()`, or `wait_load_tmem`) since",
                     r.show(),
                     l.region.show(),
                     l.loc,
@@ -767,7 +767,7 @@ pub fn mma(issue: MmaIssue<'_>) {
         if let Some(l) = c.loads.iter().find(|l| l.region.overlaps(&dr)) {
             return Err((
                 "TMEM overwritten while an in-flight tcgen05.ld reads it",
-                format!("{op} writes {} over {} loaded at {} by {} with no tcgen05.wait::ld (wait_load_tmem) since", dr.show(), l.region.show(), l.loc, e.who(l.tid)),
+                format!("{op} writes {} over {} loaded at {} by {} with no tcgen05.wait::ld (the load's `.wait()`, or `wait_load_tmem`) since", dr.show(), l.region.show(), l.loc, e.who(l.tid)),
             ));
         }
         let a_vals = match a {
@@ -972,7 +972,7 @@ pub fn mma_pair(issue: MmaIssue<'_>, peer_rank: u32, peer_a: Vec<f32>, peer_smem
             if let Some(l) = cs.loads.iter().find(|l| l.region.overlaps(&dr)) {
                 return Err((
                     "TMEM overwritten while an in-flight tcgen05.ld reads it",
-                    format!("{op} writes {} of {who} over {} loaded at {} by {} with no tcgen05.wait::ld (wait_load_tmem) since", dr.show(), l.region.show(), l.loc, e.who(l.tid)),
+                    format!("{op} writes {} of {who} over {} loaded at {} by {} with no tcgen05.wait::ld (the load's `.wait()`, or `wait_load_tmem`) since", dr.show(), l.region.show(), l.loc, e.who(l.tid)),
                 ));
             }
         }

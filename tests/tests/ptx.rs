@@ -427,6 +427,57 @@ fn blackwell_kernels_have_their_tcgen05_facts() {
     }
 }
 
+/// The lines of `body` that read a destination register of a `tcgen05.ld`
+/// before the next `tcgen05.wait::ld` (straight-line order of the PTX
+/// text): the ISA makes the registers valid only after that wait.
+fn tmem_registers_read_before_wait(body: &str) -> Vec<String> {
+    let lines: Vec<&str> = body.lines().collect();
+    let mut bad = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let Some(pos) = l.find("tcgen05.ld.sync.aligned") else { continue };
+        let (Some(open), Some(close)) = (l[pos..].find('{'), l[pos..].find('}')) else { continue };
+        let regs: Vec<&str> = l[pos + open + 1..pos + close].split(',').map(str::trim).collect();
+        for later in &lines[i + 1..] {
+            if later.contains("tcgen05.wait::ld") {
+                break;
+            }
+            let t = later.trim();
+            if t.starts_with("//") {
+                continue;
+            }
+            let reads = t.split(|c: char| !(c.is_ascii_alphanumeric() || c == '%' || c == '_')).any(|tok| regs.contains(&tok));
+            if reads && !later.contains("tcgen05.ld.sync.aligned") {
+                bad.push(format!("`{}` reads a register of `{}`", t, l.trim()));
+            }
+        }
+    }
+    bad
+}
+
+/// Every sm_100a kernel reads its `tcgen05.ld` registers only after a
+/// `tcgen05.wait::ld` (the `TmemLoad` API's guarantee, checked on the
+/// compiled PTX); and the check itself catches an early read.
+#[test]
+fn tmem_load_registers_are_read_after_their_wait() {
+    let ptx = image("sm_100a").ptx;
+    let mut checked = 0;
+    for entry in ptx.split(".visible .entry ").skip(1) {
+        let name = &entry[..entry.find('(').unwrap_or(0)];
+        let body = entry_body(ptx, name);
+        if !body.contains("tcgen05.ld.sync.aligned") {
+            continue;
+        }
+        checked += 1;
+        let bad = tmem_registers_read_before_wait(body);
+        assert!(bad.is_empty(), "{name}: TMEM load registers read before tcgen05.wait::ld:\n{}", bad.join("\n"));
+    }
+    assert!(checked >= 8, "only {checked} sm_100a kernels with TMEM loads found");
+    let early = "\ttcgen05.ld.sync.aligned.32x32b.x2.b32 {%r1, %r2}, [%r9];\n\tcvt.rn.f16.f32 %rs1, %r2;\n\ttcgen05.wait::ld.sync.aligned;\n";
+    assert_eq!(tmem_registers_read_before_wait(early).len(), 1, "the check misses an early read");
+    let late = "\ttcgen05.ld.sync.aligned.32x32b.x2.b32 {%r1, %r2}, [%r9];\n\tadd.s32 %r12, %r9, 4;\n\ttcgen05.wait::ld.sync.aligned;\n\tmov.b32 %f1, %r2;\n";
+    assert!(tmem_registers_read_before_wait(late).is_empty(), "the check flags a read after the wait");
+}
+
 /// The Blackwell ladder's steps 3-6 and matmul_dynamic (sm_100a only):
 /// `(entry, accumulator TMEM columns allocated, block threads, extra
 /// instructions)`.

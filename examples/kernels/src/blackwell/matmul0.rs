@@ -4,7 +4,7 @@ use kernel_device::pipeline::{emit_pipeline, BlockSpec};
 use kernel_device::prelude::*;
 use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, Cta1, TensorCore};
 use kernel_device::tma::{commit_group, wait_group_read};
-use kernel_device::tmem::{wait_load_tmem, Tmem};
+use kernel_device::tmem::Tmem;
 use kernel_device::Barriers;
 
 /// Step 0 of the tutorial: a basic kernel, `emit_pipeline` + tcgen05.
@@ -62,7 +62,6 @@ pub fn matmul0<const TN: usize, const STAGES: usize>(
     );
     consumed.at(((k_steps - 1) % 2) as usize).wait();
     acc_to_smem::<TN, TN, TILE_M, TN, _>(&acc, 0, c_smem, 0);
-    wait_load_tmem();
     commit_smem();
     sync_threads();
     if leader {

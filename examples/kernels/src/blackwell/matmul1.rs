@@ -3,7 +3,7 @@ use super::{acc_to_smem, ATile, BTile, OTile, TILE_K, TILE_M};
 use kernel_device::prelude::*;
 use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, Cta1, TensorCore};
 use kernel_device::tma::{commit_group, wait_group_read};
-use kernel_device::tmem::{wait_load_tmem, Tmem};
+use kernel_device::tmem::Tmem;
 use kernel_device::Barriers;
 
 /// Step 1 of the tutorial: warp specialization inside one warpgroup.
@@ -66,7 +66,6 @@ pub fn matmul1<const TN: usize, const STAGES: usize>(
     }
     mma_done.wait();
     acc_to_smem::<TN, TN, TILE_M, TN, _>(&acc, 0, c_smem, 0);
-    wait_load_tmem();
     commit_smem();
     sync_threads();
     if thread_linear() == 0 {

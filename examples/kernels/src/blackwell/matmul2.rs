@@ -3,7 +3,7 @@ use super::{acc_to_smem, ATile, BTile, ETile, EPI_N, TILE_K, TILE_M};
 use kernel_device::prelude::*;
 use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, Cta1, TensorCore};
 use kernel_device::tma::{commit_group, wait_group_read};
-use kernel_device::tmem::{wait_load_tmem, Tmem};
+use kernel_device::tmem::Tmem;
 use kernel_device::Barriers;
 
 /// Step 2 of the tutorial: the tiled epilogue.
@@ -80,7 +80,6 @@ pub fn matmul2<const TN: usize, const STAGES: usize>(
             commit_group();
         }
     }
-    wait_load_tmem();
     if leader {
         wait_group_read::<0>();
     }

@@ -4,7 +4,6 @@ use kernel_device::collective::{pair_role, PairTma, PartitionedTma, TmemPair};
 use kernel_device::prelude::*;
 use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, TensorCore};
 use kernel_device::tma::{commit_group, wait_group_read};
-use kernel_device::tmem::wait_load_tmem;
 
 /// Step 3 of the tutorial: a cluster of 2 CTAs computes one `256 x PN`
 /// output tile with collective MMAs.
@@ -94,7 +93,6 @@ pub fn matmul3<const TN: usize, const PN: usize, const STAGES: usize>(
             commit_group();
         }
     }
-    wait_load_tmem();
     if leader {
         wait_group_read::<0>();
     }

@@ -5,7 +5,6 @@ use kernel_device::grid::{nd_loop, Collective};
 use kernel_device::prelude::*;
 use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, TensorCore};
 use kernel_device::tma::{commit_group, wait_group_read};
-use kernel_device::tmem::wait_load_tmem;
 
 /// Step 4 of the tutorial: [`super::matmul3`] made persistent.
 ///
@@ -18,8 +17,9 @@ use kernel_device::tmem::wait_load_tmem;
 ///    on `consumed[slot]` only for the first `STAGES` steps of its **first**
 ///    tile (`local_index == 0`): later tiles reuse slots the previous tile's
 ///    MMAs read;
-/// 3. every thread waits for its TMEM loads (`wait_load_tmem`) before the
-///    next tile's MMAs overwrite the accumulator; `mma_done` completes once
+/// 3. every thread's TMEM loads complete (`acc_to_smem` gets their
+///    registers from `tcgen05.wait::ld`) before the next tile's MMAs
+///    overwrite the accumulator; `mma_done` completes once
 ///    per tile. The next MMAs wait for the next operands, which the TMA warp
 ///    of each CTA loads as soon as it passes the epilogue's last
 ///    `sync_threads`: so the wait comes *before* that barrier (the
@@ -90,9 +90,9 @@ pub fn matmul4<const TN: usize, const PN: usize, const STAGES: usize>(
             }
             sync_threads();
             acc_to_smem::<PN, EPI_N, TILE_M, EPI_N, _>(&acc, ni * EPI_N, buf, 0);
-            // Loads must complete before the next tile's MMAs overwrite
-            // TMEM, and so before this barrier (see step 3 above).
-            wait_load_tmem();
+            // acc_to_smem's loads are complete (their registers came out
+            // of tcgen05.wait::ld), so before this barrier and the next
+            // tile's MMAs (see step 3 above).
             commit_smem();
             sync_threads();
             if leader {

@@ -5,7 +5,6 @@ use kernel_device::grid::{nd_loop, Collective};
 use kernel_device::prelude::*;
 use kernel_device::tcgen05::{raw::fence_after_thread_sync, raw::fence_before_thread_sync, tcgen05_commit_arrive, tcgen05_mma_kn, TensorCore};
 use kernel_device::tma::{commit_group, wait_group_read};
-use kernel_device::tmem::wait_load_tmem;
 use kernel_device::Barriers;
 
 /// The epilogue warpgroup's named barrier (128 threads).
@@ -125,8 +124,8 @@ pub fn matmul5<const TN: usize, const PN: usize, const AN: usize, const STAGES: 
                     }
                     chunks += 1;
                 }
-                // Loads must complete before we signal.
-                wait_load_tmem();
+                // acc_to_smem's loads completed (their wait yielded the
+                // registers) before we signal.
                 fence_before_thread_sync();
                 EPILOGUE.sync();
                 if leader {

@@ -5,7 +5,6 @@ use kernel_device::clc::{dynamic_scheduling_loop, ClcResponse};
 use kernel_device::prelude::*;
 use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, TensorCore};
 use kernel_device::tma::{commit_group, wait_group_read};
-use kernel_device::tmem::wait_load_tmem;
 
 /// [`super::matmul4`] scheduled dynamically with cluster launch
 /// control (Pallas's `dynamic_scheduling_loop`, as in its
@@ -24,8 +23,8 @@ use kernel_device::tmem::wait_load_tmem;
 ///    balances itself;
 /// 3. everything inside an iteration is `matmul4`'s (`local_index > 0`
 ///    makes the TMA warp wait for the previous tile's MMAs before reusing
-///    a slot; `wait_load_tmem` before the epilogue's last barrier, so before
-///    the next tile's MMAs).
+///    a slot; the epilogue's TMEM loads complete inside `acc_to_smem`, before
+///    its last barrier, so before the next tile's MMAs).
 ///
 /// Constraints: as `matmul3`; grid `(2 M / 256, N / PN)`.
 #[kernel(block = warpgroups(1), cluster = (2, 1, 1), arch = sm_100a, instances((128, 256, 4)))]
@@ -89,9 +88,9 @@ pub fn matmul_dynamic<const TN: usize, const PN: usize, const STAGES: usize>(
             }
             sync_threads();
             acc_to_smem::<PN, EPI_N, TILE_M, EPI_N, _>(&acc, ni * EPI_N, buf, 0);
-            // Loads must complete before the next tile's MMAs overwrite
-            // TMEM, and so before this barrier (see step 3 above).
-            wait_load_tmem();
+            // acc_to_smem's loads are complete (their registers came out
+            // of tcgen05.wait::ld), so before this barrier and the next
+            // tile's MMAs (see step 3 above).
             commit_smem();
             sync_threads();
             if leader {

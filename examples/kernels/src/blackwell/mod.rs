@@ -71,7 +71,10 @@ pub fn my_row() -> usize {
 
 /// Every thread of the warpgroup copies its accumulator row, columns
 /// `col0 .. col0 + W`, from TMEM (its rows of a pair's `TmemPair` too) (32 columns per `tcgen05.ld`) into the
-/// swizzled SMEM tile `dst` at column `dst_col0`, as f16.
+/// swizzled SMEM tile `dst` at column `dst_col0`, as f16. Each load's
+/// registers come out of its `tcgen05.wait::ld`, so every load is complete
+/// when this returns (the next MMAs may overwrite the accumulator after a
+/// barrier).
 #[inline(always)]
 #[track_caller]
 pub fn acc_to_smem<const TN: usize, const W: usize, const R: usize, const C: usize, G: CtaGroup>(
@@ -83,7 +86,7 @@ pub fn acc_to_smem<const TN: usize, const W: usize, const R: usize, const C: usi
     let row = my_row();
     let mut c = 0;
     while c < W {
-        let v = acc.load_f32::<32>(col0 + c);
+        let v = acc.load_f32::<32>(col0 + c).wait();
         store_row_f16(&v, dst, row, dst_col0 + c);
         c += 32;
     }
