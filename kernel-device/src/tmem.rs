@@ -411,7 +411,7 @@ macro_rules! ldst {
                 // `tcgen05.wait::ld` asm issued before it.
                 unsafe {
                     core::arch::asm!(
-                        "// TMEM load registers tied after their wait",
+                        concat!("// TMEM load registers tied after their wait: {}", $(reg_tpl!($i),)*),
                         inout(reg32) _regs[$i0], $(inout(reg32) _regs[$i],)*
                         options(nostack, preserves_flags)
                     )
