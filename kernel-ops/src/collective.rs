@@ -9,19 +9,36 @@
 //! engine forwards that shard to device `d + 1` over NVLink
 //! (`cuMemcpyPeerAsync` on a second stream: no SM is taken from the
 //! matmul). Step `s + 1` on device `d + 1` waits for that copy (an event),
-//! so the copies of step `s` hide under the matmuls of step `s`. This is
-//! the host-orchestrated form (as PyTorch's async tensor parallelism
-//! does); a single persistent kernel that forwards tiles with TMA and
-//! waits on peer semaphores is not written yet.
+//! so the copies of step `s` hide under the matmuls of step `s`: the
+//! host-orchestrated form ([`AllGatherMatmul::run`], as PyTorch's async
+//! tensor parallelism does), one matmul launch per shard.
 //!
-//! On emulated devices the same schedule runs with host copies, one
-//! step at a time (correctness only).
+//! [`AllGatherMatmul::run_persistent`] runs the same ring of copies under
+//! **one persistent matmul per device**
+//! ([`kernel_ops_kernels::collective::allgather_matmul_ws`]) over the
+//! whole gathered `A`: after each incoming copy the receiving device's copy
+//! stream writes the shard's arrival flag in its own memory
+//! (`cuStreamWriteValue32`, ordered after the copy, with a system-scope
+//! fence before it), and the kernel's producer visits the shards in
+//! arrival order, spinning on each flag before its first TMA load from
+//! that shard. No SM copies, no launch or tail per shard.
+//!
+//! On emulated devices the same schedules run with host copies first
+//! (correctness only: the kernels find every flag already set).
 use crate::matmul::{check_problem, Matmul, MatmulError};
 use kernel_host::cudarc::driver::{sys, CudaEvent, CudaStream};
 use kernel_host::group::{DeviceGroup, PeerBuffer};
-use kernel_host::Error;
+use kernel_host::{Buffer, Error, TileMap};
 use kernel_device::f16;
+use kernel_ops_kernels::collective::allgather_matmul_ws;
+use kernel_ops_kernels::matmul::{ATileOf, BTileOf, EpiTileOf, TK};
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
+
+/// The instances of [`allgather_matmul_ws`] `run_persistent` picks from
+/// (`name, BM, BN, STAGES, GRID_W`); [`AllGatherMatmul::tune_persistent`]
+/// times them.
+pub const PERSISTENT_INSTANCES: &[(&str, usize)] = &[("ws 128x256 s4 w8", 128), ("ws 128x256 s4 w16", 128), ("ws 256x128 s3 w8", 256)];
 
 /// The all-gather matmul on a group: one [`Matmul`] and one copy stream per
 /// device.
@@ -29,6 +46,12 @@ pub struct AllGatherMatmul<'g> {
     group: &'g DeviceGroup,
     matmuls: Vec<Matmul<'g>>,
     copy_streams: Vec<Arc<CudaStream>>,
+    /// Per device, one arrival flag per shard (`run_persistent`).
+    arrived: RefCell<PeerBuffer<u32>>,
+    /// The value the flags of the next `run_persistent` take.
+    epoch: Cell<u32>,
+    /// Index into [`PERSISTENT_INSTANCES`].
+    persistent: Cell<usize>,
 }
 
 fn invalid(problem: String) -> MatmulError {
@@ -48,7 +71,8 @@ impl<'g> AllGatherMatmul<'g> {
             .filter_map(|d| group.device(d).as_gpu())
             .map(|g| g.context().new_stream().map_err(cuda("cuStreamCreate")))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(AllGatherMatmul { group, matmuls, copy_streams })
+        let arrived = RefCell::new(group.zeros::<u32>(group.len())?);
+        Ok(AllGatherMatmul { group, matmuls, copy_streams, arrived, epoch: Cell::new(0), persistent: Cell::new(0) })
     }
 
     /// Autotunes each device's matmul for the `m x n x k` steps (the
@@ -164,5 +188,169 @@ impl<'g> AllGatherMatmul<'g> {
         }
         self.group.barrier()?;
         Ok(())
+    }
+
+    /// Gathers `a` and multiplies with one persistent kernel per device:
+    /// `a.part(d)` holds `p x m` rows of `k` (shard `j` at rows `j m`), of
+    /// which device `d`'s own shard (rows `d m`) is filled on entry; on
+    /// return every device holds all shards, and `c.part(d)` (`p m x n`) =
+    /// `a · b.part(d)ᵀ`, the layout an all-gather followed by one matmul
+    /// gives. `m` must be a multiple of the kernel's tile rows (128, or
+    /// 256 for the `256x128` instance). Asynchronous on GPUs (synchronize
+    /// the group before reading `c`). Errors name the buffer and the shape.
+    pub fn run_persistent(&self, a: &mut PeerBuffer<f16>, b: &PeerBuffer<f16>, c: &mut PeerBuffer<f16>, (m, n, k): (usize, usize, usize)) -> Result<(), MatmulError> {
+        let p = self.group.len();
+        for (what, devices) in [("a", a.devices()), ("b", b.devices()), ("c", c.devices())] {
+            if devices != p {
+                return Err(invalid(format!("{what} has parts on {devices} devices; the group has {p}")));
+            }
+        }
+        check_problem((p * m, k), (n, k), (a.len(), b.len(), c.len()))?;
+        let (name, bm) = PERSISTENT_INSTANCES[self.persistent.get()];
+        if m % bm != 0 {
+            return Err(invalid(format!(
+                "run_persistent: shard rows m = {m} are not a multiple of the kernel's {bm} tile rows ({name}); shards must align to tiles (use AllGatherMatmul::run for other m)"
+            )));
+        }
+        let epoch = self.epoch.get().wrapping_add(1).max(1);
+        self.epoch.set(epoch);
+        if self.group.is_gpu() {
+            self.run_persistent_gpu(a, b, c, (m, n, k), epoch)
+        } else {
+            // Host copies first (every shard to every device), then the
+            // kernels, which find every flag set.
+            let mut full = Vec::with_capacity(p * m * k);
+            for j in 0..p {
+                full.extend_from_slice(&self.group.device(j).download(a.part(j))?[j * m * k..(j + 1) * m * k]);
+            }
+            for (d, part) in a.parts_mut().enumerate() {
+                self.group.device(d).write(part, &full)?;
+            }
+            let mut arrived = self.arrived.borrow_mut();
+            for (d, part) in arrived.parts_mut().enumerate() {
+                self.group.device(d).write(part, &vec![epoch; p])?;
+            }
+            drop(arrived);
+            for d in 0..p {
+                self.launch_persistent(d, a.part(d), b.part(d), c.part_mut(d), (m, n, k), epoch)?;
+            }
+            Ok(())
+        }
+    }
+
+    /// Launches device `d`'s kernel on its stream.
+    fn launch_persistent(&self, d: usize, a: &Buffer<f16>, b: &Buffer<f16>, c: &mut Buffer<f16>, (m, n, k): (usize, usize, usize), epoch: u32) -> Result<(), MatmulError> {
+        let p = self.group.len();
+        let sms = self.group.device(d).sm_count();
+        let prog = self.matmuls[d].program();
+        macro_rules! launch {
+            ($bm:literal, $bn:literal, $stages:literal, $w:literal) => {{
+                let (mt, nt, ks) = ((p * m / $bm) as u32, n.div_ceil($bn) as u32, k.div_ceil(TK) as u32);
+                let grid = sms.min(mt * nt).max(1);
+                let am = TileMap::<ATileOf<$bm>>::new_2d(a, p * m, k)?;
+                let bmap = TileMap::<BTileOf<$bn>>::new_2d(b, n, k)?;
+                let cm = TileMap::<EpiTileOf<$bm>>::new_2d_mut(c, p * m, n)?;
+                let arrived = self.arrived.borrow();
+                let args = (&am, &bmap, &cm, arrived.part(d), epoch, d as u32, p as u32, mt, nt, ks);
+                prog.kernel::<allgather_matmul_ws<$bm, $bn, $stages, $w>>()?.launch(grid, args)?;
+            }};
+        }
+        match self.persistent.get() {
+            0 => launch!(128, 256, 4, 8),
+            1 => launch!(128, 256, 4, 16),
+            _ => launch!(256, 128, 3, 8),
+        }
+        Ok(())
+    }
+
+    fn run_persistent_gpu(&self, a: &mut PeerBuffer<f16>, b: &PeerBuffer<f16>, c: &mut PeerBuffer<f16>, (m, n, k): (usize, usize, usize), epoch: u32) -> Result<(), MatmulError> {
+        let p = self.group.len();
+        let gpus: Vec<_> = (0..p).map(|d| self.group.device(d).as_gpu().expect("a GPU group").clone()).collect();
+        // Everything queued before on every device (uploads, the previous
+        // call's kernels still reading A) precedes the copies into it.
+        self.group.barrier()?;
+        for (g, cs) in gpus.iter().zip(&self.copy_streams) {
+            cs.join(g.stream()).map_err(cuda("cuStreamWaitEvent"))?;
+        }
+        // The kernels first: they wait on the flags, not on the copy streams.
+        for d in 0..p {
+            self.launch_persistent(d, a.part(d), b.part(d), c.part_mut(d), (m, n, k), epoch)?;
+        }
+        let bytes = m * k * std::mem::size_of::<f16>();
+        let mut sent: Vec<Option<CudaEvent>> = (0..p).map(|_| None).collect();
+        for s in 0..p {
+            let mut now: Vec<Option<CudaEvent>> = (0..p).map(|_| None).collect();
+            for d in 0..p {
+                let j = (d + p - s) % p;
+                let cs = &self.copy_streams[d];
+                if s > 0 {
+                    // Shard j arrived from device d - 1 at step s - 1: flag it.
+                    let prev = (d + p - 1) % p;
+                    cs.wait(sent[prev].as_ref().expect("the previous step's copy")).map_err(cuda("cuStreamWaitEvent"))?;
+                    let flag = self.arrived.borrow().part(d).address() + (4 * j) as u64;
+                    // SAFETY: `flag` is inside device d's `arrived` (p
+                    // flags), on d's stream; the default flags put a
+                    // system-scope memory barrier before the write.
+                    let r = unsafe { sys::cuStreamWriteValue32_v2(cs.cu_stream(), flag, epoch, 0) };
+                    if r != sys::CUresult::CUDA_SUCCESS {
+                        return Err(MatmulError::Cuda(Error::Cuda { call: "cuStreamWriteValue32", cuda: kernel_host::CudaError::from_result(r) }));
+                    }
+                }
+                if s + 1 < p {
+                    let next = (d + 1) % p;
+                    let off = (j * m * k * std::mem::size_of::<f16>()) as u64;
+                    let (src, dst) = (a.part(d).address() + off, a.part(next).address() + off);
+                    // SAFETY: rows j of both `p m x k` allocations (checked
+                    // lengths), on live contexts with peer access; d's stream.
+                    let r = unsafe { sys::cuMemcpyPeerAsync(dst, gpus[next].context().cu_ctx(), src, gpus[d].context().cu_ctx(), bytes, cs.cu_stream()) };
+                    if r != sys::CUresult::CUDA_SUCCESS {
+                        return Err(MatmulError::Cuda(Error::Cuda { call: "cuMemcpyPeerAsync", cuda: kernel_host::CudaError::from_result(r) }));
+                    }
+                    now[d] = Some(cs.record_event(None).map_err(cuda("cuEventRecord"))?);
+                }
+            }
+            sent = now;
+        }
+        for (g, cs) in gpus.iter().zip(&self.copy_streams) {
+            g.stream().join(cs).map_err(cuda("cuStreamWaitEvent"))?;
+        }
+        self.group.barrier()?;
+        Ok(())
+    }
+
+    /// Times each of [`PERSISTENT_INSTANCES`] on the whole collective at
+    /// this shape (scratch buffers, iid N(0, 1); 3 warm-up runs, then the
+    /// median of 10 host-timed runs with the group synchronized) and keeps
+    /// the fastest for `run_persistent`; returns `(name, ms)` for each.
+    /// GPU only.
+    pub fn tune_persistent(&self, (m, n, k): (usize, usize, usize)) -> Result<Vec<(&'static str, f64)>, MatmulError> {
+        if !self.group.is_gpu() {
+            return Err(MatmulError::Cuda(Error::GpuOnly { what: "AllGatherMatmul::tune_persistent (it times the kernels)" }));
+        }
+        let p = self.group.len();
+        let mut a = self.group.upload(&(0..p).map(|d| kernel_host::randn_f16(p * m * k, 50 + d as u64)).collect::<Vec<_>>())?;
+        let b = self.group.upload(&(0..p).map(|d| kernel_host::randn_f16(n * k, 60 + d as u64)).collect::<Vec<_>>())?;
+        let mut c = self.group.zeros::<f16>(p * m * n)?;
+        let mut out = Vec::new();
+        for (i, (name, bm)) in PERSISTENT_INSTANCES.iter().enumerate() {
+            if m % bm != 0 {
+                continue;
+            }
+            self.persistent.set(i);
+            let mut times = Vec::new();
+            for it in 0..13 {
+                let t0 = std::time::Instant::now();
+                self.run_persistent(&mut a, &b, &mut c, (m, n, k))?;
+                self.group.synchronize()?;
+                if it >= 3 {
+                    times.push(t0.elapsed().as_secs_f64() * 1e3);
+                }
+            }
+            times.sort_by(f64::total_cmp);
+            out.push((*name, times[times.len() / 2]));
+        }
+        let best = out.iter().min_by(|x, y| x.1.total_cmp(&y.1)).map(|b| b.0);
+        self.persistent.set(PERSISTENT_INSTANCES.iter().position(|x| Some(x.0) == best).unwrap_or(0));
+        Ok(out)
     }
 }

@@ -33,11 +33,67 @@ fn check(group: &DeviceGroup, (m, n, k): (usize, usize, usize)) {
     }
 }
 
+/// `run_persistent` on `group`, twice (the second run's flags take a new
+/// epoch): A gathered on every device (NaN where a shard has not arrived),
+/// C = the gathered A times each device's B, against the CPU.
+fn check_persistent(group: &DeviceGroup, (m, n, k): (usize, usize, usize)) {
+    let p = group.len();
+    let shards: Vec<Vec<f16>> = (0..p).map(|j| randn_f16(m * k, 30 + j as u64)).collect();
+    let bs: Vec<Vec<f16>> = (0..p).map(|d| randn_f16(n * k, 40 + d as u64)).collect();
+    let agm = AllGatherMatmul::new(group).unwrap();
+    let full: Vec<f16> = shards.concat();
+    for run in 0..2 {
+        let parts: Vec<Vec<f16>> = (0..p)
+            .map(|d| (0..p).flat_map(|j| if j == d { shards[j].clone() } else { vec![f16::NAN; m * k] }).collect())
+            .collect();
+        let mut a = group.upload(&parts).unwrap();
+        let b = group.upload(&bs).unwrap();
+        let mut c = group.upload(&vec![vec![f16::NAN; p * m * n]; p]).unwrap();
+        agm.run_persistent(&mut a, &b, &mut c, (m, n, k)).unwrap();
+        group.synchronize().unwrap();
+        for (d, got) in group.download(&a).unwrap().iter().enumerate() {
+            assert!(got.iter().zip(&full).all(|(x, y)| x.to_bits() == y.to_bits()), "run {run}: gathered A on device {d}");
+        }
+        for (d, got) in group.download(&c).unwrap().iter().enumerate() {
+            let want = reference_gemm_nt(p * m, n, k, &full, &bs[d]);
+            let err = kernel_host::rel_frobenius_error(got, &want);
+            assert!(err < 2e-3, "run {run}: C on device {d}: relative error {err}");
+        }
+    }
+}
+
 #[test]
 fn all_gather_matmul_matches_the_cpu_on_emulated_devices() {
     for p in [2, 3] {
         check(&DeviceGroup::emulator_with(Emulator::new(3).max_steps(0), p).unwrap(), (72, 136, 64));
     }
+}
+
+#[test]
+fn persistent_all_gather_matmul_matches_the_cpu_on_emulated_devices() {
+    for p in [2, 3] {
+        check_persistent(&DeviceGroup::emulator_with(Emulator::new(5).max_steps(0), p).unwrap(), (128, 136, 96));
+    }
+}
+
+#[test]
+fn persistent_all_gather_matmul_refuses_unaligned_shards_and_foreign_buffers() {
+    let g = DeviceGroup::emulator(2).unwrap();
+    let agm = AllGatherMatmul::new(&g).unwrap();
+    let (m, n, k) = (96, 64, 64);
+    let mut a = g.zeros::<f16>(2 * m * k).unwrap();
+    let b = g.zeros::<f16>(n * k).unwrap();
+    let mut c = g.zeros::<f16>(2 * m * n).unwrap();
+    let e = agm.run_persistent(&mut a, &b, &mut c, (m, n, k)).unwrap_err().to_string();
+    assert!(e.contains("m = 96") && e.contains("multiple of the kernel's 128 tile rows"), "{e}");
+    let mut short = g.zeros::<f16>(2 * 128 * n - 8).unwrap();
+    let mut a = g.zeros::<f16>(2 * 128 * k).unwrap();
+    let e = agm.run_persistent(&mut a, &b, &mut short, (128, n, k)).unwrap_err().to_string();
+    assert!(e.contains("M x N = 256 x 64"), "{e}");
+    let three = DeviceGroup::emulator(3).unwrap();
+    let mut a3 = three.zeros::<f16>(2 * 128 * k).unwrap();
+    let e = agm.run_persistent(&mut a3, &b, &mut c, (128, n, k)).unwrap_err().to_string();
+    assert!(e.contains("a has parts on 3 devices; the group has 2"), "{e}");
 }
 
 #[test]
@@ -60,7 +116,10 @@ fn all_gather_matmul_matches_the_cpu_on_two_gpus() {
     // 2 GPUs, then 3, 4, ... as many as the machine has.
     for n in 2..=8 {
         match DeviceGroup::gpus(n) {
-            Ok(g) => check(&g, (256, 384, 192)),
+            Ok(g) => {
+                check(&g, (256, 384, 192));
+                check_persistent(&g, (256, 384, 192));
+            }
             Err(kernel_host::Error::NoSuchDevice { .. }) if n > 2 => break,
             Err(e) => panic!("{e}"),
         }

@@ -11,11 +11,13 @@
 //! | [`matmul_fp8`] | `matmul_fp8` (`(scale_a scale_b) A Bᵀ`, e4m3 in, f16 out: `gemm_multi_of` on FP8 tiles), `matmul_fp8_blockscaled` (1 x 128 and 128 x 128 scales, promoted every 128 of K) | `kernel_ops::fp8` |
 //! | [`attention`] | `attention_fwd`, `attention_fwd_bf16` (`softmax(scale Q Kᵀ) V` and the log-sum-exp, head_dim 64/128/256, causal or not, GQA; FlashAttention-3's producer/consumer schedule with P in registers) | `kernel_ops::attention` |
 //! | [`grouped`] | `grouped_matmul` (mixture of experts: `C_g = A_g B_gᵀ` over groups of ragged rows, sizes on the device, tiles scheduled in the kernel; `128 x 256` and `128 x 128`) | `kernel_ops::grouped` |
+//! | [`collective`] | `allgather_matmul_ws` (the ready matmul over an `A` all-gathered while it runs: shards visited in arrival order, each gated on its arrival flag) | `kernel_ops::collective` |
 //! | [`swiglu`] | `swiglu` (`silu(X W1ᵀ) * (X W3ᵀ)`: `gemm_multi` with two operands) | `kernel_ops::swiglu` |
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, asm_experimental_arch))]
 
 pub mod attention;
+pub mod collective;
 pub mod gemm;
 pub mod gemm_multi;
 pub mod grouped;

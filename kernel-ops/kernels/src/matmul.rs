@@ -24,4 +24,4 @@ mod cluster;
 mod persistent;
 
 pub use cluster::{matmul_persistent_ws_cluster, CLUSTER_M};
-pub use persistent::matmul_persistent_ws;
+pub use persistent::{matmul_persistent_ws, matmul_persistent_ws_rows, AllRows, RowSource};

@@ -5,7 +5,9 @@
 //!    **NCCL's all-gather** of the same shard, per shard size: time and the
 //!    bytes each device receives from its peers per second.
 //! 2. **All-gather matmul** (`kernel_ops::collective::AllGatherMatmul`: the
-//!    ring of copy-engine shard copies under `kernel_ops::matmul`) against
+//!    ring of copy-engine shard copies under a `kernel_ops::matmul` launch
+//!    per shard, `run`, or under one persistent matmul per device that waits
+//!    for each shard's arrival flag, `run_persistent`) against
 //!    **NCCL all-gather, then cuBLAS** on the gathered `A`, and NCCL then our
 //!    matmul, at `P x (M x K)` shards of `A` and one `N x K` `B` per device.
 //!
@@ -221,12 +223,18 @@ fn run() -> Res<bool> {
         .map(|j| group.upload(&(0..p).map(|d| if d == j { shards[j].clone() } else { vec![f16::ZERO; m * k] }).collect::<Vec<_>>()))
         .collect::<Result<_, _>>()?;
     let mut c_blocks: Vec<PeerBuffer<f16>> = (0..p).map(|_| group.zeros::<f16>(m * n)).collect::<Result<_, _>>()?;
+    // run_persistent's A: p x m rows per device, its own shard at rows d m.
+    let mut a_gath = group.upload(&(0..p).map(|d| (0..p).flat_map(|j| if j == d { shards[j].clone() } else { vec![f16::ZERO; m * k] }).collect::<Vec<_>>()).collect::<Vec<_>>())?;
+    let mut c_pers = group.zeros::<f16>(p * m * n)?;
     let blas: Vec<Blas> = (0..p).map(|d| Blas::new(group.device(d).as_gpu().expect("GPUs"))).collect::<Result<_, _>>()?;
     let mms: Vec<Matmul> = (0..p).map(|d| Matmul::new(group.device(d))).collect::<Result<_, _>>()?;
     let agm = AllGatherMatmul::new(&group)?;
     // Both of our matmul contenders autotuned for their shapes (cuBLAS
     // picks its kernel by its heuristics).
     agm.tune((m, n, k))?;
+    for (name, ms) in agm.tune_persistent((m, n, k))? {
+        println!("  run_persistent instance {name}: {ms:.3} ms");
+    }
     for mm in &mms {
         mm.tune(p * m, n, k, false, 5, 20)?;
     }
@@ -250,7 +258,8 @@ fn run() -> Res<bool> {
             }
             Ok(())
         })),
-        ("AllGatherMatmul (overlapped, ours)", Box::new(|| Ok(agm.run(&mut a_slots, &b, &mut c_blocks, (m, n, k))?))),
+        ("AllGatherMatmul::run (overlapped, a matmul per shard, ours)", Box::new(|| Ok(agm.run(&mut a_slots, &b, &mut c_blocks, (m, n, k))?))),
+        ("AllGatherMatmul::run_persistent (overlapped, one gated kernel, ours)", Box::new(|| Ok(agm.run_persistent(&mut a_gath, &b, &mut c_pers, (m, n, k))?))),
             ];
             v
         }};
@@ -268,17 +277,20 @@ fn run() -> Res<bool> {
     let to_f32 = |v: &[f16]| v.iter().map(|x| x.to_f32()).collect::<Vec<f32>>();
     let mut err_seq: f64 = 0.0;
     let mut err_overlap: f64 = 0.0;
+    let mut err_pers: f64 = 0.0;
+    let c_p = group.download(&c_pers)?;
     for d in 0..p {
         let r = to_f32(&c_ref[d]);
         err_seq = err_seq.max(kernel_host::rel_frobenius_error(&c_seq[d], &r));
         let ours: Vec<f16> = (0..p).flat_map(|j| blocks[j][d].iter().copied()).collect();
         err_overlap = err_overlap.max(kernel_host::rel_frobenius_error(&ours, &r));
+        err_pers = err_pers.max(kernel_host::rel_frobenius_error(&c_p[d], &r));
     }
-    let ok = [true, err_seq < 2e-3, err_overlap < 2e-3];
+    let ok = [true, err_seq < 2e-3, err_overlap < 2e-3, err_pers < 2e-3];
     all_ok &= ok.iter().all(|&x| x);
     let mut fs = contenders!();
     let ts = rounds(&group, &o, &mut fs)?;
-    let errs = [0.0, err_seq, err_overlap];
+    let errs = [0.0, err_seq, err_overlap, err_pers];
     for (i, t) in ts.iter().enumerate() {
         let tf = flops / (t.ms * 1e-3) / 1e12;
         writeln!(md, "| {} | {:.3} | {:.1} | {:.3}x | {} | {} ({:.1e}) |", fs[i].0, t.ms, tf, ts[0].ms / t.ms, clock_text(&t.clock), if ok[i] { "yes" } else { "NO" }, errs[i])?;

@@ -41,6 +41,7 @@ use kernel_device::Barriers;
 /// `min(SMs, m_tiles * n_tiles)`; `m_tiles = ceil(M / BM)`, `n_tiles =
 /// ceil(N / BN)`, `k_steps = ceil(K / 64) >= 1`; `GRID_W >= 1`.
 #[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 256, 4, 8), (256, 128, 3, 8), (128, 256, 4, 16), (128, 128, 4, 8), (128, 128, 4, 16)))]
+#[allow(clippy::too_many_arguments)]
 pub fn matmul_persistent_ws<const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
     a: Tma<ATileOf<BM>>,
     b: Tma<BTileOf<BN>>,
@@ -56,16 +57,71 @@ pub fn matmul_persistent_ws<const BM: usize, const BN: usize, const STAGES: usiz
 ) where
     Cols<BN>: WgmmaShape,
 {
+    matmul_persistent_ws_rows::<AllRows, BM, BN, STAGES, GRID_W>(AllRows, a, b, c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed)
+}
+
+/// Where the tile rows of [`matmul_persistent_ws_rows`] come from: the
+/// order in which its CTAs visit the `m` tile rows, and when the A rows of
+/// one may be read (the producing thread calls [`RowSource::ready`] before
+/// its first TMA load of a tile).
+pub trait RowSource: Copy {
+    /// The A/C tile row visited as the `pm`-th (a permutation of
+    /// `0..m_tiles`).
+    fn m_tile(&self, pm: u32) -> u32;
+    /// Returns once the A rows of tile row `m_tile` may be read by TMA
+    /// (may spin; called by the one producing thread).
+    fn ready(&mut self, m_tile: u32);
+}
+
+/// Every A row is there at launch; tile rows in order (the plain matmul).
+#[derive(Clone, Copy)]
+pub struct AllRows;
+
+impl RowSource for AllRows {
+    #[inline(always)]
+    fn m_tile(&self, pm: u32) -> u32 {
+        pm
+    }
+    #[inline(always)]
+    fn ready(&mut self, _m_tile: u32) {}
+}
+
+/// The body of [`matmul_persistent_ws`] over a [`RowSource`] (the
+/// collective matmul's kernel, `crate::collective`, visits the shards of a
+/// gathered A in arrival order and waits for each).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_persistent_ws_rows<R: RowSource, const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
+    rows: R,
+    a: Tma<ATileOf<BM>>,
+    b: Tma<BTileOf<BN>>,
+    c: Tma<EpiTileOf<BM>>,
+    m_tiles: u32,
+    n_tiles: u32,
+    k_steps: u32,
+    a_bufs: Smem<[ATileOf<BM>; STAGES]>,
+    b_bufs: Smem<[BTileOf<BN>; STAGES]>,
+    epi: Smem<[EpiTileOf<BM>; 2]>,
+    loaded: Barriers<STAGES>,
+    consumed: Barriers<STAGES>,
+) where
+    Cols<BN>: WgmmaShape,
+{
     const { check_tile(BM, BN) };
     let tiles = [m_tiles * n_tiles];
-    let tile = |i: u32| planar_snake(i, (m_tiles, n_tiles), 0, GRID_W);
+    let tile = |i: u32| {
+        let (pm, pn) = planar_snake(i, (m_tiles, n_tiles), 0, GRID_W);
+        (rows.m_tile(pm), pn)
+    };
     let slot = |step: u32| (step % STAGES as u32) as usize;
     if warpgroup_idx() == 2 {
         setmaxnreg_dec::<MEMORY_REGS>();
         if thread_in_warpgroup() == 0 {
+            let mut gate = rows;
             let mut step = 0u32;
             nd_loop(tiles, Collective::Blocks, |info| {
                 let (pm, pn) = tile(info.index[0]);
+                gate.ready(pm);
                 for k in 0..k_steps {
                     let s = slot(step);
                     if step >= STAGES as u32 {
