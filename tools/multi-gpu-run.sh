@@ -18,12 +18,14 @@ export LD_LIBRARY_PATH="/tmp/mgpu/lib:${LD_LIBRARY_PATH:-}"
 status=0
 { nvidia-smi; nvidia-smi topo -m; nvidia-smi topo -p2p r; date -u; } > "$logs/topology.txt" 2>&1
 cd /tmp/mgpu
-[ -n "${SKIP_TESTS:-}" ] || ./peer_tests --ignored --nocapture > "$logs/peer_tests.txt" 2>&1 || status=1
-[ -n "${SKIP_TESTS:-}" ] || ./collective_tests --ignored --nocapture > "$logs/collective_tests.txt" 2>&1 || status=1
+# Each binary under a time limit: a hang (a kernel waiting on a flag that
+# never comes) is reported as a failure, and the rest still runs.
+[ -n "${SKIP_TESTS:-}" ] || timeout 150 ./peer_tests --ignored --nocapture > "$logs/peer_tests.txt" 2>&1 || status=1
+[ -n "${SKIP_TESTS:-}" ] || timeout 150 ./collective_tests --ignored --nocapture > "$logs/collective_tests.txt" 2>&1 || status=1
 # MULTI_GPU_DEVICES: the group sizes to benchmark, one run each (default 2).
 for n in ${MULTI_GPU_DEVICES:-2}; do
     mkdir -p "$logs/devices-$n"
-    ./multi_gpu --devices "$n" --out "$logs/devices-$n" ${MULTI_GPU_ARGS:-} > "$logs/devices-$n/multi_gpu.txt" 2>&1 || status=1
+    timeout "${MULTI_GPU_TIMEOUT:-240}" ./multi_gpu --devices "$n" --out "$logs/devices-$n" ${MULTI_GPU_ARGS:-} > "$logs/devices-$n/multi_gpu.txt" 2>&1 || status=1
 done
 tail -n 40 "$logs"/*.txt "$logs"/devices-*/multi_gpu.txt
 echo "multi-gpu-run: status $status"

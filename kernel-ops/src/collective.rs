@@ -272,10 +272,6 @@ impl<'g> AllGatherMatmul<'g> {
         for (g, cs) in gpus.iter().zip(&self.copy_streams) {
             cs.join(g.stream()).map_err(cuda("cuStreamWaitEvent"))?;
         }
-        // The kernels first: they wait on the flags, not on the copy streams.
-        for d in 0..p {
-            self.launch_persistent(d, a.part(d), b.part(d), c.part_mut(d), (m, n, k), epoch)?;
-        }
         let bytes = m * k * std::mem::size_of::<f16>();
         let mut sent: Vec<Option<CudaEvent>> = (0..p).map(|_| None).collect();
         for s in 0..p {
@@ -288,9 +284,13 @@ impl<'g> AllGatherMatmul<'g> {
                     let prev = (d + p - 1) % p;
                     cs.wait(sent[prev].as_ref().expect("the previous step's copy")).map_err(cuda("cuStreamWaitEvent"))?;
                     let flag = self.arrived.borrow().part(d).address() + (4 * j) as u64;
+                    // A stream memory operation needs its stream's context
+                    // current (else CUDA_ERROR_INVALID_VALUE).
+                    gpus[d].context().bind_to_thread().map_err(cuda("cuCtxSetCurrent"))?;
                     // SAFETY: `flag` is inside device d's `arrived` (p
-                    // flags), on d's stream; the default flags put a
-                    // system-scope memory barrier before the write.
+                    // flags), on d's stream, d's context current; the
+                    // default flags put a system-scope memory barrier
+                    // before the write.
                     let r = unsafe { sys::cuStreamWriteValue32_v2(cs.cu_stream(), flag, epoch, 0) };
                     if r != sys::CUresult::CUDA_SUCCESS {
                         return Err(MatmulError::Cuda(Error::Cuda { call: "cuStreamWriteValue32", cuda: kernel_host::CudaError::from_result(r) }));
@@ -310,6 +310,12 @@ impl<'g> AllGatherMatmul<'g> {
                 }
             }
             sent = now;
+        }
+        // The kernels last: every copy and flag write is queued (an error
+        // there returns before any kernel could wait forever on a flag),
+        // and the kernels wait on the flags, not on the copy streams.
+        for d in 0..p {
+            self.launch_persistent(d, a.part(d), b.part(d), c.part_mut(d), (m, n, k), epoch)?;
         }
         for (g, cs) in gpus.iter().zip(&self.copy_streams) {
             g.stream().join(cs).map_err(cuda("cuStreamWaitEvent"))?;
