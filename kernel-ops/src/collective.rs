@@ -17,11 +17,11 @@
 //! **one persistent matmul per device**
 //! ([`kernel_ops_kernels::collective::allgather_matmul_ws`]) over the
 //! whole gathered `A`: after each incoming copy the receiving device's copy
-//! stream writes the shard's arrival flag in its own memory
-//! (`cuStreamWriteValue32`, ordered after the copy, with a system-scope
-//! fence before it), and the kernel's producer visits the shards in
-//! arrival order, spinning on each flag before its first TMA load from
-//! that shard. No SM copies, no launch or tail per shard.
+//! stream sets the shard's arrival flag in its own memory (a 4-byte
+//! copy-engine copy of the call's epoch, ordered after the shard's copy by
+//! an event), and the kernel's producer visits the shards in arrival
+//! order, spinning on each flag before its first TMA load from that shard.
+//! No SM copies, no launch or tail per shard.
 //!
 //! On emulated devices the same schedules run with host copies first
 //! (correctness only: the kernels find every flag already set).
@@ -50,6 +50,9 @@ pub struct AllGatherMatmul<'g> {
     arrived: RefCell<PeerBuffer<u32>>,
     /// The value the flags of the next `run_persistent` take.
     epoch: Cell<u32>,
+    /// Per device, one u32 holding the current epoch: the source of the
+    /// 4-byte copy that sets a flag.
+    epoch_src: RefCell<PeerBuffer<u32>>,
     /// Index into [`PERSISTENT_INSTANCES`].
     persistent: Cell<usize>,
 }
@@ -72,7 +75,8 @@ impl<'g> AllGatherMatmul<'g> {
             .map(|g| g.context().new_stream().map_err(cuda("cuStreamCreate")))
             .collect::<Result<Vec<_>, _>>()?;
         let arrived = RefCell::new(group.zeros::<u32>(group.len())?);
-        Ok(AllGatherMatmul { group, matmuls, copy_streams, arrived, epoch: Cell::new(0), persistent: Cell::new(0) })
+        let epoch_src = RefCell::new(group.zeros::<u32>(1)?);
+        Ok(AllGatherMatmul { group, matmuls, copy_streams, arrived, epoch: Cell::new(0), epoch_src, persistent: Cell::new(0) })
     }
 
     /// Autotunes each device's matmul for the `m x n x k` steps (the
@@ -266,6 +270,10 @@ impl<'g> AllGatherMatmul<'g> {
     fn run_persistent_gpu(&self, a: &mut PeerBuffer<f16>, b: &PeerBuffer<f16>, c: &mut PeerBuffer<f16>, (m, n, k): (usize, usize, usize), epoch: u32) -> Result<(), MatmulError> {
         let p = self.group.len();
         let gpus: Vec<_> = (0..p).map(|d| self.group.device(d).as_gpu().expect("a GPU group").clone()).collect();
+        // This call's epoch in each device's epoch word (on its stream).
+        for (d, part) in self.epoch_src.borrow_mut().parts_mut().enumerate() {
+            self.group.device(d).write(part, &[epoch])?;
+        }
         // Everything queued before on every device (uploads, the previous
         // call's kernels still reading A) precedes the copies into it.
         self.group.barrier()?;
@@ -284,16 +292,16 @@ impl<'g> AllGatherMatmul<'g> {
                     let prev = (d + p - 1) % p;
                     cs.wait(sent[prev].as_ref().expect("the previous step's copy")).map_err(cuda("cuStreamWaitEvent"))?;
                     let flag = self.arrived.borrow().part(d).address() + (4 * j) as u64;
-                    // A stream memory operation needs its stream's context
-                    // current (else CUDA_ERROR_INVALID_VALUE).
-                    gpus[d].context().bind_to_thread().map_err(cuda("cuCtxSetCurrent"))?;
-                    // SAFETY: `flag` is inside device d's `arrived` (p
-                    // flags), on d's stream, d's context current; the
-                    // default flags put a system-scope memory barrier
-                    // before the write.
-                    let r = unsafe { sys::cuStreamWriteValue32_v2(cs.cu_stream(), flag, epoch, 0) };
+                    let src = self.epoch_src.borrow().part(d).address();
+                    // SAFETY: 4 bytes from device d's epoch word to its
+                    // flag j (both inside their allocations), on d's copy
+                    // stream after the incoming copy. (A copy, not
+                    // cuStreamWriteValue32, which refuses memory of the
+                    // stream-ordered pool our buffers come from:
+                    // CUDA_ERROR_INVALID_VALUE on H100, driver 580.)
+                    let r = unsafe { sys::cuMemcpyDtoDAsync_v2(flag, src, 4, cs.cu_stream()) };
                     if r != sys::CUresult::CUDA_SUCCESS {
-                        return Err(MatmulError::Cuda(Error::Cuda { call: "cuStreamWriteValue32", cuda: kernel_host::CudaError::from_result(r) }));
+                        return Err(MatmulError::Cuda(Error::Cuda { call: "cuMemcpyDtoDAsync (arrival flag)", cuda: kernel_host::CudaError::from_result(r) }));
                     }
                 }
                 if s + 1 < p {

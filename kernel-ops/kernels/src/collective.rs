@@ -6,8 +6,8 @@
 //! at rows `j m`); on entry only this device's own shard is there, the
 //! others arrive by copies that the host queues on copy engines (no SM is
 //! taken), each followed by a flag write `arrived[j] = epoch` in this
-//! device's memory (a stream memory operation ordered after the copy, with
-//! a system-scope fence before it). The kernel visits the shards in ring
+//! device's memory (a 4-byte copy-engine copy queued after the shard's
+//! copy has completed). The kernel visits the shards in ring
 //! arrival order — its own, then `rank - 1`, `rank - 2`, .. (mod
 //! `shards`) — and its producing thread, before the first TMA load from a
 //! shard, spins on that shard's flag (`ld.acquire.sys`), then orders the
@@ -61,7 +61,7 @@ impl RowSource for ShardRows {
         assert!((j as usize) < self.arrived.len(), "allgather_matmul_ws: arrived holds fewer flags than shards");
         let flag = self.arrived.as_ptr().wrapping_add(j as usize);
         // SAFETY: `flag` lies inside `arrived` (asserted), a 4-byte-aligned
-        // global u32 written only by the host's stream memory operations.
+        // global u32 written only by the host's queued copies.
         while unsafe { ld_acquire_sys(flag) } != self.epoch {
             nanosleep(64);
         }
