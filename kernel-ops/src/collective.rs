@@ -250,7 +250,11 @@ impl<'g> AllGatherMatmul<'g> {
         macro_rules! launch {
             ($bm:literal, $bn:literal, $stages:literal, $w:literal) => {{
                 let (mt, nt, ks) = ((p * m / $bm) as u32, n.div_ceil($bn) as u32, k.div_ceil(TK) as u32);
-                let grid = sms.min(mt * nt).max(1);
+                // One SM stays free: the kernels spin on flags that
+                // driver-queued copies set, and a device-to-device copy
+                // may run as a kernel on an SM (with every SM held by a
+                // spinning CTA it never starts: the first 4-GPU run hung).
+                let grid = (sms.saturating_sub(1)).min(mt * nt).max(1);
                 let am = TileMap::<ATileOf<$bm>>::new_2d(a, p * m, k)?;
                 let bmap = TileMap::<BTileOf<$bn>>::new_2d(b, n, k)?;
                 let cm = TileMap::<EpiTileOf<$bm>>::new_2d_mut(c, p * m, n)?;
