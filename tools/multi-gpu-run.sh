@@ -20,7 +20,7 @@ status=0
 cd /tmp/mgpu
 # Each binary under a time limit: a hang (a kernel waiting on a flag that
 # never comes) is reported as a failure, and the rest still runs.
-[ -n "${SKIP_TESTS:-}" ] || timeout 150 ./peer_tests --ignored --nocapture > "$logs/peer_tests.txt" 2>&1 || status=1
+[ -n "${SKIP_TESTS:-}${SKIP_PEER_TESTS:-}" ] || timeout 150 ./peer_tests --ignored --nocapture > "$logs/peer_tests.txt" 2>&1 || status=1
 [ -n "${SKIP_TESTS:-}" ] || timeout 150 ./collective_tests --ignored --nocapture > "$logs/collective_tests.txt" 2>&1 || status=1
 # MULTI_GPU_DEVICES: the group sizes to benchmark, one run each (default 2).
 for n in ${MULTI_GPU_DEVICES:-2}; do
