@@ -1530,3 +1530,57 @@ fn mmas_of_two_threads_on_one_accumulator_pipeline_when_fenced_across_a_barrier(
         }
     }
 }
+
+/// Thread 0 issues an MMA and commits to the mbarrier at 8; every thread
+/// waits on it, then (`store`) stores over its accumulator row or loads it.
+/// `fence`: `tcgen05.fence::after_thread_sync` after the wait (what
+/// `Barrier<TensorCore>::wait` issues); `fence_first`: the fence comes
+/// before the wait instead, which orders nothing after the completion.
+fn access_after_commit_wait(store: bool, fence: bool, fence_first: bool, seed: u64) -> Result<RunReport, EmuError> {
+    let mut c = cfg("tmem_access_after_commit_wait", 1, 128);
+    c.smem_bytes = 32;
+    c.seed = seed;
+    run_t(c, move || {
+        tmem_setup();
+        if tid_x() == 0 {
+            mma_ones(false);
+            tmem::commit(8);
+        }
+        if fence_first {
+            tmem::fence_after_thread_sync();
+        }
+        mbarrier_try_wait_parity(8, 0);
+        if fence {
+            tmem::fence_after_thread_sync();
+        }
+        if store {
+            tmem::st_32x32b(quarter(0), &[0; 8]);
+            tmem::wait_st();
+        } else {
+            let mut out = [0u32; 8];
+            tmem::ld_32x32b(quarter(0), &mut out);
+            tmem::wait_ld();
+            let want: Vec<f32> = (0..8).map(|j| 16.0 * (j + 1) as f32).collect();
+            assert_eq!(out.map(f32::from_bits).to_vec(), want);
+        }
+        tmem::fence_before_thread_sync();
+        tmem_teardown();
+    })
+}
+
+#[test]
+fn tmem_accesses_after_an_mmas_completion_need_the_after_thread_sync_fence() {
+    for seed in SEEDS {
+        for store in [false, true] {
+            access_after_commit_wait(store, true, false, seed).unwrap_or_else(|e| panic!("seed {seed}: fenced twin (store {store}) reported: {e}"));
+            let (op, rule) = if store {
+                ("tcgen05.st", "TMEM written after an MMA's completion without tcgen05.fence::after_thread_sync")
+            } else {
+                ("tcgen05.ld", "TMEM read after an MMA's completion without tcgen05.fence::after_thread_sync")
+            };
+            for fence_first in [false, true] {
+                expect_misuse(access_after_commit_wait(store, false, fence_first, seed), rule, &[op, "saw the MMA's commit arrive", "Barrier<TensorCore>::wait"]);
+            }
+        }
+    }
+}

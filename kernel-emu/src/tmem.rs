@@ -47,6 +47,15 @@
 //!   Without either fence or the sync, the two MMAs are unordered: a
 //!   write-write race of the race detector on the accumulator, whose fix
 //!   names the fences.
+//! * **Loads and stores after an MMA's completion**: a thread learns that
+//!   an MMA completed by waiting on the mbarrier its commit arrives on; its
+//!   `tcgen05.ld`/`tcgen05.st` of the MMA's cells are ordered after the MMA
+//!   only if it called `tcgen05.fence::after_thread_sync` after that wait
+//!   (the emulator records, at each such fence, the thread's observations
+//!   of the commit barriers). Otherwise: "TMEM read (written) after an
+//!   MMA's completion without tcgen05.fence::after_thread_sync".
+//!   `Barrier<TensorCore>::wait` issues the fence, so typed kernels have it
+//!   by construction.
 //! * **Loads and stores** are also ordinary accesses of the CTA's tensor
 //!   memory for the race detector (cell `(lane, col)` is bytes
 //!   `(lane * 512 + col) * 4 ..+ 4`), so every TMEM access is checked by
@@ -247,6 +256,11 @@ struct Run {
     /// entries of the threads in `fenced` (what its later tcgen05 operations
     /// are ordered after).
     views: HashMap<usize, HashMap<usize, u32>>,
+    /// Per thread: at its last `tcgen05.fence::after_thread_sync`, what it
+    /// had observed of each mbarrier a tcgen05 commit arrives on (an MMA's
+    /// completion orders this thread's later TMEM loads and stores only if
+    /// observed before that fence).
+    fence_seen: HashMap<usize, HashMap<(usize, u32), (u64, i64)>>,
 }
 
 /// The state of every live run, by the address of its `Emu`.
@@ -322,12 +336,25 @@ impl Run {
     /// another thread that the tensor core pipelines after it (`Op::after`)
     /// is complete for `tid`.
     fn complete_for(&self, e: &Emu, tid: usize, ops: &[Op], op: &Op) -> bool {
+        self.complete_with(ops, op, &|cta, off| e.mbar_observed(tid, cta, off))
+    }
+
+    /// Whether `op` was complete for `tid` at its last
+    /// `tcgen05.fence::after_thread_sync` (what orders its later TMEM loads
+    /// and stores after the completion).
+    fn complete_at_fence(&self, tid: usize, ops: &[Op], op: &Op) -> bool {
+        let seen = self.fence_seen.get(&tid);
+        self.complete_with(ops, op, &|cta, off| seen.and_then(|m| m.get(&(cta, off)).copied()))
+    }
+
+    /// Whether `op` is complete given `observed(cta, mbarrier offset)`, a
+    /// thread's (epoch, phase) observation of a barrier: a commit covering
+    /// it arrived on a phase observed, or an MMA pipelined after it is.
+    fn complete_with(&self, ops: &[Op], op: &Op, observed: &dyn Fn(usize, u32) -> Option<(u64, i64)>) -> bool {
         self.commits.iter().any(|c| {
-            c.issuer == op.issuer
-                && c.seq >= op.seq
-                && matches!(e.mbar_observed(tid, c.cta, c.off), Some((ep, seen)) if ep == c.epoch && seen >= c.phase as i64)
+            c.issuer == op.issuer && c.seq >= op.seq && matches!(observed(c.cta, c.off), Some((ep, seen)) if ep == c.epoch && seen >= c.phase as i64)
         }) || ops.iter().any(|o| {
-            o.issuer != op.issuer && o.after.iter().any(|&(i, s)| i == op.issuer && s >= op.seq) && self.complete_for(e, tid, ops, o)
+            o.issuer != op.issuer && o.after.iter().any(|&(i, s)| i == op.issuer && s >= op.seq) && self.complete_with(ops, o, observed)
         })
     }
 
@@ -392,6 +419,10 @@ fn unfinished_store<'a>(e: &Emu, c: &'a Cta, tid: usize, r: &Region) -> Option<(
     }
     None
 }
+
+/// The fix of a missing `tcgen05.fence::after_thread_sync`.
+const FENCE_AFTER_FIX: &str = "wait on a tensor-core barrier (`Barrier<TensorCore>::wait` issues the fence), or call \
+     tcgen05::raw::fence_after_thread_sync() after the wait and before the TMEM access";
 
 /// The fix of an [`unfinished_store`] report.
 const STORE_FIX: &str = "the storing thread calls commit_tmem() (tcgen05.wait::st) after its stores and before touching the cells again; \
@@ -582,6 +613,19 @@ pub fn ld_32x32b(taddr: u32, out: &mut [u32]) {
                 ),
             ));
         }
+        if let Some(op) = c.ops.iter().find(|o| o.d.overlaps(&r) && !run.complete_at_fence(tid, &c.ops, o)) {
+            return Err((
+                "TMEM read after an MMA's completion without tcgen05.fence::after_thread_sync",
+                format!(
+                    "tcgen05.ld of {} reads the accumulator of {} issued at {} ({}): this thread saw the MMA's commit arrive, but issued no \
+                     tcgen05.fence::after_thread_sync after that wait, so the load is not ordered after the MMA; {FENCE_AFTER_FIX}",
+                    r.show(),
+                    op.op,
+                    op.loc,
+                    op.d.show()
+                ),
+            ));
+        }
         if let Some((s, why)) = unfinished_store(&e, c, tid, &r) {
             return Err((
                 "TMEM accessed before the tcgen05.st that writes it completed",
@@ -627,6 +671,19 @@ pub fn st_32x32b(taddr: u32, vals: &[u32]) {
             return Err((
                 "TMEM operand of an in-flight MMA overwritten",
                 format!("tcgen05.st of {} while {} issued at {} (accumulator {}) is not complete for this thread: {}", r.show(), op.op, op.loc, op.d.show(), run.why_incomplete(&e, op)),
+            ));
+        }
+        if let Some(op) = c.ops.iter().find(|o| (o.d.overlaps(&r) || o.a_tmem.is_some_and(|a| a.overlaps(&r))) && !run.complete_at_fence(tid, &c.ops, o)) {
+            return Err((
+                "TMEM written after an MMA's completion without tcgen05.fence::after_thread_sync",
+                format!(
+                    "tcgen05.st of {} over the operands of {} issued at {} (accumulator {}): this thread saw the MMA's commit arrive, but issued \
+                     no tcgen05.fence::after_thread_sync after that wait, so the store is not ordered after the MMA; {FENCE_AFTER_FIX}",
+                    r.show(),
+                    op.op,
+                    op.loc,
+                    op.d.show()
+                ),
             ));
         }
         if let Some((s, why)) = unfinished_store(&e, c, tid, &r) {
@@ -705,19 +762,20 @@ pub fn fence_after_thread_sync() {
     let loc = Location::caller();
     let Some((e, tid)) = enter("tmem::fence_after_thread_sync") else { return };
     e.yield_point(tid, "tcgen05.fence::after_thread_sync", loc);
-    let issuers: Vec<usize> = {
+    let (issuers, barriers): (Vec<usize>, Vec<(usize, u32)>) = {
         let g = runs();
         match g.as_ref().and_then(|m| m.get(&key(&e))) {
-            Some(run) => run.fenced.keys().copied().filter(|&a| a != tid).collect(),
+            Some(run) => (run.fenced.keys().copied().filter(|&a| a != tid).collect(), run.commits.iter().map(|c| (c.cta, c.off)).collect()),
             None => return,
         }
     };
-    if issuers.is_empty() {
-        return;
-    }
+    let seen: HashMap<(usize, u32), (u64, i64)> = barriers.iter().filter_map(|&(cta, off)| e.mbar_observed(tid, cta, off).map(|o| ((cta, off), o))).collect();
     let view: HashMap<usize, u32> = issuers.iter().map(|&a| (a, e.clock_of(tid, a))).collect();
     if let Some(run) = runs().as_mut().and_then(|m| m.get_mut(&key(&e))) {
-        run.views.insert(tid, view);
+        if !view.is_empty() {
+            run.views.insert(tid, view);
+        }
+        run.fence_seen.insert(tid, seen);
     }
 }
 
