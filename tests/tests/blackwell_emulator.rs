@@ -123,6 +123,12 @@ fn mmas_of_two_threads_without_the_fences_or_the_barrier_race() {
 }
 
 #[test]
+fn accumulator_read_after_a_wait_without_the_after_thread_sync_fence() {
+    // The twin is OK_SS: `Barrier<TensorCore>::wait` issues the fence.
+    caught(planted::LOAD_AFTER_PLAIN_WAIT, "TMEM read after an MMA's completion without tcgen05.fence::after_thread_sync", "Barrier<TensorCore>::wait");
+}
+
+#[test]
 fn accumulator_read_before_the_commit_arrive_was_awaited() {
     caught(planted::READ_BEFORE_COMMIT_WAIT, "TMEM read before the MMA that writes it completed", "tcgen05.ld");
 }
