@@ -254,10 +254,11 @@ mod sealed {
 
 /// The registers of a `tcgen05.ld` still in flight.
 ///
-/// The PTX ISA makes `tcgen05.ld` asynchronous (§9.7.16.8.3): its
-/// destination registers are written by the tensor-memory unit after the
-/// instruction issues, and `tcgen05.wait::ld` (§9.7.16.8.5) is what waits
-/// for every prior `tcgen05.ld` of the thread to complete. Reading them
+/// The PTX ISA makes `tcgen05.ld` asynchronous (its `tcgen05.ld` and
+/// `tcgen05.wait` sections, §9.7.16): its destination registers are
+/// written by the tensor-memory unit after the instruction issues, and
+/// `tcgen05.wait::ld` is what waits for every prior `tcgen05.ld` of the
+/// thread to complete. Reading them
 /// before that wait is outside what the ISA defines, so this type holds
 /// them where the kernel cannot reach them: the only way out is
 /// [`TmemLoad::wait`] (or [`wait_loads`]), which issues the wait and then
