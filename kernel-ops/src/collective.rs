@@ -252,8 +252,9 @@ impl<'g> AllGatherMatmul<'g> {
                 let (mt, nt, ks) = ((p * m / $bm) as u32, n.div_ceil($bn) as u32, k.div_ceil(TK) as u32);
                 // One SM stays free: the kernels spin on flags that
                 // driver-queued copies set, and a device-to-device copy
-                // may run as a kernel on an SM (with every SM held by a
-                // spinning CTA it never starts: the first 4-GPU run hung).
+                // may run as a kernel on an SM. With every SM held by a
+                // spinning CTA, the full-size 4-GPU run hung; with one
+                // free, it completed.
                 let grid = (sms.saturating_sub(1)).min(mt * nt).max(1);
                 let am = TileMap::<ATileOf<$bm>>::new_2d(a, p * m, k)?;
                 let bmap = TileMap::<BTileOf<$bn>>::new_2d(b, n, k)?;
@@ -300,9 +301,9 @@ impl<'g> AllGatherMatmul<'g> {
                     // SAFETY: 4 bytes from device d's epoch word to its
                     // flag j (both inside their allocations), on d's copy
                     // stream after the incoming copy. (A copy, not
-                    // cuStreamWriteValue32, which refuses memory of the
-                    // stream-ordered pool our buffers come from:
-                    // CUDA_ERROR_INVALID_VALUE on H100, driver 580.)
+                    // cuStreamWriteValue32, which returned
+                    // CUDA_ERROR_INVALID_VALUE on this memory, from the
+                    // stream-ordered pool, on H100 with driver 580.)
                     let r = unsafe { sys::cuMemcpyDtoDAsync_v2(flag, src, 4, cs.cu_stream()) };
                     if r != sys::CUresult::CUDA_SUCCESS {
                         return Err(MatmulError::Cuda(Error::Cuda { call: "cuMemcpyDtoDAsync (arrival flag)", cuda: kernel_host::CudaError::from_result(r) }));
