@@ -28,17 +28,37 @@
 use crate::matmul::{check_problem, Matmul, MatmulError};
 use kernel_host::cudarc::driver::{sys, CudaEvent, CudaStream};
 use kernel_host::group::{DeviceGroup, PeerBuffer};
-use kernel_host::{Buffer, Error, TileMap};
+use kernel_host::{Buffer, Error, Gpu, TileMap};
 use kernel_device::f16;
 use kernel_ops_kernels::collective::allgather_matmul_ws;
 use kernel_ops_kernels::matmul::{ATileOf, BTileOf, EpiTileOf, TK};
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
-/// The instances of [`allgather_matmul_ws`] `run_persistent` picks from
-/// (`name, BM, BN, STAGES, GRID_W`); [`AllGatherMatmul::tune_persistent`]
-/// times them.
-pub const PERSISTENT_INSTANCES: &[(&str, usize)] = &[("ws 128x256 s4 w8", 128), ("ws 128x256 s4 w16", 128), ("ws 256x128 s3 w8", 256)];
+/// The one list of the [`allgather_matmul_ws`] instances `run_persistent`
+/// picks from: calls `$m!` with `name, BM, BN, STAGES, GRID_W;` each (the
+/// names and tile rows [`PERSISTENT_INSTANCES`] and the launches are made
+/// from it).
+macro_rules! persistent_table {
+    ($m:ident) => {
+        $m! {
+            "ws 128x256 s4 w8", 128, 256, 4, 8;
+            "ws 128x256 s4 w16", 128, 256, 4, 16;
+            "ws 256x128 s3 w8", 256, 128, 3, 8;
+        }
+    };
+}
+
+macro_rules! names {
+    ($($name:literal, $bm:literal, $bn:literal, $st:literal, $w:literal;)*) => {
+        &[$(($name, $bm)),*]
+    };
+}
+
+/// `(name, BM)` of each instance `run_persistent` picks from, in
+/// `persistent_table!` order; [`AllGatherMatmul::tune_persistent`] times
+/// them.
+pub const PERSISTENT_INSTANCES: &[(&str, usize)] = persistent_table!(names);
 
 /// The all-gather matmul on a group: one [`Matmul`] and one copy stream per
 /// device.
@@ -63,6 +83,15 @@ fn invalid(problem: String) -> MatmulError {
 
 fn cuda(call: &'static str) -> impl FnOnce(kernel_host::cudarc::driver::DriverError) -> MatmulError {
     move |e| MatmulError::Cuda(Error::Cuda { call, cuda: kernel_host::CudaError::from_driver(e) })
+}
+
+/// A driver call's result as this module's error.
+fn driver(call: &'static str, r: sys::CUresult) -> Result<(), MatmulError> {
+    if r == sys::CUresult::CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(MatmulError::Cuda(Error::Cuda { call, cuda: kernel_host::CudaError::from_result(r) }))
+    }
 }
 
 impl<'g> AllGatherMatmul<'g> {
@@ -138,15 +167,44 @@ impl<'g> AllGatherMatmul<'g> {
         Ok(())
     }
 
-    fn run_gpu(&self, a: &mut [PeerBuffer<f16>], b: &PeerBuffer<f16>, c: &mut [PeerBuffer<f16>], (m, n, k): (usize, usize, usize)) -> Result<(), MatmulError> {
-        let p = self.group.len();
-        let gpus: Vec<_> = (0..p).map(|d| self.group.device(d).as_gpu().expect("a GPU group").clone()).collect();
-        // Everything queued before (uploads, earlier launches) on every
-        // device precedes the copies.
+    /// The group's GPUs, after ordering everything queued before on every
+    /// device (uploads, earlier launches, a previous call's kernels still
+    /// reading `A`) before each copy stream.
+    fn begin_gpu(&self) -> Result<Vec<&Gpu>, MatmulError> {
+        let gpus: Vec<&Gpu> = (0..self.group.len()).map(|d| self.group.device(d).as_gpu().expect("a GPU group")).collect();
         self.group.barrier()?;
         for (g, cs) in gpus.iter().zip(&self.copy_streams) {
             cs.join(g.stream()).map_err(cuda("cuStreamWaitEvent"))?;
         }
+        Ok(gpus)
+    }
+
+    /// Later work on each device (downloads, the next call) follows its
+    /// copies and every device's work.
+    fn end_gpu(&self, gpus: &[&Gpu]) -> Result<(), MatmulError> {
+        for (g, cs) in gpus.iter().zip(&self.copy_streams) {
+            g.stream().join(cs).map_err(cuda("cuStreamWaitEvent"))?;
+        }
+        self.group.barrier()?;
+        Ok(())
+    }
+
+    /// Queues `bytes` from `src` on device `d` to `dst` on device `d + 1`
+    /// on `d`'s copy stream (a copy engine over NVLink), and returns the
+    /// event of its completion.
+    fn copy_to_next(&self, gpus: &[&Gpu], d: usize, src: u64, dst: u64, bytes: usize) -> Result<CudaEvent, MatmulError> {
+        let next = (d + 1) % gpus.len();
+        let cs = &self.copy_streams[d];
+        // SAFETY: the callers pass ranges inside allocations of checked
+        // lengths, on live contexts with peer access; the stream is d's.
+        let r = unsafe { sys::cuMemcpyPeerAsync(dst, gpus[next].context().cu_ctx(), src, gpus[d].context().cu_ctx(), bytes, cs.cu_stream()) };
+        driver("cuMemcpyPeerAsync", r)?;
+        cs.record_event(None).map_err(cuda("cuEventRecord"))
+    }
+
+    fn run_gpu(&self, a: &mut [PeerBuffer<f16>], b: &PeerBuffer<f16>, c: &mut [PeerBuffer<f16>], (m, n, k): (usize, usize, usize)) -> Result<(), MatmulError> {
+        let p = self.group.len();
+        let gpus = self.begin_gpu()?;
         let bytes = m * k * std::mem::size_of::<f16>();
         // sent[d]: the event of device d's copy at the previous step.
         let mut sent: Vec<Option<CudaEvent>> = (0..p).map(|_| None).collect();
@@ -164,34 +222,12 @@ impl<'g> AllGatherMatmul<'g> {
                 self.matmuls[d].matmul(a[j].part(d), (m, k), b.part(d), (n, k), c[j].part_mut(d))?;
                 if s + 1 < p {
                     let next = (d + 1) % p;
-                    let (src, dst) = (a[j].part(d).address(), a[j].part(next).address());
-                    // SAFETY: both allocations hold `bytes` (checked), on
-                    // live contexts with peer access; the stream is d's.
-                    let r = unsafe {
-                        sys::cuMemcpyPeerAsync(
-                            dst,
-                            gpus[next].context().cu_ctx(),
-                            src,
-                            gpus[d].context().cu_ctx(),
-                            bytes,
-                            self.copy_streams[d].cu_stream(),
-                        )
-                    };
-                    if r != sys::CUresult::CUDA_SUCCESS {
-                        return Err(MatmulError::Cuda(Error::Cuda { call: "cuMemcpyPeerAsync", cuda: kernel_host::CudaError::from_result(r) }));
-                    }
-                    now[d] = Some(self.copy_streams[d].record_event(None).map_err(cuda("cuEventRecord"))?);
+                    now[d] = Some(self.copy_to_next(&gpus, d, a[j].part(d).address(), a[j].part(next).address(), bytes)?);
                 }
             }
             sent = now;
         }
-        // Later work on each device (downloads, the next call) follows its
-        // copies, and every device's matmuls.
-        for (g, cs) in gpus.iter().zip(&self.copy_streams) {
-            g.stream().join(cs).map_err(cuda("cuStreamWaitEvent"))?;
-        }
-        self.group.barrier()?;
-        Ok(())
+        self.end_gpu(&gpus)
     }
 
     /// Gathers `a` and multiplies with one persistent kernel per device:
@@ -247,44 +283,38 @@ impl<'g> AllGatherMatmul<'g> {
         let p = self.group.len();
         let sms = self.group.device(d).sm_count();
         let prog = self.matmuls[d].program();
+        let (name, _) = PERSISTENT_INSTANCES[self.persistent.get()];
         macro_rules! launch {
-            ($bm:literal, $bn:literal, $stages:literal, $w:literal) => {{
-                let (mt, nt, ks) = ((p * m / $bm) as u32, n.div_ceil($bn) as u32, k.div_ceil(TK) as u32);
-                // One SM stays free: the kernels spin on flags that
-                // driver-queued copies set, and a device-to-device copy
-                // may run as a kernel on an SM. With every SM held by a
-                // spinning CTA, the full-size 4-GPU run hung; with one
-                // free, it completed.
-                let grid = (sms.saturating_sub(1)).min(mt * nt).max(1);
-                let am = TileMap::<ATileOf<$bm>>::new_2d(a, p * m, k)?;
-                let bmap = TileMap::<BTileOf<$bn>>::new_2d(b, n, k)?;
-                let cm = TileMap::<EpiTileOf<$bm>>::new_2d_mut(c, p * m, n)?;
-                let arrived = self.arrived.borrow();
-                let args = (&am, &bmap, &cm, arrived.part(d), epoch, d as u32, p as u32, mt, nt, ks);
-                prog.kernel::<allgather_matmul_ws<$bm, $bn, $stages, $w>>()?.launch(grid, args)?;
-            }};
+            ($($n:literal, $bm:literal, $bn:literal, $stages:literal, $w:literal;)*) => {$(
+                if name == $n {
+                    let (mt, nt, ks) = ((p * m / $bm) as u32, n.div_ceil($bn) as u32, k.div_ceil(TK) as u32);
+                    // One SM stays free: the kernels spin on flags that
+                    // driver-queued copies set, and a device-to-device copy
+                    // may run as a kernel on an SM. With every SM held by a
+                    // spinning CTA, the full-size 4-GPU run hung; with one
+                    // free, it completed.
+                    let grid = (sms.saturating_sub(1)).min(mt * nt).max(1);
+                    let am = TileMap::<ATileOf<$bm>>::new_2d(a, p * m, k)?;
+                    let bmap = TileMap::<BTileOf<$bn>>::new_2d(b, n, k)?;
+                    let cm = TileMap::<EpiTileOf<$bm>>::new_2d_mut(c, p * m, n)?;
+                    let arrived = self.arrived.borrow();
+                    let args = (&am, &bmap, &cm, arrived.part(d), epoch, d as u32, p as u32, mt, nt, ks);
+                    prog.kernel::<allgather_matmul_ws<$bm, $bn, $stages, $w>>()?.launch(grid, args)?;
+                    return Ok(());
+                }
+            )*};
         }
-        match self.persistent.get() {
-            0 => launch!(128, 256, 4, 8),
-            1 => launch!(128, 256, 4, 16),
-            _ => launch!(256, 128, 3, 8),
-        }
-        Ok(())
+        persistent_table!(launch);
+        Err(MatmulError::UnknownInstance { name: name.to_string() })
     }
 
     fn run_persistent_gpu(&self, a: &mut PeerBuffer<f16>, b: &PeerBuffer<f16>, c: &mut PeerBuffer<f16>, (m, n, k): (usize, usize, usize), epoch: u32) -> Result<(), MatmulError> {
         let p = self.group.len();
-        let gpus: Vec<_> = (0..p).map(|d| self.group.device(d).as_gpu().expect("a GPU group").clone()).collect();
         // This call's epoch in each device's epoch word (on its stream).
         for (d, part) in self.epoch_src.borrow_mut().parts_mut().enumerate() {
             self.group.device(d).write(part, &[epoch])?;
         }
-        // Everything queued before on every device (uploads, the previous
-        // call's kernels still reading A) precedes the copies into it.
-        self.group.barrier()?;
-        for (g, cs) in gpus.iter().zip(&self.copy_streams) {
-            cs.join(g.stream()).map_err(cuda("cuStreamWaitEvent"))?;
-        }
+        let gpus = self.begin_gpu()?;
         let bytes = m * k * std::mem::size_of::<f16>();
         let mut sent: Vec<Option<CudaEvent>> = (0..p).map(|_| None).collect();
         for s in 0..p {
@@ -304,22 +334,13 @@ impl<'g> AllGatherMatmul<'g> {
                     // cuStreamWriteValue32, which returned
                     // CUDA_ERROR_INVALID_VALUE on this memory, from the
                     // stream-ordered pool, on H100 with driver 580.)
-                    let r = unsafe { sys::cuMemcpyDtoDAsync_v2(flag, src, 4, cs.cu_stream()) };
-                    if r != sys::CUresult::CUDA_SUCCESS {
-                        return Err(MatmulError::Cuda(Error::Cuda { call: "cuMemcpyDtoDAsync (arrival flag)", cuda: kernel_host::CudaError::from_result(r) }));
-                    }
+                    driver("cuMemcpyDtoDAsync (arrival flag)", unsafe { sys::cuMemcpyDtoDAsync_v2(flag, src, 4, cs.cu_stream()) })?;
                 }
                 if s + 1 < p {
                     let next = (d + 1) % p;
                     let off = (j * m * k * std::mem::size_of::<f16>()) as u64;
-                    let (src, dst) = (a.part(d).address() + off, a.part(next).address() + off);
-                    // SAFETY: rows j of both `p m x k` allocations (checked
-                    // lengths), on live contexts with peer access; d's stream.
-                    let r = unsafe { sys::cuMemcpyPeerAsync(dst, gpus[next].context().cu_ctx(), src, gpus[d].context().cu_ctx(), bytes, cs.cu_stream()) };
-                    if r != sys::CUresult::CUDA_SUCCESS {
-                        return Err(MatmulError::Cuda(Error::Cuda { call: "cuMemcpyPeerAsync", cuda: kernel_host::CudaError::from_result(r) }));
-                    }
-                    now[d] = Some(cs.record_event(None).map_err(cuda("cuEventRecord"))?);
+                    // Rows j of both `p m x k` allocations (checked lengths).
+                    now[d] = Some(self.copy_to_next(&gpus, d, a.part(d).address() + off, a.part(next).address() + off, bytes)?);
                 }
             }
             sent = now;
@@ -330,11 +351,7 @@ impl<'g> AllGatherMatmul<'g> {
         for d in 0..p {
             self.launch_persistent(d, a.part(d), b.part(d), c.part_mut(d), (m, n, k), epoch)?;
         }
-        for (g, cs) in gpus.iter().zip(&self.copy_streams) {
-            g.stream().join(cs).map_err(cuda("cuStreamWaitEvent"))?;
-        }
-        self.group.barrier()?;
-        Ok(())
+        self.end_gpu(&gpus)
     }
 
     /// Times each of [`PERSISTENT_INSTANCES`] on the whole collective at
