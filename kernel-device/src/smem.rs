@@ -101,6 +101,11 @@ pub unsafe trait Scratch: Sized {
     /// then allocates and frees with `cta_group::2`, requires an even
     /// cluster x extent and no cta_group::1 TMEM beside it.
     const TMEM_COLLECTIVE: bool = false;
+    /// Whether the item allocates tensor memory itself, in scopes
+    /// ([`crate::tmem::TmemScope`]): `#[kernel]` then does not relinquish
+    /// the CTA's allocation permit after its own allocation, and requires
+    /// `arch = sm_100a`.
+    const TMEM_SCOPED: bool = false;
 }
 
 /// Offsets of scratch allocations `(bytes, align)` laid out in order, each

@@ -22,7 +22,8 @@
 //! | op | issued by |
 //! |---|---|
 //! | [`tcgen05_mma`] / [`tcgen05_mma_kn`] / [`tcgen05_mma_ts`] | one thread (e.g. `elect_one()` in the MMA warp; for a pair, in the leader CTA) |
-//! | [`tcgen05_commit_arrive`] | the same thread (a commit covers only its own MMAs) |
+//! | [`tcgen05_cp`] (SMEM -> TMEM copy) | one thread, like an MMA |
+//! | [`tcgen05_commit_arrive`] | the same thread (a commit covers only its own MMAs and copies) |
 //! | `wait` of a `Barrier<TensorCore>` | every thread that reads the result |
 //! | alloc / relinquish / dealloc ([`raw`]) | one whole warp (in each CTA of a pair; `#[kernel]` does it for `Tmem` scratch) |
 //!
@@ -421,6 +422,140 @@ pub mod raw {
         }, host |op| {
             kernel_emu::tcgen05::mma(kind, d, kernel_emu::tcgen05::A::Tmem(a_tmem), super::SmemDescriptor(b), super::InstrDescriptor(idesc), accumulate, op)
         })
+    }
+
+    /// `tcgen05.cp.cta_group::1.<shape> [taddr], s_desc;` (SMEM -> TMEM),
+    /// the shape `S` ([`super::CopyShape`]); no decompression formats.
+    ///
+    /// # Safety
+    /// One thread; `taddr` inside this CTA's TMEM allocation (lane 0, or
+    /// below 32 for [`super::Cp4x256b`]) with room for the shape's columns;
+    /// `src` a descriptor of the shape's rows in the canonical K-major
+    /// layout, untouched until the copy's commit is observed; the
+    /// destination not read or written (nor under an MMA in flight) until
+    /// then.
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn cp<S: super::CopyShape>(taddr: u32, src: u64) {
+        device!("tcgen05.cp", {
+            macro_rules! issue {
+                ($s:literal) => {
+                    // SAFETY: caller contract; reads SMEM, writes TMEM
+                    // (memory clobber).
+                    unsafe { core::arch::asm!(concat!("tcgen05.cp.cta_group::1.", $s, " [{t}], {d};"), t = in(reg32) taddr, d = in(reg64) src, options(nostack)) }
+                };
+            }
+            match S::SHAPE {
+                super::CpShape::S128x256b => issue!("128x256b"),
+                super::CpShape::S128x128b => issue!("128x128b"),
+                super::CpShape::S4x256b => issue!("4x256b"),
+                super::CpShape::S64x128bWarpx2_02_13 => issue!("64x128b.warpx2::02_13"),
+                super::CpShape::S64x128bWarpx2_01_23 => issue!("64x128b.warpx2::01_23"),
+                super::CpShape::S32x128bWarpx4 => issue!("32x128b.warpx4"),
+            }
+        }, host |op| { kernel_emu::tcgen05::cp(S::SHAPE, taddr, super::SmemDescriptor(src), op) })
+    }
+}
+
+// ----- tcgen05.cp ---------------------------------------------------------------
+
+/// The shapes of `tcgen05.cp` (defined in `kernel-spec`: source rows,
+/// 32-bit words per row, the TMEM lanes each row lands in).
+pub use kernel_spec::desc_tcgen05::CpShape;
+
+/// A `tcgen05.cp` shape as a type, for [`tcgen05_cp`] and [`raw::cp`].
+pub trait CopyShape: sealed::Sealed + Copy + 'static {
+    /// The shape.
+    const SHAPE: CpShape;
+}
+
+macro_rules! copy_shapes {
+    ($($(#[$m:meta])* $t:ident => $v:ident),* $(,)?) => {
+        $(
+            $(#[$m])*
+            #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+            pub struct $t;
+            impl sealed::Sealed for $t {}
+            impl CopyShape for $t {
+                const SHAPE: CpShape = CpShape::$v;
+            }
+        )*
+    };
+}
+copy_shapes!(
+    /// `.128x256b`: 128 rows of 32 bytes, row `r` to lane `r` (8 columns).
+    /// A packed 16-bit A operand, 16 elements of K per copy.
+    Cp128x256b => S128x256b,
+    /// `.128x128b`: 128 rows of 16 bytes, row `r` to lane `r` (4 columns).
+    Cp128x128b => S128x128b,
+    /// `.4x256b`: 4 rows of 32 bytes, row `r` to lane `32 r` (block-scale
+    /// factors; [`raw::cp`] only: a `Tile` has a multiple of 8 rows).
+    Cp4x256b => S4x256b,
+    /// `.64x128b.warpx2::02_13`: 64 rows of 16 bytes, each to lanes `r`
+    /// and `r + 64`.
+    Cp64x128bWarpx2_02_13 => S64x128bWarpx2_02_13,
+    /// `.64x128b.warpx2::01_23`: 64 rows of 16 bytes, row `r` to lanes
+    /// `64 (r / 32) + r % 32` and 32 after it.
+    Cp64x128bWarpx2_01_23 => S64x128bWarpx2_01_23,
+    /// `.32x128b.warpx4`: 32 rows of 16 bytes, each to all four lane
+    /// quarters (block-scale factors broadcast to every warp).
+    Cp32x128bWarpx4 => S32x128bWarpx4,
+);
+
+/// `tcgen05.cp` (Pallas's `async_copy_smem_to_tmem`): copies the SMEM tile
+/// `src` into `dst`, one copy of shape `S` per `S::SHAPE.row_bytes()` of a
+/// tile row (column block by column block, as the MMA walks K): tile row
+/// `r`'s bytes land, as raw 32-bit words, in the lanes the shape maps row
+/// `r` to, from `dst`'s first column. For a 16-bit A operand, [`Cp128x256b`]
+/// into a packed `Tmem<E, 128, K, true>` gives exactly what
+/// [`tcgen05_mma_ts`] reads (element `k` of a row in column `k / 2`).
+///
+/// Asynchronous, issued by **one thread** (like an MMA; `&Cta1`): the copy
+/// is complete when a [`tcgen05_commit_arrive`] of the same thread, issued
+/// after it, has arrived, and an MMA the same thread issues after it reads
+/// the copied cells (the tensor core runs a copy before a later MMA). Until
+/// then `src` must not be overwritten and `dst` not be read (`tcgen05.ld`)
+/// or written (a store, or another copy), and a copy over the operands of
+/// an MMA that has not completed is a race (the tensor core does not order
+/// an MMA before a later copy). Ordinary stores into `src` need
+/// [`crate::tma::commit_smem`] and a barrier before the copy, as for an
+/// MMA operand.
+///
+/// Compile-time rules: the tile has the shape's rows, is swizzled (the
+/// canonical K-major layout the descriptor describes), its row is a whole
+/// number of the shape's rows, and `dst` holds a row. cta_group::1 only.
+#[inline(always)]
+#[track_caller]
+pub fn tcgen05_cp<S, T, A, const COLS: usize, const PACKED: bool>(_issuer: &Cta1, _shape: S, dst: &Tmem<T, 128, COLS, PACKED>, src: Smem<A>)
+where
+    S: CopyShape,
+    T: TmemElem,
+    A: TileLayout,
+{
+    const {
+        assert!(
+            A::ROWS == S::SHAPE.rows() as usize,
+            "tcgen05_cp: the SMEM tile must have the shape's rows (128 for Cp128x256b and Cp128x128b, 64 for the Cp64x128b shapes, 32 for Cp32x128bWarpx4; Cp4x256b copies 4 rows: use tcgen05::raw::cp)"
+        );
+        assert!(!matches!(A::SWIZZLE, Swizzle::None), "tcgen05_cp: the SMEM tile must be swizzled (Swizzled<32/64/128>), the canonical K-major layout a tcgen05 descriptor describes");
+        assert!(
+            (A::COLS * A::ELEM_BYTES) % S::SHAPE.row_bytes() as usize == 0,
+            "tcgen05_cp: a tile row must be a whole number of the shape's rows (32 bytes for the 256b shapes, 16 for the 128b ones)"
+        );
+        assert!(
+            A::COLS * A::ELEM_BYTES <= 4 * Tmem::<T, 128, COLS, PACKED>::PHYS_COLS,
+            "tcgen05_cp: the destination Tmem must hold a tile row (row bytes / 4 columns of 32 bits)"
+        );
+    };
+    let per = S::SHAPE.row_bytes() as usize / A::ELEM_BYTES;
+    let addr = src.smem_addr();
+    let mut i = 0;
+    while i * per < A::COLS {
+        let d = SmemDescriptor::k_major::<A>(addr, 0, i * per);
+        // SAFETY: one thread (documented); the descriptor of a typed tile
+        // with the shape's rows; the destination inside `dst` (checked above).
+        unsafe { raw::cp::<S>(dst.addr() + (i * S::SHAPE.words() as usize) as u32, d.0) };
+        i += 1;
     }
 }
 

@@ -13,6 +13,8 @@
 //! a CTA barrier (with `tcgen05.fence::after_thread_sync`), and frees it
 //! (`tcgen05.dealloc`) at the end after `tcgen05.fence::before_thread_sync`
 //! and a CTA barrier. Kernels with TMEM scratch must be `arch = sm_100a`.
+//! [`TmemScope`] allocates more for a region of the kernel (Pallas's
+//! `run_scoped`), and `tcgen05::tcgen05_cp` fills TMEM from SMEM.
 //!
 //! Loads and stores ([`Tmem::load_32x32b`], [`Tmem::store_32x32b`]) are
 //! warp-collective: lane `l` of warp `w` reaches TMEM lane `32 (w % 4) + l`
@@ -223,6 +225,76 @@ unsafe impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: boo
     }
     unsafe fn bind_tmem(&mut self, taddr: u32) {
         self.addr = taddr;
+    }
+}
+
+/// Tensor memory allocated for a region of a kernel (Pallas's
+/// `pl.run_scoped` of a `plgpu.TMEM`): a `#[scratch] mut scope: TmemScope`
+/// parameter holds the SMEM slot `tcgen05.alloc` writes the address to, and
+/// [`TmemScope::run`] allocates a `Tmem` tile, runs a closure with it and
+/// frees it. Columns a scope frees can be allocated again by the next one
+/// (two phases of a kernel that each need a large accumulator), and do not
+/// count against the `#[kernel]`'s TMEM scratch budget, which is allocated
+/// for the whole kernel beside them (a kernel with a `TmemScope` keeps its
+/// allocation permit: no `tcgen05.relinquish_alloc_permit`).
+///
+/// `run` is **CTA-collective**: every thread of the CTA calls it, in the
+/// same order (it holds two CTA barriers). Warp 0 allocates (blocking while
+/// the columns are in use by another CTA on the SM, as on the GPU) and
+/// frees. Before the free, every thread's tcgen05 work is ordered before a
+/// CTA barrier (`tcgen05.fence::before_thread_sync`): the closure must have
+/// waited for its MMAs and copies (their commit's barrier) and its loads
+/// (`TmemLoad::wait`). A nested scope needs its own `TmemScope` (`run`
+/// borrows it mutably, so reusing one inside its own closure does not
+/// compile). On the emulator, a use of the tile after its scope
+/// ("TMEM used after tcgen05.dealloc") and a free while an MMA, copy or load
+/// on it is in flight are reported; freeing one scope's columns while an
+/// MMA runs on other columns is not a conflict.
+pub struct TmemScope {
+    slot: *mut u32,
+}
+
+impl TmemScope {
+    /// Allocates a `ROWS x COLS` tile of `T` ([`Tmem::ALLOC_COLS`] columns),
+    /// runs `body` with it on every thread of the CTA, frees it, and
+    /// returns what `body` returned. CTA-collective (see the type's docs).
+    #[inline(always)]
+    #[track_caller]
+    pub fn run<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool, R>(&mut self, body: impl FnOnce(Tmem<T, ROWS, COLS, PACKED>) -> R) -> R {
+        let cols = Tmem::<T, ROWS, COLS, PACKED>::ALLOC_COLS as u32;
+        if crate::index::warp_idx() == 0 {
+            // SAFETY: warp 0, converged (every thread of the CTA calls
+            // `run`); a power of two in 32..=512; the 4-byte SMEM slot.
+            unsafe { crate::tcgen05::raw::alloc::<Cta1>(crate::smem::shared_addr(self.slot), cols) };
+        }
+        crate::sync::sync_threads();
+        crate::tcgen05::raw::fence_after_thread_sync();
+        // SAFETY: written by `tcgen05.alloc` before the barrier above; the
+        // next write (a later `run`) comes after this scope's last barrier.
+        let taddr = unsafe { core::ptr::read_volatile(self.slot) };
+        // SAFETY: `taddr` is the allocation of `ALLOC_COLS` columns made above.
+        let r = body(unsafe { Tmem::from_addr(taddr) });
+        // Every thread's tcgen05 work on the tile is ordered before the free.
+        crate::tcgen05::raw::fence_before_thread_sync();
+        crate::sync::sync_threads();
+        if crate::index::warp_idx() == 0 {
+            crate::tcgen05::raw::fence_after_thread_sync();
+            // SAFETY: warp 0 frees the allocation it made; no thread uses it
+            // after the barrier above.
+            unsafe { crate::tcgen05::raw::dealloc::<Cta1>(taddr, cols) };
+        }
+        r
+    }
+}
+
+// SAFETY: 4 bytes of SMEM, 16-aligned, used only by `run` (the
+// `tcgen05.alloc` destination); `TMEM_SCOPED` keeps the permit.
+unsafe impl crate::smem::Scratch for TmemScope {
+    const BYTES: usize = 4;
+    const ALIGN: usize = 16;
+    const TMEM_SCOPED: bool = true;
+    unsafe fn from_smem(ptr: *mut u8) -> Self {
+        TmemScope { slot: ptr as *mut u32 }
     }
 }
 

@@ -69,6 +69,7 @@ pub(crate) fn read_bits(smem: *const u8, size: usize, off: usize, bytes: usize, 
     // lives for the whole run; unaligned reads.
     unsafe {
         match bytes {
+            4 => (smem.add(off) as *const u32).read_unaligned(),
             2 => u32::from((smem.add(off) as *const u16).read_unaligned()),
             _ => u32::from(smem.add(off).read()),
         }

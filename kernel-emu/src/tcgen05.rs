@@ -12,7 +12,7 @@
 //! [`crate::tmem::mma_pair`], which run the MMA asynchronously on TMEM.
 use crate::operand::{chunk_ranges, read_bits, Desc};
 use crate::tmem::{AOperand, DType, MmaIssue};
-use kernel_spec::desc_tcgen05::{e4m3_to_f32, Elem, InstrDescriptor, Kind, Major, SmemDescriptor};
+use kernel_spec::desc_tcgen05::{e4m3_to_f32, CpShape, Elem, InstrDescriptor, Kind, Major, SmemDescriptor};
 
 /// Where A comes from.
 #[derive(Clone, Copy, Debug)]
@@ -153,6 +153,28 @@ pub fn mma_pair(kind: Kind, d: u32, a: SmemDescriptor, b: SmemDescriptor, idesc:
         a_peer,
         &r_peer,
     );
+}
+
+/// `tcgen05.cp.cta_group::1.<shape> [taddr], s_desc` issued by the calling
+/// thread: reads the source's rows through the descriptor as the canonical
+/// K-major layout (row `r`, 32-bit word `w` at `start + (r / 8) SBO +
+/// (r % 8) span + 4 w`, swizzled), checked against the async proxy's view,
+/// and hands them to [`crate::tmem::cp`], which writes them to TMEM
+/// asynchronously. `op` names the form in reports.
+#[track_caller]
+pub fn cp(shape: CpShape, taddr: u32, src: SmemDescriptor, op: &'static str) {
+    let d = Desc::from(src);
+    let smem = crate::smem_base() as *const u8;
+    let size = crate::smem_size();
+    let mut seen = Vec::new();
+    let rows: Vec<Vec<u32>> = (0..shape.rows() as usize)
+        .map(|r| (0..shape.words() as usize).map(|w| read_bits(smem, size, d.offset(Major::K, r, w, 4, op, "tcgen05"), 4, &mut seen)).collect())
+        .collect();
+    let reads = chunk_ranges(seen);
+    for &(lo, hi) in &reads {
+        crate::async_proxy_read(lo, (hi - lo) as usize, op);
+    }
+    crate::tmem::cp(crate::tmem::CpIssue { taddr, shape, rows, smem_reads: &reads, op });
 }
 
 #[cfg(test)]

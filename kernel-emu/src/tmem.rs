@@ -47,6 +47,25 @@
 //!   Without either fence or the sync, the two MMAs are unordered: a
 //!   write-write race of the race detector on the accumulator, whose fix
 //!   names the fences.
+//! * **Copies** ([`cp`], `tcgen05.cp`): issued by one thread like an MMA;
+//!   the caller decodes the SMEM rows; the copy is a tracked asynchronous
+//!   operation of the race detector (reads: the SMEM rows; writes: its TMEM
+//!   cells, one rectangle, or the four rows of `4x256b`) executed with the
+//!   thread's MMAs in issue order and completed by its commit, so an MMA
+//!   issued after it reads the copied data (the MMA's TMEM A operand is
+//!   read when the MMA executes). At issue it is checked as a TMEM write:
+//!   no in-flight load, unfinished store, or MMA/copy touching its cells
+//!   that is not complete for the issuer (the tensor core orders a copy
+//!   before a later MMA, not an MMA or a copy before a later copy). Loads
+//!   and stores of its cells follow the MMA rules below with the copy's
+//!   name in the rule.
+//! * **Freeing** ([`dealloc`]): refused while an MMA or copy on the columns
+//!   has not executed, or a load of them is in flight; then the free is a
+//!   write of every cell for the race detector (an access of another thread
+//!   not ordered before it races), the columns' history is forgotten and
+//!   they are remembered as freed, so a later access is "TMEM used after
+//!   tcgen05.dealloc" (a scoped allocation's tile used after its scope)
+//!   until they are allocated again.
 //! * **Loads and stores after an MMA's completion**: a thread learns that
 //!   an MMA completed by waiting on the mbarrier its commit arrives on; its
 //!   `tcgen05.ld`/`tcgen05.st` of the MMA's cells are ordered after the MMA
@@ -171,12 +190,13 @@ struct Alloc {
     loc: Loc,
 }
 
-/// The arithmetic of a pending MMA.
-struct Work {
-    a: Vec<f32>,
-    b: Vec<f32>,
-    accumulate: bool,
-    dtype: DType,
+/// What a pending tensor-core operation does when it executes.
+enum Work {
+    /// An MMA's arithmetic (`a` empty when A is in TMEM: read from
+    /// `a_tmem` when the MMA executes, after the copies and MMAs before it).
+    Mma { a: Vec<f32>, a_tmem: Option<(u32, u32, bool)>, b: Vec<f32>, accumulate: bool, dtype: DType },
+    /// A `tcgen05.cp`'s cells: `(lane, column, bits)`.
+    Copy(Vec<(u32, u32, u32)>),
 }
 
 struct Op {
@@ -187,8 +207,13 @@ struct Op {
     m: u32,
     n: u32,
     k: u32,
+    /// The cells it writes: the accumulator, or a copy's destination (a
+    /// `4x256b` copy's four single-lane rows: `d` and `extra`).
     d: Region,
+    extra: Vec<Region>,
     a_tmem: Option<Region>,
+    /// A `tcgen05.cp` (else an MMA).
+    copy: bool,
     /// `None` once executed.
     work: Option<Work>,
     /// MMAs of other threads `(issuer, seq)` ordered before this one by
@@ -198,6 +223,29 @@ struct Op {
     after: Vec<(usize, u64)>,
     /// The race detector's id of the operation, once registered.
     race_id: Option<usize>,
+}
+
+impl Op {
+    /// The cells the operation writes.
+    fn writes(&self) -> impl Iterator<Item = &Region> {
+        std::iter::once(&self.d).chain(self.extra.iter())
+    }
+    /// Whether it writes any cell of `r`.
+    fn writes_overlap(&self, r: &Region) -> bool {
+        self.writes().any(|w| w.overlaps(r))
+    }
+    /// Whether it reads or writes any cell of `r` (its TMEM operands).
+    fn touches(&self, r: &Region) -> bool {
+        self.writes_overlap(r) || self.a_tmem.is_some_and(|a| a.overlaps(r))
+    }
+    /// The unit that writes its cells, for rules and reports.
+    fn unit(&self) -> &'static str {
+        if self.copy {
+            "tcgen05.cp"
+        } else {
+            "MMA"
+        }
+    }
 }
 
 struct Access {
@@ -233,6 +281,9 @@ struct Cta {
     /// 128 x 512 cells, allocated at the CTA's first tcgen05 operation.
     mem: Vec<u32>,
     allocs: Vec<Alloc>,
+    /// Allocations freed by `tcgen05.dealloc`, with where they were freed
+    /// (for the "used after tcgen05.dealloc" report).
+    freed: Vec<Alloc>,
     relinquished: bool,
     ops: Vec<Op>,
     loads: Vec<Access>,
@@ -318,6 +369,19 @@ fn inside_alloc(c: &Cta, r: &Region, what: &str) -> Result<(), (&'static str, St
     if r.lanes.1 <= LANES && c.allocs.iter().any(|a| r.cols.0 >= a.col && r.cols.1 <= a.col + a.ncols) {
         return Ok(());
     }
+    if let Some(f) = c.freed.iter().rev().find(|f| r.cols.0 < f.col + f.ncols && f.col < r.cols.1) {
+        return Err((
+            "TMEM used after tcgen05.dealloc",
+            format!(
+                "{what} touches {}, in columns {}..{} that were freed at {} (a scoped TMEM allocation's handle used after its scope ended?); \
+                 use the tile only inside the scope that allocated it",
+                r.show(),
+                f.col,
+                f.col + f.ncols,
+                f.loc
+            ),
+        ));
+    }
     let live: Vec<String> = c.allocs.iter().map(|a| format!("columns {}..{} (allocated at {})", a.col, a.col + a.ncols, a.loc)).collect();
     Err((
         "TMEM accessed outside the allocation",
@@ -388,12 +452,13 @@ impl Run {
         if self.committed(op) {
             format!(
                 "its commit by {} arrived on an mbarrier whose phase this thread has not waited for \
-                 (wait on the barrier the MMA commits to, e.g. `mma_done.wait()`, not on a TMA barrier)",
-                e.who(op.issuer)
+                 (wait on the barrier the {} commits to, e.g. `mma_done.wait()`, not on a TMA barrier)",
+                e.who(op.issuer),
+                op.unit()
             )
         } else {
             format!(
-                "no tcgen05.commit by its issuing thread {} covers it yet (a commit covers only the MMAs of the thread that issues it)",
+                "no tcgen05.commit by its issuing thread {} covers it yet (a commit covers only the MMAs and copies of the thread that issues it)",
                 e.who(op.issuer)
             )
         }
@@ -428,6 +493,53 @@ const FENCE_AFTER_FIX: &str = "wait on a tensor-core barrier (`Barrier<TensorCor
 const STORE_FIX: &str = "the storing thread calls commit_tmem() (tcgen05.wait::st) after its stores and before touching the cells again; \
      another thread (or an MMA it issues) touches them only after a barrier (sync_threads, an mbarrier arrive/wait) that follows that commit_tmem";
 
+/// Checks a write of `r` (by a `tcgen05.st` or `tcgen05.cp`, named by
+/// `what`) that thread `tid` issues now against the MMAs and copies of `c`
+/// that touch its cells: each must be complete for `tid` (its commit's
+/// barrier phase observed) and observed before `tid`'s last
+/// `tcgen05.fence::after_thread_sync`. (An MMA after a copy is ordered by
+/// the tensor core; a copy or store after an MMA, or after another copy,
+/// is not.)
+fn write_after_ops(e: &Emu, run: &Run, c: &Cta, tid: usize, r: &Region, what: &str) -> Result<(), (&'static str, String)> {
+    if let Some(op) = c.ops.iter().find(|o| o.touches(r) && !run.complete_for(e, tid, &c.ops, o)) {
+        let (rule, role) = if op.copy {
+            ("TMEM destination of an in-flight tcgen05.cp overwritten", "destination")
+        } else {
+            ("TMEM operand of an in-flight MMA overwritten", "accumulator")
+        };
+        return Err((
+            rule,
+            format!(
+                "{what} of {} while {} issued at {} ({role} {}) is not complete for this thread: {}; wait on the barrier its commit arrives on first",
+                r.show(),
+                op.op,
+                op.loc,
+                op.d.show(),
+                run.why_incomplete(e, op)
+            ),
+        ));
+    }
+    if let Some(op) = c.ops.iter().find(|o| o.touches(r) && !run.complete_at_fence(tid, &c.ops, o)) {
+        return Err((
+            if op.copy {
+                "TMEM written after a tcgen05.cp's completion without tcgen05.fence::after_thread_sync"
+            } else {
+                "TMEM written after an MMA's completion without tcgen05.fence::after_thread_sync"
+            },
+            format!(
+                "{what} of {} over the cells of {} issued at {} ({}): this thread saw the {unit}'s commit arrive, but issued \
+                 no tcgen05.fence::after_thread_sync after that wait, so the write is not ordered after the {unit}; {FENCE_AFTER_FIX}",
+                r.show(),
+                op.op,
+                op.loc,
+                op.d.show(),
+                unit = op.unit()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Forgets the stores of `c` that `r`, a write ordered after their
 /// completion, covers: an access ordered after `r`'s write is ordered after
 /// them too.
@@ -447,27 +559,51 @@ fn execute_one(c: &mut Cta, seq: u64) {
             break;
         }
         let op = &mut c.ops[i];
-        let w = op.work.take().expect("pending");
+        let (mut a, a_tmem, b, accumulate, dtype) = match op.work.take().expect("pending") {
+            Work::Mma { a, a_tmem, b, accumulate, dtype } => (a, a_tmem, b, accumulate, dtype),
+            Work::Copy(cells) => {
+                for (lane, col, bits) in cells {
+                    c.mem[(lane * COLS + col) as usize] = bits;
+                }
+                continue;
+            }
+        };
         let (m, n, k) = (op.m as usize, op.n as usize, op.k as usize);
+        if let Some((al, ac, bf16)) = a_tmem {
+            // A from TMEM, as it is now: packed 16-bit pairs, element `k` in
+            // column `k / 2`, half `k % 2`.
+            a = (0..m * k)
+                .map(|x| {
+                    let (i, kk) = (x / k, x % k);
+                    let cell = c.mem[(al as usize + i) * COLS as usize + ac as usize + kk / 2];
+                    let bits = (cell >> (16 * (kk % 2))) as u16;
+                    if bf16 {
+                        half::bf16::from_bits(bits).to_f32()
+                    } else {
+                        half::f16::from_bits(bits).to_f32()
+                    }
+                })
+                .collect();
+        }
         let (l0, c0) = (op.d.lanes.0 as usize, op.d.cols.0 as usize);
         for i in 0..m {
             for j in 0..n {
                 let mut s = 0f32;
                 for kk in 0..k {
-                    s += w.a[i * k + kk] * w.b[j * k + kk];
+                    s += a[i * k + kk] * b[j * k + kk];
                 }
                 let cell = &mut c.mem[(l0 + i) * COLS as usize + c0 + j];
-                *cell = match w.dtype {
+                *cell = match dtype {
                     DType::F32 => {
-                        let prev = if w.accumulate { f32::from_bits(*cell) } else { 0.0 };
+                        let prev = if accumulate { f32::from_bits(*cell) } else { 0.0 };
                         (prev + s).to_bits()
                     }
                     DType::F16 => {
-                        let prev = if w.accumulate { half::f16::from_bits(*cell as u16).to_f32() } else { 0.0 };
+                        let prev = if accumulate { half::f16::from_bits(*cell as u16).to_f32() } else { 0.0 };
                         u32::from(half::f16::from_f32(prev + s).to_bits())
                     }
                     DType::S32 => {
-                        let prev = if w.accumulate { *cell as i32 } else { 0 };
+                        let prev = if accumulate { *cell as i32 } else { 0 };
                         prev.wrapping_add(s as i32) as u32
                     }
                 };
@@ -504,6 +640,7 @@ fn alloc_lane0(e: &Arc<Emu>, tid: usize, loc: Loc, dst: u32, ncols: u32) {
         let free = (0..COLS / ncols).map(|i| i * ncols).find(|&s| c.allocs.iter().all(|a| s + ncols <= a.col || a.col + a.ncols <= s));
         match free {
             Some(s) => {
+                c.freed.retain(|f| !(f.col < s + ncols && s < f.col + f.ncols));
                 c.allocs.push(Alloc { col: s, ncols, loc });
                 Ok(s)
             }
@@ -555,15 +692,40 @@ pub fn dealloc(taddr: u32, ncols: u32) {
             ));
         };
         let (lo, hi) = (c.allocs[i].col, c.allocs[i].col + c.allocs[i].ncols);
-        if let Some(op) = c.ops.iter().find(|o| o.work.is_some() && o.d.cols.0 < hi && lo < o.d.cols.1) {
+        let freed = Region { lanes: (0, LANES), cols: (lo, hi) };
+        if let Some(op) = c.ops.iter().find(|o| o.work.is_some() && o.touches(&freed)) {
             return Err((
-                "TMEM freed while an MMA on it is pending",
+                if op.copy { "TMEM freed while a tcgen05.cp into it is pending" } else { "TMEM freed while an MMA on it is pending" },
                 format!("{} issued at {} by {} writes {} and has not executed; wait for its commit before freeing", op.op, op.loc, e.who(op.issuer), op.d.show()),
             ));
         }
-        c.allocs.remove(i);
+        if let Some(l) = c.loads.iter().find(|l| l.region.overlaps(&freed)) {
+            return Err((
+                "TMEM freed while a tcgen05.ld of it is in flight",
+                format!("{} loaded at {} by {} with no tcgen05.wait::ld since; wait for the load before freeing", l.region.show(), l.loc, e.who(l.tid)),
+            ));
+        }
+        // Forget what happened in the freed columns: the free is ordered
+        // after it (the race detector checks that, below), and a new
+        // allocation of them starts clean.
+        c.ops.retain(|o| !o.touches(&freed));
+        c.loads.retain(|l| !l.region.overlaps(&freed));
+        c.stores.retain(|s| !s.region.overlaps(&freed));
+        let a = c.allocs.remove(i);
+        c.freed.retain(|f| !(f.col < hi && lo < f.col + f.ncols));
+        c.freed.push(Alloc { loc, ..a });
         Ok(())
     });
+    // The free is a write of every cell for the race detector: an MMA, copy,
+    // load or store of another thread not ordered before it (by its commit's
+    // barrier and a thread sync, or a thread sync after its wait) races
+    // with it.
+    let (_, col) = split(taddr);
+    let cta = e.threads[tid].cta;
+    for lane in 0..LANES {
+        let (lo, hi) = lane_bytes(lane, (col, col + ncols));
+        e.ordinary_access(tid, loc, Space::Tmem { cta }, lo, hi, true);
+    }
 }
 
 /// Checks a load or store of `n` columns at `taddr` by the calling thread
@@ -600,12 +762,13 @@ pub fn ld_32x32b(taddr: u32, out: &mut [u32]) {
         let r = lane_region(&e, tid, taddr, n, "tcgen05.ld")?;
         let c = &run.ctas[&cta];
         inside_alloc(c, &r, "tcgen05.ld")?;
-        if let Some(op) = c.ops.iter().find(|o| o.d.overlaps(&r) && !run.complete_for(&e, tid, &c.ops, o)) {
+        if let Some(op) = c.ops.iter().find(|o| o.writes_overlap(&r) && !run.complete_for(&e, tid, &c.ops, o)) {
             return Err((
-                "TMEM read before the MMA that writes it completed",
+                if op.copy { "TMEM read before the tcgen05.cp that writes it completed" } else { "TMEM read before the MMA that writes it completed" },
                 format!(
-                    "tcgen05.ld of {} reads the accumulator of {} issued at {} ({}), which is not complete for this thread: {}",
+                    "tcgen05.ld of {} reads the {} of {} issued at {} ({}), which is not complete for this thread: {}",
                     r.show(),
+                    if op.copy { "destination" } else { "accumulator" },
                     op.op,
                     op.loc,
                     op.d.show(),
@@ -613,16 +776,21 @@ pub fn ld_32x32b(taddr: u32, out: &mut [u32]) {
                 ),
             ));
         }
-        if let Some(op) = c.ops.iter().find(|o| o.d.overlaps(&r) && !run.complete_at_fence(tid, &c.ops, o)) {
+        if let Some(op) = c.ops.iter().find(|o| o.writes_overlap(&r) && !run.complete_at_fence(tid, &c.ops, o)) {
             return Err((
-                "TMEM read after an MMA's completion without tcgen05.fence::after_thread_sync",
+                if op.copy {
+                    "TMEM read after a tcgen05.cp's completion without tcgen05.fence::after_thread_sync"
+                } else {
+                    "TMEM read after an MMA's completion without tcgen05.fence::after_thread_sync"
+                },
                 format!(
-                    "tcgen05.ld of {} reads the accumulator of {} issued at {} ({}): this thread saw the MMA's commit arrive, but issued no \
-                     tcgen05.fence::after_thread_sync after that wait, so the load is not ordered after the MMA; {FENCE_AFTER_FIX}",
+                    "tcgen05.ld of {} reads the cells of {} issued at {} ({}): this thread saw the {unit}'s commit arrive, but issued no \
+                     tcgen05.fence::after_thread_sync after that wait, so the load is not ordered after the {unit}; {FENCE_AFTER_FIX}",
                     r.show(),
                     op.op,
                     op.loc,
-                    op.d.show()
+                    op.d.show(),
+                    unit = op.unit()
                 ),
             ));
         }
@@ -667,25 +835,7 @@ pub fn st_32x32b(taddr: u32, vals: &[u32]) {
                 ),
             ));
         }
-        if let Some(op) = c.ops.iter().find(|o| (o.d.overlaps(&r) || o.a_tmem.is_some_and(|a| a.overlaps(&r))) && !run.complete_for(&e, tid, &c.ops, o)) {
-            return Err((
-                "TMEM operand of an in-flight MMA overwritten",
-                format!("tcgen05.st of {} while {} issued at {} (accumulator {}) is not complete for this thread: {}", r.show(), op.op, op.loc, op.d.show(), run.why_incomplete(&e, op)),
-            ));
-        }
-        if let Some(op) = c.ops.iter().find(|o| (o.d.overlaps(&r) || o.a_tmem.is_some_and(|a| a.overlaps(&r))) && !run.complete_at_fence(tid, &c.ops, o)) {
-            return Err((
-                "TMEM written after an MMA's completion without tcgen05.fence::after_thread_sync",
-                format!(
-                    "tcgen05.st of {} over the operands of {} issued at {} (accumulator {}): this thread saw the MMA's commit arrive, but issued \
-                     no tcgen05.fence::after_thread_sync after that wait, so the store is not ordered after the MMA; {FENCE_AFTER_FIX}",
-                    r.show(),
-                    op.op,
-                    op.loc,
-                    op.d.show()
-                ),
-            ));
-        }
+        write_after_ops(&e, run, c, tid, &r, "tcgen05.st")?;
         if let Some((s, why)) = unfinished_store(&e, c, tid, &r) {
             return Err((
                 "TMEM accessed before the tcgen05.st that writes it completed",
@@ -828,22 +978,18 @@ pub fn mma(issue: MmaIssue<'_>) {
                 format!("{op} writes {} over {} loaded at {} by {} with no tcgen05.wait::ld (the load's `.wait()`, or `wait_load_tmem`) since", dr.show(), l.region.show(), l.loc, e.who(l.tid)),
             ));
         }
-        let a_vals = match a {
-            AOperand::Smem(v) => v,
+        // A from TMEM is read when the MMA executes (after a copy into it
+        // issued before, which the tensor core runs first).
+        let (a_vals, a_tm) = match a {
+            AOperand::Smem(v) => {
+                assert_eq!(v.len(), (m * k) as usize, "{op}: A must hold M x K values");
+                (v, None)
+            }
             AOperand::Tmem { taddr, bf16 } => {
                 let (al, ac) = split(taddr);
-                let mut v = vec![0f32; (m * k) as usize];
-                for i in 0..m {
-                    for kk in 0..k {
-                        let cell = c.mem[((al + i) * COLS + ac + kk / 2) as usize];
-                        let bits = (cell >> (16 * (kk % 2))) as u16;
-                        v[(i * k + kk) as usize] = if bf16 { half::bf16::from_bits(bits).to_f32() } else { half::f16::from_bits(bits).to_f32() };
-                    }
-                }
-                v
+                (Vec::new(), Some((al, ac, bf16)))
             }
         };
-        assert_eq!(a_vals.len(), (m * k) as usize, "{op}: A must hold M x K values");
         assert_eq!(b.len(), (n * k) as usize, "{op}: B must hold N x K values");
         // Only MMAs of this CTA (cta_group::1): the fences order the
         // issuing CTA's tensor core.
@@ -867,8 +1013,10 @@ pub fn mma(issue: MmaIssue<'_>) {
             n,
             k,
             d: dr,
+            extra: Vec::new(),
             a_tmem: ar,
-            work: Some(Work { a: a_vals, b, accumulate, dtype }),
+            copy: false,
+            work: Some(Work::Mma { a: a_vals, a_tmem: a_tm, b, accumulate, dtype }),
             after,
             race_id: None,
         });
@@ -878,7 +1026,118 @@ pub fn mma(issue: MmaIssue<'_>) {
     // the issuing thread's next commit arrives (after the MMAs of other
     // threads that the fences order before it); its SMEM and TMEM operands
     // are checked as reads, its accumulator as a write, at that point.
-    let id = issue_tracked(&e, tid, loc, op, cta, seq, smem_reads, ar.as_ref(), &dr, &after_ids);
+    let id = issue_tracked(&e, tid, loc, op, cta, seq, smem_reads, ar.as_ref(), &[dr], &after_ids);
+    set_race_id(&e, cta, seq, id);
+}
+
+/// One `tcgen05.cp.cta_group::1` as issued: the source rows decoded by the
+/// caller (`rows[r]` holds row `r`'s `shape.words()` 32-bit words).
+pub struct CpIssue<'a> {
+    /// Destination TMEM address (lane, first column).
+    pub taddr: u32,
+    pub shape: kernel_spec::desc_tcgen05::CpShape,
+    pub rows: Vec<Vec<u32>>,
+    /// The SMEM byte ranges (of the issuing CTA) the source occupies.
+    pub smem_reads: &'a [Range],
+    /// The operation, for reports.
+    pub op: &'static str,
+}
+
+/// `tcgen05.cp.cta_group::1.<shape> [taddr], s_desc`: issued by the calling
+/// thread, asynchronous like an MMA. Row `r` of the source goes to the
+/// lanes `shape.lanes(r)` (from the destination's lane) at columns
+/// `col .. col + words`. It is checked as a TMEM write at issue (inside the
+/// allocation; no in-flight load, store, MMA or copy over its cells that is
+/// not complete for the issuer) and registered with the race detector as a
+/// tracked operation that reads its SMEM source and writes its cells,
+/// executed in issue order with the thread's MMAs (so an MMA issued after
+/// it reads the copied data: the tensor core pipelines a copy before an
+/// MMA) and completed by the thread's next commit. Across threads it is
+/// ordered by the tcgen05 fences and a thread sync like an MMA.
+#[track_caller]
+pub fn cp(issue: CpIssue<'_>) {
+    let loc = Location::caller();
+    let Some((e, tid)) = enter("tmem::cp") else { return };
+    e.yield_point(tid, "tcgen05.cp", loc);
+    let CpIssue { taddr, shape, rows, smem_reads, op } = issue;
+    let (seq, cta, regions, after_ids) = with_cta(&e, tid, loc, |run, cta| {
+        let (lane0, col) = split(taddr);
+        let words = shape.words();
+        let lane_ok = if shape == kernel_spec::desc_tcgen05::CpShape::S4x256b { lane0 < 32 } else { lane0 == 0 };
+        if !lane_ok {
+            return Err((
+                "tcgen05.cp destination lane",
+                format!(
+                    "{op} at TMEM lane {lane0}: the .{} shape writes {}; its address must be at lane 0 (the column part chooses where)",
+                    shape.ptx(),
+                    if shape == kernel_spec::desc_tcgen05::CpShape::S4x256b { "one lane in each lane quarter, so lane < 32" } else { "every lane quarter" }
+                ),
+            ));
+        }
+        assert_eq!(rows.len(), shape.rows() as usize, "{op}: the source must hold the shape's rows");
+        let regions: Vec<Region> = if shape == kernel_spec::desc_tcgen05::CpShape::S4x256b {
+            (0..4).map(|q| Region { lanes: (lane0 + 32 * q, lane0 + 32 * q + 1), cols: (col, col + words) }).collect()
+        } else {
+            vec![Region { lanes: (0, LANES), cols: (col, col + words) }]
+        };
+        let c = &run.ctas[&cta];
+        for r in &regions {
+            inside_alloc(c, r, op)?;
+            if let Some(l) = c.loads.iter().find(|l| l.region.overlaps(r)) {
+                return Err((
+                    "TMEM overwritten while an in-flight tcgen05.ld reads it",
+                    format!("{op} writes {} over {} loaded at {} by {} with no tcgen05.wait::ld (the load's `.wait()`, or `wait_load_tmem`) since", r.show(), l.region.show(), l.loc, e.who(l.tid)),
+                ));
+            }
+            write_after_ops(&e, run, c, tid, r, op)?;
+            if let Some((s, why)) = unfinished_store(&e, c, tid, r) {
+                return Err((
+                    "TMEM accessed before the tcgen05.st that writes it completed",
+                    format!("{op} overwrites {} stored at {} by {}, and {why}; {STORE_FIX}", s.region.show(), s.loc, e.who(s.tid)),
+                ));
+            }
+        }
+        let mut cells = Vec::with_capacity(rows.len() * 4 * words as usize);
+        for (r, vals) in rows.iter().enumerate() {
+            assert_eq!(vals.len(), words as usize, "{op}: a source row holds the shape's words");
+            let (lanes, n) = shape.lanes(r as u32);
+            for &l in &lanes[..n] {
+                for (w, &bits) in vals.iter().enumerate() {
+                    cells.push((lane0 + l, col + w as u32, bits));
+                }
+            }
+        }
+        let (after, after_ids): (Vec<(usize, u64)>, Vec<usize>) = run
+            .fenced_before(tid)
+            .into_iter()
+            .filter_map(|(a, s)| c.ops.iter().find(|o| o.seq == s && o.issuer == a).and_then(|o| o.race_id).map(|id| ((a, s), id)))
+            .unzip();
+        run.next_seq += 1;
+        let seq = run.next_seq;
+        run.last_mma.insert(tid, seq);
+        let c = run.ctas.get_mut(&cta).expect("created");
+        for r in &regions {
+            supersede_stores(c, r);
+        }
+        c.ops.push(Op {
+            seq,
+            issuer: tid,
+            loc,
+            op,
+            m: 0,
+            n: 0,
+            k: 0,
+            d: regions[0],
+            extra: regions[1..].to_vec(),
+            a_tmem: None,
+            copy: true,
+            work: Some(Work::Copy(cells)),
+            after,
+            race_id: None,
+        });
+        Ok((seq, cta, regions, after_ids))
+    });
+    let id = issue_tracked(&e, tid, loc, op, cta, seq, smem_reads, None, &regions, &after_ids);
     set_race_id(&e, cta, seq, id);
 }
 
@@ -889,13 +1148,13 @@ fn set_race_id(e: &Arc<Emu>, cta: usize, seq: u64, id: usize) {
     }
 }
 
-/// Registers MMA `seq` of CTA `cta` (pushed to its `ops`) as a tracked
-/// asynchronous operation of `tid`: reads `smem_reads` of that CTA's SMEM
-/// and the TMEM A operand `a`, writes the accumulator `d`; its effect
-/// executes the MMA; it runs after the operations `after` (race detector
-/// ids). Returns its id.
+/// Registers operation `seq` of CTA `cta` (an MMA or copy pushed to its
+/// `ops`) as a tracked asynchronous operation of `tid`: reads `smem_reads`
+/// of that CTA's SMEM and the TMEM A operand `a`, writes the cells `d` (the
+/// accumulator, or a copy's destination); its effect executes it; it runs
+/// after the operations `after` (race detector ids). Returns its id.
 #[allow(clippy::too_many_arguments)]
-fn issue_tracked(e: &Arc<Emu>, tid: usize, loc: Loc, op: &str, cta: usize, seq: u64, smem_reads: &[Range], a: Option<&Region>, d: &Region, after: &[usize]) -> usize {
+fn issue_tracked(e: &Arc<Emu>, tid: usize, loc: Loc, op: &str, cta: usize, seq: u64, smem_reads: &[Range], a: Option<&Region>, d: &[Region], after: &[usize]) -> usize {
     let mut reads: Vec<(Space, u64, u64)> = smem_reads.iter().map(|&(lo, hi)| (Space::Smem { cta }, u64::from(lo), u64::from(hi))).collect();
     if let Some(a) = a {
         reads.extend(region_ranges(cta, a));
@@ -910,7 +1169,7 @@ fn issue_tracked(e: &Arc<Emu>, tid: usize, loc: Loc, op: &str, cta: usize, seq: 
     e.async_issue_after(
         tid,
         loc,
-        AsyncOp { kind: op.to_string(), copies: Vec::new(), reads, writes: region_ranges(cta, d), effect: Some(Box::new(effect)), completion: Completion::Tracked },
+        AsyncOp { kind: op.to_string(), copies: Vec::new(), reads, writes: d.iter().flat_map(|r| region_ranges(cta, r)).collect(), effect: Some(Box::new(effect)), completion: Completion::Tracked },
         after,
     )
 }
@@ -1051,16 +1310,18 @@ pub fn mma_pair(issue: MmaIssue<'_>, peer_rank: u32, peer_a: Vec<f32>, peer_smem
                 n,
                 k,
                 d: dr,
+                extra: Vec::new(),
                 a_tmem: None,
-                work: Some(Work { a: a_vals, b: b.clone(), accumulate, dtype }),
+                copy: false,
+                work: Some(Work::Mma { a: a_vals, a_tmem: None, b: b.clone(), accumulate, dtype }),
                 after: Vec::new(),
                 race_id: None,
             });
         }
         Ok((dr, seqs))
     });
-    issue_tracked(&e, tid, loc, op, own_cta, seqs[0], smem_reads, None, &dr, &[]);
-    issue_tracked(&e, tid, loc, op, peer_cta, seqs[1], peer_smem_reads, None, &dr, &[]);
+    issue_tracked(&e, tid, loc, op, own_cta, seqs[0], smem_reads, None, &[dr], &[]);
+    issue_tracked(&e, tid, loc, op, peer_cta, seqs[1], peer_smem_reads, None, &[dr], &[]);
 }
 
 /// `tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster`:

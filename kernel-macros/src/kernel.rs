@@ -373,6 +373,15 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
         );
         quote!(assert!(cols == 0, #msg);)
     };
+    let tmem_scope_arch_check = if opts.arch.as_deref() == Some("sm_100a") {
+        quote!()
+    } else {
+        let msg = format!(
+            "kernel `{name}`: a TmemScope allocates tensor memory, which exists only on sm_100a (tcgen05), and this kernel is also built for {}: add `arch = sm_100a` to `#[kernel(...)]`",
+            opts.arch.as_deref().unwrap_or("sm_90a")
+        );
+        quote!(assert!(!scoped, #msg);)
+    };
     let budget_msg = format!(
         "kernel `{name}`: its scratch parameters need more than {} bytes ({} KiB) of shared memory, the most one CTA can use on the H100/H200 and the B200 (kernel_spec::limits::MAX_SMEM_BYTES); use fewer stages or smaller tiles",
         kernel_spec::limits::MAX_SMEM_BYTES,
@@ -469,6 +478,7 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
                 let _ = <#name #inst_args as #krate::launch::KernelSpec>::SMEM_BYTES;
                 let _ = <#name #inst_args>::__TMEM_COLS;
                 let _ = <#name #inst_args>::__TMEM_COLLECTIVE;
+                let _ = <#name #inst_args>::__TMEM_SCOPED;
                 <#name #inst_args>::__CHECKS
             };
             #[cfg(not(target_arch = "nvptx64"))]
@@ -542,6 +552,14 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
                 assert!(!(c && one_cta), #mixed_group_msg);
                 c
             };
+            /// Whether the kernel allocates TMEM in scopes (`TmemScope`):
+            /// then the prologue keeps its allocation permit.
+            #[doc(hidden)]
+            pub const __TMEM_SCOPED: bool = {
+                let scoped = false #(|| <#s_tys as #krate::smem::Scratch>::TMEM_SCOPED)*;
+                #tmem_scope_arch_check
+                scoped
+            };
             #[doc(hidden)]
             pub const __SMEM_BYTES: usize = {
                 let bytes = Self::__SCRATCH_LAYOUT.1;
@@ -605,7 +623,10 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
                         #krate::tcgen05::raw::relinquish_alloc_permit::<#krate::tcgen05::Cta2>();
                     } else {
                         #krate::tcgen05::raw::alloc::<#krate::tcgen05::Cta1>(#krate::smem::shared_addr(__tmem_slot), __tmem_cols);
-                        #krate::tcgen05::raw::relinquish_alloc_permit::<#krate::tcgen05::Cta1>();
+                        // A kernel that allocates in scopes later keeps its permit.
+                        if !<#name #gen_use>::__TMEM_SCOPED {
+                            #krate::tcgen05::raw::relinquish_alloc_permit::<#krate::tcgen05::Cta1>();
+                        }
                     }
                 }
             }
@@ -684,7 +705,7 @@ fn check_arch_ops(func: &ItemFn, opts: &Options, errors: &mut Vec<Error>) {
                             id.span(),
                             format!("`{n}` is cluster launch control (`clusterlaunchcontrol.try_cancel`/`query_cancel`), which exists only on sm_100 (Blackwell), and this kernel is `arch = sm_90a`: schedule statically with `nd_loop`, or make the kernel `arch = sm_100a`"),
                         ));
-                    } else if arch == "sm_90a" && (n.starts_with("tcgen05") || ["Tmem", "TmemPair", "TensorCore", "PairTma", "Cta2"].contains(&n.as_str())) {
+                    } else if arch == "sm_90a" && (n.starts_with("tcgen05") || ["Tmem", "TmemPair", "TmemScope", "TensorCore", "PairTma", "Cta2"].contains(&n.as_str())) {
                         errors.push(Error::new(
                             id.span(),
                             format!("`{n}` is a Blackwell (sm_100a) tcgen05/TMEM item, and this kernel is `arch = sm_90a`, which has no tensor memory: use wgmma, or make the kernel `arch = sm_100a`"),

@@ -308,6 +308,83 @@ impl core::fmt::Debug for SmemDescriptor {
     }
 }
 
+/// A shape of `tcgen05.cp` (SMEM -> TMEM copy; PTX ISA, tcgen05 chapter,
+/// "tcgen05.cp"): `ROWS x BITS` of the source matrix (rows of the
+/// canonical K-major SMEM layout its descriptor describes, `BITS / 32`
+/// 32-bit words each) and the TMEM lanes each row lands in (words go to
+/// consecutive columns from the destination's column). The `.warpx2` and
+/// `.warpx4` shapes multicast a row to the lanes of 2 or 4 warps' lane
+/// quarters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CpShape {
+    /// `.128x256b`: row `r` -> lane `r`, 8 words (e.g. a packed 16-bit A
+    /// operand, 16 elements of K per copy).
+    S128x256b,
+    /// `.128x128b`: row `r` -> lane `r`, 4 words.
+    S128x128b,
+    /// `.4x256b`: row `r` -> lane `32 r` (one row per lane quarter), 8 words.
+    S4x256b,
+    /// `.64x128b.warpx2::02_13`: row `r` -> lanes `r` and `r + 64` (warps 0
+    /// and 2 receive rows 0..32, warps 1 and 3 rows 32..64), 4 words.
+    S64x128bWarpx2_02_13,
+    /// `.64x128b.warpx2::01_23`: row `r` -> lanes `64 (r / 32) + r % 32`
+    /// and 32 lanes after it (warps 0 and 1 receive rows 0..32, warps 2 and
+    /// 3 rows 32..64), 4 words.
+    S64x128bWarpx2_01_23,
+    /// `.32x128b.warpx4`: row `r` -> lanes `r`, `r + 32`, `r + 64`, `r + 96`
+    /// (every lane quarter receives the 32 rows), 4 words.
+    S32x128bWarpx4,
+}
+
+impl CpShape {
+    /// The shape as PTX writes it (`128x256b`, `64x128b.warpx2::02_13`, ..).
+    pub const fn ptx(self) -> &'static str {
+        match self {
+            CpShape::S128x256b => "128x256b",
+            CpShape::S128x128b => "128x128b",
+            CpShape::S4x256b => "4x256b",
+            CpShape::S64x128bWarpx2_02_13 => "64x128b.warpx2::02_13",
+            CpShape::S64x128bWarpx2_01_23 => "64x128b.warpx2::01_23",
+            CpShape::S32x128bWarpx4 => "32x128b.warpx4",
+        }
+    }
+    /// Rows of the source matrix.
+    pub const fn rows(self) -> u32 {
+        match self {
+            CpShape::S128x256b | CpShape::S128x128b => 128,
+            CpShape::S4x256b => 4,
+            CpShape::S64x128bWarpx2_02_13 | CpShape::S64x128bWarpx2_01_23 => 64,
+            CpShape::S32x128bWarpx4 => 32,
+        }
+    }
+    /// 32-bit words (TMEM columns) per row: 8 for the 256-bit shapes, 4
+    /// for the 128-bit ones.
+    pub const fn words(self) -> u32 {
+        match self {
+            CpShape::S128x256b | CpShape::S4x256b => 8,
+            _ => 4,
+        }
+    }
+    /// Bytes of one source row (`words * 4`).
+    pub const fn row_bytes(self) -> u32 {
+        self.words() * 4
+    }
+    /// The TMEM lanes, relative to the destination's lane, that source row
+    /// `r` is written to (`count` of the 4 entries are used).
+    pub const fn lanes(self, r: u32) -> ([u32; 4], usize) {
+        match self {
+            CpShape::S128x256b | CpShape::S128x128b => ([r, 0, 0, 0], 1),
+            CpShape::S4x256b => ([32 * r, 0, 0, 0], 1),
+            CpShape::S64x128bWarpx2_02_13 => ([r, r + 64, 0, 0], 2),
+            CpShape::S64x128bWarpx2_01_23 => {
+                let l = 64 * (r / 32) + r % 32;
+                ([l, l + 32, 0, 0], 2)
+            }
+            CpShape::S32x128bWarpx4 => ([r, r + 32, r + 64, r + 96], 4),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -389,5 +466,29 @@ mod tests {
         assert_eq!(e4m3_to_f32(0x7E), 448.0); // largest finite
         assert!(e4m3_to_f32(0x7F).is_nan());
         assert_eq!(e4m3_to_f32(0x01), 1.0 / 512.0); // smallest subnormal, 2^-9
+    }
+
+    /// Every shape but `4x256b` writes each of the 128 lanes exactly once
+    /// (the multicast shapes replicate 32 or 64 rows over them); `4x256b`
+    /// writes one lane per quarter. Worked from the shape table: row 40 of
+    /// `01_23` is warp 2's lane 8 and warp 3's lane 8.
+    #[test]
+    fn copy_shapes_cover_the_lanes() {
+        use CpShape::*;
+        for s in [S128x256b, S128x128b, S64x128bWarpx2_02_13, S64x128bWarpx2_01_23, S32x128bWarpx4] {
+            let mut hit = [0u32; 128];
+            for r in 0..s.rows() {
+                let (l, n) = s.lanes(r);
+                for &lane in &l[..n] {
+                    hit[lane as usize] += 1;
+                }
+            }
+            assert!(hit.iter().all(|&h| h == 1), "{s:?}: {hit:?}");
+            assert_eq!(s.rows() * s.lanes(0).1 as u32, 128, "{s:?}");
+        }
+        assert_eq!(S64x128bWarpx2_01_23.lanes(40), ([72, 104, 0, 0], 2));
+        assert_eq!(S64x128bWarpx2_02_13.lanes(40), ([40, 104, 0, 0], 2));
+        assert_eq!(S4x256b.lanes(3), ([96, 0, 0, 0], 1));
+        assert_eq!((S128x256b.words(), S32x128bWarpx4.row_bytes()), (8, 16));
     }
 }

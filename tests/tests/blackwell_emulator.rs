@@ -140,7 +140,7 @@ fn tma_arrival_mistaken_for_mma_completion() {
 
 #[test]
 fn commit_covers_only_the_issuing_threads_mmas() {
-    caught(planted::COMMIT_BY_OTHER_THREAD, "TMEM read before the MMA that writes it completed", "a commit covers only the MMAs of the thread that issues it");
+    caught(planted::COMMIT_BY_OTHER_THREAD, "TMEM read before the MMA that writes it completed", "a commit covers only the MMAs and copies of the thread that issues it");
 }
 
 #[test]
@@ -186,5 +186,193 @@ fn tmem_allocation_not_freed_or_over_512_columns() {
         assert!(e.contains("TMEM allocation not freed when the kernel ended") && e.contains("columns 0..64"), "{e}");
         let e = alloc_run(&emu, planted::ALLOC_OVER_512).expect_err("over 512: not caught").to_string();
         assert!(e.contains("TMEM allocation over 512 columns") && e.contains("512 of 512 already allocated"), "{e}");
+    }
+}
+
+// ----- tcgen05.cp and scoped TMEM (planted_copy), each bug beside its twin ----
+
+use kernel_fixtures::blackwell::planted_copy as cp;
+
+/// A's rows packed as `tcgen05.cp` moves them: word `j` of row `r` holds
+/// elements `2j` (low half) and `2j + 1` (high half).
+fn packed_row(a: &[f16], r: usize) -> Vec<u32> {
+    (0..32).map(|j| u32::from(a[r * 64 + 2 * j].to_bits()) | (u32::from(a[r * 64 + 2 * j + 1].to_bits()) << 16)).collect()
+}
+
+/// Runs `tmem_copy` with `variant`; its `128 x 128` output words on success.
+fn copy_run(emu: &Emulator, variant: u32) -> Result<Vec<f32>, EmuError> {
+    let a = randn_f16(128 * 64, 90);
+    let b = randn_f16(128 * 64, 91);
+    let mut out = vec![f32::NAN; 128 * 128];
+    let am = EmuTensorMap::<PA>::new_2d(&a, 128, 64).expect("map");
+    let bm = EmuTensorMap::<PB>::new_2d(&b, 128, 64).expect("map");
+    emu.launch::<cp::tmem_copy, _>(1u32, (&am, &bm, &mut out[..], variant))?;
+    Ok(out)
+}
+
+/// The copy twins run clean under 4 schedules and give what they should:
+/// `A · Bᵀ` after a copy feeds an MMA (one thread, or two with the
+/// fences), A's packed words bit for bit after a copy is read back (negated
+/// when the source was rewritten), both beside each other when the copy
+/// lands in a finished accumulator.
+#[test]
+fn tcgen05_cp_twins_run_clean_and_copy_the_tile() {
+    let a = randn_f16(128 * 64, 90);
+    let b = randn_f16(128 * 64, 91);
+    let want = reference_gemm_nt(128, 128, 64, &a, &b);
+    let neg: Vec<f16> = a.iter().map(|&x| -x).collect();
+    for v in [cp::COPY_THEN_MMA, cp::COPY_READ_BACK, cp::SOURCE_RELOAD_AFTER_COMMIT, cp::COPY_INTO_ACCUMULATOR_AFTER_COMMIT, cp::COPY_AFTER_PROXY_FENCE, cp::CROSS_THREAD_FENCED] {
+        for emu in Emulator::schedules(800 + v as u64, 4) {
+            let out = copy_run(&emu, v).unwrap_or_else(|e| panic!("seed {}: twin {v} reported: {e}", emu.seed()));
+            let bits = |r: usize, j: usize| out[r * 128 + j].to_bits();
+            match v {
+                cp::COPY_THEN_MMA | cp::CROSS_THREAD_FENCED => {
+                    let out16: Vec<f16> = out.iter().map(|&x| f16::from_f32(x)).collect();
+                    let err = rel_frobenius_error(&out16, &want);
+                    assert!(err < TOLERANCE, "seed {}: twin {v}: error {err:e}", emu.seed());
+                }
+                cp::COPY_INTO_ACCUMULATOR_AFTER_COMMIT => {
+                    for r in 0..128 {
+                        assert_eq!((0..32).map(|j| bits(r, j)).collect::<Vec<_>>(), packed_row(&a, r), "seed {}: row {r}: the copy", emu.seed());
+                        for j in 32..128 {
+                            let w = want[r * 128 + j];
+                            assert!((out[r * 128 + j] - w).abs() <= 2e-2 * (1.0 + w.abs()), "seed {}: ({r}, {j}): {} vs {w}", emu.seed(), out[r * 128 + j]);
+                        }
+                    }
+                }
+                _ => {
+                    let src = if v == cp::COPY_AFTER_PROXY_FENCE { &neg } else { &a };
+                    for r in 0..128 {
+                        assert_eq!((0..32).map(|j| bits(r, j)).collect::<Vec<_>>(), packed_row(src, r), "seed {}: twin {v}: row {r}", emu.seed());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `tmem_copy`'s bug `variant` is reported under 4 schedules with `rule`
+/// (and `detail_has` in the message).
+fn copy_caught(variant: u32, rule: &str, detail_has: &str) {
+    for emu in Emulator::schedules(900 + variant as u64, 4) {
+        match copy_run(&emu, variant) {
+            Ok(_) => panic!("seed {}: copy bug {variant} ({rule}) was not caught", emu.seed()),
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(msg.contains(rule) && msg.contains(detail_has), "seed {}: copy bug {variant}: expected `{rule}` / `{detail_has}`, got: {msg}", emu.seed());
+            }
+        }
+    }
+}
+
+#[test]
+fn copied_tmem_read_before_the_copy_completed() {
+    copy_caught(cp::READ_BEFORE_COPY_DONE, "TMEM read before the tcgen05.cp that writes it completed", "reads the destination of tcgen05.cp issued at");
+}
+
+#[test]
+fn copy_source_overwritten_while_the_copy_is_in_flight() {
+    copy_caught(cp::SOURCE_OVERWRITTEN, "race on shared memory", "tcgen05.cp");
+}
+
+#[test]
+fn copied_tmem_overwritten_before_the_copy_completed() {
+    copy_caught(cp::STORE_OVER_COPY, "TMEM destination of an in-flight tcgen05.cp overwritten", "tcgen05.st");
+}
+
+#[test]
+fn copy_into_the_accumulator_of_an_in_flight_mma() {
+    copy_caught(cp::COPY_INTO_BUSY_ACCUMULATOR, "TMEM operand of an in-flight MMA overwritten", "tcgen05.cp of lanes 0..128");
+}
+
+#[test]
+fn copy_of_smem_written_without_commit_smem() {
+    copy_caught(cp::COPY_WITHOUT_PROXY_FENCE, "commit_smem", "tcgen05.cp");
+}
+
+#[test]
+fn copy_then_mma_of_another_thread_without_the_fences() {
+    copy_caught(cp::CROSS_THREAD_NO_FENCES, "race on tensor memory", "tcgen05.cp");
+}
+
+/// Every copy shape lands each source row in the lanes the PTX ISA's shape
+/// table gives (written out here independently of `kernel_spec`'s
+/// `CpShape::lanes`), 8 or 4 words from the destination column.
+#[test]
+fn every_copy_shape_lands_rows_in_the_isa_lanes() {
+    let a = randn_f16(128 * 64, 92);
+    let am = EmuTensorMap::<PA>::new_2d(&a, 128, 64).expect("map");
+    // (shape index, words per row, source row of each lane or None).
+    let table: [(u32, usize, fn(usize) -> Option<usize>); 6] = [
+        (0, 8, |l| Some(l)),                                          // 128x256b
+        (1, 4, |l| Some(l)),                                          // 128x128b
+        (2, 8, |l| (l % 32 == 0).then_some(l / 32)),                  // 4x256b: lanes 0, 32, 64, 96
+        (3, 4, |l| Some(l % 64)),                                     // 64x128b.warpx2::02_13: warps 0,2 rows 0..32; 1,3 rows 32..64
+        (4, 4, |l| Some(32 * (l / 64) + l % 32)),                     // 64x128b.warpx2::01_23: warps 0,1 rows 0..32; 2,3 rows 32..64
+        (5, 4, |l| Some(l % 32)),                                     // 32x128b.warpx4
+    ];
+    for (shape, words, row_of) in table {
+        let emu = Emulator::new(950 + shape as u64);
+        let mut out = vec![u32::MAX; 128 * 8];
+        emu.launch::<cp::tmem_copy_shapes, _>(1u32, (&am, &mut out[..], shape)).unwrap_or_else(|e| panic!("shape {shape}: {e}"));
+        for lane in 0..128 {
+            let got = &out[lane * 8..lane * 8 + 8];
+            let want: Vec<u32> = match row_of(lane) {
+                Some(r) => (0..8).map(|w| if w < words { packed_row(&a, r)[w] } else { 0 }).collect(),
+                None => vec![0; 8],
+            };
+            assert_eq!(got, &want[..], "shape {shape}, lane {lane}");
+        }
+    }
+}
+
+/// Runs `tmem_scoped` with `variant`; its two `128 x 128` blocks on success.
+fn scoped_run(emu: &Emulator, variant: u32) -> Result<Vec<f32>, EmuError> {
+    let a = randn_f16(128 * 64, 90);
+    let b = randn_f16(128 * 64, 91);
+    let mut out = vec![f32::NAN; 2 * 128 * 128];
+    let am = EmuTensorMap::<PA>::new_2d(&a, 128, 64).expect("map");
+    let bm = EmuTensorMap::<PB>::new_2d(&b, 128, 64).expect("map");
+    emu.launch::<cp::tmem_scoped, _>(1u32, (&am, &bm, &mut out[..], variant))?;
+    Ok(out)
+}
+
+/// Two scopes in a row (the second reusing the first's columns), and a
+/// scope freed while an MMA runs on the kernel-wide accumulator: clean,
+/// and both blocks hold `A · Bᵀ`.
+#[test]
+fn scoped_tmem_twins_run_clean_and_compute() {
+    let a = randn_f16(128 * 64, 90);
+    let b = randn_f16(128 * 64, 91);
+    let want = reference_gemm_nt(128, 128, 64, &a, &b);
+    for v in [cp::TWO_SCOPES, cp::FREE_OTHER_COLUMNS_WHILE_MMA_RUNS] {
+        for emu in Emulator::schedules(1000 + v as u64, 4) {
+            let out = scoped_run(&emu, v).unwrap_or_else(|e| panic!("seed {}: scoped twin {v} reported: {e}", emu.seed()));
+            for half in out.chunks(128 * 128) {
+                let h16: Vec<f16> = half.iter().map(|&x| f16::from_f32(x)).collect();
+                let err = rel_frobenius_error(&h16, &want);
+                assert!(err < TOLERANCE, "seed {}: scoped twin {v}: error {err:e}", emu.seed());
+            }
+        }
+    }
+}
+
+#[test]
+fn scoped_tmem_used_after_its_scope_or_freed_under_an_mma() {
+    for emu in Emulator::schedules(1100, 4) {
+        // The stale read after the scope, or (when a thread reads before
+        // warp 0 has freed) the free under that read: both the bug.
+        let e = scoped_run(&emu, cp::USE_AFTER_FREE).expect_err("use after free: not caught").to_string();
+        assert!(
+            (e.contains("TMEM used after tcgen05.dealloc") && e.contains("freed at")) || e.contains("TMEM freed while a tcgen05.ld of it is in flight"),
+            "seed {}: {e}",
+            emu.seed()
+        );
+        let e = scoped_run(&emu, cp::FREE_WHILE_MMA_IN_FLIGHT).expect_err("free under an MMA: not caught").to_string();
+        assert!(
+            e.contains("TMEM freed while an MMA on it is pending") || (e.contains("race on tensor memory") && e.contains("tcgen05.mma")),
+            "seed {}: {e}",
+            emu.seed()
+        );
     }
 }
