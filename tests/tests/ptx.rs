@@ -20,6 +20,8 @@ const EXPECTED: &[(&str, &[&str])] = &[
     ),
     ("cluster_exchange", &["mapa.u64", "barrier.cluster.arrive.release;", "barrier.cluster.wait.acquire;", "ld.shared"]),
     ("semaphore_signal", &["red.release.gpu.global.add.u32", "ld.acquire.gpu.global.u32", "atom.acquire.gpu.global.cas.b32", "barrier.sync 0"]),
+    // Two host-passed parameters (`x`, `out`), then the hidden global scratch address.
+    ("grid_sum", &["atom.acq_rel.gpu.global.add.u32", ".param .u64 grid_sum_param_2\n)", "shfl.sync.bfly.b32"]),
     (
         "exchange_shards",
         &[
@@ -223,6 +225,26 @@ fn entries_have_their_instructions_and_block_size() {
         // The block shape given to #[kernel] reaches ptxas.
         assert!(entry_body(ptx, "producer_consumer").contains(".maxntid 256, 1, 1"));
         assert!(entry_body(ptx, "increment").contains(".maxntid 128, 1, 1"));
+    }
+}
+
+/// A kernel with `#[global_scratch]` has one more PTX parameter than the
+/// host passes (the launch's scratch address, last); one without has none.
+#[test]
+fn global_scratch_is_one_hidden_trailing_parameter() {
+    use kernel_device::KernelSpec;
+    use kernels::first;
+    fn params(ptx: &str, name: &str) -> usize {
+        let body = entry_body(ptx, name);
+        let head = &body[..body.find(')').expect("a parameter list")];
+        head.matches(".param").count()
+    }
+    assert_eq!(<first::grid_sum as KernelSpec>::GLOBAL_SCRATCH_BYTES, first::GRID_SUM_MAX_BLOCKS * 4 + 4);
+    assert_eq!(<first::semaphore_signal as KernelSpec>::GLOBAL_SCRATCH_BYTES, 0);
+    for arch in ARCHS {
+        let ptx = image(arch).ptx;
+        assert_eq!(params(ptx, "grid_sum"), 3, "{arch}: grid_sum: x, out, and the global scratch");
+        assert_eq!(params(ptx, "semaphore_signal"), 4, "{arch}: semaphore_signal: its 4 parameters, nothing hidden");
     }
 }
 

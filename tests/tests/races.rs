@@ -267,6 +267,15 @@ fn semaphore(emu: &Emulator, racy: bool, which: &str) -> Outcome {
     outcome(r, &y, &want)
 }
 
+/// The last of 4 blocks adds the blocks' partials from grid-wide scratch.
+fn global_last_block(emu: &Emulator, racy: bool) -> Outcome {
+    let mut x = xs(4, 16);
+    let want = vec![x.iter().fold(0.0f32, |acc, v| acc + 2.0 * v)];
+    let mut y = vec![f32::NAN; 1];
+    let r = launch!(emu, racy, global_last_block_relaxed_counter, 4u32, (&mut x[..], &mut y[..]));
+    outcome(r, &y, &want)
+}
+
 /// Warp 0 hands `2 x` to warp 1 through SMEM (32 values per step).
 fn queue(emu: &Emulator, racy: bool, which: &str) -> Outcome {
     let steps = if which == "refill_without_consumed" { 3 } else { 1 };
@@ -420,6 +429,7 @@ fn cases() -> Vec<Case> {
         case("semaphore_signal_before_write", "semaphore", &[GmemRace], |e, r| semaphore(e, r, "signal_before_write")),
         case("semaphore_signal_without_cta_barrier", "semaphore", &[GmemRace], |e, r| semaphore(e, r, "signal_without_cta_barrier")),
         case("semaphore_wait_without_cta_barrier", "semaphore", &[GmemRace], |e, r| semaphore(e, r, "wait_without_cta_barrier")),
+        case("global_scratch_relaxed_counter", "grid-wide scratch, last block finalizes", &[GmemRace], global_last_block),
         case("mbarrier_consumer_skips_wait", "mbarrier queue", &[SmemRace], |e, r| queue(e, r, "consumer_skips_wait")),
         case("mbarrier_arrive_before_write", "mbarrier queue", &[SmemRace], |e, r| queue(e, r, "arrive_before_write")),
         case("mbarrier_refill_without_consumed", "mbarrier queue, slot reuse", &[SmemRace, PhaseAccounting], |e, r| queue(e, r, "refill_without_consumed")),

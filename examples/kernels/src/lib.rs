@@ -8,6 +8,7 @@
 //! | [`first`] | `cluster_exchange` | a cluster of 2 CTAs, distributed SMEM, cluster barrier |
 //! | [`first`] | `semaphore_signal` | block 0 signals block 1 through a global semaphore |
 //! | [`peer`] | `exchange_shards`, `ring_all_gather`, `exchange_tiles` | several GPUs: bulk copies to a peer's memory over NVLink, system-scope semaphores (the seed's shard exchange, a ring all-gather) |
+//! | [`first`] | `grid_sum` | grid-wide scratch (`#[global_scratch]`, Pallas's `pl.get_global`): the last block finalizes a sum |
 //! | [`first`] | `double_checked` | bounds-checked `Gmem` accesses |
 //! | [`hopper`] | `matmul_pipelined` | TMA + wgmma + `emit_pipeline` (pipelining guide) |
 //! | [`hopper`] | `matmul_pipelined_kn` | the same with an MN-major (K x N) B |
