@@ -91,6 +91,8 @@ const EXPECTED: &[(&str, &[&str])] = &[
 
 /// Kernels built for sm_90a only (`#[kernel(arch = sm_90a)]`: wgmma).
 const SM90A_ONLY: &[(&str, &[&str])] = &[
+    // imm-trans-a, imm-trans-b: B transposed, A transposed, both.
+    ("wgmma_transposed", &["wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "p, 1, 1, 0, 1;", "p, 1, 1, 1, 0;", "p, 1, 1, 1, 1;"]),
     (
         "matmul_pipelined__2",
         &[

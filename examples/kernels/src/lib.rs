@@ -15,6 +15,7 @@
 //! | [`hopper`] | `matmul_warp_specialized` | `emit_pipeline_warp_specialized`: a memory warpgroup, 2 compute warpgroups, grouped rasterization |
 //! | [`hopper`] | `multicast_copy` | a cluster of 2 loading one tile with TMA multicast |
 //! | [`hopper`] | `wgmma_variants` | wgmma with f16 accumulators, A from registers, 3-D TMA |
+//! | [`hopper`] | `wgmma_transposed` | transposed SMEM views (`Smem::transposed`, Pallas's `TransposeTransform`): MN-major A and B wgmma operands |
 //! | [`hopper`] | `wgmma_fp8` | FP8 wgmma (`m64n256k32`, e4m3 and e5m2 operands, f32 accumulators) |
 //! | [`hopper`] | `warp_roles` | `#[warp_specialize]` roles by warp |
 //! | [`attention_ladder`] | `attention_step0`, `attention_step1`, `attention_step2` | the attention ladder, steps 0-2 (step 3 is `kernel_ops_kernels::attention::attention_fwd`, re-exported) |
