@@ -137,14 +137,17 @@ unsafe impl<T: Copy, const N: usize> GlobalScratch for GlobalBuf<T, N> {
 /// allocation at `base`, or a trap (GPU) / reported misuse (emulator) when
 /// the launcher passed none (a host path that does not know the kernel's
 /// `GLOBAL_SCRATCH_BYTES`). Called by `#[kernel]`'s prologue.
+///
+/// # Safety
+/// `base` is null or the start of the launch's global scratch, and
+/// `offset` is inside it (an offset of the kernel's layout).
 #[inline(always)]
 #[track_caller]
-pub fn global_scratch_ptr(base: *mut u8, offset: usize) -> *mut u8 {
+pub unsafe fn global_scratch_ptr(base: *mut u8, offset: usize) -> *mut u8 {
     if base.is_null() {
         missing_global_scratch();
     }
-    // SAFETY: `offset` is inside the allocation (the layout's total is
-    // `GLOBAL_SCRATCH_BYTES`, which the launcher allocated).
+    // SAFETY: the caller's contract.
     unsafe { base.add(offset) }
 }
 
