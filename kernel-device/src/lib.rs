@@ -174,7 +174,7 @@ pub mod prelude {
     pub use crate::semaphore::Semaphore;
     pub use crate::smem::Smem;
     pub use crate::sync::{sync_threads, NamedBarrier};
-    pub use crate::tma::{commit_smem, Tma};
+    pub use crate::tma::{commit_smem, GatherRow, Tma};
     pub use crate::warp::{elect_one, lane_id};
     pub use crate::math::F32Ext;
 }

@@ -730,12 +730,31 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
 /// The tensor-core generation of a kernel restricted to one architecture:
 /// a Hopper-only op (`wgmma*`) in an `arch = sm_100a` kernel, or a
 /// Blackwell-only op or type (`tcgen05*`, `Tmem`, `TensorCore`, ..) in an `arch = sm_90a` kernel, is
-/// an error at the name (seen in the kernel's signature and body; an op
+/// an error at the name; so is a TMA gather (`gather4`, `GatherRow`) in any
+/// kernel not `arch = sm_100a` (seen in the kernel's signature and body; an op
 /// reached through a helper function is caught by ptxas instead).
 fn check_arch_ops(func: &ItemFn, opts: &Options, errors: &mut Vec<Error>) {
-    let Some(arch) = opts.arch.as_deref() else { return };
     let mut tokens = func.block.to_token_stream();
     tokens.extend(func.sig.inputs.to_token_stream());
+    // TMA gather4 exists only on sm_100a: a kernel without `arch` is also
+    // built for sm_90a, so it is refused there too.
+    let gather_arch = opts.arch.as_deref().unwrap_or("sm_90a and sm_100a (no `arch` given)");
+    if gather_arch != "sm_100a" {
+        gather_walk(tokens.clone(), gather_arch, errors);
+    }
+    fn gather_walk(ts: TokenStream, arch: &str, errors: &mut Vec<Error>) {
+        for tt in ts {
+            match tt {
+                proc_macro2::TokenTree::Group(g) => gather_walk(g.stream(), arch, errors),
+                proc_macro2::TokenTree::Ident(id) if id == "gather4" || id == "GatherRow" => errors.push(Error::new(
+                    id.span(),
+                    format!("`{id}` is a TMA gather (`cp.async.bulk.tensor.2d.tile::gather4`), which exists only on sm_100a (Blackwell), and this kernel is built for {arch}: add `arch = sm_100a` to `#[kernel(...)]`, or load whole tiles with `Tma::load`"),
+                )),
+                _ => {}
+            }
+        }
+    }
+    let Some(arch) = opts.arch.as_deref() else { return };
     fn walk(ts: TokenStream, arch: &str, errors: &mut Vec<Error>) {
         for tt in ts {
             match tt {
