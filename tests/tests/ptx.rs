@@ -451,6 +451,29 @@ fn blackwell_kernels_have_their_tcgen05_facts() {
     }
 }
 
+/// TMA gather4 (`Tma::gather4`, sm_100a only): `embedding_gather`'s PTX
+/// holds one `tile::gather4` per 64-column block per gather (2 x 2), with
+/// the 5-coordinate operand `{col, r0, r1, r2, r3}`; ptxas 13.0 assembled
+/// it for sm_100a with no stack or spills; the sm_90a image has no gather4
+/// and no `embedding_gather` entry (`#[kernel]` refuses gather4 outside
+/// `arch = sm_100a`).
+#[test]
+fn tma_gather4_is_in_the_sm100a_ptx_only() {
+    const GATHER4: &str = "cp.async.bulk.tensor.2d.shared::cluster.global.tile::gather4.mbarrier::complete_tx::bytes";
+    let img = image("sm_100a");
+    let body = entry_body(img.ptx, "embedding_gather");
+    assert_eq!(body.matches(GATHER4).count(), 4, "embedding_gather: 2 gathers x 2 column blocks:\n{body}");
+    for line in body.lines().filter(|l| l.contains(GATHER4)) {
+        let coords = line.split('{').nth(1).and_then(|r| r.split('}').next()).unwrap_or_else(|| panic!("no coordinate vector in `{line}`"));
+        assert_eq!(coords.split(',').count(), 5, "gather4 takes {{col, r0, r1, r2, r3}}: `{line}`");
+    }
+    assert!(!img.cubin.is_empty(), "sm_100a: no cubin (ptxas missing at build time)");
+    assert_eq!(ptxas_numbers(img.ptxas_report, "embedding_gather", "sm_100a"), (0, 0, 0), "embedding_gather: stack frame / spills");
+    let sm90 = image("sm_90a").ptx;
+    assert!(!sm90.contains("tile::gather4"), "the sm_90a image holds a gather4");
+    assert!(!sm90.contains(".entry embedding_gather("), "embedding_gather is sm_100a-only but was built for sm_90a");
+}
+
 /// The lines of `body` that read a destination register of a `tcgen05.ld`
 /// before the next `tcgen05.wait::ld` (straight-line order of the PTX
 /// text): the ISA makes the registers valid only after that wait.

@@ -70,6 +70,16 @@ fn tma_copy(emu: &Emulator, racy: bool, which: &str, tiles: usize) -> Outcome {
     outcome(r, &y, &x)
 }
 
+/// `y[r] = x[GATHER_ROWS[r]]` through two TMA gather4s (sm_100a).
+fn tma_gather4(emu: &Emulator, racy: bool) -> Outcome {
+    let x = xs(RT, 17);
+    let want: Vec<f32> = k::GATHER_ROWS.iter().flat_map(|&r| x[r as usize * 32..r as usize * 32 + 32].to_vec()).collect();
+    let mut y = vec![f32::NAN; RT];
+    let map = EmuTensorMap::<k::RRow>::new_2d(&x, 8, 32).unwrap();
+    let r = launch!(emu, racy, tma_gather4_read_before_wait, 1u32, (&map, &mut y[..]));
+    outcome(r, &y, &want)
+}
+
 fn multicast_peer_skips_wait(emu: &Emulator, racy: bool) -> Outcome {
     let x = xs(16 * 32, 2);
     let mut y = vec![f32::NAN; 2 * x.len()];
@@ -397,6 +407,7 @@ fn cases() -> Vec<Case> {
         case("tma_two_loads_one_slot", "two loads into one slot", &[AsyncRace], |e, r| tma_copy(e, r, "two_loads_one_slot", 2)),
         case("tma_load_over_unsynced_writes", "TMA load over SMEM in use", &[AsyncRace, ProxyFence], |e, r| tma_copy(e, r, "load_over_unsynced_writes", 1)),
         case("tma_overfetch_never_waited", "TMA bytes never waited", &[NeverWaited, AsyncRace], |e, r| tma_copy(e, r, "overfetch_never_waited", 2)),
+        case("tma_gather4_read_before_wait", "TMA gather4 (sm_100a), read before wait", &[AsyncRace], tma_gather4),
         case("multicast_peer_skips_wait", "multicast", &[AsyncRace, NeverWaited], multicast_peer_skips_wait),
         case("multicast_reuse_without_cluster_barrier", "multicast + ClusterBarrier", &[AsyncRace], |e, r| multicast_reuse(e, r, false)),
         case("multicast_reuse_hand_rolled_no_wait", "multicast + hand-rolled barrier", &[AsyncRace], |e, r| multicast_reuse(e, r, true)),
