@@ -41,6 +41,12 @@ pub trait KernelSpec {
     const NON_PORTABLE_CLUSTER: bool = false;
     /// Dynamic shared memory the kernel's scratch parameters need, in bytes.
     const SMEM_BYTES: u32;
+    /// Global memory the kernel's `#[global_scratch]` parameters need, in
+    /// bytes (0: none). The host launcher allocates and zeroes this much
+    /// before each launch, passes its address as a hidden last parameter
+    /// (after [`KernelSpec::Params`]) and frees it after the launch
+    /// ([`crate::global`]).
+    const GLOBAL_SCRATCH_BYTES: usize = 0;
     /// What the host passes for the kernel's non-scratch parameters: their
     /// [`DeviceParam::Abi`] types, as a tuple, in order.
     type Params;
@@ -55,8 +61,10 @@ pub trait KernelSpec {
 pub trait HostEntry: KernelSpec {
     /// Runs one thread of the kernel with these parameter values. For
     /// by-address parameters (TMA descriptors) the address of the value in
-    /// `params` stands for the parameter's address.
-    fn run_thread(params: &Self::Params);
+    /// `params` stands for the parameter's address. `global_scratch` is the
+    /// launch's zeroed [`KernelSpec::GLOBAL_SCRATCH_BYTES`] (null when 0),
+    /// the same for every thread of the launch.
+    fn run_thread(params: &Self::Params, global_scratch: *mut u8);
 }
 
 /// A type that can be passed from the host to a kernel.

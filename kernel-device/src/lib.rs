@@ -52,6 +52,7 @@ pub mod cluster;
 pub mod cluster_barrier;
 pub mod fence;
 pub mod gmem;
+pub mod global;
 pub mod index;
 pub mod launch;
 pub mod layout;
@@ -76,6 +77,7 @@ pub mod clc;
 pub use cluster::{cluster_arrive, cluster_sync, cluster_wait};
 pub use cluster_barrier::ClusterBarrier;
 pub use gmem::{Gmem, GmemRef};
+pub use global::{GlobalBuf, GlobalScratch};
 pub use index::*;
 pub use launch::{DeviceParam, Dim3, KernelSpec};
 pub use layout::{Swizzle, Swizzled, Tile, TileLayout, Unswizzled};
@@ -164,6 +166,7 @@ pub mod prelude {
     pub use crate::cluster::{cluster_arrive, cluster_sync, cluster_wait};
     pub use crate::cluster_barrier::{ClusterBarrier, WholeCluster, X, XY, XZ, Y, YZ, Z};
     pub use crate::gmem::{Gmem, GmemRef};
+    pub use crate::global::GlobalBuf;
     pub use crate::index::*;
     pub use crate::{kernel, warp_specialize};
     pub use crate::layout::{Swizzled, Tile, TileLayout, Unswizzled};
@@ -171,7 +174,7 @@ pub mod prelude {
     pub use crate::semaphore::Semaphore;
     pub use crate::smem::Smem;
     pub use crate::sync::{sync_threads, NamedBarrier};
-    pub use crate::tma::{commit_smem, Tma};
+    pub use crate::tma::{commit_smem, GatherRow, Tma};
     pub use crate::warp::{elect_one, lane_id};
     pub use crate::math::F32Ext;
 }

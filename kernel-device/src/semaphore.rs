@@ -108,6 +108,35 @@ pub mod raw {
     scoped_ops!("sys", Sys, red_release_sys_add = "red.release.sys.global.add.u32",
         ld_acquire_sys = "ld.acquire.sys.global.u32", atom_cas_acquire_sys = "atom.acquire.sys.global.cas.b32");
 
+    /// `atom.acq_rel.gpu.global.add.u32 old, [ptr], n;` (PTX ISA §9.7.12.5,
+    /// sm_70): adds `n`, returns the old value; a release of the caller's
+    /// earlier writes and an acquire of every earlier release on `ptr`.
+    ///
+    /// # Safety
+    /// As [`red_release_gpu_add`].
+    #[inline(always)]
+    pub unsafe fn atom_add_acq_rel_gpu(ptr: *mut u32, n: u32) -> u32 {
+        device!("atom.acq_rel.gpu.global.add.u32", {
+            let old: u32;
+            // SAFETY: caller contract.
+            unsafe {
+                core::arch::asm!("atom.acq_rel.gpu.global.add.u32 {0}, [{1}], {2};", out(reg32) old, in(reg64) ptr, in(reg32) n,
+                    options(nostack, preserves_flags))
+            };
+            old
+        }, host: {
+            kernel_emu::yield_point("atom.acq_rel.gpu.global.add.u32");
+            kernel_emu::gmem_atomic_scoped(ptr as *const u8, true, true, kernel_emu::AtomicScope::Gpu);
+            // SAFETY: caller contract; one emulated thread runs at a time, so
+            // this read-modify-write is atomic.
+            unsafe {
+                let old = *ptr;
+                *ptr = old.wrapping_add(n);
+                old
+            }
+        })
+    }
+
     /// `nanosleep.u32 ns;` (sm_70): back off while spinning.
     #[inline(always)]
     pub fn nanosleep(ns: u32) {
@@ -149,6 +178,17 @@ impl Semaphore {
             }
             raw::nanosleep(32);
         }
+    }
+    /// Atomically add `n` and return the value before (acquire and
+    /// release, GPU scope: `atom.acq_rel.gpu.global.add.u32`). The caller's
+    /// earlier writes are published, and every write published by an
+    /// earlier `signal`/`fetch_signal` on this semaphore is visible to it:
+    /// the "last CTA finalizes" pattern, where the CTA that sees `CTAs - 1`
+    /// reads what all the others wrote, without waiting for anyone.
+    #[inline(always)]
+    pub fn fetch_signal(self, n: u32) -> u32 {
+        // SAFETY: `from_ptr`'s contract.
+        unsafe { raw::atom_add_acq_rel_gpu(self.ptr, n) }
     }
     /// Spin until the value is at least `n`, without consuming it (acquire).
     #[inline(always)]

@@ -14,6 +14,7 @@
 //! | [`Tma::load`] GMEM -> SMEM | one thread | on an mbarrier (`complete_tx` of the tile's bytes) |
 //! | [`Tma::load_multicast`] | one thread (of any one CTA) | on the mbarrier at the same SMEM offset in every CTA of the mask |
 //! | [`Tma::store`] SMEM -> GMEM | one thread | bulk group: [`commit_group`] then [`wait_group`] / [`wait_group_read`] |
+//! | [`Tma::gather4`] 4 GMEM rows picked by index -> SMEM (sm_100a) | one thread | on an mbarrier (`complete_tx` of [`Tma::GATHER4_BYTES`]) |
 //!
 //! The barrier that a load completes on must expect the bytes
 //! ([`crate::BarrierRef::arrive_expect_tx`] with [`Tma::BYTES`]) in the same
@@ -27,7 +28,7 @@
 //! the mbarrier(s), a store joins the bulk group that `commit_group` closes
 //! and `wait_group` / `wait_group_read` wait for.
 use crate::launch::DeviceParam;
-use crate::layout::TileLayout;
+use crate::layout::{Layout, Swizzle, Tile, TileLayout};
 use crate::mbarrier::BarrierRef;
 use crate::smem::Smem;
 use core::marker::PhantomData;
@@ -162,6 +163,34 @@ pub mod raw {
         }, host |op| {
             // SAFETY: caller contract.
             unsafe { kernel_emu::tma::store(tmap, &[c0, c1], src, op) }
+        })
+    }
+
+    /// `cp.async.bulk.tensor.2d.shared::cluster.global.tile::gather4.mbarrier::complete_tx::bytes [dst], [tmap, {col, r0, r1, r2, r3}], [bar];`
+    /// (sm_100a, PTX ISA 8.6): rows `r0..r3` of a rank-2 map whose box is
+    /// one row high, columns from `col`, land at `dst` as 4 consecutive box
+    /// rows (swizzled as one 4-row box); rows out of range read zeros.
+    ///
+    /// # Safety
+    /// One thread issues it, in an sm_100a kernel; `tmap` is a rank-2 map
+    /// with box height 1; `dst` is 128-byte aligned (and at its offset in
+    /// the swizzle pattern) and holds 4 box rows; `bar` expects their bytes
+    /// this phase.
+    #[inline(always)]
+    #[track_caller]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn gather4_2d(dst: u32, tmap: u64, col: i32, r0: i32, r1: i32, r2: i32, r3: i32, bar: u32) {
+        device!("cp.async.bulk.tensor.2d.tile::gather4 (load)", {
+            // SAFETY: caller contract.
+            unsafe {
+                core::arch::asm!(
+                    "cp.async.bulk.tensor.2d.shared::cluster.global.tile::gather4.mbarrier::complete_tx::bytes [{0}], [{1}, {{{2}, {3}, {4}, {5}, {6}}}], [{7}];",
+                    in(reg32) dst, in(reg64) tmap, in(reg32) col, in(reg32) r0, in(reg32) r1, in(reg32) r2, in(reg32) r3, in(reg32) bar,
+                    options(nostack, preserves_flags))
+            }
+        }, host |op| {
+            // SAFETY: caller contract (`tmap` a `Tma` parameter's address).
+            unsafe { kernel_emu::tma::gather4(dst, tmap, col, [r0, r1, r2, r3], bar, op) }
         })
     }
 
@@ -569,4 +598,112 @@ impl<Tl: TileLayout> Tma<Tl, 2> {
     pub fn store(&self, src: Smem<Tl>, row: u32, col: u32) {
         self.store_at(src, [col, row])
     }
+}
+
+/// The box of a **gather** tensor map (Blackwell `tile::gather4`; Pallas's
+/// `x_ref.at[idxs]` with `Layout.TMA_GATHER_INDICES`): one row of `C`
+/// elements of `T`, laid out by `L` as a row of [`Tile<T, R, C, L>`] is.
+/// A kernel parameter `Tma<GatherRow<T, C, L>>` is a rank-2 map whose box
+/// is `[BLOCK_COLS, 1]` (one column block of one row: the PTX ISA's
+/// gather4 maps are 2-D with a box one row high), built on the host like
+/// any map (`TensorMap::<GatherRow<..>>::new_2d`,
+/// `EmuTensorMap::<GatherRow<..>>::new_2d`); its [`Tma::gather4`] fills 4
+/// rows of an SMEM `Tile<T, R, C, L>` with 4 rows of the tensor picked by
+/// index. Not an SMEM type itself (it has no 8-row rule: it is a box).
+pub struct GatherRow<T, const C: usize, L: Layout> {
+    _p: PhantomData<fn() -> (T, L)>,
+}
+
+impl<T: Copy, const C: usize, L: Layout> TileLayout for GatherRow<T, C, L> {
+    type Elem = T;
+    const ROWS: usize = 1;
+    const COLS: usize = C;
+    const SWIZZLE: Swizzle = L::SWIZZLE;
+    const ELEM_BYTES: usize = core::mem::size_of::<T>();
+    const BYTES: usize = C * core::mem::size_of::<T>();
+    // The row layout of the destination tile (any multiple of 8 rows has
+    // the same column blocks).
+    const BLOCK_ROW_BYTES: usize = <Tile<T, 8, C, L> as TileLayout>::BLOCK_ROW_BYTES;
+    const BLOCK_COLS: usize = <Tile<T, 8, C, L> as TileLayout>::BLOCK_COLS;
+    const BLOCKS: usize = <Tile<T, 8, C, L> as TileLayout>::BLOCKS;
+    const BLOCK_BYTES: usize = Self::BLOCK_ROW_BYTES;
+}
+
+impl<T: Copy, const C: usize, L: Layout> Tma<GatherRow<T, C, L>, 2> {
+    /// Bytes one [`Tma::gather4`] delivers (4 rows of `C` elements): what
+    /// its barrier must expect.
+    pub const GATHER4_BYTES: u32 = (4 * C * core::mem::size_of::<T>()) as u32;
+
+    /// Rows picked by index (Blackwell TMA `tile::gather4`, sm_100a only;
+    /// Pallas's `copy_gmem_to_smem(x_ref.at[idxs], ..)`): copies tensor rows
+    /// `rows[0..4]`, columns `col..col + C`, into rows `4 * group ..
+    /// 4 * group + 4` of `dst` (in that order), completing
+    /// [`Tma::GATHER4_BYTES`] on `bar`; one instruction per column block.
+    /// A row index at or past the tensor's row count (or a column past its
+    /// edge) reads zeros, TMA's out-of-bounds fill: an index of `u32::MAX`
+    /// is an always-zero row.
+    ///
+    /// Issued by one thread of an `arch = sm_100a` kernel (`#[kernel]`
+    /// refuses it elsewhere); `bar` must expect the bytes this phase.
+    /// Compile-time rules: `dst`'s tile has this map's `T`, `C` and layout
+    /// (the types say so) and its column-block rows are multiples of 32
+    /// bytes; checked at run time: `group < R / 4`.
+    #[inline(always)]
+    #[track_caller]
+    pub fn gather4<const R: usize>(
+        &self,
+        dst: Smem<Tile<T, R, C, L>>,
+        group: usize,
+        col: u32,
+        rows: [u32; 4],
+        bar: BarrierRef<'_>,
+    ) {
+        const {
+            assert!(
+                <GatherRow<T, C, L> as TileLayout>::BLOCK_ROW_BYTES % 32 == 0,
+                "Tma::gather4: a row of one column block (C * size_of::<T>() bytes, or the swizzle span) must be a multiple of 32 bytes, so that each group of 4 rows starts 128-byte aligned (cp.async.bulk.tensor's SMEM alignment); widen C (e.g. 8 f32 or 16 f16 columns) or use a swizzle"
+            )
+        };
+        if group >= R / 4 {
+            gather4_group_out_of_range(group, R);
+        }
+        let blk = <Tile<T, R, C, L> as TileLayout>::BLOCK_BYTES;
+        let row_bytes = <GatherRow<T, C, L> as TileLayout>::BLOCK_ROW_BYTES;
+        let cols = <GatherRow<T, C, L> as TileLayout>::BLOCK_COLS;
+        let base = dst.smem_addr() + (4 * group * row_bytes) as u32;
+        let r = rows.map(|x| x as i32);
+        for j in 0..<GatherRow<T, C, L> as TileLayout>::BLOCKS {
+            // SAFETY: the map is rank 2 with a one-row box (its type); the
+            // destination is 4 rows of column block `j` of `dst` (in bounds:
+            // `group < R / 4`), 128-byte aligned (rule above; tiles are
+            // 1024-byte aligned); the barrier contract is the caller's.
+            unsafe {
+                raw::gather4_2d(
+                    base + (j * blk) as u32,
+                    self.desc,
+                    (col as usize + j * cols) as i32,
+                    r[0],
+                    r[1],
+                    r[2],
+                    r[3],
+                    bar.smem_addr(),
+                )
+            }
+        }
+    }
+}
+
+#[cold]
+#[track_caller]
+fn gather4_group_out_of_range(group: usize, rows: usize) -> ! {
+    device!("Tma::gather4 group check", {
+        let _ = (group, rows);
+        // SAFETY: aborts the kernel.
+        unsafe { core::arch::asm!("trap;", options(noreturn, nostack)) }
+    }, host: {
+        kernel_emu::misuse(
+            "Tma::gather4 group out of range",
+            format_args!("group {group} of a {rows}-row tile: the 4 rows go to rows 4 * group .. 4 * group + 4, so group must be below {}", rows / 4),
+        )
+    })
 }

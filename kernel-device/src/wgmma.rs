@@ -95,6 +95,116 @@ impl TileDescriptor for SmemDescriptor {
     }
 }
 
+/// A transposed view of an SMEM tile (Pallas's
+/// `plgpu.TransposeTransform((1, 0))`): tile `Tl`, stored `R x C` as TMA
+/// loaded it (untransposed, swizzled), read as the `C x R` matrix.
+///
+/// As a wgmma operand ([`Acc::mma_view`]) it is MN-major: the descriptor
+/// addresses the stored tile in the canonical MN-major layout
+/// ([`TileDescriptor::mn_major`]) and the instruction's transpose
+/// immediate (`imm-trans-a` for A, `imm-trans-b` for B) is 1, so the
+/// tensor core and TMA agree on one SMEM layout and no data moves. The
+/// hardware transposes 16-bit elements only (f16, bf16): an FP8 view is a
+/// compile-time error where it is used as an operand.
+pub struct Transposed<Tl> {
+    tile: Smem<Tl>,
+}
+
+impl<Tl> Clone for Transposed<Tl> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<Tl> Copy for Transposed<Tl> {}
+
+impl<Tl: TileLayout> Smem<Tl> {
+    /// This tile read as its transpose (see [`Transposed`]): `x.transposed()`
+    /// of a `K x M` tile is the `M x K` A operand, of a `K x N` tile the
+    /// `N x K` B operand.
+    #[inline(always)]
+    pub fn transposed(self) -> Transposed<Tl> {
+        Transposed { tile: self }
+    }
+}
+
+impl<Tl: TileLayout> Transposed<Tl> {
+    /// The stored (untransposed) tile.
+    #[inline(always)]
+    pub fn stored(self) -> Smem<Tl> {
+        self.tile
+    }
+}
+
+/// An SMEM operand of [`Acc::mma_view`], as the MMA sees it: a matrix of
+/// `ROWS` (M for A, N for B) x `K`, K-major ([`Smem`] of a tile: rows x K
+/// stored) or MN-major ([`Transposed`]: K x rows stored).
+pub trait WgmmaOperand: Copy {
+    /// The stored tile.
+    type Tile: TileLayout;
+    /// Rows of the logical matrix (M or N).
+    const ROWS: usize;
+    /// K of the logical matrix.
+    const K: usize;
+    /// Whether the operand is MN-major (`imm-trans-a`/`imm-trans-b` = 1).
+    const MN_MAJOR: bool;
+    /// The descriptor of the logical rows `row ..` at K offset `k`.
+    fn descriptor(&self, row: usize, k: usize) -> SmemDescriptor;
+}
+
+impl<Tl: TileLayout> WgmmaOperand for Smem<Tl> {
+    type Tile = Tl;
+    const ROWS: usize = Tl::ROWS;
+    const K: usize = Tl::COLS;
+    const MN_MAJOR: bool = false;
+    #[inline(always)]
+    fn descriptor(&self, row: usize, k: usize) -> SmemDescriptor {
+        SmemDescriptor::k_major::<Tl>(self.smem_addr(), row, k)
+    }
+}
+
+impl<Tl: TileLayout> WgmmaOperand for Transposed<Tl> {
+    type Tile = Tl;
+    const ROWS: usize = Tl::COLS;
+    const K: usize = Tl::ROWS;
+    const MN_MAJOR: bool = true;
+    #[inline(always)]
+    fn descriptor(&self, row: usize, k: usize) -> SmemDescriptor {
+        // Logical row `row` is stored column `row`; K step `k` is stored row `k`.
+        SmemDescriptor::mn_major::<Tl>(self.tile.smem_addr(), k, row)
+    }
+}
+
+/// The row rule of [`Acc::mma_view`]: `rows` logical rows from `row` fit
+/// the operand, start at a multiple of 8, and, for a transposed operand
+/// (rows are stored columns), at a multiple of the tile's column block.
+#[inline(always)]
+#[track_caller]
+fn check_view_row<O: WgmmaOperand>(which: &str, row: usize, rows: usize) {
+    if row % 8 != 0 || row + rows > O::ROWS || (O::MN_MAJOR && row % O::Tile::BLOCK_COLS != 0) {
+        view_row_error(which, row, rows, O::ROWS, O::MN_MAJOR, O::Tile::BLOCK_COLS);
+    }
+}
+
+#[cold]
+#[track_caller]
+fn view_row_error(which: &str, row: usize, rows: usize, total: usize, mn_major: bool, block_cols: usize) -> ! {
+    device!("wgmma operand row check", {
+        let _ = (which, row, rows, total, mn_major, block_cols);
+        // SAFETY: aborts the kernel.
+        unsafe { core::arch::asm!("trap;", options(noreturn, nostack)) }
+    }, host: {
+        kernel_emu::misuse(
+            "wgmma operand rows outside the operand, or not aligned",
+            format_args!(
+                "Acc::mma_view: {which} rows {row}..{} of an operand of {total} rows{}: start at a multiple of {} inside the operand",
+                row + rows,
+                if mn_major { " (a transposed tile: its rows are stored columns, and an MN-major descriptor starts at a column block)" } else { "" },
+                if mn_major { block_cols } else { 8 },
+            ),
+        )
+    })
+}
+
 /// Element types wgmma takes from SMEM with an f32 accumulator: 16-bit
 /// (`m64nNk16`) and FP8 (`m64nNk32`; both operands K-major, the hardware
 /// has no transpose for 8-bit types). A and B have the same type here
@@ -155,8 +265,9 @@ pub trait WgmmaShape {
     fn undefined_f32() -> Self::F32Regs;
     /// # Safety
     /// See [`Acc::mma`].
-    /// `trans_b`: B is MN-major (`imm-trans-b = 1`).
-    unsafe fn mma_f32<E: WgmmaInput>(d: &mut Self::F32Regs, a: SmemDescriptor, b: SmemDescriptor, scale_d: bool, trans_b: bool);
+    /// `trans_a`: A is MN-major (`imm-trans-a = 1`); `trans_b`: B is
+    /// MN-major (`imm-trans-b = 1`). 16-bit inputs only when either is set.
+    unsafe fn mma_f32<E: WgmmaInput>(d: &mut Self::F32Regs, a: SmemDescriptor, b: SmemDescriptor, scale_d: bool, trans_a: bool, trans_b: bool);
     /// # Safety
     /// A from registers (4 x b32 of f16x2 in the WGMMA A-fragment layout).
     /// `trans_b`: B is MN-major (`imm-trans-b = 1`; the RS form has no
@@ -229,17 +340,17 @@ macro_rules! wgmma_shape {
             }
             #[inline(always)]
             #[track_caller]
-            unsafe fn mma_f32<E: WgmmaInput>(d: &mut [f32; $regs], a: SmemDescriptor, b: SmemDescriptor, scale_d: bool, trans_b: bool) {
+            unsafe fn mma_f32<E: WgmmaInput>(d: &mut [f32; $regs], a: SmemDescriptor, b: SmemDescriptor, scale_d: bool, trans_a: bool, trans_b: bool) {
                 device!("wgmma.mma_async (SS, f32 accumulator)", {
                     let sd = scale_d as u32;
                     macro_rules! issue {
-                        ($ty:literal, $tb:literal) => {
+                        ($ty:literal, $ta:literal, $tb:literal) => {
                             // SAFETY: the caller's contract (warpgroup-wide, after wgmma.fence).
                             unsafe {
                                 core::arch::asm!(
                                     concat!(
                                         "{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty,
-                                        " {{{}, {}" $(, pair_tpl!($p))* , "}}, {da}, {db}, p, 1, 1, 0, ", $tb, "; }}"
+                                        " {{{}, {}" $(, pair_tpl!($p))* , "}}, {da}, {db}, p, 1, 1, ", $ta, ", ", $tb, "; }}"
                                     ),
                                     inout(reg32) d[2 * $p0], inout(reg32) d[2 * $p0 + 1],
                                     $(inout(reg32) d[2 * $p], inout(reg32) d[2 * $p + 1],)*
@@ -268,18 +379,24 @@ macro_rules! wgmma_shape {
                             }
                         };
                     }
-                    match (E::ELEM, trans_b) {
-                        (Elem::F16, false) => issue!("f16", "0"),
-                        (Elem::F16, true) => issue!("f16", "1"),
-                        (Elem::Bf16, false) => issue!("bf16", "0"),
-                        (Elem::Bf16, true) => issue!("bf16", "1"),
-                        (Elem::E4M3, _) => issue_fp8!("e4m3"),
-                        (Elem::E5M2, _) => issue_fp8!("e5m2"),
+                    // imm-trans-a, imm-trans-b: 1 for an MN-major operand.
+                    match (E::ELEM, trans_a, trans_b) {
+                        (Elem::F16, false, false) => issue!("f16", "0", "0"),
+                        (Elem::F16, false, true) => issue!("f16", "0", "1"),
+                        (Elem::F16, true, false) => issue!("f16", "1", "0"),
+                        (Elem::F16, true, true) => issue!("f16", "1", "1"),
+                        (Elem::Bf16, false, false) => issue!("bf16", "0", "0"),
+                        (Elem::Bf16, false, true) => issue!("bf16", "0", "1"),
+                        (Elem::Bf16, true, false) => issue!("bf16", "1", "0"),
+                        (Elem::Bf16, true, true) => issue!("bf16", "1", "1"),
+                        (Elem::E4M3, _, _) => issue_fp8!("e4m3"),
+                        (Elem::E5M2, _, _) => issue_fp8!("e5m2"),
                         // No `WgmmaInput` has another element.
                         _ => {}
                     }
                 }, host |op| {
-                    kernel_emu::wgmma::mma_f32(d, kernel_emu::wgmma::A::Smem(a), b, scale_d, trans_b, E::ELEM, op)
+                    let a = if trans_a { kernel_emu::wgmma::A::SmemMnMajor(a) } else { kernel_emu::wgmma::A::Smem(a) };
+                    kernel_emu::wgmma::mma_f32(d, a, b, scale_d, trans_b, E::ELEM, op)
                 })
             }
             #[inline(always)]
@@ -587,7 +704,7 @@ where
             let da = SmemDescriptor::k_major::<A>(a_addr, a_row, k);
             // SAFETY: all threads of the warpgroup issue the same MMA after the
             // fence; descriptors address the given tiles.
-            unsafe { <Cols<N>>::mma_f32::<E>(&mut self.regs, da, b_desc(k), accumulate || k > 0, trans_b) };
+            unsafe { <Cols<N>>::mma_f32::<E>(&mut self.regs, da, b_desc(k), accumulate || k > 0, false, trans_b) };
             k += E::K;
         }
     }
@@ -618,6 +735,60 @@ where
         let b_addr = b.smem_addr();
         // B MN-major: imm-trans-b = 1.
         self.issue_k_steps::<E, A>(a, a_row, |k| SmemDescriptor::mn_major::<B>(b_addr, k, b_col), true, accumulate);
+    }
+
+    /// `acc (+)= A[a_row .. a_row + 64, 0 .. K] · B[b_row .. b_row + N, 0 .. K]ᵀ`
+    /// for operands given as views ([`WgmmaOperand`]): a tile (`Smem<Tl>`,
+    /// K-major, as [`Acc::mma`]) or a transposed tile (`x.transposed()`,
+    /// MN-major: the `imm-trans-a`/`imm-trans-b` immediates are set). So
+    /// `acc.mma_view(a, 0, b_kn.transposed(), 0, false)` is [`Acc::mma_kn`],
+    /// and `acc.mma_view(a_km.transposed(), 0, b, 0, false)` takes A stored
+    /// `K x M` (Pallas: `plgpu.TransposeTransform` on the A operand).
+    ///
+    /// Rules (compile errors): the same element type on both sides; the
+    /// same K, a multiple of 16; a transposed operand needs 16-bit inputs
+    /// (the hardware has no transpose for FP8); swizzled tiles; at least 64
+    /// rows of A and N of B. Rows of a transposed operand are stored
+    /// columns: `a_row`/`b_row` must then be a multiple of the tile's
+    /// column block (`Tl::BLOCK_COLS`, 64 f16 for 128-byte swizzle),
+    /// checked when called. Warpgroup-collective; after a `wgmma.fence`
+    /// (issued here), no commit.
+    #[inline(always)]
+    #[track_caller]
+    pub fn mma_view<E, OA, OB>(&mut self, a: OA, a_row: usize, b: OB, b_row: usize, accumulate: bool)
+    where
+        E: WgmmaInput,
+        OA: WgmmaOperand,
+        OB: WgmmaOperand,
+        OA::Tile: TileLayout<Elem = E>,
+        OB::Tile: TileLayout<Elem = E>,
+    {
+        const {
+            assert!(
+                E::K == WGMMA_K || !(OA::MN_MAJOR || OB::MN_MAJOR),
+                "wgmma (transposed operand): an MN-major (transposed) operand needs 16-bit inputs (f16, bf16): the hardware's imm-trans-a/imm-trans-b are for .f16/.bf16 only; keep FP8 operands K-major (untransposed)"
+            );
+            assert!(OA::K == OB::K, "wgmma: A's K (columns, or rows of a transposed A) and B's K must be equal");
+            assert!(OA::K % E::K == 0, "wgmma: K must be a multiple of the MMA's K (16 for 16-bit inputs, 32 for FP8)");
+            assert!(OA::ROWS >= WGMMA_M, "wgmma: the A operand needs at least 64 rows (M = 64; a transposed A: 64 stored columns)");
+            assert!(OB::ROWS >= N, "wgmma: the B operand needs at least N rows (a transposed B: N stored columns)");
+            assert!(
+                !matches!(<OA::Tile as TileLayout>::SWIZZLE, Swizzle::None) && !matches!(<OB::Tile as TileLayout>::SWIZZLE, Swizzle::None),
+                "wgmma: operand tiles must be swizzled (Swizzled<32/64/128>): the canonical unswizzled layout is not implemented"
+            );
+        };
+        check_view_row::<OA>("A", a_row, WGMMA_M);
+        check_view_row::<OB>("B", b_row, N);
+        wgmma_fence();
+        let mut k = 0;
+        while k < OA::K {
+            // SAFETY: all threads of the warpgroup issue the same MMA after the
+            // fence; the descriptors address the given tiles, in bounds.
+            unsafe {
+                <Cols<N>>::mma_f32::<E>(&mut self.regs, a.descriptor(a_row, k), b.descriptor(b_row, k), accumulate || k > 0, OA::MN_MAJOR, OB::MN_MAJOR)
+            };
+            k += E::K;
+        }
     }
 
     /// Issues one `wgmma` with A from registers:

@@ -153,16 +153,31 @@ impl EmuMap {
         dst: u32,
         coords: &[i32],
         op: &str,
-        mut f: impl FnMut(u32, &[Option<u64>]),
+        f: impl FnMut(u32, &[Option<u64>]),
     ) {
-        const CLUSTER_BIT: u32 = 1 << 31;
-        const OFFSET_MASK: u32 = (1 << 24) - 1;
         assert!(
             coords.len() == self.rank as usize,
             "{op}: {} coordinates for a map of rank {}",
             coords.len(),
             self.rank
         );
+        self.for_each_chunk_rows(dst, coords, None, op, f)
+    }
+
+    /// [`EmuMap::for_each_chunk`] with, if `gather` is given, box row `i`
+    /// (of 4) read from tensor row `gather[i]` instead of `coords[1] + i`
+    /// (`tile::gather4`: a rank-2 map whose box is one row high; the 4
+    /// rows land one after another, swizzled as one 4-row box).
+    fn for_each_chunk_rows(
+        &self,
+        dst: u32,
+        coords: &[i32],
+        gather: Option<[i32; 4]>,
+        op: &str,
+        mut f: impl FnMut(u32, &[Option<u64>]),
+    ) {
+        const CLUSTER_BIT: u32 = 1 << 31;
+        const OFFSET_MASK: u32 = (1 << 24) - 1;
         let (hi, off) = if dst & CLUSTER_BIT != 0 {
             (dst & !OFFSET_MASK, dst & OFFSET_MASK)
         } else {
@@ -176,7 +191,10 @@ impl EmuMap {
         let row_bytes = self.row_bytes();
         let per_chunk = 16 / e;
         let b = self.box_dims.map(|x| x as usize);
-        let rows = b[1] * b[2] * b[3] * b[4];
+        let rows = match gather {
+            Some(_) => 4,
+            None => b[1] * b[2] * b[3] * b[4],
+        };
         let mut globals = [None; 16];
         for row in 0..rows {
             // Outer box indices of this row.
@@ -190,7 +208,10 @@ impl EmuMap {
             let mut outer_ok = true;
             let mut outer_addr = self.global as i128;
             for d in 1..self.rank as usize {
-                let g = coords[d] as i64 + idx[d] as i64;
+                let g = match gather {
+                    Some(g) => g[row] as i64,
+                    None => coords[d] as i64 + idx[d] as i64,
+                };
                 outer_ok &= g >= 0 && (g as u64) < self.dims[d];
                 outer_addr += g as i128 * self.strides[d] as i128;
             }
@@ -214,6 +235,41 @@ impl EmuMap {
         let e = self.elem_bytes as usize;
         let mut copies = Vec::new();
         self.for_each_chunk(dst, coords, op, |addr, globals| {
+            let p = crate::smem_ptr_range(addr, 16);
+            for (i, g) in globals.iter().enumerate() {
+                let copy = crate::AsyncCopy {
+                    dst: p.wrapping_add(i * e),
+                    src: g.map(|g| g as *const u8),
+                    len: e,
+                };
+                crate::push_copy(&mut copies, copy);
+            }
+        });
+        copies
+    }
+
+    /// The byte moves of `tile::gather4`: tensor rows `rows` (columns
+    /// `col..col + box[0]`) to SMEM at `dst` as 4 consecutive box rows,
+    /// swizzled as one 4-row box; a row index out of `0..dims[1]` (or a
+    /// column past the edge) reads zeros, as TMA's out-of-bounds fill does.
+    /// The map must be rank 2 with a box one row high (what the PTX ISA
+    /// requires of a gather4 map; `op` names the instruction when not).
+    #[track_caller]
+    pub fn gather4_copies(&self, dst: u32, col: i32, rows: [i32; 4], op: &str) -> Vec<crate::AsyncCopy> {
+        if self.rank != 2 || self.box_dims[1] != 1 {
+            crate::misuse(
+                "tile::gather4 needs a rank-2 tensor map whose box is one row high",
+                format_args!(
+                    "{op}: the map has rank {} and box {:?} (innermost first): build it for a one-row tile \
+                     (`Tma<GatherRow<T, C, L>>`, box [C or the swizzle span, 1])",
+                    self.rank,
+                    &self.box_dims[..self.rank as usize]
+                ),
+            );
+        }
+        let e = self.elem_bytes as usize;
+        let mut copies = Vec::new();
+        self.for_each_chunk_rows(dst, &[col, 0], Some(rows), op, |addr, globals| {
             let p = crate::smem_ptr_range(addr, 16);
             for (i, g) in globals.iter().enumerate() {
                 let copy = crate::AsyncCopy {
@@ -269,6 +325,23 @@ pub unsafe fn load(dst: u32, tmap: u64, coords: &[i32], bar: u32, op: &str) {
     let m = unsafe { EmuMap::read(tmap, op) };
     let copies = m.load_copies(dst, coords, op);
     let done = crate::Completion::MBarrierTx { bar, bytes: m.box_bytes() };
+    crate::async_issue(crate::AsyncOp::copies(op, copies, done));
+}
+
+/// `cp.async.bulk.tensor.2d.shared::cluster.global.tile::gather4.mbarrier::complete_tx::bytes [dst], [tmap, {col, r0, r1, r2, r3}], [bar]`
+/// on the emulator (sm_100a): decodes the map (rank 2, box one row high),
+/// then issues the copy of rows `rows` (columns from `col`) to SMEM at
+/// `dst` as one asynchronous operation completing 4 box rows' bytes on
+/// `bar` when it runs; tracked by the race detector like every TMA load.
+///
+/// # Safety
+/// As [`load`].
+#[track_caller]
+pub unsafe fn gather4(dst: u32, tmap: u64, col: i32, rows: [i32; 4], bar: u32, op: &str) {
+    // SAFETY: caller contract.
+    let m = unsafe { EmuMap::read(tmap, op) };
+    let copies = m.gather4_copies(dst, col, rows, op);
+    let done = crate::Completion::MBarrierTx { bar, bytes: 4 * m.box_bytes() };
     crate::async_issue(crate::AsyncOp::copies(op, copies, done));
 }
 

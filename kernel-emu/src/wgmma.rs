@@ -7,8 +7,8 @@
 //! 2 (l % 4) + {0, 1})`), reading A and B from SMEM through the
 //! descriptors when it issues the MMA, so the result is complete when the
 //! MMA returns. The SMEM operands are decoded as the canonical layouts of
-//! the swizzled descriptors (documented on [`kernel_spec::desc_wgmma::SmemDescriptor`]): A and B K-major, or B
-//! MN-major with `trans_b`. Elements are f16, bf16 (`k16`) or FP8 e4m3/e5m2
+//! the swizzled descriptors (documented on [`kernel_spec::desc_wgmma::SmemDescriptor`]): A and B K-major, A
+//! MN-major ([`A::SmemMnMajor`], `imm-trans-a = 1`), B MN-major with `trans_b`. Elements are f16, bf16 (`k16`) or FP8 e4m3/e5m2
 //! (`k32`: 32 bytes of each row either way), decoded exactly to f32.
 //! Products are summed in f32 (in `k` order) and added to the accumulator
 //! (the hardware's FP8 MMAs accumulate with less precision than f32, so
@@ -34,6 +34,9 @@ use std::panic::Location;
 pub enum A {
     /// SMEM, through a K-major descriptor.
     Smem(SmemDescriptor),
+    /// SMEM, through an MN-major descriptor (`imm-trans-a = 1`: A stored
+    /// `K x M`, M contiguous; 16-bit inputs only).
+    SmemMnMajor(SmemDescriptor),
     /// Registers: this thread's fragment (4 x f16x2 in the WGMMA
     /// A-fragment layout).
     Regs([u32; 4]),
@@ -131,11 +134,18 @@ fn mma(pairs: usize, a: A, b: SmemDescriptor, trans_b: bool, elem: Elem, op: &st
     // This thread's two A rows (the first `kk` entries).
     let mut arow = [[0f32; 32]; 2];
     match a {
-        A::Smem(da) => {
+        A::Smem(da) | A::SmemMnMajor(da) => {
+            // The descriptor's canonical layout, as `imm-trans-a` selects it.
+            let major = if matches!(a, A::SmemMnMajor(_)) {
+                assert!(elem.bits() == 16, "{op}: an MN-major A needs 16-bit inputs (PTX ISA: no transpose for 8-bit types)");
+                Major::MN
+            } else {
+                Major::K
+            };
             let da = Desc::from(da);
             for (h, row) in arow.iter_mut().enumerate() {
                 for (k, v) in row.iter_mut().take(kk).enumerate() {
-                    *v = value(smem, size, da.offset(Major::K, row0 + 8 * h, k, bytes, op, "wgmma"), elem, &mut seen);
+                    *v = value(smem, size, da.offset(major, row0 + 8 * h, k, bytes, op, "wgmma"), elem, &mut seen);
                 }
             }
         }

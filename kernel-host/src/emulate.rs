@@ -214,10 +214,14 @@ impl Emulator {
             devices: 1,
         };
         let params = Shared(params);
+        // The kernel's `#[global_scratch]`: zeroed for this launch, freed
+        // when it returns.
+        let alloc = GlobalScratchAlloc::new(K::GLOBAL_SCRATCH_BYTES);
+        let global = Shared(alloc.ptr());
         // Capture the whole `&Shared` (Sync), not the field (a move closure
         // captures up to the first dereference).
-        let shared = &params;
-        kernel_emu::run(&cfg, &move || K::run_thread(&shared.0))
+        let (shared, global) = (&params, &global);
+        kernel_emu::run(&cfg, &move || K::run_thread(&shared.0, global.0))
     }
 
     /// Runs kernel `K` over `grid` CTAs on `params.len()` emulated devices
@@ -240,8 +244,54 @@ impl Emulator {
             devices: u32::try_from(params.len()).unwrap_or(u32::MAX),
         };
         let params = Shared(params);
-        let shared = &params;
-        kernel_emu::run(&cfg, &move || K::run_thread(&shared.0[kernel_emu::device_id() as usize]))
+        // One global scratch per device, as each GPU's launch has its own.
+        let allocs: Vec<GlobalScratchAlloc> = (0..cfg.devices).map(|_| GlobalScratchAlloc::new(K::GLOBAL_SCRATCH_BYTES)).collect();
+        let globals = Shared(allocs.iter().map(GlobalScratchAlloc::ptr).collect::<Vec<_>>());
+        let (shared, globals) = (&params, &globals);
+        kernel_emu::run(&cfg, &move || {
+            let d = kernel_emu::device_id() as usize;
+            K::run_thread(&shared.0[d], globals.0[d])
+        })
+    }
+}
+
+/// The emulator's global scratch of one launch (`#[global_scratch]`,
+/// [`kernel_device::global`]): `bytes` zeroed bytes of host memory,
+/// aligned as a device allocation (256 bytes), freed on drop. Null when
+/// `bytes` is 0.
+struct GlobalScratchAlloc {
+    ptr: *mut u8,
+    layout: std::alloc::Layout,
+}
+
+impl GlobalScratchAlloc {
+    /// The alignment of a `cuMemAlloc` allocation.
+    const ALIGN: usize = 256;
+
+    fn new(bytes: usize) -> Self {
+        let layout = std::alloc::Layout::from_size_align(bytes.max(1), Self::ALIGN).expect("a global scratch size below isize::MAX");
+        if bytes == 0 {
+            return GlobalScratchAlloc { ptr: std::ptr::null_mut(), layout };
+        }
+        // SAFETY: `layout` has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        GlobalScratchAlloc { ptr, layout }
+    }
+
+    fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+}
+
+impl Drop for GlobalScratchAlloc {
+    fn drop(&mut self) {
+        if !self.ptr.is_null() {
+            // SAFETY: allocated in `new` with this layout.
+            unsafe { std::alloc::dealloc(self.ptr, self.layout) }
+        }
     }
 }
 

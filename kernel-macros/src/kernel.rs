@@ -25,6 +25,13 @@ struct ScratchParam {
     arrivals: Option<(u32, Span)>,
 }
 
+/// A `#[global_scratch]` parameter: placed in the launch's global scratch.
+struct GlobalParam {
+    name: Ident,
+    pat: Pat,
+    ty: Type,
+}
+
 pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     let mut errors = Vec::new();
     let opts = options::parse(attr, &mut errors);
@@ -36,7 +43,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
             return e.to_compile_error();
         }
     };
-    let (params, scratch) = check_signature(&mut func, &opts, &mut errors);
+    let (params, scratch, globals) = check_signature(&mut func, &opts, &mut errors);
     check_arch_ops(&func, &opts, &mut errors);
     check_cta_group(&func, &scratch, &mut errors);
     crate::warp_specialize::expand_in_body(&mut func.block, &opts, &mut errors);
@@ -46,12 +53,13 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         let errs = errors.iter().map(Error::to_compile_error);
         return quote! { #(#errs)* #[allow(dead_code, unused)] #func };
     }
-    codegen(&func, &opts, &params, &scratch)
+    codegen(&func, &opts, &params, &scratch, &globals)
 }
 
-/// Validates the signature, strips `#[scratch]` attributes, and splits the
-/// parameters into host-passed and scratch.
-fn check_signature(func: &mut ItemFn, opts: &Options, errors: &mut Vec<Error>) -> (Vec<Param>, Vec<ScratchParam>) {
+/// Validates the signature, strips `#[scratch]` / `#[global_scratch]`
+/// attributes, and splits the parameters into host-passed, scratch and
+/// global scratch.
+fn check_signature(func: &mut ItemFn, opts: &Options, errors: &mut Vec<Error>) -> (Vec<Param>, Vec<ScratchParam>, Vec<GlobalParam>) {
     let sig = &mut func.sig;
     if let Some(a) = &sig.asyncness {
         errors.push(Error::new(a.span(), "a kernel cannot be `async`: GPU kernels run to completion; remove `async`"));
@@ -104,6 +112,7 @@ fn check_signature(func: &mut ItemFn, opts: &Options, errors: &mut Vec<Error>) -
 
     let mut params = Vec::new();
     let mut scratch = Vec::new();
+    let mut globals = Vec::new();
     for arg in sig.inputs.iter_mut() {
         let pt = match arg {
             FnArg::Receiver(r) => {
@@ -123,10 +132,24 @@ fn check_signature(func: &mut ItemFn, opts: &Options, errors: &mut Vec<Error>) -
         let mut is_scratch = false;
         let mut arrivals = None;
         let mut unchecked = None;
+        let mut global = None;
         let mut keep = Vec::new();
         for a in pt.attrs.drain(..) {
             if a.path().is_ident("unchecked") {
                 unchecked = Some(a.span());
+                continue;
+            }
+            if a.path().is_ident("global_scratch") {
+                if global.is_some() {
+                    errors.push(Error::new(a.span(), "duplicate `#[global_scratch]` attribute"));
+                }
+                if !matches!(a.meta, syn::Meta::Path(_)) {
+                    errors.push(Error::new(
+                        a.span(),
+                        "`#[global_scratch]` takes no options: the type says what is allocated (`Semaphore`, `[Semaphore; N]`, `GlobalBuf<T, N>`); write `#[global_scratch] name: Type`",
+                    ));
+                }
+                global = Some(a.span());
                 continue;
             }
             if !a.path().is_ident("scratch") {
@@ -161,9 +184,20 @@ fn check_signature(func: &mut ItemFn, opts: &Options, errors: &mut Vec<Error>) -
         pt.attrs = keep;
         let ty = (*pt.ty).clone();
         if let Some(span) = unchecked {
-            if is_scratch || !matches!(ty, Type::Ptr(_)) {
+            if is_scratch || global.is_some() || !matches!(ty, Type::Ptr(_)) {
                 errors.push(Error::new(span, "`#[unchecked]` marks a raw-pointer kernel parameter (`*const T` / `*mut T`) kept on purpose; this parameter is not one"));
             }
+        }
+        if let Some(span) = global {
+            if is_scratch {
+                errors.push(Error::new(
+                    span,
+                    "a parameter is either `#[scratch]` (this CTA's shared memory) or `#[global_scratch]` (global memory shared by the whole grid), not both: remove one",
+                ));
+            } else {
+                globals.push(GlobalParam { name, pat: (*pt.pat).clone(), ty });
+            }
+            continue;
         }
         if is_scratch {
             scratch.push(ScratchParam { name, pat: (*pt.pat).clone(), ty, arrivals });
@@ -174,7 +208,7 @@ fn check_signature(func: &mut ItemFn, opts: &Options, errors: &mut Vec<Error>) -
         }
         params.push(Param { name, pat: (*pt.pat).clone(), ty, attrs: pt.attrs.clone(), unchecked: unchecked.is_some() });
     }
-    (params, scratch)
+    (params, scratch, globals)
 }
 
 /// Types that can never cross from the host, recognized by syntax. Everything
@@ -224,7 +258,7 @@ fn lit_text(l: &Lit) -> String {
     }
 }
 
-fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchParam]) -> TokenStream {
+fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchParam], globals: &[GlobalParam]) -> TokenStream {
     let vis = &func.vis;
     let name = &func.sig.ident;
     let docs: Vec<&Attribute> = func.attrs.iter().filter(|a| a.path().is_ident("doc")).collect();
@@ -301,6 +335,23 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
     let s_pats: Vec<&Pat> = scratch.iter().map(|s| &s.pat).collect();
     let s_idx: Vec<usize> = (0..scratch.len()).collect();
     let n_scratch = scratch.len();
+    // `#[global_scratch]`: one hidden trailing entry parameter (the launch's
+    // zeroed global allocation), split by the prologue into the handles.
+    let g_names: Vec<&Ident> = globals.iter().map(|g| &g.name).collect();
+    let g_tys: Vec<&Type> = globals.iter().map(|g| &g.ty).collect();
+    let g_pats: Vec<&Pat> = globals.iter().map(|g| &g.pat).collect();
+    let g_idx: Vec<usize> = (0..globals.len()).collect();
+    let n_globals = globals.len();
+    let has_globals = !globals.is_empty();
+    let g_decl = if has_globals { quote!(__global_scratch: *mut u8) } else { quote!() };
+    let g_fn_ty = if has_globals { quote!(*mut u8) } else { quote!() };
+    let g_arg = if has_globals { quote!(__global_scratch) } else { quote!() };
+    let g_abi_decl = if has_globals { quote!(__global_scratch: u64) } else { quote!() };
+    let g_abi_arg = if has_globals { quote!(__global_scratch as *mut u8) } else { quote!() };
+    let global_checks = globals.iter().map(|g| {
+        let ty = &g.ty;
+        quote_spanned!(ty.span()=> __global_scratch::<#ty>();)
+    });
     let s_arrivals: Vec<u32> = scratch.iter().map(|s| s.arrivals.map(|a| a.0).unwrap_or(1)).collect();
     // A ClusterBarrier's count is derived from the cluster shape; every other
     // barrier takes `arrivals` (default 1).
@@ -470,6 +521,7 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
                 const CLUSTER: #krate::Dim3 = #krate::Dim3::new(#cx, #cy, #cz);
                 const NON_PORTABLE_CLUSTER: bool = #non_portable;
                 const SMEM_BYTES: u32 = <#name #inst_args>::__SMEM_BYTES as u32;
+                const GLOBAL_SCRATCH_BYTES: usize = <#name #inst_args>::__GLOBAL_LAYOUT.1;
                 type Params = (#(#abi_tys,)*);
                 const ARCHS: &'static [&'static str] = #archs;
             }
@@ -483,12 +535,14 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
             };
             #[cfg(not(target_arch = "nvptx64"))]
             impl #krate::launch::HostEntry for #name #inst_args {
-                fn run_thread(params: &Self::Params) {
+                fn run_thread(params: &Self::Params, __global_scratch: *mut u8) {
                     #raw_note
                     #(#host_conversions)*
+                    let _ = __global_scratch;
                     // SAFETY: the emulator runs this once per emulated thread of
-                    // a launch with this kernel's block and cluster shape.
-                    unsafe { #entry_fn #inst_turbofish(#(#p_names),*) }
+                    // a launch with this kernel's block and cluster shape, with
+                    // the launch's zeroed global scratch.
+                    unsafe { #entry_fn #inst_turbofish(#(#p_names,)* #g_arg) }
                 }
             }
             // On the host, keep the entry's prologue and body compiled, so
@@ -499,18 +553,19 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
             #[used]
             #[doc(hidden)]
             #[allow(non_upper_case_globals)]
-            static #keep_ident: unsafe fn(#(#p_tys),*) = #entry_fn #inst_turbofish;
+            static #keep_ident: unsafe fn(#(#p_tys,)* #g_fn_ty) = #entry_fn #inst_turbofish;
             #device_cfg
             ::core::arch::global_asm!(#meta, const 0u64 #(| ((<#p_tys as #krate::launch::DeviceParam>::BY_ADDRESS as u64) << #p_idx))*);
             #device_cfg
             #[doc = #doc]
             #[no_mangle]
             #[allow(non_snake_case)]
-            pub unsafe extern "ptx-kernel" fn #entry_ident(#(#p_names: <#p_tys as #krate::launch::DeviceParam>::Abi),*) {
+            pub unsafe extern "ptx-kernel" fn #entry_ident(#(#p_names: <#p_tys as #krate::launch::DeviceParam>::Abi,)* #g_abi_decl) {
                 #(#conversions)*
                 // SAFETY: the launch contract of the kernel (all threads of the
-                // grid run this with the declared block and cluster shape).
-                unsafe { #entry_fn #inst_turbofish(#(#p_names),*) }
+                // grid run this with the declared block and cluster shape; the
+                // host passes the zeroed global scratch last).
+                unsafe { #entry_fn #inst_turbofish(#(#p_names,)* #g_abi_arg) }
             }
         });
     }
@@ -532,6 +587,10 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
                 #((<#s_tys as #krate::smem::Scratch>::BYTES, <#s_tys as #krate::smem::Scratch>::ALIGN),)*
                 // The slot `tcgen05.alloc` writes the TMEM address to.
                 if Self::__TMEM_LAYOUT.1 > 0 { (4, 16) } else { (0, 1) }
+            ]);
+            #[doc(hidden)]
+            pub const __GLOBAL_LAYOUT: ([usize; #n_globals], usize) = #krate::smem::scratch_layout([
+                #((<#g_tys as #krate::global::GlobalScratch>::BYTES, <#g_tys as #krate::global::GlobalScratch>::ALIGN),)*
             ]);
             #[doc(hidden)]
             pub const __TMEM_LAYOUT: ([usize; #n_scratch], usize) = #krate::tmem::tmem_layout([
@@ -575,8 +634,10 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
             fn __check_types() {
                 fn __device_param<T: #krate::launch::DeviceParam>() {}
                 fn __scratch<T: #krate::smem::Scratch>() {}
+                fn __global_scratch<T: #krate::global::GlobalScratch>() {}
                 #(#param_checks)*
                 #(#scratch_checks)*
+                #(#global_checks)*
             }
         }
 
@@ -589,7 +650,7 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
         #[inline(always)]
         #[allow(non_snake_case, clippy::too_many_arguments, unused_mut)]
         #(#other_attrs)*
-        #vis #unsafety fn #body_fn #gen_decl (#(#(#p_attrs)* #p_pats: #p_tys,)* #(#s_pats: #s_tys),*) #where_clause #block
+        #vis #unsafety fn #body_fn #gen_decl (#(#(#p_attrs)* #p_pats: #p_tys,)* #(#s_pats: #s_tys,)* #(#g_pats: #g_tys,)*) #where_clause #block
 
         /// Prologue (scratch placement, barrier init), body, epilogue
         /// (generated by `#[kernel]`).
@@ -600,7 +661,7 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
         #[doc(hidden)]
         #[inline(always)]
         #[allow(non_snake_case, clippy::too_many_arguments, unused_unsafe)]
-        #vis unsafe fn #entry_fn #gen_decl (#(#p_names: #p_tys),*) #where_clause {
+        #vis unsafe fn #entry_fn #gen_decl (#(#p_names: #p_tys,)* #g_decl) #where_clause {
             #[allow(clippy::let_unit_value)]
             let () = <#name #gen_use>::__CHECKS;
             let __smem = #krate::smem::dynamic_smem_base();
@@ -609,6 +670,13 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
                 // SAFETY: the layout gives each scratch parameter its own aligned range.
                 #[allow(unused_mut)]
                 let mut #s_names = unsafe { <#s_tys as #krate::smem::Scratch>::from_smem(__smem.add(__offsets[#s_idx])) };
+            )*
+            let __global_offsets = <#name #gen_use>::__GLOBAL_LAYOUT.0;
+            let _ = __global_offsets;
+            #(
+                // SAFETY: the launch's zeroed global scratch, one aligned range per parameter.
+                #[allow(unused_mut)]
+                let mut #g_names = unsafe { <#g_tys as #krate::global::GlobalScratch>::from_global(#krate::global::global_scratch_ptr(__global_scratch, __global_offsets[#g_idx])) };
             )*
             let __tmem_cols = <#name #gen_use>::__TMEM_COLS as u32;
             // SAFETY: the slot after the scratch parameters (4 bytes when TMEM is used).
@@ -649,7 +717,7 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
                 // SAFETY: each TMEM scratch gets its own columns of the allocation.
                 #( unsafe { #krate::smem::Scratch::bind_tmem(&mut #s_names, __tmem_base + __tmem_offsets[#s_idx] as u32) }; )*
             }
-            #body_fn #turbofish(#(#p_names,)* #(#s_names),*);
+            #body_fn #turbofish(#(#p_names,)* #(#s_names,)* #(#g_names,)*);
             if __tmem_cols > 0 {
                 // Every thread's tcgen05 work is ordered before the free.
                 #krate::tcgen05::raw::fence_before_thread_sync();
@@ -683,12 +751,31 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
 /// The tensor-core generation of a kernel restricted to one architecture:
 /// a Hopper-only op (`wgmma*`) in an `arch = sm_100a` kernel, or a
 /// Blackwell-only op or type (`tcgen05*`, `Tmem`, `TensorCore`, ..) in an `arch = sm_90a` kernel, is
-/// an error at the name (seen in the kernel's signature and body; an op
+/// an error at the name; so is a TMA gather (`gather4`, `GatherRow`) in any
+/// kernel not `arch = sm_100a` (seen in the kernel's signature and body; an op
 /// reached through a helper function is caught by ptxas instead).
 fn check_arch_ops(func: &ItemFn, opts: &Options, errors: &mut Vec<Error>) {
-    let Some(arch) = opts.arch.as_deref() else { return };
     let mut tokens = func.block.to_token_stream();
     tokens.extend(func.sig.inputs.to_token_stream());
+    // TMA gather4 exists only on sm_100a: a kernel without `arch` is also
+    // built for sm_90a, so it is refused there too.
+    let gather_arch = opts.arch.as_deref().unwrap_or("sm_90a and sm_100a (no `arch` given)");
+    if gather_arch != "sm_100a" {
+        gather_walk(tokens.clone(), gather_arch, errors);
+    }
+    fn gather_walk(ts: TokenStream, arch: &str, errors: &mut Vec<Error>) {
+        for tt in ts {
+            match tt {
+                proc_macro2::TokenTree::Group(g) => gather_walk(g.stream(), arch, errors),
+                proc_macro2::TokenTree::Ident(id) if id == "gather4" || id == "GatherRow" => errors.push(Error::new(
+                    id.span(),
+                    format!("`{id}` is a TMA gather (`cp.async.bulk.tensor.2d.tile::gather4`), which exists only on sm_100a (Blackwell), and this kernel is built for {arch}: add `arch = sm_100a` to `#[kernel(...)]`, or load whole tiles with `Tma::load`"),
+                )),
+                _ => {}
+            }
+        }
+    }
+    let Some(arch) = opts.arch.as_deref() else { return };
     fn walk(ts: TokenStream, arch: &str, errors: &mut Vec<Error>) {
         for tt in ts {
             match tt {

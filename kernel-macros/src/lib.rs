@@ -67,6 +67,15 @@ mod warp_specialize;
 ///   `ClusterBarrier<Axes>`, and on sm_100a `Tmem<..>`, `TmemPair<..>`,
 ///   the barrier kinds `Barrier<TensorCore>`, `Barriers<N, TensorCore>`,
 ///   `Barriers<N, PairTma>`, and `ClcResponse`.
+/// * `#[global_scratch] name: Type` is not passed by the host either: it
+///   is grid-wide scratch in global memory (Pallas's `pl.get_global`),
+///   shared by every CTA of the launch. Its type implements
+///   `kernel_device::global::GlobalScratch` (`Semaphore`, `[Semaphore; N]`,
+///   `GlobalBuf<T, N>`); the items are laid out in parameter order
+///   (`KernelSpec::GLOBAL_SCRATCH_BYTES` is the total). The host launcher
+///   (GPU and emulator) allocates and zeroes it before each launch, passes
+///   its address as a hidden last parameter of the PTX entry, and frees it
+///   after the launch.
 /// * `#[scratch(arrivals = N)]` gives a barrier scratch (`Barrier`,
 ///   `Barriers<N>`, of any kind) its arrival count, the
 ///   number of `arrive`s that complete one phase (`1 <= N < 2^20`; default
@@ -141,6 +150,9 @@ mod warp_specialize;
 /// * `#[scratch]` parameters implement `kernel_device::Scratch`;
 ///   `#[scratch(arrivals = N)]` (1 <= N < 2^20) only on barrier types; no
 ///   other `#[scratch(..)]` option; `#[scratch]` at most once per parameter;
+/// * `#[global_scratch]` parameters implement
+///   `kernel_device::global::GlobalScratch`; it takes no options, appears
+///   at most once per parameter and never together with `#[scratch]`;
 /// * a `ClusterBarrier<Axes>` scratch needs `cluster = ..` with more than one
 ///   CTA, more than one CTA along each named axis, and no `arrivals`;
 /// * options are known and given once; the block has 1..=1024 threads (every

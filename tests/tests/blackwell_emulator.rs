@@ -45,6 +45,24 @@ fn tile_n_256_instances_match_the_cpu_reference() {
     }
 }
 
+/// TMA gather4 (`embedding_gather`): 24 tokens (3 CTAs) of a 40-row
+/// table, with repeated ids, ids in both halves of a gather4, and three
+/// ids past the table (40, 1000 and `u32::MAX`, which TMA fills with
+/// zeros; the output starts as NaN, so a row left unwritten fails),
+/// against the CPU gather, bit for bit, under 4 schedules.
+#[test]
+fn embedding_gather_matches_the_cpu_gather_under_4_schedules() {
+    let ids: Vec<u32> = vec![3, 0, 39, 7, 7, 12, 40, 5, 21, 1000, 2, 38, 9, 9, 9, 1, u32::MAX, 17, 30, 4, 11, 25, 6, 33];
+    for emu in Emulator::schedules(800, 4) {
+        let (got, want) = examples::blackwell::embedding_gather(&Device::emulator_with(emu.clone()), 40, &ids, 80)
+            .unwrap_or_else(|e| panic!("seed {}: embedding_gather: {e}", emu.seed()));
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            let (t, c) = (i / kernels::blackwell::EMBED_DIM, i % kernels::blackwell::EMBED_DIM);
+            assert!(g.to_bits() == w.to_bits(), "seed {}: token {t} (id {}), column {c}: got {g}, want {w}", emu.seed(), ids[t]);
+        }
+    }
+}
 
 // ----- planted tensor-memory bugs, each with its race-free twin ---------------
 

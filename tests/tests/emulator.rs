@@ -148,6 +148,20 @@ fn wgmma_variants_match_the_cpu_reference() {
     }
 }
 
+/// `A · Bᵀ` with transposed SMEM views (MN-major A, B, both) on the
+/// emulator, which decodes each operand as its descriptor and transpose
+/// immediate say: every variant matches the CPU product (an operand read
+/// K-major instead would be the wrong matrix, an error near 1.4).
+#[test]
+fn wgmma_transposed_views_match_the_cpu_reference() {
+    let errs = hopper::wgmma_transposed(&Device::emulator_with(Emulator::new(5)))
+        .unwrap_or_else(|e| panic!("wgmma_transposed: {e}"));
+    eprintln!("wgmma_transposed: relative Frobenius errors {errs:?}");
+    for (v, e) in errs.iter().enumerate() {
+        assert!(*e < 1e-5, "variant {v}: relative Frobenius error {e}");
+    }
+}
+
 /// One emulated matmul at 256 x 256 x 256 (4 K steps: every stage slot is
 /// reused) under scheduler seed `seed`.
 fn emulated_matmul(name: &str, seed: u64) {

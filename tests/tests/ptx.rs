@@ -20,6 +20,8 @@ const EXPECTED: &[(&str, &[&str])] = &[
     ),
     ("cluster_exchange", &["mapa.u64", "barrier.cluster.arrive.release;", "barrier.cluster.wait.acquire;", "ld.shared"]),
     ("semaphore_signal", &["red.release.gpu.global.add.u32", "ld.acquire.gpu.global.u32", "atom.acquire.gpu.global.cas.b32", "barrier.sync 0"]),
+    // Two host-passed parameters (`x`, `out`), then the hidden global scratch address.
+    ("grid_sum", &["atom.acq_rel.gpu.global.add.u32", ".param .u64 grid_sum_param_2\n)", "shfl.sync.bfly.b32"]),
     (
         "exchange_shards",
         &[
@@ -89,6 +91,8 @@ const EXPECTED: &[(&str, &[&str])] = &[
 
 /// Kernels built for sm_90a only (`#[kernel(arch = sm_90a)]`: wgmma).
 const SM90A_ONLY: &[(&str, &[&str])] = &[
+    // imm-trans-a, imm-trans-b: B transposed, A transposed, both.
+    ("wgmma_transposed", &["wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "p, 1, 1, 0, 1;", "p, 1, 1, 1, 0;", "p, 1, 1, 1, 1;"]),
     (
         "matmul_pipelined__2",
         &[
@@ -223,6 +227,26 @@ fn entries_have_their_instructions_and_block_size() {
         // The block shape given to #[kernel] reaches ptxas.
         assert!(entry_body(ptx, "producer_consumer").contains(".maxntid 256, 1, 1"));
         assert!(entry_body(ptx, "increment").contains(".maxntid 128, 1, 1"));
+    }
+}
+
+/// A kernel with `#[global_scratch]` has one more PTX parameter than the
+/// host passes (the launch's scratch address, last); one without has none.
+#[test]
+fn global_scratch_is_one_hidden_trailing_parameter() {
+    use kernel_device::KernelSpec;
+    use kernels::first;
+    fn params(ptx: &str, name: &str) -> usize {
+        let body = entry_body(ptx, name);
+        let head = &body[..body.find(')').expect("a parameter list")];
+        head.matches(".param").count()
+    }
+    assert_eq!(<first::grid_sum as KernelSpec>::GLOBAL_SCRATCH_BYTES, first::GRID_SUM_MAX_BLOCKS * 4 + 4);
+    assert_eq!(<first::semaphore_signal as KernelSpec>::GLOBAL_SCRATCH_BYTES, 0);
+    for arch in ARCHS {
+        let ptx = image(arch).ptx;
+        assert_eq!(params(ptx, "grid_sum"), 3, "{arch}: grid_sum: x, out, and the global scratch");
+        assert_eq!(params(ptx, "semaphore_signal"), 4, "{arch}: semaphore_signal: its 4 parameters, nothing hidden");
     }
 }
 
@@ -425,6 +449,29 @@ fn blackwell_kernels_have_their_tcgen05_facts() {
     for (name, _) in SM100A_ONLY {
         assert!(!sm90.contains(&format!(".entry {name}(")), "sm_90a: `{name}` is sm_100a-only but was built");
     }
+}
+
+/// TMA gather4 (`Tma::gather4`, sm_100a only): `embedding_gather`'s PTX
+/// holds one `tile::gather4` per 64-column block per gather (2 x 2), with
+/// the 5-coordinate operand `{col, r0, r1, r2, r3}`; ptxas 13.0 assembled
+/// it for sm_100a with no stack or spills; the sm_90a image has no gather4
+/// and no `embedding_gather` entry (`#[kernel]` refuses gather4 outside
+/// `arch = sm_100a`).
+#[test]
+fn tma_gather4_is_in_the_sm100a_ptx_only() {
+    const GATHER4: &str = "cp.async.bulk.tensor.2d.shared::cluster.global.tile::gather4.mbarrier::complete_tx::bytes";
+    let img = image("sm_100a");
+    let body = entry_body(img.ptx, "embedding_gather");
+    assert_eq!(body.matches(GATHER4).count(), 4, "embedding_gather: 2 gathers x 2 column blocks:\n{body}");
+    for line in body.lines().filter(|l| l.contains(GATHER4)) {
+        let coords = line.split('{').nth(1).and_then(|r| r.split('}').next()).unwrap_or_else(|| panic!("no coordinate vector in `{line}`"));
+        assert_eq!(coords.split(',').count(), 5, "gather4 takes {{col, r0, r1, r2, r3}}: `{line}`");
+    }
+    assert!(!img.cubin.is_empty(), "sm_100a: no cubin (ptxas missing at build time)");
+    assert_eq!(ptxas_numbers(img.ptxas_report, "embedding_gather", "sm_100a"), (0, 0, 0), "embedding_gather: stack frame / spills");
+    let sm90 = image("sm_90a").ptx;
+    assert!(!sm90.contains("tile::gather4"), "the sm_90a image holds a gather4");
+    assert!(!sm90.contains(".entry embedding_gather("), "embedding_gather is sm_100a-only but was built for sm_90a");
 }
 
 /// The lines of `body` that read a destination register of a `tcgen05.ld`

@@ -70,6 +70,16 @@ fn tma_copy(emu: &Emulator, racy: bool, which: &str, tiles: usize) -> Outcome {
     outcome(r, &y, &x)
 }
 
+/// `y[r] = x[GATHER_ROWS[r]]` through two TMA gather4s (sm_100a).
+fn tma_gather4(emu: &Emulator, racy: bool) -> Outcome {
+    let x = xs(RT, 17);
+    let want: Vec<f32> = k::GATHER_ROWS.iter().flat_map(|&r| x[r as usize * 32..r as usize * 32 + 32].to_vec()).collect();
+    let mut y = vec![f32::NAN; RT];
+    let map = EmuTensorMap::<k::RRow>::new_2d(&x, 8, 32).unwrap();
+    let r = launch!(emu, racy, tma_gather4_read_before_wait, 1u32, (&map, &mut y[..]));
+    outcome(r, &y, &want)
+}
+
 fn multicast_peer_skips_wait(emu: &Emulator, racy: bool) -> Outcome {
     let x = xs(16 * 32, 2);
     let mut y = vec![f32::NAN; 2 * x.len()];
@@ -267,6 +277,15 @@ fn semaphore(emu: &Emulator, racy: bool, which: &str) -> Outcome {
     outcome(r, &y, &want)
 }
 
+/// The last of 4 blocks adds the blocks' partials from grid-wide scratch.
+fn global_last_block(emu: &Emulator, racy: bool) -> Outcome {
+    let mut x = xs(4, 16);
+    let want = vec![x.iter().fold(0.0f32, |acc, v| acc + 2.0 * v)];
+    let mut y = vec![f32::NAN; 1];
+    let r = launch!(emu, racy, global_last_block_relaxed_counter, 4u32, (&mut x[..], &mut y[..]));
+    outcome(r, &y, &want)
+}
+
 /// Warp 0 hands `2 x` to warp 1 through SMEM (32 values per step).
 fn queue(emu: &Emulator, racy: bool, which: &str) -> Outcome {
     let steps = if which == "refill_without_consumed" { 3 } else { 1 };
@@ -388,6 +407,7 @@ fn cases() -> Vec<Case> {
         case("tma_two_loads_one_slot", "two loads into one slot", &[AsyncRace], |e, r| tma_copy(e, r, "two_loads_one_slot", 2)),
         case("tma_load_over_unsynced_writes", "TMA load over SMEM in use", &[AsyncRace, ProxyFence], |e, r| tma_copy(e, r, "load_over_unsynced_writes", 1)),
         case("tma_overfetch_never_waited", "TMA bytes never waited", &[NeverWaited, AsyncRace], |e, r| tma_copy(e, r, "overfetch_never_waited", 2)),
+        case("tma_gather4_read_before_wait", "TMA gather4 (sm_100a), read before wait", &[AsyncRace], tma_gather4),
         case("multicast_peer_skips_wait", "multicast", &[AsyncRace, NeverWaited], multicast_peer_skips_wait),
         case("multicast_reuse_without_cluster_barrier", "multicast + ClusterBarrier", &[AsyncRace], |e, r| multicast_reuse(e, r, false)),
         case("multicast_reuse_hand_rolled_no_wait", "multicast + hand-rolled barrier", &[AsyncRace], |e, r| multicast_reuse(e, r, true)),
@@ -420,6 +440,7 @@ fn cases() -> Vec<Case> {
         case("semaphore_signal_before_write", "semaphore", &[GmemRace], |e, r| semaphore(e, r, "signal_before_write")),
         case("semaphore_signal_without_cta_barrier", "semaphore", &[GmemRace], |e, r| semaphore(e, r, "signal_without_cta_barrier")),
         case("semaphore_wait_without_cta_barrier", "semaphore", &[GmemRace], |e, r| semaphore(e, r, "wait_without_cta_barrier")),
+        case("global_scratch_relaxed_counter", "grid-wide scratch, last block finalizes", &[GmemRace], global_last_block),
         case("mbarrier_consumer_skips_wait", "mbarrier queue", &[SmemRace], |e, r| queue(e, r, "consumer_skips_wait")),
         case("mbarrier_arrive_before_write", "mbarrier queue", &[SmemRace], |e, r| queue(e, r, "arrive_before_write")),
         case("mbarrier_refill_without_consumed", "mbarrier queue, slot reuse", &[SmemRace, PhaseAccounting], |e, r| queue(e, r, "refill_without_consumed")),

@@ -87,3 +87,36 @@ pub fn matmul(dev: &Device, name: &str, m: usize, n: usize, k: usize, input_seed
     }
     Ok(rel_frobenius_error(&dev.download(&c)?, &reference_gemm_nt(m, n, k, &a_host, &b_nk)))
 }
+
+/// [`blackwell::embedding_gather`]: `out[t] = table[ids[t]]` by TMA gather4
+/// for a `vocab x EMBED_DIM` f16 table of `randn_f16(.., table_seed)`;
+/// returns `(out, want)`, `want` the CPU gather (a row of zeros where
+/// `ids[t] >= vocab`: TMA's out-of-bounds fill). `ids.len()` must be a
+/// non-zero multiple of `GATHER_TOKENS` (8). An sm_100a kernel: on a GPU it
+/// needs compute capability 10.x (none is available to this project).
+pub fn embedding_gather(dev: &Device, vocab: usize, ids: &[u32], table_seed: u64) -> Result<(Vec<f16>, Vec<f16>)> {
+    use blackwell::{EmbedRow, EMBED_DIM, GATHER_TOKENS};
+    const FUNCTION: &str = "embedding_gather";
+    if ids.is_empty() || ids.len() % GATHER_TOKENS != 0 || vocab == 0 {
+        return Err(invalid(FUNCTION, format!("needs a non-zero multiple of {GATHER_TOKENS} token ids and a non-empty table; got {} ids, vocab {vocab}", ids.len())));
+    }
+    let table = randn_f16(vocab * EMBED_DIM, table_seed);
+    let want: Vec<f16> = ids
+        .iter()
+        .flat_map(|&id| {
+            let id = id as usize;
+            (0..EMBED_DIM).map(move |c| (id, c))
+        })
+        .map(|(id, c)| if id < vocab { table[id * EMBED_DIM + c] } else { f16::ZERO })
+        .collect();
+    let (dt, di) = (dev.upload(&table)?, dev.upload(ids)?);
+    let mut out = poisoned::<f16>(dev, ids.len() * EMBED_DIM)?;
+    {
+        let map = TileMap::<EmbedRow>::new_2d(&dt, vocab, EMBED_DIM)?;
+        let grid = (ids.len() / GATHER_TOKENS) as u32;
+        dev.load(&kernels::DEVICE_CODE)?
+            .kernel::<blackwell::embedding_gather>()?
+            .launch_sync(grid, (&map, &di, &mut out))?;
+    }
+    Ok((dev.download(&out)?, want))
+}

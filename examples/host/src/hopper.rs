@@ -246,6 +246,36 @@ pub fn wgmma_variants(dev: &Device) -> Result<[f64; hopper::VARIANTS]> {
     Ok(errs)
 }
 
+/// [`hopper::wgmma_transposed`]: `A · Bᵀ` (`64 x 128 x 64`) with A, B or
+/// both read through transposed SMEM views (MN-major operands), against
+/// the CPU product; returns each variant's relative Frobenius error.
+pub fn wgmma_transposed(dev: &Device) -> Result<[f64; hopper::TRANSPOSED_VARIANTS]> {
+    use kernels::hopper::{TrKm, TrKn, VarA};
+    let (m, n, k) = (64, 128, 64);
+    let a_mk = randn_f16(m * k, 31);
+    let b_nk = randn_f16(n * k, 32);
+    let transpose = |x: &[f16], rows: usize, cols: usize| -> Vec<f16> { (0..rows * cols).map(|i| x[(i % rows) * cols + i / rows]).collect() };
+    let (a_km, b_kn) = (transpose(&a_mk, m, k), transpose(&b_nk, n, k));
+    let (da_mk, da_km, db_nk, db_kn) = (dev.upload(&a_mk)?, dev.upload(&a_km)?, dev.upload(&b_nk)?, dev.upload(&b_kn)?);
+    let mut out = poisoned(dev, hopper::TRANSPOSED_VARIANTS * m * n)?;
+    let maps = (
+        TileMap::<VarA>::new_2d(&da_mk, m, k)?,
+        TileMap::<TrKm>::new_2d(&da_km, k, m)?,
+        TileMap::<kernel_device::Tile<f16, 128, 64, hopper::Sw>>::new_2d(&db_nk, n, k)?,
+        TileMap::<TrKn>::new_2d(&db_kn, k, n)?,
+    );
+    dev.load(&kernels::DEVICE_CODE)?
+        .kernel::<hopper::wgmma_transposed>()?
+        .launch_sync(1u32, (&maps.0, &maps.1, &maps.2, &maps.3, &mut out))?;
+    let reference = reference_gemm_nt(m, n, k, &a_mk, &b_nk);
+    let got: Vec<f32> = dev.download(&out)?;
+    let mut errs = [0.0; hopper::TRANSPOSED_VARIANTS];
+    for (v, e) in errs.iter_mut().enumerate() {
+        *e = kernel_host::rel_frobenius_error_f32(&got[v * m * n..(v + 1) * m * n], &reference);
+    }
+    Ok(errs)
+}
+
 /// The FP8 wgmma forms of [`hopper::wgmma_fp8`] (`m64n256k32`, e4m3 and
 /// e5m2) against the CPU: returns each format's relative Frobenius error
 /// against the f64 product of the FP8 inputs (iid N(0, 1) rounded to each

@@ -163,6 +163,28 @@ pub fn semaphore_signal(dev: &Device) -> Result<Outcome> {
     Ok(out)
 }
 
+/// (e) `grid_sum`: the sum of 4 blocks' shares, finalized by the last block
+/// through grid-wide scratch the launcher allocates. Launched twice on the
+/// same device: each launch gets freshly zeroed scratch, or the second
+/// launch's counter would start at 4 and no block would finalize. The
+/// inputs are small integers, so every order of the f32 additions is exact.
+pub fn grid_sum(dev: &Device) -> Result<Outcome> {
+    let blocks = 4u32;
+    let n = blocks as usize * first::GRID_SUM_BLOCK as usize * 2 + 37;
+    let x: Vec<f32> = (0..n).map(|i| ((i * 7919) % 13) as f32 - 6.0).collect();
+    let want = vec![x.iter().map(|&v| v as f64).sum::<f64>() as f32];
+    let dx = dev.upload(&x)?;
+    let kernel = dev.load(&kernels::DEVICE_CODE)?.kernel::<first::grid_sum>()?;
+    let mut out = None;
+    for launch in 0..2 {
+        let mut dy = poisoned(dev, 1)?;
+        kernel.launch_sync(blocks, (&dx, &mut dy))?;
+        let example = if launch == 0 { "grid_sum" } else { "grid_sum (second launch: scratch zeroed again)" };
+        out = Some(check(example, &dev.download(&dy)?, &want)?);
+    }
+    Ok(out.expect("two launches"))
+}
+
 /// `double_checked`: `y = 2 y` through a bounds-checked `Gmem` view, on a
 /// length that is not a multiple of the block (300 elements, 3 blocks).
 pub fn double_checked(dev: &Device) -> Result<Outcome> {
@@ -265,11 +287,12 @@ pub fn cluster_allreduce16_sized(dev: &Device, clusters: usize, steps: usize) ->
 pub type Example = (&'static str, fn(&Device) -> Result<Outcome>);
 
 /// The seed reference's first examples, in order.
-pub const FIRST_EXAMPLES: [Example; 6] = [
+pub const FIRST_EXAMPLES: [Example; 7] = [
     ("increment", increment),
     ("producer_consumer", producer_consumer),
     ("cluster_exchange", cluster_exchange),
     ("semaphore_signal", semaphore_signal),
+    ("grid_sum", grid_sum),
     ("double_checked", double_checked),
     ("cluster_allreduce16", cluster_allreduce16),
 ];

@@ -133,6 +133,60 @@ pub fn semaphore_signal(x: GmemRef<f32>, scratch: Gmem<f32>, y: Gmem<f32>, sem: 
     }
 }
 
+/// Threads per block of [`grid_sum`].
+pub const GRID_SUM_BLOCK: u32 = 64;
+/// The most blocks [`grid_sum`] takes (the size of its grid-wide partials).
+pub const GRID_SUM_MAX_BLOCKS: usize = 64;
+
+/// `out[0] = sum(x)` in one launch: each block reduces its share, and the
+/// last block to finish adds the blocks' partial sums ("last block
+/// finalizes"), through grid-wide scratch (Pallas's `pl.get_global`) that
+/// the launcher allocates and zeroes, so the caller passes only `x` and
+/// `out`.
+///
+/// This kernel works as follows:
+/// 1. thread `t` of block `b` sums `x[64 b + t + 64 B k]` for `k = 0, 1, ..`
+///    (`B` blocks); [`reduce::block_sum`](kernel_device::reduce::block_sum)
+///    gives the block's sum;
+/// 2. thread 0 writes it to `partials[b]` (global scratch), then adds 1 to
+///    `arrived` with [`Semaphore::fetch_signal`] (acquire-release at GPU
+///    scope), which returns the count before;
+/// 3. the thread that sees `B - 1` is the last: every other block's
+///    partial was published by its release and is visible after this
+///    acquire, so it adds `partials[0..B]` in order and writes `out[0]`.
+///
+/// No block waits for another, so any grid size works, resident or not.
+///
+/// Constraints: `grid.x <= 64`; `out` holds at least 1 element.
+#[kernel(block = threads(64))]
+pub fn grid_sum(
+    x: GmemRef<f32>,
+    out: Gmem<f32>,
+    #[scratch] warp_sums: Smem<[f32; 32]>,
+    #[global_scratch] partials: GlobalBuf<f32, GRID_SUM_MAX_BLOCKS>,
+    #[global_scratch] arrived: Semaphore,
+) {
+    let (t, b, blocks) = (thread_idx().x as usize, block_idx().x as usize, grid_dim().x as usize);
+    let stride = blocks * GRID_SUM_BLOCK as usize;
+    let mut s = 0.0f32;
+    let mut i = b * GRID_SUM_BLOCK as usize + t;
+    while i < x.len() {
+        s += x.read(i);
+        i += stride;
+    }
+    let block_total = kernel_device::reduce::block_sum(s, warp_sums);
+    if t == 0 {
+        partials.write(b, block_total);
+        if arrived.fetch_signal(1) == blocks as u32 - 1 {
+            let mut total = 0.0f32;
+            for k in 0..blocks {
+                total += partials.read(k);
+            }
+            out.write(0, total);
+        }
+    }
+}
+
 /// `y[i] = 2 * y[i]` through a bounds-checked [`Gmem`] view, over a grid
 /// of blocks of 128 threads; threads past the end do nothing.
 ///

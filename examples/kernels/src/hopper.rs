@@ -333,6 +333,77 @@ pub fn wgmma_variants(
     acc_rs.for_each_pair(|r, c, v0, v1| put(2, r, c, kernel_device::wgmma::pack_f16x2(v0, v1)));
 }
 
+/// A stored `K x M` (`64 x 64` f16): the A operand of
+/// [`wgmma_transposed`] read through `.transposed()`.
+pub type TrKm = Tile<f16, 64, 64, Sw>;
+/// B stored `K x N` (`64 x 128` f16, two 64-column swizzle blocks).
+pub type TrKn = Tile<f16, 64, 128, Sw>;
+/// Outputs of [`wgmma_transposed`], each `64 x 128` f32 row-major.
+pub const TRANSPOSED_VARIANTS: usize = 3;
+
+/// One `64 x 128 x 64` product `A · Bᵀ` with transposed SMEM views
+/// (Pallas's `plgpu.TransposeTransform`): the tiles are loaded by TMA as
+/// stored (untransposed), and `Smem::transposed()` makes the wgmma read
+/// them MN-major (`imm-trans-a` / `imm-trans-b` = 1):
+/// 0. A K-major (`M x K`), B from a `K x N` tile through `.transposed()`;
+/// 1. A from a `K x M` tile through `.transposed()`, B K-major (`N x K`);
+/// 2. both through `.transposed()`.
+///
+/// This kernel works as follows: thread 0 loads the four tiles on one
+/// barrier; the warpgroup runs each variant with `Acc::mma_view` (issue,
+/// commit, wait 0) and writes its fragment to `out[v]` (`64 x 128` f32,
+/// row-major).
+///
+/// Constraints: grid 1; `a_mk` is `64 x 64` (`M x K`), `a_km` its
+/// transpose; `b_nk` is `128 x 64` (`N x K`), `b_kn` its transpose; `out`
+/// holds `3 x 64 x 128` f32.
+#[kernel(block = warpgroups(1), arch = sm_90a)]
+pub fn wgmma_transposed(
+    a_mk: Tma<VarA>,
+    a_km: Tma<TrKm>,
+    b_nk: Tma<Tile<f16, 128, 64, Sw>>,
+    b_kn: Tma<TrKn>,
+    out: Gmem<f32>,
+    #[scratch] a_mk_s: Smem<VarA>,
+    #[scratch] a_km_s: Smem<TrKm>,
+    #[scratch] b_nk_s: Smem<Tile<f16, 128, 64, Sw>>,
+    #[scratch] b_kn_s: Smem<TrKn>,
+    #[scratch] full: Barrier,
+) {
+    if thread_linear() == 0 {
+        full.arrive_expect_tx(2 * Tma::<VarA>::BYTES + 2 * Tma::<TrKn>::BYTES);
+        a_mk.load(a_mk_s, 0, 0, full.as_ref());
+        a_km.load(a_km_s, 0, 0, full.as_ref());
+        b_nk.load(b_nk_s, 0, 0, full.as_ref());
+        b_kn.load(b_kn_s, 0, 0, full.as_ref());
+    }
+    full.wait();
+    let put = |v: usize, acc: &mut Acc<128>| {
+        acc.for_each_pair(|r, c, v0, v1| {
+            let i = v * 64 * 128 + r * 128 + c;
+            out.write(i, v0);
+            out.write(i + 1, v1);
+        })
+    };
+    let mut acc = Acc::<128>::undefined();
+    acc.mma_view(a_mk_s, 0, b_kn_s.transposed(), 0, false);
+    wgmma_commit_group();
+    wgmma_wait::<0>();
+    put(0, &mut acc);
+
+    let mut acc = Acc::<128>::undefined();
+    acc.mma_view(a_km_s.transposed(), 0, b_nk_s, 0, false);
+    wgmma_commit_group();
+    wgmma_wait::<0>();
+    put(1, &mut acc);
+
+    let mut acc = Acc::<128>::undefined();
+    acc.mma_view(a_km_s.transposed(), 0, b_kn_s.transposed(), 0, false);
+    wgmma_commit_group();
+    wgmma_wait::<0>();
+    put(2, &mut acc);
+}
+
 /// A operand of [`wgmma_fp8`]: `64 x 128` FP8 (one 128-byte swizzle row
 /// per matrix row: K = 128 is four `k32` MMAs).
 pub type Fp8A<E> = Tile<E, 64, 128, Sw>;

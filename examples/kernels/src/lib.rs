@@ -8,17 +8,20 @@
 //! | [`first`] | `cluster_exchange` | a cluster of 2 CTAs, distributed SMEM, cluster barrier |
 //! | [`first`] | `semaphore_signal` | block 0 signals block 1 through a global semaphore |
 //! | [`peer`] | `exchange_shards`, `ring_all_gather`, `exchange_tiles` | several GPUs: bulk copies to a peer's memory over NVLink, system-scope semaphores (the seed's shard exchange, a ring all-gather) |
+//! | [`first`] | `grid_sum` | grid-wide scratch (`#[global_scratch]`, Pallas's `pl.get_global`): the last block finalizes a sum |
 //! | [`first`] | `double_checked` | bounds-checked `Gmem` accesses |
 //! | [`hopper`] | `matmul_pipelined` | TMA + wgmma + `emit_pipeline` (pipelining guide) |
 //! | [`hopper`] | `matmul_pipelined_kn` | the same with an MN-major (K x N) B |
 //! | [`hopper`] | `matmul_warp_specialized` | `emit_pipeline_warp_specialized`: a memory warpgroup, 2 compute warpgroups, grouped rasterization |
 //! | [`hopper`] | `multicast_copy` | a cluster of 2 loading one tile with TMA multicast |
 //! | [`hopper`] | `wgmma_variants` | wgmma with f16 accumulators, A from registers, 3-D TMA |
+//! | [`hopper`] | `wgmma_transposed` | transposed SMEM views (`Smem::transposed`, Pallas's `TransposeTransform`): MN-major A and B wgmma operands |
 //! | [`hopper`] | `wgmma_fp8` | FP8 wgmma (`m64n256k32`, e4m3 and e5m2 operands, f32 accumulators) |
 //! | [`hopper`] | `warp_roles` | `#[warp_specialize]` roles by warp |
 //! | [`attention_ladder`] | `attention_step0`, `attention_step1`, `attention_step2` | the attention ladder, steps 0-2 (step 3 is `kernel_ops_kernels::attention::attention_fwd`, re-exported) |
 //! | [`hopper_ladder`] | `matmul_big_tiles`, `matmul_persistent`, `matmul_epilogue_overlap`, `matmul_cluster_multicast`, `matmul_fewer_arrivals`, `matmul_pingpong` | the Hopper GEMM ladder, steps 2-7 (README); steps 4 and 5 are `kernel_ops_kernels`' matmul kernels, re-exported |
 //! | [`blackwell`] | `matmul0`, `matmul1`, `matmul2` | the Blackwell tutorial's steps 0-2: tcgen05 MMA into TMEM, warp specialization, double-buffered epilogue (sm_100a only) |
+//! | [`blackwell`] | `embedding_gather` | TMA gather4 (Pallas's `x_ref.at[idxs]`): rows of a table picked by token ids (sm_100a only) |
 //! | [`blackwell`] | `matmul3`, `matmul4`, `matmul5`, `matmul6`, `matmul_dynamic` | the tutorial's steps 3-6 (collective 2-CTA MMA, persistent, dedicated epilogue warpgroup, grid tiling) and cluster launch control (sm_100a only) |
 //! | [`simt`] | `warp_collectives` | `shfl`, vote, `redux.sync`, `match`, warp reductions and scans |
 //! | [`simt`] | `block_reductions` | block reductions and scans through a 32-slot SMEM scratch |

@@ -12,7 +12,7 @@ use super::gpu::Gpu;
 use super::validate::check_kernel_launch;
 use cudarc::driver::result::DriverError;
 use cudarc::driver::sys::{self, CUfunction_attribute, CUjit_option};
-use cudarc::driver::{CudaContext, CudaStream};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtrMut};
 use kernel_device::launch::{DeviceCode, DeviceImage};
 use kernel_device::{Dim3, KernelSpec};
 use std::ffi::{c_void, CString};
@@ -561,6 +561,26 @@ impl<K: KernelSpec> Kernel<K> {
     {
         let ctas = K::CLUSTER.volume();
         let mut param_ptrs = params.param_ptrs();
+        // The kernel's `#[global_scratch]` (`kernel_device::global`): zeroed
+        // on the launch stream before the kernel, passed as the hidden last
+        // parameter, freed (stream-ordered, after the kernel) when `global`
+        // drops at the end of this function.
+        let mut global: Option<CudaSlice<u8>> = match K::GLOBAL_SCRATCH_BYTES {
+            0 => None,
+            bytes => Some(self.stream.alloc_zeros::<u8>(bytes).map_err(Error::cuda_call(
+                "cuMemAllocAsync + cuMemsetD8Async (the kernel's #[global_scratch])",
+            ))?),
+        };
+        let (mut global_addr, global_guard) = match global.as_mut() {
+            Some(buf) => {
+                let (addr, guard) = buf.device_ptr_mut(&self.stream);
+                (addr, Some(guard))
+            }
+            None => (0, None),
+        };
+        if global_guard.is_some() {
+            param_ptrs.push(std::ptr::from_mut(&mut global_addr).cast::<c_void>());
+        }
         let kernel_params = if param_ptrs.is_empty() {
             std::ptr::null_mut()
         } else {
@@ -590,13 +610,18 @@ impl<K: KernelSpec> Kernel<K> {
         // points to `K::Params::LEN` pointers, each to a value of the type
         // `#[kernel]` declared for that parameter, all in `params`, which is
         // neither moved nor dropped before the call returns (the driver
-        // copies the values during the call); no `extra` is passed.
+        // copies the values during the call), then, for a kernel with
+        // `#[global_scratch]`, one to `global_addr` (the hidden `u64`
+        // parameter `#[kernel]` appends), alive until after the call; no
+        // `extra` is passed.
         let result = unsafe {
             sys::cuLaunchKernelEx(&config, self.func, kernel_params, std::ptr::null_mut())
         };
         // The guards record the buffers' use on the stream now that the
         // launch is queued.
         drop(sink);
+        drop(global_guard);
+        drop(global);
         result.result().map_err(|e| {
             let cuda = CudaError::from_driver(e);
             if is_cluster_refusal(ctas, &cuda) {

@@ -6,7 +6,7 @@
 //! cargo run --release -p examples --bin first_kernels [-- NAME...]
 //! ```
 //! NAME is one of increment, producer_consumer, cluster_exchange,
-//! semaphore_signal, double_checked, cluster_allreduce16 (a cluster of 16
+//! semaphore_signal, grid_sum, double_checked, cluster_allreduce16 (a cluster of 16
 //! CTAs, a non-portable size) (default: all). `KERNEL_DEVICE=emulator`
 //! picks the emulator on a GPU machine too. Exit status 0 only if every
 //! example ran and matched the reference.
