@@ -1584,3 +1584,51 @@ fn tmem_accesses_after_an_mmas_completion_need_the_after_thread_sync_fence() {
         }
     }
 }
+
+/// Every thread loads its accumulator row and waits for the load; then
+/// (`before`) `tcgen05.fence::before_thread_sync`, a CTA barrier, thread 0
+/// (`after`) `tcgen05.fence::after_thread_sync` and an MMA that overwrites
+/// the accumulator, committed and awaited by everyone.
+fn mma_after_other_threads_loads(before: bool, after: bool, seed: u64) -> Result<RunReport, EmuError> {
+    let mut c = cfg("tmem_mma_after_loads", 1, 128);
+    c.smem_bytes = 32;
+    c.seed = seed;
+    run_t(c, move || {
+        tmem_setup();
+        let mut out = [0u32; 8];
+        tmem::ld_32x32b(quarter(0), &mut out);
+        tmem::wait_ld();
+        if before {
+            tmem::fence_before_thread_sync();
+        }
+        bar_sync(0, 0);
+        if tid_x() == 0 {
+            if after {
+                tmem::fence_after_thread_sync();
+            }
+            mma_ones(false);
+            tmem::commit(8);
+        }
+        mbarrier_try_wait_parity(8, 0);
+        tmem::fence_after_thread_sync();
+        tmem::fence_before_thread_sync();
+        tmem_teardown();
+    })
+}
+
+#[test]
+fn an_mma_over_other_threads_finished_loads_needs_both_fences() {
+    for seed in SEEDS {
+        mma_after_other_threads_loads(true, true, seed).unwrap_or_else(|e| panic!("seed {seed}: fenced twin reported: {e}"));
+        expect_misuse(
+            mma_after_other_threads_loads(false, true, seed),
+            "TMEM written after another thread's tcgen05.ld without tcgen05.fence::before_thread_sync",
+            &["tcgen05.mma", "Barrier<TensorCore>::arrive"],
+        );
+        expect_misuse(
+            mma_after_other_threads_loads(true, false, seed),
+            "TMEM written after another thread's tcgen05.ld without tcgen05.fence::after_thread_sync",
+            &["tcgen05.mma", "Barrier<TensorCore>::wait"],
+        );
+    }
+}

@@ -290,6 +290,12 @@ struct Cta {
     /// Stores not yet known to be superseded (in flight, or waited for but
     /// maybe not ordered before another thread's access).
     stores: Vec<Store>,
+    /// Loads ended by their thread's `tcgen05.wait::ld`, with the thread's
+    /// clock at the wait: another thread's later tcgen05 write of the cells
+    /// must be ordered after them by the fences (`fence::before_thread_sync`
+    /// in the loading thread after the wait, a thread sync,
+    /// `fence::after_thread_sync` in the writing thread).
+    done_loads: Vec<(Access, u32)>,
 }
 
 #[derive(Default)]
@@ -312,6 +318,13 @@ struct Run {
     /// completion orders this thread's later TMEM loads and stores only if
     /// observed before that fence).
     fence_seen: HashMap<usize, HashMap<(usize, u32), (u64, i64)>>,
+    /// Per thread: its own clock at each `tcgen05.fence::before_thread_sync`,
+    /// oldest first (the fences that order its finished loads and stores
+    /// before a thread sync).
+    before_fences: HashMap<usize, Vec<u32>>,
+    /// Per thread: at its last `tcgen05.fence::after_thread_sync`, its clock
+    /// entries of the threads in `before_fences`.
+    after_views: HashMap<usize, HashMap<usize, u32>>,
 }
 
 /// The state of every live run, by the address of its `Emu`.
@@ -710,6 +723,7 @@ pub fn dealloc(taddr: u32, ncols: u32) {
         // allocation of them starts clean.
         c.ops.retain(|o| !o.touches(&freed));
         c.loads.retain(|l| !l.region.overlaps(&freed));
+        c.done_loads.retain(|(l, _)| !l.region.overlaps(&freed));
         c.stores.retain(|s| !s.region.overlaps(&freed));
         let a = c.allocs.remove(i);
         c.freed.retain(|f| !(f.col < hi && lo < f.col + f.ncols));
@@ -842,7 +856,9 @@ pub fn st_32x32b(taddr: u32, vals: &[u32]) {
                 format!("tcgen05.st of {} overwrites {} stored at {} by {}, and {why}; {STORE_FIX}", r.show(), s.region.show(), s.loc, e.who(s.tid)),
             ));
         }
-        let c = run.ctas.get_mut(&cta).expect("created");
+        let Run { ctas, before_fences, after_views, .. } = &mut *run;
+        let c = ctas.get_mut(&cta).expect("created");
+        fenced_after_other_threads(&e, before_fences, after_views, c, tid, &r, "tcgen05.st", (true, false))?;
         for (i, v) in vals.iter().enumerate() {
             c.mem[(r.lanes.0 * COLS + r.cols.0) as usize + i] = *v;
         }
@@ -860,10 +876,112 @@ pub fn wait_ld() {
     let loc = Location::caller();
     let Some((e, tid)) = enter("tmem::wait_ld") else { return };
     e.yield_point(tid, "tcgen05.wait::ld", loc);
+    let clock = e.clock_of(tid, tid);
     with_cta(&e, tid, loc, |run, cta| {
-        run.ctas.get_mut(&cta).expect("created").loads.retain(|l| l.tid != tid);
+        let c = run.ctas.get_mut(&cta).expect("created");
+        let (mine, rest): (Vec<Access>, Vec<Access>) = c.loads.drain(..).partition(|l| l.tid == tid);
+        c.loads = rest;
+        for l in mine {
+            // A newer finished load of the same cells by the same thread
+            // replaces the older one.
+            c.done_loads.retain(|(d, _)| !(d.tid == tid && d.region.lanes == l.region.lanes && d.region.cols == l.region.cols));
+            c.done_loads.push((l, clock));
+        }
         Ok(())
     })
+}
+
+/// Checks that a tcgen05 write of `r` by thread `w` (an MMA's accumulator,
+/// a copy's destination, a store) is ordered after other threads' finished
+/// loads of those cells by the tcgen05 fences, and, for the cells other
+/// threads stored (`reads_stores`: an MMA's operands), after their stores
+/// by the writer's `fence::after_thread_sync`. A load or store not ordered
+/// before the write at all is left to the race detector. Loads that pass
+/// are forgotten.
+#[allow(clippy::too_many_arguments)]
+fn fenced_after_other_threads(
+    e: &Emu,
+    before_fences: &HashMap<usize, Vec<u32>>,
+    after_views: &HashMap<usize, HashMap<usize, u32>>,
+    c: &mut Cta,
+    w: usize,
+    r: &Region,
+    what: &str,
+    (writes, reads_stores): (bool, bool),
+) -> Result<(), (&'static str, String)> {
+    let view = after_views.get(&w);
+    let seen_fence = |t: usize| view.and_then(|v| v.get(&t)).copied().unwrap_or(0);
+    let mut passed = Vec::new();
+    for (i, (l, waited)) in c.done_loads.iter().enumerate() {
+        if !writes || l.tid == w || !l.region.overlaps(r) {
+            continue;
+        }
+        let known = e.clock_of(w, l.tid);
+        if known < *waited {
+            continue;
+        }
+        let fence = before_fences.get(&l.tid).and_then(|f| f.iter().find(|&&f| f >= *waited && f <= known)).copied();
+        match fence {
+            None => {
+                return Err((
+                    "TMEM written after another thread's tcgen05.ld without tcgen05.fence::before_thread_sync",
+                    format!(
+                        "{what} of {} over {} loaded at {} by {}, which issued no tcgen05.fence::before_thread_sync between its tcgen05.wait::ld \
+                         and the synchronization that orders it before this write, so the tensor core may write the cells before the load read them; \
+                         arrive on a tensor-core barrier (`Barrier<TensorCore>::arrive` issues the fence), or call \
+                         tcgen05::raw::fence_before_thread_sync() after the loads' wait and before the barrier",
+                        r.show(),
+                        l.region.show(),
+                        l.loc,
+                        e.who(l.tid)
+                    ),
+                ));
+            }
+            Some(f) if seen_fence(l.tid) < f => {
+                return Err((
+                    "TMEM written after another thread's tcgen05.ld without tcgen05.fence::after_thread_sync",
+                    format!(
+                        "{what} of {} over {} loaded at {} by {}: the loading thread fenced (tcgen05.fence::before_thread_sync) and synchronized with this \
+                         thread, but this thread issued no tcgen05.fence::after_thread_sync after that synchronization and before the write; {FENCE_AFTER_FIX}",
+                        r.show(),
+                        l.region.show(),
+                        l.loc,
+                        e.who(l.tid)
+                    ),
+                ));
+            }
+            Some(_) => passed.push(i),
+        }
+    }
+    if reads_stores {
+        for s in c.stores.iter().filter(|s| s.tid != w && s.region.overlaps(r)) {
+            let Some((waited, wloc)) = s.waited else { continue };
+            if e.clock_of(w, s.tid) < waited {
+                continue;
+            }
+            // `commit_tmem` fences right after its wait.
+            let fence = before_fences.get(&s.tid).and_then(|f| f.iter().find(|&&f| f >= waited)).copied();
+            if fence.is_some_and(|f| seen_fence(s.tid) < f) {
+                return Err((
+                    "TMEM read by an MMA after another thread's tcgen05.st without tcgen05.fence::after_thread_sync",
+                    format!(
+                        "{what} reads {} stored at {} by {} (committed at {wloc}) with no tcgen05.fence::after_thread_sync in this thread after the \
+                         synchronization that orders the store before it; {FENCE_AFTER_FIX}",
+                        s.region.show(),
+                        s.loc,
+                        e.who(s.tid)
+                    ),
+                ));
+            }
+        }
+    }
+    for i in passed.into_iter().rev() {
+        let (l, _) = &c.done_loads[i];
+        if r.lanes.0 <= l.region.lanes.0 && l.region.lanes.1 <= r.lanes.1 && r.cols.0 <= l.region.cols.0 && l.region.cols.1 <= r.cols.1 {
+            c.done_loads.remove(i);
+        }
+    }
+    Ok(())
 }
 
 /// `tcgen05.wait::st.sync.aligned`: this thread's stores are done (and,
@@ -896,6 +1014,10 @@ pub fn fence_before_thread_sync() {
     let clock = e.clock_of(tid, tid);
     let mut g = runs();
     let Some(run) = g.as_mut().and_then(|m| m.get_mut(&key(&e))) else { return };
+    let fences = run.before_fences.entry(tid).or_default();
+    if fences.last() != Some(&clock) {
+        fences.push(clock);
+    }
     if let Some(&seq) = run.last_mma.get(&tid) {
         let fences = run.fenced.entry(tid).or_default();
         if fences.last().is_none_or(|&(_, s)| s != seq) {
@@ -912,20 +1034,26 @@ pub fn fence_after_thread_sync() {
     let loc = Location::caller();
     let Some((e, tid)) = enter("tmem::fence_after_thread_sync") else { return };
     e.yield_point(tid, "tcgen05.fence::after_thread_sync", loc);
-    let (issuers, barriers): (Vec<usize>, Vec<(usize, u32)>) = {
+    let (issuers, barriers, fencers): (Vec<usize>, Vec<(usize, u32)>, Vec<usize>) = {
         let g = runs();
         match g.as_ref().and_then(|m| m.get(&key(&e))) {
-            Some(run) => (run.fenced.keys().copied().filter(|&a| a != tid).collect(), run.commits.iter().map(|c| (c.cta, c.off)).collect()),
+            Some(run) => (
+                run.fenced.keys().copied().filter(|&a| a != tid).collect(),
+                run.commits.iter().map(|c| (c.cta, c.off)).collect(),
+                run.before_fences.keys().copied().filter(|&a| a != tid).collect(),
+            ),
             None => return,
         }
     };
     let seen: HashMap<(usize, u32), (u64, i64)> = barriers.iter().filter_map(|&(cta, off)| e.mbar_observed(tid, cta, off).map(|o| ((cta, off), o))).collect();
     let view: HashMap<usize, u32> = issuers.iter().map(|&a| (a, e.clock_of(tid, a))).collect();
+    let after_view: HashMap<usize, u32> = fencers.iter().map(|&a| (a, e.clock_of(tid, a))).collect();
     if let Some(run) = runs().as_mut().and_then(|m| m.get_mut(&key(&e))) {
         if !view.is_empty() {
             run.views.insert(tid, view);
         }
         run.fence_seen.insert(tid, seen);
+        run.after_views.insert(tid, after_view);
     }
 }
 
@@ -991,6 +1119,16 @@ pub fn mma(issue: MmaIssue<'_>) {
             }
         };
         assert_eq!(b.len(), (n * k) as usize, "{op}: B must hold N x K values");
+        {
+            // Other threads' loads of the accumulator, and their stores of
+            // the operands, are ordered before this MMA by the fences.
+            let Run { ctas, before_fences, after_views, .. } = &mut *run;
+            let c = ctas.get_mut(&cta).expect("created");
+            fenced_after_other_threads(&e, before_fences, after_views, c, tid, &dr, op, (true, accumulate))?;
+            if let Some(ar) = &ar {
+                fenced_after_other_threads(&e, before_fences, after_views, c, tid, ar, op, (false, true))?;
+            }
+        }
         // Only MMAs of this CTA (cta_group::1): the fences order the
         // issuing CTA's tensor core.
         let c = &run.ctas[&cta];
@@ -1097,6 +1235,14 @@ pub fn cp(issue: CpIssue<'_>) {
                 ));
             }
         }
+        {
+            let Run { ctas, before_fences, after_views, .. } = &mut *run;
+            let c = ctas.get_mut(&cta).expect("created");
+            for r in &regions {
+                fenced_after_other_threads(&e, before_fences, after_views, c, tid, r, op, (true, false))?;
+            }
+        }
+        let c = &run.ctas[&cta];
         let mut cells = Vec::with_capacity(rows.len() * 4 * words as usize);
         for (r, vals) in rows.iter().enumerate() {
             assert_eq!(vals.len(), words as usize, "{op}: a source row holds the shape's words");
@@ -1294,6 +1440,15 @@ pub fn mma_pair(issue: MmaIssue<'_>, peer_rank: u32, peer_a: Vec<f32>, peer_smem
             }
         }
         assert_eq!(b.len(), (n * k) as usize, "{op}: B must hold N x K values");
+        {
+            // Each CTA's threads' loads of its accumulator rows are ordered
+            // before this MMA by the fences (and a cluster-wide sync).
+            let Run { ctas, before_fences, after_views, .. } = &mut *run;
+            for c in [own_cta, peer_cta] {
+                let cs = ctas.get_mut(&c).expect("checked");
+                fenced_after_other_threads(&e, before_fences, after_views, cs, tid, &dr, op, (true, accumulate))?;
+            }
+        }
         let mut seqs = [0u64; 2];
         for (i, (c, a_vals)) in [(own_cta, a_own), (peer_cta, peer_a)].into_iter().enumerate() {
             assert_eq!(a_vals.len(), (m * k) as usize, "{op}: A must hold 128 x K values per CTA");

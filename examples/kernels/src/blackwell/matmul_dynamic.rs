@@ -3,7 +3,7 @@ use super::{acc_to_smem, ATile, BTile, ETile, EPI_N, TILE_K, TILE_M};
 use kernel_device::collective::{pair_rank, pair_role, PairTma, PartitionedTma, TmemPair};
 use kernel_device::clc::{dynamic_scheduling_loop, ClcResponse};
 use kernel_device::prelude::*;
-use kernel_device::tcgen05::{tcgen05_commit_arrive, tcgen05_mma_kn, TensorCore};
+use kernel_device::tcgen05::{raw::fence_after_thread_sync, raw::fence_before_thread_sync, tcgen05_commit_arrive, tcgen05_mma_kn, TensorCore};
 use kernel_device::tma::{commit_group, wait_group_read};
 
 /// [`super::matmul4`] scheduled dynamically with cluster launch
@@ -71,6 +71,11 @@ pub fn matmul_dynamic<const TN: usize, const PN: usize, const STAGES: usize>(
                     for ki in 0..k_steps {
                         let slot = (ki % STAGES as u32) as usize;
                         loaded.at(slot).wait(&pl);
+                        if ki == 0 {
+                            // The previous tile's TMEM loads (fenced before
+                            // the epilogue's barrier) come before this MMA.
+                            fence_after_thread_sync();
+                        }
                         tcgen05_mma_kn(&pl, &acc, a_smem.at(slot), b_smem.at(slot), ki > 0);
                         tcgen05_commit_arrive(&pl, consumed.at(slot));
                     }
@@ -89,9 +94,10 @@ pub fn matmul_dynamic<const TN: usize, const PN: usize, const STAGES: usize>(
             sync_threads();
             acc_to_smem::<PN, EPI_N, TILE_M, EPI_N, _>(&acc, ni * EPI_N, buf, 0);
             // acc_to_smem's loads are complete (their registers came out
-            // of tcgen05.wait::ld), so before this barrier and the next
-            // tile's MMAs (see step 3 above).
+            // of tcgen05.wait::ld), and fenced, so ordered before this
+            // barrier and the next tile's MMAs (see step 3 above).
             commit_smem();
+            fence_before_thread_sync();
             sync_threads();
             if leader {
                 c.store(buf, out_row, pn * PN as u32 + (ni * EPI_N) as u32);
