@@ -150,18 +150,45 @@ pub struct MmaIssue<'a> {
     pub op: &'static str,
 }
 
+/// A set of TMEM cells: columns `cols` of the lanes `lanes`, that lane
+/// range repeated `reps` times `stride` lanes apart (`reps == 1`: a
+/// rectangle; an M = 64 accumulator: 16 lanes in each lane quarter).
 #[derive(Clone, Copy, Debug)]
 struct Region {
     lanes: (u32, u32),
     cols: (u32, u32),
+    reps: u32,
+    stride: u32,
 }
 
 impl Region {
+    /// Lanes `lanes`, columns `cols`.
+    fn rect(lanes: (u32, u32), cols: (u32, u32)) -> Region {
+        Region { lanes, cols, reps: 1, stride: 0 }
+    }
+    /// The lane ranges of the region.
+    fn blocks(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        (0..self.reps).map(|b| (self.lanes.0 + b * self.stride, self.lanes.1 + b * self.stride))
+    }
+    /// One past the last lane.
+    fn lane_end(&self) -> u32 {
+        self.lanes.1 + (self.reps - 1) * self.stride
+    }
+    /// The lane of the region's row `i` (rows numbered block by block).
+    fn row_lane(&self, i: u32) -> u32 {
+        let h = self.lanes.1 - self.lanes.0;
+        self.lanes.0 + (i / h) * self.stride + i % h
+    }
     fn overlaps(&self, o: &Region) -> bool {
-        self.lanes.0 < o.lanes.1 && o.lanes.0 < self.lanes.1 && self.cols.0 < o.cols.1 && o.cols.0 < self.cols.1
+        self.cols.0 < o.cols.1 && o.cols.0 < self.cols.1 && self.blocks().any(|(a, b)| o.blocks().any(|(c, d)| a < d && c < b))
+    }
+    /// Whether every cell of `o` is one of this region's.
+    fn covers(&self, o: &Region) -> bool {
+        self.cols.0 <= o.cols.0 && o.cols.1 <= self.cols.1 && o.blocks().all(|(c, d)| self.blocks().any(|(a, b)| a <= c && d <= b))
     }
     fn show(&self) -> String {
-        format!("lanes {}..{}, columns {}..{}", self.lanes.0, self.lanes.1, self.cols.0, self.cols.1)
+        let lanes: Vec<String> = self.blocks().map(|(a, b)| format!("{a}..{b}")).collect();
+        format!("lanes {}, columns {}..{}", lanes.join(", "), self.cols.0, self.cols.1)
     }
 }
 
@@ -302,7 +329,8 @@ fn lane_bytes(lane: u32, cols: (u32, u32)) -> (u64, u64) {
 
 /// One range per lane of `r`, in the CTA's TMEM space.
 fn region_ranges(cta: usize, r: &Region) -> Vec<(Space, u64, u64)> {
-    (r.lanes.0..r.lanes.1)
+    r.blocks()
+        .flat_map(|(a, b)| a..b)
         .map(|l| {
             let (lo, hi) = lane_bytes(l, r.cols);
             (Space::Tmem { cta }, lo, hi)
@@ -315,7 +343,7 @@ fn split(taddr: u32) -> (u32, u32) {
 }
 
 fn inside_alloc(c: &Cta, r: &Region, what: &str) -> Result<(), (&'static str, String)> {
-    if r.lanes.1 <= LANES && c.allocs.iter().any(|a| r.cols.0 >= a.col && r.cols.1 <= a.col + a.ncols) {
+    if r.lane_end() <= LANES && c.allocs.iter().any(|a| r.cols.0 >= a.col && r.cols.1 <= a.col + a.ncols) {
         return Ok(());
     }
     let live: Vec<String> = c.allocs.iter().map(|a| format!("columns {}..{} (allocated at {})", a.col, a.col + a.ncols, a.loc)).collect();
@@ -432,7 +460,7 @@ const STORE_FIX: &str = "the storing thread calls commit_tmem() (tcgen05.wait::s
 /// completion, covers: an access ordered after `r`'s write is ordered after
 /// them too.
 fn supersede_stores(c: &mut Cta, r: &Region) {
-    c.stores.retain(|s| !(r.lanes.0 <= s.region.lanes.0 && s.region.lanes.1 <= r.lanes.1 && r.cols.0 <= s.region.cols.0 && s.region.cols.1 <= r.cols.1));
+    c.stores.retain(|s| !r.covers(&s.region));
 }
 
 /// Executes the MMA `seq` of `cta` (once; the race detector calls it when
@@ -449,14 +477,16 @@ fn execute_one(c: &mut Cta, seq: u64) {
         let op = &mut c.ops[i];
         let w = op.work.take().expect("pending");
         let (m, n, k) = (op.m as usize, op.n as usize, op.k as usize);
-        let (l0, c0) = (op.d.lanes.0 as usize, op.d.cols.0 as usize);
+        let c0 = op.d.cols.0 as usize;
         for i in 0..m {
+            // Row i's lane (the data path layout of M: see `d_region`).
+            let lane = op.d.row_lane(i as u32) as usize;
             for j in 0..n {
                 let mut s = 0f32;
                 for kk in 0..k {
                     s += w.a[i * k + kk] * w.b[j * k + kk];
                 }
-                let cell = &mut c.mem[(l0 + i) * COLS as usize + c0 + j];
+                let cell = &mut c.mem[lane * COLS as usize + c0 + j];
                 *cell = match w.dtype {
                     DType::F32 => {
                         let prev = if w.accumulate { f32::from_bits(*cell) } else { 0.0 };
@@ -566,25 +596,137 @@ pub fn dealloc(taddr: u32, ncols: u32) {
     });
 }
 
-/// Checks a load or store of `n` columns at `taddr` by the calling thread
-/// (32x32b shape: one lane per thread) and returns its region.
-fn lane_region(e: &Emu, tid: usize, taddr: u32, n: u32, what: &str) -> Result<Region, (&'static str, String)> {
+/// A `tcgen05.ld` / `tcgen05.st` data-movement shape (PTX ISA, tcgen05
+/// chapter, "Data movement shape" and its "Matrix fragments for shape .."
+/// sections). A warp moves `lanes()` consecutive TMEM lanes from the lane
+/// of its address; [`Shape::cell`] is the fragment layout: which cell each
+/// register of each thread is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// `.32x32b`: 32 lanes x 32 bits per repetition.
+    S32x32b,
+    /// `.16x64b`: 16 lanes x 64 bits (2 columns) per repetition.
+    S16x64b,
+    /// `.16x128b`: 16 lanes x 128 bits (4 columns) per repetition.
+    S16x128b,
+    /// `.16x256b`: 16 lanes x 256 bits (8 columns) per repetition.
+    S16x256b,
+    /// `.16x32bx2`: two 16 lanes x 32 bits halves per repetition, the
+    /// second `split` columns (the instruction's `immHalfSplitoff`) after
+    /// the first.
+    S16x32bx2 { split: u32 },
+}
+
+impl Shape {
+    /// The shape as PTX spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Shape::S32x32b => "32x32b",
+            Shape::S16x64b => "16x64b",
+            Shape::S16x128b => "16x128b",
+            Shape::S16x256b => "16x256b",
+            Shape::S16x32bx2 { .. } => "16x32bx2",
+        }
+    }
+    /// TMEM lanes one warp's access spans.
+    pub fn lanes(self) -> u32 {
+        if self == Shape::S32x32b {
+            32
+        } else {
+            16
+        }
+    }
+    /// Registers per thread of one repetition (`.x1`).
+    pub fn regs_per_rep(self) -> u32 {
+        match self {
+            Shape::S16x128b => 2,
+            Shape::S16x256b => 4,
+            _ => 1,
+        }
+    }
+    /// The cell (lane, column) relative to the access's address that
+    /// register `r` of warp lane `l` holds: the ISA's matrix fragment
+    /// figures for each shape, the same maps as CUTLASS's
+    /// `Copy_Traits<SM100_TMEM_LOAD_{32dp32b,16dp64b,16dp128b,16dp256b,16dp32b}Nx>`
+    /// (`cute/atom/copy_traits_sm100.hpp`). Repetition `k` of a shape is
+    /// the `.x1` pattern `k` times its width further right.
+    ///
+    /// | shape | lane | column |
+    /// |---|---|---|
+    /// | 32x32b | `l` | `r` |
+    /// | 16x64b | `l/4 + 8 (l%2)` | `(l/2)%2 + 2r` |
+    /// | 16x128b | `l/4 + 8 (r%2)` | `l%4 + 4 (r/2)` |
+    /// | 16x256b | `l/4 + 8 ((r/2)%2)` | `2 (l%4) + r%2 + 8 (r/4)` |
+    /// | 16x32bx2 | `l%16` | `split (l/16) + r` |
+    pub fn cell(self, l: u32, r: u32) -> (u32, u32) {
+        match self {
+            Shape::S32x32b => (l, r),
+            Shape::S16x64b => (l / 4 + 8 * (l % 2), (l / 2) % 2 + 2 * r),
+            Shape::S16x128b => (l / 4 + 8 * (r % 2), l % 4 + 4 * (r / 2)),
+            Shape::S16x256b => (l / 4 + 8 * ((r / 2) % 2), 2 * (l % 4) + r % 2 + 8 * (r / 4)),
+            Shape::S16x32bx2 { split } => (l % 16, split * (l / 16) + r),
+        }
+    }
+}
+
+/// Checks a `shape` load or store of `nregs` registers per thread at
+/// `taddr` by the calling thread and returns its cells, register by
+/// register (absolute lane, column). A warp reaches only its lane quarter
+/// (warp `w` of its warpgroup: lanes `32 (w % 4) ..+ 32`, the PTX ISA's
+/// tcgen05 chapter on which warp may access which TMEM lanes): a 32-lane
+/// shape its whole quarter from its first lane, a 16-lane shape one half
+/// of it (from lane `32 (w % 4)` or `32 (w % 4) + 16`: the emulator's
+/// reading, CUTLASS's "half-subpartition" TMEM atoms; other offsets are
+/// reported).
+fn thread_cells(e: &Emu, tid: usize, shape: Shape, taddr: u32, nregs: u32, what: &str) -> Result<Vec<(u32, u32)>, (&'static str, String)> {
+    let per = shape.regs_per_rep();
+    let reps = nregs / per;
+    assert!(
+        nregs % per == 0 && reps.is_power_of_two() && nregs <= 128,
+        "{what}: {nregs} registers is not a repetition count of .{} ({per} registers per repetition, .x1 to .x{})",
+        shape.name(),
+        128 / per
+    );
     let (lane0, col) = split(taddr);
     let q = (e.threads[tid].warp % 4) as u32;
-    if lane0 != 32 * q {
+    let off = lane0.wrapping_sub(32 * q);
+    let ok = if shape.lanes() == 32 { off == 0 } else { off == 0 || off == 16 };
+    if !ok {
+        let starts = if shape.lanes() == 32 { format!("lane {}", 32 * q) } else { format!("lane {} or {}", 32 * q, 32 * q + 16) };
         return Err((
             "TMEM lane quarter of another warp",
             format!(
                 "{what} at lane {lane0} by warp {} (warp {q} of its warpgroup), which may access only lanes {}..{}; \
-                 warp w of a warpgroup reads rows 32 (w % 4) .. 32 (w % 4) + 32 of a tile",
+                 warp w of a warpgroup reads rows 32 (w % 4) .. 32 (w % 4) + 32 of a tile (a {}-lane .{} access starts at {starts})",
                 e.threads[tid].warp,
                 32 * q,
-                32 * q + 32
+                32 * q + 32,
+                shape.lanes(),
+                shape.name()
             ),
         ));
     }
-    let lane = lane0 + e.threads[tid].lane;
-    Ok(Region { lanes: (lane, lane + 1), cols: (col, col + n) })
+    let l = e.threads[tid].lane;
+    Ok((0..nregs)
+        .map(|r| {
+            let (dl, dc) = shape.cell(l, r);
+            (lane0 + dl, col + dc)
+        })
+        .collect())
+}
+
+/// The cells as regions: runs of consecutive columns of one lane.
+fn cell_regions(cells: &[(u32, u32)]) -> Vec<Region> {
+    let mut sorted = cells.to_vec();
+    sorted.sort_unstable();
+    let mut out: Vec<Region> = Vec::new();
+    for (lane, col) in sorted {
+        match out.last_mut() {
+            Some(r) if r.lanes.0 == lane && r.cols.1 == col => r.cols.1 += 1,
+            _ => out.push(Region::rect((lane, lane + 1), (col, col + 1))),
+        }
+    }
+    out
 }
 
 /// `tcgen05.ld.sync.aligned.32x32b.xN.b32`: thread `l` of the warp reads
@@ -592,55 +734,7 @@ fn lane_region(e: &Emu, tid: usize, taddr: u32, n: u32, what: &str) -> Result<Re
 /// column `taddr & 0xffff`. In flight until [`wait_ld`].
 #[track_caller]
 pub fn ld_32x32b(taddr: u32, out: &mut [u32]) {
-    let loc = Location::caller();
-    let Some((e, tid)) = enter("tmem::ld") else { return };
-    e.yield_point(tid, "tcgen05.ld", loc);
-    let n = out.len() as u32;
-    let r = with_cta(&e, tid, loc, |run, cta| {
-        let r = lane_region(&e, tid, taddr, n, "tcgen05.ld")?;
-        let c = &run.ctas[&cta];
-        inside_alloc(c, &r, "tcgen05.ld")?;
-        if let Some(op) = c.ops.iter().find(|o| o.d.overlaps(&r) && !run.complete_for(&e, tid, &c.ops, o)) {
-            return Err((
-                "TMEM read before the MMA that writes it completed",
-                format!(
-                    "tcgen05.ld of {} reads the accumulator of {} issued at {} ({}), which is not complete for this thread: {}",
-                    r.show(),
-                    op.op,
-                    op.loc,
-                    op.d.show(),
-                    run.why_incomplete(&e, op)
-                ),
-            ));
-        }
-        if let Some(op) = c.ops.iter().find(|o| o.d.overlaps(&r) && !run.complete_at_fence(tid, &c.ops, o)) {
-            return Err((
-                "TMEM read after an MMA's completion without tcgen05.fence::after_thread_sync",
-                format!(
-                    "tcgen05.ld of {} reads the accumulator of {} issued at {} ({}): this thread saw the MMA's commit arrive, but issued no \
-                     tcgen05.fence::after_thread_sync after that wait, so the load is not ordered after the MMA; {FENCE_AFTER_FIX}",
-                    r.show(),
-                    op.op,
-                    op.loc,
-                    op.d.show()
-                ),
-            ));
-        }
-        if let Some((s, why)) = unfinished_store(&e, c, tid, &r) {
-            return Err((
-                "TMEM accessed before the tcgen05.st that writes it completed",
-                format!("tcgen05.ld of {} reads {} stored at {} by {}, and {why}; {STORE_FIX}", r.show(), s.region.show(), s.loc, e.who(s.tid)),
-            ));
-        }
-        let c = run.ctas.get_mut(&cta).expect("created");
-        for (i, v) in out.iter_mut().enumerate() {
-            *v = c.mem[(r.lanes.0 * COLS + r.cols.0) as usize + i];
-        }
-        c.loads.push(Access { tid, region: r, loc });
-        Ok(r)
-    });
-    let (lo, hi) = lane_bytes(r.lanes.0, r.cols);
-    e.ordinary_access(tid, loc, Space::Tmem { cta: e.threads[tid].cta }, lo, hi, false);
+    ld(Shape::S32x32b, taddr, out)
 }
 
 /// `tcgen05.st.sync.aligned.32x32b.xN.b32`: thread `l` of the warp writes
@@ -648,60 +742,145 @@ pub fn ld_32x32b(taddr: u32, out: &mut [u32]) {
 /// flight until [`wait_st`].
 #[track_caller]
 pub fn st_32x32b(taddr: u32, vals: &[u32]) {
+    st(Shape::S32x32b, taddr, vals)
+}
+
+/// `tcgen05.ld.sync.aligned.{shape}.xN.b32` (`N` = `out.len()` / the
+/// shape's registers per repetition): register `r` of the calling thread
+/// reads the cell [`Shape::cell`] gives, relative to `taddr`. In flight
+/// until [`wait_ld`]. Checked as the module docs say, cell by cell: every
+/// region of the thread's fragment.
+#[track_caller]
+pub fn ld(shape: Shape, taddr: u32, out: &mut [u32]) {
+    let loc = Location::caller();
+    let Some((e, tid)) = enter("tmem::ld") else { return };
+    e.yield_point(tid, "tcgen05.ld", loc);
+    let n = out.len() as u32;
+    let what = format!("tcgen05.ld.{}", shape.name());
+    let rs = with_cta(&e, tid, loc, |run, cta| {
+        let cells = thread_cells(&e, tid, shape, taddr, n, &what)?;
+        let rs = cell_regions(&cells);
+        let c = &run.ctas[&cta];
+        for r in &rs {
+            inside_alloc(c, r, &what)?;
+        }
+        for r in &rs {
+            if let Some(op) = c.ops.iter().find(|o| o.d.overlaps(r) && !run.complete_for(&e, tid, &c.ops, o)) {
+                return Err((
+                    "TMEM read before the MMA that writes it completed",
+                    format!(
+                        "{what} of {} reads the accumulator of {} issued at {} ({}), which is not complete for this thread: {}",
+                        r.show(),
+                        op.op,
+                        op.loc,
+                        op.d.show(),
+                        run.why_incomplete(&e, op)
+                    ),
+                ));
+            }
+            if let Some(op) = c.ops.iter().find(|o| o.d.overlaps(r) && !run.complete_at_fence(tid, &c.ops, o)) {
+                return Err((
+                    "TMEM read after an MMA's completion without tcgen05.fence::after_thread_sync",
+                    format!(
+                        "{what} of {} reads the accumulator of {} issued at {} ({}): this thread saw the MMA's commit arrive, but issued no \
+                         tcgen05.fence::after_thread_sync after that wait, so the load is not ordered after the MMA; {FENCE_AFTER_FIX}",
+                        r.show(),
+                        op.op,
+                        op.loc,
+                        op.d.show()
+                    ),
+                ));
+            }
+            if let Some((s, why)) = unfinished_store(&e, c, tid, r) {
+                return Err((
+                    "TMEM accessed before the tcgen05.st that writes it completed",
+                    format!("{what} of {} reads {} stored at {} by {}, and {why}; {STORE_FIX}", r.show(), s.region.show(), s.loc, e.who(s.tid)),
+                ));
+            }
+        }
+        let c = run.ctas.get_mut(&cta).expect("created");
+        for (v, &(lane, col)) in out.iter_mut().zip(&cells) {
+            *v = c.mem[(lane * COLS + col) as usize];
+        }
+        c.loads.extend(rs.iter().map(|&region| Access { tid, region, loc }));
+        Ok(rs)
+    });
+    for r in &rs {
+        let (lo, hi) = lane_bytes(r.lanes.0, r.cols);
+        e.ordinary_access(tid, loc, Space::Tmem { cta: e.threads[tid].cta }, lo, hi, false);
+    }
+}
+
+/// `tcgen05.st.sync.aligned.{shape}.xN.b32`: register `r` of the calling
+/// thread (`vals[r]`) is written to the cell [`Shape::cell`] gives,
+/// relative to `taddr`. In flight until [`wait_st`]. Checked as the module
+/// docs say, region by region of the thread's fragment.
+#[track_caller]
+pub fn st(shape: Shape, taddr: u32, vals: &[u32]) {
     let loc = Location::caller();
     let Some((e, tid)) = enter("tmem::st") else { return };
     e.yield_point(tid, "tcgen05.st", loc);
-    let r = with_cta(&e, tid, loc, |run, cta| {
-        let r = lane_region(&e, tid, taddr, vals.len() as u32, "tcgen05.st")?;
+    let what = format!("tcgen05.st.{}", shape.name());
+    let rs = with_cta(&e, tid, loc, |run, cta| {
+        let cells = thread_cells(&e, tid, shape, taddr, vals.len() as u32, &what)?;
+        let rs = cell_regions(&cells);
         let c = &run.ctas[&cta];
-        inside_alloc(c, &r, "tcgen05.st")?;
-        if let Some(l) = c.loads.iter().find(|l| l.region.overlaps(&r)) {
-            return Err((
-                "TMEM overwritten while an in-flight tcgen05.ld reads it",
-                format!(
-                    "tcgen05.st of {} over {} loaded at {} by {} with no tcgen05.wait::ld (the load's `.wait()`, or `wait_load_tmem`) since",
-                    r.show(),
-                    l.region.show(),
-                    l.loc,
-                    e.who(l.tid)
-                ),
-            ));
+        for r in &rs {
+            inside_alloc(c, r, &what)?;
         }
-        if let Some(op) = c.ops.iter().find(|o| (o.d.overlaps(&r) || o.a_tmem.is_some_and(|a| a.overlaps(&r))) && !run.complete_for(&e, tid, &c.ops, o)) {
-            return Err((
-                "TMEM operand of an in-flight MMA overwritten",
-                format!("tcgen05.st of {} while {} issued at {} (accumulator {}) is not complete for this thread: {}", r.show(), op.op, op.loc, op.d.show(), run.why_incomplete(&e, op)),
-            ));
-        }
-        if let Some(op) = c.ops.iter().find(|o| (o.d.overlaps(&r) || o.a_tmem.is_some_and(|a| a.overlaps(&r))) && !run.complete_at_fence(tid, &c.ops, o)) {
-            return Err((
-                "TMEM written after an MMA's completion without tcgen05.fence::after_thread_sync",
-                format!(
-                    "tcgen05.st of {} over the operands of {} issued at {} (accumulator {}): this thread saw the MMA's commit arrive, but issued \
-                     no tcgen05.fence::after_thread_sync after that wait, so the store is not ordered after the MMA; {FENCE_AFTER_FIX}",
-                    r.show(),
-                    op.op,
-                    op.loc,
-                    op.d.show()
-                ),
-            ));
-        }
-        if let Some((s, why)) = unfinished_store(&e, c, tid, &r) {
-            return Err((
-                "TMEM accessed before the tcgen05.st that writes it completed",
-                format!("tcgen05.st of {} overwrites {} stored at {} by {}, and {why}; {STORE_FIX}", r.show(), s.region.show(), s.loc, e.who(s.tid)),
-            ));
+        for r in &rs {
+            if let Some(l) = c.loads.iter().find(|l| l.region.overlaps(r)) {
+                return Err((
+                    "TMEM overwritten while an in-flight tcgen05.ld reads it",
+                    format!(
+                        "{what} of {} over {} loaded at {} by {} with no tcgen05.wait::ld (the load's `.wait()`, or `wait_load_tmem`) since",
+                        r.show(),
+                        l.region.show(),
+                        l.loc,
+                        e.who(l.tid)
+                    ),
+                ));
+            }
+            if let Some(op) = c.ops.iter().find(|o| (o.d.overlaps(r) || o.a_tmem.is_some_and(|a| a.overlaps(r))) && !run.complete_for(&e, tid, &c.ops, o)) {
+                return Err((
+                    "TMEM operand of an in-flight MMA overwritten",
+                    format!("{what} of {} while {} issued at {} (accumulator {}) is not complete for this thread: {}", r.show(), op.op, op.loc, op.d.show(), run.why_incomplete(&e, op)),
+                ));
+            }
+            if let Some(op) = c.ops.iter().find(|o| (o.d.overlaps(r) || o.a_tmem.is_some_and(|a| a.overlaps(r))) && !run.complete_at_fence(tid, &c.ops, o)) {
+                return Err((
+                    "TMEM written after an MMA's completion without tcgen05.fence::after_thread_sync",
+                    format!(
+                        "{what} of {} over the operands of {} issued at {} (accumulator {}): this thread saw the MMA's commit arrive, but issued \
+                         no tcgen05.fence::after_thread_sync after that wait, so the store is not ordered after the MMA; {FENCE_AFTER_FIX}",
+                        r.show(),
+                        op.op,
+                        op.loc,
+                        op.d.show()
+                    ),
+                ));
+            }
+            if let Some((s, why)) = unfinished_store(&e, c, tid, r) {
+                return Err((
+                    "TMEM accessed before the tcgen05.st that writes it completed",
+                    format!("{what} of {} overwrites {} stored at {} by {}, and {why}; {STORE_FIX}", r.show(), s.region.show(), s.loc, e.who(s.tid)),
+                ));
+            }
         }
         let c = run.ctas.get_mut(&cta).expect("created");
-        for (i, v) in vals.iter().enumerate() {
-            c.mem[(r.lanes.0 * COLS + r.cols.0) as usize + i] = *v;
+        for (v, &(lane, col)) in vals.iter().zip(&cells) {
+            c.mem[(lane * COLS + col) as usize] = *v;
         }
-        supersede_stores(c, &r);
-        c.stores.push(Store { tid, region: r, loc, waited: None });
-        Ok(r)
+        for &region in &rs {
+            supersede_stores(c, &region);
+            c.stores.push(Store { tid, region, loc, waited: None });
+        }
+        Ok(rs)
     });
-    let (lo, hi) = lane_bytes(r.lanes.0, r.cols);
-    e.ordinary_access(tid, loc, Space::Tmem { cta: e.threads[tid].cta }, lo, hi, true);
+    for r in &rs {
+        let (lo, hi) = lane_bytes(r.lanes.0, r.cols);
+        e.ordinary_access(tid, loc, Space::Tmem { cta: e.threads[tid].cta }, lo, hi, true);
+    }
 }
 
 /// `tcgen05.wait::ld.sync.aligned`: this thread's loads are done.
@@ -788,19 +967,9 @@ pub fn mma(issue: MmaIssue<'_>) {
     e.yield_point(tid, "tcgen05.mma", loc);
     let MmaIssue { d, a, b, m, n, k, accumulate, dtype, smem_reads, op } = issue;
     let (seq, cta, dr, ar, after_ids) = with_cta(&e, tid, loc, |run, cta| {
-        let (dl, dc) = split(d);
-        if m != 128 || dl != 0 {
-            return Err((
-                "not emulated",
-                format!("{op}: M = {m} at TMEM lane {dl}; the emulator models the cta_group::1 data path of M = 128 (row i in lane i) only"),
-            ));
-        }
-        let dr = Region { lanes: (0, m), cols: (dc, dc + n) };
+        let dr = d_region(d, m, n, op)?;
         let ar = match &a {
-            AOperand::Tmem { taddr, .. } => {
-                let (al, ac) = split(*taddr);
-                Some(Region { lanes: (al, al + m), cols: (ac, ac + k / 2) })
-            }
+            AOperand::Tmem { taddr, .. } => Some(d_region(*taddr, m, k / 2, op)?),
             AOperand::Smem(_) => None,
         };
         let c = &run.ctas[&cta];
@@ -830,12 +999,12 @@ pub fn mma(issue: MmaIssue<'_>) {
         }
         let a_vals = match a {
             AOperand::Smem(v) => v,
-            AOperand::Tmem { taddr, bf16 } => {
-                let (al, ac) = split(taddr);
+            AOperand::Tmem { bf16, .. } => {
+                let ar = ar.expect("A in TMEM");
                 let mut v = vec![0f32; (m * k) as usize];
                 for i in 0..m {
                     for kk in 0..k {
-                        let cell = c.mem[((al + i) * COLS + ac + kk / 2) as usize];
+                        let cell = c.mem[(ar.row_lane(i) * COLS + ar.cols.0 + kk / 2) as usize];
                         let bits = (cell >> (16 * (kk % 2))) as u16;
                         v[(i * k + kk) as usize] = if bf16 { half::bf16::from_bits(bits).to_f32() } else { half::f16::from_bits(bits).to_f32() };
                     }
@@ -880,6 +1049,34 @@ pub fn mma(issue: MmaIssue<'_>) {
     // are checked as reads, its accumulator as a write, at that point.
     let id = issue_tracked(&e, tid, loc, op, cta, seq, smem_reads, ar.as_ref(), &dr, &after_ids);
     set_race_id(&e, cta, seq, id);
+}
+
+/// The TMEM cells of a cta_group::1 MMA operand of `m` rows and `ncols`
+/// columns at `taddr` (the accumulator, or A from TMEM), by the PTX ISA's
+/// data path layout organization (tcgen05 chapter, "Data path layout
+/// organization"; the same as CUTLASS's `tmem_frg_1sm` atoms):
+///
+/// * M = 128 (layout D): row `i` in lane `i`, all 128 lanes from lane 0;
+/// * M = 64 (layout F, not `.ws`): half of each lane quarter, row `i` in
+///   lane `lane(taddr) + 32 (i / 16) + i % 16`, with `lane(taddr)` 0 (lanes
+///   0..16 of each quarter) or 16 (lanes 16..32: a second M = 64
+///   accumulator in the same columns, CUTLASS's interleaved allocation).
+///
+/// Column `j` of the operand is column `col(taddr) + j` in both.
+fn d_region(taddr: u32, m: u32, ncols: u32, op: &str) -> Result<Region, (&'static str, String)> {
+    let (lane, col) = split(taddr);
+    let cols = (col, col + ncols);
+    match (m, lane) {
+        (128, 0) => Ok(Region::rect((0, 128), cols)),
+        (64, 0 | 16) => Ok(Region { lanes: (lane, lane + 16), cols, reps: 4, stride: 32 }),
+        _ => Err((
+            "not emulated",
+            format!(
+                "{op}: M = {m} at TMEM lane {lane}; the emulator models the cta_group::1 data paths of M = 128 (row i in lane i, from lane 0) \
+                 and M = 64 (16 rows per lane quarter, from lane 0 or 16)"
+            ),
+        )),
+    }
 }
 
 /// Records the race detector's id of MMA `seq` of CTA `cta`.
@@ -1015,7 +1212,7 @@ pub fn mma_pair(issue: MmaIssue<'_>, peer_rank: u32, peer_a: Vec<f32>, peer_smem
         if m != 128 || dl != 0 {
             return Err(("not emulated", format!("{op}: {m} rows per CTA at TMEM lane {dl}; the emulator models M = 256 (128 rows per CTA from lane 0)")));
         }
-        let dr = Region { lanes: (0, m), cols: (dc, dc + n) };
+        let dr = Region::rect((0, m), (dc, dc + n));
         for (c, who) in [(own_cta, "this CTA"), (peer_cta, "the peer CTA")] {
             let Some(cs) = run.ctas.get(&c) else {
                 return Err(("TMEM access outside an allocation", format!("{op} writes {} of {who}, which has allocated no tensor memory", dr.show())));
