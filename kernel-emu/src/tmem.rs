@@ -884,6 +884,9 @@ pub fn st(shape: Shape, taddr: u32, vals: &[u32]) {
 }
 
 /// `tcgen05.wait::ld.sync.aligned`: this thread's loads are done.
+/// Warp-collective (`.sync.aligned`): a warp barrier after the thread's
+/// loads end, so each lane leaves it with every lane's loads done (a
+/// `.16x*` load reads one TMEM lane into several threads' registers).
 #[track_caller]
 pub fn wait_ld() {
     let loc = Location::caller();
@@ -892,11 +895,16 @@ pub fn wait_ld() {
     with_cta(&e, tid, loc, |run, cta| {
         run.ctas.get_mut(&cta).expect("created").loads.retain(|l| l.tid != tid);
         Ok(())
-    })
+    });
+    e.warp_sync(tid, loc, "tcgen05.wait::ld");
 }
 
 /// `tcgen05.wait::st.sync.aligned`: this thread's stores are done (and,
 /// with the tcgen05 fences and a thread sync, visible to the tensor core).
+/// Warp-collective (`.sync.aligned`): the stores complete at the thread's
+/// clock before a warp barrier, so every lane of the warp leaves it
+/// ordered after all the warp's stores (a `.16x*` store writes one TMEM
+/// lane from several threads' registers).
 #[track_caller]
 pub fn wait_st() {
     let loc = Location::caller();
@@ -908,7 +916,8 @@ pub fn wait_st() {
             s.waited = Some((clock, loc));
         }
         Ok(())
-    })
+    });
+    e.warp_sync(tid, loc, "tcgen05.wait::st");
 }
 
 /// `tcgen05.fence::before_thread_sync`: orders this thread's earlier
