@@ -596,78 +596,9 @@ pub fn dealloc(taddr: u32, ncols: u32) {
     });
 }
 
-/// A `tcgen05.ld` / `tcgen05.st` data-movement shape (PTX ISA, tcgen05
-/// chapter, "Data movement shape" and its "Matrix fragments for shape .."
-/// sections). A warp moves `lanes()` consecutive TMEM lanes from the lane
-/// of its address; [`Shape::cell`] is the fragment layout: which cell each
-/// register of each thread is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Shape {
-    /// `.32x32b`: 32 lanes x 32 bits per repetition.
-    S32x32b,
-    /// `.16x64b`: 16 lanes x 64 bits (2 columns) per repetition.
-    S16x64b,
-    /// `.16x128b`: 16 lanes x 128 bits (4 columns) per repetition.
-    S16x128b,
-    /// `.16x256b`: 16 lanes x 256 bits (8 columns) per repetition.
-    S16x256b,
-    /// `.16x32bx2`: two 16 lanes x 32 bits halves per repetition, the
-    /// second `split` columns (the instruction's `immHalfSplitoff`) after
-    /// the first.
-    S16x32bx2 { split: u32 },
-}
-
-impl Shape {
-    /// The shape as PTX spells it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Shape::S32x32b => "32x32b",
-            Shape::S16x64b => "16x64b",
-            Shape::S16x128b => "16x128b",
-            Shape::S16x256b => "16x256b",
-            Shape::S16x32bx2 { .. } => "16x32bx2",
-        }
-    }
-    /// TMEM lanes one warp's access spans.
-    pub fn lanes(self) -> u32 {
-        if self == Shape::S32x32b {
-            32
-        } else {
-            16
-        }
-    }
-    /// Registers per thread of one repetition (`.x1`).
-    pub fn regs_per_rep(self) -> u32 {
-        match self {
-            Shape::S16x128b => 2,
-            Shape::S16x256b => 4,
-            _ => 1,
-        }
-    }
-    /// The cell (lane, column) relative to the access's address that
-    /// register `r` of warp lane `l` holds: the ISA's matrix fragment
-    /// figures for each shape, the same maps as CUTLASS's
-    /// `Copy_Traits<SM100_TMEM_LOAD_{32dp32b,16dp64b,16dp128b,16dp256b,16dp32b}Nx>`
-    /// (`cute/atom/copy_traits_sm100.hpp`). Repetition `k` of a shape is
-    /// the `.x1` pattern `k` times its width further right.
-    ///
-    /// | shape | lane | column |
-    /// |---|---|---|
-    /// | 32x32b | `l` | `r` |
-    /// | 16x64b | `l/4 + 8 (l%2)` | `(l/2)%2 + 2r` |
-    /// | 16x128b | `l/4 + 8 (r%2)` | `l%4 + 4 (r/2)` |
-    /// | 16x256b | `l/4 + 8 ((r/2)%2)` | `2 (l%4) + r%2 + 8 (r/4)` |
-    /// | 16x32bx2 | `l%16` | `split (l/16) + r` |
-    pub fn cell(self, l: u32, r: u32) -> (u32, u32) {
-        match self {
-            Shape::S32x32b => (l, r),
-            Shape::S16x64b => (l / 4 + 8 * (l % 2), (l / 2) % 2 + 2 * r),
-            Shape::S16x128b => (l / 4 + 8 * (r % 2), l % 4 + 4 * (r / 2)),
-            Shape::S16x256b => (l / 4 + 8 * ((r / 2) % 2), 2 * (l % 4) + r % 2 + 8 * (r / 4)),
-            Shape::S16x32bx2 { split } => (l % 16, split * (l / 16) + r),
-        }
-    }
-}
+/// The `tcgen05.ld` / `tcgen05.st` data-movement shapes and their
+/// fragment maps ([`Shape::cell`]), defined in `kernel-spec`.
+pub use kernel_spec::tmem_frag::Shape;
 
 /// Checks a `shape` load or store of `nregs` registers per thread at
 /// `taddr` by the calling thread and returns its cells, register by
@@ -682,10 +613,10 @@ fn thread_cells(e: &Emu, tid: usize, shape: Shape, taddr: u32, nregs: u32, what:
     let per = shape.regs_per_rep();
     let reps = nregs / per;
     assert!(
-        nregs % per == 0 && reps.is_power_of_two() && nregs <= 128,
+        nregs % per == 0 && reps.is_power_of_two() && reps <= shape.max_reps(),
         "{what}: {nregs} registers is not a repetition count of .{} ({per} registers per repetition, .x1 to .x{})",
         shape.name(),
-        128 / per
+        shape.max_reps()
     );
     let (lane0, col) = split(taddr);
     let q = (e.threads[tid].warp % 4) as u32;
