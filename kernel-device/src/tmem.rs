@@ -194,6 +194,112 @@ impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool, G: C
         const { assert!(ROWS == 128, "Tmem::store_32x32b: the 32x32b lane-quarter shape writes 128-row tiles") };
         <Rep<N>>::st(self.quarter_addr(col), v)
     }
+
+    // The 16-lane shapes: a warp moves the 16-lane block at its lane
+    // quarter plus the tile's lane offset. For a 64-row tile (the M = 64
+    // data path: rows 16 (w % 4) .. + 16 in lanes 32 (w % 4) + lane(tile)
+    // .. + 16) that block is its 16 rows; for a 128-row tile, rows
+    // 32 (w % 4) .. + 16 (the other half: the raw `LdSt16x*` traits at
+    // lane + 16). Register `r` of warp lane `l` holds row
+    // `16 (w % 4) + shape.cell(l, r).0` of a 64-row tile, physical column
+    // `col + shape.cell(l, r).1` ([`Shape::cell`]).
+
+    /// `tcgen05.ld.sync.aligned.16x64b.xN.b32`: `N` registers, the
+    /// `.16x64b` fragment ([`Shape::cell`]) of this warp's 16-lane block
+    /// (see above) from physical column `col`. Warp-collective,
+    /// asynchronous: the registers come out of the [`TmemLoad`] by its
+    /// wait.
+    #[inline(always)]
+    #[track_caller]
+    pub fn load_16x64b<const N: usize>(&self, col: usize) -> TmemLoad<u32, N>
+    where
+        Rep<N>: LdSt16x64b<N>,
+    {
+        <Rep<N> as LdSt16x64b<N>>::ld(self.quarter_addr(col))
+    }
+
+    /// `tcgen05.st.sync.aligned.16x64b.xN.b32`: writes the `.16x64b`
+    /// fragment of this warp's 16-lane block. Warp-collective;
+    /// [`commit_tmem`] before an MMA (or another warp) reads the cells.
+    #[inline(always)]
+    #[track_caller]
+    pub fn store_16x64b<const N: usize>(&self, col: usize, v: [u32; N])
+    where
+        Rep<N>: LdSt16x64b<N>,
+    {
+        <Rep<N> as LdSt16x64b<N>>::st(self.quarter_addr(col), v)
+    }
+
+    /// `tcgen05.ld.sync.aligned.16x128b.xN.b32`: `R = 2 N` registers
+    /// (`load_16x128b::<N, _>`), the `.16x128b` fragment of this warp's
+    /// 16-lane block from physical column `col`.
+    #[inline(always)]
+    #[track_caller]
+    pub fn load_16x128b<const N: usize, const R: usize>(&self, col: usize) -> TmemLoad<u32, R>
+    where
+        Rep<N>: LdSt16x128b<N, R>,
+    {
+        <Rep<N> as LdSt16x128b<N, R>>::ld(self.quarter_addr(col))
+    }
+
+    /// `tcgen05.st.sync.aligned.16x128b.xN.b32`: writes `R = 2 N`
+    /// registers as the `.16x128b` fragment of this warp's 16-lane block.
+    #[inline(always)]
+    #[track_caller]
+    pub fn store_16x128b<const N: usize, const R: usize>(&self, col: usize, v: [u32; R])
+    where
+        Rep<N>: LdSt16x128b<N, R>,
+    {
+        <Rep<N> as LdSt16x128b<N, R>>::st(self.quarter_addr(col), v)
+    }
+
+    /// `tcgen05.ld.sync.aligned.16x256b.xN.b32`: `R = 4 N` registers
+    /// (`load_16x256b::<N, _>`), the `.16x256b` fragment (the `mma.m16n8`
+    /// accumulator pattern) of this warp's 16-lane block from column `col`.
+    #[inline(always)]
+    #[track_caller]
+    pub fn load_16x256b<const N: usize, const R: usize>(&self, col: usize) -> TmemLoad<u32, R>
+    where
+        Rep<N>: LdSt16x256b<N, R>,
+    {
+        <Rep<N> as LdSt16x256b<N, R>>::ld(self.quarter_addr(col))
+    }
+
+    /// `tcgen05.st.sync.aligned.16x256b.xN.b32`: writes `R = 4 N`
+    /// registers as the `.16x256b` fragment of this warp's 16-lane block.
+    #[inline(always)]
+    #[track_caller]
+    pub fn store_16x256b<const N: usize, const R: usize>(&self, col: usize, v: [u32; R])
+    where
+        Rep<N>: LdSt16x256b<N, R>,
+    {
+        <Rep<N> as LdSt16x256b<N, R>>::st(self.quarter_addr(col), v)
+    }
+
+    /// `tcgen05.ld.sync.aligned.16x32bx2.xN.b32 .., SPLIT`: `N` registers;
+    /// warp lanes 0..16 read lane `l` of the 16-lane block, columns
+    /// `col .. col + N`, lanes 16..32 lane `l - 16`, columns
+    /// `col + SPLIT .. col + SPLIT + N` (the instruction's
+    /// `immHalfSplitoff`).
+    #[inline(always)]
+    #[track_caller]
+    pub fn load_16x32bx2<const N: usize, const SPLIT: u32>(&self, col: usize) -> TmemLoad<u32, N>
+    where
+        Rep<N>: LdSt16x32bx2<N>,
+    {
+        <Rep<N> as LdSt16x32bx2<N>>::ld::<SPLIT>(self.quarter_addr(col))
+    }
+
+    /// `tcgen05.st.sync.aligned.16x32bx2.xN.b32 [..], SPLIT, ..`: writes
+    /// the `.16x32bx2` fragment of this warp's 16-lane block.
+    #[inline(always)]
+    #[track_caller]
+    pub fn store_16x32bx2<const N: usize, const SPLIT: u32>(&self, col: usize, v: [u32; N])
+    where
+        Rep<N>: LdSt16x32bx2<N>,
+    {
+        <Rep<N> as LdSt16x32bx2<N>>::st::<SPLIT>(self.quarter_addr(col), v)
+    }
 }
 
 impl<const ROWS: usize, const COLS: usize, G: CtaGroup> Tmem<f32, ROWS, COLS, false, G> {
@@ -429,6 +535,198 @@ ldst!(8, [0, 1, 2, 3, 4, 5, 6, 7]);
 ldst!(16, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]);
 ldst!(32, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31]);
 ldst!(64, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63]);
+
+// ----- the 16-lane shapes ------------------------------------------------------
+
+/// The data-movement shapes and their fragment maps (`kernel-spec`).
+pub use kernel_spec::tmem_frag::Shape;
+
+/// `tcgen05.ld` / `tcgen05.st` `.16x64b.xN.b32` for the implemented `N`
+/// (`N` registers per thread).
+#[diagnostic::on_unimplemented(
+    message = "tcgen05.ld/st .16x64b.x{N} is not implemented",
+    note = "implemented repetition counts: 1, 2, 4, 8, 16, 32, 64 (N registers; the hardware also has 128)"
+)]
+pub trait LdSt16x64b<const N: usize> {
+    /// Issues the load at the raw TMEM address `taddr` (its lane a half of
+    /// the warp's lane quarter).
+    fn ld(taddr: u32) -> TmemLoad<u32, N>;
+    /// Issues the store of `v` at the raw TMEM address `taddr`.
+    fn st(taddr: u32, v: [u32; N]);
+}
+
+/// `tcgen05.ld` / `tcgen05.st` `.16x128b.xN.b32` for the implemented `N`
+/// (`R = 2 N` registers per thread).
+#[diagnostic::on_unimplemented(
+    message = "tcgen05.ld/st .16x128b.x{N} is not implemented",
+    note = "implemented repetition counts: 1, 2, 4, 8, 16, 32 (2 N registers; the hardware also has 64); the second parameter is 2 N, or `_`"
+)]
+pub trait LdSt16x128b<const N: usize, const R: usize> {
+    /// Issues the load at the raw TMEM address `taddr`.
+    fn ld(taddr: u32) -> TmemLoad<u32, R>;
+    /// Issues the store of `v` at the raw TMEM address `taddr`.
+    fn st(taddr: u32, v: [u32; R]);
+}
+
+/// `tcgen05.ld` / `tcgen05.st` `.16x256b.xN.b32` for the implemented `N`
+/// (`R = 4 N` registers per thread).
+#[diagnostic::on_unimplemented(
+    message = "tcgen05.ld/st .16x256b.x{N} is not implemented",
+    note = "implemented repetition counts: 1, 2, 4, 8, 16 (4 N registers; the hardware also has 32); the second parameter is 4 N, or `_`"
+)]
+pub trait LdSt16x256b<const N: usize, const R: usize> {
+    /// Issues the load at the raw TMEM address `taddr`.
+    fn ld(taddr: u32) -> TmemLoad<u32, R>;
+    /// Issues the store of `v` at the raw TMEM address `taddr`.
+    fn st(taddr: u32, v: [u32; R]);
+}
+
+/// `tcgen05.ld` / `tcgen05.st` `.16x32bx2.xN.b32` for the implemented `N`
+/// (`N` registers per thread); `SPLIT` is the `immHalfSplitoff` column
+/// offset of the second half-warp's columns.
+#[diagnostic::on_unimplemented(
+    message = "tcgen05.ld/st .16x32bx2.x{N} is not implemented",
+    note = "implemented repetition counts: 1, 2, 4, 8, 16, 32, 64 (N registers; the hardware also has 128)"
+)]
+pub trait LdSt16x32bx2<const N: usize> {
+    /// Issues the load at the raw TMEM address `taddr`.
+    fn ld<const SPLIT: u32>(taddr: u32) -> TmemLoad<u32, N>;
+    /// Issues the store of `v` at the raw TMEM address `taddr`.
+    fn st<const SPLIT: u32>(taddr: u32, v: [u32; N]);
+}
+
+/// One 16-lane shape's load and store for one repetition count: `$tr` the
+/// trait (with its const arguments), `$shape` the PTX shape, the two
+/// operations' names, `$emu` the emulator's [`Shape`], `$n` the repetition
+/// count, `$r` the register count, then the register indices.
+macro_rules! ldst16 {
+    ($tr:ty, $shape:literal, $ldn:literal, $stn:literal, $emu:expr, $n:literal, $r:literal, [$i0:literal $(, $i:literal)*]) => {
+        impl $tr for Rep<$n> {
+            #[inline(always)]
+            #[track_caller]
+            fn ld(taddr: u32) -> TmemLoad<u32, $r> {
+                #[allow(unused_mut)]
+                let mut r = [0u32; $r];
+                device!($ldn, {
+                    // SAFETY: warp-collective load of a half of this warp's
+                    // lane quarter (the typed handle's contract, or the raw
+                    // caller's); reads TMEM (memory clobber). The registers
+                    // stay inside the `TmemLoad` until its wait.
+                    unsafe {
+                        core::arch::asm!(
+                            concat!("tcgen05.ld.sync.aligned.", $shape, ".x", $n, ".b32 {{{}", $(reg_tpl!($i),)* "}}, [{t}];"),
+                            out(reg32) r[$i0], $(out(reg32) r[$i],)*
+                            t = in(reg32) taddr,
+                            options(nostack, preserves_flags)
+                        )
+                    }
+                }, host: { kernel_emu::tmem::ld($emu, taddr, &mut r) });
+                TmemLoad { regs: r, _t: PhantomData }
+            }
+            #[inline(always)]
+            #[track_caller]
+            fn st(taddr: u32, v: [u32; $r]) {
+                device!($stn, {
+                    // SAFETY: warp-collective store to a half of this warp's
+                    // lane quarter (the typed handle's or the raw caller's
+                    // contract); writes TMEM (memory clobber).
+                    unsafe {
+                        core::arch::asm!(
+                            concat!("tcgen05.st.sync.aligned.", $shape, ".x", $n, ".b32 [{t}], {{{}", $(reg_tpl!($i),)* "}};"),
+                            in(reg32) v[$i0], $(in(reg32) v[$i],)*
+                            t = in(reg32) taddr,
+                            options(nostack, preserves_flags)
+                        )
+                    }
+                }, host: { kernel_emu::tmem::st($emu, taddr, &v) })
+            }
+        }
+    };
+}
+
+/// `.16x32bx2` for one repetition count (its split offset an immediate).
+macro_rules! ldst16x2 {
+    ($n:literal, [$i0:literal $(, $i:literal)*]) => {
+        impl LdSt16x32bx2<$n> for Rep<$n> {
+            #[inline(always)]
+            #[track_caller]
+            fn ld<const SPLIT: u32>(taddr: u32) -> TmemLoad<u32, $n> {
+                #[allow(unused_mut)]
+                let mut r = [0u32; $n];
+                device!("tcgen05.ld.16x32bx2", {
+                    // SAFETY: as the other 16-lane loads.
+                    unsafe {
+                        core::arch::asm!(
+                            concat!("tcgen05.ld.sync.aligned.16x32bx2.x", $n, ".b32 {{{}", $(reg_tpl!($i),)* "}}, [{t}], {s};"),
+                            out(reg32) r[$i0], $(out(reg32) r[$i],)*
+                            t = in(reg32) taddr,
+                            s = const SPLIT,
+                            options(nostack, preserves_flags)
+                        )
+                    }
+                }, host: { kernel_emu::tmem::ld(Shape::S16x32bx2 { split: SPLIT }, taddr, &mut r) });
+                TmemLoad { regs: r, _t: PhantomData }
+            }
+            #[inline(always)]
+            #[track_caller]
+            fn st<const SPLIT: u32>(taddr: u32, v: [u32; $n]) {
+                device!("tcgen05.st.16x32bx2", {
+                    // SAFETY: as the other 16-lane stores.
+                    unsafe {
+                        core::arch::asm!(
+                            concat!("tcgen05.st.sync.aligned.16x32bx2.x", $n, ".b32 [{t}], {s}, {{{}", $(reg_tpl!($i),)* "}};"),
+                            in(reg32) v[$i0], $(in(reg32) v[$i],)*
+                            t = in(reg32) taddr,
+                            s = const SPLIT,
+                            options(nostack, preserves_flags)
+                        )
+                    }
+                }, host: { kernel_emu::tmem::st(Shape::S16x32bx2 { split: SPLIT }, taddr, &v) })
+            }
+        }
+    };
+}
+
+/// The register index lists of 1 to 64 registers, for the macros above.
+macro_rules! with_regs {
+    ($m:ident ! ($($pre:tt)*) 1) => { $m!($($pre)* [0]); };
+    ($m:ident ! ($($pre:tt)*) 2) => { $m!($($pre)* [0, 1]); };
+    ($m:ident ! ($($pre:tt)*) 4) => { $m!($($pre)* [0, 1, 2, 3]); };
+    ($m:ident ! ($($pre:tt)*) 8) => { $m!($($pre)* [0, 1, 2, 3, 4, 5, 6, 7]); };
+    ($m:ident ! ($($pre:tt)*) 16) => { $m!($($pre)* [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]); };
+    ($m:ident ! ($($pre:tt)*) 32) => {
+        $m!($($pre)* [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31]);
+    };
+    ($m:ident ! ($($pre:tt)*) 64) => {
+        $m!($($pre)* [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63]);
+    };
+}
+
+with_regs!(ldst16!(LdSt16x64b<1>, "16x64b", "tcgen05.ld.16x64b", "tcgen05.st.16x64b", Shape::S16x64b, 1, 1,) 1);
+with_regs!(ldst16!(LdSt16x64b<2>, "16x64b", "tcgen05.ld.16x64b", "tcgen05.st.16x64b", Shape::S16x64b, 2, 2,) 2);
+with_regs!(ldst16!(LdSt16x64b<4>, "16x64b", "tcgen05.ld.16x64b", "tcgen05.st.16x64b", Shape::S16x64b, 4, 4,) 4);
+with_regs!(ldst16!(LdSt16x64b<8>, "16x64b", "tcgen05.ld.16x64b", "tcgen05.st.16x64b", Shape::S16x64b, 8, 8,) 8);
+with_regs!(ldst16!(LdSt16x64b<16>, "16x64b", "tcgen05.ld.16x64b", "tcgen05.st.16x64b", Shape::S16x64b, 16, 16,) 16);
+with_regs!(ldst16!(LdSt16x64b<32>, "16x64b", "tcgen05.ld.16x64b", "tcgen05.st.16x64b", Shape::S16x64b, 32, 32,) 32);
+with_regs!(ldst16!(LdSt16x64b<64>, "16x64b", "tcgen05.ld.16x64b", "tcgen05.st.16x64b", Shape::S16x64b, 64, 64,) 64);
+with_regs!(ldst16!(LdSt16x128b<1, 2>, "16x128b", "tcgen05.ld.16x128b", "tcgen05.st.16x128b", Shape::S16x128b, 1, 2,) 2);
+with_regs!(ldst16!(LdSt16x128b<2, 4>, "16x128b", "tcgen05.ld.16x128b", "tcgen05.st.16x128b", Shape::S16x128b, 2, 4,) 4);
+with_regs!(ldst16!(LdSt16x128b<4, 8>, "16x128b", "tcgen05.ld.16x128b", "tcgen05.st.16x128b", Shape::S16x128b, 4, 8,) 8);
+with_regs!(ldst16!(LdSt16x128b<8, 16>, "16x128b", "tcgen05.ld.16x128b", "tcgen05.st.16x128b", Shape::S16x128b, 8, 16,) 16);
+with_regs!(ldst16!(LdSt16x128b<16, 32>, "16x128b", "tcgen05.ld.16x128b", "tcgen05.st.16x128b", Shape::S16x128b, 16, 32,) 32);
+with_regs!(ldst16!(LdSt16x128b<32, 64>, "16x128b", "tcgen05.ld.16x128b", "tcgen05.st.16x128b", Shape::S16x128b, 32, 64,) 64);
+with_regs!(ldst16!(LdSt16x256b<1, 4>, "16x256b", "tcgen05.ld.16x256b", "tcgen05.st.16x256b", Shape::S16x256b, 1, 4,) 4);
+with_regs!(ldst16!(LdSt16x256b<2, 8>, "16x256b", "tcgen05.ld.16x256b", "tcgen05.st.16x256b", Shape::S16x256b, 2, 8,) 8);
+with_regs!(ldst16!(LdSt16x256b<4, 16>, "16x256b", "tcgen05.ld.16x256b", "tcgen05.st.16x256b", Shape::S16x256b, 4, 16,) 16);
+with_regs!(ldst16!(LdSt16x256b<8, 32>, "16x256b", "tcgen05.ld.16x256b", "tcgen05.st.16x256b", Shape::S16x256b, 8, 32,) 32);
+with_regs!(ldst16!(LdSt16x256b<16, 64>, "16x256b", "tcgen05.ld.16x256b", "tcgen05.st.16x256b", Shape::S16x256b, 16, 64,) 64);
+with_regs!(ldst16x2!(1,) 1);
+with_regs!(ldst16x2!(2,) 2);
+with_regs!(ldst16x2!(4,) 4);
+with_regs!(ldst16x2!(8,) 8);
+with_regs!(ldst16x2!(16,) 16);
+with_regs!(ldst16x2!(32,) 32);
+with_regs!(ldst16x2!(64,) 64);
 
 /// `tcgen05.wait::ld.sync.aligned;` (Pallas's `wait_load_tmem`): this
 /// thread's TMEM loads have read their cells and written their registers.
