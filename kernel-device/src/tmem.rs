@@ -178,7 +178,7 @@ impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool, G: C
     where
         Rep<N>: LdSt32x32b<N>,
     {
-        const { assert!(ROWS == 128, "Tmem::load_32x32b: the 32x32b lane-quarter shape reads 128-row tiles") };
+        const { assert!(ROWS == 128, "Tmem::load_32x32b: the 32x32b lane-quarter shape reads 128-row tiles (a 64-row tile, the M = 64 data path, is read with the 16-lane shapes: load_16x64b, load_16x128b, load_16x256b, load_16x32bx2)") };
         <Rep<N>>::ld(self.quarter_addr(col))
     }
 
@@ -191,7 +191,7 @@ impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool, G: C
     where
         Rep<N>: LdSt32x32b<N>,
     {
-        const { assert!(ROWS == 128, "Tmem::store_32x32b: the 32x32b lane-quarter shape writes 128-row tiles") };
+        const { assert!(ROWS == 128, "Tmem::store_32x32b: the 32x32b lane-quarter shape writes 128-row tiles (a 64-row tile is written with the 16-lane shapes: store_16x64b, store_16x128b, store_16x256b, store_16x32bx2)") };
         <Rep<N>>::st(self.quarter_addr(col), v)
     }
 
