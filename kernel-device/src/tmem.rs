@@ -14,8 +14,8 @@
 //! (`tcgen05.dealloc`) at the end after `tcgen05.fence::before_thread_sync`
 //! and a CTA barrier. Kernels with TMEM scratch must be `arch = sm_100a`.
 //!
-//! Loads and stores ([`Tmem::load_32x32b`], [`Tmem::store_32x32b`]) are
-//! warp-collective: lane `l` of warp `w` reaches TMEM lane `32 (w % 4) + l`
+//! Loads and stores ([`Tmem::load_32x32b`], [`Tmem::store_32x32b`], and
+//! the 16-lane shapes below) are warp-collective: lane `l` of warp `w` reaches TMEM lane `32 (w % 4) + l`
 //! of the tile ("lane quarters", §9.7.16.8.1), so a warpgroup together
 //! reads all 128 rows. They are asynchronous. A load returns a
 //! [`TmemLoad`]: its registers are valid only after the issuing thread's
@@ -29,6 +29,31 @@
 //! Fragment layout of a `32x32b.xN` load ([`Tmem::load_32x32b`]): thread
 //! `(w, l)` gets row `32 (w % 4) + l`, columns `col .. col + N` of the tile,
 //! register `i` holding column `col + i`.
+//!
+//! The 16-lane shapes (PTX ISA, tcgen05 chapter, "Matrix fragments for
+//! shape .16x64b / .16x128b / .16x256b / .16x32bx2") move half a lane
+//! quarter: [`Tmem::load_16x64b`], [`load_16x128b`](Tmem::load_16x128b),
+//! [`load_16x256b`](Tmem::load_16x256b),
+//! [`load_16x32bx2`](Tmem::load_16x32bx2) and their stores. Register `r`
+//! of warp lane `l` holds the cell [`Shape::cell`]`(l, r)` of the warp's
+//! 16-lane block (row offset, column offset from `col`):
+//!
+//! | shape | registers | row | column |
+//! |---|---|---|---|
+//! | `16x64b.xN` | `N` | `l/4 + 8 (l%2)` | `(l/2)%2 + 2r` |
+//! | `16x128b.xN` | `2N` | `l/4 + 8 (r%2)` | `l%4 + 4 (r/2)` |
+//! | `16x256b.xN` | `4N` | `l/4 + 8 ((r/2)%2)` | `2 (l%4) + r%2 + 8 (r/4)` |
+//! | `16x32bx2.xN`, split `S` | `N` | `l%16` | `S (l/16) + r` |
+//!
+//! They are how a **64-row tile** is read and written: an M = 64
+//! accumulator (`Tmem<D, 64, N>`, written by an M = 64 `tcgen05.mma`)
+//! takes, by the ISA's M = 64 data path, lanes `32 q .. 32 q + 16` of each
+//! lane quarter `q` (row `16 q + i` in lane `32 q + i`), so warp `w` reads
+//! its rows `16 (w % 4) .. + 16` with a 16-lane shape. On a 128-row tile a
+//! 16-lane method reads the first half of the warp's quarter; the raw
+//! traits ([`LdSt16x64b`], [`LdSt16x128b`], [`LdSt16x256b`],
+//! [`LdSt16x32bx2`]) take any TMEM address whose lane is `32 (w % 4)` or
+//! `32 (w % 4) + 16`.
 use core::marker::PhantomData;
 
 use crate::tcgen05::{Cta1, CtaGroup};

@@ -7,12 +7,26 @@
 //!   launch. An address is `lane << 16 | column` (PTX ISA §9.7.16.1.1).
 //!   Columns are allocated by one warp ([`alloc`]) in powers of two from 32
 //!   to 512, and must be freed ([`dealloc`]) before the kernel ends.
-//! * **Loads and stores** ([`ld_32x32b`], [`st_32x32b`]): thread `l` of a
-//!   warp reads/writes TMEM lane `base + l`; warp `w` of its warpgroup may
-//!   only touch lanes `32 (w % 4) .. 32 (w % 4) + 32` (§9.7.16.8.1). The data
-//!   moves at issue. A load is *in flight* until its thread calls
-//!   [`wait_ld`] (`tcgen05.wait::ld`), a store until [`wait_st`]
-//!   (`tcgen05.wait::st`, Pallas's `commit_tmem`).
+//! * **Loads and stores** ([`ld`], [`st`]; [`ld_32x32b`], [`st_32x32b`]):
+//!   every data-movement shape of the ISA ([`Shape`]: `.32x32b`,
+//!   `.16x64b`, `.16x128b`, `.16x256b`, `.16x32bx2`), register `r` of warp
+//!   lane `l` moving the cell [`Shape::cell`]`(l, r)` relative to the
+//!   address (the ISA's "Matrix fragments for shape .." figures; checked
+//!   against CUTLASS's copy traits in the tests). `.32x32b`: thread `l`
+//!   reads/writes TMEM lane `base + l`. The 16-lane shapes spread one TMEM
+//!   lane over several threads (`.16x256b` is the `mma.m16n8` accumulator
+//!   pattern), so a thread's access is a set of regions (one per run of
+//!   columns of one lane), each checked and recorded on its own. Warp `w`
+//!   of its warpgroup may only touch lanes `32 (w % 4) .. 32 (w % 4) + 32`
+//!   (the ISA's lane-access rule of `tcgen05.ld`/`st`): a 32-lane shape
+//!   from lane `32 (w % 4)`, a 16-lane shape from lane `32 (w % 4)` or
+//!   `32 (w % 4) + 16`. The data moves at issue. A load is *in flight*
+//!   until its thread calls [`wait_ld`] (`tcgen05.wait::ld`), a store until
+//!   [`wait_st`] (`tcgen05.wait::st`, Pallas's `commit_tmem`). Both waits
+//!   are `.sync.aligned`, so the emulator makes each a warp barrier (after
+//!   the thread's loads end, or its stores complete): a lane is then
+//!   ordered after every lane's loads and stores of the warp, which the
+//!   16-lane shapes need (a lane's cells in other threads' registers).
 //! * **Store completion**: a store is complete for its own thread after its
 //!   [`wait_st`], and for another thread once that wait happens-before it
 //!   (the wait, then a barrier, an mbarrier arrive/wait or a longer chain:
@@ -21,6 +35,17 @@
 //!   `tcgen05.st` or MMA over the cells, by any thread, must come after that
 //!   completion. (A store ordered after the completion, or an MMA, that
 //!   covers the cells supersedes the record.)
+//! * **Data paths** (the ISA's "Data path layout organization"): a
+//!   cta_group::1 MMA of M = 128 writes row `i` of D to lane `i` (layout
+//!   D); one of M = 64 (layout F, not `.ws`) writes rows `16 q .. 16 q + 16`
+//!   to lanes `32 q + b .. 32 q + b + 16` of lane quarter `q`, with `b` the
+//!   lane of its TMEM address, 0 or 16 (CUTLASS's `tmem_frg_1sm` atom for
+//!   M = 64; `b = 16` places a second M = 64 accumulator in the same
+//!   columns). So warp `w` reads its 16 rows of an M = 64 accumulator with
+//!   a 16-lane shape at lane `32 (w % 4) + b`. A TMEM A operand uses the
+//!   same layout as D. Column `j` of D is column `col + j` in both. A pair
+//!   MMA (cta_group::2, [`mma_pair`]) is emulated for M = 256 (128 rows per
+//!   CTA, layout A) only.
 //! * **MMA** ([`mma`]): issued by one thread; its SMEM operands are decoded
 //!   at issue (the caller passes the values), its TMEM A operand is read at
 //!   issue. It is registered with the race detector ([`crate::race`]) as an
