@@ -3,6 +3,7 @@
 //! path: the fragment maps against CUTLASS's copy traits, the data each
 //! shape moves against `.32x32b` accesses of the same cells, and the checks
 //! (lane quarter, in-flight accesses, MMA completion) on the new regions.
+#![allow(clippy::result_large_err)] // `EmuError` as the emulator returns it
 use super::tmem::{self, Shape};
 use super::*;
 use std::sync::mpsc;

@@ -638,7 +638,7 @@ fn thread_cells(e: &Emu, tid: usize, shape: Shape, taddr: u32, nregs: u32, what:
     let per = shape.regs_per_rep();
     let reps = nregs / per;
     assert!(
-        nregs % per == 0 && reps.is_power_of_two() && reps <= shape.max_reps(),
+        nregs.is_multiple_of(per) && reps.is_power_of_two() && reps <= shape.max_reps(),
         "{what}: {nregs} registers is not a repetition count of .{} ({per} registers per repetition, .x1 to .x{})",
         shape.name(),
         shape.max_reps()
