@@ -610,7 +610,8 @@ fn sixteen_cta_reqnctapercluster_assembles_for_both_architectures() {
 /// 24..29, is 64 >> 4 = 4: the immediate 0x04100010 for f16 x f16 -> f32,
 /// N = 64) and every 16-lane `tcgen05.ld`/`tcgen05.st` form the device API
 /// emits, in the sm_100a PTX, which ptxas 13.0 assembled with no stack and
-/// no spills; none of it in the sm_90a image.
+/// no spills; the 16-lane loads' registers read only after their wait; none
+/// of it in the sm_90a image.
 #[test]
 fn sixteen_lane_tmem_shapes_and_the_m64_mma_assemble_for_sm_100a() {
     let code = &kernel_fixtures::DEVICE_CODE;
@@ -640,6 +641,8 @@ fn sixteen_lane_tmem_shapes_and_the_m64_mma_assemble_for_sm_100a() {
         "m64_readback: the M = 64 instruction descriptor {m64_idesc:#010x} is not in the PTX"
     );
     assert!(!body.contains(".local"), "m64_readback: uses local memory");
+    let bad = tmem_registers_read_before_wait(body);
+    assert!(bad.is_empty(), "m64_readback: TMEM load registers read before tcgen05.wait::ld:\n{}", bad.join("\n"));
     assert_eq!(ptxas_numbers(img.ptxas_report, "m64_readback", "sm_100a"), (0, 0, 0), "m64_readback: stack frame / spills");
     let sm90 = code.image("sm_90a").expect("sm_90a image");
     assert!(!sm90.ptx.contains(".entry m64_readback("), "m64_readback is sm_100a-only");
