@@ -335,3 +335,69 @@ fn an_m64_accumulator_takes_half_of_each_lane_quarter() {
         }
     }
 }
+
+/// A cluster of 2 CTAs: the leader's thread 0 issues a cta_group::2 MMA
+/// of M = 128 (64 rows per CTA), N = 16, K = 16, A row `i` all
+/// `i + 1` in the leader and `100 + i` in the peer, B row `j` all `j + 1`,
+/// and multicasts its commit to the mbarrier at 8 of both CTAs; every
+/// thread of both waits on it and reads its lane with `.32x32b`: lanes
+/// 0..64 hold the CTA's rows for columns 0..8, lanes 64..128 for columns
+/// 8..16 (the ISA's layout B). `early`: the peer's warps 2-3 read before
+/// the wait (reported: the folded half is the MMA's too).
+fn pair_m128(early: bool, seed: u64) -> Result<RunReport, EmuError> {
+    let mut c = LaunchConfig::new("tmem_pair_m128", [2, 1, 1], [128, 1, 1]);
+    c.cluster = [2, 1, 1];
+    c.smem_bytes = 32;
+    c.seed = seed;
+    run_t(c, move || {
+        setup();
+        cluster_arrive();
+        cluster_wait();
+        let rank = cluster_ctarank();
+        if rank == 0 && tid_x() == 0 {
+            let a: Vec<f32> = (0..64 * 16).map(|i| (i / 16 + 1) as f32).collect();
+            let peer_a: Vec<f32> = (0..64 * 16).map(|i| (100 + i / 16) as f32).collect();
+            let b: Vec<f32> = (0..16 * 16).map(|i| (i / 16 + 1) as f32).collect();
+            tmem::mma_pair(
+                tmem::MmaIssue { d: 0, a: tmem::AOperand::Smem(a), b, m: 64, n: 16, k: 16, accumulate: false, dtype: tmem::DType::F32, smem_reads: &[], op: "tcgen05.mma.cta_group::2" },
+                1,
+                peer_a,
+                &[],
+            );
+            tmem::commit_multicast(8, 0b11);
+        }
+        // Orders the issue (not the MMA's completion) before the reads.
+        cluster_arrive();
+        cluster_wait();
+        let w = warp_id() % 4;
+        let lane = 32 * w + tid_x() % 32;
+        if !(early && rank == 1 && w >= 2) {
+            mbarrier_try_wait_parity(8, 0);
+            tmem::fence_after_thread_sync();
+        }
+        let mut out = [0u32; 8];
+        tmem::ld_32x32b((32 * w) << 16, &mut out);
+        tmem::wait_ld();
+        let (row, col0) = (lane % 64, 8 * (lane / 64));
+        let a_row = if rank == 0 { row + 1 } else { 100 + row };
+        for (c, v) in out.iter().enumerate() {
+            let j = col0 + c as u32;
+            assert_eq!(f32::from_bits(*v), (16 * a_row * (j + 1)) as f32, "cta {rank}: row {row} column {j}");
+        }
+        if early && rank == 1 && w >= 2 {
+            mbarrier_try_wait_parity(8, 0);
+        }
+        tmem::fence_before_thread_sync();
+        cluster_arrive();
+        cluster_wait();
+        teardown();
+    })
+}
+
+#[test]
+fn a_pair_mma_of_m128_folds_each_ctas_columns_into_the_upper_lanes() {
+    for seed in SEEDS {
+        pair_m128(false, seed).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        expect_misuse(pair_m128(true, seed), "TMEM read before the MMA that writes it completed", &["lanes 0..64, 64..128, columns 0..8"]);
+    }
+}

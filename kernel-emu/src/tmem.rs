@@ -44,8 +44,11 @@
 //!   columns). So warp `w` reads its 16 rows of an M = 64 accumulator with
 //!   a 16-lane shape at lane `32 (w % 4) + b`. A TMEM A operand uses the
 //!   same layout as D. Column `j` of D is column `col + j` in both. A pair
-//!   MMA (cta_group::2, [`mma_pair`]) is emulated for M = 256 (128 rows per
-//!   CTA, layout A) only.
+//!   MMA (cta_group::2, [`mma_pair`]) of M = 256 puts 128 rows in each CTA,
+//!   row `i` in lane `i` (layout A); one of M = 128 (dense, layout B) 64
+//!   rows in each CTA, folded: row `i`, column `j < N/2` in lane `i`,
+//!   column `col + j`; column `j >= N/2` in lane `64 + i`, column
+//!   `col + j - N/2` (CUTLASS's 2-SM M = 64 atom).
 //! * **MMA** ([`mma`]): issued by one thread; its SMEM operands are decoded
 //!   at issue (the caller passes the values), its TMEM A operand is read at
 //!   issue. It is registered with the race detector ([`crate::race`]) as an
@@ -240,6 +243,10 @@ struct Op {
     n: u32,
     k: u32,
     d: Region,
+    /// Column `j` of D goes to lane block `j / (n / fold)` of `d`, column
+    /// `j % (n / fold)` (the cta_group::2 M = 128 data path: `fold` 2);
+    /// 1: all columns in the lanes of each row.
+    fold: u32,
     a_tmem: Option<Region>,
     /// `None` once executed.
     work: Option<Work>,
@@ -503,15 +510,18 @@ fn execute_one(c: &mut Cta, seq: u64) {
         let w = op.work.take().expect("pending");
         let (m, n, k) = (op.m as usize, op.n as usize, op.k as usize);
         let c0 = op.d.cols.0 as usize;
+        // Columns per lane block (the data path layout of M: see
+        // `d_region` and `pair_d_region`).
+        let per = n / op.fold as usize;
         for i in 0..m {
-            // Row i's lane (the data path layout of M: see `d_region`).
             let lane = op.d.row_lane(i as u32) as usize;
             for j in 0..n {
                 let mut s = 0f32;
                 for kk in 0..k {
                     s += w.a[i * k + kk] * w.b[j * k + kk];
                 }
-                let cell = &mut c.mem[lane * COLS as usize + c0 + j];
+                let (lane, col) = (lane + (j / per) * op.d.stride as usize, c0 + j % per);
+                let cell = &mut c.mem[lane * COLS as usize + col];
                 *cell = match w.dtype {
                     DType::F32 => {
                         let prev = if w.accumulate { f32::from_bits(*cell) } else { 0.0 };
@@ -1001,6 +1011,7 @@ pub fn mma(issue: MmaIssue<'_>) {
             n,
             k,
             d: dr,
+            fold: 1,
             a_tmem: ar,
             work: Some(Work { a: a_vals, b, accumulate, dtype }),
             after,
@@ -1142,11 +1153,13 @@ pub fn peek(lane: u32, col: u32) -> u32 {
 
 // ----- collective (cta_group::2) MMA and multicast commit ----------------------
 
-/// `tcgen05.mma.cta_group::2` (M = 256) issued by the calling thread of the
-/// pair's leader: `issue` is the leader's half (its 128 rows of A, the
-/// whole `N x K` B gathered from both CTAs, the accumulator at `issue.d` of
-/// its TMEM); `peer_a` the peer's 128 rows of A, whose accumulator rows go
-/// to the same TMEM address of CTA `peer_rank` of the cluster. Each half is
+/// `tcgen05.mma.cta_group::2` (M = 256, or M = 128: `issue.m` is the rows
+/// per CTA, 128 or 64) issued by the calling thread of the pair's leader:
+/// `issue` is the leader's half (its `M / 2` rows of A, the whole `N x K` B
+/// gathered from both CTAs, the accumulator at `issue.d` of its TMEM);
+/// `peer_a` the peer's rows of A, whose accumulator rows go to the same
+/// TMEM address of CTA `peer_rank` of the cluster. Each CTA's rows are laid
+/// out by the data path of M ([`pair_d_region`]). Each half is
 /// checked as [`mma`] checks its operation (allocation, TMEM stores and
 /// loads not waited for, in that CTA) and becomes one tracked asynchronous
 /// operation of the issuing thread, which its next commit (local or
@@ -1173,11 +1186,7 @@ pub fn mma_pair(issue: MmaIssue<'_>, peer_rank: u32, peer_a: Vec<f32>, peer_smem
         e.misuse(e.lock(), tid, loc, "CTA rank outside the cluster", format!("{op}: the peer CTA (rank {peer_rank}) is not in this cluster"));
     };
     let (dr, seqs) = with_cta(&e, tid, loc, |run, _cta| {
-        let (dl, dc) = split(d);
-        if m != 128 || dl != 0 {
-            return Err(("not emulated", format!("{op}: {m} rows per CTA at TMEM lane {dl}; the emulator models M = 256 (128 rows per CTA from lane 0)")));
-        }
-        let dr = Region::rect((0, m), (dc, dc + n));
+        let (dr, fold) = pair_d_region(d, m, n, op)?;
         for (c, who) in [(own_cta, "this CTA"), (peer_cta, "the peer CTA")] {
             let Some(cs) = run.ctas.get(&c) else {
                 return Err(("TMEM access outside an allocation", format!("{op} writes {} of {who}, which has allocated no tensor memory", dr.show())));
@@ -1199,7 +1208,7 @@ pub fn mma_pair(issue: MmaIssue<'_>, peer_rank: u32, peer_a: Vec<f32>, peer_smem
         assert_eq!(b.len(), (n * k) as usize, "{op}: B must hold N x K values");
         let mut seqs = [0u64; 2];
         for (i, (c, a_vals)) in [(own_cta, a_own), (peer_cta, peer_a)].into_iter().enumerate() {
-            assert_eq!(a_vals.len(), (m * k) as usize, "{op}: A must hold 128 x K values per CTA");
+            assert_eq!(a_vals.len(), (m * k) as usize, "{op}: A must hold M / 2 x K values per CTA");
             run.next_seq += 1;
             seqs[i] = run.next_seq;
             let cs = run.ctas.get_mut(&c).expect("checked");
@@ -1213,6 +1222,7 @@ pub fn mma_pair(issue: MmaIssue<'_>, peer_rank: u32, peer_a: Vec<f32>, peer_smem
                 n,
                 k,
                 d: dr,
+                fold,
                 a_tmem: None,
                 work: Some(Work { a: a_vals, b: b.clone(), accumulate, dtype }),
                 after: Vec::new(),
@@ -1223,6 +1233,32 @@ pub fn mma_pair(issue: MmaIssue<'_>, peer_rank: u32, peer_a: Vec<f32>, peer_smem
     });
     issue_tracked(&e, tid, loc, op, own_cta, seqs[0], smem_reads, None, &dr, &[]);
     issue_tracked(&e, tid, loc, op, peer_cta, seqs[1], peer_smem_reads, None, &dr, &[]);
+}
+
+/// The TMEM cells, in each CTA of the pair, of a cta_group::2 MMA's
+/// accumulator of `m` rows per CTA and `n` columns at `taddr`, and its
+/// column fold (`Op::fold`), by the PTX ISA's data path layout
+/// organization (tcgen05 chapter; CUTLASS's `tmem_frg_2sm` atoms):
+///
+/// * M = 256 (layout A): 128 rows per CTA, row `i` in lane `i`, column `j`
+///   in column `col + j`;
+/// * M = 128, dense (layout B): 64 rows per CTA in lanes 0..64 for
+///   columns `0 .. n/2` and again in lanes 64..128 for columns
+///   `n/2 .. n`: row `i`, column `j` in lane `i + 64 (j / (n/2))`, column
+///   `col + j % (n/2)`.
+fn pair_d_region(taddr: u32, m: u32, n: u32, op: &str) -> Result<(Region, u32), (&'static str, String)> {
+    let (lane, col) = split(taddr);
+    match (m, lane) {
+        (128, 0) => Ok((Region::rect((0, 128), (col, col + n)), 1)),
+        (64, 0) if n.is_multiple_of(2) => Ok((Region { lanes: (0, 64), cols: (col, col + n / 2), reps: 2, stride: 64 }, 2)),
+        _ => Err((
+            "not emulated",
+            format!(
+                "{op}: {m} rows per CTA at TMEM lane {lane}; the emulator models M = 256 (128 rows per CTA) and M = 128 (64 rows per CTA, \
+                 the columns' halves in lanes 0..64 and 64..128), from lane 0"
+            ),
+        )),
+    }
 }
 
 /// `tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster`:
