@@ -1159,7 +1159,7 @@ pub fn peek(lane: u32, col: u32) -> u32 {
 /// gathered from both CTAs, the accumulator at `issue.d` of its TMEM);
 /// `peer_a` the peer's rows of A, whose accumulator rows go to the same
 /// TMEM address of CTA `peer_rank` of the cluster. Each CTA's rows are laid
-/// out by the data path of M ([`pair_d_region`]). Each half is
+/// out by the data path of M (module docs, "Data paths"). Each half is
 /// checked as [`mma`] checks its operation (allocation, TMEM stores and
 /// loads not waited for, in that CTA) and becomes one tracked asynchronous
 /// operation of the issuing thread, which its next commit (local or
