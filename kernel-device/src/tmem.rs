@@ -16,8 +16,8 @@
 //! [`TmemScope`] allocates more for a region of the kernel (Pallas's
 //! `run_scoped`), and `tcgen05::tcgen05_cp` fills TMEM from SMEM.
 //!
-//! Loads and stores ([`Tmem::load_32x32b`], [`Tmem::store_32x32b`]) are
-//! warp-collective: lane `l` of warp `w` reaches TMEM lane `32 (w % 4) + l`
+//! Loads and stores ([`Tmem::load_32x32b`], [`Tmem::store_32x32b`], and
+//! the 16-lane shapes below) are warp-collective: lane `l` of warp `w` reaches TMEM lane `32 (w % 4) + l`
 //! of the tile ("lane quarters", §9.7.16.8.1), so a warpgroup together
 //! reads all 128 rows. They are asynchronous. A load returns a
 //! [`TmemLoad`]: its registers are valid only after the issuing thread's
@@ -31,6 +31,31 @@
 //! Fragment layout of a `32x32b.xN` load ([`Tmem::load_32x32b`]): thread
 //! `(w, l)` gets row `32 (w % 4) + l`, columns `col .. col + N` of the tile,
 //! register `i` holding column `col + i`.
+//!
+//! The 16-lane shapes (PTX ISA, tcgen05 chapter, "Matrix fragments for
+//! shape .16x64b / .16x128b / .16x256b / .16x32bx2") move half a lane
+//! quarter: [`Tmem::load_16x64b`], [`load_16x128b`](Tmem::load_16x128b),
+//! [`load_16x256b`](Tmem::load_16x256b),
+//! [`load_16x32bx2`](Tmem::load_16x32bx2) and their stores. Register `r`
+//! of warp lane `l` holds the cell [`Shape::cell`]`(l, r)` of the warp's
+//! 16-lane block (row offset, column offset from `col`):
+//!
+//! | shape | registers | row | column |
+//! |---|---|---|---|
+//! | `16x64b.xN` | `N` | `l/4 + 8 (l%2)` | `(l/2)%2 + 2r` |
+//! | `16x128b.xN` | `2N` | `l/4 + 8 (r%2)` | `l%4 + 4 (r/2)` |
+//! | `16x256b.xN` | `4N` | `l/4 + 8 ((r/2)%2)` | `2 (l%4) + r%2 + 8 (r/4)` |
+//! | `16x32bx2.xN`, split `S` | `N` | `l%16` | `S (l/16) + r` |
+//!
+//! They are how a **64-row tile** is read and written: an M = 64
+//! accumulator (`Tmem<D, 64, N>`, written by an M = 64 `tcgen05.mma`)
+//! takes, by the ISA's M = 64 data path, lanes `32 q .. 32 q + 16` of each
+//! lane quarter `q` (row `16 q + i` in lane `32 q + i`), so warp `w` reads
+//! its rows `16 (w % 4) .. + 16` with a 16-lane shape. On a 128-row tile a
+//! 16-lane method reads the first half of the warp's quarter; the raw
+//! traits ([`LdSt16x64b`], [`LdSt16x128b`], [`LdSt16x256b`],
+//! [`LdSt16x32bx2`]) take any TMEM address whose lane is `32 (w % 4)` or
+//! `32 (w % 4) + 16`.
 use core::marker::PhantomData;
 
 use crate::tcgen05::{Cta1, CtaGroup};
@@ -180,7 +205,7 @@ impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool, G: C
     where
         Rep<N>: LdSt32x32b<N>,
     {
-        const { assert!(ROWS == 128, "Tmem::load_32x32b: the 32x32b lane-quarter shape reads 128-row tiles") };
+        const { assert!(ROWS == 128, "Tmem::load_32x32b: the 32x32b lane-quarter shape reads 128-row tiles (a 64-row tile, the M = 64 data path, is read with the 16-lane shapes: load_16x64b, load_16x128b, load_16x256b, load_16x32bx2)") };
         <Rep<N>>::ld(self.quarter_addr(col))
     }
 
@@ -193,8 +218,114 @@ impl<T: TmemElem, const ROWS: usize, const COLS: usize, const PACKED: bool, G: C
     where
         Rep<N>: LdSt32x32b<N>,
     {
-        const { assert!(ROWS == 128, "Tmem::store_32x32b: the 32x32b lane-quarter shape writes 128-row tiles") };
+        const { assert!(ROWS == 128, "Tmem::store_32x32b: the 32x32b lane-quarter shape writes 128-row tiles (a 64-row tile is written with the 16-lane shapes: store_16x64b, store_16x128b, store_16x256b, store_16x32bx2)") };
         <Rep<N>>::st(self.quarter_addr(col), v)
+    }
+
+    // The 16-lane shapes: a warp moves the 16-lane block at its lane
+    // quarter plus the tile's lane offset. For a 64-row tile (the M = 64
+    // data path: rows 16 (w % 4) .. + 16 in lanes 32 (w % 4) + lane(tile)
+    // .. + 16) that block is its 16 rows; for a 128-row tile, rows
+    // 32 (w % 4) .. + 16 (the other half: the raw `LdSt16x*` traits at
+    // lane + 16). Register `r` of warp lane `l` holds row
+    // `16 (w % 4) + shape.cell(l, r).0` of a 64-row tile, physical column
+    // `col + shape.cell(l, r).1` ([`Shape::cell`]).
+
+    /// `tcgen05.ld.sync.aligned.16x64b.xN.b32`: `N` registers, the
+    /// `.16x64b` fragment ([`Shape::cell`]) of this warp's 16-lane block
+    /// (see above) from physical column `col`. Warp-collective,
+    /// asynchronous: the registers come out of the [`TmemLoad`] by its
+    /// wait.
+    #[inline(always)]
+    #[track_caller]
+    pub fn load_16x64b<const N: usize>(&self, col: usize) -> TmemLoad<u32, N>
+    where
+        Rep<N>: LdSt16x64b<N>,
+    {
+        <Rep<N> as LdSt16x64b<N>>::ld(self.quarter_addr(col))
+    }
+
+    /// `tcgen05.st.sync.aligned.16x64b.xN.b32`: writes the `.16x64b`
+    /// fragment of this warp's 16-lane block. Warp-collective;
+    /// [`commit_tmem`] before an MMA (or another warp) reads the cells.
+    #[inline(always)]
+    #[track_caller]
+    pub fn store_16x64b<const N: usize>(&self, col: usize, v: [u32; N])
+    where
+        Rep<N>: LdSt16x64b<N>,
+    {
+        <Rep<N> as LdSt16x64b<N>>::st(self.quarter_addr(col), v)
+    }
+
+    /// `tcgen05.ld.sync.aligned.16x128b.xN.b32`: `R = 2 N` registers
+    /// (`load_16x128b::<N, _>`), the `.16x128b` fragment of this warp's
+    /// 16-lane block from physical column `col`.
+    #[inline(always)]
+    #[track_caller]
+    pub fn load_16x128b<const N: usize, const R: usize>(&self, col: usize) -> TmemLoad<u32, R>
+    where
+        Rep<N>: LdSt16x128b<N, R>,
+    {
+        <Rep<N> as LdSt16x128b<N, R>>::ld(self.quarter_addr(col))
+    }
+
+    /// `tcgen05.st.sync.aligned.16x128b.xN.b32`: writes `R = 2 N`
+    /// registers as the `.16x128b` fragment of this warp's 16-lane block.
+    #[inline(always)]
+    #[track_caller]
+    pub fn store_16x128b<const N: usize, const R: usize>(&self, col: usize, v: [u32; R])
+    where
+        Rep<N>: LdSt16x128b<N, R>,
+    {
+        <Rep<N> as LdSt16x128b<N, R>>::st(self.quarter_addr(col), v)
+    }
+
+    /// `tcgen05.ld.sync.aligned.16x256b.xN.b32`: `R = 4 N` registers
+    /// (`load_16x256b::<N, _>`), the `.16x256b` fragment (the `mma.m16n8`
+    /// accumulator pattern) of this warp's 16-lane block from column `col`.
+    #[inline(always)]
+    #[track_caller]
+    pub fn load_16x256b<const N: usize, const R: usize>(&self, col: usize) -> TmemLoad<u32, R>
+    where
+        Rep<N>: LdSt16x256b<N, R>,
+    {
+        <Rep<N> as LdSt16x256b<N, R>>::ld(self.quarter_addr(col))
+    }
+
+    /// `tcgen05.st.sync.aligned.16x256b.xN.b32`: writes `R = 4 N`
+    /// registers as the `.16x256b` fragment of this warp's 16-lane block.
+    #[inline(always)]
+    #[track_caller]
+    pub fn store_16x256b<const N: usize, const R: usize>(&self, col: usize, v: [u32; R])
+    where
+        Rep<N>: LdSt16x256b<N, R>,
+    {
+        <Rep<N> as LdSt16x256b<N, R>>::st(self.quarter_addr(col), v)
+    }
+
+    /// `tcgen05.ld.sync.aligned.16x32bx2.xN.b32 .., SPLIT`: `N` registers;
+    /// warp lanes 0..16 read lane `l` of the 16-lane block, columns
+    /// `col .. col + N`, lanes 16..32 lane `l - 16`, columns
+    /// `col + SPLIT .. col + SPLIT + N` (the instruction's
+    /// `immHalfSplitoff`).
+    #[inline(always)]
+    #[track_caller]
+    pub fn load_16x32bx2<const N: usize, const SPLIT: u32>(&self, col: usize) -> TmemLoad<u32, N>
+    where
+        Rep<N>: LdSt16x32bx2<N>,
+    {
+        <Rep<N> as LdSt16x32bx2<N>>::ld::<SPLIT>(self.quarter_addr(col))
+    }
+
+    /// `tcgen05.st.sync.aligned.16x32bx2.xN.b32 [..], SPLIT, ..`: writes
+    /// the `.16x32bx2` fragment of this warp's 16-lane block.
+    #[inline(always)]
+    #[track_caller]
+    pub fn store_16x32bx2<const N: usize, const SPLIT: u32>(&self, col: usize, v: [u32; N])
+    where
+        Rep<N>: LdSt16x32bx2<N>,
+    {
+        <Rep<N> as LdSt16x32bx2<N>>::st::<SPLIT>(self.quarter_addr(col), v)
     }
 }
 
@@ -501,6 +632,198 @@ ldst!(8, [0, 1, 2, 3, 4, 5, 6, 7]);
 ldst!(16, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]);
 ldst!(32, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31]);
 ldst!(64, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63]);
+
+// ----- the 16-lane shapes ------------------------------------------------------
+
+/// The data-movement shapes and their fragment maps (`kernel-spec`).
+pub use kernel_spec::tmem_frag::Shape;
+
+/// `tcgen05.ld` / `tcgen05.st` `.16x64b.xN.b32` for the implemented `N`
+/// (`N` registers per thread).
+#[diagnostic::on_unimplemented(
+    message = "tcgen05.ld/st .16x64b.x{N} is not implemented",
+    note = "implemented repetition counts: 1, 2, 4, 8, 16, 32, 64 (N registers; the hardware also has 128)"
+)]
+pub trait LdSt16x64b<const N: usize> {
+    /// Issues the load at the raw TMEM address `taddr` (its lane a half of
+    /// the warp's lane quarter).
+    fn ld(taddr: u32) -> TmemLoad<u32, N>;
+    /// Issues the store of `v` at the raw TMEM address `taddr`.
+    fn st(taddr: u32, v: [u32; N]);
+}
+
+/// `tcgen05.ld` / `tcgen05.st` `.16x128b.xN.b32` for the implemented `N`
+/// (`R = 2 N` registers per thread).
+#[diagnostic::on_unimplemented(
+    message = "tcgen05.ld/st .16x128b.x{N} is not implemented",
+    note = "implemented repetition counts: 1, 2, 4, 8, 16, 32 (2 N registers; the hardware also has 64); the second parameter is 2 N, or `_`"
+)]
+pub trait LdSt16x128b<const N: usize, const R: usize> {
+    /// Issues the load at the raw TMEM address `taddr`.
+    fn ld(taddr: u32) -> TmemLoad<u32, R>;
+    /// Issues the store of `v` at the raw TMEM address `taddr`.
+    fn st(taddr: u32, v: [u32; R]);
+}
+
+/// `tcgen05.ld` / `tcgen05.st` `.16x256b.xN.b32` for the implemented `N`
+/// (`R = 4 N` registers per thread).
+#[diagnostic::on_unimplemented(
+    message = "tcgen05.ld/st .16x256b.x{N} is not implemented",
+    note = "implemented repetition counts: 1, 2, 4, 8, 16 (4 N registers; the hardware also has 32); the second parameter is 4 N, or `_`"
+)]
+pub trait LdSt16x256b<const N: usize, const R: usize> {
+    /// Issues the load at the raw TMEM address `taddr`.
+    fn ld(taddr: u32) -> TmemLoad<u32, R>;
+    /// Issues the store of `v` at the raw TMEM address `taddr`.
+    fn st(taddr: u32, v: [u32; R]);
+}
+
+/// `tcgen05.ld` / `tcgen05.st` `.16x32bx2.xN.b32` for the implemented `N`
+/// (`N` registers per thread); `SPLIT` is the `immHalfSplitoff` column
+/// offset of the second half-warp's columns.
+#[diagnostic::on_unimplemented(
+    message = "tcgen05.ld/st .16x32bx2.x{N} is not implemented",
+    note = "implemented repetition counts: 1, 2, 4, 8, 16, 32, 64 (N registers; the hardware also has 128)"
+)]
+pub trait LdSt16x32bx2<const N: usize> {
+    /// Issues the load at the raw TMEM address `taddr`.
+    fn ld<const SPLIT: u32>(taddr: u32) -> TmemLoad<u32, N>;
+    /// Issues the store of `v` at the raw TMEM address `taddr`.
+    fn st<const SPLIT: u32>(taddr: u32, v: [u32; N]);
+}
+
+/// One 16-lane shape's load and store for one repetition count: `$tr` the
+/// trait (with its const arguments), `$shape` the PTX shape, the two
+/// operations' names, `$emu` the emulator's [`Shape`], `$n` the repetition
+/// count, `$r` the register count, then the register indices.
+macro_rules! ldst16 {
+    ($tr:ty, $shape:literal, $ldn:literal, $stn:literal, $emu:expr, $n:literal, $r:literal, [$i0:literal $(, $i:literal)*]) => {
+        impl $tr for Rep<$n> {
+            #[inline(always)]
+            #[track_caller]
+            fn ld(taddr: u32) -> TmemLoad<u32, $r> {
+                #[allow(unused_mut)]
+                let mut r = [0u32; $r];
+                device!($ldn, {
+                    // SAFETY: warp-collective load of a half of this warp's
+                    // lane quarter (the typed handle's contract, or the raw
+                    // caller's); reads TMEM (memory clobber). The registers
+                    // stay inside the `TmemLoad` until its wait.
+                    unsafe {
+                        core::arch::asm!(
+                            concat!("tcgen05.ld.sync.aligned.", $shape, ".x", $n, ".b32 {{{}", $(reg_tpl!($i),)* "}}, [{t}];"),
+                            out(reg32) r[$i0], $(out(reg32) r[$i],)*
+                            t = in(reg32) taddr,
+                            options(nostack, preserves_flags)
+                        )
+                    }
+                }, host: { kernel_emu::tmem::ld($emu, taddr, &mut r) });
+                TmemLoad { regs: r, _t: PhantomData }
+            }
+            #[inline(always)]
+            #[track_caller]
+            fn st(taddr: u32, v: [u32; $r]) {
+                device!($stn, {
+                    // SAFETY: warp-collective store to a half of this warp's
+                    // lane quarter (the typed handle's or the raw caller's
+                    // contract); writes TMEM (memory clobber).
+                    unsafe {
+                        core::arch::asm!(
+                            concat!("tcgen05.st.sync.aligned.", $shape, ".x", $n, ".b32 [{t}], {{{}", $(reg_tpl!($i),)* "}};"),
+                            in(reg32) v[$i0], $(in(reg32) v[$i],)*
+                            t = in(reg32) taddr,
+                            options(nostack, preserves_flags)
+                        )
+                    }
+                }, host: { kernel_emu::tmem::st($emu, taddr, &v) })
+            }
+        }
+    };
+}
+
+/// `.16x32bx2` for one repetition count (its split offset an immediate).
+macro_rules! ldst16x2 {
+    ($n:literal, [$i0:literal $(, $i:literal)*]) => {
+        impl LdSt16x32bx2<$n> for Rep<$n> {
+            #[inline(always)]
+            #[track_caller]
+            fn ld<const SPLIT: u32>(taddr: u32) -> TmemLoad<u32, $n> {
+                #[allow(unused_mut)]
+                let mut r = [0u32; $n];
+                device!("tcgen05.ld.16x32bx2", {
+                    // SAFETY: as the other 16-lane loads.
+                    unsafe {
+                        core::arch::asm!(
+                            concat!("tcgen05.ld.sync.aligned.16x32bx2.x", $n, ".b32 {{{}", $(reg_tpl!($i),)* "}}, [{t}], {s};"),
+                            out(reg32) r[$i0], $(out(reg32) r[$i],)*
+                            t = in(reg32) taddr,
+                            s = const SPLIT,
+                            options(nostack, preserves_flags)
+                        )
+                    }
+                }, host: { kernel_emu::tmem::ld(Shape::S16x32bx2 { split: SPLIT }, taddr, &mut r) });
+                TmemLoad { regs: r, _t: PhantomData }
+            }
+            #[inline(always)]
+            #[track_caller]
+            fn st<const SPLIT: u32>(taddr: u32, v: [u32; $n]) {
+                device!("tcgen05.st.16x32bx2", {
+                    // SAFETY: as the other 16-lane stores.
+                    unsafe {
+                        core::arch::asm!(
+                            concat!("tcgen05.st.sync.aligned.16x32bx2.x", $n, ".b32 [{t}], {s}, {{{}", $(reg_tpl!($i),)* "}};"),
+                            in(reg32) v[$i0], $(in(reg32) v[$i],)*
+                            t = in(reg32) taddr,
+                            s = const SPLIT,
+                            options(nostack, preserves_flags)
+                        )
+                    }
+                }, host: { kernel_emu::tmem::st(Shape::S16x32bx2 { split: SPLIT }, taddr, &v) })
+            }
+        }
+    };
+}
+
+/// The register index lists of 1 to 64 registers, for the macros above.
+macro_rules! with_regs {
+    ($m:ident ! ($($pre:tt)*) 1) => { $m!($($pre)* [0]); };
+    ($m:ident ! ($($pre:tt)*) 2) => { $m!($($pre)* [0, 1]); };
+    ($m:ident ! ($($pre:tt)*) 4) => { $m!($($pre)* [0, 1, 2, 3]); };
+    ($m:ident ! ($($pre:tt)*) 8) => { $m!($($pre)* [0, 1, 2, 3, 4, 5, 6, 7]); };
+    ($m:ident ! ($($pre:tt)*) 16) => { $m!($($pre)* [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]); };
+    ($m:ident ! ($($pre:tt)*) 32) => {
+        $m!($($pre)* [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31]);
+    };
+    ($m:ident ! ($($pre:tt)*) 64) => {
+        $m!($($pre)* [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63]);
+    };
+}
+
+with_regs!(ldst16!(LdSt16x64b<1>, "16x64b", "tcgen05.ld.16x64b", "tcgen05.st.16x64b", Shape::S16x64b, 1, 1,) 1);
+with_regs!(ldst16!(LdSt16x64b<2>, "16x64b", "tcgen05.ld.16x64b", "tcgen05.st.16x64b", Shape::S16x64b, 2, 2,) 2);
+with_regs!(ldst16!(LdSt16x64b<4>, "16x64b", "tcgen05.ld.16x64b", "tcgen05.st.16x64b", Shape::S16x64b, 4, 4,) 4);
+with_regs!(ldst16!(LdSt16x64b<8>, "16x64b", "tcgen05.ld.16x64b", "tcgen05.st.16x64b", Shape::S16x64b, 8, 8,) 8);
+with_regs!(ldst16!(LdSt16x64b<16>, "16x64b", "tcgen05.ld.16x64b", "tcgen05.st.16x64b", Shape::S16x64b, 16, 16,) 16);
+with_regs!(ldst16!(LdSt16x64b<32>, "16x64b", "tcgen05.ld.16x64b", "tcgen05.st.16x64b", Shape::S16x64b, 32, 32,) 32);
+with_regs!(ldst16!(LdSt16x64b<64>, "16x64b", "tcgen05.ld.16x64b", "tcgen05.st.16x64b", Shape::S16x64b, 64, 64,) 64);
+with_regs!(ldst16!(LdSt16x128b<1, 2>, "16x128b", "tcgen05.ld.16x128b", "tcgen05.st.16x128b", Shape::S16x128b, 1, 2,) 2);
+with_regs!(ldst16!(LdSt16x128b<2, 4>, "16x128b", "tcgen05.ld.16x128b", "tcgen05.st.16x128b", Shape::S16x128b, 2, 4,) 4);
+with_regs!(ldst16!(LdSt16x128b<4, 8>, "16x128b", "tcgen05.ld.16x128b", "tcgen05.st.16x128b", Shape::S16x128b, 4, 8,) 8);
+with_regs!(ldst16!(LdSt16x128b<8, 16>, "16x128b", "tcgen05.ld.16x128b", "tcgen05.st.16x128b", Shape::S16x128b, 8, 16,) 16);
+with_regs!(ldst16!(LdSt16x128b<16, 32>, "16x128b", "tcgen05.ld.16x128b", "tcgen05.st.16x128b", Shape::S16x128b, 16, 32,) 32);
+with_regs!(ldst16!(LdSt16x128b<32, 64>, "16x128b", "tcgen05.ld.16x128b", "tcgen05.st.16x128b", Shape::S16x128b, 32, 64,) 64);
+with_regs!(ldst16!(LdSt16x256b<1, 4>, "16x256b", "tcgen05.ld.16x256b", "tcgen05.st.16x256b", Shape::S16x256b, 1, 4,) 4);
+with_regs!(ldst16!(LdSt16x256b<2, 8>, "16x256b", "tcgen05.ld.16x256b", "tcgen05.st.16x256b", Shape::S16x256b, 2, 8,) 8);
+with_regs!(ldst16!(LdSt16x256b<4, 16>, "16x256b", "tcgen05.ld.16x256b", "tcgen05.st.16x256b", Shape::S16x256b, 4, 16,) 16);
+with_regs!(ldst16!(LdSt16x256b<8, 32>, "16x256b", "tcgen05.ld.16x256b", "tcgen05.st.16x256b", Shape::S16x256b, 8, 32,) 32);
+with_regs!(ldst16!(LdSt16x256b<16, 64>, "16x256b", "tcgen05.ld.16x256b", "tcgen05.st.16x256b", Shape::S16x256b, 16, 64,) 64);
+with_regs!(ldst16x2!(1,) 1);
+with_regs!(ldst16x2!(2,) 2);
+with_regs!(ldst16x2!(4,) 4);
+with_regs!(ldst16x2!(8,) 8);
+with_regs!(ldst16x2!(16,) 16);
+with_regs!(ldst16x2!(32,) 32);
+with_regs!(ldst16x2!(64,) 64);
 
 /// `tcgen05.wait::ld.sync.aligned;` (Pallas's `wait_load_tmem`): this
 /// thread's TMEM loads have read their cells and written their registers.

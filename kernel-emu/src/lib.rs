@@ -171,6 +171,8 @@ pub mod tma;
 pub mod wgmma;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_tmem_shapes;
 mod warp_ops;
 pub mod fmath;
 

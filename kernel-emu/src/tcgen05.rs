@@ -104,11 +104,12 @@ pub fn mma(kind: Kind, d: u32, a: A, b: SmemDescriptor, idesc: InstrDescriptor, 
 }
 
 /// `tcgen05.mma.cta_group::2.kind::{kind} [d], a_desc, b_desc, idesc, accumulate`
-/// (M = 256) issued by the calling thread of the leader CTA: A's rows
-/// 0..128 and B's columns 0..N/2 from the leader's (the caller's) SMEM, A's
-/// rows 128..256 and B's columns N/2..N from the peer's at the same
-/// offsets; the accumulator's rows 0..128 go to the leader's TMEM and
-/// 128..256 to the peer's ([`crate::tmem::mma_pair`]).
+/// (M = 256 or 128) issued by the calling thread of the leader CTA: A's rows
+/// 0..M/2 and B's columns 0..N/2 from the leader's (the caller's) SMEM, A's
+/// rows M/2..M and B's columns N/2..N from the peer's at the same
+/// offsets; the accumulator's rows 0..M/2 go to the leader's TMEM and
+/// M/2..M to the peer's ([`crate::tmem::mma_pair`], which lays them out by
+/// the data path of M).
 #[track_caller]
 pub fn mma_pair(kind: Kind, d: u32, a: SmemDescriptor, b: SmemDescriptor, idesc: InstrDescriptor, accumulate: bool) {
     let op = "tcgen05.mma.cta_group::2";

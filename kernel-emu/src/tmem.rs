@@ -7,12 +7,26 @@
 //!   launch. An address is `lane << 16 | column` (PTX ISA §9.7.16.1.1).
 //!   Columns are allocated by one warp ([`alloc`]) in powers of two from 32
 //!   to 512, and must be freed ([`dealloc`]) before the kernel ends.
-//! * **Loads and stores** ([`ld_32x32b`], [`st_32x32b`]): thread `l` of a
-//!   warp reads/writes TMEM lane `base + l`; warp `w` of its warpgroup may
-//!   only touch lanes `32 (w % 4) .. 32 (w % 4) + 32` (§9.7.16.8.1). The data
-//!   moves at issue. A load is *in flight* until its thread calls
-//!   [`wait_ld`] (`tcgen05.wait::ld`), a store until [`wait_st`]
-//!   (`tcgen05.wait::st`, Pallas's `commit_tmem`).
+//! * **Loads and stores** ([`ld`], [`st`]; [`ld_32x32b`], [`st_32x32b`]):
+//!   every data-movement shape of the ISA ([`Shape`]: `.32x32b`,
+//!   `.16x64b`, `.16x128b`, `.16x256b`, `.16x32bx2`), register `r` of warp
+//!   lane `l` moving the cell [`Shape::cell`]`(l, r)` relative to the
+//!   address (the ISA's "Matrix fragments for shape .." figures; checked
+//!   against CUTLASS's copy traits in the tests). `.32x32b`: thread `l`
+//!   reads/writes TMEM lane `base + l`. The 16-lane shapes spread one TMEM
+//!   lane over several threads (`.16x256b` is the `mma.m16n8` accumulator
+//!   pattern), so a thread's access is a set of regions (one per run of
+//!   columns of one lane), each checked and recorded on its own. Warp `w`
+//!   of its warpgroup may only touch lanes `32 (w % 4) .. 32 (w % 4) + 32`
+//!   (the ISA's lane-access rule of `tcgen05.ld`/`st`): a 32-lane shape
+//!   from lane `32 (w % 4)`, a 16-lane shape from lane `32 (w % 4)` or
+//!   `32 (w % 4) + 16`. The data moves at issue. A load is *in flight*
+//!   until its thread calls [`wait_ld`] (`tcgen05.wait::ld`), a store until
+//!   [`wait_st`] (`tcgen05.wait::st`, Pallas's `commit_tmem`). Both waits
+//!   are `.sync.aligned`, so the emulator makes each a warp barrier (after
+//!   the thread's loads end, or its stores complete): a lane is then
+//!   ordered after every lane's loads and stores of the warp, which the
+//!   16-lane shapes need (a lane's cells in other threads' registers).
 //! * **Store completion**: a store is complete for its own thread after its
 //!   [`wait_st`], and for another thread once that wait happens-before it
 //!   (the wait, then a barrier, an mbarrier arrive/wait or a longer chain:
@@ -21,6 +35,20 @@
 //!   `tcgen05.st` or MMA over the cells, by any thread, must come after that
 //!   completion. (A store ordered after the completion, or an MMA, that
 //!   covers the cells supersedes the record.)
+//! * **Data paths** (the ISA's "Data path layout organization"): a
+//!   cta_group::1 MMA of M = 128 writes row `i` of D to lane `i` (layout
+//!   D); one of M = 64 (layout F, not `.ws`) writes rows `16 q .. 16 q + 16`
+//!   to lanes `32 q + b .. 32 q + b + 16` of lane quarter `q`, with `b` the
+//!   lane of its TMEM address, 0 or 16 (CUTLASS's `tmem_frg_1sm` atom for
+//!   M = 64; `b = 16` places a second M = 64 accumulator in the same
+//!   columns). So warp `w` reads its 16 rows of an M = 64 accumulator with
+//!   a 16-lane shape at lane `32 (w % 4) + b`. A TMEM A operand uses the
+//!   same layout as D. Column `j` of D is column `col + j` in both. A pair
+//!   MMA (cta_group::2, [`mma_pair`]) of M = 256 puts 128 rows in each CTA,
+//!   row `i` in lane `i` (layout A); one of M = 128 (dense, layout B) 64
+//!   rows in each CTA, folded: row `i`, column `j < N/2` in lane `i`,
+//!   column `col + j`; column `j >= N/2` in lane `64 + i`, column
+//!   `col + j - N/2` (CUTLASS's 2-SM M = 64 atom).
 //! * **MMA** ([`mma`]): issued by one thread; its SMEM operands are decoded
 //!   at issue (the caller passes the values), its TMEM A operand is read at
 //!   issue. It is registered with the race detector ([`crate::race`]) as an
@@ -169,18 +197,45 @@ pub struct MmaIssue<'a> {
     pub op: &'static str,
 }
 
+/// A set of TMEM cells: columns `cols` of the lanes `lanes`, that lane
+/// range repeated `reps` times `stride` lanes apart (`reps == 1`: a
+/// rectangle; an M = 64 accumulator: 16 lanes in each lane quarter).
 #[derive(Clone, Copy, Debug)]
 struct Region {
     lanes: (u32, u32),
     cols: (u32, u32),
+    reps: u32,
+    stride: u32,
 }
 
 impl Region {
+    /// Lanes `lanes`, columns `cols`.
+    fn rect(lanes: (u32, u32), cols: (u32, u32)) -> Region {
+        Region { lanes, cols, reps: 1, stride: 0 }
+    }
+    /// The lane ranges of the region.
+    fn blocks(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        (0..self.reps).map(|b| (self.lanes.0 + b * self.stride, self.lanes.1 + b * self.stride))
+    }
+    /// One past the last lane.
+    fn lane_end(&self) -> u32 {
+        self.lanes.1 + (self.reps - 1) * self.stride
+    }
+    /// The lane of the region's row `i` (rows numbered block by block).
+    fn row_lane(&self, i: u32) -> u32 {
+        let h = self.lanes.1 - self.lanes.0;
+        self.lanes.0 + (i / h) * self.stride + i % h
+    }
     fn overlaps(&self, o: &Region) -> bool {
-        self.lanes.0 < o.lanes.1 && o.lanes.0 < self.lanes.1 && self.cols.0 < o.cols.1 && o.cols.0 < self.cols.1
+        self.cols.0 < o.cols.1 && o.cols.0 < self.cols.1 && self.blocks().any(|(a, b)| o.blocks().any(|(c, d)| a < d && c < b))
+    }
+    /// Whether every cell of `o` is one of this region's.
+    fn covers(&self, o: &Region) -> bool {
+        self.cols.0 <= o.cols.0 && o.cols.1 <= self.cols.1 && o.blocks().all(|(c, d)| self.blocks().any(|(a, b)| a <= c && d <= b))
     }
     fn show(&self) -> String {
-        format!("lanes {}..{}, columns {}..{}", self.lanes.0, self.lanes.1, self.cols.0, self.cols.1)
+        let lanes: Vec<String> = self.blocks().map(|(a, b)| format!("{a}..{b}")).collect();
+        format!("lanes {}, columns {}..{}", lanes.join(", "), self.cols.0, self.cols.1)
     }
 }
 
@@ -192,9 +247,10 @@ struct Alloc {
 
 /// What a pending tensor-core operation does when it executes.
 enum Work {
-    /// An MMA's arithmetic (`a` empty when A is in TMEM: read from
-    /// `a_tmem` when the MMA executes, after the copies and MMAs before it).
-    Mma { a: Vec<f32>, a_tmem: Option<(u32, u32, bool)>, b: Vec<f32>, accumulate: bool, dtype: DType },
+    /// An MMA's arithmetic (`a` empty when A is in TMEM: read from the
+    /// op's `a_tmem` cells when the MMA executes, after the copies and MMAs
+    /// before it; `a_tmem` says whether the pairs are bf16).
+    Mma { a: Vec<f32>, a_tmem: Option<bool>, b: Vec<f32>, accumulate: bool, dtype: DType },
     /// A `tcgen05.cp`'s cells: `(lane, column, bits)`.
     Copy(Vec<(u32, u32, u32)>),
 }
@@ -207,10 +263,12 @@ struct Op {
     m: u32,
     n: u32,
     k: u32,
-    /// The cells it writes: the accumulator, or a copy's destination (a
-    /// `4x256b` copy's four single-lane rows: `d` and `extra`).
+    /// The cells it writes: the accumulator, or a copy's destination.
     d: Region,
-    extra: Vec<Region>,
+    /// Column `j` of D goes to lane block `j / (n / fold)` of `d`, column
+    /// `j % (n / fold)` (the cta_group::2 M = 128 data path: `fold` 2);
+    /// 1: all columns in the lanes of each row.
+    fold: u32,
     a_tmem: Option<Region>,
     /// A `tcgen05.cp` (else an MMA).
     copy: bool,
@@ -226,13 +284,9 @@ struct Op {
 }
 
 impl Op {
-    /// The cells the operation writes.
-    fn writes(&self) -> impl Iterator<Item = &Region> {
-        std::iter::once(&self.d).chain(self.extra.iter())
-    }
     /// Whether it writes any cell of `r`.
     fn writes_overlap(&self, r: &Region) -> bool {
-        self.writes().any(|w| w.overlaps(r))
+        self.d.overlaps(r)
     }
     /// Whether it reads or writes any cell of `r` (its TMEM operands).
     fn touches(&self, r: &Region) -> bool {
@@ -366,7 +420,8 @@ fn lane_bytes(lane: u32, cols: (u32, u32)) -> (u64, u64) {
 
 /// One range per lane of `r`, in the CTA's TMEM space.
 fn region_ranges(cta: usize, r: &Region) -> Vec<(Space, u64, u64)> {
-    (r.lanes.0..r.lanes.1)
+    r.blocks()
+        .flat_map(|(a, b)| a..b)
         .map(|l| {
             let (lo, hi) = lane_bytes(l, r.cols);
             (Space::Tmem { cta }, lo, hi)
@@ -379,7 +434,7 @@ fn split(taddr: u32) -> (u32, u32) {
 }
 
 fn inside_alloc(c: &Cta, r: &Region, what: &str) -> Result<(), (&'static str, String)> {
-    if r.lanes.1 <= LANES && c.allocs.iter().any(|a| r.cols.0 >= a.col && r.cols.1 <= a.col + a.ncols) {
+    if r.lane_end() <= LANES && c.allocs.iter().any(|a| r.cols.0 >= a.col && r.cols.1 <= a.col + a.ncols) {
         return Ok(());
     }
     if let Some(f) = c.freed.iter().rev().find(|f| r.cols.0 < f.col + f.ncols && f.col < r.cols.1) {
@@ -557,7 +612,7 @@ fn write_after_ops(e: &Emu, run: &Run, c: &Cta, tid: usize, r: &Region, what: &s
 /// completion, covers: an access ordered after `r`'s write is ordered after
 /// them too.
 fn supersede_stores(c: &mut Cta, r: &Region) {
-    c.stores.retain(|s| !(r.lanes.0 <= s.region.lanes.0 && s.region.lanes.1 <= r.lanes.1 && r.cols.0 <= s.region.cols.0 && s.region.cols.1 <= r.cols.1));
+    c.stores.retain(|s| !r.covers(&s.region));
 }
 
 /// Executes the MMA `seq` of `cta` (once; the race detector calls it when
@@ -582,13 +637,15 @@ fn execute_one(c: &mut Cta, seq: u64) {
             }
         };
         let (m, n, k) = (op.m as usize, op.n as usize, op.k as usize);
-        if let Some((al, ac, bf16)) = a_tmem {
-            // A from TMEM, as it is now: packed 16-bit pairs, element `k` in
-            // column `k / 2`, half `k % 2`.
+        if let Some(bf16) = a_tmem {
+            // A from TMEM, as it is now (after the copies and MMAs before
+            // this one): packed 16-bit pairs, element `k` in column `k / 2`,
+            // half `k % 2`, row `i` in the lane the data path puts it.
+            let ar = op.a_tmem.expect("A in TMEM");
             a = (0..m * k)
                 .map(|x| {
                     let (i, kk) = (x / k, x % k);
-                    let cell = c.mem[(al as usize + i) * COLS as usize + ac as usize + kk / 2];
+                    let cell = c.mem[ar.row_lane(i as u32) as usize * COLS as usize + ar.cols.0 as usize + kk / 2];
                     let bits = (cell >> (16 * (kk % 2))) as u16;
                     if bf16 {
                         half::bf16::from_bits(bits).to_f32()
@@ -598,14 +655,19 @@ fn execute_one(c: &mut Cta, seq: u64) {
                 })
                 .collect();
         }
-        let (l0, c0) = (op.d.lanes.0 as usize, op.d.cols.0 as usize);
+        let c0 = op.d.cols.0 as usize;
+        // Columns per lane block (the data path layout of M: see
+        // `d_region` and `pair_d_region`).
+        let per = n / op.fold as usize;
         for i in 0..m {
+            let lane = op.d.row_lane(i as u32) as usize;
             for j in 0..n {
                 let mut s = 0f32;
                 for kk in 0..k {
                     s += a[i * k + kk] * b[j * k + kk];
                 }
-                let cell = &mut c.mem[(l0 + i) * COLS as usize + c0 + j];
+                let (lane, col) = (lane + (j / per) * op.d.stride as usize, c0 + j % per);
+                let cell = &mut c.mem[lane * COLS as usize + col];
                 *cell = match dtype {
                     DType::F32 => {
                         let prev = if accumulate { f32::from_bits(*cell) } else { 0.0 };
@@ -705,7 +767,7 @@ pub fn dealloc(taddr: u32, ncols: u32) {
             ));
         };
         let (lo, hi) = (c.allocs[i].col, c.allocs[i].col + c.allocs[i].ncols);
-        let freed = Region { lanes: (0, LANES), cols: (lo, hi) };
+        let freed = Region::rect((0, LANES), (lo, hi));
         if let Some(op) = c.ops.iter().find(|o| o.work.is_some() && o.touches(&freed)) {
             return Err((
                 if op.copy { "TMEM freed while a tcgen05.cp into it is pending" } else { "TMEM freed while an MMA on it is pending" },
@@ -742,25 +804,68 @@ pub fn dealloc(taddr: u32, ncols: u32) {
     }
 }
 
-/// Checks a load or store of `n` columns at `taddr` by the calling thread
-/// (32x32b shape: one lane per thread) and returns its region.
-fn lane_region(e: &Emu, tid: usize, taddr: u32, n: u32, what: &str) -> Result<Region, (&'static str, String)> {
+/// The `tcgen05.ld` / `tcgen05.st` data-movement shapes and their
+/// fragment maps ([`Shape::cell`]), defined in `kernel-spec`.
+pub use kernel_spec::tmem_frag::Shape;
+
+/// Checks a `shape` load or store of `nregs` registers per thread at
+/// `taddr` by the calling thread and returns its cells, register by
+/// register (absolute lane, column). A warp reaches only its lane quarter
+/// (warp `w` of its warpgroup: lanes `32 (w % 4) ..+ 32`, the PTX ISA's
+/// tcgen05 chapter on which warp may access which TMEM lanes): a 32-lane
+/// shape its whole quarter from its first lane, a 16-lane shape one half
+/// of it (from lane `32 (w % 4)` or `32 (w % 4) + 16`: the emulator's
+/// reading, CUTLASS's "half-subpartition" TMEM atoms; other offsets are
+/// reported).
+fn thread_cells(e: &Emu, tid: usize, shape: Shape, taddr: u32, nregs: u32, what: &str) -> Result<Vec<(u32, u32)>, (&'static str, String)> {
+    let per = shape.regs_per_rep();
+    let reps = nregs / per;
+    assert!(
+        nregs.is_multiple_of(per) && reps.is_power_of_two() && reps <= shape.max_reps(),
+        "{what}: {nregs} registers is not a repetition count of .{} ({per} registers per repetition, .x1 to .x{})",
+        shape.name(),
+        shape.max_reps()
+    );
     let (lane0, col) = split(taddr);
     let q = (e.threads[tid].warp % 4) as u32;
-    if lane0 != 32 * q {
+    let off = lane0.wrapping_sub(32 * q);
+    let ok = if shape.lanes() == 32 { off == 0 } else { off == 0 || off == 16 };
+    if !ok {
+        let starts = if shape.lanes() == 32 { format!("lane {}", 32 * q) } else { format!("lane {} or {}", 32 * q, 32 * q + 16) };
         return Err((
             "TMEM lane quarter of another warp",
             format!(
                 "{what} at lane {lane0} by warp {} (warp {q} of its warpgroup), which may access only lanes {}..{}; \
-                 warp w of a warpgroup reads rows 32 (w % 4) .. 32 (w % 4) + 32 of a tile",
+                 warp w of a warpgroup reads rows 32 (w % 4) .. 32 (w % 4) + 32 of a tile (a {}-lane .{} access starts at {starts})",
                 e.threads[tid].warp,
                 32 * q,
-                32 * q + 32
+                32 * q + 32,
+                shape.lanes(),
+                shape.name()
             ),
         ));
     }
-    let lane = lane0 + e.threads[tid].lane;
-    Ok(Region { lanes: (lane, lane + 1), cols: (col, col + n) })
+    let l = e.threads[tid].lane;
+    Ok((0..nregs)
+        .map(|r| {
+            let (dl, dc) = shape.cell(l, r);
+            (lane0 + dl, col + dc)
+        })
+        .collect())
+}
+
+/// The cells as regions: runs of consecutive columns of one lane.
+fn cell_regions(cells: &[(u32, u32)]) -> Vec<Region> {
+    let mut sorted = cells.to_vec();
+    sorted.sort_unstable();
+    let mut out: Vec<Region> = Vec::new();
+    for (lane, col) in sorted {
+        match out.last_mut() {
+            Some(r) if r.lanes.0 == lane && r.cols.1 == col => r.cols.1 += 1,
+            _ => out.push(Region::rect((lane, lane + 1), (col, col + 1))),
+        }
+    }
+    out
 }
 
 /// `tcgen05.ld.sync.aligned.32x32b.xN.b32`: thread `l` of the warp reads
@@ -768,61 +873,7 @@ fn lane_region(e: &Emu, tid: usize, taddr: u32, n: u32, what: &str) -> Result<Re
 /// column `taddr & 0xffff`. In flight until [`wait_ld`].
 #[track_caller]
 pub fn ld_32x32b(taddr: u32, out: &mut [u32]) {
-    let loc = Location::caller();
-    let Some((e, tid)) = enter("tmem::ld") else { return };
-    e.yield_point(tid, "tcgen05.ld", loc);
-    let n = out.len() as u32;
-    let r = with_cta(&e, tid, loc, |run, cta| {
-        let r = lane_region(&e, tid, taddr, n, "tcgen05.ld")?;
-        let c = &run.ctas[&cta];
-        inside_alloc(c, &r, "tcgen05.ld")?;
-        if let Some(op) = c.ops.iter().find(|o| o.writes_overlap(&r) && !run.complete_for(&e, tid, &c.ops, o)) {
-            return Err((
-                if op.copy { "TMEM read before the tcgen05.cp that writes it completed" } else { "TMEM read before the MMA that writes it completed" },
-                format!(
-                    "tcgen05.ld of {} reads the {} of {} issued at {} ({}), which is not complete for this thread: {}",
-                    r.show(),
-                    if op.copy { "destination" } else { "accumulator" },
-                    op.op,
-                    op.loc,
-                    op.d.show(),
-                    run.why_incomplete(&e, op)
-                ),
-            ));
-        }
-        if let Some(op) = c.ops.iter().find(|o| o.writes_overlap(&r) && !run.complete_at_fence(tid, &c.ops, o)) {
-            return Err((
-                if op.copy {
-                    "TMEM read after a tcgen05.cp's completion without tcgen05.fence::after_thread_sync"
-                } else {
-                    "TMEM read after an MMA's completion without tcgen05.fence::after_thread_sync"
-                },
-                format!(
-                    "tcgen05.ld of {} reads the cells of {} issued at {} ({}): this thread saw the {unit}'s commit arrive, but issued no \
-                     tcgen05.fence::after_thread_sync after that wait, so the load is not ordered after the {unit}; {FENCE_AFTER_FIX}",
-                    r.show(),
-                    op.op,
-                    op.loc,
-                    op.d.show(),
-                    unit = op.unit()
-                ),
-            ));
-        }
-        if let Some((s, why)) = unfinished_store(&e, c, tid, &r) {
-            return Err((
-                "TMEM accessed before the tcgen05.st that writes it completed",
-                format!("tcgen05.ld of {} reads {} stored at {} by {}, and {why}; {STORE_FIX}", r.show(), s.region.show(), s.loc, e.who(s.tid)),
-            ));
-        }
-        let c = run.ctas.get_mut(&cta).expect("created");
-        for (i, v) in out.iter_mut().enumerate() {
-            *v = c.mem[(r.lanes.0 * COLS + r.cols.0) as usize + i];
-        }
-        c.loads.push(Access { tid, region: r, loc });
-        Ok(r)
-    });
-    let (lo, hi) = lane_bytes(r.lanes.0, r.cols);
-    e.ordinary_access(tid, loc, Space::Tmem { cta: e.threads[tid].cta }, lo, hi, false);
+    ld(Shape::S32x32b, taddr, out)
 }
 
 /// `tcgen05.st.sync.aligned.32x32b.xN.b32`: thread `l` of the warp writes
@@ -830,47 +881,143 @@ pub fn ld_32x32b(taddr: u32, out: &mut [u32]) {
 /// flight until [`wait_st`].
 #[track_caller]
 pub fn st_32x32b(taddr: u32, vals: &[u32]) {
+    st(Shape::S32x32b, taddr, vals)
+}
+
+/// `tcgen05.ld.sync.aligned.{shape}.xN.b32` (`N` = `out.len()` / the
+/// shape's registers per repetition): register `r` of the calling thread
+/// reads the cell [`Shape::cell`] gives, relative to `taddr`. In flight
+/// until [`wait_ld`]. Checked as the module docs say, cell by cell: every
+/// region of the thread's fragment.
+#[track_caller]
+pub fn ld(shape: Shape, taddr: u32, out: &mut [u32]) {
+    let loc = Location::caller();
+    let Some((e, tid)) = enter("tmem::ld") else { return };
+    e.yield_point(tid, "tcgen05.ld", loc);
+    let n = out.len() as u32;
+    let what = format!("tcgen05.ld.{}", shape.name());
+    let rs = with_cta(&e, tid, loc, |run, cta| {
+        let cells = thread_cells(&e, tid, shape, taddr, n, &what)?;
+        let rs = cell_regions(&cells);
+        let c = &run.ctas[&cta];
+        for r in &rs {
+            inside_alloc(c, r, &what)?;
+        }
+        for r in &rs {
+            if let Some(op) = c.ops.iter().find(|o| o.writes_overlap(r) && !run.complete_for(&e, tid, &c.ops, o)) {
+                return Err((
+                    if op.copy { "TMEM read before the tcgen05.cp that writes it completed" } else { "TMEM read before the MMA that writes it completed" },
+                    format!(
+                        "{what} of {} reads the {} of {} issued at {} ({}), which is not complete for this thread: {}",
+                        r.show(),
+                        if op.copy { "destination" } else { "accumulator" },
+                        op.op,
+                        op.loc,
+                        op.d.show(),
+                        run.why_incomplete(&e, op)
+                    ),
+                ));
+            }
+            if let Some(op) = c.ops.iter().find(|o| o.writes_overlap(r) && !run.complete_at_fence(tid, &c.ops, o)) {
+                return Err((
+                    if op.copy {
+                        "TMEM read after a tcgen05.cp's completion without tcgen05.fence::after_thread_sync"
+                    } else {
+                        "TMEM read after an MMA's completion without tcgen05.fence::after_thread_sync"
+                    },
+                    format!(
+                        "{what} of {} reads the cells of {} issued at {} ({}): this thread saw the {unit}'s commit arrive, but issued no \
+                         tcgen05.fence::after_thread_sync after that wait, so the load is not ordered after the {unit}; {FENCE_AFTER_FIX}",
+                        r.show(),
+                        op.op,
+                        op.loc,
+                        op.d.show(),
+                        unit = op.unit()
+                    ),
+                ));
+            }
+            if let Some((s, why)) = unfinished_store(&e, c, tid, r) {
+                return Err((
+                    "TMEM accessed before the tcgen05.st that writes it completed",
+                    format!("{what} of {} reads {} stored at {} by {}, and {why}; {STORE_FIX}", r.show(), s.region.show(), s.loc, e.who(s.tid)),
+                ));
+            }
+        }
+        let c = run.ctas.get_mut(&cta).expect("created");
+        for (v, &(lane, col)) in out.iter_mut().zip(&cells) {
+            *v = c.mem[(lane * COLS + col) as usize];
+        }
+        c.loads.extend(rs.iter().map(|&region| Access { tid, region, loc }));
+        Ok(rs)
+    });
+    for r in &rs {
+        let (lo, hi) = lane_bytes(r.lanes.0, r.cols);
+        e.ordinary_access(tid, loc, Space::Tmem { cta: e.threads[tid].cta }, lo, hi, false);
+    }
+}
+
+/// `tcgen05.st.sync.aligned.{shape}.xN.b32`: register `r` of the calling
+/// thread (`vals[r]`) is written to the cell [`Shape::cell`] gives,
+/// relative to `taddr`. In flight until [`wait_st`]. Checked as the module
+/// docs say, region by region of the thread's fragment.
+#[track_caller]
+pub fn st(shape: Shape, taddr: u32, vals: &[u32]) {
     let loc = Location::caller();
     let Some((e, tid)) = enter("tmem::st") else { return };
     e.yield_point(tid, "tcgen05.st", loc);
-    let r = with_cta(&e, tid, loc, |run, cta| {
-        let r = lane_region(&e, tid, taddr, vals.len() as u32, "tcgen05.st")?;
+    let what = format!("tcgen05.st.{}", shape.name());
+    let rs = with_cta(&e, tid, loc, |run, cta| {
+        let cells = thread_cells(&e, tid, shape, taddr, vals.len() as u32, &what)?;
+        let rs = cell_regions(&cells);
         let c = &run.ctas[&cta];
-        inside_alloc(c, &r, "tcgen05.st")?;
-        if let Some(l) = c.loads.iter().find(|l| l.region.overlaps(&r)) {
-            return Err((
-                "TMEM overwritten while an in-flight tcgen05.ld reads it",
-                format!(
-                    "tcgen05.st of {} over {} loaded at {} by {} with no tcgen05.wait::ld (the load's `.wait()`, or `wait_load_tmem`) since",
-                    r.show(),
-                    l.region.show(),
-                    l.loc,
-                    e.who(l.tid)
-                ),
-            ));
+        for r in &rs {
+            inside_alloc(c, r, &what)?;
         }
-        write_after_ops(&e, run, c, tid, &r, "tcgen05.st")?;
-        if let Some((s, why)) = unfinished_store(&e, c, tid, &r) {
-            return Err((
-                "TMEM accessed before the tcgen05.st that writes it completed",
-                format!("tcgen05.st of {} overwrites {} stored at {} by {}, and {why}; {STORE_FIX}", r.show(), s.region.show(), s.loc, e.who(s.tid)),
-            ));
+        for r in &rs {
+            if let Some(l) = c.loads.iter().find(|l| l.region.overlaps(r)) {
+                return Err((
+                    "TMEM overwritten while an in-flight tcgen05.ld reads it",
+                    format!(
+                        "{what} of {} over {} loaded at {} by {} with no tcgen05.wait::ld (the load's `.wait()`, or `wait_load_tmem`) since",
+                        r.show(),
+                        l.region.show(),
+                        l.loc,
+                        e.who(l.tid)
+                    ),
+                ));
+            }
+            write_after_ops(&e, run, c, tid, r, &what)?;
+            if let Some((s, why)) = unfinished_store(&e, c, tid, r) {
+                return Err((
+                    "TMEM accessed before the tcgen05.st that writes it completed",
+                    format!("{what} of {} overwrites {} stored at {} by {}, and {why}; {STORE_FIX}", r.show(), s.region.show(), s.loc, e.who(s.tid)),
+                ));
+            }
         }
         let Run { ctas, before_fences, after_views, .. } = &mut *run;
         let c = ctas.get_mut(&cta).expect("created");
-        fenced_after_other_threads(&e, before_fences, after_views, c, tid, &r, "tcgen05.st", (true, false))?;
-        for (i, v) in vals.iter().enumerate() {
-            c.mem[(r.lanes.0 * COLS + r.cols.0) as usize + i] = *v;
+        for r in &rs {
+            fenced_after_other_threads(&e, before_fences, after_views, c, tid, r, &what, (true, false))?;
         }
-        supersede_stores(c, &r);
-        c.stores.push(Store { tid, region: r, loc, waited: None });
-        Ok(r)
+        for (v, &(lane, col)) in vals.iter().zip(&cells) {
+            c.mem[(lane * COLS + col) as usize] = *v;
+        }
+        for &region in &rs {
+            supersede_stores(c, &region);
+            c.stores.push(Store { tid, region, loc, waited: None });
+        }
+        Ok(rs)
     });
-    let (lo, hi) = lane_bytes(r.lanes.0, r.cols);
-    e.ordinary_access(tid, loc, Space::Tmem { cta: e.threads[tid].cta }, lo, hi, true);
+    for r in &rs {
+        let (lo, hi) = lane_bytes(r.lanes.0, r.cols);
+        e.ordinary_access(tid, loc, Space::Tmem { cta: e.threads[tid].cta }, lo, hi, true);
+    }
 }
 
 /// `tcgen05.wait::ld.sync.aligned`: this thread's loads are done.
+/// Warp-collective (`.sync.aligned`): a warp barrier after the thread's
+/// loads end, so each lane leaves it with every lane's loads done (a
+/// `.16x*` load reads one TMEM lane into several threads' registers).
 #[track_caller]
 pub fn wait_ld() {
     let loc = Location::caller();
@@ -884,11 +1031,12 @@ pub fn wait_ld() {
         for l in mine {
             // A newer finished load of the same cells by the same thread
             // replaces the older one.
-            c.done_loads.retain(|(d, _)| !(d.tid == tid && d.region.lanes == l.region.lanes && d.region.cols == l.region.cols));
+            c.done_loads.retain(|(d, _)| !(d.tid == tid && l.region.covers(&d.region)));
             c.done_loads.push((l, clock));
         }
         Ok(())
-    })
+    });
+    e.warp_sync(tid, loc, "tcgen05.wait::ld");
 }
 
 /// Checks that a tcgen05 write of `r` by thread `w` (an MMA's accumulator,
@@ -913,7 +1061,11 @@ fn fenced_after_other_threads(
     let seen_fence = |t: usize| view.and_then(|v| v.get(&t)).copied().unwrap_or(0);
     let mut passed = Vec::new();
     for (i, (l, waited)) in c.done_loads.iter().enumerate() {
-        if !writes || l.tid == w || !l.region.overlaps(r) {
+        // A load of the writer's own warp is ordered by the warp-collective
+        // `tcgen05.wait::ld` (a 16-lane shape reads lanes other threads of
+        // the warp write).
+        let same_warp = e.threads[l.tid].cta == e.threads[w].cta && e.threads[l.tid].warp == e.threads[w].warp;
+        if !writes || same_warp || !l.region.overlaps(r) {
             continue;
         }
         let known = e.clock_of(w, l.tid);
@@ -954,7 +1106,7 @@ fn fenced_after_other_threads(
         }
     }
     if reads_stores {
-        for s in c.stores.iter().filter(|s| s.tid != w && s.region.overlaps(r)) {
+        for s in c.stores.iter().filter(|s| !(e.threads[s.tid].cta == e.threads[w].cta && e.threads[s.tid].warp == e.threads[w].warp) && s.region.overlaps(r)) {
             let Some((waited, wloc)) = s.waited else { continue };
             if e.clock_of(w, s.tid) < waited {
                 continue;
@@ -977,7 +1129,7 @@ fn fenced_after_other_threads(
     }
     for i in passed.into_iter().rev() {
         let (l, _) = &c.done_loads[i];
-        if r.lanes.0 <= l.region.lanes.0 && l.region.lanes.1 <= r.lanes.1 && r.cols.0 <= l.region.cols.0 && l.region.cols.1 <= r.cols.1 {
+        if r.covers(&l.region) {
             c.done_loads.remove(i);
         }
     }
@@ -986,6 +1138,10 @@ fn fenced_after_other_threads(
 
 /// `tcgen05.wait::st.sync.aligned`: this thread's stores are done (and,
 /// with the tcgen05 fences and a thread sync, visible to the tensor core).
+/// Warp-collective (`.sync.aligned`): the stores complete at the thread's
+/// clock before a warp barrier, so every lane of the warp leaves it
+/// ordered after all the warp's stores (a `.16x*` store writes one TMEM
+/// lane from several threads' registers).
 #[track_caller]
 pub fn wait_st() {
     let loc = Location::caller();
@@ -997,7 +1153,8 @@ pub fn wait_st() {
             s.waited = Some((clock, loc));
         }
         Ok(())
-    })
+    });
+    e.warp_sync(tid, loc, "tcgen05.wait::st");
 }
 
 /// `tcgen05.fence::before_thread_sync`: orders this thread's earlier
@@ -1066,19 +1223,9 @@ pub fn mma(issue: MmaIssue<'_>) {
     e.yield_point(tid, "tcgen05.mma", loc);
     let MmaIssue { d, a, b, m, n, k, accumulate, dtype, smem_reads, op } = issue;
     let (seq, cta, dr, ar, after_ids) = with_cta(&e, tid, loc, |run, cta| {
-        let (dl, dc) = split(d);
-        if m != 128 || dl != 0 {
-            return Err((
-                "not emulated",
-                format!("{op}: M = {m} at TMEM lane {dl}; the emulator models the cta_group::1 data path of M = 128 (row i in lane i) only"),
-            ));
-        }
-        let dr = Region { lanes: (0, m), cols: (dc, dc + n) };
+        let dr = d_region(d, m, n, op)?;
         let ar = match &a {
-            AOperand::Tmem { taddr, .. } => {
-                let (al, ac) = split(*taddr);
-                Some(Region { lanes: (al, al + m), cols: (ac, ac + k / 2) })
-            }
+            AOperand::Tmem { taddr, .. } => Some(d_region(*taddr, m, k / 2, op)?),
             AOperand::Smem(_) => None,
         };
         let c = &run.ctas[&cta];
@@ -1113,10 +1260,7 @@ pub fn mma(issue: MmaIssue<'_>) {
                 assert_eq!(v.len(), (m * k) as usize, "{op}: A must hold M x K values");
                 (v, None)
             }
-            AOperand::Tmem { taddr, bf16 } => {
-                let (al, ac) = split(taddr);
-                (Vec::new(), Some((al, ac, bf16)))
-            }
+            AOperand::Tmem { bf16, .. } => (Vec::new(), Some(bf16)),
         };
         assert_eq!(b.len(), (n * k) as usize, "{op}: B must hold N x K values");
         {
@@ -1151,7 +1295,7 @@ pub fn mma(issue: MmaIssue<'_>) {
             n,
             k,
             d: dr,
-            extra: Vec::new(),
+            fold: 1,
             a_tmem: ar,
             copy: false,
             work: Some(Work::Mma { a: a_vals, a_tmem: a_tm, b, accumulate, dtype }),
@@ -1214,9 +1358,9 @@ pub fn cp(issue: CpIssue<'_>) {
         }
         assert_eq!(rows.len(), shape.rows() as usize, "{op}: the source must hold the shape's rows");
         let regions: Vec<Region> = if shape == kernel_spec::desc_tcgen05::CpShape::S4x256b {
-            (0..4).map(|q| Region { lanes: (lane0 + 32 * q, lane0 + 32 * q + 1), cols: (col, col + words) }).collect()
+            vec![Region { lanes: (lane0, lane0 + 1), cols: (col, col + words), reps: 4, stride: 32 }]
         } else {
-            vec![Region { lanes: (0, LANES), cols: (col, col + words) }]
+            vec![Region::rect((0, LANES), (col, col + words))]
         };
         let c = &run.ctas[&cta];
         for r in &regions {
@@ -1274,7 +1418,7 @@ pub fn cp(issue: CpIssue<'_>) {
             n: 0,
             k: 0,
             d: regions[0],
-            extra: regions[1..].to_vec(),
+            fold: 1,
             a_tmem: None,
             copy: true,
             work: Some(Work::Copy(cells)),
@@ -1285,6 +1429,34 @@ pub fn cp(issue: CpIssue<'_>) {
     });
     let id = issue_tracked(&e, tid, loc, op, cta, seq, smem_reads, None, &regions, &after_ids);
     set_race_id(&e, cta, seq, id);
+}
+
+/// The TMEM cells of a cta_group::1 MMA operand of `m` rows and `ncols`
+/// columns at `taddr` (the accumulator, or A from TMEM), by the PTX ISA's
+/// data path layout organization (tcgen05 chapter, "Data path layout
+/// organization"; the same as CUTLASS's `tmem_frg_1sm` atoms):
+///
+/// * M = 128 (layout D): row `i` in lane `i`, all 128 lanes from lane 0;
+/// * M = 64 (layout F, not `.ws`): half of each lane quarter, row `i` in
+///   lane `lane(taddr) + 32 (i / 16) + i % 16`, with `lane(taddr)` 0 (lanes
+///   0..16 of each quarter) or 16 (lanes 16..32: a second M = 64
+///   accumulator in the same columns, CUTLASS's interleaved allocation).
+///
+/// Column `j` of the operand is column `col(taddr) + j` in both.
+fn d_region(taddr: u32, m: u32, ncols: u32, op: &str) -> Result<Region, (&'static str, String)> {
+    let (lane, col) = split(taddr);
+    let cols = (col, col + ncols);
+    match (m, lane) {
+        (128, 0) => Ok(Region::rect((0, 128), cols)),
+        (64, 0 | 16) => Ok(Region { lanes: (lane, lane + 16), cols, reps: 4, stride: 32 }),
+        _ => Err((
+            "not emulated",
+            format!(
+                "{op}: M = {m} at TMEM lane {lane}; the emulator models the cta_group::1 data paths of M = 128 (row i in lane i, from lane 0) \
+                 and M = 64 (16 rows per lane quarter, from lane 0 or 16)"
+            ),
+        )),
+    }
 }
 
 /// Records the race detector's id of MMA `seq` of CTA `cta`.
@@ -1385,11 +1557,13 @@ pub fn peek(lane: u32, col: u32) -> u32 {
 
 // ----- collective (cta_group::2) MMA and multicast commit ----------------------
 
-/// `tcgen05.mma.cta_group::2` (M = 256) issued by the calling thread of the
-/// pair's leader: `issue` is the leader's half (its 128 rows of A, the
-/// whole `N x K` B gathered from both CTAs, the accumulator at `issue.d` of
-/// its TMEM); `peer_a` the peer's 128 rows of A, whose accumulator rows go
-/// to the same TMEM address of CTA `peer_rank` of the cluster. Each half is
+/// `tcgen05.mma.cta_group::2` (M = 256, or M = 128: `issue.m` is the rows
+/// per CTA, 128 or 64) issued by the calling thread of the pair's leader:
+/// `issue` is the leader's half (its `M / 2` rows of A, the whole `N x K` B
+/// gathered from both CTAs, the accumulator at `issue.d` of its TMEM);
+/// `peer_a` the peer's rows of A, whose accumulator rows go to the same
+/// TMEM address of CTA `peer_rank` of the cluster. Each CTA's rows are laid
+/// out by the data path of M (module docs, "Data paths"). Each half is
 /// checked as [`mma`] checks its operation (allocation, TMEM stores and
 /// loads not waited for, in that CTA) and becomes one tracked asynchronous
 /// operation of the issuing thread, which its next commit (local or
@@ -1416,11 +1590,7 @@ pub fn mma_pair(issue: MmaIssue<'_>, peer_rank: u32, peer_a: Vec<f32>, peer_smem
         e.misuse(e.lock(), tid, loc, "CTA rank outside the cluster", format!("{op}: the peer CTA (rank {peer_rank}) is not in this cluster"));
     };
     let (dr, seqs) = with_cta(&e, tid, loc, |run, _cta| {
-        let (dl, dc) = split(d);
-        if m != 128 || dl != 0 {
-            return Err(("not emulated", format!("{op}: {m} rows per CTA at TMEM lane {dl}; the emulator models M = 256 (128 rows per CTA from lane 0)")));
-        }
-        let dr = Region { lanes: (0, m), cols: (dc, dc + n) };
+        let (dr, fold) = pair_d_region(d, m, n, op)?;
         for (c, who) in [(own_cta, "this CTA"), (peer_cta, "the peer CTA")] {
             let Some(cs) = run.ctas.get(&c) else {
                 return Err(("TMEM access outside an allocation", format!("{op} writes {} of {who}, which has allocated no tensor memory", dr.show())));
@@ -1451,7 +1621,7 @@ pub fn mma_pair(issue: MmaIssue<'_>, peer_rank: u32, peer_a: Vec<f32>, peer_smem
         }
         let mut seqs = [0u64; 2];
         for (i, (c, a_vals)) in [(own_cta, a_own), (peer_cta, peer_a)].into_iter().enumerate() {
-            assert_eq!(a_vals.len(), (m * k) as usize, "{op}: A must hold 128 x K values per CTA");
+            assert_eq!(a_vals.len(), (m * k) as usize, "{op}: A must hold M / 2 x K values per CTA");
             run.next_seq += 1;
             seqs[i] = run.next_seq;
             let cs = run.ctas.get_mut(&c).expect("checked");
@@ -1465,7 +1635,7 @@ pub fn mma_pair(issue: MmaIssue<'_>, peer_rank: u32, peer_a: Vec<f32>, peer_smem
                 n,
                 k,
                 d: dr,
-                extra: Vec::new(),
+                    fold,
                 a_tmem: None,
                 copy: false,
                 work: Some(Work::Mma { a: a_vals, a_tmem: None, b: b.clone(), accumulate, dtype }),
@@ -1477,6 +1647,32 @@ pub fn mma_pair(issue: MmaIssue<'_>, peer_rank: u32, peer_a: Vec<f32>, peer_smem
     });
     issue_tracked(&e, tid, loc, op, own_cta, seqs[0], smem_reads, None, &[dr], &[]);
     issue_tracked(&e, tid, loc, op, peer_cta, seqs[1], peer_smem_reads, None, &[dr], &[]);
+}
+
+/// The TMEM cells, in each CTA of the pair, of a cta_group::2 MMA's
+/// accumulator of `m` rows per CTA and `n` columns at `taddr`, and its
+/// column fold (`Op::fold`), by the PTX ISA's data path layout
+/// organization (tcgen05 chapter; CUTLASS's `tmem_frg_2sm` atoms):
+///
+/// * M = 256 (layout A): 128 rows per CTA, row `i` in lane `i`, column `j`
+///   in column `col + j`;
+/// * M = 128, dense (layout B): 64 rows per CTA in lanes 0..64 for
+///   columns `0 .. n/2` and again in lanes 64..128 for columns
+///   `n/2 .. n`: row `i`, column `j` in lane `i + 64 (j / (n/2))`, column
+///   `col + j % (n/2)`.
+fn pair_d_region(taddr: u32, m: u32, n: u32, op: &str) -> Result<(Region, u32), (&'static str, String)> {
+    let (lane, col) = split(taddr);
+    match (m, lane) {
+        (128, 0) => Ok((Region::rect((0, 128), (col, col + n)), 1)),
+        (64, 0) if n.is_multiple_of(2) => Ok((Region { lanes: (0, 64), cols: (col, col + n / 2), reps: 2, stride: 64 }, 2)),
+        _ => Err((
+            "not emulated",
+            format!(
+                "{op}: {m} rows per CTA at TMEM lane {lane}; the emulator models M = 256 (128 rows per CTA) and M = 128 (64 rows per CTA, \
+                 the columns' halves in lanes 0..64 and 64..128), from lane 0"
+            ),
+        )),
+    }
 }
 
 /// `tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster`:

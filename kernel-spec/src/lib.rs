@@ -10,6 +10,7 @@
 //! | [`limits`] | the launch limits: threads per CTA, `block.z`, cluster CTAs (portable and not), dynamic SMEM per CTA, grid extents | `kernel-macros` (options), `kernel_device::launch` (re-exports), `kernel-host`, `kernel-emu` |
 //! | [`launch`] | [`check_launch`](launch::check_launch) and its parts, and [`LaunchProblem`](launch::LaunchProblem) whose message names the rule, the values and the fix | `#[kernel]` (block and cluster options), `kernel_host::check_launch`, `Emulator::launch`, `kernel_emu::run` |
 //! | [`swizzle`] | [`Swizzle`], the TMA/wgmma swizzle modes, and `find_swizzle` | `kernel_device::layout` (re-exports; its type-level layouts build on it), the host's tensor maps, the emulator |
+//! | [`tmem_frag`] | the `tcgen05.ld`/`st` data-movement shapes and their fragment layouts ([`Shape`](tmem_frag::Shape)) | `kernel_emu::tmem` (moves the data by it), `kernel_device::tmem` (re-exports) |
 //! | [`tensor_map`] | the tiled tensor-map limits and rules, [`check_map`](tensor_map::check_map) over a [`MapDesc`](tensor_map::MapDesc) | `kernel_host::TensorMapSpec::problems` (GPU maps), `kernel_host::emulate::EmuTensorMap` (the emulator's maps) |
 //!
 //! `no_std`, no `alloc`, no dependencies: it builds for
@@ -30,6 +31,7 @@ pub mod launch;
 pub mod limits;
 pub mod swizzle;
 pub mod tensor_map;
+pub mod tmem_frag;
 
 pub use dim3::Dim3;
 pub use swizzle::Swizzle;

@@ -394,3 +394,65 @@ fn scoped_tmem_used_after_its_scope_or_freed_under_an_mma() {
         );
     }
 }
+
+// ----- the M = 64 data path and the 16-lane TMEM shapes -----------------------
+
+use kernel_fixtures::blackwell::shapes::{self, A64, B64};
+
+/// Runs `m64_readback` with `variant` under `emu`; the four read-backs on success.
+fn m64(emu: &Emulator, variant: u32) -> Result<Vec<f32>, EmuError> {
+    let a = randn_f16(64 * 64, 92);
+    let b = randn_f16(64 * 64, 93);
+    let mut out = vec![f32::NAN; 4 * 64 * 64];
+    let am = EmuTensorMap::<A64>::new_2d(&a, 64, 64).expect("map");
+    let bm = EmuTensorMap::<B64>::new_2d(&b, 64, 64).expect("map");
+    emu.launch::<shapes::m64_readback, _>(1u32, (&am, &bm, &mut out[..], variant))?;
+    Ok(out)
+}
+
+/// The M = 64 MMA read back with `.16x64b`, `.16x128b`, `.16x256b` and
+/// `.16x32bx2` (each register put where the ISA's fragment map says)
+/// matches `A · Bᵀ` in every cell, under 4 schedules; so does the twin with
+/// a `.16x256b` store, `commit_tmem` and load after it.
+#[test]
+fn m64_mma_read_back_with_every_16_lane_shape_matches_the_reference() {
+    let a = randn_f16(64 * 64, 92);
+    let b = randn_f16(64 * 64, 93);
+    let want = reference_gemm_nt(64, 64, 64, &a, &b);
+    for (i, emu) in Emulator::schedules(800, 4).into_iter().enumerate() {
+        // Schedules 0 and 2 run the plain twin, 1 and 3 the store twin.
+        let variant = if i % 2 == 0 { shapes::OK } else { shapes::LOAD_OVER_STORE_AFTER_COMMIT };
+        let out = m64(&emu, variant).unwrap_or_else(|e| panic!("seed {}: variant {variant}: {e}", emu.seed()));
+        for (s, got) in ["16x64b", "16x128b", "16x256b", "16x32bx2"].iter().zip(out.chunks(64 * 64)) {
+            assert!(got.iter().all(|v| v.is_finite()), "seed {}: {s}: cells not written (NaN)", emu.seed());
+            let got16: Vec<f16> = got.iter().map(|&v| f16::from_f32(v)).collect();
+            let err = rel_frobenius_error(&got16, &want);
+            assert!(err < TOLERANCE, "seed {}: {s}: error {err:e}", emu.seed());
+        }
+    }
+}
+
+/// The bug is reported under 4 schedules with `rule` (and `detail_has`).
+fn m64_caught(variant: u32, rule: &str, detail_has: &str) {
+    for emu in Emulator::schedules(900 + variant as u64, 4) {
+        match m64(&emu, variant) {
+            Ok(_) => panic!("seed {}: planted variant {variant} ({rule}) was not caught", emu.seed()),
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(msg.contains(rule) && msg.contains(detail_has), "seed {}: variant {variant}: expected `{rule}` / `{detail_has}`, got: {msg}", emu.seed());
+            }
+        }
+    }
+}
+
+#[test]
+fn a_16x256b_load_over_the_warps_store_without_commit_tmem() {
+    // The twin is LOAD_OVER_STORE_AFTER_COMMIT (above).
+    m64_caught(shapes::LOAD_OVER_STORE_WITHOUT_COMMIT, "TMEM accessed before the tcgen05.st that writes it completed", "tcgen05.ld.16x256b");
+}
+
+#[test]
+fn an_m64_accumulator_read_with_16x128b_before_the_commit_wait() {
+    // The accumulator's lanes in the report: 16 per lane quarter.
+    m64_caught(shapes::READ_BEFORE_COMMIT_WAIT, "TMEM read before the MMA that writes it completed", "lanes 0..16, 32..48, 64..80, 96..112");
+}

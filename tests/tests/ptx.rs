@@ -651,3 +651,46 @@ fn sixteen_cta_reqnctapercluster_assembles_for_both_architectures() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The fixture `m64_readback` (`tests/fixtures/src/blackwell/shapes.rs`):
+/// an M = 64 `tcgen05.mma` (its instruction descriptor's M field, bits
+/// 24..29, is 64 >> 4 = 4: the immediate 0x04100010 for f16 x f16 -> f32,
+/// N = 64) and every 16-lane `tcgen05.ld`/`tcgen05.st` form the device API
+/// emits, in the sm_100a PTX, which ptxas 13.0 assembled with no stack and
+/// no spills; the 16-lane loads' registers read only after their wait; none
+/// of it in the sm_90a image.
+#[test]
+fn sixteen_lane_tmem_shapes_and_the_m64_mma_assemble_for_sm_100a() {
+    let code = &kernel_fixtures::DEVICE_CODE;
+    let img = code.image("sm_100a").expect("sm_100a image");
+    let body = entry_body(img.ptx, "m64_readback");
+    for form in [
+        "tcgen05.mma.cta_group::1.kind::f16",
+        "tcgen05.ld.sync.aligned.16x64b.x8.b32",
+        "tcgen05.ld.sync.aligned.16x128b.x4.b32",
+        "tcgen05.ld.sync.aligned.16x256b.x2.b32",
+        "tcgen05.ld.sync.aligned.16x256b.x1.b32",
+        "tcgen05.st.sync.aligned.16x256b.x1.b32",
+        "tcgen05.st.sync.aligned.16x64b.x2.b32",
+        "tcgen05.st.sync.aligned.16x128b.x1.b32",
+    ] {
+        assert!(body.contains(form), "m64_readback: `{form}` missing from the PTX");
+    }
+    // .16x32bx2: the split offset is the immediate after the address
+    // (load: `{regs}, [taddr], 8;`, store: `[taddr], 1, {regs};`).
+    let ld = body.lines().find(|l| l.contains("tcgen05.ld.sync.aligned.16x32bx2.x8.b32")).expect("16x32bx2 load");
+    assert!(ld.trim_end().ends_with("], 8;"), "16x32bx2 load without its split offset 8: {ld}");
+    let st = body.lines().find(|l| l.contains("tcgen05.st.sync.aligned.16x32bx2.x1.b32")).expect("16x32bx2 store");
+    assert!(st.contains("], 1, {"), "16x32bx2 store without its split offset 1: {st}");
+    let m64_idesc = 0x0410_0010u32;
+    assert!(
+        body.contains(&m64_idesc.to_string()) || body.contains(&format!("{m64_idesc:#x}")),
+        "m64_readback: the M = 64 instruction descriptor {m64_idesc:#010x} is not in the PTX"
+    );
+    assert!(!body.contains(".local"), "m64_readback: uses local memory");
+    let bad = tmem_registers_read_before_wait(body);
+    assert!(bad.is_empty(), "m64_readback: TMEM load registers read before tcgen05.wait::ld:\n{}", bad.join("\n"));
+    assert_eq!(ptxas_numbers(img.ptxas_report, "m64_readback", "sm_100a"), (0, 0, 0), "m64_readback: stack frame / spills");
+    let sm90 = code.image("sm_90a").expect("sm_90a image");
+    assert!(!sm90.ptx.contains(".entry m64_readback("), "m64_readback is sm_100a-only");
+}
