@@ -63,6 +63,7 @@ pub mod semaphore;
 pub mod smem;
 pub mod sync;
 pub mod tcgen05;
+pub mod tcgen05_view;
 pub mod tma;
 pub mod tmem;
 pub mod warp;

@@ -64,6 +64,22 @@ fn embedding_gather_matches_the_cpu_gather_under_4_schedules() {
     }
 }
 
+/// tcgen05 MMAs with transposed SMEM views (`tcgen05_transposed`): B
+/// MN-major, A MN-major, both, on the emulator, which decodes each operand
+/// by its descriptor and the instruction descriptor's transpose bits:
+/// every variant matches the CPU product (an operand read K-major instead
+/// would be the wrong matrix, an error near 1.4), under 4 schedules.
+#[test]
+fn tcgen05_transposed_views_match_the_cpu_reference_under_4_schedules() {
+    for emu in Emulator::schedules(900, 4) {
+        let errs = examples::blackwell::tcgen05_transposed(&Device::emulator_with(emu.clone()))
+            .unwrap_or_else(|e| panic!("seed {}: tcgen05_transposed: {e}", emu.seed()));
+        for (v, e) in errs.iter().enumerate() {
+            assert!(*e < 1e-5, "seed {}: variant {v}: relative Frobenius error {e}", emu.seed());
+        }
+    }
+}
+
 // ----- planted tensor-memory bugs, each with its race-free twin ---------------
 
 use kernel_device::f16;

@@ -414,7 +414,28 @@ const SM100A_ONLY: &[(&str, &[&str])] = &[
     ("matmul1__256_3", &["elect.sync"]),
     ("matmul2__128_4", &["elect.sync", "cp.async.bulk.wait_group.read 1"]),
     ("matmul2__256_4", &["elect.sync", "cp.async.bulk.wait_group.read 1"]),
+    ("tcgen05_transposed", &["cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"]),
 ];
+
+/// Transposed SMEM views as tcgen05 operands (`tcgen05_mma_view`):
+/// `tcgen05_transposed` issues 3 products of 4 MMAs, and its instruction
+/// descriptors are the three with the transpose bits set as the views
+/// say (B MN-major; A MN-major; both), as `instr_descriptor` encodes
+/// them (PTX ISA Table 42, bits 15 and 16), and no K-major-only one.
+#[test]
+fn tcgen05_transposed_views_set_the_descriptor_transpose_bits() {
+    use kernel_device::f16;
+    use kernel_device::tcgen05::{instr_descriptor, Major};
+    let body = entry_body(image("sm_100a").ptx, "tcgen05_transposed");
+    assert_eq!(body.matches("tcgen05.mma.cta_group::1.kind::f16").count(), 12, "3 products x 4 MMAs of K = 16");
+    let word = |a, b| instr_descriptor::<f16, f32>(a, b, 128, 128).0;
+    for (what, a, b) in [("B transposed", Major::K, Major::MN), ("A transposed", Major::MN, Major::K), ("both transposed", Major::MN, Major::MN)] {
+        let w = word(a, b);
+        assert!(body.contains(&format!(", {w};")), "tcgen05_transposed: no instruction descriptor {w:#x} ({what}) in the PTX");
+    }
+    let plain = word(Major::K, Major::K);
+    assert!(!body.contains(&format!(", {plain};")), "tcgen05_transposed: a K-major-only descriptor {plain:#x} in the PTX");
+}
 
 /// Per-kernel tcgen05 facts: TMEM allocated and freed (paired, one each),
 /// the permit relinquished, `tcgen05.mma` of `kind::f16`, commits to an

@@ -97,7 +97,7 @@ pub fn matmul(dev: &Device, name: &str, m: usize, n: usize, k: usize, input_seed
 pub fn embedding_gather(dev: &Device, vocab: usize, ids: &[u32], table_seed: u64) -> Result<(Vec<f16>, Vec<f16>)> {
     use blackwell::{EmbedRow, EMBED_DIM, GATHER_TOKENS};
     const FUNCTION: &str = "embedding_gather";
-    if ids.is_empty() || ids.len() % GATHER_TOKENS != 0 || vocab == 0 {
+    if ids.is_empty() || !ids.len().is_multiple_of(GATHER_TOKENS) || vocab == 0 {
         return Err(invalid(FUNCTION, format!("needs a non-zero multiple of {GATHER_TOKENS} token ids and a non-empty table; got {} ids, vocab {vocab}", ids.len())));
     }
     let table = randn_f16(vocab * EMBED_DIM, table_seed);
@@ -119,4 +119,37 @@ pub fn embedding_gather(dev: &Device, vocab: usize, ids: &[u32], table_seed: u64
             .launch_sync(grid, (&map, &di, &mut out))?;
     }
     Ok((dev.download(&out)?, want))
+}
+
+/// [`blackwell::tcgen05_transposed`]: `A · Bᵀ` (`128 x 128 x 64`) on the
+/// tensor core with A, B or both read through transposed SMEM views
+/// (MN-major operands), against the CPU product; returns each variant's
+/// relative Frobenius error.
+pub fn tcgen05_transposed(dev: &Device) -> Result<[f64; blackwell::TCGEN05_TRANSPOSED_VARIANTS]> {
+    use blackwell::{TrAKm, TrBNk, TCGEN05_TRANSPOSED_VARIANTS as V};
+    let (m, n, k) = (128, 128, 64);
+    let a_mk = randn_f16(m * k, 41);
+    let b_nk = randn_f16(n * k, 42);
+    let transpose = |x: &[f16], rows: usize, cols: usize| -> Vec<f16> { (0..rows * cols).map(|i| x[(i % rows) * cols + i / rows]).collect() };
+    let (a_km, b_kn) = (transpose(&a_mk, m, k), transpose(&b_nk, n, k));
+    let (da_mk, da_km, db_nk, db_kn) = (dev.upload(&a_mk)?, dev.upload(&a_km)?, dev.upload(&b_nk)?, dev.upload(&b_kn)?);
+    let mut out = poisoned::<f32>(dev, V * m * n)?;
+    {
+        let maps = (
+            TileMap::<ATile>::new_2d(&da_mk, m, k)?,
+            TileMap::<TrAKm>::new_2d(&da_km, k, m)?,
+            TileMap::<TrBNk>::new_2d(&db_nk, n, k)?,
+            TileMap::<BTile<128>>::new_2d(&db_kn, k, n)?,
+        );
+        dev.load(&kernels::DEVICE_CODE)?
+            .kernel::<blackwell::tcgen05_transposed>()?
+            .launch_sync(1u32, (&maps.0, &maps.1, &maps.2, &maps.3, &mut out))?;
+    }
+    let reference = reference_gemm_nt(m, n, k, &a_mk, &b_nk);
+    let got: Vec<f32> = dev.download(&out)?;
+    let mut errs = [0.0; V];
+    for (v, e) in errs.iter_mut().enumerate() {
+        *e = kernel_host::rel_frobenius_error_f32(&got[v * m * n..(v + 1) * m * n], &reference);
+    }
+    Ok(errs)
 }

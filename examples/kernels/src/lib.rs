@@ -22,6 +22,7 @@
 //! | [`hopper_ladder`] | `matmul_big_tiles`, `matmul_persistent`, `matmul_epilogue_overlap`, `matmul_cluster_multicast`, `matmul_fewer_arrivals`, `matmul_pingpong` | the Hopper GEMM ladder, steps 2-7 (README); steps 4 and 5 are `kernel_ops_kernels`' matmul kernels, re-exported |
 //! | [`blackwell`] | `matmul0`, `matmul1`, `matmul2` | the Blackwell tutorial's steps 0-2: tcgen05 MMA into TMEM, warp specialization, double-buffered epilogue (sm_100a only) |
 //! | [`blackwell`] | `embedding_gather` | TMA gather4 (Pallas's `x_ref.at[idxs]`): rows of a table picked by token ids (sm_100a only) |
+//! | [`blackwell`] | `tcgen05_transposed` | transposed SMEM views as tcgen05 MMA operands (MN-major A, B, both; sm_100a only) |
 //! | [`blackwell`] | `matmul3`, `matmul4`, `matmul5`, `matmul6`, `matmul_dynamic` | the tutorial's steps 3-6 (collective 2-CTA MMA, persistent, dedicated epilogue warpgroup, grid tiling) and cluster launch control (sm_100a only) |
 //! | [`simt`] | `warp_collectives` | `shfl`, vote, `redux.sync`, `match`, warp reductions and scans |
 //! | [`simt`] | `block_reductions` | block reductions and scans through a 32-slot SMEM scratch |

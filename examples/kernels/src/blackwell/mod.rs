@@ -36,6 +36,7 @@ mod step6;
 #[path = "matmul_dynamic.rs"]
 mod dynamic;
 mod gather;
+mod transposed;
 
 pub use step0::matmul0;
 pub use step1::matmul1;
@@ -46,6 +47,7 @@ pub use step5::matmul5;
 pub use step6::matmul6;
 pub use dynamic::matmul_dynamic;
 pub use gather::{embedding_gather, EmbedRow, EmbedTile, EMBED_DIM, GATHER_TOKENS};
+pub use transposed::{tcgen05_transposed, TrAKm, TrBNk, TCGEN05_TRANSPOSED_VARIANTS};
 
 /// 128-byte swizzle, tiling (8, 64) for f16: `plgpu.find_swizzle(64 * 16)`.
 pub type Sw = Swizzled<128>;

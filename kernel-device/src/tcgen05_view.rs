@@ -1,0 +1,118 @@
+//! `tcgen05.mma` with SMEM operands given as views (Pallas's
+//! `plgpu.TransposeTransform` on Blackwell): a tile ([`Smem`], K-major, as
+//! [`crate::tcgen05::tcgen05_mma`] reads it) or a transposed tile
+//! ([`Transposed`], from [`Smem::transposed`]: stored `K x M` / `K x N`,
+//! read MN-major, the instruction descriptor's transpose bit set for that
+//! operand). The same views as the Hopper [`crate::wgmma::Acc::mma_view`].
+//!
+//! `tcgen05_mma_view(&Cta1, &acc, a, b_kn.transposed(), false)` is
+//! [`crate::tcgen05::tcgen05_mma_kn`]; `tcgen05_mma_view(&Cta1, &acc,
+//! a_km.transposed(), b, false)` takes A stored `K x M`.
+use crate::layout::{Swizzle, TileLayout};
+use crate::smem::Smem;
+use crate::tcgen05::{instr_descriptor, pair_shape_ok, raw, shape_ok, AccumulatesInto, CtaGroup, Issuer, Major, MmaAccum, SmemDescriptor, TileDescriptor};
+use crate::tmem::Tmem;
+use crate::wgmma::Transposed;
+
+/// An SMEM operand of [`tcgen05_mma_view`] as the MMA sees it: a matrix of
+/// `ROWS` (M for A, N for B) x `K`, K-major ([`Smem`] of a tile: rows x K
+/// stored) or MN-major ([`Transposed`]: K x rows stored).
+pub trait Tcgen05Operand: Copy {
+    /// The stored tile.
+    type Tile: TileLayout;
+    /// Rows of the logical matrix (M or N).
+    const ROWS: usize;
+    /// K of the logical matrix.
+    const K: usize;
+    /// K-major (stored as read) or MN-major (transposed).
+    const MAJOR: Major;
+    /// The descriptor of the whole operand's rows at K offset `k`.
+    fn descriptor(&self, k: usize) -> SmemDescriptor;
+}
+
+impl<Tl: TileLayout> Tcgen05Operand for Smem<Tl> {
+    type Tile = Tl;
+    const ROWS: usize = Tl::ROWS;
+    const K: usize = Tl::COLS;
+    const MAJOR: Major = Major::K;
+    #[inline(always)]
+    fn descriptor(&self, k: usize) -> SmemDescriptor {
+        SmemDescriptor::k_major::<Tl>(self.smem_addr(), 0, k)
+    }
+}
+
+impl<Tl: TileLayout> Tcgen05Operand for Transposed<Tl> {
+    type Tile = Tl;
+    const ROWS: usize = Tl::COLS;
+    const K: usize = Tl::ROWS;
+    const MAJOR: Major = Major::MN;
+    #[inline(always)]
+    fn descriptor(&self, k: usize) -> SmemDescriptor {
+        // Logical rows are stored columns (from 0); K step `k` is stored row `k`.
+        SmemDescriptor::mn_major::<Tl>(self.stored().smem_addr(), k, 0)
+    }
+}
+
+/// `acc (+)= A · Bᵀ` over the whole K, with `A` (`M x K`) and `B`
+/// (`N x K`) given as views ([`Tcgen05Operand`]): a tile, K-major, or
+/// `x.transposed()` of a tile stored `K x M` / `K x N`, MN-major. One
+/// `tcgen05.mma` per instruction K; `accumulate = false` overwrites the
+/// accumulator with the first. Issued by one thread (`&Cta1`, or a pair's
+/// leader for a `TmemPair`: B's `N / 2` rows per CTA); completion through
+/// [`crate::tcgen05::tcgen05_commit_arrive`].
+///
+/// Compile-time rules: the issuer's CTA group is the accumulator's; the
+/// accumulator shape (M 64 or 128, N per the ISA; 256 x N for a pair);
+/// A has M rows and B N (N / 2 per CTA of a pair), logical (a transposed
+/// tile's rows are its stored columns); equal K, a multiple of the
+/// instruction's K; swizzled tiles; a transposed operand has 16-bit
+/// elements (f16, bf16; this project's rule: the emulator's MN-major
+/// decoding is checked for 16-bit types only).
+#[inline(always)]
+#[track_caller]
+pub fn tcgen05_mma_view<I, G, E, D, OA, OB, const M: usize, const N: usize>(_issuer: &I, acc: &Tmem<D, M, N, false, G>, a: OA, b: OB, accumulate: bool)
+where
+    I: Issuer,
+    G: CtaGroup,
+    E: AccumulatesInto<D>,
+    D: MmaAccum,
+    OA: Tcgen05Operand,
+    OB: Tcgen05Operand,
+    OA::Tile: TileLayout<Elem = E>,
+    OB::Tile: TileLayout<Elem = E>,
+{
+    const {
+        assert!(
+            <I::Group as CtaGroup>::CTAS == G::CTAS,
+            "tcgen05_mma_view: the issuer's CTA group must be the accumulator's (`&Cta1` for a CTA's `Tmem`, the pair's leader for a `TmemPair`)"
+        );
+        if G::CTAS == 1 {
+            assert!(shape_ok(M, N), "tcgen05_mma_view (cta_group::1): M must be 64 or 128, N a multiple of 8 in 8..=256 for M = 64 and a multiple of 16 in 16..=256 for M = 128 (the accumulator Tmem<D, M, N>)");
+        } else {
+            assert!(pair_shape_ok(2 * M, N), "tcgen05_mma_view (cta_group::2): the pair's accumulator must be 256 x N with N a multiple of 16 in 16..=256");
+            assert!(E::BITS == 16, "tcgen05_mma_view (cta_group::2): implemented for kind::f16");
+        }
+        assert!(
+            E::BITS == 16 || (matches!(OA::MAJOR, Major::K) && matches!(OB::MAJOR, Major::K)),
+            "tcgen05_mma_view: a transposed (MN-major) operand needs 16-bit elements (f16, bf16) here; keep 8-bit operands K-major (untransposed)"
+        );
+        assert!(OA::ROWS == M, "tcgen05_mma_view: A must have M rows (the accumulator's rows in this CTA; a transposed A: M stored columns)");
+        assert!(OB::ROWS * G::CTAS as usize == N, "tcgen05_mma_view: B must have N rows (the accumulator's columns, N / 2 per CTA of a pair; a transposed B: stored columns)");
+        assert!(OA::K == OB::K, "tcgen05_mma_view: A's K and B's K must be equal (a transposed operand's K is its stored rows)");
+        assert!(OA::K % E::K == 0, "tcgen05_mma_view: K must be a multiple of the instruction's K (16 for kind::f16, 32 for kind::f8f6f4 and kind::i8)");
+        assert!(
+            !matches!(<OA::Tile as TileLayout>::SWIZZLE, Swizzle::None) && !matches!(<OB::Tile as TileLayout>::SWIZZLE, Swizzle::None),
+            "tcgen05_mma_view: SMEM operand tiles must be swizzled (Swizzled<32/64/128>)"
+        );
+    };
+    let idesc = const { instr_descriptor::<E, D>(OA::MAJOR, OB::MAJOR, (M * G::CTAS as usize) as u32, N as u32) };
+    let mut k = 0;
+    while k < OA::K {
+        let (da, db) = (a.descriptor(k), b.descriptor(k));
+        // SAFETY: one thread issues it (documented; the pair's leader for
+        // cta_group::2 by the `Issuer` bound); descriptors from typed tiles,
+        // in bounds (the rules above).
+        unsafe { raw::mma_ss::<G>(E::KIND, acc.addr(), da.0, db.0, idesc.0, accumulate || k > 0) };
+        k += E::K;
+    }
+}
