@@ -535,6 +535,9 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
             };
             #[cfg(not(target_arch = "nvptx64"))]
             impl #krate::launch::HostEntry for #name #inst_args {
+                // The pointer is the launch's global scratch, which the
+                // emulator (the only caller) allocates for the run.
+                #[allow(clippy::not_unsafe_ptr_arg_deref)]
                 fn run_thread(params: &Self::Params, __global_scratch: *mut u8) {
                     #raw_note
                     #(#host_conversions)*
