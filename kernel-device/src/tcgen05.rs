@@ -627,7 +627,7 @@ pub fn tcgen05_commit_arrive<I: Issuer>(_issuer: &I, bar: BarrierRef<'_, TensorC
 
 /// The compile-time rules every MMA form checks: the group's shape (`m` the
 /// accumulator's rows per CTA, `n` its columns), K, swizzled operands.
-const fn check_mma<I: Issuer, E: MmaInput, G: CtaGroup>(m: usize, n: usize, k: usize, a_swz: Swizzle, b_swz: Swizzle) {
+pub(crate) const fn check_mma<I: Issuer, E: MmaInput, G: CtaGroup>(m: usize, n: usize, k: usize, a_swz: Swizzle, b_swz: Swizzle) {
     assert!(
         <I::Group as CtaGroup>::CTAS == G::CTAS,
         "tcgen05.mma: the issuer's CTA group must be the accumulator's: one CTA's `Tmem` is written by cta_group::1 MMAs (issuer `&Cta1`), a pair's collective `TmemPair` only by the pair's cta_group::2 MMAs (issuer: the pair's leader, `&leader` from `pair_role().leader()`)"
@@ -666,15 +666,7 @@ where
         assert!(B::ROWS * G::CTAS as usize == N, "tcgen05.mma: the B tile (N x K, K-major) must have N rows (the accumulator's columns; N / 2 per CTA for cta_group::2)");
         assert!(A::COLS == B::COLS, "tcgen05.mma: A and B tiles must have the same K (columns)");
     };
-    let idesc = const { instr_descriptor::<E, D>(Major::K, Major::K, (M * G::CTAS as usize) as u32, N as u32) };
-    let (aa, ba) = (a.smem_addr(), b.smem_addr());
-    let mut k = 0;
-    while k < A::COLS {
-        let da = SmemDescriptor::k_major::<A>(aa, 0, k);
-        let db = SmemDescriptor::k_major::<B>(ba, 0, k);
-        issue_ss::<G, E, D>(acc.addr(), da, db, idesc, accumulate || k > 0);
-        k += E::K;
-    }
+    crate::tcgen05_view::issue_views::<G, E, D, _, _, M, N>(acc, a, b, accumulate);
 }
 
 /// As [`tcgen05_mma`] with B stored `K x N` (N contiguous, MN-major: a
@@ -697,15 +689,7 @@ where
         assert!(B::COLS * G::CTAS as usize == N, "tcgen05.mma (B K x N): the B tile must have N columns (the accumulator's columns; N / 2 per CTA for cta_group::2)");
         assert!(A::COLS == B::ROWS, "tcgen05.mma (B K x N): A's columns and B's rows must both be K");
     };
-    let idesc = const { instr_descriptor::<E, D>(Major::K, Major::MN, (M * G::CTAS as usize) as u32, N as u32) };
-    let (aa, ba) = (a.smem_addr(), b.smem_addr());
-    let mut k = 0;
-    while k < A::COLS {
-        let da = SmemDescriptor::k_major::<A>(aa, 0, k);
-        let db = SmemDescriptor::mn_major::<B>(ba, k, 0);
-        issue_ss::<G, E, D>(acc.addr(), da, db, idesc, accumulate || k > 0);
-        k += E::K;
-    }
+    crate::tcgen05_view::issue_views::<G, E, D, _, _, M, N>(acc, a, b.transposed(), accumulate);
 }
 
 /// As [`tcgen05_mma`] with A from tensor memory: `a` is a **packed**
@@ -740,14 +724,6 @@ pub fn tcgen05_mma_ts<E, D, B, const M: usize, const N: usize, const K: usize>(
         unsafe { raw::mma_ts(E::KIND, acc.addr(), a_addr, db.0, idesc.0, accumulate || k > 0) };
         k += E::K;
     }
-}
-
-#[inline(always)]
-#[track_caller]
-fn issue_ss<G: CtaGroup, E: AccumulatesInto<D>, D: MmaAccum>(d: u32, da: SmemDescriptor, db: SmemDescriptor, idesc: InstrDescriptor, accumulate: bool) {
-    // SAFETY: one thread (documented; the pair's leader for cta_group::2,
-    // by the `Issuer` bound of the callers); descriptors from typed tiles.
-    unsafe { raw::mma_ss::<G>(E::KIND, d, da.0, db.0, idesc.0, accumulate) }
 }
 
 #[cfg(test)]

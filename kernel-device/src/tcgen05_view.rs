@@ -8,9 +8,9 @@
 //! `tcgen05_mma_view(&Cta1, &acc, a, b_kn.transposed(), false)` is
 //! [`crate::tcgen05::tcgen05_mma_kn`]; `tcgen05_mma_view(&Cta1, &acc,
 //! a_km.transposed(), b, false)` takes A stored `K x M`.
-use crate::layout::{Swizzle, TileLayout};
+use crate::layout::TileLayout;
 use crate::smem::Smem;
-use crate::tcgen05::{instr_descriptor, pair_shape_ok, raw, shape_ok, AccumulatesInto, CtaGroup, Issuer, Major, MmaAccum, SmemDescriptor, TileDescriptor};
+use crate::tcgen05::{check_mma, instr_descriptor, raw, AccumulatesInto, CtaGroup, Issuer, Major, MmaAccum, SmemDescriptor, TileDescriptor};
 use crate::tmem::Tmem;
 use crate::wgmma::Transposed;
 
@@ -82,16 +82,7 @@ where
     OB::Tile: TileLayout<Elem = E>,
 {
     const {
-        assert!(
-            <I::Group as CtaGroup>::CTAS == G::CTAS,
-            "tcgen05_mma_view: the issuer's CTA group must be the accumulator's (`&Cta1` for a CTA's `Tmem`, the pair's leader for a `TmemPair`)"
-        );
-        if G::CTAS == 1 {
-            assert!(shape_ok(M, N), "tcgen05_mma_view (cta_group::1): M must be 64 or 128, N a multiple of 8 in 8..=256 for M = 64 and a multiple of 16 in 16..=256 for M = 128 (the accumulator Tmem<D, M, N>)");
-        } else {
-            assert!(pair_shape_ok(2 * M, N), "tcgen05_mma_view (cta_group::2): the pair's accumulator must be 256 x N with N a multiple of 16 in 16..=256");
-            assert!(E::BITS == 16, "tcgen05_mma_view (cta_group::2): implemented for kind::f16");
-        }
+        check_mma::<I, E, G>(M, N, OA::K, <OA::Tile as TileLayout>::SWIZZLE, <OB::Tile as TileLayout>::SWIZZLE);
         assert!(
             E::BITS == 16 || (matches!(OA::MAJOR, Major::K) && matches!(OB::MAJOR, Major::K)),
             "tcgen05_mma_view: a transposed (MN-major) operand needs 16-bit elements (f16, bf16) here; keep 8-bit operands K-major (untransposed)"
@@ -99,12 +90,24 @@ where
         assert!(OA::ROWS == M, "tcgen05_mma_view: A must have M rows (the accumulator's rows in this CTA; a transposed A: M stored columns)");
         assert!(OB::ROWS * G::CTAS as usize == N, "tcgen05_mma_view: B must have N rows (the accumulator's columns, N / 2 per CTA of a pair; a transposed B: stored columns)");
         assert!(OA::K == OB::K, "tcgen05_mma_view: A's K and B's K must be equal (a transposed operand's K is its stored rows)");
-        assert!(OA::K % E::K == 0, "tcgen05_mma_view: K must be a multiple of the instruction's K (16 for kind::f16, 32 for kind::f8f6f4 and kind::i8)");
-        assert!(
-            !matches!(<OA::Tile as TileLayout>::SWIZZLE, Swizzle::None) && !matches!(<OB::Tile as TileLayout>::SWIZZLE, Swizzle::None),
-            "tcgen05_mma_view: SMEM operand tiles must be swizzled (Swizzled<32/64/128>)"
-        );
     };
+    issue_views::<G, E, D, OA, OB, M, N>(acc, a, b, accumulate);
+}
+
+/// The issue loop of every SMEM-operand MMA form ([`tcgen05_mma_view`],
+/// [`crate::tcgen05::tcgen05_mma`], [`crate::tcgen05::tcgen05_mma_kn`],
+/// after their compile-time rules): one `tcgen05.mma` per instruction K,
+/// each operand's descriptor at that K, the transpose bits from the views.
+#[inline(always)]
+#[track_caller]
+pub(crate) fn issue_views<G, E, D, OA, OB, const M: usize, const N: usize>(acc: &Tmem<D, M, N, false, G>, a: OA, b: OB, accumulate: bool)
+where
+    G: CtaGroup,
+    E: AccumulatesInto<D>,
+    D: MmaAccum,
+    OA: Tcgen05Operand,
+    OB: Tcgen05Operand,
+{
     let idesc = const { instr_descriptor::<E, D>(OA::MAJOR, OB::MAJOR, (M * G::CTAS as usize) as u32, N as u32) };
     let mut k = 0;
     while k < OA::K {
