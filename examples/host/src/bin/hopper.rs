@@ -11,7 +11,7 @@
 //! ```
 //! Exit status 0 only if everything is correct (relative Frobenius error
 //! below 1e-2 for every contender).
-use examples::hopper::{bench_shape, matmul, multicast_copy, warp_roles, wgmma_fp8, wgmma_variants, MATMULS};
+use examples::hopper::{bench_shape, matmul, multicast_copy, warp_roles, wgmma_fp8, wgmma_transposed, wgmma_variants, MATMULS};
 use kernel_host::{Blas, Device};
 use std::process::ExitCode;
 
@@ -122,6 +122,21 @@ fn main() -> ExitCode {
             Err(e) => {
                 ok = false;
                 println!("FAIL  wgmma_fp8: {e}");
+            }
+        }
+        // Transposed SMEM views (MN-major operands through the
+        // descriptor's transpose bits): the same product three ways.
+        match wgmma_transposed(&dev) {
+            Ok(errs) => {
+                for (name, e) in ["B transposed", "A transposed", "A and B transposed"].iter().zip(errs) {
+                    let bad = !(e < TOLERANCE);
+                    ok &= !bad;
+                    println!("{}  wgmma_transposed ({name}): rel. Frobenius error {e:.2e}{on}", if bad { "FAIL" } else { "ok  " });
+                }
+            }
+            Err(e) => {
+                ok = false;
+                println!("FAIL  wgmma_transposed: {e}");
             }
         }
         Ok(ok)
