@@ -232,20 +232,7 @@ impl EmuMap {
     /// first) to SMEM at `dst` (swizzled), zeros out of bounds.
     #[track_caller]
     pub fn load_copies(&self, dst: u32, coords: &[i32], op: &str) -> Vec<crate::AsyncCopy> {
-        let e = self.elem_bytes as usize;
-        let mut copies = Vec::new();
-        self.for_each_chunk(dst, coords, op, |addr, globals| {
-            let p = crate::smem_ptr_range(addr, 16);
-            for (i, g) in globals.iter().enumerate() {
-                let copy = crate::AsyncCopy {
-                    dst: p.wrapping_add(i * e),
-                    src: g.map(|g| g as *const u8),
-                    len: e,
-                };
-                crate::push_copy(&mut copies, copy);
-            }
-        });
-        copies
+        self.load_chunks(dst, coords, None, op)
     }
 
     /// The byte moves of `tile::gather4`: tensor rows `rows` (columns
@@ -267,9 +254,17 @@ impl EmuMap {
                 ),
             );
         }
+        self.load_chunks(dst, &[col, 0], Some(rows), op)
+    }
+
+    /// The byte moves of a load into SMEM at `dst`: each 16-byte chunk of
+    /// the box at `coords` (the rows `rows` for gather4) from its elements'
+    /// global addresses, zeros out of bounds.
+    #[track_caller]
+    fn load_chunks(&self, dst: u32, coords: &[i32], rows: Option<[i32; 4]>, op: &str) -> Vec<crate::AsyncCopy> {
         let e = self.elem_bytes as usize;
         let mut copies = Vec::new();
-        self.for_each_chunk_rows(dst, &[col, 0], Some(rows), op, |addr, globals| {
+        let mut chunk = |addr: u32, globals: &[Option<u64>]| {
             let p = crate::smem_ptr_range(addr, 16);
             for (i, g) in globals.iter().enumerate() {
                 let copy = crate::AsyncCopy {
@@ -279,7 +274,11 @@ impl EmuMap {
                 };
                 crate::push_copy(&mut copies, copy);
             }
-        });
+        };
+        match rows {
+            None => self.for_each_chunk(dst, coords, op, &mut chunk),
+            Some(_) => self.for_each_chunk_rows(dst, coords, rows, op, &mut chunk),
+        }
         copies
     }
 

@@ -511,6 +511,23 @@ impl Run {
         after
     }
 
+    /// The sequence number of a tensor-core operation (MMA or copy) that
+    /// thread `tid` of CTA `cta` issues now, recorded as its last one, and
+    /// the operations of other threads the tcgen05 fences order it after:
+    /// `(issuer, seq)` pairs and their race-detector ids.
+    fn next_op(&mut self, tid: usize, cta: usize) -> (u64, Vec<(usize, u64)>, Vec<usize>) {
+        let c = &self.ctas[&cta];
+        let (after, after_ids): (Vec<(usize, u64)>, Vec<usize>) = self
+            .fenced_before(tid)
+            .into_iter()
+            .filter_map(|(a, s)| c.ops.iter().find(|o| o.seq == s && o.issuer == a).and_then(|o| o.race_id).map(|id| ((a, s), id)))
+            .unzip();
+        self.next_seq += 1;
+        let seq = self.next_seq;
+        self.last_mma.insert(tid, seq);
+        (seq, after, after_ids)
+    }
+
     fn committed(&self, op: &Op) -> bool {
         self.commits.iter().any(|c| c.issuer == op.issuer && c.seq >= op.seq)
     }
@@ -1275,15 +1292,7 @@ pub fn mma(issue: MmaIssue<'_>) {
         }
         // Only MMAs of this CTA (cta_group::1): the fences order the
         // issuing CTA's tensor core.
-        let c = &run.ctas[&cta];
-        let (after, after_ids): (Vec<(usize, u64)>, Vec<usize>) = run
-            .fenced_before(tid)
-            .into_iter()
-            .filter_map(|(a, s)| c.ops.iter().find(|o| o.seq == s && o.issuer == a).and_then(|o| o.race_id).map(|id| ((a, s), id)))
-            .unzip();
-        run.next_seq += 1;
-        let seq = run.next_seq;
-        run.last_mma.insert(tid, seq);
+        let (seq, after, after_ids) = run.next_op(tid, cta);
         let c = run.ctas.get_mut(&cta).expect("created");
         supersede_stores(c, &dr);
         c.ops.push(Op {
@@ -1386,7 +1395,6 @@ pub fn cp(issue: CpIssue<'_>) {
                 fenced_after_other_threads(&e, before_fences, after_views, c, tid, r, op, (true, false))?;
             }
         }
-        let c = &run.ctas[&cta];
         let mut cells = Vec::with_capacity(rows.len() * 4 * words as usize);
         for (r, vals) in rows.iter().enumerate() {
             assert_eq!(vals.len(), words as usize, "{op}: a source row holds the shape's words");
@@ -1397,14 +1405,7 @@ pub fn cp(issue: CpIssue<'_>) {
                 }
             }
         }
-        let (after, after_ids): (Vec<(usize, u64)>, Vec<usize>) = run
-            .fenced_before(tid)
-            .into_iter()
-            .filter_map(|(a, s)| c.ops.iter().find(|o| o.seq == s && o.issuer == a).and_then(|o| o.race_id).map(|id| ((a, s), id)))
-            .unzip();
-        run.next_seq += 1;
-        let seq = run.next_seq;
-        run.last_mma.insert(tid, seq);
+        let (seq, after, after_ids) = run.next_op(tid, cta);
         let c = run.ctas.get_mut(&cta).expect("created");
         for r in &regions {
             supersede_stores(c, r);
