@@ -1,7 +1,7 @@
 //! `tcgen05.mma` with SMEM operands given as views (Pallas's
-//! `plgpu.TransposeTransform` on Blackwell): a tile ([`Smem`], K-major, as
+//! `plgpu.TransposeTransform` on Blackwell): a tile ([`Smem`](crate::smem::Smem), K-major, as
 //! [`crate::tcgen05::tcgen05_mma`] reads it) or a transposed tile
-//! ([`Transposed`], from [`Smem::transposed`]: stored `K x M` / `K x N`,
+//! ([`Transposed`](crate::wgmma::Transposed), from [`Smem::transposed`](crate::smem::Smem::transposed): stored `K x M` / `K x N`,
 //! read MN-major, the instruction descriptor's transpose bit set for that
 //! operand). The same views as the Hopper [`crate::wgmma::Acc::mma_view`].
 //!
@@ -9,52 +9,12 @@
 //! [`crate::tcgen05::tcgen05_mma_kn`]; `tcgen05_mma_view(&Cta1, &acc,
 //! a_km.transposed(), b, false)` takes A stored `K x M`.
 use crate::layout::TileLayout;
-use crate::smem::Smem;
-use crate::tcgen05::{check_mma, instr_descriptor, raw, AccumulatesInto, CtaGroup, Issuer, Major, MmaAccum, SmemDescriptor, TileDescriptor};
+use crate::tcgen05::{check_mma, instr_descriptor, raw, AccumulatesInto, CtaGroup, Issuer, Major, MmaAccum, SmemDescriptor};
 use crate::tmem::Tmem;
-use crate::wgmma::Transposed;
-
-/// An SMEM operand of [`tcgen05_mma_view`] as the MMA sees it: a matrix of
-/// `ROWS` (M for A, N for B) x `K`, K-major ([`Smem`] of a tile: rows x K
-/// stored) or MN-major ([`Transposed`]: K x rows stored).
-pub trait Tcgen05Operand: Copy {
-    /// The stored tile.
-    type Tile: TileLayout;
-    /// Rows of the logical matrix (M or N).
-    const ROWS: usize;
-    /// K of the logical matrix.
-    const K: usize;
-    /// K-major (stored as read) or MN-major (transposed).
-    const MAJOR: Major;
-    /// The descriptor of the whole operand's rows at K offset `k`.
-    fn descriptor(&self, k: usize) -> SmemDescriptor;
-}
-
-impl<Tl: TileLayout> Tcgen05Operand for Smem<Tl> {
-    type Tile = Tl;
-    const ROWS: usize = Tl::ROWS;
-    const K: usize = Tl::COLS;
-    const MAJOR: Major = Major::K;
-    #[inline(always)]
-    fn descriptor(&self, k: usize) -> SmemDescriptor {
-        SmemDescriptor::k_major::<Tl>(self.smem_addr(), 0, k)
-    }
-}
-
-impl<Tl: TileLayout> Tcgen05Operand for Transposed<Tl> {
-    type Tile = Tl;
-    const ROWS: usize = Tl::COLS;
-    const K: usize = Tl::ROWS;
-    const MAJOR: Major = Major::MN;
-    #[inline(always)]
-    fn descriptor(&self, k: usize) -> SmemDescriptor {
-        // Logical rows are stored columns (from 0); K step `k` is stored row `k`.
-        SmemDescriptor::mn_major::<Tl>(self.stored().smem_addr(), k, 0)
-    }
-}
+use crate::wgmma::MmaOperand;
 
 /// `acc (+)= A · Bᵀ` over the whole K, with `A` (`M x K`) and `B`
-/// (`N x K`) given as views ([`Tcgen05Operand`]): a tile, K-major, or
+/// (`N x K`) given as views ([`MmaOperand`], the views wgmma takes too): a tile, K-major, or
 /// `x.transposed()` of a tile stored `K x M` / `K x N`, MN-major. One
 /// `tcgen05.mma` per instruction K; `accumulate = false` overwrites the
 /// accumulator with the first. Issued by one thread (`&Cta1`, or a pair's
@@ -76,15 +36,15 @@ where
     G: CtaGroup,
     E: AccumulatesInto<D>,
     D: MmaAccum,
-    OA: Tcgen05Operand,
-    OB: Tcgen05Operand,
+    OA: MmaOperand,
+    OB: MmaOperand,
     OA::Tile: TileLayout<Elem = E>,
     OB::Tile: TileLayout<Elem = E>,
 {
     const {
         check_mma::<I, E, G>(M, N, OA::K, <OA::Tile as TileLayout>::SWIZZLE, <OB::Tile as TileLayout>::SWIZZLE);
         assert!(
-            E::BITS == 16 || (matches!(OA::MAJOR, Major::K) && matches!(OB::MAJOR, Major::K)),
+            E::BITS == 16 || (!OA::MN_MAJOR && !OB::MN_MAJOR),
             "tcgen05_mma_view: a transposed (MN-major) operand needs 16-bit elements (f16, bf16) here; keep 8-bit operands K-major (untransposed)"
         );
         assert!(OA::ROWS == M, "tcgen05_mma_view: A must have M rows (the accumulator's rows in this CTA; a transposed A: M stored columns)");
@@ -105,17 +65,26 @@ where
     G: CtaGroup,
     E: AccumulatesInto<D>,
     D: MmaAccum,
-    OA: Tcgen05Operand,
-    OB: Tcgen05Operand,
+    OA: MmaOperand,
+    OB: MmaOperand,
 {
-    let idesc = const { instr_descriptor::<E, D>(OA::MAJOR, OB::MAJOR, (M * G::CTAS as usize) as u32, N as u32) };
+    let idesc = const { instr_descriptor::<E, D>(major(OA::MN_MAJOR), major(OB::MN_MAJOR), (M * G::CTAS as usize) as u32, N as u32) };
     let mut k = 0;
     while k < OA::K {
-        let (da, db) = (a.descriptor(k), b.descriptor(k));
+        let (da, db) = (a.descriptor::<SmemDescriptor>(0, k), b.descriptor::<SmemDescriptor>(0, k));
         // SAFETY: one thread issues it (documented; the pair's leader for
         // cta_group::2 by the `Issuer` bound); descriptors from typed tiles,
         // in bounds (the rules above).
         unsafe { raw::mma_ss::<G>(E::KIND, acc.addr(), da.0, db.0, idesc.0, accumulate || k > 0) };
         k += E::K;
+    }
+}
+
+/// The instruction descriptor's major of an operand view.
+const fn major(mn_major: bool) -> Major {
+    if mn_major {
+        Major::MN
+    } else {
+        Major::K
     }
 }

@@ -135,42 +135,45 @@ impl<Tl: TileLayout> Transposed<Tl> {
     }
 }
 
-/// An SMEM operand of [`Acc::mma_view`], as the MMA sees it: a matrix of
-/// `ROWS` (M for A, N for B) x `K`, K-major ([`Smem`] of a tile: rows x K
-/// stored) or MN-major ([`Transposed`]: K x rows stored).
-pub trait WgmmaOperand: Copy {
+/// An SMEM operand of an MMA given as a view ([`Acc::mma_view`] here,
+/// `tcgen05_view::tcgen05_mma_view` on Blackwell), as the MMA sees it: a
+/// matrix of `ROWS` (M for A, N for B) x `K`, K-major ([`Smem`] of a tile:
+/// rows x K stored) or MN-major ([`Transposed`]: K x rows stored).
+pub trait MmaOperand: Copy {
     /// The stored tile.
     type Tile: TileLayout;
     /// Rows of the logical matrix (M or N).
     const ROWS: usize;
     /// K of the logical matrix.
     const K: usize;
-    /// Whether the operand is MN-major (`imm-trans-a`/`imm-trans-b` = 1).
+    /// Whether the operand is MN-major (wgmma's `imm-trans-a`/`imm-trans-b`,
+    /// tcgen05's transpose bits in the instruction descriptor).
     const MN_MAJOR: bool;
-    /// The descriptor of the logical rows `row ..` at K offset `k`.
-    fn descriptor(&self, row: usize, k: usize) -> SmemDescriptor;
+    /// The descriptor (of either MMA's format) of the logical rows `row ..`
+    /// at K offset `k`.
+    fn descriptor<D: TileDescriptor>(&self, row: usize, k: usize) -> D;
 }
 
-impl<Tl: TileLayout> WgmmaOperand for Smem<Tl> {
+impl<Tl: TileLayout> MmaOperand for Smem<Tl> {
     type Tile = Tl;
     const ROWS: usize = Tl::ROWS;
     const K: usize = Tl::COLS;
     const MN_MAJOR: bool = false;
     #[inline(always)]
-    fn descriptor(&self, row: usize, k: usize) -> SmemDescriptor {
-        SmemDescriptor::k_major::<Tl>(self.smem_addr(), row, k)
+    fn descriptor<D: TileDescriptor>(&self, row: usize, k: usize) -> D {
+        D::k_major::<Tl>(self.smem_addr(), row, k)
     }
 }
 
-impl<Tl: TileLayout> WgmmaOperand for Transposed<Tl> {
+impl<Tl: TileLayout> MmaOperand for Transposed<Tl> {
     type Tile = Tl;
     const ROWS: usize = Tl::COLS;
     const K: usize = Tl::ROWS;
     const MN_MAJOR: bool = true;
     #[inline(always)]
-    fn descriptor(&self, row: usize, k: usize) -> SmemDescriptor {
+    fn descriptor<D: TileDescriptor>(&self, row: usize, k: usize) -> D {
         // Logical row `row` is stored column `row`; K step `k` is stored row `k`.
-        SmemDescriptor::mn_major::<Tl>(self.tile.smem_addr(), k, row)
+        D::mn_major::<Tl>(self.tile.smem_addr(), k, row)
     }
 }
 
@@ -179,7 +182,7 @@ impl<Tl: TileLayout> WgmmaOperand for Transposed<Tl> {
 /// (rows are stored columns), at a multiple of the tile's column block.
 #[inline(always)]
 #[track_caller]
-fn check_view_row<O: WgmmaOperand>(which: &str, row: usize, rows: usize) {
+fn check_view_row<O: MmaOperand>(which: &str, row: usize, rows: usize) {
     if row % 8 != 0 || row + rows > O::ROWS || (O::MN_MAJOR && row % O::Tile::BLOCK_COLS != 0) {
         view_row_error(which, row, rows, O::ROWS, O::MN_MAJOR, O::Tile::BLOCK_COLS);
     }
@@ -738,7 +741,7 @@ where
     }
 
     /// `acc (+)= A[a_row .. a_row + 64, 0 .. K] · B[b_row .. b_row + N, 0 .. K]ᵀ`
-    /// for operands given as views ([`WgmmaOperand`]): a tile (`Smem<Tl>`,
+    /// for operands given as views ([`MmaOperand`]): a tile (`Smem<Tl>`,
     /// K-major, as [`Acc::mma`]) or a transposed tile (`x.transposed()`,
     /// MN-major: the `imm-trans-a`/`imm-trans-b` immediates are set). So
     /// `acc.mma_view(a, 0, b_kn.transposed(), 0, false)` is [`Acc::mma_kn`],
@@ -758,8 +761,8 @@ where
     pub fn mma_view<E, OA, OB>(&mut self, a: OA, a_row: usize, b: OB, b_row: usize, accumulate: bool)
     where
         E: WgmmaInput,
-        OA: WgmmaOperand,
-        OB: WgmmaOperand,
+        OA: MmaOperand,
+        OB: MmaOperand,
         OA::Tile: TileLayout<Elem = E>,
         OB::Tile: TileLayout<Elem = E>,
     {
@@ -785,7 +788,7 @@ where
             // SAFETY: all threads of the warpgroup issue the same MMA after the
             // fence; the descriptors address the given tiles, in bounds.
             unsafe {
-                <Cols<N>>::mma_f32::<E>(&mut self.regs, a.descriptor(a_row, k), b.descriptor(b_row, k), accumulate || k > 0, OA::MN_MAJOR, OB::MN_MAJOR)
+                <Cols<N>>::mma_f32::<E>(&mut self.regs, a.descriptor::<SmemDescriptor>(a_row, k), b.descriptor::<SmemDescriptor>(b_row, k), accumulate || k > 0, OA::MN_MAJOR, OB::MN_MAJOR)
             };
             k += E::K;
         }
