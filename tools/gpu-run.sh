@@ -34,6 +34,10 @@ run fp8_bench "$dir/fp8_bench" --out "$out/fp8"
 run attention_bench "$dir/attention_bench" --dump /tmp/attn --out "$out/attention"
 run attention_ladder "$dir/attention_ladder" --out "$out/attention_ladder"
 run attention_baselines python3 "$dir/attention_baselines.py" /tmp/attn "$out/attention/baselines.csv"
+rm -rf /tmp/attn
+run attention_bwd_bench "$dir/attention_bench" --backward --dump /tmp/attn_bwd --out "$out/attention"
+run attention_bwd_baselines python3 "$dir/attention_baselines.py" --backward /tmp/attn_bwd "$out/attention/baselines_bwd.csv"
+rm -rf /tmp/attn_bwd
 if [ -d "$dir/wheels" ]; then
     run python_gpu bash "$dir/../tools/python-gpu.sh" "$dir/wheels" "$out"
 fi

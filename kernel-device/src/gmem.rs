@@ -548,6 +548,48 @@ impl<T: Atomic> Gmem<T> {
     }
 }
 
+impl Gmem<f32> {
+    /// `red.relaxed.gpu.global.add.v2.f32`: adds `v[0]` and `v[1]` to
+    /// elements `i` and `i + 1` (checked; `i` even, so the pair is 8-byte
+    /// aligned), returning nothing: one reduction of two lanes' worth per
+    /// instruction, the form dQ accumulation of attention's backward uses
+    /// (PTX ISA §9.7.12.7, vector `red` needs sm_90). Each element's add is
+    /// atomic; the pair is not one atomic unit.
+    #[inline(always)]
+    #[track_caller]
+    pub fn red_add_v2(&self, i: usize, v: [f32; 2]) {
+        check_range(i, 2, self.len());
+        if i % 2 != 0 {
+            misaligned_pair(i);
+        }
+        // SAFETY: `i + 1 < len`.
+        let p = unsafe { self.as_ptr().add(i) };
+        device!("red.global.add.v2.f32", {
+            // SAFETY: in bounds and 8-byte aligned (checked above).
+            unsafe {
+                core::arch::asm!("red.relaxed.gpu.global.add.v2.f32 [{0}], {{{1}, {2}}};",
+                    in(reg64) p, in(reg32) v[0].to_bits(), in(reg32) v[1].to_bits(), options(nostack, preserves_flags))
+            }
+        }, host: {
+            emu_rmw(p, |old| old + v[0]);
+            // SAFETY: `i + 1 < len` (checked above).
+            emu_rmw(unsafe { p.add(1) }, |old| old + v[1]);
+        })
+    }
+}
+
+#[cold]
+#[track_caller]
+fn misaligned_pair(i: usize) -> ! {
+    device!("gmem pair alignment", {
+        let _ = i;
+        // SAFETY: aborts the kernel.
+        unsafe { core::arch::asm!("trap;", options(noreturn, nostack)) }
+    }, host: {
+        kernel_emu::misuse("Gmem::red_add_v2 at an odd index", format_args!("index {i} is odd: a pair of f32 must be 8-byte aligned; start the pair at an even index"))
+    })
+}
+
 /// Bounds check of `n` elements at `i` of a view of `len` (traps on the
 /// GPU, a reported misuse on the emulator).
 #[inline(always)]

@@ -15,14 +15,15 @@
 //! * [`group`] (feature `runtime`): several devices of one host (GPUs with
 //!   peer access, or emulated devices in one run): peer buffers, group
 //!   launches, cross-device semaphores.
-/// Invokes `$m!` once per tuple arity from 0 to 12, with one
+/// Invokes `$m!` once per tuple arity from 0 to 16, with one
 /// `(ArgType, ParamType, binding)` triple per element: the impls of the
 /// argument-tuple traits (GPU launches and emulator launches).
 macro_rules! for_each_tuple_arity {
     ($m:ident) => {
         for_each_tuple_arity!(@ $m []
             (A0, P0, a0) (A1, P1, a1) (A2, P2, a2) (A3, P3, a3) (A4, P4, a4) (A5, P5, a5)
-            (A6, P6, a6) (A7, P7, a7) (A8, P8, a8) (A9, P9, a9) (A10, P10, a10) (A11, P11, a11));
+            (A6, P6, a6) (A7, P7, a7) (A8, P8, a8) (A9, P9, a9) (A10, P10, a10) (A11, P11, a11)
+            (A12, P12, a12) (A13, P13, a13) (A14, P14, a14) (A15, P15, a15));
     };
     (@ $m:ident [$($done:tt)*]) => {
         $m!($($done),*);

@@ -30,6 +30,9 @@ use crate::Error;
 use kernel_device::{bf16, f16};
 use kernel_host::{Buffer, Device, Program, TileMap};
 use kernel_ops_kernels::attention::{attention_fwd, attention_fwd_bf16, attention_fwd_wg3, KvTile, QTile, QTileOf, BM};
+use kernel_ops_kernels::attention_bwd::{
+    attention_bwd, attention_bwd_bf16, attention_bwd_dq, attention_bwd_dq_bf16, attention_bwd_pre, attention_bwd_pre_bf16, KHalf, QStep, BWD_BM, BWD_BN,
+};
 
 /// The sizes of one attention problem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -199,6 +202,108 @@ pub fn attention_with<T: AttnType>(
     T::launch_fwd(ops, [q, k, v], o, lse, shape, opts, config)
 }
 
+/// The head dimensions the backward pass is built for.
+pub const BWD_HEAD_DIMS: [usize; 2] = [64, 128];
+
+/// The backward pass: from `q`, `k`, `v`, the forward's `o` and `lse` (as
+/// [`attention`] wrote them) and the gradient `d_o` of the loss with
+/// respect to `o`, writes `dq`, `dk`, `dv` (the layouts of `q`, `k`, `v`;
+/// with GQA, `dk`/`dv` sum over the Q heads of each K/V head). `opts` must
+/// be the forward's. Head dims [`BWD_HEAD_DIMS`]. Asynchronous on a GPU,
+/// like [`attention`]; allocates its scratch (`delta`, f32 of `lse`'s
+/// length, and dQ's f32 accumulator, of `q`'s) on `dev` for the call.
+///
+/// Kernels: `attention_bwd_pre` (`delta = rowsum(dO ⊙ O)`), `attention_bwd`
+/// (per block of 128 keys: `P` recomputed from `lse`, dK and dV in
+/// registers, dQ's partial sums added into the f32 accumulator), then
+/// `attention_bwd_dq` (`dQ = scale · acc`, rounded); see
+/// `kernel_ops_kernels::attention_bwd`.
+///
+/// Errors (nothing is launched): everything [`check_attention`] checks,
+/// a head dim outside [`BWD_HEAD_DIMS`], and `d_o`, `dq`, `dk`, `dv` not
+/// holding their layouts' elements.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_backward<T: AttnType>(
+    dev: &Device,
+    ops: &Program,
+    q: &Buffer<T>,
+    k: &Buffer<T>,
+    v: &Buffer<T>,
+    o: &Buffer<T>,
+    lse: &Buffer<f32>,
+    d_o: &Buffer<T>,
+    dq: &mut Buffer<T>,
+    dk: &mut Buffer<T>,
+    dv: &mut Buffer<T>,
+    shape: Shape,
+    opts: Options,
+) -> Result<(), Error> {
+    let rename = |e: Error| match e {
+        Error::Shape { problem, .. } => Error::Shape { op: "attention_backward", problem },
+        e => e,
+    };
+    check_attention(shape, opts, [("q", q.len()), ("k", k.len()), ("v", v.len()), ("o", o.len()), ("lse", lse.len())]).map_err(rename)?;
+    if !BWD_HEAD_DIMS.contains(&shape.head_dim) {
+        return Err(Error::Shape {
+            op: "attention_backward",
+            problem: format!("head_dim = {}: the backward pass is built for head_dim in {BWD_HEAD_DIMS:?}", shape.head_dim),
+        });
+    }
+    let (ql, kl) = (shape.q_len(), shape.kv_len());
+    for (name, got, want, what) in [
+        ("d_o", d_o.len(), ql, "batch x seq x heads x head_dim"),
+        ("dq", dq.len(), ql, "batch x seq x heads x head_dim"),
+        ("dk", dk.len(), kl, "batch x seq x kv_heads x head_dim"),
+        ("dv", dv.len(), kl, "batch x seq x kv_heads x head_dim"),
+    ] {
+        if got != want {
+            return Err(Error::Shape { op: "attention_backward", problem: format!("`{name}` holds {got} elements; {what} = {want} expected for {shape:?}") });
+        }
+    }
+    T::launch_bwd(dev, ops, [q, k, v, o, d_o], lse, [dq, dk, dv], shape, opts)
+}
+
+/// The CPU reference of the backward pass over f32 copies of the inputs
+/// (f64 arithmetic, `P` and `delta` exact): returns `(dq, dk, dv)` in the
+/// layouts of `q`, `k`, `v`.
+///
+/// # Panics
+/// When a slice does not hold its layout's elements.
+pub fn reference_backward(q: &[f32], k: &[f32], v: &[f32], d_o: &[f32], shape: Shape, opts: Options) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let Shape { batch, seq, heads, kv_heads, head_dim: d } = shape;
+    assert!(q.len() == shape.q_len() && d_o.len() == shape.q_len() && k.len() == shape.kv_len() && v.len() == shape.kv_len(), "attention::reference_backward: slices do not match {shape:?}");
+    let scale = f64::from(opts.scale_for(d));
+    let (mut dq, mut dk, mut dv) = (vec![0f64; shape.q_len()], vec![0f64; shape.kv_len()], vec![0f64; shape.kv_len()]);
+    let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum::<f64>();
+    for b in 0..batch {
+        for h in 0..heads {
+            let kh = h / (heads / kv_heads);
+            let qi = |i: usize| ((b * seq + i) * heads + h) * d;
+            let kj = |j: usize| ((b * seq + j) * kv_heads + kh) * d;
+            for i in 0..seq {
+                let keys = if opts.causal { i + 1 } else { seq };
+                let s: Vec<f64> = (0..keys).map(|j| dot(&q[qi(i)..][..d], &k[kj(j)..][..d]) * scale).collect();
+                let mx = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let e: Vec<f64> = s.iter().map(|x| (x - mx).exp()).collect();
+                let sum: f64 = e.iter().sum();
+                let p: Vec<f64> = e.iter().map(|x| x / sum).collect();
+                let dp: Vec<f64> = (0..keys).map(|j| dot(&d_o[qi(i)..][..d], &v[kj(j)..][..d])).collect();
+                let delta: f64 = p.iter().zip(&dp).map(|(a, b)| a * b).sum();
+                for j in 0..keys {
+                    let ds = p[j] * (dp[j] - delta);
+                    for x in 0..d {
+                        dq[qi(i) + x] += scale * ds * f64::from(k[kj(j) + x]);
+                        dk[kj(j) + x] += scale * ds * f64::from(q[qi(i) + x]);
+                        dv[kj(j) + x] += p[j] * f64::from(d_o[qi(i) + x]);
+                    }
+                }
+            }
+        }
+    }
+    let f = |x: Vec<f64>| x.into_iter().map(|v| v as f32).collect();
+    (f(dq), f(dk), f(dv))
+}
+
 mod sealed {
     pub trait Sealed {}
     impl Sealed for kernel_device::f16 {}
@@ -219,11 +324,51 @@ pub trait AttnType: sealed::Sealed + Copy + kernel_host::TmaElement + 'static {
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     fn launch_fwd(ops: &Program, qkv: [&Buffer<Self>; 3], o: &mut Buffer<Self>, lse: &mut Buffer<f32>, shape: Shape, opts: Options, config: Config) -> Result<(), Error>;
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn launch_bwd(dev: &Device, ops: &Program, qkvo: [&Buffer<Self>; 5], lse: &Buffer<f32>, grads: [&mut Buffer<Self>; 3], shape: Shape, opts: Options) -> Result<(), Error>;
 }
 
 macro_rules! attn_type {
-    ($t:ty, $kernel:ident $(, $wg3:ident)?) => {
+    ($t:ty, $kernel:ident, ($bwd:ident, $pre:ident, $dq:ident) $(, $wg3:ident)?) => {
         impl AttnType for $t {
+            fn launch_bwd(dev: &Device, ops: &Program, [q, k, v, o, d_o]: [&Buffer<$t>; 5], lse: &Buffer<f32>, [dq, dk, dv]: [&mut Buffer<$t>; 3], shape: Shape, opts: Options) -> Result<(), Error> {
+                let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
+                let scale = opts.scale_for(head_dim);
+                let (group, causal) = ((heads / kv_heads) as u32, opts.causal as u32);
+                // Scratch: the per-query statistics `(lse log2 e, delta)` over
+                // `[batch, heads, seq_pad]`, and dQ's f32 accumulator, which
+                // the main kernel adds into (zeroed).
+                let seq_pad = seq.div_ceil(BWD_BM) * BWD_BM;
+                let rows = batch * heads * seq_pad;
+                let mut stats = dev.zeros::<f32>(2 * rows)?;
+                let mut dq_acc = dev.zeros::<f32>(shape.q_len())?;
+                // The SIMT kernels stride over their rows: a grid the
+                // emulator runs (one OS thread per emulated thread) there.
+                let cap = |ctas: usize| (if dev.is_gpu() { ctas } else { ctas.min(8) }).max(1) as u32;
+                macro_rules! launch {
+                    ($d:literal) => {{
+                        ops.kernel::<$pre<$d>>()?.launch((cap(rows.div_ceil(4)), 1, 1), (o, d_o, lse, &mut stats, batch as u32, seq as u32, heads as u32, seq_pad as u32))?;
+                        let qm = TileMap::<QStep<$t, $d>, 3>::new_batched(q, batch, seq, heads * head_dim)?;
+                        let dom = TileMap::<QStep<$t, $d>, 3>::new_batched(d_o, batch, seq, heads * head_dim)?;
+                        let km = TileMap::<KHalf<$t, $d>, 3>::new_batched(k, batch, seq, kv_heads * head_dim)?;
+                        let vm = TileMap::<KHalf<$t, $d>, 3>::new_batched(v, batch, seq, kv_heads * head_dim)?;
+                        let dkm = TileMap::<KHalf<$t, $d>, 3>::new_batched_mut(dk, batch, seq, kv_heads * head_dim)?;
+                        let dvm = TileMap::<KHalf<$t, $d>, 3>::new_batched_mut(dv, batch, seq, kv_heads * head_dim)?;
+                        let grid = (seq.div_ceil(BWD_BN) as u32, kv_heads as u32, batch as u32);
+                        let args = (&qm, &km, &vm, &dom, &dkm, &dvm, &stats, &mut dq_acc, seq as u32, group, scale * std::f32::consts::LOG2_E, causal);
+                        ops.kernel::<$bwd<$d, 2>>()?.launch(grid, args)?;
+                    }};
+                }
+                match head_dim {
+                    64 => launch!(64),
+                    128 => launch!(128),
+                    d => return Err(Error::Shape { op: "attention_backward", problem: format!("head_dim = {d}: the backward pass is built for head_dim in {BWD_HEAD_DIMS:?}") }),
+                }
+                let len = shape.q_len();
+                ops.kernel::<$dq>()?.launch((cap((len / 4).div_ceil(128)), 1, 1), (&dq_acc, dq, len as u32, scale))?;
+                Ok(())
+            }
             $(
             const WG3: bool = { let _ = stringify!($wg3); true };
             fn launch_wg3(ops: &Program, [q, k, v]: [&Buffer<$t>; 3], o: &mut Buffer<$t>, lse: &mut Buffer<f32>, shape: Shape, opts: Options, stages: usize) -> Result<(), Error> {
@@ -276,8 +421,8 @@ macro_rules! attn_type {
         }
     };
 }
-attn_type!(f16, attention_fwd, wg3);
-attn_type!(bf16, attention_fwd_bf16);
+attn_type!(f16, attention_fwd, (attention_bwd, attention_bwd_pre, attention_bwd_dq), wg3);
+attn_type!(bf16, attention_fwd_bf16, (attention_bwd_bf16, attention_bwd_pre_bf16, attention_bwd_dq_bf16));
 
 /// The CPU reference over f32 copies of the inputs (f64 arithmetic):
 /// returns `(o, lse)` in the module's layouts.

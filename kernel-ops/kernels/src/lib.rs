@@ -17,6 +17,7 @@
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, asm_experimental_arch))]
 
 pub mod attention;
+pub mod attention_bwd;
 pub mod collective;
 pub mod gemm;
 pub mod gemm_multi;

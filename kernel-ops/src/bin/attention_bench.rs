@@ -14,12 +14,24 @@
 //! Without a GPU the same program checks small ragged problems on the CPU
 //! emulator (no timing).
 //!
+//!
+//! `--backward` measures the backward pass instead
+//! (`kernel_ops::attention::attention_backward`, head dims 64 and 128, on
+//! the forward's own `o` and `lse` and an iid N(0, 1) `dO`; TFLOP/s = 2.5
+//! times the forward's FLOPs / time, the field's count for 5 GEMMs); with
+//! `--dump DIR` it writes q, k, v, dO and our dQ, dK, dV
+//! (`b{i}_{q,k,v,do,dq,dk,dv}.bin`) and `shapes_bwd.csv`, and
+//! `attention_baselines.py --backward` checks ours against an f32 torch
+//! reference on two heads and times cuDNN's and FlashAttention-2's
+//! backward on the same inputs. On the emulator it checks small ragged
+//! problems against `reference_backward`.
+//!
 //! ```text
-//! attention_bench [--iters N] [--warmup-ms MS] [--out DIR] [--dump DIR] [--only S,D]
+//! attention_bench [--backward] [--iters N] [--warmup-ms MS] [--out DIR] [--dump DIR] [--only S,D]
 //! ```
 use kernel_device::f16;
 use kernel_host::{randn_f16, time_kernel, warm_up, ClockSampler, Device};
-use kernel_ops::attention::{attention_with, configs, reference_row, Options, Shape};
+use kernel_ops::attention::{attention, attention_backward, attention_with, configs, reference_backward, reference_row, Options, Shape, BWD_HEAD_DIMS};
 use std::process::ExitCode;
 
 /// Relative error bound of O (f16 P and f16 output: ~1e-3 typical).
@@ -33,10 +45,11 @@ struct Args {
     out: std::path::PathBuf,
     dump: Option<std::path::PathBuf>,
     only: Option<(usize, usize)>,
+    backward: bool,
 }
 
 fn args() -> Result<Args, String> {
-    let mut a = Args { iters: 30, warmup_ms: 500.0, out: ".".into(), dump: None, only: None };
+    let mut a = Args { iters: 30, warmup_ms: 500.0, out: ".".into(), dump: None, only: None, backward: false };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -45,6 +58,7 @@ fn args() -> Result<Args, String> {
             "--warmup-ms" => a.warmup_ms = val("--warmup-ms")?.parse().map_err(|e| format!("--warmup-ms: {e}"))?,
             "--out" => a.out = val("--out")?.into(),
             "--dump" => a.dump = Some(val("--dump")?.into()),
+            "--backward" => a.backward = true,
             "--only" => {
                 let v = val("--only")?;
                 let (s, d) = v.split_once(',').ok_or("--only is SEQ,HEAD_DIM")?;
@@ -85,6 +99,9 @@ fn write_f16(path: &std::path::Path, x: &[f16]) -> std::io::Result<()> {
 
 fn run(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     println!("device: {}", dev.describe());
+    if a.backward {
+        return run_backward(dev, a);
+    }
     let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE)?;
     let date = std::process::Command::new("date").arg("-u").arg("+%Y-%m-%dT%H:%M:%SZ").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
     let mut csv = String::from("date,device,name,batch,seq,heads,kv_heads,head_dim,causal,instance,median_ms,tflops,sm_mhz,power_w,o_rel_err,lse_abs_err\n");
@@ -173,6 +190,83 @@ fn run(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     std::fs::write(a.out.join("attention_bench.csv"), csv)?;
     if let Some(dir) = &a.dump {
         std::fs::write(dir.join("shapes.csv"), shapes_csv)?;
+    }
+    Ok(ok)
+}
+
+/// The backward pass (`--backward`): see the module.
+fn run_backward(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
+    let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE)?;
+    let date = std::process::Command::new("date").arg("-u").arg("+%Y-%m-%dT%H:%M:%SZ").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
+    let mut csv = String::from("date,device,name,batch,seq,heads,kv_heads,head_dim,causal,median_ms,tflops,sm_mhz,power_w,dq_rel_err,dk_rel_err,dv_rel_err\n");
+    let mut shapes_csv = String::from("name,batch,seq,heads,kv_heads,head_dim,causal,file_prefix\n");
+    println!("\n| problem (backward) | B x S x H (KV) x D | median ms | TFLOP/s | SM clock, power | dQ, dK, dV rel. error (emulator) |\n|---|---|---:|---:|---|---|");
+    let mut ok = true;
+    let err = |e: kernel_ops::Error| match e {
+        kernel_ops::Error::Runtime(e) => e,
+        other => kernel_host::Error::InvalidArgument { function: "attention_backward", problem: other.to_string() },
+    };
+    for (idx, (name, shape, causal)) in problems(dev.is_gpu()).into_iter().enumerate() {
+        if !BWD_HEAD_DIMS.contains(&shape.head_dim) || a.only.is_some_and(|o| o != (shape.seq, shape.head_dim)) {
+            continue;
+        }
+        let opts = Options { causal, scale: None };
+        let seed = 100 + 4 * idx as u64;
+        let (qh, kh, vh, doh) = (randn_f16(shape.q_len(), seed), randn_f16(shape.kv_len(), seed + 1), randn_f16(shape.kv_len(), seed + 2), randn_f16(shape.q_len(), seed + 3));
+        let (q, k, v, d_o) = (dev.upload(&qh)?, dev.upload(&kh)?, dev.upload(&vh)?, dev.upload(&doh)?);
+        let mut o = dev.zeros::<f16>(shape.q_len())?;
+        let mut lse = dev.zeros::<f32>(shape.lse_len())?;
+        attention(dev, &ops, &q, &k, &v, &mut o, &mut lse, shape, opts).map_err(err)?;
+        let (mut dq, mut dk, mut dv) = (dev.zeros::<f16>(shape.q_len())?, dev.zeros::<f16>(shape.kv_len())?, dev.zeros::<f16>(shape.kv_len())?);
+        let mut f = || attention_backward(dev, &ops, &q, &k, &v, &o, &lse, &d_o, &mut dq, &mut dk, &mut dv, shape, opts).map_err(err);
+        f()?;
+        dev.synchronize()?;
+        let flops = 2.5 * shape.flops(causal);
+        let (mut ms, mut tf, mut mhz, mut w) = (f64::NAN, f64::NAN, f64::NAN, f64::NAN);
+        if let Some(gpu) = dev.as_gpu() {
+            warm_up(gpu, (a.warmup_ms - 200.0).max(0.0), &mut f)?;
+            let sampler = ClockSampler::start(gpu.ordinal());
+            warm_up(gpu, a.warmup_ms.min(200.0), &mut f)?;
+            let t = time_kernel(gpu, 0, a.iters, &mut f)?;
+            let cp = sampler.stop();
+            (ms, tf) = (t.median_ms, flops / t.median_ms / 1e9);
+            (mhz, w) = (cp.map_or(f64::NAN, |c| c.sm_mhz), cp.map_or(f64::NAN, |c| c.power_w));
+        }
+        let (gq, gk, gv) = (dev.download(&dq)?, dev.download(&dk)?, dev.download(&dv)?);
+        // On a GPU the check is the baselines script's (an f32 torch
+        // reference on two heads, from the dumped inputs and gradients);
+        // on the emulator, the whole CPU reference here.
+        let mut errs = [f64::NAN; 3];
+        if !dev.is_gpu() {
+            let fl = |x: &[f16]| -> Vec<f32> { x.iter().map(|v| v.to_f32()).collect() };
+            let (wq, wk, wv) = reference_backward(&fl(&qh), &fl(&kh), &fl(&vh), &fl(&doh), shape, opts);
+            for (e, (g, want)) in errs.iter_mut().zip([(&gq, &wq), (&gk, &wk), (&gv, &wv)]) {
+                let (num, den) = g.iter().zip(want.iter()).fold((0f64, 0f64), |(n, d), (g, w)| (n + (f64::from(g.to_f32()) - f64::from(*w)).powi(2), d + f64::from(*w).powi(2)));
+                *e = if num.is_nan() { f64::INFINITY } else { (num / den).sqrt() };
+            }
+            ok &= errs.iter().all(|e| *e < 1e-2);
+        } else {
+            ok &= [&gq, &gk, &gv].iter().all(|g| g.iter().all(|x| x.to_f32().is_finite()));
+        }
+        if let Some(dir) = &a.dump {
+            std::fs::create_dir_all(dir)?;
+            let prefix = format!("b{idx}");
+            for (part, x) in [("q", &qh), ("k", &kh), ("v", &vh), ("do", &doh), ("dq", &gq), ("dk", &gk), ("dv", &gv)] {
+                write_f16(&dir.join(format!("{prefix}_{part}.bin")), x)?;
+            }
+            let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
+            shapes_csv += &format!("{name},{batch},{seq},{heads},{kv_heads},{head_dim},{},{prefix}\n", causal as u8);
+        }
+        let dims = format!("{} x {} x {} ({}) x {}", shape.batch, shape.seq, shape.heads, shape.kv_heads, shape.head_dim);
+        println!("| {name} | {dims} | {ms:.4} | {tf:.1} | {mhz:.0} MHz, {w:.0} W | {:.2e}, {:.2e}, {:.2e} |", errs[0], errs[1], errs[2]);
+        let dev_name = dev.as_gpu().map_or("CPU emulator".to_string(), |g| g.name().to_string());
+        let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
+        csv += &format!("{date},{dev_name},{name},{batch},{seq},{heads},{kv_heads},{head_dim},{},{ms:.5},{tf:.1},{mhz:.0},{w:.1},{:.3e},{:.3e},{:.3e}\n", causal as u8, errs[0], errs[1], errs[2]);
+    }
+    std::fs::create_dir_all(&a.out)?;
+    std::fs::write(a.out.join("attention_bwd_bench.csv"), csv)?;
+    if let Some(dir) = &a.dump {
+        std::fs::write(dir.join("shapes_bwd.csv"), shapes_csv)?;
     }
     Ok(ok)
 }

@@ -1,0 +1,398 @@
+//! Attention backward on Hopper (FlashAttention-2/3's algorithm, written in
+//! the language): given `q`, `k`, `v`, the forward's `o` and log-sum-exp,
+//! and `dO`, computes `dQ`, `dK`, `dV` for the layouts of
+//! [`attention`](crate::attention) (`[batch, seq, heads, head_dim]`, K/V
+//! with `kv_heads` heads), f16 or bf16, head_dim 64 or 128, causal or not,
+//! GQA. Three kernels, launched in this order by
+//! `kernel_ops::attention::attention_backward`:
+//!
+//! 1. [`attention_bwd_pre`] (SIMT): `delta = rowsum(dO ⊙ O)` per query row,
+//!    beside the log-sum-exp (times log2 e), in a padded f32 scratch;
+//! 2. [`attention_bwd`] (wgmma, warp-specialized): per block of 128 keys of
+//!    one K/V head, dK and dV accumulated in registers over every Q block
+//!    of every Q head of its group, dQ's partial sums added into an f32
+//!    buffer with `red.global.add` (the FlashAttention-2 choice that
+//!    measured faster than a second pass recomputing `P` and `dP`);
+//! 3. [`attention_bwd_dq`] (SIMT): `dQ = scale · dQ_acc` rounded to the
+//!    element type.
+//!
+//! With `S = scale Q Kᵀ`, `P = softmax(S)` (recomputed from the saved
+//! log-sum-exp), `dV = Pᵀ dO`, `dP = dO Vᵀ`, `dS = P ⊙ (dP − delta)`,
+//! `dQ = scale dS K`, `dK = scale dSᵀ Q`.
+use kernel_device::array::regs::unroll;
+use kernel_device::array::Scalar;
+use kernel_device::layout::{Swizzled, Tile};
+use kernel_device::math::{ex2_approx_ftz, LOG2_E};
+use kernel_device::prelude::*;
+use kernel_device::tma::{commit_group, wait_group};
+use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaShape};
+use kernel_device::{bf16, f16, Barriers};
+
+use crate::attention::{p_fragments, AttnElem, QTileOf};
+
+/// Keys per CTA: two consumer warpgroups of 64 keys each.
+pub const BWD_BN: usize = 128;
+/// Q rows per step of the loop (the N of `Sᵀ = K Qᵀ`, the K of `dV += Pᵀ dO`).
+pub const BWD_BM: usize = 64;
+/// P's (and dS's) k16 A fragments per step (`BWD_BM / 16`).
+const KC: usize = BWD_BM / 16;
+/// Register budgets (`setmaxnreg`): producer 24, consumers 240.
+const PRODUCER_REGS: u32 = 24;
+const CONSUMER_REGS: u32 = 240;
+/// The consumers' named barriers: both warpgroups (256 threads), and one
+/// per warpgroup (`WG_BARRIER + w`, 128 threads).
+const BOTH_BARRIER: u32 = 1;
+const WG_BARRIER: u32 = 2;
+
+/// A 64-row tile of K, V, dK or dV (`64 keys x D`).
+pub type KHalf<E, const D: usize> = Tile<E, 64, D, Swizzled<128>>;
+/// A Q or dO tile of one step: `64 rows x D`.
+pub type QStep<E, const D: usize> = QTileOf<E, BWD_BM, D>;
+/// `dSᵀ` of one warpgroup and step: `64 keys x 64 queries`.
+pub type DsTile<E> = Tile<E, 64, BWD_BM, Swizzled<128>>;
+
+/// The rules every instance passes (compile time): `D` 64 or 128 (the
+/// registers: a consumer thread holds `D / 2` dK and `D / 2` dV
+/// accumulators, 32 for `Sᵀ`, 32 for `dPᵀ` and 32 for dQ's partial);
+/// 2 or more stages of Q/dO; SMEM `K + V + STAGES (Q + dO) + 4 dS` fits.
+pub const fn check_attention_bwd(d: usize, stages: usize) {
+    assert!(d == 64 || d == 128, "attention backward: head_dim (D) must be 64 or 128");
+    assert!(stages >= 2, "attention backward: at least 2 Q/dO stages (one loads while the other is read)");
+    assert!(
+        2 * (2 * BWD_BN * d + stages * 2 * BWD_BM * d + 4 * 64 * BWD_BM) <= kernel_device::launch::MAX_SMEM_BYTES,
+        "attention backward: SMEM K + V (128 x D each) + STAGES x (Q + dO) (64 x D each) + 4 dS tiles (64 x 64) must fit one CTA (kernel_device::launch::MAX_SMEM_BYTES)"
+    );
+}
+
+/// The Q blocks (of [`BWD_BM`] rows) key block `nb` (of [`BWD_BN`] keys)
+/// meets: from the first whose last row reaches the block's first key
+/// (causal), or 0, to `ceil(seq / BWD_BM)`.
+#[inline(always)]
+pub fn q_blocks(nb: u32, seq: u32, causal: bool) -> (u32, u32) {
+    let first = if causal { nb * BWD_BN as u32 / BWD_BM as u32 } else { 0 };
+    (first, seq.div_ceil(BWD_BM as u32))
+}
+
+/// The per-query statistics the main kernel reads, one pair per row of
+/// `[batch, heads, seq_pad]` (`seq_pad = 64 ceil(seq / 64)`, so every step's
+/// 64 rows are in bounds and each thread's two adjacent rows are one
+/// 16-byte load): `(lse log2 e, delta)` with `delta = Σ_d dO ⊙ O` of query
+/// `(b, s, h)`; padding rows get `(+inf, 0)`, which make `P` and `dS` 0.
+/// One warp per row: lane `l` reads elements `l, l + 32, ..`, then a
+/// butterfly; the warps stride over the rows by the grid. Launch: any
+/// grid (up to `ceil(batch heads seq_pad / 4)`), one warpgroup.
+#[inline(always)]
+#[track_caller]
+#[allow(clippy::too_many_arguments)]
+pub fn attention_bwd_pre_of<E: Scalar, const D: usize>(o: GmemRef<E>, d_o: GmemRef<E>, lse: GmemRef<f32>, stats: Gmem<f32>, batch: u32, seq: u32, heads: u32, seq_pad: u32) {
+    let lane = lane_id() as usize;
+    let mut row = block_idx().x * 4 + warp_in_warpgroup();
+    while row < batch * heads * seq_pad {
+        let (bh, s) = (row / seq_pad, row % seq_pad);
+        let pair = if s >= seq {
+            [f32::INFINITY, 0.0]
+        } else {
+            let (b, h) = (bh / heads, bh % heads);
+            let base = ((b * seq + s) * heads + h) as usize * D;
+            let mut acc = 0f32;
+            unroll(D / 32, |i| {
+                let at = base + lane + 32 * i;
+                acc = o.read(at).to_f32().fma(d_o.read(at).to_f32(), acc);
+            });
+            [lse.read((bh * seq + s) as usize) * LOG2_E, kernel_device::reduce::warp_sum(acc)]
+        };
+        if lane == 0 {
+            stats.write_v2(2 * row as usize, pair);
+        }
+        row += grid_dim().x * 4;
+    }
+}
+
+/// `dq[i] = scale · acc[i]` rounded to `E`, 4 elements per thread per
+/// round, the threads striding by the grid. Launch: any grid (up to
+/// `ceil(len / 512)`), one warpgroup; `len` a multiple of 4.
+#[inline(always)]
+#[track_caller]
+pub fn attention_bwd_dq_of<E: Scalar>(acc: GmemRef<f32>, dq: Gmem<E>, len: u32, scale: f32) {
+    let mut i = 4 * (block_idx().x * 128 + thread_in_warpgroup()) as usize;
+    while i < len as usize {
+        let v = acc.read_nc_v4(i);
+        unroll(4, |j| dq.write(i + j, E::from_f32(v[j] * scale)));
+        i += 4 * 128 * grid_dim().x as usize;
+    }
+}
+
+/// The main backward kernel body (see the module and [`attention_bwd`]).
+///
+/// This kernel works as follows. CTA `(nb, hk, b)` owns keys `128 nb ..
+/// 128 nb + 128` of K/V head `hk` of batch `b`.
+/// 1. One thread of the producer warpgroup (number 2, 24 registers) loads
+///    K and V once (two 64-key tiles each), then for every step `i` (Q
+///    head `g` of the group, Q block `m`) loads Q's and dO's `64 x D` tiles
+///    into slot `i % STAGES` after the slot's release.
+/// 2. Consumer warpgroup `w` (240 registers) owns keys `64 w ..` and keeps
+///    dK and dV (`64 x D` each) in registers. Per step:
+///    - `Sᵀ = K_w Qᵀ` and `dPᵀ = V_w dOᵀ` (SS wgmmas, `m64n64k16`);
+///    - `Pᵀ = 2^(Sᵀ scale log2 e − lse log2 e)` (keys past `seq` or, with
+///      the mask, after the query: 0), `dSᵀ = Pᵀ ⊙ (dPᵀ − delta)`;
+///    - `dV += Pᵀ dO` and `dK += dSᵀ Q` with Pᵀ and dSᵀ as register A
+///      fragments (RS wgmmas, dO and Q MN-major as stored);
+///    - dSᵀ to SMEM (double-buffered by step parity), then dQ's partial
+///      `dS K` by SS wgmmas with both operands transposed views: at D 128
+///      the two warpgroups meet and each takes 64 of dQ's columns over all
+///      128 keys; at D 64 each takes all columns over its own 64 keys;
+///    - the slot released, dQ's partial added to `dq_acc` (f32, rows
+///      `< seq`) with `red.global.add.f32`.
+/// 3. At the end: both warpgroups meet (every MMA reading K and V is
+///    done), dK (times `scale`) and dV are rounded into K's and V's SMEM
+///    tiles and stored by TMA (rows past `seq` clipped).
+///
+/// Launch: grid `(ceil(seq / 128), kv_heads, batch)`, 3 warpgroups;
+/// `kv_group = heads / kv_heads`. Constraints: [`check_attention_bwd`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+#[track_caller]
+pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
+    q: Tma<QStep<E, D>, 3>,
+    k: Tma<KHalf<E, D>, 3>,
+    v: Tma<KHalf<E, D>, 3>,
+    d_o: Tma<QStep<E, D>, 3>,
+    dk: Tma<KHalf<E, D>, 3>,
+    dv: Tma<KHalf<E, D>, 3>,
+    stats: GmemRef<f32>,
+    dq_acc: Gmem<f32>,
+    seq: u32,
+    kv_group: u32,
+    scale_log2: f32,
+    causal: u32,
+    k_bufs: Smem<[KHalf<E, D>; 2]>,
+    v_bufs: Smem<[KHalf<E, D>; 2]>,
+    q_bufs: Smem<[QStep<E, D>; STAGES]>,
+    do_bufs: Smem<[QStep<E, D>; STAGES]>,
+    ds_bufs: Smem<[DsTile<E>; 4]>,
+    kv_loaded: Barrier,
+    qdo_loaded: Barriers<STAGES>,
+    qdo_consumed: Barriers<STAGES>,
+) where
+    Cols<D>: WgmmaShape,
+{
+    const { check_attention_bwd(D, STAGES) };
+    let (nb, hk, b) = (block_idx().x, block_idx().y, block_idx().z);
+    let heads = grid_dim().y * kv_group;
+    let causal = causal != 0;
+    let (m_first, m_end) = q_blocks(nb, seq, causal);
+    let per_head = m_end - m_first;
+    let steps = kv_group * per_head;
+    let slot = |i: u32| (i % STAGES as u32) as usize;
+    // Step `i`: Q head `hk kv_group + g`, Q block `m`.
+    let step = |i: u32| (hk * kv_group + i / per_head, m_first + i % per_head);
+    let col = hk * D as u32;
+    if warpgroup_idx() == 2 {
+        setmaxnreg_dec::<PRODUCER_REGS>();
+        if thread_in_warpgroup() == 0 {
+            let half = <KHalf<E, D> as TileLayout>::BYTES as u32;
+            kv_loaded.arrive_expect_tx(4 * half);
+            unroll(2, |t| {
+                let row = nb * BWD_BN as u32 + 64 * t as u32;
+                k.load_at(k_bufs.at(t), [col, row, b], kv_loaded.as_ref());
+                v.load_at(v_bufs.at(t), [col, row, b], kv_loaded.as_ref());
+            });
+            for i in 0..steps {
+                let s = slot(i);
+                if i >= STAGES as u32 {
+                    qdo_consumed.at(s).wait();
+                }
+                let (h, m) = step(i);
+                let bar = qdo_loaded.at(s);
+                bar.arrive_expect_tx(2 * <QStep<E, D> as TileLayout>::BYTES as u32);
+                q.load_at(q_bufs.at(s), [h * D as u32, m * BWD_BM as u32, b], bar);
+                d_o.load_at(do_bufs.at(s), [h * D as u32, m * BWD_BM as u32, b], bar);
+            }
+        }
+        return;
+    }
+    setmaxnreg_inc::<CONSUMER_REGS>();
+    let w = warpgroup_idx() as usize;
+    let wg_bar = NamedBarrier::new(WG_BARRIER + w as u32, 128);
+    let both = NamedBarrier::new(BOTH_BARRIER, 256);
+    let key0 = nb as usize * BWD_BN + 64 * w;
+    let seq_u = seq as usize;
+    let seq_pad = m_end as usize * BWD_BM;
+    let mut acc_dk = Acc::<D>::undefined();
+    let mut acc_dv = Acc::<D>::undefined();
+    kv_loaded.wait();
+    for i in 0..steps {
+        let s = slot(i);
+        let (h, m) = step(i);
+        let q0 = m as usize * BWD_BM;
+        qdo_loaded.at(s).wait();
+        // Sᵀ = K_w Qᵀ, dPᵀ = V_w dOᵀ.
+        let mut acc_s = Acc::<BWD_BM>::undefined();
+        acc_s.mma(k_bufs.at(w), 0, q_bufs.at(s), 0, false);
+        wgmma_commit_group();
+        let mut acc_dp = Acc::<BWD_BM>::undefined();
+        acc_dp.mma(v_bufs.at(w), 0, do_bufs.at(s), 0, false);
+        wgmma_commit_group();
+        // This thread's 16 queries (columns): `q0 + 8 c + 2 (l % 4) + e`.
+        let t = thread_in_warpgroup() as usize;
+        let l = t % 32;
+        let qcol = |c: usize, e: usize| q0 + 8 * c + 2 * (l % 4) + e;
+        // Their `(lse log2 e, delta)` pairs: 8 loads of 16 bytes.
+        let mut lse2 = [0f32; 16];
+        let mut dl = [0f32; 16];
+        let row0 = (b * heads + h) as usize * seq_pad;
+        unroll(8, |c| {
+            let x = stats.read_nc_v4(2 * (row0 + qcol(c, 0)));
+            (lse2[2 * c], dl[2 * c], lse2[2 * c + 1], dl[2 * c + 1]) = (x[0], x[1], x[2], x[3]);
+        });
+        wgmma_wait::<1>();
+        acc_s.fence_operands();
+        {
+            let sr = acc_s.regs.as_mut();
+            // Register `i`: key (row) `key0 + 16 (t / 32) + l / 4 + 8 ((i / 2) % 2)`,
+            // query (column) `qcol(i / 4, i % 2)`.
+            let masked = key0 + 64 > seq_u || (causal && key0 + 63 > q0);
+            unroll(BWD_BM / 2, |r| {
+                let j = 2 * (r / 4) + r % 2;
+                let mut p = ex2_approx_ftz(sr[r].fma(scale_log2, -lse2[j]));
+                if masked {
+                    let key = key0 + 16 * (t / 32) + l / 4 + 8 * ((r / 2) % 2);
+                    if key >= seq_u || (causal && key > qcol(r / 4, r % 2)) {
+                        p = 0.0;
+                    }
+                }
+                sr[r] = p;
+            });
+        }
+        wgmma_wait::<0>();
+        acc_dp.fence_operands();
+        {
+            let (pr, dr) = (acc_s.regs.as_ref(), acc_dp.regs.as_mut());
+            unroll(BWD_BM / 2, |r| dr[r] = pr[r] * (dr[r] - dl[2 * (r / 4) + r % 2]));
+        }
+        let mut pf = [[0u32; 4]; KC];
+        let mut dsf = [[0u32; 4]; KC];
+        p_fragments::<E, KC>(acc_s.regs.as_ref(), &mut pf);
+        p_fragments::<E, KC>(acc_dp.regs.as_ref(), &mut dsf);
+        // dV += Pᵀ dO, dK += dSᵀ Q (dO and Q stored queries x D: B K x N).
+        acc_dv.mma_rs_kn_chain(&pf, do_bufs.at(s), 0, i > 0);
+        acc_dk.mma_rs_kn_chain(&dsf, q_bufs.at(s), 0, i > 0);
+        wgmma_commit_group();
+        // dSᵀ into this warpgroup's tile of the step's parity.
+        let parity = 2 * (i as usize % 2);
+        let ds = ds_bufs.at(parity + w);
+        let base = ds.as_ptr() as *mut u8;
+        unroll(BWD_BM / 4, |p| {
+            let (r, c) = (16 * (t / 32) + l / 4 + 8 * (p % 2), 8 * (p / 2) + 2 * (l % 4));
+            let off = DsTile::<E>::offset_of(r, c);
+            // SAFETY: inside the tile (r < 64, c < 64); 4-byte aligned (even column).
+            unsafe { (base.add(off) as *mut u32).write(dsf[p / 4][p % 4]) };
+        });
+        commit_smem();
+        // dQ's partial: dS K (dS = the stored dSᵀ transposed; K stored keys
+        // x D, so its view is transposed too).
+        let mut acc_dq = Acc::<64>::undefined();
+        let dq_col0;
+        if D == 128 {
+            both.sync();
+            dq_col0 = 64 * w;
+            acc_dq.mma_view(ds_bufs.at(parity).transposed(), 0, k_bufs.at(0).transposed(), dq_col0, false);
+            acc_dq.mma_view(ds_bufs.at(parity + 1).transposed(), 0, k_bufs.at(1).transposed(), dq_col0, true);
+        } else {
+            wg_bar.sync();
+            dq_col0 = 0;
+            acc_dq.mma_view(ds.transposed(), 0, k_bufs.at(w).transposed(), 0, false);
+        }
+        wgmma_commit_group();
+        wgmma_wait::<0>();
+        qdo_consumed.at(s).arrive();
+        // dQ's rows: queries `q0 + 16 (t / 32) + l / 4 + 8 hh`.
+        acc_dq.for_each_pair(|r, c, v0, v1| {
+            let query = q0 + r;
+            if query < seq_u {
+                let at = ((b as usize * seq_u + query) * heads as usize + h as usize) * D + dq_col0 + c;
+                dq_acc.red_add_v2(at, [v0, v1]);
+            }
+        });
+    }
+    // Every MMA reading K and V (both warpgroups' dQ) is done.
+    both.sync();
+    let scale = scale_log2 * (1.0 / LOG2_E);
+    let t = thread_in_warpgroup() as usize;
+    let l = t % 32;
+    acc_dk.fence_operands();
+    acc_dv.fence_operands();
+    let (kb, vb) = (k_bufs.at(w).as_ptr() as *mut u8, v_bufs.at(w).as_ptr() as *mut u8);
+    let (dkr, dvr) = (acc_dk.regs.as_ref(), acc_dv.regs.as_ref());
+    unroll(D / 4, |p| {
+        let (r, c) = (16 * (t / 32) + l / 4 + 8 * (p % 2), 8 * (p / 2) + 2 * (l % 4));
+        let off = KHalf::<E, D>::offset_of(r, c);
+        // SAFETY: inside the tiles (r < 64, c < D); 4-byte aligned (even column).
+        unsafe {
+            (kb.add(off) as *mut u32).write(E::pack(dkr[2 * p] * scale, dkr[2 * p + 1] * scale));
+            (vb.add(off) as *mut u32).write(E::pack(dvr[2 * p], dvr[2 * p + 1]));
+        }
+    });
+    commit_smem();
+    wg_bar.sync();
+    if thread_in_warpgroup() == 0 {
+        let row = nb * BWD_BN as u32 + 64 * w as u32;
+        dk.store_at(k_bufs.at(w), [col, row, b]);
+        dv.store_at(v_bufs.at(w), [col, row, b]);
+        commit_group();
+        wait_group::<0>();
+    }
+}
+
+macro_rules! bwd_kernels {
+    ($t:ty, $main:ident, $pre:ident, $dq:ident) => {
+        /// Attention backward's main kernel (see [`attention_bwd_of`] for
+        /// the schedule and the launch). Instances `(D, STAGES)`.
+        #[kernel(block = warpgroups(3), arch = sm_90a, instances((64, 2), (128, 2)))]
+        pub fn $main<const D: usize, const STAGES: usize>(
+            q: Tma<QStep<$t, D>, 3>,
+            k: Tma<KHalf<$t, D>, 3>,
+            v: Tma<KHalf<$t, D>, 3>,
+            d_o: Tma<QStep<$t, D>, 3>,
+            dk: Tma<KHalf<$t, D>, 3>,
+            dv: Tma<KHalf<$t, D>, 3>,
+            stats: GmemRef<f32>,
+            dq_acc: Gmem<f32>,
+            seq: u32,
+            kv_group: u32,
+            scale_log2: f32,
+            causal: u32,
+            #[scratch] k_bufs: Smem<[KHalf<$t, D>; 2]>,
+            #[scratch] v_bufs: Smem<[KHalf<$t, D>; 2]>,
+            #[scratch] q_bufs: Smem<[QStep<$t, D>; STAGES]>,
+            #[scratch] do_bufs: Smem<[QStep<$t, D>; STAGES]>,
+            #[scratch] ds_bufs: Smem<[DsTile<$t>; 4]>,
+            #[scratch] kv_loaded: Barrier,
+            #[scratch] qdo_loaded: Barriers<STAGES>,
+            #[scratch(arrivals = 256)] qdo_consumed: Barriers<STAGES>,
+        ) where
+            Cols<D>: WgmmaShape,
+        {
+            attention_bwd_of::<$t, D, STAGES>(
+                q, k, v, d_o, dk, dv, stats, dq_acc, seq, kv_group, scale_log2, causal, k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, kv_loaded, qdo_loaded, qdo_consumed,
+            );
+        }
+
+        /// The statistics `(lse log2 e, rowsum(dO ⊙ O))` per query (see
+        /// [`attention_bwd_pre_of`]). Instances `(D)`.
+        #[kernel(block = warpgroups(1), instances((64), (128)))]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $pre<const D: usize>(o: GmemRef<$t>, d_o: GmemRef<$t>, lse: GmemRef<f32>, stats: Gmem<f32>, batch: u32, seq: u32, heads: u32, seq_pad: u32) {
+            attention_bwd_pre_of::<$t, D>(o, d_o, lse, stats, batch, seq, heads, seq_pad);
+        }
+
+        /// `dQ = scale · dQ_acc` (see [`attention_bwd_dq_of`]).
+        #[kernel(block = warpgroups(1))]
+        pub fn $dq(acc: GmemRef<f32>, dq: Gmem<$t>, len: u32, scale: f32) {
+            attention_bwd_dq_of::<$t>(acc, dq, len, scale);
+        }
+    };
+}
+
+bwd_kernels!(f16, attention_bwd, attention_bwd_pre, attention_bwd_dq);
+bwd_kernels!(bf16, attention_bwd_bf16, attention_bwd_pre_bf16, attention_bwd_dq_bf16);

@@ -1,0 +1,101 @@
+//! Attention backward (`kernel_ops::attention::attention_backward`: the
+//! kernels `attention_bwd_pre`, `attention_bwd`, `attention_bwd_dq`) on the
+//! CPU emulator through the entry point, race checks on, against
+//! `kernel_ops::attention::reference_backward`: the forward's own `o` and
+//! `lse` as inputs, ragged sequence lengths (a partial last Q block and key
+//! block), enough steps that the Q/dO ring wraps, causal and not, GQA (dK
+//! and dV summed over the group), both head dims, f16 and bf16, several
+//! schedules; and every bad input refused with its rule, the gradients
+//! untouched.
+use kernel_device::{bf16, f16};
+use kernel_host::emulate::Emulator;
+use kernel_host::Device;
+use kernel_ops::attention::{attention, attention_backward, reference_backward, AttnType, Options, Shape};
+
+fn rel_err(got: &[f32], want: &[f32]) -> f64 {
+    let (num, den) = got.iter().zip(want).fold((0f64, 0f64), |(n, d), (g, w)| (n + f64::from(g - w).powi(2), d + f64::from(*w).powi(2)));
+    (num / den).sqrt()
+}
+
+/// Runs forward then backward on the emulator with `seed`'s schedule;
+/// returns the relative Frobenius errors of dQ, dK, dV.
+fn run<T: AttnType + Default + kernel_host::cudarc::driver::DeviceRepr + kernel_host::cudarc::driver::ValidAsZeroBits>(shape: Shape, opts: Options, seed: u64, to: fn(f32) -> T, from: fn(T) -> f32) -> [f64; 3] {
+    let gen = |len: usize, s: u64| -> Vec<T> { kernel_host::randn_f16(len, s).iter().map(|v| to(v.to_f32())).collect() };
+    let (q, k, v, d_o) = (gen(shape.q_len(), 11), gen(shape.kv_len(), 12), gen(shape.kv_len(), 13), gen(shape.q_len(), 14));
+    let f = |x: &[T]| -> Vec<f32> { x.iter().map(|v| from(*v)).collect() };
+    let (want_dq, want_dk, want_dv) = reference_backward(&f(&q), &f(&k), &f(&v), &f(&d_o), shape, opts);
+    let dev = Device::emulator_with(Emulator::new(seed));
+    let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    let up = |x: &[T]| dev.upload(x).unwrap();
+    let (bq, bk, bv, bdo) = (up(&q), up(&k), up(&v), up(&d_o));
+    let mut o = dev.zeros::<T>(shape.q_len()).unwrap();
+    let mut lse = dev.zeros::<f32>(shape.lse_len()).unwrap();
+    attention(&dev, &ops, &bq, &bk, &bv, &mut o, &mut lse, shape, opts).unwrap();
+    let nan = to(f32::NAN);
+    let (mut dq, mut dk, mut dv) = (up(&vec![nan; shape.q_len()]), up(&vec![nan; shape.kv_len()]), up(&vec![nan; shape.kv_len()]));
+    attention_backward(&dev, &ops, &bq, &bk, &bv, &o, &lse, &bdo, &mut dq, &mut dk, &mut dv, shape, opts).unwrap_or_else(|e| panic!("{shape:?} {opts:?} seed {seed}: {e}"));
+    let (dq, dk, dv) = (f(&dev.download(&dq).unwrap()), f(&dev.download(&dk).unwrap()), f(&dev.download(&dv).unwrap()));
+    for (name, g) in [("dq", &dq), ("dk", &dk), ("dv", &dv)] {
+        assert!(g.iter().all(|x| !x.is_nan()), "{shape:?}: an element of {name} was not written");
+    }
+    let e = [rel_err(&dq, &want_dq), rel_err(&dk, &want_dk), rel_err(&dv, &want_dv)];
+    eprintln!("{shape:?} {opts:?} seed {seed}: relative errors dq {:.2e}, dk {:.2e}, dv {:.2e}", e[0], e[1], e[2]);
+    e
+}
+
+/// P and dS are rounded to the element type before their GEMMs, and O
+/// (the input of delta) was rounded by the forward: f16 errors near 1e-3.
+const F16_BOUND: f64 = 1e-2;
+/// bf16: 8 bits of mantissa.
+const BF16_BOUND: f64 = 4e-2;
+
+#[test]
+fn attention_backward_matches_the_cpu_reference_on_the_emulator() {
+    let cases = [
+        // 2 key blocks (128 + 72), 4 Q blocks, 2 Q heads per K/V head:
+        // up to 8 steps through 2 slots; causal.
+        (Shape { batch: 1, seq: 200, heads: 2, kv_heads: 1, head_dim: 64 }, Options { causal: true, scale: None }, 0),
+        // D 128 (the two warpgroups split dQ's columns), not causal, a scale.
+        (Shape { batch: 2, seq: 150, heads: 1, kv_heads: 1, head_dim: 128 }, Options { causal: false, scale: Some(0.2) }, 1),
+        (Shape { batch: 1, seq: 130, heads: 2, kv_heads: 1, head_dim: 128 }, Options { causal: true, scale: None }, 2),
+    ];
+    for (shape, opts, seed) in cases {
+        let e = run::<f16>(shape, opts, seed, f16::from_f32, f16::to_f32);
+        assert!(e.iter().all(|x| *x < F16_BOUND), "{shape:?} {opts:?}: dq, dk, dv errors {e:?}");
+    }
+}
+
+#[test]
+fn bf16_attention_backward_matches_the_reference() {
+    let shape = Shape { batch: 1, seq: 100, heads: 2, kv_heads: 2, head_dim: 64 };
+    let e = run::<bf16>(shape, Options { causal: false, scale: None }, 3, bf16::from_f32, bf16::to_f32);
+    assert!(e.iter().all(|x| *x < BF16_BOUND), "dq, dk, dv errors {e:?}");
+}
+
+#[test]
+fn attention_backward_refuses_bad_inputs_naming_the_rule() {
+    let dev = Device::emulator();
+    let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    let ok = Shape { batch: 1, seq: 16, heads: 4, kv_heads: 2, head_dim: 64 };
+    // (shape, which buffer gets a wrong length (or none), its length, the rule)
+    let cases: [(Shape, &str, usize, &str); 5] = [
+        (Shape { head_dim: 256, ..ok }, "", 0, "head_dim = 256: the backward pass is built for head_dim in [64, 128]"),
+        (Shape { kv_heads: 3, ..ok }, "", 0, "heads = 4, kv_heads = 3: kv_heads must divide heads"),
+        (ok, "d_o", 4095, "`d_o` holds 4095 elements; batch x seq x heads x head_dim = 4096 expected"),
+        (ok, "dk", 4096, "`dk` holds 4096 elements; batch x seq x kv_heads x head_dim = 2048 expected"),
+        (ok, "lse", 63, "`lse` holds 63 elements; batch x heads x seq = 64 expected"),
+    ];
+    for (shape, wrong, len, rule) in cases {
+        let n = |name: &str, want: usize| if name == wrong { len } else { want };
+        let buf = |len: usize| dev.upload(&vec![f16::ONE; len]).unwrap();
+        let (q, k, v, o, d_o) = (buf(shape.q_len()), buf(shape.kv_len()), buf(shape.kv_len()), buf(shape.q_len()), buf(n("d_o", shape.q_len())));
+        let lse = dev.upload(&vec![0f32; n("lse", shape.lse_len())]).unwrap();
+        let seven = |len: usize| dev.upload(&vec![f16::from_f32(7.0); len]).unwrap();
+        let (mut dq, mut dk, mut dv) = (seven(shape.q_len()), seven(n("dk", shape.kv_len())), seven(shape.kv_len()));
+        let e = attention_backward(&dev, &ops, &q, &k, &v, &o, &lse, &d_o, &mut dq, &mut dk, &mut dv, shape, Options::default()).expect_err(rule).to_string();
+        assert!(e.contains("attention_backward") && e.contains(rule), "{shape:?}: {e}");
+        for g in [&dq, &dk, &dv] {
+            assert!(dev.download(g).unwrap().iter().all(|v| v.to_f32() == 7.0), "{shape:?}: a gradient was written");
+        }
+    }
+}
