@@ -199,3 +199,36 @@ fn overlap(a: &Arr, b: &Arr) -> bool {
     let ((a0, a1), (b0, b1)) = (span(a), span(b));
     a.place == b.place && a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Call, Dim};
+    use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+    use pyo3::prelude::*;
+    use pyo3::types::{PyList, PyModule};
+
+    #[test]
+    fn a_non_array_is_a_type_error_naming_the_argument() {
+        Python::initialize();
+        Python::attach(|py| {
+            let mut call = Call::new("axpy");
+            let err = call.array::<f32>("x", PyList::empty(py).as_any(), &[Dim::Named("n")], false).err().expect("a list is refused");
+            assert!(err.is_instance_of::<PyTypeError>(py), "{err}");
+            assert!(err.to_string().contains("`x`: a list is not an array with `__dlpack__`"), "{err}");
+        });
+    }
+
+    #[test]
+    fn the_emulator_report_is_a_runtime_error_added_to_a_module() {
+        Python::initialize();
+        Python::attach(|py| {
+            let m = PyModule::new(py, "m").expect("a module");
+            crate::add_exceptions(&m).expect("added");
+            let ty = m.getattr("EmulatorReport").expect("m.EmulatorReport");
+            assert!(ty.is(py.get_type::<crate::EmulatorReport>()));
+            let report = kernel_emu::EmuError::Panic { kernel: "k".into(), cta: [0; 3], thread: [0; 3], message: "boom".into(), location: None };
+            let err = crate::host_err(report.into());
+            assert!(err.is_instance_of::<PyRuntimeError>(py) && err.is_instance_of::<crate::EmulatorReport>(py), "{err}");
+        });
+    }
+}
