@@ -259,7 +259,7 @@ fn checked<'py>(keep: Bound<'py, PyAny>, name: &'static str, ptr: *mut u8, place
             expect *= shape[i] as i64;
         }
     }
-    if (ptr as usize) % 16 != 0 && shape.iter().product::<usize>() > 0 {
+    if !(ptr as usize).is_multiple_of(16) && shape.iter().product::<usize>() > 0 {
         return Err(PyValueError::new_err(format!(
             "`{name}`: its data starts at address {:#x}, not a multiple of 16 bytes (TMA and the 16-byte vector loads need it); pass an array that starts at an aligned address (a fresh allocation, or a copy)",
             ptr as usize
