@@ -60,61 +60,43 @@ pub enum Dtype {
     U64,
 }
 
+/// Every [`Dtype`], in declaration order, with its NumPy/torch name and
+/// DLPack `(code, bits)` (code 0 int, 1 uint, 2 float, 4 bfloat).
+const DTYPES: [(Dtype, &str, u8, u8); 12] = [
+    (Dtype::F16, "float16", 2, 16),
+    (Dtype::Bf16, "bfloat16", 4, 16),
+    (Dtype::F32, "float32", 2, 32),
+    (Dtype::F64, "float64", 2, 64),
+    (Dtype::I8, "int8", 0, 8),
+    (Dtype::I16, "int16", 0, 16),
+    (Dtype::I32, "int32", 0, 32),
+    (Dtype::I64, "int64", 0, 64),
+    (Dtype::U8, "uint8", 1, 8),
+    (Dtype::U16, "uint16", 1, 16),
+    (Dtype::U32, "uint32", 1, 32),
+    (Dtype::U64, "uint64", 1, 64),
+];
+
 impl Dtype {
     /// Its NumPy/torch name (`float16`, `int32`, ...).
     pub fn name(self) -> &'static str {
-        match self {
-            Dtype::F16 => "float16",
-            Dtype::Bf16 => "bfloat16",
-            Dtype::F32 => "float32",
-            Dtype::F64 => "float64",
-            Dtype::I8 => "int8",
-            Dtype::I16 => "int16",
-            Dtype::I32 => "int32",
-            Dtype::I64 => "int64",
-            Dtype::U8 => "uint8",
-            Dtype::U16 => "uint16",
-            Dtype::U32 => "uint32",
-            Dtype::U64 => "uint64",
-        }
+        DTYPES[self as usize].1
     }
 
     /// Bits per element.
     pub fn bits(self) -> u8 {
-        self.dlpack().1
+        DTYPES[self as usize].3
     }
 
     /// The type of a DLPack `(code, bits, lanes)`.
     fn from_dlpack(code: u8, bits: u8, lanes: u16) -> Option<Dtype> {
-        const ALL: [Dtype; 12] =
-            [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::F64, Dtype::I8, Dtype::I16, Dtype::I32, Dtype::I64, Dtype::U8, Dtype::U16, Dtype::U32, Dtype::U64];
-        ALL.into_iter().find(|d| lanes == 1 && d.dlpack() == (code, bits))
-    }
-
-    /// DLPack's `(code, bits)`: code 0 int, 1 uint, 2 float, 4 bfloat.
-    fn dlpack(self) -> (u8, u8) {
-        match self {
-            Dtype::F16 => (2, 16),
-            Dtype::Bf16 => (4, 16),
-            Dtype::F32 => (2, 32),
-            Dtype::F64 => (2, 64),
-            Dtype::I8 => (0, 8),
-            Dtype::I16 => (0, 16),
-            Dtype::I32 => (0, 32),
-            Dtype::I64 => (0, 64),
-            Dtype::U8 => (1, 8),
-            Dtype::U16 => (1, 16),
-            Dtype::U32 => (1, 32),
-            Dtype::U64 => (1, 64),
-        }
+        DTYPES.iter().find(|e| lanes == 1 && (e.2, e.3) == (code, bits)).map(|e| e.0)
     }
 
     /// The type of a torch dtype's `str()` (`torch.float16`).
     fn from_torch(name: &str) -> Option<Dtype> {
         let name = name.strip_prefix("torch.")?;
-        [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::F64, Dtype::I8, Dtype::I16, Dtype::I32, Dtype::I64, Dtype::U8, Dtype::U16, Dtype::U32, Dtype::U64]
-            .into_iter()
-            .find(|d| d.name() == name)
+        DTYPES.iter().find(|e| e.1 == name).map(|e| e.0)
     }
 }
 
@@ -274,10 +256,11 @@ mod tests {
 
     #[test]
     fn dtypes_round_trip_through_dlpack_and_torch_names() {
-        for (code, bits) in [(0, 8), (0, 16), (0, 32), (0, 64), (1, 8), (1, 16), (1, 32), (1, 64), (2, 16), (2, 32), (2, 64), (4, 16)] {
-            let d = Dtype::from_dlpack(code, bits, 1).expect("a supported dtype");
-            assert_eq!(d.dlpack(), (code, bits));
-            assert_eq!(Dtype::from_torch(&format!("torch.{}", d.name())), Some(d));
+        for (i, &(d, name, code, bits)) in super::DTYPES.iter().enumerate() {
+            assert_eq!(d as usize, i, "DTYPES is in declaration order");
+            assert_eq!((d.name(), d.bits()), (name, bits));
+            assert_eq!(Dtype::from_dlpack(code, bits, 1), Some(d));
+            assert_eq!(Dtype::from_torch(&format!("torch.{name}")), Some(d));
         }
         assert_eq!(Dtype::from_dlpack(2, 32, 4), None, "vector lanes are refused");
         assert_eq!(Dtype::from_dlpack(5, 64, 1), None, "complex is refused");
