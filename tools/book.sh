@@ -8,7 +8,7 @@
 # minutes): `cargo install mdbook --version 0.5.x --locked`, with x the
 # latest 0.5 release (`cargo search mdbook`). CI does not build the HTML: it
 # compiles the book's Rust code blocks with `cargo test -p kernel-book`
-# (docs/doctest) and builds the two-crate template of the "Your own
+# (docs/doctest) and builds the template of the "Your own
 # kernels crate" chapter with tools/template-check.sh.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -7,11 +7,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-venv="$root/target/python-venv"
-if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv "$venv"
-fi
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "maturin>=1.5,<2" numpy pytest
+venv="$(tools/python-venv.sh)"
 rm -rf target/wheels-test
 "$venv/bin/maturin" build --quiet --manifest-path python/Cargo.toml --features testing --out target/wheels-test --interpreter "$venv/bin/python"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps target/wheels-test/*.whl

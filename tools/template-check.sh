@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Builds the two-crate template (docs/template: my-kernels + my-host) the way
-# a user would: from a copy in a fresh directory OUTSIDE this repository,
-# with its path dependencies pointing at this checkout. Then prints the
-# ptxas report of my-kernels, runs my-host (GPU if there is one, else the
-# CPU emulator) and its tests.
+# Builds the template (docs/template: my-kernels, my-host, my-python) the
+# way a user would: from a copy in a fresh directory OUTSIDE this
+# repository, with its path dependencies pointing at this checkout. Then
+# prints the ptxas report of my-kernels, runs my-host (GPU if there is one,
+# else the CPU emulator) and its tests, builds my-python's wheel with
+# maturin (debug profile, the venv of tools/python-venv.sh) and runs its
+# pytest tests on the emulator with NumPy arrays.
 #
 #   tools/template-check.sh
 #
@@ -50,4 +52,14 @@ echo "== my-host"
 cargo run --quiet --bin my-host
 echo "== cargo test (my-host)"
 cargo test --quiet
+
+echo "== my-python: the wheel (maturin) and its pytest tests (NumPy, the emulator)"
+py_start=$SECONDS
+venv="$("$root/tools/python-venv.sh")"
+cd "$copy/my-python"
+"$venv/bin/maturin" build --quiet --out "$copy/wheels" --interpreter "$venv/bin/python"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$copy"/wheels/my_python-*.whl
+# pytest exits 5 when it collected no test: that is a failure here too.
+"$venv/bin/python" -m pytest -q -p no:cacheprovider tests || { rc=$?; [ "$rc" = 5 ] && echo "error: pytest collected no test" >&2; exit "$rc"; }
+echo "my-python checked in $((SECONDS - py_start)) s"
 echo "template check passed in $((SECONDS - start)) s"

@@ -20,9 +20,10 @@ fi
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace
 # The ptxas report is printed by a documented command.
 tools/ptxas-report.sh kernels | grep -c "registers" > /dev/null
-# The two-crate template of the book's "Your own kernels crate" chapter,
-# built from a copy outside the repository (ptxas required, its report
-# printed), its host program and tests run.
+# The template of the book's "Your own kernels crate" chapter, built from
+# a copy outside the repository (ptxas required, its report printed), its
+# host program and tests run, its Python crate's wheel built and its pytest
+# tests run on the emulator.
 tools/template-check.sh
 cargo test --workspace "$@"
 # The Python package (python/): the wheel built and its tests on the

@@ -11,7 +11,7 @@
 //!
 //! Code that is compiled elsewhere is shown with mdBook's
 //! `{{#include ..}}` in a block marked `rs` (Rust highlighting in the
-//! HTML, not a doc test): only the two-crate template of `docs/template/`,
+//! HTML, not a doc test): only the template of `docs/template/`,
 //! which `tools/template-check.sh` builds, runs and tests; a test below
 //! rejects an `rs` block holding anything else.
 

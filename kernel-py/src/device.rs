@@ -1,0 +1,177 @@
+//! The devices behind the arrays (the CPU emulator for host arrays, the GPU
+//! for CUDA arrays, one per process, made at first use), the programs
+//! loaded on them, and running launches in the caller's stream order with
+//! errors raised as Python exceptions.
+use crate::dlpack::{Arr, Dtype, Place};
+use crate::EmulatorReport;
+use kernel_host::{Buffer, Device, DeviceCode, Gpu, Program};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use std::sync::OnceLock;
+
+static EMULATOR: OnceLock<Device> = OnceLock::new();
+static GPU: OnceLock<Device> = OnceLock::new();
+
+/// A `RuntimeError` with `e`'s message.
+pub fn runtime_err(e: impl std::fmt::Display) -> PyErr {
+    PyRuntimeError::new_err(e.to_string())
+}
+
+/// The Python exception of a launch error: `ValueError` for an invalid
+/// argument (the problem as the message), [`EmulatorReport`] for a race or
+/// protocol report of the emulator, `RuntimeError` for the rest (CUDA).
+pub fn host_err(e: kernel_host::Error) -> PyErr {
+    match e {
+        kernel_host::Error::InvalidArgument { problem, .. } => PyValueError::new_err(problem),
+        e @ kernel_host::Error::Emulator(_) => EmulatorReport::new_err(e.to_string()),
+        other => runtime_err(other),
+    }
+}
+
+/// The device of `place`, made once per process: the CPU emulator for
+/// host arrays; for CUDA arrays the GPU, in its primary context (the one
+/// torch, JAX and CuPy use).
+pub fn device(place: Place) -> PyResult<&'static Device> {
+    let cell = match place {
+        Place::Cpu => &EMULATOR,
+        Place::Cuda(_) => &GPU,
+    };
+    if let Some(d) = cell.get() {
+        return Ok(d);
+    }
+    let d = match place {
+        Place::Cpu => Device::emulator(),
+        Place::Cuda(d) => {
+            let gpu = Gpu::new(d as usize).map_err(runtime_err)?;
+            // SAFETY: all of this process's work goes to the one stream of
+            // `Gpu` (the legacy default stream), ordered with the callers'
+            // streams by `Gpu::in_order_with`: cudarc's per-buffer event
+            // tracking (two events per borrowed buffer and per launch
+            // argument) orders nothing more, and costs microseconds per call.
+            unsafe { gpu.context().disable_event_tracking() };
+            Device::gpu(gpu)
+        }
+    };
+    let _ = cell.set(d);
+    Ok(cell.get().expect("set above"))
+}
+
+/// A kernels crate's device code, loaded at first use on each device
+/// (once per process): `static PROGRAM: Programs = Programs::new(&my_kernels::DEVICE_CODE);`.
+pub struct Programs {
+    code: &'static DeviceCode,
+    loaded: [OnceLock<Program>; 2],
+}
+
+impl Programs {
+    /// Loads `code` when first asked.
+    pub const fn new(code: &'static DeviceCode) -> Programs {
+        Programs { code, loaded: [OnceLock::new(), OnceLock::new()] }
+    }
+
+    /// The program on the device of `place` ([`device`]).
+    pub fn get(&self, place: Place) -> PyResult<&Program> {
+        let cell = &self.loaded[usize::from(place != Place::Cpu)];
+        if let Some(p) = cell.get() {
+            return Ok(p);
+        }
+        let p = device(place)?.load(self.code).map_err(runtime_err)?;
+        let _ = cell.set(p);
+        Ok(cell.get().expect("set above"))
+    }
+}
+
+/// The place of all `arrs`, or a `ValueError` naming the two that differ
+/// (or the GPU this process does not use).
+pub fn same_place(arrs: &[&Arr]) -> PyResult<Place> {
+    let p = arrs[0].place;
+    if let Some(other) = arrs.iter().find(|a| a.place != p) {
+        return Err(PyValueError::new_err(format!(
+            "{} and {} are on different devices: every array of one call must be on the same device",
+            arrs[0].describe(),
+            other.describe()
+        )));
+    }
+    if let Place::Cuda(d) = p {
+        if let Some(g) = GPU.get() {
+            let open = g.as_gpu().map(|g| g.ordinal()).unwrap_or(0);
+            if open != d as usize {
+                return Err(PyValueError::new_err(format!(
+                    "{} is on cuda:{d}, but this process uses cuda:{open} (one GPU per process)",
+                    arrs[0].describe()
+                )));
+            }
+        }
+    }
+    Ok(p)
+}
+
+/// The dtype of all `arrs`, one of `allowed`, or a `TypeError` naming the
+/// array and the types the op takes, or the two that differ.
+pub fn same_dtype(arrs: &[&Arr], allowed: &[Dtype]) -> PyResult<Dtype> {
+    let d = arrs[0].dtype;
+    if !allowed.contains(&d) {
+        let names: Vec<_> = allowed.iter().map(|d| d.name()).collect();
+        return Err(PyTypeError::new_err(format!("{}: the op takes {}", arrs[0].describe(), names.join(" or "))));
+    }
+    if let Some(other) = arrs.iter().find(|a| a.dtype != d) {
+        return Err(PyTypeError::new_err(format!("{} and {} differ in dtype: they must be the same", arrs[0].describe(), other.describe())));
+    }
+    Ok(d)
+}
+
+/// A `ValueError` unless `a` has exactly `shape`.
+pub fn want_shape(a: &Arr, shape: &[usize]) -> PyResult<()> {
+    if a.shape != shape {
+        return Err(PyValueError::new_err(format!("{}: shape {:?} expected", a.describe(), shape)));
+    }
+    Ok(())
+}
+
+/// A buffer over the array's memory on `dev` (no copy), `a.len()`
+/// elements of `T`.
+///
+/// # Safety
+/// `T` is the array's element type (or one of its size and alignment);
+/// the array lives, and nothing else touches it, until the buffer drops
+/// (and, on a GPU, until the work using it has completed in stream order).
+pub unsafe fn borrow<T>(dev: &Device, a: &Arr) -> PyResult<Buffer<T>> {
+    let len = a.len();
+    // SAFETY: the caller's contract; `import` checked the pointer's alignment.
+    let r = unsafe {
+        match a.place {
+            Place::Cpu => Buffer::borrow_host(dev, a.ptr as *mut T, len),
+            Place::Cuda(_) => Buffer::borrow_gpu(dev, a.ptr as u64, len),
+        }
+    };
+    r.map_err(runtime_err)
+}
+
+/// Runs `f` (launches on `dev`) on that device: on a GPU in stream order
+/// with `stream` (queued, not waited for; 0 is the legacy default stream);
+/// on the emulator to the end. `f` maps its errors itself ([`host_err`]
+/// for `kernel_host`'s, which makes an emulator report an
+/// [`EmulatorReport`]).
+///
+/// `stream` is what the Python caller passed (torch's current stream's
+/// `cuda_stream`, 0 by default): it must be 0 or a live stream of the
+/// device's primary context, which the Python API documents and trusts.
+pub fn run(dev: &Device, stream: u64, f: impl FnOnce() -> PyResult<()>) -> PyResult<()> {
+    let Some(gpu) = dev.as_gpu() else {
+        return f();
+    };
+    let mut failed = None;
+    // SAFETY: `stream` as documented above.
+    let r = unsafe {
+        gpu.in_order_with(stream, || {
+            f().map_err(|e| {
+                failed = Some(e);
+                kernel_host::Error::InvalidArgument { function: "kernel_py::run", problem: "the launch failed (the Python exception)".into() }
+            })
+        })
+    };
+    match failed {
+        Some(e) => Err(e),
+        None => r.map_err(host_err),
+    }
+}

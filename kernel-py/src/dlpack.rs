@@ -1,0 +1,268 @@
+//! Arrays in through DLPack: any object with `__dlpack__` and
+//! `__dlpack_device__` (NumPy, JAX, CuPy; torch tensors are read through
+//! their attributes, which is cheaper), used in place: no copy.
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::ffi::c_void;
+
+/// `DLDevice` (dlpack.h v0.8+, the legacy unversioned capsule).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct DLDevice {
+    device_type: i32,
+    device_id: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct DLDataType {
+    code: u8,
+    bits: u8,
+    lanes: u16,
+}
+
+#[repr(C)]
+struct DLTensor {
+    data: *mut c_void,
+    device: DLDevice,
+    ndim: i32,
+    dtype: DLDataType,
+    shape: *const i64,
+    strides: *const i64,
+    byte_offset: u64,
+}
+
+#[repr(C)]
+struct DLManagedTensor {
+    dl_tensor: DLTensor,
+    manager_ctx: *mut c_void,
+    deleter: Option<unsafe extern "C" fn(*mut DLManagedTensor)>,
+}
+
+const KDL_CPU: i32 = 1;
+const KDL_CUDA: i32 = 2;
+
+/// The element types an array may have (one lane each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dtype {
+    F16,
+    Bf16,
+    F32,
+    F64,
+    I8,
+    I16,
+    I32,
+    I64,
+    U8,
+    U16,
+    U32,
+    U64,
+}
+
+/// Every [`Dtype`], in declaration order, with its NumPy/torch name and
+/// DLPack `(code, bits)` (code 0 int, 1 uint, 2 float, 4 bfloat).
+const DTYPES: [(Dtype, &str, u8, u8); 12] = [
+    (Dtype::F16, "float16", 2, 16),
+    (Dtype::Bf16, "bfloat16", 4, 16),
+    (Dtype::F32, "float32", 2, 32),
+    (Dtype::F64, "float64", 2, 64),
+    (Dtype::I8, "int8", 0, 8),
+    (Dtype::I16, "int16", 0, 16),
+    (Dtype::I32, "int32", 0, 32),
+    (Dtype::I64, "int64", 0, 64),
+    (Dtype::U8, "uint8", 1, 8),
+    (Dtype::U16, "uint16", 1, 16),
+    (Dtype::U32, "uint32", 1, 32),
+    (Dtype::U64, "uint64", 1, 64),
+];
+
+impl Dtype {
+    /// Its NumPy/torch name (`float16`, `int32`, ...).
+    pub fn name(self) -> &'static str {
+        DTYPES[self as usize].1
+    }
+
+    /// Bits per element.
+    pub fn bits(self) -> u8 {
+        DTYPES[self as usize].3
+    }
+
+    /// The type of a DLPack `(code, bits, lanes)`.
+    fn from_dlpack(code: u8, bits: u8, lanes: u16) -> Option<Dtype> {
+        DTYPES.iter().find(|e| lanes == 1 && (e.2, e.3) == (code, bits)).map(|e| e.0)
+    }
+
+    /// The type of a torch dtype's `str()` (`torch.float16`).
+    fn from_torch(name: &str) -> Option<Dtype> {
+        let name = name.strip_prefix("torch.")?;
+        DTYPES.iter().find(|e| e.1 == name).map(|e| e.0)
+    }
+}
+
+/// Where an array lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// Host memory: the CPU emulator runs on it.
+    Cpu,
+    /// CUDA device memory of this GPU ordinal.
+    Cuda(i32),
+}
+
+/// One array borrowed through DLPack: its data pointer, shape and type.
+/// The capsule (or the torch tensor) it holds keeps the producer's array
+/// alive (a capsule's destructor calls the DLPack deleter when Python frees
+/// it, after this call).
+pub struct Arr<'py> {
+    _keep: Bound<'py, PyAny>,
+    /// The argument's name, for messages.
+    pub name: &'static str,
+    /// The first element (the DLPack byte offset applied).
+    pub ptr: *mut u8,
+    pub place: Place,
+    pub dtype: Dtype,
+    pub shape: Vec<usize>,
+}
+
+impl Arr<'_> {
+    /// Elements.
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Whether it has no element.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `` `name` (float16 [4, 8] on the CPU) ``, for messages.
+    pub fn describe(&self) -> String {
+        format!("`{}` ({} {:?} on {})", self.name, self.dtype.name(), self.shape, match self.place {
+            Place::Cpu => "the CPU".to_string(),
+            Place::Cuda(d) => format!("cuda:{d}"),
+        })
+    }
+}
+
+/// Imports `obj` (anything with `__dlpack__`/`__dlpack_device__`) as
+/// argument `name`, checking what every kernel needs: one lane, a known
+/// dtype, C-contiguous (row-major) strides, a 16-byte-aligned data pointer
+/// (TMA and the vector loads need it), a CPU or CUDA device.
+pub fn import<'py>(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Arr<'py>> {
+    let py = obj.py();
+    if !obj.hasattr("__dlpack__")? {
+        let ty = obj.get_type().name()?;
+        return Err(PyTypeError::new_err(format!(
+            "`{name}`: a {ty} is not an array with `__dlpack__` (pass a numpy.ndarray, torch.Tensor, jax.Array or cupy.ndarray)"
+        )));
+    }
+    if obj.get_type().module()?.to_cow()?.starts_with("torch") && obj.hasattr("data_ptr")? {
+        return import_torch(name, obj);
+    }
+    let (dev_type, dev_id): (i32, i32) = obj.call_method0("__dlpack_device__")?.extract()?;
+    let capsule = if dev_type == KDL_CUDA {
+        // stream = -1: the producer synchronizes nothing; the launch is
+        // ordered with the caller's stream by `Gpu::in_order_with`.
+        let kw = PyDict::new(py);
+        kw.set_item("stream", -1)?;
+        obj.call_method("__dlpack__", (), Some(&kw))?
+    } else {
+        obj.call_method0("__dlpack__")?
+    };
+    // SAFETY: a DLPack capsule named "dltensor" holds a DLManagedTensor*
+    // that stays valid while the capsule lives (we hold it in `Arr`).
+    let managed = unsafe { pyo3::ffi::PyCapsule_GetPointer(capsule.as_ptr(), c"dltensor".as_ptr()) } as *const DLManagedTensor;
+    if managed.is_null() {
+        return Err(PyTypeError::new_err(format!("`{name}`: `__dlpack__` did not return a \"dltensor\" capsule")));
+    }
+    // SAFETY: non-null DLManagedTensor from a live capsule.
+    let t = unsafe { &(*managed).dl_tensor };
+    let place = match t.device.device_type {
+        KDL_CPU => Place::Cpu,
+        KDL_CUDA => Place::Cuda(t.device.device_id),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "`{name}`: DLPack device type {other} (device {dev_id}) is not supported: arrays must be on the CPU (the emulator) or on a CUDA GPU"
+            )))
+        }
+    };
+    let dt = t.dtype;
+    let Some(dtype) = Dtype::from_dlpack(dt.code, dt.bits, dt.lanes) else {
+        return Err(PyTypeError::new_err(format!(
+            "`{name}`: DLPack dtype (code {}, {} bits, {} lanes) is not supported: a float, bfloat16, int or uint type of one lane",
+            dt.code, dt.bits, dt.lanes
+        )));
+    };
+    let ndim = usize::try_from(t.ndim).unwrap_or(0);
+    // SAFETY: `shape` has `ndim` entries (DLPack).
+    let shape: Vec<usize> = (0..ndim).map(|i| unsafe { *t.shape.add(i) } as usize).collect();
+    let strides: Option<Vec<i64>> = if t.strides.is_null() {
+        None
+    } else {
+        // SAFETY: `strides` has `ndim` entries when non-null.
+        Some((0..ndim).map(|i| unsafe { *t.strides.add(i) }).collect())
+    };
+    let ptr = (t.data as *mut u8).wrapping_add(t.byte_offset as usize);
+    checked(capsule, name, ptr, place, dtype, shape, strides)
+}
+
+/// A torch tensor read through its attributes (`data_ptr()`, `shape`,
+/// `stride()`, `dtype`, `device`): the same facts as its DLPack capsule,
+/// without making one (torch's `__dlpack__` costs microseconds per call).
+fn import_torch<'py>(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Arr<'py>> {
+    let place = if obj.getattr("is_cuda")?.extract::<bool>()? {
+        Place::Cuda(obj.getattr("device")?.getattr("index")?.extract::<Option<i32>>()?.unwrap_or(0))
+    } else {
+        Place::Cpu
+    };
+    let dtype_name = obj.getattr("dtype")?.str()?;
+    let dtype_name = dtype_name.to_cow()?;
+    let Some(dtype) = Dtype::from_torch(&dtype_name) else {
+        return Err(PyTypeError::new_err(format!("`{name}`: dtype {dtype_name} is not supported: a float, bfloat16, int or uint type")));
+    };
+    let shape: Vec<usize> = obj.getattr("shape")?.extract()?;
+    let strides: Vec<i64> = obj.call_method0("stride")?.extract()?;
+    let ptr = obj.call_method0("data_ptr")?.extract::<usize>()? as *mut u8;
+    checked(obj.clone(), name, ptr, place, dtype, shape, Some(strides))
+}
+
+/// The checks of every array: row-major (C-contiguous) strides, a
+/// 16-byte-aligned start.
+fn checked<'py>(keep: Bound<'py, PyAny>, name: &'static str, ptr: *mut u8, place: Place, dtype: Dtype, shape: Vec<usize>, strides: Option<Vec<i64>>) -> PyResult<Arr<'py>> {
+    if let Some(strides) = strides {
+        let mut expect = 1i64;
+        for i in (0..shape.len()).rev() {
+            let st = strides[i];
+            if shape[i] > 1 && st != expect {
+                return Err(PyValueError::new_err(format!(
+                    "`{name}`: strides (in elements) of shape {shape:?} are not row-major (C-contiguous): dimension {i} has stride {st}, {expect} expected; pass a contiguous array (`.contiguous()` in torch, `numpy.ascontiguousarray`)"
+                )));
+            }
+            expect *= shape[i] as i64;
+        }
+    }
+    if !(ptr as usize).is_multiple_of(16) && shape.iter().product::<usize>() > 0 {
+        return Err(PyValueError::new_err(format!(
+            "`{name}`: its data starts at address {:#x}, not a multiple of 16 bytes (TMA and the 16-byte vector loads need it); pass an array that starts at an aligned address (a fresh allocation, or a copy)",
+            ptr as usize
+        )));
+    }
+    Ok(Arr { _keep: keep, name, ptr, place, dtype, shape })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Dtype;
+
+    #[test]
+    fn dtypes_round_trip_through_dlpack_and_torch_names() {
+        for (i, &(d, name, code, bits)) in super::DTYPES.iter().enumerate() {
+            assert_eq!(d as usize, i, "DTYPES is in declaration order");
+            assert_eq!((d.name(), d.bits()), (name, bits));
+            assert_eq!(Dtype::from_dlpack(code, bits, 1), Some(d));
+            assert_eq!(Dtype::from_torch(&format!("torch.{name}")), Some(d));
+        }
+        assert_eq!(Dtype::from_dlpack(2, 32, 4), None, "vector lanes are refused");
+        assert_eq!(Dtype::from_dlpack(5, 64, 1), None, "complex is refused");
+    }
+}
