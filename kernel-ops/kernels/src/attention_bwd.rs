@@ -24,7 +24,7 @@ use kernel_device::array::Scalar;
 use kernel_device::layout::{Swizzled, Tile};
 use kernel_device::math::{ex2_approx_ftz, LOG2_E};
 use kernel_device::prelude::*;
-use kernel_device::tma::{commit_group, wait_group};
+use kernel_device::tma::{bulk, commit_group, wait_group};
 use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaShape};
 use kernel_device::{bf16, f16, Barriers};
 
@@ -170,6 +170,7 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
     q_bufs: Smem<[QStep<E, D>; STAGES]>,
     do_bufs: Smem<[QStep<E, D>; STAGES]>,
     ds_bufs: Smem<[DsTile<E>; 4]>,
+    stats_bufs: Smem<[[f32; 2 * BWD_BM]; STAGES]>,
     kv_loaded: Barrier,
     qdo_loaded: Barriers<STAGES>,
     qdo_consumed: Barriers<STAGES>,
@@ -177,19 +178,21 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
     Cols<D>: WgmmaShape,
 {
     const { check_attention_bwd(D, STAGES) };
-    let (nb, hk, b) = (block_idx().x, block_idx().y, block_idx().z);
-    let heads = grid_dim().y * kv_group;
-    let causal = causal != 0;
-    let (m_first, m_end) = q_blocks(nb, seq, causal);
-    let per_head = m_end - m_first;
-    let steps = kv_group * per_head;
     let slot = |i: u32| (i % STAGES as u32) as usize;
+    // The CTA's geometry is derived inside each role, after its
+    // `setmaxnreg`: nothing stays live across the register reallocation.
+    let geometry = || {
+        let (nb, hk, b) = (block_idx().x, block_idx().y, block_idx().z);
+        let (m_first, m_end) = q_blocks(nb, seq, causal != 0);
+        Geometry { nb, hk, b, heads: grid_dim().y * kv_group, m_first, per_head: m_end - m_first, seq_pad: m_end as usize * BWD_BM, col: hk * D as u32 }
+    };
     // Step `i`: Q head `hk kv_group + g`, Q block `m`.
-    let step = |i: u32| (hk * kv_group + i / per_head, m_first + i % per_head);
-    let col = hk * D as u32;
+    let step = |g: &Geometry, i: u32| (g.hk * kv_group + i / g.per_head, g.m_first + i % g.per_head);
     if warpgroup_idx() == 2 {
         setmaxnreg_dec::<PRODUCER_REGS>();
         if thread_in_warpgroup() == 0 {
+            let g = geometry();
+            let Geometry { nb, b, heads, seq_pad, col, .. } = g;
             let half = <KHalf<E, D> as TileLayout>::BYTES as u32;
             kv_loaded.arrive_expect_tx(4 * half);
             unroll(2, |t| {
@@ -197,33 +200,37 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
                 k.load_at(k_bufs.at(t), [col, row, b], kv_loaded.as_ref());
                 v.load_at(v_bufs.at(t), [col, row, b], kv_loaded.as_ref());
             });
-            for i in 0..steps {
+            for i in 0..kv_group * g.per_head {
                 let s = slot(i);
                 if i >= STAGES as u32 {
                     qdo_consumed.at(s).wait();
                 }
-                let (h, m) = step(i);
+                let (h, m) = step(&g, i);
                 let bar = qdo_loaded.at(s);
-                bar.arrive_expect_tx(2 * <QStep<E, D> as TileLayout>::BYTES as u32);
+                bar.arrive_expect_tx(2 * <QStep<E, D> as TileLayout>::BYTES as u32 + bulk::bytes::<f32, { 2 * BWD_BM }>());
                 q.load_at(q_bufs.at(s), [h * D as u32, m * BWD_BM as u32, b], bar);
                 d_o.load_at(do_bufs.at(s), [h * D as u32, m * BWD_BM as u32, b], bar);
+                let row0 = (b * heads + h) as usize * seq_pad + m as usize * BWD_BM;
+                bulk::load(stats_bufs.at(s), stats, 2 * row0, bar);
             }
         }
         return;
     }
     setmaxnreg_inc::<CONSUMER_REGS>();
+    let g = geometry();
+    let Geometry { nb, b, heads, col, .. } = g;
+    let causal = causal != 0;
     let w = warpgroup_idx() as usize;
     let wg_bar = NamedBarrier::new(WG_BARRIER + w as u32, 128);
     let both = NamedBarrier::new(BOTH_BARRIER, 256);
     let key0 = nb as usize * BWD_BN + 64 * w;
     let seq_u = seq as usize;
-    let seq_pad = m_end as usize * BWD_BM;
     let mut acc_dk = Acc::<D>::undefined();
     let mut acc_dv = Acc::<D>::undefined();
     kv_loaded.wait();
-    for i in 0..steps {
+    for i in 0..kv_group * g.per_head {
         let s = slot(i);
-        let (h, m) = step(i);
+        let (h, m) = step(&g, i);
         let q0 = m as usize * BWD_BM;
         qdo_loaded.at(s).wait();
         // Sᵀ = K_w Qᵀ, dPᵀ = V_w dOᵀ.
@@ -237,14 +244,13 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
         let t = thread_in_warpgroup() as usize;
         let l = t % 32;
         let qcol = |c: usize, e: usize| q0 + 8 * c + 2 * (l % 4) + e;
-        // Their `(lse log2 e, delta)` pairs: 8 loads of 16 bytes.
-        let mut lse2 = [0f32; 16];
-        let mut dl = [0f32; 16];
-        let row0 = (b * heads + h) as usize * seq_pad;
-        unroll(8, |c| {
-            let x = stats.read_nc_v4(2 * (row0 + qcol(c, 0)));
-            (lse2[2 * c], dl[2 * c], lse2[2 * c + 1], dl[2 * c + 1]) = (x[0], x[1], x[2], x[3]);
-        });
+        // Their `(lse log2 e, delta)` pairs, in the slot's SMEM copy: one
+        // 16-byte load per 8 columns, made where each value is used (no
+        // registers held across the waits).
+        let st = stats_bufs.at(s).as_ptr() as *const [f32; 4];
+        // SAFETY: 16-byte aligned (the copy is; 8 c + 2 (l % 4) is even), in
+        // the slot's 128 floats (c < 8).
+        let pair = |c: usize| unsafe { st.add((8 * c + 2 * (l % 4)) / 2).read() };
         wgmma_wait::<1>();
         acc_s.fence_operands();
         {
@@ -253,8 +259,8 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
             // query (column) `qcol(i / 4, i % 2)`.
             let masked = key0 + 64 > seq_u || (causal && key0 + 63 > q0);
             unroll(BWD_BM / 2, |r| {
-                let j = 2 * (r / 4) + r % 2;
-                let mut p = ex2_approx_ftz(sr[r].fma(scale_log2, -lse2[j]));
+                let lse2 = pair(r / 4)[2 * (r % 2)];
+                let mut p = ex2_approx_ftz(sr[r].fma(scale_log2, -lse2));
                 if masked {
                     let key = key0 + 16 * (t / 32) + l / 4 + 8 * ((r / 2) % 2);
                     if key >= seq_u || (causal && key > qcol(r / 4, r % 2)) {
@@ -268,7 +274,7 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
         acc_dp.fence_operands();
         {
             let (pr, dr) = (acc_s.regs.as_ref(), acc_dp.regs.as_mut());
-            unroll(BWD_BM / 2, |r| dr[r] = pr[r] * (dr[r] - dl[2 * (r / 4) + r % 2]));
+            unroll(BWD_BM / 2, |r| dr[r] = pr[r] * (dr[r] - pair(r / 4)[2 * (r % 2) + 1]));
         }
         let mut pf = [[0u32; 4]; KC];
         let mut dsf = [[0u32; 4]; KC];
@@ -344,6 +350,21 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
     }
 }
 
+/// Where a CTA of [`attention_bwd_of`] works: key block `nb` of K/V head
+/// `hk` of batch `b`; Q blocks `m_first ..` (`per_head` of them) of each
+/// of the group's Q heads; `seq_pad` the statistics' padded rows; `col`
+/// the K/V head's first column.
+struct Geometry {
+    nb: u32,
+    hk: u32,
+    b: u32,
+    heads: u32,
+    m_first: u32,
+    per_head: u32,
+    seq_pad: usize,
+    col: u32,
+}
+
 macro_rules! bwd_kernels {
     ($t:ty, $main:ident, $pre:ident, $dq:ident) => {
         /// Attention backward's main kernel (see [`attention_bwd_of`] for
@@ -367,6 +388,7 @@ macro_rules! bwd_kernels {
             #[scratch] q_bufs: Smem<[QStep<$t, D>; STAGES]>,
             #[scratch] do_bufs: Smem<[QStep<$t, D>; STAGES]>,
             #[scratch] ds_bufs: Smem<[DsTile<$t>; 4]>,
+            #[scratch] stats_bufs: Smem<[[f32; 2 * BWD_BM]; STAGES]>,
             #[scratch] kv_loaded: Barrier,
             #[scratch] qdo_loaded: Barriers<STAGES>,
             #[scratch(arrivals = 256)] qdo_consumed: Barriers<STAGES>,
@@ -374,7 +396,7 @@ macro_rules! bwd_kernels {
             Cols<D>: WgmmaShape,
         {
             attention_bwd_of::<$t, D, STAGES>(
-                q, k, v, d_o, dk, dv, stats, dq_acc, seq, kv_group, scale_log2, causal, k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, kv_loaded, qdo_loaded, qdo_consumed,
+                q, k, v, d_o, dk, dv, stats, dq_acc, seq, kv_group, scale_log2, causal, k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, stats_bufs, kv_loaded, qdo_loaded, qdo_consumed,
             );
         }
 
