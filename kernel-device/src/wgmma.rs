@@ -621,6 +621,29 @@ pub fn setmaxnreg_dec<const N: u32>() {
     })
 }
 
+/// The marker of [`pin_entry_registers`] in the PTX, which the build's
+/// `kernel_host::build::apply_kernel_meta` turns into `.minnctapersm 1`.
+pub const PIN_ENTRY_REGISTERS_MARKER: &str = "// kernel-meta: minnctapersm 1";
+
+/// Asks the build to give this kernel `.minnctapersm 1` (one CTA per SM),
+/// which pins the register count at the kernel's entry. ptxas honours
+/// [`setmaxnreg_inc`]/[`setmaxnreg_dec`] only where it can determine that
+/// count; where `.maxntid` alone does not let it, it drops every
+/// `setmaxnreg` of the kernel with the note C7508 ("unable to determine
+/// register count at entry") and allocates the launch's flat count, which
+/// spills or serializes the wgmmas of a role that needs more
+/// (NVIDIA/cutlass#3406). Call it anywhere in such a kernel; it emits
+/// only a PTX comment (the emulator ignores it). A kernel that calls it
+/// runs one CTA per SM, as a warp-specialized kernel with per-role
+/// register counts does anyway.
+#[inline(always)]
+pub fn pin_entry_registers() {
+    device!("pin_entry_registers", {
+        // SAFETY: a comment; no instruction.
+        unsafe { core::arch::asm!("// kernel-meta: minnctapersm 1", options(nostack, preserves_flags, nomem)) }
+    }, host: {})
+}
+
 /// `cvt.rn.f16x2.f32 d, hi, lo;` (moved to [`crate::cvt`]; re-exported here for
 /// its users).
 pub use crate::cvt::pack_f16x2;

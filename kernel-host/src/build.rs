@@ -665,6 +665,11 @@ fn dep_info_sources(deps: &Path, crate_dir: &Path) -> BTreeSet<PathBuf> {
 ///   ptxas 13.0 assembles it for up to 16 CTAs on sm_90a and sm_100a and
 ///   checks no limit, so a non-portable size needs nothing more in the PTX:
 ///   its permission is the function attribute the host sets at load time);
+/// * adds `.minnctapersm 1` to every entry whose body has the marker of
+///   `kernel_device::wgmma::pin_entry_registers` (ptxas honours
+///   `setmaxnreg` only where it can pin the register count at the
+///   kernel's entry, which `.maxntid` alone does not always give:
+///   NVIDIA/cutlass#3406). Opt-in, so no other kernel's SASS changes;
 /// * raises the alignment of each parameter `i` with bit `i` of MASK set (a
 ///   TMA descriptor used by address, which must be 64-byte aligned) from
 ///   rustc's `.align 16` to `.align 64` (rustc cannot pass a by-value
@@ -691,6 +696,19 @@ pub fn apply_kernel_meta(ptx: &str) -> String {
         }
         if let Some(e) = entry {
             meta.insert(e, m);
+        }
+    }
+    // Entries whose bodies ask for `.minnctapersm 1`.
+    let mut reallocating = std::collections::HashSet::new();
+    let mut entry: Option<&str> = None;
+    for line in ptx.lines() {
+        let t = line.trim();
+        if let Some(rest) = t.strip_prefix(".visible .entry ").or_else(|| t.strip_prefix(".entry ")) {
+            entry = rest.split(['(', ' ']).next();
+        } else if t == kernel_device::wgmma::PIN_ENTRY_REGISTERS_MARKER {
+            if let Some(e) = entry {
+                reallocating.insert(e.to_string());
+            }
         }
     }
     let mut out = String::with_capacity(ptx.len() + 64 * meta.len());
@@ -722,6 +740,9 @@ pub fn apply_kernel_meta(ptx: &str) -> String {
                 }
                 if let Some(n) = &m.reqncta {
                     out.push_str(&format!(".reqnctapercluster {n}\n"));
+                }
+                if reallocating.contains(name) {
+                    out.push_str(".minnctapersm 1\n");
                 }
                 current = None;
             }
@@ -758,6 +779,14 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), BuildError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pin_marker_gives_its_entry_minnctapersm_and_no_other() {
+        let ptx = "// kernel-meta entry=a maxntid=384,1,1 cluster=1,1,1\n// kernel-meta entry=b maxntid=384,1,1 cluster=1,1,1\n.visible .entry a(\n)\n{\n\t// kernel-meta: minnctapersm 1\n\tret;\n}\n.visible .entry b(\n)\n{\n\tret;\n}\n";
+        let out = apply_kernel_meta(ptx);
+        assert!(out.contains(".visible .entry a(\n)\n.maxntid 384, 1, 1\n.minnctapersm 1\n{"), "{out}");
+        assert!(out.contains(".visible .entry b(\n)\n.maxntid 384, 1, 1\n{"), "{out}");
+    }
 
     #[test]
     fn maxntid_goes_between_params_and_body() {

@@ -25,7 +25,7 @@ use kernel_device::layout::{Swizzled, Tile};
 use kernel_device::math::{ex2_approx_ftz, LOG2_E};
 use kernel_device::prelude::*;
 use kernel_device::tma::{bulk, commit_group, wait_group};
-use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaShape};
+use kernel_device::wgmma::{pin_entry_registers, setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaShape};
 use kernel_device::{bf16, f16, Barriers};
 
 use crate::attention::{p_fragments, AttnElem, QTileOf};
@@ -178,6 +178,8 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
     Cols<D>: WgmmaShape,
 {
     const { check_attention_bwd(D, STAGES) };
+    // Without it ptxas drops this kernel's setmaxnreg at D 64 (C7508).
+    pin_entry_registers();
     let slot = |i: u32| (i % STAGES as u32) as usize;
     // The CTA's geometry is derived inside each role, after its
     // `setmaxnreg`: nothing stays live across the register reallocation.
@@ -369,7 +371,7 @@ macro_rules! bwd_kernels {
     ($t:ty, $main:ident, $pre:ident, $dq:ident) => {
         /// Attention backward's main kernel (see [`attention_bwd_of`] for
         /// the schedule and the launch). Instances `(D, STAGES)`.
-        #[kernel(block = warpgroups(3), arch = sm_90a, instances((64, 2), (128, 2)))]
+        #[kernel(block = warpgroups(3), arch = sm_90a, instances((64, 2), (64, 3), (128, 2), (128, 3)))]
         pub fn $main<const D: usize, const STAGES: usize>(
             q: Tma<QStep<$t, D>, 3>,
             k: Tma<KHalf<$t, D>, 3>,
