@@ -204,10 +204,6 @@ pub fn attention_with<T: AttnType>(
 
 /// The head dimensions the backward pass is built for.
 pub const BWD_HEAD_DIMS: [usize; 2] = [64, 128];
-/// The Q/dO ring depths the backward kernel is built with, the default
-/// ([`attention_backward`]'s) first: measured fastest on an H100
-/// (RESULTS.md).
-pub const BWD_STAGES: [usize; 2] = [2, 3];
 
 /// The backward pass: from `q`, `k`, `v`, the forward's `o` and `lse` (as
 /// [`attention`] wrote them) and the gradient `d_o` of the loss with
@@ -242,28 +238,8 @@ pub fn attention_backward<T: AttnType>(
     shape: Shape,
     opts: Options,
 ) -> Result<(), Error> {
-    attention_backward_with(dev, ops, [q, k, v, o, d_o], lse, [dq, dk, dv], shape, opts, BWD_STAGES[0])
-}
-
-/// [`attention_backward`] with `stages` Q/dO slots (one of [`BWD_STAGES`]):
-/// for benchmarks and tuning. Inputs `[q, k, v, o, d_o]`, outputs `[dq, dk,
-/// dv]`.
-#[allow(clippy::too_many_arguments)]
-pub fn attention_backward_with<T: AttnType>(
-    dev: &Device,
-    ops: &Program,
-    [q, k, v, o, d_o]: [&Buffer<T>; 5],
-    lse: &Buffer<f32>,
-    [dq, dk, dv]: [&mut Buffer<T>; 3],
-    shape: Shape,
-    opts: Options,
-    stages: usize,
-) -> Result<(), Error> {
     check_backward(shape, opts, [q, k, v, o, d_o], lse, [&*dq, &*dk, &*dv])?;
-    if !BWD_STAGES.contains(&stages) {
-        return Err(Error::Shape { op: "attention_backward", problem: format!("stages = {stages}: the backward kernel is built with {BWD_STAGES:?} Q/dO slots") });
-    }
-    T::launch_bwd(dev, ops, [q, k, v, o, d_o], lse, [dq, dk, dv], shape, opts, stages)
+    T::launch_bwd(dev, ops, [q, k, v, o, d_o], lse, [dq, dk, dv], shape, opts)
 }
 
 /// [`attention_backward`]'s checks (see its errors).
@@ -356,13 +332,13 @@ pub trait AttnType: sealed::Sealed + Copy + kernel_host::TmaElement + 'static {
     fn launch_fwd(ops: &Program, qkv: [&Buffer<Self>; 3], o: &mut Buffer<Self>, lse: &mut Buffer<f32>, shape: Shape, opts: Options, config: Config) -> Result<(), Error>;
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
-    fn launch_bwd(dev: &Device, ops: &Program, qkvo: [&Buffer<Self>; 5], lse: &Buffer<f32>, grads: [&mut Buffer<Self>; 3], shape: Shape, opts: Options, stages: usize) -> Result<(), Error>;
+    fn launch_bwd(dev: &Device, ops: &Program, qkvo: [&Buffer<Self>; 5], lse: &Buffer<f32>, grads: [&mut Buffer<Self>; 3], shape: Shape, opts: Options) -> Result<(), Error>;
 }
 
 macro_rules! attn_type {
     ($t:ty, $kernel:ident, ($bwd:ident, $pre:ident, $dq:ident) $(, $wg3:ident)?) => {
         impl AttnType for $t {
-            fn launch_bwd(dev: &Device, ops: &Program, [q, k, v, o, d_o]: [&Buffer<$t>; 5], lse: &Buffer<f32>, [dq, dk, dv]: [&mut Buffer<$t>; 3], shape: Shape, opts: Options, stages: usize) -> Result<(), Error> {
+            fn launch_bwd(dev: &Device, ops: &Program, [q, k, v, o, d_o]: [&Buffer<$t>; 5], lse: &Buffer<f32>, [dq, dk, dv]: [&mut Buffer<$t>; 3], shape: Shape, opts: Options) -> Result<(), Error> {
                 let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
                 let scale = opts.scale_for(head_dim);
                 let (group, causal) = ((heads / kv_heads) as u32, opts.causal as u32);
@@ -387,10 +363,8 @@ macro_rules! attn_type {
                         let dvm = TileMap::<KHalf<$t, $d>, 3>::new_batched_mut(dv, batch, seq, kv_heads * head_dim)?;
                         let grid = (seq.div_ceil(BWD_BN) as u32, kv_heads as u32, batch as u32);
                         let args = (&qm, &km, &vm, &dom, &dkm, &dvm, &stats, &mut dq_acc, seq as u32, group, scale * std::f32::consts::LOG2_E, causal);
-                        match stages {
-                            2 => ops.kernel::<$bwd<$d, 2>>()?.launch(grid, args)?,
-                            _ => ops.kernel::<$bwd<$d, 3>>()?.launch(grid, args)?,
-                        };
+                        // Two Q/dO slots: three measured no faster (RESULTS.md).
+                        ops.kernel::<$bwd<$d, 2>>()?.launch(grid, args)?;
                     }};
                 }
                 match head_dim {

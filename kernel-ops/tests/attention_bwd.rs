@@ -10,7 +10,7 @@
 use kernel_device::{bf16, f16};
 use kernel_host::emulate::Emulator;
 use kernel_host::Device;
-use kernel_ops::attention::{attention, attention_backward, attention_backward_with, reference_backward, AttnType, Options, Shape};
+use kernel_ops::attention::{attention, attention_backward, reference_backward, AttnType, Options, Shape};
 
 fn rel_err(got: &[f32], want: &[f32]) -> f64 {
     let (num, den) = got.iter().zip(want).fold((0f64, 0f64), |(n, d), (g, w)| (n + f64::from(g - w).powi(2), d + f64::from(*w).powi(2)));
@@ -19,7 +19,7 @@ fn rel_err(got: &[f32], want: &[f32]) -> f64 {
 
 /// Runs forward then backward on the emulator with `seed`'s schedule;
 /// returns the relative Frobenius errors of dQ, dK, dV.
-fn run<T: AttnType + Default + kernel_host::cudarc::driver::DeviceRepr + kernel_host::cudarc::driver::ValidAsZeroBits>(shape: Shape, opts: Options, seed: u64, stages: Option<usize>, to: fn(f32) -> T, from: fn(T) -> f32) -> [f64; 3] {
+fn run<T: AttnType + Default + kernel_host::cudarc::driver::DeviceRepr + kernel_host::cudarc::driver::ValidAsZeroBits>(shape: Shape, opts: Options, seed: u64, to: fn(f32) -> T, from: fn(T) -> f32) -> [f64; 3] {
     let gen = |len: usize, s: u64| -> Vec<T> { kernel_host::randn_f16(len, s).iter().map(|v| to(v.to_f32())).collect() };
     let (q, k, v, d_o) = (gen(shape.q_len(), 11), gen(shape.kv_len(), 12), gen(shape.kv_len(), 13), gen(shape.q_len(), 14));
     let f = |x: &[T]| -> Vec<f32> { x.iter().map(|v| from(*v)).collect() };
@@ -33,11 +33,7 @@ fn run<T: AttnType + Default + kernel_host::cudarc::driver::DeviceRepr + kernel_
     attention(&dev, &ops, &bq, &bk, &bv, &mut o, &mut lse, shape, opts).unwrap();
     let nan = to(f32::NAN);
     let (mut dq, mut dk, mut dv) = (up(&vec![nan; shape.q_len()]), up(&vec![nan; shape.kv_len()]), up(&vec![nan; shape.kv_len()]));
-    match stages {
-        None => attention_backward(&dev, &ops, &bq, &bk, &bv, &o, &lse, &bdo, &mut dq, &mut dk, &mut dv, shape, opts),
-        Some(st) => attention_backward_with(&dev, &ops, [&bq, &bk, &bv, &o, &bdo], &lse, [&mut dq, &mut dk, &mut dv], shape, opts, st),
-    }
-    .unwrap_or_else(|e| panic!("{shape:?} {opts:?} seed {seed}: {e}"));
+    attention_backward(&dev, &ops, &bq, &bk, &bv, &o, &lse, &bdo, &mut dq, &mut dk, &mut dv, shape, opts).unwrap_or_else(|e| panic!("{shape:?} {opts:?} seed {seed}: {e}"));
     let (dq, dk, dv) = (f(&dev.download(&dq).unwrap()), f(&dev.download(&dk).unwrap()), f(&dev.download(&dv).unwrap()));
     for (name, g) in [("dq", &dq), ("dk", &dk), ("dv", &dv)] {
         assert!(g.iter().all(|x| !x.is_nan()), "{shape:?}: an element of {name} was not written");
@@ -58,15 +54,13 @@ fn attention_backward_matches_the_cpu_reference_on_the_emulator() {
     let cases = [
         // 2 key blocks (128 + 72), 4 Q blocks, 2 Q heads per K/V head:
         // up to 8 steps through 2 slots; causal.
-        (Shape { batch: 1, seq: 200, heads: 2, kv_heads: 1, head_dim: 64 }, Options { causal: true, scale: None }, 0, None),
-        // The 3-slot ring, GQA over 4 Q heads: 12 steps per key block.
-        (Shape { batch: 1, seq: 140, heads: 4, kv_heads: 1, head_dim: 64 }, Options { causal: false, scale: None }, 4, Some(3)),
+        (Shape { batch: 1, seq: 200, heads: 2, kv_heads: 1, head_dim: 64 }, Options { causal: true, scale: None }, 0),
         // D 128 (the two warpgroups split dQ's columns), not causal, a scale.
-        (Shape { batch: 2, seq: 150, heads: 1, kv_heads: 1, head_dim: 128 }, Options { causal: false, scale: Some(0.2) }, 1, None),
-        (Shape { batch: 1, seq: 130, heads: 2, kv_heads: 1, head_dim: 128 }, Options { causal: true, scale: None }, 2, Some(3)),
+        (Shape { batch: 2, seq: 150, heads: 1, kv_heads: 1, head_dim: 128 }, Options { causal: false, scale: Some(0.2) }, 1),
+        (Shape { batch: 1, seq: 130, heads: 2, kv_heads: 1, head_dim: 128 }, Options { causal: true, scale: None }, 2),
     ];
-    for (shape, opts, seed, stages) in cases {
-        let e = run::<f16>(shape, opts, seed, stages, f16::from_f32, f16::to_f32);
+    for (shape, opts, seed) in cases {
+        let e = run::<f16>(shape, opts, seed, f16::from_f32, f16::to_f32);
         assert!(e.iter().all(|x| *x < F16_BOUND), "{shape:?} {opts:?}: dq, dk, dv errors {e:?}");
     }
 }
@@ -74,7 +68,7 @@ fn attention_backward_matches_the_cpu_reference_on_the_emulator() {
 #[test]
 fn bf16_attention_backward_matches_the_reference() {
     let shape = Shape { batch: 1, seq: 100, heads: 2, kv_heads: 2, head_dim: 64 };
-    let e = run::<bf16>(shape, Options { causal: false, scale: None }, 3, None, bf16::from_f32, bf16::to_f32);
+    let e = run::<bf16>(shape, Options { causal: false, scale: None }, 3, bf16::from_f32, bf16::to_f32);
     assert!(e.iter().all(|x| *x < BF16_BOUND), "dq, dk, dv errors {e:?}");
 }
 

@@ -110,3 +110,46 @@ fn grouped_kernels_have_their_instructions_and_no_spills() {
         assert!(!body.contains(".local"), "{name}: local memory");
     }
 }
+
+/// The attention backward kernel: its register budgets honoured (at D 64
+/// the pin marker became `.minnctapersm 1`, without which ptxas dropped the
+/// `setmaxnreg`), no spills at D 64 and at most the 8-24 bytes ptxas stores
+/// at entry at D 128 (the linear thread index across the role
+/// split; none in the loop: RESULTS.md); Pᵀ and dSᵀ fed to dV and dK from
+/// registers (RS wgmma with B MN-major), dQ by an SS wgmma with both
+/// operands transposed (imm-trans-a 1, imm-trans-b 1), its partial sums by
+/// `red.global.add.v2.f32`, the statistics by one bulk copy per step.
+#[test]
+fn attention_backward_kernel_has_its_instructions_and_register_budgets() {
+    let img = image("sm_90a");
+    let report = img.ptxas_report;
+    let mut entries = 0;
+    for block in report.split("Compiling entry function '").skip(1) {
+        let name = block.split('\'').next().unwrap();
+        if !(name.starts_with("attention_bwd__") || name.starts_with("attention_bwd_bf16__")) {
+            continue;
+        }
+        let line = block.lines().find(|l| l.contains("bytes stack frame")).unwrap_or_else(|| panic!("{name}: no stack line"));
+        let stack: usize = line.split_whitespace().next().unwrap().parse().unwrap();
+        if name.contains("__64_") {
+            assert!(line.contains("0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"), "{name}: {line}");
+        } else {
+            assert!(stack <= 24, "{name}: {line}");
+        }
+        entries += 1;
+    }
+    assert_eq!(entries, 4, "2 types x 2 instances:\n{report}");
+    assert!(!report.contains("C7508"), "a kernel's setmaxnreg was dropped:\n{report}");
+    for name in ["attention_bwd__64_2", "attention_bwd_bf16__64_2", "attention_bwd__128_2", "attention_bwd_bf16__128_2"] {
+        let body = entry(img.ptx, name);
+        // Pinned at D 64 only (unpinned, D 128 keeps its budgets and runs faster).
+        assert_eq!(body.contains(".minnctapersm 1"), name.contains("__64_"), "{name}: .minnctapersm");
+        assert!(body.contains("setmaxnreg.inc.sync.aligned.u32 240") && body.contains("setmaxnreg.dec.sync.aligned.u32 24"), "{name}: setmaxnreg");
+        let rs = body.lines().filter(|l| l.contains("wgmma.mma_async") && l.contains("}, {%r")).count();
+        assert!(rs >= 8, "{name}: {rs} RS wgmmas (Pᵀ and dSᵀ from registers)");
+        assert!(body.lines().any(|l| l.contains("wgmma.mma_async") && l.contains(", 1, 1, 1, 1;")), "{name}: dQ's wgmma with both operands transposed");
+        assert!(count(body, "red.relaxed.gpu.global.add.v2.f32") >= 16, "{name}: dQ's vector reductions");
+        assert!(body.contains("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"), "{name}: the statistics' bulk copy");
+        assert!(body.contains("ex2.approx"), "{name}: ex2.approx");
+    }
+}

@@ -149,3 +149,17 @@ def attention(q, k, v, causal=False, scale=None, out=None, lse=None, stream=None
     lse_out = lse if lse is not None else _empty(q, (q.shape[0], q.shape[2], q.shape[1]), _f32(q))
     _native.attention(q, k, v, o, lse_out, bool(causal), scale, _stream_of(q, stream))
     return o, lse_out
+
+
+def attention_backward(q, k, v, o, lse, d_o, causal=False, scale=None, dq=None, dk=None, dv=None, stream=None):
+    """Attention backward: from q, k, v, the forward's ``o`` and ``lse``
+    (as :func:`attention` returned them) and ``d_o``, the gradient of the
+    loss with respect to ``o``, returns ``(dq, dk, dv)`` shaped like q, k, v
+    (with GQA, dk and dv sum over the Q heads of each K/V head). ``causal``
+    and ``scale`` must be the forward's; head_dim 64 or 128."""
+    _arrays(q=q, k=k, v=v, o=o, lse=lse, d_o=d_o)
+    dq = dq if dq is not None else _empty(q, q.shape)
+    dk = dk if dk is not None else _empty(k, k.shape)
+    dv = dv if dv is not None else _empty(v, v.shape)
+    _native.attention_backward(q, k, v, o, lse, d_o, dq, dk, dv, bool(causal), scale, _stream_of(q, stream))
+    return dq, dk, dv

@@ -70,6 +70,37 @@ def _(q, k, v, causal=False, scale=-1.0):
     return torch.empty_like(q), q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
 
 
+@torch.library.custom_op("kernel_ops::attention_backward", mutates_args=())
+def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, d_o: torch.Tensor,
+                       causal: bool = False, scale: float = -1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Attention backward: ``(dq, dk, dv)`` from the forward's inputs, its
+    ``(o, lse)`` and ``d_o``."""
+    return _k.attention_backward(q, k, v, o, lse, d_o.contiguous(), causal=causal, scale=None if scale < 0 else scale)
+
+
+@attention_backward.register_fake
+def _(q, k, v, o, lse, d_o, causal=False, scale=-1.0):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _attention_setup(ctx, inputs, output):
+    q, k, v, causal, scale = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse)
+    ctx.causal, ctx.scale = causal, scale
+
+
+def _attention_grad(ctx, d_o, _d_lse):
+    q, k, v, o, lse = ctx.saved_tensors
+    dq, dk, dv = attention_backward(q, k, v, o, lse, d_o, ctx.causal, ctx.scale)
+    return dq, dk, dv, None, None
+
+
+# Autograd: `o` is differentiable through the backward kernels (the
+# log-sum-exp output is not: its gradient is ignored).
+attention.register_autograd(_attention_grad, setup_context=_attention_setup)
+
+
 @torch.library.custom_op("kernel_ops::grouped_matmul", mutates_args=())
 def grouped_matmul(a: torch.Tensor, b: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
     """Grouped GEMM for mixture of experts: rows of ``a`` grouped by expert

@@ -246,6 +246,56 @@ fn attention(
     })
 }
 
+/// Attention backward: from q, k, v, the forward's o and lse and the
+/// gradient d_o of the loss with respect to o, writes dq, dk, dv (the
+/// layouts of q, k, v). `causal` and `scale` must be the forward's.
+#[pyfunction]
+#[pyo3(signature = (q, k, v, o, lse, d_o, dq, dk, dv, causal = false, scale = None, stream = 0))]
+#[allow(clippy::too_many_arguments)]
+fn attention_backward(
+    q: &Bound<'_, PyAny>,
+    k: &Bound<'_, PyAny>,
+    v: &Bound<'_, PyAny>,
+    o: &Bound<'_, PyAny>,
+    lse: &Bound<'_, PyAny>,
+    d_o: &Bound<'_, PyAny>,
+    dq: &Bound<'_, PyAny>,
+    dk: &Bound<'_, PyAny>,
+    dv: &Bound<'_, PyAny>,
+    causal: bool,
+    scale: Option<f32>,
+    stream: u64,
+) -> PyResult<()> {
+    let (q, k, v, o, l) = (import("q", q)?, import("k", k)?, import("v", v)?, import("o", o)?, import("lse", lse)?);
+    let (g, gq, gk, gv) = (import("d_o", d_o)?, import("dq", dq)?, import("dk", dk)?, import("dv", dv)?);
+    let place = same_place(&[&q, &k, &v, &o, &l, &g, &gq, &gk, &gv])?;
+    let dt = same_dtype(&[&q, &k, &v, &o, &g, &gq, &gk, &gv], &[Dtype::F16, Dtype::Bf16])?;
+    same_dtype(&[&l], &[Dtype::F32])?;
+    for x in [&q, &k, &v] {
+        if x.shape.len() != 4 {
+            return Err(PyValueError::new_err(format!("{}: 4 dimensions [batch, seq, heads, head_dim] expected", x.describe())));
+        }
+    }
+    let shape = kernel_ops::attention::Shape { batch: q.shape[0], seq: q.shape[1], heads: q.shape[2], kv_heads: k.shape[2], head_dim: q.shape[3] };
+    want_shape(&k, &[shape.batch, shape.seq, shape.kv_heads, shape.head_dim])?;
+    for x in [&v, &gk, &gv] {
+        want_shape(x, &k.shape)?;
+    }
+    for x in [&o, &g, &gq] {
+        want_shape(x, &q.shape)?;
+    }
+    want_shape(&l, &[shape.batch, shape.heads, shape.seq])?;
+    let opts = kernel_ops::attention::Options { causal, scale };
+    let (dev, ops) = (device(place)?, OPS.get(place)?);
+    with_norm_type!(dt, T => {
+        // SAFETY: as in `matmul`.
+        let (bq, bk, bv, bo, bl, bg) = unsafe { (borrow::<T>(dev, &q)?, borrow::<T>(dev, &k)?, borrow::<T>(dev, &v)?, borrow::<T>(dev, &o)?, borrow::<f32>(dev, &l)?, borrow::<T>(dev, &g)?) };
+        // SAFETY: as in `matmul`.
+        let (mut bdq, mut bdk, mut bdv) = unsafe { (borrow::<T>(dev, &gq)?, borrow::<T>(dev, &gk)?, borrow::<T>(dev, &gv)?) };
+        run_op(dev, stream, move || kernel_ops::attention::attention_backward(dev, ops, &bq, &bk, &bv, &bo, &bl, &bg, &mut bdq, &mut bdk, &mut bdv, shape, opts))
+    })
+}
+
 /// Launches the race detector's planted racy kernel (an `8 x 8` SMEM
 /// transpose without its barrier, `races::smem_transpose_without_sync`)
 /// on the emulator over `x` and `y` (64 float32 each, NumPy): with
@@ -281,6 +331,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(layer_norm, m)?)?;
     m.add_function(wrap_pyfunction!(rms_norm, m)?)?;
     m.add_function(wrap_pyfunction!(attention, m)?)?;
+    m.add_function(wrap_pyfunction!(attention_backward, m)?)?;
     m.add_function(wrap_pyfunction!(grouped_matmul, m)?)?;
     #[cfg(feature = "testing")]
     m.add_function(wrap_pyfunction!(_testing_transpose, m)?)?;

@@ -98,6 +98,37 @@ def test_attention_matches_numpy_causal_gqa_ragged():
     assert np.abs(lse - want_lse).max() < 5e-3
 
 
+def attention_backward_reference(q, k, v, d_o, causal, scale):
+    b, s, h, d = q.shape
+    group = h // k.shape[2]
+    dq, dk, dv = np.zeros(q.shape), np.zeros(k.shape), np.zeros(v.shape)
+    for bi in range(b):
+        for hi in range(h):
+            kh = hi // group
+            qq, kk, vv, g = (x.astype(np.float64) for x in (q[bi, :, hi], k[bi, :, kh], v[bi, :, kh], d_o[bi, :, hi]))
+            sc = qq @ kk.T * scale
+            if causal:
+                sc = np.where(np.arange(s)[None, :] > np.arange(s)[:, None], -np.inf, sc)
+            p = np.exp(sc - sc.max(-1, keepdims=True))
+            p /= p.sum(-1, keepdims=True)
+            dp = g @ vv.T
+            ds = p * (dp - (p * dp).sum(-1, keepdims=True))
+            dq[bi, :, hi] = ds @ kk * scale
+            dk[bi, :, kh] += ds.T @ qq * scale
+            dv[bi, :, kh] += p.T @ g
+    return dq, dk, dv
+
+
+def test_attention_backward_matches_numpy_causal_gqa_ragged():
+    q, k, v, d_o = randn(1, 70, 2, 64), randn(1, 70, 1, 64), randn(1, 70, 1, 64), randn(1, 70, 2, 64)
+    o, lse = kernel_ops.attention(q, k, v, causal=True)
+    dq, dk, dv = kernel_ops.attention_backward(q, k, v, o, lse, d_o, causal=True)
+    want = attention_backward_reference(q, k, v, d_o, True, 1 / 8)
+    for got, w in zip((dq, dk, dv), want):
+        assert got.shape == w.shape and got.dtype == np.float16
+        assert rel_err(got, w) < 1e-2
+
+
 def test_outputs_can_be_given():
     a, b = randn(16, 64), randn(8, 64)
     c = np.full((16, 8), 7.0, np.float16)
@@ -116,6 +147,7 @@ def test_outputs_can_be_given():
     (lambda: kernel_ops.rms_norm(randn(3, 1000), randn(1000)), ValueError, "1000"),
     (lambda: kernel_ops.attention(randn(1, 16, 3, 64), randn(1, 16, 2, 64), randn(1, 16, 2, 64)), ValueError, "kv_heads must divide heads"),
     (lambda: kernel_ops.attention(randn(1, 16, 2, 96), randn(1, 16, 2, 96), randn(1, 16, 2, 96)), ValueError, "head_dim = 96"),
+    (lambda: kernel_ops.attention_backward(*(randn(1, 16, 2, 256) for _ in range(4)), np.zeros((1, 2, 16), np.float32), randn(1, 16, 2, 256)), ValueError, "the backward pass is built for head_dim in [64, 128]"),
     (lambda: kernel_ops.attention(randn(1, 16, 2, 64), randn(1, 17, 2, 64), randn(1, 17, 2, 64)), ValueError, "shape [1, 16, 2, 64] expected"),
 ])
 def test_bad_inputs_raise_naming_the_rule(call, exc, rule):

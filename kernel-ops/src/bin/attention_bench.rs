@@ -31,7 +31,7 @@
 //! ```
 use kernel_device::f16;
 use kernel_host::{randn_f16, time_kernel, warm_up, ClockSampler, Device};
-use kernel_ops::attention::{attention, attention_backward_with, attention_with, configs, reference_backward, reference_row, Options, Shape, BWD_HEAD_DIMS, BWD_STAGES};
+use kernel_ops::attention::{attention, attention_backward, attention_with, configs, reference_backward, reference_row, Options, Shape, BWD_HEAD_DIMS};
 use std::process::ExitCode;
 
 /// Relative error bound of O (f16 P and f16 output: ~1e-3 typical).
@@ -200,7 +200,7 @@ fn run_backward(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Erro
     let date = std::process::Command::new("date").arg("-u").arg("+%Y-%m-%dT%H:%M:%SZ").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
     let mut csv = String::from("date,device,name,batch,seq,heads,kv_heads,head_dim,causal,median_ms,tflops,sm_mhz,power_w,dq_rel_err,dk_rel_err,dv_rel_err\n");
     let mut shapes_csv = String::from("name,batch,seq,heads,kv_heads,head_dim,causal,file_prefix\n");
-    println!("\n| problem (backward) | B x S x H (KV) x D | median ms | TFLOP/s | SM clock, power | dQ, dK, dV rel. error (emulator) | TFLOP/s by Q/dO slots |\n|---|---|---:|---:|---|---|---|");
+    println!("\n| problem (backward) | B x S x H (KV) x D | median ms | TFLOP/s | SM clock, power | dQ, dK, dV rel. error (emulator) |\n|---|---|---:|---:|---|---|");
     let mut ok = true;
     let err = |e: kernel_ops::Error| match e {
         kernel_ops::Error::Runtime(e) => e,
@@ -220,24 +220,17 @@ fn run_backward(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Erro
         let (mut dq, mut dk, mut dv) = (dev.zeros::<f16>(shape.q_len())?, dev.zeros::<f16>(shape.kv_len())?, dev.zeros::<f16>(shape.kv_len())?);
         let flops = 2.5 * shape.flops(causal);
         let (mut ms, mut tf, mut mhz, mut w) = (f64::NAN, f64::NAN, f64::NAN, f64::NAN);
-        let mut per_stages = Vec::new();
-        // Each ring depth the kernel is built with; the fastest is reported.
-        for stages in BWD_STAGES {
-            let mut f = || attention_backward_with(dev, &ops, [&q, &k, &v, &o, &d_o], &lse, [&mut dq, &mut dk, &mut dv], shape, opts, stages).map_err(err);
-            f()?;
-            dev.synchronize()?;
-            if let Some(gpu) = dev.as_gpu() {
-                warm_up(gpu, (a.warmup_ms - 200.0).max(0.0), &mut f)?;
-                let sampler = ClockSampler::start(gpu.ordinal());
-                warm_up(gpu, a.warmup_ms.min(200.0), &mut f)?;
-                let t = time_kernel(gpu, 0, a.iters, &mut f)?;
-                let cp = sampler.stop();
-                per_stages.push(format!("s{stages}: {:.1}", flops / t.median_ms / 1e9));
-                if ms.is_nan() || t.median_ms < ms {
-                    (ms, tf) = (t.median_ms, flops / t.median_ms / 1e9);
-                    (mhz, w) = (cp.map_or(f64::NAN, |c| c.sm_mhz), cp.map_or(f64::NAN, |c| c.power_w));
-                }
-            }
+        let mut f = || attention_backward(dev, &ops, &q, &k, &v, &o, &lse, &d_o, &mut dq, &mut dk, &mut dv, shape, opts).map_err(err);
+        f()?;
+        dev.synchronize()?;
+        if let Some(gpu) = dev.as_gpu() {
+            warm_up(gpu, (a.warmup_ms - 200.0).max(0.0), &mut f)?;
+            let sampler = ClockSampler::start(gpu.ordinal());
+            warm_up(gpu, a.warmup_ms.min(200.0), &mut f)?;
+            let t = time_kernel(gpu, 0, a.iters, &mut f)?;
+            let cp = sampler.stop();
+            (ms, tf) = (t.median_ms, flops / t.median_ms / 1e9);
+            (mhz, w) = (cp.map_or(f64::NAN, |c| c.sm_mhz), cp.map_or(f64::NAN, |c| c.power_w));
         }
         let (gq, gk, gv) = (dev.download(&dq)?, dev.download(&dk)?, dev.download(&dv)?);
         // On a GPU the check is the baselines script's (an f32 torch
@@ -265,7 +258,7 @@ fn run_backward(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Erro
             shapes_csv += &format!("{name},{batch},{seq},{heads},{kv_heads},{head_dim},{},{prefix}\n", causal as u8);
         }
         let dims = format!("{} x {} x {} ({}) x {}", shape.batch, shape.seq, shape.heads, shape.kv_heads, shape.head_dim);
-        println!("| {name} | {dims} | {ms:.4} | {tf:.1} | {mhz:.0} MHz, {w:.0} W | {:.2e}, {:.2e}, {:.2e} | {} |", errs[0], errs[1], errs[2], per_stages.join(", "));
+        println!("| {name} | {dims} | {ms:.4} | {tf:.1} | {mhz:.0} MHz, {w:.0} W | {:.2e}, {:.2e}, {:.2e} |", errs[0], errs[1], errs[2]);
         let dev_name = dev.as_gpu().map_or("CPU emulator".to_string(), |g| g.name().to_string());
         let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
         csv += &format!("{date},{dev_name},{name},{batch},{seq},{heads},{kv_heads},{head_dim},{},{ms:.5},{tf:.1},{mhz:.0},{w:.1},{:.3e},{:.3e},{:.3e}\n", causal as u8, errs[0], errs[1], errs[2]);
