@@ -1,0 +1,32 @@
+"""my_python on torch CUDA tensors (a GPU machine with torch; skipped
+visibly without them): the same kernels on the GPU, on torch's current
+stream, with no copy, and the dtype check."""
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU", allow_module_level=True)
+
+import my_python  # noqa: E402
+
+
+def test_axpy_on_cuda_tensors():
+    x = torch.randn(100_000, device="cuda")
+    y = torch.randn(100_000, device="cuda")
+    want = 2.5 * x + y
+    my_python.axpy(x, y, 2.5)
+    torch.cuda.synchronize()
+    assert torch.allclose(y, want, rtol=1e-6, atol=1e-6)
+
+
+def test_row_sums_on_cuda_tensors():
+    x = torch.randn(300, 257, device="cuda")
+    sums = torch.empty(300, device="cuda")
+    my_python.row_sums(x, sums)
+    assert torch.allclose(sums, x.sum(1), rtol=1e-4, atol=1e-4)
+
+
+def test_a_wrong_dtype_is_a_type_error_on_cuda_too():
+    x = torch.randn(16, device="cuda", dtype=torch.float64)
+    with pytest.raises(TypeError, match="float32 expected"):
+        my_python.axpy(x, x.clone(), 1.0)
