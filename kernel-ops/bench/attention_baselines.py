@@ -68,6 +68,32 @@ class Sampler:
         return statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
 
 
+def time_torch(torch, fn, iters, warmup_ms):
+    """Runs `fn` for `warmup_ms` (the last 200 ms sampled for clock and
+    power), then times `iters` calls with CUDA events: (median ms, MHz, W)."""
+    t0 = time.perf_counter()
+    while (time.perf_counter() - t0) * 1e3 < max(warmup_ms - 200, 0):
+        for _ in range(4):
+            fn()
+        torch.cuda.synchronize()
+    sampler = Sampler()
+    t0 = time.perf_counter()
+    while (time.perf_counter() - t0) * 1e3 < min(warmup_ms, 200):
+        for _ in range(4):
+            fn()
+        torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        fn()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1))
+    mhz, w = sampler.stop()
+    return statistics.median(times), mhz, w
+
+
 def load(path, shape):
     return np.fromfile(path, dtype="<f2").reshape(shape)
 
@@ -133,29 +159,6 @@ def main():
                 den += float((r ** 2).sum())
             return math.sqrt(num / den)
 
-        def time_torch(fn):
-            t0 = time.perf_counter()
-            while (time.perf_counter() - t0) * 1e3 < max(warmup_ms - 200, 0):
-                for _ in range(4):
-                    fn()
-                torch.cuda.synchronize()
-            sampler = Sampler()
-            t0 = time.perf_counter()
-            while (time.perf_counter() - t0) * 1e3 < min(warmup_ms, 200):
-                for _ in range(4):
-                    fn()
-                torch.cuda.synchronize()
-            times = []
-            for _ in range(iters):
-                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                e0.record()
-                fn()
-                e1.record()
-                e1.synchronize()
-                times.append(e0.elapsed_time(e1))
-            mhz, w = sampler.stop()
-            return statistics.median(times), mhz, w
-
         qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))  # [B, H, S, D] views
         for name, backend in (("cuDNN (torch SDPA)", SDPBackend.CUDNN_ATTENTION), ("FlashAttention-2 (torch SDPA)", SDPBackend.FLASH_ATTENTION)):
             try:
@@ -163,7 +166,7 @@ def main():
                     fn = lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, enable_gqa=(h != hk))
                     o = fn().transpose(1, 2)
                     err = error(o)
-                    ms, mhz, w = time_torch(fn)
+                    ms, mhz, w = time_torch(torch, fn, iters, warmup_ms)
             except Exception as e:  # noqa: BLE001
                 print(f"| {p['name']} | {name} | failed: {str(e).splitlines()[0][:120]} | | | |")
                 continue
@@ -298,25 +301,7 @@ def main_backward(d, out_csv, iters, warmup_ms):
                     gq, gk, gv = fn()
                     e = errors(gq.transpose(1, 2), gk.transpose(1, 2), gv.transpose(1, 2))
                     del gq, gk, gv
-                    t0 = time.perf_counter()
-                    while (time.perf_counter() - t0) * 1e3 < max(warmup_ms - 200, 0):
-                        fn()
-                        torch.cuda.synchronize()
-                    sampler = Sampler()
-                    t0 = time.perf_counter()
-                    while (time.perf_counter() - t0) * 1e3 < min(warmup_ms, 200):
-                        fn()
-                        torch.cuda.synchronize()
-                    times = []
-                    for _ in range(iters):
-                        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                        e0.record()
-                        fn()
-                        e1.record()
-                        e1.synchronize()
-                        times.append(e0.elapsed_time(e1))
-                    mhz, w = sampler.stop()
-                    ms = statistics.median(times)
+                    ms, mhz, w = time_torch(torch, fn, iters, warmup_ms)
                     del out
             except Exception as ex:  # noqa: BLE001
                 print(f"| {p['name']} | {name} | failed: {str(ex).splitlines()[0][:120]} | | | |")

@@ -207,6 +207,18 @@ fn rms_norm(x: &Bound<'_, PyAny>, gamma: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>
     })
 }
 
+/// The attention problem of q `[batch, seq, heads, head_dim]` and k
+/// `[batch, seq, kv_heads, head_dim]` (both four-dimensional; the rest of
+/// k's shape is checked by the caller against the result).
+fn attention_shape(q: &Arr, k: &Arr) -> PyResult<kernel_ops::attention::Shape> {
+    for x in [q, k] {
+        if x.shape.len() != 4 {
+            return Err(PyValueError::new_err(format!("{}: 4 dimensions [batch, seq, heads, head_dim] expected", x.describe())));
+        }
+    }
+    Ok(kernel_ops::attention::Shape { batch: q.shape[0], seq: q.shape[1], heads: q.shape[2], kv_heads: k.shape[2], head_dim: q.shape[3] })
+}
+
 /// Attention forward: `o = softmax(scale q kᵀ) v`, `lse` its log-sum-exp;
 /// q, o `[batch, seq, heads, head_dim]`, k, v `[batch, seq, kv_heads,
 /// head_dim]`, lse `[batch, heads, seq]` float32.
@@ -227,12 +239,7 @@ fn attention(
     let place = same_place(&[&q, &k, &v, &o, &l])?;
     let dt = same_dtype(&[&q, &k, &v, &o], &[Dtype::F16, Dtype::Bf16])?;
     same_dtype(&[&l], &[Dtype::F32])?;
-    for x in [&q, &k, &v] {
-        if x.shape.len() != 4 {
-            return Err(PyValueError::new_err(format!("{}: 4 dimensions [batch, seq, heads, head_dim] expected", x.describe())));
-        }
-    }
-    let shape = kernel_ops::attention::Shape { batch: q.shape[0], seq: q.shape[1], heads: q.shape[2], kv_heads: k.shape[2], head_dim: q.shape[3] };
+    let shape = attention_shape(&q, &k)?;
     want_shape(&k, &[shape.batch, shape.seq, shape.kv_heads, shape.head_dim])?;
     want_shape(&v, &k.shape)?;
     want_shape(&o, &q.shape)?;
@@ -271,12 +278,7 @@ fn attention_backward(
     let place = same_place(&[&q, &k, &v, &o, &l, &g, &gq, &gk, &gv])?;
     let dt = same_dtype(&[&q, &k, &v, &o, &g, &gq, &gk, &gv], &[Dtype::F16, Dtype::Bf16])?;
     same_dtype(&[&l], &[Dtype::F32])?;
-    for x in [&q, &k, &v] {
-        if x.shape.len() != 4 {
-            return Err(PyValueError::new_err(format!("{}: 4 dimensions [batch, seq, heads, head_dim] expected", x.describe())));
-        }
-    }
-    let shape = kernel_ops::attention::Shape { batch: q.shape[0], seq: q.shape[1], heads: q.shape[2], kv_heads: k.shape[2], head_dim: q.shape[3] };
+    let shape = attention_shape(&q, &k)?;
     want_shape(&k, &[shape.batch, shape.seq, shape.kv_heads, shape.head_dim])?;
     for x in [&v, &gk, &gv] {
         want_shape(x, &k.shape)?;
