@@ -562,31 +562,15 @@ impl Gmem<f32> {
         if i % 2 != 0 {
             misaligned_pair(i);
         }
-        // SAFETY: checked just above.
-        unsafe { self.red_add_v2_unchecked(i, v) }
-    }
-
-    /// [`Gmem::red_add_v2`] without its checks: for a loop where a branch
-    /// to a trap must not sit between a wgmma's issue and its wait (ptxas
-    /// then serializes the kernel's wgmmas), its indices proven in range
-    /// by one check before the loop.
-    ///
-    /// # Safety
-    /// `i + 1 < self.len()` and `i` is even.
-    #[inline(always)]
-    #[track_caller]
-    pub unsafe fn red_add_v2_unchecked(&self, i: usize, v: [f32; 2]) {
-        // SAFETY: `i + 1 < len` (the caller's contract).
+        // SAFETY: `i + 1 < len` (checked above).
         let p = unsafe { self.as_ptr().add(i) };
         device!("red.global.add.v2.f32", {
-            // SAFETY: in bounds and 8-byte aligned (the caller's contract).
+            // SAFETY: in bounds and 8-byte aligned (checked above).
             unsafe {
                 core::arch::asm!("red.relaxed.gpu.global.add.v2.f32 [{0}], {{{1}, {2}}};",
                     in(reg64) p, in(reg32) v[0].to_bits(), in(reg32) v[1].to_bits(), options(nostack, preserves_flags))
             }
         }, host: {
-            // The emulator checks anyway: a broken contract is a report.
-            check_range(i, 2, self.len());
             emu_rmw(p, |old| old + v[0]);
             // SAFETY: `i + 1 < len` (checked above).
             emu_rmw(unsafe { p.add(1) }, |old| old + v[1]);
