@@ -247,6 +247,35 @@ impl<T: Word32> GmemRef<T> {
             unsafe { (p as *const u32).read() }
         }))
     }
+    /// As [`GmemRef::read_nc`] without the bounds check on the GPU (the
+    /// emulator still checks and reports), for loads issued while wgmmas
+    /// are in flight: the check's trap is a branch, and ptxas serializes
+    /// every wgmma of a kernel that can leave the warpgroup's path between
+    /// a wgmma's issue and its wait (C7518, C7520).
+    ///
+    /// # Safety
+    /// `i < self.len()`: the caller proved it (e.g. the host checked the
+    /// buffer's length against the indices the kernel computes).
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn read_nc_unchecked(&self, i: usize) -> T {
+        // SAFETY: `i < len` (the caller's contract).
+        let p = unsafe { self.ptr.add(i) };
+        T::from_word(device!("ld.global.nc.b32", {
+            let d: u32;
+            // SAFETY: an in-bounds (the caller's contract), 4-byte aligned global address.
+            unsafe {
+                core::arch::asm!("ld.global.nc.b32 {0}, [{1}];", out(reg32) d, in(reg64) p,
+                    options(readonly, nostack, preserves_flags))
+            };
+            d
+        }, host: {
+            check_range(i, 1, self.len);
+            emu_access(p as *const u8, 4, false);
+            // SAFETY: checked above.
+            unsafe { (p as *const u32).read() }
+        }))
+    }
     /// `ld.global.nc.v2.b32 {d0, d1}, [a];`: elements `i, i + 1`, checked;
     /// `i` even and the address 8-byte aligned (checked).
     #[inline(always)]

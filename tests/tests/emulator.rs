@@ -396,6 +396,25 @@ fn gmem_index_past_the_end_is_out_of_bounds() {
     }
 }
 
+/// `GmemRef::read_nc_unchecked` skips its bounds check on the GPU only: on
+/// the emulator a read past the end is still reported, naming the kernel's
+/// line.
+#[test]
+fn gmem_unchecked_read_past_the_end_is_out_of_bounds_on_the_emulator() {
+    for emu in Emulator::schedules(52, 2) {
+        let x = vec![1f32; 32];
+        let mut y = vec![0f32; 32];
+        let e = expect_err(emu.seed(), emu.launch::<planted::gmem_unchecked_read_out_of_bounds, _>(1u32, (&x[..], &mut y[..])));
+        let msg = e.to_string();
+        assert!(
+            matches!(e, EmuError::Misuse { .. }) && msg.contains("out-of-bounds global-memory access") && msg.contains("index 32 of a Gmem of 32"),
+            "seed {}: {msg}",
+            emu.seed()
+        );
+        assert!(msg.contains("planted.rs"), "the report names the kernel's line: {msg}");
+    }
+}
+
 /// Every other instance of the Hopper matmuls (more slots, grouped
 /// rasterization) once, so every example kernel in the repository runs on
 /// the emulator.

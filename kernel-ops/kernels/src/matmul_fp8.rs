@@ -11,9 +11,10 @@ use crate::gemm_multi::{gemm_multi_of, produce, store_out, AccBlock, EpiTileOf, 
 use kernel_device::array::regs::unroll;
 use kernel_device::array::{ArrayLayout, TileAt, Wgmma};
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
+use kernel_device::math::F32Ext;
 use kernel_device::prelude::*;
 use kernel_device::tma::wait_group;
-use kernel_device::wgmma::{setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaShape};
+use kernel_device::wgmma::{pin_entry_registers, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaShape};
 use kernel_device::{Barriers, E4M3};
 
 /// K elements per step: one 128-byte swizzle span of e4m3.
@@ -90,17 +91,24 @@ pub const BS_BN: usize = SCALE_BLOCK;
 ///    (`gemm_multi::produce!`): `BM x BN = 128 x 128` tiles of K
 ///    steps of 128, so one K step is one scale block of A and, with
 ///    `BN = 128`, of B;
-/// 2. compute warpgroup `w` owns rows `64 w ..` of the tile; per K step it
-///    waits for the slot, issues the step's 4 `m64n128k32` wgmmas into a
-///    step accumulator (overwritten: `accumulate = false`), commits, reads
-///    the step's scales from device memory while the MMAs run (`sb` for
-///    the tile's N block, `sa` for this thread's two rows), waits for the
-///    MMAs (`wgmma_wait::<0>`: the step accumulator is read next), releases
-///    the slot, and promotes: `acc += step · sa[row] sb` in f32 registers
-///    (two-level accumulation: the tensor core's FP8 accumulator holds
-///    only 128 of K, DeepGEMM's and CUTLASS's recipe for accuracy). The
-///    other compute warpgroup's MMAs keep the tensor cores busy while one
-///    promotes;
+/// 2. compute warpgroup `w` owns rows `64 w ..` of the tile. It splits
+///    each K step's `64 x 128` partial product into two column halves,
+///    each a group of 4 `m64n64k32` wgmmas into its own step accumulator
+///    (overwritten: `accumulate = false`), and promotes each half into the
+///    f32 total, `acc += half · sa[row] sb`, as soon as its group is done,
+///    while the other half's group runs: per pair of K steps it issues
+///    left(k), right(k); waits for left(k) (`wgmma_wait::<1>`) and
+///    promotes it; issues left(k + 1); waits for right(k), releases slot
+///    `k`, promotes it; issues right(k + 1); promotes left(k + 1) and,
+///    after `wgmma_wait::<0>`, right(k + 1). Only that last promotion has
+///    no MMA under it: every wgmma is waited for before the loop's back
+///    edge (one left in flight across it makes ptxas serialize them all,
+///    C7514). The scales (`sa` for this thread's two rows, `sb` for the
+///    tile's N block) are loaded a step ahead, unchecked (a check's trap
+///    branch between a wgmma and its wait serializes them too; the host
+///    checked the buffers' lengths). This is two-level accumulation, the
+///    tensor core's FP8 accumulator holding only 128 of K: DeepGEMM's and
+///    CUTLASS's recipe for accuracy;
 /// 3. the f32 accumulator leaves as f16 through
 ///    [`crate::gemm_multi::store_out`] (double-buffered sub-tiles, TMA
 ///    stores overlapping the next tile).
@@ -110,8 +118,8 @@ pub const BS_BN: usize = SCALE_BLOCK;
 /// [`matmul_fp8`]'s with `BN = 128`.
 ///
 /// Constraints: tiles `BM x BN = 128 x 128` (one B scale per tile and step; a compute
-/// warpgroup holds the 64 x 128 step and total accumulators, 128
-/// registers); `K % 16 == 0`, `N % 8 == 0`; SMEM `6 x 32 KB + 32 KB`.
+/// warpgroup holds the 64 x 128 total and two 64 x 64 step accumulators,
+/// 128 registers); `K % 16 == 0`, `N % 8 == 0`; SMEM `6 x 32 KB + 32 KB`.
 #[kernel(block = warpgroups(3), arch = sm_90a, instances((6, 8), (6, 16)))]
 pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
     a: Tma<A8TileOf<BS_BM>>,
@@ -131,12 +139,14 @@ pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
 ) {
     const BM: usize = BS_BM;
     const BN: usize = BS_BN;
+    const HALF: usize = BN / 2;
     if warpgroup_idx() == 2 {
         let b = [b];
         produce!(E4M3, TK8, 1, BM, BN, STAGES, GRID_W; a, b, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, loaded, consumed);
         return;
     }
     setmaxnreg_inc::<COMPUTE_REGS>();
+    pin_entry_registers();
     let row0 = warpgroup_idx() as usize * 64;
     let t = thread_in_warpgroup() as usize;
     // This thread's rows in the tile: `r` (register pairs with `p % 2 ==
@@ -149,21 +159,87 @@ pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
         let (pm, pn) = planar_snake(info.index[0], (m_tiles, n_tiles), 0, GRID_W);
         // Rows past M (zero-filled A) read the last row's scale.
         let rows = [(pm * BM as u32 + r).min(m - 1) as usize, (pm * BM as u32 + r + 8).min(m - 1) as usize];
+        // Step `k`'s scales: `[sa[row], sa[row + 8], sb]` for this thread's
+        // two rows (multiplied only when used, so the loads stay in flight).
+        let scales = |k: u32| {
+            let at = k as usize * m as usize;
+            // SAFETY: the host checked `a_scales` holds `k_steps x m` and
+            // `b_scales` `n_tiles x k_steps` (`k < k_steps`, rows < m, `pn <
+            // n_tiles`); unchecked, because these loads are issued while
+            // this warpgroup's MMAs run (a check's trap branch there would
+            // serialize them).
+            unsafe { [a_scales.read_nc_unchecked(at + rows[0]), a_scales.read_nc_unchecked(at + rows[1]), b_scales.read_nc_unchecked((pn * k_steps + k) as usize)] }
+        };
         let mut acc = Acc::<BN>::zeros();
-        for k in 0..k_steps {
-            let s = slot(step);
-            loaded.at(s).wait();
-            let mut part = Acc::<BN>::undefined();
-            part.mma(a_bufs.at(s), row0, b_bufs.at(s).at(0), 0, false);
-            wgmma_commit_group();
-            let sb = b_scales.read((pn * k_steps + k) as usize);
-            let scale = [a_scales.read(k as usize * m as usize + rows[0]) * sb, a_scales.read(k as usize * m as usize + rows[1]) * sb];
-            wgmma_wait::<0>();
-            consumed.at(s).arrive();
-            part.fence_operands();
-            unroll(BN / 2, |i| acc.regs[i] += part.regs[i] * scale[(i / 2) % 2]);
-            step += 1;
+        // The step's two column halves, separate MMA groups: one half is
+        // promoted while the other's MMAs run.
+        let mut left = Acc::<HALF>::undefined();
+        let mut right = Acc::<HALF>::undefined();
+        // Issues step `$s`'s MMAs of columns `$col ..` into `$part`
+        // (overwritten) as one group.
+        macro_rules! issue {
+            ($part:ident, $s:expr, $col:expr) => {{
+                $part.mma(a_bufs.at($s), row0, b_bufs.at($s).at(0), $col, false);
+                wgmma_commit_group();
+            }};
         }
+        // `acc[.., $col ..] += $part · sa[row] sb` ($part's MMAs waited for).
+        macro_rules! promote {
+            ($part:ident, $col:expr, $sc:expr) => {{
+                $part.fence_operands();
+                let sc = $sc;
+                let row_scale = [sc[0] * sc[2], sc[1] * sc[2]];
+                // `Acc<HALF>` register `i` is `Acc<BN>` register `i + HALF / 2` in the right half.
+                unroll(HALF / 2, |i| acc.regs[$col / 2 + i] = $part.regs[i].fma(row_scale[(i / 2) % 2], acc.regs[$col / 2 + i]));
+                // Keeps the promotion before `$part`'s next MMAs are issued
+                // (else LLVM may sink it past them through copies, and ptxas
+                // serializes every wgmma: C7514).
+                acc.fence_operands();
+            }};
+        }
+        // Two steps per iteration: each half's promotion runs under the
+        // other half's MMAs, except the last one's; every MMA is waited for
+        // before the loop's back edge (ptxas serializes every wgmma of the
+        // kernel when one stays in flight across it: C7514).
+        let mut scale = scales(0);
+        let mut k = 0;
+        while k + 2 <= k_steps {
+            let (s0, s1) = (slot(step + k), slot(step + k + 1));
+            let scale1 = scales(k + 1);
+            loaded.at(s0).wait();
+            issue!(left, s0, 0);
+            issue!(right, s0, HALF);
+            wgmma_wait::<1>(); // left(k) done; right(k) runs
+            promote!(left, 0, scale);
+            loaded.at(s1).wait();
+            issue!(left, s1, 0);
+            wgmma_wait::<1>(); // right(k) done; left(k + 1) runs
+            consumed.at(s0).arrive();
+            promote!(right, HALF, scale);
+            issue!(right, s1, HALF);
+            // The next pair's first scales (the last step reads its own again).
+            let scale2 = scales((k + 2).min(k_steps - 1));
+            wgmma_wait::<1>(); // left(k + 1) done; right(k + 1) runs
+            promote!(left, 0, scale1);
+            wgmma_wait::<0>();
+            consumed.at(s1).arrive();
+            promote!(right, HALF, scale1);
+            scale = scale2;
+            k += 2;
+        }
+        if k < k_steps {
+            // An odd last step.
+            let s0 = slot(step + k);
+            loaded.at(s0).wait();
+            issue!(left, s0, 0);
+            issue!(right, s0, HALF);
+            wgmma_wait::<1>();
+            promote!(left, 0, scale);
+            wgmma_wait::<0>();
+            consumed.at(s0).arrive();
+            promote!(right, HALF, scale);
+        }
+        step += k_steps;
         let out = [acc.into_array(), AccBlock::<BN>::splat(0.0)];
         sub_tiles = store_out::<BM, BN>(&out, &c, epi, (pm, pn), row0, sub_tiles);
     });
