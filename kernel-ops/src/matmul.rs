@@ -298,9 +298,13 @@ type Launch<E> = Box<dyn Fn(&Buffer<E>, &Buffer<E>, &mut Buffer<E>) -> kernel_ho
 /// f32 accumulation), each with its kernels
 /// (`kernel_ops_kernels::matmul::matmul_persistent_ws{,_bf16}` and
 /// `matmul_persistent_ws_cluster{,_bf16}`, the same [`INSTANCES`]).
-pub trait MatmulElem: Copy + Default + kernel_host::cudarc::driver::DeviceRepr + kernel_host::cudarc::driver::ValidAsZeroBits + 'static {
+pub trait MatmulElem: Copy + Default + Into<f32> + kernel_host::cudarc::driver::DeviceRepr + kernel_host::cudarc::driver::ValidAsZeroBits + 'static {
     /// `"f16"` or `"bf16"`: in errors and in the tuning cache's key.
     const NAME: &'static str;
+    /// A NaN (to poison an output whose every element must be written).
+    const NAN: Self;
+    /// `x` rounded to this type (to nearest even).
+    fn from_f32(x: f32) -> Self;
     /// `n` iid N(0, 1) samples of this type (the tuner's inputs).
     #[doc(hidden)]
     fn randn(n: usize, seed: u64) -> Vec<Self>;
@@ -346,6 +350,10 @@ macro_rules! matmul_elem {
     ($e:ty, $name:literal, $ws:ident, $cluster:ident, $randn:expr) => {
         impl MatmulElem for $e {
             const NAME: &'static str = $name;
+            const NAN: Self = <$e>::NAN;
+            fn from_f32(x: f32) -> Self {
+                <$e>::from_f32(x)
+            }
             fn randn(n: usize, seed: u64) -> Vec<$e> {
                 $randn(n, seed)
             }
