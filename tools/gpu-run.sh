@@ -3,6 +3,7 @@
 # put in .device/. Writes logs to $OUT (or ./gpu-out) and prints a summary.
 #   bash tools/gpu-run.sh            # everything (about 8 minutes on an H100)
 #   ONLY="swiglu_bench ops_tests" bash tools/gpu-run.sh   # the named steps only
+#   ONLY="bench bench_bf16" bash tools/gpu-run.sh          # the GEMM benchmark, f16 and bf16
 set -uo pipefail
 dir="$(cd "$(dirname "$0")/.." && pwd)/.device"
 out="${OUT:-$(pwd)/gpu-out}"
@@ -29,6 +30,9 @@ run blackwell "$dir/blackwell"
 run norms_bench "$dir/norms_bench" --quick
 export KERNEL_OPS_CACHE="$out/matmul-tune.tsv"
 run bench "$dir/bench" --quick --out "$out/bench"
+# The same contenders in bf16: kernel_ops::matmul's bf16 kernels against
+# cuBLAS/cuBLASLt bf16 (its tuning cached apart from f16's in the same file).
+run bench_bf16 "$dir/bench" --quick --dtype bf16 --out "$out/bench_bf16"
 run swiglu_bench "$dir/swiglu_bench" --out "$out/swiglu"
 run fp8_bench "$dir/fp8_bench" --out "$out/fp8"
 run attention_bench "$dir/attention_bench" --dump /tmp/attn --out "$out/attention"

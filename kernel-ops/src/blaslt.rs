@@ -2,8 +2,8 @@
 //! with the fastest of its top heuristic algorithms, timed in place.
 //!
 //! `cublasLtMatmulAlgoGetHeuristic` returns up to [`HEURISTIC_ALGOS`]
-//! algorithms for the problem (f16 in, f32 compute, f16 out, 32 MiB
-//! workspace, the layout asked for); [`BlasLt::tune`] runs each on the real
+//! algorithms for the problem (f16 in, f32 compute, f16 out, or bf16 in
+//! and out with [`BlasLt::new_bf16`]; 32 MiB workspace, the layout asked for); [`BlasLt::tune`] runs each on the real
 //! buffers (warm-up, then the median of a few CUDA-event-timed runs) and
 //! keeps the fastest; [`BlasLt::matmul`] then launches that one.
 //!
@@ -12,7 +12,7 @@
 use kernel_host::cudarc::cublaslt::{result, sys};
 use kernel_host::cudarc::driver::{DevicePtr, DevicePtrMut};
 use kernel_host::{time_kernel, CudaSlice, Error, Gpu, Result};
-use kernel_device::f16;
+use kernel_device::{bf16, f16};
 use std::ffi::c_void;
 
 /// Algorithms asked of the heuristic.
@@ -33,6 +33,18 @@ fn lt_err(call: &'static str) -> impl Fn(result::CublasError) -> Error {
     move |e| Error::InvalidArgument { function: "cuBLASLt", problem: format!("{call} failed: {e:?}") }
 }
 
+/// The 16-bit element types of [`BlasLt::matmul`]'s buffers: f16 and bf16
+/// (`A`, `B` and `C` alike), with cuBLASLt's data type for each.
+pub trait LtElem: Copy + kernel_host::cudarc::driver::DeviceRepr {
+    const DATA_TYPE: sys::cudaDataType;
+}
+impl LtElem for f16 {
+    const DATA_TYPE: sys::cudaDataType = sys::cudaDataType::CUDA_R_16F;
+}
+impl LtElem for bf16 {
+    const DATA_TYPE: sys::cudaDataType = sys::cudaDataType::CUDA_R_16BF;
+}
+
 /// One cuBLASLt problem with its descriptors and the chosen algorithm.
 pub struct BlasLt {
     handle: sys::cublasLtHandle_t,
@@ -42,6 +54,8 @@ pub struct BlasLt {
     best: usize,
     workspace: CudaSlice<u8>,
     gpu_stream: sys::cudaStream_t,
+    /// The data type of `C` (f16, or bf16 for [`BlasLt::new_bf16`]).
+    out_type: sys::cudaDataType,
     pub m: usize,
     pub n: usize,
     pub k: usize,
@@ -52,7 +66,13 @@ impl BlasLt {
     /// Creates the descriptors for `m x n x k` with B in `layout` and asks
     /// the heuristic for its top algorithms.
     pub fn new(gpu: &Gpu, m: usize, n: usize, k: usize, layout: BLayout) -> Result<BlasLt> {
-        BlasLt::with_inputs(gpu, m, n, k, layout, sys::cudaDataType::CUDA_R_16F, None)
+        BlasLt::with_inputs(gpu, m, n, k, layout, sys::cudaDataType::CUDA_R_16F, sys::cudaDataType::CUDA_R_16F, None)
+    }
+
+    /// [`BlasLt::new`] on bf16: `A`, `B` and `C` bf16 (`CUDA_R_16BF`),
+    /// f32 compute.
+    pub fn new_bf16(gpu: &Gpu, m: usize, n: usize, k: usize, layout: BLayout) -> Result<BlasLt> {
+        BlasLt::with_inputs(gpu, m, n, k, layout, bf16::DATA_TYPE, bf16::DATA_TYPE, None)
     }
 
     /// The FP8 problem cuBLASLt runs (`torch._scaled_mm`'s): A and B e4m3,
@@ -70,13 +90,13 @@ impl BlasLt {
         let stream = scale_a.stream().clone();
         let (pa, _ra) = scale_a.device_ptr(&stream);
         let (pb, _rb) = scale_b.device_ptr(&stream);
-        BlasLt::with_inputs(gpu, m, n, k, BLayout::NxK, sys::cudaDataType::CUDA_R_8F_E4M3, Some((pa, pb, fast_accum)))
+        BlasLt::with_inputs(gpu, m, n, k, BLayout::NxK, sys::cudaDataType::CUDA_R_8F_E4M3, sys::cudaDataType::CUDA_R_16F, Some((pa, pb, fast_accum)))
     }
 
-    fn with_inputs(gpu: &Gpu, m: usize, n: usize, k: usize, layout: BLayout, in_type: sys::cudaDataType, fp8: Option<(u64, u64, bool)>) -> Result<BlasLt> {
+    #[allow(clippy::too_many_arguments)]
+    fn with_inputs(gpu: &Gpu, m: usize, n: usize, k: usize, layout: BLayout, in_type: sys::cudaDataType, out_type: sys::cudaDataType, fp8: Option<(u64, u64, bool)>) -> Result<BlasLt> {
         gpu.context().bind_to_thread().map_err(|e| Error::InvalidArgument { function: "cuBLASLt", problem: format!("cuCtxSetCurrent failed: {e:?}") })?;
         let handle = result::create_handle().map_err(lt_err("cublasLtCreate"))?;
-        let f16t = sys::cudaDataType::CUDA_R_16F;
         let desc = result::create_matmul_desc(sys::cublasComputeType_t::CUBLAS_COMPUTE_32F, sys::cudaDataType::CUDA_R_32F)
             .map_err(lt_err("cublasLtMatmulDescCreate"))?;
         let (ta, x_rows, x_cols, ldx) = match layout {
@@ -112,7 +132,7 @@ impl BlasLt {
         }
         let lx = result::create_matrix_layout(in_type, x_rows as u64, x_cols as u64, ldx as i64).map_err(lt_err("cublasLtMatrixLayoutCreate(B)"))?;
         let ly = result::create_matrix_layout(in_type, k as u64, m as u64, k as i64).map_err(lt_err("cublasLtMatrixLayoutCreate(A)"))?;
-        let ld = result::create_matrix_layout(f16t, n as u64, m as u64, n as i64).map_err(lt_err("cublasLtMatrixLayoutCreate(C)"))?;
+        let ld = result::create_matrix_layout(out_type, n as u64, m as u64, n as i64).map_err(lt_err("cublasLtMatrixLayoutCreate(C)"))?;
         let pref = result::create_matmul_pref().map_err(lt_err("cublasLtMatmulPreferenceCreate"))?;
         let ws = WORKSPACE_BYTES as u64;
         let mut results = vec![std::mem::MaybeUninit::<sys::cublasLtMatmulHeuristicResult_t>::zeroed(); HEURISTIC_ALGOS];
@@ -144,6 +164,7 @@ impl BlasLt {
             best: 0,
             workspace,
             gpu_stream: gpu.stream().cu_stream() as sys::cudaStream_t,
+            out_type,
             m,
             n,
             k,
@@ -161,8 +182,16 @@ impl BlasLt {
         self.best
     }
 
-    /// Launches algorithm `i` (asynchronous). `c = a · bᵀ` (or `a · b`).
-    pub fn matmul_with(&mut self, i: usize, a: &CudaSlice<f16>, b: &CudaSlice<f16>, c: &mut CudaSlice<f16>) -> Result<()> {
+    /// Launches algorithm `i` (asynchronous). `c = a · bᵀ` (or `a · b`),
+    /// all of the problem's type (f16, or bf16 for [`BlasLt::new_bf16`]:
+    /// another type is an error).
+    pub fn matmul_with<T: LtElem>(&mut self, i: usize, a: &CudaSlice<T>, b: &CudaSlice<T>, c: &mut CudaSlice<T>) -> Result<()> {
+        if T::DATA_TYPE != self.out_type {
+            return Err(Error::InvalidArgument {
+                function: "BlasLt::matmul",
+                problem: format!("the buffers are {:?} but the problem was made for {:?} (BlasLt::new for f16, BlasLt::new_bf16 for bf16)", T::DATA_TYPE, self.out_type),
+            });
+        }
         let stream = c.stream().clone();
         let (pa, _ra) = a.device_ptr(&stream);
         let (pb, _rb) = b.device_ptr(&stream);
@@ -179,7 +208,7 @@ impl BlasLt {
     }
 
     /// Runs algorithm `i` on the device pointers `pa`, `pb` and `c`.
-    fn launch(&mut self, i: usize, pa: u64, pb: u64, c: &mut CudaSlice<f16>) -> Result<()> {
+    fn launch<T: LtElem>(&mut self, i: usize, pa: u64, pb: u64, c: &mut CudaSlice<T>) -> Result<()> {
         let (one, zero) = (1f32, 0f32);
         let stream = c.stream().clone();
         let (pw, _rw) = self.workspace.device_ptr_mut(&stream);
@@ -210,13 +239,13 @@ impl BlasLt {
     }
 
     /// Launches the chosen algorithm.
-    pub fn matmul(&mut self, a: &CudaSlice<f16>, b: &CudaSlice<f16>, c: &mut CudaSlice<f16>) -> Result<()> {
+    pub fn matmul<T: LtElem>(&mut self, a: &CudaSlice<T>, b: &CudaSlice<T>, c: &mut CudaSlice<T>) -> Result<()> {
         self.matmul_with(self.best, a, b, c)
     }
 
     /// Times every heuristic algorithm (`warmup` runs, then the median of
     /// `iters`) and keeps the fastest; returns `(algorithm, median ms)` for each.
-    pub fn tune(&mut self, gpu: &Gpu, a: &CudaSlice<f16>, b: &CudaSlice<f16>, c: &mut CudaSlice<f16>, warmup: usize, iters: usize) -> Result<Vec<(usize, f64)>> {
+    pub fn tune<T: LtElem>(&mut self, gpu: &Gpu, a: &CudaSlice<T>, b: &CudaSlice<T>, c: &mut CudaSlice<T>, warmup: usize, iters: usize) -> Result<Vec<(usize, f64)>> {
         let mut times = Vec::new();
         for i in 0..self.algos.len() {
             let t = time_kernel(gpu, warmup, iters, || self.matmul_with(i, a, b, c))?;

@@ -1,5 +1,6 @@
-//! `C = A · Bᵀ` on Hopper: the ready matmul (the Hopper ladder's steps 4 and
-//! 5 as library kernels, `kernel_ops_kernels::matmul`), autotuned per shape.
+//! `C = A · Bᵀ` on Hopper, in f16 or bf16: the ready matmul (the Hopper
+//! ladder's steps 4 and 5 as library kernels, `kernel_ops_kernels::matmul`),
+//! autotuned per shape and element type.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -10,9 +11,18 @@
 //! # let mut c = dev.zeros::<kernel_device::f16>(m * n)?;
 //! let mm = kernel_ops::Matmul::new(&dev)?;
 //! mm.matmul(&a, (m, k), &b, (n, k), &mut c)?;   // a: M x K, b: N x K, c: M x N, row-major f16
+//! # let a16 = dev.upload(&vec![kernel_device::bf16::ZERO; m * k])?;
+//! # let b16 = dev.upload(&vec![kernel_device::bf16::ZERO; n * k])?;
+//! # let mut c16 = dev.zeros::<kernel_device::bf16>(m * n)?;
+//! mm.matmul(&a16, (m, k), &b16, (n, k), &mut c16)?;   // the same call on bf16 buffers
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! * **Element types** ([`MatmulElem`]): f16 and bf16, `A`, `B` and `C`
+//!   alike, f32 accumulation; the type of the buffers picks the kernels
+//!   (`matmul_persistent_ws` and `matmul_persistent_ws_cluster`, or their
+//!   `_bf16` twins: the same instances, one generic body).
 //!
 //! * **Devices**: a GPU (Hopper: the kernels use wgmma and TMA) or the CPU
 //!   emulator, through the same calls; on the emulator keep shapes small
@@ -27,15 +37,17 @@
 //!   differ, a buffer whose length is not its shape's, a stride TMA cannot
 //!   take, a dimension over TMA's `i32` coordinates: each names the rule
 //!   and the values, before anything is launched.
-//! * **Instance choice**: the winner of an autotuning sweep for the device
-//!   and shape, read from the cache file ([`TuneCache`]); without one, a
-//!   default by problem size ([`default_instance`]). [`Matmul::tune`] runs
-//!   the sweep (a progress bar on stderr), `retune = true` ignores the cache.
+//! * **Instance choice**: the winner of an autotuning sweep for the device,
+//!   element type and shape, read from the cache file ([`TuneCache`]);
+//!   without one, a default by problem size ([`default_instance`]).
+//!   [`Matmul::tune`] (f16) and [`Matmul::tune_elem`] (either type) run the
+//!   sweep (a progress bar on stderr), `retune = true` ignores the cache.
 //! * **Tensor maps** are encoded once per (instance, buffers, shape) and
 //!   reused ([`kernel_host::MapArg`]).
-use kernel_device::{f16, KernelSpec};
+use kernel_device::{bf16, f16, KernelSpec};
 use kernel_host::{time_kernel, Buffer, Device, MapArg, Program, TileMap};
-use kernel_ops_kernels::matmul::{matmul_persistent_ws, matmul_persistent_ws_cluster, ATileOf, BTileOf, EpiTileOf, TK};
+use kernel_ops_kernels::matmul::{matmul_persistent_ws, matmul_persistent_ws_bf16, matmul_persistent_ws_cluster, matmul_persistent_ws_cluster_bf16, ATile, BTile, EpiTile, TK};
+use std::any::Any;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
@@ -48,10 +60,11 @@ pub enum MatmulError {
     EmptyDimension { m: usize, n: usize, k: usize },
     /// A is `M x K` and B is `N x K'` with `K != K'`.
     KMismatch { a_k: usize, b_k: usize },
-    /// A buffer's length is not its shape's.
-    BufferLength { name: &'static str, shape: String, want: usize, got: usize },
+    /// A buffer's length is not its shape's (`dtype`: the element type,
+    /// `"f16"` or `"bf16"`).
+    BufferLength { name: &'static str, shape: String, want: usize, got: usize, dtype: &'static str },
     /// A row stride TMA cannot take (rows must be a multiple of 16 bytes).
-    MisalignedStride { name: &'static str, dim: &'static str, value: usize },
+    MisalignedStride { name: &'static str, dim: &'static str, value: usize, dtype: &'static str },
     /// A dimension over TMA's signed 32-bit coordinates.
     TooLarge { dim: &'static str, value: usize },
     /// No listed instance has this name.
@@ -70,12 +83,12 @@ impl fmt::Display for MatmulError {
                 f,
                 "matmul: A (M x K) and B (N x K) must have the same K; A has K = {a_k}, B has K = {b_k}"
             ),
-            MatmulError::BufferLength { name, shape, want, got } => {
-                write!(f, "matmul: `{name}` must hold {shape} = {want} f16 elements (row-major), but it has {got}")
+            MatmulError::BufferLength { name, shape, want, got, dtype } => {
+                write!(f, "matmul: `{name}` must hold {shape} = {want} {dtype} elements (row-major), but it has {got}")
             }
-            MatmulError::MisalignedStride { name, dim, value } => write!(
+            MatmulError::MisalignedStride { name, dim, value, dtype } => write!(
                 f,
-                "matmul: the rows of `{name}` are {dim} = {value} f16 = {} bytes apart, and TMA needs row strides \
+                "matmul: the rows of `{name}` are {dim} = {value} {dtype} = {} bytes apart, and TMA needs row strides \
                  that are multiples of 16 bytes: {dim} must be a multiple of 8 (pad the rows and pass a padded copy)",
                 2 * value
             ),
@@ -100,13 +113,21 @@ impl From<kernel_host::Error> for MatmulError {
     }
 }
 
-/// Checks a problem before anything is launched: `a` is `m x k`, `b`
+/// Checks an f16 problem before anything is launched: `a` is `m x k`, `b`
 /// `n x kb`, `c` `m x n` (lengths `a_len`, `b_len`, `c_len`). Pure: no GPU.
-pub fn check_problem(
+/// [`check_problem_for`] for either element type.
+pub fn check_problem(a_shape: (usize, usize), b_shape: (usize, usize), lens: (usize, usize, usize)) -> Result<(), MatmulError> {
+    check_problem_for::<f16>(a_shape, b_shape, lens)
+}
+
+/// [`check_problem`] on element type `E` (named in the errors; the rules
+/// are the same for f16 and bf16, both 2 bytes).
+pub fn check_problem_for<E: MatmulElem>(
     (m, k): (usize, usize),
     (n, kb): (usize, usize),
     (a_len, b_len, c_len): (usize, usize, usize),
 ) -> Result<(), MatmulError> {
+    let dtype = E::NAME;
     if k != kb {
         return Err(MatmulError::KMismatch { a_k: k, b_k: kb });
     }
@@ -121,14 +142,14 @@ pub fn check_problem(
     for (name, shape, rows, cols, got) in [("a", "M x K", m, k, a_len), ("b", "N x K", n, k, b_len), ("c", "M x N", m, n, c_len)] {
         let want = rows * cols;
         if got != want {
-            return Err(MatmulError::BufferLength { name, shape: format!("{shape} = {rows} x {cols}"), want, got });
+            return Err(MatmulError::BufferLength { name, shape: format!("{shape} = {rows} x {cols}"), want, got, dtype });
         }
     }
     if k % 8 != 0 {
-        return Err(MatmulError::MisalignedStride { name: "a` and `b", dim: "K", value: k });
+        return Err(MatmulError::MisalignedStride { name: "a` and `b", dim: "K", value: k, dtype });
     }
     if n % 8 != 0 {
-        return Err(MatmulError::MisalignedStride { name: "c", dim: "N", value: n });
+        return Err(MatmulError::MisalignedStride { name: "c", dim: "N", value: n, dtype });
     }
     Ok(())
 }
@@ -151,32 +172,36 @@ pub struct Instance {
     pub grid: Grid,
 }
 
-/// The one instance table: calls `$m!` with every instance as
-/// `name, kernel type, BM, BN, B tile type, grid;` (the list [`INSTANCES`],
-/// the launches and the SMEM query are all made from it).
+/// The one instance table: calls `$m!` with its arguments `(..)` (passed
+/// through) and then every instance as `name, kernel type, BM, BN, rows of
+/// the B tile loaded per CTA, grid;`, the kernel types made from the
+/// persistent kernel `$ws` and the cluster kernel `$cluster` (the f16 or
+/// the bf16 ones: the same instances). The list [`INSTANCES`], the
+/// launches and the SMEM query are all made from it.
 macro_rules! instance_table {
-    ($m:ident) => {
+    ($m:ident!($($args:tt)*), $ws:ident, $cluster:ident) => {
         $m! {
-            "ws 128x256 s4 w8", matmul_persistent_ws<128, 256, 4, 8>, 128, 256, BTileOf<256>, Grid::Persistent;
-            "ws 128x256 s4 w16", matmul_persistent_ws<128, 256, 4, 16>, 128, 256, BTileOf<256>, Grid::Persistent;
-            "ws 256x128 s3 w8", matmul_persistent_ws<256, 128, 3, 8>, 256, 128, BTileOf<128>, Grid::Persistent;
-            "ws 128x128 s4 w8", matmul_persistent_ws<128, 128, 4, 8>, 128, 128, BTileOf<128>, Grid::Persistent;
-            "ws 128x128 s4 w16", matmul_persistent_ws<128, 128, 4, 16>, 128, 128, BTileOf<128>, Grid::Persistent;
-            "cluster2 128x256 s4 w8", matmul_persistent_ws_cluster<128, 256, 128, 4, 8>, 128, 256, BTileOf<128>, Grid::ClusterPairs;
-            "cluster2 128x256 s4 w16", matmul_persistent_ws_cluster<128, 256, 128, 4, 16>, 128, 256, BTileOf<128>, Grid::ClusterPairs;
-            "cluster2 256x128 s3 w8", matmul_persistent_ws_cluster<256, 128, 64, 3, 8>, 256, 128, BTileOf<64>, Grid::ClusterPairs;
+            ($($args)*)
+            "ws 128x256 s4 w8", $ws<128, 256, 4, 8>, 128, 256, 256, Grid::Persistent;
+            "ws 128x256 s4 w16", $ws<128, 256, 4, 16>, 128, 256, 256, Grid::Persistent;
+            "ws 256x128 s3 w8", $ws<256, 128, 3, 8>, 256, 128, 128, Grid::Persistent;
+            "ws 128x128 s4 w8", $ws<128, 128, 4, 8>, 128, 128, 128, Grid::Persistent;
+            "ws 128x128 s4 w16", $ws<128, 128, 4, 16>, 128, 128, 128, Grid::Persistent;
+            "cluster2 128x256 s4 w8", $cluster<128, 256, 128, 4, 8>, 128, 256, 128, Grid::ClusterPairs;
+            "cluster2 128x256 s4 w16", $cluster<128, 256, 128, 4, 16>, 128, 256, 128, Grid::ClusterPairs;
+            "cluster2 256x128 s3 w8", $cluster<256, 128, 64, 3, 8>, 256, 128, 64, Grid::ClusterPairs;
         }
     };
 }
 
 macro_rules! describe {
-    ($($name:literal, $k:ty, $bm:literal, $bn:literal, $bt:ty, $g:expr;)*) => {
+    (() $($name:literal, $k:ty, $bm:literal, $bn:literal, $bh:literal, $g:expr;)*) => {
         &[$(Instance { name: $name, bm: $bm, bn: $bn, grid: $g }),*]
     };
 }
 
 /// Every instance, in sweep order.
-pub const INSTANCES: &[Instance] = instance_table!(describe);
+pub const INSTANCES: &[Instance] = instance_table!(describe!(), matmul_persistent_ws, matmul_persistent_ws_cluster);
 
 /// `(grid, m_tiles, n_tiles, k_steps)` of instance `inst` for `m x n x k` on `sms` SMs.
 pub fn launch_dims(inst: &Instance, m: usize, n: usize, k: usize, sms: u32) -> (u32, u32, u32, u32) {
@@ -202,14 +227,20 @@ pub fn instance(name: &str) -> Option<&'static Instance> {
     INSTANCES.iter().find(|i| i.name == name)
 }
 
-/// Autotuning winners on disk: one line per (device, shape),
-/// `device<TAB>m<TAB>n<TAB>k<TAB>instance<TAB>TFLOP/s`. The file is
-/// `$KERNEL_OPS_CACHE`, else `$HOME/.cache/kernel-ops/matmul.tsv`.
+/// Autotuning winners on disk: one line per (device, element type,
+/// shape), `device<TAB>m<TAB>n<TAB>k<TAB>instance<TAB>TFLOP/s<TAB>dtype`
+/// (`dtype`: `f16` or `bf16`, [`MatmulElem::NAME`]). A line of six fields,
+/// as written before bf16 existed, is an f16 winner: old cache files stay
+/// valid. The file is `$KERNEL_OPS_CACHE`, else
+/// `$HOME/.cache/kernel-ops/matmul.tsv`.
 #[derive(Debug, Clone)]
 pub struct TuneCache {
     pub path: PathBuf,
-    entries: HashMap<(String, usize, usize, usize), (String, f64)>,
+    entries: HashMap<CacheKey, (String, f64)>,
 }
+
+/// `(device, dtype, m, n, k)`.
+type CacheKey = (String, String, usize, usize, usize);
 
 impl TuneCache {
     /// The default cache file's path.
@@ -227,45 +258,132 @@ impl TuneCache {
         if let Ok(text) = std::fs::read_to_string(&path) {
             for line in text.lines() {
                 let f: Vec<&str> = line.split('\t').collect();
-                if f.len() != 6 {
-                    continue;
-                }
+                let dtype = match f.len() {
+                    6 => "f16",
+                    7 => f[6],
+                    _ => continue,
+                };
                 if let (Ok(m), Ok(n), Ok(k), Ok(t)) = (f[1].parse(), f[2].parse(), f[3].parse(), f[5].parse()) {
-                    entries.insert((f[0].to_string(), m, n, k), (f[4].to_string(), t));
+                    entries.insert((f[0].to_string(), dtype.to_string(), m, n, k), (f[4].to_string(), t));
                 }
             }
         }
         TuneCache { path, entries }
     }
 
-    /// The cached winner for `device` and the shape, if any (and still an instance).
-    pub fn get(&self, device: &str, m: usize, n: usize, k: usize) -> Option<(&'static Instance, f64)> {
-        let (name, t) = self.entries.get(&(device.to_string(), m, n, k))?;
+    /// The cached winner for `device`, element type `dtype` (`"f16"`,
+    /// `"bf16"`) and the shape, if any (and still an instance).
+    pub fn get(&self, device: &str, dtype: &str, m: usize, n: usize, k: usize) -> Option<(&'static Instance, f64)> {
+        let (name, t) = self.entries.get(&(device.to_string(), dtype.to_string(), m, n, k))?;
         Some((instance(name)?, *t))
     }
 
     /// Records a winner and rewrites the file.
-    pub fn put(&mut self, device: &str, m: usize, n: usize, k: usize, inst: &Instance, tflops: f64) -> std::io::Result<()> {
-        self.entries.insert((device.to_string(), m, n, k), (inst.name.to_string(), tflops));
+    #[allow(clippy::too_many_arguments)]
+    pub fn put(&mut self, device: &str, dtype: &str, m: usize, n: usize, k: usize, inst: &Instance, tflops: f64) -> std::io::Result<()> {
+        self.entries.insert((device.to_string(), dtype.to_string(), m, n, k), (inst.name.to_string(), tflops));
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let mut lines: Vec<String> = self.entries.iter().map(|((d, m, n, k), (i, t))| format!("{d}\t{m}\t{n}\t{k}\t{i}\t{t:.1}")).collect();
+        let mut lines: Vec<String> = self.entries.iter().map(|((d, e, m, n, k), (i, t))| format!("{d}\t{m}\t{n}\t{k}\t{i}\t{t:.1}\t{e}")).collect();
         lines.sort();
         std::fs::write(&self.path, lines.join("\n") + "\n")
     }
 }
 
-type Launch = Box<dyn Fn(&Buffer<f16>, &Buffer<f16>, &mut Buffer<f16>) -> kernel_host::Result<()>>;
+/// A prepared launch of one instance on buffers of element type `E`.
+type Launch<E> = Box<dyn Fn(&Buffer<E>, &Buffer<E>, &mut Buffer<E>) -> kernel_host::Result<()>>;
+
+/// The element types of the matmul: f16 and bf16 (`A`, `B` and `C` alike,
+/// f32 accumulation), each with its kernels
+/// (`kernel_ops_kernels::matmul::matmul_persistent_ws{,_bf16}` and
+/// `matmul_persistent_ws_cluster{,_bf16}`, the same [`INSTANCES`]).
+pub trait MatmulElem: Copy + Default + Into<f32> + kernel_host::cudarc::driver::DeviceRepr + kernel_host::cudarc::driver::ValidAsZeroBits + 'static {
+    /// `"f16"` or `"bf16"`: in errors and in the tuning cache's key.
+    const NAME: &'static str;
+    /// A NaN (to poison an output whose every element must be written).
+    const NAN: Self;
+    /// `x` rounded to this type (to nearest even).
+    fn from_f32(x: f32) -> Self;
+    /// `n` iid N(0, 1) samples of this type (the tuner's inputs).
+    #[doc(hidden)]
+    fn randn(n: usize, seed: u64) -> Vec<Self>;
+    /// Encodes the tensor maps of instance `inst` for these buffers and
+    /// returns its launch (shape already checked).
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn prepare(mm: &Matmul<'_>, inst: &'static Instance, a: &Buffer<Self>, b: &Buffer<Self>, c: &mut Buffer<Self>, shape: (usize, usize, usize)) -> Result<Launch<Self>, MatmulError>;
+    /// The dynamic SMEM bytes of instance `name`'s kernel on this type.
+    #[doc(hidden)]
+    fn smem_bytes(name: &str) -> Option<u32>;
+}
+
+/// The launch of one instance of the table (called by [`instance_table`]
+/// for one element type): returns it from `prepare` when `$inst` is it.
+macro_rules! prepare_instance {
+    (($e:ty, $mm:ident, $inst:ident, $a:ident, $b:ident, $c:ident, ($m:ident, $n:ident, $k:ident)) $($name:literal, $kernel:ty, $bm:literal, $bn:literal, $bh:literal, $g:expr;)*) => {$(
+        if $inst.name == $name {
+            let (grid, mt, nt, ks) = launch_dims($inst, $m, $n, $k, $mm.dev.sm_count());
+            let am = TileMap::<ATile<$e, $bm>>::new_2d($a, $m, $k)?.param();
+            let bmap = TileMap::<BTile<$e, $bh>>::new_2d($b, $n, $k)?.param();
+            let cm = TileMap::<EpiTile<$e, $bm>>::new_2d_mut($c, $m, $n)?.param();
+            let kernel = $mm.prog.kernel::<$kernel>()?;
+            return Ok(Box::new(move |a, b, c| {
+                kernel.launch(grid, (MapArg::read(am, a), MapArg::read(bmap, b), MapArg::write(cm, c), mt, nt, ks)).map(drop)
+            }));
+        }
+    )*};
+}
+
+/// The SMEM bytes of one instance of the table: returned when `$name` is it.
+macro_rules! smem_of_instance {
+    (($want:ident) $($name:literal, $kernel:ty, $bm:literal, $bn:literal, $bh:literal, $g:expr;)*) => {$(
+        if $want == $name {
+            return Some(<$kernel as KernelSpec>::SMEM_BYTES);
+        }
+    )*};
+}
+
+/// [`MatmulElem`] for `$e` (named `$name`) with the persistent kernel `$ws`
+/// and the cluster kernel `$cluster`; `$randn` makes the tuner's inputs.
+macro_rules! matmul_elem {
+    ($e:ty, $name:literal, $ws:ident, $cluster:ident, $randn:expr) => {
+        impl MatmulElem for $e {
+            const NAME: &'static str = $name;
+            const NAN: Self = <$e>::NAN;
+            fn from_f32(x: f32) -> Self {
+                <$e>::from_f32(x)
+            }
+            fn randn(n: usize, seed: u64) -> Vec<$e> {
+                $randn(n, seed)
+            }
+            fn prepare(mm: &Matmul<'_>, inst: &'static Instance, a: &Buffer<$e>, b: &Buffer<$e>, c: &mut Buffer<$e>, shape: (usize, usize, usize)) -> Result<Launch<$e>, MatmulError> {
+                let (m, n, k) = shape;
+                instance_table!(prepare_instance!($e, mm, inst, a, b, c, (m, n, k)), $ws, $cluster);
+                Err(MatmulError::UnknownInstance { name: inst.name.to_string() })
+            }
+            fn smem_bytes(name: &str) -> Option<u32> {
+                instance_table!(smem_of_instance!(name), $ws, $cluster);
+                None
+            }
+        }
+    };
+}
+matmul_elem!(f16, "f16", matmul_persistent_ws, matmul_persistent_ws_cluster, kernel_host::randn_f16);
+matmul_elem!(bf16, "bf16", matmul_persistent_ws_bf16, matmul_persistent_ws_cluster_bf16, |n, seed| kernel_host::randn_f32(n, seed).into_iter().map(bf16::from_f32).collect());
+
+/// A prepared launch's key: element type, instance, buffer addresses, shape.
+type PreparedKey = (&'static str, &'static str, [u64; 3], [usize; 3]);
 
 /// The ready matmul on one [`Device`]: its kernels, the autotuning cache,
 /// and the prepared launches (kernel handle + encoded tensor maps) per
-/// instance, buffers and shape.
+/// element type, instance, buffers and shape.
 pub struct Matmul<'d> {
     dev: &'d Device,
     prog: Program,
     cache: RefCell<TuneCache>,
-    prepared: RefCell<HashMap<(&'static str, [u64; 3], [usize; 3]), Launch>>,
+    /// Each a `Launch<E>` of the key's element type.
+    prepared: RefCell<HashMap<PreparedKey, Box<dyn Any>>>,
 }
 
 impl<'d> Matmul<'d> {
@@ -281,11 +399,17 @@ impl<'d> Matmul<'d> {
         Ok(Matmul { dev, prog, cache: RefCell::new(TuneCache::load(path)), prepared: RefCell::new(HashMap::new()) })
     }
 
-    /// The instance [`Matmul::matmul`] runs for this shape: the cached
+    /// The instance [`Matmul::matmul`] runs for this f16 shape: the cached
     /// winner for this GPU, else [`default_instance`] (always on the
-    /// emulator).
+    /// emulator). [`Matmul::instance_for_elem`] for either type.
     pub fn instance_for(&self, m: usize, n: usize, k: usize) -> &'static Instance {
-        let cached = self.dev.as_gpu().and_then(|gpu| self.cache.borrow().get(gpu.name(), m, n, k));
+        self.instance_for_elem::<f16>(m, n, k)
+    }
+
+    /// [`Matmul::instance_for`] on element type `E` (each type has its own
+    /// tuned winners).
+    pub fn instance_for_elem<E: MatmulElem>(&self, m: usize, n: usize, k: usize) -> &'static Instance {
+        let cached = self.dev.as_gpu().and_then(|gpu| self.cache.borrow().get(gpu.name(), E::NAME, m, n, k));
         match cached {
             Some((inst, _)) => inst,
             None => default_instance(m, n, k, self.dev.sm_count()),
@@ -293,77 +417,65 @@ impl<'d> Matmul<'d> {
     }
 
     /// `c = a · bᵀ`: `a` is `M x K` (`a_shape = (M, K)`), `b` is `N x K`,
-    /// `c` is `M x N`, all row-major f16 on this device; f32 accumulation.
-    /// Asynchronous on a GPU's stream, like a kernel launch. Checks
-    /// everything first ([`check_problem`]).
-    pub fn matmul(&self, a: &Buffer<f16>, a_shape: (usize, usize), b: &Buffer<f16>, b_shape: (usize, usize), c: &mut Buffer<f16>) -> Result<(), MatmulError> {
-        check_problem(a_shape, b_shape, (a.len(), b.len(), c.len()))?;
+    /// `c` is `M x N`, all row-major f16 or all bf16 ([`MatmulElem`]) on
+    /// this device; f32 accumulation. Asynchronous on a GPU's stream, like
+    /// a kernel launch. Checks everything first ([`check_problem_for`]).
+    pub fn matmul<E: MatmulElem>(&self, a: &Buffer<E>, a_shape: (usize, usize), b: &Buffer<E>, b_shape: (usize, usize), c: &mut Buffer<E>) -> Result<(), MatmulError> {
+        check_problem_for::<E>(a_shape, b_shape, (a.len(), b.len(), c.len()))?;
         let ((m, k), (n, _)) = (a_shape, b_shape);
-        let inst = self.instance_for(m, n, k);
+        let inst = self.instance_for_elem::<E>(m, n, k);
         self.run(inst, a, b, c, m, n, k)
     }
 
     /// Runs instance `inst` (checked as [`Matmul::matmul`]).
     #[allow(clippy::too_many_arguments)]
-    pub fn matmul_with(&self, inst: &'static Instance, a: &Buffer<f16>, b: &Buffer<f16>, c: &mut Buffer<f16>, m: usize, n: usize, k: usize) -> Result<(), MatmulError> {
-        check_problem((m, k), (n, k), (a.len(), b.len(), c.len()))?;
+    pub fn matmul_with<E: MatmulElem>(&self, inst: &'static Instance, a: &Buffer<E>, b: &Buffer<E>, c: &mut Buffer<E>, m: usize, n: usize, k: usize) -> Result<(), MatmulError> {
+        check_problem_for::<E>((m, k), (n, k), (a.len(), b.len(), c.len()))?;
         self.run(inst, a, b, c, m, n, k)
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn run(&self, inst: &'static Instance, a: &Buffer<f16>, b: &Buffer<f16>, c: &mut Buffer<f16>, m: usize, n: usize, k: usize) -> Result<(), MatmulError> {
-        let key = (inst.name, [a.address(), b.address(), c.address()], [m, n, k]);
+    fn run<E: MatmulElem>(&self, inst: &'static Instance, a: &Buffer<E>, b: &Buffer<E>, c: &mut Buffer<E>, m: usize, n: usize, k: usize) -> Result<(), MatmulError> {
+        let key = (E::NAME, inst.name, [a.address(), b.address(), c.address()], [m, n, k]);
         if !self.prepared.borrow().contains_key(&key) {
-            let launch = self.prepare(inst, a, b, c, m, n, k)?;
-            self.prepared.borrow_mut().insert(key, launch);
+            let launch = E::prepare(self, inst, a, b, c, (m, n, k))?;
+            self.prepared.borrow_mut().insert(key, Box::new(launch));
         }
         let prepared = self.prepared.borrow();
-        Ok(prepared[&key](a, b, c)?)
+        let launch = prepared[&key].downcast_ref::<Launch<E>>().expect("the key's element type is the launch's");
+        Ok(launch(a, b, c)?)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn prepare(&self, inst: &'static Instance, a: &Buffer<f16>, b: &Buffer<f16>, c: &mut Buffer<f16>, m: usize, n: usize, k: usize) -> Result<Launch, MatmulError> {
-        let sms = self.dev.sm_count();
-        macro_rules! prep {
-            ($($name:literal, $k:ty, $bm:literal, $bn:literal, $bt:ty, $g:expr;)*) => {$(
-                if inst.name == $name {
-                    let (grid, mt, nt, ks) = launch_dims(inst, m, n, k, sms);
-                    let am = TileMap::<ATileOf<$bm>>::new_2d(a, m, k)?.param();
-                    let bm = TileMap::<$bt>::new_2d(b, n, k)?.param();
-                    let cm = TileMap::<EpiTileOf<$bm>>::new_2d_mut(c, m, n)?.param();
-                    let kernel = self.prog.kernel::<$k>()?;
-                    return Ok(Box::new(move |a, b, c| {
-                        kernel.launch(grid, (MapArg::read(am, a), MapArg::read(bm, b), MapArg::write(cm, c), mt, nt, ks)).map(drop)
-                    }));
-                }
-            )*};
-        }
-        instance_table!(prep);
-        Err(MatmulError::UnknownInstance { name: inst.name.to_string() })
-    }
-
-    /// Autotunes the shape on a GPU: runs every instance on scratch buffers
-    /// of the shape (iid N(0, 1) inputs; `warmup` runs, then the median of
-    /// `iters` CUDA-event-timed runs), with a progress bar on stderr,
-    /// records the fastest in the cache file and returns `(instance,
-    /// TFLOP/s)` for each. With a cached winner and `retune = false`,
-    /// returns it alone. On the emulator: [`kernel_host::Error::GpuOnly`].
+    /// Autotunes the f16 shape on a GPU: runs every instance on scratch
+    /// buffers of the shape (iid N(0, 1) inputs; `warmup` runs, then the
+    /// median of `iters` CUDA-event-timed runs), with a progress bar on
+    /// stderr, records the fastest in the cache file and returns
+    /// `(instance, TFLOP/s)` for each. With a cached winner and `retune =
+    /// false`, returns it alone. On the emulator:
+    /// [`kernel_host::Error::GpuOnly`]. [`Matmul::tune_elem`] for either
+    /// type.
     pub fn tune(&self, m: usize, n: usize, k: usize, retune: bool, warmup: usize, iters: usize) -> Result<Vec<(&'static Instance, f64)>, MatmulError> {
+        self.tune_elem::<f16>(m, n, k, retune, warmup, iters)
+    }
+
+    /// [`Matmul::tune`] on element type `E`: its winner is cached for `E`
+    /// alone (a bf16 winner is never used for f16, nor the reverse).
+    pub fn tune_elem<E: MatmulElem>(&self, m: usize, n: usize, k: usize, retune: bool, warmup: usize, iters: usize) -> Result<Vec<(&'static Instance, f64)>, MatmulError> {
         let gpu = self.dev.require_gpu("Matmul::tune (autotuning times the kernels)")?;
         if !retune {
-            if let Some((inst, t)) = self.cache.borrow().get(gpu.name(), m, n, k) {
+            if let Some((inst, t)) = self.cache.borrow().get(gpu.name(), E::NAME, m, n, k) {
                 return Ok(vec![(inst, t)]);
             }
         }
-        check_problem((m, k), (n, k), (m * k, n * k, m * n))?;
-        let a = self.dev.upload(&kernel_host::randn_f16(m * k, 1))?;
-        let b = self.dev.upload(&kernel_host::randn_f16(n * k, 2))?;
-        let mut c = self.dev.zeros::<f16>(m * n)?;
+        check_problem_for::<E>((m, k), (n, k), (m * k, n * k, m * n))?;
+        let a = self.dev.upload(&E::randn(m * k, 1))?;
+        let b = self.dev.upload(&E::randn(n * k, 2))?;
+        let mut c = self.dev.zeros::<E>(m * n)?;
         let bar = indicatif::ProgressBar::new(INSTANCES.len() as u64);
         bar.set_style(indicatif::ProgressStyle::with_template("tuning {msg:>40} [{bar:30}] {pos}/{len}").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
         let mut results = Vec::new();
         for inst in INSTANCES {
-            bar.set_message(format!("{m}x{n}x{k} {}", inst.name));
+            bar.set_message(format!("{m}x{n}x{k} {} {}", E::NAME, inst.name));
             let t = time_kernel(gpu, warmup, iters, || self.run(inst, &a, &b, &mut c, m, n, k).map_err(|e| match e {
                 MatmulError::Cuda(e) => e,
                 other => kernel_host::Error::InvalidArgument { function: "Matmul::tune", problem: other.to_string() },
@@ -374,9 +486,9 @@ impl<'d> Matmul<'d> {
         bar.finish_and_clear();
         // Drop the scratch buffers' prepared launches (their addresses die here).
         let scratch = [a.address(), b.address(), c.address()];
-        self.prepared.borrow_mut().retain(|key, _| key.1 != scratch);
+        self.prepared.borrow_mut().retain(|key, _| key.2 != scratch);
         if let Some(&(best, t)) = results.iter().max_by(|x, y| x.1.total_cmp(&y.1)) {
-            if let Err(e) = self.cache.borrow_mut().put(gpu.name(), m, n, k, best, t) {
+            if let Err(e) = self.cache.borrow_mut().put(gpu.name(), E::NAME, m, n, k, best, t) {
                 eprintln!("warning: could not write the tuning cache {}: {e}", self.cache.borrow().path.display());
             }
         }
@@ -393,17 +505,10 @@ impl<'d> Matmul<'d> {
         self.dev
     }
 
-    /// The launch metadata of an instance (SMEM bytes), by name.
+    /// The launch metadata of an instance (SMEM bytes), by name; the same
+    /// for f16 and bf16 (a unit test checks it; [`MatmulElem`] gives each).
     pub fn smem_bytes(name: &str) -> Option<u32> {
-        macro_rules! smem {
-            ($($name:literal, $k:ty, $bm:literal, $bn:literal, $bt:ty, $g:expr;)*) => {$(
-                if name == $name {
-                    return Some(<$k as KernelSpec>::SMEM_BYTES);
-                }
-            )*};
-        }
-        instance_table!(smem);
-        None
+        f16::smem_bytes(name)
     }
 }
 
@@ -430,6 +535,8 @@ mod tests {
         let e = check_problem((256, 64), (128, 64), (256 * 64, 128 * 64, 256 * 128 - 1)).unwrap_err();
         assert!(matches!(e, MatmulError::BufferLength { name: "c", want: 32768, got: 32767, .. }), "{e:?}");
         assert!(e.to_string().contains("`c` must hold M x N = 256 x 128 = 32768 f16 elements"), "{e}");
+        let e = check_problem_for::<bf16>((256, 64), (128, 64), (256 * 64, 128 * 64, 256 * 128 - 1)).unwrap_err();
+        assert!(e.to_string().contains("`c` must hold M x N = 256 x 128 = 32768 bf16 elements"), "{e}");
         let e = check_problem((256, 64), (128, 64), (256 * 64 + 8, 128 * 64, 256 * 128)).unwrap_err();
         assert!(matches!(e, MatmulError::BufferLength { name: "a", .. }), "{e:?}");
         let e = check_problem((256, 64), (128, 64), (256 * 64, 0, 256 * 128)).unwrap_err();
@@ -443,6 +550,8 @@ mod tests {
         assert!(e.to_string().contains("K must be a multiple of 8"), "{e}");
         let e = check_problem((64, 64), (100, 64), (4096, 6400, 6400)).unwrap_err();
         assert!(matches!(e, MatmulError::MisalignedStride { dim: "N", value: 100, .. }), "{e:?}");
+        let e = check_problem_for::<bf16>((64, 100), (64, 100), (6400, 6400, 4096)).unwrap_err();
+        assert!(e.to_string().contains("K = 100 bf16 = 200 bytes apart") && e.to_string().contains("K must be a multiple of 8"), "{e}");
     }
 
     #[test]
@@ -457,6 +566,7 @@ mod tests {
         for inst in INSTANCES {
             let smem = Matmul::smem_bytes(inst.name).expect("every instance has a kernel");
             assert!(smem <= 227 * 1024, "{}: {smem} bytes of SMEM", inst.name);
+            assert_eq!(bf16::smem_bytes(inst.name), Some(smem), "{}: the bf16 kernel's SMEM differs from the f16 one's", inst.name);
         }
         assert_eq!(default_instance(8192, 8192, 8192, 132).name, "ws 128x256 s4 w8");
         assert_eq!(default_instance(2048, 2048, 2048, 132).name, "ws 128x256 s4 w8");
@@ -469,16 +579,25 @@ mod tests {
     }
 
     #[test]
-    fn tune_cache_round_trips_and_is_per_device() {
+    fn tune_cache_round_trips_and_is_per_device_and_element_type() {
         let dir = std::env::temp_dir().join(format!("kernel-ops-test-{}", std::process::id()));
         let path = dir.join("matmul.tsv");
         let mut cache = TuneCache::load(path.clone());
-        assert!(cache.get("H100", 64, 64, 64).is_none());
-        cache.put("NVIDIA H100 80GB HBM3", 4096, 8192, 4096, instance("ws 128x256 s4 w16").unwrap(), 780.5).unwrap();
-        let again = TuneCache::load(path);
-        let (inst, t) = again.get("NVIDIA H100 80GB HBM3", 4096, 8192, 4096).unwrap();
+        assert!(cache.get("H100", "f16", 64, 64, 64).is_none());
+        cache.put("NVIDIA H100 80GB HBM3", "f16", 4096, 8192, 4096, instance("ws 128x256 s4 w16").unwrap(), 780.5).unwrap();
+        cache.put("NVIDIA H100 80GB HBM3", "bf16", 4096, 8192, 4096, instance("cluster2 128x256 s4 w8").unwrap(), 770.0).unwrap();
+        let again = TuneCache::load(path.clone());
+        let (inst, t) = again.get("NVIDIA H100 80GB HBM3", "f16", 4096, 8192, 4096).unwrap();
         assert_eq!((inst.name, t), ("ws 128x256 s4 w16", 780.5));
-        assert!(again.get("NVIDIA H200", 4096, 8192, 4096).is_none(), "another device's winner is not used");
+        let (inst, t) = again.get("NVIDIA H100 80GB HBM3", "bf16", 4096, 8192, 4096).unwrap();
+        assert_eq!((inst.name, t), ("cluster2 128x256 s4 w8", 770.0), "the bf16 winner is its own");
+        assert!(again.get("NVIDIA H200", "f16", 4096, 8192, 4096).is_none(), "another device's winner is not used");
+        assert!(again.get("NVIDIA H100 80GB HBM3", "bf16", 4096, 8192, 1024).is_none());
+        // A cache file written before bf16 (six fields a line) holds f16 winners.
+        std::fs::write(&path, "NVIDIA H100 80GB HBM3\t1024\t1024\t512\tws 128x128 s4 w8\t500.0\n").unwrap();
+        let old = TuneCache::load(path);
+        assert_eq!(old.get("NVIDIA H100 80GB HBM3", "f16", 1024, 1024, 512).map(|(i, _)| i.name), Some("ws 128x128 s4 w8"));
+        assert!(old.get("NVIDIA H100 80GB HBM3", "bf16", 1024, 1024, 512).is_none(), "an old line is not a bf16 winner");
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -104,6 +104,29 @@ fn the_emulator_tests_host_code_passes_on_the_gpu() {
 
 #[test]
 #[ignore = "needs a Hopper GPU"]
+fn bf16_matmul_matches_the_cpu_for_every_instance_and_tunes_apart_from_f16() {
+    let gpu = gpu_device();
+    for shape in [(136, 72, 72), (1000, 1000, 1000), (1, 8, 8), (257, 136, 72), (2048, 1024, 512)] {
+        common::check_matmul_of::<bf16>(&gpu, shape, true);
+    }
+    // The bf16 winner is cached under bf16: f16's entry is not it.
+    let path = std::env::temp_dir().join(format!("kernel-ops-tune-bf16-test-{}.tsv", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let (m, n, k) = (1024, 1024, 512);
+    let mm = Matmul::with_cache(&gpu, path.clone()).unwrap();
+    let all = mm.tune_elem::<bf16>(m, n, k, true, 1, 3).unwrap();
+    assert_eq!(all.len(), INSTANCES.len());
+    let best = all.iter().max_by(|x, y| x.1.total_cmp(&y.1)).unwrap().0;
+    assert_eq!(mm.instance_for_elem::<bf16>(m, n, k).name, best.name);
+    assert_eq!(mm.tune_elem::<bf16>(m, n, k, false, 1, 3).unwrap().len(), 1, "the bf16 winner is cached");
+    assert_eq!(mm.tune(m, n, k, false, 1, 3).unwrap().len(), INSTANCES.len(), "f16 was tuned afresh, not given bf16's winner");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.lines().any(|l| l.ends_with("\tbf16")) && text.lines().any(|l| l.ends_with("\tf16")), "{text}");
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+#[ignore = "needs a Hopper GPU"]
 fn a_device_loads_each_kernels_crate_once() {
     let dev = gpu_device();
     let first = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();

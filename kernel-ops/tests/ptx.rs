@@ -111,6 +111,44 @@ fn grouped_kernels_have_their_instructions_and_no_spills() {
     }
 }
 
+/// The matmul's kernels, f16 and bf16 (one generic body, the same
+/// instances): every instance assembled with no stack frame, no spills and
+/// no wgmma serialization, one K step of 64 as `BM / 64` wgmmas of
+/// `m64n{BN}k16` on its element type (and none on the other), the
+/// epilogue's conversion to that type, and the overlapped TMA stores.
+#[test]
+fn matmul_kernels_f16_and_bf16_have_their_wgmmas_and_no_spills() {
+    let img = image("sm_90a");
+    assert!(!img.ptxas_report.contains("serialized"), "wgmma serialization warning:\n{}", img.ptxas_report);
+    // (kernel, instance suffix, BM, BN): the `#[kernel(instances(..))]` lists.
+    let persistent = [("128_256_4_8", 128, 256), ("256_128_3_8", 256, 128), ("128_256_4_16", 128, 256), ("128_128_4_8", 128, 128), ("128_128_4_16", 128, 128)];
+    let cluster = [("128_256_128_4_8", 128, 256), ("256_128_64_3_8", 256, 128), ("128_256_128_4_16", 128, 256)];
+    let mut entries = 0;
+    for (ty, other, cvt) in [("f16", "bf16", "cvt.rn.f16x2.f32"), ("bf16", "f16", "cvt.rn.bf16x2.f32")] {
+        let suffix = if ty == "f16" { String::new() } else { format!("_{ty}") };
+        let names = persistent.iter().map(|(i, bm, bn)| (format!("matmul_persistent_ws{suffix}__{i}"), bm, bn));
+        let names = names.chain(cluster.iter().map(|(i, bm, bn)| (format!("matmul_persistent_ws_cluster{suffix}__{i}"), bm, bn)));
+        for (name, bm, bn) in names {
+            let block = img.ptxas_report.split("Compiling entry function '").find(|b| b.starts_with(&format!("{name}'"))).unwrap_or_else(|| panic!("{name} not assembled"));
+            let line = block.lines().find(|l| l.contains("bytes stack frame")).unwrap();
+            assert!(line.contains("0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"), "{name}: {line}");
+            let body = entry(img.ptx, &name);
+            let mma = format!("wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{ty}.{ty}");
+            // A compute warpgroup's BM / 2 rows are BM / 128 blocks of 64,
+            // each 4 wgmmas of K 16 per K step of 64.
+            let wgmmas = bm / 128 * 4;
+            assert_eq!(body.matches("wgmma.mma_async").count(), wgmmas, "{name}: wgmma count");
+            assert_eq!(body.matches(mma.as_str()).count(), wgmmas, "{name}: every wgmma is {mma}");
+            assert!(!body.contains(&format!(".f32.{other}.{other}")), "{name}: a wgmma on {other}");
+            assert!(body.contains(cvt), "{name}: the epilogue's `{cvt}`");
+            assert!(body.contains("cp.async.bulk.wait_group.read 1"), "{name}: the overlapped epilogue stores");
+            assert!(!body.contains(".local"), "{name}: local memory");
+            entries += 1;
+        }
+    }
+    assert_eq!(img.ptx.matches(".entry matmul_persistent_ws").count(), entries, "an unlisted matmul instance");
+}
+
 /// The attention backward kernel: its register budgets honoured (at D 64
 /// the pin marker became `.minnctapersm 1`, without which ptxas dropped the
 /// `setmaxnreg`), no spills at D 64 and at most the 8-24 bytes ptxas stores

@@ -86,8 +86,9 @@ def _f32(like):
 
 
 def matmul(a, b, out=None, stream=None):
-    """``c = a @ b.T``: a ``M x K``, b ``N x K``, float16, f32 accumulation;
-    returns c (``M x N``, float16). Autotuned per shape on a GPU."""
+    """``c = a @ b.T``: a ``M x K``, b ``N x K``, float16 or bfloat16 (all
+    three alike), f32 accumulation; returns c (``M x N``, the inputs'
+    dtype). Autotuned per shape and dtype on a GPU."""
     _arrays(a=a, b=b)
     c = out if out is not None else _empty(a, (a.shape[0], b.shape[0]))
     _native.matmul(a, b, c, _stream_of(a, stream))

@@ -16,7 +16,7 @@ import kernel_ops as _k
 
 @torch.library.custom_op("kernel_ops::matmul", mutates_args=())
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``a @ b.T`` (float16; a ``M x K``, b ``N x K``)."""
+    """``a @ b.T`` (float16 or bfloat16; a ``M x K``, b ``N x K``)."""
     return _k.matmul(a, b)
 
 

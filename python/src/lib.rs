@@ -43,44 +43,6 @@ fn run_op(dev: &kernel_host::Device, stream: u64, f: impl FnOnce() -> Result<(),
 
 // ------------------------------------------------------------------ ops
 
-/// `c = a · bᵀ` (a `M x K`, b `N x K`, c `M x N`, float16, f32
-/// accumulation), autotuned per shape on a GPU.
-#[pyfunction]
-#[pyo3(signature = (a, b, c, stream = 0))]
-fn matmul(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, c: &Bound<'_, PyAny>, stream: u64) -> PyResult<()> {
-    let (a, b, c) = (import("a", a)?, import("b", b)?, import("c", c)?);
-    let place = same_place(&[&a, &b, &c])?;
-    same_dtype(&[&a, &b, &c], &[Dtype::F16])?;
-    for x in [&a, &b] {
-        if x.shape.len() != 2 {
-            return Err(PyValueError::new_err(format!("{}: a matrix (2 dimensions) expected", x.describe())));
-        }
-    }
-    let (m, k, n) = (a.shape[0], a.shape[1], b.shape[0]);
-    if b.shape[1] != k {
-        return Err(PyValueError::new_err(format!("{} and {}: K differs ({k} vs {}); c = a · bᵀ takes a M x K and b N x K", a.describe(), b.describe(), b.shape[1])));
-    }
-    want_shape(&c, &[m, n])?;
-    let dev = device(place)?;
-    // SAFETY: the arrays live for this call (their capsules are held) and
-    // the caller hands them over until the launch is ordered on `stream`.
-    let (ba, bb, mut bc) = unsafe { (borrow::<f16>(dev, &a)?, borrow::<f16>(dev, &b)?, borrow::<f16>(dev, &c)?) };
-    let slot = usize::from(place != Place::Cpu);
-    MATMUL.with(|cell| {
-        let mut cache = cell.borrow_mut();
-        if cache[slot].is_none() {
-            cache[slot] = Some(kernel_ops::Matmul::new(dev).map_err(runtime_err)?);
-        }
-        let mm = cache[slot].as_ref().expect("set above");
-        run_op(dev, stream, move || {
-            mm.matmul(&ba, (m, k), &bb, (n, k), &mut bc).map_err(|e| match e {
-                kernel_ops::MatmulError::Cuda(e) => kernel_ops::Error::Runtime(e),
-                other => kernel_ops::Error::Shape { op: "matmul", problem: other.to_string() },
-            })
-        })
-    })
-}
-
 /// Runs `$body` with `$T` the element type of dtype `$dt` (f16 or bf16).
 macro_rules! with_norm_type {
     ($dt:expr, $T:ident => $body:expr) => {
@@ -95,6 +57,46 @@ macro_rules! with_norm_type {
             }
         }
     };
+}
+
+/// `c = a · bᵀ` (a `M x K`, b `N x K`, c `M x N`, float16 or bfloat16,
+/// f32 accumulation), autotuned per shape and dtype on a GPU.
+#[pyfunction]
+#[pyo3(signature = (a, b, c, stream = 0))]
+fn matmul(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, c: &Bound<'_, PyAny>, stream: u64) -> PyResult<()> {
+    let (a, b, c) = (import("a", a)?, import("b", b)?, import("c", c)?);
+    let place = same_place(&[&a, &b, &c])?;
+    let dt = same_dtype(&[&a, &b, &c], &[Dtype::F16, Dtype::Bf16])?;
+    for x in [&a, &b] {
+        if x.shape.len() != 2 {
+            return Err(PyValueError::new_err(format!("{}: a matrix (2 dimensions) expected", x.describe())));
+        }
+    }
+    let (m, k, n) = (a.shape[0], a.shape[1], b.shape[0]);
+    if b.shape[1] != k {
+        return Err(PyValueError::new_err(format!("{} and {}: K differs ({k} vs {}); c = a · bᵀ takes a M x K and b N x K", a.describe(), b.describe(), b.shape[1])));
+    }
+    want_shape(&c, &[m, n])?;
+    let dev = device(place)?;
+    let slot = usize::from(place != Place::Cpu);
+    MATMUL.with(|cell| {
+        let mut cache = cell.borrow_mut();
+        if cache[slot].is_none() {
+            cache[slot] = Some(kernel_ops::Matmul::new(dev).map_err(runtime_err)?);
+        }
+        let mm = cache[slot].as_ref().expect("set above");
+        with_norm_type!(dt, T => {
+            // SAFETY: the arrays live for this call (their capsules are held) and
+            // the caller hands them over until the launch is ordered on `stream`.
+            let (ba, bb, mut bc) = unsafe { (borrow::<T>(dev, &a)?, borrow::<T>(dev, &b)?, borrow::<T>(dev, &c)?) };
+            run_op(dev, stream, move || {
+                mm.matmul(&ba, (m, k), &bb, (n, k), &mut bc).map_err(|e| match e {
+                    kernel_ops::MatmulError::Cuda(e) => kernel_ops::Error::Runtime(e),
+                    other => kernel_ops::Error::Shape { op: "matmul", problem: other.to_string() },
+                })
+            })
+        })
+    })
 }
 
 /// Grouped GEMM for mixture of experts (float16 or bfloat16): `c[rows of

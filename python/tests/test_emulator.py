@@ -26,6 +26,17 @@ def test_matmul_matches_numpy_at_a_ragged_shape():
     assert rel_err(c, a.astype(np.float32) @ b.astype(np.float32).T) < 2e-3
 
 
+def test_matmul_takes_bfloat16():
+    torch = pytest.importorskip("torch")  # CPU bfloat16 tensors (NumPy has no bfloat16)
+    a, b = torch.randn(70, 72, dtype=torch.bfloat16), torch.randn(40, 72, dtype=torch.bfloat16)
+    c = kernel_ops.matmul(a, b)
+    want = a.double() @ b.double().T
+    assert c.shape == (70, 40) and c.dtype == torch.bfloat16
+    assert float((c.double() - want).norm() / want.norm()) < 8e-3
+    with pytest.raises(TypeError, match="the op takes float16 or bfloat16"):
+        kernel_ops.matmul(a, b.half())
+
+
 def test_grouped_matmul_matches_numpy_with_ragged_groups():
     sizes = np.array([37, 0, 150, 5], dtype=np.int32)
     m, n, k = int(sizes.sum()), 136, 72
@@ -137,7 +148,7 @@ def test_outputs_can_be_given():
 
 
 @pytest.mark.parametrize("call, exc, rule", [
-    (lambda: kernel_ops.matmul(randn(16, 64, dtype=np.float32), randn(8, 64, dtype=np.float32)), TypeError, "the op takes float16"),
+    (lambda: kernel_ops.matmul(randn(16, 64, dtype=np.float32), randn(8, 64, dtype=np.float32)), TypeError, "the op takes float16 or bfloat16"),
     (lambda: kernel_ops.matmul(randn(16, 64), randn(8, 32)), ValueError, "K differs (64 vs 32)"),
     (lambda: kernel_ops.matmul(randn(16, 64), randn(8, 64), out=np.empty((16, 9), np.float16)), ValueError, "shape [16, 8] expected"),
     (lambda: kernel_ops.matmul(randn(16, 128)[:, ::2], randn(8, 64)), ValueError, "not row-major (C-contiguous)"),

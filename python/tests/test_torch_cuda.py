@@ -24,6 +24,15 @@ def test_matmul_matches_torch():
     assert rel(kernel_ops.matmul(a, b), a.float() @ b.float().T) < 2e-3
 
 
+def test_bfloat16_matmul_matches_torch():
+    a = torch.randn(1000, 1024, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(520, 1024, device="cuda", dtype=torch.bfloat16)
+    want = a.float() @ b.float().T
+    c = kernel_ops.matmul(a, b)
+    assert c.dtype == torch.bfloat16 and rel(c, want) < 8e-3
+    assert rel(torch.ops.kernel_ops.matmul(a, b), want) < 8e-3
+
+
 def test_grouped_matmul_matches_a_loop_of_torch_matmuls():
     sizes = torch.tensor([300, 0, 129, 1000, 7], device="cuda", dtype=torch.int32)
     m, n, k = int(sizes.sum()), 512, 256

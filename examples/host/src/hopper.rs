@@ -4,7 +4,7 @@
 //! takes a [`Device`] and runs on a GPU or on the CPU emulator.
 use crate::{invalid, poisoned, Outcome, Result};
 use kernel_device::f16;
-use kernel_host::{randn_f16, reference_gemm_nt, rel_frobenius_error, time_kernel, Blas, Buffer, Device, Launched, TileMap, Timing};
+use kernel_host::{randn_f16, reference_gemm_nt, rel_frobenius_error, rel_frobenius_error_f32, time_kernel, Blas, Buffer, Device, Launched, TileMap, Timing};
 use kernels::hopper::{self, ATile, BTile, BTileKn, BTileWs, McHalf, McTile, OTile, OTileWs, TILE_K, TILE_M, TILE_N};
 
 /// The kernels that compute `C = A · Bᵀ`, by name.
@@ -35,18 +35,19 @@ pub struct MatmulResult {
 }
 
 /// Buffers of one problem on a device: A (M x K), B (N x K), C (M x N),
-/// all row-major.
-pub struct Problem {
+/// all row-major, of element type `E` (f16 unless said: the ladder's
+/// kernels are f16; `kernel_ops::matmul` and cuBLAS also take bf16).
+pub struct Problem<E: kernel_ops::MatmulElem = f16> {
     pub m: usize,
     pub n: usize,
     pub k: usize,
-    pub a_host: Vec<f16>,
-    pub b_host: Vec<f16>,
-    pub a: Buffer<f16>,
-    pub b: Buffer<f16>,
+    pub a_host: Vec<E>,
+    pub b_host: Vec<E>,
+    pub a: Buffer<E>,
+    pub b: Buffer<E>,
     /// B transposed: `K x N` row-major (for the kernels that read B that way).
-    pub b_kn: Buffer<f16>,
-    pub c: Buffer<f16>,
+    pub b_kn: Buffer<E>,
+    pub c: Buffer<E>,
     /// Rows of C checked against the CPU, and their reference values.
     pub check_rows: Vec<usize>,
     pub reference: Vec<f32>,
@@ -57,10 +58,19 @@ impl Problem {
     /// for B) and C poisoned with NaN; the reference is computed on
     /// `rows_checked` rows spread over M (all rows when `rows_checked >= m`).
     pub fn new(dev: &Device, m: usize, n: usize, k: usize, rows_checked: usize, seed: u64) -> Result<Problem> {
-        let a_host = randn_f16(m * k, seed);
-        let b_host = randn_f16(n * k, seed + 1);
+        Problem::of(dev, m, n, k, rows_checked, seed)
+    }
+}
+
+impl<E: kernel_ops::MatmulElem> Problem<E> {
+    /// [`Problem::new`] on element type `E`: the same f16 samples, rounded
+    /// to `E` (exact for f16).
+    pub fn of(dev: &Device, m: usize, n: usize, k: usize, rows_checked: usize, seed: u64) -> Result<Problem<E>> {
+        let input = |len, seed| randn_f16(len, seed).iter().map(|x| E::from_f32(x.to_f32())).collect::<Vec<E>>();
+        let a_host = input(m * k, seed);
+        let b_host = input(n * k, seed + 1);
         let check_rows: Vec<usize> = if rows_checked >= m { (0..m).collect() } else { (0..rows_checked).map(|i| i * m / rows_checked).collect() };
-        let a_rows: Vec<f16> = check_rows.iter().flat_map(|&r| a_host[r * k..(r + 1) * k].iter().copied()).collect();
+        let a_rows: Vec<E> = check_rows.iter().flat_map(|&r| a_host[r * k..(r + 1) * k].iter().copied()).collect();
         let reference = reference_gemm_nt(check_rows.len(), n, k, &a_rows, &b_host);
         Ok(Problem {
             m,
@@ -68,8 +78,8 @@ impl Problem {
             k,
             a: dev.upload(&a_host)?,
             b: dev.upload(&b_host)?,
-            b_kn: dev.upload(&(0..k * n).map(|i| b_host[(i % n) * k + i / n]).collect::<Vec<f16>>())?,
-            c: poisoned(dev, m * n)?,
+            b_kn: dev.upload(&(0..k * n).map(|i| b_host[(i % n) * k + i / n]).collect::<Vec<E>>())?,
+            c: dev.upload(&vec![E::NAN; m * n])?,
             a_host,
             b_host,
             check_rows,
@@ -79,15 +89,15 @@ impl Problem {
 
     /// Fills C with NaN, so an unwritten element fails the check.
     pub fn poison(&mut self, dev: &Device) -> Result<()> {
-        dev.write(&mut self.c, &vec![f16::NAN; self.m * self.n])?;
+        dev.write(&mut self.c, &vec![E::NAN; self.m * self.n])?;
         Ok(())
     }
 
     /// Relative Frobenius error of C's checked rows.
     pub fn error(&self, dev: &Device) -> Result<f64> {
         let c = dev.download(&self.c)?;
-        let got: Vec<f16> = self.check_rows.iter().flat_map(|&r| c[r * self.n..(r + 1) * self.n].iter().copied()).collect();
-        Ok(rel_frobenius_error(&got, &self.reference))
+        let got: Vec<f32> = self.check_rows.iter().flat_map(|&r| c[r * self.n..(r + 1) * self.n].iter().map(|&x| x.into())).collect();
+        Ok(rel_frobenius_error_f32(&got, &self.reference))
     }
 }
 

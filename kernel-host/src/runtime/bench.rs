@@ -238,8 +238,8 @@ fn gemm_nt_f32(m: usize, n: usize, k: usize, a: &[f32], bt: &[f32]) -> Vec<f32> 
     c
 }
 
-fn to_f32(x: &[f16]) -> Vec<f32> {
-    x.iter().map(|v| v.to_f32()).collect()
+fn to_f32<T: Copy + Into<f32>>(x: &[T]) -> Vec<f32> {
+    x.iter().map(|&v| v.into()).collect()
 }
 
 fn check_operands(function: &str, (m, n, k): (usize, usize, usize), a: usize, b: usize) {
@@ -259,7 +259,7 @@ fn check_operands(function: &str, (m, n, k): (usize, usize, usize), a: usize, b:
 
 /// CPU reference for `C = A · Bᵀ` (row-major `a` `m x k`, `b` `n x k`; the
 /// layout of [`Blas::gemm_nt`](super::Blas::gemm_nt)), in f32: inputs widened
-/// exactly from f16, products summed in 8 f32 lanes whose totals are added in
+/// exactly from f16 or bf16 (any `T` that widens to f32), products summed in 8 f32 lanes whose totals are added in
 /// f64 (relative error ~1e-6 for N(0, 1) data at k ≤ a few thousand, far
 /// below f16 output rounding).
 ///
@@ -271,7 +271,7 @@ fn check_operands(function: &str, (m, n, k): (usize, usize, usize), a: usize, b:
 ///
 /// # Panics
 /// When `a` or `b` does not hold exactly its shape's elements.
-pub fn reference_gemm_nt(m: usize, n: usize, k: usize, a: &[f16], b: &[f16]) -> Vec<f32> {
+pub fn reference_gemm_nt<T: Copy + Into<f32>>(m: usize, n: usize, k: usize, a: &[T], b: &[T]) -> Vec<f32> {
     check_operands("reference_gemm_nt", (m, n, k), a.len(), b.len());
     gemm_nt_f32(m, n, k, &to_f32(a), &to_f32(b))
 }
@@ -282,12 +282,12 @@ pub fn reference_gemm_nt(m: usize, n: usize, k: usize, a: &[f16], b: &[f16]) -> 
 ///
 /// # Panics
 /// When `a` or `b` does not hold exactly its shape's elements.
-pub fn reference_gemm_nn(m: usize, n: usize, k: usize, a: &[f16], b: &[f16]) -> Vec<f32> {
+pub fn reference_gemm_nn<T: Copy + Into<f32>>(m: usize, n: usize, k: usize, a: &[T], b: &[T]) -> Vec<f32> {
     check_operands("reference_gemm_nn", (m, n, k), a.len(), b.len());
     let mut bt = vec![0.0f32; n * k];
     for (kk, row) in b.chunks_exact(n.max(1)).enumerate().take(k) {
         for (j, v) in row.iter().enumerate() {
-            bt[j * k + kk] = v.to_f32();
+            bt[j * k + kk] = (*v).into();
         }
     }
     gemm_nt_f32(m, n, k, &to_f32(a), &bt)
@@ -494,6 +494,10 @@ mod tests {
         let want = vec![58.0, 64.0, 139.0, 154.0];
         assert_eq!(reference_gemm_nn(2, 2, 3, &a, &b_kn), want);
         assert_eq!(reference_gemm_nt(2, 2, 3, &a, &b_nk), want);
+        // bf16 inputs (the same small integers, exact in bf16).
+        let bf = |v: &[f16]| v.iter().map(|x| half::bf16::from_f32(x.to_f32())).collect::<Vec<_>>();
+        assert_eq!(reference_gemm_nt(2, 2, 3, &bf(&a), &bf(&b_nk)), want);
+        assert_eq!(reference_gemm_nn(2, 2, 3, &bf(&a), &bf(&b_kn)), want);
     }
 
     /// f64 triple loop, for checking the blocked, threaded version.

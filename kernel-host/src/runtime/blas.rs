@@ -1,5 +1,6 @@
-//! [`Blas`]: a cuBLAS f16 matrix-product baseline on row-major matrices,
-//! through cudarc's [`CudaBlas`] and `Gemm<f16>` (`cublasGemmEx` with f16
+//! [`Blas`]: a cuBLAS f16 (or bf16: [`BlasElem`]) matrix-product baseline
+//! on row-major matrices, through cudarc's [`CudaBlas`] and `Gemm<f16>`
+//! (`Gemm<bf16>`: `CUDA_R_16BF`) (`cublasGemmEx` with f16
 //! inputs and output, f32 compute, `CUBLAS_GEMM_DEFAULT`).
 //!
 //! cuBLAS is column-major; our matrices are row-major. A row-major `R x C`
@@ -24,7 +25,7 @@ use cudarc::cublas::result::CublasError;
 use cudarc::cublas::sys::cublasOperation_t;
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::CudaSlice;
-use half::f16;
+use half::{bf16, f16};
 use std::ffi::c_int;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::OnceLock;
@@ -116,13 +117,39 @@ impl Layout {
     }
 }
 
+/// The element types of [`Blas`]'s products: f16 and bf16 (`A`, `B` and
+/// `C` alike; cudarc's `Gemm<T>`: `cublasGemmEx` with `CUDA_R_16F` or
+/// `CUDA_R_16BF`, f32 compute).
+pub trait BlasElem: Copy + cudarc::driver::DeviceRepr + 'static
+where
+    CudaBlas: Gemm<Self>,
+{
+    /// `"f16"` or `"bf16"` (in errors).
+    const NAME: &'static str;
+    const ONE: Self;
+    const ZERO: Self;
+}
+impl BlasElem for f16 {
+    const NAME: &'static str = "f16";
+    const ONE: Self = f16::ONE;
+    const ZERO: Self = f16::ZERO;
+}
+impl BlasElem for bf16 {
+    const NAME: &'static str = "bf16";
+    const ONE: Self = bf16::ONE;
+    const ZERO: Self = bf16::ZERO;
+}
+
 /// Checks `m, n, k` against the buffer lengths and cuBLAS's `int` range and
 /// returns the cuBLAS configuration (column-major, see the module docs).
-fn gemm_config(
+fn gemm_config<T: BlasElem>(
     layout: Layout,
     (m, n, k): (usize, usize, usize),
     (a_len, b_len, c_len): (usize, usize, usize),
-) -> Result<GemmConfig<f16>> {
+) -> Result<GemmConfig<T>>
+where
+    CudaBlas: Gemm<T>,
+{
     let function = layout.function();
     let bad = |problem: String| Error::InvalidArgument { function, problem };
     if m == 0 || n == 0 || k == 0 {
@@ -155,13 +182,14 @@ fn gemm_config(
         })?;
         if len != want {
             return Err(bad(format!(
-                "`{name}` must be {shape} = {rows} x {cols} = {want} f16 elements (row-major) \
-                 for m = {m}, n = {n}, k = {k}, but it has {len}"
+                "`{name}` must be {shape} = {rows} x {cols} = {want} {} elements (row-major) \
+                 for m = {m}, n = {n}, k = {k}, but it has {len}",
+                T::NAME
             )));
         }
     }
-    let one = f16::ONE;
-    let zero = f16::ZERO;
+    let one = T::ONE;
+    let zero = T::ZERO;
     Ok(match layout {
         Layout::Nt => GemmConfig {
             transa: cublasOperation_t::CUBLAS_OP_T,
@@ -190,8 +218,9 @@ fn gemm_config(
     })
 }
 
-/// A cuBLAS handle bound to a [`Gpu`]'s stream: f16 matrix products on
-/// row-major matrices, f32 accumulation, f16 output, `C` overwritten
+/// A cuBLAS handle bound to a [`Gpu`]'s stream: f16 or bf16 ([`BlasElem`])
+/// matrix products on row-major matrices, f32 accumulation, output in the
+/// inputs' type, `C` overwritten
 /// (`alpha = 1, beta = 0`). Calls are asynchronous on the stream, like kernel
 /// launches.
 ///
@@ -232,57 +261,66 @@ impl Blas {
     /// Returns [`Error::InvalidArgument`] when a dimension is 0 or over
     /// `i32::MAX`, or a buffer's length is not exactly its shape's, and
     /// [`Error::Cublas`] when cuBLAS rejects the call.
-    pub fn gemm_nt(
+    pub fn gemm_nt<T: BlasElem>(
         &self,
         m: usize,
         n: usize,
         k: usize,
-        a: &CudaSlice<f16>,
-        b: &CudaSlice<f16>,
-        c: &mut CudaSlice<f16>,
-    ) -> Result<()> {
+        a: &CudaSlice<T>,
+        b: &CudaSlice<T>,
+        c: &mut CudaSlice<T>,
+    ) -> Result<()>
+    where
+        CudaBlas: Gemm<T>,
+    {
         self.gemm(Layout::Nt, (m, n, k), a, b, c)
     }
 
     /// [`Blas::gemm_nt`] on views (`CudaSlice::slice`, `slice_mut`): one
     /// problem of a batch stored back to back, e.g. a group of a grouped
     /// GEMM. Errors as [`Blas::gemm_nt`].
-    pub fn gemm_nt_views<A, B, C>(&self, m: usize, n: usize, k: usize, a: &A, b: &B, c: &mut C) -> Result<()>
+    pub fn gemm_nt_views<T: BlasElem, A, B, C>(&self, m: usize, n: usize, k: usize, a: &A, b: &B, c: &mut C) -> Result<()>
     where
-        A: cudarc::driver::DevicePtr<f16>,
-        B: cudarc::driver::DevicePtr<f16>,
-        C: cudarc::driver::DevicePtrMut<f16>,
+        CudaBlas: Gemm<T>,
+        A: cudarc::driver::DevicePtr<T>,
+        B: cudarc::driver::DevicePtr<T>,
+        C: cudarc::driver::DevicePtrMut<T>,
     {
         self.gemm(Layout::Nt, (m, n, k), a, b, c)
     }
 
     /// `C = A · B` with `a` `M x K`, `b` `K x N` and `c` `M x N`, all
     /// row-major and contiguous. Errors as [`Blas::gemm_nt`].
-    pub fn gemm_nn(
+    pub fn gemm_nn<T: BlasElem>(
         &self,
         m: usize,
         n: usize,
         k: usize,
-        a: &CudaSlice<f16>,
-        b: &CudaSlice<f16>,
-        c: &mut CudaSlice<f16>,
-    ) -> Result<()> {
+        a: &CudaSlice<T>,
+        b: &CudaSlice<T>,
+        c: &mut CudaSlice<T>,
+    ) -> Result<()>
+    where
+        CudaBlas: Gemm<T>,
+    {
         self.gemm(Layout::Nn, (m, n, k), a, b, c)
     }
 
-    fn gemm<A, B, C>(&self, layout: Layout, dims: (usize, usize, usize), a: &A, b: &B, c: &mut C) -> Result<()>
+    fn gemm<T: BlasElem, A, B, C>(&self, layout: Layout, dims: (usize, usize, usize), a: &A, b: &B, c: &mut C) -> Result<()>
     where
-        A: cudarc::driver::DevicePtr<f16>,
-        B: cudarc::driver::DevicePtr<f16>,
-        C: cudarc::driver::DevicePtrMut<f16>,
+        CudaBlas: Gemm<T>,
+        A: cudarc::driver::DevicePtr<T>,
+        B: cudarc::driver::DevicePtr<T>,
+        C: cudarc::driver::DevicePtrMut<T>,
     {
-        let cfg = gemm_config(layout, dims, (a.len(), b.len(), c.len()))?;
+        let cfg = gemm_config::<T>(layout, dims, (a.len(), b.len(), c.len()))?;
         // cuBLAS's A is our `b` and its B our `a` (see the module docs).
         // SAFETY: `gemm_config` checked that each buffer holds exactly the
         // elements the configuration reads or writes (`lda`/`ldb`/`ldc` are
         // the row lengths of contiguous row-major matrices), and the sizes
         // fit cuBLAS's `int`.
-        guarded("cublasGemmEx (f16 in/out, CUBLAS_COMPUTE_32F)", || unsafe {
+        let call = if T::NAME == "bf16" { "cublasGemmEx (bf16 in/out, CUBLAS_COMPUTE_32F)" } else { "cublasGemmEx (f16 in/out, CUBLAS_COMPUTE_32F)" };
+        guarded(call, || unsafe {
             self.blas.gemm(cfg, b, a, c)
         })
     }
@@ -339,7 +377,7 @@ mod tests {
 
     #[test]
     fn nt_maps_to_transposed_column_major() {
-        let c = gemm_config(
+        let c = gemm_config::<f16>(
             Layout::Nt,
             (256, 384, 512),
             (256 * 512, 384 * 512, 256 * 384),
@@ -354,7 +392,7 @@ mod tests {
 
     #[test]
     fn nn_maps_to_transposed_column_major() {
-        let c = gemm_config(
+        let c = gemm_config::<f16>(
             Layout::Nn,
             (256, 384, 512),
             (256 * 512, 512 * 384, 256 * 384),
@@ -485,5 +523,25 @@ mod gpu_tests {
             e.to_string().contains("`a` must be M x K = 2 x 4 = 8"),
             "{e}"
         );
+    }
+
+    #[test]
+    #[ignore = "needs a CUDA GPU"]
+    fn cublas_bf16_gemm_nt_matches_the_cpu_reference() {
+        let gpu = Gpu::new(0).unwrap();
+        let blas = Blas::new(&gpu).unwrap();
+        let (m, n, k) = (257usize, 136usize, 520usize);
+        let bf = |v: Vec<f16>| v.iter().map(|x| bf16::from_f32(x.to_f32())).collect::<Vec<_>>();
+        let (a, b) = (bf(randn_f16(m * k, 31)), bf(randn_f16(n * k, 32)));
+        let (da, db) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap());
+        let mut c = gpu.upload(&vec![bf16::NAN; m * n]).unwrap();
+        blas.gemm_nt(m, n, k, &da, &db, &mut c).unwrap();
+        let got: Vec<f32> = gpu.download(&c).unwrap().iter().map(|x| x.to_f32()).collect();
+        let err = super::super::bench::rel_frobenius_error_f32(&got, &reference_gemm_nt(m, n, k, &a, &b));
+        println!("bf16 gemm_nt {m}x{n}x{k}: rel Frobenius error {err:.3e}");
+        assert!(err < 8e-3, "bf16 gemm_nt: rel error {err}");
+        // Lengths are checked, naming the type.
+        let e = blas.gemm_nt(m, n, k + 8, &da, &db, &mut c).unwrap_err();
+        assert!(e.to_string().contains("bf16 elements"), "{e}");
     }
 }

@@ -57,7 +57,7 @@ pub use bench::{
     parse_clock_power, warm_up, ClockPower, ClockSampler, randn_f16, randn_f32, reference_gemm_nn, reference_gemm_nt, rel_frobenius_error,
     rel_frobenius_error_f32, tflops, time_kernel, uniform_f32, Timing,
 };
-pub use blas::Blas;
+pub use blas::{Blas, BlasElem};
 pub use error::{CudaError, Error, LaunchProblem, Result};
 pub use gpu::{arch_for, Gpu};
 pub use module::{kernel_runs_on, Kernel, Module, DEFAULT_MAX_DYNAMIC_SMEM};

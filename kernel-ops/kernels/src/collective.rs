@@ -21,6 +21,7 @@ use kernel_device::prelude::*;
 use kernel_device::semaphore::raw::{ld_acquire_sys, nanosleep};
 use kernel_device::wgmma::{Cols, WgmmaShape};
 use kernel_device::Barriers;
+use kernel_device::f16;
 
 /// The shards of a gathered `A` in ring arrival order, each gated on its
 /// arrival flag ([`RowSource`] of [`allgather_matmul_ws`]).
@@ -101,5 +102,5 @@ pub fn allgather_matmul_ws<const BM: usize, const BN: usize, const STAGES: usize
     Cols<BN>: WgmmaShape,
 {
     let rows = ShardRows::new(arrived, epoch, rank, shards, m_tiles / shards);
-    matmul_persistent_ws_rows::<ShardRows, BM, BN, STAGES, GRID_W>(rows, a, b, c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed)
+    matmul_persistent_ws_rows::<f16, ShardRows, BM, BN, STAGES, GRID_W>(rows, a, b, c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed)
 }

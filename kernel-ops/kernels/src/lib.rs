@@ -5,7 +5,7 @@
 //! | module | kernels | host entry point |
 //! |---|---|---|
 //! | [`norms`] | `softmax_{f16,bf16}`, `layer_norm_{f16,bf16}`, `rms_norm_{f16,bf16}` (`<VECS>`: 1024 x VECS columns) | `kernel_ops::norms` |
-//! | [`matmul`] | `matmul_persistent_ws`, `matmul_persistent_ws_cluster` (the Hopper ladder's steps 4 and 5 re-export them as `matmul_epilogue_overlap` and `matmul_cluster_multicast`) | `kernel_ops::matmul` |
+//! | [`matmul`] | `matmul_persistent_ws`, `matmul_persistent_ws_cluster` (the Hopper ladder's steps 4 and 5 re-export them as `matmul_epilogue_overlap` and `matmul_cluster_multicast`), and their bf16 twins `matmul_persistent_ws_bf16`, `matmul_persistent_ws_cluster_bf16` (one generic body each) | `kernel_ops::matmul` |
 //! | [`gemm`] | none: the building blocks of the warp-specialized Hopper GEMMs (tile types, per-warpgroup accumulators [`gemm::WgAcc`], the sub-tile epilogue store, role constants), shared with the Hopper ladder | |
 //! | [`gemm_multi`] | none: the multi-operand GEMM (`gemm_multi`, a generic function kernels call with their register-array epilogue) | |
 //! | [`matmul_fp8`] | `matmul_fp8` (`(scale_a scale_b) A Bᵀ`, e4m3 in, f16 out: `gemm_multi_of` on FP8 tiles), `matmul_fp8_blockscaled` (1 x 128 and 128 x 128 scales, promoted every 128 of K) | `kernel_ops::fp8` |

@@ -1,11 +1,17 @@
 //! The ready matmul's kernels: `C = A · Bᵀ` (A `M x K`, B `N x K`, C
-//! `M x N`, row-major f16, f32 accumulation): persistent, warp-specialized
+//! `M x N`, row-major f16 or bf16, f32 accumulation): persistent, warp-specialized
 //! (one memory warpgroup, two compute warpgroups), `BM x BN` tiles in
 //! planar-snake order, an epilogue through double-buffered SMEM sub-tiles
 //! whose TMA stores overlap the next tile, and optionally clusters of 2
 //! multicasting B. The host entry point is `kernel_ops::matmul`; the
 //! `#[kernel(instances(..))]` lists of the two kernels are what it
 //! autotunes over.
+//!
+//! Each kernel has an f16 entry (`matmul_persistent_ws`,
+//! `matmul_persistent_ws_cluster`) and a bf16 one with the same instances
+//! (`matmul_persistent_ws_bf16`, `matmul_persistent_ws_cluster_bf16`):
+//! thin `#[kernel]` functions around one body generic over the element
+//! type ([`GemmElem`]).
 //!
 //! Any `M`, `N`, `K` with `K % 8 == 0` and `N % 8 == 0` (rows of 16-byte
 //! multiples, a TMA rule): loads past the edges are zero-filled, stores
@@ -17,11 +23,11 @@
 //! `matmul_cluster_multicast`), and its other steps share this crate's
 //! building blocks ([`crate::gemm`]).
 pub use crate::gemm::{
-    check_tile, store_block_cols, ATileOf, BTileOf, EpiTileOf, OTileOf, Sw, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, COMPUTE_WGS, EPI_N, MEMORY_REGS, TK,
+    check_tile, store_block_cols, ATile, ATileOf, BTile, EpiTile, GemmElem, BTileOf, EpiTileOf, OTileOf, Sw, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, COMPUTE_WGS, EPI_N, MEMORY_REGS, TK,
 };
 
 mod cluster;
 mod persistent;
 
-pub use cluster::{matmul_persistent_ws_cluster, CLUSTER_M};
-pub use persistent::{matmul_persistent_ws, matmul_persistent_ws_rows, AllRows, RowSource};
+pub use cluster::{matmul_persistent_ws_cluster, matmul_persistent_ws_cluster_bf16, matmul_persistent_ws_cluster_of, CLUSTER_M};
+pub use persistent::{matmul_persistent_ws, matmul_persistent_ws_bf16, matmul_persistent_ws_rows, AllRows, RowSource};

@@ -1,11 +1,11 @@
 //! The checks the emulator tests and the GPU tests share: the same host
 //! code runs on either `Device`.
 #![allow(dead_code)] // each test binary uses some of them
-use kernel_device::f16;
-use kernel_host::{randn_f16, reference_gemm_nt, rel_frobenius_error, Device};
+use kernel_device::{bf16, f16};
+use kernel_host::{randn_f16, reference_gemm_nt, rel_frobenius_error_f32, Device};
 use kernel_ops::matmul::INSTANCES;
 use kernel_ops::norms::{self, NormElem};
-use kernel_ops::Matmul;
+use kernel_ops::{Matmul, MatmulElem};
 
 use kernel_host::uniform_f32 as inputs;
 
@@ -41,25 +41,48 @@ pub fn check_all<T: NormElem>(tol: f64, rows: usize, cols: usize, dev: &Device) 
     assert!(e < tol, "rms_norm {cols} cols: max rel error {e}");
 }
 
-/// `c = a · bᵀ` through [`Matmul::matmul`] (or every instance with
+/// An element type of the matmul checks: the tolerance of the relative
+/// Frobenius error (the output's rounding: 2^-11 for f16, 2^-8 for bf16).
+pub trait MatmulTestElem: MatmulElem {
+    const TOL: f64;
+}
+impl MatmulTestElem for f16 {
+    const TOL: f64 = 2e-3;
+}
+impl MatmulTestElem for bf16 {
+    const TOL: f64 = 8e-3;
+}
+
+/// `c = a · bᵀ` in f16 through [`Matmul::matmul`] (or every instance with
 /// `all_instances`) on `dev`, checked against the CPU.
-pub fn check_matmul(dev: &Device, (m, n, k): (usize, usize, usize), all_instances: bool) {
+pub fn check_matmul(dev: &Device, shape: (usize, usize, usize), all_instances: bool) {
+    check_matmul_of::<f16>(dev, shape, all_instances)
+}
+
+/// [`check_matmul`] on element type `E` (f16 or bf16): the same N(0, 1)
+/// inputs, rounded to `E`.
+pub fn check_matmul_of<E: MatmulTestElem>(dev: &Device, (m, n, k): (usize, usize, usize), all_instances: bool) {
     let cache = std::env::temp_dir().join(format!("kernel-ops-emu-test-{}.tsv", std::process::id()));
     let mm = Matmul::with_cache(dev, cache).unwrap();
-    let (ah, bh) = (randn_f16(m * k, 11), randn_f16(n * k, 12));
+    let input = |len, seed| randn_f16(len, seed).iter().map(|x| E::from_f32(x.to_f32())).collect::<Vec<E>>();
+    let (ah, bh) = (input(m * k, 11), input(n * k, 12));
     let (a, b) = (dev.upload(&ah).unwrap(), dev.upload(&bh).unwrap());
     let reference = reference_gemm_nt(m, n, k, &ah, &bh);
-    let mut c = dev.upload(&vec![f16::NAN; m * n]).unwrap();
+    let error = |c: &kernel_host::Buffer<E>| {
+        let got: Vec<f32> = dev.download(c).unwrap().into_iter().map(Into::into).collect();
+        rel_frobenius_error_f32(&got, &reference)
+    };
+    let ty = E::NAME;
+    let mut c = dev.upload(&vec![E::NAN; m * n]).unwrap();
     mm.matmul(&a, (m, k), &b, (n, k), &mut c).unwrap();
-    let err = rel_frobenius_error(&dev.download(&c).unwrap(), &reference);
-    assert!(err < 2e-3, "matmul at {m}x{n}x{k} on {}: relative Frobenius error {err}", dev.describe());
+    let err = error(&c);
+    assert!(err < E::TOL, "{ty} matmul at {m}x{n}x{k} on {}: relative Frobenius error {err}", dev.describe());
     if all_instances {
         for inst in INSTANCES {
-            dev.write(&mut c, &vec![f16::NAN; m * n]).unwrap();
+            dev.write(&mut c, &vec![E::NAN; m * n]).unwrap();
             mm.matmul_with(inst, &a, &b, &mut c, m, n, k).unwrap();
-            let err = rel_frobenius_error(&dev.download(&c).unwrap(), &reference);
-            assert!(err < 2e-3, "{} at {m}x{n}x{k}: relative Frobenius error {err}", inst.name);
+            let err = error(&c);
+            assert!(err < E::TOL, "{ty} {} at {m}x{n}x{k}: relative Frobenius error {err}", inst.name);
         }
     }
 }
-

@@ -2,13 +2,16 @@
 //! [`matmul_persistent_ws_cluster`] (the Hopper ladder's step 5,
 //! `examples/kernels/src/hopper_ladder/step5_cluster_multicast.rs`, which
 //! re-exports it as `matmul_cluster_multicast` and tells why its remote
-//! arrive is release at CTA scope).
-use crate::gemm::{check_tile, ATileOf, BTileOf, EpiTileOf, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
+//! arrive is release at CTA scope), and its bf16 twin
+//! [`matmul_persistent_ws_cluster_bf16`]: one body,
+//! [`matmul_persistent_ws_cluster_of`], generic over the element type.
+use crate::gemm::{check_tile, ATile, ATileOf, BTile, BTileOf, EpiTile, EpiTileOf, GemmElem, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
 use kernel_device::tma::{commit_group, wait_group, wait_group_read};
 use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Cols, WgmmaShape};
 use kernel_device::Barriers;
+use kernel_device::{bf16, f16};
 
 /// CTAs per cluster of [`matmul_persistent_ws_cluster`].
 pub const CLUSTER_M: u32 = 2;
@@ -38,6 +41,7 @@ pub const CLUSTER_M: u32 = 2;
 /// kernel's end is a cluster barrier (no CTA exits while its peer may
 /// still write into its SMEM or barriers).
 #[kernel(block = warpgroups(3), cluster = 2, arch = sm_90a, instances((128, 256, 128, 4, 8), (256, 128, 64, 3, 8), (128, 256, 128, 4, 16)))]
+#[allow(clippy::too_many_arguments)]
 pub fn matmul_persistent_ws_cluster<const BM: usize, const BN: usize, const BH: usize, const STAGES: usize, const GRID_W: u32>(
     a: Tma<ATileOf<BM>>,
     b: Tma<BTileOf<BH>>,
@@ -50,6 +54,50 @@ pub fn matmul_persistent_ws_cluster<const BM: usize, const BN: usize, const BH: 
     #[scratch] epi: Smem<[EpiTileOf<BM>; 2]>,
     #[scratch] loaded: Barriers<STAGES>,
     #[scratch(arrivals = 512)] consumed: Barriers<STAGES>,
+) where
+    Cols<BN>: WgmmaShape,
+{
+    matmul_persistent_ws_cluster_of::<f16, BM, BN, BH, STAGES, GRID_W>(a, b, c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed)
+}
+
+/// [`matmul_persistent_ws_cluster`] on bf16 (`A`, `B` and `C`; f32
+/// accumulation): the same body, schedule, instances and constraints.
+#[kernel(block = warpgroups(3), cluster = 2, arch = sm_90a, instances((128, 256, 128, 4, 8), (256, 128, 64, 3, 8), (128, 256, 128, 4, 16)))]
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_persistent_ws_cluster_bf16<const BM: usize, const BN: usize, const BH: usize, const STAGES: usize, const GRID_W: u32>(
+    a: Tma<ATile<bf16, BM>>,
+    b: Tma<BTile<bf16, BH>>,
+    c: Tma<EpiTile<bf16, BM>>,
+    m_tiles: u32,
+    n_tiles: u32,
+    k_steps: u32,
+    #[scratch] a_bufs: Smem<[ATile<bf16, BM>; STAGES]>,
+    #[scratch] b_bufs: Smem<[BTile<bf16, BN>; STAGES]>,
+    #[scratch] epi: Smem<[EpiTile<bf16, BM>; 2]>,
+    #[scratch] loaded: Barriers<STAGES>,
+    #[scratch(arrivals = 512)] consumed: Barriers<STAGES>,
+) where
+    Cols<BN>: WgmmaShape,
+{
+    matmul_persistent_ws_cluster_of::<bf16, BM, BN, BH, STAGES, GRID_W>(a, b, c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed)
+}
+
+/// The body of [`matmul_persistent_ws_cluster`] (elements `E`: f16, or
+/// bf16 for [`matmul_persistent_ws_cluster_bf16`]).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_persistent_ws_cluster_of<E: GemmElem, const BM: usize, const BN: usize, const BH: usize, const STAGES: usize, const GRID_W: u32>(
+    a: Tma<ATile<E, BM>>,
+    b: Tma<BTile<E, BH>>,
+    c: Tma<EpiTile<E, BM>>,
+    m_tiles: u32,
+    n_tiles: u32,
+    k_steps: u32,
+    a_bufs: Smem<[ATile<E, BM>; STAGES]>,
+    b_bufs: Smem<[BTile<E, BN>; STAGES]>,
+    epi: Smem<[EpiTile<E, BM>; 2]>,
+    loaded: Barriers<STAGES>,
+    consumed: Barriers<STAGES>,
 ) where
     Cols<BN>: WgmmaShape,
 {
@@ -77,11 +125,11 @@ pub fn matmul_persistent_ws_cluster<const BM: usize, const BN: usize, const BH: 
                         consumed.at(s).wait();
                     }
                     let bar = loaded.at(s);
-                    bar.arrive_expect_tx(Tma::<ATileOf<BM>>::BYTES + Tma::<BTileOf<BN>>::BYTES);
+                    bar.arrive_expect_tx(Tma::<ATile<E, BM>>::BYTES + Tma::<BTile<E, BN>>::BYTES);
                     a.load(a_bufs.at(s), pm * BM as u32, k * TK as u32, bar);
                     // SAFETY: rows r BH .. (r + 1) BH of a BN-row, one-column-block
                     // tile start r BH x 128 bytes in (1024-byte aligned: BH % 8 == 0).
-                    let half: Smem<BTileOf<BH>> = unsafe { b_bufs.at(s).cast_at(rank as usize * <BTileOf<BH> as TileLayout>::BYTES) };
+                    let half: Smem<BTile<E, BH>> = unsafe { b_bufs.at(s).cast_at(rank as usize * <BTile<E, BH> as TileLayout>::BYTES) };
                     b.load_multicast(half, pn * BN as u32 + rank * BH as u32, k * TK as u32, bar, 0b11);
                     step += 1;
                 }
@@ -121,7 +169,7 @@ pub fn matmul_persistent_ws_cluster<const BM: usize, const BN: usize, const BH: 
                     wait_group_read::<1>();
                 }
                 COMPUTE_BARRIER.sync();
-                acc.store_cols_f16(buf, row0, j);
+                acc.store_cols(buf, row0, j);
                 commit_smem();
                 COMPUTE_BARRIER.sync();
                 if leader {
