@@ -148,6 +148,10 @@ impl TileDescriptor for SmemDescriptor {
     fn encode(start_addr: u32, leading_byte_offset: u32, stride_byte_offset: u32, swizzle: Swizzle) -> Self {
         SmemDescriptor::new(start_addr, leading_byte_offset, stride_byte_offset, swizzle)
     }
+    #[inline(always)]
+    fn add_start(self, bytes: u32) -> Self {
+        SmemDescriptor::add_start(self, bytes)
+    }
 }
 
 // ----- CTA groups --------------------------------------------------------------

@@ -59,6 +59,11 @@ pub trait TileDescriptor: Sized {
     /// The descriptor with these fields (byte offsets multiples of 16).
     fn encode(start_addr: u32, leading_byte_offset: u32, stride_byte_offset: u32, swizzle: Swizzle) -> Self;
 
+    /// This descriptor with its start address `bytes` further (both formats
+    /// keep `address >> 4` in bits 0..14: one add, see
+    /// `kernel_spec::desc_wgmma::SmemDescriptor::add_start`).
+    fn add_start(self, bytes: u32) -> Self;
+
     /// The descriptor of the 8-row-group-strided, K-major sub-matrix of tile
     /// `Tl` starting at row `row` and K element `k` (any multiple of 16
     /// bytes): the start address moves inside the swizzle span and jumps
@@ -69,8 +74,9 @@ pub trait TileDescriptor: Sized {
     fn k_major<Tl: TileLayout>(tile_addr: u32, row: usize, k: usize) -> Self {
         let kb = k * Tl::ELEM_BYTES;
         let span = Tl::BLOCK_ROW_BYTES;
-        let addr = tile_addr as usize + (kb / span) * Tl::BLOCK_BYTES + row * span + kb % span;
-        Self::encode(addr as u32, 16, (8 * span) as u32, Tl::SWIZZLE)
+        // The tile's descriptor (the same for every row and K step, so built
+        // once per tile in an unrolled K loop), moved to the sub-matrix.
+        Self::encode(tile_addr, 16, (8 * span) as u32, Tl::SWIZZLE).add_start(((kb / span) * Tl::BLOCK_BYTES + row * span + kb % span) as u32)
     }
 
     /// The descriptor of an MN-major operand (`B` stored `K x N`, N
@@ -83,8 +89,8 @@ pub trait TileDescriptor: Sized {
     /// of 8 K-rows `SBO = 8 * span` apart.
     #[inline(always)]
     fn mn_major<Tl: TileLayout>(tile_addr: u32, k_row: usize, mn_col: usize) -> Self {
-        let addr = tile_addr as usize + (mn_col / Tl::BLOCK_COLS) * Tl::BLOCK_BYTES + k_row * Tl::BLOCK_ROW_BYTES;
-        Self::encode(addr as u32, Tl::BLOCK_BYTES as u32, (8 * Tl::BLOCK_ROW_BYTES) as u32, Tl::SWIZZLE)
+        Self::encode(tile_addr, Tl::BLOCK_BYTES as u32, (8 * Tl::BLOCK_ROW_BYTES) as u32, Tl::SWIZZLE)
+            .add_start(((mn_col / Tl::BLOCK_COLS) * Tl::BLOCK_BYTES + k_row * Tl::BLOCK_ROW_BYTES) as u32)
     }
 }
 
@@ -92,6 +98,10 @@ impl TileDescriptor for SmemDescriptor {
     #[inline(always)]
     fn encode(start_addr: u32, leading_byte_offset: u32, stride_byte_offset: u32, swizzle: Swizzle) -> Self {
         SmemDescriptor::new(start_addr, leading_byte_offset, stride_byte_offset, swizzle)
+    }
+    #[inline(always)]
+    fn add_start(self, bytes: u32) -> Self {
+        SmemDescriptor::add_start(self, bytes)
     }
 }
 

@@ -255,6 +255,17 @@ impl SmemDescriptor {
                 | (mode << 61), // bits 61..64
         )
     }
+    /// This descriptor with its start address moved `bytes` further (a
+    /// multiple of 16): one add on the encoded bits. The start-address field
+    /// (bits 0..14) holds `address >> 4` of the 18-bit shared window, so the
+    /// add cannot carry out of it while the moved address stays in the
+    /// window (shared memory is at most 228 KB per CTA): `new(a + d, ..) ==
+    /// new(a, ..).add_start(d)`. Kernels build a tile's descriptor once and
+    /// step through K with this (an add per MMA instead of the encoding).
+    #[inline]
+    pub const fn add_start(self, bytes: u32) -> Self {
+        SmemDescriptor(self.0 + (bytes as u64 >> 4))
+    }
     /// Start address (bytes), bits 0..14.
     #[inline]
     pub const fn start_addr(self) -> u32 {
@@ -490,5 +501,19 @@ mod tests {
         assert_eq!(S64x128bWarpx2_02_13.lanes(40), ([40, 104, 0, 0], 2));
         assert_eq!(S4x256b.lanes(3), ([96, 0, 0, 0], 1));
         assert_eq!((S128x256b.words(), S32x128bWarpx4.row_bytes()), (8, 16));
+    }
+
+    /// Moving the start address by one add equals encoding the moved
+    /// address, everywhere in 228 KB of shared memory (the window's start
+    /// addresses and offsets in 16-byte steps, strided to keep it quick).
+    #[test]
+    fn add_start_equals_encoding_the_moved_address() {
+        for swizzle in [Swizzle::B128, Swizzle::B64, Swizzle::B32] {
+            for a in (0..228 * 1024u32).step_by(16 * 37) {
+                for d in (0..228 * 1024 - a).step_by(16 * 101) {
+                    assert_eq!(SmemDescriptor::new(a, 16, 1024, swizzle).add_start(d), SmemDescriptor::new(a + d, 16, 1024, swizzle), "{a:#x} + {d:#x}");
+                }
+            }
+        }
     }
 }
