@@ -72,34 +72,38 @@ fn quantize_maps_the_largest_magnitude_to_e4m3_max() {
 
 /// The block-scaled FP8 GEMM (`kernel_ops::fp8::matmul_fp8_blockscaled`:
 /// 1 x 128 and 128 x 128 scales, promotion every 128 of K) on the emulator
-/// against `reference_blockscaled`: a ragged shape (partial tiles in M and
+/// against `reference_blockscaled`: ragged shapes (partial tiles in M and
 /// N, a partial last K block of 16) whose rows and K blocks have scales
 /// that differ by up to 2^12 (so a wrong scale index is a large error),
-/// each of 2 persistent CTAs running 3 tiles of 3 K steps through the 6
-/// stage slots, the two compute warpgroups taking turns; 4 schedules. And
-/// the scale buffers' length rules.
+/// each of 2 persistent CTAs running 3 tiles through the 6 stage slots;
+/// K in 3 steps (a pair of steps and the odd last one) and in 4 (pairs
+/// only), 2 schedules each. And the scale buffers' length rules.
 #[test]
 fn blockscaled_fp8_matches_the_cpu_reference_on_the_emulator() {
     use kernel_ops::fp8::{matmul_fp8_blockscaled, quantize_128x128, quantize_1x128, reference_blockscaled};
-    let (m, n, k) = (200, 264, 272); // 2 x 3 tiles of 128 x 128, K blocks 128 + 128 + 16
-    // Magnitudes varying by row and K block (A) and by block (B).
-    let a: Vec<f32> = randn(m * k, 33).iter().enumerate().map(|(i, v)| v * 2f32.powi(((i / k) % 7) as i32 - 3 + ((i % k) / 128) as i32 * 2)).collect();
-    let b: Vec<f32> = randn(n * k, 34).iter().enumerate().map(|(i, v)| v * 2f32.powi(((i / k) / 128) as i32 * 3 - ((i % k) / 128) as i32)).collect();
-    let (qa, sa) = quantize_1x128(&a, m, k);
-    let (qb, sb) = quantize_128x128(&b, n, k);
-    let want = reference_blockscaled(&qa, &sa, &qb, &sb, m, n, k);
-    for seed in 0..4 {
-        let dev = Device::emulator_with(Emulator::new(seed).sms(2));
-        let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
-        let (da, dsa, db, dsb) = (dev.upload(&qa).unwrap(), dev.upload(&sa).unwrap(), dev.upload(&qb).unwrap(), dev.upload(&sb).unwrap());
-        let mut c = dev.upload(&vec![f16::NAN; m * n]).unwrap();
-        matmul_fp8_blockscaled(&dev, &ops, &da, &dsa, &db, &dsb, &mut c, (m, n, k)).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-        let err = rel_err(&dev.download(&c).unwrap(), &want);
-        assert!(err < 1e-3, "seed {seed}: relative Frobenius error {err:.2e}");
-        if seed == 0 {
-            let short = dev.upload(&sa[1..]).unwrap();
-            let e = matmul_fp8_blockscaled(&dev, &ops, &da, &short, &db, &dsb, &mut c, (m, n, k)).expect_err("a_scales too short").to_string();
-            assert!(e.contains("`a_scales` holds 599 elements; ceil(K / 128) x M = 600 expected"), "{e}");
+    // 2 x 3 tiles of 128 x 128; K blocks 128 + 128 + 16, then 3 x 128 + 16.
+    for (k, seeds) in [(272, 0..2), (400, 2..4)] {
+        let (m, n) = (200, 264);
+        // Magnitudes varying by row and K block (A) and by block (B), within
+        // f16's range in the output.
+        let a: Vec<f32> = randn(m * k, 33).iter().enumerate().map(|(i, v)| v * 2f32.powi(((i / k) % 7) as i32 - 4 + ((i % k) / 128 % 3) as i32 * 2)).collect();
+        let b: Vec<f32> = randn(n * k, 34).iter().enumerate().map(|(i, v)| v * 2f32.powi(((i / k) / 128) as i32 * 3 - ((i % k) / 128) as i32)).collect();
+        let (qa, sa) = quantize_1x128(&a, m, k);
+        let (qb, sb) = quantize_128x128(&b, n, k);
+        let want = reference_blockscaled(&qa, &sa, &qb, &sb, m, n, k);
+        for seed in seeds {
+            let dev = Device::emulator_with(Emulator::new(seed).sms(2));
+            let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+            let (da, dsa, db, dsb) = (dev.upload(&qa).unwrap(), dev.upload(&sa).unwrap(), dev.upload(&qb).unwrap(), dev.upload(&sb).unwrap());
+            let mut c = dev.upload(&vec![f16::NAN; m * n]).unwrap();
+            matmul_fp8_blockscaled(&dev, &ops, &da, &dsa, &db, &dsb, &mut c, (m, n, k)).unwrap_or_else(|e| panic!("K {k} seed {seed}: {e}"));
+            let err = rel_err(&dev.download(&c).unwrap(), &want);
+            assert!(err < 1e-3, "K {k} seed {seed}: relative Frobenius error {err:.2e}");
+            if seed == 0 {
+                let short = dev.upload(&sa[1..]).unwrap();
+                let e = matmul_fp8_blockscaled(&dev, &ops, &da, &short, &db, &dsb, &mut c, (m, n, k)).expect_err("a_scales too short").to_string();
+                assert!(e.contains("`a_scales` holds 599 elements; ceil(K / 128) x M = 600 expected"), "{e}");
+            }
         }
     }
 }

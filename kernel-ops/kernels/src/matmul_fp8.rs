@@ -146,6 +146,8 @@ pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
         return;
     }
     setmaxnreg_inc::<COMPUTE_REGS>();
+    // Without the pin ptxas dropped this kernel's `setmaxnreg` (C7508, see
+    // `pin_entry_registers`) in the split-halves version.
     pin_entry_registers();
     let row0 = warpgroup_idx() as usize * 64;
     let t = thread_in_warpgroup() as usize;
