@@ -75,7 +75,7 @@ fn quantize_maps_the_largest_magnitude_to_e4m3_max() {
 /// against `reference_blockscaled`: ragged shapes (partial tiles in M and
 /// N, a partial last K block of 16) whose rows and K blocks have scales
 /// that differ by up to 2^12 (so a wrong scale index is a large error),
-/// each of 2 persistent CTAs running 3 tiles through the 6 stage slots;
+/// each of 2 persistent CTAs running 3 tiles through the 4 stage slots;
 /// K in 3 steps (a pair of steps and the odd last one) and in 4 (pairs
 /// only), 2 schedules each. And the scale buffers' length rules.
 #[test]

@@ -264,7 +264,9 @@ impl SmemDescriptor {
     /// step through K with this (an add per MMA instead of the encoding).
     #[inline]
     pub const fn add_start(self, bytes: u32) -> Self {
-        SmemDescriptor(self.0 + (bytes as u64 >> 4))
+        // A 32-bit add on the low word (no carry reaches bit 32, as above):
+        // on the GPU one integer add instead of a 64-bit add-with-carry pair.
+        SmemDescriptor((self.0 & !0xFFFF_FFFF) | (self.0 as u32).wrapping_add(bytes >> 4) as u64)
     }
     /// Start address (bytes), bits 0..14.
     #[inline]

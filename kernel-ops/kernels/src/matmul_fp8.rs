@@ -119,8 +119,8 @@ pub const BS_BN: usize = SCALE_BLOCK;
 ///
 /// Constraints: tiles `BM x BN = 128 x 128` (one B scale per tile and step; a compute
 /// warpgroup holds the 64 x 128 total and two 64 x 64 step accumulators,
-/// 128 registers); `K % 16 == 0`, `N % 8 == 0`; SMEM `6 x 32 KB + 32 KB`.
-#[kernel(block = warpgroups(3), arch = sm_90a, instances((6, 8), (6, 16)))]
+/// 128 registers); `K % 16 == 0`, `N % 8 == 0`; SMEM `STAGES x 32 KB + 32 KB`.
+#[kernel(block = warpgroups(3), arch = sm_90a, instances((4, 8), (4, 16)))]
 pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
     a: Tma<A8TileOf<BS_BM>>,
     b: Tma<B8TileOf<BS_BN>>,
