@@ -231,21 +231,8 @@ impl<T: Word32> GmemRef<T> {
     #[track_caller]
     pub fn read_nc(&self, i: usize) -> T {
         check_range(i, 1, self.len);
-        // SAFETY: `i < len`.
-        let p = unsafe { self.ptr.add(i) };
-        T::from_word(device!("ld.global.nc.b32", {
-            let d: u32;
-            // SAFETY: an in-bounds, 4-byte aligned global address (checked above).
-            unsafe {
-                core::arch::asm!("ld.global.nc.b32 {0}, [{1}];", out(reg32) d, in(reg64) p,
-                    options(readonly, nostack, preserves_flags))
-            };
-            d
-        }, host: {
-            emu_access(p as *const u8, 4, false);
-            // SAFETY: as above.
-            unsafe { (p as *const u32).read() }
-        }))
+        // SAFETY: `i < len`, checked above.
+        unsafe { self.read_nc_unchecked(i) }
     }
     /// As [`GmemRef::read_nc`] without the bounds check on the GPU (the
     /// emulator still checks and reports), for loads issued while wgmmas
@@ -259,8 +246,9 @@ impl<T: Word32> GmemRef<T> {
     #[inline(always)]
     #[track_caller]
     pub unsafe fn read_nc_unchecked(&self, i: usize) -> T {
-        // SAFETY: `i < len` (the caller's contract).
-        let p = unsafe { self.ptr.add(i) };
+        // `wrapping_add`: on the emulator a broken contract is reported
+        // below, not undefined behaviour here.
+        let p = self.ptr.wrapping_add(i);
         T::from_word(device!("ld.global.nc.b32", {
             let d: u32;
             // SAFETY: an in-bounds (the caller's contract), 4-byte aligned global address.

@@ -264,9 +264,7 @@ impl SmemDescriptor {
     /// step through K with this (an add per MMA instead of the encoding).
     #[inline]
     pub const fn add_start(self, bytes: u32) -> Self {
-        // A 32-bit add on the low word (no carry reaches bit 32, as above):
-        // on the GPU one integer add instead of a 64-bit add-with-carry pair.
-        SmemDescriptor((self.0 & !0xFFFF_FFFF) | (self.0 as u32).wrapping_add(bytes >> 4) as u64)
+        SmemDescriptor(crate::desc_wgmma::add_start_bits(self.0, bytes))
     }
     /// Start address (bytes), bits 0..14.
     #[inline]
@@ -507,13 +505,16 @@ mod tests {
 
     /// Moving the start address by one add equals encoding the moved
     /// address, everywhere in 228 KB of shared memory (the window's start
-    /// addresses and offsets in 16-byte steps, strided to keep it quick).
+    /// addresses and offsets in 16-byte steps, strided to keep it quick),
+    /// in both descriptor formats.
     #[test]
     fn add_start_equals_encoding_the_moved_address() {
+        use crate::desc_wgmma::SmemDescriptor as Wgmma;
         for swizzle in [Swizzle::B128, Swizzle::B64, Swizzle::B32] {
             for a in (0..228 * 1024u32).step_by(16 * 37) {
                 for d in (0..228 * 1024 - a).step_by(16 * 101) {
-                    assert_eq!(SmemDescriptor::new(a, 16, 1024, swizzle).add_start(d), SmemDescriptor::new(a + d, 16, 1024, swizzle), "{a:#x} + {d:#x}");
+                    assert_eq!(SmemDescriptor::new(a, 16, 1024, swizzle).add_start(d), SmemDescriptor::new(a + d, 16, 1024, swizzle), "tcgen05 {a:#x} + {d:#x}");
+                    assert_eq!(Wgmma::new(a, 16, 1024, swizzle).add_start(d), Wgmma::new(a + d, 16, 1024, swizzle), "wgmma {a:#x} + {d:#x}");
                 }
             }
         }

@@ -381,18 +381,22 @@ fn collective_copy_not_issued_by_every_cta_is_reported() {
     }
 }
 
+/// The report of an out-of-bounds global-memory access at index 32 of 32
+/// elements: a misuse naming the index and the kernel's line.
+fn assert_gmem_index_32_out_of_bounds(seed: u64, e: EmuError) {
+    let msg = e.to_string();
+    assert!(
+        matches!(e, EmuError::Misuse { .. }) && msg.contains("out-of-bounds global-memory access") && msg.contains("index 32 of a Gmem of 32"),
+        "seed {seed}: {msg}"
+    );
+    assert!(msg.contains("planted.rs"), "the report names the kernel's line: {msg}");
+}
+
 #[test]
 fn gmem_index_past_the_end_is_out_of_bounds() {
     for emu in Emulator::schedules(51, 4) {
         let mut y = vec![0f32; 32];
-        let e = expect_err(emu.seed(), emu.launch::<planted::gmem_out_of_bounds, _>(1u32, (&mut y[..],)));
-        let msg = e.to_string();
-        assert!(
-            matches!(e, EmuError::Misuse { .. }) && msg.contains("out-of-bounds global-memory access") && msg.contains("index 32 of a Gmem of 32"),
-            "seed {}: {msg}",
-            emu.seed()
-        );
-        assert!(msg.contains("planted.rs"), "the report names the kernel's line: {msg}");
+        assert_gmem_index_32_out_of_bounds(emu.seed(), expect_err(emu.seed(), emu.launch::<planted::gmem_out_of_bounds, _>(1u32, (&mut y[..],))));
     }
 }
 
@@ -404,14 +408,7 @@ fn gmem_unchecked_read_past_the_end_is_out_of_bounds_on_the_emulator() {
     for emu in Emulator::schedules(52, 2) {
         let x = vec![1f32; 32];
         let mut y = vec![0f32; 32];
-        let e = expect_err(emu.seed(), emu.launch::<planted::gmem_unchecked_read_out_of_bounds, _>(1u32, (&x[..], &mut y[..])));
-        let msg = e.to_string();
-        assert!(
-            matches!(e, EmuError::Misuse { .. }) && msg.contains("out-of-bounds global-memory access") && msg.contains("index 32 of a Gmem of 32"),
-            "seed {}: {msg}",
-            emu.seed()
-        );
-        assert!(msg.contains("planted.rs"), "the report names the kernel's line: {msg}");
+        assert_gmem_index_32_out_of_bounds(emu.seed(), expect_err(emu.seed(), emu.launch::<planted::gmem_unchecked_read_out_of_bounds, _>(1u32, (&x[..], &mut y[..]))));
     }
 }
 

@@ -661,6 +661,19 @@ pub fn warm_up<F: FnMut() -> Result<()>>(gpu: &Gpu, ms: f64, mut f: F) -> Result
     Ok(())
 }
 
+/// Times `f` as the benchmarks do, at the clock the GPU holds under it:
+/// [`warm_up`] for `warmup_ms` (the last 200 ms of it with a
+/// [`ClockSampler`] running), then [`time_kernel`] over `iters` runs, still
+/// sampled. Returns the timing and the clock and power sampled (`None`
+/// without `nvidia-smi`).
+pub fn time_at_steady_clock<F: FnMut() -> Result<()>>(gpu: &Gpu, warmup_ms: f64, iters: usize, mut f: F) -> Result<(Timing, Option<ClockPower>)> {
+    warm_up(gpu, (warmup_ms - 200.0).max(0.0), &mut f)?;
+    let sampler = ClockSampler::start(gpu.ordinal());
+    warm_up(gpu, warmup_ms.min(200.0), &mut f)?;
+    let t = time_kernel(gpu, 0, iters, &mut f)?;
+    Ok((t, sampler.stop()))
+}
+
 /// The SM clock and board power sampled while something ran.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ClockPower {

@@ -54,7 +54,7 @@ mod gpu_tests;
 
 pub use args::{ArgSink, KernelArg, KernelArgs, ParamList};
 pub use bench::{
-    parse_clock_power, warm_up, ClockPower, ClockSampler, randn_f16, randn_f32, reference_gemm_nn, reference_gemm_nt, rel_frobenius_error,
+    parse_clock_power, time_at_steady_clock, warm_up, ClockPower, ClockSampler, randn_f16, randn_f32, reference_gemm_nn, reference_gemm_nt, rel_frobenius_error,
     rel_frobenius_error_f32, tflops, time_kernel, uniform_f32, Timing,
 };
 pub use blas::{Blas, BlasElem};

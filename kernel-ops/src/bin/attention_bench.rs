@@ -30,7 +30,7 @@
 //! attention_bench [--backward] [--iters N] [--warmup-ms MS] [--out DIR] [--dump DIR] [--only S,D]
 //! ```
 use kernel_device::f16;
-use kernel_host::{randn_f16, time_kernel, warm_up, ClockSampler, Device};
+use kernel_host::{randn_f16, time_at_steady_clock, Device};
 use kernel_ops::attention::{attention, attention_backward, attention_with, configs, reference_backward, reference_row, Options, Shape, BWD_HEAD_DIMS};
 use std::process::ExitCode;
 
@@ -141,13 +141,10 @@ fn run(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
             f()?;
             dev.synchronize()?;
             if let Some(gpu) = dev.as_gpu() {
-                warm_up(gpu, (a.warmup_ms - 200.0).max(0.0), &mut f)?;
-                let sampler = ClockSampler::start(gpu.ordinal());
-                warm_up(gpu, a.warmup_ms.min(200.0), &mut f)?;
-                let t = time_kernel(gpu, 0, a.iters, &mut f)?;
+                let (t, clock) = time_at_steady_clock(gpu, a.warmup_ms, a.iters, &mut f)?;
                 per_depth.push(format!("{label}: {:.1}", shape.flops(causal) / t.median_ms / 1e9));
                 if timing.as_ref().is_none_or(|x| t.median_ms < x.0) {
-                    timing = Some((t.median_ms, sampler.stop(), label));
+                    timing = Some((t.median_ms, clock, label));
                 }
             }
         }
@@ -224,11 +221,7 @@ fn run_backward(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Erro
         f()?;
         dev.synchronize()?;
         if let Some(gpu) = dev.as_gpu() {
-            warm_up(gpu, (a.warmup_ms - 200.0).max(0.0), &mut f)?;
-            let sampler = ClockSampler::start(gpu.ordinal());
-            warm_up(gpu, a.warmup_ms.min(200.0), &mut f)?;
-            let t = time_kernel(gpu, 0, a.iters, &mut f)?;
-            let cp = sampler.stop();
+            let (t, cp) = time_at_steady_clock(gpu, a.warmup_ms, a.iters, &mut f)?;
             (ms, tf) = (t.median_ms, flops / t.median_ms / 1e9);
             (mhz, w) = (cp.map_or(f64::NAN, |c| c.sm_mhz), cp.map_or(f64::NAN, |c| c.power_w));
         }

@@ -24,7 +24,7 @@
 //! shape, M x K x N = 4096 x 4096 x 8192), 8192³, 4096³, 8192 x 8192 x 1024,
 //! 8192 x 14336 x 4096.
 use kernel_device::{f16, E4M3};
-use kernel_host::{rel_frobenius_error, time_kernel, warm_up, Buffer, ClockPower, ClockSampler, Device};
+use kernel_host::{rel_frobenius_error, time_at_steady_clock, time_kernel, Buffer, ClockPower, Device};
 use kernel_ops::blaslt::BlasLt;
 use kernel_ops::fp8::{matmul_fp8_blockscaled, matmul_fp8_grid_w, quantize, quantize_128x128, quantize_1x128, reference, reference_blockscaled};
 use std::fmt::Write as _;
@@ -184,11 +184,8 @@ fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -
         for i in 0..count {
             let (row, who) = &mut contenders[(i + round) % count];
             let mut g = || run_one(who, &mut c);
-            warm_up(gpu, (a.warmup_ms - 200.0).max(0.0), &mut g)?;
-            let sampler = ClockSampler::start(gpu.ordinal());
-            warm_up(gpu, a.warmup_ms.min(200.0), &mut g)?;
-            let t = time_kernel(gpu, 0, a.iters, &mut g)?;
-            if let Some(cp) = sampler.stop() {
+            let (t, clock) = time_at_steady_clock(gpu, a.warmup_ms, a.iters, &mut g)?;
+            if let Some(cp) = clock {
                 row.clock.push(cp);
             }
             row.rounds_ms.push(t.median_ms);

@@ -16,7 +16,7 @@
 //! ```
 //! Default shape 8192 x 8192 x 4096 (M x N x K: X is M x K, W1 and W3 N x K).
 use kernel_device::f16;
-use kernel_host::{randn_f16, reference_gemm_nt, rel_frobenius_error, time_kernel, warm_up, Buffer, ClockPower, ClockSampler, Device, Program};
+use kernel_host::{randn_f16, reference_gemm_nt, rel_frobenius_error, time_at_steady_clock, Buffer, ClockPower, Device, Program};
 use kernel_ops::swiglu::{swiglu, swiglu_grid_w, swiglu_reference};
 use kernel_ops::Matmul;
 use std::process::ExitCode;
@@ -155,11 +155,8 @@ fn run(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
                 1 => two_gemms(&mut p),
                 _ => fused16(&mut p),
             };
-            warm_up(gpu, (a.warmup_ms - 200.0).max(0.0), &mut f)?;
-            let sampler = ClockSampler::start(gpu.ordinal());
-            warm_up(gpu, a.warmup_ms.min(200.0), &mut f)?;
-            let t = time_kernel(gpu, 0, a.iters, &mut f)?;
-            if let Some(cp) = sampler.stop() {
+            let (t, clock) = time_at_steady_clock(gpu, a.warmup_ms, a.iters, &mut f)?;
+            if let Some(cp) = clock {
                 rows[c].clock.push(cp);
             }
             rows[c].rounds_ms.push(t.median_ms);

@@ -8,7 +8,7 @@
 //! attention_ladder [--iters N] [--warmup-ms MS] [--out DIR]
 //! ```
 use examples::attention_ladder::{run, Problem, STEPS};
-use kernel_host::{time_kernel, warm_up, ClockSampler, Device};
+use kernel_host::{time_at_steady_clock, Device};
 use kernel_ops::attention::Shape;
 use std::process::ExitCode;
 
@@ -72,11 +72,9 @@ fn main_inner(iters: usize, warmup_ms: f64, out: &std::path::Path) -> Result<boo
             let (mut ms, mut mhz, mut w) = (f64::NAN, f64::NAN, f64::NAN);
             if let Some(gpu) = dev.as_gpu() {
                 let mut f = || run(&dev, &prog, &ops, step, &mut p).map_err(|e| kernel_host::Error::InvalidArgument { function: "attention_ladder", problem: e.to_string() });
-                warm_up(gpu, (warmup_ms - 200.0).max(0.0), &mut f)?;
-                let sampler = ClockSampler::start(gpu.ordinal());
-                warm_up(gpu, warmup_ms.min(200.0), &mut f)?;
-                ms = time_kernel(gpu, 0, iters, &mut f)?.median_ms;
-                if let Some(c) = sampler.stop() {
+                let (t, clock) = time_at_steady_clock(gpu, warmup_ms, iters, &mut f)?;
+                ms = t.median_ms;
+                if let Some(c) = clock {
                     (mhz, w) = (c.sm_mhz, c.power_w);
                 }
             }
