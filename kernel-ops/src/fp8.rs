@@ -190,7 +190,7 @@ pub type BlockScaledInstance = kernel_ops_kernels::matmul_fp8::matmul_fp8_blocks
 /// them), partial sums promoted to f32 every 128 of K, f16 out. Checks
 /// everything first (the rules of [`check_fp8`], and the scale buffers'
 /// lengths). The grid is persistent: `min(SMs, ceil(M / 128) x ceil(N /
-/// 128))` CTAs.
+/// 256))` CTAs.
 #[allow(clippy::too_many_arguments)]
 pub fn matmul_fp8_blockscaled(
     dev: &Device,

@@ -75,13 +75,14 @@ fn quantize_maps_the_largest_magnitude_to_e4m3_max() {
 /// against `reference_blockscaled`: ragged shapes (partial tiles in M and
 /// N, a partial last K block of 16) whose rows and K blocks have scales
 /// that differ by up to 2^12 (so a wrong scale index is a large error),
-/// each of 2 persistent CTAs running 3 tiles through the 4 stage slots;
-/// K in 3 steps (a pair of steps and the odd last one) and in 4 (pairs
-/// only), 2 schedules each. And the scale buffers' length rules.
+/// 2 persistent CTAs running 2 tiles each (128 x 256; the second tile's
+/// second B scale block lies past N) through the 4 stage slots;
+/// K in 3 steps and in 4, 2 schedules each. And the scale buffers'
+/// length rules.
 #[test]
 fn blockscaled_fp8_matches_the_cpu_reference_on_the_emulator() {
     use kernel_ops::fp8::{matmul_fp8_blockscaled, quantize_128x128, quantize_1x128, reference_blockscaled};
-    // 2 x 3 tiles of 128 x 128; K blocks 128 + 128 + 16, then 3 x 128 + 16.
+    // 2 x 2 tiles of 128 x 256; K blocks 128 + 128 + 16, then 3 x 128 + 16.
     for (k, seeds) in [(272, 0..2), (400, 2..4)] {
         let (m, n) = (200, 264);
         // Magnitudes varying by row and K block (A) and by block (B), within

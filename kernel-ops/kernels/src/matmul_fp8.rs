@@ -74,11 +74,11 @@ pub fn matmul_fp8<const BM: usize, const BN: usize, const STAGES: usize, const G
 /// K (and, for B, N) of one scale block: A has one scale per row and 128
 /// of K (1 x 128), B one per 128 x 128 block (DeepSeek-V3's recipe).
 pub const SCALE_BLOCK: usize = 128;
-/// [`matmul_fp8_blockscaled`]'s tile: `128 x 128` (one B scale block per
-/// tile and K step).
+/// [`matmul_fp8_blockscaled`]'s tile: `128 x 256` (two B scale blocks per
+/// tile and K step; `128 x 128` tiles ran 7-10 % slower on the H100).
 pub const BS_BM: usize = 128;
 /// See [`BS_BM`].
-pub const BS_BN: usize = SCALE_BLOCK;
+pub const BS_BN: usize = 2 * SCALE_BLOCK;
 
 /// Block-scaled FP8 GEMM: `C[i, j] = Σ_kb sa[kb][i] sb[j / 128][kb] ·
 /// Σ_{k in block kb} A[i, k] B[j, k]` (A `M x K`, B `N x K`, e4m3
@@ -88,38 +88,41 @@ pub const BS_BN: usize = SCALE_BLOCK;
 ///
 /// This kernel works as follows:
 /// 1. tiles, order and the memory warpgroup as [`gemm_multi_of`]'s
-///    (`gemm_multi::produce!`): `BM x BN = 128 x 128` tiles of K
-///    steps of 128, so one K step is one scale block of A and, with
-///    `BN = 128`, of B;
-/// 2. compute warpgroup `w` owns rows `64 w ..` of the tile. It splits
-///    each K step's `64 x 128` partial product into two column halves,
-///    each a group of 4 `m64n64k32` wgmmas into its own step accumulator
-///    (overwritten: `accumulate = false`), and promotes each half into the
-///    f32 total, `acc += half · sa[row] sb`, as soon as its group is done,
-///    while the other half's group runs: per pair of K steps it issues
-///    left(k), right(k); waits for left(k) (`wgmma_wait::<1>`) and
-///    promotes it; issues left(k + 1); waits for right(k), releases slot
-///    `k`, promotes it; issues right(k + 1); promotes left(k + 1) and,
-///    after `wgmma_wait::<0>`, right(k + 1). Only that last promotion has
-///    no MMA under it: every wgmma is waited for before the loop's back
-///    edge (one left in flight across it makes ptxas serialize them all,
-///    C7514). The scales (`sa` for this thread's two rows, `sb` for the
-///    tile's N block) are loaded a step ahead, unchecked (a check's trap
-///    branch between a wgmma and its wait serializes them too; the host
-///    checked the buffers' lengths). This is two-level accumulation, the
-///    tensor core's FP8 accumulator holding only 128 of K: DeepGEMM's and
-///    CUTLASS's recipe for accuracy;
+///    (`gemm_multi::produce!`): `BM x BN = 128 x 256` tiles of K steps of
+///    128, so one K step is one scale block of A and two of B (columns
+///    `0 ..` and `128 ..` of the tile);
+/// 2. compute warpgroup `w` owns rows `64 w ..` of the tile and its `64 x
+///    256` f32 total. Per K step it splits the partial product into four
+///    column quarters, each a group of 4 `m64n64k32` wgmmas into a step
+///    accumulator (overwritten: `accumulate = false`); two step
+///    accumulators take turns, so each quarter is promoted, `acc += part ·
+///    sa[row] sb[block]`, while the next quarter's MMAs run: issue q0, q1;
+///    wait for q0 (`wgmma_wait::<1>`), promote it, issue q2 into its
+///    registers; wait for q1, promote it, issue q3; wait for q2, promote
+///    it; wait for q3 (`wgmma_wait::<0>`), release the slot, promote it.
+///    Only that last promotion has none of this warpgroup's MMAs under it
+///    (the other warpgroup's run): every wgmma is waited for before the
+///    loop's back edge (one left in flight across it makes ptxas serialize
+///    them all, C7514). The scales (`sa` for this thread's two rows, `sb`
+///    for the tile's two N blocks) are loaded a step ahead, unchecked (a
+///    check's trap branch between a wgmma and its wait serializes them
+///    too; the host checked the buffers' lengths). This is two-level
+///    accumulation, the tensor core's FP8 accumulator holding only 128 of
+///    K: DeepGEMM's and CUTLASS's recipe for accuracy;
 /// 3. the f32 accumulator leaves as f16 through
 ///    [`crate::gemm_multi::store_out`] (double-buffered sub-tiles, TMA
 ///    stores overlapping the next tile).
 ///
 /// Launch: grid `min(SMs, m_tiles x n_tiles)`, `m_tiles = ceil(M / 128)`,
-/// `n_tiles = ceil(N / 128)`, `k_steps = ceil(K / 128)`; maps as
-/// [`matmul_fp8`]'s with `BN = 128`.
+/// `n_tiles = ceil(N / 256)`, `k_steps = ceil(K / 128)`; maps as
+/// [`matmul_fp8`]'s with `BN = 256`.
 ///
-/// Constraints: tiles `BM x BN = 128 x 128` (one B scale per tile and step; a compute
-/// warpgroup holds the 64 x 128 total and two 64 x 64 step accumulators,
-/// 128 registers); `K % 16 == 0`, `N % 8 == 0`; SMEM `STAGES x 32 KB + 32 KB`.
+/// Constraints: tiles `BM x BN = 128 x 256`; a compute warpgroup holds the
+/// `64 x 256` total and two `64 x 64` step accumulators, 192 of its 232
+/// registers. ptxas spills 72 bytes, all outside the K loop: tile
+/// coordinates and epilogue addresses the loop does not use, stored
+/// before it and reloaded in the epilogue (per tile, not per K step). `K % 16 == 0`, `N % 8 == 0`; SMEM `STAGES x
+/// 48 KB + 32 KB`.
 #[kernel(block = warpgroups(3), arch = sm_90a, instances((4, 8), (4, 16)))]
 pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
     a: Tma<A8TileOf<BS_BM>>,
@@ -139,7 +142,7 @@ pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
 ) {
     const BM: usize = BS_BM;
     const BN: usize = BS_BN;
-    const HALF: usize = BN / 2;
+    const Q: usize = BN / 4;
     if warpgroup_idx() == 2 {
         let b = [b];
         produce!(E4M3, TK8, 1, BM, BN, STAGES, GRID_W; a, b, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, loaded, consumed);
@@ -160,86 +163,89 @@ pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
     nd_loop([m_tiles * n_tiles], Collective::Blocks, |info| {
         let (pm, pn) = planar_snake(info.index[0], (m_tiles, n_tiles), 0, GRID_W);
         // Rows past M (zero-filled A) read the last row's scale.
-        let rows = [(pm * BM as u32 + r).min(m - 1) as usize, (pm * BM as u32 + r + 8).min(m - 1) as usize];
-        // Step `k`'s scales: `[sa[row], sa[row + 8], sb]` for this thread's
-        // two rows (multiplied only when used, so the loads stay in flight).
+        let rows = [(pm * BM as u32 + r).min(m - 1), (pm * BM as u32 + r + 8).min(m - 1)];
+        // B's scale blocks along N (the host checked `b_scales` holds
+        // `ceil(N / 128) x k_steps`); a tile's second block past N (its
+        // columns are zero-filled) reads the last one.
+        let n_blocks = (b_scales.len() / k_steps as usize) as u32;
+        let nblk = [2 * pn, (2 * pn + 1).min(n_blocks - 1)];
+        // Step `k`'s scales: `[sa[row], sa[row + 8], sb[first block],
+        // sb[second block]]` for this thread's two rows (multiplied only
+        // when used, so the loads stay in flight).
+        // Indices in 32 bits (fewer registers): the scales of an A that fits
+        // in device memory number far fewer than 2^32 (one per 128 bytes).
         let scales = |k: u32| {
-            let at = k as usize * m as usize;
+            let at = k * m;
             // SAFETY: the host checked `a_scales` holds `k_steps x m` and
-            // `b_scales` `n_tiles x k_steps` (`k < k_steps`, rows < m, `pn <
-            // n_tiles`); unchecked, because these loads are issued while
-            // this warpgroup's MMAs run (a check's trap branch there would
-            // serialize them).
-            unsafe { [a_scales.read_nc_unchecked(at + rows[0]), a_scales.read_nc_unchecked(at + rows[1]), b_scales.read_nc_unchecked((pn * k_steps + k) as usize)] }
+            // `b_scales` `n_blocks x k_steps` (`k < k_steps`, rows < m,
+            // `nblk < n_blocks`); unchecked, because these loads are issued
+            // while this warpgroup's MMAs run (a check's trap branch there
+            // would serialize them).
+            unsafe {
+                [
+                    a_scales.read_nc_unchecked((at + rows[0]) as usize),
+                    a_scales.read_nc_unchecked((at + rows[1]) as usize),
+                    b_scales.read_nc_unchecked((nblk[0] * k_steps + k) as usize),
+                    b_scales.read_nc_unchecked((nblk[1] * k_steps + k) as usize),
+                ]
+            }
         };
-        let mut acc = Acc::<BN>::zeros();
-        // The step's two column halves, separate MMA groups: one half is
-        // promoted while the other's MMAs run.
-        let mut left = Acc::<HALF>::undefined();
-        let mut right = Acc::<HALF>::undefined();
-        // Issues step `$s`'s MMAs of columns `$col ..` into `$part`
-        // (overwritten) as one group.
+        // Zeroed register by register: `Acc::zeros()` of 128 registers is a
+        // 512-byte array that LLVM lowers through local memory.
+        let mut acc = Acc::<BN>::undefined();
+        unroll(BN / 2, |i| acc.regs[i] = 0.0);
+        // Two step accumulators of one column quarter each take turns over
+        // the step's four quarters: one is promoted while the other's MMAs
+        // run.
+        let mut even = Acc::<Q>::undefined();
+        let mut odd = Acc::<Q>::undefined();
+        // Issues step `$s`'s MMAs of quarter `$q` into `$part` (overwritten)
+        // as one group.
         macro_rules! issue {
-            ($part:ident, $s:expr, $col:expr) => {{
-                $part.mma(a_bufs.at($s), row0, b_bufs.at($s).at(0), $col, false);
+            ($part:ident, $s:expr, $q:expr) => {{
+                $part.mma(a_bufs.at($s), row0, b_bufs.at($s).at(0), $q * Q, false);
                 wgmma_commit_group();
             }};
         }
-        // `acc[.., $col ..] += $part · sa[row] sb` ($part's MMAs waited for).
+        // `acc[.., quarter $q] += $part · sa[row] sb[block of $q]` ($part's
+        // MMAs waited for).
         macro_rules! promote {
-            ($part:ident, $col:expr, $sc:expr) => {{
+            ($part:ident, $q:expr, $sc:expr) => {{
                 $part.fence_operands();
                 let sc = $sc;
-                let row_scale = [sc[0] * sc[2], sc[1] * sc[2]];
-                // `Acc<HALF>` register `i` is `Acc<BN>` register `i + HALF / 2` in the right half.
-                unroll(HALF / 2, |i| acc.regs[$col / 2 + i] = $part.regs[i].fma(row_scale[(i / 2) % 2], acc.regs[$col / 2 + i]));
+                let sb = sc[2 + $q / 2];
+                let row_scale = [sc[0] * sb, sc[1] * sb];
+                // `Acc<Q>` register `i` is `Acc<BN>` register `$q Q / 2 + i`.
+                unroll(Q / 2, |i| acc.regs[$q * Q / 2 + i] = $part.regs[i].fma(row_scale[(i / 2) % 2], acc.regs[$q * Q / 2 + i]));
                 // Keeps the promotion before `$part`'s next MMAs are issued
                 // (else LLVM may sink it past them through copies, and ptxas
                 // serializes every wgmma: C7514).
                 acc.fence_operands();
             }};
         }
-        // Two steps per iteration: each half's promotion runs under the
-        // other half's MMAs, except the last one's; every MMA is waited for
-        // before the loop's back edge (ptxas serializes every wgmma of the
-        // kernel when one stays in flight across it: C7514).
+        // Every MMA is waited for before the loop's back edge (ptxas
+        // serializes every wgmma of the kernel when one stays in flight
+        // across it: C7514); only the last quarter's promotion has none of
+        // this warpgroup's MMAs under it.
         let mut scale = scales(0);
-        let mut k = 0;
-        while k + 2 <= k_steps {
-            let (s0, s1) = (slot(step + k), slot(step + k + 1));
-            let scale1 = scales(k + 1);
-            loaded.at(s0).wait();
-            issue!(left, s0, 0);
-            issue!(right, s0, HALF);
-            wgmma_wait::<1>(); // left(k) done; right(k) runs
-            promote!(left, 0, scale);
-            loaded.at(s1).wait();
-            issue!(left, s1, 0);
-            wgmma_wait::<1>(); // right(k) done; left(k + 1) runs
-            consumed.at(s0).arrive();
-            promote!(right, HALF, scale);
-            issue!(right, s1, HALF);
-            // The next pair's first scales (the last step reads its own again).
-            let scale2 = scales((k + 2).min(k_steps - 1));
-            wgmma_wait::<1>(); // left(k + 1) done; right(k + 1) runs
-            promote!(left, 0, scale1);
-            wgmma_wait::<0>();
-            consumed.at(s1).arrive();
-            promote!(right, HALF, scale1);
-            scale = scale2;
-            k += 2;
-        }
-        if k < k_steps {
-            // An odd last step.
-            let s0 = slot(step + k);
-            loaded.at(s0).wait();
-            issue!(left, s0, 0);
-            issue!(right, s0, HALF);
+        for k in 0..k_steps {
+            let s = slot(step + k);
+            let next = scales((k + 1).min(k_steps - 1));
+            loaded.at(s).wait();
+            issue!(even, s, 0);
+            issue!(odd, s, 1);
             wgmma_wait::<1>();
-            promote!(left, 0, scale);
+            promote!(even, 0, scale);
+            issue!(even, s, 2);
+            wgmma_wait::<1>();
+            promote!(odd, 1, scale);
+            issue!(odd, s, 3);
+            wgmma_wait::<1>();
+            promote!(even, 2, scale);
             wgmma_wait::<0>();
-            consumed.at(s0).arrive();
-            promote!(right, HALF, scale);
+            consumed.at(s).arrive();
+            promote!(odd, 3, scale);
+            scale = next;
         }
         step += k_steps;
         let out = [acc.into_array(), AccBlock::<BN>::splat(0.0)];

@@ -169,7 +169,7 @@ fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -
     for w in kernel_ops::fp8::GRID_WIDTHS {
         contenders.push((row(format!("kernel_ops::fp8::matmul_fp8 (128x256 s4 w{w})")), Who::Ours(w)));
     }
-    contenders.push((row("kernel_ops::fp8::matmul_fp8_blockscaled (1x128 / 128x128 scales, 128x128 s4 w8)".into()), Who::Blocks));
+    contenders.push((row("kernel_ops::fp8::matmul_fp8_blockscaled (1x128 / 128x128 scales, 128x256 s4 w8)".into()), Who::Blocks));
     let mut ok = true;
     for (row, who) in contenders.iter_mut() {
         dev.write(&mut c, &vec![f16::NAN; m * n])?;
