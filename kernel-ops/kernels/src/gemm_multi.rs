@@ -198,7 +198,7 @@ pub fn gemm_multi_of<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM
     let tile = |i: u32| planar_snake(i, (m_tiles, n_tiles), 0, GRID_W);
     let slot = |step: u32| (step % STAGES as u32) as usize;
     if warpgroup_idx() == 2 {
-        produce!(E, TKE, OPS, BM, BN, STAGES, GRID_W; a, b, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, loaded, consumed);
+        produce!(E, TKE, OPS, BM, BN, STAGES, GRID_W, MEMORY_REGS; a, b, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, loaded, consumed);
     } else {
         setmaxnreg_inc::<COMPUTE_REGS>();
         let row0 = warpgroup_idx() as usize * BM / 2;
@@ -269,20 +269,22 @@ pub fn gemm_multi<const OPS: usize, const BM: usize, const BN: usize, const NW: 
 
 /// The memory warpgroup's part of [`gemm_multi_of`] (and of the kernels
 /// that share its schedule with another mainloop,
-/// [`crate::matmul_fp8::matmul_fp8_blockscaled`]): `setmaxnreg` down, then
+/// [`crate::matmul_fp8::matmul_fp8_blockscaled`]): `setmaxnreg` down to
+/// `REGS` (the kernel's memory-role count: its roles' counts must sum to at
+/// most the launch pool, 3 x 168 per thread slot), then
 /// one thread, for every tile of the CTA in [`planar_snake`] order and K
 /// step (a global step count), waits until slot `step % STAGES` is
 /// consumed, announces the bytes of A's tile and the `OPS` B tiles on the
 /// slot's `loaded` barrier, and issues their TMA loads.
 ///
-/// `produce!(E, TKE, OPS, BM, BN, STAGES, GRID_W; a, b, m_tiles, n_tiles,
+/// `produce!(E, TKE, OPS, BM, BN, STAGES, GRID_W, MEMORY_REGS; a, b, m_tiles, n_tiles,
 /// k_steps, a_bufs, b_bufs, loaded, consumed)`. A macro, not a function:
 /// expanded in place, the kernels compile as if it were written there (as
 /// an `#[inline(always)]` function it cost one kernel an 8-byte spill).
 macro_rules! produce {
-    ($e:ty, $tke:expr, $ops:expr, $bm:expr, $bn:expr, $stages:expr, $grid_w:expr;
+    ($e:ty, $tke:expr, $ops:expr, $bm:expr, $bn:expr, $stages:expr, $grid_w:expr, $regs:expr;
      $a:expr, $b:expr, $m_tiles:expr, $n_tiles:expr, $k_steps:expr, $a_bufs:expr, $b_bufs:expr, $loaded:expr, $consumed:expr) => {{
-        kernel_device::wgmma::setmaxnreg_dec::<{ $crate::gemm::MEMORY_REGS }>();
+        kernel_device::wgmma::setmaxnreg_dec::<{ $regs }>();
         if kernel_device::thread_in_warpgroup() == 0 {
             let (m_tiles, n_tiles): (u32, u32) = ($m_tiles, $n_tiles);
             let mut step = 0u32;
