@@ -101,23 +101,24 @@ pub const BS_BN: usize = 2 * SCALE_BLOCK;
 ///    128, so one K step is one scale block of A and two of B (columns
 ///    `0 ..` and `128 ..` of the tile);
 /// 2. compute warpgroup `w` owns rows `64 w ..` of the tile and its `64 x
-///    256` f32 total. Per K step it splits the partial product into four
-///    column quarters, each a group of 4 `m64n64k32` wgmmas into a step
-///    accumulator (overwritten: `accumulate = false`); two step
-///    accumulators take turns, so each quarter is promoted, `acc += part ·
-///    sa[row] sb[block]`, while the next quarter's MMAs run: issue q0, q1;
-///    wait for q0 (`wgmma_wait::<1>`), promote it, issue q2 into its
-///    registers; wait for q1, promote it, issue q3; wait for q2, promote
-///    it; wait for q3 (`wgmma_wait::<0>`), release the slot, promote it.
-///    Only that last promotion has none of this warpgroup's MMAs under it
-///    (the other warpgroup's run): every wgmma is waited for before the
-///    loop's back edge (one left in flight across it makes ptxas serialize
-///    them all, C7514). The scales (`sa` for this thread's two rows, `sb`
-///    for the tile's two N blocks) are loaded a step ahead, unchecked (a
-///    check's trap branch between a wgmma and its wait serializes them
-///    too; the host checked the buffers' lengths). This is two-level
-///    accumulation, the tensor core's FP8 accumulator holding only 128 of
-///    K: DeepGEMM's and CUTLASS's recipe for accuracy;
+///    256` f32 total. Per K step it computes the partial product in two
+///    column halves, one scale block of B each: a group of 4 `m64n128k32`
+///    wgmmas into one step accumulator (overwritten: `accumulate =
+///    false`), waited for, then promoted, `acc += part · sa[row] sb[half]`,
+///    while the other warpgroup's MMAs run. Every wgmma is waited for
+///    before the loop's back edge (one left in flight across it makes
+///    ptxas serialize them all, C7514). The scales (`sa` for this thread's
+///    two rows, `sb` for the tile's two N blocks) are loaded a step ahead,
+///    unchecked (a check's trap branch between a wgmma and its wait
+///    serializes them too; the host checked the buffers' lengths). This is
+///    two-level accumulation, the tensor core's FP8 accumulator holding
+///    only 128 of K: DeepGEMM's and CUTLASS's recipe for accuracy. Measured
+///    on an H100 (RESULTS.md): n128 halves were 1-4 % faster than four
+///    `m64n64k32` quarters with two step accumulators taking turns (each
+///    promoted under the next one's MMAs: an `n64` FP8 wgmma reads A and B
+///    from shared memory at its full 128 bytes per cycle), and the two
+///    warpgroups taking strict turns on the tensor pipe (`TurnOrder`) was
+///    17 % slower than letting their MMAs interleave;
 /// 3. the f32 accumulator leaves as f16 through
 ///    [`crate::gemm_multi::store_out`] (double-buffered sub-tiles, TMA
 ///    stores overlapping the next tile).
@@ -127,14 +128,17 @@ pub const BS_BN: usize = 2 * SCALE_BLOCK;
 /// [`matmul_fp8`]'s with `BN = 256`.
 ///
 /// Constraints: tiles `BM x BN = 128 x 256`; a compute warpgroup holds the
-/// `64 x 256` total and two `64 x 64` step accumulators, 192 of its
+/// `64 x 256` total and one `64 x 128` step accumulator, 192 of its
 /// [`BS_COMPUTE_REGS`] = 240 registers; the memory warpgroup runs on
 /// [`BS_MEMORY_REGS`] = 24 (240 + 240 + 24 = 504, the launch pool). ptxas
 /// spills 60 bytes: in the compute warpgroups tile coordinates and
 /// epilogue addresses the K loop does not use (stored before it, reloaded
-/// in the epilogue: per tile), in the memory warpgroup a few loop counters
-/// (its one issuing thread reloads one per K step). On an H100 240/24 ran
-/// 2-6 % faster than 232/40 at every benchmark shape (RESULTS.md).
+/// in the epilogue: per tile) and one register stored before a step's
+/// first wgmma and reloaded after it (one 4-byte store and load per K
+/// step: the halves are still faster than the quarters, which had none in
+/// the loop); in the memory warpgroup a few loop counters (its one issuing
+/// thread reloads one per K step). On an H100 240/24 ran 2-6 % faster than
+/// 232/40 at every benchmark shape (RESULTS.md).
 /// `K % 16 == 0`, `N % 8 == 0`; SMEM `STAGES x 48 KB + 32 KB`.
 #[kernel(block = warpgroups(3), arch = sm_90a, instances((4, 8), (4, 16)))]
 pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
@@ -155,7 +159,7 @@ pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
 ) {
     const BM: usize = BS_BM;
     const BN: usize = BS_BN;
-    const Q: usize = BN / 4;
+    const H: usize = BN / 2;
     if warpgroup_idx() == 2 {
         let b = [b];
         produce!(E4M3, TK8, 1, BM, BN, STAGES, GRID_W, BS_MEMORY_REGS; a, b, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, loaded, consumed);
@@ -207,57 +211,47 @@ pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
         // 512-byte array that LLVM lowers through local memory.
         let mut acc = Acc::<BN>::undefined();
         unroll(BN / 2, |i| acc.regs[i] = 0.0);
-        // Two step accumulators of one column quarter each take turns over
-        // the step's four quarters: one is promoted while the other's MMAs
-        // run.
-        let mut even = Acc::<Q>::undefined();
-        let mut odd = Acc::<Q>::undefined();
-        // Issues step `$s`'s MMAs of quarter `$q` into `$part` (overwritten)
-        // as one group.
+        // One step accumulator of one column half (one scale block of B):
+        // each half's four m64n128k32 MMAs, waited for, then promoted
+        // while the other warpgroup's MMAs run.
+        let mut part = Acc::<H>::undefined();
+        // Issues step `$s`'s MMAs of half `$h` into `part` (overwritten) as
+        // one group.
         macro_rules! issue {
-            ($part:ident, $s:expr, $q:expr) => {{
-                $part.mma(a_bufs.at($s), row0, b_bufs.at($s).at(0), $q * Q, false);
+            ($s:expr, $h:expr) => {{
+                part.mma(a_bufs.at($s), row0, b_bufs.at($s).at(0), $h * H, false);
                 wgmma_commit_group();
             }};
         }
-        // `acc[.., quarter $q] += $part · sa[row] sb[block of $q]` ($part's
-        // MMAs waited for).
+        // `acc[.., half $h] += part · sa[row] sb[block $h]` (`part`'s MMAs
+        // waited for).
         macro_rules! promote {
-            ($part:ident, $q:expr, $sc:expr) => {{
-                $part.fence_operands();
+            ($h:expr, $sc:expr) => {{
+                part.fence_operands();
                 let sc = $sc;
-                let sb = sc[2 + $q / 2];
+                let sb = sc[2 + $h];
                 let row_scale = [sc[0] * sb, sc[1] * sb];
-                // `Acc<Q>` register `i` is `Acc<BN>` register `$q Q / 2 + i`.
-                unroll(Q / 2, |i| acc.regs[$q * Q / 2 + i] = $part.regs[i].fma(row_scale[(i / 2) % 2], acc.regs[$q * Q / 2 + i]));
-                // Keeps the promotion before `$part`'s next MMAs are issued
+                // `Acc<H>` register `i` is `Acc<BN>` register `$h H / 2 + i`.
+                unroll(H / 2, |i| acc.regs[$h * H / 2 + i] = part.regs[i].fma(row_scale[(i / 2) % 2], acc.regs[$h * H / 2 + i]));
+                // Keeps the promotion before `part`'s next MMAs are issued
                 // (else LLVM may sink it past them through copies, and ptxas
                 // serializes every wgmma: C7514).
                 acc.fence_operands();
             }};
         }
-        // Every MMA is waited for before the loop's back edge (ptxas
-        // serializes every wgmma of the kernel when one stays in flight
-        // across it: C7514); only the last quarter's promotion has none of
-        // this warpgroup's MMAs under it.
+        // Every MMA is waited for before the loop's back edge (C7514).
         let mut scale = scales(0);
         for k in 0..k_steps {
             let s = slot(step + k);
             let next = scales((k + 1).min(k_steps - 1));
             loaded.at(s).wait();
-            issue!(even, s, 0);
-            issue!(odd, s, 1);
-            wgmma_wait::<1>();
-            promote!(even, 0, scale);
-            issue!(even, s, 2);
-            wgmma_wait::<1>();
-            promote!(odd, 1, scale);
-            issue!(odd, s, 3);
-            wgmma_wait::<1>();
-            promote!(even, 2, scale);
+            issue!(s, 0);
+            wgmma_wait::<0>();
+            promote!(0, scale);
+            issue!(s, 1);
             wgmma_wait::<0>();
             consumed.at(s).arrive();
-            promote!(odd, 3, scale);
+            promote!(1, scale);
             scale = next;
         }
         step += k_steps;
