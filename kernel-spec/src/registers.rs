@@ -45,7 +45,7 @@ pub const fn register_pool(threads: u32) -> u32 {
 
 /// Whether `setmaxnreg` takes `n`: a multiple of 8 in 24..=256.
 pub const fn setmaxnreg_count_ok(n: u32) -> bool {
-    n >= 24 && n <= MAX_THREAD_REGISTERS && n % 8 == 0
+    n >= 24 && n <= MAX_THREAD_REGISTERS && n.is_multiple_of(8)
 }
 
 /// The pool rule in words, for the messages that enforce it (the

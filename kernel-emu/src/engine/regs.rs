@@ -97,7 +97,7 @@ impl Emu {
                 format!("{op} {n}: setmaxnreg takes a multiple of 8 in 24..=256"),
             );
         }
-        if self.tpc % WG != 0 {
+        if !self.tpc.is_multiple_of(WG) {
             let detail = format!(
                 "{op} {n} in a CTA of {} threads: setmaxnreg is executed by all 4 warps of a warpgroup \
                  (128 threads), and the register pool is counted in warpgroups; launch whole warpgroups",
