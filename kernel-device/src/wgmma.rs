@@ -44,6 +44,7 @@ pub const WGMMA_K: usize = 16;
 /// K of every FP8 (e4m3, e5m2) wgmma.
 pub const WGMMA_K_FP8: usize = 32;
 use kernel_spec::desc_tcgen05::Elem;
+use kernel_spec::registers::setmaxnreg_count_ok;
 
 /// The wgmma shared-memory matrix descriptor (PTX ISA §9.7.15.5.1): its
 /// encoding, bit layout and decoding `Debug` are defined once in
@@ -602,32 +603,58 @@ pub fn wgmma_wait<const N: u32>() {
     })
 }
 
-/// `setmaxnreg.inc.sync.aligned.u32 N;` (sm_90a): this warpgroup asks for
-/// `N` registers per thread (a consumer role). `N` in 24..=256, a multiple
-/// of 8; checked at compile time. Warpgroup-collective; takes effect only
-/// when the kernel has a register cap (`.maxntid`, which `#[kernel]` emits).
+/// `setmaxnreg.inc.sync.aligned.u32 N;` (sm_90a; PTX ISA §9.7.19.6): this
+/// warpgroup asks for `N` registers per thread (a consumer role). `N` in
+/// 24..=256, a multiple of 8; checked at compile time. Warpgroup-collective
+/// (all 4 warps execute the same one); takes effect only when the kernel
+/// has a register cap (`.maxntid`, which `#[kernel]` emits).
+///
+/// The registers come from the CTA's pool, never from outside the CTA:
+/// every warpgroup starts with the kernel's entry count
+/// (`kernel_spec::registers::entry_registers`: 168 per thread at 384
+/// threads, 128 at 512), [`setmaxnreg_dec`] returns registers to the pool,
+/// and this instruction **blocks until the pool has them**. So the counts
+/// of all roles must sum to at most `warpgroups x entry count` (504 at 384
+/// threads: 240 + 240 + 24 fits, 240 + 240 + 32 hangs). `N` must not be
+/// below the warpgroup's current count.
+///
+/// On the emulator (`kernel_emu::wgmma::setmaxnreg_inc`) the warpgroup
+/// waits for the registers as the GPU does: counts over the pool end in a
+/// deadlock report that gives the pool, each warpgroup's count and the
+/// rule, and an `N` below the current count is a misuse.
+/// `#[warp_specialize(warpgroups, registers = [..])]` checks the sum at
+/// compile time.
 #[inline(always)]
+#[track_caller]
 pub fn setmaxnreg_inc<const N: u32>() {
-    const { assert!(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg: the register count must be a multiple of 8 in 24..=256") };
+    const { assert!(setmaxnreg_count_ok(N), "setmaxnreg: the register count must be a multiple of 8 in 24..=256") };
     device!("setmaxnreg.inc", {
         // SAFETY: warpgroup-collective register reallocation.
         unsafe { core::arch::asm!("setmaxnreg.inc.sync.aligned.u32 {n};", n = const N, options(nostack, preserves_flags)) }
     }, host: {
-        // Registers are not a resource on the CPU; the count was checked above.
+        // The CTA's register pool: waits until it has N per thread for
+        // this warpgroup.
+        kernel_emu::wgmma::setmaxnreg_inc(N)
     })
 }
 
-/// `setmaxnreg.dec.sync.aligned.u32 N;` (sm_90a): this warpgroup gives
-/// registers back down to `N` per thread (a producer role). As
-/// [`setmaxnreg_inc`].
+/// `setmaxnreg.dec.sync.aligned.u32 N;` (sm_90a; PTX ISA §9.7.19.6): this
+/// warpgroup gives registers back to the CTA's pool, down to `N` per thread
+/// (a producer role), where a waiting [`setmaxnreg_inc`] of another
+/// warpgroup can take them. `N` must not be above the warpgroup's current
+/// count; otherwise as [`setmaxnreg_inc`], whose pool rule this serves. On
+/// the emulator (`kernel_emu::wgmma::setmaxnreg_dec`) the warpgroup's count
+/// drops to `N`, and an `N` above it is a misuse.
 #[inline(always)]
+#[track_caller]
 pub fn setmaxnreg_dec<const N: u32>() {
-    const { assert!(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg: the register count must be a multiple of 8 in 24..=256") };
+    const { assert!(setmaxnreg_count_ok(N), "setmaxnreg: the register count must be a multiple of 8 in 24..=256") };
     device!("setmaxnreg.dec", {
         // SAFETY: warpgroup-collective register reallocation.
         unsafe { core::arch::asm!("setmaxnreg.dec.sync.aligned.u32 {n};", n = const N, options(nostack, preserves_flags)) }
     }, host: {
-        // As `setmaxnreg_inc`.
+        // Returns registers to the CTA's pool.
+        kernel_emu::wgmma::setmaxnreg_dec(N)
     })
 }
 
@@ -1009,9 +1036,12 @@ where
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
     use crate::layout::{Swizzled, Tile};
     use half::f16;
+    use std::string::ToString;
+    use std::vec::Vec;
 
     // The encoding itself is tested in `kernel_spec::desc_wgmma`.
 
@@ -1041,6 +1071,124 @@ mod tests {
         assert_eq!(d.leading_byte_offset(), 8192, "N chunks one column block apart");
         assert_eq!(d.stride_byte_offset(), 1024, "8-row K groups");
         assert_eq!(SmemDescriptor::mn_major::<B>(0, 0, 64).start_addr(), 8192);
+    }
+
+    /// Runs `f` in every thread of one CTA of `threads` threads on the
+    /// emulator (schedule `seed`); a run that does not return in 30 s fails
+    /// the test instead of hanging it.
+    fn emulate(kernel: &str, threads: u32, seed: u64, f: impl Fn() + Send + Sync + 'static) -> Result<kernel_emu::RunReport, kernel_emu::EmuError> {
+        let mut cfg = kernel_emu::LaunchConfig::new(kernel, [1, 1, 1], [threads, 1, 1]);
+        cfg.smem_bytes = 64;
+        cfg.seed = seed;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(kernel_emu::run(&cfg, &f));
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(30)).expect("the emulated run did not return in 30 s")
+    }
+
+    const SEEDS: [u64; 4] = [1, 2, 3, 0xDEAD_BEEF];
+
+    /// The warp-specialized kernel that hung on an H100: 384 threads (168
+    /// registers each at entry, a pool of 3 x 168 = 504), the producer
+    /// `setmaxnreg.dec 32`, two consumers `setmaxnreg.inc 240`: 512 > 504.
+    /// On the emulator: a deadlock report naming setmaxnreg, the pool and
+    /// the rule, in well under a second.
+    #[test]
+    fn setmaxnreg_over_the_pool_is_a_deadlock_report_not_a_hang() {
+        for seed in SEEDS {
+            let start = std::time::Instant::now();
+            let e = emulate("ws_240_240_32", 384, seed, || match crate::index::warpgroup_idx() {
+                2 => setmaxnreg_dec::<32>(),
+                _ => setmaxnreg_inc::<240>(),
+            })
+            .expect_err("240 + 240 + 32 = 512 registers per thread slot must not fit a pool of 504");
+            let msg = e.to_string();
+            if seed == SEEDS[0] {
+                std::eprintln!("{msg}");
+            }
+            assert!(matches!(e, kernel_emu::EmuError::Deadlock { .. }), "seed {seed}: {msg}");
+            assert!(msg.contains("setmaxnreg.inc 240 in warpgroup") && msg.contains(", for registers: "), "seed {seed}: {msg}");
+            assert!(msg.contains("the CTA's pool is 3 x 168 = 504 per thread slot"), "seed {seed}: {msg}");
+            assert!(msg.contains("240 + 240 + 32 = 512 > 504"), "seed {seed}: {msg}");
+            assert!(msg.contains("the register counts of all warpgroups must sum to at most the pool"), "seed {seed}: {msg}");
+            // The report names the kernel's line (this file), not the emulator's.
+            assert!(msg.contains("kernel-device/src/wgmma.rs"), "seed {seed}: {msg}");
+            assert!(start.elapsed() < std::time::Duration::from_secs(10), "seed {seed}: {:?}", start.elapsed());
+        }
+    }
+
+    /// Counts that fit the pool run, including when both consumers are
+    /// inside `setmaxnreg.inc` before the producer's `setmaxnreg.dec`: the
+    /// consumers arrive on an mbarrier and then ask for registers; the
+    /// producer waits for the barrier's phase and yields 200 times before
+    /// its dec, so the consumers' incs must wait for it. `log` checks that
+    /// order did happen (the schedules are seeded: the same each run).
+    fn roles_fit<const PRODUCER: u32, const CONSUMER: u32>() {
+        use std::sync::{Arc, Mutex};
+        for seed in SEEDS {
+            let log = Arc::new(Mutex::new(Vec::new()));
+            let l = log.clone();
+            emulate("ws_fits", 384, seed, move || {
+                let tid = crate::index::thread_idx().x;
+                if tid == 0 {
+                    kernel_emu::mbarrier_init(0, 256);
+                }
+                kernel_emu::bar_sync(0, 0);
+                if crate::index::warpgroup_idx() == 2 {
+                    while !kernel_emu::mbarrier_try_wait_parity(0, 0) {}
+                    for _ in 0..200 {
+                        kernel_emu::yield_point("test: let the consumers reach setmaxnreg.inc");
+                    }
+                    l.lock().unwrap().push("dec");
+                    setmaxnreg_dec::<PRODUCER>();
+                } else {
+                    kernel_emu::mbarrier_arrive(0);
+                    l.lock().unwrap().push("inc");
+                    setmaxnreg_inc::<CONSUMER>();
+                    l.lock().unwrap().push("served");
+                }
+            })
+            .unwrap_or_else(|e| panic!("{PRODUCER}/{CONSUMER}/{CONSUMER}, seed {seed}: {e}"));
+            let log = log.lock().unwrap();
+            let first_dec = log.iter().position(|&e| e == "dec").expect("the producer decs");
+            let incs_before = log[..first_dec].iter().filter(|&&e| e == "inc").count();
+            assert_eq!(incs_before, 256, "{PRODUCER}/{CONSUMER}/{CONSUMER}, seed {seed}: every consumer thread reached setmaxnreg.inc before the dec");
+            assert_eq!(log.iter().filter(|&&e| e == "served").count(), 256, "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn setmaxnreg_40_232_232_runs_when_the_consumers_ask_first() {
+        roles_fit::<40, 232>();
+    }
+
+    #[test]
+    fn setmaxnreg_24_240_240_runs_when_the_consumers_ask_first() {
+        roles_fit::<24, 240>();
+    }
+
+    #[test]
+    fn setmaxnreg_inc_that_lowers_and_dec_that_raises_are_reported() {
+        let rule = |r: Result<kernel_emu::RunReport, kernel_emu::EmuError>| match r {
+            Err(kernel_emu::EmuError::Misuse { rule, detail, .. }) => (rule, detail),
+            other => panic!("expected a misuse, got {other:?}"),
+        };
+        // 384 threads start with 168 per thread.
+        let (r, d) = rule(emulate("inc_lowers", 384, 1, || {
+            if crate::index::warpgroup_idx() == 0 {
+                setmaxnreg_inc::<160>();
+            }
+        }));
+        assert_eq!(r, "setmaxnreg.inc below the warpgroup's register count", "{d}");
+        assert!(d.contains("setmaxnreg.inc 160 in warpgroup 0, which has 168 registers per thread"), "{d}");
+        let (r, d) = rule(emulate("dec_raises", 384, 1, || {
+            if crate::index::warpgroup_idx() == 2 {
+                setmaxnreg_dec::<176>();
+            }
+        }));
+        assert_eq!(r, "setmaxnreg.dec above the warpgroup's register count", "{d}");
+        assert!(d.contains("setmaxnreg.dec 176 in warpgroup 2, which has 168 registers per thread"), "{d}");
     }
 
     #[test]

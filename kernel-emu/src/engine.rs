@@ -18,6 +18,7 @@ use std::panic::Location;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 mod asyncop;
+mod regs;
 
 /// A source location (of the kernel call that reached the emulator).
 pub(crate) type Loc = &'static Location<'static>;
@@ -127,6 +128,9 @@ enum Wait {
     Cluster,
     /// An mbarrier phase of its CTA.
     MBar { cta: usize, off: u32, parity: u32 },
+    /// `setmaxnreg.inc`/`.dec n` of its warpgroup `wg`: the rest of the
+    /// warpgroup, or (`.inc`) registers from the CTA's pool.
+    Regs { wg: u32, inc: bool, n: u32 },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -256,6 +260,8 @@ pub(crate) struct State {
     shadow: Vec<Vec<u8>>,
     /// Per thread: the SMEM its in-flight wgmma groups read.
     wgmma: Vec<WgmmaGroups>,
+    /// Per CTA: its register pool (`setmaxnreg`).
+    regs: Vec<regs::RegPool>,
     /// Clocks, shadow memory, asynchronous operations.
     pub(crate) race: RaceState,
 }
@@ -449,6 +455,7 @@ impl Emu {
             next_epoch: 0,
             shadow: (0..n_ctas).map(|_| vec![0u8; cfg.smem_bytes]).collect(),
             wgmma: (0..n).map(|_| WgmmaGroups::default()).collect(),
+            regs: (0..n_ctas).map(|_| regs::RegPool::new(tpc)).collect(),
             race: RaceState::new(n),
         };
         Emu {
@@ -725,6 +732,9 @@ impl Emu {
                     fmt3(self.ctas[cta].idx)
                 )
             }
+            Wait::Regs { wg, inc, n } => {
+                format!("{} {n} of warpgroup {wg}", if inc { "setmaxnreg.inc" } else { "setmaxnreg.dec" })
+            }
         }
     }
 
@@ -856,6 +866,7 @@ impl Emu {
                 }
                 None => format!("mbarrier.try_wait.parity {parity} at smem+{off:#x} (invalidated)"),
             },
+            Wait::Regs { wg, inc, n } => self.describe_regs(g, t, wg as usize, inc, n),
         }
     }
 

@@ -69,7 +69,10 @@
 //!   (5,0,0) [warp 0] (exited)` or `mbarrier.try_wait.parity 0 at smem+0x40
 //!   (phase 0 incomplete: 3 of 128 arrivals pending, tx 0; arrival count 128,
 //!   125 arrival(s) seen)`. A thread that
-//!   exits is never counted as arriving anywhere.
+//!   exits is never counted as arriving anywhere. A `setmaxnreg.inc` that
+//!   the CTA's register pool cannot serve ([`wgmma::setmaxnreg_inc`]) is
+//!   listed with the pool, each warpgroup's count and the rule (the counts
+//!   of all warpgroups must sum to at most the pool).
 //! - **No progress**: more than [`LaunchConfig::max_steps`] scheduling points
 //!   (0 = unlimited) without the run finishing, e.g. a spin loop on a flag
 //!   nobody sets: [`EmuError::NoProgress`] lists what each live thread last
@@ -110,6 +113,10 @@
 //!     an [`async_proxy_write`] over SMEM read by a wgmma group of a thread
 //!     of the destination CTA that no [`wgmma_wait_group`] retired is "TMA
 //!     overwrites SMEM still read by an in-flight wgmma";
+//!   - `setmaxnreg` ([`wgmma::setmaxnreg_inc`], [`wgmma::setmaxnreg_dec`]):
+//!     an `.inc` below or a `.dec` above the warpgroup's register count,
+//!     threads of one warpgroup at different `setmaxnreg`s, a count that is
+//!     not a multiple of 8 in 24..=256, a CTA that is not whole warpgroups;
 //!   - warp collectives (`shfl`, `vote`, `redux`, `match` through
 //!     [`warp_exchange`]): lanes of one warp at different operations or call
 //!     sites ("warp collective not converged", listing where each lane is), a
@@ -173,6 +180,8 @@ pub mod wgmma;
 mod tests;
 #[cfg(test)]
 mod tests_tmem_shapes;
+#[cfg(test)]
+mod tests_setmaxnreg;
 mod warp_ops;
 pub mod fmath;
 

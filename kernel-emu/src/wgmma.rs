@@ -24,6 +24,16 @@
 //! named barriers 8..=15 to it. The A fragments of the register-A form are
 //! exchanged among the lanes of a warp through the run's warp exchange (a
 //! warp barrier, per launch: concurrent runs cannot see each other's).
+//!
+//! `setmaxnreg` ([`setmaxnreg_inc`], [`setmaxnreg_dec`]) moves registers
+//! between the warpgroups of a CTA within the pool the CTA was launched
+//! with (`kernel_spec::registers`): the emulator keeps each warpgroup's
+//! count, checks that `.dec` lowers it and `.inc` raises it, and blocks an
+//! `.inc` until the pool has the registers. A kernel whose counts are over
+//! the pool hangs on the GPU; on the emulator it is a deadlock whose report
+//! gives the pool, the counts and the rule. Both are collectives of the
+//! warpgroup's 128 threads (the engine's model is described in its
+//! `regs` module).
 use crate::operand::{chunk_ranges, read_bits, Desc};
 use kernel_spec::desc_tcgen05::{Elem, Major};
 use kernel_spec::desc_wgmma::{SmemDescriptor, WARPGROUP_THREADS};
@@ -71,6 +81,33 @@ pub fn commit_group() {
 pub fn wait_group(n: u32) {
     crate::wgmma_wait_group(n);
     sync_warpgroup()
+}
+
+/// `setmaxnreg.inc.sync.aligned.u32 n` for the calling thread's warpgroup:
+/// once all 128 threads of the warpgroup reached it, waits until the CTA's
+/// register pool has `n` per thread for it (the other warpgroups' counts
+/// plus `n` at most the pool), then raises the warpgroup's count to `n`.
+/// A misuse if `n` is below the warpgroup's count, or other threads of the
+/// warpgroup are at another `setmaxnreg`. A scheduling point.
+#[track_caller]
+pub fn setmaxnreg_inc(n: u32) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = crate::enter("setmaxnreg_inc") {
+        e.setmaxnreg(tid, loc, true, n);
+    }
+}
+
+/// `setmaxnreg.dec.sync.aligned.u32 n` for the calling thread's warpgroup:
+/// once all 128 threads of the warpgroup reached it, lowers the
+/// warpgroup's count to `n`, returning the rest to the CTA's pool (which
+/// serves waiting [`setmaxnreg_inc`]s). A misuse if `n` is above the
+/// warpgroup's count. A scheduling point.
+#[track_caller]
+pub fn setmaxnreg_dec(n: u32) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = crate::enter("setmaxnreg_dec") {
+        e.setmaxnreg(tid, loc, false, n);
+    }
 }
 
 /// An element at SMEM offset `off` of this CTA, as f32.

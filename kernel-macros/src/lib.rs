@@ -199,16 +199,20 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// match is on `warp_in_warpgroup()`), exactly one; with `warpgroups`,
 /// optionally `registers = [r0, r1, ..]`, one count per warpgroup of the
 /// block: `#[kernel]` inserts `setmaxnreg.inc` (an arm whose count is above
-/// the per-thread share, `65536 / threads` capped at 256 and rounded down
-/// to a multiple of 8), `setmaxnreg.dec` (below it) or nothing (equal) at
-/// the start of each arm.
+/// the entry count, the per-thread share `65536 / threads` capped at 256 and
+/// rounded down to a multiple of 8: `kernel_spec::registers::entry_registers`),
+/// `setmaxnreg.dec` (below it) or nothing (equal) at the start of each arm.
 ///
 /// Rules (compile errors): the match is on the function its kind names;
 /// arms are integers, `a | b`, ranges or `_`; no role in two arms; roles
 /// inside the block; `registers` only with `warpgroups`, one count per
-/// warpgroup, each a multiple of 8 in 24..=256, at most 65536 in total (128
-/// threads each), equal within an arm. Used on a function, this attribute
-/// is an error saying where it goes.
+/// warpgroup, each a multiple of 8 in 24..=256, equal within an arm, and
+/// summing to at most the CTA's register pool, `warpgroups x entry count`
+/// (504 for 3 warpgroups: `setmaxnreg` only moves registers within the
+/// pool the CTA was launched with, and a `setmaxnreg.inc` the pool cannot
+/// serve waits forever, so 240 + 240 + 32 is an error and 240 + 240 + 24
+/// fits). Used on a function, this attribute is an error saying where it
+/// goes.
 #[proc_macro_attribute]
 pub fn warp_specialize(_attr: TokenStream, item: TokenStream) -> TokenStream {
     warp_specialize::misplaced(item.into()).into()

@@ -8,10 +8,10 @@ use proc_macro2::{Span, TokenStream};
 use quote::quote;
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
+use kernel_spec::limits::{MAX_THREAD_REGISTERS, REGISTER_FILE};
+use kernel_spec::registers::{entry_registers, setmaxnreg_count_ok, REGISTER_POOL_RULE};
 use syn::{Attribute, Error, Expr, ExprMatch, Lit, Pat, RangeLimits};
 
-/// Registers per SM (65536) shared by the CTA's threads.
-const REGISTER_FILE: u64 = 65536;
 const VALID: &str = "`warpgroups`, `warps`, `registers = [..]`";
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -102,6 +102,45 @@ fn is_call_to(e: &Expr, name: &str) -> bool {
     }
 }
 
+/// The error of per-warpgroup register counts `regs` (one per warpgroup of a
+/// block of `threads` threads, whose entry count is `baseline`) over the
+/// CTA's register pool, or `None` when they fit: the rule, the values and
+/// counts that fit (lowering the smallest counts first, down to 24).
+fn over_pool(regs: &[u64], threads: u64, baseline: u64) -> Option<String> {
+    let units = regs.len() as u64;
+    let pool = units * baseline;
+    let sum: u64 = regs.iter().sum();
+    if sum <= pool {
+        return None;
+    }
+    let plus = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(" + ");
+    // Counts that fit: lower the smallest counts first (the producer's,
+    // usually), none below setmaxnreg's 24.
+    let mut fixed = regs.to_vec();
+    let mut excess = sum - pool;
+    let mut order: Vec<usize> = (0..fixed.len()).collect();
+    order.sort_by_key(|&i| fixed[i]);
+    for i in order {
+        let cut = excess.min(fixed[i].saturating_sub(24));
+        fixed[i] -= cut;
+        excess -= cut;
+    }
+    let changed = regs.iter().zip(&fixed).filter(|(a, b)| a != b).count();
+    let list = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+    let fix = match (excess, changed) {
+        (0, 1) => format!("lower a count by {}, e.g. `registers = [{}]` ({} = {pool} fits)", sum - pool, list(&fixed), plus(&fixed)),
+        (0, _) => format!("lower the counts by {} in all, e.g. `registers = [{}]` ({} = {pool} fits)", sum - pool, list(&fixed), plus(&fixed)),
+        _ => format!("use fewer warpgroups: even 24 each ({}) is over the pool", 24 * units),
+    };
+    Some(format!(
+        "register counts {} = {sum} are over the CTA's register pool, {units} warpgroups x {baseline} = {pool} per thread: \
+         {REGISTER_POOL_RULE}; with {sum} a setmaxnreg.inc waits forever (the kernel hangs). \
+         A {threads}-thread kernel starts with {baseline} registers per thread \
+         ({REGISTER_FILE} / {threads}, at most {MAX_THREAD_REGISTERS}, rounded down to a multiple of 8). Fix: {fix}",
+        plus(regs)
+    ))
+}
+
 /// Validates one annotated match and prepends `setmaxnreg` to its arms.
 fn rewrite(m: &mut ExprMatch, spec: &Spec, opts: &Options, errors: &mut Vec<Error>) {
     let threads = opts.block.volume();
@@ -117,25 +156,22 @@ fn rewrite(m: &mut ExprMatch, spec: &Spec, opts: &Options, errors: &mut Vec<Erro
         errors.push(Error::new(m.span(), format!("roles by warpgroup need a block of whole warpgroups (`block = warpgroups(N)`); this block has {threads} threads")));
         return;
     }
-    // Register counts: legal values and the budget.
-    let baseline = ((REGISTER_FILE / threads.max(1)).min(256) / 8) * 8;
+    // Register counts: legal values and the pool (kernel_spec::registers).
+    let threads32 = u32::try_from(threads).unwrap_or(u32::MAX);
+    let baseline = u64::from(entry_registers(threads32));
     if let Some((span, regs)) = &spec.registers {
         if regs.len() as u64 != units {
             errors.push(Error::new(*span, format!("`registers` needs one count per warpgroup: the block has {units}, {} given", regs.len())));
             return;
         }
         for &r in regs {
-            if r % 8 != 0 || !(24..=256).contains(&r) {
+            if !u32::try_from(r).is_ok_and(setmaxnreg_count_ok) {
                 errors.push(Error::new(*span, format!("register count {r} is not allowed: setmaxnreg takes a multiple of 8 in 24..=256")));
                 return;
             }
         }
-        let total: u64 = regs.iter().map(|r| r * 128).sum();
-        if total > REGISTER_FILE {
-            errors.push(Error::new(
-                *span,
-                format!("the register counts need {total} registers (128 threads x each count), over the SM's {REGISTER_FILE}: lower them"),
-            ));
+        if let Some(msg) = over_pool(regs, threads, baseline) {
+            errors.push(Error::new(*span, msg));
             return;
         }
     }
@@ -249,4 +285,27 @@ pub fn misplaced(item: TokenStream) -> TokenStream {
     )
     .to_compile_error();
     quote!(#e #item)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::over_pool;
+
+    #[test]
+    fn counts_over_the_pool_name_the_rule_the_values_and_counts_that_fit() {
+        // The H100 hang: 384 threads start with 168 each, pool 504.
+        let e = over_pool(&[240, 240, 32], 384, 168).expect("512 > 504");
+        assert!(e.contains("240 + 240 + 32 = 512") && e.contains("3 warpgroups x 168 = 504"), "{e}");
+        assert!(e.contains("must sum to at most the pool"), "{e}");
+        assert!(e.contains("lower a count by 8, e.g. `registers = [240, 240, 24]` (240 + 240 + 24 = 504 fits)"), "{e}");
+        // The smallest count lowered first, then the next, none below 24.
+        let e = over_pool(&[240, 240, 240], 384, 168).expect("720 > 504");
+        assert!(e.contains("lower a count by 216, e.g. `registers = [24, 240, 240]`"), "{e}");
+        let e = over_pool(&[256, 256, 256], 384, 168).expect("768 > 504");
+        assert!(e.contains("lower the counts by 264 in all, e.g. `registers = [24, 224, 256]` (24 + 224 + 256 = 504 fits)"), "{e}");
+        // What the library uses fits.
+        assert_eq!(over_pool(&[232, 232, 40], 384, 168), None);
+        assert_eq!(over_pool(&[240, 240, 24], 384, 168), None);
+        assert_eq!(over_pool(&[160, 160, 160, 32], 512, 128), None);
+    }
 }

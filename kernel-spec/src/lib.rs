@@ -7,7 +7,8 @@
 //! | module | what | used by |
 //! |---|---|---|
 //! | [`dim3`] | [`Dim3`], CUDA's `dim3` | everyone; re-exported as `kernel_device::Dim3` |
-//! | [`limits`] | the launch limits: threads per CTA, `block.z`, cluster CTAs (portable and not), dynamic SMEM per CTA, grid extents | `kernel-macros` (options), `kernel_device::launch` (re-exports), `kernel-host`, `kernel-emu` |
+//! | [`limits`] | the launch limits: threads per CTA, `block.z`, cluster CTAs (portable and not), dynamic SMEM per CTA, grid extents, the register file | `kernel-macros` (options), `kernel_device::launch` (re-exports), `kernel-host`, `kernel-emu` |
+//! | [`registers`] | a kernel's entry register count ([`entry_registers`](registers::entry_registers)), the CTA's register pool and `setmaxnreg`'s rule | `#[warp_specialize(.., registers = [..])]` (compile time), `kernel_emu::wgmma::setmaxnreg_inc`/`_dec` (run time) |
 //! | [`launch`] | [`check_launch`](launch::check_launch) and its parts, and [`LaunchProblem`](launch::LaunchProblem) whose message names the rule, the values and the fix | `#[kernel]` (block and cluster options), `kernel_host::check_launch`, `Emulator::launch`, `kernel_emu::run` |
 //! | [`swizzle`] | [`Swizzle`], the TMA/wgmma swizzle modes, and `find_swizzle` | `kernel_device::layout` (re-exports; its type-level layouts build on it), the host's tensor maps, the emulator |
 //! | [`tmem_frag`] | the `tcgen05.ld`/`st` data-movement shapes and their fragment layouts ([`Shape`](tmem_frag::Shape)) | `kernel_emu::tmem` (moves the data by it), `kernel_device::tmem` (re-exports) |
@@ -29,6 +30,7 @@ pub mod desc_wgmma;
 pub mod dim3;
 pub mod launch;
 pub mod limits;
+pub mod registers;
 pub mod swizzle;
 pub mod tensor_map;
 pub mod tmem_frag;

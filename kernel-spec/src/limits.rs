@@ -57,3 +57,14 @@ pub const MAX_TMEM_COLS: u32 = 512;
 /// NVLink host (HGX H100/H200) has 8 GPUs. The emulator runs at most this
 /// many emulated devices in one run.
 pub const MAX_PEER_DEVICES: usize = 8;
+
+/// 32-bit registers per SM on the H100/H200 and the B200
+/// (`cudaDevAttrMaxRegistersPerMultiprocessor`), which is also the most one
+/// CTA may use (`cudaDevAttrMaxRegistersPerBlock`). The per-thread count a
+/// kernel starts with follows from it: [`crate::registers::entry_registers`].
+pub const REGISTER_FILE: u32 = 65_536;
+
+/// Most registers one thread may own: the largest count
+/// `setmaxnreg` takes (PTX ISA §9.7.19.6, "setmaxnreg": 24..=256, a
+/// multiple of 8), and the cap of a kernel's entry count.
+pub const MAX_THREAD_REGISTERS: u32 = 256;

@@ -33,6 +33,8 @@ const LIMITS: &[(&str, &str)] = &[
     ("TMEM_LANES", "kernel_spec::limits"),
     ("MAX_TMEM_COLS", "kernel_spec::limits"),
     ("MAX_PEER_DEVICES", "kernel_spec::limits"),
+    ("REGISTER_FILE", "kernel_spec::limits"),
+    ("MAX_THREAD_REGISTERS", "kernel_spec::limits"),
     // The names other crates re-export them under.
     ("NUM_HW_BARRIERS", "kernel_spec::limits (NUM_NAMED_BARRIERS)"),
     ("MAX_ARRIVALS", "kernel_spec::limits (MAX_MBARRIER_ARRIVALS)"),
@@ -55,6 +57,8 @@ const ITEMS: &[(&str, &str)] = &[
     ("enum LaunchProblem", "kernel_spec::launch"),
     ("struct LaunchShape", "kernel_spec::launch"),
     ("enum MapProblem", "kernel_spec::tensor_map"),
+    ("fn entry_registers", "kernel_spec::registers"),
+    ("fn register_pool", "kernel_spec::registers"),
 ];
 
 /// Limit values that must be written only in `kernel_spec`, and the

@@ -2,7 +2,7 @@
 use super::{kv_blocks, write_o, Kv, Q64, BN};
 use kernel_device::prelude::*;
 use kernel_device::tma::{commit_group, wait_group};
-use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaShape};
+use kernel_device::wgmma::{setmaxnreg_dec, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaShape};
 use kernel_ops_kernels::attention::{online_softmax, p_fragments, Rows, SoftmaxState, KC};
 
 /// Step 0 with the loads moved to a producer warpgroup.
@@ -13,7 +13,10 @@ use kernel_ops_kernels::attention::{online_softmax, p_fragments, Rows, SoftmaxSt
 ///    the Q tile, then K and V of block `j` into slot `j % STAGES`, each on
 ///    its own `loaded` barrier, after waiting (from the second round on)
 ///    for the slot's K (`k_consumed`) or V (`v_consumed`) to be released;
-/// 2. the consumer (warpgroup 0, 240 registers): per block, waits for K,
+/// 2. the consumer (warpgroup 0, the 256 registers a 256-thread kernel
+///    starts with: the most a thread can have, so no `setmaxnreg.inc`,
+///    which may not lower a count; step 2's 384 threads start with 168
+///    and its consumers raise it to 240): per block, waits for K,
 ///    `S = Q Kᵀ`, waits for the GEMM and releases K's slot (128
 ///    arrivals), the softmax, waits for V, `O += P V`, waits and releases
 ///    V's slot. Loads of the next `STAGES - 1` blocks run under this
@@ -70,7 +73,6 @@ pub fn attention_step1<const D: usize, const STAGES: usize>(
         }
         return;
     }
-    setmaxnreg_inc::<240>();
     let rows = Rows { seq: seq as usize, causal, wg_first_row: mb as usize * 64, scale_log2 };
     let mut st = SoftmaxState { m: [f32::NEG_INFINITY; 2], l: [0.0; 2] };
     let mut acc_o = Acc::<D>::zeros();

@@ -14,6 +14,19 @@ pub fn by_warpgroup(out: *mut u32) {
     }
 }
 
+/// Counts that fill the register pool exactly: 384 threads start with 168
+/// each, 3 x 168 = 504 = 240 + 240 + 24.
+#[kernel(block = warpgroups(3))]
+pub fn at_the_pool(out: *mut u32) {
+    #[warp_specialize(warpgroups, registers = [240, 240, 24])]
+    match warpgroup_idx() {
+        0 | 1 => {
+            let _ = out;
+        }
+        _ => {}
+    }
+}
+
 #[kernel(block = warpgroups(1))]
 pub fn by_warp(out: *mut u32) {
     #[warp_specialize(warps)]
