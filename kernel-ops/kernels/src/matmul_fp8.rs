@@ -85,7 +85,10 @@ pub const BS_BM: usize = 128;
 pub const BS_COMPUTE_REGS: u32 = 240;
 /// See [`BS_COMPUTE_REGS`].
 pub const BS_MEMORY_REGS: u32 = 24;
-const _: () = assert!(2 * BS_COMPUTE_REGS + BS_MEMORY_REGS <= 3 * 168, "setmaxnreg: the roles' counts must fit the launch pool (3 x 168)");
+const _: () = assert!(
+    2 * BS_COMPUTE_REGS + BS_MEMORY_REGS <= kernel_device::wgmma::register_pool(384),
+    "setmaxnreg: the roles' counts must sum to at most the CTA's register pool (3 x 168 at 384 threads)"
+);
 /// See [`BS_BM`].
 pub const BS_BN: usize = 2 * SCALE_BLOCK;
 
