@@ -10,7 +10,8 @@ use std::time::Duration;
 const SEEDS: [u64; 4] = [1, 2, 3, 0xDEAD_BEEF];
 
 /// Runs `f` on the emulator in a helper thread; fails if it takes over 30 s.
-fn run_t(cfg: LaunchConfig, f: impl Fn() + Send + Sync + 'static) -> Result<RunReport, EmuError> {
+/// (The other test modules of the crate use it too.)
+pub(crate) fn run_t(cfg: LaunchConfig, f: impl Fn() + Send + Sync + 'static) -> Result<RunReport, EmuError> {
     let (tx, rx) = mpsc::channel();
     let name = cfg.kernel.clone();
     std::thread::spawn(move || {

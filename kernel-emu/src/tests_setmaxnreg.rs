@@ -4,23 +4,13 @@
 //! counts that go the wrong way are misuses. Every run goes through `run_t`
 //! (a hang fails the test after 30 s instead of hanging it).
 use super::*;
+use crate::tests::run_t;
 use crate::wgmma::{setmaxnreg_dec, setmaxnreg_inc};
-use std::sync::{mpsc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const SEEDS: [u64; 4] = [1, 2, 3, 0xDEAD_BEEF];
 
-fn run_t(cfg: LaunchConfig, f: impl Fn() + Send + Sync + 'static) -> Result<RunReport, EmuError> {
-    let (tx, rx) = mpsc::channel();
-    let name = cfg.kernel.clone();
-    std::thread::spawn(move || {
-        let _ = tx.send(run(&cfg, &f));
-    });
-    match rx.recv_timeout(Duration::from_secs(30)) {
-        Ok(r) => r,
-        Err(e) => panic!("kernel `{name}`: run() did not return ({e})"),
-    }
-}
 
 fn warpgroup() -> u32 {
     thread_idx()[0] / 128

@@ -6,23 +6,10 @@
 #![allow(clippy::result_large_err)] // `EmuError` as the emulator returns it
 use super::tmem::{self, Shape};
 use super::*;
-use std::sync::mpsc;
-use std::time::Duration;
+use crate::tests::run_t;
 
 const SEEDS: [u64; 2] = [11, 0xC0FFEE];
 
-/// Runs `f` on the emulator in a helper thread; fails if it takes over 30 s.
-fn run_t(cfg: LaunchConfig, f: impl Fn() + Send + Sync + 'static) -> Result<RunReport, EmuError> {
-    let (tx, rx) = mpsc::channel();
-    let name = cfg.kernel.clone();
-    std::thread::spawn(move || {
-        let _ = tx.send(run(&cfg, &f));
-    });
-    match rx.recv_timeout(Duration::from_secs(30)) {
-        Ok(r) => r,
-        Err(e) => panic!("kernel `{name}`: run() did not return ({e})"),
-    }
-}
 
 fn tid_x() -> u32 {
     thread_idx()[0]

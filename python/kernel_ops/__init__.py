@@ -45,23 +45,24 @@ def _stream_of(x, stream):
     stream)."""
     if stream is not None:
         return int(stream)
-    if _is_torch(x) and x.is_cuda:
-        import torch
+    if _is_torch(x):
+        device = x.get_device()  # -1 on the CPU
+        if device >= 0:
+            import torch
 
-        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-        if raw is not None:  # the fast path (no Stream object made)
-            return int(raw(x.device.index if x.device.index is not None else torch.cuda.current_device()))
-        return int(torch.cuda.current_stream(x.device).cuda_stream)
+            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+            if raw is not None:  # the fast path (no Stream object made)
+                return int(raw(device))
+            return int(torch.cuda.current_stream(device).cuda_stream)
     return 0
 
 
 def _empty(like, shape, dtype=None):
-    """A new array on `like`'s device: torch.empty for torch, numpy.empty
+    """A new array on `like`'s device: ``like.new_empty`` for torch (its
+    device and, unless `dtype` is given, its dtype; contiguous), numpy.empty
     (16-byte aligned) for NumPy; other frameworks must pass out=."""
     if _is_torch(like):
-        import torch
-
-        return torch.empty(shape, dtype=dtype or like.dtype, device=like.device)
+        return like.new_empty(shape) if dtype is None else like.new_empty(shape, dtype=dtype)
     import numpy as np
 
     if isinstance(like, np.ndarray):
