@@ -1,10 +1,18 @@
 #!/usr/bin/env python3
-"""SVG charts of a `bench` CSV (examples/host/src/bin/bench.rs), no plotting
-dependencies: ladder.svg (best TFLOP/s of each ladder step at the seed shape,
-with cuBLAS and cuBLASLt as lines) and shapes.svg (per shape: best cuBLAS,
-best cuBLASLt, our best ladder kernel, kernel_ops::matmul).
+"""SVG charts of a benchmark CSV, no plotting dependencies. The CSV's kind
+is recognised by its columns:
 
-usage: tools/bench_charts.py results/<run>/bench.csv [out_dir]
+* `bench` (examples/host/src/bin/bench.rs): ladder.svg (best TFLOP/s of each
+  ladder step at the seed shape, with cuBLAS and cuBLASLt as lines) and
+  shapes.svg (per shape: best cuBLAS, best cuBLASLt, our best ladder kernel,
+  kernel_ops::matmul);
+* `fp8_bench` (kernel-ops/src/bin/fp8_bench.rs): fp8.svg (per shape:
+  cuBLASLt FP8 with fast accumulation and with its promoting default, our
+  per-tensor kernel's best instance, our block-scaled kernel);
+* `grouped_bench` (kernel-ops/src/bin/grouped_bench.rs): grouped.svg (per
+  problem: our grouped GEMM against the loop of cuBLAS calls).
+
+usage: tools/bench_charts.py results/<run>/<bench>.csv [out_dir]
 """
 import csv, sys, os, html
 
@@ -14,7 +22,10 @@ def load(path):
 
 def bar_chart(title, groups, series, colors, ylabel, width=900, height=420, lines=()):
     """groups: list of (label, {series: value}); lines: (label, value, color)."""
-    left, right, top, bottom = 70, 20, 50, 110
+    # Room under the plot for the rotated group labels and the legend.
+    longest = max([len(label) for label, _ in groups] + [0])
+    left, right, top, bottom = max(70, int(5.2 * longest)), 20, 50, max(110, 50 + int(3.2 * longest))
+    height = max(height, top + bottom + 250)
     pw, ph = width - left - right, height - top - bottom
     vmax = max([v for _, d in groups for v in d.values() if v == v] + [v for _, v, _ in lines] + [1.0])
     vmax = (int(vmax / 100) + 1) * 100
@@ -51,9 +62,47 @@ def bar_chart(title, groups, series, colors, ylabel, width=900, height=420, line
     out.append('</svg>')
     return '\n'.join(out)
 
+def fp8_charts(rows, out_dir):
+    """fp8.svg from an fp8_bench CSV."""
+    shapes = []
+    for r in rows:
+        key = f"{r['m']}x{r['n']}x{r['k']}"
+        if key not in shapes:
+            shapes.append(key)
+    def best(shape, pred):
+        v = [float(r['tflops']) for r in rows if f"{r['m']}x{r['n']}x{r['k']}" == shape and pred(r['contender'])]
+        return max(v) if v else float('nan')
+    series = ['cuBLASLt FP8, fast accumulation', 'cuBLASLt FP8 (promoting default)', 'ours: per-tensor (matmul_fp8)', 'ours: block-scaled (matmul_fp8_blockscaled)']
+    groups = [(s, {
+        series[0]: best(s, lambda c: c.startswith('cuBLASLt') and 'fast accumulation' in c),
+        series[1]: best(s, lambda c: c.startswith('cuBLASLt') and 'fast accumulation' not in c),
+        series[2]: best(s, lambda c: 'matmul_fp8 (' in c),
+        series[3]: best(s, lambda c: 'blockscaled' in c),
+    }) for s in shapes]
+    device = rows[0]['device'] if rows else ''
+    path = os.path.join(out_dir, 'fp8.svg')
+    with open(path, 'w') as f:
+        f.write(bar_chart(f'FP8 e4m3 GEMM, M x N x K (TFLOP/s, {device})', groups, series, ['#8e44ad', '#c39bd3', '#2e86c1', '#27ae60'], 'TFLOP/s', width=1100, height=460))
+    print('wrote', path)
+
+def grouped_charts(rows, out_dir):
+    """grouped.svg from a grouped_bench CSV."""
+    series = ['ours (grouped GEMM)', 'loop of cuBLAS calls']
+    groups = [(f"G{r['experts']} K{r['k']} N{r['n']} M{int(r['m_total']) // 1024}k {r['sizes']}", {
+        series[0]: float(r['ours_tflops']), series[1]: float(r['loop_tflops'])}) for r in rows]
+    path = os.path.join(out_dir, 'grouped.svg')
+    with open(path, 'w') as f:
+        f.write(bar_chart('Grouped GEMM for mixture of experts: G experts, total M rows (TFLOP/s)', groups, series, ['#27ae60', '#c0392b'], 'TFLOP/s', width=1300, height=500))
+    print('wrote', path)
+
 def main():
     rows = load(sys.argv[1])
     out_dir = sys.argv[2] if len(sys.argv) > 2 else os.path.dirname(sys.argv[1])
+    columns = set(rows[0]) if rows else set()
+    if 'vs_best_cublaslt_fp8' in columns:
+        return fp8_charts(rows, out_dir)
+    if 'loop_tflops' in columns:
+        return grouped_charts(rows, out_dir)
     shapes = []
     for r in rows:
         if r['shape'] not in shapes:
