@@ -1,8 +1,8 @@
 """kernel_ops's ops as PyTorch operators (``torch.ops.kernel_ops.*``).
 
 Each op is defined with ``torch.library.Library.define`` (an explicit
-schema: no argument mutated, new tensors returned, allocated with
-``torch.empty`` on the input's device), implemented for the CUDA and CPU
+schema: no argument mutated, new tensors returned, allocated on the
+input's device), implemented for the CUDA and CPU
 dispatch keys (CPU tensors run on the emulator), and given a fake
 implementation (``torch.library.register_fake``) that only computes the
 output's shape and dtype, so ``torch.compile`` traces through it with no
