@@ -34,13 +34,20 @@ pub const KC: usize = BN / 16;
 /// store (ids 8..=15 are the emulator's; the turns take 2 and up).
 pub const CONSUMER_BARRIER_ID: u32 = 1;
 /// Register budgets per role (`setmaxnreg`): the producer 24 and two
-/// consumers 240 (24 + 2 x 240 = 504 <= 512 per thread slot of 3
-/// warpgroups); with three consumers, the producer 32 and the consumers
-/// 160 (32 + 3 x 160 = 512 of 4).
+/// consumers 240 (24 + 2 x 240 = 504, the register pool of a 384-thread
+/// CTA, 3 x 168); with three consumers, the producer 32 and the consumers
+/// 160 (32 + 3 x 160 = 512, the pool of 512 threads, 4 x 128). The roles
+/// may not exceed the pool (`kernel_device::wgmma::register_pool`): a
+/// `setmaxnreg.inc` would wait forever.
 pub const PRODUCER_REGS: u32 = 24;
 pub const CONSUMER_REGS: u32 = 240;
 pub const PRODUCER_REGS_3: u32 = 32;
 pub const CONSUMER_REGS_3: u32 = 160;
+const _: () = assert!(
+    PRODUCER_REGS + 2 * CONSUMER_REGS <= kernel_device::wgmma::register_pool(384)
+        && PRODUCER_REGS_3 + 3 * CONSUMER_REGS_3 <= kernel_device::wgmma::register_pool(512),
+    "setmaxnreg: the roles' counts must sum to at most the CTA's register pool"
+);
 
 /// Q's tile (and O's, which reuses its buffer) of `BM` rows (64 per
 /// consumer warpgroup) x `D`, 128-byte swizzle, `D / 64` column blocks.

@@ -36,9 +36,15 @@ pub const BWD_BN: usize = 128;
 pub const BWD_BM: usize = 64;
 /// P's (and dS's) k16 A fragments per step (`BWD_BM / 16`).
 const KC: usize = BWD_BM / 16;
-/// Register budgets (`setmaxnreg`): producer 24, consumers 240.
+/// Register budgets (`setmaxnreg`): producer 24, consumers 240 (24 + 2 x
+/// 240 = 504, the register pool of a 384-thread CTA; more would make a
+/// `setmaxnreg.inc` wait forever).
 const PRODUCER_REGS: u32 = 24;
 const CONSUMER_REGS: u32 = 240;
+const _: () = assert!(
+    PRODUCER_REGS + 2 * CONSUMER_REGS <= kernel_device::wgmma::register_pool(384),
+    "setmaxnreg: the roles' counts must sum to at most the CTA's register pool (3 x 168 at 384 threads)"
+);
 /// The consumers' named barriers: both warpgroups (256 threads), and one
 /// per warpgroup (`WG_BARRIER + w`, 128 threads).
 const BOTH_BARRIER: u32 = 1;
