@@ -207,16 +207,23 @@ pub fn import<'py>(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Arr<
     checked(capsule, name, ptr, place, dtype, shape, strides)
 }
 
-/// A torch tensor read through its attributes (`get_device()`, `dtype`,
-/// `shape`, `is_contiguous()`, `data_ptr()`; `stride()` only for the error
-/// of a non-contiguous one): the same facts as its DLPack capsule, without
+/// A torch tensor read through its attributes (`is_cuda` and
+/// `get_device()`, or `is_cpu`; `dtype`, `shape`, `is_contiguous()`,
+/// `data_ptr()`; `stride()` only for the error of a non-contiguous one): the same facts as its DLPack capsule, without
 /// making one (torch's `__dlpack__` costs microseconds per call), in as few
 /// Python calls as the checks allow (each costs 0.1-0.3 us on the H100
 /// machine, RESULTS.md).
 fn import_torch<'py>(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Arr<'py>> {
-    // -1 for a CPU tensor, the ordinal for a CUDA one.
-    let device: i64 = obj.call_method0("get_device")?.extract()?;
-    let place = if device < 0 { Place::Cpu } else { Place::Cuda(device as i32) };
+    let place = if obj.getattr("is_cuda")?.extract::<bool>()? {
+        Place::Cuda(obj.call_method0("get_device")?.extract::<i32>()?)
+    } else if obj.getattr("is_cpu")?.extract::<bool>()? {
+        Place::Cpu
+    } else {
+        let device = obj.getattr("device")?.str()?;
+        return Err(PyValueError::new_err(format!(
+            "`{name}`: a torch tensor on {device} is not supported: arrays must be on the CPU (the emulator) or on a CUDA GPU"
+        )));
+    };
     let dtype = torch_dtype(name, &obj.getattr("dtype")?)?;
     let shape: Vec<usize> = obj.getattr("shape")?.extract()?;
     // torch's contiguity is the rule `checked` applies (strides of

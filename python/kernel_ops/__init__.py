@@ -45,15 +45,14 @@ def _stream_of(x, stream):
     stream)."""
     if stream is not None:
         return int(stream)
-    if _is_torch(x):
-        device = x.get_device()  # -1 on the CPU
-        if device >= 0:
-            import torch
+    if _is_torch(x) and x.is_cuda:
+        import torch
 
-            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-            if raw is not None:  # the fast path (no Stream object made)
-                return int(raw(device))
-            return int(torch.cuda.current_stream(device).cuda_stream)
+        device = x.get_device()
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        if raw is not None:  # the fast path (no Stream object made)
+            return int(raw(device))
+        return int(torch.cuda.current_stream(device).cuda_stream)
     return 0
 
 
