@@ -45,10 +45,10 @@ pub const WGMMA_K: usize = 16;
 pub const WGMMA_K_FP8: usize = 32;
 use kernel_spec::desc_tcgen05::Elem;
 use kernel_spec::registers::setmaxnreg_count_ok;
-/// The CTA's register pool and entry count (one definition, in
-/// `kernel_spec::registers`), for kernels that check their `setmaxnreg`
-/// counts at compile time.
-pub use kernel_spec::registers::{entry_registers, register_pool};
+/// The CTA's register pool, its entry count and the pool rule (one
+/// definition, in `kernel_spec::registers`), for kernels that check their
+/// `setmaxnreg` counts at compile time (`counts_fit`).
+pub use kernel_spec::registers::{counts_fit, entry_registers, register_pool};
 
 /// The wgmma shared-memory matrix descriptor (PTX ISA §9.7.15.5.1): its
 /// encoding, bit layout and decoding `Debug` are defined once in

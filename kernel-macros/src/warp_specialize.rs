@@ -8,8 +8,7 @@ use proc_macro2::{Span, TokenStream};
 use quote::quote;
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
-use kernel_spec::limits::{MAX_THREAD_REGISTERS, REGISTER_FILE};
-use kernel_spec::registers::{entry_registers, setmaxnreg_count_ok, REGISTER_POOL_RULE};
+use kernel_spec::registers::{counts_fit, entry_registers, register_pool, setmaxnreg_count_ok, EntryCountReason, REGISTER_POOL_RULE};
 use syn::{Attribute, Error, Expr, ExprMatch, Lit, Pat, RangeLimits};
 
 const VALID: &str = "`warpgroups`, `warps`, `registers = [..]`";
@@ -103,16 +102,19 @@ fn is_call_to(e: &Expr, name: &str) -> bool {
 }
 
 /// The error of per-warpgroup register counts `regs` (one per warpgroup of a
-/// block of `threads` threads, whose entry count is `baseline`) over the
-/// CTA's register pool, or `None` when they fit: the rule, the values and
-/// counts that fit (lowering the smallest counts first, down to 24).
+/// block of `threads` threads, whose entry count is `baseline`; each a
+/// valid `setmaxnreg` count) over the CTA's register pool
+/// (`kernel_spec::registers::counts_fit`), or `None` when they fit: the
+/// rule, the values and counts that fit (lowering the smallest counts
+/// first, down to 24).
 fn over_pool(regs: &[u64], threads: u64, baseline: u64) -> Option<String> {
-    let units = regs.len() as u64;
-    let pool = units * baseline;
-    let sum: u64 = regs.iter().sum();
-    if sum <= pool {
+    let counts: Vec<u32> = regs.iter().map(|&r| u32::try_from(r).unwrap_or(u32::MAX)).collect();
+    if counts_fit(&counts) {
         return None;
     }
+    let units = regs.len() as u64;
+    let pool = u64::from(register_pool(u32::try_from(threads).unwrap_or(u32::MAX)));
+    let sum: u64 = regs.iter().sum();
     let plus = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(" + ");
     // Counts that fit: lower the smallest counts first (the producer's,
     // usually), none below setmaxnreg's 24.
@@ -135,9 +137,9 @@ fn over_pool(regs: &[u64], threads: u64, baseline: u64) -> Option<String> {
     Some(format!(
         "register counts {} = {sum} are over the CTA's register pool, {units} warpgroups x {baseline} = {pool} per thread: \
          {REGISTER_POOL_RULE}; with {sum} a setmaxnreg.inc waits forever (the kernel hangs). \
-         A {threads}-thread kernel starts with {baseline} registers per thread \
-         ({REGISTER_FILE} / {threads}, at most {MAX_THREAD_REGISTERS}, rounded down to a multiple of 8). Fix: {fix}",
-        plus(regs)
+         {}. Fix: {fix}",
+        plus(regs),
+        EntryCountReason(u32::try_from(threads).unwrap_or(u32::MAX))
     ))
 }
 

@@ -43,6 +43,38 @@ pub const fn register_pool(threads: u32) -> u32 {
     threads / WARPGROUP_THREADS * entry_registers(threads)
 }
 
+/// The pool rule: whether per-thread register counts, one per warpgroup of
+/// a CTA of whole warpgroups (`counts.len() x WARPGROUP_THREADS` threads),
+/// sum to at most the CTA's [`register_pool`]. `[240, 240, 24]` fits,
+/// `[240, 240, 32]` does not (it hung an H100).
+pub const fn counts_fit(counts: &[u32]) -> bool {
+    let mut sum = 0u32;
+    let mut i = 0;
+    while i < counts.len() {
+        sum += counts[i];
+        i += 1;
+    }
+    sum <= register_pool(counts.len() as u32 * WARPGROUP_THREADS)
+}
+
+/// Why a kernel of `self.0` threads per CTA starts with its
+/// [`entry_registers`], in words, for the messages that enforce the pool
+/// rule: "A 384-thread kernel starts with 168 registers per thread (65536
+/// / 384, at most 256, rounded down to a multiple of 8)".
+#[derive(Clone, Copy, Debug)]
+pub struct EntryCountReason(pub u32);
+
+impl core::fmt::Display for EntryCountReason {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let t = self.0;
+        write!(
+            f,
+            "A {t}-thread kernel starts with {} registers per thread ({REGISTER_FILE} / {t}, at most {MAX_THREAD_REGISTERS}, rounded down to a multiple of 8)",
+            entry_registers(t)
+        )
+    }
+}
+
 /// Whether `setmaxnreg` takes `n`: a multiple of 8 in 24..=256.
 pub const fn setmaxnreg_count_ok(n: u32) -> bool {
     n >= 24 && n <= MAX_THREAD_REGISTERS && n.is_multiple_of(8)
@@ -74,9 +106,7 @@ mod tests {
 
     #[test]
     fn the_hang_on_the_h100_is_over_the_pool_and_the_library_counts_fit() {
-        let fits = |counts: &[u32]| {
-            counts.iter().sum::<u32>() <= register_pool(counts.len() as u32 * WARPGROUP_THREADS)
-        };
+        let fits = counts_fit;
         assert!(
             !fits(&[240, 240, 32]),
             "the 128 x 256 block-scaled experiment that hung"

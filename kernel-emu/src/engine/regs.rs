@@ -28,9 +28,9 @@
 //!   not documented, and the counts of all roles must fit the pool anyway).
 use super::*;
 use kernel_spec::desc_wgmma::WARPGROUP_THREADS;
-use kernel_spec::limits::{MAX_THREAD_REGISTERS, REGISTER_FILE};
 use kernel_spec::registers::{
-    entry_registers, register_pool, setmaxnreg_count_ok, REGISTER_POOL_RULE,
+    counts_fit, entry_registers, register_pool, setmaxnreg_count_ok, EntryCountReason,
+    REGISTER_POOL_RULE,
 };
 
 /// Threads per warpgroup.
@@ -205,7 +205,6 @@ impl Emu {
     /// warpgroups served. Their threads are woken (the calling thread too
     /// when it is one of them: it is running).
     fn grant_registers(&self, g: &mut State, cta: usize) -> Vec<usize> {
-        let pool = register_pool(self.tpc as u32);
         let mut served = Vec::new();
         for wg in 0..g.regs[cta].counts.len() {
             let p = &g.regs[cta];
@@ -213,14 +212,10 @@ impl Emu {
             if !r.inc || r.arrived.len() < WG {
                 continue;
             }
-            let others: u32 = p
-                .counts
-                .iter()
-                .enumerate()
-                .filter(|&(w, _)| w != wg)
-                .map(|(_, &c)| c)
-                .sum();
-            if others + r.n > pool {
+            // The counts with this warpgroup's request granted.
+            let mut asked = p.counts.clone();
+            asked[wg] = r.n;
+            if !counts_fit(&asked) {
                 continue;
             }
             let r = g.regs[cta].pending[wg].take().expect("checked above");
@@ -265,16 +260,14 @@ impl Emu {
         asked[wg] = n;
         let need: u32 = asked.iter().sum();
         format!(
-            "{op} {n} in warpgroup {wg}, for registers: the CTA's pool is {wgs} x {entry} = {pool} per thread slot \
-             (a {}-thread CTA starts with {entry} registers per thread: {REGISTER_FILE} / {}, at most {MAX_THREAD_REGISTERS}, rounded down \
-             to a multiple of 8), warpgroups 0..{wgs} hold {} = {}, and warpgroup {wg} asks for {n}: {} = {need} > {pool}. \
+            "{op} {n} in warpgroup {wg}, for registers: the CTA's pool is {wgs} x {entry} = {pool} per thread slot, \
+             warpgroups 0..{wgs} hold {} = {}, and warpgroup {wg} asks for {n}: {} = {need} > {pool}. {}. \
              Only a setmaxnreg.dec of another warpgroup returns registers to the pool (an exited warp's registers \
              stay counted until the CTA ends). {REGISTER_POOL_RULE}: lower the counts by {} in all",
-            self.tpc,
-            self.tpc,
             plus(&p.counts),
             p.counts.iter().sum::<u32>(),
             plus(&asked),
+            EntryCountReason(self.tpc as u32),
             need - pool
         )
     }

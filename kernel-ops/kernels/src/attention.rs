@@ -37,15 +37,15 @@ pub const CONSUMER_BARRIER_ID: u32 = 1;
 /// consumers 240 (24 + 2 x 240 = 504, the register pool of a 384-thread
 /// CTA, 3 x 168); with three consumers, the producer 32 and the consumers
 /// 160 (32 + 3 x 160 = 512, the pool of 512 threads, 4 x 128). The roles
-/// may not exceed the pool (`kernel_device::wgmma::register_pool`): a
+/// may not exceed the pool (`kernel_device::wgmma::counts_fit` checks it): a
 /// `setmaxnreg.inc` would wait forever.
 pub const PRODUCER_REGS: u32 = 24;
 pub const CONSUMER_REGS: u32 = 240;
 pub const PRODUCER_REGS_3: u32 = 32;
 pub const CONSUMER_REGS_3: u32 = 160;
 const _: () = assert!(
-    PRODUCER_REGS + 2 * CONSUMER_REGS <= kernel_device::wgmma::register_pool(384)
-        && PRODUCER_REGS_3 + 3 * CONSUMER_REGS_3 <= kernel_device::wgmma::register_pool(512),
+    kernel_device::wgmma::counts_fit(&[CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])
+        && kernel_device::wgmma::counts_fit(&[CONSUMER_REGS_3, CONSUMER_REGS_3, CONSUMER_REGS_3, PRODUCER_REGS_3]),
     "setmaxnreg: the roles' counts must sum to at most the CTA's register pool"
 );
 

@@ -42,7 +42,7 @@ const KC: usize = BWD_BM / 16;
 const PRODUCER_REGS: u32 = 24;
 const CONSUMER_REGS: u32 = 240;
 const _: () = assert!(
-    PRODUCER_REGS + 2 * CONSUMER_REGS <= kernel_device::wgmma::register_pool(384),
+    kernel_device::wgmma::counts_fit(&[CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS]),
     "setmaxnreg: the roles' counts must sum to at most the CTA's register pool (3 x 168 at 384 threads)"
 );
 /// The consumers' named barriers: both warpgroups (256 threads), and one

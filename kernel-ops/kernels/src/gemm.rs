@@ -58,12 +58,12 @@ pub const COMPUTE_WGS: u32 = 2;
 pub const COMPUTE_BARRIER: NamedBarrier = NamedBarrier::new(1, 256);
 /// Register budgets per role (`setmaxnreg`): 40 for the memory warpgroup,
 /// 232 for the compute ones. 40 + 2 x 232 = 504 is the register pool of a
-/// 384-thread CTA (3 x 168, `kernel_device::wgmma::register_pool`), which
+/// 384-thread CTA (3 x 168; `kernel_device::wgmma::counts_fit` checks it), which
 /// the roles may not exceed: a `setmaxnreg.inc` would wait forever.
 pub const MEMORY_REGS: u32 = 40;
 pub const COMPUTE_REGS: u32 = 232;
 const _: () = assert!(
-    MEMORY_REGS + COMPUTE_WGS * COMPUTE_REGS <= kernel_device::wgmma::register_pool(384),
+    COMPUTE_WGS == 2 && kernel_device::wgmma::counts_fit(&[COMPUTE_REGS, COMPUTE_REGS, MEMORY_REGS]),
     "setmaxnreg: the roles' counts must sum to at most the CTA's register pool (3 x 168 at 384 threads)"
 );
 

@@ -86,7 +86,7 @@ pub const BS_COMPUTE_REGS: u32 = 240;
 /// See [`BS_COMPUTE_REGS`].
 pub const BS_MEMORY_REGS: u32 = 24;
 const _: () = assert!(
-    2 * BS_COMPUTE_REGS + BS_MEMORY_REGS <= kernel_device::wgmma::register_pool(384),
+    kernel_device::wgmma::counts_fit(&[BS_COMPUTE_REGS, BS_COMPUTE_REGS, BS_MEMORY_REGS]),
     "setmaxnreg: the roles' counts must sum to at most the CTA's register pool (3 x 168 at 384 threads)"
 );
 /// See [`BS_BM`].
