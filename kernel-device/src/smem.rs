@@ -313,6 +313,52 @@ impl<E: Copy, const N: usize> Smem<[E; N]> {
     }
 }
 
+impl<const N: usize> Smem<[f32; N]> {
+    /// `st.shared.v4.b32`: writes `v` to elements `i..i + 4` as one 16-byte
+    /// store (a warp's 32 such stores to consecutive 16-byte slots take the
+    /// minimum 4 shared-memory wavefronts; four scalar stores at a 16-byte
+    /// stride would conflict 4 ways). `i` a multiple of 4 below `N`, the
+    /// buffer 16-byte aligned (checked: a trap on the GPU, a reported misuse
+    /// on the emulator, which tracks the 16 bytes as one write).
+    #[inline(always)]
+    #[track_caller]
+    pub fn write_v4(&self, i: usize, v: [f32; 4]) {
+        let addr = self.smem_addr().wrapping_add(4 * i as u32);
+        if i % 4 != 0 || i + 4 > N || addr % 16 != 0 {
+            misaligned_v4(i, N, addr);
+        }
+        device!("st.shared.v4.b32", {
+            // SAFETY: in bounds and 16-byte aligned (checked above).
+            unsafe {
+                core::arch::asm!("st.shared.v4.b32 [{0}], {{{1}, {2}, {3}, {4}}};",
+                    in(reg32) addr, in(reg32) v[0].to_bits(), in(reg32) v[1].to_bits(), in(reg32) v[2].to_bits(), in(reg32) v[3].to_bits(),
+                    options(nostack, preserves_flags))
+            }
+        }, host: {
+            // SAFETY: in bounds (checked above).
+            let p = unsafe { self.ptr.cast::<f32>().add(i) };
+            kernel_emu::smem_access(p as *const u8, 16, true);
+            // SAFETY: in bounds; one emulated thread runs at a time.
+            unsafe { (p as *mut [f32; 4]).write(v) }
+        })
+    }
+}
+
+#[cold]
+#[track_caller]
+fn misaligned_v4(i: usize, n: usize, addr: u32) -> ! {
+    device!("smem v4 check", {
+        let _ = (i, n, addr);
+        // SAFETY: aborts the kernel.
+        unsafe { core::arch::asm!("trap;", options(noreturn, nostack)) }
+    }, host: {
+        kernel_emu::misuse(
+            "Smem::write_v4 out of bounds or misaligned",
+            format_args!("elements {i}..{} of {n} at shared address {addr:#x}: the index must be a multiple of 4 below {n} and the address a multiple of 16", i + 4),
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -325,6 +325,30 @@ pub mod bulk {
         })
     }
 
+    /// `cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [dst], [src], bytes;` (sm_90)
+    ///
+    /// # Safety
+    /// One thread, after `commit_smem` and a barrier; `dst..dst + bytes` is
+    /// writable global memory; `dst`, `src` and `bytes` are multiples of
+    /// 16; `src` stays unmodified until a `wait_group_read` covers the
+    /// reduction.
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn reduce_add_f32_raw(dst: *mut f32, src: u32, bytes: u32) {
+        device!("cp.reduce.async.bulk .add.f32 (shared -> global)", {
+            // SAFETY: caller contract.
+            unsafe {
+                core::arch::asm!(
+                    "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [{0}], [{1}], {2};",
+                    in(reg64) dst, in(reg32) src, in(reg32) bytes,
+                    options(nostack, preserves_flags))
+            }
+        }, host |op| {
+            // SAFETY: caller contract.
+            unsafe { kernel_emu::tma::bulk_reduce_add_f32(dst, src, bytes, op) }
+        })
+    }
+
     /// Bytes one copy of `N` elements of `T` moves, checked at compile time:
     /// a multiple of 16.
     const fn copy_bytes<T, const N: usize>() -> u32 {
@@ -393,6 +417,24 @@ pub mod bulk {
         // SAFETY: in bounds and aligned (checked), `dst` is writable; the
         // SMEM source contract is the caller's (documented above).
         unsafe { store_raw(p as *mut u8, src.smem_addr(), bytes) }
+    }
+
+    /// Adds `src` element by element into `dst[at..at + N]` (global memory:
+    /// this device's or a peer's) as a bulk-group operation, each element's
+    /// add atomic (`cp.reduce.async.bulk .add.f32`): many CTAs may reduce
+    /// into the same elements, as with `red.global.add`, one instruction
+    /// for the whole buffer. Close the group with [`super::commit_group`],
+    /// wait with [`super::wait_group_read`] before reusing `src` and
+    /// [`super::wait_group`] before reading the sums. One thread, after
+    /// `commit_smem` and a barrier.
+    #[inline(always)]
+    #[track_caller]
+    pub fn reduce_add<const N: usize>(src: Smem<[f32; N]>, dst: Gmem<f32>, at: usize) {
+        let bytes = const { copy_bytes::<f32, N>() };
+        let p = global_at(dst.as_ptr() as *const f32, dst.len(), at, N);
+        // SAFETY: in bounds and aligned (checked), `dst` is writable; the
+        // SMEM source contract is the caller's (documented above).
+        unsafe { reduce_add_f32_raw(p as *mut f32, src.smem_addr(), bytes) }
     }
 }
 

@@ -424,6 +424,46 @@ pub unsafe fn bulk_store(dst: *mut u8, src: u32, bytes: u32, op: &str) {
     crate::async_issue(crate::AsyncOp::copies(op, copies, crate::Completion::BulkGroup));
 }
 
+/// `cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [dst], [src], bytes`
+/// on the emulator: the async proxy must see what ordinary stores wrote to
+/// `src` (`commit_smem`); when the operation runs (a bulk-group member, as
+/// [`bulk_store`]) each of the `bytes / 4` f32 at `src` is added to the one
+/// at `dst` (this device's memory or a peer's). Each element's add is
+/// atomic, as the hardware's: the global side is not a race with other
+/// reductions, like `red.global.add` (atomics are not race-checked); the SMEM
+/// source is read by the async proxy (a store to it before a
+/// `wait_group_read` covers the reduction is a race).
+///
+/// # Safety
+/// `dst..dst + bytes` is host memory lent to the run, writable, 4-byte aligned.
+#[track_caller]
+pub unsafe fn bulk_reduce_add_f32(dst: *mut f32, src: u32, bytes: u32, op: &str) {
+    let p = crate::smem_ptr_range(src, bytes as usize) as *const f32;
+    crate::async_proxy_read(src, bytes as usize, op);
+    let (e, tid) = crate::ctx("bulk_reduce_add_f32");
+    let (cta, off) = e.decode_or_misuse(tid, std::panic::Location::caller(), src);
+    let reads = vec![(crate::Space::Smem { cta }, u64::from(off), u64::from(off) + u64::from(bytes))];
+    let (from, to, n) = (p as usize, dst as usize, bytes as usize / 4);
+    let effect = move || {
+        for k in 0..n {
+            // SAFETY: `src` is in the CTA's buffer (checked), `dst` the
+            // caller's; the engine runs effects one at a time.
+            unsafe {
+                let d = (to as *mut f32).add(k);
+                d.write(d.read() + (from as *const f32).add(k).read());
+            }
+        }
+    };
+    crate::async_issue(crate::AsyncOp {
+        kind: op.to_string(),
+        copies: Vec::new(),
+        reads,
+        writes: Vec::new(),
+        effect: Some(Box::new(effect)),
+        completion: crate::Completion::BulkGroup,
+    });
+}
+
 /// `prefetch.tensormap [tmap]` on the emulator: checks that `tmap` is an
 /// emulator map; a scheduling point.
 ///

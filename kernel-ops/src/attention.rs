@@ -344,11 +344,12 @@ macro_rules! attn_type {
                 let (group, causal) = ((heads / kv_heads) as u32, opts.causal as u32);
                 // Scratch: the per-query statistics `(lse log2 e, delta)` over
                 // `[batch, heads, seq_pad]`, and dQ's f32 accumulator, which
-                // the main kernel adds into (zeroed).
+                // the main kernel adds into (zeroed; its chunks'
+                // layout is `kernel_ops_kernels::attention_bwd::dq_acc_chunk`).
                 let seq_pad = seq.div_ceil(BWD_BM) * BWD_BM;
                 let rows = batch * heads * seq_pad;
                 let mut stats = dev.zeros::<f32>(2 * rows)?;
-                let mut dq_acc = dev.zeros::<f32>(shape.q_len())?;
+                let mut dq_acc = dev.zeros::<f32>(batch * heads * seq_pad * head_dim)?;
                 // The SIMT kernels stride over their rows: a grid the
                 // emulator runs (one OS thread per emulated thread) there.
                 let cap = |ctas: usize| (if dev.is_gpu() { ctas } else { ctas.min(8) }).max(1) as u32;
@@ -365,6 +366,8 @@ macro_rules! attn_type {
                         let args = (&qm, &km, &vm, &dom, &dkm, &dvm, &stats, &mut dq_acc, seq as u32, group, scale * std::f32::consts::LOG2_E, causal);
                         // Two Q/dO slots: three measured no faster (RESULTS.md).
                         ops.kernel::<$bwd<$d, 2>>()?.launch(grid, args)?;
+                        let len = shape.q_len();
+                        ops.kernel::<$dq<$d>>()?.launch((cap((len / 2).div_ceil(128)), 1, 1), (&dq_acc, dq, seq as u32, heads as u32, scale))?;
                     }};
                 }
                 match head_dim {
@@ -372,8 +375,6 @@ macro_rules! attn_type {
                     128 => launch!(128),
                     d => return Err(Error::Shape { op: "attention_backward", problem: format!("head_dim = {d}: the backward pass is built for head_dim in {BWD_HEAD_DIMS:?}") }),
                 }
-                let len = shape.q_len();
-                ops.kernel::<$dq>()?.launch((cap((len / 4).div_ceil(128)), 1, 1), (&dq_acc, dq, len as u32, scale))?;
                 Ok(())
             }
             $(

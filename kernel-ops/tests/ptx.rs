@@ -156,7 +156,8 @@ fn matmul_kernels_f16_and_bf16_have_their_wgmmas_and_no_spills() {
 /// split; none in the loop: RESULTS.md); Pᵀ and dSᵀ fed to dV and dK from
 /// registers (RS wgmma with B MN-major), dQ by an SS wgmma with both
 /// operands transposed (imm-trans-a 1, imm-trans-b 1), its partial sums by
-/// `red.global.add.v2.f32`, the statistics by one bulk copy per step.
+/// one bulk reduction from SMEM per step (`cp.reduce.async.bulk .add.f32`,
+/// no per-thread `red`), the statistics by one bulk copy per step.
 #[test]
 fn attention_backward_kernel_has_its_instructions_and_register_budgets() {
     let img = image("sm_90a");
@@ -186,7 +187,8 @@ fn attention_backward_kernel_has_its_instructions_and_register_budgets() {
         let rs = body.lines().filter(|l| l.contains("wgmma.mma_async") && l.contains("}, {%r")).count();
         assert!(rs >= 8, "{name}: {rs} RS wgmmas (Pᵀ and dSᵀ from registers)");
         assert!(body.lines().any(|l| l.contains("wgmma.mma_async") && l.contains(", 1, 1, 1, 1;")), "{name}: dQ's wgmma with both operands transposed");
-        assert!(count(body, "red.relaxed.gpu.global.add.v2.f32") >= 16, "{name}: dQ's vector reductions");
+        assert!(body.contains("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32"), "{name}: dQ's bulk reduction");
+        assert!(!body.contains("red.relaxed.gpu.global"), "{name}: no per-thread reductions left");
         assert!(body.contains("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"), "{name}: the statistics' bulk copy");
         assert!(body.contains("ex2.approx"), "{name}: ex2.approx");
     }

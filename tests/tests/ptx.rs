@@ -87,6 +87,13 @@ const EXPECTED: &[(&str, &[&str])] = &[
         ],
     ),
     ("softmax_rows", &["ld.global.nc.v4.b32", "shfl.sync.bfly.b32", "ex2.approx.f32", "rcp.rn.f32", "st.global.v4.b32"]),
+    (
+        "reduce_adds",
+        &[
+            "st.shared.v4.b32", "fence.proxy.async.shared::cta", "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32",
+            "cp.async.bulk.commit_group", "cp.async.bulk.wait_group 0", "red.relaxed.gpu.global.add.v2.f32",
+        ],
+    ),
 ];
 
 /// Kernels built for sm_90a only (`#[kernel(arch = sm_90a)]`: wgmma).

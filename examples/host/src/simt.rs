@@ -289,6 +289,23 @@ pub fn gmem_ops(dev: &Device) -> Result<Outcome> {
     check_tol("gmem_ops", &y, &want, |_| None)
 }
 
+/// Bulk reductions and vector `red` from 6 CTAs into the same elements
+/// (see the kernel's docs).
+pub fn reduce_adds(dev: &Device) -> Result<Outcome> {
+    let (ctas, len) = (6usize, simt::REDUCE_LEN);
+    let x = inputs(ctas * len, 47);
+    let dx = dev.upload(&x)?;
+    let (mut dsums, mut dpairs) = (dev.zeros::<f32>(len)?, dev.zeros::<f32>(len)?);
+    dev.load(&kernels::DEVICE_CODE)?.kernel::<simt::reduce_adds>()?.launch_sync(ctas as u32, (&dx, &mut dsums, &mut dpairs))?;
+    let (sums, pairs) = (dev.download(&dsums)?, dev.download(&dpairs)?);
+    let want: Vec<f32> = (0..len).map(|i| (0..ctas).map(|b| x[b * len + i] as f64).sum::<f64>() as f32).collect();
+    // Six f32 adds in any order: a few ulps of the largest partial sum
+    // (|x| < 4, so below 24).
+    let tol = |_| Some(24.0 * 6.0 * f32::EPSILON as f64);
+    check_tol("reduce_adds (bulk reduction)", &sums, &want, tol)?;
+    check_tol("reduce_adds (red.global.add.v2)", &pairs, &want, tol)
+}
+
 /// Row softmax, one warp per row, 8 rows of 128 (see the kernel's docs).
 pub fn softmax_rows(dev: &Device) -> Result<Outcome> {
     let rows = 2 * simt::SOFTMAX_ROWS as usize;
@@ -316,10 +333,11 @@ pub fn softmax_rows(dev: &Device) -> Result<Outcome> {
 pub type SimtExample = (&'static str, fn(&Device) -> Result<Outcome>);
 
 /// The SIMT examples.
-pub const SIMT_EXAMPLES: [SimtExample; 5] = [
+pub const SIMT_EXAMPLES: [SimtExample; 6] = [
     ("warp_collectives", warp_collectives),
     ("block_reductions", block_reductions),
     ("math_ops", math_ops),
     ("gmem_ops", gmem_ops),
+    ("reduce_adds", reduce_adds),
     ("softmax_rows", softmax_rows),
 ];

@@ -28,6 +28,7 @@
 //! | [`simt`] | `block_reductions` | block reductions and scans through a 32-slot SMEM scratch |
 //! | [`simt`] | `math_ops` | f32 math (`F32Ext`), f16/bf16 conversions and packed arithmetic, a user `device_op!` |
 //! | [`simt`] | `gmem_ops` | `GmemRef`, `ld.global.nc.v4`, vector stores, scoped atomics |
+//! | [`simt`] | `reduce_adds` | `st.shared.v4`, bulk reductions from SMEM (`cp.reduce.async.bulk .add.f32`), `red.global.add.v2.f32` |
 //! | [`simt`] | `softmax_rows` | row softmax with one warp per row, no SMEM |
 //! | [`arrays`] | `array_wgmma_ops`, `array_strided_ops` | register arrays in the WGMMA / WGMMA_ROW / WGMMA_COL / WG_STRIDED layouts |
 //! | [`fused`] | `matmul_bias_relu` | `matmul_warp_specialized` + a fused bias/ReLU epilogue on the register tile |

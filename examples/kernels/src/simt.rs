@@ -200,6 +200,38 @@ pub fn gmem_ops(
     counts.atomic_cas(2, 0, g as u32 + 1);
 }
 
+/// Elements every CTA of [`reduce_adds`] adds into each output.
+pub const REDUCE_LEN: usize = 256;
+
+/// Reductions into global memory from every CTA: `sums` and `pairs`
+/// (`REDUCE_LEN` f32 each, zeroed by the host) end up as the column sums
+/// of `x` seen as `grid x REDUCE_LEN`.
+///
+/// This kernel works as follows: CTA `b` copies its row of `x` into SMEM
+/// (`st.shared.v4` by the first 64 threads), `commit_smem`, a CTA barrier, then thread 0
+/// adds the whole row into `sums` with one bulk reduction
+/// (`cp.reduce.async.bulk .add.f32`, a bulk group it waits for); meanwhile
+/// every thread adds two elements of the row into `pairs` with
+/// `red.global.add.v2.f32`.
+///
+/// Constraints: 128 threads; `x` holds `grid * REDUCE_LEN` elements.
+#[kernel(block = threads(128))]
+pub fn reduce_adds(x: GmemRef<f32>, sums: Gmem<f32>, pairs: Gmem<f32>, #[scratch] row: Smem<[f32; REDUCE_LEN]>) {
+    let t = thread_idx().x as usize;
+    let base = block_idx().x as usize * REDUCE_LEN;
+    if t < REDUCE_LEN / 4 {
+        row.write_v4(4 * t, x.read_nc_v4(base + 4 * t));
+    }
+    kernel_device::tma::commit_smem();
+    sync_threads();
+    if t == 0 {
+        kernel_device::tma::bulk::reduce_add(row, sums, 0);
+        kernel_device::tma::commit_group();
+        kernel_device::tma::wait_group::<0>();
+    }
+    pairs.red_add_v2(2 * t, x.read_nc_v2(base + 2 * t));
+}
+
 /// Rows of [`softmax_rows`] per CTA (one warp each).
 pub const SOFTMAX_ROWS: u32 = 4;
 /// Columns of [`softmax_rows`] (4 per lane).

@@ -11,10 +11,14 @@
 //! 2. [`attention_bwd`] (wgmma, warp-specialized): per block of 128 keys of
 //!    one K/V head, dK and dV accumulated in registers over every Q block
 //!    of every Q head of its group, dQ's partial sums added into an f32
-//!    buffer with `red.global.add` (the FlashAttention-2 choice that
-//!    measured faster than a second pass recomputing `P` and `dP`);
+//!    buffer (FlashAttention-2's choice, which measured faster than a
+//!    second pass recomputing `P` and `dP`) by one bulk reduction
+//!    (`cp.reduce.async.bulk .add.f32`) per step from SMEM, as
+//!    FlashAttention-3 does: 1.4-1.5x faster than the consumers' own
+//!    `red.global.add.v2.f32` (RESULTS.md, 2026-11-27);
 //! 3. [`attention_bwd_dq`] (SIMT): `dQ = scale · dQ_acc` rounded to the
-//!    element type.
+//!    element type, from the accumulator's layout ([`dq_acc_chunk`]) to
+//!    dQ's.
 //!
 //! With `S = scale Q Kᵀ`, `P = softmax(S)` (recomputed from the saved
 //! log-sum-exp), `dV = Pᵀ dO`, `dP = dO Vᵀ`, `dS = P ⊙ (dP − delta)`,
@@ -24,7 +28,7 @@ use kernel_device::array::Scalar;
 use kernel_device::layout::{Swizzled, Tile};
 use kernel_device::math::{ex2_approx_ftz, LOG2_E};
 use kernel_device::prelude::*;
-use kernel_device::tma::{bulk, commit_group, wait_group};
+use kernel_device::tma::{bulk, commit_group, wait_group, wait_group_read};
 use kernel_device::wgmma::{pin_entry_registers, setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaShape};
 use kernel_device::{bf16, f16, Barriers};
 
@@ -49,6 +53,8 @@ const _: () = assert!(
 /// per warpgroup (`WG_BARRIER + w`, 128 threads).
 const BOTH_BARRIER: u32 = 1;
 const WG_BARRIER: u32 = 2;
+/// D 64's dSᵀ handover of step `i` (`DQ_BARRIER + i % 2`, 256 threads).
+const DQ_BARRIER: u32 = 4;
 
 /// A 64-row tile of K, V, dK or dV (`64 keys x D`).
 pub type KHalf<E, const D: usize> = Tile<E, 64, D, Swizzled<128>>;
@@ -60,13 +66,14 @@ pub type DsTile<E> = Tile<E, 64, BWD_BM, Swizzled<128>>;
 /// The rules every instance passes (compile time): `D` 64 or 128 (the
 /// registers: a consumer thread holds `D / 2` dK and `D / 2` dV
 /// accumulators, 32 for `Sᵀ`, 32 for `dPᵀ` and 32 for dQ's partial);
-/// 2 or more stages of Q/dO; SMEM `K + V + STAGES (Q + dO) + 4 dS` fits.
+/// 2 or more stages of Q/dO; SMEM `K + V + STAGES (Q + dO) + 4 dS + 2 dQ`
+/// (the last two f32) fits.
 pub const fn check_attention_bwd(d: usize, stages: usize) {
     assert!(d == 64 || d == 128, "attention backward: head_dim (D) must be 64 or 128");
     assert!(stages >= 2, "attention backward: at least 2 Q/dO stages (one loads while the other is read)");
     assert!(
-        2 * (2 * BWD_BN * d + stages * 2 * BWD_BM * d + 4 * 64 * BWD_BM) <= kernel_device::launch::MAX_SMEM_BYTES,
-        "attention backward: SMEM K + V (128 x D each) + STAGES x (Q + dO) (64 x D each) + 4 dS tiles (64 x 64) must fit one CTA (kernel_device::launch::MAX_SMEM_BYTES)"
+        2 * (2 * BWD_BN * d + stages * 2 * BWD_BM * d + 4 * 64 * BWD_BM) + 4 * 2 * DQ_CHUNK <= kernel_device::launch::MAX_SMEM_BYTES,
+        "attention backward: SMEM K + V (128 x D each) + STAGES x (Q + dO) (64 x D each) + 4 dS tiles (64 x 64) + 2 f32 dQ buffers (64 x 64) must fit one CTA (kernel_device::launch::MAX_SMEM_BYTES)"
     );
 }
 
@@ -77,6 +84,33 @@ pub const fn check_attention_bwd(d: usize, stages: usize) {
 pub fn q_blocks(nb: u32, seq: u32, causal: bool) -> (u32, u32) {
     let first = if causal { nb * BWD_BN as u32 / BWD_BM as u32 } else { 0 };
     (first, seq.div_ceil(BWD_BM as u32))
+}
+
+/// Floats of one chunk of `dq_acc`: 64 query rows x 64 columns of dQ.
+pub const DQ_CHUNK: usize = BWD_BM * 64;
+
+/// Where `dq_acc` (dQ's f32 partial sums) keeps chunk `(m, half)` of Q head
+/// `h` of batch `b`: its first element. Per `(b, h)` the buffer holds
+/// `seq_pad x D` floats as chunks of 64 rows (row block `m`) by 64 columns
+/// (column half `half`, 0 at D 64), each chunk in the order the main
+/// kernel's dQ accumulator holds it: float `4 (128 j + t) + e` is register
+/// `4 j + e` of thread `t` (see [`dq_acc_in_chunk`]), so that each thread's
+/// stores of it are 16 bytes and conflict-free and the chunk goes to global
+/// memory as one bulk reduction. `seq_pad` is `seq` rounded up to 64.
+#[inline(always)]
+pub fn dq_acc_chunk<const D: usize>(b: u32, h: u32, heads: u32, m: u32, half: u32, seq_pad: usize) -> usize {
+    ((b * heads + h) as usize * seq_pad + m as usize * BWD_BM) * D + half as usize * DQ_CHUNK
+}
+
+/// The offset of `(row, col)` (each below 64) inside a chunk of `dq_acc`
+/// (see [`dq_acc_chunk`]): register `r` of thread `t` of an `m64n64`
+/// accumulator holds row `16 (t / 32) + (t % 32) / 4 + 8 ((r / 2) % 2)`,
+/// column `8 (r / 4) + 2 (t % 4) + r % 2`; this inverts that.
+#[inline(always)]
+pub const fn dq_acc_in_chunk(row: usize, col: usize) -> usize {
+    let t = 32 * (row / 16) + 4 * (row % 8) + (col % 8) / 2;
+    let r = 4 * (col / 8) + 2 * ((row / 8) % 2) + col % 2;
+    4 * (128 * (r / 4) + t) + r % 4
 }
 
 /// The per-query statistics the main kernel reads, one pair per row of
@@ -114,17 +148,26 @@ pub fn attention_bwd_pre_of<E: Scalar, const D: usize>(o: GmemRef<E>, d_o: GmemR
     }
 }
 
-/// `dq[i] = scale · acc[i]` rounded to `E`, 4 elements per thread per
-/// round, the threads striding by the grid. Launch: any grid (up to
-/// `ceil(len / 512)`), one warpgroup; `len` a multiple of 4.
+/// `dQ = scale · dQ_acc` rounded to `E`: `dq` (`[batch, seq, heads, D]`)
+/// read from `acc`'s chunks (see [`dq_acc_chunk`]), 2 elements per thread
+/// per round, the threads striding by the grid. Launch: any grid (up to
+/// `ceil(len / 256)`), one warpgroup.
 #[inline(always)]
 #[track_caller]
-pub fn attention_bwd_dq_of<E: Scalar>(acc: GmemRef<f32>, dq: Gmem<E>, len: u32, scale: f32) {
-    let mut i = 4 * (block_idx().x * 128 + thread_in_warpgroup()) as usize;
-    while i < len as usize {
-        let v = acc.read_nc_v4(i);
-        unroll(4, |j| dq.write(i + j, E::from_f32(v[j] * scale)));
-        i += 4 * 128 * grid_dim().x as usize;
+pub fn attention_bwd_dq_of<E: Scalar, const D: usize>(acc: GmemRef<f32>, dq: Gmem<E>, seq: u32, heads: u32, scale: f32) {
+    let (seq, heads) = (seq as usize, heads as usize);
+    let seq_pad = seq.div_ceil(BWD_BM) * BWD_BM;
+    let mut i = 2 * (block_idx().x * 128 + thread_in_warpgroup()) as usize;
+    while i < dq.len() {
+        // Element `i` of dQ: column `d` of query `s`, head `h`, batch `b`.
+        let (d, row) = (i % D, i / D);
+        let (h, bs) = (row % heads, row / heads);
+        let (s, b) = (bs % seq, bs / seq);
+        let chunk = dq_acc_chunk::<D>(b as u32, h as u32, heads as u32, (s / BWD_BM) as u32, (d / 64) as u32, seq_pad);
+        let v = acc.read_nc_v2(chunk + dq_acc_in_chunk(s % BWD_BM, d % 64));
+        dq.write(i, E::from_f32(v[0] * scale));
+        dq.write(i + 1, E::from_f32(v[1] * scale));
+        i += 2 * 128 * grid_dim().x as usize;
     }
 }
 
@@ -146,9 +189,13 @@ pub fn attention_bwd_dq_of<E: Scalar>(acc: GmemRef<f32>, dq: Gmem<E>, len: u32, 
 ///    - dSᵀ to SMEM (double-buffered by step parity), then dQ's partial
 ///      `dS K` by SS wgmmas with both operands transposed views: at D 128
 ///      the two warpgroups meet and each takes 64 of dQ's columns over all
-///      128 keys; at D 64 each takes all columns over its own 64 keys;
-///    - the slot released, dQ's partial added to `dq_acc` (f32, rows
-///      `< seq`) with `red.global.add.f32`.
+///      128 keys; at D 64 the warpgroup of the step's parity takes all
+///      columns over all 128 keys while the other only hands its dSᵀ over
+///      (a named-barrier arrive): one partial per dQ element and step;
+///    - the slot released, dQ's partial stored to the warpgroup's f32 SMEM
+///      buffer in its registers' order and added into `dq_acc` by one bulk
+///      reduction (thread 0 of the warpgroup; the buffer's next write waits
+///      for that reduction to have read it).
 /// 3. At the end: both warpgroups meet (every MMA reading K and V is
 ///    done), dK (times `scale`) and dV are rounded into K's and V's SMEM
 ///    tiles and stored by TMA (rows past `seq` clipped).
@@ -177,6 +224,7 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
     do_bufs: Smem<[QStep<E, D>; STAGES]>,
     ds_bufs: Smem<[DsTile<E>; 4]>,
     stats_bufs: Smem<[[f32; 2 * BWD_BM]; STAGES]>,
+    dq_bufs: Smem<[[f32; DQ_CHUNK]; 2]>,
     kv_loaded: Barrier,
     qdo_loaded: Barriers<STAGES>,
     qdo_consumed: Barriers<STAGES>,
@@ -232,7 +280,10 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
     let g = geometry();
     let Geometry { nb, b, heads, col, .. } = g;
     let causal = causal != 0;
-    let w = warpgroup_idx() as usize;
+    // Through a shuffle, so that ptxas sees it warp-uniform: D 64's dQ is
+    // issued under `i % 2 == w`, and a wgmma in a branch ptxas cannot prove
+    // uniform is serialized (C7520).
+    let w = kernel_device::warp::shfl_idx(warpgroup_idx(), 0) as usize;
     let wg_bar = NamedBarrier::new(WG_BARRIER + w as u32, 128);
     let both = NamedBarrier::new(BOTH_BARRIER, 256);
     let key0 = nb as usize * BWD_BN + 64 * w;
@@ -309,29 +360,51 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
         commit_smem();
         // dQ's partial: dS K (dS = the stored dSᵀ transposed; K stored keys
         // x D, so its view is transposed too).
-        let mut acc_dq = Acc::<64>::undefined();
-        let dq_col0;
-        if D == 128 {
-            both.sync();
-            dq_col0 = 64 * w;
-            acc_dq.mma_view(ds_bufs.at(parity).transposed(), 0, k_bufs.at(0).transposed(), dq_col0, false);
-            acc_dq.mma_view(ds_bufs.at(parity + 1).transposed(), 0, k_bufs.at(1).transposed(), dq_col0, true);
-        } else {
-            wg_bar.sync();
-            dq_col0 = 0;
-            acc_dq.mma_view(ds.transposed(), 0, k_bufs.at(w).transposed(), 0, false);
-        }
-        wgmma_commit_group();
-        wgmma_wait::<0>();
-        qdo_consumed.at(s).arrive();
-        // dQ's rows: queries `q0 + 16 (t / 32) + l / 4 + 8 hh`.
-        acc_dq.for_each_pair(|r, c, v0, v1| {
-            let query = q0 + r;
-            if query < seq_u {
-                let at = ((b as usize * seq_u + query) * heads as usize + h as usize) * D + dq_col0 + c;
-                dq_acc.red_add_v2(at, [v0, v1]);
+        // At D 128 the two warpgroups meet and each takes 64 of dQ's columns
+        // over all 128 keys; at D 64 the warpgroup of the step's parity takes
+        // all of them over all 128 keys, the other only hands over its dSᵀ
+        // (an arrive, no wait): one `red` per element of dQ per step either
+        // way. Everything touching dQ's accumulator stays inside one branch
+        // (ptxas serializes a wgmma whose accumulator is live across a
+        // branch it cannot prove warpgroup-uniform, C7520).
+        let dq_mine = D == 128 || i as usize % 2 == w;
+        let handover = NamedBarrier::new(DQ_BARRIER + i % 2, 256);
+        if dq_mine {
+            if D == 128 {
+                both.sync();
+            } else {
+                handover.sync();
             }
-        });
+            let half = if D == 128 { w } else { 0 };
+            let mut acc_dq = Acc::<64>::undefined();
+            acc_dq.mma_view(ds_bufs.at(parity).transposed(), 0, k_bufs.at(0).transposed(), 64 * half, false);
+            acc_dq.mma_view(ds_bufs.at(parity + 1).transposed(), 0, k_bufs.at(1).transposed(), 64 * half, true);
+            wgmma_commit_group();
+            wgmma_wait::<0>();
+            qdo_consumed.at(s).arrive();
+            // dQ's partial to this warpgroup's SMEM buffer in the order of
+            // the accumulator's registers (16-byte stores, no bank
+            // conflicts; `dq_acc`'s layout, see [`dq_acc_chunk`]), after the
+            // previous reduction from it has read it, then added into
+            // `dq_acc` by one bulk reduction.
+            let buf = dq_bufs.at(w);
+            if t == 0 {
+                wait_group_read::<0>();
+            }
+            wg_bar.sync();
+            let regs = acc_dq.regs.as_ref();
+            unroll(BWD_BM / 8, |j| buf.write_v4(4 * (128 * j + t), [regs[4 * j], regs[4 * j + 1], regs[4 * j + 2], regs[4 * j + 3]]));
+            commit_smem();
+            wg_bar.sync();
+            if t == 0 {
+                bulk::reduce_add(buf, dq_acc, dq_acc_chunk::<D>(b, h, heads, m, half as u32, g.seq_pad));
+                commit_group();
+            }
+        } else {
+            handover.arrive();
+            wgmma_wait::<0>();
+            qdo_consumed.at(s).arrive();
+        }
     }
     // Every MMA reading K and V (both warpgroups' dQ) is done.
     both.sync();
@@ -401,6 +474,7 @@ macro_rules! bwd_kernels {
             #[scratch] do_bufs: Smem<[QStep<$t, D>; STAGES]>,
             #[scratch] ds_bufs: Smem<[DsTile<$t>; 4]>,
             #[scratch] stats_bufs: Smem<[[f32; 2 * BWD_BM]; STAGES]>,
+            #[scratch] dq_bufs: Smem<[[f32; DQ_CHUNK]; 2]>,
             #[scratch] kv_loaded: Barrier,
             #[scratch] qdo_loaded: Barriers<STAGES>,
             #[scratch(arrivals = 256)] qdo_consumed: Barriers<STAGES>,
@@ -408,7 +482,7 @@ macro_rules! bwd_kernels {
             Cols<D>: WgmmaShape,
         {
             attention_bwd_of::<$t, D, STAGES>(
-                q, k, v, d_o, dk, dv, stats, dq_acc, seq, kv_group, scale_log2, causal, k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, stats_bufs, kv_loaded, qdo_loaded, qdo_consumed,
+                q, k, v, d_o, dk, dv, stats, dq_acc, seq, kv_group, scale_log2, causal, k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, stats_bufs, dq_bufs, kv_loaded, qdo_loaded, qdo_consumed,
             );
         }
 
@@ -420,10 +494,10 @@ macro_rules! bwd_kernels {
             attention_bwd_pre_of::<$t, D>(o, d_o, lse, stats, batch, seq, heads, seq_pad);
         }
 
-        /// `dQ = scale · dQ_acc` (see [`attention_bwd_dq_of`]).
-        #[kernel(block = warpgroups(1))]
-        pub fn $dq(acc: GmemRef<f32>, dq: Gmem<$t>, len: u32, scale: f32) {
-            attention_bwd_dq_of::<$t>(acc, dq, len, scale);
+        /// `dQ = scale · dQ_acc` (see [`attention_bwd_dq_of`]). Instances `(D)`.
+        #[kernel(block = warpgroups(1), instances((64), (128)))]
+        pub fn $dq<const D: usize>(acc: GmemRef<f32>, dq: Gmem<$t>, seq: u32, heads: u32, scale: f32) {
+            attention_bwd_dq_of::<$t, D>(acc, dq, seq, heads, scale);
         }
     };
 }
