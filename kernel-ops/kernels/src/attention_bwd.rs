@@ -280,10 +280,7 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
     let g = geometry();
     let Geometry { nb, b, heads, col, .. } = g;
     let causal = causal != 0;
-    // Through a shuffle, so that ptxas sees it warp-uniform: D 64's dQ is
-    // issued under `i % 2 == w`, and a wgmma in a branch ptxas cannot prove
-    // uniform is serialized (C7520).
-    let w = kernel_device::warp::shfl_idx(warpgroup_idx(), 0) as usize;
+    let w = warpgroup_idx() as usize;
     let wg_bar = NamedBarrier::new(WG_BARRIER + w as u32, 128);
     let both = NamedBarrier::new(BOTH_BARRIER, 256);
     let key0 = nb as usize * BWD_BN + 64 * w;
@@ -307,31 +304,30 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
         let t = thread_in_warpgroup() as usize;
         let l = t % 32;
         let qcol = |c: usize, e: usize| q0 + 8 * c + 2 * (l % 4) + e;
-        // Their `(lse log2 e, delta)` pairs, in the slot's SMEM copy: one
-        // 16-byte load per 8 columns, made where each value is used (no
-        // registers held across the waits).
-        let st = stats_bufs.at(s).as_ptr() as *const [f32; 4];
+        // Their `(lse log2 e, delta)` pairs, in the slot's SMEM copy, read
+        // where each value is used (no registers held across the waits;
+        // the SASS loads only the floats used, one `LDS` each).
+        let st = stats_bufs.at(s).as_ptr() as *const Quad;
         // SAFETY: 16-byte aligned (the copy is; 8 c + 2 (l % 4) is even), in
         // the slot's 128 floats (c < 8).
-        let pair = |c: usize| unsafe { st.add((8 * c + 2 * (l % 4)) / 2).read() };
+        let pair = |c: usize| unsafe { st.add((8 * c + 2 * (l % 4)) / 2).read().0 };
         wgmma_wait::<1>();
         acc_s.fence_operands();
         {
             let sr = acc_s.regs.as_mut();
             // Register `i`: key (row) `key0 + 16 (t / 32) + l / 4 + 8 ((i / 2) % 2)`,
-            // query (column) `qcol(i / 4, i % 2)`.
+            // query (column) `qcol(i / 4, i % 2)`. Two copies of the loop:
+            // the mask's compares and selects only on the blocks it cuts.
             let masked = key0 + 64 > seq_u || (causal && key0 + 63 > q0);
-            unroll(BWD_BM / 2, |r| {
-                let lse2 = pair(r / 4)[2 * (r % 2)];
-                let mut p = ex2_approx_ftz(sr[r].fma(scale_log2, -lse2));
-                if masked {
+            if masked {
+                unroll(BWD_BM / 2, |r| {
                     let key = key0 + 16 * (t / 32) + l / 4 + 8 * ((r / 2) % 2);
-                    if key >= seq_u || (causal && key > qcol(r / 4, r % 2)) {
-                        p = 0.0;
-                    }
-                }
-                sr[r] = p;
-            });
+                    let p = ex2_approx_ftz(sr[r].fma(scale_log2, -pair(r / 4)[2 * (r % 2)]));
+                    sr[r] = if key >= seq_u || (causal && key > qcol(r / 4, r % 2)) { 0.0 } else { p };
+                });
+            } else {
+                unroll(BWD_BM / 2, |r| sr[r] = ex2_approx_ftz(sr[r].fma(scale_log2, -pair(r / 4)[2 * (r % 2)])));
+            }
         }
         wgmma_wait::<0>();
         acc_dp.fence_operands();
@@ -434,6 +430,12 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
         wait_group::<0>();
     }
 }
+
+/// Two queries' `(lse log2 e, delta)` pairs of the statistics' SMEM copy,
+/// 16-byte aligned.
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+struct Quad([f32; 4]);
 
 /// Where a CTA of [`attention_bwd_of`] works: key block `nb` of K/V head
 /// `hk` of batch `b`; Q blocks `m_first ..` (`per_head` of them) of each
