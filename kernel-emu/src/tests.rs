@@ -892,6 +892,49 @@ fn async_store_source_reuse_needs_wait_group_read_and_exit_needs_a_wait() {
     }
 }
 
+/// `cp.reduce.async.bulk .add.f32` from two CTAs into the same 16 floats:
+/// the sums land by `wait_group`, and a store to the source before
+/// `wait_group_read` is a race.
+#[test]
+fn bulk_reductions_add_from_every_cta_and_their_source_needs_wait_group_read() {
+    for seed in SEEDS {
+        for reuse_early in [false, true] {
+            let dst = host_buf(16);
+            dst.iter_mut().for_each(|w| *w = 1f32.to_bits());
+            let dst = dst.as_mut_ptr() as usize;
+            let mut c = cfg("reduce_like", 2, 32);
+            c.smem_bytes = 64;
+            c.seed = seed;
+            let r = run_t(c, move || {
+                if tid_x() != 0 {
+                    return;
+                }
+                for i in 0..16 {
+                    sw(i, (i as f32).to_bits());
+                }
+                fence_proxy_async();
+                // SAFETY: `dst` is 16 floats lent to the run.
+                unsafe { crate::tma::bulk_reduce_add_f32(dst as *mut f32, smem_addr(smem_u32(0) as *const u8), 64, "test reduce") };
+                bulk_commit_group();
+                if !reuse_early {
+                    bulk_wait_group(0, true);
+                }
+                sw(0, 7);
+                bulk_wait_group(0, false);
+            });
+            if reuse_early {
+                let msg = expect_race(r, "source reused").to_string();
+                assert!(msg.contains("test reduce"), "{msg}");
+            } else {
+                r.unwrap();
+                // SAFETY: the run is over; the buffer is leaked.
+                let out = unsafe { std::slice::from_raw_parts(dst as *const f32, 16) };
+                assert_eq!(out, (0..16).map(|i| 1.0 + 2.0 * i as f32).collect::<Vec<f32>>(), "1 + both CTAs' i");
+            }
+        }
+    }
+}
+
 #[test]
 fn a_phase_with_tma_bytes_nobody_waits_on_is_reported() {
     let src = host_buf(16).as_ptr() as usize;

@@ -208,10 +208,10 @@ pub const REDUCE_LEN: usize = 256;
 /// of `x` seen as `grid x REDUCE_LEN`.
 ///
 /// This kernel works as follows: CTA `b` copies its row of `x` into SMEM
-/// (`st.shared.v4` by the first 64 threads), `commit_smem`, a CTA barrier, then thread 0
-/// adds the whole row into `sums` with one bulk reduction
-/// (`cp.reduce.async.bulk .add.f32`, a bulk group it waits for); meanwhile
-/// every thread adds two elements of the row into `pairs` with
+/// (`st.shared.v4` by the first 64 threads), `commit_smem`, a CTA
+/// barrier, then thread 0 adds the whole row into `sums` with one bulk
+/// reduction (`cp.reduce.async.bulk .add.f32`, a bulk group it waits for);
+/// meanwhile every thread adds two elements of the row into `pairs` with
 /// `red.global.add.v2.f32`.
 ///
 /// Constraints: 128 threads; `x` holds `grid * REDUCE_LEN` elements.

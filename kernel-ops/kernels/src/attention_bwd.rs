@@ -14,7 +14,7 @@
 //!    buffer (FlashAttention-2's choice, which measured faster than a
 //!    second pass recomputing `P` and `dP`) by one bulk reduction
 //!    (`cp.reduce.async.bulk .add.f32`) per step from SMEM, as
-//!    FlashAttention-3 does: 1.4-1.5x faster than the consumers' own
+//!    FlashAttention-3 does: 1.2-1.5x faster than the consumers' own
 //!    `red.global.add.v2.f32` (RESULTS.md, 2026-11-27);
 //! 3. [`attention_bwd_dq`] (SIMT): `dQ = scale · dQ_acc` rounded to the
 //!    element type, from the accumulator's layout ([`dq_acc_chunk`]) to
@@ -359,7 +359,7 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
         // At D 128 the two warpgroups meet and each takes 64 of dQ's columns
         // over all 128 keys; at D 64 the warpgroup of the step's parity takes
         // all of them over all 128 keys, the other only hands over its dSᵀ
-        // (an arrive, no wait): one `red` per element of dQ per step either
+        // (an arrive, no wait): one partial per element of dQ per step either
         // way. Everything touching dQ's accumulator stays inside one branch
         // (ptxas serializes a wgmma whose accumulator is live across a
         // branch it cannot prove warpgroup-uniform, C7520).
