@@ -349,7 +349,8 @@ macro_rules! attn_type {
                 let seq_pad = seq.div_ceil(BWD_BM) * BWD_BM;
                 let rows = batch * heads * seq_pad;
                 let mut stats = dev.zeros::<f32>(2 * rows)?;
-                let mut dq_acc = dev.zeros::<f32>(batch * heads * seq_pad * head_dim)?;
+                let acc_len = batch * heads * seq_pad * head_dim;
+                let mut dq_acc = dev.zeros::<f32>(acc_len)?;
                 // The SIMT kernels stride over their rows: a grid the
                 // emulator runs (one OS thread per emulated thread) there.
                 let cap = |ctas: usize| (if dev.is_gpu() { ctas } else { ctas.min(8) }).max(1) as u32;
@@ -366,8 +367,7 @@ macro_rules! attn_type {
                         let args = (&qm, &km, &vm, &dom, &dkm, &dvm, &stats, &mut dq_acc, seq as u32, group, scale * std::f32::consts::LOG2_E, causal);
                         // Two Q/dO slots: three measured no faster (RESULTS.md).
                         ops.kernel::<$bwd<$d, 2>>()?.launch(grid, args)?;
-                        let len = shape.q_len();
-                        ops.kernel::<$dq<$d>>()?.launch((cap((len / 2).div_ceil(128)), 1, 1), (&dq_acc, dq, seq as u32, heads as u32, scale))?;
+                        ops.kernel::<$dq<$d>>()?.launch((cap((acc_len / 4).div_ceil(128)), 1, 1), (&dq_acc, dq, seq as u32, heads as u32, scale))?;
                     }};
                 }
                 match head_dim {

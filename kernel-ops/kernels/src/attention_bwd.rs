@@ -24,7 +24,7 @@
 //! log-sum-exp), `dV = Pᵀ dO`, `dP = dO Vᵀ`, `dS = P ⊙ (dP − delta)`,
 //! `dQ = scale dS K`, `dK = scale dSᵀ Q`.
 use kernel_device::array::regs::unroll;
-use kernel_device::array::Scalar;
+use kernel_device::array::{ArrayLayout, Scalar, Wgmma};
 use kernel_device::layout::{Swizzled, Tile};
 use kernel_device::math::{ex2_approx_ftz, LOG2_E};
 use kernel_device::prelude::*;
@@ -92,25 +92,16 @@ pub const DQ_CHUNK: usize = BWD_BM * 64;
 /// Where `dq_acc` (dQ's f32 partial sums) keeps chunk `(m, half)` of Q head
 /// `h` of batch `b`: its first element. Per `(b, h)` the buffer holds
 /// `seq_pad x D` floats as chunks of 64 rows (row block `m`) by 64 columns
-/// (column half `half`, 0 at D 64), each chunk in the order the main
-/// kernel's dQ accumulator holds it: float `4 (128 j + t) + e` is register
-/// `4 j + e` of thread `t` (see [`dq_acc_in_chunk`]), so that each thread's
-/// stores of it are 16 bytes and conflict-free and the chunk goes to global
-/// memory as one bulk reduction. `seq_pad` is `seq` rounded up to 64.
+/// (column half `half`, 0 at D 64), chunk `(m, half)` the
+/// `(m D / 64 + half)`-th, each in the order the main kernel's dQ
+/// accumulator holds it: float `4 (128 j + t) + e` is register `4 j + e`
+/// of thread `t` (whose row and column are [`Wgmma<64>`]'s `coords`), so
+/// that each thread's stores of it are 16 bytes and conflict-free and the
+/// chunk goes to global memory as one bulk reduction. `seq_pad` is `seq`
+/// rounded up to 64.
 #[inline(always)]
 pub fn dq_acc_chunk<const D: usize>(b: u32, h: u32, heads: u32, m: u32, half: u32, seq_pad: usize) -> usize {
     ((b * heads + h) as usize * seq_pad + m as usize * BWD_BM) * D + half as usize * DQ_CHUNK
-}
-
-/// The offset of `(row, col)` (each below 64) inside a chunk of `dq_acc`
-/// (see [`dq_acc_chunk`]): register `r` of thread `t` of an `m64n64`
-/// accumulator holds row `16 (t / 32) + (t % 32) / 4 + 8 ((r / 2) % 2)`,
-/// column `8 (r / 4) + 2 (t % 4) + r % 2`; this inverts that.
-#[inline(always)]
-pub const fn dq_acc_in_chunk(row: usize, col: usize) -> usize {
-    let t = 32 * (row / 16) + 4 * (row % 8) + (col % 8) / 2;
-    let r = 4 * (col / 8) + 2 * ((row / 8) % 2) + col % 2;
-    4 * (128 * (r / 4) + t) + r % 4
 }
 
 /// The per-query statistics the main kernel reads, one pair per row of
@@ -148,26 +139,35 @@ pub fn attention_bwd_pre_of<E: Scalar, const D: usize>(o: GmemRef<E>, d_o: GmemR
     }
 }
 
-/// `dQ = scale · dQ_acc` rounded to `E`: `dq` (`[batch, seq, heads, D]`)
-/// read from `acc`'s chunks (see [`dq_acc_chunk`]), 2 elements per thread
-/// per round, the threads striding by the grid. Launch: any grid (up to
-/// `ceil(len / 256)`), one warpgroup.
+/// `dQ = scale · dQ_acc` rounded to `E` into `dq` (`[batch, seq, heads,
+/// D]`): each thread reads 4 consecutive floats of a chunk of `acc` (see
+/// [`dq_acc_chunk`]), registers `4 j .. 4 j + 4` of accumulator thread `t`,
+/// and writes them where [`Wgmma<64>`] puts them (rows past `seq`
+/// skipped); the threads stride by the grid. Launch: any grid (up to
+/// `ceil(acc.len() / 512)`), one warpgroup.
 #[inline(always)]
 #[track_caller]
 pub fn attention_bwd_dq_of<E: Scalar, const D: usize>(acc: GmemRef<f32>, dq: Gmem<E>, seq: u32, heads: u32, scale: f32) {
-    let (seq, heads) = (seq as usize, heads as usize);
-    let seq_pad = seq.div_ceil(BWD_BM) * BWD_BM;
-    let mut i = 2 * (block_idx().x * 128 + thread_in_warpgroup()) as usize;
-    while i < dq.len() {
-        // Element `i` of dQ: column `d` of query `s`, head `h`, batch `b`.
-        let (d, row) = (i % D, i / D);
-        let (h, bs) = (row % heads, row / heads);
-        let (s, b) = (bs % seq, bs / seq);
-        let chunk = dq_acc_chunk::<D>(b as u32, h as u32, heads as u32, (s / BWD_BM) as u32, (d / 64) as u32, seq_pad);
-        let v = acc.read_nc_v2(chunk + dq_acc_in_chunk(s % BWD_BM, d % 64));
-        dq.write(i, E::from_f32(v[0] * scale));
-        dq.write(i + 1, E::from_f32(v[1] * scale));
-        i += 2 * 128 * grid_dim().x as usize;
+    let (seq_u, heads_u) = (seq as usize, heads as usize);
+    let seq_pad = seq_u.div_ceil(BWD_BM) * BWD_BM;
+    // Chunks per `(b, h)`, in `(m, half)` order.
+    let (halves, per_head) = (D / 64, seq_pad / BWD_BM * (D / 64));
+    let mut u = (block_idx().x * 128 + thread_in_warpgroup()) as usize;
+    while 4 * u < acc.len() {
+        let (chunk, f) = (4 * u / DQ_CHUNK, 4 * u % DQ_CHUNK);
+        let (bh, c) = (chunk / per_head, chunk % per_head);
+        let (m, half) = (c / halves, c % halves);
+        let (b, h) = (bh / heads_u, bh % heads_u);
+        let v = acc.read_nc_v4(dq_acc_chunk::<D>(b as u32, h as u32, heads, m as u32, half as u32, seq_pad) + f);
+        let (j, t) = (f / 512, (f / 4) % 128);
+        unroll(4, |e| {
+            let (row, col) = Wgmma::<64>::coords(t, 4 * j + e);
+            let s = m * BWD_BM + row;
+            if s < seq_u {
+                dq.write(((b * seq_u + s) * heads_u + h) * D + 64 * half + col, E::from_f32(v[e] * scale));
+            }
+        });
+        u += 128 * grid_dim().x as usize;
     }
 }
 
