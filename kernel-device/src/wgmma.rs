@@ -664,7 +664,7 @@ pub fn setmaxnreg_dec<const N: u32>() {
 
 /// The marker of [`pin_entry_registers`] in the PTX, which the build's
 /// `kernel_host::build::apply_kernel_meta` turns into `.minnctapersm 1`.
-pub const PIN_ENTRY_REGISTERS_MARKER: &str = "// kernel-meta: minnctapersm 1";
+pub use kernel_spec::PIN_ENTRY_REGISTERS_MARKER;
 
 /// Asks the build to give this kernel `.minnctapersm 1` (one CTA per SM),
 /// which pins the register count at the kernel's entry. ptxas honours

@@ -705,7 +705,7 @@ pub fn apply_kernel_meta(ptx: &str) -> String {
         let t = line.trim();
         if let Some(rest) = t.strip_prefix(".visible .entry ").or_else(|| t.strip_prefix(".entry ")) {
             entry = rest.split(['(', ' ']).next();
-        } else if t == kernel_device::wgmma::PIN_ENTRY_REGISTERS_MARKER {
+        } else if t == kernel_spec::PIN_ENTRY_REGISTERS_MARKER {
             if let Some(e) = entry {
                 reallocating.insert(e.to_string());
             }

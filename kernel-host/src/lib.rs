@@ -7,7 +7,9 @@
 //! * `runtime` (feature `runtime`, on by default): a CUDA context and stream
 //!   on cudarc, module loading, typed launches with clusters and dynamic
 //!   shared memory, and errors as values.
-//! * [`emulate`]: runs a kernel on the CPU emulator (`kernel-emu`).
+//! * [`emulate`] (feature `emulate`, part of `runtime`): runs a kernel on
+//!   the CPU emulator (`kernel-emu`). Without features only [`build`] is
+//!   compiled: what a kernels crate's `build.rs` needs.
 //! * [`device`] (feature `runtime`): ONE launch path over both backends:
 //!   [`Device`] (a GPU or the emulator), [`Buffer`], [`TileMap`],
 //!   [`Program`] and [`Launcher`]. Host programs written against it run on
@@ -18,6 +20,7 @@
 /// Invokes `$m!` once per tuple arity from 0 to 16, with one
 /// `(ArgType, ParamType, binding)` triple per element: the impls of the
 /// argument-tuple traits (GPU launches and emulator launches).
+#[cfg(feature = "emulate")]
 macro_rules! for_each_tuple_arity {
     ($m:ident) => {
         for_each_tuple_arity!(@ $m []
@@ -35,6 +38,7 @@ macro_rules! for_each_tuple_arity {
 }
 
 pub mod build;
+#[cfg(feature = "emulate")]
 pub mod emulate;
 
 #[cfg(feature = "runtime")]

@@ -44,3 +44,8 @@ pub use swizzle::Swizzle;
 /// another (for its building blocks, or to re-export its kernels) does not
 /// compile the other's kernels into its own image.
 pub const DEVICE_CRATE_ENV: &str = "KERNEL_DEVICE_CRATE";
+
+/// The line `kernel_device::wgmma::pin_entry_registers` leaves in a kernel's
+/// PTX, which the build (`kernel_host::build`) turns into `.minnctapersm 1`
+/// on the kernel's entry.
+pub const PIN_ENTRY_REGISTERS_MARKER: &str = "// kernel-meta: minnctapersm 1";
