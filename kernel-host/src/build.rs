@@ -18,10 +18,12 @@
 //! 1. runs `rustup run nightly cargo rustc --release --lib --crate-type cdylib
 //!    -Zbuild-std=core --target nvptx64-nvidia-cuda -- --emit=asm -Zno-link`
 //!    on the crate, in a clean environment (no `CARGO*`/`RUSTC*`/`RUSTFLAGS`
-//!    from the outer build) and a target dir shared by every host build of
-//!    the crate ([`shared_device_dir`], `target/nvptx-device/<crate>/<arch>`,
-//!    under a lock), so other host features or profiles do not rebuild it;
-//!    with fat LTO (one PTX
+//!    from the outer build) and a target dir per architecture shared by
+//!    every kernels crate and every host build of each
+//!    ([`device_target_dir`], `target/nvptx-device-cargo/<arch>`, under a
+//!    lock), so `core` and the device API are compiled once per
+//!    architecture and other host features or profiles do not rebuild
+//!    anything; the architectures build side by side; with fat LTO (one PTX
 //!    module holding everything the kernels call, `core` included) and
 //!    `-C panic=immediate-abort` (a panic is a `trap`);
 //! 2. adds each kernel's `.maxntid` (from the `// kernel-meta` line `#[kernel]`
@@ -269,29 +271,43 @@ impl DeviceBuild {
             return Err(BuildError::NoPtxas { advice: ptxas_missing_advice(&self.crate_dir) });
         }
         std::fs::create_dir_all(&self.out_dir).map_err(|err| BuildError::Io { what: format!("create {}", self.out_dir.display()), err })?;
+        // The architectures build side by side (each in its own target dir,
+        // under its own lock: see `compile`).
+        let built: Vec<Result<(ArchOutput, BTreeSet<PathBuf>), BuildError>> = std::thread::scope(|sc| {
+            let ptxas = ptxas.as_deref();
+            let jobs: Vec<_> = self.archs.iter().map(|&arch| sc.spawn(move || self.build_arch(arch, ptxas))).collect();
+            jobs.into_iter().map(|j| j.join().expect("a device build thread panicked")).collect()
+        });
         let mut archs = Vec::new();
         let mut sources = BTreeSet::new();
         sources.insert(self.crate_dir.join("Cargo.toml"));
-        for &arch in &self.archs {
-            let (ptx_text, srcs) = self.compile(arch)?;
+        for b in built {
+            let (arch, srcs) = b?;
             sources.extend(srcs);
-            let ptx_text = apply_kernel_meta(&ptx_text);
-            let ptx = self.out_dir.join(format!("{}_{}.ptx", self.crate_name, arch.name()));
-            write(&ptx, ptx_text.as_bytes())?;
-            let (cubin, report) = match &ptxas {
-                Some(p) => {
-                    let cubin = self.out_dir.join(format!("{}_{}.cubin", self.crate_name, arch.name()));
-                    let report = self.assemble_shared(p, arch, &ptx_text, &ptx, &cubin)?;
-                    write(&self.out_dir.join(format!("{}_{}.ptxas.txt", self.crate_name, arch.name())), report.as_bytes())?;
-                    (Some(cubin), Some(report))
-                }
-                None => (None, None),
-            };
-            archs.push(ArchOutput { arch, ptx, cubin, ptxas_report: report });
+            archs.push(arch);
         }
         let out = BuildOutput { crate_name: self.crate_name.clone(), archs, ptxas, sources };
         write(&self.out_dir.join("device_code.rs"), device_code_rs(&out).as_bytes())?;
         Ok(out)
+    }
+
+    /// One architecture: compile, add the kernels' metadata, write the PTX,
+    /// assemble it when `ptxas` is given; with the sources it was built from.
+    fn build_arch(&self, arch: Arch, ptxas: Option<&Path>) -> Result<(ArchOutput, BTreeSet<PathBuf>), BuildError> {
+        let (ptx_text, sources) = self.compile(arch)?;
+        let ptx_text = apply_kernel_meta(&ptx_text);
+        let ptx = self.out_dir.join(format!("{}_{}.ptx", self.crate_name, arch.name()));
+        write(&ptx, ptx_text.as_bytes())?;
+        let (cubin, report) = match ptxas {
+            Some(p) => {
+                let cubin = self.out_dir.join(format!("{}_{}.cubin", self.crate_name, arch.name()));
+                let report = self.assemble_shared(p, arch, &ptx_text, &ptx, &cubin)?;
+                write(&self.out_dir.join(format!("{}_{}.ptxas.txt", self.crate_name, arch.name())), report.as_bytes())?;
+                (Some(cubin), Some(report))
+            }
+            None => (None, None),
+        };
+        Ok((ArchOutput { arch, ptx, cubin, ptxas_report: report }, sources))
     }
 
     /// ptxas on `ptx`, or the cubin and report of the shared device dir when
@@ -315,6 +331,7 @@ impl DeviceBuild {
         }
         let report = assemble(ptxas, arch, ptx, cubin)?;
         // Best effort: a failed copy only costs a later ptxas run.
+        let _ = std::fs::create_dir_all(&shared);
         let _ = std::fs::copy(cubin, &s_cubin);
         let _ = std::fs::write(&s_report, report.as_bytes());
         let _ = std::fs::write(&s_ptx, text.as_bytes());
@@ -324,10 +341,10 @@ impl DeviceBuild {
     /// Compiles the crate for one architecture; returns the PTX text and the
     /// source files it was built from.
     fn compile(&self, arch: Arch) -> Result<(String, BTreeSet<PathBuf>), BuildError> {
-        let target_dir = shared_device_dir(&self.out_dir, &self.crate_name).join(arch.name());
+        let target_dir = device_target_dir(&self.out_dir, arch);
         std::fs::create_dir_all(&target_dir).map_err(|err| BuildError::Io { what: format!("create {}", target_dir.display()), err })?;
-        // One device build at a time per (crate, arch): builds of the same
-        // kernels crate with other host features or profiles share the dir.
+        // One device build at a time per architecture: every kernels crate
+        // (and every host build of each) shares the dir.
         let lock_path = target_dir.join(".lock");
         let lock = std::fs::File::create(&lock_path).map_err(|err| BuildError::Io { what: format!("create {}", lock_path.display()), err })?;
         lock.lock().map_err(|err| BuildError::Io { what: format!("lock {}", lock_path.display()), err })?;
@@ -361,35 +378,58 @@ impl DeviceBuild {
                 .collect();
             return Err(BuildError::Compile { arch, crate_name: self.crate_name.clone(), command: shown, stderr });
         }
-        let deps = target_dir.join(NVPTX_TARGET).join("release").join("deps");
-        let ptx_path = deps.join(format!("{}.s", self.crate_name));
+        let release = target_dir.join(NVPTX_TARGET).join("release");
+        let ptx_path = release.join("deps").join(format!("{}.s", self.crate_name));
         let ptx = std::fs::read_to_string(&ptx_path)
             .map_err(|err| BuildError::Io { what: format!("read the PTX {} (is the lib named `{}`?)", ptx_path.display(), self.crate_name), err })?;
-        // Sources of the device crates, and of the proc macros (built for the
-        // host in the same target dir), e.g. kernel-macros.
-        let mut sources = dep_info_sources(&deps, &self.crate_dir);
-        sources.extend(dep_info_sources(&target_dir.join("release").join("deps"), &self.crate_dir));
+        // Sources of this crate and of every local crate it was built from
+        // (device crates, proc macros such as kernel-macros): cargo's
+        // dep-info of the build, not the whole dir's, which other crates share.
+        let dep_info = release.join(format!("{}.d", self.crate_name));
+        let sources = dep_info_sources(&dep_info, &self.crate_dir)
+            .map_err(|err| BuildError::Io { what: format!("read cargo's dep-info {}", dep_info.display()), err })?;
         Ok((ptx, sources))
     }
 }
 
-/// Where the nvptx64 builds of a kernels crate go: `<dir>/nvptx-device/<crate>`,
-/// where `<dir>` holds the profile directory that contains `out_dir`
-/// (`target/` for `target/debug/build/<pkg>-<hash>/out`), so every host
-/// build of the crate (any features, any profile) shares one device build
-/// per architecture. An `out_dir` outside a cargo `build/` directory keeps
-/// its own (`<out_dir>/nvptx-device/<crate>`).
-///
-/// Why not one per `OUT_DIR`: cargo gives each feature set and profile its
-/// own `OUT_DIR`, and the device build (which does not depend on the host's
-/// features) took minutes each time.
+/// Where a kernels crate's device build keeps its PTX, cubin and ptxas
+/// report per architecture (`<arch>.ptx`, `<arch>.cubin`,
+/// `<arch>.ptxas.txt`, which `tools/ptxas-report.sh` prints):
+/// `<dir>/nvptx-device/<crate>`, where `<dir>` holds the profile directory
+/// that contains `out_dir` (`target/` for `target/debug/build/<pkg>-<hash>/out`),
+/// so every host build of the crate (any features, any profile) finds the
+/// cubin of the same PTX there instead of running ptxas again. An `out_dir`
+/// outside a cargo `build/` directory keeps its own
+/// (`<out_dir>/nvptx-device/<crate>`).
 pub fn shared_device_dir(out_dir: &Path, crate_name: &str) -> PathBuf {
-    let base = out_dir
+    device_base(out_dir).join("nvptx-device").join(crate_name)
+}
+
+/// The cargo target dir of the nvptx64 builds for `arch`:
+/// `<dir>/nvptx-device-cargo/<arch>`, `<dir>` as for [`shared_device_dir`].
+/// One per architecture for every kernels crate and every host build of
+/// each, so `core`, `kernel-device` and the proc macros are compiled once
+/// per architecture, not once per crate and architecture (a fresh build of
+/// this workspace compiled `core` six times, 17 s each).
+///
+/// Sharing is sound with `#[kernel]`'s rule that PTX entries are emitted
+/// only in the crate the device build is for (`kernel_spec::DEVICE_CRATE_ENV`):
+/// a kernels crate built as another's dependency is an rlib compiled with
+/// the other's name in that variable, and the crate built for itself
+/// emits PTX only (no rlib), which cargo compiles on every run; so a
+/// cached rlib never holds entries.
+pub fn device_target_dir(out_dir: &Path, arch: Arch) -> PathBuf {
+    device_base(out_dir).join("nvptx-device-cargo").join(arch.name())
+}
+
+/// The directory holding the profile directory that contains `out_dir`
+/// (`target/` for `target/debug/build/<pkg>-<hash>/out`), or `out_dir`.
+fn device_base(out_dir: &Path) -> &Path {
+    out_dir
         .ancestors()
         .find(|a| a.file_name().is_some_and(|n| n == "build"))
         .and_then(|build| build.parent()?.parent())
-        .unwrap_or(out_dir);
-    base.join("nvptx-device").join(crate_name)
+        .unwrap_or(out_dir)
 }
 
 /// A command with the outer cargo build's environment removed (it would leak
@@ -622,37 +662,30 @@ fn assemble(ptxas: &Path, arch: Arch, ptx: &Path, cubin: &Path) -> Result<String
     Ok(report)
 }
 
-/// Source files listed in the dep-info (`.d`) files of a target dir, minus
-/// the toolchain's own (rust-src) and registry files. Relative paths are
-/// relative to the workspace root, an ancestor of `crate_dir`.
-fn dep_info_sources(deps: &Path, crate_dir: &Path) -> BTreeSet<PathBuf> {
+/// Source files listed in a dep-info (`.d`) file, minus the toolchain's
+/// own (rust-src) and registry files. Relative paths are relative to the
+/// workspace root, an ancestor of `crate_dir`.
+fn dep_info_sources(dep_info: &Path, crate_dir: &Path) -> std::io::Result<BTreeSet<PathBuf>> {
     let mut out = BTreeSet::new();
-    let Ok(entries) = std::fs::read_dir(deps) else { return out };
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.extension().map(|x| x == "d").unwrap_or(false) {
-            let Ok(text) = std::fs::read_to_string(&p) else { continue };
-            for line in text.lines() {
-                let Some((_, rest)) = line.split_once(": ") else { continue };
-                for f in rest.split_whitespace() {
-                    let is_ours = f.ends_with(".rs") && !f.contains("/rustlib/src/") && !f.contains("/registry/src/");
-                    if !is_ours {
-                        continue;
-                    }
-                    let p = Path::new(f);
-                    let resolved = if p.is_absolute() {
-                        Some(p.to_path_buf())
-                    } else {
-                        crate_dir.ancestors().map(|a| a.join(p)).find(|c| c.exists())
-                    };
-                    if let Some(r) = resolved {
-                        out.insert(r);
-                    }
-                }
+    for line in std::fs::read_to_string(dep_info)?.lines() {
+        let Some((_, rest)) = line.split_once(": ") else { continue };
+        for f in rest.split_whitespace() {
+            let is_ours = f.ends_with(".rs") && !f.contains("/rustlib/src/") && !f.contains("/registry/src/");
+            if !is_ours {
+                continue;
+            }
+            let p = Path::new(f);
+            let resolved = if p.is_absolute() {
+                Some(p.to_path_buf())
+            } else {
+                crate_dir.ancestors().map(|a| a.join(p)).find(|c| c.exists())
+            };
+            if let Some(r) = resolved {
+                out.insert(r);
             }
         }
     }
-    out
+    Ok(out)
 }
 
 /// Applies the `// kernel-meta entry=NAME maxntid=x,y,z cluster=.. byaddr=MASK`
@@ -853,7 +886,7 @@ mod tests {
     }
 
     #[test]
-    fn host_builds_with_other_features_share_one_device_dir() {
+    fn host_builds_with_other_features_and_crates_share_device_dirs() {
         let a = shared_device_dir(Path::new("/w/target/debug/build/kernels-0123/out"), "kernels");
         let b = shared_device_dir(Path::new("/w/target/release/build/kernels-4567/out"), "kernels");
         let c = shared_device_dir(Path::new("/w/target/x86_64-unknown-linux-gnu/debug/build/kernels-89ab/out"), "kernels");
@@ -861,6 +894,10 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(c, Path::new("/w/target/x86_64-unknown-linux-gnu/nvptx-device/kernels"));
         assert_eq!(shared_device_dir(Path::new("/tmp/out"), "k"), Path::new("/tmp/out/nvptx-device/k"));
+        // The cargo target dir: one per architecture, for every crate.
+        assert_eq!(device_target_dir(Path::new("/w/target/debug/build/kernels-0123/out"), Arch::Sm90a), Path::new("/w/target/nvptx-device-cargo/sm_90a"));
+        assert_eq!(device_target_dir(Path::new("/w/target/release/build/other-4567/out"), Arch::Sm90a), Path::new("/w/target/nvptx-device-cargo/sm_90a"));
+        assert_eq!(device_target_dir(Path::new("/tmp/out"), Arch::Sm100a), Path::new("/tmp/out/nvptx-device-cargo/sm_100a"));
     }
 
     #[test]

@@ -240,9 +240,12 @@ fn unsendable_type(ty: &Type) -> Option<String> {
 /// compiled in that run gets no PTX entries (its `KernelSpec` and host
 /// items are unchanged; its kernels are launched from its own
 /// `DEVICE_CODE`). Without the variable (host builds, a hand-run nvptx
-/// build) every crate gets its entries. The device build's target dir is
-/// per crate, so a dependency's cached nvptx artifacts always saw the same
-/// value.
+/// build) every crate gets its entries. The variable is not tracked by
+/// cargo, and the device builds of all kernels crates share one target dir
+/// per architecture; that is sound because a kernels crate's cached nvptx
+/// artifact is always an rlib built as another crate's dependency (so with
+/// "not the root"): built for itself it emits PTX only, which cargo
+/// compiles on every run.
 fn is_device_build_root() -> bool {
     match (std::env::var(kernel_spec::DEVICE_CRATE_ENV), std::env::var("CARGO_CRATE_NAME")) {
         (Ok(root), Ok(this)) => root == this,
