@@ -23,7 +23,9 @@
 //!    ([`device_target_dir`], `target/nvptx-device-cargo/<arch>`, under a
 //!    lock), so `core` and the device API are compiled once per
 //!    architecture and other host features or profiles do not rebuild
-//!    anything; the architectures build side by side; with fat LTO (one PTX
+//!    anything; the architectures build side by side; skipped when a
+//!    freshness stamp says nothing it was built from changed (the compiler,
+//!    the flags, every local source, manifest and the lock file); with fat LTO (one PTX
 //!    module holding everything the kernels call, `core` included) and
 //!    `-C panic=immediate-abort` (a panic is a `trap`);
 //! 2. adds each kernel's `.maxntid` (from the `// kernel-meta` line `#[kernel]`
@@ -262,7 +264,7 @@ impl DeviceBuild {
 
     /// Runs the pipeline and writes `device_code.rs` into the output dir.
     pub fn run(&self) -> Result<BuildOutput, BuildError> {
-        check_toolchain(&self.toolchain)?;
+        let toolchain_id = check_toolchain(&self.toolchain)?;
         let ptxas = match &self.ptxas {
             Some(p) => Some(p.clone()),
             None => find_ptxas(&self.crate_dir),
@@ -274,8 +276,8 @@ impl DeviceBuild {
         // The architectures build side by side (each in its own target dir,
         // under its own lock: see `compile`).
         let built: Vec<Result<(ArchOutput, BTreeSet<PathBuf>), BuildError>> = std::thread::scope(|sc| {
-            let ptxas = ptxas.as_deref();
-            let jobs: Vec<_> = self.archs.iter().map(|&arch| sc.spawn(move || self.build_arch(arch, ptxas))).collect();
+            let (ptxas, toolchain_id) = (ptxas.as_deref(), toolchain_id.as_str());
+            let jobs: Vec<_> = self.archs.iter().map(|&arch| sc.spawn(move || self.build_arch(arch, toolchain_id, ptxas))).collect();
             jobs.into_iter().map(|j| j.join().expect("a device build thread panicked")).collect()
         });
         let mut archs = Vec::new();
@@ -293,8 +295,8 @@ impl DeviceBuild {
 
     /// One architecture: compile, add the kernels' metadata, write the PTX,
     /// assemble it when `ptxas` is given; with the sources it was built from.
-    fn build_arch(&self, arch: Arch, ptxas: Option<&Path>) -> Result<(ArchOutput, BTreeSet<PathBuf>), BuildError> {
-        let (ptx_text, sources) = self.compile(arch)?;
+    fn build_arch(&self, arch: Arch, toolchain_id: &str, ptxas: Option<&Path>) -> Result<(ArchOutput, BTreeSet<PathBuf>), BuildError> {
+        let (ptx_text, sources) = self.compile(arch, toolchain_id)?;
         let ptx_text = apply_kernel_meta(&ptx_text);
         let ptx = self.out_dir.join(format!("{}_{}.ptx", self.crate_name, arch.name()));
         write(&ptx, ptx_text.as_bytes())?;
@@ -340,7 +342,7 @@ impl DeviceBuild {
 
     /// Compiles the crate for one architecture; returns the PTX text and the
     /// source files it was built from.
-    fn compile(&self, arch: Arch) -> Result<(String, BTreeSet<PathBuf>), BuildError> {
+    fn compile(&self, arch: Arch, toolchain_id: &str) -> Result<(String, BTreeSet<PathBuf>), BuildError> {
         let target_dir = device_target_dir(&self.out_dir, arch);
         std::fs::create_dir_all(&target_dir).map_err(|err| BuildError::Io { what: format!("create {}", target_dir.display()), err })?;
         // One device build at a time per architecture: every kernels crate
@@ -348,9 +350,23 @@ impl DeviceBuild {
         let lock_path = target_dir.join(".lock");
         let lock = std::fs::File::create(&lock_path).map_err(|err| BuildError::Io { what: format!("create {}", lock_path.display()), err })?;
         lock.lock().map_err(|err| BuildError::Io { what: format!("lock {}", lock_path.display()), err })?;
-        let manifest = self.crate_dir.join("Cargo.toml");
         let mut rustflags: Vec<&str> = arch.rustflags().to_vec();
         rustflags.extend(["-Cpanic=immediate-abort", "-Zunstable-options"]);
+        // The PTX of the last build, if nothing it was built from changed
+        // since: the nvptx cargo run would compile the crate again (cargo
+        // never sees the PTX as the crate's output), once per host build
+        // that runs this build script (`cargo doc`, `cargo test`, a release
+        // build, maturin: each its own OUT_DIR).
+        let shared = shared_device_dir(&self.out_dir, &self.crate_name);
+        let (stamp_path, raw_ptx) = (shared.join(format!("{}.stamp", arch.name())), shared.join(format!("{}.s", arch.name())));
+        let key = format!("{toolchain_id}\nflags: {}\n", rustflags.join(" "));
+        if let Some(sources) = fresh_stamp(&stamp_path, &key) {
+            if let Ok(ptx) = std::fs::read_to_string(&raw_ptx) {
+                return Ok((ptx, sources));
+            }
+        }
+        let started = std::time::SystemTime::now();
+        let manifest = self.crate_dir.join("Cargo.toml");
         let mut cmd = clean_command("rustup");
         cmd.args(["run", &self.toolchain, "cargo", "rustc", "--release", "--lib", "--crate-type", "cdylib"])
             .arg("--manifest-path")
@@ -388,6 +404,14 @@ impl DeviceBuild {
         let dep_info = release.join(format!("{}.d", self.crate_name));
         let sources = dep_info_sources(&dep_info, &self.crate_dir)
             .map_err(|err| BuildError::Io { what: format!("read cargo's dep-info {}", dep_info.display()), err })?;
+        // Best effort: without a stamp the next run only compiles again.
+        let _ = std::fs::create_dir_all(&shared);
+        let _ = std::fs::remove_file(&stamp_path);
+        if std::fs::write(&raw_ptx, ptx.as_bytes()).is_ok() {
+            if let Some(stamp) = make_stamp(&key, &sources, &self.crate_dir, started) {
+                let _ = std::fs::write(&stamp_path, stamp);
+            }
+        }
         Ok((ptx, sources))
     }
 }
@@ -457,7 +481,10 @@ fn clean_command(program: &str) -> Command {
     cmd
 }
 
-fn check_toolchain(toolchain: &str) -> Result<(), BuildError> {
+/// Checks the toolchain (nightly with rust-src); returns its `rustc -vV`
+/// (release, commit, LLVM version), which identifies the compiler in the
+/// device build's freshness stamps.
+fn check_toolchain(toolchain: &str) -> Result<String, BuildError> {
     let out = clean_command("rustup").args(["run", toolchain, "rustc", "--print", "sysroot"]).output();
     let sysroot = match out {
         Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
@@ -468,7 +495,59 @@ fn check_toolchain(toolchain: &str) -> Result<(), BuildError> {
     if !core.exists() {
         return Err(BuildError::NoRustSrc { toolchain: toolchain.into() });
     }
-    Ok(())
+    match clean_command("rustup").args(["run", toolchain, "rustc", "-vV"]).output() {
+        Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).trim().to_string()),
+        Ok(o) => Err(BuildError::NoNightly { toolchain: toolchain.into(), detail: String::from_utf8_lossy(&o.stderr).trim().to_string() }),
+        Err(e) => Err(BuildError::NoNightly { toolchain: toolchain.into(), detail: format!("could not run rustup: {e}") }),
+    }
+}
+
+/// A device build's freshness stamp: `key` (the compiler's `rustc -vV` and
+/// the flags), then one line `<mtime in ns> <path>` per input: the sources
+/// (cargo's dep-info: every local crate's `.rs` files, the proc macros' and
+/// build scripts' included), the `Cargo.toml` of each package they belong
+/// to, and the `Cargo.lock` of the crate's workspace. `None` (no stamp) if
+/// an input cannot be read or changed after the build started at `started`
+/// (an edit during the build).
+fn make_stamp(key: &str, sources: &BTreeSet<PathBuf>, crate_dir: &Path, started: std::time::SystemTime) -> Option<String> {
+    let mut inputs: BTreeSet<PathBuf> = sources.clone();
+    for src in sources {
+        if let Some(manifest) = src.ancestors().skip(1).map(|d| d.join("Cargo.toml")).find(|m| m.is_file()) {
+            inputs.insert(manifest);
+        }
+    }
+    if let Some(lock) = crate_dir.ancestors().map(|d| d.join("Cargo.lock")).find(|l| l.is_file()) {
+        inputs.insert(lock);
+    }
+    let mut stamp = key.to_string();
+    for p in &inputs {
+        let mtime = std::fs::metadata(p).and_then(|m| m.modified()).ok()?;
+        if mtime > started {
+            return None;
+        }
+        stamp.push_str(&format!("{} {}\n", mtime.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos(), p.display()));
+    }
+    Some(stamp)
+}
+
+/// The sources of the stamp at `path` if its key is `key` and every input
+/// still has its recorded mtime (see [`make_stamp`]); else `None`.
+fn fresh_stamp(path: &Path, key: &str) -> Option<BTreeSet<PathBuf>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let rest = text.strip_prefix(key)?;
+    let mut sources = BTreeSet::new();
+    for line in rest.lines() {
+        let (ns, p) = line.split_once(' ')?;
+        let p = PathBuf::from(p);
+        let mtime = std::fs::metadata(&p).and_then(|m| m.modified()).ok()?;
+        if mtime.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos().to_string() != ns {
+            return None;
+        }
+        if p.extension().is_some_and(|x| x == "rs") {
+            sources.insert(p);
+        }
+    }
+    Some(sources)
 }
 
 /// The PyPI wheel that ships the ptxas the project pins (ptxas only is
@@ -883,6 +962,33 @@ mod tests {
         assert!(msg.contains("device build of crate `my_kernels` for sm_90a"), "{msg}");
         assert!(!msg.contains("CARGO_ENCODED_RUSTFLAGS") && !msg.contains("rustup"), "{msg}");
         assert_eq!(msg.lines().count(), 3, "{msg}");
+    }
+
+    #[test]
+    fn a_stamp_is_fresh_until_an_input_or_the_key_changes() {
+        let dir = std::env::temp_dir().join(format!("kernel-host-stamp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("k/src")).unwrap();
+        std::fs::write(dir.join("Cargo.lock"), "lock").unwrap();
+        std::fs::write(dir.join("k/Cargo.toml"), "[package]").unwrap();
+        let src = dir.join("k/src/lib.rs");
+        std::fs::write(&src, "// v1").unwrap();
+        let sources: BTreeSet<PathBuf> = [src.clone()].into();
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(3600);
+        let stamp = make_stamp("rustc X\nflags: a\n", &sources, &dir.join("k"), later).unwrap();
+        // The package's manifest and the workspace's lock file are inputs too.
+        assert_eq!(stamp.lines().count(), 5, "{stamp}");
+        let path = dir.join("sm_90a.stamp");
+        std::fs::write(&path, &stamp).unwrap();
+        assert_eq!(fresh_stamp(&path, "rustc X\nflags: a\n"), Some(sources.clone()));
+        assert_eq!(fresh_stamp(&path, "rustc Y\nflags: a\n"), None, "another compiler");
+        assert_eq!(fresh_stamp(&path, "rustc X\nflags: b\n"), None, "other flags");
+        let touched = std::time::SystemTime::now() + std::time::Duration::from_secs(7200);
+        std::fs::File::options().write(true).open(dir.join("k/Cargo.toml")).unwrap().set_modified(touched).unwrap();
+        assert_eq!(fresh_stamp(&path, "rustc X\nflags: a\n"), None, "a manifest changed");
+        // An input edited after the build started: no stamp.
+        assert_eq!(make_stamp("k", &sources, &dir.join("k"), std::time::SystemTime::UNIX_EPOCH), None);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

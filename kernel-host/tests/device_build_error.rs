@@ -16,7 +16,13 @@ fn a_kernel_that_does_not_compile_reports_rustc_errors_and_one_line() {
     .unwrap();
     // `exp` is not in `core`: the error a new user hits (E0599).
     std::fs::write(dir.join("src/lib.rs"), "#![no_std]\npub fn f(x: f32) -> f32 { x.exp() }\n").unwrap();
-    let out = dir.join("out");
+    // An OUT_DIR-like path under this target dir's `debug/build/`, so the
+    // device build uses the shared per-architecture target dir
+    // (`kernel_host::build::device_target_dir`), where the workspace's own
+    // kernels crates already compiled `core` for nvptx64, instead of
+    // compiling it again (17 s) in a dir of its own.
+    let target = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).parent().unwrap();
+    let out = target.join("debug").join("build").join("broken-kernels-device-build-test").join("out");
     let err = DeviceBuild::new(&dir, "broken_kernels", &out).archs(&[Arch::Sm90a]).run().unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, BuildError::Compile { .. }), "{msg}");
