@@ -58,7 +58,7 @@ def bar_chart(title, groups, series, colors, ylabel, width=900, height=420, line
     for si, s in enumerate(series):
         out.append(f'<rect x="{lx}" y="{height-22}" width="12" height="12" fill="{colors[si]}"/>')
         out.append(f'<text x="{lx+16}" y="{height-12}">{html.escape(s)}</text>')
-        lx += 20 + 7 * len(s)
+        lx += 24 + 8 * len(s)
     out.append('</svg>')
     return '\n'.join(out)
 
