@@ -843,22 +843,34 @@ fn async_load_lands_by_its_phase_and_a_read_before_the_wait_races() {
     }
 }
 
+/// `ctas` CTAs of 32 threads with 64 bytes of SMEM under schedule `seed`:
+/// the launch of the bulk store and reduction tests.
+fn bulk_cfg(kernel: &str, ctas: u32, seed: u64) -> LaunchConfig {
+    let mut c = cfg(kernel, ctas, 32);
+    c.smem_bytes = 64;
+    c.seed = seed;
+    c
+}
+
+/// The bulk operation's SMEM source: words `0..16` set to `word(i)`, then
+/// made visible to the async proxy.
+fn fill_bulk_source(word: impl Fn(usize) -> u32) {
+    for i in 0..16 {
+        sw(i, word(i));
+    }
+    fence_proxy_async();
+}
+
 #[test]
 fn async_store_source_reuse_needs_wait_group_read_and_exit_needs_a_wait() {
     for seed in SEEDS {
         for mode in 0..3 {
             let dst = host_buf(16).as_mut_ptr() as usize;
-            let mut c = cfg("store_like", 1, 32);
-            c.smem_bytes = 64;
-            c.seed = seed;
-            let r = run_t(c, move || {
+            let r = run_t(bulk_cfg("store_like", 1, seed), move || {
                 if tid_x() != 0 {
                     return;
                 }
-                for i in 0..16 {
-                    sw(i, i as u32);
-                }
-                fence_proxy_async();
+                fill_bulk_source(|i| i as u32);
                 let copy = AsyncCopy { dst: dst as *mut u8, src: Some(smem_u32(0) as *const u8), len: 64 };
                 async_issue(AsyncOp::copies("test store", vec![copy], Completion::BulkGroup));
                 bulk_commit_group();
@@ -902,17 +914,11 @@ fn bulk_reductions_add_from_every_cta_and_their_source_needs_wait_group_read() {
             let dst = host_buf(16);
             dst.iter_mut().for_each(|w| *w = 1f32.to_bits());
             let dst = dst.as_mut_ptr() as usize;
-            let mut c = cfg("reduce_like", 2, 32);
-            c.smem_bytes = 64;
-            c.seed = seed;
-            let r = run_t(c, move || {
+            let r = run_t(bulk_cfg("reduce_like", 2, seed), move || {
                 if tid_x() != 0 {
                     return;
                 }
-                for i in 0..16 {
-                    sw(i, (i as f32).to_bits());
-                }
-                fence_proxy_async();
+                fill_bulk_source(|i| (i as f32).to_bits());
                 // SAFETY: `dst` is 16 floats lent to the run.
                 unsafe { crate::tma::bulk_reduce_add_f32(dst as *mut f32, smem_addr(smem_u32(0) as *const u8), 64, "test reduce") };
                 bulk_commit_group();
