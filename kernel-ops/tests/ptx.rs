@@ -151,9 +151,8 @@ fn matmul_kernels_f16_and_bf16_have_their_wgmmas_and_no_spills() {
 
 /// The attention backward kernel: its register budgets honoured (at D 64
 /// the pin marker became `.minnctapersm 1`, without which ptxas dropped the
-/// `setmaxnreg`), no spills at D 64 and at most the 8-24 bytes ptxas stores
-/// at entry at D 128 (the linear thread index across the role
-/// split; none in the loop: RESULTS.md); Pᵀ and dSᵀ fed to dV and dK from
+/// `setmaxnreg`), no spills at D 64 and at D 128 exactly the known spill
+/// ([`KNOWN_SPILLS`]); Pᵀ and dSᵀ fed to dV and dK from
 /// registers (RS wgmma with B MN-major), dQ by an SS wgmma with both
 /// operands transposed (imm-trans-a 1, imm-trans-b 1), its partial sums by
 /// one bulk reduction from SMEM per step (`cp.reduce.async.bulk .add.f32`,
@@ -169,11 +168,8 @@ fn attention_backward_kernel_has_its_instructions_and_register_budgets() {
             continue;
         }
         let line = block.lines().find(|l| l.contains("bytes stack frame")).unwrap_or_else(|| panic!("{name}: no stack line"));
-        let stack: usize = line.split_whitespace().next().unwrap().parse().unwrap();
         if name.contains("__64_") {
             assert!(line.contains("0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"), "{name}: {line}");
-        } else {
-            assert!(stack <= 24, "{name}: {line}");
         }
         entries += 1;
     }
@@ -196,10 +192,8 @@ fn attention_backward_kernel_has_its_instructions_and_register_budgets() {
 
 /// The block-scaled FP8 GEMM: its register budgets honoured
 /// (`BS_COMPUTE_REGS` for the compute warpgroups, `BS_MEMORY_REGS` for the
-/// memory one; no `setmaxnreg` dropped), at most the 40-byte frame of the
-/// 60 bytes ptxas stores around the K loop (tile coordinates and epilogue
-/// addresses; none in the compute warpgroups' loop: checked in the SASS,
-/// RESULTS.md),
+/// memory one; no `setmaxnreg` dropped), exactly the known spill
+/// ([`KNOWN_SPILLS`]), no serialized wgmma,
 /// its MMAs as `m64n128k32` e4m3 half groups, and the scales read through
 /// the read-only path.
 #[test]
@@ -212,9 +206,6 @@ fn blockscaled_fp8_kernel_has_its_instructions_and_register_budgets() {
         if !name.starts_with("matmul_fp8_blockscaled__") {
             continue;
         }
-        let line = block.lines().find(|l| l.contains("bytes stack frame")).unwrap_or_else(|| panic!("{name}: no stack line"));
-        let stack: usize = line.split_whitespace().next().unwrap().parse().unwrap();
-        assert!(stack <= 48, "{name}: {line}");
         assert!(!block.contains("serialized"), "{name}: serialized wgmma:\n{block}");
         let body = entry(img.ptx, name);
         let (inc, dec) = (kernel_ops_kernels::matmul_fp8::BS_COMPUTE_REGS, kernel_ops_kernels::matmul_fp8::BS_MEMORY_REGS);
@@ -226,4 +217,66 @@ fn blockscaled_fp8_kernel_has_its_instructions_and_register_budgets() {
     }
     assert_eq!(entries, 2, "2 instances:\n{report}");
     assert!(!report.contains("C7508"), "a kernel's setmaxnreg was dropped:\n{report}");
+}
+
+/// The kernels ptxas spills for, each with its exact `(stack frame, spill
+/// stores, spill loads)` in bytes on sm_90a and why it is kept. Every other
+/// entry of this crate, on both architectures, has none
+/// ([`no_kernel_spills_but_the_known_ones`]); a known one that spills more,
+/// or less (then shrink this table), fails too.
+///
+/// - `attention_bwd{,_bf16}__128_2` (4 bytes): the step's dQ-reduction
+///   address base (`b x heads` plus the K/V head's first Q head), stored
+///   once before the loop and reloaded once per step by the one thread that
+///   issues the bulk reduction (one `LDL` per step, an L1 hit). LLVM
+///   hoists that base out of the step loop as loop-invariant, and the loop
+///   holds the rest of its 240 registers; not removed yet.
+/// - `matmul_fp8_blockscaled__4_{8,16}` (60 bytes): tile coordinates and
+///   epilogue addresses stored before the K loop and reloaded in the
+///   epilogue (per tile), one register stored before a K step's first
+///   wgmma and reloaded after it (per K step), and the memory warpgroup's
+///   loop counters on its 24 registers (the kernel's header, RESULTS.md
+///   2026-11-26).
+const KNOWN_SPILLS: [(&str, (u32, u32, u32)); 4] = [
+    ("attention_bwd__128_2", (8, 4, 4)),
+    ("attention_bwd_bf16__128_2", (8, 4, 4)),
+    ("matmul_fp8_blockscaled__4_8", (40, 60, 92)),
+    ("matmul_fp8_blockscaled__4_16", (40, 60, 92)),
+];
+
+/// `(stack frame, spill stores, spill loads)` of each entry of a ptxas
+/// report, in the report's order.
+fn spills_of(report: &str) -> Vec<(&str, (u32, u32, u32))> {
+    report
+        .split("Compiling entry function '")
+        .skip(1)
+        .map(|block| {
+            let name = block.split('\'').next().unwrap();
+            let line = block.lines().find(|l| l.contains("bytes stack frame")).unwrap_or_else(|| panic!("{name}: no stack line"));
+            let n: Vec<u32> = line.split(|c: char| !c.is_ascii_digit()).filter(|w| !w.is_empty()).map(|w| w.parse().unwrap()).collect();
+            assert_eq!(n.len(), 3, "{name}: unexpected ptxas line `{line}`");
+            (name, (n[0], n[1], n[2]))
+        })
+        .collect()
+}
+
+/// Every entry of this crate, on both architectures: no stack frame, no
+/// spills and no serialized wgmma, except the [`KNOWN_SPILLS`], which spill
+/// exactly what the table says (sm_90a; they are Hopper-only).
+#[test]
+fn no_kernel_spills_but_the_known_ones() {
+    for arch in ["sm_90a", "sm_100a"] {
+        let report = image(arch).ptxas_report;
+        assert!(!report.contains("serialized"), "{arch}: wgmma serialization warning:\n{report}");
+        let entries = spills_of(report);
+        assert!(entries.len() >= if arch == "sm_90a" { 79 } else { 32 }, "{arch}: ptxas compiled only {} entries", entries.len());
+        for (name, got) in entries {
+            let want = KNOWN_SPILLS.iter().find(|(k, _)| *k == name).map_or((0, 0, 0), |(_, w)| *w);
+            assert_eq!(got, want, "{arch} {name}: (stack frame, spill stores, spill loads) in bytes; a new spill is a bug to fix, a known one that changed belongs in KNOWN_SPILLS with its reason");
+        }
+    }
+    let sm90 = spills_of(image("sm_90a").ptxas_report);
+    for (name, _) in KNOWN_SPILLS {
+        assert!(sm90.iter().any(|(n, _)| *n == name), "{name}: in KNOWN_SPILLS but not assembled");
+    }
 }
