@@ -174,10 +174,11 @@ impl<'py> Call<'py> {
     }
 
     /// Launches kernel `K` of `programs` over `grid` with `args` on the
-    /// call's device, in stream order with `stream` on a GPU; `args` must
+    /// call's device, in stream order on a GPU with `stream`, or by default
+    /// the first array's framework's ([`crate::stream_for`]); `args` must
     /// fit `K`'s parameters (a compile error otherwise: see
     /// [`kernel_host::Args`]).
-    pub fn launch<K, A>(&self, programs: &Programs, stream: u64, grid: impl Into<Dim3>, args: A) -> PyResult<()>
+    pub fn launch<K, A>(&self, programs: &Programs, stream: Option<u64>, grid: impl Into<Dim3>, args: A) -> PyResult<()>
     where
         K: HostEntry,
         K::Params: ParamList,
@@ -186,6 +187,10 @@ impl<'py> Call<'py> {
         let dev = device(self.place)?;
         let prog = programs.get(self.place)?;
         let grid = grid.into();
+        let stream = match self.arrays.first() {
+            Some((first, ..)) => crate::stream_for(first, stream)?,
+            None => stream.unwrap_or(0),
+        };
         run(dev, stream, || prog.kernel::<K>().and_then(|k| k.launch(grid, args)).map(drop).map_err(host_err))
     }
 }

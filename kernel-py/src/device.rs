@@ -7,6 +7,7 @@ use crate::EmulatorReport;
 use kernel_host::{Buffer, Device, DeviceCode, Gpu, Program};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use std::sync::OnceLock;
 
 static EMULATOR: OnceLock<Device> = OnceLock::new();
@@ -145,6 +146,34 @@ pub unsafe fn borrow<T>(dev: &Device, a: &Arr) -> PyResult<Buffer<T>> {
         }
     };
     r.map_err(runtime_err)
+}
+
+/// The stream to order a launch on `arr`'s device with: `stream` when the
+/// caller gave one; else, for a torch CUDA tensor, torch's current stream
+/// on its device (`torch.cuda.current_stream(d).cuda_stream`, read through
+/// `torch._C._cuda_getCurrentRawStream`, looked up once per process), so a
+/// call inside `with torch.cuda.stream(s):` is ordered on `s`; else 0, the
+/// legacy default stream (NumPy arrays run on the emulator, where streams
+/// play no part; JAX and CuPy callers pass their stream).
+pub fn stream_for(arr: &Arr, stream: Option<u64>) -> PyResult<u64> {
+    if let Some(s) = stream {
+        return Ok(s);
+    }
+    let Place::Cuda(d) = arr.place else { return Ok(0) };
+    if !arr.torch {
+        return Ok(0);
+    }
+    static CURRENT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let py = arr.py();
+    let current = CURRENT.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+        let c = py.import("torch")?.getattr("_C")?;
+        match c.getattr("_cuda_getCurrentRawStream") {
+            Ok(f) => Ok(f.unbind()),
+            // A torch without the private fast path: the public call.
+            Err(_) => Ok(py.eval(c"lambda d: __import__('torch').cuda.current_stream(d).cuda_stream", None, None)?.unbind()),
+        }
+    })?;
+    current.bind(py).call1((d,))?.extract::<u64>()
 }
 
 /// Runs `f` (launches on `dev`) on that device: on a GPU in stream order

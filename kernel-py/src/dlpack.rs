@@ -122,9 +122,17 @@ pub struct Arr<'py> {
     pub place: Place,
     pub dtype: Dtype,
     pub shape: Vec<usize>,
+    /// Whether it is a torch tensor (read through its attributes), whose
+    /// framework has a current stream ([`crate::stream_for`]).
+    pub torch: bool,
 }
 
-impl Arr<'_> {
+impl<'py> Arr<'py> {
+    /// The interpreter the array was passed in.
+    pub fn py(&self) -> Python<'py> {
+        self._keep.py()
+    }
+
     /// Elements.
     pub fn len(&self) -> usize {
         self.shape.iter().product()
@@ -204,7 +212,7 @@ pub fn import<'py>(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Arr<
         Some((0..ndim).map(|i| unsafe { *t.strides.add(i) }).collect())
     };
     let ptr = (t.data as *mut u8).wrapping_add(t.byte_offset as usize);
-    checked(capsule, name, ptr, place, dtype, shape, strides)
+    checked(capsule, name, ptr, place, dtype, shape, strides, false)
 }
 
 /// A torch tensor read through its attributes (`is_cuda` and
@@ -230,7 +238,7 @@ fn import_torch<'py>(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Ar
     // size-1 dimensions ignored): read the strides only to name them.
     let strides = if obj.call_method0("is_contiguous")?.extract::<bool>()? { None } else { Some(obj.call_method0("stride")?.extract()?) };
     let ptr = obj.call_method0("data_ptr")?.extract::<usize>()? as *mut u8;
-    checked(obj.clone(), name, ptr, place, dtype, shape, strides)
+    checked(obj.clone(), name, ptr, place, dtype, shape, strides, true)
 }
 
 /// The [`Dtype`] of a torch dtype object. torch's dtypes are process-long
@@ -256,7 +264,8 @@ fn torch_dtype(name: &'static str, dtype: &Bound<'_, PyAny>) -> PyResult<Dtype> 
 
 /// The checks of every array: row-major (C-contiguous) strides, a
 /// 16-byte-aligned start.
-fn checked<'py>(keep: Bound<'py, PyAny>, name: &'static str, ptr: *mut u8, place: Place, dtype: Dtype, shape: Vec<usize>, strides: Option<Vec<i64>>) -> PyResult<Arr<'py>> {
+#[allow(clippy::too_many_arguments)]
+fn checked<'py>(keep: Bound<'py, PyAny>, name: &'static str, ptr: *mut u8, place: Place, dtype: Dtype, shape: Vec<usize>, strides: Option<Vec<i64>>, torch: bool) -> PyResult<Arr<'py>> {
     if let Some(strides) = strides {
         let mut expect = 1i64;
         for i in (0..shape.len()).rev() {
@@ -275,7 +284,7 @@ fn checked<'py>(keep: Bound<'py, PyAny>, name: &'static str, ptr: *mut u8, place
             ptr as usize
         )));
     }
-    Ok(Arr { _keep: keep, name, ptr, place, dtype, shape })
+    Ok(Arr { _keep: keep, name, ptr, place, dtype, shape, torch })
 }
 
 #[cfg(test)]

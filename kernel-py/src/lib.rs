@@ -56,7 +56,7 @@
 //! # fn main() {}
 //! ```
 //!
-//! `axpy` is then a Python function `axpy(x, y, a, stream=0)`. Each
+//! `axpy` is then a Python function `axpy(x, y, a, stream=None)`. Each
 //! parameter is
 //!
 //! * an array, `name: T[d0, d1, ..]`, or `name: mut T[..]` when the kernel
@@ -70,8 +70,9 @@
 //! * a scalar, `name: u32` (any type pyo3 extracts), passed as itself.
 //!
 //! `stream` (a raw `CUstream` of the device's primary context, such as
-//! `torch.cuda.current_stream().cuda_stream`; 0, the legacy default
-//! stream, by default) orders the launch on a GPU; a `stream` parameter of
+//! a JAX or CuPy stream's handle; by default torch's current stream for
+//! torch tensors, else 0, the legacy default stream: [`stream_for`])
+//! orders the launch on a GPU; a `stream` parameter of
 //! your own would clash with it. `kernel` is the kernel's type, `grid` its
 //! grid (anything `Into<Dim3>`), `args` one argument per kernel parameter
 //! in order: the launch is the typed call of [`kernel_host::Launcher::launch`],
@@ -106,7 +107,7 @@ mod device;
 mod dlpack;
 
 pub use call::{ArrayArg, Call, Dim, Element};
-pub use device::{borrow, device, host_err, run, runtime_err, same_dtype, same_place, want_shape, Programs};
+pub use device::{borrow, device, host_err, run, runtime_err, same_dtype, same_place, stream_for, want_shape, Programs};
 pub use dlpack::{import, Arr, Dtype, Place};
 pub use pyo3;
 
@@ -165,9 +166,9 @@ macro_rules! kernels {
     (@parse [[$code:expr] [$(#[$attr:meta])*] [$vis:vis] $name:ident [$K:ty] [$grid:expr] [$args:expr]] [$($p:ident : $t:ty,)*] [$($item:tt)*]) => {
         $(#[$attr])*
         #[$crate::pyo3::pyfunction]
-        #[pyo3(signature = ($($p,)* stream = 0))]
+        #[pyo3(signature = ($($p,)* stream = None))]
         #[allow(unused_mut, unused_variables, unsafe_code, clippy::too_many_arguments)]
-        $vis fn $name($($p: $t,)* stream: u64) -> $crate::pyo3::PyResult<()> {
+        $vis fn $name($($p: $t,)* stream: Option<u64>) -> $crate::pyo3::PyResult<()> {
             static PROGRAMS: $crate::Programs = $crate::Programs::new(&$code);
             let mut call = $crate::Call::new(stringify!($name));
             $($crate::kernels!(@import call $item);)*

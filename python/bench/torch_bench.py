@@ -20,8 +20,10 @@ import kernel_ops.torch_ops  # noqa: F401
 
 
 def host_us_per_call(fn, calls=200, reps=15):
-    """Median host time of one call: `calls` calls queued back to back
-    (no synchronization inside), median over `reps` loops."""
+    """Median host time of one call: `calls` calls queued back to back,
+    median over `reps` loops. Only the calls are timed: the device is
+    synchronized between loops, outside the timed span, so the launch queue
+    never fills and the GPU's own time per tiny kernel does not enter."""
     for _ in range(50):
         fn()
     torch.cuda.synchronize()
@@ -33,6 +35,20 @@ def host_us_per_call(fn, calls=200, reps=15):
         times.append((time.perf_counter() - t0) / calls * 1e6)
         torch.cuda.synchronize()
     return statistics.median(times)
+
+
+def _noop_py(x):
+    return None
+
+
+def _floor_op():
+    """An operator that does nothing, registered as the ops of
+    ``kernel_ops.torch_ops`` are (``Library.define``/``impl``, a Python
+    implementation): what torch's dispatcher alone costs per call."""
+    lib = torch.library.Library("kernel_ops_floor", "DEF")
+    lib.define("noop(Tensor x) -> ()")
+    lib.impl("noop", lambda x: None, "CUDA")
+    return lib, torch.ops.kernel_ops_floor.noop
 
 
 def gpu_ms(fn, warmup_ms=300, iters=30):
@@ -66,6 +82,7 @@ def main():
     g = torch.randn(1024, device=dev, dtype=torch.float16)
     y = torch.empty_like(x)
     raw_stream = torch.cuda.current_stream().cuda_stream
+    _floor_lib, floor_noop = _floor_op()
     over = [
         ("kernel_ops.rms_norm (plain DLPack call, out= given)", lambda: kernel_ops.rms_norm(x, g, out=y)),
         ("kernel_ops.rms_norm (plain DLPack call, allocating)", lambda: kernel_ops.rms_norm(x, g)),
@@ -76,6 +93,13 @@ def main():
         # lookup the Python wrapper adds.
         ("kernel_ops._native.rms_norm (native part alone, out= and stream given)", lambda: kernel_ops._native.rms_norm(x, g, y, 1e-6, raw_stream)),
         ("torch._C._cuda_getCurrentRawStream (stream lookup alone)", lambda: torch._C._cuda_getCurrentRawStream(0)),
+        # Floors on this host: a Python call of an empty function, torch's
+        # dispatcher into an empty Python implementation, one allocation,
+        # and one launch through torch (its own one-kernel op).
+        ("floor: an empty Python function", lambda: _noop_py(x)),
+        ("floor: an empty torch operator (Library.define/impl, Python impl)", lambda: floor_noop(x)),
+        ("floor: torch.empty_like (one allocation)", lambda: torch.empty_like(x)),
+        ("floor: y.add_(0) (one torch kernel launch)", lambda: y.add_(0)),
     ]
     print("| call | host us per call |\n|---|---:|")
     for name, fn in over:

@@ -4,8 +4,9 @@ Arrays come in through DLPack, so torch, JAX, CuPy and NumPy arrays all
 work, with no copy:
 
 * CUDA arrays run on the GPU, queued on the caller's current stream (torch's
-  ``torch.cuda.current_stream()``; pass ``stream=`` for another framework's
-  raw ``CUstream``), in the device's primary context the framework uses;
+  ``torch.cuda.current_stream()``, looked up by the native call; pass
+  ``stream=`` for another framework's raw ``CUstream``), in the device's
+  primary context the framework uses;
 * CPU arrays (NumPy) run on the project's CPU emulator, whose race and
   protocol reports raise :class:`EmulatorReport`.
 
@@ -37,23 +38,6 @@ def _arrays(**named):
 
 def _is_torch(x):
     return type(x).__module__.startswith("torch")
-
-
-def _stream_of(x, stream):
-    """The raw CUstream to order the launch with: the caller's, torch's
-    current stream for a torch CUDA tensor, else 0 (the legacy default
-    stream)."""
-    if stream is not None:
-        return int(stream)
-    if _is_torch(x) and x.is_cuda:
-        import torch
-
-        device = x.get_device()
-        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-        if raw is not None:  # the fast path (no Stream object made)
-            return int(raw(device))
-        return int(torch.cuda.current_stream(device).cuda_stream)
-    return 0
 
 
 def _empty(like, shape, dtype=None):
@@ -91,7 +75,7 @@ def matmul(a, b, out=None, stream=None):
     dtype). Autotuned per shape and dtype on a GPU."""
     _arrays(a=a, b=b)
     c = out if out is not None else _empty(a, (a.shape[0], b.shape[0]))
-    _native.matmul(a, b, c, _stream_of(a, stream))
+    _native.matmul(a, b, c, stream)
     return c
 
 
@@ -106,7 +90,7 @@ def grouped_matmul(a, b, sizes, out=None, check=True, stream=None):
     not add up to ``M``; ``check=False`` leaves the launch asynchronous."""
     _arrays(a=a, b=b, sizes=sizes)
     c = out if out is not None else _empty(a, (a.shape[0], b.shape[1]))
-    _native.grouped_matmul(a, b, sizes, c, check, _stream_of(a, stream))
+    _native.grouped_matmul(a, b, sizes, c, check, stream)
     return c
 
 
@@ -115,7 +99,7 @@ def softmax(x, out=None, stream=None):
     last dimension a multiple of 1024, at most 8192)."""
     _arrays(x=x)
     y = out if out is not None else _empty(x, x.shape)
-    _native.softmax(x, y, _stream_of(x, stream))
+    _native.softmax(x, y, stream)
     return y
 
 
@@ -124,7 +108,7 @@ def layer_norm(x, gamma, beta, eps=1e-5, out=None, stream=None):
     beta (float16 or bfloat16)."""
     _arrays(x=x)
     y = out if out is not None else _empty(x, x.shape)
-    _native.layer_norm(x, gamma, beta, y, eps, _stream_of(x, stream))
+    _native.layer_norm(x, gamma, beta, y, eps, stream)
     return y
 
 
@@ -133,7 +117,7 @@ def rms_norm(x, gamma, eps=1e-6, out=None, stream=None):
     bfloat16)."""
     _arrays(x=x)
     y = out if out is not None else _empty(x, x.shape)
-    _native.rms_norm(x, gamma, y, eps, _stream_of(x, stream))
+    _native.rms_norm(x, gamma, y, eps, stream)
     return y
 
 
@@ -148,7 +132,7 @@ def attention(q, k, v, causal=False, scale=None, out=None, lse=None, stream=None
     _arrays(q=q, k=k, v=v)
     o = out if out is not None else _empty(q, q.shape)
     lse_out = lse if lse is not None else _empty(q, (q.shape[0], q.shape[2], q.shape[1]), _f32(q))
-    _native.attention(q, k, v, o, lse_out, bool(causal), scale, _stream_of(q, stream))
+    _native.attention(q, k, v, o, lse_out, bool(causal), scale, stream)
     return o, lse_out
 
 
@@ -162,5 +146,5 @@ def attention_backward(q, k, v, o, lse, d_o, causal=False, scale=None, dq=None, 
     dq = dq if dq is not None else _empty(q, q.shape)
     dk = dk if dk is not None else _empty(k, k.shape)
     dv = dv if dv is not None else _empty(v, v.shape)
-    _native.attention_backward(q, k, v, o, lse, d_o, dq, dk, dv, bool(causal), scale, _stream_of(q, stream))
+    _native.attention_backward(q, k, v, o, lse, d_o, dq, dk, dv, bool(causal), scale, stream)
     return dq, dk, dv

@@ -10,7 +10,7 @@
 //! The array import, the devices and the error mapping are `kernel_py`'s,
 //! which users' own kernels crates use too.
 use kernel_device::{bf16, f16};
-use kernel_py::{borrow, device, host_err, import, run, runtime_err, same_dtype, same_place, want_shape, Arr, Dtype, Place, Programs};
+use kernel_py::{borrow, device, host_err, import, run, runtime_err, same_dtype, same_place, stream_for, want_shape, Arr, Dtype, Place, Programs};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -34,11 +34,12 @@ fn ops_err(e: kernel_ops::Error) -> PyErr {
     }
 }
 
-/// Runs `f` with [`kernel_py::run`], its kernel-ops error raised as
-/// [`ops_err`] maps it. The GIL is held (the tuning cache of `Matmul` is
-/// per thread).
-fn run_op(dev: &kernel_host::Device, stream: u64, f: impl FnOnce() -> Result<(), kernel_ops::Error>) -> PyResult<()> {
-    run(dev, stream, || f().map_err(ops_err))
+/// Runs `f` with [`kernel_py::run`] in stream order with `stream`, or by
+/// default `first`'s framework's ([`stream_for`]: torch's current stream
+/// for torch tensors), its kernel-ops error raised as [`ops_err`] maps it.
+/// The GIL is held (the tuning cache of `Matmul` is per thread).
+fn run_op(dev: &kernel_host::Device, first: &Arr, stream: Option<u64>, f: impl FnOnce() -> Result<(), kernel_ops::Error>) -> PyResult<()> {
+    run(dev, stream_for(first, stream)?, || f().map_err(ops_err))
 }
 
 // ------------------------------------------------------------------ ops
@@ -62,8 +63,8 @@ macro_rules! with_norm_type {
 /// `c = a · bᵀ` (a `M x K`, b `N x K`, c `M x N`, float16 or bfloat16,
 /// f32 accumulation), autotuned per shape and dtype on a GPU.
 #[pyfunction]
-#[pyo3(signature = (a, b, c, stream = 0))]
-fn matmul(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, c: &Bound<'_, PyAny>, stream: u64) -> PyResult<()> {
+#[pyo3(signature = (a, b, c, stream = None))]
+fn matmul(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, c: &Bound<'_, PyAny>, stream: Option<u64>) -> PyResult<()> {
     let (a, b, c) = (import("a", a)?, import("b", b)?, import("c", c)?);
     let place = same_place(&[&a, &b, &c])?;
     let dt = same_dtype(&[&a, &b, &c], &[Dtype::F16, Dtype::Bf16])?;
@@ -89,7 +90,7 @@ fn matmul(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, c: &Bound<'_, PyAny>, stre
             // SAFETY: the arrays live for this call (their capsules are held) and
             // the caller hands them over until the launch is ordered on `stream`.
             let (ba, bb, mut bc) = unsafe { (borrow::<T>(dev, &a)?, borrow::<T>(dev, &b)?, borrow::<T>(dev, &c)?) };
-            run_op(dev, stream, move || {
+            run_op(dev, &a, stream, move || {
                 mm.matmul(&ba, (m, k), &bb, (n, k), &mut bc).map_err(|e| match e {
                     kernel_ops::MatmulError::Cuda(e) => kernel_ops::Error::Runtime(e),
                     other => kernel_ops::Error::Shape { op: "matmul", problem: other.to_string() },
@@ -105,8 +106,8 @@ fn matmul(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, c: &Bound<'_, PyAny>, stre
 /// With `check`, waits for the kernel and raises ValueError when the sizes
 /// do not add up to the rows of `a`.
 #[pyfunction]
-#[pyo3(signature = (a, b, sizes, c, check = true, stream = 0))]
-fn grouped_matmul(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, sizes: &Bound<'_, PyAny>, c: &Bound<'_, PyAny>, check: bool, stream: u64) -> PyResult<()> {
+#[pyo3(signature = (a, b, sizes, c, check = true, stream = None))]
+fn grouped_matmul(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, sizes: &Bound<'_, PyAny>, c: &Bound<'_, PyAny>, check: bool, stream: Option<u64>) -> PyResult<()> {
     let (a, b, s, c) = (import("a", a)?, import("b", b)?, import("sizes", sizes)?, import("c", c)?);
     let place = same_place(&[&a, &b, &s, &c])?;
     let dt = same_dtype(&[&a, &b, &c], &[Dtype::F16, Dtype::Bf16])?;
@@ -137,10 +138,10 @@ fn grouped_matmul(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, sizes: &Bound<'_, 
             // SAFETY: as in `matmul`; int32 sizes are read as u32 (a
             // negative size is a huge one, which the kernel refuses).
             let (ba, bb, bs, mut bc) = unsafe { (borrow::<T>(dev, &a)?, borrow::<T>(dev, &b)?, borrow::<u32>(dev, &s)?, borrow::<T>(dev, &c)?) };
-            run_op(dev, stream, || gm.run(&ba, &bb, &bs, &mut bc, (m, n, k), g))?;
+            run_op(dev, &a, stream, || gm.run(&ba, &bb, &bs, &mut bc, (m, n, k), g))?;
         });
         if check {
-            run_op(dev, stream, || gm.status())?;
+            run_op(dev, &a, stream, || gm.status())?;
         }
         Ok(())
     })
@@ -157,8 +158,8 @@ fn rows_cols(x: &Arr) -> PyResult<(usize, usize)> {
 
 /// `y = softmax(x)` over the last dimension.
 #[pyfunction]
-#[pyo3(signature = (x, y, stream = 0))]
-fn softmax(x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, stream: u64) -> PyResult<()> {
+#[pyo3(signature = (x, y, stream = None))]
+fn softmax(x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, stream: Option<u64>) -> PyResult<()> {
     let (x, y) = (import("x", x)?, import("y", y)?);
     let place = same_place(&[&x, &y])?;
     let dt = same_dtype(&[&x, &y], &[Dtype::F16, Dtype::Bf16])?;
@@ -168,14 +169,14 @@ fn softmax(x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, stream: u64) -> PyResult<
     with_norm_type!(dt, T => {
         // SAFETY: as in `matmul`.
         let (bx, mut by) = unsafe { (borrow::<T>(dev, &x)?, borrow::<T>(dev, &y)?) };
-        run_op(dev, stream, move || kernel_ops::norms::softmax(ops, &bx, &mut by, rows, cols))
+        run_op(dev, &x, stream, move || kernel_ops::norms::softmax(ops, &bx, &mut by, rows, cols))
     })
 }
 
 /// `y = (x - mean) / sqrt(var + eps) * gamma + beta` over the last dimension.
 #[pyfunction]
-#[pyo3(signature = (x, gamma, beta, y, eps = 1e-5, stream = 0))]
-fn layer_norm(x: &Bound<'_, PyAny>, gamma: &Bound<'_, PyAny>, beta: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, eps: f32, stream: u64) -> PyResult<()> {
+#[pyo3(signature = (x, gamma, beta, y, eps = 1e-5, stream = None))]
+fn layer_norm(x: &Bound<'_, PyAny>, gamma: &Bound<'_, PyAny>, beta: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, eps: f32, stream: Option<u64>) -> PyResult<()> {
     let (x, g, b, y) = (import("x", x)?, import("gamma", gamma)?, import("beta", beta)?, import("y", y)?);
     let place = same_place(&[&x, &g, &b, &y])?;
     let dt = same_dtype(&[&x, &g, &b, &y], &[Dtype::F16, Dtype::Bf16])?;
@@ -187,14 +188,14 @@ fn layer_norm(x: &Bound<'_, PyAny>, gamma: &Bound<'_, PyAny>, beta: &Bound<'_, P
     with_norm_type!(dt, T => {
         // SAFETY: as in `matmul`.
         let (bx, bg, bb, mut by) = unsafe { (borrow::<T>(dev, &x)?, borrow::<T>(dev, &g)?, borrow::<T>(dev, &b)?, borrow::<T>(dev, &y)?) };
-        run_op(dev, stream, move || kernel_ops::norms::layer_norm(ops, &bx, &bg, &bb, &mut by, eps, rows, cols))
+        run_op(dev, &x, stream, move || kernel_ops::norms::layer_norm(ops, &bx, &bg, &bb, &mut by, eps, rows, cols))
     })
 }
 
 /// `y = x / sqrt(mean(x²) + eps) * gamma` over the last dimension.
 #[pyfunction]
-#[pyo3(signature = (x, gamma, y, eps = 1e-6, stream = 0))]
-fn rms_norm(x: &Bound<'_, PyAny>, gamma: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, eps: f32, stream: u64) -> PyResult<()> {
+#[pyo3(signature = (x, gamma, y, eps = 1e-6, stream = None))]
+fn rms_norm(x: &Bound<'_, PyAny>, gamma: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, eps: f32, stream: Option<u64>) -> PyResult<()> {
     let (x, g, y) = (import("x", x)?, import("gamma", gamma)?, import("y", y)?);
     let place = same_place(&[&x, &g, &y])?;
     let dt = same_dtype(&[&x, &g, &y], &[Dtype::F16, Dtype::Bf16])?;
@@ -205,7 +206,7 @@ fn rms_norm(x: &Bound<'_, PyAny>, gamma: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>
     with_norm_type!(dt, T => {
         // SAFETY: as in `matmul`.
         let (bx, bg, mut by) = unsafe { (borrow::<T>(dev, &x)?, borrow::<T>(dev, &g)?, borrow::<T>(dev, &y)?) };
-        run_op(dev, stream, move || kernel_ops::norms::rms_norm(ops, &bx, &bg, &mut by, eps, rows, cols))
+        run_op(dev, &x, stream, move || kernel_ops::norms::rms_norm(ops, &bx, &bg, &mut by, eps, rows, cols))
     })
 }
 
@@ -225,7 +226,7 @@ fn attention_shape(q: &Arr, k: &Arr) -> PyResult<kernel_ops::attention::Shape> {
 /// q, o `[batch, seq, heads, head_dim]`, k, v `[batch, seq, kv_heads,
 /// head_dim]`, lse `[batch, heads, seq]` float32.
 #[pyfunction]
-#[pyo3(signature = (q, k, v, o, lse, causal = false, scale = None, stream = 0))]
+#[pyo3(signature = (q, k, v, o, lse, causal = false, scale = None, stream = None))]
 #[allow(clippy::too_many_arguments)]
 fn attention(
     q: &Bound<'_, PyAny>,
@@ -235,7 +236,7 @@ fn attention(
     lse: &Bound<'_, PyAny>,
     causal: bool,
     scale: Option<f32>,
-    stream: u64,
+    stream: Option<u64>,
 ) -> PyResult<()> {
     let (q, k, v, o, l) = (import("q", q)?, import("k", k)?, import("v", v)?, import("o", o)?, import("lse", lse)?);
     let place = same_place(&[&q, &k, &v, &o, &l])?;
@@ -251,7 +252,7 @@ fn attention(
     with_norm_type!(dt, T => {
         // SAFETY: as in `matmul`.
         let (bq, bk, bv, mut bo, mut bl) = unsafe { (borrow::<T>(dev, &q)?, borrow::<T>(dev, &k)?, borrow::<T>(dev, &v)?, borrow::<T>(dev, &o)?, borrow::<f32>(dev, &l)?) };
-        run_op(dev, stream, move || kernel_ops::attention::attention(dev, ops, &bq, &bk, &bv, &mut bo, &mut bl, shape, opts))
+        run_op(dev, &q, stream, move || kernel_ops::attention::attention(dev, ops, &bq, &bk, &bv, &mut bo, &mut bl, shape, opts))
     })
 }
 
@@ -259,7 +260,7 @@ fn attention(
 /// gradient d_o of the loss with respect to o, writes dq, dk, dv (the
 /// layouts of q, k, v). `causal` and `scale` must be the forward's.
 #[pyfunction]
-#[pyo3(signature = (q, k, v, o, lse, d_o, dq, dk, dv, causal = false, scale = None, stream = 0))]
+#[pyo3(signature = (q, k, v, o, lse, d_o, dq, dk, dv, causal = false, scale = None, stream = None))]
 #[allow(clippy::too_many_arguments)]
 fn attention_backward(
     q: &Bound<'_, PyAny>,
@@ -273,7 +274,7 @@ fn attention_backward(
     dv: &Bound<'_, PyAny>,
     causal: bool,
     scale: Option<f32>,
-    stream: u64,
+    stream: Option<u64>,
 ) -> PyResult<()> {
     let (q, k, v, o, l) = (import("q", q)?, import("k", k)?, import("v", v)?, import("o", o)?, import("lse", lse)?);
     let (g, gq, gk, gv) = (import("d_o", d_o)?, import("dq", dq)?, import("dk", dk)?, import("dv", dv)?);
@@ -296,7 +297,7 @@ fn attention_backward(
         let (bq, bk, bv, bo, bl, bg) = unsafe { (borrow::<T>(dev, &q)?, borrow::<T>(dev, &k)?, borrow::<T>(dev, &v)?, borrow::<T>(dev, &o)?, borrow::<f32>(dev, &l)?, borrow::<T>(dev, &g)?) };
         // SAFETY: as in `matmul`.
         let (mut bdq, mut bdk, mut bdv) = unsafe { (borrow::<T>(dev, &gq)?, borrow::<T>(dev, &gk)?, borrow::<T>(dev, &gv)?) };
-        run_op(dev, stream, move || kernel_ops::attention::attention_backward(dev, ops, &bq, &bk, &bv, &bo, &bl, &bg, &mut bdq, &mut bdk, &mut bdv, shape, opts))
+        run_op(dev, &q, stream, move || kernel_ops::attention::attention_backward(dev, ops, &bq, &bk, &bv, &bo, &bl, &bg, &mut bdq, &mut bdk, &mut bdv, shape, opts))
     })
 }
 
@@ -321,7 +322,7 @@ fn _testing_transpose(x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, racy: bool) ->
     let prog = dev.load(&kernel_fixtures::DEVICE_CODE).map_err(runtime_err)?;
     // SAFETY: as in `matmul`.
     let (mut bx, mut by) = unsafe { (borrow::<f32>(dev, &x)?, borrow::<f32>(dev, &y)?) };
-    run_op(dev, 0, move || {
+    run_op(dev, &x, Some(0), move || {
         let r = if racy { prog.kernel::<k<true>>()?.launch(1u32, (&mut bx, &mut by)) } else { prog.kernel::<k<false>>()?.launch(1u32, (&mut bx, &mut by)) };
         r.map(|_| ()).map_err(kernel_ops::Error::Runtime)
     })

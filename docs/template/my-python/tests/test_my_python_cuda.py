@@ -26,6 +26,19 @@ def test_row_sums_on_cuda_tensors():
     assert torch.allclose(sums, x.sum(1), rtol=1e-4, atol=1e-4)
 
 
+def test_runs_in_order_on_torchs_current_side_stream():
+    # No stream= given: the launch is ordered on torch's current stream.
+    x = torch.randn(1 << 20, device="cuda")
+    y = torch.randn(1 << 20, device="cuda")
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        y2 = y * 3  # queued on s before the kernel: it must see it
+        my_python.axpy(x, y2, 2.0)
+        z = y2 - 3 * y  # queued on s after the kernel: must see its result
+    torch.cuda.synchronize()
+    assert torch.allclose(z, 2.0 * x, rtol=1e-5, atol=1e-5)
+
+
 def test_a_wrong_dtype_is_a_type_error_on_cuda_too():
     x = torch.randn(16, device="cuda", dtype=torch.float64)
     with pytest.raises(TypeError, match="float32 expected"):
