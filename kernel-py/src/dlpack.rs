@@ -3,7 +3,9 @@
 //! their attributes, which is cheaper), used in place: no copy.
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::intern;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyTuple, PyType};
 use std::ffi::c_void;
 
 /// `DLDevice` (dlpack.h v0.8+, the legacy unversioned capsule).
@@ -158,8 +160,8 @@ impl<'py> Arr<'py> {
 /// (TMA and the vector loads need it), a CPU or CUDA device.
 pub fn import<'py>(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Arr<'py>> {
     let py = obj.py();
-    // A torch tensor first (it has `__dlpack__`; one check fewer per call).
-    if obj.get_type().module()?.to_cow()?.starts_with("torch") && obj.hasattr("data_ptr")? {
+    // A torch tensor first (it has `__dlpack__` too, which costs more).
+    if is_torch_tensor(obj)? {
         return import_torch(name, obj);
     }
     if !obj.hasattr("__dlpack__")? {
@@ -215,6 +217,29 @@ pub fn import<'py>(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Arr<
     checked(capsule, name, ptr, place, dtype, shape, strides, false)
 }
 
+/// `torch.Tensor`, once an argument showed that torch is in use.
+static TORCH_TENSOR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+/// Whether `obj` is a torch tensor (or of a subclass): an `isinstance`
+/// check against `torch.Tensor` once one was seen. Until then, and for
+/// any other object, its type's module name decides (`torch`, with a
+/// `data_ptr`), so that importing `kernel_ops` never imports torch.
+fn is_torch_tensor(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let py = obj.py();
+    if let Some(t) = TORCH_TENSOR.get(py) {
+        if obj.is_instance(t.bind(py))? {
+            return Ok(true);
+        }
+    }
+    if !(obj.get_type().module()?.to_cow()?.starts_with("torch") && obj.hasattr(intern!(py, "data_ptr"))?) {
+        return Ok(false);
+    }
+    let tensor = py.import("torch")?.getattr("Tensor")?.cast_into::<PyType>()?;
+    let is = obj.is_instance(&tensor)?;
+    let _ = TORCH_TENSOR.set(py, tensor.unbind());
+    Ok(is)
+}
+
 /// A torch tensor read through its attributes (`is_cuda` and
 /// `get_device()`, or `is_cpu`; `dtype`, `shape`, `is_contiguous()`,
 /// `data_ptr()`; `stride()` only for the error of a non-contiguous one): the same facts as its DLPack capsule, without
@@ -222,9 +247,11 @@ pub fn import<'py>(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Arr<
 /// Python calls as the checks allow (each costs 0.1-0.3 us on the H100
 /// machine, RESULTS.md).
 fn import_torch<'py>(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Arr<'py>> {
-    let place = if obj.getattr("is_cuda")?.extract::<bool>()? {
-        Place::Cuda(obj.call_method0("get_device")?.extract::<i32>()?)
-    } else if obj.getattr("is_cpu")?.extract::<bool>()? {
+    let py = obj.py();
+    // Interned names: no string made per call.
+    let place = if obj.getattr(intern!(py, "is_cuda"))?.extract::<bool>()? {
+        Place::Cuda(obj.call_method0(intern!(py, "get_device"))?.extract::<i32>()?)
+    } else if obj.getattr(intern!(py, "is_cpu"))?.extract::<bool>()? {
         Place::Cpu
     } else {
         let device = obj.getattr("device")?.str()?;
@@ -232,12 +259,17 @@ fn import_torch<'py>(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Ar
             "`{name}`: a torch tensor on {device} is not supported: arrays must be on the CPU (the emulator) or on a CUDA GPU"
         )));
     };
-    let dtype = torch_dtype(name, &obj.getattr("dtype")?)?;
-    let shape: Vec<usize> = obj.getattr("shape")?.extract()?;
+    let dtype = torch_dtype(name, &obj.getattr(intern!(py, "dtype"))?)?;
+    // `torch.Size` is a tuple: read item by item.
+    let shape_obj = obj.getattr(intern!(py, "shape"))?;
+    let shape: Vec<usize> = match shape_obj.cast::<PyTuple>() {
+        Ok(t) => t.iter().map(|d| d.extract::<usize>()).collect::<PyResult<_>>()?,
+        Err(_) => shape_obj.extract()?,
+    };
     // torch's contiguity is the rule `checked` applies (strides of
     // size-1 dimensions ignored): read the strides only to name them.
-    let strides = if obj.call_method0("is_contiguous")?.extract::<bool>()? { None } else { Some(obj.call_method0("stride")?.extract()?) };
-    let ptr = obj.call_method0("data_ptr")?.extract::<usize>()? as *mut u8;
+    let strides = if obj.call_method0(intern!(py, "is_contiguous"))?.extract::<bool>()? { None } else { Some(obj.call_method0("stride")?.extract()?) };
+    let ptr = obj.call_method0(intern!(py, "data_ptr"))?.extract::<usize>()? as *mut u8;
     checked(obj.clone(), name, ptr, place, dtype, shape, strides, true)
 }
 

@@ -9,6 +9,7 @@ many runs, outputs checked. Writes OUT_DIR/python_bench.{md,csv}.
     python3 torch_bench.py OUT_DIR
 """
 import math
+import os
 import statistics
 import sys
 import time
@@ -74,6 +75,7 @@ def rel(got, want):
 
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "."
+    os.makedirs(out, exist_ok=True)
     dev = torch.device("cuda")
     rows = []
 

@@ -28,7 +28,9 @@ __all__ = ["matmul", "grouped_matmul", "softmax", "layer_norm", "rms_norm", "att
 
 
 def _arrays(**named):
-    """TypeError unless each argument is an array with ``__dlpack__``."""
+    """TypeError unless each argument is an array with ``__dlpack__``
+    (before an output is allocated from them; the native call checks every
+    array itself)."""
     for name, x in named.items():
         if not hasattr(x, "__dlpack__"):
             raise TypeError(
@@ -73,10 +75,11 @@ def matmul(a, b, out=None, stream=None):
     """``c = a @ b.T``: a ``M x K``, b ``N x K``, float16 or bfloat16 (all
     three alike), f32 accumulation; returns c (``M x N``, the inputs'
     dtype). Autotuned per shape and dtype on a GPU."""
-    _arrays(a=a, b=b)
-    c = out if out is not None else _empty(a, (a.shape[0], b.shape[0]))
-    _native.matmul(a, b, c, stream)
-    return c
+    if out is None:
+        _arrays(a=a, b=b)
+        out = _empty(a, (a.shape[0], b.shape[0]))
+    _native.matmul(a, b, out, stream)
+    return out
 
 
 def grouped_matmul(a, b, sizes, out=None, check=True, stream=None):
@@ -88,37 +91,41 @@ def grouped_matmul(a, b, sizes, out=None, check=True, stream=None):
     stays on the device: the kernel reads it. With ``check`` (the default)
     the call waits for the kernel and raises ValueError when the sizes do
     not add up to ``M``; ``check=False`` leaves the launch asynchronous."""
-    _arrays(a=a, b=b, sizes=sizes)
-    c = out if out is not None else _empty(a, (a.shape[0], b.shape[1]))
-    _native.grouped_matmul(a, b, sizes, c, check, stream)
-    return c
+    if out is None:
+        _arrays(a=a, b=b, sizes=sizes)
+        out = _empty(a, (a.shape[0], b.shape[1]))
+    _native.grouped_matmul(a, b, sizes, out, check, stream)
+    return out
 
 
 def softmax(x, out=None, stream=None):
     """``softmax(x)`` over the last dimension (float16 or bfloat16; the
     last dimension a multiple of 1024, at most 8192)."""
-    _arrays(x=x)
-    y = out if out is not None else _empty(x, x.shape)
-    _native.softmax(x, y, stream)
-    return y
+    if out is None:
+        _arrays(x=x)
+        out = _empty(x, x.shape)
+    _native.softmax(x, out, stream)
+    return out
 
 
 def layer_norm(x, gamma, beta, eps=1e-5, out=None, stream=None):
     """Layer norm over the last dimension, scaled by gamma and shifted by
     beta (float16 or bfloat16)."""
-    _arrays(x=x)
-    y = out if out is not None else _empty(x, x.shape)
-    _native.layer_norm(x, gamma, beta, y, eps, stream)
-    return y
+    if out is None:
+        _arrays(x=x)
+        out = _empty(x, x.shape)
+    _native.layer_norm(x, gamma, beta, out, eps, stream)
+    return out
 
 
 def rms_norm(x, gamma, eps=1e-6, out=None, stream=None):
     """RMS norm over the last dimension, scaled by gamma (float16 or
     bfloat16)."""
-    _arrays(x=x)
-    y = out if out is not None else _empty(x, x.shape)
-    _native.rms_norm(x, gamma, y, eps, stream)
-    return y
+    if out is None:
+        _arrays(x=x)
+        out = _empty(x, x.shape)
+    _native.rms_norm(x, gamma, out, eps, stream)
+    return out
 
 
 def attention(q, k, v, causal=False, scale=None, out=None, lse=None, stream=None):

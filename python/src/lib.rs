@@ -196,7 +196,26 @@ fn layer_norm(x: &Bound<'_, PyAny>, gamma: &Bound<'_, PyAny>, beta: &Bound<'_, P
 #[pyfunction]
 #[pyo3(signature = (x, gamma, y, eps = 1e-6, stream = None))]
 fn rms_norm(x: &Bound<'_, PyAny>, gamma: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, eps: f32, stream: Option<u64>) -> PyResult<()> {
+    rms_norm_up_to(x, gamma, y, eps, stream, Stage::Launch)
+}
+
+/// How far a call of [`rms_norm`] goes: all the way, or (the host-overhead
+/// probes of the `testing` feature) up to the arrays' import, or up to the
+/// launch (imported, checked, borrowed, stream found).
+#[derive(Clone, Copy, PartialEq)]
+enum Stage {
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    Import,
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    Prepare,
+    Launch,
+}
+
+fn rms_norm_up_to(x: &Bound<'_, PyAny>, gamma: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, eps: f32, stream: Option<u64>, stage: Stage) -> PyResult<()> {
     let (x, g, y) = (import("x", x)?, import("gamma", gamma)?, import("y", y)?);
+    if stage == Stage::Import {
+        return Ok(());
+    }
     let place = same_place(&[&x, &g, &y])?;
     let dt = same_dtype(&[&x, &g, &y], &[Dtype::F16, Dtype::Bf16])?;
     let (rows, cols) = rows_cols(&x)?;
@@ -206,8 +225,28 @@ fn rms_norm(x: &Bound<'_, PyAny>, gamma: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>
     with_norm_type!(dt, T => {
         // SAFETY: as in `matmul`.
         let (bx, bg, mut by) = unsafe { (borrow::<T>(dev, &x)?, borrow::<T>(dev, &g)?, borrow::<T>(dev, &y)?) };
+        if stage == Stage::Prepare {
+            stream_for(&x, stream)?;
+            return Ok(());
+        }
         run_op(dev, &x, stream, move || kernel_ops::norms::rms_norm(ops, &bx, &bg, &mut by, eps, rows, cols))
     })
+}
+
+/// Host-overhead probes (the `testing` feature): [`rms_norm`]'s call with
+/// its arguments, stopped at `stage` (0: nothing done, the interpreter's
+/// call alone; 1: after the three arrays' import; 2: before the launch).
+/// `python/bench/overhead_probe.py` times them.
+#[cfg(feature = "testing")]
+#[pyfunction]
+#[pyo3(signature = (x, gamma, y, eps, stream, stage))]
+fn _probe_rms_norm(x: &Bound<'_, PyAny>, gamma: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, eps: f32, stream: Option<u64>, stage: u32) -> PyResult<()> {
+    match stage {
+        0 => Ok(()),
+        1 => rms_norm_up_to(x, gamma, y, eps, stream, Stage::Import),
+        2 => rms_norm_up_to(x, gamma, y, eps, stream, Stage::Prepare),
+        _ => Err(PyValueError::new_err("stage: 0, 1 or 2")),
+    }
 }
 
 /// The attention problem of q `[batch, seq, heads, head_dim]` and k
@@ -340,5 +379,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(grouped_matmul, m)?)?;
     #[cfg(feature = "testing")]
     m.add_function(wrap_pyfunction!(_testing_transpose, m)?)?;
+    #[cfg(feature = "testing")]
+    m.add_function(wrap_pyfunction!(_probe_rms_norm, m)?)?;
     Ok(())
 }

@@ -154,6 +154,9 @@ def test_outputs_can_be_given():
     (lambda: kernel_ops.matmul(randn(16, 128)[:, ::2], randn(8, 64)), ValueError, "not row-major (C-contiguous)"),
     (lambda: kernel_ops.matmul(np.empty(16 * 64 + 1, np.float16)[1:].reshape(16, 64), randn(8, 64)), ValueError, "not a multiple of 16 bytes"),
     (lambda: kernel_ops.matmul([[1.0]], randn(8, 64)), TypeError, "is not an array with `__dlpack__`"),
+    # With out= given the wrapper allocates nothing: the native call names the argument.
+    (lambda: kernel_ops.rms_norm([[1.0] * 1024], randn(1024), out=randn(1, 1024)), TypeError, "`x`: a list is not an array with `__dlpack__`"),
+    (lambda: kernel_ops.matmul(randn(16, 64), "b", out=randn(16, 8)), TypeError, "`b`: a str is not an array with `__dlpack__`"),
     (lambda: kernel_ops.rms_norm(randn(3, 1024), randn(512)), ValueError, "shape [1024] expected"),
     (lambda: kernel_ops.rms_norm(randn(3, 1000), randn(1000)), ValueError, "1000"),
     (lambda: kernel_ops.attention(randn(1, 16, 3, 64), randn(1, 16, 2, 64), randn(1, 16, 2, 64)), ValueError, "kv_heads must divide heads"),
