@@ -134,14 +134,12 @@ pub const BS_BN: usize = 2 * SCALE_BLOCK;
 /// `64 x 256` total and one `64 x 128` step accumulator, 192 of its
 /// [`BS_COMPUTE_REGS`] = 240 registers; the memory warpgroup runs on
 /// [`BS_MEMORY_REGS`] = 24 (240 + 240 + 24 = 504, the launch pool). ptxas
-/// spills 60 bytes: in the compute warpgroups tile coordinates and
+/// spills 56 bytes: in the compute warpgroups tile coordinates and
 /// epilogue addresses the K loop does not use (stored before it, reloaded
-/// in the epilogue: per tile) and one register stored before a step's
-/// first wgmma and reloaded after it (one 4-byte store and load per K
-/// step: the halves are still faster than the quarters, which had none in
-/// the loop); in the memory warpgroup a few loop counters (its one issuing
-/// thread reloads one per K step). On an H100 240/24 ran 2-6 % faster than
-/// 232/40 at every benchmark shape (RESULTS.md).
+/// in the epilogue: per tile; none in the K loop); in the memory warpgroup
+/// a few loop counters (its one issuing thread reloads one per K step).
+/// On an H100 240/24 ran 2-6 % faster than 232/40 at every benchmark shape
+/// (RESULTS.md).
 /// `K % 16 == 0`, `N % 8 == 0`; SMEM `STAGES x 48 KB + 32 KB`.
 #[kernel(block = warpgroups(3), arch = sm_90a, instances((4, 8), (4, 16)))]
 pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
@@ -236,10 +234,17 @@ pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
                 let row_scale = [sc[0] * sb, sc[1] * sb];
                 // `Acc<H>` register `i` is `Acc<BN>` register `$h H / 2 + i`.
                 unroll(H / 2, |i| acc.regs[$h * H / 2 + i] = part.regs[i].fma(row_scale[(i / 2) % 2], acc.regs[$h * H / 2 + i]));
-                // Keeps the promotion before `part`'s next MMAs are issued
-                // (else LLVM may sink it past them through copies, and ptxas
-                // serializes every wgmma: C7514).
-                acc.fence_operands();
+                // Keeps the first half's promotion before the second
+                // half's MMAs into `part` are issued (else LLVM may sink it
+                // past them through copies, and ptxas serializes every
+                // wgmma: C7514). Not after the second half, which ends the
+                // step: there the fence pinned the total's registers, and
+                // ptxas copied 29 of them back and forth every step (280 ->
+                // 249 instructions per warp and K step without it, 0.4-2.8 %
+                // faster on an H100, RESULTS.md 2026-11-27).
+                if $h == 0 {
+                    acc.fence_operands();
+                }
             }};
         }
         // Every MMA is waited for before the loop's back edge (C7514).
