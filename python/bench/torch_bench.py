@@ -3,10 +3,12 @@
 tensors: host overhead per call (a tiny RMS norm through the torch custom
 op, through the plain DLPack call, and torch's own op), and our matmul,
 RMS norm and attention against torch's (cuBLAS, torch RMS norm, SDPA
-cuDNN), each warmed ~300 ms to the steady clock, CUDA events, median of
-many runs, outputs checked. Writes OUT_DIR/python_bench.{md,csv}.
+cuDNN), each warmed to the steady clock (`--warmup-ms`, default 300) before
+each timing, CUDA events, median of many runs, in `--rounds` (default 1)
+interleaved rounds whose median is reported, outputs checked. Writes
+OUT_DIR/python_bench.csv.
 
-    python3 torch_bench.py OUT_DIR
+    python3 torch_bench.py OUT_DIR [--warmup-ms MS] [--rounds N]
 """
 import math
 import os
@@ -76,8 +78,21 @@ def rel(got, want):
     return float((got.float() - want.float()).norm() / want.float().norm())
 
 
+def timed(contenders, warmup_ms, rounds):
+    """Median over `rounds` interleaved rounds (every contender once per
+    round, in turn) of each contender's `gpu_ms`."""
+    times = {name: [] for name, _ in contenders}
+    for _ in range(rounds):
+        for name, fn in contenders:
+            times[name].append(gpu_ms(fn, warmup_ms))
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else "."
+    args = sys.argv[1:]
+    opt = lambda flag, default: type(default)(args[args.index(flag) + 1]) if flag in args else default
+    warmup_ms, rounds = opt("--warmup-ms", 300.0), opt("--rounds", 1)
+    out = args[0] if args and not args[0].startswith("--") else "."
     os.makedirs(out, exist_ok=True)
     dev = torch.device("cuda")
     rows = []
@@ -120,9 +135,11 @@ def main():
     ref = a.float() @ b.float().T
     c = torch.empty(m, n, device=dev, dtype=torch.float16)
     # Outputs given (`out=`), as the Rust benchmarks' are allocated once.
-    for name, fn in (("kernel_ops.matmul", lambda: kernel_ops.matmul(a, b, out=c)), ("torch.matmul (cuBLAS)", lambda: torch.matmul(a, b.T, out=c))):
-        err = rel(fn(), ref)
-        ms = gpu_ms(fn)
+    contenders = (("kernel_ops.matmul", lambda: kernel_ops.matmul(a, b, out=c)), ("torch.matmul (cuBLAS)", lambda: torch.matmul(a, b.T, out=c)))
+    errs = {name: rel(fn(), ref) for name, fn in contenders}
+    mss = timed(contenders, warmup_ms, rounds)
+    for name, _ in contenders:
+        err, ms = errs[name], mss[name]
         rows.append(("matmul", name, f"{m}x{n}x{k}", ms, 2 * m * n * k / ms / 1e9, err))
         print(f"| matmul | {name} | {m}x{n}x{k} | {ms:.4f} | {2 * m * n * k / ms / 1e9:.1f} TFLOP/s | {err:.2e} |")
     # norms_bench's problem at 4096 columns: 2^25 elements.
@@ -131,9 +148,11 @@ def main():
     y = torch.empty_like(x)
     ref = torch.nn.functional.rms_norm(x.float(), (4096,), g.float(), 1e-6)
     nbytes = 2 * x.numel() * 2
-    for name, fn in (("kernel_ops.rms_norm", lambda: kernel_ops.rms_norm(x, g, out=y)), ("torch rms_norm", lambda: torch.nn.functional.rms_norm(x, (4096,), g, 1e-6))):
-        err = rel(fn(), ref)
-        ms = gpu_ms(fn)
+    contenders = (("kernel_ops.rms_norm", lambda: kernel_ops.rms_norm(x, g, out=y)), ("torch rms_norm", lambda: torch.nn.functional.rms_norm(x, (4096,), g, 1e-6)))
+    errs = {name: rel(fn(), ref) for name, fn in contenders}
+    mss = timed(contenders, warmup_ms, rounds)
+    for name, _ in contenders:
+        err, ms = errs[name], mss[name]
         rows.append(("rms_norm", name, "8192x4096 bf16", ms, nbytes / ms / 1e6, err))
         print(f"| rms_norm | {name} | 8192x4096 bf16 | {ms:.4f} | {nbytes / ms / 1e6:.0f} GB/s | {err:.2e} |")
     q = torch.randn(4, 4096, 16, 128, device=dev, dtype=torch.float16)
@@ -142,10 +161,12 @@ def main():
     ref = torch.nn.functional.scaled_dot_product_attention(qt.float(), kt.float(), vt.float()).transpose(1, 2)
     flops = 4 * 4 * 16 * 4096 * 4096 * 128
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    for name, fn in (("kernel_ops.attention", lambda: kernel_ops.attention(q, kk, vv)[0]), ("torch SDPA (cuDNN)", lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt).transpose(1, 2))):
-        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            err = rel(fn(), ref)
-            ms = gpu_ms(fn)
+    contenders = (("kernel_ops.attention", lambda: kernel_ops.attention(q, kk, vv)[0]), ("torch SDPA (cuDNN)", lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt).transpose(1, 2)))
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        errs = {name: rel(fn(), ref) for name, fn in contenders}
+        mss = timed(contenders, warmup_ms, rounds)
+    for name, _ in contenders:
+        err, ms = errs[name], mss[name]
         rows.append(("attention", name, "4x4096x16x128 f16", ms, flops / ms / 1e9, err))
         print(f"| attention | {name} | 4x4096x16x128 f16 | {ms:.4f} | {flops / ms / 1e9:.1f} TFLOP/s | {err:.2e} |")
 
