@@ -179,3 +179,18 @@ def test_a_race_report_is_an_emulator_report_exception():
     with pytest.raises(kernel_ops.EmulatorReport) as e:
         _native._testing_transpose(x, np.zeros(64, np.float32), racy=True)
     assert "race" in str(e.value).lower(), str(e.value)
+
+
+@pytest.mark.skipif(not hasattr(_native, "_probe_rms_norm"), reason="wheel built without the `testing` feature")
+def test_the_overhead_probe_stops_before_the_launch():
+    # python/bench/overhead_probe.py times these stages: none may launch.
+    x, g = randn(2, 1024), randn(1024)
+    y = np.full((2, 1024), np.nan, np.float16)
+    for stage in (0, 1, 2):
+        assert _native._probe_rms_norm(x, g, y, 1e-6, None, stage) is None
+        assert np.isnan(y).all(), f"stage {stage} wrote the output"
+    with pytest.raises(ValueError, match="stage: 0, 1 or 2"):
+        _native._probe_rms_norm(x, g, y, 1e-6, None, 3)
+    # Stage 1 imports the arrays, so a non-array is refused there, naming it.
+    with pytest.raises(TypeError, match="`gamma`: a list is not an array"):
+        _native._probe_rms_norm(x, [1.0], y, 1e-6, None, 1)
