@@ -3,7 +3,10 @@
 //! requires and as cuBLASLt's FP8 "TN" layout stores them; c `M x N` f16;
 //! f32 accumulation): [`matmul_fp8`] on a GPU or the CPU emulator,
 //! [`quantize`] (per-tensor amax scaling to e4m3) and the CPU
-//! [`reference()`]. The kernel is `kernel_ops_kernels::matmul_fp8`.
+//! [`reference()`]. The kernel is `kernel_ops_kernels::matmul_fp8`. With
+//! row-wise scales (one per row of a and of b): [`matmul_fp8_rowwise`],
+//! [`quantize_rowwise`], [`reference_rowwise`]; with block scales (1 x 128
+//! and 128 x 128, promoted every 128 of K): [`matmul_fp8_blockscaled`].
 //!
 //! ```
 //! # fn main() -> Result<(), kernel_ops::Error> {
@@ -176,6 +179,81 @@ pub fn quantize_128x128(w: &[f32], n: usize, k: usize) -> (Vec<E4M3>, Vec<f32>) 
         }
     }
     (q, scales)
+}
+
+/// Row-wise quantization of a `rows x cols` row-major matrix: each row
+/// `r` scaled by its own `scale[r] = amax(|x[r, ..]|) / 448` (1 for an
+/// all-zero row) and rounded to e4m3. Returns the values and the `rows`
+/// scales: for `a` (`M x K`) the per-row scales of [`matmul_fp8_rowwise`],
+/// for `b` (`N x K`) its per-column ones.
+pub fn quantize_rowwise(x: &[f32], rows: usize, cols: usize) -> (Vec<E4M3>, Vec<f32>) {
+    assert_eq!(x.len(), rows * cols, "fp8::quantize_rowwise: x holds {} elements, rows x cols = {rows} x {cols} expected", x.len());
+    let mut q = Vec::with_capacity(x.len());
+    let scales = x
+        .chunks(cols.max(1))
+        .map(|row| {
+            let (r, s) = quantize(row);
+            q.extend(r);
+            s
+        })
+        .collect();
+    (q, scales)
+}
+
+/// `c[i, j] = a_scales[i] · b_scales[j] · Σ_k a[i, k] b[j, k]` on `dev`:
+/// FP8 with row-wise scales (one per row of `a`, one per row of `b`, i.e.
+/// per column of `c`, as [`quantize_rowwise`] makes them), f16 out, no
+/// promotion (the scales factor out of the K sum). Checks everything first
+/// (the rules of [`check_fp8`], and `a_scales` holding M, `b_scales` N).
+/// The kernel is `kernel_ops_kernels::matmul_fp8::matmul_fp8_rowwise`:
+/// [`matmul_fp8`]'s mainloop and `128 x 256` tiles; its grid is persistent.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_fp8_rowwise(
+    dev: &Device,
+    ops: &Program,
+    a: &Buffer<E4M3>,
+    a_scales: &Buffer<f32>,
+    b: &Buffer<E4M3>,
+    b_scales: &Buffer<f32>,
+    c: &mut Buffer<f16>,
+    (m, n, k): (usize, usize, usize),
+) -> Result<(), Error> {
+    check_fp8(m, n, k, [("a", a.len()), ("b", b.len()), ("c", c.len()), ("scales", 2)])?;
+    for (name, got, what, want) in [("a_scales", a_scales.len(), "M", m), ("b_scales", b_scales.len(), "N", n)] {
+        if got != want {
+            return Err(Error::Shape { op: "matmul_fp8_rowwise", problem: format!("`{name}` holds {got} elements; {what} = {want} expected for M x N x K = {m} x {n} x {k} (one f32 per row of a, per row of b)") });
+        }
+    }
+    use kernel_ops_kernels::matmul_fp8::{RW_BM, RW_BN};
+    let (mt, nt, ks) = (m.div_ceil(RW_BM) as u32, n.div_ceil(RW_BN) as u32, k.div_ceil(TK8) as u32);
+    let grid = dev.sm_count().min(mt * nt);
+    let am = TileMap::<A8TileOf<RW_BM>>::new_2d(a, m, k)?;
+    let bm = TileMap::<B8TileOf<RW_BN>>::new_2d(b, n, k)?;
+    let cm = TileMap::<EpiTileOf<RW_BM>>::new_2d_mut(c, m, n)?;
+    ops.kernel::<RowwiseInstance>()?.launch(grid, (&am, &bm, &cm, a_scales, b_scales, m as u32, n as u32, mt, nt, ks))?;
+    Ok(())
+}
+
+/// [`matmul_fp8_rowwise`]'s instance: 4 stages, planar-snake width 8 (the
+/// per-tensor kernel's).
+pub type RowwiseInstance = kernel_ops_kernels::matmul_fp8::matmul_fp8_rowwise<4, 8>;
+
+/// The CPU reference of [`matmul_fp8_rowwise`]: `a_scales[i] · b_scales[j]
+/// · Σ_k a[i, k] b[j, k]` (exact products summed in f64), rounded once to
+/// f32. Returns `M x N` row-major.
+///
+/// # Panics
+/// When an operand does not hold exactly its shape's elements.
+pub fn reference_rowwise(a: &[E4M3], a_scales: &[f32], b: &[E4M3], b_scales: &[f32], m: usize, n: usize, k: usize) -> Vec<f32> {
+    assert!(a.len() == m * k && b.len() == n * k && a_scales.len() == m && b_scales.len() == n, "fp8::reference_rowwise: operand lengths do not match M x N x K = {m} x {n} x {k}");
+    let (af, bf): (Vec<f64>, Vec<f64>) = (a.iter().map(|v| f64::from(v.to_f32())).collect(), b.iter().map(|v| f64::from(v.to_f32())).collect());
+    (0..m * n)
+        .map(|i| {
+            let (r, c) = (i / n, i % n);
+            let dot: f64 = af[r * k..(r + 1) * k].iter().zip(&bf[c * k..(c + 1) * k]).map(|(x, y)| x * y).sum();
+            (f64::from(a_scales[r]) * f64::from(b_scales[c]) * dot) as f32
+        })
+        .collect()
 }
 
 /// K of one scale block (`kernel_ops_kernels::matmul_fp8::SCALE_BLOCK`).

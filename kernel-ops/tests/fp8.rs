@@ -124,3 +124,34 @@ fn block_quantizers_round_trip_within_e4m3_precision() {
     assert_eq!(s.len(), 2);
     assert!(s[1] / s[0] > 1e5, "the two K blocks have their own scales: {s:?}");
 }
+
+/// The row-wise FP8 GEMM on the emulator against `reference_rowwise`:
+/// a ragged shape (partial tiles in M and N: 2 x 2 tiles of 128 x 256 on
+/// 2 persistent CTAs, so the SMEM scale buffer is refilled for a second
+/// tile), rows of A and of B whose magnitudes differ by up to 2^12 (so a
+/// row or column scale applied to the wrong element is a large error), K in
+/// 3 steps (one partial), 2 schedules. And the scale buffers' length rules.
+#[test]
+fn rowwise_fp8_matches_the_cpu_reference_on_the_emulator() {
+    use kernel_ops::fp8::{matmul_fp8_rowwise, quantize_rowwise, reference_rowwise};
+    let (m, n, k) = (200, 264, 272);
+    let a: Vec<f32> = randn(m * k, 36).iter().enumerate().map(|(i, v)| v * 2f32.powi(((i / k) % 13) as i32 - 9)).collect();
+    let b: Vec<f32> = randn(n * k, 37).iter().enumerate().map(|(i, v)| v * 2f32.powi(((i / k) % 11) as i32 - 8)).collect();
+    let (qa, sa) = quantize_rowwise(&a, m, k);
+    let (qb, sb) = quantize_rowwise(&b, n, k);
+    let want = reference_rowwise(&qa, &sa, &qb, &sb, m, n, k);
+    for seed in 0..2 {
+        let dev = Device::emulator_with(Emulator::new(seed).sms(2));
+        let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+        let (da, dsa, db, dsb) = (dev.upload(&qa).unwrap(), dev.upload(&sa).unwrap(), dev.upload(&qb).unwrap(), dev.upload(&sb).unwrap());
+        let mut c = dev.upload(&vec![f16::NAN; m * n]).unwrap();
+        matmul_fp8_rowwise(&dev, &ops, &da, &dsa, &db, &dsb, &mut c, (m, n, k)).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let err = rel_err(&dev.download(&c).unwrap(), &want);
+        assert!(err < 1e-3, "seed {seed}: relative Frobenius error {err:.2e}");
+        if seed == 0 {
+            let short = dev.upload(&sb[1..]).unwrap();
+            let e = matmul_fp8_rowwise(&dev, &ops, &da, &dsa, &db, &short, &mut c, (m, n, k)).expect_err("b_scales too short").to_string();
+            assert!(e.contains("`b_scales` holds 263 elements; N = 264 expected"), "{e}");
+        }
+    }
+}

@@ -279,3 +279,20 @@ fn no_kernel_spills_but_the_known_ones() {
         assert!(sm90.iter().any(|(n, _)| *n == name), "{name}: in KNOWN_SPILLS but not assembled");
     }
 }
+
+/// The row-wise FP8 GEMM: both instances with the per-tensor kernel's
+/// mainloop (`m64n256k32` e4m3 wgmmas, no spill: [`no_kernel_spills_but_the_known_ones`]),
+/// its scales read once per thread through the read-only path before the
+/// mainloop and from SMEM as each sub-tile is stored.
+#[test]
+fn rowwise_fp8_kernel_has_its_instructions() {
+    let img = image("sm_90a");
+    for name in ["matmul_fp8_rowwise__4_8", "matmul_fp8_rowwise__4_16"] {
+        let body = entry(img.ptx, name);
+        let mmas = body.lines().filter(|l| l.contains("wgmma.mma_async") && l.contains("m64n256k32") && l.contains("e4m3.e4m3")).count();
+        assert!(mmas >= 4, "{name}: {mmas} m64n256k32 e4m3 wgmmas (4 per K step)");
+        assert_eq!(count(body, "ld.global.nc.b32"), 2, "{name}: one row and one column scale per thread and tile");
+        assert!(body.contains("ld.shared"), "{name}: the scales read back from SMEM");
+        assert!(!body.contains(".local"), "{name}: local memory");
+    }
+}

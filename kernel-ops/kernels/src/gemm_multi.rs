@@ -121,6 +121,50 @@ where
     cols.store_tile(dst, row0, 0);
 }
 
+/// The epilogue of [`gemm_multi_of`]: a closure `|at, [acc_0, ..]| out`
+/// over each 64-row block (nothing else to do), or a type that also loads
+/// something per tile before the mainloop, where the loads' latency hides
+/// under the MMAs ([`MultiEpilogue::prefetch`]), and hands it over to the
+/// blocks once the mainloop is done ([`MultiEpilogue::begin`]).
+pub trait MultiEpilogue<const BN: usize, const OPS: usize>
+where
+    Wgmma<BN>: ArrayLayout,
+{
+    /// What [`MultiEpilogue::prefetch`] loaded (per thread).
+    type Prefetched: Copy;
+    /// Run by every compute thread before the tile's mainloop, with the
+    /// tile's global coordinates (its first row and column).
+    fn prefetch(&self, tile: TileAt) -> Self::Prefetched;
+    /// Run by every compute thread after the tile's mainloop, before the
+    /// first [`MultiEpilogue::apply`].
+    fn begin(&self, prefetched: Self::Prefetched);
+    /// The output of one 64-row block at `at` from the operands' blocks.
+    fn apply(&self, at: TileAt, acc: [AccBlock<BN>; OPS]) -> AccBlock<BN>;
+    /// The last change to one `64 x 64` sub-tile of the output at `at`,
+    /// run as [`store_out`] writes it to SMEM (between the output's
+    /// barriers, so what it loads stays in registers for one sub-tile
+    /// only). The identity by default.
+    #[inline(always)]
+    fn sub_tile(&self, _at: TileAt, cols: Array<f32, Wgmma<EPI_N>>) -> Array<f32, Wgmma<EPI_N>> {
+        cols
+    }
+}
+
+impl<const BN: usize, const OPS: usize, F: Fn(TileAt, [AccBlock<BN>; OPS]) -> AccBlock<BN>> MultiEpilogue<BN, OPS> for F
+where
+    Wgmma<BN>: ArrayLayout,
+{
+    type Prefetched = ();
+    #[inline(always)]
+    fn prefetch(&self, _: TileAt) {}
+    #[inline(always)]
+    fn begin(&self, _: ()) {}
+    #[inline(always)]
+    fn apply(&self, at: TileAt, acc: [AccBlock<BN>; OPS]) -> AccBlock<BN> {
+        self(at, acc)
+    }
+}
+
 /// `C = epilogue(A · B0ᵀ, .., A · B(OPS-1)ᵀ)` with inputs of type `E` (f16,
 /// bf16, or FP8 with `TKE = 128`; [`gemm_multi`] is the f16 form), persistent, warp-specialized,
 /// with an overlapped, sub-tiled epilogue. A kernel is its parameters plus
@@ -181,7 +225,7 @@ pub fn gemm_multi_of<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM
     epi: Smem<[EpiTileOf<BM>; 2]>,
     loaded: Barriers<STAGES>,
     consumed: Barriers<STAGES>,
-    epilogue: impl Fn(TileAt, [AccBlock<BN>; OPS]) -> AccBlock<BN>,
+    epilogue: impl MultiEpilogue<BN, OPS>,
 ) where
     Cols<NW>: WgmmaShape,
     Wgmma<BN>: ArrayLayout,
@@ -207,6 +251,7 @@ pub fn gemm_multi_of<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM
         let mut sub_tiles = 0u32;
         nd_loop(tiles, Collective::Blocks, |info| {
             let (pm, pn) = tile(info.index[0]);
+            let prefetched = epilogue.prefetch(TileAt { row: pm as usize * BM, col: pn as usize * BN });
             // One accumulator per 64-row block (the second is never touched
             // when BM = 128, and costs no registers).
             let mut acc = [Acc::<NW>::undefined(), Acc::<NW>::undefined()];
@@ -228,12 +273,13 @@ pub fn gemm_multi_of<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM
             wgmma_wait::<0>();
             consumed.at(slot(step - 1)).arrive();
             // The epilogue, in registers: one output block per row block.
+            epilogue.begin(prefetched);
             let mut out = [AccBlock::<BN>::splat(0.0); 2];
             unroll(blocks(BM), |r| {
                 let at = TileAt { row: pm as usize * BM + row0 + 64 * r, col: pn as usize * BN };
-                out[r] = epilogue(at, split_acc::<NW, BN, OPS>(&mut acc[r]));
+                out[r] = epilogue.apply(at, split_acc::<NW, BN, OPS>(&mut acc[r]));
             });
-            sub_tiles = store_out::<BM, BN>(&out, &c, epi, (pm, pn), row0, sub_tiles);
+            sub_tiles = store_out::<BM, BN>(&out, &c, epi, (pm, pn), row0, sub_tiles, |at, cols| epilogue.sub_tile(at, cols));
         });
         if leader {
             wait_group::<0>();
@@ -329,6 +375,7 @@ pub fn store_out<const BM: usize, const BN: usize>(
     (pm, pn): (u32, u32),
     row0: usize,
     sub_tiles: u32,
+    sub_tile: impl Fn(TileAt, Array<f32, Wgmma<EPI_N>>) -> Array<f32, Wgmma<EPI_N>>,
 ) -> u32
 where
     Wgmma<BN>: ArrayLayout,
@@ -342,7 +389,11 @@ where
             wait_group_read::<1>();
         }
         COMPUTE_BARRIER.sync();
-        unroll(BM / 128, |r| store_cols(&out[r], buf, row0 + 64 * r, j));
+        unroll(BM / 128, |r| {
+            let cols = Array::<f32, Wgmma<EPI_N>>::from_fn(|i| out[r].get(Wgmma::<EPI_N>::REGS * j + i));
+            let at = TileAt { row: pm as usize * BM + row0 + 64 * r, col: pn as usize * BN + EPI_N * j };
+            sub_tile(at, cols).store_tile(buf, row0 + 64 * r, 0);
+        });
         commit_smem();
         COMPUTE_BARRIER.sync();
         if leader {

@@ -7,9 +7,9 @@
 //! of 128, `m64n256k32`) and a scaling epilogue. The host entry point is
 //! `kernel_ops::fp8::matmul_fp8`; its CPU reference `kernel_ops::fp8::reference`.
 use crate::gemm::EPI_N;
-use crate::gemm_multi::{gemm_multi_of, produce, store_out, AccBlock, EpiTileOf, InTile};
+use crate::gemm_multi::{gemm_multi_of, produce, store_out, AccBlock, EpiTileOf, InTile, MultiEpilogue};
 use kernel_device::array::regs::unroll;
-use kernel_device::array::{ArrayLayout, TileAt, Wgmma};
+use kernel_device::array::{Array, ArrayLayout, TileAt, Wgmma};
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::math::F32Ext;
 use kernel_device::prelude::*;
@@ -69,6 +69,106 @@ pub fn matmul_fp8<const BM: usize, const BN: usize, const STAGES: usize, const G
         a, [b], c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed,
         |_: TileAt, [acc]: [AccBlock<BN>; 1]| acc * scale,
     );
+}
+
+/// [`matmul_fp8_rowwise`]'s tile: the per-tensor kernel's.
+pub const RW_BM: usize = 128;
+/// See [`RW_BM`].
+pub const RW_BN: usize = 256;
+
+/// [`matmul_fp8_rowwise`]'s epilogue: `acc · sa[row] · sb[col]`. Before a
+/// tile's mainloop each of the 256 compute threads reads one scale of the
+/// tile's `BN` columns and, the first `BM`, one of its rows (clamped to M
+/// and N: the rows and columns TMA zero-filled read the last scale); after
+/// it they write them to SMEM, and as each `64 x 64` sub-tile of the
+/// output is stored each thread reads the scales of its own rows and
+/// columns of it from there ([`MultiEpilogue::sub_tile`]). No barrier of
+/// its own: [`store_out`]'s first barrier of the tile orders the writes
+/// before every read, and its last one orders this tile's reads before the
+/// next tile's writes.
+#[derive(Clone, Copy)]
+struct RowwiseScales {
+    a_scales: GmemRef<f32>,
+    b_scales: GmemRef<f32>,
+    m: u32,
+    n: u32,
+    smem: Smem<[f32; RW_BM + RW_BN]>,
+}
+
+impl MultiEpilogue<RW_BN, 1> for RowwiseScales {
+    type Prefetched = (f32, f32);
+    #[inline(always)]
+    fn prefetch(&self, tile: TileAt) -> (f32, f32) {
+        let t = thread_linear() as usize;
+        // SAFETY: the host checked `a_scales` holds M and `b_scales` N
+        // scales; the indices are clamped below them.
+        let col = unsafe { self.b_scales.read_nc_unchecked(((tile.col + t % RW_BN) as u32).min(self.n - 1) as usize) };
+        // SAFETY: as above.
+        let row = unsafe { self.a_scales.read_nc_unchecked(((tile.row + t % RW_BM) as u32).min(self.m - 1) as usize) };
+        (row, col)
+    }
+    #[inline(always)]
+    fn begin(&self, (row, col): (f32, f32)) {
+        let t = thread_linear() as usize;
+        if t < RW_BM {
+            self.smem.write(t, row);
+        }
+        self.smem.write(RW_BM + t % RW_BN, col);
+    }
+    #[inline(always)]
+    fn apply(&self, _at: TileAt, [acc]: [AccBlock<RW_BN>; 1]) -> AccBlock<RW_BN> {
+        acc
+    }
+    /// The scales of one `64 x 64` sub-tile: 16 column scales and 2 row
+    /// scales per thread, read from SMEM as the sub-tile is stored (all
+    /// `BN / 4` column scales at once, beside the 128 accumulator
+    /// registers, spilled 248 bytes).
+    #[inline(always)]
+    fn sub_tile(&self, at: TileAt, cols: Array<f32, Wgmma<EPI_N>>) -> Array<f32, Wgmma<EPI_N>> {
+        let t = thread_in_warpgroup() as usize;
+        let (row0, col0) = (at.row % RW_BM, at.col % RW_BN);
+        Array::from_fn(|i| {
+            let (r, c) = Wgmma::<EPI_N>::coords(t, i);
+            cols.get(i) * (self.smem.read(row0 + r) * self.smem.read(RW_BM + col0 + c))
+        })
+    }
+}
+
+/// `C[i, j] = sa[i] · sb[j] · Σ_k A[i, k] B[j, k]` in FP8 (e4m3): row-wise
+/// scales, one per row of A (`sa`, M f32) and one per row of B, that is
+/// per column of C (`sb`, N f32), f16 out.
+///
+/// This kernel works as [`matmul_fp8`]: the same mainloop and constraints,
+/// no promotion (the scales are per row and column, not per block of K, so
+/// they factor out of the K sum). Its epilogue ([`RowwiseScales`]) reads
+/// the tile's scales before the mainloop, one per thread, and multiplies
+/// the f32 accumulators by both after it, before rounding to f16.
+///
+/// Launch: as [`matmul_fp8`]'s, with `a_scales` (M f32), `b_scales` (N
+/// f32), `m` and `n` in place of `scales`. SMEM: [`matmul_fp8`]'s plus
+/// `(BM + BN) x 4` bytes.
+#[kernel(block = warpgroups(3), arch = sm_90a, instances((4, 8), (4, 16)))]
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_fp8_rowwise<const STAGES: usize, const GRID_W: u32>(
+    a: Tma<A8TileOf<RW_BM>>,
+    b: Tma<B8TileOf<RW_BN>>,
+    c: Tma<EpiTileOf<RW_BM>>,
+    a_scales: GmemRef<f32>,
+    b_scales: GmemRef<f32>,
+    m: u32,
+    n: u32,
+    m_tiles: u32,
+    n_tiles: u32,
+    k_steps: u32,
+    #[scratch] a_bufs: Smem<[A8TileOf<RW_BM>; STAGES]>,
+    #[scratch] b_bufs: Smem<[[B8TileOf<RW_BN>; 1]; STAGES]>,
+    #[scratch] epi: Smem<[EpiTileOf<RW_BM>; 2]>,
+    #[scratch] scales: Smem<[f32; RW_BM + RW_BN]>,
+    #[scratch] loaded: Barriers<STAGES>,
+    #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
+) {
+    let epilogue = RowwiseScales { a_scales, b_scales, m, n, smem: scales };
+    gemm_multi_of::<E4M3, TK8, 1, RW_BM, RW_BN, RW_BN, STAGES, GRID_W>(a, [b], c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed, epilogue);
 }
 
 /// K (and, for B, N) of one scale block: A has one scale per row and 128
@@ -264,7 +364,7 @@ pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
         }
         step += k_steps;
         let out = [acc.into_array(), AccBlock::<BN>::splat(0.0)];
-        sub_tiles = store_out::<BM, BN>(&out, &c, epi, (pm, pn), row0, sub_tiles);
+        sub_tiles = store_out::<BM, BN>(&out, &c, epi, (pm, pn), row0, sub_tiles, |_, cols| cols);
     });
     if thread_linear() == 0 {
         wait_group::<0>();

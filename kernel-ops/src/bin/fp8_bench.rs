@@ -8,7 +8,9 @@
 //! quantized per tensor (`kernel_ops::fp8::quantize`); and the block-scaled
 //! GEMM (`kernel_ops::fp8::matmul_fp8_blockscaled`) on the same values
 //! quantized with 1 x 128 / 128 x 128 block scales (checked against its own
-//! reference). Every contender is
+//! reference), and the row-wise GEMM (`kernel_ops::fp8::matmul_fp8_rowwise`)
+//! on them quantized with one scale per row of A and of B (checked
+//! against its own reference). Every contender is
 //! checked against the CPU reference on rows spread over M (relative
 //! Frobenius error), then timed in interleaved rounds: `--warmup-ms`
 //! (default 500) of runs so the GPU holds its steady, power-limited clock,
@@ -26,7 +28,7 @@
 use kernel_device::{f16, E4M3};
 use kernel_host::{rel_frobenius_error, time_at_steady_clock, time_kernel, Buffer, ClockPower, Device};
 use kernel_ops::blaslt::BlasLt;
-use kernel_ops::fp8::{matmul_fp8_blockscaled, matmul_fp8_grid_w, quantize, quantize_128x128, quantize_1x128, reference, reference_blockscaled};
+use kernel_ops::fp8::{matmul_fp8_blockscaled, matmul_fp8_grid_w, matmul_fp8_rowwise, quantize, quantize_128x128, quantize_1x128, quantize_rowwise, reference, reference_blockscaled, reference_rowwise};
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
@@ -99,6 +101,13 @@ fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -
     let abr: Vec<E4M3> = rows.iter().flat_map(|&r| abh[r * k..(r + 1) * k].iter().copied()).collect();
     let absr: Vec<f32> = (0..kb).flat_map(|b| rows.iter().map(move |&r| (b, r))).map(|(b, r)| abs[b * m + r]).collect();
     let want_bs = reference_blockscaled(&abr, &absr, &bbh, &bbs, rows.len(), n, k);
+    // And with row-wise scales (one per row of A, one per row of B).
+    let (arh, ars) = quantize_rowwise(&a32, m, k);
+    let (brh, brs) = quantize_rowwise(&b32, n, k);
+    let arr: Vec<E4M3> = rows.iter().flat_map(|&r| arh[r * k..(r + 1) * k].iter().copied()).collect();
+    let arsr: Vec<f32> = rows.iter().map(|&r| ars[r]).collect();
+    let want_rw = reference_rowwise(&arr, &arsr, &brh, &brs, rows.len(), n, k);
+    let (dar, dars, dbr, dbrs) = (dev.upload(&arh)?, dev.upload(&ars)?, dev.upload(&brh)?, dev.upload(&brs)?);
     let (dab, dabs, dbb, dbbs) = (dev.upload(&abh)?, dev.upload(&abs)?, dev.upload(&bbh)?, dev.upload(&bbs)?);
     let (da, db, ds): (Buffer<E4M3>, Buffer<E4M3>, Buffer<f32>) = (dev.upload(&ah)?, dev.upload(&bh)?, dev.upload(&[sa, sb])?);
     let mut c = dev.upload(&vec![f16::NAN; m * n])?;
@@ -119,7 +128,10 @@ fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -
         matmul_fp8_blockscaled(dev, &ops, &dab, &dabs, &dbb, &dbbs, &mut c, (m, n, k)).map_err(host_err)?;
         let err_bs = err_of(&c, &want_bs)?;
         println!("{label}: matmul_fp8_blockscaled on the CPU emulator: relative Frobenius error {err_bs:.2e} (no timing)");
-        return Ok((err < TOLERANCE && err_bs < TOLERANCE, String::new(), String::new()));
+        matmul_fp8_rowwise(dev, &ops, &dar, &dars, &dbr, &dbrs, &mut c, (m, n, k)).map_err(host_err)?;
+        let err_rw = err_of(&c, &want_rw)?;
+        println!("{label}: matmul_fp8_rowwise on the CPU emulator: relative Frobenius error {err_rw:.2e} (no timing)");
+        return Ok((err < TOLERANCE && err_bs < TOLERANCE && err_rw < TOLERANCE, String::new(), String::new()));
     };
     // cuBLASLt's scale pointers: one allocation each (16-byte aligned).
     let (lt_sa, lt_sb) = (gpu.upload(&[sa])?, gpu.upload(&[sb])?);
@@ -152,6 +164,7 @@ fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -
         Lt(usize),
         Ours(u32),
         Blocks,
+        Rows,
     }
     let names: Vec<String> = lts.iter().map(|l| l.2.clone()).collect();
     let mut run_one = |who: &Who, c: &mut Buffer<f16>| -> kernel_host::Result<()> {
@@ -162,6 +175,7 @@ fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -
             }
             Who::Ours(w) => matmul_fp8_grid_w(dev, &ops, &da, &db, &ds, c, (m, n, k), *w).map_err(host_err),
             Who::Blocks => matmul_fp8_blockscaled(dev, &ops, &dab, &dabs, &dbb, &dbbs, c, (m, n, k)).map_err(host_err),
+            Who::Rows => matmul_fp8_rowwise(dev, &ops, &dar, &dars, &dbr, &dbrs, c, (m, n, k)).map_err(host_err),
         }
     };
     let row = |name: String| Row { name, err: 0.0, rounds_ms: Vec::new(), clock: Vec::new() };
@@ -170,12 +184,17 @@ fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -
         contenders.push((row(format!("kernel_ops::fp8::matmul_fp8 (128x256 s4 w{w})")), Who::Ours(w)));
     }
     contenders.push((row("kernel_ops::fp8::matmul_fp8_blockscaled (1x128 / 128x128 scales, 128x256 s4 w8)".into()), Who::Blocks));
+    contenders.push((row("kernel_ops::fp8::matmul_fp8_rowwise (per-row / per-column scales, 128x256 s4 w8)".into()), Who::Rows));
     let mut ok = true;
     for (row, who) in contenders.iter_mut() {
         dev.write(&mut c, &vec![f16::NAN; m * n])?;
         run_one(who, &mut c)?;
         dev.synchronize()?;
-        row.err = err_of(&c, if matches!(who, Who::Blocks) { &want_bs } else { &want })?;
+        row.err = err_of(&c, match who {
+            Who::Blocks => &want_bs,
+            Who::Rows => &want_rw,
+            _ => &want,
+        })?;
         ok &= row.err < TOLERANCE;
         eprintln!("{label}: {:<56} err {:.2e}{}", row.name, row.err, if row.err < TOLERANCE { "" } else { "  FAIL" });
     }
