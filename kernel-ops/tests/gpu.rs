@@ -186,6 +186,30 @@ fn blockscaled_fp8_matmul_matches_the_cpu_at_ragged_shapes() {
     }
 }
 
+/// The row-wise FP8 GEMM on the GPU at ragged shapes (partial tiles, a
+/// single row, several tiles per CTA at 1000 x 1000), against its CPU
+/// reference.
+#[test]
+#[ignore = "needs a Hopper GPU"]
+fn rowwise_fp8_matmul_matches_the_cpu_at_ragged_shapes() {
+    use kernel_ops::fp8::{matmul_fp8_rowwise, quantize_rowwise, reference_rowwise};
+    let gpu = gpu_device();
+    let ops = gpu.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    let randn = |len: usize, seed: u64| -> Vec<f32> { randn_f16(len, seed).iter().map(|x| x.to_f32()).collect() };
+    for (m, n, k) in [(1000, 1000, 1008), (1, 8, 16), (257, 264, 272), (130, 520, 4112)] {
+        let (a, sa) = quantize_rowwise(&randn(m * k, 55), m, k);
+        let (b, sb) = quantize_rowwise(&randn(n * k, 56), n, k);
+        let (da, dsa, db, dsb) = (gpu.upload(&a).unwrap(), gpu.upload(&sa).unwrap(), gpu.upload(&b).unwrap(), gpu.upload(&sb).unwrap());
+        let mut c = gpu.upload(&vec![f16::NAN; m * n]).unwrap();
+        matmul_fp8_rowwise(&gpu, &ops, &da, &dsa, &db, &dsb, &mut c, (m, n, k)).unwrap();
+        let got = gpu.download(&c).unwrap();
+        assert!(got.iter().all(|v| !v.is_nan()), "{m}x{n}x{k}: an element was not written");
+        let err = rel_frobenius_error(&got, &reference_rowwise(&a, &sa, &b, &sb, m, n, k));
+        eprintln!("matmul_fp8_rowwise {m}x{n}x{k}: relative Frobenius error {err:.2e}");
+        assert!(err < 5e-3, "{m}x{n}x{k}: relative Frobenius error {err:.2e}");
+    }
+}
+
 /// Attention forward on the GPU against the f64 CPU reference: ragged
 /// sequence lengths (partial Q and K/V blocks), causal and not, GQA, both
 /// head dims, every ring depth, f16 and bf16.
