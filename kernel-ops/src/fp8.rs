@@ -200,6 +200,19 @@ pub fn quantize_rowwise(x: &[f32], rows: usize, cols: usize) -> (Vec<E4M3>, Vec<
     (q, scales)
 }
 
+/// The checks of the FP8 GEMMs with scale vectors: [`check_fp8`]'s rules
+/// for `a`, `b` and `c` (`lens`), then each scale buffer's length, `(name,
+/// got, what, want)`; `unit` says what one scale covers.
+fn check_scaled(op: &'static str, (m, n, k): (usize, usize, usize), [a, b, c]: [usize; 3], scales: [(&str, usize, &str, usize); 2], unit: &str) -> Result<(), Error> {
+    check_fp8(m, n, k, [("a", a), ("b", b), ("c", c), ("scales", 2)])?;
+    for (name, got, what, want) in scales {
+        if got != want {
+            return Err(Error::Shape { op, problem: format!("`{name}` holds {got} elements; {what} = {want} expected for M x N x K = {m} x {n} x {k} ({unit})") });
+        }
+    }
+    Ok(())
+}
+
 /// `c[i, j] = a_scales[i] · b_scales[j] · Σ_k a[i, k] b[j, k]` on `dev`:
 /// FP8 with row-wise scales (one per row of `a`, one per row of `b`, i.e.
 /// per column of `c`, as [`quantize_rowwise`] makes them), f16 out, no
@@ -218,12 +231,7 @@ pub fn matmul_fp8_rowwise(
     c: &mut Buffer<f16>,
     (m, n, k): (usize, usize, usize),
 ) -> Result<(), Error> {
-    check_fp8(m, n, k, [("a", a.len()), ("b", b.len()), ("c", c.len()), ("scales", 2)])?;
-    for (name, got, what, want) in [("a_scales", a_scales.len(), "M", m), ("b_scales", b_scales.len(), "N", n)] {
-        if got != want {
-            return Err(Error::Shape { op: "matmul_fp8_rowwise", problem: format!("`{name}` holds {got} elements; {what} = {want} expected for M x N x K = {m} x {n} x {k} (one f32 per row of a, per row of b)") });
-        }
-    }
+    check_scaled("matmul_fp8_rowwise", (m, n, k), [a.len(), b.len(), c.len()], [("a_scales", a_scales.len(), "M", m), ("b_scales", b_scales.len(), "N", n)], "one f32 per row of a, per row of b")?;
     use kernel_ops_kernels::matmul_fp8::{RW_BM, RW_BN};
     let (mt, nt, ks) = (m.div_ceil(RW_BM) as u32, n.div_ceil(RW_BN) as u32, k.div_ceil(TK8) as u32);
     let grid = dev.sm_count().min(mt * nt);
@@ -280,13 +288,8 @@ pub fn matmul_fp8_blockscaled(
     c: &mut Buffer<f16>,
     (m, n, k): (usize, usize, usize),
 ) -> Result<(), Error> {
-    check_fp8(m, n, k, [("a", a.len()), ("b", b.len()), ("c", c.len()), ("scales", 2)])?;
     let (kb, nb) = (k.div_ceil(BLOCK), n.div_ceil(BLOCK));
-    for (name, got, what, want) in [("a_scales", a_scales.len(), "ceil(K / 128) x M", kb * m), ("b_scales", b_scales.len(), "ceil(N / 128) x ceil(K / 128)", nb * kb)] {
-        if got != want {
-            return Err(Error::Shape { op: "matmul_fp8_blockscaled", problem: format!("`{name}` holds {got} elements; {what} = {want} expected for M x N x K = {m} x {n} x {k} (one f32 per block of 128)") });
-        }
-    }
+    check_scaled("matmul_fp8_blockscaled", (m, n, k), [a.len(), b.len(), c.len()], [("a_scales", a_scales.len(), "ceil(K / 128) x M", kb * m), ("b_scales", b_scales.len(), "ceil(N / 128) x ceil(K / 128)", nb * kb)], "one f32 per block of 128")?;
     use kernel_ops_kernels::matmul_fp8::{BS_BM, BS_BN};
     let (mt, nt, ks) = (m.div_ceil(BS_BM) as u32, n.div_ceil(BS_BN) as u32, kb as u32);
     let grid = dev.sm_count().min(mt * nt);
