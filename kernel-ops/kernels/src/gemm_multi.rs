@@ -107,18 +107,16 @@ where
     out
 }
 
-/// Columns `64 j .. 64 j + 64` of a `64 x N` block, rounded to f16, into
-/// the epilogue sub-tile `dst` at row `row0` (`j` a constant: an index of
-/// [`unroll`]). The WGMMA layout's registers `32 j .. 32 j + 32` are
-/// exactly those columns, laid out as a `Wgmma<64>` block.
+/// Columns `64 j .. 64 j + 64` of a `64 x N` block as a `64 x 64` block
+/// (`j` a constant: an index of [`unroll`]). The WGMMA layout's registers
+/// `32 j .. 32 j + 32` are exactly those columns, laid out as a
+/// `Wgmma<64>` block: no instruction.
 #[inline(always)]
-#[track_caller]
-pub fn store_cols<const N: usize, const R: usize>(out: &Array<f32, Wgmma<N>>, dst: Smem<EpiTileOf<R>>, row0: usize, j: usize)
+pub fn cols_of<const N: usize>(out: &Array<f32, Wgmma<N>>, j: usize) -> Array<f32, Wgmma<EPI_N>>
 where
     Wgmma<N>: ArrayLayout,
 {
-    let cols = Array::<f32, Wgmma<EPI_N>>::from_fn(|i| out.get(Wgmma::<EPI_N>::REGS * j + i));
-    cols.store_tile(dst, row0, 0);
+    Array::from_fn(|i| out.get(Wgmma::<EPI_N>::REGS * j + i))
 }
 
 /// The epilogue of [`gemm_multi_of`]: a closure `|at, [acc_0, ..]| out`
@@ -362,10 +360,11 @@ pub(crate) use produce;
 /// [`gemm_multi_of`]'s does: for each of the `BN / 64` column sub-tiles,
 /// thread 0 waits until the TMA store of two sub-tiles ago has read the
 /// buffer it reuses, the compute warpgroups meet, write their rows of the
-/// sub-tile as f16 into buffer `sub_tiles % 2`, fence (`commit_smem`) and
-/// meet again, and thread 0 issues the TMA store without waiting for it.
-/// Both compute warpgroups call it (`COMPUTE_BARRIER`); it returns the
-/// sub-tile count after the tile's.
+/// sub-tile (after `sub_tile(at, cols)`, the identity for most kernels:
+/// [`MultiEpilogue::sub_tile`]) as f16 into buffer `sub_tiles % 2`, fence
+/// (`commit_smem`) and meet again, and thread 0 issues the TMA store
+/// without waiting for it. Both compute warpgroups call it
+/// (`COMPUTE_BARRIER`); it returns the sub-tile count after the tile's.
 #[inline(always)]
 #[track_caller]
 pub fn store_out<const BM: usize, const BN: usize>(
@@ -390,9 +389,8 @@ where
         }
         COMPUTE_BARRIER.sync();
         unroll(BM / 128, |r| {
-            let cols = Array::<f32, Wgmma<EPI_N>>::from_fn(|i| out[r].get(Wgmma::<EPI_N>::REGS * j + i));
             let at = TileAt { row: pm as usize * BM + row0 + 64 * r, col: pn as usize * BN + EPI_N * j };
-            sub_tile(at, cols).store_tile(buf, row0 + 64 * r, 0);
+            sub_tile(at, cols_of(&out[r], j)).store_tile(buf, row0 + 64 * r, 0);
         });
         commit_smem();
         COMPUTE_BARRIER.sync();
