@@ -95,7 +95,7 @@ fn run() -> Result<(), String> {
     let ctx = gpu.context().clone();
     ctx.bind_to_thread().map_err(|e| format!("cuCtxSetCurrent: {e:?}"))?;
     let stream = gpu.stream().cu_stream();
-    let sync = || -> Result<(), String> { check(unsafe { sys::cuStreamSynchronize(stream) }, "cuStreamSynchronize") };
+    let sync = || -> Result<(), String> { gpu.synchronize().map_err(|e| e.to_string()) };
 
     // The empty kernels.
     let src = CString::new(PTX).expect("no NUL in the PTX");
