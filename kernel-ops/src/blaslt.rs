@@ -11,6 +11,7 @@
 //! "TN" product with `m' = N, n' = M`; with `B` stored `K x N` it is "NN".
 use kernel_host::cudarc::cublaslt::{result, sys};
 use kernel_host::cudarc::driver::{DevicePtr, DevicePtrMut};
+use kernel_host::cudarc::driver::{CudaView, CudaViewMut, DeviceSlice};
 use kernel_host::{time_kernel, CudaSlice, Error, Gpu, Result};
 use kernel_device::{bf16, f16};
 use std::ffi::c_void;
@@ -207,12 +208,29 @@ impl BlasLt {
         self.launch(i, pa, pb, c)
     }
 
+    /// [`BlasLt::matmul_fp8_with`] on views: `a` (`m x k`), `b` (`n x k`)
+    /// and `c` (`m x n`) parts of larger buffers, e.g. one group of a
+    /// grouped problem (a loop of these is the grouped GEMM's baseline).
+    pub fn matmul_fp8_views(&mut self, i: usize, a: &CudaView<'_, kernel_device::E4M3>, b: &CudaView<'_, kernel_device::E4M3>, c: &mut CudaViewMut<'_, f16>) -> Result<()> {
+        let stream = c.stream().clone();
+        let (pa, _ra) = a.device_ptr(&stream);
+        let (pb, _rb) = b.device_ptr(&stream);
+        let (pc, _rc) = c.device_ptr_mut(&stream);
+        self.launch_at(i, pa, pb, pc, &stream)
+    }
+
     /// Runs algorithm `i` on the device pointers `pa`, `pb` and `c`.
     fn launch<T: LtElem>(&mut self, i: usize, pa: u64, pb: u64, c: &mut CudaSlice<T>) -> Result<()> {
-        let (one, zero) = (1f32, 0f32);
         let stream = c.stream().clone();
-        let (pw, _rw) = self.workspace.device_ptr_mut(&stream);
         let (pc, _rc) = c.device_ptr_mut(&stream);
+        self.launch_at(i, pa, pb, pc, &stream)
+    }
+
+    /// Runs algorithm `i` on the device pointers `pa`, `pb` and `pc`
+    /// (buffers of the problem's shapes, on `stream`'s device).
+    fn launch_at(&mut self, i: usize, pa: u64, pb: u64, pc: u64, stream: &std::sync::Arc<kernel_host::cudarc::driver::CudaStream>) -> Result<()> {
+        let (one, zero) = (1f32, 0f32);
+        let (pw, _rw) = self.workspace.device_ptr_mut(stream);
         // SAFETY: live descriptors matching the buffers' shapes (the caller's
         // buffers are m x k, the B layout, m x n); the workspace is ours.
         unsafe {

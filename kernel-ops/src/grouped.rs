@@ -15,8 +15,12 @@
 //! reading them back. So the kernel checks them and computes nothing when
 //! they are wrong. [`GroupedMatmul::status`] reads its verdict (a
 //! synchronization).
+//!
+//! Inputs: f16 or bf16 ([`GroupedMatmul::run`]), or e4m3 with block
+//! scales, 1 x 128 for `A` and 128 x 128 per expert for `B`, f16 out
+//! ([`GroupedMatmul::run_fp8_blockscaled`]).
 use crate::Error;
-use kernel_device::f16;
+use kernel_device::{f16, E4M3};
 use kernel_host::{Buffer, Device, Program, TileMap};
 use kernel_ops_kernels::gemm::{ATile, BTile, EpiTile, TK};
 use kernel_ops_kernels::grouped::{grouped_matmul, grouped_matmul_bf16, STATUS_OK, STATUS_SIZES_MISMATCH};
@@ -55,7 +59,13 @@ pub struct GroupedMatmul<'d> {
 
 /// The shape checks of [`GroupedMatmul::run`], each naming the rule.
 pub fn check_grouped(m: usize, n: usize, k: usize, groups: usize, lens: [(&str, usize); 4]) -> Result<(), Error> {
-    let shape = |problem: String| Error::Shape { op: "grouped_matmul", problem };
+    check_grouped_of("grouped_matmul", 2, m, n, k, groups, lens)
+}
+
+/// [`check_grouped`] for operation `op` on inputs of `in_bytes` bytes per
+/// element (TMA: `K` a multiple of `16 / in_bytes`).
+fn check_grouped_of(op: &'static str, in_bytes: usize, m: usize, n: usize, k: usize, groups: usize, lens: [(&str, usize); 4]) -> Result<(), Error> {
+    let shape = |problem: String| Error::Shape { op, problem };
     if n == 0 || k == 0 || groups == 0 {
         return Err(shape(format!("N x K = {n} x {k} with {groups} groups: N, K and the group count must be at least 1")));
     }
@@ -72,11 +82,11 @@ pub fn check_grouped(m: usize, n: usize, k: usize, groups: usize, lens: [(&str, 
             )));
         }
     }
-    for (dim, v) in [("K", k), ("N", n)] {
-        if v % 8 != 0 {
+    for (dim, v, mult) in [("K", k, 16 / in_bytes), ("N", n, 8)] {
+        if v % mult != 0 {
             return Err(shape(format!(
-                "{dim} = {v}: must be a multiple of 8 (TMA needs rows of 16-byte multiples); pad {dim} with zeros to {}",
-                v.next_multiple_of(8)
+                "{dim} = {v}: must be a multiple of {mult} (TMA needs rows of 16-byte multiples); pad {dim} with zeros to {}",
+                v.next_multiple_of(mult)
             )));
         }
     }
@@ -113,6 +123,58 @@ impl<'d> GroupedMatmul<'d> {
         E::launch(self, tiles, a, b, sizes, c, (m, n, k), groups)
     }
 
+    /// Block-scaled FP8 `C_g = A_g · B_gᵀ` for every group (the module's
+    /// layout, e4m3 inputs, f16 out), DeepSeek-V3's scales as
+    /// [`crate::fp8::matmul_fp8_blockscaled`] takes them: `a_scales`
+    /// `ceil(k / 128) x m` (one per row of `a` and 128 of K,
+    /// K-block-major: [`crate::fp8::quantize_1x128`] over all `m` rows),
+    /// `b_scales` `groups x ceil(n / 128) x ceil(k / 128)` (one per 128 x
+    /// 128 block of each expert's weight: [`quantize_experts_128x128`]);
+    /// partial sums promoted to f32 every 128 of K. The kernel is
+    /// `kernel_ops_kernels::grouped::grouped_matmul_fp8_blockscaled`
+    /// (`128 x 256` tiles, persistent, the sizes read on the device).
+    /// Checks the shapes first (`K % 16 == 0`, `N % 8 == 0`, every
+    /// buffer's length); asynchronous on a GPU: read
+    /// [`GroupedMatmul::status`] to learn whether the sizes added up.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_fp8_blockscaled(
+        &self,
+        a: &Buffer<E4M3>,
+        a_scales: &Buffer<f32>,
+        b: &Buffer<E4M3>,
+        b_scales: &Buffer<f32>,
+        sizes: &Buffer<u32>,
+        c: &mut Buffer<f16>,
+        (m, n, k): (usize, usize, usize),
+        groups: usize,
+    ) -> Result<(), Error> {
+        const OP: &str = "grouped_matmul_fp8_blockscaled";
+        check_grouped_of(OP, 1, m, n, k, groups, [("a", a.len()), ("b", b.len()), ("sizes", sizes.len()), ("c", c.len())])?;
+        let (kb, nb) = (k.div_ceil(SCALE_BLOCK), n.div_ceil(SCALE_BLOCK));
+        for (name, got, what, want) in [("a_scales", a_scales.len(), "ceil(K / 128) x M", kb * m), ("b_scales", b_scales.len(), "G x ceil(N / 128) x ceil(K / 128)", groups * nb * kb)] {
+            if got != want {
+                return Err(Error::Shape { op: OP, problem: format!("`{name}` holds {got} elements; {what} = {want} expected for M = {m}, N = {n}, K = {k}, {groups} groups (one f32 per block of 128)") });
+            }
+        }
+        if m == 0 {
+            self.dev.write(&mut self.status.borrow_mut(), &[STATUS_OK])?;
+            return Ok(());
+        }
+        use kernel_ops_kernels::matmul_fp8::{A8TileOf, B8TileOf, BS_BM, BS_BN};
+        let grid = self.dev.sm_count().max(1);
+        let am = TileMap::<A8TileOf<BS_BM>>::new_2d(a, m, k)?;
+        let bm = TileMap::<B8TileOf<BS_BN>, 3>::new_batched(b, groups, n, k)?;
+        // SAFETY: as in the f16 launch: `alias` covers `c`'s memory, is
+        // dropped before this function returns and frees nothing; the
+        // kernel's two writers touch disjoint rows.
+        let mut alias = unsafe { alias_of(self.dev, c)? };
+        let cm = TileMap::<EpiTile<f16, BS_BM>>::new_2d_mut(&mut alias, m, n)?;
+        let mut status = self.status.borrow_mut();
+        let args = (&am, &bm, &cm, &mut *c, a_scales, b_scales, sizes, &mut *status, m as u32, n as u32, kb as u32);
+        self.prog.kernel::<GroupedBlockScaledInstance>()?.launch(grid, args)?;
+        Ok(())
+    }
+
     /// Whether the last [`GroupedMatmul::run`] computed: `Ok` when the
     /// group sizes added up to `m`, else an error naming the rule (waits
     /// for the kernel).
@@ -144,6 +206,59 @@ pub fn grouped_reference<E: Copy + Into<f32>>(a: &[E], b: &[E], sizes: &[u32], n
                 let br = &b[(g * n + col) * k..(g * n + col + 1) * k];
                 let dot: f64 = ar.iter().zip(br).map(|(&x, &y)| f64::from(x.into()) * f64::from(y.into())).sum();
                 out[r * n + col] = dot as f32;
+            }
+        }
+        row += mg as usize;
+    }
+    out
+}
+
+/// [`GroupedMatmul::run_fp8_blockscaled`]'s instance: 4 stages.
+pub type GroupedBlockScaledInstance = kernel_ops_kernels::grouped::grouped_matmul_fp8_blockscaled<4>;
+
+/// K (and N, for B) of one scale block.
+const SCALE_BLOCK: usize = kernel_ops_kernels::matmul_fp8::SCALE_BLOCK;
+
+/// Block quantization of `groups` expert weights (`w` is `groups x n x k`
+/// row-major): each expert's `n x k` weight by
+/// [`crate::fp8::quantize_128x128`]. Returns the e4m3 values (the same
+/// layout) and the scales, `groups x ceil(n / 128) x ceil(k / 128)`, what
+/// [`GroupedMatmul::run_fp8_blockscaled`] reads.
+pub fn quantize_experts_128x128(w: &[f32], groups: usize, n: usize, k: usize) -> (Vec<E4M3>, Vec<f32>) {
+    assert_eq!(w.len(), groups * n * k, "quantize_experts_128x128: w holds {} elements; groups x n x k = {} needed", w.len(), groups * n * k);
+    let (mut q, mut scales) = (Vec::with_capacity(w.len()), Vec::new());
+    for e in w.chunks(n * k).take(groups) {
+        let (qe, se) = crate::fp8::quantize_128x128(e, n, k);
+        q.extend(qe);
+        scales.extend(se);
+    }
+    (q, scales)
+}
+
+/// The CPU reference of [`GroupedMatmul::run_fp8_blockscaled`]: for every
+/// row of group `g` and column, per block of 128 of K the exact FP8
+/// products summed in f64 and scaled by the row's `a_scales` and expert
+/// `g`'s `b_scales` of the block, summed in f64, rounded once to f32.
+/// Returns `M x N` row-major (`M = Σ sizes`).
+pub fn grouped_reference_blockscaled(a: &[E4M3], a_scales: &[f32], b: &[E4M3], b_scales: &[f32], sizes: &[u32], n: usize, k: usize) -> Vec<f32> {
+    let m: usize = sizes.iter().map(|&s| s as usize).sum();
+    let (kb, nb) = (k.div_ceil(SCALE_BLOCK), n.div_ceil(SCALE_BLOCK));
+    assert!(a.len() == m * k && a_scales.len() == kb * m && b.len() == sizes.len() * n * k && b_scales.len() == sizes.len() * nb * kb, "grouped_reference_blockscaled: operand lengths do not match M = {m}, N = {n}, K = {k}, {} groups", sizes.len());
+    let (af, bf): (Vec<f64>, Vec<f64>) = (a.iter().map(|v| f64::from(v.to_f32())).collect(), b.iter().map(|v| f64::from(v.to_f32())).collect());
+    let mut out = vec![0f32; m * n];
+    let mut row = 0usize;
+    for (g, &mg) in sizes.iter().enumerate() {
+        for r in row..row + mg as usize {
+            for col in 0..n {
+                let br = (g * n + col) * k;
+                let total: f64 = (0..kb)
+                    .map(|bk| {
+                        let ks = bk * SCALE_BLOCK..((bk + 1) * SCALE_BLOCK).min(k);
+                        let dot: f64 = ks.map(|kk| af[r * k + kk] * bf[br + kk]).sum();
+                        dot * f64::from(a_scales[bk * m + r]) * f64::from(b_scales[(g * nb + col / SCALE_BLOCK) * kb + bk])
+                    })
+                    .sum();
+                out[r * n + col] = total as f32;
             }
         }
         row += mg as usize;

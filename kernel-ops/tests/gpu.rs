@@ -305,6 +305,42 @@ fn grouped_matmul_matches_the_cpu_on_the_gpu() {
     assert!(gm.status().unwrap_err().to_string().contains("do not add up to M"));
 }
 
+/// The grouped block-scaled FP8 GEMM on the GPU against its CPU
+/// reference: 8 groups (an empty one, one of a single row, partial row
+/// blocks, one of exactly 128), N and K with tails (a partial 256-column
+/// tile, a partial last K block), then a larger K (several K blocks per
+/// tile, every CTA several tiles); and sizes that do not add up.
+#[test]
+#[ignore = "needs a Hopper GPU"]
+fn grouped_blockscaled_fp8_matches_the_cpu_on_the_gpu() {
+    use kernel_ops::fp8::quantize_1x128;
+    use kernel_ops::grouped::{grouped_reference_blockscaled, quantize_experts_128x128, GroupedMatmul};
+    let gpu = gpu_device();
+    let gm = GroupedMatmul::new(&gpu).unwrap();
+    let randn = |len: usize, seed: u64| -> Vec<f32> { randn_f16(len, seed).iter().map(|x| x.to_f32()).collect() };
+    let sizes = [300u32, 0, 128, 1, 517, 64, 1000, 190];
+    let m: usize = sizes.iter().map(|&s| s as usize).sum();
+    for (n, k) in [(264usize, 272usize), (520, 2064)] {
+        let g = sizes.len();
+        let (a, sa) = quantize_1x128(&randn(m * k, 57), m, k);
+        let (b, sb) = quantize_experts_128x128(&randn(g * n * k, 58), g, n, k);
+        let (da, dsa, db, dsb, ds) = (gpu.upload(&a).unwrap(), gpu.upload(&sa).unwrap(), gpu.upload(&b).unwrap(), gpu.upload(&sb).unwrap(), gpu.upload(&sizes).unwrap());
+        let mut dc = gpu.upload(&vec![f16::NAN; m * n]).unwrap();
+        gm.run_fp8_blockscaled(&da, &dsa, &db, &dsb, &ds, &mut dc, (m, n, k), g).unwrap();
+        gm.status().unwrap();
+        let got = gpu.download(&dc).unwrap();
+        assert!(got.iter().all(|v| !v.is_nan()), "N {n} K {k}: an element was not written");
+        let err = rel_frobenius_error(&got, &grouped_reference_blockscaled(&a, &sa, &b, &sb, &sizes, n, k));
+        eprintln!("grouped_matmul_fp8_blockscaled 8 groups, M {m} N {n} K {k}: relative Frobenius error {err:.2e}");
+        assert!(err < 2e-3, "N {n} K {k}: relative Frobenius error {err:.2e}");
+        if k == 272 {
+            let bad = gpu.upload(&[300u32, 0, 128, 1, 517, 64, 1000, 189]).unwrap();
+            gm.run_fp8_blockscaled(&da, &dsa, &db, &dsb, &bad, &mut dc, (m, n, k), g).unwrap();
+            assert!(gm.status().unwrap_err().to_string().contains("do not add up to M"));
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs a Hopper GPU"]
 fn attention_backward_matches_the_cpu_at_ragged_shapes() {

@@ -98,3 +98,62 @@ fn grouped_shape_errors_name_the_rule() {
     gm.run(&a0, &b, &s0, &mut c0, (0, 64, 64), 2).unwrap();
     gm.status().unwrap();
 }
+
+/// The grouped block-scaled FP8 GEMM against
+/// `grouped_reference_blockscaled` on the emulator: an empty group, a group
+/// shorter than a 128-row block, one spanning two blocks with a partial
+/// second, a group of exactly 128; N = 264 (a full 256-column tile and a
+/// partial one whose second B scale block lies past N); K = 272 (two
+/// 128-blocks and a partial one of 16); rows, K blocks and experts whose
+/// magnitudes differ by up to 2^12 (so a scale of the wrong row, block or
+/// expert is a large error); 2 emulated SMs (each CTA runs several tiles
+/// through the 4 stage slots and the `tiles_at` ring); 4 schedules.
+#[test]
+fn blockscaled_fp8_groups_match_the_cpu_on_the_emulator() {
+    use kernel_device::E4M3;
+    use kernel_ops::fp8::quantize_1x128;
+    use kernel_ops::grouped::{grouped_reference_blockscaled, quantize_experts_128x128};
+    let sizes = [37u32, 0, 200, 128, 5];
+    let (n, k, g) = (264usize, 272usize, sizes.len());
+    let m: usize = sizes.iter().map(|&s| s as usize).sum();
+    let randn = |len: usize, seed: u64| -> Vec<f32> { randn_f16(len, seed).iter().map(|x| x.to_f32()).collect() };
+    let a: Vec<f32> = randn(m * k, 41).iter().enumerate().map(|(i, v)| v * 2f32.powi(((i / k) % 7) as i32 - 4 + ((i % k) / 128 % 3) as i32 * 2)).collect();
+    let b: Vec<f32> = randn(g * n * k, 42).iter().enumerate().map(|(i, v)| v * 2f32.powi((i / (n * k)) as i32 - 2 + ((i / k) % n / 128) as i32 * 3 - ((i % k) / 128) as i32)).collect();
+    let (qa, sa) = quantize_1x128(&a, m, k);
+    let (qb, sb) = quantize_experts_128x128(&b, g, n, k);
+    let want = grouped_reference_blockscaled(&qa, &sa, &qb, &sb, &sizes, n, k);
+    for emu in Emulator::schedules(21, 4) {
+        let dev = Device::emulator_with(emu.sms(2));
+        let gm = GroupedMatmul::new(&dev).unwrap();
+        let (da, dsa, db, dsb, ds) = (dev.upload(&qa).unwrap(), dev.upload(&sa).unwrap(), dev.upload(&qb).unwrap(), dev.upload(&sb).unwrap(), dev.upload(&sizes).unwrap());
+        let mut dc = dev.upload(&vec![f16::NAN; m * n]).unwrap();
+        gm.run_fp8_blockscaled(&da, &dsa, &db, &dsb, &ds, &mut dc, (m, n, k), g).unwrap();
+        gm.status().unwrap();
+        let got = dev.download(&dc).unwrap();
+        assert!(got.iter().all(|x| x.is_finite()), "an element of C was never written");
+        let err = rel_frobenius_error(&got, &want);
+        // Exact products, f32 promotion, one f16 rounding (2^-11).
+        assert!(err < 1e-3, "{}: relative Frobenius error {err:.2e}", dev.describe());
+    }
+    // The rules, each refused before anything runs, C untouched.
+    let dev = Device::emulator_with(Emulator::new(1).sms(2));
+    let gm = GroupedMatmul::new(&dev).unwrap();
+    let (da, dsa, db, dsb, ds) = (dev.upload(&qa).unwrap(), dev.upload(&sa).unwrap(), dev.upload(&qb).unwrap(), dev.upload(&sb).unwrap(), dev.upload(&sizes).unwrap());
+    let mut dc = dev.upload(&vec![f16::from_f32(7.0); m * n]).unwrap();
+    let short = dev.upload(&sb[1..]).unwrap();
+    let e = gm.run_fp8_blockscaled(&da, &dsa, &db, &short, &ds, &mut dc, (m, n, k), g).unwrap_err().to_string();
+    assert!(e.contains("grouped_matmul_fp8_blockscaled") && e.contains(&format!("`b_scales` holds {} elements; G x ceil(N / 128) x ceil(K / 128) = {} expected", sb.len() - 1, sb.len())), "{e}");
+    let short = dev.upload(&sa[1..]).unwrap();
+    let e = gm.run_fp8_blockscaled(&da, &short, &db, &dsb, &ds, &mut dc, (m, n, k), g).unwrap_err().to_string();
+    assert!(e.contains(&format!("`a_scales` holds {} elements; ceil(K / 128) x M = {} expected", sa.len() - 1, sa.len())), "{e}");
+    let (a8, b8) = (dev.upload(&vec![E4M3::from_f32(1.0); m * 264]).unwrap(), dev.upload(&vec![E4M3::from_f32(1.0); g * n * 264]).unwrap());
+    let e = gm.run_fp8_blockscaled(&a8, &dsa, &b8, &dsb, &ds, &mut dc, (m, n, 264), g).unwrap_err().to_string();
+    assert!(e.contains("K = 264: must be a multiple of 16"), "{e}");
+    assert!(dev.download(&dc).unwrap().iter().all(|x| x.to_f32() == 7.0), "C was written");
+    // Sizes that do not add up: nothing computed, and the status says so.
+    let wrong = dev.upload(&[37u32, 0, 200, 128, 6]).unwrap();
+    gm.run_fp8_blockscaled(&da, &dsa, &db, &dsb, &wrong, &mut dc, (m, n, k), g).unwrap();
+    let e = gm.status().unwrap_err().to_string();
+    assert!(e.contains("do not add up to M"), "{e}");
+    assert!(dev.download(&dc).unwrap().iter().all(|x| x.to_f32() == 7.0), "C was written");
+}

@@ -380,6 +380,39 @@ where
     Wgmma<BN>: ArrayLayout,
 {
     let leader = thread_linear() == 0;
+    store_out_with::<BM, BN>(out, epi, (pm as usize * BM, pn as usize * BN), row0, sub_tiles, sub_tile, |buf, j| {
+        if leader {
+            c.store(buf, pm * BM as u32, pn * BN as u32 + (j * EPI_N) as u32);
+            commit_group();
+        }
+    })
+}
+
+/// [`store_out`] for a tile whose first element is at `(row, col)` of the
+/// output, written by `emit(buf, j)` instead of a TMA store: every
+/// compute thread runs it once per sub-tile after the sub-tile's second
+/// barrier, with the buffer holding the sub-tile (`BM x 64`, complete) and
+/// the sub-tile's index `j` in the tile (its first column is `col + 64 j`). A TMA store from thread 0 (what
+/// [`store_out`] passes) or stores of a partial tile's rows by all 256
+/// threads (the grouped GEMMs' last tile of a group); `emit` must be done
+/// reading `buf` when it returns, or have committed a TMA bulk group that
+/// reads it (thread 0 waits for those two sub-tiles later).
+#[inline(always)]
+#[track_caller]
+#[allow(clippy::too_many_arguments)]
+pub fn store_out_with<const BM: usize, const BN: usize>(
+    out: &[AccBlock<BN>; 2],
+    epi: Smem<[EpiTileOf<BM>; 2]>,
+    (row, col): (usize, usize),
+    row0: usize,
+    sub_tiles: u32,
+    sub_tile: impl Fn(TileAt, Array<f32, Wgmma<EPI_N>>) -> Array<f32, Wgmma<EPI_N>>,
+    emit: impl Fn(Smem<EpiTileOf<BM>>, usize),
+) -> u32
+where
+    Wgmma<BN>: ArrayLayout,
+{
+    let leader = thread_linear() == 0;
     let mut sub_tiles = sub_tiles;
     unroll(BN / EPI_N, |j| {
         let buf = epi.at((sub_tiles % 2) as usize);
@@ -389,15 +422,12 @@ where
         }
         COMPUTE_BARRIER.sync();
         unroll(BM / 128, |r| {
-            let at = TileAt { row: pm as usize * BM + row0 + 64 * r, col: pn as usize * BN + EPI_N * j };
+            let at = TileAt { row: row + row0 + 64 * r, col: col + EPI_N * j };
             sub_tile(at, cols_of(&out[r], j)).store_tile(buf, row0 + 64 * r, 0);
         });
         commit_smem();
         COMPUTE_BARRIER.sync();
-        if leader {
-            c.store(buf, pm * BM as u32, pn * BN as u32 + (j * EPI_N) as u32);
-            commit_group();
-        }
+        emit(buf, j);
         sub_tiles += 1;
     });
     sub_tiles

@@ -128,6 +128,59 @@ fn store_partial<E: Copy, const BM: usize>(buf: Smem<EpiTile<E, BM>>, c: Gmem<E>
     }
 }
 
+/// The memory warpgroup of the grouped GEMMs (after its `setmaxnreg`):
+/// one thread walks the CTA's tiles `block, block + grid, ..`
+/// (below `total`) with a [`GroupCursor`] and, for each tile and K step (a
+/// global step count), waits until slot `step % STAGES` is consumed,
+/// writes the tile's location (`[group, row0, rows, col0]`) to
+/// `tiles_at[done % (STAGES + 1)]` before the tile's first load, announces
+/// the bytes of A's and B's tiles on the slot's `loaded` barrier and
+/// issues their TMA loads: A's rows of the tile (a group's last tile also
+/// reads the next group's first rows: computed, never stored) and `B_g`'s
+/// tile from the rank-3 map of `B` (`[k, n, g]`).
+///
+/// `produce_grouped!(ATileType, BTileType, TKE, BM, BN, STAGES; a, b,
+/// sizes, n_tiles, total, k_steps, a_bufs, b_slot, loaded, consumed,
+/// tiles_at)`, where `b_slot` is a closure from a slot to its B tile (the
+/// kernels' B buffers differ in shape). A macro, as `gemm_multi::produce!`:
+/// expanded in place.
+///
+/// Why the entry is free when it is written: entry `e` was last read by
+/// the compute warpgroups for the tile `STAGES + 1` tiles before this one,
+/// before they released that tile's last slot; the slot waited on here is
+/// released only after that (each tile has at least one K step).
+macro_rules! produce_grouped {
+    ($at:ty, $bt:ty, $tke:expr, $bm:expr, $bn:expr, $stages:expr;
+     $a:expr, $b:expr, $sizes:expr, $n_tiles:expr, $total:expr, $k_steps:expr, $a_bufs:expr, $b_slot:expr, $loaded:expr, $consumed:expr, $tiles_at:expr) => {{
+        if kernel_device::thread_in_warpgroup() == 0 {
+            let mut cursor = $crate::grouped::GroupCursor::new($sizes, $bm as u32, $bn as u32, $n_tiles);
+            let mut step = 0u32;
+            let mut done = 0u32;
+            let mut t = kernel_device::block_idx().x;
+            while t < $total {
+                let tile = cursor.locate(t);
+                t += kernel_device::grid_dim().x;
+                let entry = (done % ($stages as u32 + 1)) as usize;
+                done += 1;
+                for k in 0..$k_steps {
+                    let s = (step % $stages as u32) as usize;
+                    if step >= $stages as u32 {
+                        $consumed.at(s).wait();
+                    }
+                    if k == 0 {
+                        $tiles_at.write(entry, [tile.group, tile.row0, tile.rows, tile.col0]);
+                    }
+                    let bar = $loaded.at(s);
+                    bar.arrive_expect_tx(kernel_device::tma::Tma::<$at>::BYTES + kernel_device::tma::Tma::<$bt, 3>::BYTES);
+                    $a.load($a_bufs.at(s), tile.row0, k * $tke as u32, bar);
+                    $b.load_at(($b_slot)(s), [k * $tke as u32, tile.col0, tile.group], bar);
+                    step += 1;
+                }
+            }
+        }
+    }};
+}
+
 /// `C_g = A_g · B_gᵀ` for every group `g` (elements `E`: f16 or bf16, f32
 /// accumulation; the kernels are [`grouped_matmul`] and
 /// [`grouped_matmul_bf16`]), persistent and warp-specialized:
@@ -198,35 +251,7 @@ pub fn grouped_matmul_of<E: GemmElem, const BM: usize, const BN: usize, const ST
     let slot = |step: u32| (step % STAGES as u32) as usize;
     if warpgroup_idx() == 2 {
         setmaxnreg_dec::<MEMORY_REGS>();
-        if thread_in_warpgroup() == 0 {
-            let mut cursor = GroupCursor::new(sizes, BM as u32, BN as u32, n_tiles);
-            let mut step = 0u32;
-            let mut done = 0u32;
-            let mut t = block_idx().x;
-            while t < total {
-                let tile = cursor.locate(t);
-                t += grid_dim().x;
-                let entry = (done % (STAGES as u32 + 1)) as usize;
-                done += 1;
-                for k in 0..k_steps {
-                    let s = slot(step);
-                    if step >= STAGES as u32 {
-                        consumed.at(s).wait();
-                    }
-                    if k == 0 {
-                        // Entry `entry` was last read by the epilogue of the
-                        // tile STAGES + 1 before this one, which ended before
-                        // the consumers released the slot waited on above.
-                        tiles_at.write(entry, [tile.group, tile.row0, tile.rows, tile.col0]);
-                    }
-                    let bar = loaded.at(s);
-                    bar.arrive_expect_tx(Tma::<ATile<E, BM>>::BYTES + Tma::<BTile<E, BN>, 3>::BYTES);
-                    a.load(a_bufs.at(s), tile.row0, k * TK as u32, bar);
-                    b.load_at(b_bufs.at(s), [k * TK as u32, tile.col0, tile.group], bar);
-                    step += 1;
-                }
-            }
-        }
+        produce_grouped!(ATile<E, BM>, BTile<E, BN>, TK, BM, BN, STAGES; a, b, sizes, n_tiles, total, k_steps, a_bufs, |s| b_bufs.at(s), loaded, consumed, tiles_at);
     } else {
         setmaxnreg_inc::<COMPUTE_REGS>();
         let row0 = warpgroup_idx() as usize * BM / 2;
@@ -334,4 +359,155 @@ pub fn grouped_matmul_bf16<const BM: usize, const BN: usize, const STAGES: usize
     Cols<BN>: WgmmaShape,
 {
     grouped_matmul_of::<bf16, BM, BN, STAGES>(a, b, c, c_rows, sizes, status, m_total, n, k_steps, a_bufs, b_bufs, epi, loaded, consumed, tiles_at)
+}
+
+/// [`grouped_matmul_fp8_blockscaled`]'s tile: the block-scaled GEMM's
+/// `128 x 256` ([`crate::matmul_fp8::BS_BM`] x [`crate::matmul_fp8::BS_BN`]).
+const GBS_BM: usize = crate::matmul_fp8::BS_BM;
+const GBS_BN: usize = crate::matmul_fp8::BS_BN;
+
+/// Grouped block-scaled FP8 GEMM for mixture-of-experts layers: for every
+/// group `g`, `C_g = A_g · B_gᵀ` with DeepSeek-V3's block scales, the rows
+/// of `A` and `C` grouped by expert as in [`grouped_matmul_of`] (`M = Σ
+/// M_g`, sizes on the device). `A` is `M x K` e4m3 with `a_scales`
+/// `ceil(K / 128) x M` f32 (one per row and 128 of K, K-block-major, as
+/// [`crate::matmul_fp8::matmul_fp8_blockscaled`] reads them); `B` is `G x
+/// N x K` e4m3 with `b_scales` `G x ceil(N / 128) x ceil(K / 128)` f32
+/// (one per 128 x 128 block of each expert's weight); `C` is `M x N` f16.
+///
+/// This kernel works as follows:
+/// 1. the group sizes, the status word and the tiles of all groups as
+///    [`grouped_matmul_of`]'s (`128 x 256` tiles, K steps of 128: one scale
+///    block of A and two of B per tile and step);
+/// 2. the memory warpgroup as [`grouped_matmul_of`]'s (`produce_grouped!`),
+///    on [`BS_MEMORY_REGS`](crate::matmul_fp8::BS_MEMORY_REGS) registers;
+/// 3. the compute warpgroups run the block-scaled GEMM's K loop
+///    (`blockscaled_k_loop!`: two column halves per step, each promoted
+///    into the f32 total with its scales while the other warpgroup's MMAs
+///    run). They learn a tile's group and rows from `tiles_at` once its
+///    first slot has landed (the producer wrote them before announcing
+///    it), then load the first step's scales: one stall per tile on the
+///    scales' latency, where the ungrouped kernel computes its tile's
+///    coordinates itself;
+/// 4. the output leaves through `gemm_multi::store_out_with`: a full tile
+///    by TMA stores of its `128 x 64` sub-tiles, a group's partial last
+///    tile by stores of its own rows (`store_partial`), never over the
+///    next group's rows.
+///
+/// Rows past a group's end (the next group's, or past `M`) read their own
+/// row's scales, clamped to `M - 1`: their results are never stored.
+///
+/// Constraints: `K % 16 == 0`, `N % 8 == 0` (TMA rows of 16-byte
+/// multiples); `k_steps = ceil(K / 128)`; SMEM `STAGES x 48 KB + 32 KB`
+/// (4 stages); registers as the block-scaled GEMM's (240/240/24).
+#[kernel(block = warpgroups(3), arch = sm_90a, instances((4)))]
+#[allow(clippy::too_many_arguments)]
+pub fn grouped_matmul_fp8_blockscaled<const STAGES: usize>(
+    a: Tma<crate::matmul_fp8::A8TileOf<GBS_BM>>,
+    b: Tma<crate::matmul_fp8::B8TileOf<GBS_BN>, 3>,
+    c: Tma<EpiTile<f16, GBS_BM>>,
+    c_rows: Gmem<f16>,
+    a_scales: GmemRef<f32>,
+    b_scales: GmemRef<f32>,
+    sizes: GmemRef<u32>,
+    status: Gmem<u32>,
+    m_total: u32,
+    n: u32,
+    k_steps: u32,
+    #[scratch] a_bufs: Smem<[crate::matmul_fp8::A8TileOf<GBS_BM>; STAGES]>,
+    #[scratch] b_bufs: Smem<[[crate::matmul_fp8::B8TileOf<GBS_BN>; 1]; STAGES]>,
+    #[scratch] epi: Smem<[EpiTile<f16, GBS_BM>; 2]>,
+    #[scratch] loaded: Barriers<STAGES>,
+    #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
+    #[scratch] tiles_at: Smem<[[u32; 4]; 8]>,
+) {
+    use crate::matmul_fp8::{blockscaled_k_loop, A8TileOf, B8TileOf, BS_COMPUTE_REGS, BS_MEMORY_REGS, SCALE_BLOCK, TK8};
+    const BM: usize = GBS_BM;
+    const BN: usize = GBS_BN;
+    let n_tiles = n.div_ceil(BN as u32);
+    // Nothing before the role split but the split itself: with the sizes'
+    // loop and the status store here (as `grouped_matmul_of` has them),
+    // ptxas allocated the compute warpgroups' code within the launch's 168
+    // registers instead of `setmaxnreg`'s 240, and spilled 800 bytes.
+    if warpgroup_idx() == 2 {
+        setmaxnreg_dec::<BS_MEMORY_REGS>();
+        let (sizes_ok, total) = group_totals(sizes, BM as u32, n_tiles, m_total);
+        if block_idx().x == 0 && thread_in_warpgroup() == 0 {
+            status.write(0, if sizes_ok { STATUS_OK } else { STATUS_SIZES_MISMATCH });
+        }
+        if sizes_ok {
+            produce_grouped!(A8TileOf<BM>, B8TileOf<BN>, TK8, BM, BN, STAGES; a, b, sizes, n_tiles, total, k_steps, a_bufs, |s| b_bufs.at(s).at(0), loaded, consumed, tiles_at);
+        }
+        return;
+    }
+    setmaxnreg_inc::<BS_COMPUTE_REGS>();
+    kernel_device::wgmma::pin_entry_registers();
+    let (sizes_ok, total) = group_totals(sizes, BM as u32, n_tiles, m_total);
+    if !sizes_ok {
+        return;
+    }
+    let row0 = warpgroup_idx() as usize * 64;
+    let t = thread_in_warpgroup() as usize;
+    // This thread's rows in the tile: `r` and `r + 8` (the WGMMA fragment
+    // layout).
+    let r = (row0 + 16 * (t / 32) + (t % 32) / 4) as u32;
+    let n_blocks = n.div_ceil(SCALE_BLOCK as u32);
+    let entry = |done: u32| (done % (STAGES as u32 + 1)) as usize;
+    let mut step = 0u32;
+    let mut sub_tiles = 0u32;
+    let mut done = 0u32;
+    let mut tile_idx = block_idx().x;
+    while tile_idx < total {
+        tile_idx += grid_dim().x;
+        // The tile's location: written before its first slot was announced
+        // (this is the K loop's first wait).
+        loaded.at((step % STAGES as u32) as usize).wait();
+        let [group, t_row0, _, t_col0] = tiles_at.read(entry(done));
+        let rows = [(t_row0 + r).min(m_total - 1), (t_row0 + r + 8).min(m_total - 1)];
+        // The tile's two B scale blocks along N, of group `group`; a second
+        // block past N (zero-filled columns) reads the last one.
+        let pn = t_col0 / BN as u32;
+        let blk = group * n_blocks;
+        let nblk = [blk + 2 * pn, blk + (2 * pn + 1).min(n_blocks - 1)];
+        let scales = |k: u32| {
+            let at = k * m_total;
+            // SAFETY: the host checked `a_scales` holds `k_steps x M` and
+            // `b_scales` `G x n_blocks x k_steps` (`k < k_steps`, rows < M,
+            // `group < G`, `nblk < (group + 1) n_blocks`); unchecked, as in
+            // `matmul_fp8_blockscaled` (issued while this warpgroup's MMAs
+            // run, where a check's trap branch would serialize them).
+            unsafe {
+                [
+                    a_scales.read_nc_unchecked((at + rows[0]) as usize),
+                    a_scales.read_nc_unchecked((at + rows[1]) as usize),
+                    b_scales.read_nc_unchecked((nblk[0] * k_steps + k) as usize),
+                    b_scales.read_nc_unchecked((nblk[1] * k_steps + k) as usize),
+                ]
+            }
+        };
+        let acc = blockscaled_k_loop!(a_bufs, b_bufs, loaded, consumed, step, k_steps, row0, scales, true);
+        step += k_steps;
+        // Read again rather than kept through the K loop (registers): the
+        // entry is rewritten only after a slot of a later tile is released.
+        let [_, t_row0, t_rows, t_col0] = tiles_at.read(entry(done));
+        done += 1;
+        let tile = GroupTile { group: 0, row0: t_row0, rows: t_rows, col0: t_col0 };
+        let full = tile.rows == BM as u32;
+        let out = [acc.into_array(), crate::gemm_multi::AccBlock::<BN>::splat(0.0)];
+        let leader = thread_linear() == 0;
+        sub_tiles = crate::gemm_multi::store_out_with::<BM, BN>(&out, epi, (t_row0 as usize, t_col0 as usize), row0, sub_tiles, |_, cols| cols, |buf, j| {
+            let col = tile.col0 + (j * EPI_N) as u32;
+            if full {
+                if leader {
+                    c.store(buf, tile.row0, col);
+                    commit_group();
+                }
+            } else if col < n {
+                store_partial(buf, c_rows, tile, col, n);
+            }
+        });
+    }
+    if thread_linear() == 0 {
+        wait_group::<0>();
+    }
 }

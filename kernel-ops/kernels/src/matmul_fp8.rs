@@ -8,13 +8,11 @@
 //! `kernel_ops::fp8::matmul_fp8`; its CPU reference `kernel_ops::fp8::reference`.
 use crate::gemm::EPI_N;
 use crate::gemm_multi::{gemm_multi_of, produce, store_out, AccBlock, EpiTileOf, InTile, MultiEpilogue};
-use kernel_device::array::regs::unroll;
 use kernel_device::array::{Array, ArrayLayout, TileAt, Wgmma};
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
-use kernel_device::math::F32Ext;
 use kernel_device::prelude::*;
 use kernel_device::tma::wait_group;
-use kernel_device::wgmma::{pin_entry_registers, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaShape};
+use kernel_device::wgmma::{pin_entry_registers, setmaxnreg_inc, Cols, WgmmaShape};
 use kernel_device::{Barriers, E4M3};
 
 /// K elements per step: one 128-byte swizzle span of e4m3.
@@ -243,6 +241,79 @@ pub const BS_BN: usize = 2 * SCALE_BLOCK;
 /// On an H100 240/24 ran 2-6 % faster than 232/40 at every benchmark shape
 /// (RESULTS.md).
 /// `K % 16 == 0`, `N % 8 == 0`; SMEM `STAGES x 48 KB + 32 KB`.
+/// The compute warpgroups' K loop of the block-scaled FP8 GEMMs
+/// ([`matmul_fp8_blockscaled`], and the grouped one,
+/// [`crate::grouped::grouped_matmul_fp8_blockscaled`]): one output tile's
+/// `64 x 256` f32 total of this warpgroup (rows `row0 ..` of the tile),
+/// promoted every K step (see [`matmul_fp8_blockscaled`], step 2).
+///
+/// `blockscaled_k_loop!(a_bufs, b_bufs, loaded, consumed, step, k_steps,
+/// row0, scales, first_waited)`: the ring's buffers and barriers, the
+/// CTA's global step count before the tile (slot `(step + k) % STAGES`,
+/// `STAGES` the caller's), the tile's K steps, `scales(k)`, step `k`'s
+/// four scales `[sa[row], sa[row + 8], sb[first block], sb[second
+/// block]]` for this thread's rows `r`, `r + 8` (loaded a step ahead,
+/// unchecked: see the callers), and whether the caller has already waited
+/// for the first step's slot (a wait flips the thread's phase bit: it is
+/// done once per phase). Evaluates to the total (`Acc<BS_BN>`). A macro, so that both
+/// kernels compile as if it were written in place (register allocation
+/// around the wgmmas is what this loop's speed is made of).
+macro_rules! blockscaled_k_loop {
+    ($a_bufs:expr, $b_bufs:expr, $loaded:expr, $consumed:expr, $step:expr, $k_steps:expr, $row0:expr, $scales:expr, $first_waited:expr) => {{
+        const BN: usize = $crate::matmul_fp8::BS_BN;
+        const H: usize = BN / 2;
+        let (step, k_steps, row0): (u32, u32, usize) = ($step, $k_steps, $row0);
+        let scales = $scales;
+        // Zeroed register by register: `Acc::zeros()` of 128 registers is a
+        // 512-byte array that LLVM lowers through local memory.
+        let mut acc = kernel_device::wgmma::Acc::<BN>::undefined();
+        kernel_device::array::regs::unroll(BN / 2, |i| acc.regs[i] = 0.0);
+        // One step accumulator of one column half (one scale block of B):
+        // each half's four m64n128k32 MMAs, waited for, then promoted
+        // while the other warpgroup's MMAs run.
+        let mut part = kernel_device::wgmma::Acc::<H>::undefined();
+        // Every MMA is waited for before the loop's back edge (C7514).
+        let mut scale: [f32; 4] = scales(0);
+        for k in 0..k_steps {
+            let s = ((step + k) % STAGES as u32) as usize;
+            let next = scales((k + 1).min(k_steps - 1));
+            if k > 0 || !$first_waited {
+                $loaded.at(s).wait();
+            }
+            // Each half: its MMAs into `part` (overwritten) as one group,
+            // waited for, then `acc[.., half h] += part · sa[row] sb[block
+            // h]`; `Acc<H>` register `i` is `Acc<BN>` register `h H / 2 +
+            // i`.
+            kernel_device::array::regs::unroll(2, |h| {
+                part.mma($a_bufs.at(s), row0, $b_bufs.at(s).at(0), h * H, false);
+                kernel_device::wgmma::wgmma_commit_group();
+                kernel_device::wgmma::wgmma_wait::<0>();
+                if h == 1 {
+                    $consumed.at(s).arrive();
+                }
+                part.fence_operands();
+                let sb = scale[2 + h];
+                let row_scale = [scale[0] * sb, scale[1] * sb];
+                kernel_device::array::regs::unroll(H / 2, |i| acc.regs[h * H / 2 + i] = part.regs[i].fma(row_scale[(i / 2) % 2], acc.regs[h * H / 2 + i]));
+                // Keeps the first half's promotion before the second
+                // half's MMAs into `part` are issued (else LLVM may sink it
+                // past them through copies, and ptxas serializes every
+                // wgmma: C7514). Not after the second half, which ends the
+                // step: there the fence pinned the total's registers, and
+                // ptxas copied 29 of them back and forth every step (280 ->
+                // 249 instructions per warp and K step without it, 0.4-2.8 %
+                // faster on an H100, RESULTS.md 2026-11-27).
+                if h == 0 {
+                    acc.fence_operands();
+                }
+            });
+            scale = next;
+        }
+        acc
+    }};
+}
+pub(crate) use blockscaled_k_loop;
+
 #[kernel(block = warpgroups(3), arch = sm_90a, instances((4, 8), (4, 16)))]
 pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
     a: Tma<A8TileOf<BS_BM>>,
@@ -262,7 +333,6 @@ pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
 ) {
     const BM: usize = BS_BM;
     const BN: usize = BS_BN;
-    const H: usize = BN / 2;
     if warpgroup_idx() == 2 {
         let b = [b];
         produce!(E4M3, TK8, 1, BM, BN, STAGES, GRID_W, BS_MEMORY_REGS; a, b, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, loaded, consumed);
@@ -277,7 +347,6 @@ pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
     // This thread's rows in the tile: `r` (register pairs with `p % 2 ==
     // 0`) and `r + 8` (the others), the WGMMA fragment layout.
     let r = (row0 + 16 * (t / 32) + (t % 32) / 4) as u32;
-    let slot = |step: u32| (step % STAGES as u32) as usize;
     let mut step = 0u32;
     let mut sub_tiles = 0u32;
     nd_loop([m_tiles * n_tiles], Collective::Blocks, |info| {
@@ -310,60 +379,7 @@ pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
                 ]
             }
         };
-        // Zeroed register by register: `Acc::zeros()` of 128 registers is a
-        // 512-byte array that LLVM lowers through local memory.
-        let mut acc = Acc::<BN>::undefined();
-        unroll(BN / 2, |i| acc.regs[i] = 0.0);
-        // One step accumulator of one column half (one scale block of B):
-        // each half's four m64n128k32 MMAs, waited for, then promoted
-        // while the other warpgroup's MMAs run.
-        let mut part = Acc::<H>::undefined();
-        // Issues step `$s`'s MMAs of half `$h` into `part` (overwritten) as
-        // one group.
-        macro_rules! issue {
-            ($s:expr, $h:expr) => {{
-                part.mma(a_bufs.at($s), row0, b_bufs.at($s).at(0), $h * H, false);
-                wgmma_commit_group();
-            }};
-        }
-        // `acc[.., half $h] += part · sa[row] sb[block $h]` (`part`'s MMAs
-        // waited for).
-        macro_rules! promote {
-            ($h:expr, $sc:expr) => {{
-                part.fence_operands();
-                let sc = $sc;
-                let sb = sc[2 + $h];
-                let row_scale = [sc[0] * sb, sc[1] * sb];
-                // `Acc<H>` register `i` is `Acc<BN>` register `$h H / 2 + i`.
-                unroll(H / 2, |i| acc.regs[$h * H / 2 + i] = part.regs[i].fma(row_scale[(i / 2) % 2], acc.regs[$h * H / 2 + i]));
-                // Keeps the first half's promotion before the second
-                // half's MMAs into `part` are issued (else LLVM may sink it
-                // past them through copies, and ptxas serializes every
-                // wgmma: C7514). Not after the second half, which ends the
-                // step: there the fence pinned the total's registers, and
-                // ptxas copied 29 of them back and forth every step (280 ->
-                // 249 instructions per warp and K step without it, 0.4-2.8 %
-                // faster on an H100, RESULTS.md 2026-11-27).
-                if $h == 0 {
-                    acc.fence_operands();
-                }
-            }};
-        }
-        // Every MMA is waited for before the loop's back edge (C7514).
-        let mut scale = scales(0);
-        for k in 0..k_steps {
-            let s = slot(step + k);
-            let next = scales((k + 1).min(k_steps - 1));
-            loaded.at(s).wait();
-            issue!(s, 0);
-            wgmma_wait::<0>();
-            promote!(0, scale);
-            issue!(s, 1);
-            wgmma_wait::<0>();
-            consumed.at(s).arrive();
-            promote!(1, scale);
-            scale = next;
-        }
+        let acc = blockscaled_k_loop!(a_bufs, b_bufs, loaded, consumed, step, k_steps, row0, scales, false);
         step += k_steps;
         let out = [acc.into_array(), AccBlock::<BN>::splat(0.0)];
         sub_tiles = store_out::<BM, BN>(&out, &c, epi, (pm, pn), row0, sub_tiles, |_, cols| cols);
