@@ -8,9 +8,12 @@ is recognised by its columns:
   kernel_ops::matmul);
 * `fp8_bench` (kernel-ops/src/bin/fp8_bench.rs): fp8.svg (per shape:
   cuBLASLt FP8 with fast accumulation and with its promoting default, our
-  per-tensor kernel's best instance, our block-scaled kernel);
+  per-tensor kernel's best instance, our row-wise and block-scaled kernels);
 * `grouped_bench` (kernel-ops/src/bin/grouped_bench.rs): grouped.svg (per
-  problem: our grouped GEMM against the loop of cuBLAS calls).
+  problem: our grouped GEMM against the loop of cuBLAS calls);
+* `grouped_fp8_bench` (kernel-ops/src/bin/grouped_fp8_bench.rs):
+  grouped_fp8.svg (per problem: our block-scaled grouped GEMM against the
+  faster loop of cuBLASLt FP8 calls).
 
 usage: tools/bench_charts.py results/<run>/<bench>.csv [out_dir]
 """
@@ -72,17 +75,18 @@ def fp8_charts(rows, out_dir):
     def best(shape, pred):
         v = [float(r['tflops']) for r in rows if f"{r['m']}x{r['n']}x{r['k']}" == shape and pred(r['contender'])]
         return max(v) if v else float('nan')
-    series = ['cuBLASLt FP8, fast accumulation', 'cuBLASLt FP8 (promoting default)', 'ours: per-tensor (matmul_fp8)', 'ours: block-scaled (matmul_fp8_blockscaled)']
+    series = ['cuBLASLt FP8, fast accumulation', 'cuBLASLt FP8 (promoting default)', 'ours: per-tensor (matmul_fp8)', 'ours: row-wise (matmul_fp8_rowwise)', 'ours: block-scaled (matmul_fp8_blockscaled)']
     groups = [(s, {
         series[0]: best(s, lambda c: c.startswith('cuBLASLt') and 'fast accumulation' in c),
         series[1]: best(s, lambda c: c.startswith('cuBLASLt') and 'fast accumulation' not in c),
         series[2]: best(s, lambda c: 'matmul_fp8 (' in c),
-        series[3]: best(s, lambda c: 'blockscaled' in c),
+        series[3]: best(s, lambda c: 'rowwise' in c),
+        series[4]: best(s, lambda c: 'blockscaled' in c),
     }) for s in shapes]
     device = rows[0]['device'] if rows else ''
     path = os.path.join(out_dir, 'fp8.svg')
     with open(path, 'w') as f:
-        f.write(bar_chart(f'FP8 e4m3 GEMM, M x N x K (TFLOP/s, {device})', groups, series, ['#8e44ad', '#c39bd3', '#2e86c1', '#27ae60'], 'TFLOP/s', width=1100, height=460))
+        f.write(bar_chart(f'FP8 e4m3 GEMM, M x N x K (TFLOP/s, {device})', groups, series, ['#8e44ad', '#c39bd3', '#2e86c1', '#85c1e9', '#27ae60'], 'TFLOP/s', width=1100, height=460))
     print('wrote', path)
 
 def grouped_charts(rows, out_dir):
@@ -95,12 +99,24 @@ def grouped_charts(rows, out_dir):
         f.write(bar_chart('Grouped GEMM for mixture of experts: G experts, total M rows (TFLOP/s)', groups, series, ['#27ae60', '#c0392b'], 'TFLOP/s', width=1300, height=500))
     print('wrote', path)
 
+def grouped_fp8_charts(rows, out_dir):
+    """grouped_fp8.svg from a grouped_fp8_bench CSV."""
+    series = ['ours (grouped, block-scaled FP8)', 'loop of cuBLASLt FP8 calls (the faster mode)']
+    groups = [(f"G{r['experts']} K{r['k']} N{r['n']} M{int(r['m_total']) // 1024}k {r['sizes']}", {
+        series[0]: float(r['ours_tflops']), series[1]: float(r['best_loop_tflops'])}) for r in rows]
+    path = os.path.join(out_dir, 'grouped_fp8.svg')
+    with open(path, 'w') as f:
+        f.write(bar_chart('Grouped FP8 GEMM for mixture of experts: G experts, total M rows (TFLOP/s)', groups, series, ['#27ae60', '#8e44ad'], 'TFLOP/s', width=1300, height=500))
+    print('wrote', path)
+
 def main():
     rows = load(sys.argv[1])
     out_dir = sys.argv[2] if len(sys.argv) > 2 else os.path.dirname(sys.argv[1])
     columns = set(rows[0]) if rows else set()
     if 'vs_best_cublaslt_fp8' in columns:
         return fp8_charts(rows, out_dir)
+    if 'best_loop_tflops' in columns:
+        return grouped_fp8_charts(rows, out_dir)
     if 'loop_tflops' in columns:
         return grouped_charts(rows, out_dir)
     shapes = []
