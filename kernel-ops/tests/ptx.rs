@@ -232,22 +232,19 @@ fn blockscaled_fp8_kernel_has_its_instructions_and_register_budgets() {
 ///   issues the bulk reduction (one `LDL` per step, an L1 hit). LLVM
 ///   hoists that base out of the step loop as loop-invariant, and the loop
 ///   holds the rest of its 240 registers; not removed yet.
-/// - `matmul_fp8_blockscaled__4_{8,16}` (56 bytes): tile coordinates and
-///   epilogue addresses stored before the K loop and reloaded in the
-///   epilogue (per tile; none in the compute warpgroups' K loop), and the
-///   memory warpgroup's loop counters on its 24 registers (one reload per
-///   K step by its issuing thread; the kernel's header).
-/// - `grouped_matmul_fp8_blockscaled__4` (48 bytes): the same K loop and
-///   the same two kinds (per tile: the epilogue's base address reloaded
-///   per sub-tile; the memory warpgroup's cursor and step counters, one
-///   reload per K step by its issuing thread); none in the compute
-///   warpgroups' K loop.
+/// - `matmul_fp8_blockscaled__4_{8,16}` (36 bytes) and
+///   `grouped_matmul_fp8_blockscaled__4` (28 bytes, the same K loop): the
+///   memory warpgroup's loop counters (and the grouped kernel's cursor) on
+///   its 24 registers, one reload per K step by its issuing thread (the
+///   kernels' headers); in the compute warpgroups tile coordinates and
+///   epilogue addresses stored before the K loop and reloaded after it (per
+///   tile); none in the compute warpgroups' K loop.
 const KNOWN_SPILLS: [(&str, (u32, u32, u32)); 5] = [
     ("attention_bwd__128_2", (8, 4, 4)),
     ("attention_bwd_bf16__128_2", (8, 4, 4)),
-    ("matmul_fp8_blockscaled__4_8", (40, 56, 88)),
-    ("matmul_fp8_blockscaled__4_16", (40, 56, 88)),
-    ("grouped_matmul_fp8_blockscaled__4", (32, 48, 72)),
+    ("matmul_fp8_blockscaled__4_8", (32, 36, 40)),
+    ("matmul_fp8_blockscaled__4_16", (32, 36, 40)),
+    ("grouped_matmul_fp8_blockscaled__4", (24, 28, 52)),
 ];
 
 /// `(stack frame, spill stores, spill loads)` of each entry of a ptxas

@@ -243,7 +243,7 @@ pub fn gemm_multi_of<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM
         produce!(E, TKE, OPS, BM, BN, STAGES, GRID_W, MEMORY_REGS; a, b, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, loaded, consumed);
     } else {
         setmaxnreg_inc::<COMPUTE_REGS>();
-        let row0 = warpgroup_idx() as usize * BM / 2;
+        let row0 = warpgroup_idx_sync() as usize * BM / 2;
         let leader = thread_linear() == 0;
         let mut step = 0u32;
         let mut sub_tiles = 0u32;

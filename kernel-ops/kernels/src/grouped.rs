@@ -254,7 +254,7 @@ pub fn grouped_matmul_of<E: GemmElem, const BM: usize, const BN: usize, const ST
         produce_grouped!(ATile<E, BM>, BTile<E, BN>, TK, BM, BN, STAGES; a, b, sizes, n_tiles, total, k_steps, a_bufs, |s| b_bufs.at(s), loaded, consumed, tiles_at);
     } else {
         setmaxnreg_inc::<COMPUTE_REGS>();
-        let row0 = warpgroup_idx() as usize * BM / 2;
+        let row0 = warpgroup_idx_sync() as usize * BM / 2;
         let leader = thread_linear() == 0;
         let mut step = 0u32;
         let mut sub_tiles = 0u32;
@@ -446,7 +446,7 @@ pub fn grouped_matmul_fp8_blockscaled<const STAGES: usize>(
     if !sizes_ok {
         return;
     }
-    let row0 = warpgroup_idx() as usize * 64;
+    let row0 = warpgroup_idx_sync() as usize * 64;
     let t = thread_in_warpgroup() as usize;
     // This thread's rows in the tile: `r` and `r + 8` (the WGMMA fragment
     // layout).

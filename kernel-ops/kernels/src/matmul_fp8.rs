@@ -234,10 +234,10 @@ pub const BS_BN: usize = 2 * SCALE_BLOCK;
 /// `64 x 256` total and one `64 x 128` step accumulator, 192 of its
 /// [`BS_COMPUTE_REGS`] = 240 registers; the memory warpgroup runs on
 /// [`BS_MEMORY_REGS`] = 24 (240 + 240 + 24 = 504, the launch pool). ptxas
-/// spills 56 bytes: in the compute warpgroups tile coordinates and
-/// epilogue addresses the K loop does not use (stored before it, reloaded
-/// in the epilogue: per tile; none in the K loop); in the memory warpgroup
-/// a few loop counters (its one issuing thread reloads one per K step).
+/// spills 36 bytes, none in the compute warpgroups' K loop: mostly the
+/// memory warpgroup's loop counters (its one issuing thread reloads one
+/// per K step), and in the compute warpgroups a tile coordinate the K loop
+/// does not use (stored before it, reloaded in the epilogue: per tile).
 /// On an H100 240/24 ran 2-6 % faster than 232/40 at every benchmark shape
 /// (RESULTS.md).
 /// `K % 16 == 0`, `N % 8 == 0`; SMEM `STAGES x 48 KB + 32 KB`.
@@ -342,7 +342,7 @@ pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
     // Without the pin ptxas dropped this kernel's `setmaxnreg` (C7508, see
     // `pin_entry_registers`) in the split-halves version.
     pin_entry_registers();
-    let row0 = warpgroup_idx() as usize * 64;
+    let row0 = warpgroup_idx_sync() as usize * 64;
     let t = thread_in_warpgroup() as usize;
     // This thread's rows in the tile: `r` (register pairs with `p % 2 ==
     // 0`) and `r + 8` (the others), the WGMMA fragment layout.

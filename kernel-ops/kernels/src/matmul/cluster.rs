@@ -137,7 +137,7 @@ pub fn matmul_persistent_ws_cluster_of<E: GemmElem, const BM: usize, const BN: u
         }
     } else {
         setmaxnreg_inc::<COMPUTE_REGS>();
-        let row0 = warpgroup_idx() as usize * BM / 2;
+        let row0 = warpgroup_idx_sync() as usize * BM / 2;
         let leader = thread_linear() == 0;
         let peer = rank ^ 1;
         let release = |s: usize| {

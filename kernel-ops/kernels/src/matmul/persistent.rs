@@ -163,7 +163,7 @@ pub fn matmul_persistent_ws_rows<E: GemmElem, R: RowSource, const BM: usize, con
         }
     } else {
         setmaxnreg_inc::<COMPUTE_REGS>();
-        let row0 = warpgroup_idx() as usize * BM / 2;
+        let row0 = warpgroup_idx_sync() as usize * BM / 2;
         let leader = thread_linear() == 0;
         let mut step = 0u32;
         let mut sub_tiles = 0u32;
