@@ -1,6 +1,6 @@
 //! `kernel_ops::grouped::GroupedMatmul` on the CPU emulator: ragged groups
 //! (an empty one, partial row blocks, a tail of N and K) against the CPU
-//! under 2 schedules and a wrapping persistent grid; the sizes check done by
+//! under 4 schedules and a wrapping persistent grid; the sizes check done by
 //! the kernel; the host's shape errors. The GPU run is in `tests/gpu.rs`.
 use kernel_device::f16;
 use kernel_host::emulate::Emulator;
@@ -29,7 +29,7 @@ fn ragged_groups_match_the_cpu_on_the_emulator() {
     // An empty group, groups shorter than a 128-row block, one spanning two
     // blocks with a partial second; N = 136 (a partial column block), K =
     // 72 (a partial K step); 4 emulated SMs: CTAs take several tiles.
-    for emu in Emulator::schedules(11, 2) {
+    for emu in Emulator::schedules(11, 4) {
         check(&Device::emulator_with(emu.sms(4)), Tiles::Narrow, &[37, 0, 200, 5, 128], 136, 72);
     }
     // The wide tiles, N = 264: a full 256-column block and a partial one.

@@ -365,6 +365,19 @@ pub fn grouped_matmul_bf16<const BM: usize, const BN: usize, const STAGES: usize
 /// `128 x 256` ([`crate::matmul_fp8::BS_BM`] x [`crate::matmul_fp8::BS_BN`]).
 const GBS_BM: usize = crate::matmul_fp8::BS_BM;
 const GBS_BN: usize = crate::matmul_fp8::BS_BN;
+/// [`grouped_matmul_fp8_blockscaled`]'s registers per thread, each compute
+/// warpgroup's and the memory warpgroup's (`setmaxnreg`; see
+/// [`crate::matmul_fp8::BS_COMPUTE_REGS`] for the pool rule). Not the
+/// block-scaled GEMM's 232/40: with the grouped scheduler and epilogue,
+/// 240/24 ran 1-9 % faster on 14 of 16 benchmark problems on an H100
+/// (RESULTS.md, 2026-11-27 fourth session).
+pub const GBS_COMPUTE_REGS: u32 = 240;
+/// See [`GBS_COMPUTE_REGS`].
+pub const GBS_MEMORY_REGS: u32 = 24;
+const _: () = assert!(
+    kernel_device::wgmma::counts_fit(&[GBS_COMPUTE_REGS, GBS_COMPUTE_REGS, GBS_MEMORY_REGS]),
+    "setmaxnreg: the roles' counts must sum to at most the CTA's register pool (3 x 168 at 384 threads)"
+);
 
 /// Grouped block-scaled FP8 GEMM for mixture-of-experts layers: for every
 /// group `g`, `C_g = A_g · B_gᵀ` with DeepSeek-V3's block scales, the rows
@@ -380,7 +393,7 @@ const GBS_BN: usize = crate::matmul_fp8::BS_BN;
 ///    [`grouped_matmul_of`]'s (`128 x 256` tiles, K steps of 128: one scale
 ///    block of A and two of B per tile and step);
 /// 2. the memory warpgroup as [`grouped_matmul_of`]'s (`produce_grouped!`),
-///    on [`BS_MEMORY_REGS`](crate::matmul_fp8::BS_MEMORY_REGS) registers;
+///    on [`GBS_MEMORY_REGS`] registers;
 /// 3. the compute warpgroups run the block-scaled GEMM's K loop
 ///    (`blockscaled_k_loop!`: two column halves per step, each promoted
 ///    into the f32 total with its scales while the other warpgroup's MMAs
@@ -399,7 +412,8 @@ const GBS_BN: usize = crate::matmul_fp8::BS_BN;
 ///
 /// Constraints: `K % 16 == 0`, `N % 8 == 0` (TMA rows of 16-byte
 /// multiples); `k_steps = ceil(K / 128)`; SMEM `STAGES x 48 KB + 32 KB`
-/// (4 stages); registers as the block-scaled GEMM's (240/240/24).
+/// (4 stages); registers [`GBS_COMPUTE_REGS`] / [`GBS_MEMORY_REGS`]
+/// (240/240/24).
 #[kernel(block = warpgroups(3), arch = sm_90a, instances((4)))]
 #[allow(clippy::too_many_arguments)]
 pub fn grouped_matmul_fp8_blockscaled<const STAGES: usize>(
@@ -421,16 +435,17 @@ pub fn grouped_matmul_fp8_blockscaled<const STAGES: usize>(
     #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
     #[scratch] tiles_at: Smem<[[u32; 4]; 8]>,
 ) {
-    use crate::matmul_fp8::{blockscaled_k_loop, A8TileOf, B8TileOf, BS_COMPUTE_REGS, BS_MEMORY_REGS, SCALE_BLOCK, TK8};
+    use crate::matmul_fp8::{blockscaled_k_loop, A8TileOf, B8TileOf, SCALE_BLOCK, TK8};
     const BM: usize = GBS_BM;
     const BN: usize = GBS_BN;
     let n_tiles = n.div_ceil(BN as u32);
     // Nothing before the role split but the split itself: with the sizes'
     // loop and the status store here (as `grouped_matmul_of` has them),
     // ptxas allocated the compute warpgroups' code within the launch's 168
-    // registers instead of `setmaxnreg`'s 240, and spilled 800 bytes.
+    // registers instead of `setmaxnreg`'s 240 (then the count), and
+    // spilled 800 bytes.
     if warpgroup_idx() == 2 {
-        setmaxnreg_dec::<BS_MEMORY_REGS>();
+        setmaxnreg_dec::<GBS_MEMORY_REGS>();
         let (sizes_ok, total) = group_totals(sizes, BM as u32, n_tiles, m_total);
         if block_idx().x == 0 && thread_in_warpgroup() == 0 {
             status.write(0, if sizes_ok { STATUS_OK } else { STATUS_SIZES_MISMATCH });
@@ -440,7 +455,7 @@ pub fn grouped_matmul_fp8_blockscaled<const STAGES: usize>(
         }
         return;
     }
-    setmaxnreg_inc::<BS_COMPUTE_REGS>();
+    setmaxnreg_inc::<GBS_COMPUTE_REGS>();
     kernel_device::wgmma::pin_entry_registers();
     let (sizes_ok, total) = group_totals(sizes, BM as u32, n_tiles, m_total);
     if !sizes_ok {

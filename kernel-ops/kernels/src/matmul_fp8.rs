@@ -182,9 +182,9 @@ pub const BS_BM: usize = 128;
 /// at most the pool the CTA is launched with, 3 x 168 = 504 per thread
 /// slot at 384 threads: `setmaxnreg.inc` waits for registers the other
 /// roles free, so 240 + 240 + 32 hangs on the GPU.
-pub const BS_COMPUTE_REGS: u32 = 240;
+pub const BS_COMPUTE_REGS: u32 = 232;
 /// See [`BS_COMPUTE_REGS`].
-pub const BS_MEMORY_REGS: u32 = 24;
+pub const BS_MEMORY_REGS: u32 = 40;
 const _: () = assert!(
     kernel_device::wgmma::counts_fit(&[BS_COMPUTE_REGS, BS_COMPUTE_REGS, BS_MEMORY_REGS]),
     "setmaxnreg: the roles' counts must sum to at most the CTA's register pool (3 x 168 at 384 threads)"
@@ -192,55 +192,6 @@ const _: () = assert!(
 /// See [`BS_BM`].
 pub const BS_BN: usize = 2 * SCALE_BLOCK;
 
-/// Block-scaled FP8 GEMM: `C[i, j] = Σ_kb sa[kb][i] sb[j / 128][kb] ·
-/// Σ_{k in block kb} A[i, k] B[j, k]` (A `M x K`, B `N x K`, e4m3
-/// K-major; `sa` `ceil(K / 128) x M` f32, one scale per row and 128 of K,
-/// stored K-block-major so a warp's rows are adjacent; `sb` `ceil(N / 128)
-/// x ceil(K / 128)` f32, one per 128 x 128 block of B; C `M x N` f16).
-///
-/// This kernel works as follows:
-/// 1. tiles, order and the memory warpgroup as [`gemm_multi_of`]'s
-///    (`gemm_multi::produce!`): `BM x BN = 128 x 256` tiles of K steps of
-///    128, so one K step is one scale block of A and two of B (columns
-///    `0 ..` and `128 ..` of the tile);
-/// 2. compute warpgroup `w` owns rows `64 w ..` of the tile and its `64 x
-///    256` f32 total. Per K step it computes the partial product in two
-///    column halves, one scale block of B each: a group of 4 `m64n128k32`
-///    wgmmas into one step accumulator (overwritten: `accumulate =
-///    false`), waited for, then promoted, `acc += part · sa[row] sb[half]`,
-///    while the other warpgroup's MMAs run. Every wgmma is waited for
-///    before the loop's back edge (one left in flight across it makes
-///    ptxas serialize them all, C7514). The scales (`sa` for this thread's
-///    two rows, `sb` for the tile's two N blocks) are loaded a step ahead,
-///    unchecked (a check's trap branch between a wgmma and its wait
-///    serializes them too; the host checked the buffers' lengths). This is
-///    two-level accumulation, the tensor core's FP8 accumulator holding
-///    only 128 of K: DeepGEMM's and CUTLASS's recipe for accuracy. Measured
-///    on an H100 (RESULTS.md): n128 halves were 1-4 % faster than four
-///    `m64n64k32` quarters with two step accumulators taking turns (each
-///    promoted under the next one's MMAs: an `n64` FP8 wgmma reads A and B
-///    from shared memory at its full 128 bytes per cycle), and the two
-///    warpgroups taking strict turns on the tensor pipe (`TurnOrder`) was
-///    17 % slower than letting their MMAs interleave;
-/// 3. the f32 accumulator leaves as f16 through
-///    [`crate::gemm_multi::store_out`] (double-buffered sub-tiles, TMA
-///    stores overlapping the next tile).
-///
-/// Launch: grid `min(SMs, m_tiles x n_tiles)`, `m_tiles = ceil(M / 128)`,
-/// `n_tiles = ceil(N / 256)`, `k_steps = ceil(K / 128)`; maps as
-/// [`matmul_fp8`]'s with `BN = 256`.
-///
-/// Constraints: tiles `BM x BN = 128 x 256`; a compute warpgroup holds the
-/// `64 x 256` total and one `64 x 128` step accumulator, 192 of its
-/// [`BS_COMPUTE_REGS`] = 240 registers; the memory warpgroup runs on
-/// [`BS_MEMORY_REGS`] = 24 (240 + 240 + 24 = 504, the launch pool). ptxas
-/// spills 36 bytes, none in the compute warpgroups' K loop: mostly the
-/// memory warpgroup's loop counters (its one issuing thread reloads one
-/// per K step), and in the compute warpgroups a tile coordinate the K loop
-/// does not use (stored before it, reloaded in the epilogue: per tile).
-/// On an H100 240/24 ran 2-6 % faster than 232/40 at every benchmark shape
-/// (RESULTS.md).
-/// `K % 16 == 0`, `N % 8 == 0`; SMEM `STAGES x 48 KB + 32 KB`.
 /// The compute warpgroups' K loop of the block-scaled FP8 GEMMs
 /// ([`matmul_fp8_blockscaled`], and the grouped one,
 /// [`crate::grouped::grouped_matmul_fp8_blockscaled`]): one output tile's
@@ -314,6 +265,55 @@ macro_rules! blockscaled_k_loop {
 }
 pub(crate) use blockscaled_k_loop;
 
+/// Block-scaled FP8 GEMM: `C[i, j] = Σ_kb sa[kb][i] sb[j / 128][kb] ·
+/// Σ_{k in block kb} A[i, k] B[j, k]` (A `M x K`, B `N x K`, e4m3
+/// K-major; `sa` `ceil(K / 128) x M` f32, one scale per row and 128 of K,
+/// stored K-block-major so a warp's rows are adjacent; `sb` `ceil(N / 128)
+/// x ceil(K / 128)` f32, one per 128 x 128 block of B; C `M x N` f16).
+///
+/// This kernel works as follows:
+/// 1. tiles, order and the memory warpgroup as [`gemm_multi_of`]'s
+///    (`gemm_multi::produce!`): `BM x BN = 128 x 256` tiles of K steps of
+///    128, so one K step is one scale block of A and two of B (columns
+///    `0 ..` and `128 ..` of the tile);
+/// 2. compute warpgroup `w` owns rows `64 w ..` of the tile and its `64 x
+///    256` f32 total. Per K step it computes the partial product in two
+///    column halves, one scale block of B each: a group of 4 `m64n128k32`
+///    wgmmas into one step accumulator (overwritten: `accumulate =
+///    false`), waited for, then promoted, `acc += part · sa[row] sb[half]`,
+///    while the other warpgroup's MMAs run. Every wgmma is waited for
+///    before the loop's back edge (one left in flight across it makes
+///    ptxas serialize them all, C7514). The scales (`sa` for this thread's
+///    two rows, `sb` for the tile's two N blocks) are loaded a step ahead,
+///    unchecked (a check's trap branch between a wgmma and its wait
+///    serializes them too; the host checked the buffers' lengths). This is
+///    two-level accumulation, the tensor core's FP8 accumulator holding
+///    only 128 of K: DeepGEMM's and CUTLASS's recipe for accuracy. Measured
+///    on an H100 (RESULTS.md): n128 halves were 1-4 % faster than four
+///    `m64n64k32` quarters with two step accumulators taking turns (each
+///    promoted under the next one's MMAs: an `n64` FP8 wgmma reads A and B
+///    from shared memory at its full 128 bytes per cycle), and the two
+///    warpgroups taking strict turns on the tensor pipe (`TurnOrder`) was
+///    17 % slower than letting their MMAs interleave;
+/// 3. the f32 accumulator leaves as f16 through
+///    [`crate::gemm_multi::store_out`] (double-buffered sub-tiles, TMA
+///    stores overlapping the next tile).
+///
+/// Launch: grid `min(SMs, m_tiles x n_tiles)`, `m_tiles = ceil(M / 128)`,
+/// `n_tiles = ceil(N / 256)`, `k_steps = ceil(K / 128)`; maps as
+/// [`matmul_fp8`]'s with `BN = 256`.
+///
+/// Constraints: tiles `BM x BN = 128 x 256`; a compute warpgroup holds the
+/// `64 x 256` total and one `64 x 128` step accumulator, 192 of its
+/// [`BS_COMPUTE_REGS`] = 232 registers; the memory warpgroup runs on
+/// [`BS_MEMORY_REGS`] = 40 (232 + 232 + 40 = 504, the launch pool). ptxas
+/// spills 4 bytes: the thread index, computed before the role split and
+/// reloaded after the last tile (once per kernel). Since the warpgroup
+/// index became warp-uniform ([`kernel_device::warpgroup_idx_sync`]),
+/// 232/40 runs 1-5 % faster than 240/24 on an H100 (which had been 2-6 %
+/// faster before: 240/24 spilled the memory warpgroup's loop counters,
+/// 232/40 a tile coordinate in the compute warpgroups; RESULTS.md).
+/// `K % 16 == 0`, `N % 8 == 0`; SMEM `STAGES x 48 KB + 32 KB`.
 #[kernel(block = warpgroups(3), arch = sm_90a, instances((4, 8), (4, 16)))]
 pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
     a: Tma<A8TileOf<BS_BM>>,
