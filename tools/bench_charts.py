@@ -89,24 +89,20 @@ def fp8_charts(rows, out_dir):
         f.write(bar_chart(f'FP8 e4m3 GEMM, M x N x K (TFLOP/s, {device})', groups, series, ['#8e44ad', '#c39bd3', '#2e86c1', '#85c1e9', '#27ae60'], 'TFLOP/s', width=1100, height=460))
     print('wrote', path)
 
-def grouped_charts(rows, out_dir):
-    """grouped.svg from a grouped_bench CSV."""
-    series = ['ours (grouped GEMM)', 'loop of cuBLAS calls']
+def grouped_charts(rows, out_dir, fp8=False):
+    """grouped.svg from a grouped_bench CSV, or grouped_fp8.svg from a
+    grouped_fp8_bench one (fp8=True): per problem, ours against the loop."""
+    if fp8:
+        series = ['ours (grouped, block-scaled FP8)', 'loop of cuBLASLt FP8 calls (the faster mode)']
+        loop_col, name, title, colors = 'best_loop_tflops', 'grouped_fp8.svg', 'Grouped FP8 GEMM for mixture of experts', ['#27ae60', '#8e44ad']
+    else:
+        series = ['ours (grouped GEMM)', 'loop of cuBLAS calls']
+        loop_col, name, title, colors = 'loop_tflops', 'grouped.svg', 'Grouped GEMM for mixture of experts', ['#27ae60', '#c0392b']
     groups = [(f"G{r['experts']} K{r['k']} N{r['n']} M{int(r['m_total']) // 1024}k {r['sizes']}", {
-        series[0]: float(r['ours_tflops']), series[1]: float(r['loop_tflops'])}) for r in rows]
-    path = os.path.join(out_dir, 'grouped.svg')
+        series[0]: float(r['ours_tflops']), series[1]: float(r[loop_col])}) for r in rows]
+    path = os.path.join(out_dir, name)
     with open(path, 'w') as f:
-        f.write(bar_chart('Grouped GEMM for mixture of experts: G experts, total M rows (TFLOP/s)', groups, series, ['#27ae60', '#c0392b'], 'TFLOP/s', width=1300, height=500))
-    print('wrote', path)
-
-def grouped_fp8_charts(rows, out_dir):
-    """grouped_fp8.svg from a grouped_fp8_bench CSV."""
-    series = ['ours (grouped, block-scaled FP8)', 'loop of cuBLASLt FP8 calls (the faster mode)']
-    groups = [(f"G{r['experts']} K{r['k']} N{r['n']} M{int(r['m_total']) // 1024}k {r['sizes']}", {
-        series[0]: float(r['ours_tflops']), series[1]: float(r['best_loop_tflops'])}) for r in rows]
-    path = os.path.join(out_dir, 'grouped_fp8.svg')
-    with open(path, 'w') as f:
-        f.write(bar_chart('Grouped FP8 GEMM for mixture of experts: G experts, total M rows (TFLOP/s)', groups, series, ['#27ae60', '#8e44ad'], 'TFLOP/s', width=1300, height=500))
+        f.write(bar_chart(f'{title}: G experts, total M rows (TFLOP/s)', groups, series, colors, 'TFLOP/s', width=1300, height=500))
     print('wrote', path)
 
 def main():
@@ -116,7 +112,7 @@ def main():
     if 'vs_best_cublaslt_fp8' in columns:
         return fp8_charts(rows, out_dir)
     if 'best_loop_tflops' in columns:
-        return grouped_fp8_charts(rows, out_dir)
+        return grouped_charts(rows, out_dir, fp8=True)
     if 'loop_tflops' in columns:
         return grouped_charts(rows, out_dir)
     shapes = []

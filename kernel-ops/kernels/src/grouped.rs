@@ -181,6 +181,24 @@ macro_rules! produce_grouped {
     }};
 }
 
+/// Writes one complete `BM x 64` output sub-tile of `tile` from `buf`
+/// (first column `col`): a full tile by thread 0's TMA store (committed,
+/// not waited for), a group's partial last tile by [`store_partial`] (all
+/// 256 compute threads; nothing past `n`). Run by every compute thread
+/// after the sub-tile's second barrier.
+#[inline(always)]
+#[track_caller]
+fn write_sub_tile<E: Copy, const BM: usize>(buf: Smem<EpiTile<E, BM>>, c: &Tma<EpiTile<E, BM>>, c_rows: Gmem<E>, tile: GroupTile, col: u32, n: u32) {
+    if tile.rows == BM as u32 {
+        if thread_linear() == 0 {
+            c.store(buf, tile.row0, col);
+            commit_group();
+        }
+    } else if col < n {
+        store_partial(buf, c_rows, tile, col, n);
+    }
+}
+
 /// `C_g = A_g · B_gᵀ` for every group `g` (elements `E`: f16 or bf16, f32
 /// accumulation; the kernels are [`grouped_matmul`] and
 /// [`grouped_matmul_bf16`]), persistent and warp-specialized:
@@ -282,7 +300,6 @@ pub fn grouped_matmul_of<E: GemmElem, const BM: usize, const BN: usize, const ST
             done += 1;
             let tile = GroupTile { group: 0, row0: t_row0, rows: t_rows, col0: t_col0 };
             consumed.at(slot(step - 1)).arrive();
-            let full = tile.rows == BM as u32;
             for j in 0..BN / EPI_N {
                 let buf = epi.at((sub_tiles % 2) as usize);
                 let col = tile.col0 + (j * EPI_N) as u32;
@@ -294,14 +311,7 @@ pub fn grouped_matmul_of<E: GemmElem, const BM: usize, const BN: usize, const ST
                 acc.store_cols(buf, row0, j);
                 commit_smem();
                 COMPUTE_BARRIER.sync();
-                if full {
-                    if leader {
-                        c.store(buf, tile.row0, col);
-                        commit_group();
-                    }
-                } else if col < n {
-                    store_partial(buf, c_rows, tile, col, n);
-                }
+                write_sub_tile(buf, &c, c_rows, tile, col, n);
                 sub_tiles += 1;
             }
         }
@@ -484,22 +494,10 @@ pub fn grouped_matmul_fp8_blockscaled<const STAGES: usize>(
         let pn = t_col0 / BN as u32;
         let blk = group * n_blocks;
         let nblk = [blk + 2 * pn, blk + (2 * pn + 1).min(n_blocks - 1)];
-        let scales = |k: u32| {
-            let at = k * m_total;
-            // SAFETY: the host checked `a_scales` holds `k_steps x M` and
-            // `b_scales` `G x n_blocks x k_steps` (`k < k_steps`, rows < M,
-            // `group < G`, `nblk < (group + 1) n_blocks`); unchecked, as in
-            // `matmul_fp8_blockscaled` (issued while this warpgroup's MMAs
-            // run, where a check's trap branch would serialize them).
-            unsafe {
-                [
-                    a_scales.read_nc_unchecked((at + rows[0]) as usize),
-                    a_scales.read_nc_unchecked((at + rows[1]) as usize),
-                    b_scales.read_nc_unchecked((nblk[0] * k_steps + k) as usize),
-                    b_scales.read_nc_unchecked((nblk[1] * k_steps + k) as usize),
-                ]
-            }
-        };
+        // SAFETY: the host checked `a_scales` holds `k_steps x M` and
+        // `b_scales` `G x n_blocks x k_steps` (rows < M, `group < G`, `nblk <
+        // (group + 1) n_blocks`; the K loop asks for `k < k_steps`).
+        let scales = |k: u32| unsafe { crate::matmul_fp8::step_scales(a_scales, b_scales, m_total, rows, nblk, k_steps, k) };
         let acc = blockscaled_k_loop!(a_bufs, b_bufs, loaded, consumed, step, k_steps, row0, scales, true);
         step += k_steps;
         // Read again rather than kept through the K loop (registers): the
@@ -507,19 +505,9 @@ pub fn grouped_matmul_fp8_blockscaled<const STAGES: usize>(
         let [_, t_row0, t_rows, t_col0] = tiles_at.read(entry(done));
         done += 1;
         let tile = GroupTile { group: 0, row0: t_row0, rows: t_rows, col0: t_col0 };
-        let full = tile.rows == BM as u32;
         let out = [acc.into_array(), crate::gemm_multi::AccBlock::<BN>::splat(0.0)];
-        let leader = thread_linear() == 0;
         sub_tiles = crate::gemm_multi::store_out_with::<BM, BN>(&out, epi, (t_row0 as usize, t_col0 as usize), row0, sub_tiles, |_, cols| cols, |buf, j| {
-            let col = tile.col0 + (j * EPI_N) as u32;
-            if full {
-                if leader {
-                    c.store(buf, tile.row0, col);
-                    commit_group();
-                }
-            } else if col < n {
-                store_partial(buf, c_rows, tile, col, n);
-            }
+            write_sub_tile(buf, &c, c_rows, tile, tile.col0 + (j * EPI_N) as u32, n)
         });
     }
     if thread_linear() == 0 {

@@ -192,6 +192,35 @@ const _: () = assert!(
 /// See [`BS_BM`].
 pub const BS_BN: usize = 2 * SCALE_BLOCK;
 
+/// Step `k`'s four scales of the block-scaled GEMMs' K loop
+/// ([`blockscaled_k_loop!`]) for this thread's two rows and the tile's two
+/// B scale blocks: `[sa[rows[0]], sa[rows[1]], sb[nblk[0]], sb[nblk[1]]]`
+/// of K block `k` (`sa` K-block-major, `m` per block; `sb` `k_steps` per
+/// N block). Loaded a step ahead through the read-only path, and loaded
+/// only: multiplied where used, so the loads stay in flight. Indices in 32
+/// bits (fewer registers): the scales of an A that fits in device memory
+/// number far fewer than 2^32 (one per 128 bytes).
+///
+/// # Safety
+/// Every index is in bounds (`k < k_steps`, `rows < m`, `nblk` below the
+/// N blocks); unchecked, because these loads are issued while the
+/// warpgroup's MMAs run and a check's trap branch there would make ptxas
+/// serialize the wgmmas.
+#[inline(always)]
+#[track_caller]
+pub(crate) unsafe fn step_scales(a_scales: GmemRef<f32>, b_scales: GmemRef<f32>, m: u32, rows: [u32; 2], nblk: [u32; 2], k_steps: u32, k: u32) -> [f32; 4] {
+    let at = k * m;
+    // SAFETY: the caller's contract.
+    unsafe {
+        [
+            a_scales.read_nc_unchecked((at + rows[0]) as usize),
+            a_scales.read_nc_unchecked((at + rows[1]) as usize),
+            b_scales.read_nc_unchecked((nblk[0] * k_steps + k) as usize),
+            b_scales.read_nc_unchecked((nblk[1] * k_steps + k) as usize),
+        ]
+    }
+}
+
 /// The compute warpgroups' K loop of the block-scaled FP8 GEMMs
 /// ([`matmul_fp8_blockscaled`], and the grouped one,
 /// [`crate::grouped::grouped_matmul_fp8_blockscaled`]): one output tile's
@@ -358,27 +387,10 @@ pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
         // columns are zero-filled) reads the last one.
         let n_blocks = (b_scales.len() / k_steps as usize) as u32;
         let nblk = [2 * pn, (2 * pn + 1).min(n_blocks - 1)];
-        // Step `k`'s scales: `[sa[row], sa[row + 8], sb[first block],
-        // sb[second block]]` for this thread's two rows (multiplied only
-        // when used, so the loads stay in flight).
-        // Indices in 32 bits (fewer registers): the scales of an A that fits
-        // in device memory number far fewer than 2^32 (one per 128 bytes).
-        let scales = |k: u32| {
-            let at = k * m;
-            // SAFETY: the host checked `a_scales` holds `k_steps x m` and
-            // `b_scales` `n_blocks x k_steps` (`k < k_steps`, rows < m,
-            // `nblk < n_blocks`); unchecked, because these loads are issued
-            // while this warpgroup's MMAs run (a check's trap branch there
-            // would serialize them).
-            unsafe {
-                [
-                    a_scales.read_nc_unchecked((at + rows[0]) as usize),
-                    a_scales.read_nc_unchecked((at + rows[1]) as usize),
-                    b_scales.read_nc_unchecked((nblk[0] * k_steps + k) as usize),
-                    b_scales.read_nc_unchecked((nblk[1] * k_steps + k) as usize),
-                ]
-            }
-        };
+        // SAFETY: the host checked `a_scales` holds `k_steps x m` and
+        // `b_scales` `n_blocks x k_steps` (rows < m, `nblk < n_blocks`; the K
+        // loop asks for `k < k_steps`).
+        let scales = |k: u32| unsafe { step_scales(a_scales, b_scales, m, rows, nblk, k_steps, k) };
         let acc = blockscaled_k_loop!(a_bufs, b_bufs, loaded, consumed, step, k_steps, row0, scales, false);
         step += k_steps;
         let out = [acc.into_array(), AccBlock::<BN>::splat(0.0)];
