@@ -401,7 +401,9 @@ const _: () = assert!(
 /// This kernel works as follows:
 /// 1. the group sizes, the status word and the tiles of all groups as
 ///    [`grouped_matmul_of`]'s (`128 x 256` tiles, K steps of 128: one scale
-///    block of A and two of B per tile and step);
+///    block of A and two of B per tile and step), but each role adds the
+///    sizes after its own `setmaxnreg` and the memory warpgroup writes the
+///    status;
 /// 2. the memory warpgroup as [`grouped_matmul_of`]'s (`produce_grouped!`),
 ///    on [`GBS_MEMORY_REGS`] registers;
 /// 3. the compute warpgroups run the block-scaled GEMM's K loop
@@ -452,8 +454,8 @@ pub fn grouped_matmul_fp8_blockscaled<const STAGES: usize>(
     // Nothing before the role split but the split itself: with the sizes'
     // loop and the status store here (as `grouped_matmul_of` has them),
     // ptxas allocated the compute warpgroups' code within the launch's 168
-    // registers instead of `setmaxnreg`'s 240 (then the count), and
-    // spilled 800 bytes.
+    // registers instead of the ones `setmaxnreg` gives them, and spilled
+    // 800 bytes.
     if warpgroup_idx() == 2 {
         setmaxnreg_dec::<GBS_MEMORY_REGS>();
         let (sizes_ok, total) = group_totals(sizes, BM as u32, n_tiles, m_total);
