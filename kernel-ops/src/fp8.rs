@@ -100,6 +100,26 @@ pub fn matmul_fp8_grid_w(dev: &Device, ops: &Program, a: &Buffer<E4M3>, b: &Buff
     }
 }
 
+/// What every FP8 GEMM launch builds for `BM x BN` tiles (K steps of
+/// [`TK8`]): the tensor maps of `a` (`M x K`), `b` (`N x K`) and `c` (`M x
+/// N`, stored to), the tile counts `(m_tiles, n_tiles, k_steps)` and the
+/// persistent grid `min(SMs, m_tiles x n_tiles)`.
+struct Fp8Launch<'a, const BM: usize, const BN: usize> {
+    a: TileMap<'a, A8TileOf<BM>>,
+    b: TileMap<'a, B8TileOf<BN>>,
+    c: TileMap<'a, EpiTileOf<BM>>,
+    tiles: (u32, u32, u32),
+    grid: u32,
+}
+
+impl<'a, const BM: usize, const BN: usize> Fp8Launch<'a, BM, BN> {
+    fn new(dev: &Device, a: &'a Buffer<E4M3>, b: &'a Buffer<E4M3>, c: &'a mut Buffer<f16>, (m, n, k): (usize, usize, usize)) -> Result<Self, Error> {
+        let tiles = (m.div_ceil(BM) as u32, n.div_ceil(BN) as u32, k.div_ceil(TK8) as u32);
+        let grid = dev.sm_count().min(tiles.0 * tiles.1);
+        Ok(Fp8Launch { a: TileMap::new_2d(a, m, k)?, b: TileMap::new_2d(b, n, k)?, c: TileMap::new_2d_mut(c, m, n)?, tiles, grid })
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn launch<K>(dev: &Device, ops: &Program, a: &Buffer<E4M3>, b: &Buffer<E4M3>, scales: &Buffer<f32>, c: &mut Buffer<f16>, (m, n, k): (usize, usize, usize)) -> Result<(), Error>
 where
@@ -107,12 +127,9 @@ where
     K::Params: kernel_host::runtime::ParamList,
 {
     check_fp8(m, n, k, [("a", a.len()), ("b", b.len()), ("c", c.len()), ("scales", scales.len())])?;
-    let (mt, nt, ks) = (m.div_ceil(BM) as u32, n.div_ceil(BN) as u32, k.div_ceil(TK8) as u32);
-    let grid = dev.sm_count().min(mt * nt);
-    let am = TileMap::<A8TileOf<BM>>::new_2d(a, m, k)?;
-    let bm = TileMap::<B8TileOf<BN>>::new_2d(b, n, k)?;
-    let cm = TileMap::<EpiTileOf<BM>>::new_2d_mut(c, m, n)?;
-    ops.kernel::<K>()?.launch(grid, (&am, &bm, &cm, scales, mt, nt, ks))?;
+    let l = Fp8Launch::<BM, BN>::new(dev, a, b, c, (m, n, k))?;
+    let (mt, nt, ks) = l.tiles;
+    ops.kernel::<K>()?.launch(l.grid, (&l.a, &l.b, &l.c, scales, mt, nt, ks))?;
     Ok(())
 }
 
@@ -233,12 +250,9 @@ pub fn matmul_fp8_rowwise(
 ) -> Result<(), Error> {
     check_scaled("matmul_fp8_rowwise", (m, n, k), [a.len(), b.len(), c.len()], [("a_scales", a_scales.len(), "M", m), ("b_scales", b_scales.len(), "N", n)], "one f32 per row of a, per row of b")?;
     use kernel_ops_kernels::matmul_fp8::{RW_BM, RW_BN};
-    let (mt, nt, ks) = (m.div_ceil(RW_BM) as u32, n.div_ceil(RW_BN) as u32, k.div_ceil(TK8) as u32);
-    let grid = dev.sm_count().min(mt * nt);
-    let am = TileMap::<A8TileOf<RW_BM>>::new_2d(a, m, k)?;
-    let bm = TileMap::<B8TileOf<RW_BN>>::new_2d(b, n, k)?;
-    let cm = TileMap::<EpiTileOf<RW_BM>>::new_2d_mut(c, m, n)?;
-    ops.kernel::<RowwiseInstance>()?.launch(grid, (&am, &bm, &cm, a_scales, b_scales, m as u32, n as u32, mt, nt, ks))?;
+    let l = Fp8Launch::<RW_BM, RW_BN>::new(dev, a, b, c, (m, n, k))?;
+    let (mt, nt, ks) = l.tiles;
+    ops.kernel::<RowwiseInstance>()?.launch(l.grid, (&l.a, &l.b, &l.c, a_scales, b_scales, m as u32, n as u32, mt, nt, ks))?;
     Ok(())
 }
 
@@ -291,12 +305,9 @@ pub fn matmul_fp8_blockscaled(
     let (kb, nb) = (k.div_ceil(BLOCK), n.div_ceil(BLOCK));
     check_scaled("matmul_fp8_blockscaled", (m, n, k), [a.len(), b.len(), c.len()], [("a_scales", a_scales.len(), "ceil(K / 128) x M", kb * m), ("b_scales", b_scales.len(), "ceil(N / 128) x ceil(K / 128)", nb * kb)], "one f32 per block of 128")?;
     use kernel_ops_kernels::matmul_fp8::{BS_BM, BS_BN};
-    let (mt, nt, ks) = (m.div_ceil(BS_BM) as u32, n.div_ceil(BS_BN) as u32, kb as u32);
-    let grid = dev.sm_count().min(mt * nt);
-    let am = TileMap::<A8TileOf<BS_BM>>::new_2d(a, m, k)?;
-    let bm = TileMap::<B8TileOf<BS_BN>>::new_2d(b, n, k)?;
-    let cm = TileMap::<EpiTileOf<BS_BM>>::new_2d_mut(c, m, n)?;
-    ops.kernel::<BlockScaledInstance>()?.launch(grid, (&am, &bm, &cm, a_scales, b_scales, m as u32, mt, nt, ks))?;
+    let l = Fp8Launch::<BS_BM, BS_BN>::new(dev, a, b, c, (m, n, k))?;
+    let (mt, nt, ks) = l.tiles;
+    ops.kernel::<BlockScaledInstance>()?.launch(l.grid, (&l.a, &l.b, &l.c, a_scales, b_scales, m as u32, mt, nt, ks))?;
     Ok(())
 }
 
