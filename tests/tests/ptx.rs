@@ -66,6 +66,7 @@ const EXPECTED: &[(&str, &[&str])] = &[
             "redux.sync.add.s32", "redux.sync.max.s32", "redux.sync.min.s32", "match.any.sync.b32", "match.all.sync.b32",
         ],
     ),
+    ("warpgroup_indices", &["shfl.sync.idx.b32"]),
     ("block_reductions", &["shfl.sync.bfly.b32", "shfl.sync.up.b32", "redux.sync.add.s32", "barrier.sync 0"]),
     (
         "math_ops",

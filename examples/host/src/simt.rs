@@ -100,6 +100,17 @@ pub fn warp_collectives(dev: &Device) -> Result<Outcome> {
     check_tol("warp_collectives", &of, &wf, |_| None)
 }
 
+/// The warpgroup index and its warp-uniform form on 3 warpgroups (see the
+/// kernel's docs): both `t / 128` for every thread `t`.
+pub fn warpgroup_indices(dev: &Device) -> Result<Outcome> {
+    let mut out = dev.upload(&vec![u32::MAX; 768])?;
+    dev.load(&kernels::DEVICE_CODE)?.kernel::<simt::warpgroup_indices>()?.launch_sync(1u32, (&mut out,))?;
+    let got: Vec<i32> = dev.download(&out)?.iter().map(|&v| v as i32).collect();
+    let want: Vec<i32> = (0..768).map(|i| (i / 2 / 128) as i32).collect();
+    check_ints("warpgroup_indices", &got, &want)?;
+    Ok(Outcome { example: "warpgroup_indices", checked: got.len(), sample: got.iter().step_by(256).map(|&v| v as f32).collect() })
+}
+
 fn check_ints(example: &'static str, got: &[i32], want: &[i32]) -> Result<()> {
     let wrong: Vec<usize> = (0..got.len()).filter(|&i| got[i] != want[i]).collect();
     match wrong.first() {
@@ -333,8 +344,9 @@ pub fn softmax_rows(dev: &Device) -> Result<Outcome> {
 pub type SimtExample = (&'static str, fn(&Device) -> Result<Outcome>);
 
 /// The SIMT examples.
-pub const SIMT_EXAMPLES: [SimtExample; 6] = [
+pub const SIMT_EXAMPLES: [SimtExample; 7] = [
     ("warp_collectives", warp_collectives),
+    ("warpgroup_indices", warpgroup_indices),
     ("block_reductions", block_reductions),
     ("math_ops", math_ops),
     ("gmem_ops", gmem_ops),

@@ -25,6 +25,7 @@
 //! | [`blackwell`] | `tcgen05_transposed` | transposed SMEM views as tcgen05 MMA operands (MN-major A, B, both; sm_100a only) |
 //! | [`blackwell`] | `matmul3`, `matmul4`, `matmul5`, `matmul6`, `matmul_dynamic` | the tutorial's steps 3-6 (collective 2-CTA MMA, persistent, dedicated epilogue warpgroup, grid tiling) and cluster launch control (sm_100a only) |
 //! | [`simt`] | `warp_collectives` | `shfl`, vote, `redux.sync`, `match`, warp reductions and scans |
+//! | [`simt`] | `warpgroup_indices` | the warpgroup index and its warp-uniform form (`warpgroup_idx_sync`) |
 //! | [`simt`] | `block_reductions` | block reductions and scans through a 32-slot SMEM scratch |
 //! | [`simt`] | `math_ops` | f32 math (`F32Ext`), f16/bf16 conversions and packed arithmetic, a user `device_op!` |
 //! | [`simt`] | `gmem_ops` | `GmemRef`, `ld.global.nc.v4`, vector stores, scoped atomics |

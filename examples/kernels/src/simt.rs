@@ -49,6 +49,19 @@ pub fn warp_collectives(x: GmemRef<f32>, xi: GmemRef<i32>, out_f: Gmem<f32>, out
     out_i.write(o + 7, warp::match_all(7).map_or(0, |m| m as i32));
 }
 
+/// The warpgroup index two ways, on 3 warpgroups: thread `t` writes
+/// `warpgroup_idx()` to `out[2 t]` and `warpgroup_idx_sync()` (the same
+/// value broadcast from lane 0, which ptxas knows is warp-uniform) to
+/// `out[2 t + 1]`.
+///
+/// Constraints: 384 threads; `out` holds 768 elements.
+#[kernel(block = threads(384))]
+pub fn warpgroup_indices(out: Gmem<u32>) {
+    let t = thread_idx().x as usize;
+    out.write(2 * t, warpgroup_idx());
+    out.write(2 * t + 1, warpgroup_idx_sync());
+}
+
 /// Outputs per thread of [`block_reductions`] (`f32` and `i32` each).
 pub const BLOCK_OUTS: usize = 5;
 
