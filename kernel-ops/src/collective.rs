@@ -26,6 +26,7 @@
 //! On emulated devices the same schedules run with host copies first
 //! (correctness only: the kernels find every flag already set).
 use crate::matmul::{check_problem, Matmul, MatmulError};
+use crate::Ctas;
 use kernel_host::cudarc::driver::{sys, CudaEvent, CudaStream};
 use kernel_host::group::{DeviceGroup, PeerBuffer};
 use kernel_host::{Buffer, Error, Gpu, TileMap};
@@ -293,7 +294,7 @@ impl<'g> AllGatherMatmul<'g> {
                     // may run as a kernel on an SM. With every SM held by a
                     // spinning CTA, the full-size 4-GPU run hung; with one
                     // free, it completed.
-                    let grid = (sms.saturating_sub(1)).min(mt * nt).max(1);
+                    let grid = Ctas::EvenWaves.grid(mt * nt, sms.saturating_sub(1)).max(1);
                     let am = TileMap::<ATileOf<$bm>>::new_2d(a, p * m, k)?;
                     let bmap = TileMap::<BTileOf<$bn>>::new_2d(b, n, k)?;
                     let cm = TileMap::<EpiTileOf<$bm>>::new_2d_mut(c, p * m, n)?;

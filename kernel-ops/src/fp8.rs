@@ -22,7 +22,7 @@
 //! assert!(dev.download(&c)?.iter().all(|v| (v.to_f32() - 4.0).abs() < 1e-2)); // 32 x 0.5 x 0.25
 //! # Ok(()) }
 //! ```
-use crate::Error;
+use crate::{Ctas, Error};
 use kernel_device::{f16, E4M3};
 use kernel_host::{Buffer, Device, Program, TileMap};
 use kernel_ops_kernels::gemm_multi::EpiTileOf;
@@ -80,7 +80,7 @@ pub fn check_fp8(m: usize, n: usize, k: usize, lens: [(&str, usize); 4]) -> Resu
 /// says; `scales` on the device (as cuBLASLt's scale pointers, so scales
 /// computed on the GPU need no round trip). Asynchronous on a GPU's stream.
 /// Checks everything first ([`check_fp8`]). The grid is persistent:
-/// `min(SMs, ceil(M / 128) x ceil(N / 256))` CTAs.
+/// [`Ctas::EvenWaves`] over the `ceil(M / 128) x ceil(N / 256)` tiles.
 #[allow(clippy::too_many_arguments)]
 pub fn matmul_fp8(dev: &Device, ops: &Program, a: &Buffer<E4M3>, b: &Buffer<E4M3>, scales: &Buffer<f32>, c: &mut Buffer<f16>, (m, n, k): (usize, usize, usize)) -> Result<(), Error> {
     launch::<Instance>(dev, ops, a, b, scales, c, (m, n, k))
@@ -103,7 +103,7 @@ pub fn matmul_fp8_grid_w(dev: &Device, ops: &Program, a: &Buffer<E4M3>, b: &Buff
 /// What every FP8 GEMM launch builds for `BM x BN` tiles (K steps of
 /// [`TK8`]): the tensor maps of `a` (`M x K`), `b` (`N x K`) and `c` (`M x
 /// N`, stored to), the tile counts `(m_tiles, n_tiles, k_steps)` and the
-/// persistent grid `min(SMs, m_tiles x n_tiles)`.
+/// persistent grid ([`Ctas::EvenWaves`] over the `m_tiles x n_tiles` tiles).
 struct Fp8Launch<'a, const BM: usize, const BN: usize> {
     a: TileMap<'a, A8TileOf<BM>>,
     b: TileMap<'a, B8TileOf<BN>>,
@@ -115,7 +115,7 @@ struct Fp8Launch<'a, const BM: usize, const BN: usize> {
 impl<'a, const BM: usize, const BN: usize> Fp8Launch<'a, BM, BN> {
     fn new(dev: &Device, a: &'a Buffer<E4M3>, b: &'a Buffer<E4M3>, c: &'a mut Buffer<f16>, (m, n, k): (usize, usize, usize)) -> Result<Self, Error> {
         let tiles = (m.div_ceil(BM) as u32, n.div_ceil(BN) as u32, k.div_ceil(TK8) as u32);
-        let grid = dev.sm_count().min(tiles.0 * tiles.1);
+        let grid = Ctas::EvenWaves.grid(tiles.0 * tiles.1, dev.sm_count());
         Ok(Fp8Launch { a: TileMap::new_2d(a, m, k)?, b: TileMap::new_2d(b, n, k)?, c: TileMap::new_2d_mut(c, m, n)?, tiles, grid })
     }
 }
@@ -289,8 +289,8 @@ pub type BlockScaledInstance = kernel_ops_kernels::matmul_fp8::matmul_fp8_blocks
 /// 128 x 128 for `b`, as [`quantize_1x128`] and [`quantize_128x128`] make
 /// them), partial sums promoted to f32 every 128 of K, f16 out. Checks
 /// everything first (the rules of [`check_fp8`], and the scale buffers'
-/// lengths). The grid is persistent: `min(SMs, ceil(M / 128) x ceil(N /
-/// 256))` CTAs.
+/// lengths). The grid is persistent: [`Ctas::EvenWaves`] over the
+/// `ceil(M / 128) x ceil(N / 256)` tiles.
 #[allow(clippy::too_many_arguments)]
 pub fn matmul_fp8_blockscaled(
     dev: &Device,

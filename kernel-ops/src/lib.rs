@@ -26,6 +26,37 @@ pub mod swiglu;
 
 pub use matmul::{check_problem, check_problem_for, Matmul, MatmulElem, MatmulError};
 
+/// How many CTAs a persistent kernel of this crate launches for `tiles`
+/// output tiles on `sms` SMs. Its CTAs take tiles `i, i + grid, ..` (the
+/// static schedule of `nd_loop`), so the kernel takes `ceil(tiles / grid)`
+/// waves of tiles either way; the policies differ in how full the last one is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Ctas {
+    /// The fewest CTAs that still finish in `ceil(tiles / sms)` waves:
+    /// `ceil(tiles / waves)`, so every CTA runs `waves` tiles or one fewer
+    /// (4096 tiles on 132 SMs: 128 CTAs of 32 tiles, not 4 CTAs running a
+    /// 32nd wave alone). At the power cap the SMs left idle hand their
+    /// power to the busy ones, which is what a nearly empty last wave cannot
+    /// use.
+    #[default]
+    EvenWaves,
+    /// `min(sms, tiles)`: a CTA on every SM, and a last wave of `tiles %
+    /// sms` tiles.
+    EverySm,
+}
+
+impl Ctas {
+    /// The grid for `tiles` tiles on `sms` SMs (0 for no tiles).
+    pub fn grid(self, tiles: u32, sms: u32) -> u32 {
+        let sms = sms.max(1);
+        match self {
+            _ if tiles == 0 => 0,
+            Ctas::EverySm => sms.min(tiles),
+            Ctas::EvenWaves => tiles.div_ceil(tiles.div_ceil(sms)),
+        }
+    }
+}
+
 /// Errors of the entry points.
 #[derive(Debug)]
 pub enum Error {
@@ -76,5 +107,33 @@ pub fn bench_main<A>(args: Result<A, String>, run: impl FnOnce(&kernel_host::Dev
             ExitCode::FAILURE
         }
         Err(e) => fail(&e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Ctas;
+
+    #[test]
+    fn even_waves_keep_the_wave_count_with_the_fewest_ctas() {
+        for sms in [1u32, 2, 7, 114, 132] {
+            for tiles in 0..3 * sms + 5 {
+                let (even, every) = (Ctas::EvenWaves.grid(tiles, sms), Ctas::EverySm.grid(tiles, sms));
+                assert_eq!(every, sms.min(tiles));
+                if tiles == 0 {
+                    assert_eq!(even, 0);
+                    continue;
+                }
+                let waves = tiles.div_ceil(sms);
+                assert!(even <= every && tiles.div_ceil(even) == waves, "{tiles} tiles on {sms} SMs: grid {even}");
+                // Fewest: one CTA less would need another wave.
+                assert!(even == 1 || tiles.div_ceil(even - 1) > waves, "{tiles} tiles on {sms} SMs: grid {even} is not the fewest");
+            }
+        }
+        // The shapes of the benchmarks: 8192 x 8192 in 128 x 128 tiles
+        // (SwiGLU) and 128 x 256 tiles on an H100's 132 SMs.
+        assert_eq!(Ctas::EvenWaves.grid(4096, 132), 128);
+        assert_eq!(Ctas::EvenWaves.grid(2048, 132), 128);
+        assert_eq!(Ctas::EvenWaves.grid(133, 132), 67);
     }
 }

@@ -46,6 +46,7 @@
 //!   reused ([`kernel_host::MapArg`]).
 use kernel_device::{bf16, f16, KernelSpec};
 use kernel_host::{time_kernel, Buffer, Device, MapArg, Program, TileMap};
+use crate::Ctas;
 use kernel_ops_kernels::matmul::{matmul_persistent_ws, matmul_persistent_ws_bf16, matmul_persistent_ws_cluster, matmul_persistent_ws_cluster_bf16, ATile, BTile, EpiTile, TK};
 use std::any::Any;
 use std::cell::RefCell;
@@ -157,9 +158,10 @@ pub fn check_problem_for<E: MatmulElem>(
 /// How an instance sizes its grid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Grid {
-    /// `min(SMs, tiles)` CTAs.
+    /// One CTA per tile slot: [`Ctas::grid`] of the tiles on the SMs.
     Persistent,
-    /// `2 min(SMs / 2, ceil(m_tiles / 2) n_tiles)` CTAs in clusters of 2.
+    /// CTAs in clusters of 2, one pair per two tile rows: twice
+    /// [`Ctas::grid`] of `ceil(m_tiles / 2) n_tiles` pairs on `SMs / 2`.
     ClusterPairs,
 }
 
@@ -203,12 +205,13 @@ macro_rules! describe {
 /// Every instance, in sweep order.
 pub const INSTANCES: &[Instance] = instance_table!(describe!(), matmul_persistent_ws, matmul_persistent_ws_cluster);
 
-/// `(grid, m_tiles, n_tiles, k_steps)` of instance `inst` for `m x n x k` on `sms` SMs.
-pub fn launch_dims(inst: &Instance, m: usize, n: usize, k: usize, sms: u32) -> (u32, u32, u32, u32) {
+/// `(grid, m_tiles, n_tiles, k_steps)` of instance `inst` for `m x n x k`
+/// on `sms` SMs, the grid sized by `ctas`.
+pub fn launch_dims(inst: &Instance, m: usize, n: usize, k: usize, sms: u32, ctas: Ctas) -> (u32, u32, u32, u32) {
     let (mt, nt, ks) = (m.div_ceil(inst.bm) as u32, n.div_ceil(inst.bn) as u32, k.div_ceil(TK) as u32);
     let grid = match inst.grid {
-        Grid::Persistent => sms.min(mt * nt),
-        Grid::ClusterPairs => 2 * (sms / 2).min(mt.div_ceil(2) * nt),
+        Grid::Persistent => ctas.grid(mt * nt, sms),
+        Grid::ClusterPairs => 2 * ctas.grid(mt.div_ceil(2) * nt, sms / 2),
     };
     (grid, mt, nt, ks)
 }
@@ -323,7 +326,7 @@ pub trait MatmulElem: Copy + Default + Into<f32> + kernel_host::cudarc::driver::
 macro_rules! prepare_instance {
     (($e:ty, $mm:ident, $inst:ident, $a:ident, $b:ident, $c:ident, ($m:ident, $n:ident, $k:ident)) $($name:literal, $kernel:ty, $bm:literal, $bn:literal, $bh:literal, $g:expr;)*) => {$(
         if $inst.name == $name {
-            let (grid, mt, nt, ks) = launch_dims($inst, $m, $n, $k, $mm.dev.sm_count());
+            let (grid, mt, nt, ks) = launch_dims($inst, $m, $n, $k, $mm.dev.sm_count(), $mm.ctas);
             let am = TileMap::<ATile<$e, $bm>>::new_2d($a, $m, $k)?.param();
             let bmap = TileMap::<BTile<$e, $bh>>::new_2d($b, $n, $k)?.param();
             let cm = TileMap::<EpiTile<$e, $bm>>::new_2d_mut($c, $m, $n)?.param();
@@ -384,6 +387,8 @@ pub struct Matmul<'d> {
     cache: RefCell<TuneCache>,
     /// Each a `Launch<E>` of the key's element type.
     prepared: RefCell<HashMap<PreparedKey, Box<dyn Any>>>,
+    /// How the persistent grids are sized.
+    ctas: Ctas,
 }
 
 impl<'d> Matmul<'d> {
@@ -396,7 +401,15 @@ impl<'d> Matmul<'d> {
     /// As [`Matmul::new`] with the tuning cache at `path`.
     pub fn with_cache(dev: &'d Device, path: PathBuf) -> Result<Self, MatmulError> {
         let prog = dev.load(&kernel_ops_kernels::DEVICE_CODE)?;
-        Ok(Matmul { dev, prog, cache: RefCell::new(TuneCache::load(path)), prepared: RefCell::new(HashMap::new()) })
+        Ok(Matmul { dev, prog, cache: RefCell::new(TuneCache::load(path)), prepared: RefCell::new(HashMap::new()), ctas: Ctas::default() })
+    }
+
+    /// This matmul with its persistent grids sized by `ctas` (default
+    /// [`Ctas::EvenWaves`]; [`Ctas::EverySm`] for comparisons).
+    pub fn with_ctas(mut self, ctas: Ctas) -> Self {
+        self.ctas = ctas;
+        self.prepared.get_mut().clear();
+        self
     }
 
     /// The instance [`Matmul::matmul`] runs for this f16 shape: the cached
@@ -573,9 +586,18 @@ mod tests {
         assert_eq!(default_instance(1024, 1024, 1024, 132).name, "ws 128x128 s4 w8");
         // Persistent grids never exceed the SM count; cluster grids are even.
         for inst in INSTANCES {
-            let (grid, ..) = launch_dims(inst, 1000, 1000, 1000, 132);
-            assert!(grid <= 132 && (inst.grid != Grid::ClusterPairs || grid % 2 == 0), "{}: grid {grid}", inst.name);
+            for ctas in [Ctas::EverySm, Ctas::EvenWaves] {
+                let (grid, ..) = launch_dims(inst, 1000, 1000, 1000, 132, ctas);
+                assert!(grid <= 132 && (inst.grid != Grid::ClusterPairs || grid % 2 == 0), "{} ({ctas:?}): grid {grid}", inst.name);
+            }
         }
+        // 8192 x 8192 in 128 x 256 tiles: 2048 tiles, 16 waves on 132 SMs
+        // either way; even waves take them on 128 CTAs.
+        let ws = instance("ws 128x256 s4 w8").unwrap();
+        assert_eq!(launch_dims(ws, 8192, 8192, 8192, 132, Ctas::EverySm).0, 132);
+        assert_eq!(launch_dims(ws, 8192, 8192, 8192, 132, Ctas::EvenWaves).0, 128);
+        let pairs = instance("cluster2 128x256 s4 w8").unwrap();
+        assert_eq!(launch_dims(pairs, 8192, 8192, 8192, 132, Ctas::EvenWaves).0, 128);
     }
 
     #[test]

@@ -20,7 +20,7 @@
 //! assert!(dev.download(&out)?.iter().all(|v| (v.to_f32() - want).abs() < 1e-3));
 //! # Ok(()) }
 //! ```
-use crate::Error;
+use crate::{Ctas, Error};
 use kernel_device::f16;
 use kernel_host::{Buffer, Device, Program, TileMap};
 use kernel_ops_kernels::gemm_multi::{ATileOf, BTileOf, EpiTileOf, TK};
@@ -65,35 +65,36 @@ pub fn check_swiglu(m: usize, n: usize, k: usize, lens: [(&str, usize); 4]) -> R
 /// (`dev.load(&kernel_ops_kernels::DEVICE_CODE)`); `(m, n, k)` as the
 /// module says. Asynchronous on a GPU's stream, like a kernel launch.
 /// Checks everything first ([`check_swiglu`]). The grid is persistent:
-/// `min(SMs, ceil(M / 128) x ceil(N / 128))` CTAs.
+/// [`Ctas::EvenWaves`] over the `ceil(M / 128) x ceil(N / 128)` tiles.
 #[allow(clippy::too_many_arguments)]
 pub fn swiglu(dev: &Device, ops: &Program, x: &Buffer<f16>, w1: &Buffer<f16>, w3: &Buffer<f16>, out: &mut Buffer<f16>, (m, n, k): (usize, usize, usize)) -> Result<(), Error> {
-    launch::<Instance>(dev, ops, x, w1, w3, out, (m, n, k))
+    launch::<Instance>(dev, ops, x, w1, w3, out, (m, n, k), Ctas::default())
 }
 
-/// The planar-snake widths the kernel is built for ([`swiglu_grid_w`]).
+/// The planar-snake widths the kernel is built for ([`swiglu_with`]).
 pub const GRID_WIDTHS: [u32; 2] = [8, 16];
 
 /// [`swiglu`] with the tile order's planar-snake width `grid_w` (8, as
-/// [`swiglu`], or 16): for benchmarks and tuning.
+/// [`swiglu`], or 16) and the grid sized by `ctas`: for benchmarks and
+/// tuning.
 #[allow(clippy::too_many_arguments)]
-pub fn swiglu_grid_w(dev: &Device, ops: &Program, x: &Buffer<f16>, w1: &Buffer<f16>, w3: &Buffer<f16>, out: &mut Buffer<f16>, shape: (usize, usize, usize), grid_w: u32) -> Result<(), Error> {
+pub fn swiglu_with(dev: &Device, ops: &Program, x: &Buffer<f16>, w1: &Buffer<f16>, w3: &Buffer<f16>, out: &mut Buffer<f16>, shape: (usize, usize, usize), grid_w: u32, ctas: Ctas) -> Result<(), Error> {
     match grid_w {
-        8 => launch::<Instance>(dev, ops, x, w1, w3, out, shape),
-        16 => launch::<kernel<128, 128, 256, 4, 16>>(dev, ops, x, w1, w3, out, shape),
+        8 => launch::<Instance>(dev, ops, x, w1, w3, out, shape, ctas),
+        16 => launch::<kernel<128, 128, 256, 4, 16>>(dev, ops, x, w1, w3, out, shape, ctas),
         w => Err(Error::Shape { op: "swiglu", problem: format!("grid_w = {w}: the kernel is built for planar-snake widths {GRID_WIDTHS:?}") }),
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-fn launch<K>(dev: &Device, ops: &Program, x: &Buffer<f16>, w1: &Buffer<f16>, w3: &Buffer<f16>, out: &mut Buffer<f16>, (m, n, k): (usize, usize, usize)) -> Result<(), Error>
+fn launch<K>(dev: &Device, ops: &Program, x: &Buffer<f16>, w1: &Buffer<f16>, w3: &Buffer<f16>, out: &mut Buffer<f16>, (m, n, k): (usize, usize, usize), ctas: Ctas) -> Result<(), Error>
 where
     K: kernel_device::launch::HostEntry<Params = <Instance as kernel_device::KernelSpec>::Params>,
     K::Params: kernel_host::runtime::ParamList,
 {
     check_swiglu(m, n, k, [("x", x.len()), ("w1", w1.len()), ("w3", w3.len()), ("out", out.len())])?;
     let (mt, nt, ks) = (m.div_ceil(BM) as u32, n.div_ceil(BN) as u32, k.div_ceil(TK) as u32);
-    let grid = dev.sm_count().min(mt * nt);
+    let grid = ctas.grid(mt * nt, dev.sm_count());
     let xm = TileMap::<ATileOf<BM>>::new_2d(x, m, k)?;
     let w1m = TileMap::<BTileOf<BN>>::new_2d(w1, n, k)?;
     let w3m = TileMap::<BTileOf<BN>>::new_2d(w3, n, k)?;

@@ -208,9 +208,12 @@ impl<T: Copy, L: ArrayLayout> Array<T, L> {
 }
 
 /// `1 / (1 + e^-x)` with the fast math of [`crate::math`]: e^-x is
-/// `ex2.approx.f32(-x log2 e)`, the reciprocal `rcp.approx.ftz.f32`
+/// `ex2.approx.ftz.f32(-x log2 e)`, the reciprocal `rcp.approx.ftz.f32`
 /// (3 instructions besides the add; each has its PTX body and its emulator
-/// body there). Relative error at most `2^-21 + |x| 2^-23`: the error of
+/// body there). The `.ftz` of `ex2` changes no result: it flushes e^-x only
+/// where it is below 2^-126, and `1 + e^-x` rounds to 1 there either way;
+/// without it ptxas wraps every `ex2` in a subnormal range check (a compare
+/// and two predicated multiplies). Relative error at most `2^-21 + |x| 2^-23`: the error of
 /// `exp` (`ex2`'s 2 ulp, and `|x|` times the rounding of `x log2 e` and of
 /// `log2 e` itself in f32), scaled by `1 - sigmoid(x)`, plus the rounding
 /// of the add and 1 ulp of `rcp`. Saturates cleanly: below `x = -87.3` the result
@@ -219,7 +222,7 @@ impl<T: Copy, L: ArrayLayout> Array<T, L> {
 #[inline(always)]
 pub fn sigmoid(x: f32) -> f32 {
     use crate::math::F32Ext;
-    (1.0 + F32Ext::exp(-x)).rcp_approx()
+    (1.0 + crate::math::ex2_approx_ftz(-x * crate::math::LOG2_E)).rcp_approx()
 }
 
 /// SiLU (swish) `x · sigmoid(x)` (see [`sigmoid`] for the instructions and
@@ -426,6 +429,12 @@ mod tests {
             let si = x as f64 * s;
             let got = silu(x) as f64;
             assert!((got - si).abs() <= (bound(x) + 2f64.powi(-24)) * si.abs() + f64::from(x.abs() * f32::MIN_POSITIVE), "silu({x}) = {got}, f64: {si}");
+        }
+        // `.ftz` on the exponential changes no result (the doc's claim).
+        for i in -4000..=4000 {
+            let x = i as f32 * 0.05; // -200 .. 200: e^-x subnormal from x = 87.4
+            let no_ftz = crate::math::F32Ext::rcp_approx(1.0 + crate::math::F32Ext::exp(-x));
+            assert_eq!(sigmoid(x).to_bits(), no_ftz.to_bits(), "sigmoid({x})");
         }
         assert_eq!(sigmoid(-100.0), 0.0, "e^100 overflows to inf, rcp(inf) = 0");
         assert_eq!(sigmoid(100.0), 1.0);

@@ -34,7 +34,8 @@ pub type B8TileOf<const BN: usize> = InTile<E4M3, BN, TK8>;
 /// device memory, as cuBLASLt's scale pointers) and multiplies the f32
 /// accumulators by their product before rounding to f16.
 ///
-/// Launch: grid `min(SMs, m_tiles x n_tiles)` CTAs of 3 warpgroups,
+/// Launch: grid of at most `min(SMs, m_tiles x n_tiles)` CTAs (any count:
+/// `kernel_ops::Ctas` sizes it) of 3 warpgroups,
 /// `m_tiles = ceil(M / BM)`, `n_tiles = ceil(N / BN)`, `k_steps =
 /// ceil(K / 128)`; maps `a: A8TileOf<BM>` over `M x K`, `b: B8TileOf<BN>`
 /// over `N x K`, `c: EpiTileOf<BM>` over `M x N`; `scales` holds 2 f32.
@@ -328,7 +329,8 @@ pub(crate) use blockscaled_k_loop;
 ///    [`crate::gemm_multi::store_out`] (double-buffered sub-tiles, TMA
 ///    stores overlapping the next tile).
 ///
-/// Launch: grid `min(SMs, m_tiles x n_tiles)`, `m_tiles = ceil(M / 128)`,
+/// Launch: grid of at most `min(SMs, m_tiles x n_tiles)` (any count),
+/// `m_tiles = ceil(M / 128)`,
 /// `n_tiles = ceil(N / 256)`, `k_steps = ceil(K / 128)`; maps as
 /// [`matmul_fp8`]'s with `BN = 256`.
 ///

@@ -25,7 +25,8 @@ where
 /// registers (`silu` is `ex2.approx` + `rcp.approx` per element, see
 /// `kernel_device::array::silu`).
 ///
-/// Launch: grid `min(SMs, m_tiles x n_tiles)` CTAs of 3 warpgroups,
+/// Launch: grid of at most `min(SMs, m_tiles x n_tiles)` CTAs (any count:
+/// CTA `i` takes tiles `i, i + grid, ..`; `kernel_ops::Ctas` sizes it) of 3 warpgroups,
 /// `m_tiles = ceil(M / BM)`, `n_tiles = ceil(N / BN)`, `k_steps =
 /// ceil(K / 64)`; tensor maps `x: ATileOf<BM>` over `M x K`, `w1`, `w3:
 /// BTileOf<BN>` over `N x K`, `out: EpiTileOf<BM>` over `M x N`.

@@ -34,7 +34,7 @@ use examples::ladder;
 use kernel_device::{bf16, f16};
 use kernel_host::{time_kernel, Blas, BlasElem, ClockPower, ClockSampler, Device, Gpu, Timing};
 use kernel_ops::blaslt::{BLayout, BlasLt, LtElem};
-use kernel_ops::{Matmul, MatmulElem};
+use kernel_ops::{Ctas, Matmul, MatmulElem};
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
@@ -279,6 +279,9 @@ where
     kernel_host::cudarc::cublas::CudaBlas: kernel_host::cudarc::cublas::Gemm<E>,
 {
     let (warmup, iters) = (args.warmup, args.iters);
+    // The ready matmul with a CTA on every SM (the grid sizing before
+    // `Ctas::EvenWaves`), timed beside the default.
+    let every_sm = Matmul::new(dev)?.with_ctas(Ctas::EverySm);
     let rows_checked = if m * n * k <= 1 << 31 { 256 } else { 48 };
     let mut p = Problem::<E>::of(dev, m, n, k, rows_checked, 42)?;
     let mut shape_rows: Vec<Row> = Vec::new();
@@ -380,6 +383,15 @@ where
             // SAFETY: as above.
             let Problem { a, b, c, .. } = unsafe { &mut *pp };
             ops.matmul(a, (m, k), b, (n, k), c).map_err(|e| match e {
+                kernel_ops::MatmulError::Cuda(e) => e,
+                other => kernel_host::Error::InvalidArgument { function: "bench", problem: other.to_string() },
+            })
+        }));
+        let every_sm = &every_sm;
+        measure!(unsafe { &*pp }, format!("kernel_ops::matmul ({}, a CTA on every SM)", inst.name), "library", None, "N x K", Box::new(move || {
+            // SAFETY: as above.
+            let Problem { a, b, c, .. } = unsafe { &mut *pp };
+            every_sm.matmul_with(inst, a, b, c, m, n, k).map_err(|e| match e {
                 kernel_ops::MatmulError::Cuda(e) => e,
                 other => kernel_host::Error::InvalidArgument { function: "bench", problem: other.to_string() },
             })

@@ -40,8 +40,9 @@ use kernel_device::{bf16, f16};
 ///
 /// Constraints: `BM` 128 or 256, `BN` 64, 128 or 256, `BM x BN <= 128 x
 /// 256` ([`check_tile`]); SMEM `STAGES x (BM + BN) x 128 B + 2 x BM x 128 B`
-/// <= 227 KB (`STAGES = 4` at `128 x 256`, 3 at `256 x 128`); grid
-/// `min(SMs, m_tiles * n_tiles)`; `m_tiles = ceil(M / BM)`, `n_tiles =
+/// <= 227 KB (`STAGES = 4` at `128 x 256`, 3 at `256 x 128`); grid of
+/// at most `min(SMs, m_tiles * n_tiles)` (any count: `kernel_ops::Ctas`
+/// sizes it); `m_tiles = ceil(M / BM)`, `n_tiles =
 /// ceil(N / BN)`, `k_steps = ceil(K / 64) >= 1`; `GRID_W >= 1`.
 #[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 256, 4, 8), (256, 128, 3, 8), (128, 256, 4, 16), (128, 128, 4, 8), (128, 128, 4, 16)))]
 #[allow(clippy::too_many_arguments)]
