@@ -83,19 +83,20 @@ pub fn check_fp8(m: usize, n: usize, k: usize, lens: [(&str, usize); 4]) -> Resu
 /// [`Ctas::EvenWaves`] over the `ceil(M / 128) x ceil(N / 256)` tiles.
 #[allow(clippy::too_many_arguments)]
 pub fn matmul_fp8(dev: &Device, ops: &Program, a: &Buffer<E4M3>, b: &Buffer<E4M3>, scales: &Buffer<f32>, c: &mut Buffer<f16>, (m, n, k): (usize, usize, usize)) -> Result<(), Error> {
-    launch::<Instance>(dev, ops, a, b, scales, c, (m, n, k))
+    launch::<Instance>(dev, ops, a, b, scales, c, (m, n, k), Ctas::default())
 }
 
-/// The planar-snake widths the kernel is built for ([`matmul_fp8_grid_w`]).
+/// The planar-snake widths the kernel is built for ([`matmul_fp8_with`]).
 pub const GRID_WIDTHS: [u32; 2] = [8, 16];
 
 /// [`matmul_fp8`] with the tile order's planar-snake width `grid_w` (8 or
-/// 16): for benchmarks and tuning.
+/// 16) and the grid sized by `ctas` (default [`Ctas::EvenWaves`]): for
+/// benchmarks and tuning.
 #[allow(clippy::too_many_arguments)]
-pub fn matmul_fp8_grid_w(dev: &Device, ops: &Program, a: &Buffer<E4M3>, b: &Buffer<E4M3>, scales: &Buffer<f32>, c: &mut Buffer<f16>, shape: (usize, usize, usize), grid_w: u32) -> Result<(), Error> {
+pub fn matmul_fp8_with(dev: &Device, ops: &Program, a: &Buffer<E4M3>, b: &Buffer<E4M3>, scales: &Buffer<f32>, c: &mut Buffer<f16>, shape: (usize, usize, usize), grid_w: u32, ctas: Ctas) -> Result<(), Error> {
     match grid_w {
-        8 => launch::<Instance>(dev, ops, a, b, scales, c, shape),
-        16 => launch::<kernel<128, 256, 4, 16>>(dev, ops, a, b, scales, c, shape),
+        8 => launch::<Instance>(dev, ops, a, b, scales, c, shape, ctas),
+        16 => launch::<kernel<128, 256, 4, 16>>(dev, ops, a, b, scales, c, shape, ctas),
         w => Err(Error::Shape { op: "matmul_fp8", problem: format!("grid_w = {w}: the kernel is built for planar-snake widths {GRID_WIDTHS:?}") }),
     }
 }
@@ -103,7 +104,7 @@ pub fn matmul_fp8_grid_w(dev: &Device, ops: &Program, a: &Buffer<E4M3>, b: &Buff
 /// What every FP8 GEMM launch builds for `BM x BN` tiles (K steps of
 /// [`TK8`]): the tensor maps of `a` (`M x K`), `b` (`N x K`) and `c` (`M x
 /// N`, stored to), the tile counts `(m_tiles, n_tiles, k_steps)` and the
-/// persistent grid ([`Ctas::EvenWaves`] over the `m_tiles x n_tiles` tiles).
+/// persistent grid (`ctas` over the `m_tiles x n_tiles` tiles).
 struct Fp8Launch<'a, const BM: usize, const BN: usize> {
     a: TileMap<'a, A8TileOf<BM>>,
     b: TileMap<'a, B8TileOf<BN>>,
@@ -113,21 +114,21 @@ struct Fp8Launch<'a, const BM: usize, const BN: usize> {
 }
 
 impl<'a, const BM: usize, const BN: usize> Fp8Launch<'a, BM, BN> {
-    fn new(dev: &Device, a: &'a Buffer<E4M3>, b: &'a Buffer<E4M3>, c: &'a mut Buffer<f16>, (m, n, k): (usize, usize, usize)) -> Result<Self, Error> {
+    fn new(dev: &Device, a: &'a Buffer<E4M3>, b: &'a Buffer<E4M3>, c: &'a mut Buffer<f16>, (m, n, k): (usize, usize, usize), ctas: Ctas) -> Result<Self, Error> {
         let tiles = (m.div_ceil(BM) as u32, n.div_ceil(BN) as u32, k.div_ceil(TK8) as u32);
-        let grid = Ctas::EvenWaves.grid(tiles.0 * tiles.1, dev.sm_count());
+        let grid = ctas.grid(tiles.0 * tiles.1, dev.sm_count());
         Ok(Fp8Launch { a: TileMap::new_2d(a, m, k)?, b: TileMap::new_2d(b, n, k)?, c: TileMap::new_2d_mut(c, m, n)?, tiles, grid })
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-fn launch<K>(dev: &Device, ops: &Program, a: &Buffer<E4M3>, b: &Buffer<E4M3>, scales: &Buffer<f32>, c: &mut Buffer<f16>, (m, n, k): (usize, usize, usize)) -> Result<(), Error>
+fn launch<K>(dev: &Device, ops: &Program, a: &Buffer<E4M3>, b: &Buffer<E4M3>, scales: &Buffer<f32>, c: &mut Buffer<f16>, (m, n, k): (usize, usize, usize), ctas: Ctas) -> Result<(), Error>
 where
     K: kernel_device::launch::HostEntry<Params = <Instance as kernel_device::KernelSpec>::Params>,
     K::Params: kernel_host::runtime::ParamList,
 {
     check_fp8(m, n, k, [("a", a.len()), ("b", b.len()), ("c", c.len()), ("scales", scales.len())])?;
-    let l = Fp8Launch::<BM, BN>::new(dev, a, b, c, (m, n, k))?;
+    let l = Fp8Launch::<BM, BN>::new(dev, a, b, c, (m, n, k), ctas)?;
     let (mt, nt, ks) = l.tiles;
     ops.kernel::<K>()?.launch(l.grid, (&l.a, &l.b, &l.c, scales, mt, nt, ks))?;
     Ok(())
@@ -250,7 +251,7 @@ pub fn matmul_fp8_rowwise(
 ) -> Result<(), Error> {
     check_scaled("matmul_fp8_rowwise", (m, n, k), [a.len(), b.len(), c.len()], [("a_scales", a_scales.len(), "M", m), ("b_scales", b_scales.len(), "N", n)], "one f32 per row of a, per row of b")?;
     use kernel_ops_kernels::matmul_fp8::{RW_BM, RW_BN};
-    let l = Fp8Launch::<RW_BM, RW_BN>::new(dev, a, b, c, (m, n, k))?;
+    let l = Fp8Launch::<RW_BM, RW_BN>::new(dev, a, b, c, (m, n, k), Ctas::default())?;
     let (mt, nt, ks) = l.tiles;
     ops.kernel::<RowwiseInstance>()?.launch(l.grid, (&l.a, &l.b, &l.c, a_scales, b_scales, m as u32, n as u32, mt, nt, ks))?;
     Ok(())
@@ -305,7 +306,7 @@ pub fn matmul_fp8_blockscaled(
     let (kb, nb) = (k.div_ceil(BLOCK), n.div_ceil(BLOCK));
     check_scaled("matmul_fp8_blockscaled", (m, n, k), [a.len(), b.len(), c.len()], [("a_scales", a_scales.len(), "ceil(K / 128) x M", kb * m), ("b_scales", b_scales.len(), "ceil(N / 128) x ceil(K / 128)", nb * kb)], "one f32 per block of 128")?;
     use kernel_ops_kernels::matmul_fp8::{BS_BM, BS_BN};
-    let l = Fp8Launch::<BS_BM, BS_BN>::new(dev, a, b, c, (m, n, k))?;
+    let l = Fp8Launch::<BS_BM, BS_BN>::new(dev, a, b, c, (m, n, k), Ctas::default())?;
     let (mt, nt, ks) = l.tiles;
     ops.kernel::<BlockScaledInstance>()?.launch(l.grid, (&l.a, &l.b, &l.c, a_scales, b_scales, m as u32, mt, nt, ks))?;
     Ok(())

@@ -10,7 +10,9 @@
 //! quantized with 1 x 128 / 128 x 128 block scales (checked against its own
 //! reference), and the row-wise GEMM (`kernel_ops::fp8::matmul_fp8_rowwise`)
 //! on them quantized with one scale per row of A and of B (checked
-//! against its own reference). Every contender is
+//! against its own reference); the per-tensor GEMM also at planar-snake
+//! width 16 and with a CTA on every SM (`kernel_ops::Ctas::EverySm`, the
+//! grid before even waves). Every contender is
 //! checked against the CPU reference on rows spread over M (relative
 //! Frobenius error), then timed in interleaved rounds: `--warmup-ms`
 //! (default 500) of runs so the GPU holds its steady, power-limited clock,
@@ -28,7 +30,8 @@
 use kernel_device::{f16, E4M3};
 use kernel_host::{rel_frobenius_error, time_at_steady_clock, time_kernel, Buffer, ClockPower, Device};
 use kernel_ops::blaslt::BlasLt;
-use kernel_ops::fp8::{matmul_fp8_blockscaled, matmul_fp8_grid_w, matmul_fp8_rowwise, quantize, quantize_128x128, quantize_1x128, quantize_rowwise, reference, reference_blockscaled, reference_rowwise};
+use kernel_ops::Ctas;
+use kernel_ops::fp8::{matmul_fp8_blockscaled, matmul_fp8_rowwise, matmul_fp8_with, quantize, quantize_128x128, quantize_1x128, quantize_rowwise, reference, reference_blockscaled, reference_rowwise};
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
@@ -122,7 +125,7 @@ fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -
     };
     let label = format!("{m}x{n}x{k}");
     let Some(gpu) = dev.as_gpu() else {
-        matmul_fp8_grid_w(dev, &ops, &da, &db, &ds, &mut c, (m, n, k), 8).map_err(host_err)?;
+        matmul_fp8_with(dev, &ops, &da, &db, &ds, &mut c, (m, n, k), 8, Ctas::EvenWaves).map_err(host_err)?;
         let err = err_of(&c, &want)?;
         println!("{label}: matmul_fp8 on the CPU emulator: relative Frobenius error {err:.2e} (no timing)");
         matmul_fp8_blockscaled(dev, &ops, &dab, &dabs, &dbb, &dbbs, &mut c, (m, n, k)).map_err(host_err)?;
@@ -159,10 +162,10 @@ fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -
     }
     let baselines = lts.len();
     /// A contender: cuBLASLt problem `i`'s best algorithm, or ours with a
-    /// planar-snake width.
+    /// planar-snake width and a grid sizing.
     enum Who {
         Lt(usize),
-        Ours(u32),
+        Ours(u32, Ctas),
         Blocks,
         Rows,
     }
@@ -173,7 +176,7 @@ fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -
                 let (lt, best, _) = &mut lts[*i];
                 lt.matmul_fp8_with(*best, da.cuda()?, db.cuda()?, c.cuda_mut()?)
             }
-            Who::Ours(w) => matmul_fp8_grid_w(dev, &ops, &da, &db, &ds, c, (m, n, k), *w).map_err(host_err),
+            Who::Ours(w, ctas) => matmul_fp8_with(dev, &ops, &da, &db, &ds, c, (m, n, k), *w, *ctas).map_err(host_err),
             Who::Blocks => matmul_fp8_blockscaled(dev, &ops, &dab, &dabs, &dbb, &dbbs, c, (m, n, k)).map_err(host_err),
             Who::Rows => matmul_fp8_rowwise(dev, &ops, &dar, &dars, &dbr, &dbrs, c, (m, n, k)).map_err(host_err),
         }
@@ -181,8 +184,9 @@ fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -
     let row = |name: String| Row { name, err: 0.0, rounds_ms: Vec::new(), clock: Vec::new() };
     let mut contenders: Vec<(Row, Who)> = names.into_iter().enumerate().map(|(i, n)| (row(n), Who::Lt(i))).collect();
     for w in kernel_ops::fp8::GRID_WIDTHS {
-        contenders.push((row(format!("kernel_ops::fp8::matmul_fp8 (128x256 s4 w{w})")), Who::Ours(w)));
+        contenders.push((row(format!("kernel_ops::fp8::matmul_fp8 (128x256 s4 w{w})")), Who::Ours(w, Ctas::EvenWaves)));
     }
+    contenders.push((row("kernel_ops::fp8::matmul_fp8 (128x256 s4 w8, a CTA on every SM)".into()), Who::Ours(8, Ctas::EverySm)));
     contenders.push((row("kernel_ops::fp8::matmul_fp8_blockscaled (1x128 / 128x128 scales, 128x256 s4 w8)".into()), Who::Blocks));
     contenders.push((row("kernel_ops::fp8::matmul_fp8_rowwise (per-row / per-column scales, 128x256 s4 w8)".into()), Who::Rows));
     let mut ok = true;
@@ -212,7 +216,7 @@ fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -
     }
     // Outputs after the timed runs are still right (ours ran last in the
     // last round or not: check ours once more).
-    run_one(&Who::Ours(8), &mut c)?;
+    run_one(&Who::Ours(8, Ctas::EvenWaves), &mut c)?;
     dev.synchronize()?;
     ok &= err_of(&c, &want)? < TOLERANCE;
     let flops = 2.0 * m as f64 * n as f64 * k as f64;
