@@ -7,7 +7,9 @@
 use kernel_device::layout::{Swizzled, Tile};
 use kernel_device::smem::Smem;
 use kernel_device::sync::NamedBarrier;
+use kernel_device::index::thread_linear;
 use kernel_device::thread_in_warpgroup;
+use kernel_device::tma::{commit_group, commit_smem, wait_group_read, Tma};
 use kernel_device::wgmma::{Acc, Cols, WgmmaInput, WgmmaShape};
 use kernel_device::{bf16, f16};
 
@@ -115,22 +117,48 @@ where
         }
     }
 
-    /// Writes columns `64 j .. 64 j + 64` of the block as f16 into the
-    /// epilogue sub-tile `dst` at row `row0` (after `wgmma_wait::<0>()`).
-    /// `j` must be a constant after unrolling (a loop over `0..BN / 64`).
-    #[inline(always)]
-    pub fn store_cols_f16(&mut self, dst: Smem<EpiTileOf<BM>>, row0: usize, j: usize) {
-        self.store_cols(dst, row0, j)
-    }
-
-    /// [`WgAcc::store_cols_f16`] for an epilogue of element type `E`
-    /// (f16 or bf16).
+    /// Writes columns `64 j .. 64 j + 64` of the block as `E` (f16 or bf16)
+    /// into the epilogue sub-tile `dst` at row `row0` (after
+    /// `wgmma_wait::<0>()`). `j` must be a constant after unrolling (a loop
+    /// over `0..BN / 64`).
     #[inline(always)]
     pub fn store_cols<E: GemmElem>(&mut self, dst: Smem<EpiTile<E, BM>>, row0: usize, j: usize) {
         store_block_cols(&mut self.blocks[0], dst, row0, j);
         if BM == 256 {
             store_block_cols(&mut self.blocks[1], dst, row0 + 64, j);
         }
+    }
+
+    /// The output of tile `(pm, pn)` as the matmuls of
+    /// [`crate::matmul`] write it (after `wgmma_wait::<0>()`): for each of
+    /// the `BN / 64` column sub-tiles, thread 0 waits until the TMA store of
+    /// two sub-tiles ago has read the buffer it reuses, the compute
+    /// warpgroups meet ([`COMPUTE_BARRIER`]), write their rows of the
+    /// sub-tile into buffer `sub_tiles % 2`, fence (`commit_smem`) and meet
+    /// again, and thread 0 issues the sub-tile's TMA store without waiting
+    /// for it: it runs under the next tile's wgmmas. Both compute
+    /// warpgroups call it; it returns the sub-tile count after the tile's.
+    #[inline(always)]
+    #[track_caller]
+    pub fn store_tile<E: GemmElem>(&mut self, c: &Tma<EpiTile<E, BM>>, epi: Smem<[EpiTile<E, BM>; 2]>, (pm, pn): (u32, u32), row0: usize, mut sub_tiles: u32) -> u32 {
+        let leader = thread_linear() == 0;
+        for j in 0..BN / EPI_N {
+            let buf = epi.at((sub_tiles % 2) as usize);
+            if leader {
+                // The store two sub-tiles ago (same buffer) has read it.
+                wait_group_read::<1>();
+            }
+            COMPUTE_BARRIER.sync();
+            self.store_cols(buf, row0, j);
+            commit_smem();
+            COMPUTE_BARRIER.sync();
+            if leader {
+                c.store(buf, pm * BM as u32, pn * BN as u32 + (j * EPI_N) as u32);
+                commit_group();
+            }
+            sub_tiles += 1;
+        }
+        sub_tiles
     }
 }
 

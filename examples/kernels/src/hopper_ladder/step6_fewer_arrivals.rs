@@ -9,10 +9,10 @@
 //! warp can speak for its warp: `consumed` now counts 16 arrivals (8
 //! compute warps x 2 CTAs) and each warp issues one local and one remote
 //! arrive per K step, 32x fewer barrier operations on the compute side.
-use kernel_ops_kernels::gemm::{check_tile, ATileOf, BTileOf, EpiTileOf, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
+use kernel_ops_kernels::gemm::{check_tile, ATileOf, BTileOf, EpiTileOf, WgAcc, COMPUTE_REGS, MEMORY_REGS, TK};
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
-use kernel_device::tma::{commit_group, wait_group, wait_group_read};
+use kernel_device::tma::wait_group;
 use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Cols, WgmmaShape};
 use kernel_device::Barriers;
 use super::step5_cluster_multicast::CLUSTER_M;
@@ -120,21 +120,7 @@ pub fn matmul_fewer_arrivals<const BM: usize, const BN: usize, const BH: usize, 
             }
             wgmma_wait::<0>();
             release(slot(step - 1));
-            for j in 0..BN / EPI_N {
-                let buf = epi.at((sub_tiles % 2) as usize);
-                if leader {
-                    wait_group_read::<1>();
-                }
-                COMPUTE_BARRIER.sync();
-                acc.store_cols_f16(buf, row0, j);
-                commit_smem();
-                COMPUTE_BARRIER.sync();
-                if leader {
-                    c.store(buf, pm * BM as u32, pn * BN as u32 + (j * EPI_N) as u32);
-                    commit_group();
-                }
-                sub_tiles += 1;
-            }
+            sub_tiles = acc.store_tile(&c, epi, (pm, pn), row0, sub_tiles);
         });
         if leader {
             wait_group::<0>();

@@ -4,10 +4,10 @@
 //! re-exports it as `matmul_epilogue_overlap` and tells how it grew from
 //! steps 0 to 3), and its bf16 twin [`matmul_persistent_ws_bf16`]: one
 //! body, [`matmul_persistent_ws_rows`], generic over the element type.
-use crate::gemm::{check_tile, ATile, ATileOf, BTile, BTileOf, EpiTile, EpiTileOf, GemmElem, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
+use crate::gemm::{check_tile, ATile, ATileOf, BTile, BTileOf, EpiTile, EpiTileOf, GemmElem, WgAcc, COMPUTE_REGS, MEMORY_REGS, TK};
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
-use kernel_device::tma::{commit_group, wait_group, wait_group_read};
+use kernel_device::tma::wait_group;
 use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Cols, WgmmaShape};
 use kernel_device::Barriers;
 use kernel_device::{bf16, f16};
@@ -184,22 +184,7 @@ pub fn matmul_persistent_ws_rows<E: GemmElem, R: RowSource, const BM: usize, con
             }
             wgmma_wait::<0>();
             consumed.at(slot(step - 1)).arrive();
-            for j in 0..BN / EPI_N {
-                let buf = epi.at((sub_tiles % 2) as usize);
-                if leader {
-                    // The store two sub-tiles ago (same buffer) has read it.
-                    wait_group_read::<1>();
-                }
-                COMPUTE_BARRIER.sync();
-                acc.store_cols(buf, row0, j);
-                commit_smem();
-                COMPUTE_BARRIER.sync();
-                if leader {
-                    c.store(buf, pm * BM as u32, pn * BN as u32 + (j * EPI_N) as u32);
-                    commit_group();
-                }
-                sub_tiles += 1;
-            }
+            sub_tiles = acc.store_tile(&c, epi, (pm, pn), row0, sub_tiles);
         });
         if leader {
             wait_group::<0>();
