@@ -140,7 +140,26 @@ where
     /// warpgroups call it; it returns the sub-tile count after the tile's.
     #[inline(always)]
     #[track_caller]
-    pub fn store_tile<E: GemmElem>(&mut self, c: &Tma<EpiTile<E, BM>>, epi: Smem<[EpiTile<E, BM>; 2]>, (pm, pn): (u32, u32), row0: usize, mut sub_tiles: u32) -> u32 {
+    pub fn store_tile<E: GemmElem>(&mut self, c: &Tma<EpiTile<E, BM>>, epi: Smem<[EpiTile<E, BM>; 2]>, (pm, pn): (u32, u32), row0: usize, sub_tiles: u32) -> u32 {
+        let leader = thread_linear() == 0;
+        self.store_tile_with(epi, row0, sub_tiles, |buf, j| {
+            if leader {
+                c.store(buf, pm * BM as u32, pn * BN as u32 + (j * EPI_N) as u32);
+                commit_group();
+            }
+        })
+    }
+
+    /// [`WgAcc::store_tile`] with each complete sub-tile (`BM x 64` in
+    /// `buf`, the tile's columns `64 j ..`) written by `emit(buf, j)`, which
+    /// every compute thread runs after the sub-tile's second barrier: a TMA
+    /// store from thread 0 ([`WgAcc::store_tile`]) or the stores of a
+    /// partial tile's rows (the grouped GEMM). `emit` must be done reading
+    /// `buf` when it returns, or have committed a TMA bulk group that reads
+    /// it (thread 0 waits for that two sub-tiles later).
+    #[inline(always)]
+    #[track_caller]
+    pub fn store_tile_with<E: GemmElem>(&mut self, epi: Smem<[EpiTile<E, BM>; 2]>, row0: usize, mut sub_tiles: u32, emit: impl Fn(Smem<EpiTile<E, BM>>, usize)) -> u32 {
         let leader = thread_linear() == 0;
         for j in 0..BN / EPI_N {
             let buf = epi.at((sub_tiles % 2) as usize);
@@ -152,10 +171,7 @@ where
             self.store_cols(buf, row0, j);
             commit_smem();
             COMPUTE_BARRIER.sync();
-            if leader {
-                c.store(buf, pm * BM as u32, pn * BN as u32 + (j * EPI_N) as u32);
-                commit_group();
-            }
+            emit(buf, j);
             sub_tiles += 1;
         }
         sub_tiles

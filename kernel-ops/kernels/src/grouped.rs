@@ -4,10 +4,10 @@
 //! "contiguous" layout: `M = Σ M_g`), `B` is `G x N x K` (one `N x K` weight
 //! per expert), and the group sizes `M_g` live in device memory: no host
 //! round trip schedules the tiles.
-use crate::gemm::{check_tile, ATile, BTile, EpiTile, GemmElem, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
+use crate::gemm::{check_tile, ATile, BTile, EpiTile, GemmElem, WgAcc, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
 use kernel_device::{bf16, f16};
 use kernel_device::prelude::*;
-use kernel_device::tma::{commit_group, wait_group, wait_group_read};
+use kernel_device::tma::{commit_group, wait_group};
 use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Cols, WgmmaShape};
 use kernel_device::Barriers;
 
@@ -300,20 +300,7 @@ pub fn grouped_matmul_of<E: GemmElem, const BM: usize, const BN: usize, const ST
             done += 1;
             let tile = GroupTile { group: 0, row0: t_row0, rows: t_rows, col0: t_col0 };
             consumed.at(slot(step - 1)).arrive();
-            for j in 0..BN / EPI_N {
-                let buf = epi.at((sub_tiles % 2) as usize);
-                let col = tile.col0 + (j * EPI_N) as u32;
-                if leader {
-                    // The store two sub-tiles ago (same buffer) has read it.
-                    wait_group_read::<1>();
-                }
-                COMPUTE_BARRIER.sync();
-                acc.store_cols(buf, row0, j);
-                commit_smem();
-                COMPUTE_BARRIER.sync();
-                write_sub_tile(buf, &c, c_rows, tile, col, n);
-                sub_tiles += 1;
-            }
+            sub_tiles = acc.store_tile_with(epi, row0, sub_tiles, |buf, j| write_sub_tile(buf, &c, c_rows, tile, tile.col0 + (j * EPI_N) as u32, n));
         }
         if leader {
             wait_group::<0>();
