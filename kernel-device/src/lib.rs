@@ -56,6 +56,7 @@ pub mod global;
 pub mod index;
 pub mod launch;
 pub mod layout;
+pub mod ldst_matrix;
 pub mod mbarrier;
 pub mod pipeline;
 pub mod peer;

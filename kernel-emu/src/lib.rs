@@ -183,6 +183,7 @@ mod tests_tmem_shapes;
 #[cfg(test)]
 mod tests_setmaxnreg;
 mod warp_ops;
+pub mod ldst_matrix;
 pub mod fmath;
 
 pub use error::{EmuError, RunReport};

@@ -731,6 +731,16 @@ fn divergent_and_exited_lanes_at_a_warp_collective_are_misuses() {
     }
 }
 
+/// `stmatrix` with a row address off the 16-byte alignment: the emulator
+/// names the rule, the lane and the kernel's line.
+#[test]
+fn a_misaligned_stmatrix_row_is_a_misuse() {
+    let e = expect_err(1, Emulator::new(1).launch::<planted::stmatrix_misaligned, _>(1u32, ()));
+    let msg = e.to_string();
+    assert!(matches!(e, EmuError::Misuse { .. }) && msg.contains("ldmatrix/stmatrix row address not 16-byte aligned"), "{msg}");
+    assert!(msg.contains("lane 0 supplies shared address 0x8 for row 0 of matrix 0") && msg.contains("planted.rs"), "{msg}");
+}
+
 /// Ladder step 7 (ping-pong compute warpgroups): 8 tiles of 128 x 128 on 2
 /// CTAs, so each compute warpgroup runs 2 tiles and the order barriers
 /// alternate 4 mainloops per CTA (12 steps through the 6-stage ring); a

@@ -87,6 +87,13 @@ const EXPECTED: &[(&str, &[&str])] = &[
             "atom.relaxed.gpu.global.exch.b32",
         ],
     ),
+    (
+        "smem_matrices",
+        &[
+            "stmatrix.sync.aligned.m8n8.x4.shared.b16", "stmatrix.sync.aligned.m8n8.x2.trans.shared.b16", "stmatrix.sync.aligned.m8n8.x1.shared.b16",
+            "ldmatrix.sync.aligned.m8n8.x4.shared.b16", "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16", "ldmatrix.sync.aligned.m8n8.x1.shared.b16", "bar.warp.sync",
+        ],
+    ),
     ("softmax_rows", &["ld.global.nc.v4.b32", "shfl.sync.bfly.b32", "ex2.approx.f32", "rcp.rn.f32", "st.global.v4.b32"]),
     (
         "reduce_adds",

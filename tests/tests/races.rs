@@ -224,6 +224,14 @@ fn plain(emu: &Emulator, racy: bool, which: &str) -> Outcome {
             let r = launch!(emu, racy, warp_reduction_without_sync_warp, 1u32, (&mut x[..], &mut y[..]));
             outcome(r, &y, &want)
         }
+        "stmatrix_read_without_sync_warp" => {
+            let want: Vec<u32> = (0..128u32).map(|w| (2 * w) | (2 * w + 1) << 16).collect();
+            let mut y = vec![0u32; 128];
+            let r = launch!(emu, racy, stmatrix_read_without_sync_warp, 1u32, (&mut y[..],));
+            // Compared as b16 halves (small integers, exact in f32).
+            let halves = |v: &[u32]| -> Vec<f32> { v.iter().flat_map(|&w| [(w & 0xffff) as f32, (w >> 16) as f32]).collect() };
+            outcome(r, &halves(&y), &halves(&want))
+        }
         "smem_transpose_without_sync" => {
             let mut x = xs(64, 10);
             let want: Vec<f32> = (0..64).map(|t| x[(t % 8) * 8 + t / 8]).collect();
@@ -433,6 +441,7 @@ fn cases() -> Vec<Case> {
         case("wgmma_operand_overwritten_in_flight", "wgmma operand in flight", &[WgmmaInFlight, AsyncRace], |e, r| wgmma(e, r, true)),
         case("reduction_missing_last_sync", "SMEM reduction", &[SmemRace], |e, r| plain(e, r, "reduction_missing_last_sync")),
         case("warp_reduction_without_sync_warp", "SMEM, warp-synchronous", &[SmemRace], |e, r| plain(e, r, "warp_reduction_without_sync_warp")),
+        case("stmatrix_read_without_sync_warp", "SMEM, stmatrix then reads by other lanes", &[SmemRace], |e, r| plain(e, r, "stmatrix_read_without_sync_warp")),
         case("smem_transpose_without_sync", "SMEM read-write", &[SmemRace], |e, r| plain(e, r, "smem_transpose_without_sync")),
         case("staging_loop_missing_trailing_sync", "SMEM write-after-read", &[SmemRace], |e, r| plain(e, r, "staging_loop_missing_trailing_sync")),
         case("smem_counter_without_atomics", "SMEM write-write", &[SmemRace], |e, r| plain(e, r, "smem_counter_without_atomics")),

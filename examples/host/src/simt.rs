@@ -317,6 +317,39 @@ pub fn reduce_adds(dev: &Device) -> Result<Outcome> {
     check_tol("reduce_adds (red.global.add.v2)", &pairs, &want, tol)
 }
 
+/// `stmatrix` / `ldmatrix` on one warp (see the kernel's docs): each
+/// area's shared-memory image must hold every matrix row where its lane
+/// named it (transposed for the `.trans` area), and the loads must give
+/// back the registers stored. Exact.
+pub fn smem_matrices(dev: &Device) -> Result<Outcome> {
+    let mut dout = dev.zeros::<u32>(simt::MATRIX_OUTS)?;
+    dev.load(&kernels::DEVICE_CODE)?.kernel::<simt::smem_matrices>()?.launch_sync(1u32, (&mut dout,))?;
+    let got = dev.download(&dout)?;
+    let mut want = vec![0u32; simt::MATRIX_OUTS];
+    let mut base = 0;
+    for (area, (n, trans)) in [(4u32, false), (2, true), (1, false)].into_iter().enumerate() {
+        let area = area as u32;
+        for i in 0..n {
+            for r in 0..8 {
+                let slot = simt::matrix_row_slot(i, r) as usize;
+                for c in 0..8u32 {
+                    let v = if trans { simt::matrix_elem(area, i, c, r) } else { simt::matrix_elem(area, i, r, c) };
+                    let (word, half) = (base + 4 * slot + c as usize / 2, 16 * (c % 2));
+                    want[word] |= v << half;
+                }
+            }
+            for l in 0..32u32 {
+                let (r, c) = (l / 4, 2 * (l % 4));
+                want[base + 32 * n as usize + 32 * i as usize + l as usize] = simt::matrix_elem(area, i, r, c) | simt::matrix_elem(area, i, r, c + 1) << 16;
+            }
+        }
+        base += 64 * n as usize;
+    }
+    // Compared as b16 halves (small integers, exact in f32).
+    let halves = |v: &[u32]| -> Vec<f32> { v.iter().flat_map(|&w| [(w & 0xffff) as f32, (w >> 16) as f32]).collect() };
+    check_tol("smem_matrices", &halves(&got), &halves(&want), |_| None)
+}
+
 /// Row softmax, one warp per row, 8 rows of 128 (see the kernel's docs).
 pub fn softmax_rows(dev: &Device) -> Result<Outcome> {
     let rows = 2 * simt::SOFTMAX_ROWS as usize;
@@ -344,7 +377,7 @@ pub fn softmax_rows(dev: &Device) -> Result<Outcome> {
 pub type SimtExample = (&'static str, fn(&Device) -> Result<Outcome>);
 
 /// The SIMT examples.
-pub const SIMT_EXAMPLES: [SimtExample; 7] = [
+pub const SIMT_EXAMPLES: [SimtExample; 8] = [
     ("warp_collectives", warp_collectives),
     ("warpgroup_indices", warpgroup_indices),
     ("block_reductions", block_reductions),
@@ -352,4 +385,5 @@ pub const SIMT_EXAMPLES: [SimtExample; 7] = [
     ("gmem_ops", gmem_ops),
     ("reduce_adds", reduce_adds),
     ("softmax_rows", softmax_rows),
+    ("smem_matrices", smem_matrices),
 ];

@@ -270,3 +270,76 @@ pub fn softmax_rows(x: GmemRef<f32>, y: Gmem<f32>) {
     let inv = reduce::warp_sum(e[0] + e[1] + e[2] + e[3]).rcp();
     y.write_v4(i, [e[0] * inv, e[1] * inv, e[2] * inv, e[3] * inv]);
 }
+
+/// The `b16` element at row `r`, column `c` of matrix `i` of area `area`
+/// in [`smem_matrices`]: a value the host recomputes.
+pub const fn matrix_elem(area: u32, i: u32, r: u32, c: u32) -> u32 {
+    100 * area + 64 * i + 8 * r + c
+}
+
+/// Where row `r` of matrix `i` of an area lives in [`smem_matrices`]: a
+/// permutation of the 8 rows (`3 r mod 8`), so that no row sits where a
+/// row-major store would put it.
+pub const fn matrix_row_slot(i: u32, r: u32) -> u32 {
+    8 * i + (3 * r) % 8
+}
+
+/// `u32`s of [`smem_matrices`]' output: per area (`.x4`, `.x2 .trans`,
+/// `.x1`: 4, 2 and 1 matrices), the area's shared-memory image (128 bytes
+/// per matrix) then the 32 lanes' registers read back (a `u32` per lane
+/// and matrix).
+pub const MATRIX_OUTS: usize = (4 + 2 + 1) * (32 + 32);
+
+/// `stmatrix` and `ldmatrix` (`kernel_device::ldst_matrix`) on one warp,
+/// over three areas of shared memory: `.x4`, `.x2` transposed and `.x1`.
+///
+/// This kernel works as follows: for each area, lane `l` holds, for each
+/// matrix `i`, the fragment register of row `l / 4`, columns `2 (l % 4)`
+/// and `+ 1` of the matrix whose elements are [`matrix_elem`]; lane `8 i +
+/// r` names the shared address of row `r` of matrix `i`,
+/// [`matrix_row_slot`]`(i, r)` 16-byte rows into the area. The warp stores
+/// the matrices (`stmatrix`, `stmatrix_trans` for the second area), meets
+/// (`bar.warp.sync`), loads them back with the matching `ldmatrix`
+/// (`ldmatrix_trans`), and writes the area's image (copied by the lanes)
+/// and every lane's loaded registers to `out`.
+///
+/// Constraints: 32 threads; `out` holds [`MATRIX_OUTS`] elements.
+#[kernel(block = threads(32))]
+pub fn smem_matrices(out: Gmem<u32>, #[scratch] smem: Smem<[u32; 7 * 32]>) {
+    use kernel_device::ldst_matrix::{ldmatrix, ldmatrix_trans, stmatrix, stmatrix_trans};
+    let l = lane_id();
+    // This lane's register of matrix `i` of `area`.
+    let reg = |area: u32, i: u32| {
+        let (r, c) = (l / 4, 2 * (l % 4));
+        matrix_elem(area, i, r, c) | matrix_elem(area, i, r, c + 1) << 16
+    };
+    // The row this lane names, in an area starting `first` matrices in.
+    let row = |first: u32, count: u32| {
+        let (i, r) = ((l / 8) % count, l % 8);
+        smem.smem_addr() + 128 * first + 16 * matrix_row_slot(i, r)
+    };
+    stmatrix::<4>(row(0, 4), [reg(0, 0), reg(0, 1), reg(0, 2), reg(0, 3)]);
+    stmatrix_trans::<2>(row(4, 2), [reg(1, 0), reg(1, 1)]);
+    stmatrix::<1>(row(6, 1), [reg(2, 0)]);
+    kernel_device::warp::sync_warp();
+    let x4 = ldmatrix::<4>(row(0, 4));
+    let x2 = ldmatrix_trans::<2>(row(4, 2));
+    let x1 = ldmatrix::<1>(row(6, 1));
+    // The images: 224 words (32 per matrix), copied by the lanes in turn
+    // to the start of their area's output (64 words per matrix).
+    let mut w = l as usize;
+    while w < 7 * 32 {
+        let shift = if w < 128 { 0 } else if w < 192 { 4 * 64 - 128 } else { 6 * 64 - 192 };
+        out.write(w + shift, smem.read(w));
+        w += 32;
+    }
+    // The registers read back, after each area's image.
+    let regs = |base: usize, i: usize, v: u32| out.write(base + 32 * i + l as usize, v);
+    for (i, &v) in x4.iter().enumerate() {
+        regs(128, i, v);
+    }
+    for (i, &v) in x2.iter().enumerate() {
+        regs(4 * 64 + 64, i, v);
+    }
+    regs(6 * 64 + 32, 0, x1[0]);
+}
