@@ -41,14 +41,34 @@ fn rows(op: &'static str, addr: u32, n: usize) -> [u32; 32] {
 }
 
 /// Where lane `lane`'s register `i` goes (or comes from): one 4-byte
-/// piece without `.trans`, two 2-byte pieces (lower half first) with it.
-fn places(rows: &[u32; 32], lane: usize, i: usize, trans: bool) -> [(u32, usize); 2] {
+/// piece without `.trans`, two 2-byte pieces (lower half first) with it;
+/// `(shared address, bytes, offset in the register)`.
+fn places(rows: &[u32; 32], lane: usize, i: usize, trans: bool) -> Vec<(u32, usize, usize)> {
     let (r, c) = (lane / 4, 2 * (lane % 4));
     if trans {
         // Element (r, c) of the fragment is at memory row c, column r.
-        [(rows[8 * i + c] + 2 * r as u32, 2), (rows[8 * i + c + 1] + 2 * r as u32, 2)]
+        vec![(rows[8 * i + c] + 2 * r as u32, 2, 0), (rows[8 * i + c + 1] + 2 * r as u32, 2, 2)]
     } else {
-        [(rows[8 * i + r] + 2 * c as u32, 4), (0, 0)]
+        vec![(rows[8 * i + r] + 2 * c as u32, 4, 0)]
+    }
+}
+
+/// Moves this lane's register `i` to (`store`) or from shared memory, piece
+/// by piece, each an access of this lane for the race detector.
+#[track_caller]
+fn move_reg(rows: &[u32; 32], i: usize, trans: bool, reg: &mut [u8; 4], store: bool) {
+    for (a, len, at) in places(rows, lane_id() as usize, i, trans) {
+        let p = smem_ptr_range(a, len);
+        smem_access(p, len, store);
+        // SAFETY: `smem_ptr_range` checked that `len` bytes at `a` lie in this
+        // CTA's shared memory; one emulated thread runs at a time.
+        unsafe {
+            if store {
+                core::ptr::copy_nonoverlapping(reg[at..].as_ptr(), p, len)
+            } else {
+                core::ptr::copy_nonoverlapping(p, reg[at..].as_mut_ptr(), len)
+            }
+        }
     }
 }
 
@@ -58,21 +78,8 @@ fn places(rows: &[u32; 32], lane: usize, i: usize, trans: bool) -> [(u32, usize)
 #[track_caller]
 pub fn stmatrix(op: &'static str, addr: u32, regs: &[u32], trans: bool) {
     let rows = rows(op, addr, regs.len());
-    let lane = lane_id() as usize;
     for (i, &v) in regs.iter().enumerate() {
-        let bytes = v.to_le_bytes();
-        let mut from = 0;
-        for (a, len) in places(&rows, lane, i, trans) {
-            if len == 0 {
-                continue;
-            }
-            let p = smem_ptr_range(a, len);
-            smem_access(p, len, true);
-            // SAFETY: `smem_ptr_range` checked that `len` bytes at `a` lie in
-            // this CTA's shared memory; one emulated thread runs at a time.
-            unsafe { core::ptr::copy_nonoverlapping(bytes[from..].as_ptr(), p, len) };
-            from += len;
-        }
+        move_reg(&rows, i, trans, &mut v.to_le_bytes(), true);
     }
 }
 
@@ -82,22 +89,9 @@ pub fn stmatrix(op: &'static str, addr: u32, regs: &[u32], trans: bool) {
 #[track_caller]
 pub fn ldmatrix<const N: usize>(op: &'static str, addr: u32, trans: bool) -> [u32; N] {
     let rows = rows(op, addr, N);
-    let lane = lane_id() as usize;
-    let mut out = [0u32; N];
-    for (i, reg) in out.iter_mut().enumerate() {
+    core::array::from_fn(|i| {
         let mut bytes = [0u8; 4];
-        let mut to = 0;
-        for (a, len) in places(&rows, lane, i, trans) {
-            if len == 0 {
-                continue;
-            }
-            let p = smem_ptr_range(a, len);
-            smem_access(p, len, false);
-            // SAFETY: as in `stmatrix`.
-            unsafe { core::ptr::copy_nonoverlapping(p, bytes[to..].as_mut_ptr(), len) };
-            to += len;
-        }
-        *reg = u32::from_le_bytes(bytes);
-    }
-    out
+        move_reg(&rows, i, trans, &mut bytes, false);
+        u32::from_le_bytes(bytes)
+    })
 }

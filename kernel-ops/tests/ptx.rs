@@ -236,21 +236,16 @@ fn blockscaled_fp8_kernel_has_its_instructions_and_register_budgets() {
 ///   issues the bulk reduction (one `LDL` per step, an L1 hit). LLVM
 ///   hoists that base out of the step loop as loop-invariant, and the loop
 ///   holds the rest of its 240 registers; not removed yet.
-/// - `matmul_fp8_blockscaled__4_{8,16}` (4 bytes): the thread index,
-///   computed before the role split and reloaded after the last tile (once
-///   per kernel).
 /// - `grouped_matmul_fp8_blockscaled__4` (24 bytes, the same K loop, on
 ///   240/240/24 registers): the memory warpgroup's cursor and step counters
 ///   on its 24 registers (one reload per K step by its issuing thread),
 ///   and in the compute warpgroups tile coordinates stored before a tile's
 ///   K loop and reloaded after it (per tile); none in the compute
 ///   warpgroups' K loop.
-const KNOWN_SPILLS: [(&str, (u32, u32, u32)); 5] = [
+const KNOWN_SPILLS: [(&str, (u32, u32, u32)); 3] = [
     ("attention_bwd__128_2", (8, 4, 4)),
     ("attention_bwd_bf16__128_2", (8, 4, 4)),
-    ("matmul_fp8_blockscaled__4_8", (8, 4, 8)),
-    ("matmul_fp8_blockscaled__4_16", (8, 4, 8)),
-    ("grouped_matmul_fp8_blockscaled__4", (24, 24, 52)),
+    ("grouped_matmul_fp8_blockscaled__4", (24, 24, 48)),
 ];
 
 /// `(stack frame, spill stores, spill loads)` of each entry of a ptxas

@@ -9,7 +9,7 @@
 //!
 //! | layout | SMEM | GMEM |
 //! |---|---|---|
-//! | `Wgmma<N>` | [`Array::store_tile`], [`Array::load_tile`]: any `Tile` (swizzled or not), pairs of adjacent columns as one 4-byte (16-bit types) or 8-byte (f32) access | `store_gmem` / `load_gmem` with a leading dimension: a row-major matrix, pair accesses |
+//! | `Wgmma<N>` | [`Array::store_tile`]: any `Tile` (swizzled or not); 16-bit types as `stmatrix .x4` (16 x 16 per warp and instruction) where the block's 16-byte row pieces are whole in the tile, else pairs of adjacent columns as one 4-byte (16-bit types) or 8-byte (f32) store. [`Array::load_tile`]: pair loads | `store_gmem` / `load_gmem` with a leading dimension: a row-major matrix, pair accesses | `store_gmem` / `load_gmem` with a leading dimension: a row-major matrix, pair accesses |
 //! | `WgmmaCol<N>`, `WgmmaRow` | — | [`Array::load_cols`], [`Array::load_rows`]: a vector, each value read once per thread |
 //! | `WgStrided<VECS, VEC>` | [`Array::load_smem`], [`Array::store_smem`] | [`Array::load_gmem`], [`Array::store_gmem`]: `VEC` elements per access (16 bytes for 8 x f16) |
 use super::layout::{ArrayLayout, WgStrided, Wgmma, WgmmaCol, WgmmaRow};
@@ -62,19 +62,68 @@ where
     Wgmma<N>: ArrayLayout,
 {
     /// Converts to `U` and writes the `64 x N` block into `dst` at
-    /// `(row0, col0)` (swizzle applied): one 4-byte store per pair of
-    /// adjacent columns for 16-bit `U` (`cvt.rn.f16x2.f32` for f16), 8
-    /// bytes for f32. `col0` is even. Every thread of the warpgroup calls
-    /// it.
+    /// `(row0, col0)` (swizzle applied). `col0` is even. Every thread of the
+    /// warpgroup calls it (all 32 lanes of each warp, together: with 16-bit
+    /// `U` it may be warp-collective).
+    ///
+    /// For 16-bit `U` (`cvt.rn.f16x2.f32` for f16), when `N` is a multiple
+    /// of 16, `col0` of 8 and the tile's rows come in whole 16-byte pieces
+    /// (every swizzle keeps them whole), each warp stores its 16 rows with
+    /// `N / 16` `stmatrix .x4` (`crate::ldst_matrix`; 16 x 16 elements
+    /// each: the fragment of four 8 x 8 matrices is the WGMMA layout's, and
+    /// each lane names the address of one 16-byte row piece). Otherwise:
+    /// one 4-byte store per pair of adjacent columns (8 bytes for f32).
     #[inline(always)]
     #[track_caller]
     pub fn store_tile<U: Scalar, const R: usize, const C: usize, L: Layout>(&self, dst: Smem<Tile<U, R, C, L>>, row0: usize, col0: usize) {
         assert!(row0 + 64 <= R && col0 + N <= C && col0 % 2 == 0, "Array::store_tile: the 64 x N block at (row0, col0) is outside the tile (or col0 is odd)");
         let t = crate::index::thread_in_warpgroup() as usize;
+        let whole_pieces = <Tile<U, R, C, L> as crate::layout::TileLayout>::BLOCK_ROW_BYTES % 16 == 0;
+        if U::pair_word(0.0, 0.0).is_some() && N % 16 == 0 && col0 % 8 == 0 && whole_pieces {
+            // Lane l names row l % 8 (+ 8 for lanes 8-15 and 24-31) of its
+            // warp's 16, in the left (lanes 0-15) or right 8 columns of each
+            // 16: matrix i = l / 8 of the fragment's four.
+            let (w, l) = (t / 32, t % 32);
+            let row = row0 + 16 * w + l % 8 + 8 * ((l / 8) % 2);
+            let base = dst.smem_addr();
+            let first = base + Tile::<U, R, C, L>::offset_of(row, col0 + 8 * (l / 16)) as u32;
+            // When the N columns are one aligned power-of-two run inside a
+            // block row, group q's pieces differ from group 0's only in the
+            // offset bits of 32 q (below the row bits the swizzle reads):
+            // one XOR instead of a swizzled offset per group.
+            let block_row = <Tile<U, R, C, L> as crate::layout::TileLayout>::BLOCK_ROW_BYTES;
+            let xor_groups = N.is_power_of_two() && block_row % (2 * N) == 0 && col0 % N == 0;
+            unroll(N / 16, |q| {
+                let addr = if xor_groups { first ^ (32 * q) as u32 } else { base + Tile::<U, R, C, L>::offset_of(row, col0 + 16 * q + 8 * (l / 16)) as u32 };
+                // Register pairs 4 q .. 4 q + 4: rows + 0 / + 8 of columns
+                // 16 q .. + 8, then of columns 16 q + 8 .. + 8.
+                let word = |k: usize| {
+                    let p = 4 * q + k;
+                    U::pair_word(self.regs.get(2 * p).to_f32(), self.regs.get(2 * p + 1).to_f32()).unwrap_or(0)
+                };
+                crate::ldst_matrix::stmatrix::<4>(addr, [word(0), word(1), word(2), word(3)]);
+            });
+            return;
+        }
+        self.store_tile_pairs(dst, row0, col0);
+    }
+
+    /// [`Array::store_tile`] without `stmatrix`: one 4-byte store per pair
+    /// of adjacent columns for 16-bit `U` (8 bytes for f32), each thread on
+    /// its own (not warp-collective). For kernels where the `stmatrix`
+    /// fragments' groups of four consecutive registers cost spills.
+    #[inline(always)]
+    #[track_caller]
+    pub fn store_tile_pairs<U: Scalar, const R: usize, const C: usize, L: Layout>(&self, dst: Smem<Tile<U, R, C, L>>, row0: usize, col0: usize) {
+        assert!(row0 + 64 <= R && col0 + N <= C && col0 % 2 == 0, "Array::store_tile_pairs: the 64 x N block at (row0, col0) is outside the tile (or col0 is odd)");
+        let t = crate::index::thread_in_warpgroup() as usize;
         let base = dst.as_ptr() as *mut u8;
         unroll(N / 4, |p| {
             let (r, c) = Wgmma::<N>::coords(t, 2 * p);
             let off = Tile::<U, R, C, L>::offset_of(row0 + r, col0 + c);
+            // The emulator's race detector sees the pair as this thread's write.
+            #[cfg(not(target_arch = "nvptx64"))]
+            kernel_emu::smem_access(base.wrapping_add(off), 2 * core::mem::size_of::<U>(), true);
             // SAFETY: inside the tile (asserted); pair-aligned (even column,
             // swizzle moves 16-byte chunks).
             unsafe { U::write_pair(base.add(off) as *mut U, self.regs.get(2 * p).to_f32(), self.regs.get(2 * p + 1).to_f32()) };

@@ -251,6 +251,13 @@ pub trait Scalar: Copy + Default + 'static {
     /// # Safety
     /// `src` is valid for reading two `Self`, aligned to `2 * size_of::<Self>()`.
     unsafe fn read_pair(src: *const Self) -> (f32, f32);
+    /// Two f32 as the one 4-byte word of a pair of `Self` (lower element in
+    /// bits 0..16) for the 16-bit types; `None` for f32, whose pair is 8
+    /// bytes (the test [`Array::store_tile`] takes its `stmatrix` path on).
+    #[inline(always)]
+    fn pair_word(_a: f32, _b: f32) -> Option<u32> {
+        None
+    }
     /// The pair at `src` (aligned to the pair) unconverted: one 4-byte load
     /// for 16-bit types.
     ///
@@ -317,6 +324,10 @@ impl Scalar for half::f16 {
         unsafe { (dst as *mut u32).write(crate::cvt::pack_f16x2(a, b)) }
     }
     #[inline(always)]
+    fn pair_word(a: f32, b: f32) -> Option<u32> {
+        Some(crate::cvt::pack_f16x2(a, b))
+    }
+    #[inline(always)]
     unsafe fn read_pair(src: *const Self) -> (f32, f32) {
         // SAFETY: the caller's contract (4-byte aligned pair): one 32-bit load.
         let w = unsafe { (src as *const u32).read() };
@@ -343,6 +354,10 @@ impl Scalar for half::bf16 {
     unsafe fn write_pair(dst: *mut Self, a: f32, b: f32) {
         // SAFETY: the caller's contract (4-byte aligned pair).
         unsafe { (dst as *mut u32).write(crate::cvt::pack_bf16x2(a, b)) }
+    }
+    #[inline(always)]
+    fn pair_word(a: f32, b: f32) -> Option<u32> {
+        Some(crate::cvt::pack_bf16x2(a, b))
     }
     #[inline(always)]
     unsafe fn read_pair(src: *const Self) -> (f32, f32) {

@@ -7,6 +7,8 @@
 use kernel_device::layout::{Swizzled, Tile};
 use kernel_device::smem::Smem;
 use kernel_device::sync::NamedBarrier;
+use kernel_device::array::regs::unroll;
+use kernel_device::array::{Array, Scalar, Wgmma};
 use kernel_device::index::thread_linear;
 use kernel_device::thread_in_warpgroup;
 use kernel_device::tma::{commit_group, commit_smem, wait_group_read, Tma};
@@ -15,7 +17,7 @@ use kernel_device::{bf16, f16};
 
 /// A 16-bit wgmma input type the GEMMs (and attention) run on, with the
 /// conversion of their f32 accumulators back to it: f16 or bf16.
-pub trait GemmElem: WgmmaInput {
+pub trait GemmElem: WgmmaInput + Scalar {
     /// Two f32 to a packed pair of `Self` (`lo` in bits 0..16).
     fn pack(lo: f32, hi: f32) -> u32;
 }
@@ -119,13 +121,12 @@ where
 
     /// Writes columns `64 j .. 64 j + 64` of the block as `E` (f16 or bf16)
     /// into the epilogue sub-tile `dst` at row `row0` (after
-    /// `wgmma_wait::<0>()`). `j` must be a constant after unrolling (a loop
-    /// over `0..BN / 64`).
+    /// `wgmma_wait::<0>()`), with `stores` ([`store_block_cols`]).
     #[inline(always)]
-    pub fn store_cols<E: GemmElem>(&mut self, dst: Smem<EpiTile<E, BM>>, row0: usize, j: usize) {
-        store_block_cols(&mut self.blocks[0], dst, row0, j);
+    pub fn store_cols<E: GemmElem>(&mut self, dst: Smem<EpiTile<E, BM>>, row0: usize, j: usize, stores: Stores) {
+        store_block_cols(&mut self.blocks[0], dst, row0, j, stores);
         if BM == 256 {
-            store_block_cols(&mut self.blocks[1], dst, row0 + 64, j);
+            store_block_cols(&mut self.blocks[1], dst, row0 + 64, j, stores);
         }
     }
 
@@ -142,7 +143,10 @@ where
     #[track_caller]
     pub fn store_tile<E: GemmElem>(&mut self, c: &Tma<EpiTile<E, BM>>, epi: Smem<[EpiTile<E, BM>; 2]>, (pm, pn): (u32, u32), row0: usize, sub_tiles: u32) -> u32 {
         let leader = thread_linear() == 0;
-        self.store_tile_with(epi, row0, sub_tiles, |buf, j| {
+        // 256-row tiles (two accumulator blocks per warpgroup) keep pair
+        // stores: with `stmatrix` two of their kernels spilled 4 bytes.
+        let stores = if BM == 128 { Stores::Matrix } else { Stores::Pairs };
+        self.store_tile_with(epi, row0, sub_tiles, stores, |buf, j| {
             if leader {
                 c.store(buf, pm * BM as u32, pn * BN as u32 + (j * EPI_N) as u32);
                 commit_group();
@@ -150,7 +154,8 @@ where
         })
     }
 
-    /// [`WgAcc::store_tile`] with each complete sub-tile (`BM x 64` in
+    /// [`WgAcc::store_tile`] with the SMEM writes of `stores` and each
+    /// complete sub-tile (`BM x 64` in
     /// `buf`, the tile's columns `64 j ..`) written by `emit(buf, j)`, which
     /// every compute thread runs after the sub-tile's second barrier: a TMA
     /// store from thread 0 ([`WgAcc::store_tile`]) or the stores of a
@@ -159,7 +164,7 @@ where
     /// it (thread 0 waits for that two sub-tiles later).
     #[inline(always)]
     #[track_caller]
-    pub fn store_tile_with<E: GemmElem>(&mut self, epi: Smem<[EpiTile<E, BM>; 2]>, row0: usize, mut sub_tiles: u32, emit: impl Fn(Smem<EpiTile<E, BM>>, usize)) -> u32 {
+    pub fn store_tile_with<E: GemmElem>(&mut self, epi: Smem<[EpiTile<E, BM>; 2]>, row0: usize, mut sub_tiles: u32, stores: Stores, emit: impl Fn(Smem<EpiTile<E, BM>>, usize)) -> u32 {
         let leader = thread_linear() == 0;
         for j in 0..BN / EPI_N {
             let buf = epi.at((sub_tiles % 2) as usize);
@@ -168,7 +173,7 @@ where
                 wait_group_read::<1>();
             }
             COMPUTE_BARRIER.sync();
-            self.store_cols(buf, row0, j);
+            self.store_cols(buf, row0, j, stores);
             commit_smem();
             COMPUTE_BARRIER.sync();
             emit(buf, j);
@@ -178,26 +183,63 @@ where
     }
 }
 
+/// How an epilogue writes its sub-tiles to SMEM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stores {
+    /// `stmatrix .x4`, 16 x 16 elements per warp and instruction
+    /// ([`Array::store_tile`]): a quarter of the instructions of `Pairs`.
+    Matrix,
+    /// One 4-byte store per pair of columns: for kernels where `Matrix`
+    /// costs spills (the grouped GEMM, whose sub-tile index is a run-time
+    /// value; the 256-row tiles).
+    Pairs,
+}
+
 /// Columns `64 j .. 64 j + 64` of one `64 x N` accumulator block into `dst`
-/// at row `row0`: the fragment layout of [`Acc::for_each_pair`], keeping the
-/// register pairs `p` with `8 (p / 2) / 64 == j` (a constant per unrolled
-/// pair, so no register is indexed at run time).
+/// at row `row0`, as `E`: for the sub-tile `jj == j` (of the `N / 64`,
+/// unrolled, so a run-time `j` costs a uniform branch per sub-tile, not a
+/// register indexed at run time) its columns as a `64 x 64` register
+/// array (the accumulator's register pairs `p` with `8 (p / 2) / 64 ==
+/// jj`; no instruction moves them) stored by [`Array::store_tile`]; with
+/// [`Stores::Pairs`], each register pair of the sub-tile as one 4-byte
+/// store (a run-time `j` predicates them).
 #[inline(always)]
-pub fn store_block_cols<E: GemmElem, const N: usize, const R: usize>(acc: &mut Acc<N>, dst: Smem<EpiTile<E, R>>, row0: usize, j: usize)
+pub fn store_block_cols<E: GemmElem, const N: usize, const R: usize>(acc: &mut Acc<N>, dst: Smem<EpiTile<E, R>>, row0: usize, j: usize, stores: Stores)
 where
     Cols<N>: WgmmaShape,
 {
     acc.fence_operands();
-    let t = thread_in_warpgroup() as usize;
-    let (w, l) = (t / 32, t % 32);
-    let (row, col) = (row0 + 16 * w + l / 4, 2 * (l % 4));
-    let base = dst.as_ptr() as *mut u8;
-    <Cols<N>>::for_each_pair(&acc.regs, |p, v0, v1| {
-        let c = 8 * (p / 2);
-        if c / EPI_N == j {
-            let off = EpiTile::<E, R>::offset_of(row + 8 * (p % 2), c % EPI_N + col);
-            // SAFETY: row < R (row0 + 64 <= R), column < 64; 4-byte aligned.
-            unsafe { (base.add(off) as *mut u32).write(E::pack(v0, v1)) };
+    match stores {
+        Stores::Matrix => unroll(N / EPI_N, |jj| {
+            if jj == j {
+                let mut cols = Array::<f32, Wgmma<EPI_N>>::splat(0.0);
+                let pairs = EPI_N / 4;
+                <Cols<N>>::for_each_pair(&acc.regs, |p, v0, v1| {
+                    if 8 * (p / 2) / EPI_N == jj {
+                        let q = p - pairs * jj;
+                        cols.set(2 * q, v0);
+                        cols.set(2 * q + 1, v1);
+                    }
+                });
+                cols.store_tile(dst, row0, 0);
+            }
+        }),
+        Stores::Pairs => {
+            let t = thread_in_warpgroup() as usize;
+            let (w, l) = (t / 32, t % 32);
+            let (row, col) = (row0 + 16 * w + l / 4, 2 * (l % 4));
+            let base = dst.as_ptr() as *mut u8;
+            <Cols<N>>::for_each_pair(&acc.regs, |p, v0, v1| {
+                let c = 8 * (p / 2);
+                if c / EPI_N == j {
+                    let off = EpiTile::<E, R>::offset_of(row + 8 * (p % 2), c % EPI_N + col);
+                    // The emulator's race detector sees the pair as this thread's write.
+                    #[cfg(not(target_arch = "nvptx64"))]
+                    kernel_device::emu::smem_access(base.wrapping_add(off), 4, true);
+                    // SAFETY: row < R (row0 + 64 <= R), column < 64; 4-byte aligned.
+                    unsafe { (base.add(off) as *mut u32).write(E::pack(v0, v1)) };
+                }
+            });
         }
-    });
+    }
 }

@@ -4,10 +4,10 @@
 //! "contiguous" layout: `M = Σ M_g`), `B` is `G x N x K` (one `N x K` weight
 //! per expert), and the group sizes `M_g` live in device memory: no host
 //! round trip schedules the tiles.
-use crate::gemm::{check_tile, ATile, BTile, EpiTile, GemmElem, WgAcc, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
+use crate::gemm::{check_tile, ATile, BTile, EpiTile, GemmElem, Stores, WgAcc, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
 use kernel_device::{bf16, f16};
 use kernel_device::prelude::*;
-use kernel_device::tma::{commit_group, wait_group};
+use kernel_device::tma::{commit_group, wait_group, wait_group_read};
 use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Cols, WgmmaShape};
 use kernel_device::Barriers;
 
@@ -186,6 +186,14 @@ macro_rules! produce_grouped {
 /// not waited for), a group's partial last tile by [`store_partial`] (all
 /// 256 compute threads; nothing past `n`). Run by every compute thread
 /// after the sub-tile's second barrier.
+///
+/// A partial sub-tile commits no bulk group, so the next sub-tile's
+/// `wait_group_read::<1>()` (which counts on one group per sub-tile: "the
+/// store two sub-tiles ago") would let the previous full sub-tile's store
+/// still read the buffer the next one rewrites. Thread 0 therefore waits
+/// here until every store so far has read its source. (Found by the
+/// emulator's race detector once the epilogue's SMEM writes went through
+/// `stmatrix`, which it sees: full tile, then a group's partial tile.)
 #[inline(always)]
 #[track_caller]
 fn write_sub_tile<E: Copy, const BM: usize>(buf: Smem<EpiTile<E, BM>>, c: &Tma<EpiTile<E, BM>>, c_rows: Gmem<E>, tile: GroupTile, col: u32, n: u32) {
@@ -194,8 +202,13 @@ fn write_sub_tile<E: Copy, const BM: usize>(buf: Smem<EpiTile<E, BM>>, c: &Tma<E
             c.store(buf, tile.row0, col);
             commit_group();
         }
-    } else if col < n {
-        store_partial(buf, c_rows, tile, col, n);
+    } else {
+        if thread_linear() == 0 {
+            wait_group_read::<0>();
+        }
+        if col < n {
+            store_partial(buf, c_rows, tile, col, n);
+        }
     }
 }
 
@@ -300,7 +313,8 @@ pub fn grouped_matmul_of<E: GemmElem, const BM: usize, const BN: usize, const ST
             done += 1;
             let tile = GroupTile { group: 0, row0: t_row0, rows: t_rows, col0: t_col0 };
             consumed.at(slot(step - 1)).arrive();
-            sub_tiles = acc.store_tile_with(epi, row0, sub_tiles, |buf, j| write_sub_tile(buf, &c, c_rows, tile, tile.col0 + (j * EPI_N) as u32, n));
+            // Pairs: with `stmatrix` this kernel spilled 96 bytes.
+            sub_tiles = acc.store_tile_with(epi, row0, sub_tiles, Stores::Pairs, |buf, j| write_sub_tile(buf, &c, c_rows, tile, tile.col0 + (j * EPI_N) as u32, n));
         }
         if leader {
             wait_group::<0>();

@@ -18,7 +18,7 @@
 //! steps of `128 x 128 x 64` loaded, about 1500 cycles of MMAs to hide the
 //! next loads' latency, and the tensor pipe was 47 % busy at 0.62x cuBLAS.
 //! The shared ring keeps all 6 stages ahead of whichever warpgroup runs.)
-use kernel_ops_kernels::gemm::{store_block_cols, ATileOf, BTileOf, EpiTileOf, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
+use kernel_ops_kernels::gemm::{store_block_cols, ATileOf, BTileOf, EpiTileOf, Stores, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
 use kernel_device::array::regs::unroll;
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
@@ -159,7 +159,7 @@ pub fn matmul_pingpong<const BM: usize, const BN: usize, const STAGES: usize, co
                     wait_group_read::<0>();
                 }
                 epilogue.sync();
-                unroll(BM / 64, |r| store_block_cols(&mut acc[r], buf, 64 * r, j));
+                unroll(BM / 64, |r| store_block_cols(&mut acc[r], buf, 64 * r, j, Stores::Matrix));
                 commit_smem();
                 epilogue.sync();
                 if leader {
