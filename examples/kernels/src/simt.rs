@@ -278,8 +278,8 @@ pub const fn matrix_elem(area: u32, i: u32, r: u32, c: u32) -> u32 {
 }
 
 /// Where row `r` of matrix `i` of an area lives in [`smem_matrices`]: a
-/// permutation of the 8 rows (`3 r mod 8`), so that no row sits where a
-/// row-major store would put it.
+/// permutation of the 8 rows (`3 r mod 8`), so that the rows are not in
+/// order and the addresses the lanes name are what places them.
 pub const fn matrix_row_slot(i: u32, r: u32) -> u32 {
     8 * i + (3 * r) % 8
 }

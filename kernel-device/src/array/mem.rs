@@ -9,7 +9,7 @@
 //!
 //! | layout | SMEM | GMEM |
 //! |---|---|---|
-//! | `Wgmma<N>` | [`Array::store_tile`]: any `Tile` (swizzled or not); 16-bit types as `stmatrix .x4` (16 x 16 per warp and instruction) where the block's 16-byte row pieces are whole in the tile, else pairs of adjacent columns as one 4-byte (16-bit types) or 8-byte (f32) store. [`Array::load_tile`]: pair loads | `store_gmem` / `load_gmem` with a leading dimension: a row-major matrix, pair accesses | `store_gmem` / `load_gmem` with a leading dimension: a row-major matrix, pair accesses |
+//! | `Wgmma<N>` | [`Array::store_tile`]: any `Tile` (swizzled or not); 16-bit types as `stmatrix .x4` (16 x 16 per warp and instruction) where the block's 16-byte row pieces are whole in the tile, else pairs of adjacent columns as one 4-byte (16-bit types) or 8-byte (f32) store. [`Array::load_tile`]: pair loads | `store_gmem` / `load_gmem` with a leading dimension: a row-major matrix, pair accesses |
 //! | `WgmmaCol<N>`, `WgmmaRow` | — | [`Array::load_cols`], [`Array::load_rows`]: a vector, each value read once per thread |
 //! | `WgStrided<VECS, VEC>` | [`Array::load_smem`], [`Array::store_smem`] | [`Array::load_gmem`], [`Array::store_gmem`]: `VEC` elements per access (16 bytes for 8 x f16) |
 use super::layout::{ArrayLayout, WgStrided, Wgmma, WgmmaCol, WgmmaRow};
