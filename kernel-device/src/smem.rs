@@ -344,6 +344,25 @@ impl<const N: usize> Smem<[f32; N]> {
     }
 }
 
+/// A 4-byte store to shared memory through a raw pointer (a packed pair of
+/// 16-bit values at a swizzled offset the kernel computed), as the
+/// emulator's race detector sees it: this thread's write of those 4 bytes.
+/// On the GPU, exactly `st.shared.b32` (no check). For fragment stores that
+/// [`crate::array::Array::store_tile`] does not cover.
+///
+/// # Safety
+/// `ptr` points into this CTA's shared memory, 4-byte aligned, and the
+/// word is this thread's to write (ordered with other threads' accesses by
+/// the kernel's barriers).
+#[inline(always)]
+#[track_caller]
+pub unsafe fn write_word(ptr: *mut u8, v: u32) {
+    #[cfg(not(target_arch = "nvptx64"))]
+    kernel_emu::smem_access(ptr, 4, true);
+    // SAFETY: the caller's contract.
+    unsafe { (ptr as *mut u32).write(v) }
+}
+
 #[cold]
 #[track_caller]
 fn misaligned_v4(i: usize, n: usize, addr: u32) -> ! {

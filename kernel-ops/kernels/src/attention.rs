@@ -365,7 +365,7 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const KC: 
         let off = QTileOf::<E, QM, D>::offset_of(r, c);
         let hh = p % 2;
         // SAFETY: inside the tile (r < QM, c < D); 4-byte aligned (even column).
-        unsafe { (base.add(off) as *mut u32).write(E::pack(regs[2 * p] * inv[hh], regs[2 * p + 1] * inv[hh])) };
+        unsafe { kernel_device::smem::write_word(base.add(off), E::pack(regs[2 * p] * inv[hh], regs[2 * p + 1] * inv[hh])) };
     });
     commit_smem();
     NamedBarrier::new(CONSUMER_BARRIER_ID, 128 * NC).sync();

@@ -351,7 +351,7 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
             let (r, c) = (16 * (t / 32) + l / 4 + 8 * (p % 2), 8 * (p / 2) + 2 * (l % 4));
             let off = DsTile::<E>::offset_of(r, c);
             // SAFETY: inside the tile (r < 64, c < 64); 4-byte aligned (even column).
-            unsafe { (base.add(off) as *mut u32).write(dsf[p / 4][p % 4]) };
+            unsafe { kernel_device::smem::write_word(base.add(off), dsf[p / 4][p % 4]) };
         });
         commit_smem();
         // dQ's partial: dS K (dS = the stored dSᵀ transposed; K stored keys
@@ -416,8 +416,8 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
         let off = KHalf::<E, D>::offset_of(r, c);
         // SAFETY: inside the tiles (r < 64, c < D); 4-byte aligned (even column).
         unsafe {
-            (kb.add(off) as *mut u32).write(E::pack(dkr[2 * p] * scale, dkr[2 * p + 1] * scale));
-            (vb.add(off) as *mut u32).write(E::pack(dvr[2 * p], dvr[2 * p + 1]));
+            kernel_device::smem::write_word(kb.add(off), E::pack(dkr[2 * p] * scale, dkr[2 * p + 1] * scale));
+            kernel_device::smem::write_word(vb.add(off), E::pack(dvr[2 * p], dvr[2 * p + 1]));
         }
     });
     commit_smem();

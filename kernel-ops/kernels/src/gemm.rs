@@ -233,11 +233,8 @@ where
                 let c = 8 * (p / 2);
                 if c / EPI_N == j {
                     let off = EpiTile::<E, R>::offset_of(row + 8 * (p % 2), c % EPI_N + col);
-                    // The emulator's race detector sees the pair as this thread's write.
-                    #[cfg(not(target_arch = "nvptx64"))]
-                    kernel_device::emu::smem_access(base.wrapping_add(off), 4, true);
                     // SAFETY: row < R (row0 + 64 <= R), column < 64; 4-byte aligned.
-                    unsafe { (base.add(off) as *mut u32).write(E::pack(v0, v1)) };
+                    unsafe { kernel_device::smem::write_word(base.add(off), E::pack(v0, v1)) };
                 }
             });
         }

@@ -62,6 +62,6 @@ where
         let off = Tile::<f16, R, N, Swizzled<128>>::offset_of(r, c);
         let hh = p % 2;
         // SAFETY: inside the tile (r < R, c < N); 4-byte aligned (even column).
-        unsafe { (base.add(off) as *mut u32).write(kernel_device::cvt::pack_f16x2(regs[2 * p] * inv[hh], regs[2 * p + 1] * inv[hh])) };
+        unsafe { kernel_device::smem::write_word(base.add(off), kernel_device::cvt::pack_f16x2(regs[2 * p] * inv[hh], regs[2 * p + 1] * inv[hh])) };
     });
 }
