@@ -42,14 +42,14 @@ fn rows(op: &'static str, addr: u32, n: usize) -> [u32; 32] {
 
 /// Where lane `lane`'s register `i` goes (or comes from): one 4-byte
 /// piece without `.trans`, two 2-byte pieces (lower half first) with it;
-/// `(shared address, bytes, offset in the register)`.
-fn places(rows: &[u32; 32], lane: usize, i: usize, trans: bool) -> Vec<(u32, usize, usize)> {
+/// `(shared address, bytes, offset in the register)`, the first `n`.
+fn places(rows: &[u32; 32], lane: usize, i: usize, trans: bool) -> ([(u32, usize, usize); 2], usize) {
     let (r, c) = (lane / 4, 2 * (lane % 4));
     if trans {
         // Element (r, c) of the fragment is at memory row c, column r.
-        vec![(rows[8 * i + c] + 2 * r as u32, 2, 0), (rows[8 * i + c + 1] + 2 * r as u32, 2, 2)]
+        ([(rows[8 * i + c] + 2 * r as u32, 2, 0), (rows[8 * i + c + 1] + 2 * r as u32, 2, 2)], 2)
     } else {
-        vec![(rows[8 * i + r] + 2 * c as u32, 4, 0)]
+        ([(rows[8 * i + r] + 2 * c as u32, 4, 0), (0, 0, 0)], 1)
     }
 }
 
@@ -57,7 +57,8 @@ fn places(rows: &[u32; 32], lane: usize, i: usize, trans: bool) -> Vec<(u32, usi
 /// by piece, each an access of this lane for the race detector.
 #[track_caller]
 fn move_reg(rows: &[u32; 32], i: usize, trans: bool, reg: &mut [u8; 4], store: bool) {
-    for (a, len, at) in places(rows, lane_id() as usize, i, trans) {
+    let (places, n) = places(rows, lane_id() as usize, i, trans);
+    for &(a, len, at) in &places[..n] {
         let p = smem_ptr_range(a, len);
         smem_access(p, len, store);
         // SAFETY: `smem_ptr_range` checked that `len` bytes at `a` lie in this

@@ -11,7 +11,7 @@ use kernel_device::array::regs::unroll;
 use kernel_device::array::{Array, Scalar, Wgmma};
 use kernel_device::index::thread_linear;
 use kernel_device::thread_in_warpgroup;
-use kernel_device::tma::{commit_group, commit_smem, wait_group_read, Tma};
+use kernel_device::tma::{commit_group, Tma};
 use kernel_device::wgmma::{Acc, Cols, WgmmaInput, WgmmaShape};
 use kernel_device::{bf16, f16};
 
@@ -155,33 +155,56 @@ where
     }
 
     /// [`WgAcc::store_tile`] with the SMEM writes of `stores` and each
-    /// complete sub-tile (`BM x 64` in
-    /// `buf`, the tile's columns `64 j ..`) written by `emit(buf, j)`, which
-    /// every compute thread runs after the sub-tile's second barrier: a TMA
-    /// store from thread 0 ([`WgAcc::store_tile`]) or the stores of a
-    /// partial tile's rows (the grouped GEMM). `emit` must be done reading
-    /// `buf` when it returns, or have committed a TMA bulk group that reads
-    /// it (thread 0 waits for that two sub-tiles later).
+    /// complete sub-tile (`BM x 64` in `buf`, the tile's columns `64 j ..`)
+    /// written by `emit(buf, j)` (`epilogue_sub_tile!`, whose contract
+    /// `emit` keeps): a TMA store from thread 0 ([`WgAcc::store_tile`]) or
+    /// the stores of a partial tile's rows (the grouped GEMM).
     #[inline(always)]
     #[track_caller]
     pub fn store_tile_with<E: GemmElem>(&mut self, epi: Smem<[EpiTile<E, BM>; 2]>, row0: usize, mut sub_tiles: u32, stores: Stores, emit: impl Fn(Smem<EpiTile<E, BM>>, usize)) -> u32 {
         let leader = thread_linear() == 0;
         for j in 0..BN / EPI_N {
-            let buf = epi.at((sub_tiles % 2) as usize);
-            if leader {
-                // The store two sub-tiles ago (same buffer) has read it.
-                wait_group_read::<1>();
-            }
-            COMPUTE_BARRIER.sync();
-            self.store_cols(buf, row0, j, stores);
-            commit_smem();
-            COMPUTE_BARRIER.sync();
-            emit(buf, j);
+            epilogue_sub_tile!(epi, sub_tiles, leader, |buf| self.store_cols(buf, row0, j, stores), |buf| emit(buf, j));
             sub_tiles += 1;
         }
         sub_tiles
     }
 }
+
+/// One sub-tile of the double-buffered epilogue every GEMM of this crate
+/// ends its tiles with (the one definition of its protocol):
+/// `epilogue_sub_tile!(epi, sub_tiles, leader, |buf| write, |buf| emit)`
+/// takes buffer `sub_tiles % 2` of `epi`; thread 0 (`leader`) waits until
+/// the TMA store of two sub-tiles ago, which read that buffer, has read it
+/// (`wait_group_read::<1>`); the compute warpgroups meet
+/// ([`COMPUTE_BARRIER`]), run `write` (their rows into `buf`), fence
+/// (`commit_smem`) and meet again; then every compute thread runs `emit`.
+///
+/// The wait counts on each sub-tile's `emit` committing exactly one bulk
+/// group from thread 0 (a TMA store of `buf`). An `emit` that writes
+/// `buf` out otherwise (plain stores, the grouped GEMMs' partial tiles)
+/// commits none, so it must have thread 0 wait for every earlier group's
+/// reads (`wait_group_read::<0>`) and be done reading `buf` when it
+/// returns.
+///
+/// A macro, not a function: as a function taking the two closures it made
+/// ptxas serialize the wgmmas of every `WgAcc` kernel (C7520) and spill 4
+/// bytes in the cluster ones.
+macro_rules! epilogue_sub_tile {
+    ($epi:expr, $sub_tiles:expr, $leader:expr, |$buf:ident| $write:expr, |$buf2:ident| $emit:expr) => {{
+        let $buf = $epi.at(($sub_tiles % 2) as usize);
+        if $leader {
+            kernel_device::tma::wait_group_read::<1>();
+        }
+        $crate::gemm::COMPUTE_BARRIER.sync();
+        $write;
+        kernel_device::tma::commit_smem();
+        $crate::gemm::COMPUTE_BARRIER.sync();
+        let $buf2 = $buf;
+        $emit;
+    }};
+}
+pub(crate) use epilogue_sub_tile;
 
 /// How an epilogue writes its sub-tiles to SMEM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -50,7 +50,7 @@ use kernel_device::array::regs::unroll;
 use kernel_device::array::{Array, ArrayLayout, TileAt, Wgmma};
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
-use kernel_device::tma::{commit_group, wait_group, wait_group_read};
+use kernel_device::tma::{commit_group, wait_group};
 use kernel_device::wgmma::{setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaInput, WgmmaShape};
 use kernel_device::layout::Tile;
 use kernel_device::Barriers;
@@ -392,11 +392,10 @@ where
 /// output, written by `emit(buf, j)` instead of a TMA store: every
 /// compute thread runs it once per sub-tile after the sub-tile's second
 /// barrier, with the buffer holding the sub-tile (`BM x 64`, complete) and
-/// the sub-tile's index `j` in the tile (its first column is `col + 64 j`). A TMA store from thread 0 (what
-/// [`store_out`] passes) or stores of a partial tile's rows by all 256
-/// threads (the grouped GEMMs' last tile of a group); `emit` must be done
-/// reading `buf` when it returns, or have committed a TMA bulk group that
-/// reads it (thread 0 waits for those two sub-tiles later).
+/// the sub-tile's index `j` in the tile (its first column is `col + 64 j`):
+/// a TMA store from thread 0 (what [`store_out`] passes) or stores of a
+/// partial tile's rows by all 256 threads (the grouped GEMMs' last tile of
+/// a group), keeping the contract of the epilogue's sub-tile protocol (`gemm::epilogue_sub_tile!`).
 #[inline(always)]
 #[track_caller]
 #[allow(clippy::too_many_arguments)]
@@ -414,20 +413,18 @@ where
 {
     let leader = thread_linear() == 0;
     let mut sub_tiles = sub_tiles;
+    // Unrolled: `j` picks registers (`cols_of`), so it must be a constant.
     unroll(BN / EPI_N, |j| {
-        let buf = epi.at((sub_tiles % 2) as usize);
-        if leader {
-            // The store two sub-tiles ago (same buffer) has read it.
-            wait_group_read::<1>();
-        }
-        COMPUTE_BARRIER.sync();
-        unroll(BM / 128, |r| {
-            let at = TileAt { row: row + row0 + 64 * r, col: col + EPI_N * j };
-            sub_tile(at, cols_of(&out[r], j)).store_tile(buf, row0 + 64 * r, 0);
-        });
-        commit_smem();
-        COMPUTE_BARRIER.sync();
-        emit(buf, j);
+        crate::gemm::epilogue_sub_tile!(
+            epi,
+            sub_tiles,
+            leader,
+            |buf| unroll(BM / 128, |r| {
+                let at = TileAt { row: row + row0 + 64 * r, col: col + EPI_N * j };
+                sub_tile(at, cols_of(&out[r], j)).store_tile(buf, row0 + 64 * r, 0);
+            }),
+            |buf| emit(buf, j)
+        );
         sub_tiles += 1;
     });
     sub_tiles
