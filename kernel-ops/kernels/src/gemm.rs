@@ -18,21 +18,15 @@ use kernel_device::{bf16, f16};
 /// A 16-bit wgmma input type the GEMMs (and attention) run on, with the
 /// conversion of their f32 accumulators back to it: f16 or bf16.
 pub trait GemmElem: WgmmaInput + Scalar {
-    /// Two f32 to a packed pair of `Self` (`lo` in bits 0..16).
-    fn pack(lo: f32, hi: f32) -> u32;
-}
-impl GemmElem for f16 {
+    /// Two f32 to a packed pair of `Self` (`lo` in bits 0..16):
+    /// [`Scalar::pair_word`], which both 16-bit types have.
     #[inline(always)]
     fn pack(lo: f32, hi: f32) -> u32 {
-        kernel_device::cvt::pack_f16x2(lo, hi)
+        Self::pair_word(lo, hi).unwrap_or(0)
     }
 }
-impl GemmElem for bf16 {
-    #[inline(always)]
-    fn pack(lo: f32, hi: f32) -> u32 {
-        kernel_device::cvt::pack_bf16x2(lo, hi)
-    }
-}
+impl GemmElem for f16 {}
+impl GemmElem for bf16 {}
 
 /// The swizzle of every tile: 128 bytes (64 f16), tiling (8, 64).
 pub type Sw = Swizzled<128>;
