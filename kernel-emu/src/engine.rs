@@ -1559,6 +1559,43 @@ impl Emu {
         }
     }
 
+    /// A pipeline's check before it waits on the mbarrier at `addr` for the
+    /// phase numbered `phase` (0-based, counted from the barrier's init):
+    /// that phase must be the barrier's current one or the one it just
+    /// completed. A phase two or more behind is stale (its parity equals
+    /// the current phase's, so the wait would block for the wrong phase, or
+    /// pass on an older one); a phase ahead of the current one would pass at
+    /// once on the previous phase's parity. `who` says whose state it is
+    /// (e.g. "the consumer of `Ring` at src/k.rs:10, step 9 (slot 1)").
+    pub(crate) fn mbar_check_phase(&self, tid: usize, loc: Loc, addr: u32, phase: u64, who: &str) {
+        let op = "mbarrier phase check";
+        let off = self.own_mbar(tid, loc, addr, op);
+        let cta = self.threads[tid].cta;
+        let g = self.lock();
+        let Some(b) = g.mbars.get(&(cta, off)) else {
+            self.uninit(g, tid, loc, op, cta, off)
+        };
+        let current = b.phase;
+        if phase + 1 < current {
+            let detail = format!(
+                "{who} waits for phase {phase} of the mbarrier at smem+{off:#x}, which has already completed phase {} \
+                 (its current phase is {current}): the waiter's stage/phase state is behind the barrier (a pipeline \
+                 state made anew, or steps taken on the barrier outside it); keep one state per role for the whole kernel",
+                current - 1
+            );
+            self.misuse(g, tid, loc, "a wait on a stale phase", detail);
+        }
+        if phase > current {
+            let detail = format!(
+                "{who} waits for phase {phase} of the mbarrier at smem+{off:#x}, whose current phase is {current}: the \
+                 wait would pass at once on phase {}'s parity; the waiter's stage/phase state is ahead of the barrier \
+                 (steps skipped that were never filled, or a slot released before it was waited for)",
+                current.wrapping_sub(1)
+            );
+            self.misuse(g, tid, loc, "a wait on a phase ahead of the barrier", detail);
+        }
+    }
+
     /// `mbarrier.try_wait.parity` (`blocking`: waits until the phase with
     /// this parity completed, returns true) or `mbarrier.test_wait.parity`
     /// (returns whether it completed).

@@ -8,7 +8,8 @@ use crate::gemm::{check_tile, ATile, ATileOf, BTile, BTileOf, EpiTile, EpiTileOf
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
 use kernel_device::tma::wait_group;
-use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Cols, WgmmaShape};
+use kernel_device::pipeline::Ring;
+use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, Cols, WgmmaShape};
 use kernel_device::Barriers;
 use kernel_device::{bf16, f16};
 
@@ -140,25 +141,19 @@ pub fn matmul_persistent_ws_rows<E: GemmElem, R: RowSource, const BM: usize, con
         let (pm, pn) = planar_snake(i, (m_tiles, n_tiles), 0, GRID_W);
         (rows.m_tile(pm), pn)
     };
-    let slot = |step: u32| (step % STAGES as u32) as usize;
+    let ring = Ring::new(&loaded, &consumed, 256);
     if warpgroup_idx() == 2 {
         setmaxnreg_dec::<MEMORY_REGS>();
         if thread_in_warpgroup() == 0 {
             let mut gate = rows;
-            let mut step = 0u32;
+            let mut producer = ring.producer();
             nd_loop(tiles, Collective::Blocks, |info| {
                 let (pm, pn) = tile(info.index[0]);
                 gate.ready(pm);
                 for k in 0..k_steps {
-                    let s = slot(step);
-                    if step >= STAGES as u32 {
-                        consumed.at(s).wait();
-                    }
-                    let bar = loaded.at(s);
-                    bar.arrive_expect_tx(Tma::<ATile<E, BM>>::BYTES + Tma::<BTile<E, BN>>::BYTES);
-                    a.load(a_bufs.at(s), pm * BM as u32, k * TK as u32, bar);
-                    b.load(b_bufs.at(s), pn * BN as u32, k * TK as u32, bar);
-                    step += 1;
+                    let slot = producer.acquire_tx(Tma::<ATile<E, BM>>::BYTES + Tma::<BTile<E, BN>>::BYTES);
+                    a.load(a_bufs.at(slot.index()), pm * BM as u32, k * TK as u32, slot.barrier());
+                    b.load(b_bufs.at(slot.index()), pn * BN as u32, k * TK as u32, slot.barrier());
                 }
             });
         }
@@ -166,24 +161,18 @@ pub fn matmul_persistent_ws_rows<E: GemmElem, R: RowSource, const BM: usize, con
         setmaxnreg_inc::<COMPUTE_REGS>();
         let row0 = warpgroup_idx_sync() as usize * BM / 2;
         let leader = thread_linear() == 0;
-        let mut step = 0u32;
+        let mut consumer = ring.consumer();
         let mut sub_tiles = 0u32;
         nd_loop(tiles, Collective::Blocks, |info| {
             let (pm, pn) = tile(info.index[0]);
             let mut acc = WgAcc::<BM, BN>::undefined();
             for k in 0..k_steps {
-                let s = slot(step);
-                loaded.at(s).wait();
-                acc.mma(a_bufs.at(s), row0, b_bufs.at(s), k > 0);
+                let slot = consumer.wait();
+                acc.mma(a_bufs.at(slot.index()), row0, b_bufs.at(slot.index()), k > 0);
                 wgmma_commit_group();
-                wgmma_wait::<1>();
-                if k > 0 {
-                    consumed.at(slot(step - 1)).arrive();
-                }
-                step += 1;
+                consumer.release_after_wgmma::<1>();
             }
-            wgmma_wait::<0>();
-            consumed.at(slot(step - 1)).arrive();
+            consumer.release_after_wgmma::<0>();
             sub_tiles = acc.store_tile(&c, epi, (pm, pn), row0, sub_tiles);
         });
         if leader {

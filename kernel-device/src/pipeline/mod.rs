@@ -1,4 +1,6 @@
-//! Software pipelines over sequential steps (Pallas's `emit_pipeline`).
+//! Software pipelines over sequential steps (Pallas's `emit_pipeline`), and
+//! the ring they are made of ([`Ring`]: a ring of stage slots with its full
+//! and empty barriers, and the producer and consumer states that walk it).
 //!
 //! ```text
 //! emit_pipeline(steps, (spec_a, spec_b), &loaded, delay_release, |step, (a, b)| body)
@@ -43,6 +45,9 @@
 //! `consumed` barrier declared with too small a count is reported when its
 //! first phase completes early, with the count, the expected arrivals and
 //! the arrivals seen.
+mod ring;
+pub use ring::{Consumer, Producer, Ring, Slot, Step};
+
 use crate::layout::TileLayout;
 use crate::mbarrier::{BarrierRef, Barriers};
 use crate::smem::Smem;

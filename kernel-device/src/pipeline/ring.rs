@@ -1,0 +1,426 @@
+//! [`Ring`]: a ring of `S` stage slots with their full and empty
+//! mbarriers, and the producer and consumer state that walks it (CUTLASS's
+//! `PipelineState` with its producer/consumer verbs, Pallas's pipeline
+//! slots).
+//!
+//! ```text
+//!             full[i] (1 arrival + the slot's bytes)
+//!   Producer ────────────────────────────────────────▶ Consumer(s)
+//!   acquire / acquire_tx                               wait
+//!            ◀────────────────────────────────────────
+//!             empty[i] (one arrival per consumer thread)
+//!                                                      release / release_after_wgmma
+//! ```
+//!
+//! A ring is a view of two [`Barriers<S>`] that a kernel declares as
+//! scratch (`#[scratch] loaded: Barriers<S>`,
+//! `#[scratch(arrivals = 256)] consumed: Barriers<S>`) plus the number of
+//! arrivals each phase of `empty` takes. Each role makes its own state
+//! from it, once, and keeps it for the whole kernel (across the tiles of a
+//! persistent loop):
+//!
+//! | state | holds | verbs |
+//! |---|---|---|
+//! | [`Producer`] | the steps filled | [`acquire`](Producer::acquire) (wait until the slot is empty), [`acquire_tx`](Producer::acquire_tx) (and announce the bytes the TMA copies into it deliver) |
+//! | [`Consumer`] | the steps waited for and the steps released | [`wait`](Consumer::wait), [`release`](Consumer::release), [`release_to_peer`](Consumer::release_to_peer) (a cluster multicast slot), [`release_after_wgmma`](Consumer::release_after_wgmma) (after the MMAs that read it finished), [`skip`](Consumer::skip) (steps another consumer takes: ping-pong) |
+//!
+//! A step count is the whole state ([`Step`]): step `t` uses slot
+//! `t % S`, and is the phase `t / S` of that slot's barriers, so its parity
+//! `(t / S) & 1` is what a wait waits for. Nothing else is stored: no
+//! per-barrier phase bits, no hand-written `step % STAGES`.
+//!
+//! Who issues what:
+//!
+//! | verb | issued by |
+//! |---|---|
+//! | `Producer::acquire*` | one thread (the TMA issuer) |
+//! | `Consumer::wait` | every consumer thread |
+//! | `Consumer::release*` | every consumer thread (the empty barrier counts them all) |
+//!
+//! Three schedules use it: one consumer (a warpgroup computing every step),
+//! cooperative consumers (several warpgroups wait for every step and each
+//! of their threads releases it: `empty` counts all of them), and
+//! alternating consumers (ping-pong: each takes every other tile's steps
+//! and [`skip`](Consumer::skip)s the others').
+//!
+//! # Zero cost
+//!
+//! On the GPU a [`Producer`] is one `u32` and a [`Consumer`] two; every
+//! verb is `#[inline(always)]` and no closure is taken, so a K loop written
+//! with them assembles to the instructions of the hand-written ring (the
+//! library's kernels are checked instruction by instruction,
+//! `tools/sass-loops.py`).
+//!
+//! # Misuse on the emulator
+//!
+//! Every verb is `#[track_caller]`: a report names the user's line and
+//! that it is inside the ring's verb. The emulator stops the run on
+//! - a release without an acquire (a consumer releasing a step it never
+//!   waited for, or releasing twice);
+//! - a wait on a stale phase (a state made anew inside a loop, or steps
+//!   taken on the barriers outside it) or on a phase ahead of the barrier;
+//! - an `empty` barrier whose arrival count differs from the consumers the
+//!   ring was told of (a slot refilled before every consumer released it,
+//!   or never refilled).
+use crate::mbarrier::{raw, BarrierRef, Barriers};
+
+/// A step of a ring of `S` slots: slot `index() = count % S`, phase
+/// `count / S` of that slot's barriers. The whole state of a ring's
+/// role; a `u32` on the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Step<const S: usize> {
+    count: u32,
+}
+
+impl<const S: usize> Step<S> {
+    const CHECK: () = assert!(S >= 1 && S <= 64, "Ring<S>: S (the stages) must be in 1..=64");
+
+    /// Step `count` (0 is the first step of the kernel).
+    #[inline(always)]
+    pub const fn new(count: u32) -> Self {
+        #[allow(clippy::let_unit_value)]
+        let () = Self::CHECK;
+        Step { count }
+    }
+    /// Steps taken before this one.
+    #[inline(always)]
+    pub const fn count(self) -> u32 {
+        self.count
+    }
+    /// The slot: `count % S`.
+    #[inline(always)]
+    pub const fn index(self) -> usize {
+        (self.count % S as u32) as usize
+    }
+    /// The lap around the ring, which is the phase number of the slot's
+    /// barriers this step uses: `count / S`.
+    #[inline(always)]
+    pub const fn lap(self) -> u32 {
+        self.count / S as u32
+    }
+    /// The parity a wait for this step's phase waits for: `lap & 1`.
+    #[inline(always)]
+    pub const fn parity(self) -> u32 {
+        self.lap() & 1
+    }
+    /// The step `n` after this one.
+    #[inline(always)]
+    pub const fn plus(self, n: u32) -> Self {
+        Step { count: self.count + n }
+    }
+}
+
+/// A slot handed out by [`Producer::acquire`] or [`Consumer::wait`]: its
+/// index (for `bufs.at(slot.index())`) and its full barrier (what TMA
+/// copies into it complete on).
+#[derive(Clone, Copy, Debug)]
+pub struct Slot<'a> {
+    index: usize,
+    full: BarrierRef<'a>,
+}
+
+impl<'a> Slot<'a> {
+    /// The slot's index in `0..S`.
+    #[inline(always)]
+    pub fn index(&self) -> usize {
+        self.index
+    }
+    /// The slot's full barrier: pass it to the TMA loads that fill it.
+    #[inline(always)]
+    pub fn barrier(&self) -> BarrierRef<'a> {
+        self.full
+    }
+}
+
+/// A ring of `S` slots: the full and empty barriers (module docs). `Copy`:
+/// each role makes its state from it.
+#[derive(Clone, Copy)]
+pub struct Ring<'a, const S: usize> {
+    full: &'a Barriers<S>,
+    empty: &'a Barriers<S>,
+    #[cfg(not(target_arch = "nvptx64"))]
+    at: &'static core::panic::Location<'static>,
+}
+
+impl<'a, const S: usize> Ring<'a, S> {
+    /// The ring over `full` (each phase: the producer's one arrival plus
+    /// the bytes of the slot's copies) and `empty` (each phase:
+    /// `empty_arrivals` arrivals, one per consumer thread, from every CTA
+    /// that releases to this one: 256 for two consumer warpgroups, 512 when
+    /// the peer of a CTA pair releases too). Called by every thread that
+    /// takes a role. On the emulator it checks both barriers' arrival
+    /// counts against these numbers.
+    #[inline(always)]
+    #[track_caller]
+    pub fn new(full: &'a Barriers<S>, empty: &'a Barriers<S>, empty_arrivals: u32) -> Self {
+        #[allow(clippy::let_unit_value)]
+        let () = Step::<S>::CHECK;
+        #[cfg(not(target_arch = "nvptx64"))]
+        emu::declare(full, empty, empty_arrivals);
+        let _ = empty_arrivals;
+        Ring {
+            full,
+            empty,
+            #[cfg(not(target_arch = "nvptx64"))]
+            at: core::panic::Location::caller(),
+        }
+    }
+    /// The producer's state, at step 0. Make it once per kernel.
+    #[inline(always)]
+    pub fn producer(self) -> Producer<'a, S> {
+        Producer { ring: self, next: Step::new(0) }
+    }
+    /// A consumer's state, at step 0. Make it once per kernel.
+    #[inline(always)]
+    pub fn consumer(self) -> Consumer<'a, S> {
+        Consumer { ring: self, next: Step::new(0), released: Step::new(0) }
+    }
+    #[inline(always)]
+    fn full_at(&self, i: usize) -> BarrierRef<'a> {
+        self.full.at(i)
+    }
+    #[inline(always)]
+    fn empty_at(&self, i: usize) -> BarrierRef<'a> {
+        self.empty.at(i)
+    }
+}
+
+/// Blocks until the phase of `bar` with `step`'s parity completed (an
+/// acquire at CTA scope). The barrier's own per-thread phase bits are not
+/// used: the step is the state.
+#[inline(always)]
+#[track_caller]
+fn wait_phase(bar: BarrierRef<'_>, parity: u32) {
+    // SAFETY: the address is an initialized scratch barrier's.
+    while !unsafe { raw::try_wait_parity(bar.smem_addr(), parity) } {}
+}
+
+/// The producer's side of a [`Ring`]: one thread fills the slots in step
+/// order.
+pub struct Producer<'a, const S: usize> {
+    ring: Ring<'a, S>,
+    next: Step<S>,
+}
+
+impl<'a, const S: usize> Producer<'a, S> {
+    /// The step the next [`Producer::acquire`] fills.
+    #[inline(always)]
+    pub fn step(&self) -> Step<S> {
+        self.next
+    }
+    /// Waits until the next step's slot is empty (from the second lap on:
+    /// every consumer released the step `S` before), and hands it out; the
+    /// state moves to the following step. The caller fills the slot and
+    /// arrives on [`Slot::barrier`] (or use [`Producer::acquire_tx`]).
+    #[inline(always)]
+    #[track_caller]
+    pub fn acquire(&mut self) -> Slot<'a> {
+        let step = self.next;
+        let i = step.index();
+        if step.count() >= S as u32 {
+            let empty = self.ring.empty_at(i);
+            #[cfg(not(target_arch = "nvptx64"))]
+            let _scope = emu::check(empty, (step.lap() - 1) as u64, "Producer::acquire", "producer", step, self.ring.at);
+            // The phase of the previous lap's step: parity ^ 1.
+            wait_phase(empty, step.parity() ^ 1);
+        }
+        self.next = step.plus(1);
+        Slot { index: i, full: self.ring.full_at(i) }
+    }
+    /// [`Producer::acquire`], then one arrival on the slot's full barrier
+    /// announcing `bytes` (`mbarrier.arrive.expect_tx`): the bytes the TMA
+    /// copies the caller issues into the slot (on [`Slot::barrier`])
+    /// deliver.
+    #[inline(always)]
+    #[track_caller]
+    pub fn acquire_tx(&mut self, bytes: u32) -> Slot<'a> {
+        let slot = self.acquire();
+        slot.full.arrive_expect_tx(bytes);
+        slot
+    }
+}
+
+/// A consumer's side of a [`Ring`]: waits for the slots in step order and
+/// releases them in the same order.
+pub struct Consumer<'a, const S: usize> {
+    ring: Ring<'a, S>,
+    /// The next step to wait for.
+    next: Step<S>,
+    /// The next step to release.
+    released: Step<S>,
+}
+
+impl<'a, const S: usize> Consumer<'a, S> {
+    /// The step the next [`Consumer::wait`] waits for.
+    #[inline(always)]
+    pub fn step(&self) -> Step<S> {
+        self.next
+    }
+    /// Waits until the next step's slot is full (its copies landed) and
+    /// hands it out; the state moves to the following step.
+    #[inline(always)]
+    #[track_caller]
+    pub fn wait(&mut self) -> Slot<'a> {
+        let step = self.next;
+        let i = step.index();
+        let full = self.ring.full_at(i);
+        #[cfg(not(target_arch = "nvptx64"))]
+        let _scope = emu::check(full, step.lap() as u64, "Consumer::wait", "consumer", step, self.ring.at);
+        wait_phase(full, step.parity());
+        self.next = step.plus(1);
+        Slot { index: i, full }
+    }
+    /// Releases the oldest waited-for step's slot to the producer: one
+    /// arrival (`mbarrier.arrive`, a release at CTA scope) on its empty
+    /// barrier. The caller is done reading it (its wgmmas included:
+    /// [`Consumer::release_after_wgmma`]).
+    #[inline(always)]
+    #[track_caller]
+    pub fn release(&mut self) {
+        let empty = self.take_release("Consumer::release");
+        empty.arrive();
+    }
+    /// As [`Consumer::release`], and one arrival on the same slot's empty
+    /// barrier in CTA `peer` of the cluster (`mbarrier.arrive.shared::cluster`,
+    /// a release at CTA scope): for a slot the peer's TMA multicast fills
+    /// too, so its producer waits for both CTAs' consumers.
+    #[inline(always)]
+    #[track_caller]
+    pub fn release_to_peer(&mut self, peer: u32) {
+        let empty = self.take_release("Consumer::release_to_peer");
+        empty.arrive();
+        empty.arrive_cluster_cta(peer);
+    }
+    /// Waits until at most `PENDING` wgmma groups of this thread are in
+    /// flight (`wgmma.wait_group`), then releases the oldest waited-for
+    /// slot if more than `PENDING` steps are unreleased: its MMAs have
+    /// finished reading it. Called once after each step's
+    /// `wgmma_commit_group` with `PENDING = 1` (one step's MMAs overlap the
+    /// next step's wait), and once after the last step with `PENDING = 0`.
+    #[inline(always)]
+    #[track_caller]
+    pub fn release_after_wgmma<const PENDING: u32>(&mut self) {
+        crate::wgmma::wgmma_wait::<PENDING>();
+        if self.next.count() - self.released.count() > PENDING {
+            self.release();
+        }
+    }
+    /// As [`Consumer::release_after_wgmma`], releasing with
+    /// [`Consumer::release_to_peer`].
+    #[inline(always)]
+    #[track_caller]
+    pub fn release_to_peer_after_wgmma<const PENDING: u32>(&mut self, peer: u32) {
+        crate::wgmma::wgmma_wait::<PENDING>();
+        if self.next.count() - self.released.count() > PENDING {
+            self.release_to_peer(peer);
+        }
+    }
+    /// Passes over the next `n` steps without waiting for or releasing
+    /// them: steps another consumer takes (ping-pong consumers alternating
+    /// tiles). Every waited-for step must be released first. No
+    /// instruction on the GPU.
+    #[inline(always)]
+    #[track_caller]
+    pub fn skip(&mut self, n: u32) {
+        #[cfg(not(target_arch = "nvptx64"))]
+        emu::skip(self.ring.full, self.next, self.released, n, self.ring.at);
+        self.next = self.next.plus(n);
+        self.released = self.released.plus(n);
+    }
+    /// The empty barrier of the oldest unreleased step; the release state
+    /// moves on.
+    #[inline(always)]
+    #[track_caller]
+    fn take_release(&mut self, what: &'static str) -> BarrierRef<'a> {
+        #[cfg(not(target_arch = "nvptx64"))]
+        emu::check_release(what, self.next, self.released, self.ring.at);
+        let _ = what;
+        let empty = self.ring.empty_at(self.released.index());
+        self.released = self.released.plus(1);
+        empty
+    }
+}
+
+/// The emulator's side of the ring (host builds only).
+#[cfg(not(target_arch = "nvptx64"))]
+mod emu {
+    extern crate std;
+    use super::{Barriers, BarrierRef, Step};
+    use core::panic::Location;
+    use std::format;
+
+    /// Every thread that makes a ring declares the arrivals of both
+    /// barriers: `full` 1 per phase (the producer's `arrive_expect_tx`),
+    /// `empty` `empty_arrivals`.
+    #[track_caller]
+    pub(super) fn declare<const S: usize>(full: &Barriers<S>, empty: &Barriers<S>, empty_arrivals: u32) {
+        let at = Location::caller();
+        for i in 0..S {
+            kernel_emu::mbarrier_expect_arrivals(full.at(i).smem_addr(), 1, &format!("the ring's producer (`full` barrier {i} of the `Ring` made at {at})"));
+            kernel_emu::mbarrier_expect_arrivals(
+                empty.at(i).smem_addr(),
+                empty_arrivals,
+                &format!("the ring's {empty_arrivals} consumer releases (`empty` barrier {i} of the `Ring` made at {at})"),
+            );
+        }
+    }
+
+    /// The phase check before a wait, inside the verb's report scope.
+    #[track_caller]
+    pub(super) fn check<const S: usize>(
+        bar: BarrierRef<'_>,
+        phase: u64,
+        what: &'static str,
+        role: &str,
+        step: Step<S>,
+        at: &Location<'_>,
+    ) -> kernel_emu::ScopeGuard {
+        let scope = kernel_emu::scope(what);
+        kernel_emu::mbarrier_check_phase(
+            bar.smem_addr(),
+            phase,
+            &format!("the {role} of the `Ring` made at {at}, at step {} (slot {}),", step.count(), step.index()),
+        );
+        scope
+    }
+
+    /// A release needs a waited-for, unreleased step.
+    #[track_caller]
+    pub(super) fn check_release<const S: usize>(what: &'static str, next: Step<S>, released: Step<S>, at: &Location<'_>) {
+        let _scope = kernel_emu::scope(what);
+        if released.count() >= next.count() {
+            kernel_emu::misuse(
+                "a release without an acquire",
+                format_args!(
+                    "the consumer of the `Ring` made at {at} releases step {} (slot {}), which it has not waited for \
+                     (it waited for {} step(s) and released as many): release each slot once, after `wait` handed it out",
+                    released.count(),
+                    released.index(),
+                    next.count()
+                ),
+            );
+        }
+    }
+
+    /// Skipping needs every waited-for step released; each skipped step's
+    /// full barrier phase is passed over.
+    #[track_caller]
+    pub(super) fn skip<const S: usize>(full: &Barriers<S>, next: Step<S>, released: Step<S>, n: u32, at: &Location<'_>) {
+        let _scope = kernel_emu::scope("Consumer::skip");
+        if released != next {
+            kernel_emu::misuse(
+                "a skip over unreleased steps",
+                format_args!(
+                    "the consumer of the `Ring` made at {at} skips {n} step(s) from step {} while steps {}..{} are waited for \
+                     and not released: release them first",
+                    next.count(),
+                    released.count(),
+                    next.count()
+                ),
+            );
+        }
+        for t in 0..n {
+            kernel_emu::mbarrier_skip_phase(full.at(next.plus(t).index()).smem_addr());
+        }
+    }
+}
