@@ -46,7 +46,7 @@
 //! first phase completes early, with the count, the expected arrivals and
 //! the arrivals seen.
 mod ring;
-pub use ring::{Consumer, Producer, Ring, Slot, Step};
+pub use ring::{Consumer, FromStep, Parity, PhaseBits, Producer, Ring, Slot, Step};
 
 use crate::layout::TileLayout;
 use crate::mbarrier::{BarrierRef, Barriers};

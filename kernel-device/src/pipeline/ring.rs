@@ -117,6 +117,8 @@ impl<const S: usize> Step<S> {
 pub struct Slot<'a> {
     index: usize,
     full: BarrierRef<'a>,
+    /// The step's count.
+    step: u32,
 }
 
 impl<'a> Slot<'a> {
@@ -124,6 +126,13 @@ impl<'a> Slot<'a> {
     #[inline(always)]
     pub fn index(&self) -> usize {
         self.index
+    }
+    /// The step this slot was handed out for ([`Step::count`]: 0 for the
+    /// ring's first step): a loop driven by the ring reads its step index
+    /// here instead of keeping a counter of its own.
+    #[inline(always)]
+    pub fn step(&self) -> u32 {
+        self.step
     }
     /// The slot's full barrier: pass it to the TMA loads that fill it.
     #[inline(always)]
@@ -165,15 +174,28 @@ impl<'a, const S: usize> Ring<'a, S> {
             at: core::panic::Location::caller(),
         }
     }
-    /// The producer's state, at step 0. Make it once per kernel.
+    /// The producer's state, at step 0, its waits' parity derived from the
+    /// step ([`FromStep`]). Make it once per kernel.
     #[inline(always)]
     pub fn producer(self) -> Producer<'a, S> {
-        Producer { ring: self, next: Step::new(0) }
+        self.producer_with()
     }
-    /// A consumer's state, at step 0. Make it once per kernel.
+    /// The producer's state, at step 0, with the parity encoding `P`.
+    #[inline(always)]
+    pub fn producer_with<P: Parity>(self) -> Producer<'a, S, P> {
+        Producer { ring: self, next: Step::new(0), parity: P::default() }
+    }
+    /// A consumer's state, at step 0, its waits' parity derived from the
+    /// step ([`FromStep`]). Make it once per kernel.
     #[inline(always)]
     pub fn consumer(self) -> Consumer<'a, S> {
-        Consumer { ring: self, next: Step::new(0), released: Step::new(0) }
+        self.consumer_with()
+    }
+    /// A consumer's state, at step 0, with the parity encoding `P`
+    /// ([`Parity`]: [`FromStep`] or [`PhaseBits`]).
+    #[inline(always)]
+    pub fn consumer_with<P: Parity>(self) -> Consumer<'a, S, P> {
+        Consumer { ring: self, next: Step::new(0), released: Step::new(0), parity: P::default() }
     }
     #[inline(always)]
     fn full_at(&self, i: usize) -> BarrierRef<'a> {
@@ -196,13 +218,14 @@ fn wait_phase(bar: BarrierRef<'_>, parity: u32) {
 }
 
 /// The producer's side of a [`Ring`]: one thread fills the slots in step
-/// order.
-pub struct Producer<'a, const S: usize> {
+/// order. `P` is how it knows its waits' parity ([`Parity`]).
+pub struct Producer<'a, const S: usize, P: Parity = FromStep> {
     ring: Ring<'a, S>,
     next: Step<S>,
+    parity: P,
 }
 
-impl<'a, const S: usize> Producer<'a, S> {
+impl<'a, const S: usize, P: Parity> Producer<'a, S, P> {
     /// The step the next [`Producer::acquire`] fills.
     #[inline(always)]
     pub fn step(&self) -> Step<S> {
@@ -221,11 +244,18 @@ impl<'a, const S: usize> Producer<'a, S> {
             let empty = self.ring.empty_at(i);
             #[cfg(not(target_arch = "nvptx64"))]
             let _scope = emu::check(empty, (step.lap() - 1) as u64, "Producer::acquire", "producer", step, self.ring.at);
-            // The phase of the previous lap's step: parity ^ 1.
-            wait_phase(empty, step.parity() ^ 1);
+            // The phase the previous lap's step (`count - S`) completes
+            // when its consumers release it.
+            let prev = Step::<S>::new(step.count() - S as u32);
+            wait_phase(empty, self.parity.parity(prev));
+            self.parity.waited(prev);
         }
         self.next = step.plus(1);
-        Slot { index: i, full: self.ring.full_at(i) }
+        Slot {
+            index: i,
+            full: self.ring.full_at(i),
+            step: step.count(),
+        }
     }
     /// [`Producer::acquire`], then one arrival on the slot's full barrier
     /// announcing `bytes` (`mbarrier.arrive.expect_tx`): the bytes the TMA
@@ -240,17 +270,96 @@ impl<'a, const S: usize> Producer<'a, S> {
     }
 }
 
+/// How a [`Consumer`] knows the parity its next wait waits for: two
+/// encodings of the same state, chosen by the kernel for its register
+/// allocation (sealed).
+///
+/// | encoding | state | per wait |
+/// |---|---|---|
+/// | [`FromStep`] (default) | none: the step's lap `count / S` | a shift (a division when `S` is not a power of two) |
+/// | [`PhaseBits`] | one bit per slot (a `u64`) | flip the slot's bit |
+///
+/// Both wait for the same phases (the emulator checks each wait's phase
+/// number against the barrier either way). Measured with ptxas 13.0:
+/// [`FromStep`] gave the GEMMs' K loops 4-8 fewer SASS instructions than
+/// per-slot bits; in the attention backward (240 registers, at the edge)
+/// it made ptxas spill 40 bytes in the masked softmax, [`PhaseBits`] none
+/// beyond the kernel's known 4.
+pub trait Parity: sealed::Sealed + Copy + Default {
+    #[doc(hidden)]
+    fn parity<const S: usize>(&self, step: Step<S>) -> u32;
+    #[doc(hidden)]
+    fn waited<const S: usize>(&mut self, step: Step<S>);
+    #[doc(hidden)]
+    fn skipped<const S: usize>(&mut self, from: Step<S>, n: u32);
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::FromStep {}
+    impl Sealed for super::PhaseBits {}
+}
+
+/// The parity is the step's lap's: `(count / S) & 1` (no state).
+#[derive(Clone, Copy, Default, Debug)]
+pub struct FromStep;
+
+impl Parity for FromStep {
+    #[inline(always)]
+    fn parity<const S: usize>(&self, step: Step<S>) -> u32 {
+        step.parity()
+    }
+    #[inline(always)]
+    fn waited<const S: usize>(&mut self, _: Step<S>) {}
+    #[inline(always)]
+    fn skipped<const S: usize>(&mut self, _: Step<S>, _: u32) {}
+}
+
+/// One parity bit per slot, flipped by each wait on the slot (what
+/// [`Barriers`]' own `wait` does).
+#[derive(Clone, Copy, Default, Debug)]
+pub struct PhaseBits {
+    bits: u64,
+}
+
+impl Parity for PhaseBits {
+    #[inline(always)]
+    fn parity<const S: usize>(&self, step: Step<S>) -> u32 {
+        ((self.bits >> step.index()) & 1) as u32
+    }
+    #[inline(always)]
+    fn waited<const S: usize>(&mut self, step: Step<S>) {
+        self.bits ^= 1 << step.index();
+    }
+    #[inline(always)]
+    fn skipped<const S: usize>(&mut self, from: Step<S>, n: u32) {
+        // Slot `j` is passed over by the skipped steps `t` with `t % S ==
+        // j`: its bit flips that many times.
+        let (laps, rest) = (n / S as u32, n % S as u32);
+        let mut j = 0;
+        while j < S as u32 {
+            // Steps from..from + n with index j: `laps`, plus one if j is
+            // among the `rest` slots after `from`'s.
+            let extra = ((j + S as u32 - from.index() as u32) % S as u32) < rest;
+            self.bits ^= (((laps + extra as u32) & 1) as u64) << j;
+            j += 1;
+        }
+    }
+}
+
 /// A consumer's side of a [`Ring`]: waits for the slots in step order and
-/// releases them in the same order.
-pub struct Consumer<'a, const S: usize> {
+/// releases them in the same order. `P` is how it knows its waits' parity
+/// ([`Parity`]).
+pub struct Consumer<'a, const S: usize, P: Parity = FromStep> {
     ring: Ring<'a, S>,
     /// The next step to wait for.
     next: Step<S>,
     /// The next step to release.
     released: Step<S>,
+    parity: P,
 }
 
-impl<'a, const S: usize> Consumer<'a, S> {
+impl<'a, const S: usize, P: Parity> Consumer<'a, S, P> {
     /// The step the next [`Consumer::wait`] waits for.
     #[inline(always)]
     pub fn step(&self) -> Step<S> {
@@ -266,9 +375,14 @@ impl<'a, const S: usize> Consumer<'a, S> {
         let full = self.ring.full_at(i);
         #[cfg(not(target_arch = "nvptx64"))]
         let _scope = emu::check(full, step.lap() as u64, "Consumer::wait", "consumer", step, self.ring.at);
-        wait_phase(full, step.parity());
+        wait_phase(full, self.parity.parity(step));
+        self.parity.waited(step);
         self.next = step.plus(1);
-        Slot { index: i, full }
+        Slot {
+            index: i,
+            full,
+            step: step.count(),
+        }
     }
     /// Releases the oldest waited-for step's slot to the producer: one
     /// arrival (`mbarrier.arrive`, a release at CTA scope) on its empty
@@ -279,6 +393,20 @@ impl<'a, const S: usize> Consumer<'a, S> {
     pub fn release(&mut self) {
         let empty = self.take_release("Consumer::release");
         empty.arrive();
+    }
+    /// Releases `slot`, which must be the oldest waited-for, unreleased
+    /// one (the emulator checks it): as [`Consumer::release`], but the
+    /// slot's index is the token's, so a consumer that releases every slot
+    /// it waited for by its token keeps no release count (one `u32` of
+    /// state on the GPU: the count of [`Consumer::release`] is then never
+    /// read, and not kept).
+    #[inline(always)]
+    #[track_caller]
+    pub fn release_slot(&mut self, slot: Slot<'a>) {
+        #[cfg(not(target_arch = "nvptx64"))]
+        emu::check_slot_order("Consumer::release_slot", slot.step, self.released, self.ring.at);
+        let _ = self.take_release("Consumer::release_slot");
+        self.ring.empty_at(slot.index).arrive();
     }
     /// As [`Consumer::release`], and one arrival on the same slot's empty
     /// barrier in CTA `peer` of the cluster (`mbarrier.arrive.shared::cluster`,
@@ -324,6 +452,7 @@ impl<'a, const S: usize> Consumer<'a, S> {
     pub fn skip(&mut self, n: u32) {
         #[cfg(not(target_arch = "nvptx64"))]
         emu::skip(self.ring.full, self.next, self.released, n, self.ring.at);
+        self.parity.skipped(self.next, n);
         self.next = self.next.plus(n);
         self.released = self.released.plus(n);
     }
@@ -397,6 +526,23 @@ mod emu {
                     released.count(),
                     released.index(),
                     next.count()
+                ),
+            );
+        }
+    }
+
+    /// A slot released by its token must be the oldest unreleased one.
+    #[track_caller]
+    pub(super) fn check_slot_order<const S: usize>(what: &'static str, step: u32, released: Step<S>, at: &Location<'_>) {
+        let _scope = kernel_emu::scope(what);
+        if step != released.count() {
+            kernel_emu::misuse(
+                "a release out of order",
+                format_args!(
+                    "the consumer of the `Ring` made at {at} releases the slot of step {step} while step {} (slot {}) is \
+                     the oldest unreleased one: release slots in the order `wait` handed them out, once each",
+                    released.count(),
+                    released.index()
                 ),
             );
         }

@@ -19,6 +19,7 @@ use kernel_device::tma::{commit_group, wait_group};
 use kernel_device::sync::TurnOrder;
 use kernel_device::warp::shfl_xor;
 use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaShape};
+use kernel_device::pipeline::Ring;
 use kernel_device::{bf16, f16, Barriers};
 
 /// Rows of Q per CTA of the two-consumer kernels (`attention_fwd`): two
@@ -240,7 +241,10 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const KC: 
     let heads = grid_dim().y;
     let causal = causal != 0;
     let n_blocks = kv_blocks(mb, QM as u32, seq, BN as u32, causal);
-    let slot = |j: u32| (j % STAGES as u32) as usize;
+    // K and V each have their own ring: K's slot is free as soon as its S
+    // GEMM is done, before V's `P V` is.
+    let k_ring = Ring::new(&k_loaded, &k_consumed, 128 * NC);
+    let v_ring = Ring::new(&v_loaded, &v_consumed, 128 * NC);
     if warpgroup_idx() == NC {
         if NC == 2 {
             setmaxnreg_dec::<PRODUCER_REGS>();
@@ -251,21 +255,13 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const KC: 
             let kv_col = (h / kv_group) * D as u32;
             q_loaded.arrive_expect_tx(<QTileOf<E, QM, D> as TileLayout>::BYTES as u32);
             q.load_at(q_buf, [h * D as u32, mb * QM as u32, b], q_loaded.as_ref());
+            let (mut kp, mut vp) = (k_ring.producer(), v_ring.producer());
             for j in 0..n_blocks {
-                let s = slot(j);
                 let tile_bytes = <KvTile<E, BN, D> as TileLayout>::BYTES as u32;
-                if j >= STAGES as u32 {
-                    k_consumed.at(s).wait();
-                }
-                let kb = k_loaded.at(s);
-                kb.arrive_expect_tx(tile_bytes);
-                k.load_at(k_bufs.at(s), [kv_col, j * BN as u32, b], kb);
-                if j >= STAGES as u32 {
-                    v_consumed.at(s).wait();
-                }
-                let vb = v_loaded.at(s);
-                vb.arrive_expect_tx(tile_bytes);
-                v.load_at(v_bufs.at(s), [kv_col, j * BN as u32, b], vb);
+                let ks = kp.acquire_tx(tile_bytes);
+                k.load_at(k_bufs.at(ks.index()), [kv_col, j * BN as u32, b], ks.barrier());
+                let vs = vp.acquire_tx(tile_bytes);
+                v.load_at(v_bufs.at(vs.index()), [kv_col, j * BN as u32, b], vs.barrier());
             }
         }
         return;
@@ -282,6 +278,7 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const KC: 
     let row0 = 64 * wg as usize;
     let rows = Rows { seq: seq as usize, causal, wg_first_row: mb as usize * QM + row0, scale_log2 };
     let turns = TurnOrder::<TURN_BARRIERS, NC>;
+    let (mut kc, mut vc) = (k_ring.consumer(), v_ring.consumer());
     // O is first written by block 0's `P V` (`accumulate = false`): no
     // zeroing (at D 256 LLVM lowers a zeroed 512-byte array through local
     // memory).
@@ -290,36 +287,35 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const KC: 
     q_loaded.wait();
     turns.start(wg);
     // Block 0: S = Q K0ᵀ, then its softmax, P kept as A fragments.
-    k_loaded.at(0).wait();
+    let k0 = kc.wait();
     turns.wait_turn(wg);
     let mut acc_s = Acc::<BN>::undefined();
-    acc_s.mma(q_buf, row0, k_bufs.at(0), 0, false);
+    acc_s.mma(q_buf, row0, k_bufs.at(k0.index()), 0, false);
     wgmma_commit_group();
     turns.pass_turn(wg);
     wgmma_wait::<0>();
-    k_consumed.at(0).arrive();
+    kc.release_slot(k0);
     acc_s.fence_operands();
     let _ = online_softmax::<BN>(acc_s.regs.as_mut(), 0, &rows, &mut st);
     let mut frag = [[0u32; 4]; KC];
     p_fragments::<E, KC>(acc_s.regs.as_ref(), &mut frag);
     for j in 1..n_blocks {
-        let (s, ps) = (slot(j), slot(j - 1));
-        k_loaded.at(s).wait();
+        let ks = kc.wait();
         // On the tensor pipe in turn: S_j = Q K_jᵀ, then O += P_(j-1) V_(j-1).
         turns.wait_turn(wg);
-        acc_s.mma(q_buf, row0, k_bufs.at(s), 0, false);
+        acc_s.mma(q_buf, row0, k_bufs.at(ks.index()), 0, false);
         wgmma_commit_group();
-        v_loaded.at(ps).wait();
-        acc_o.mma_rs_kn_chain(&frag, v_bufs.at(ps), 0, j > 1);
+        let vs = vc.wait();
+        acc_o.mma_rs_kn_chain(&frag, v_bufs.at(vs.index()), 0, j > 1);
         wgmma_commit_group();
         turns.pass_turn(wg);
         // S_j's softmax while P V runs (and the other warpgroup's GEMMs).
         wgmma_wait::<1>();
-        k_consumed.at(s).arrive();
+        kc.release_slot(ks);
         acc_s.fence_operands();
         let alpha = online_softmax::<BN>(acc_s.regs.as_mut(), j as usize * BN, &rows, &mut st);
         wgmma_wait::<0>();
-        v_consumed.at(ps).arrive();
+        vc.release_slot(vs);
         acc_o.fence_operands();
         {
             let or = acc_o.regs.as_mut();
@@ -328,14 +324,13 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const KC: 
         p_fragments::<E, KC>(acc_s.regs.as_ref(), &mut frag);
     }
     // The last block's O += P V.
-    let ps = slot(n_blocks - 1);
-    v_loaded.at(ps).wait();
+    let vs = vc.wait();
     turns.wait_turn(wg);
-    acc_o.mma_rs_kn_chain(&frag, v_bufs.at(ps), 0, n_blocks > 1);
+    acc_o.mma_rs_kn_chain(&frag, v_bufs.at(vs.index()), 0, n_blocks > 1);
     wgmma_commit_group();
     turns.pass_turn(wg);
     wgmma_wait::<0>();
-    v_consumed.at(ps).arrive();
+    vc.release_slot(vs);
     turns.finish(wg);
     let m = st.m;
     let row_l = st.l;

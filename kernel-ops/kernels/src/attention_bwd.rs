@@ -30,6 +30,7 @@ use kernel_device::math::{ex2_approx_ftz, LOG2_E};
 use kernel_device::prelude::*;
 use kernel_device::tma::{bulk, commit_group, wait_group, wait_group_read};
 use kernel_device::wgmma::{pin_entry_registers, setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaShape};
+use kernel_device::pipeline::{PhaseBits, Ring};
 use kernel_device::{bf16, f16, Barriers};
 
 use crate::attention::{p_fragments, AttnElem, QTileOf};
@@ -238,7 +239,9 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
     if D == 64 {
         pin_entry_registers();
     }
-    let slot = |i: u32| (i % STAGES as u32) as usize;
+    // The Q/dO ring (`qdo_consumed`: 256 consumer threads), made inside
+    // each role like the geometry.
+    let ring = || Ring::new(&qdo_loaded, &qdo_consumed, 256);
     // The CTA's geometry is derived inside each role, after its
     // `setmaxnreg`: nothing stays live across the register reallocation.
     let geometry = || {
@@ -260,14 +263,11 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
                 k.load_at(k_bufs.at(t), [col, row, b], kv_loaded.as_ref());
                 v.load_at(v_bufs.at(t), [col, row, b], kv_loaded.as_ref());
             });
-            for i in 0..kv_group * g.per_head {
-                let s = slot(i);
-                if i >= STAGES as u32 {
-                    qdo_consumed.at(s).wait();
-                }
+            let mut producer = ring().producer_with::<PhaseBits>();
+            for _ in 0..kv_group * g.per_head {
+                let slot = producer.acquire_tx(2 * <QStep<E, D> as TileLayout>::BYTES as u32 + bulk::bytes::<f32, { 2 * BWD_BM }>());
+                let (i, s, bar) = (slot.step(), slot.index(), slot.barrier());
                 let (h, m) = step(&g, i);
-                let bar = qdo_loaded.at(s);
-                bar.arrive_expect_tx(2 * <QStep<E, D> as TileLayout>::BYTES as u32 + bulk::bytes::<f32, { 2 * BWD_BM }>());
                 q.load_at(q_bufs.at(s), [h * D as u32, m * BWD_BM as u32, b], bar);
                 d_o.load_at(do_bufs.at(s), [h * D as u32, m * BWD_BM as u32, b], bar);
                 let row0 = (b * heads + h) as usize * seq_pad + m as usize * BWD_BM;
@@ -288,11 +288,14 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
     let mut acc_dk = Acc::<D>::undefined();
     let mut acc_dv = Acc::<D>::undefined();
     kv_loaded.wait();
+    // Per-slot phase bits: with the step-derived parity ptxas spilled 40
+    // bytes in the masked softmax (`kernel_device::pipeline::Parity`).
+    let mut consumer = ring().consumer_with::<PhaseBits>();
     for i in 0..kv_group * g.per_head {
-        let s = slot(i);
         let (h, m) = step(&g, i);
         let q0 = m as usize * BWD_BM;
-        qdo_loaded.at(s).wait();
+        let slot = consumer.wait();
+        let s = slot.index();
         // Sᵀ = K_w Qᵀ, dPᵀ = V_w dOᵀ.
         let mut acc_s = Acc::<BWD_BM>::undefined();
         acc_s.mma(k_bufs.at(w), 0, q_bufs.at(s), 0, false);
@@ -377,7 +380,7 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
             acc_dq.mma_view(ds_bufs.at(parity + 1).transposed(), 0, k_bufs.at(1).transposed(), 64 * half, true);
             wgmma_commit_group();
             wgmma_wait::<0>();
-            qdo_consumed.at(s).arrive();
+            consumer.release_slot(slot);
             // dQ's partial to this warpgroup's SMEM buffer in the order of
             // the accumulator's registers (16-byte stores, no bank
             // conflicts; `dq_acc`'s layout, see [`dq_acc_chunk`]), after the
@@ -399,7 +402,7 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
         } else {
             handover.arrive();
             wgmma_wait::<0>();
-            qdo_consumed.at(s).arrive();
+            consumer.release_slot(slot);
         }
     }
     // Every MMA reading K and V (both warpgroups' dQ) is done.

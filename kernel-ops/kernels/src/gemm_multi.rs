@@ -51,7 +51,8 @@ use kernel_device::array::{Array, ArrayLayout, TileAt, Wgmma};
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
 use kernel_device::tma::{commit_group, wait_group};
-use kernel_device::wgmma::{setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaInput, WgmmaShape};
+use kernel_device::pipeline::Ring;
+use kernel_device::wgmma::{setmaxnreg_inc, wgmma_commit_group, Acc, Cols, WgmmaInput, WgmmaShape};
 use kernel_device::layout::Tile;
 use kernel_device::Barriers;
 
@@ -238,14 +239,14 @@ pub fn gemm_multi_of<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM
     }
     let tiles = [m_tiles * n_tiles];
     let tile = |i: u32| planar_snake(i, (m_tiles, n_tiles), 0, GRID_W);
-    let slot = |step: u32| (step % STAGES as u32) as usize;
+    let ring = Ring::new(&loaded, &consumed, 256);
     if warpgroup_idx() == 2 {
-        produce!(E, TKE, OPS, BM, BN, STAGES, GRID_W, MEMORY_REGS; a, b, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, loaded, consumed);
+        produce!(E, TKE, OPS, BM, BN, GRID_W, MEMORY_REGS; a, b, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, ring);
     } else {
         setmaxnreg_inc::<COMPUTE_REGS>();
         let row0 = warpgroup_idx_sync() as usize * BM / 2;
         let leader = thread_linear() == 0;
-        let mut step = 0u32;
+        let mut consumer = ring.consumer();
         let mut sub_tiles = 0u32;
         nd_loop(tiles, Collective::Blocks, |info| {
             let (pm, pn) = tile(info.index[0]);
@@ -254,22 +255,16 @@ pub fn gemm_multi_of<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM
             // when BM = 128, and costs no registers).
             let mut acc = [Acc::<NW>::undefined(), Acc::<NW>::undefined()];
             for k in 0..k_steps {
-                let s = slot(step);
-                loaded.at(s).wait();
+                let slot = consumer.wait();
                 // SAFETY: the slot's `OPS` B tiles are adjacent (an array),
                 // `OPS x BN = NW` rows of 128 bytes from a 1024-aligned
                 // address: byte for byte the `NW x 64` tile (checked above).
-                let b_all: Smem<InTile<E, NW, TKE>> = unsafe { b_bufs.at(s).cast_at(0) };
-                unroll(blocks(BM), |r| acc[r].mma(a_bufs.at(s), row0 + 64 * r, b_all, 0, k > 0));
+                let b_all: Smem<InTile<E, NW, TKE>> = unsafe { b_bufs.at(slot.index()).cast_at(0) };
+                unroll(blocks(BM), |r| acc[r].mma(a_bufs.at(slot.index()), row0 + 64 * r, b_all, 0, k > 0));
                 wgmma_commit_group();
-                wgmma_wait::<1>();
-                if k > 0 {
-                    consumed.at(slot(step - 1)).arrive();
-                }
-                step += 1;
+                consumer.release_after_wgmma::<1>();
             }
-            wgmma_wait::<0>();
-            consumed.at(slot(step - 1)).arrive();
+            consumer.release_after_wgmma::<0>();
             // The epilogue, in registers: one output block per row block.
             epilogue.begin(prefetched);
             let mut out = [AccBlock::<BN>::splat(0.0); 2];
@@ -317,37 +312,32 @@ pub fn gemm_multi<const OPS: usize, const BM: usize, const BN: usize, const NW: 
 /// `REGS` (the kernel's memory-role count: its roles' counts must sum to at
 /// most the launch pool, 3 x 168 per thread slot), then
 /// one thread, for every tile of the CTA in [`planar_snake`] order and K
-/// step (a global step count), waits until slot `step % STAGES` is
-/// consumed, announces the bytes of A's tile and the `OPS` B tiles on the
-/// slot's `loaded` barrier, and issues their TMA loads.
+/// step, acquires the ring's next slot ([`Producer::acquire_tx`](kernel_device::pipeline::Producer::acquire_tx): waits
+/// until it is empty, announces the bytes of A's tile and the `OPS` B
+/// tiles), and issues their TMA loads into it.
 ///
-/// `produce!(E, TKE, OPS, BM, BN, STAGES, GRID_W, MEMORY_REGS; a, b, m_tiles, n_tiles,
-/// k_steps, a_bufs, b_bufs, loaded, consumed)`. A macro, not a function:
-/// expanded in place, the kernels compile as if it were written there (as
-/// an `#[inline(always)]` function it cost one kernel an 8-byte spill).
+/// `produce!(E, TKE, OPS, BM, BN, GRID_W, MEMORY_REGS; a, b, m_tiles, n_tiles,
+/// k_steps, a_bufs, b_bufs, ring)`.
+// A macro, not a function: expanded in place, the kernels compile as if it
+// were written there (as an `#[inline(always)]` function it cost one kernel
+// an 8-byte spill).
 macro_rules! produce {
-    ($e:ty, $tke:expr, $ops:expr, $bm:expr, $bn:expr, $stages:expr, $grid_w:expr, $regs:expr;
-     $a:expr, $b:expr, $m_tiles:expr, $n_tiles:expr, $k_steps:expr, $a_bufs:expr, $b_bufs:expr, $loaded:expr, $consumed:expr) => {{
+    ($e:ty, $tke:expr, $ops:expr, $bm:expr, $bn:expr, $grid_w:expr, $regs:expr;
+     $a:expr, $b:expr, $m_tiles:expr, $n_tiles:expr, $k_steps:expr, $a_bufs:expr, $b_bufs:expr, $ring:expr) => {{
         kernel_device::wgmma::setmaxnreg_dec::<{ $regs }>();
         if kernel_device::thread_in_warpgroup() == 0 {
             let (m_tiles, n_tiles): (u32, u32) = ($m_tiles, $n_tiles);
-            let mut step = 0u32;
+            let mut producer = $ring.producer();
             kernel_device::grid::nd_loop([m_tiles * n_tiles], kernel_device::grid::Collective::Blocks, |info| {
                 let (pm, pn) = kernel_device::grid::planar_snake(info.index[0], (m_tiles, n_tiles), 0, $grid_w);
                 for k in 0..$k_steps {
-                    let s = (step % $stages as u32) as usize;
-                    if step >= $stages as u32 {
-                        $consumed.at(s).wait();
-                    }
-                    let bar = $loaded.at(s);
-                    bar.arrive_expect_tx(
+                    let slot = producer.acquire_tx(
                         kernel_device::tma::Tma::<$crate::gemm_multi::InTile<$e, { $bm }, { $tke }>>::BYTES
                             + $ops as u32 * kernel_device::tma::Tma::<$crate::gemm_multi::InTile<$e, { $bn }, { $tke }>>::BYTES,
                     );
-                    $a.load($a_bufs.at(s), pm * $bm as u32, k * $tke as u32, bar);
-                    let bs = $b_bufs.at(s);
-                    kernel_device::array::regs::unroll($ops, |o| $b[o].load(bs.at(o), pn * $bn as u32, k * $tke as u32, bar));
-                    step += 1;
+                    $a.load($a_bufs.at(slot.index()), pm * $bm as u32, k * $tke as u32, slot.barrier());
+                    let bs = $b_bufs.at(slot.index());
+                    kernel_device::array::regs::unroll($ops, |o| $b[o].load(bs.at(o), pn * $bn as u32, k * $tke as u32, slot.barrier()));
                 }
             });
         }

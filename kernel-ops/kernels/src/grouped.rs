@@ -8,7 +8,8 @@ use crate::gemm::{check_tile, ATile, BTile, EpiTile, GemmElem, Stores, WgAcc, CO
 use kernel_device::{bf16, f16};
 use kernel_device::prelude::*;
 use kernel_device::tma::{commit_group, wait_group, wait_group_read};
-use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Cols, WgmmaShape};
+use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, Cols, WgmmaShape};
+use kernel_device::pipeline::{Ring, Step};
 use kernel_device::Barriers;
 
 /// Status word values the kernel writes (`status[0]`).
@@ -130,55 +131,85 @@ fn store_partial<E: Copy, const BM: usize>(buf: Smem<EpiTile<E, BM>>, c: Gmem<E>
 
 /// The memory warpgroup of the grouped GEMMs (after its `setmaxnreg`):
 /// one thread walks the CTA's tiles `block, block + grid, ..`
-/// (below `total`) with a [`GroupCursor`] and, for each tile and K step (a
-/// global step count), waits until slot `step % STAGES` is consumed,
-/// writes the tile's location (`[group, row0, rows, col0]`) to
-/// `tiles_at[done % (STAGES + 1)]` before the tile's first load, announces
-/// the bytes of A's and B's tiles on the slot's `loaded` barrier and
-/// issues their TMA loads: A's rows of the tile (a group's last tile also
-/// reads the next group's first rows: computed, never stored) and `B_g`'s
-/// tile from the rank-3 map of `B` (`[k, n, g]`).
+/// (below `total`) with a [`GroupCursor`] and, for each tile and K step,
+/// acquires the ring's next slot ([`Producer::acquire`](kernel_device::pipeline::Producer::acquire): waits until it is
+/// empty), writes the tile's location (`[group, row0, rows, col0]`) to
+/// its [`TileSlots`] entry before the tile's first load, announces the
+/// bytes of A's and B's tiles on the slot's barrier and issues their TMA
+/// loads: A's rows of the tile (a group's last tile also reads the next
+/// group's first rows: computed, never stored) and `B_g`'s tile from the
+/// rank-3 map of `B` (`[k, n, g]`).
 ///
-/// `produce_grouped!(ATileType, BTileType, TKE, BM, BN, STAGES; a, b,
-/// sizes, n_tiles, total, k_steps, a_bufs, b_slot, loaded, consumed,
-/// tiles_at)`, where `b_slot` is a closure from a slot to its B tile (the
-/// kernels' B buffers differ in shape). A macro, as `gemm_multi::produce!`:
-/// expanded in place.
-///
-/// Why the entry is free when it is written: entry `e` was last read by
-/// the compute warpgroups for the tile `STAGES + 1` tiles before this one,
-/// before they released that tile's last slot; the slot waited on here is
-/// released only after that (each tile has at least one K step).
+/// `produce_grouped!(ATileType, BTileType, TKE, BM, BN; a, b, sizes,
+/// n_tiles, total, k_steps, a_bufs, b_slot, ring, tiles_at)`, where
+/// `b_slot` is a closure from a slot to its B tile (the kernels' B buffers
+/// differ in shape).
+// A macro, as `gemm_multi::produce!`: expanded in place (register
+// allocation).
 macro_rules! produce_grouped {
-    ($at:ty, $bt:ty, $tke:expr, $bm:expr, $bn:expr, $stages:expr;
-     $a:expr, $b:expr, $sizes:expr, $n_tiles:expr, $total:expr, $k_steps:expr, $a_bufs:expr, $b_slot:expr, $loaded:expr, $consumed:expr, $tiles_at:expr) => {{
+    ($at:ty, $bt:ty, $tke:expr, $bm:expr, $bn:expr;
+     $a:expr, $b:expr, $sizes:expr, $n_tiles:expr, $total:expr, $k_steps:expr, $a_bufs:expr, $b_slot:expr, $ring:expr, $tiles_at:expr) => {{
         if kernel_device::thread_in_warpgroup() == 0 {
             let mut cursor = $crate::grouped::GroupCursor::new($sizes, $bm as u32, $bn as u32, $n_tiles);
-            let mut step = 0u32;
-            let mut done = 0u32;
+            let mut producer = $ring.producer();
+            let mut entries = $crate::grouped::TileSlots::new();
             let mut t = kernel_device::block_idx().x;
             while t < $total {
                 let tile = cursor.locate(t);
                 t += kernel_device::grid_dim().x;
-                let entry = (done % ($stages as u32 + 1)) as usize;
-                done += 1;
+                let entry = entries.next();
                 for k in 0..$k_steps {
-                    let s = (step % $stages as u32) as usize;
-                    if step >= $stages as u32 {
-                        $consumed.at(s).wait();
-                    }
+                    let slot = producer.acquire();
                     if k == 0 {
                         $tiles_at.write(entry, [tile.group, tile.row0, tile.rows, tile.col0]);
                     }
-                    let bar = $loaded.at(s);
+                    let bar = slot.barrier();
                     bar.arrive_expect_tx(kernel_device::tma::Tma::<$at>::BYTES + kernel_device::tma::Tma::<$bt, 3>::BYTES);
-                    $a.load($a_bufs.at(s), tile.row0, k * $tke as u32, bar);
-                    $b.load_at(($b_slot)(s), [k * $tke as u32, tile.col0, tile.group], bar);
-                    step += 1;
+                    $a.load($a_bufs.at(slot.index()), tile.row0, k * $tke as u32, bar);
+                    $b.load_at(($b_slot)(slot.index()), [k * $tke as u32, tile.col0, tile.group], bar);
                 }
             }
         }
     }};
+}
+
+/// The entries of `tiles_at` (the tiles' locations the memory warpgroup
+/// hands the compute warpgroups through SMEM), one per tile in the CTA's
+/// tile order, reused every [`TILE_SLOTS`] tiles: each role walks them
+/// with its own `TileSlots`.
+///
+/// Why an entry is free when it is written again: entry `e` was last read
+/// by the compute warpgroups for the tile [`TILE_SLOTS`] tiles before this
+/// one, before they released that tile's last slot; the slot the producer
+/// acquires for this tile's first step is released only after that, as
+/// long as `STAGES < TILE_SLOTS` (each tile has at least one K step):
+/// [`TileSlots::check_stages`].
+pub struct TileSlots {
+    step: Step<TILE_SLOTS>,
+}
+
+/// Entries of `tiles_at`: more than the stages of any grouped kernel.
+pub const TILE_SLOTS: usize = 8;
+
+impl TileSlots {
+    /// At the first tile.
+    #[inline(always)]
+    pub fn new() -> Self {
+        TileSlots { step: Step::new(0) }
+    }
+    /// The next tile's entry.
+    #[inline(always)]
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> usize {
+        let i = self.step.index();
+        self.step = self.step.plus(1);
+        i
+    }
+    /// Compile-time: a ring of `stages` slots leaves the entries free when
+    /// they are rewritten (see the type's docs).
+    pub const fn check_stages(stages: usize) {
+        assert!(stages < TILE_SLOTS, "grouped GEMM: STAGES must be below TILE_SLOTS (the entries of `tiles_at`)");
+    }
 }
 
 /// Writes one complete `BM x 64` output sub-tile of `tile` from `buf`
@@ -279,40 +310,35 @@ pub fn grouped_matmul_of<E: GemmElem, const BM: usize, const BN: usize, const ST
     if first {
         status.write(0, STATUS_OK);
     }
-    let slot = |step: u32| (step % STAGES as u32) as usize;
+    const { TileSlots::check_stages(STAGES) };
+    let ring = Ring::new(&loaded, &consumed, 256);
     if warpgroup_idx() == 2 {
         setmaxnreg_dec::<MEMORY_REGS>();
-        produce_grouped!(ATile<E, BM>, BTile<E, BN>, TK, BM, BN, STAGES; a, b, sizes, n_tiles, total, k_steps, a_bufs, |s| b_bufs.at(s), loaded, consumed, tiles_at);
+        produce_grouped!(ATile<E, BM>, BTile<E, BN>, TK, BM, BN; a, b, sizes, n_tiles, total, k_steps, a_bufs, |s| b_bufs.at(s), ring, tiles_at);
     } else {
         setmaxnreg_inc::<COMPUTE_REGS>();
         let row0 = warpgroup_idx_sync() as usize * BM / 2;
         let leader = thread_linear() == 0;
-        let mut step = 0u32;
+        let mut consumer = ring.consumer();
+        let mut entries = TileSlots::new();
         let mut sub_tiles = 0u32;
-        let mut done = 0u32;
         let mut t = block_idx().x;
         while t < total {
             t += grid_dim().x;
             let mut acc = WgAcc::<BM, BN>::undefined();
             for k in 0..k_steps {
-                let s = slot(step);
-                loaded.at(s).wait();
-                acc.mma(a_bufs.at(s), row0, b_bufs.at(s), k > 0);
+                let slot = consumer.wait();
+                acc.mma(a_bufs.at(slot.index()), row0, b_bufs.at(slot.index()), k > 0);
                 wgmma_commit_group();
-                wgmma_wait::<1>();
-                if k > 0 {
-                    consumed.at(slot(step - 1)).arrive();
-                }
-                step += 1;
+                consumer.release_after_wgmma::<1>();
             }
-            wgmma_wait::<0>();
+            kernel_device::wgmma::wgmma_wait::<0>();
             // The tile's location, written before its first slot's phase
             // (waited on above); read here, so that no register holds it
             // through the main loop.
-            let [_, t_row0, t_rows, t_col0] = tiles_at.read((done % (STAGES as u32 + 1)) as usize);
-            done += 1;
+            let [_, t_row0, t_rows, t_col0] = tiles_at.read(entries.next());
             let tile = GroupTile { group: 0, row0: t_row0, rows: t_rows, col0: t_col0 };
-            consumed.at(slot(step - 1)).arrive();
+            consumer.release();
             // Pairs: with `stmatrix` this kernel spilled 96 bytes.
             sub_tiles = acc.store_tile_with(epi, row0, sub_tiles, Stores::Pairs, |buf, j| write_sub_tile(buf, &c, c_rows, tile, tile.col0 + (j * EPI_N) as u32, n));
         }
@@ -452,6 +478,8 @@ pub fn grouped_matmul_fp8_blockscaled<const STAGES: usize>(
     const BM: usize = GBS_BM;
     const BN: usize = GBS_BN;
     let n_tiles = n.div_ceil(BN as u32);
+    const { TileSlots::check_stages(STAGES) };
+    let ring = Ring::new(&loaded, &consumed, 256);
     // Nothing before the role split but the split itself: with the sizes'
     // loop and the status store here (as `grouped_matmul_of` has them),
     // ptxas allocated the compute warpgroups' code within the launch's 168
@@ -464,7 +492,7 @@ pub fn grouped_matmul_fp8_blockscaled<const STAGES: usize>(
             status.write(0, if sizes_ok { STATUS_OK } else { STATUS_SIZES_MISMATCH });
         }
         if sizes_ok {
-            produce_grouped!(A8TileOf<BM>, B8TileOf<BN>, TK8, BM, BN, STAGES; a, b, sizes, n_tiles, total, k_steps, a_bufs, |s| b_bufs.at(s).at(0), loaded, consumed, tiles_at);
+            produce_grouped!(A8TileOf<BM>, B8TileOf<BN>, TK8, BM, BN; a, b, sizes, n_tiles, total, k_steps, a_bufs, |s| b_bufs.at(s).at(0), ring, tiles_at);
         }
         return;
     }
@@ -480,17 +508,17 @@ pub fn grouped_matmul_fp8_blockscaled<const STAGES: usize>(
     // layout).
     let r = (row0 + 16 * (t / 32) + (t % 32) / 4) as u32;
     let n_blocks = n.div_ceil(SCALE_BLOCK as u32);
-    let entry = |done: u32| (done % (STAGES as u32 + 1)) as usize;
-    let mut step = 0u32;
+    let mut consumer = ring.consumer();
+    let mut entries = TileSlots::new();
     let mut sub_tiles = 0u32;
-    let mut done = 0u32;
     let mut tile_idx = block_idx().x;
     while tile_idx < total {
         tile_idx += grid_dim().x;
         // The tile's location: written before its first slot was announced
         // (this is the K loop's first wait).
-        loaded.at((step % STAGES as u32) as usize).wait();
-        let [group, t_row0, _, t_col0] = tiles_at.read(entry(done));
+        let first = consumer.wait();
+        let entry = entries.next();
+        let [group, t_row0, _, t_col0] = tiles_at.read(entry);
         let rows = [(t_row0 + r).min(m_total - 1), (t_row0 + r + 8).min(m_total - 1)];
         // The tile's two B scale blocks along N, of group `group`; a second
         // block past N (zero-filled columns) reads the last one.
@@ -501,12 +529,10 @@ pub fn grouped_matmul_fp8_blockscaled<const STAGES: usize>(
         // `b_scales` `G x n_blocks x k_steps` (rows < M, `group < G`, `nblk <
         // (group + 1) n_blocks`; the K loop asks for `k < k_steps`).
         let scales = |k: u32| unsafe { crate::matmul_fp8::step_scales(a_scales, b_scales, m_total, rows, nblk, k_steps, k) };
-        let acc = blockscaled_k_loop!(a_bufs, b_bufs, loaded, consumed, step, k_steps, row0, scales, true);
-        step += k_steps;
+        let acc = blockscaled_k_loop!(a_bufs, b_bufs, consumer, Some(first), k_steps, row0, scales);
         // Read again rather than kept through the K loop (registers): the
         // entry is rewritten only after a slot of a later tile is released.
-        let [_, t_row0, t_rows, t_col0] = tiles_at.read(entry(done));
-        done += 1;
+        let [_, t_row0, t_rows, t_col0] = tiles_at.read(entry);
         let tile = GroupTile { group: 0, row0: t_row0, rows: t_rows, col0: t_col0 };
         let out = [acc.into_array(), crate::gemm_multi::AccBlock::<BN>::splat(0.0)];
         sub_tiles = crate::gemm_multi::store_out_with::<BM, BN>(&out, epi, (t_row0 as usize, t_col0 as usize), row0, sub_tiles, |_, cols| cols, |buf, j| {

@@ -13,6 +13,7 @@ use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
 use kernel_device::tma::wait_group;
 use kernel_device::wgmma::{pin_entry_registers, setmaxnreg_inc, Cols, WgmmaShape};
+use kernel_device::pipeline::Ring;
 use kernel_device::{Barriers, E4M3};
 
 /// K elements per step: one 128-byte swizzle span of e4m3.
@@ -228,22 +229,23 @@ pub(crate) unsafe fn step_scales(a_scales: GmemRef<f32>, b_scales: GmemRef<f32>,
 /// `64 x 256` f32 total of this warpgroup (rows `row0 ..` of the tile),
 /// promoted every K step (see [`matmul_fp8_blockscaled`], step 2).
 ///
-/// `blockscaled_k_loop!(a_bufs, b_bufs, loaded, consumed, step, k_steps,
-/// row0, scales, first_waited)`: the ring's buffers and barriers, the
-/// CTA's global step count before the tile (slot `(step + k) % STAGES`,
-/// `STAGES` the caller's), the tile's K steps, `scales(k)`, step `k`'s
-/// four scales `[sa[row], sa[row + 8], sb[first block], sb[second
-/// block]]` for this thread's rows `r`, `r + 8` (loaded a step ahead,
-/// unchecked: see the callers), and whether the caller has already waited
-/// for the first step's slot (a wait flips the thread's phase bit: it is
-/// done once per phase). Evaluates to the total (`Acc<BS_BN>`). A macro, so that both
-/// kernels compile as if it were written in place (register allocation
-/// around the wgmmas is what this loop's speed is made of).
+/// `blockscaled_k_loop!(a_bufs, b_bufs, consumer, first, k_steps, row0,
+/// scales)`: the ring's buffers, the compute warpgroup's ring
+/// [`Consumer`](kernel_device::pipeline::Consumer) (it waits for and
+/// releases every step of the tile), the tile's first slot if the caller
+/// already waited for it (`Some(slot)`, else `None`), the tile's K steps,
+/// `scales(k)`, step `k`'s four scales `[sa[row], sa[row + 8], sb[first
+/// block], sb[second block]]` for this thread's rows `r`, `r + 8` (loaded a
+/// step ahead, unchecked: see the callers). Evaluates to the total
+/// (`Acc<BS_BN>`).
+// A macro, so that both kernels compile as if it were written in place
+// (register allocation around the wgmmas is what this loop's speed is made of).
 macro_rules! blockscaled_k_loop {
-    ($a_bufs:expr, $b_bufs:expr, $loaded:expr, $consumed:expr, $step:expr, $k_steps:expr, $row0:expr, $scales:expr, $first_waited:expr) => {{
+    ($a_bufs:expr, $b_bufs:expr, $consumer:expr, $first:expr, $k_steps:expr, $row0:expr, $scales:expr) => {{
         const BN: usize = $crate::matmul_fp8::BS_BN;
         const H: usize = BN / 2;
-        let (step, k_steps, row0): (u32, u32, usize) = ($step, $k_steps, $row0);
+        let (k_steps, row0): (u32, usize) = ($k_steps, $row0);
+        let first: Option<kernel_device::pipeline::Slot<'_>> = $first;
         let scales = $scales;
         // Zeroed register by register: `Acc::zeros()` of 128 registers is a
         // 512-byte array that LLVM lowers through local memory.
@@ -256,11 +258,12 @@ macro_rules! blockscaled_k_loop {
         // Every MMA is waited for before the loop's back edge (C7514).
         let mut scale: [f32; 4] = scales(0);
         for k in 0..k_steps {
-            let s = ((step + k) % STAGES as u32) as usize;
             let next = scales((k + 1).min(k_steps - 1));
-            if k > 0 || !$first_waited {
-                $loaded.at(s).wait();
+            let s = match first {
+                Some(slot) if k == 0 => slot,
+                _ => $consumer.wait(),
             }
+            .index();
             // Each half: its MMAs into `part` (overwritten) as one group,
             // waited for, then `acc[.., half h] += part · sa[row] sb[block
             // h]`; `Acc<H>` register `i` is `Acc<BN>` register `h H / 2 +
@@ -270,7 +273,7 @@ macro_rules! blockscaled_k_loop {
                 kernel_device::wgmma::wgmma_commit_group();
                 kernel_device::wgmma::wgmma_wait::<0>();
                 if h == 1 {
-                    $consumed.at(s).arrive();
+                    $consumer.release();
                 }
                 part.fence_operands();
                 let sb = scale[2 + h];
@@ -364,9 +367,10 @@ pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
 ) {
     const BM: usize = BS_BM;
     const BN: usize = BS_BN;
+    let ring = Ring::new(&loaded, &consumed, 256);
     if warpgroup_idx() == 2 {
         let b = [b];
-        produce!(E4M3, TK8, 1, BM, BN, STAGES, GRID_W, BS_MEMORY_REGS; a, b, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, loaded, consumed);
+        produce!(E4M3, TK8, 1, BM, BN, GRID_W, BS_MEMORY_REGS; a, b, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, ring);
         return;
     }
     setmaxnreg_inc::<BS_COMPUTE_REGS>();
@@ -378,7 +382,7 @@ pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
     // This thread's rows in the tile: `r` (register pairs with `p % 2 ==
     // 0`) and `r + 8` (the others), the WGMMA fragment layout.
     let r = (row0 + 16 * (t / 32) + (t % 32) / 4) as u32;
-    let mut step = 0u32;
+    let mut consumer = ring.consumer();
     let mut sub_tiles = 0u32;
     nd_loop([m_tiles * n_tiles], Collective::Blocks, |info| {
         let (pm, pn) = planar_snake(info.index[0], (m_tiles, n_tiles), 0, GRID_W);
@@ -393,8 +397,7 @@ pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
         // `b_scales` `n_blocks x k_steps` (rows < m, `nblk < n_blocks`; the K
         // loop asks for `k < k_steps`).
         let scales = |k: u32| unsafe { step_scales(a_scales, b_scales, m, rows, nblk, k_steps, k) };
-        let acc = blockscaled_k_loop!(a_bufs, b_bufs, loaded, consumed, step, k_steps, row0, scales, false);
-        step += k_steps;
+        let acc = blockscaled_k_loop!(a_bufs, b_bufs, consumer, None, k_steps, row0, scales);
         let out = [acc.into_array(), AccBlock::<BN>::splat(0.0)];
         sub_tiles = store_out::<BM, BN>(&out, &c, epi, (pm, pn), row0, sub_tiles, |_, cols| cols);
     });

@@ -9,7 +9,8 @@ use crate::gemm::{check_tile, ATile, ATileOf, BTile, BTileOf, EpiTile, EpiTileOf
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
 use kernel_device::tma::wait_group;
-use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Cols, WgmmaShape};
+use kernel_device::pipeline::Ring;
+use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, Cols, WgmmaShape};
 use kernel_device::Barriers;
 use kernel_device::{bf16, f16};
 
@@ -112,26 +113,21 @@ pub fn matmul_persistent_ws_cluster_of<E: GemmElem, const BM: usize, const BN: u
         let (pi, pn) = planar_snake(i, (m_pairs, n_tiles), 0, GRID_W);
         (CLUSTER_M * pi + rank, pn)
     };
-    let slot = |step: u32| (step % STAGES as u32) as usize;
+    // `consumed` takes both CTAs' releases: 256 local, 256 from the peer.
+    let ring = Ring::new(&loaded, &consumed, 512);
     if warpgroup_idx() == 2 {
         setmaxnreg_dec::<MEMORY_REGS>();
         if thread_in_warpgroup() == 0 {
-            let mut step = 0u32;
+            let mut producer = ring.producer();
             nd_loop(tiles, Collective::Clusters, |info| {
                 let (pm, pn) = tile(info.index[0]);
                 for k in 0..k_steps {
-                    let s = slot(step);
-                    if step >= STAGES as u32 {
-                        consumed.at(s).wait();
-                    }
-                    let bar = loaded.at(s);
-                    bar.arrive_expect_tx(Tma::<ATile<E, BM>>::BYTES + Tma::<BTile<E, BN>>::BYTES);
-                    a.load(a_bufs.at(s), pm * BM as u32, k * TK as u32, bar);
+                    let slot = producer.acquire_tx(Tma::<ATile<E, BM>>::BYTES + Tma::<BTile<E, BN>>::BYTES);
+                    a.load(a_bufs.at(slot.index()), pm * BM as u32, k * TK as u32, slot.barrier());
                     // SAFETY: rows r BH .. (r + 1) BH of a BN-row, one-column-block
                     // tile start r BH x 128 bytes in (1024-byte aligned: BH % 8 == 0).
-                    let half: Smem<BTile<E, BH>> = unsafe { b_bufs.at(s).cast_at(rank as usize * <BTile<E, BH> as TileLayout>::BYTES) };
-                    b.load_multicast(half, pn * BN as u32 + rank * BH as u32, k * TK as u32, bar, 0b11);
-                    step += 1;
+                    let half: Smem<BTile<E, BH>> = unsafe { b_bufs.at(slot.index()).cast_at(rank as usize * <BTile<E, BH> as TileLayout>::BYTES) };
+                    b.load_multicast(half, pn * BN as u32 + rank * BH as u32, k * TK as u32, slot.barrier(), 0b11);
                 }
             });
         }
@@ -140,29 +136,20 @@ pub fn matmul_persistent_ws_cluster_of<E: GemmElem, const BM: usize, const BN: u
         let row0 = warpgroup_idx_sync() as usize * BM / 2;
         let leader = thread_linear() == 0;
         let peer = rank ^ 1;
-        let release = |s: usize| {
-            let bar = consumed.at(s);
-            bar.arrive();
-            bar.arrive_cluster_cta(peer);
-        };
-        let mut step = 0u32;
+        let mut consumer = ring.consumer();
         let mut sub_tiles = 0u32;
         nd_loop(tiles, Collective::Clusters, |info| {
             let (pm, pn) = tile(info.index[0]);
             let mut acc = WgAcc::<BM, BN>::undefined();
             for k in 0..k_steps {
-                let s = slot(step);
-                loaded.at(s).wait();
-                acc.mma(a_bufs.at(s), row0, b_bufs.at(s), k > 0);
+                let slot = consumer.wait();
+                acc.mma(a_bufs.at(slot.index()), row0, b_bufs.at(slot.index()), k > 0);
                 wgmma_commit_group();
-                wgmma_wait::<1>();
-                if k > 0 {
-                    release(slot(step - 1));
-                }
-                step += 1;
+                // The slot is refilled by both CTAs' multicasts: release it
+                // in both.
+                consumer.release_to_peer_after_wgmma::<1>(peer);
             }
-            wgmma_wait::<0>();
-            release(slot(step - 1));
+            consumer.release_to_peer_after_wgmma::<0>(peer);
             sub_tiles = acc.store_tile(&c, epi, (pm, pn), row0, sub_tiles);
         });
         if leader {
