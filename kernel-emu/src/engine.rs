@@ -1567,7 +1567,7 @@ impl Emu {
     /// pass on an older one); a phase ahead of the current one would pass at
     /// once on the previous phase's parity. `who` says whose state it is
     /// (e.g. "the consumer of `Ring` at src/k.rs:10, step 9 (slot 1)").
-    pub(crate) fn mbar_check_phase(&self, tid: usize, loc: Loc, addr: u32, phase: u64, who: &str) {
+    pub(crate) fn mbar_check_phase(&self, tid: usize, loc: Loc, addr: u32, phase: u64, who: &dyn Fn() -> String) {
         let op = "mbarrier phase check";
         let off = self.own_mbar(tid, loc, addr, op);
         let cta = self.threads[tid].cta;
@@ -1578,18 +1578,20 @@ impl Emu {
         let current = b.phase;
         if phase + 1 < current {
             let detail = format!(
-                "{who} waits for phase {phase} of the mbarrier at smem+{off:#x}, which has already completed phase {} \
+                "{} waits for phase {phase} of the mbarrier at smem+{off:#x}, which has already completed phase {} \
                  (its current phase is {current}): the waiter's stage/phase state is behind the barrier (a pipeline \
                  state made anew, or steps taken on the barrier outside it); keep one state per role for the whole kernel",
+                who(),
                 current - 1
             );
             self.misuse(g, tid, loc, "a wait on a stale phase", detail);
         }
         if phase > current {
             let detail = format!(
-                "{who} waits for phase {phase} of the mbarrier at smem+{off:#x}, whose current phase is {current}: the \
+                "{} waits for phase {phase} of the mbarrier at smem+{off:#x}, whose current phase is {current}: the \
                  wait would pass at once on phase {}'s parity; the waiter's stage/phase state is ahead of the barrier \
                  (steps skipped that were never filled, or a slot released before it was waited for)",
+                who(),
                 current.wrapping_sub(1)
             );
             self.misuse(g, tid, loc, "a wait on a phase ahead of the barrier", detail);

@@ -1020,11 +1020,12 @@ pub fn mbarrier_skip_phase(addr: u32) {
 /// A pipeline's check before it waits for phase number `phase` (0-based,
 /// counted from the init) of the mbarrier at `addr`: a phase two or more
 /// behind the barrier (stale) or ahead of its current phase stops the run
-/// with a misuse naming `who` (the pipeline state's owner) and the caller's
-/// line. Not a scheduling point. Used by `kernel_device::pipeline::Ring`,
-/// whose state knows the phase number, not only its parity.
+/// with a misuse naming `who()` (the pipeline state's owner, formatted only
+/// for a report) and the caller's line. Not a scheduling point. Used by
+/// `kernel_device::pipeline`, whose states know the phase number, not only
+/// its parity.
 #[track_caller]
-pub fn mbarrier_check_phase(addr: u32, phase: u64, who: &str) {
+pub fn mbarrier_check_phase(addr: u32, phase: u64, who: &dyn Fn() -> String) {
     let loc = Location::caller();
     if let Some((e, tid)) = enter("mbarrier_check_phase") {
         e.mbar_check_phase(tid, loc, addr, phase, who);

@@ -7,12 +7,26 @@
 //! ```
 //!
 //! Each [`BlockSpec`] names a TMA source, an `S`-slot SMEM buffer and an
-//! index map `step -> (block row, block col)` (in tiles). The pipeline keeps
-//! `S - delay_release` steps of copies in flight: one thread issues the TMA
-//! loads of a step into slot `step % S`, completing on `loaded.at(slot)`;
-//! every thread waits on that barrier, runs the body on the slot's tiles,
-//! and, after a CTA barrier, the slot of step `step - delay_release` is
-//! refilled with step `step - delay_release + S`.
+//! index map from a step to the block it reads: in tiles
+//! ([`BlockSpec::new`]: `step -> (block row, block col)`), in elements
+//! ([`BlockSpec::at_elements`]: `step -> (row, col)`, for blocks that
+//! start anywhere, such as a decode step's K/V rows `b kv_len + split
+//! chunk + step BN`), or as the TMA's own coordinates of any rank
+//! ([`BlockSpec::at_coords`]: `step -> [c0, c1, c2]`, innermost first, for
+//! rank-3 maps such as `[column, row, batch]`). The pipeline keeps `S -
+//! delay_release` steps of copies in flight: one thread issues the TMA
+//! loads of a step into its slot ([`Step`]: `step % S`), completing on
+//! that slot's `loaded` barrier; every thread waits on that barrier, runs
+//! the body on the slot's tiles, and, after a CTA barrier, the slot of
+//! step `step - delay_release` is refilled with the step `S` after it.
+//!
+//! Three forms, all on the ring of [`Ring`]:
+//!
+//! | form | roles | a slot is refilled after |
+//! |---|---|---|
+//! | [`emit_pipeline`] | every thread computes; thread 0 issues the copies | a CTA barrier |
+//! | [`emit_pipeline_warp_specialized`] | a memory warpgroup issues, the others compute every step (cooperative) | every compute thread released it (`consumed`) |
+//! | [`emit_pipeline_ping_pong`] | a memory warpgroup issues; compute warpgroups 0 and 1 take alternate tiles | the tile's warpgroup released it (`consumed`, 128 arrivals) |
 //!
 //! `delay_release = 1` is for bodies that leave one asynchronous consumer in
 //! flight (a `wgmma` awaited with `wgmma_wait::<1>()` in the next step):
@@ -53,23 +67,98 @@ use crate::mbarrier::{BarrierRef, Barriers};
 use crate::smem::Smem;
 use crate::tma::Tma;
 
-/// One pipelined input: a TMA source, `S` SMEM slots, and the tile each step
-/// reads (`index(step) -> (block_row, block_col)`, in tiles).
-pub struct BlockSpec<Tl: TileLayout, const S: usize, F: Fn(u32) -> (u32, u32)> {
-    pub tma: Tma<Tl>,
-    pub bufs: Smem<[Tl; S]>,
-    pub index: F,
+/// How a [`BlockSpec`] finds the block a step reads: its TMA source and
+/// index map (sealed; made by [`BlockSpec`]'s constructors).
+pub trait BlockMap<Tl: TileLayout>: sealed::Sealed {
+    /// Issue the TMA copy of `step`'s block into `dst`, completing on
+    /// `bar` (one thread).
+    #[track_caller]
+    fn load(&self, dst: Smem<Tl>, step: u32, bar: BarrierRef<'_>);
 }
 
-impl<Tl: TileLayout, const S: usize, F: Fn(u32) -> (u32, u32)> BlockSpec<Tl, S, F> {
-    pub fn new(tma: Tma<Tl>, bufs: Smem<[Tl; S]>, index: F) -> Self {
-        BlockSpec { tma, bufs, index }
-    }
+mod sealed {
+    pub trait Sealed {}
+    impl<Tl: crate::layout::TileLayout, F> Sealed for super::InTiles<Tl, F> {}
+    impl<Tl: crate::layout::TileLayout, F> Sealed for super::InElements<Tl, F> {}
+    impl<Tl: crate::layout::TileLayout, const R: usize, F> Sealed for super::AtCoords<Tl, R, F> {}
+}
+
+/// A rank-2 source indexed in tiles: `step -> (block row, block col)`.
+pub struct InTiles<Tl: TileLayout, F> {
+    tma: Tma<Tl>,
+    index: F,
+}
+
+/// A rank-2 source indexed in elements: `step -> (row, col)` of the
+/// block's first element.
+pub struct InElements<Tl: TileLayout, F> {
+    tma: Tma<Tl>,
+    at: F,
+}
+
+/// A source of any rank indexed by the TMA's coordinates: `step -> [c0,
+/// .., c(R-1)]`, innermost (column) first, as [`Tma::load_at`] takes them.
+pub struct AtCoords<Tl: TileLayout, const R: usize, F> {
+    tma: Tma<Tl, R>,
+    at: F,
+}
+
+impl<Tl: TileLayout, F: Fn(u32) -> (u32, u32)> BlockMap<Tl> for InTiles<Tl, F> {
     #[inline(always)]
     #[track_caller]
-    fn issue(&self, step: u32, slot: usize, bar: BarrierRef<'_>) {
+    fn load(&self, dst: Smem<Tl>, step: u32, bar: BarrierRef<'_>) {
         let (bi, bj) = (self.index)(step);
-        self.tma.load(self.bufs.at(slot), bi * Tl::ROWS as u32, bj * Tl::COLS as u32, bar);
+        self.tma.load(dst, bi * Tl::ROWS as u32, bj * Tl::COLS as u32, bar);
+    }
+}
+
+impl<Tl: TileLayout, F: Fn(u32) -> (u32, u32)> BlockMap<Tl> for InElements<Tl, F> {
+    #[inline(always)]
+    #[track_caller]
+    fn load(&self, dst: Smem<Tl>, step: u32, bar: BarrierRef<'_>) {
+        let (row, col) = (self.at)(step);
+        self.tma.load(dst, row, col, bar);
+    }
+}
+
+impl<Tl: TileLayout, const R: usize, F: Fn(u32) -> [u32; R]> BlockMap<Tl> for AtCoords<Tl, R, F> {
+    #[inline(always)]
+    #[track_caller]
+    fn load(&self, dst: Smem<Tl>, step: u32, bar: BarrierRef<'_>) {
+        self.tma.load_at(dst, (self.at)(step), bar);
+    }
+}
+
+/// One pipelined input: `S` SMEM slots and where each step's block comes
+/// from (a TMA source and an index map, [`BlockMap`]).
+pub struct BlockSpec<Tl: TileLayout, const S: usize, M: BlockMap<Tl>> {
+    pub bufs: Smem<[Tl; S]>,
+    map: M,
+}
+
+impl<Tl: TileLayout, const S: usize, F: Fn(u32) -> (u32, u32)> BlockSpec<Tl, S, InTiles<Tl, F>> {
+    /// Step `step` reads the tile `index(step) = (block row, block col)`
+    /// of `tma`'s rank-2 tensor (in tiles: rows `block row x Tl::ROWS ..`).
+    pub fn new(tma: Tma<Tl>, bufs: Smem<[Tl; S]>, index: F) -> Self {
+        BlockSpec { bufs, map: InTiles { tma, index } }
+    }
+}
+
+impl<Tl: TileLayout, const S: usize, F: Fn(u32) -> (u32, u32)> BlockSpec<Tl, S, InElements<Tl, F>> {
+    /// Step `step` reads the tile whose first element is `at(step) = (row,
+    /// col)` of `tma`'s rank-2 tensor: a block at any element offset (rows
+    /// past the tensor's edge are zero-filled, as every TMA load's).
+    pub fn at_elements(tma: Tma<Tl>, bufs: Smem<[Tl; S]>, at: F) -> Self {
+        BlockSpec { bufs, map: InElements { tma, at } }
+    }
+}
+
+impl<Tl: TileLayout, const S: usize, const R: usize, F: Fn(u32) -> [u32; R]> BlockSpec<Tl, S, AtCoords<Tl, R, F>> {
+    /// Step `step` reads the box at `at(step)`, the TMA coordinates of its
+    /// first element (innermost first: `[column, row, ..]`) in `tma`'s
+    /// rank-`R` tensor.
+    pub fn at_coords(tma: Tma<Tl, R>, bufs: Smem<[Tl; S]>, at: F) -> Self {
+        BlockSpec { bufs, map: AtCoords { tma, at } }
     }
 }
 
@@ -86,14 +175,14 @@ pub trait PipelineInputs<const S: usize> {
 }
 
 macro_rules! inputs_tuple {
-    ($(($Tl:ident, $F:ident, $i:tt)),+) => {
-        impl<const S: usize, $($Tl: TileLayout, $F: Fn(u32) -> (u32, u32)),+> PipelineInputs<S> for ($(BlockSpec<$Tl, S, $F>,)+) {
+    ($(($Tl:ident, $M:ident, $i:tt)),+) => {
+        impl<const S: usize, $($Tl: TileLayout, $M: BlockMap<$Tl>),+> PipelineInputs<S> for ($(BlockSpec<$Tl, S, $M>,)+) {
             type Slot = ($(Smem<$Tl>,)+);
             const BYTES: u32 = 0 $(+ $Tl::BYTES as u32)+;
             #[inline(always)]
             #[track_caller]
             fn issue(&self, step: u32, slot: usize, bar: BarrierRef<'_>) {
-                $( self.$i.issue(step, slot, bar); )+
+                $( self.$i.map.load(self.$i.bufs.at(slot), step, bar); )+
             }
             #[inline(always)]
             fn slot(&self, slot: usize) -> Self::Slot {
@@ -102,9 +191,9 @@ macro_rules! inputs_tuple {
         }
     };
 }
-inputs_tuple!((T0, F0, 0));
-inputs_tuple!((T0, F0, 0), (T1, F1, 1));
-inputs_tuple!((T0, F0, 0), (T1, F1, 1), (T2, F2, 2));
+inputs_tuple!((T0, M0, 0));
+inputs_tuple!((T0, M0, 0), (T1, M1, 1));
+inputs_tuple!((T0, M0, 0), (T1, M1, 1), (T2, M2, 2));
 
 /// Runs `body(step, slot_tiles)` for `step` in `0..steps`, with the inputs'
 /// TMA copies pipelined `S - delay_release` steps ahead (module docs).
@@ -129,20 +218,20 @@ pub fn emit_pipeline<const S: usize, I: PipelineInputs<S>>(
     if leader {
         let mut s = 0;
         while s < ahead && s < steps {
-            issue_step(&inputs, loaded, s);
+            issue_step(&inputs, loaded, Step::new(s));
             s += 1;
         }
     }
     for step in 0..steps {
-        let slot = (step % S as u32) as usize;
-        loaded.at(slot).wait();
-        body(step, inputs.slot(slot));
+        let st = Step::<S>::new(step);
+        ring::wait_step(loaded, st, "emit_pipeline");
+        body(step, inputs.slot(st.index()));
         let next = step + ahead;
         if next < steps {
-            // Every thread is done with slot `(step - delay_release) % S`.
+            // Every thread is done with the slot of step `step - delay_release`.
             crate::sync::sync_threads();
             if leader {
-                issue_step(&inputs, loaded, next);
+                issue_step(&inputs, loaded, Step::new(next));
             }
         }
     }
@@ -151,11 +240,10 @@ pub fn emit_pipeline<const S: usize, I: PipelineInputs<S>>(
 /// One thread: arm `loaded` for `step`'s slot and issue its copies.
 #[inline(always)]
 #[track_caller]
-fn issue_step<const S: usize, I: PipelineInputs<S>>(inputs: &I, loaded: &Barriers<S>, step: u32) {
-    let slot = (step % S as u32) as usize;
-    let bar = loaded.at(slot);
+fn issue_step<const S: usize, I: PipelineInputs<S>>(inputs: &I, loaded: &Barriers<S>, step: Step<S>) {
+    let bar = loaded.at(step.index());
     bar.arrive_expect_tx(I::BYTES);
-    inputs.issue(step, slot, bar);
+    inputs.issue(step.count(), step.index(), bar);
 }
 
 /// The emulator's side of the pipelines (host builds only).
@@ -168,22 +256,20 @@ mod emu {
     /// The checks at a pipeline's entry (every thread): enters the report
     /// scope `what` at the caller's line; declares the arrivals of `loaded`
     /// (1 per phase: the issuer's `arrive_expect_tx`) and of `consumed` (one
-    /// per compute thread: all but the memory warpgroup's 128); warns when
-    /// `steps <= S` (no slot is ever reused).
+    /// per compute thread of a step: `consumers`); warns when `steps <= S`
+    /// (no slot is ever reused).
     #[track_caller]
-    pub(super) fn entry_checks<const S: usize>(what: &'static str, steps: u32, loaded: &Barriers<S>, consumed: Option<&Barriers<S>>) -> kernel_emu::ScopeGuard {
+    pub(super) fn entry_checks<const S: usize>(what: &'static str, steps: u32, loaded: &Barriers<S>, consumed: Option<(&Barriers<S>, u32)>) -> kernel_emu::ScopeGuard {
         let at = core::panic::Location::caller();
         let scope = kernel_emu::scope(what);
         for i in 0..S {
             let who = barrier_who("the pipeline's TMA issuer", "loaded", what, i);
             kernel_emu::mbarrier_expect_arrivals(loaded.at(i).smem_addr(), 1, &who);
         }
-        if let Some(consumed) = consumed {
-            let b = crate::index::block_dim();
-            let compute = (b.x * b.y * b.z).saturating_sub(128);
+        if let Some((consumed, consumers)) = consumed {
             for i in 0..S {
-                let who = barrier_who(&format!("the {compute} compute threads"), "consumed", what, i);
-                kernel_emu::mbarrier_expect_arrivals(consumed.at(i).smem_addr(), compute, &who);
+                let who = barrier_who(&format!("the {consumers} compute threads"), "consumed", what, i);
+                kernel_emu::mbarrier_expect_arrivals(consumed.at(i).smem_addr(), consumers, &who);
             }
         }
         if steps <= S as u32 && crate::index::thread_linear() == 0 {
@@ -204,12 +290,11 @@ mod emu {
 }
 
 /// The compute side of [`emit_pipeline_warp_specialized`], handed to the
-/// compute context.
+/// compute context: a [`Consumer`] of the pipeline's ring.
 pub struct ComputePipeline<'a, const S: usize, I: PipelineInputs<S>> {
     steps: u32,
     inputs: &'a I,
-    loaded: &'a Barriers<S>,
-    consumed: &'a Barriers<S>,
+    ring: Ring<'a, S>,
     delay_release: u32,
 }
 
@@ -221,19 +306,50 @@ impl<'a, const S: usize, I: PipelineInputs<S>> ComputePipeline<'a, S, I> {
     /// `#[track_caller]`: emulator reports name the caller's line.
     #[inline(always)]
     #[track_caller]
-    pub fn run<C>(&self, init: C, mut body: impl FnMut(u32, I::Slot, C) -> C) -> C {
+    pub fn run<C>(&self, init: C, body: impl FnMut(u32, I::Slot, C) -> C) -> C {
         #[cfg(not(target_arch = "nvptx64"))]
         let _scope = kernel_emu::scope("ComputePipeline::run");
-        let mut carry = init;
-        for step in 0..self.steps {
-            let slot = (step % S as u32) as usize;
-            self.loaded.at(slot).wait();
-            carry = body(step, self.inputs.slot(slot), carry);
-            if step >= self.delay_release {
-                self.consumed.at(((step - self.delay_release) % S as u32) as usize).arrive();
-            }
+        let mut consumer = self.ring.consumer();
+        run_steps(&mut consumer, self.inputs, self.steps, self.delay_release, init, body)
+    }
+}
+
+/// `steps` steps of a consumer: wait, `body`, release the slot of the step
+/// `delay_release` before.
+#[inline(always)]
+#[track_caller]
+fn run_steps<const S: usize, I: PipelineInputs<S>, C>(
+    consumer: &mut Consumer<'_, S>,
+    inputs: &I,
+    steps: u32,
+    delay_release: u32,
+    init: C,
+    mut body: impl FnMut(u32, I::Slot, C) -> C,
+) -> C {
+    let mut carry = init;
+    for step in 0..steps {
+        let slot = consumer.wait();
+        carry = body(step, inputs.slot(slot.index()), carry);
+        if consumer.unreleased() > delay_release {
+            consumer.release();
         }
-        carry
+    }
+    carry
+}
+
+/// The memory warpgroup's part of the warp-specialized forms: registers
+/// down to `MEMORY_REGS`, then one thread issues every step's copies into
+/// the ring (waiting for each slot's release from the second lap on).
+#[inline(always)]
+#[track_caller]
+fn produce<const S: usize, const MEMORY_REGS: u32, I: PipelineInputs<S>>(ring: Ring<'_, S>, inputs: &I, steps: u32) {
+    crate::wgmma::setmaxnreg_dec::<MEMORY_REGS>();
+    if crate::index::thread_in_warpgroup() == 0 {
+        let mut producer = ring.producer();
+        for step in 0..steps {
+            let slot = producer.acquire_tx(I::BYTES);
+            inputs.issue(step, slot.index(), slot.barrier());
+        }
     }
 }
 
@@ -241,12 +357,14 @@ impl<'a, const S: usize, I: PipelineInputs<S>> ComputePipeline<'a, S, I> {
 ///
 /// Warpgroup `memory_wg` is the memory thread: it lowers its registers to
 /// `MEMORY_REGS` (`setmaxnreg.dec`), and one of its threads issues every
-/// step's TMA loads into slot `step % S`, first waiting (from step `S` on)
-/// until the compute warpgroups released the slot (`consumed`). Every other
-/// warpgroup of the CTA is a compute warpgroup: they raise their registers to `COMPUTE_REGS`
-/// (`setmaxnreg.inc`) and run `compute_context(pipeline)`, which creates its
-/// carry (accumulators live only in the compute warpgroups' registers),
-/// calls [`ComputePipeline::run`], and consumes the result (epilogue).
+/// step's TMA loads into the step's slot, first waiting (from step `S` on)
+/// until the compute warpgroups released the slot (`consumed`): the ring's
+/// [`Producer`]. Every other warpgroup of the CTA is a compute warpgroup:
+/// they raise their registers to `COMPUTE_REGS` (`setmaxnreg.inc`) and run
+/// `compute_context(pipeline)`, which creates its carry (accumulators live
+/// only in the compute warpgroups' registers), calls
+/// [`ComputePipeline::run`] (the ring's [`Consumer`]), and consumes the
+/// result (epilogue).
 ///
 /// `loaded[i]` needs 1 arrival; `consumed[i]` one per compute thread
 /// (`128 * (warpgroups per CTA - 1)`). `memory_wg` is the memory
@@ -268,23 +386,127 @@ pub fn emit_pipeline_warp_specialized<const S: usize, const MEMORY_REGS: u32, co
     compute_context: impl FnOnce(ComputePipeline<'_, S, I>),
 ) {
     assert!(delay_release < S as u32, "emit_pipeline_warp_specialized: delay_release must be below the slot count");
+    let b = crate::index::block_dim();
+    let compute = (b.x * b.y * b.z).saturating_sub(128);
     #[cfg(not(target_arch = "nvptx64"))]
-    let _scope = emu::entry_checks::<S>("emit_pipeline_warp_specialized", steps, loaded, Some(consumed));
+    let _scope = emu::entry_checks::<S>("emit_pipeline_warp_specialized", steps, loaded, Some((consumed, compute)));
+    let ring = Ring::new(loaded, consumed, compute);
     if crate::index::warpgroup_idx() == memory_wg {
-        crate::wgmma::setmaxnreg_dec::<MEMORY_REGS>();
-        if crate::index::thread_in_warpgroup() == 0 {
-            for step in 0..steps {
-                let slot = (step % S as u32) as usize;
-                if step >= S as u32 {
-                    consumed.at(slot).wait();
-                }
-                let bar = loaded.at(slot);
-                bar.arrive_expect_tx(I::BYTES);
-                inputs.issue(step, slot, bar);
-            }
-        }
+        produce::<S, MEMORY_REGS, I>(ring, &inputs, steps);
     } else {
         crate::wgmma::setmaxnreg_inc::<COMPUTE_REGS>();
-        compute_context(ComputePipeline { steps, inputs: &inputs, loaded, consumed, delay_release });
+        compute_context(ComputePipeline { steps, inputs: &inputs, ring, delay_release });
+    }
+}
+
+/// The compute side of [`emit_pipeline_ping_pong`], handed to each
+/// compute warpgroup's context.
+pub struct PingPongPipeline<'a, const S: usize, I: PipelineInputs<S>> {
+    tiles: u32,
+    steps_per_tile: u32,
+    inputs: &'a I,
+    ring: Ring<'a, S>,
+    delay_release: u32,
+    /// This warpgroup: 0 or 1.
+    turn: u32,
+}
+
+impl<'a, const S: usize, I: PipelineInputs<S>> PingPongPipeline<'a, S, I> {
+    /// This compute warpgroup's tiles, `turn, turn + 2, ..` below `tiles`:
+    /// for each, `tile(t, steps)`, which runs the tile's steps with
+    /// [`TileSteps::run`] and then its epilogue. The other warpgroup's
+    /// tiles' steps are skipped ([`Consumer::skip`]): their slots are the
+    /// other's to wait for and release. `#[track_caller]`: emulator reports
+    /// name the caller's line.
+    #[inline(always)]
+    #[track_caller]
+    pub fn for_each_tile(&self, mut tile: impl FnMut(u32, &mut TileSteps<'_, 'a, S, I>)) {
+        #[cfg(not(target_arch = "nvptx64"))]
+        let _scope = kernel_emu::scope("PingPongPipeline::for_each_tile");
+        let mut consumer = self.ring.consumer();
+        let mut t = 0;
+        while t < self.tiles {
+            if t % 2 == self.turn {
+                let mut steps = TileSteps { consumer: &mut consumer, inputs: self.inputs, steps: self.steps_per_tile, delay_release: self.delay_release };
+                tile(t, &mut steps);
+                consumer.release_all();
+            } else {
+                consumer.skip(self.steps_per_tile);
+            }
+            t += 1;
+        }
+    }
+}
+
+/// One tile's steps in a [`PingPongPipeline`].
+pub struct TileSteps<'c, 'a, const S: usize, I: PipelineInputs<S>> {
+    consumer: &'c mut Consumer<'a, S>,
+    inputs: &'a I,
+    steps: u32,
+    delay_release: u32,
+}
+
+impl<const S: usize, I: PipelineInputs<S>> TileSteps<'_, '_, S, I> {
+    /// Runs `body(step, slot_tiles, carry) -> carry` for the tile's steps
+    /// (`step` from 0) and returns the final carry, releasing each slot
+    /// `delay_release` steps later. The tile's last slots are released
+    /// by [`TileSteps::finish`] (or when the tile's closure returns): call
+    /// it once the body's reads of them are done (its wgmmas waited for),
+    /// before a long epilogue, so the producer can refill them for the
+    /// other warpgroup.
+    #[inline(always)]
+    #[track_caller]
+    pub fn run<C>(&mut self, init: C, body: impl FnMut(u32, I::Slot, C) -> C) -> C {
+        run_steps(self.consumer, self.inputs, self.steps, self.delay_release, init, body)
+    }
+    /// Releases the tile's remaining slots (see [`TileSteps::run`]).
+    #[inline(always)]
+    #[track_caller]
+    pub fn finish(&mut self) {
+        self.consumer.release_all();
+    }
+}
+
+/// Ping-pong pipeline: compute warpgroups 0 and 1 take alternate tiles
+/// (CUTLASS's ping-pong schedule, as a pipeline form).
+///
+/// The memory warpgroup (index 2; registers down to `MEMORY_REGS`) issues
+/// the copies of every step of every tile in order: tile `t`'s step `k` is
+/// the ring's step `t steps_per_tile + k`, and `inputs`' index maps take
+/// that global step. Compute warpgroup `w` (0 or 1; registers up to
+/// `COMPUTE_REGS`) runs `compute_context(pipeline)`, whose
+/// [`PingPongPipeline::for_each_tile`] visits tiles `w, w + 2, ..`: while
+/// one warpgroup runs its tile's epilogue, the other's mainloop has the
+/// tensor cores. Each step's slot is released by the one warpgroup that
+/// computed it, so `consumed[i]` takes **128** arrivals
+/// (`#[scratch(arrivals = 128)]`); `loaded[i]` 1. Ordering the two
+/// warpgroups' MMAs on the tensor pipe (CUTLASS's ordering barriers) is
+/// the caller's: [`crate::sync::TurnOrder`].
+///
+/// Called by every thread of a 3-warpgroup CTA; returns when the thread's
+/// role is done. `#[track_caller]`: emulator reports name the caller's line.
+#[inline(always)]
+#[track_caller]
+#[allow(clippy::too_many_arguments)]
+pub fn emit_pipeline_ping_pong<const S: usize, const MEMORY_REGS: u32, const COMPUTE_REGS: u32, I: PipelineInputs<S>>(
+    tiles: u32,
+    steps_per_tile: u32,
+    inputs: I,
+    loaded: &Barriers<S>,
+    consumed: &Barriers<S>,
+    delay_release: u32,
+    compute_context: impl FnOnce(PingPongPipeline<'_, S, I>),
+) {
+    assert!(delay_release < S as u32, "emit_pipeline_ping_pong: delay_release must be below the slot count");
+    let steps = tiles * steps_per_tile;
+    #[cfg(not(target_arch = "nvptx64"))]
+    let _scope = emu::entry_checks::<S>("emit_pipeline_ping_pong", steps, loaded, Some((consumed, 128)));
+    let ring = Ring::new(loaded, consumed, 128);
+    let wg = crate::index::warpgroup_idx();
+    if wg == 2 {
+        produce::<S, MEMORY_REGS, I>(ring, &inputs, steps);
+    } else {
+        crate::wgmma::setmaxnreg_inc::<COMPUTE_REGS>();
+        compute_context(PingPongPipeline { tiles, steps_per_tile, inputs: &inputs, ring, delay_release, turn: wg });
     }
 }

@@ -217,6 +217,19 @@ fn wait_phase(bar: BarrierRef<'_>, parity: u32) {
     while !unsafe { raw::try_wait_parity(bar.smem_addr(), parity) } {}
 }
 
+/// Waits for `step`'s phase of its slot's barrier in `full` (the parity
+/// from the step), inside the report scope `what`: the plain pipeline's
+/// wait, which has no empty barriers (a CTA barrier orders its refills).
+#[inline(always)]
+#[track_caller]
+pub(crate) fn wait_step<'b, const S: usize>(full: &'b Barriers<S>, step: Step<S>, what: &'static str) -> BarrierRef<'b> {
+    let bar = full.at(step.index());
+    #[cfg(not(target_arch = "nvptx64"))]
+    let _scope = emu::check(bar, step.lap() as u64, what, "consumer of the pipeline", step, core::panic::Location::caller());
+    wait_phase(bar, step.parity());
+    bar
+}
+
 /// The producer's side of a [`Ring`]: one thread fills the slots in step
 /// order. `P` is how it knows its waits' parity ([`Parity`]).
 pub struct Producer<'a, const S: usize, P: Parity = FromStep> {
@@ -243,7 +256,7 @@ impl<'a, const S: usize, P: Parity> Producer<'a, S, P> {
         if step.count() >= S as u32 {
             let empty = self.ring.empty_at(i);
             #[cfg(not(target_arch = "nvptx64"))]
-            let _scope = emu::check(empty, (step.lap() - 1) as u64, "Producer::acquire", "producer", step, self.ring.at);
+            let _scope = emu::check(empty, (step.lap() - 1) as u64, "Producer::acquire", "producer of the `Ring`", step, self.ring.at);
             // The phase the previous lap's step (`count - S`) completes
             // when its consumers release it.
             let prev = Step::<S>::new(step.count() - S as u32);
@@ -374,7 +387,7 @@ impl<'a, const S: usize, P: Parity> Consumer<'a, S, P> {
         let i = step.index();
         let full = self.ring.full_at(i);
         #[cfg(not(target_arch = "nvptx64"))]
-        let _scope = emu::check(full, step.lap() as u64, "Consumer::wait", "consumer", step, self.ring.at);
+        let _scope = emu::check(full, step.lap() as u64, "Consumer::wait", "consumer of the `Ring`", step, self.ring.at);
         wait_phase(full, self.parity.parity(step));
         self.parity.waited(step);
         self.next = step.plus(1);
@@ -382,6 +395,22 @@ impl<'a, const S: usize, P: Parity> Consumer<'a, S, P> {
             index: i,
             full,
             step: step.count(),
+        }
+    }
+    /// Steps waited for and not yet released.
+    #[inline(always)]
+    pub fn unreleased(&self) -> u32 {
+        self.next.count() - self.released.count()
+    }
+    /// Releases every waited-for, unreleased slot ([`Consumer::release`]
+    /// each): after the last step of a tile whose reads have all finished
+    /// (its wgmmas waited for), before the consumer [`skip`](Consumer::skip)s
+    /// or leaves.
+    #[inline(always)]
+    #[track_caller]
+    pub fn release_all(&mut self) {
+        while self.unreleased() > 0 {
+            self.release();
         }
     }
     /// Releases the oldest waited-for step's slot to the producer: one
@@ -494,7 +523,8 @@ mod emu {
         }
     }
 
-    /// The phase check before a wait, inside the verb's report scope.
+    /// The phase check before a wait, inside the verb's report scope
+    /// `what`; `role` and `at` name the state's owner in a report.
     #[track_caller]
     pub(super) fn check<const S: usize>(
         bar: BarrierRef<'_>,
@@ -505,11 +535,9 @@ mod emu {
         at: &Location<'_>,
     ) -> kernel_emu::ScopeGuard {
         let scope = kernel_emu::scope(what);
-        kernel_emu::mbarrier_check_phase(
-            bar.smem_addr(),
-            phase,
-            &format!("the {role} of the `Ring` made at {at}, at step {} (slot {}),", step.count(), step.index()),
-        );
+        kernel_emu::mbarrier_check_phase(bar.smem_addr(), phase, &|| {
+            format!("the {role} made at {at}, at step {} (slot {}),", step.count(), step.index())
+        });
         scope
     }
 
