@@ -24,10 +24,12 @@
 //! | [`Producer`] | the steps filled | [`acquire`](Producer::acquire) (wait until the slot is empty), [`acquire_tx`](Producer::acquire_tx) (and announce the bytes the TMA copies into it deliver) |
 //! | [`Consumer`] | the steps waited for and the steps released | [`wait`](Consumer::wait), [`release`](Consumer::release), [`release_to_peer`](Consumer::release_to_peer) (a cluster multicast slot), [`release_after_wgmma`](Consumer::release_after_wgmma) (after the MMAs that read it finished), [`skip`](Consumer::skip) (steps another consumer takes: ping-pong) |
 //!
-//! A step count is the whole state ([`Step`]): step `t` uses slot
-//! `t % S`, and is the phase `t / S` of that slot's barriers, so its parity
-//! `(t / S) & 1` is what a wait waits for. Nothing else is stored: no
-//! per-barrier phase bits, no hand-written `step % STAGES`.
+//! A step count is the state ([`Step`]): step `t` uses slot `t % S`, and
+//! is the phase `t / S` of that slot's barriers, so its parity `(t / S) &
+//! 1` is what a wait waits for; the kernel writes no `step % STAGES` and no
+//! parity. How the parity is kept is the [`Parity`] parameter: by default
+//! one bit per slot flipped by each wait ([`PhaseBits`], measured the
+//! faster on an H100), or derived from the count ([`FromStep`]).
 //!
 //! Who issues what:
 //!
@@ -45,11 +47,13 @@
 //!
 //! # Zero cost
 //!
-//! On the GPU a [`Producer`] is one `u32` and a [`Consumer`] two; every
-//! verb is `#[inline(always)]` and no closure is taken, so a K loop written
-//! with them assembles to the instructions of the hand-written ring (the
-//! library's kernels are checked instruction by instruction,
-//! `tools/sass-loops.py`).
+//! On the GPU a [`Producer`] is a `u32` step and its phase bits, a
+//! [`Consumer`] two `u32`s (the steps waited for and released; the second
+//! is dropped by the compiler when every release names its slot,
+//! [`Consumer::release_slot`]) and its phase bits; every verb is
+//! `#[inline(always)]` and no closure is taken. The library's kernels
+//! rebuilt on it were compared with their hand-written rings instruction by
+//! instruction (`tools/sass-loops.py`) and on an H100 (RESULTS.md).
 //!
 //! # Misuse on the emulator
 //!
@@ -175,7 +179,8 @@ impl<'a, const S: usize> Ring<'a, S> {
         }
     }
     /// The producer's state, at step 0, its waits' parity derived from the
-    /// step ([`FromStep`]). Make it once per kernel.
+    /// step ([`FromStep`]: the producer runs on few registers). Make it once
+    /// per kernel.
     #[inline(always)]
     pub fn producer(self) -> Producer<'a, S> {
         self.producer_with()
@@ -185,8 +190,8 @@ impl<'a, const S: usize> Ring<'a, S> {
     pub fn producer_with<P: Parity>(self) -> Producer<'a, S, P> {
         Producer { ring: self, next: Step::new(0), parity: P::default() }
     }
-    /// A consumer's state, at step 0, its waits' parity derived from the
-    /// step ([`FromStep`]). Make it once per kernel.
+    /// A consumer's state, at step 0, its waits' parity kept as one bit per
+    /// slot ([`PhaseBits`]). Make it once per kernel.
     #[inline(always)]
     pub fn consumer(self) -> Consumer<'a, S> {
         self.consumer_with()
@@ -217,16 +222,18 @@ fn wait_phase(bar: BarrierRef<'_>, parity: u32) {
     while !unsafe { raw::try_wait_parity(bar.smem_addr(), parity) } {}
 }
 
-/// Waits for `step`'s phase of its slot's barrier in `full` (the parity
-/// from the step), inside the report scope `what`: the plain pipeline's
-/// wait, which has no empty barriers (a CTA barrier orders its refills).
+/// Waits for `step`'s phase of its slot's barrier in `full` (with the
+/// barrier's own per-thread phase bit, [`BarrierRef::wait`]), inside the
+/// report scope `what`, the step's phase number checked on the emulator:
+/// the plain pipeline's wait, which has no empty barriers (a CTA barrier
+/// orders its refills).
 #[inline(always)]
 #[track_caller]
 pub(crate) fn wait_step<'b, const S: usize>(full: &'b Barriers<S>, step: Step<S>, what: &'static str) -> BarrierRef<'b> {
     let bar = full.at(step.index());
     #[cfg(not(target_arch = "nvptx64"))]
     let _scope = emu::check(bar, step.lap() as u64, what, "consumer of the pipeline", step, core::panic::Location::caller());
-    wait_phase(bar, step.parity());
+    bar.wait();
     bar
 }
 
@@ -283,21 +290,22 @@ impl<'a, const S: usize, P: Parity> Producer<'a, S, P> {
     }
 }
 
-/// How a [`Consumer`] knows the parity its next wait waits for: two
-/// encodings of the same state, chosen by the kernel for its register
-/// allocation (sealed).
+/// How a [`Producer`] or [`Consumer`] knows the parity its next wait
+/// waits for: two encodings of the same state (sealed).
 ///
 /// | encoding | state | per wait |
 /// |---|---|---|
-/// | [`FromStep`] (default) | none: the step's lap `count / S` | a shift (a division when `S` is not a power of two) |
-/// | [`PhaseBits`] | one bit per slot (a `u64`) | flip the slot's bit |
+/// | [`PhaseBits`] (default) | one bit per slot (a `u64`) | flip the slot's bit |
+/// | [`FromStep`] | none: the step's lap `count / S` | a shift (a division when `S` is not a power of two) |
 ///
 /// Both wait for the same phases (the emulator checks each wait's phase
-/// number against the barrier either way). Measured with ptxas 13.0:
-/// [`FromStep`] gave the GEMMs' K loops 4-8 fewer SASS instructions than
-/// per-slot bits; in the attention backward (240 registers, at the edge)
-/// it made ptxas spill 40 bytes in the masked softmax, [`PhaseBits`] none
-/// beyond the kernel's known 4.
+/// number against the barrier either way). Measured on an H100 at the
+/// steady clock (RESULTS.md, 2026-11-28): the persistent f16 matmul ran
+/// 2.3 % slower with [`FromStep`] than with [`PhaseBits`] (636.5 against
+/// 659.7 TFLOP/s at 4096 x 8192 x 4096), though its K loop was 4 SASS
+/// instructions shorter; in the attention backward [`FromStep`] also made
+/// ptxas spill 40 bytes. [`FromStep`] keeps one register fewer, for a
+/// kernel whose allocation needs it.
 pub trait Parity: sealed::Sealed + Copy + Default {
     #[doc(hidden)]
     fn parity<const S: usize>(&self, step: Step<S>) -> u32;
@@ -363,7 +371,7 @@ impl Parity for PhaseBits {
 /// A consumer's side of a [`Ring`]: waits for the slots in step order and
 /// releases them in the same order. `P` is how it knows its waits' parity
 /// ([`Parity`]).
-pub struct Consumer<'a, const S: usize, P: Parity = FromStep> {
+pub struct Consumer<'a, const S: usize, P: Parity = PhaseBits> {
     ring: Ring<'a, S>,
     /// The next step to wait for.
     next: Step<S>,

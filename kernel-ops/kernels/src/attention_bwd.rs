@@ -30,7 +30,7 @@ use kernel_device::math::{ex2_approx_ftz, LOG2_E};
 use kernel_device::prelude::*;
 use kernel_device::tma::{bulk, commit_group, wait_group, wait_group_read};
 use kernel_device::wgmma::{pin_entry_registers, setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaShape};
-use kernel_device::pipeline::{PhaseBits, Ring};
+use kernel_device::pipeline::Ring;
 use kernel_device::{bf16, f16, Barriers};
 
 use crate::attention::{p_fragments, AttnElem, QTileOf};
@@ -263,7 +263,7 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
                 k.load_at(k_bufs.at(t), [col, row, b], kv_loaded.as_ref());
                 v.load_at(v_bufs.at(t), [col, row, b], kv_loaded.as_ref());
             });
-            let mut producer = ring().producer_with::<PhaseBits>();
+            let mut producer = ring().producer();
             for _ in 0..kv_group * g.per_head {
                 let slot = producer.acquire_tx(2 * <QStep<E, D> as TileLayout>::BYTES as u32 + bulk::bytes::<f32, { 2 * BWD_BM }>());
                 let (i, s, bar) = (slot.step(), slot.index(), slot.barrier());
@@ -288,9 +288,7 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
     let mut acc_dk = Acc::<D>::undefined();
     let mut acc_dv = Acc::<D>::undefined();
     kv_loaded.wait();
-    // Per-slot phase bits: with the step-derived parity ptxas spilled 40
-    // bytes in the masked softmax (`kernel_device::pipeline::Parity`).
-    let mut consumer = ring().consumer_with::<PhaseBits>();
+    let mut consumer = ring().consumer();
     for i in 0..kv_group * g.per_head {
         let (h, m) = step(&g, i);
         let q0 = m as usize * BWD_BM;
