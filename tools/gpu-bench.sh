@@ -26,8 +26,8 @@ if [ "$what" = profile ] || [ "$what" = all ]; then
             --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio,smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_membar_per_issue_active.ratio,smsp__average_warps_issue_stalled_sleeping_per_issue_active.ratio,smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio \
             "$DIR/bench" --shape 4096x8192x4096 --only "$inst" --iters 1 --warmup 0 --out "$OUT/prof" > "$OUT/ncu-$tag.txt" 2>&1
         echo "ncu exit $?" >> "$OUT/ncu-$tag.txt"
-    done <<< "${PROFILE:-step4 128x256 s4 w8|matmul_persistent_ws__128_256_4_8
-step5 128x256 s4 w8|matmul_persistent_ws_cluster__128_256_128_4_8}"
+    done <<< "${PROFILE:-step4 128x256 s4 w8|matmul_persistent_ws__f16_128_256_4_8
+step5 128x256 s4 w8|matmul_persistent_ws_cluster__f16_128_256_128_4_8}"
 fi
 tail -n 40 "$OUT/bench.log" 2>/dev/null
 grep -h -E 'Compiling entry|tensor_op_hmma|stalled|Throughput|Duration|ncu exit' "$OUT"/ncu-*.txt 2>/dev/null | head -60

@@ -20,7 +20,7 @@ pub use kernel_spec::limits::{
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a compiled kernel",
     label = "no entry point for this type",
-    note = "a `#[kernel]` function with const generics is compiled only for the instances listed in \
+    note = "a `#[kernel]` function with const or type generics is compiled only for the instances listed in \
             `#[kernel(instances(...))]`: add this instance there"
 )]
 pub trait KernelSpec {

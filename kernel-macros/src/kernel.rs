@@ -1,5 +1,5 @@
 //! `#[kernel]`: parse -> validate -> codegen.
-use crate::options::{self, Options};
+use crate::options::{self, InstanceValue, Instances, Options};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
@@ -43,7 +43,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
             return e.to_compile_error();
         }
     };
-    let (params, scratch, globals) = check_signature(&mut func, &opts, &mut errors);
+    let (params, scratch, globals, instances) = check_signature(&mut func, &opts, &mut errors);
     check_arch_ops(&func, &opts, &mut errors);
     check_cta_group(&func, &scratch, &mut errors);
     crate::warp_specialize::expand_in_body(&mut func.block, &opts, &mut errors);
@@ -53,13 +53,13 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         let errs = errors.iter().map(Error::to_compile_error);
         return quote! { #(#errs)* #[allow(dead_code, unused)] #func };
     }
-    codegen(&func, &opts, &params, &scratch, &globals)
+    codegen(&func, &opts, &params, &scratch, &globals, &instances)
 }
 
 /// Validates the signature, strips `#[scratch]` / `#[global_scratch]`
 /// attributes, and splits the parameters into host-passed, scratch and
 /// global scratch.
-fn check_signature(func: &mut ItemFn, opts: &Options, errors: &mut Vec<Error>) -> (Vec<Param>, Vec<ScratchParam>, Vec<GlobalParam>) {
+fn check_signature(func: &mut ItemFn, opts: &Options, errors: &mut Vec<Error>) -> (Vec<Param>, Vec<ScratchParam>, Vec<GlobalParam>, Vec<Instance>) {
     let sig = &mut func.sig;
     if let Some(a) = &sig.asyncness {
         errors.push(Error::new(a.span(), "a kernel cannot be `async`: GPU kernels run to completion; remove `async`"));
@@ -79,37 +79,15 @@ fn check_signature(func: &mut ItemFn, opts: &Options, errors: &mut Vec<Error>) -
     if let Some(v) = &sig.variadic {
         errors.push(Error::new(v.span(), "a kernel cannot be variadic"));
     }
-    // A `where` clause may bound the const generics (e.g. `Cols<BN>:
+    // A `where` clause may bound the generics (e.g. `Cols<BN>:
     // WgmmaShape`, so the body can use `Acc<BN>`): it is kept on the body
     // and entry functions; every listed instance must satisfy it.
-    let mut n_const = 0usize;
     for g in &sig.generics.params {
-        match g {
-            GenericParam::Const(_) => n_const += 1,
-            GenericParam::Type(t) => errors.push(Error::new(
-                t.span(),
-                "a kernel cannot have type parameters: each entry point needs concrete types; use const generics with `instances(...)`, or write one kernel per type",
-            )),
-            GenericParam::Lifetime(l) => errors.push(Error::new(l.span(), "a kernel cannot have lifetime parameters: kernel parameters are copied from the host")),
+        if let GenericParam::Lifetime(l) = g {
+            errors.push(Error::new(l.span(), "a kernel cannot have lifetime parameters: kernel parameters are copied from the host"));
         }
     }
-    match (&opts.instances, n_const) {
-        (None, 0) => {}
-        (None, n) => errors.push(Error::new(
-            sig.generics.span(),
-            format!("a kernel with const generics must list the instances to compile: add `instances((..))` with {n} value(s) each to `#[kernel(...)]`"),
-        )),
-        (Some((span, _)), 0) => errors.push(Error::new(*span, "`instances(...)` needs const generic parameters on the kernel, e.g. `fn k<const TILE: usize>(..)`")),
-        (Some((_, list)), n) => {
-            for inst in list {
-                if inst.len() != n {
-                    let span = inst.first().map(|l| l.span()).unwrap_or_else(Span::call_site);
-                    errors.push(Error::new(span, format!("this instance gives {} value(s); the kernel has {n} const generic parameter(s)", inst.len())));
-                }
-            }
-        }
-    }
-
+    let instances = resolve_instances(&sig.generics, opts.instances.as_ref(), errors);
     let mut params = Vec::new();
     let mut scratch = Vec::new();
     let mut globals = Vec::new();
@@ -208,7 +186,137 @@ fn check_signature(func: &mut ItemFn, opts: &Options, errors: &mut Vec<Error>) -
         }
         params.push(Param { name, pat: (*pt.pat).clone(), ty, attrs: pt.attrs.clone(), unchecked: unchecked.is_some() });
     }
-    (params, scratch, globals)
+    (params, scratch, globals, instances)
+}
+
+/// One instance: a value per generic parameter, in declaration order.
+type Instance = Vec<InstanceValue>;
+
+/// The instances `instances(..)` lists, each with one value per generic
+/// parameter in declaration order: every combination of the values of the
+/// parameters given by name (`E = [f16, bf16]`, in the order written, the
+/// first varying slowest) and of the tuples, which give the other
+/// parameters in declaration order. A kernel without generics has one
+/// instance, with no values.
+fn resolve_instances(generics: &syn::Generics, given: Option<&Instances>, errors: &mut Vec<Error>) -> Vec<Instance> {
+    // (name, is a type parameter) of each type and const parameter.
+    let params: Vec<(&Ident, bool)> = generics
+        .params
+        .iter()
+        .filter_map(|g| match g {
+            GenericParam::Type(t) => Some((&t.ident, true)),
+            GenericParam::Const(c) => Some((&c.ident, false)),
+            GenericParam::Lifetime(_) => None,
+        })
+        .collect();
+    let n_types = params.iter().filter(|p| p.1).count();
+    let errors_before = errors.len();
+    let Some(given) = given else {
+        if n_types > 0 {
+            let names = params.iter().filter(|p| p.1).map(|p| format!("`{}`", p.0)).collect::<Vec<_>>().join(", ");
+            errors.push(Error::new(
+                generics.span(),
+                format!("a kernel with type parameters must list the types (and const values) to compile: add e.g. `instances({} = [f16, bf16], ..)` to `#[kernel(...)]` for {names}", params.iter().find(|p| p.1).map(|p| p.0.to_string()).unwrap_or_default()),
+            ));
+        } else if !params.is_empty() {
+            let n = params.len();
+            errors.push(Error::new(
+                generics.span(),
+                format!("a kernel with const generics must list the instances to compile: add `instances((..))` with {n} value(s) each to `#[kernel(...)]`"),
+            ));
+        }
+        return vec![Vec::new()];
+    };
+    if params.is_empty() {
+        errors.push(Error::new(given.span, "`instances(...)` needs generic parameters on the kernel, e.g. `fn k<const TILE: usize>(..)` or `fn k<E: Elem>(..)`"));
+        return vec![Vec::new()];
+    }
+    let all = params.iter().map(|p| format!("`{}`", p.0)).collect::<Vec<_>>().join(", ");
+    // Which parameter each named list gives; the rest come from the tuples.
+    let mut named: Vec<(usize, &[InstanceValue])> = Vec::new();
+    for (name, values) in &given.named {
+        match params.iter().position(|p| p.0 == name) {
+            None => errors.push(Error::new(name.span(), format!("`{name}` is not a generic parameter of this kernel; its generic parameters are {all}"))),
+            Some(i) if named.iter().any(|(j, _)| *j == i) => errors.push(Error::new(name.span(), format!("`{name}` is given twice in `instances(..)`; list its values once: `{name} = [a, b, ..]`"))),
+            Some(_) if values.is_empty() => errors.push(Error::new(name.span(), format!("`{name} = []` lists no value; list at least one"))),
+            Some(i) => named.push((i, values)),
+        }
+    }
+    if errors.len() > errors_before {
+        return vec![Vec::new()];
+    }
+    let positional: Vec<usize> = (0..params.len()).filter(|i| !named.iter().any(|(j, _)| j == i)).collect();
+    let mut tuples: Vec<&[InstanceValue]> = given.tuples.iter().map(|(_, t)| t.as_slice()).collect();
+    if tuples.is_empty() {
+        if !positional.is_empty() {
+            let rest = positional.iter().map(|i| format!("`{}`", params[*i].0)).collect::<Vec<_>>().join(", ");
+            errors.push(Error::new(given.span, format!("`instances(..)` gives no value for {rest}: add tuples of their values in declaration order, e.g. `({})`", positional.iter().map(|_| "..").collect::<Vec<_>>().join(", "))));
+            return vec![Vec::new()];
+        }
+        tuples.push(&[]);
+    }
+    for (span, t) in &given.tuples {
+        if t.len() != positional.len() {
+            let span = t.first().map(InstanceValue::span).unwrap_or(*span);
+            let what = if named.is_empty() { String::new() } else { " not given by name".to_string() };
+            let kinds = if n_types == 0 { "const generic" } else { "generic" };
+            errors.push(Error::new(span, format!("this instance gives {} value(s); the kernel has {} {kinds} parameter(s){what}", t.len(), positional.len())));
+        }
+    }
+    // A literal for a type parameter, or a type for a const one.
+    let mut check = |i: usize, v: &InstanceValue| match (v, params[i].1) {
+        (InstanceValue::Lit(l), true) => errors.push(Error::new(
+            l.span(),
+            format!("`{}` is a type parameter: give a type here (e.g. `f16`), not the literal `{}`", params[i].0, l.to_token_stream()),
+        )),
+        (InstanceValue::Type(t), false) => errors.push(Error::new(
+            t.span(),
+            format!(
+                "`{}` is a const parameter: give an integer or bool literal here, not `{}` (a literal, not a named constant: it names the entry point)",
+                params[i].0,
+                t.to_token_stream()
+            ),
+        )),
+        _ => {}
+    };
+    for (i, values) in &named {
+        values.iter().for_each(|v| check(*i, v));
+    }
+    for t in tuples.iter().filter(|t| t.len() == positional.len()) {
+        positional.iter().zip(t.iter()).for_each(|(i, v)| check(*i, v));
+    }
+    if errors.len() > errors_before {
+        return vec![Vec::new()];
+    }
+    // Every combination: the named lists (first varying slowest), then the tuples.
+    let mut out: Vec<Instance> = vec![Vec::new()];
+    let mut slots: Vec<usize> = named.iter().map(|(i, _)| *i).collect();
+    for (_, values) in &named {
+        out = out.iter().flat_map(|o| values.iter().map(move |v| [o.as_slice(), std::slice::from_ref(v)].concat())).collect();
+    }
+    slots.extend(&positional);
+    out = out.iter().flat_map(|o| tuples.iter().map(move |t| [o.as_slice(), t].concat())).collect();
+    // Reorder each instance's values from `slots` order to declaration order.
+    let out: Vec<Instance> = out
+        .into_iter()
+        .map(|vals| {
+            let mut inst: Vec<Option<InstanceValue>> = vec![None; params.len()];
+            for (slot, v) in slots.iter().zip(vals) {
+                inst[*slot] = Some(v);
+            }
+            inst.into_iter().map(|v| v.expect("every parameter has a value")).collect()
+        })
+        .collect();
+    let mut seen: Vec<String> = Vec::new();
+    for inst in &out {
+        let name = instance_suffix(inst);
+        if seen.contains(&name) {
+            let shown = inst.iter().map(|v| v.to_token_stream().to_string()).collect::<Vec<_>>().join(", ");
+            errors.push(Error::new(given.span, format!("the instance `({shown})` is listed twice (its entry point would be defined twice); list it once")));
+        }
+        seen.push(name);
+    }
+    out
 }
 
 /// Types that can never cross from the host, recognized by syntax. Everything
@@ -253,15 +361,32 @@ fn is_device_build_root() -> bool {
     }
 }
 
-fn lit_text(l: &Lit) -> String {
-    match l {
-        Lit::Int(i) => i.base10_digits().to_string(),
-        Lit::Bool(b) => b.value.to_string(),
-        other => other.to_token_stream().to_string(),
+/// An instance value as it appears in the entry name: a literal in decimal
+/// (`true`/`false` for a bool), a type by its last path segment and its
+/// generic arguments, every other character an underscore (`f16`,
+/// `kernel_device::bf16` -> `bf16`, `Foo<2>` -> `Foo_2`).
+fn value_text(v: &InstanceValue) -> String {
+    match v {
+        InstanceValue::Lit(Lit::Int(i)) => i.base10_digits().to_string(),
+        InstanceValue::Lit(Lit::Bool(b)) => b.value.to_string(),
+        InstanceValue::Lit(other) => other.to_token_stream().to_string(),
+        InstanceValue::Type(t) => {
+            let text = match t {
+                Type::Path(tp) if tp.qself.is_none() => tp.path.segments.last().map(|s| s.to_token_stream().to_string()).unwrap_or_default(),
+                other => other.to_token_stream().to_string(),
+            };
+            let mapped: String = text.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+            mapped.split('_').filter(|p| !p.is_empty()).collect::<Vec<_>>().join("_")
+        }
     }
 }
 
-fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchParam], globals: &[GlobalParam]) -> TokenStream {
+/// `a_b_c`: the part of an instance's entry name after `name__`.
+fn instance_suffix(inst: &[InstanceValue]) -> String {
+    inst.iter().map(value_text).collect::<Vec<_>>().join("_")
+}
+
+fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchParam], globals: &[GlobalParam], instances: &[Instance]) -> TokenStream {
     let vis = &func.vis;
     let name = &func.sig.ident;
     let docs: Vec<&Attribute> = func.attrs.iter().filter(|a| a.path().is_ident("doc")).collect();
@@ -299,27 +424,41 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
     };
     let raw_warnings = quote!(#(#raw_warnings)*);
 
-    // Const generics: declaration `<const A: usize, ..>` and use `<A, ..>`.
-    let const_params: Vec<&syn::ConstParam> = func
-        .sig
-        .generics
+    // Generics: on the functions and the inherent impl `<E: Bound, const
+    // A: usize, ..>` (`gen_decl`), used as `<E, A, ..>` (`gen_use`); the
+    // struct declares them without bounds and holds the type parameters in
+    // a `PhantomData`.
+    let generics = &func.sig.generics;
+    let (gen_decl, gen_use, where_clause) = generics.split_for_impl();
+    let turbofish = gen_use.as_turbofish();
+    let gen_ids: Vec<&Ident> = generics
         .params
         .iter()
-        .filter_map(|g| if let GenericParam::Const(c) = g { Some(c) } else { None })
+        .filter_map(|g| match g {
+            GenericParam::Type(t) => Some(&t.ident),
+            GenericParam::Const(c) => Some(&c.ident),
+            GenericParam::Lifetime(_) => None,
+        })
         .collect();
-    let gen_ids: Vec<&Ident> = const_params.iter().map(|c| &c.ident).collect();
-    let gen_decl = if const_params.is_empty() {
-        quote!()
-    } else {
-        let decls = const_params.iter().map(|c| {
+    let type_ids: Vec<&Ident> = generics.type_params().map(|t| &t.ident).collect();
+    let struct_params = generics.params.iter().map(|g| match g {
+        GenericParam::Type(t) => t.ident.to_token_stream(),
+        GenericParam::Const(c) => {
             let (id, ty) = (&c.ident, &c.ty);
             quote!(const #id: #ty)
-        });
-        quote!(<#(#decls),*>)
-    };
-    let gen_use = if gen_ids.is_empty() { quote!() } else { quote!(<#(#gen_ids),*>) };
-    let where_clause = &func.sig.generics.where_clause;
-    let turbofish = if gen_ids.is_empty() { quote!() } else { quote!(::<#(#gen_ids),*>) };
+        }
+        GenericParam::Lifetime(l) => l.to_token_stream(),
+    });
+    let struct_decl = if gen_ids.is_empty() { quote!() } else { quote!(<#(#struct_params),*>) };
+    // The inherent impl keeps the `where` predicates on the type parameters
+    // (`E: Elem`: its layout's scratch types may need them); those on const
+    // generics stay on the functions, so an instance that breaks one is
+    // reported at the instance.
+    let type_preds = where_clause.iter().flat_map(|w| &w.predicates).filter(|p| match p {
+        syn::WherePredicate::Type(pt) => matches!(&pt.bounded_ty, Type::Path(tp) if tp.qself.is_none() && tp.path.get_ident().is_some_and(|i| type_ids.contains(&i))),
+        _ => false,
+    });
+    let impl_where = quote!(where #(#type_preds,)*);
 
     let body_fn = format_ident!("__kernel_body_{}", name);
     let entry_fn = format_ident!("__kernel_entry_{}", name);
@@ -442,11 +581,6 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
         kernel_spec::limits::MAX_SMEM_BYTES / 1024
     );
 
-    // One KernelSpec impl and one PTX entry point per instance.
-    let instances: Vec<Vec<Lit>> = match &opts.instances {
-        Some((_, list)) => list.clone(),
-        None => vec![Vec::new()],
-    };
     // The device items exist on nvptx64, and only for `arch` if given, and
     // only in the crate the device build is for (see `is_device_build_root`).
     let device_cfg = match &opts.arch {
@@ -459,20 +593,16 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
         None => quote!(&[]),
     };
     let mut per_instance = TokenStream::new();
-    for inst in &instances {
-        let entry_name = if inst.is_empty() {
-            name.to_string()
-        } else {
-            format!("{}__{}", name, inst.iter().map(lit_text).collect::<Vec<_>>().join("_"))
-        };
+    for inst in instances {
+        let entry_name = if inst.is_empty() { name.to_string() } else { format!("{name}__{}", instance_suffix(inst)) };
         let entry_ident = Ident::new(&entry_name, name.span());
         let keep_ident = format_ident!("__KERNEL_KEEP_{}", entry_name);
         let inst_args = if inst.is_empty() { quote!() } else { quote!(<#(#inst),*>) };
-        // The parameter types of this instance: the const generics replaced
-        // by the instance's values (`Tma<Tile<f16, BM, 64, Sw>>` with
+        // The parameter types of this instance: the generics replaced by
+        // the instance's values (`Tma<Tile<E, BM, 64, Sw>>` with `E = f16`,
         // `BM = 128`), for the items outside the generic functions.
-        let inst_map: Vec<(Ident, Lit)> = gen_ids.iter().map(|i| (*i).clone()).zip(inst.iter().cloned()).collect();
-        let inst_tys: Vec<Type> = params.iter().map(|p| substitute_consts(&p.ty, &inst_map)).collect();
+        let inst_map: Vec<(Ident, InstanceValue)> = gen_ids.iter().map(|i| (*i).clone()).zip(inst.iter().cloned()).collect();
+        let inst_tys: Vec<Type> = params.iter().map(|p| substitute_generics(&p.ty, &inst_map)).collect();
         let p_tys: Vec<&Type> = inst_tys.iter().collect();
         let inst_turbofish = if inst.is_empty() { quote!() } else { quote!(::<#(#inst),*>) };
         // Blackwell cluster kernels carry their cluster shape in the PTX.
@@ -582,12 +712,12 @@ fn codegen(func: &ItemFn, opts: &Options, params: &[Param], scratch: &[ScratchPa
         /// Launch metadata of this kernel (generated by `#[kernel]`): see
         /// `kernel_device::KernelSpec`.
         #[allow(non_camel_case_types)]
-        #vis struct #name #gen_decl {
-            _private: (),
+        #vis struct #name #struct_decl {
+            _private: ::core::marker::PhantomData<fn() -> (#(#type_ids,)*)>,
         }
 
         #[allow(dead_code)]
-        impl #gen_decl #name #gen_use {
+        impl #gen_decl #name #gen_use #impl_where {
             #[doc(hidden)]
             pub const __SCRATCH_LAYOUT: ([usize; #n_scratch + 1], usize) = #krate::smem::scratch_layout([
                 #((<#s_tys as #krate::smem::Scratch>::BYTES, <#s_tys as #krate::smem::Scratch>::ALIGN),)*
@@ -844,22 +974,31 @@ fn check_cta_group(func: &ItemFn, scratch: &[ScratchParam], errors: &mut Vec<Err
     }
 }
 
-/// `ty` with every const generic of `map` used as a type's generic argument
-/// (`Tile<f16, BM, 64>`) or an array length (`[T; S]`) replaced by its value.
-fn substitute_consts(ty: &Type, map: &[(Ident, Lit)]) -> Type {
+/// `ty` with every generic parameter of `map` replaced by its value: a
+/// const generic used as a type's generic argument (`Tile<f16, BM, 64>`)
+/// or an array length (`[T; S]`) by its literal, a type parameter (`E`,
+/// `<E as Elem>::Acc`) by its type. (`E::Acc` is not rewritten: write
+/// `<E as Trait>::Acc` in a kernel's parameter types.)
+fn substitute_generics(ty: &Type, map: &[(Ident, InstanceValue)]) -> Type {
     use syn::visit_mut::VisitMut;
-    struct Sub<'a>(&'a [(Ident, Lit)]);
+    struct Sub<'a>(&'a [(Ident, InstanceValue)]);
     impl Sub<'_> {
-        fn lookup(&self, path: &syn::Path) -> Option<&Lit> {
+        fn lookup(&self, path: &syn::Path) -> Option<&InstanceValue> {
             let id = path.get_ident()?;
-            self.0.iter().find(|(i, _)| i == id).map(|(_, l)| l)
+            self.0.iter().find(|(i, _)| i == id).map(|(_, v)| v)
+        }
+        fn lit(&self, path: &syn::Path) -> Option<Lit> {
+            match self.lookup(path)? {
+                InstanceValue::Lit(l) => Some(l.clone()),
+                InstanceValue::Type(_) => None,
+            }
         }
     }
     impl VisitMut for Sub<'_> {
         fn visit_generic_argument_mut(&mut self, arg: &mut syn::GenericArgument) {
             let lit = match arg {
-                syn::GenericArgument::Type(Type::Path(tp)) if tp.qself.is_none() => self.lookup(&tp.path).cloned(),
-                syn::GenericArgument::Const(syn::Expr::Path(ep)) => self.lookup(&ep.path).cloned(),
+                syn::GenericArgument::Type(Type::Path(tp)) if tp.qself.is_none() => self.lit(&tp.path),
+                syn::GenericArgument::Const(syn::Expr::Path(ep)) => self.lit(&ep.path),
                 _ => None,
             };
             match lit {
@@ -867,9 +1006,20 @@ fn substitute_consts(ty: &Type, map: &[(Ident, Lit)]) -> Type {
                 None => syn::visit_mut::visit_generic_argument_mut(self, arg),
             }
         }
+        fn visit_type_mut(&mut self, t: &mut Type) {
+            if let Type::Path(tp) = t {
+                if tp.qself.is_none() {
+                    if let Some(InstanceValue::Type(v)) = self.lookup(&tp.path) {
+                        *t = v.clone();
+                        return;
+                    }
+                }
+            }
+            syn::visit_mut::visit_type_mut(self, t);
+        }
         fn visit_expr_mut(&mut self, e: &mut syn::Expr) {
             if let syn::Expr::Path(ep) = e {
-                if let Some(lit) = self.lookup(&ep.path).cloned() {
+                if let Some(lit) = self.lit(&ep.path) {
                     *e = syn::Expr::Lit(syn::ExprLit { attrs: Vec::new(), lit });
                     return;
                 }

@@ -48,7 +48,7 @@ mod warp_specialize;
 /// | `block = warpgroups(N)` / `warps(N)` / `threads(N)` / `(x, y, z)` | threads per CTA (`warpgroups(N)` is `128 N`, `warps(N)` is `32 N`; `(x, y)` and `(x)` fill in 1) | `warpgroups(1)` |
 /// | `cluster = N` / `(x, y, z)` | CTAs per cluster (at most 8; 16 with `non_portable_cluster`) | `1` |
 /// | `non_portable_cluster` (or `= true` / `= false`) | opt in to clusters of 9 to 16 CTAs: the host sets `CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED` on the kernel when it loads it, and refuses a launch the GPU cannot co-schedule (`Error::ClusterNotSchedulable`) | off (at most 8 CTAs, the portable size) |
-/// | `instances((a, b, ..), ..)` | the const-generic values to compile, one entry point each (integer or `bool` literals, in the order of the const parameters; `(a)` or `a` for one parameter) | required iff the kernel has const generics |
+/// | `instances((a, b, ..), ..)`, `instances(E = [t, u], (a, ..), ..)` | the generic values to compile, one entry point each: a type for a type parameter, an integer or `bool` literal for a const one, in declaration order (`(a)` or `a` for one parameter); parameters given by name (`E = [f16, bf16]`) take each listed value with every tuple, which then lists the other parameters (see below) | required iff the kernel has generics |
 /// | `arch = sm_90a` / `sm_100a` (or a string) | build the entry point only for that architecture (wgmma is sm_90a-only, tcgen05 and `Tmem` sm_100a-only); `KernelSpec::ARCHS` lists it, and the host refuses to launch on another | every architecture |
 ///
 /// Options are separated by commas and each given at most once.
@@ -87,17 +87,38 @@ mod warp_specialize;
 ///   `ClusterBarrier`'s count is derived from the cluster shape (the CTAs
 ///   along its axes), so it takes no `arrivals`.
 ///
-/// # Const generics, `instances` and `where`
+/// # Generics, `instances` and `where`
 ///
-/// A kernel may have const generic parameters (no type or lifetime
-/// parameters); `instances` lists the values to compile. A `where` clause
-/// is allowed: it bounds the const generics (e.g. `where Cols<BN>:
-/// WgmmaShape`, so the body can use `Acc<BN>`), stays on the generated body
-/// and entry functions, and every listed instance must satisfy it (an
+/// A kernel may have const generic parameters and type parameters (no
+/// lifetime parameters); `instances` lists the values to compile. Type
+/// parameters make one kernel serve several element types (f16, bf16,
+/// e4m3, ...) instead of one twin per type; their bounds (`E: GemmElem`)
+/// and a `where` clause are allowed. The `where` clause bounds the
+/// generics (e.g. `where Cols<BN>: WgmmaShape`, so the body can use
+/// `Acc<BN>`), stays on the generated body and entry functions, and every
+/// listed instance must satisfy it and the type parameters' bounds (an
 /// instance that does not is a compile error at that instance in
-/// `instances(..)`, naming the unsatisfied bound). An
-/// instance that is not listed has no `KernelSpec` ("`k<3>` is not a
-/// compiled kernel").
+/// `instances(..)`, naming the unsatisfied bound). An instance that is not
+/// listed has no `KernelSpec` ("`k<3>` is not a compiled kernel").
+///
+/// `instances` takes two forms, which may be mixed:
+///
+/// * a plain list of tuples, one per instance, each giving every generic
+///   parameter in declaration order, types and literals mixed:
+///   `instances((f16, 128, 4), (bf16, 128, 4), (f16, 256, 3))`;
+/// * parameters given by name with their values, `E = [f16, bf16]` (or
+///   `E = f16` for one), before the tuples: each tuple then gives only the
+///   other parameters, in declaration order, and the instances are every
+///   combination of the named values and the tuples (the first named
+///   parameter varies slowest, the tuples fastest), so
+///   `instances(E = [f16, bf16], (128, 4), (256, 3))` is the four
+///   instances `(f16, 128, 4)`, `(f16, 256, 3)`, `(bf16, 128, 4)`,
+///   `(bf16, 256, 3)`. With every parameter named, no tuple is needed:
+///   `instances(E = [f16, bf16])`.
+///
+/// A type parameter inside a parameter's type (`Tma<Tile<E, BM, 64>>`,
+/// `<E as Trait>::Acc`) is replaced by the instance's type in the host
+/// metadata; write an associated type as `<E as Trait>::Acc`, not `E::Acc`.
 ///
 /// ```
 /// use kernel_device::prelude::*;
@@ -119,6 +140,16 @@ mod warp_specialize;
 ///
 /// assert_eq!(<staged<4> as KernelSpec>::NAME, "staged__4");
 /// assert_eq!(<staged<4> as KernelSpec>::SMEM_BYTES, 4 * 512 + 4 * 8);
+///
+/// /// One kernel for two element types: 2 types x 2 stage counts.
+/// #[kernel(block = warpgroups(1), instances(E = [f32, u16], (2), (4)))]
+/// pub fn copy_rows<E: Copy, const S: usize>(x: GmemRef<E>, y: Gmem<E>, #[scratch] bufs: Smem<[[E; 128]; S]>) {
+///     let _ = (x, y, bufs);
+/// }
+///
+/// assert_eq!(<copy_rows<u16, 4> as KernelSpec>::NAME, "copy_rows__u16_4");
+/// assert_eq!(<copy_rows<u16, 4> as KernelSpec>::SMEM_BYTES, 4 * 256);
+/// assert_eq!(<copy_rows<f32, 4> as KernelSpec>::SMEM_BYTES, 4 * 512);
 /// ```
 ///
 /// # PTX entry names
@@ -126,12 +157,15 @@ mod warp_specialize;
 /// `KernelSpec::NAME` is the PTX entry point (`.visible .entry NAME`), the
 /// name the host loads, the ptxas report lists and profilers show:
 ///
-/// * a kernel without const generics: the function's name (`pipe`);
+/// * a kernel without generics: the function's name (`pipe`);
 /// * an instance: the name, two underscores, and the instance's values in
-///   decimal (a `bool` as `true`/`false`), joined by one underscore:
-///   `swiglu::<3>` is `swiglu__3`, `matmul::<4, 8>` is `matmul__4_8`,
-///   `k::<128, true>` is `k__128_true` (a literal's suffix or base is
-///   dropped: `0x10usize` gives `16`).
+///   declaration order, joined by one underscore: a literal in decimal (a
+///   `bool` as `true`/`false`; a literal's suffix or base is dropped:
+///   `0x10usize` gives `16`), a type by its last path segment, with any
+///   character other than a letter, digit or `_` made an underscore
+///   (`kernel_device::bf16` gives `bf16`): `swiglu::<3>` is `swiglu__3`,
+///   `matmul::<4, 8>` is `matmul__4_8`, `k::<128, true>` is
+///   `k__128_true`, `matmul::<bf16, 128, 256>` is `matmul__bf16_128_256`.
 ///
 /// The entry names of a crate are one PTX namespace (`#[no_mangle]`): a
 /// kernel named like another's instance (`k__1` beside `k` with instance
@@ -141,7 +175,7 @@ mod warp_specialize;
 ///
 /// # Rules (each is a compile error naming the rule)
 ///
-/// * a free function: no `async`, no `const`, no return type, no type or
+/// * a free function: no `async`, no `const`, no return type, no
 ///   lifetime generics, no `extern` ABI, no `self`, no variadics (an
 ///   `unsafe fn` is allowed, and `where` is, see above);
 /// * parameters are plain identifiers whose types can cross to the device
@@ -158,8 +192,11 @@ mod warp_specialize;
 /// * options are known and given once; the block has 1..=1024 threads (every
 ///   dimension at least 1); the cluster 1..=8 CTAs, or 1..=16 with
 ///   `non_portable_cluster` (never more);
-/// * `instances` is given iff there are const generics, each instance with
-///   one literal per const parameter;
+/// * `instances` is given iff there are generics; each instance gives
+///   one value per parameter not given by name, a type for a type
+///   parameter and a literal for a const one; a parameter given by name is one
+///   of the kernel's generic parameters, given once, with at least one
+///   value; no instance is listed twice;
 /// * with `arch = sm_100a` no `wgmma*` op in the kernel's body; with
 ///   `arch = sm_90a` no `tcgen05*`, `Tmem`, `TmemPair`, `TensorCore`,
 ///   `PairTma`, `Cta2` or

@@ -2,7 +2,7 @@
 use proc_macro2::{Span, TokenStream};
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
-use syn::{parenthesized, Error, Expr, ExprLit, ExprTuple, Ident, Lit, LitInt, Token};
+use syn::{bracketed, parenthesized, token, Error, Expr, ExprLit, ExprTuple, Ident, Lit, LitInt, Token, Type};
 // The block and cluster rules (and their messages) are `kernel_spec`'s, as
 // the host and the emulator check them at launch.
 use kernel_spec::launch::{check_block, check_cluster};
@@ -49,8 +49,9 @@ pub struct Options {
     /// `non_portable_cluster`: clusters of up to 16 CTAs (the host sets
     /// `CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED` at load time).
     pub non_portable_cluster: bool,
-    /// Each instance: the literal values of the const generics, in order.
-    pub instances: Option<(Span, Vec<Vec<Lit>>)>,
+    /// `instances(..)`: resolved against the generic parameters by
+    /// `kernel::check_signature`.
+    pub instances: Option<Instances>,
     /// `arch = sm_90a`: compile the entry point only for that architecture.
     pub arch: Option<String>,
 }
@@ -60,8 +61,90 @@ enum RawOption {
     Block(Ident, Dims),
     Cluster(Ident, Dims),
     NonPortableCluster(Ident, bool),
-    Instances(Ident, Vec<(Span, Vec<Lit>)>),
+    Instances(Ident, Instances),
     Arch(Ident, String),
+}
+
+/// One value of an instance: an integer or `bool` literal for a const
+/// parameter, a type for a type parameter.
+#[derive(Clone)]
+pub enum InstanceValue {
+    Lit(Lit),
+    Type(Type),
+}
+
+impl InstanceValue {
+    pub fn span(&self) -> Span {
+        match self {
+            InstanceValue::Lit(l) => l.span(),
+            InstanceValue::Type(t) => syn::spanned::Spanned::span(t),
+        }
+    }
+}
+
+impl quote::ToTokens for InstanceValue {
+    fn to_tokens(&self, out: &mut TokenStream) {
+        match self {
+            InstanceValue::Lit(l) => l.to_tokens(out),
+            InstanceValue::Type(t) => t.to_tokens(out),
+        }
+    }
+}
+
+impl Parse for InstanceValue {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        if input.peek(Lit) {
+            return match input.parse::<Lit>()? {
+                l @ (Lit::Int(_) | Lit::Bool(_)) => Ok(InstanceValue::Lit(l)),
+                other => Err(Error::new(other.span(), "an instance value must be an integer or bool literal (for a const parameter) or a type (for a type parameter): it names the entry point")),
+            };
+        }
+        Ok(InstanceValue::Type(input.parse()?))
+    }
+}
+
+/// `instances(P = [v, ..], .., (a, b, ..), ..)`: the values of the
+/// parameters given by name, and tuples of the other parameters' values in
+/// declaration order; the instances are every combination (see the
+/// `kernel` docs).
+pub struct Instances {
+    pub span: Span,
+    pub named: Vec<(Ident, Vec<InstanceValue>)>,
+    pub tuples: Vec<(Span, Vec<InstanceValue>)>,
+}
+
+impl Parse for Instances {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let mut out = Instances { span: input.span(), named: Vec::new(), tuples: Vec::new() };
+        while !input.is_empty() {
+            let span = input.span();
+            if input.peek(Ident) && input.peek2(Token![=]) {
+                // `P = [v, ..]` or `P = v`.
+                let name: Ident = input.parse()?;
+                input.parse::<Token![=]>()?;
+                let values = if input.peek(token::Bracket) {
+                    let content;
+                    bracketed!(content in input);
+                    Punctuated::<InstanceValue, Token![,]>::parse_terminated(&content)?.into_iter().collect()
+                } else {
+                    vec![input.parse()?]
+                };
+                out.named.push((name, values));
+            } else if input.peek(token::Paren) {
+                // `(a, b, ..)` or `(a)`.
+                let content;
+                parenthesized!(content in input);
+                out.tuples.push((span, Punctuated::<InstanceValue, Token![,]>::parse_terminated(&content)?.into_iter().collect()));
+            } else {
+                out.tuples.push((span, vec![input.parse()?]));
+            }
+            if input.is_empty() {
+                break;
+            }
+            input.parse::<Token![,]>()?;
+        }
+        Ok(out)
+    }
 }
 
 fn lit_u64(lit: &LitInt, what: &str) -> syn::Result<u64> {
@@ -138,31 +221,7 @@ impl Parse for RawOption {
             "instances" => {
                 let content;
                 parenthesized!(content in input);
-                // Each instance: `(a, b, ..)`, `(a)` or a bare literal `a`.
-                let items = Punctuated::<Expr, Token![,]>::parse_terminated(&content)?;
-                let mut out = Vec::new();
-                for item in items {
-                    let span = syn::spanned::Spanned::span(&item);
-                    let elems: Vec<Expr> = match item {
-                        Expr::Tuple(t) => t.elems.into_iter().collect(),
-                        Expr::Paren(p) => vec![*p.expr],
-                        other => vec![other],
-                    };
-                    let mut lits = Vec::new();
-                    for e in &elems {
-                        match e {
-                            Expr::Lit(ExprLit { lit: l @ (Lit::Int(_) | Lit::Bool(_)), .. }) => lits.push(l.clone()),
-                            other => {
-                                return Err(Error::new_spanned(
-                                    other,
-                                    "an instance value must be an integer or bool literal (it names the entry point)",
-                                ))
-                            }
-                        }
-                    }
-                    out.push((span, lits));
-                }
-                Ok(RawOption::Instances(key, out))
+                Ok(RawOption::Instances(key, content.parse()?))
             }
             "arch" => {
                 input.parse::<Token![=]>()?;
@@ -219,12 +278,12 @@ pub fn parse(attr: TokenStream, errors: &mut Vec<Error>) -> Options {
             RawOption::Cluster(_, d) => opts.cluster = d,
             RawOption::NonPortableCluster(_, on) => opts.non_portable_cluster = on,
             RawOption::Arch(_, a) => opts.arch = Some(a),
-            RawOption::Instances(k, v) => {
-                if v.is_empty() {
+            RawOption::Instances(k, mut v) => {
+                if v.named.is_empty() && v.tuples.is_empty() {
                     errors.push(Error::new(k.span(), "`instances()` lists no instance; list at least one, e.g. `instances((128, 64))`"));
                 }
-                let span = k.span();
-                opts.instances = Some((span, v.into_iter().map(|(_, l)| l).collect()));
+                v.span = k.span();
+                opts.instances = Some(v);
             }
         }
     }

@@ -27,12 +27,13 @@
 //! # Ok(()) }
 //! ```
 use crate::Error;
-use kernel_device::{bf16, f16};
+use kernel_device::gmem::GmemRef;
+use kernel_device::launch::HostEntry;
+use kernel_device::tma::TensorMapParam;
+use kernel_device::{bf16, f16, Gmem};
 use kernel_host::{Buffer, Device, Program, TileMap};
-use kernel_ops_kernels::attention::{attention_fwd, attention_fwd_bf16, attention_fwd_wg3, KvTile, QTile, QTileOf, BM};
-use kernel_ops_kernels::attention_bwd::{
-    attention_bwd, attention_bwd_bf16, attention_bwd_dq, attention_bwd_dq_bf16, attention_bwd_pre, attention_bwd_pre_bf16, KHalf, QStep, BWD_BM, BWD_BN,
-};
+use kernel_ops_kernels::attention::{attention_fwd, attention_fwd_wg3, KvTile, QTile, QTileOf, BM};
+use kernel_ops_kernels::attention_bwd::{attention_bwd, attention_bwd_dq, attention_bwd_pre, KHalf, QStep, BWD_BM, BWD_BN};
 
 /// The sizes of one attention problem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -199,7 +200,12 @@ pub fn attention_with<T: AttnType>(
 ) -> Result<(), Error> {
     check_attention(shape, opts, [("q", q.len()), ("k", k.len()), ("v", v.len()), ("o", o.len()), ("lse", lse.len())])?;
     let _ = dev;
-    T::launch_fwd(ops, [q, k, v], o, lse, shape, opts, config)
+    let key = (shape.head_dim, config.stages, config.block_n);
+    match T::FWD.iter().find(|(k, _)| *k == key) {
+        Some((_, launch)) if config.consumers == 2 => launch(ops, [q, k, v], o, lse, shape, opts),
+        _ if config.consumers == 3 && shape.head_dim == 64 && matches!(config.stages, 2 | 3) && config.block_n == 128 => T::launch_wg3(ops, [q, k, v], o, lse, shape, opts, config.stages),
+        _ => Err(Error::Shape { op: "attention", problem: format!("{config:?}: head_dim {} is built as {:?}", shape.head_dim, configs(shape.head_dim)) }),
+    }
 }
 
 /// The head dimensions the backward pass is built for.
@@ -239,7 +245,10 @@ pub fn attention_backward<T: AttnType>(
     opts: Options,
 ) -> Result<(), Error> {
     check_backward(shape, opts, [q, k, v, o, d_o], lse, [&*dq, &*dk, &*dv])?;
-    T::launch_bwd(dev, ops, [q, k, v, o, d_o], lse, [dq, dk, dv], shape, opts)
+    match T::BWD.iter().find(|(d, _)| *d == shape.head_dim) {
+        Some((_, launch)) => launch(dev, ops, [q, k, v, o, d_o], lse, [dq, dk, dv], shape, opts),
+        None => Err(Error::Shape { op: "attention_backward", problem: format!("head_dim = {}: the backward pass is built for head_dim in {BWD_HEAD_DIMS:?}", shape.head_dim) }),
+    }
 }
 
 /// [`attention_backward`]'s checks (see its errors).
@@ -316,121 +325,187 @@ mod sealed {
     impl Sealed for kernel_device::bf16 {}
 }
 
-/// The element types of q, k, v and o: `f16` (kernel
-/// `attention_fwd`) and `bf16` (`attention_fwd_bf16`). Sealed.
+/// The forward launch of one instance, after the checks.
+type FwdLaunch<E> = fn(&Program, [&Buffer<E>; 3], &mut Buffer<E>, &mut Buffer<f32>, Shape, Options) -> Result<(), Error>;
+/// The backward's launches at one head dim, after the checks.
+type BwdLaunch<E> = fn(&Device, &Program, [&Buffer<E>; 5], &Buffer<f32>, [&mut Buffer<E>; 3], Shape, Options) -> Result<(), Error>;
+
+/// The element types of q, k, v and o: `f16` and `bf16` (the kernels are
+/// generic over it: `attention_fwd<E, ..>`, `attention_bwd<E, ..>`). Sealed.
 pub trait AttnType: sealed::Sealed + Copy + kernel_host::TmaElement + 'static {
     /// Whether the three-consumer kernel is built for this type (f16).
     #[doc(hidden)]
     const WG3: bool = false;
+    /// The forward's two-consumer instances: `((head_dim, stages,
+    /// block_n), launch)`.
+    #[doc(hidden)]
+    const FWD: [((usize, usize, usize), FwdLaunch<Self>); 6];
+    /// The backward's: `(head_dim, launch)`.
+    #[doc(hidden)]
+    const BWD: [(usize, BwdLaunch<Self>); 2];
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     fn launch_wg3(_ops: &Program, _qkv: [&Buffer<Self>; 3], _o: &mut Buffer<Self>, _lse: &mut Buffer<f32>, shape: Shape, _opts: Options, _stages: usize) -> Result<(), Error> {
         Err(Error::Shape { op: "attention", problem: format!("{shape:?}: three consumer warpgroups (consumers = 3) are built for f16 only; use consumers = 2 for bf16") })
     }
-    #[doc(hidden)]
-    #[allow(clippy::too_many_arguments)]
-    fn launch_fwd(ops: &Program, qkv: [&Buffer<Self>; 3], o: &mut Buffer<Self>, lse: &mut Buffer<f32>, shape: Shape, opts: Options, config: Config) -> Result<(), Error>;
-    #[doc(hidden)]
-    #[allow(clippy::too_many_arguments)]
-    fn launch_bwd(dev: &Device, ops: &Program, qkvo: [&Buffer<Self>; 5], lse: &Buffer<f32>, grads: [&mut Buffer<Self>; 3], shape: Shape, opts: Options) -> Result<(), Error>;
 }
 
-macro_rules! attn_type {
-    ($t:ty, $kernel:ident, ($bwd:ident, $pre:ident, $dq:ident) $(, $wg3:ident)?) => {
-        impl AttnType for $t {
-            fn launch_bwd(dev: &Device, ops: &Program, [q, k, v, o, d_o]: [&Buffer<$t>; 5], lse: &Buffer<f32>, [dq, dk, dv]: [&mut Buffer<$t>; 3], shape: Shape, opts: Options) -> Result<(), Error> {
-                let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
-                let scale = opts.scale_for(head_dim);
-                let (group, causal) = ((heads / kv_heads) as u32, opts.causal as u32);
-                // Scratch: the per-query statistics `(lse log2 e, delta)` over
-                // `[batch, heads, seq_pad]`, and dQ's f32 accumulator, which
-                // the main kernel adds into (zeroed; its chunks'
-                // layout is `kernel_ops_kernels::attention_bwd::dq_acc_chunk`).
-                let seq_pad = seq.div_ceil(BWD_BM) * BWD_BM;
-                let rows = batch * heads * seq_pad;
-                let mut stats = dev.zeros::<f32>(2 * rows)?;
-                let acc_len = batch * heads * seq_pad * head_dim;
-                let mut dq_acc = dev.zeros::<f32>(acc_len)?;
-                // The SIMT kernels stride over their rows: a grid the
-                // emulator runs (one OS thread per emulated thread) there.
-                let cap = |ctas: usize| (if dev.is_gpu() { ctas } else { ctas.min(8) }).max(1) as u32;
-                macro_rules! launch {
-                    ($d:literal) => {{
-                        ops.kernel::<$pre<$d>>()?.launch((cap(rows.div_ceil(4)), 1, 1), (o, d_o, lse, &mut stats, batch as u32, seq as u32, heads as u32, seq_pad as u32))?;
-                        let qm = TileMap::<QStep<$t, $d>, 3>::new_batched(q, batch, seq, heads * head_dim)?;
-                        let dom = TileMap::<QStep<$t, $d>, 3>::new_batched(d_o, batch, seq, heads * head_dim)?;
-                        let km = TileMap::<KHalf<$t, $d>, 3>::new_batched(k, batch, seq, kv_heads * head_dim)?;
-                        let vm = TileMap::<KHalf<$t, $d>, 3>::new_batched(v, batch, seq, kv_heads * head_dim)?;
-                        let dkm = TileMap::<KHalf<$t, $d>, 3>::new_batched_mut(dk, batch, seq, kv_heads * head_dim)?;
-                        let dvm = TileMap::<KHalf<$t, $d>, 3>::new_batched_mut(dv, batch, seq, kv_heads * head_dim)?;
-                        let grid = (seq.div_ceil(BWD_BN) as u32, kv_heads as u32, batch as u32);
-                        let args = (&qm, &km, &vm, &dom, &dkm, &dvm, &stats, &mut dq_acc, seq as u32, group, scale * std::f32::consts::LOG2_E, causal);
-                        // Two Q/dO slots: three measured no faster (RESULTS.md).
-                        ops.kernel::<$bwd<$d, 2>>()?.launch(grid, args)?;
-                        ops.kernel::<$dq<$d>>()?.launch((cap((acc_len / 4).div_ceil(128)), 1, 1), (&dq_acc, dq, seq as u32, heads as u32, scale))?;
-                    }};
-                }
-                match head_dim {
-                    64 => launch!(64),
-                    128 => launch!(128),
-                    d => return Err(Error::Shape { op: "attention_backward", problem: format!("head_dim = {d}: the backward pass is built for head_dim in {BWD_HEAD_DIMS:?}") }),
-                }
-                Ok(())
-            }
-            $(
-            const WG3: bool = { let _ = stringify!($wg3); true };
-            fn launch_wg3(ops: &Program, [q, k, v]: [&Buffer<$t>; 3], o: &mut Buffer<$t>, lse: &mut Buffer<f32>, shape: Shape, opts: Options, stages: usize) -> Result<(), Error> {
-                let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
-                let grid = (seq.div_ceil(192) as u32, heads as u32, batch as u32);
-                let scale_log2 = opts.scale_for(head_dim) * std::f32::consts::LOG2_E;
-                let (group, causal) = ((heads / kv_heads) as u32, opts.causal as u32);
-                let qm = TileMap::<QTileOf<$t, 192, 64>, 3>::new_batched(q, batch, seq, heads * head_dim)?;
-                let km = TileMap::<KvTile<$t, 128, 64>, 3>::new_batched(k, batch, seq, kv_heads * head_dim)?;
-                let vm = TileMap::<KvTile<$t, 128, 64>, 3>::new_batched(v, batch, seq, kv_heads * head_dim)?;
-                let om = TileMap::<QTileOf<$t, 192, 64>, 3>::new_batched_mut(o, batch, seq, heads * head_dim)?;
-                let args = (&qm, &km, &vm, &om, lse, seq as u32, group, scale_log2, causal);
-                match stages {
-                    2 => ops.kernel::<attention_fwd_wg3<64, 128, 8, 2>>()?.launch(grid, args)?,
-                    _ => ops.kernel::<attention_fwd_wg3<64, 128, 8, 3>>()?.launch(grid, args)?,
-                };
-                Ok(())
-            }
-            )?
-            fn launch_fwd(ops: &Program, [q, k, v]: [&Buffer<$t>; 3], o: &mut Buffer<$t>, lse: &mut Buffer<f32>, shape: Shape, opts: Options, config: Config) -> Result<(), Error> {
-                let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
-                let grid = (seq.div_ceil(BM) as u32, heads as u32, batch as u32);
-                let scale_log2 = opts.scale_for(head_dim) * std::f32::consts::LOG2_E;
-                let (group, causal) = ((heads / kv_heads) as u32, opts.causal as u32);
-                // One launch per instance (the tile types differ by D): the
-                // maps over `[batch, seq, heads x head_dim]`, then the kernel.
-                macro_rules! launch {
-                    ($d:literal, $bn:literal, $kc:literal, $stages:literal) => {{
-                        let qm = TileMap::<QTile<$t, $d>, 3>::new_batched(q, batch, seq, heads * head_dim)?;
-                        let km = TileMap::<KvTile<$t, $bn, $d>, 3>::new_batched(k, batch, seq, kv_heads * head_dim)?;
-                        let vm = TileMap::<KvTile<$t, $bn, $d>, 3>::new_batched(v, batch, seq, kv_heads * head_dim)?;
-                        let om = TileMap::<QTile<$t, $d>, 3>::new_batched_mut(o, batch, seq, heads * head_dim)?;
-                        ops.kernel::<$kernel<$d, $bn, $kc, $stages>>()?.launch(grid, (&qm, &km, &vm, &om, lse, seq as u32, group, scale_log2, causal))?;
-                    }};
-                }
-                match (head_dim, config.stages, config.block_n, config.consumers) {
-                    (64, 3, 128, 2) => launch!(64, 128, 8, 3),
-                    (64, 4, 128, 2) => launch!(64, 128, 8, 4),
-                    (128, 2, 128, 2) => launch!(128, 128, 8, 2),
-                    (128, 3, 128, 2) => launch!(128, 128, 8, 3),
-                    (256, 2, 80, 2) => launch!(256, 80, 5, 2),
-                    (256, 2, 64, 2) => launch!(256, 64, 4, 2),
-                    (64, st @ (2 | 3), 128, 3) => Self::launch_wg3(ops, [q, k, v], o, lse, shape, opts, st)?,
-                    (d, _, _, _) => {
-                        return Err(Error::Shape { op: "attention", problem: format!("{config:?}: head_dim {d} is built as {:?}", configs(d)) });
-                    }
-                }
-                Ok(())
-            }
-        }
-    };
+impl AttnType for f16 {
+    const WG3: bool = true;
+    const FWD: [((usize, usize, usize), FwdLaunch<Self>); 6] = fwd_table::<Self>();
+    const BWD: [(usize, BwdLaunch<Self>); 2] = bwd_table::<Self>();
+    fn launch_wg3(ops: &Program, [q, k, v]: [&Buffer<f16>; 3], o: &mut Buffer<f16>, lse: &mut Buffer<f32>, shape: Shape, opts: Options, stages: usize) -> Result<(), Error> {
+        let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
+        let grid = (seq.div_ceil(192) as u32, heads as u32, batch as u32);
+        let scale_log2 = opts.scale_for(head_dim) * std::f32::consts::LOG2_E;
+        let (group, causal) = ((heads / kv_heads) as u32, opts.causal as u32);
+        let qm = TileMap::<QTileOf<f16, 192, 64>, 3>::new_batched(q, batch, seq, heads * head_dim)?;
+        let km = TileMap::<KvTile<f16, 128, 64>, 3>::new_batched(k, batch, seq, kv_heads * head_dim)?;
+        let vm = TileMap::<KvTile<f16, 128, 64>, 3>::new_batched(v, batch, seq, kv_heads * head_dim)?;
+        let om = TileMap::<QTileOf<f16, 192, 64>, 3>::new_batched_mut(o, batch, seq, heads * head_dim)?;
+        let args = (&qm, &km, &vm, &om, lse, seq as u32, group, scale_log2, causal);
+        match stages {
+            2 => ops.kernel::<attention_fwd_wg3<64, 128, 8, 2>>()?.launch(grid, args)?,
+            _ => ops.kernel::<attention_fwd_wg3<64, 128, 8, 3>>()?.launch(grid, args)?,
+        };
+        Ok(())
+    }
 }
-attn_type!(f16, attention_fwd, (attention_bwd, attention_bwd_pre, attention_bwd_dq), wg3);
-attn_type!(bf16, attention_fwd_bf16, (attention_bwd_bf16, attention_bwd_pre_bf16, attention_bwd_dq_bf16));
+
+impl AttnType for bf16 {
+    const FWD: [((usize, usize, usize), FwdLaunch<Self>); 6] = fwd_table::<Self>();
+    const BWD: [(usize, BwdLaunch<Self>); 2] = bwd_table::<Self>();
+}
+
+/// The parameters of `attention_fwd<E, D, BN, ..>`.
+type FwdParams<E, const D: usize, const BN: usize> = (
+    TensorMapParam<QTile<E, D>, 3>,
+    TensorMapParam<KvTile<E, BN, D>, 3>,
+    TensorMapParam<KvTile<E, BN, D>, 3>,
+    TensorMapParam<QTile<E, D>, 3>,
+    Gmem<f32>,
+    u32,
+    u32,
+    f32,
+    u32,
+);
+
+/// The forward's instances on `E` (`attention_fwd`'s `instances(E = [f16,
+/// bf16], ..)`; the `where` clause says each is compiled for `E`).
+const fn fwd_table<E: AttnType>() -> [((usize, usize, usize), FwdLaunch<E>); 6]
+where
+    attention_fwd<E, 64, 128, 8, 3>: HostEntry<Params = FwdParams<E, 64, 128>>,
+    attention_fwd<E, 64, 128, 8, 4>: HostEntry<Params = FwdParams<E, 64, 128>>,
+    attention_fwd<E, 128, 128, 8, 2>: HostEntry<Params = FwdParams<E, 128, 128>>,
+    attention_fwd<E, 128, 128, 8, 3>: HostEntry<Params = FwdParams<E, 128, 128>>,
+    attention_fwd<E, 256, 80, 5, 2>: HostEntry<Params = FwdParams<E, 256, 80>>,
+    attention_fwd<E, 256, 64, 4, 2>: HostEntry<Params = FwdParams<E, 256, 64>>,
+{
+    [
+        ((64, 3, 128), fwd::<E, 64, 128, 8, 3>),
+        ((64, 4, 128), fwd::<E, 64, 128, 8, 4>),
+        ((128, 2, 128), fwd::<E, 128, 128, 8, 2>),
+        ((128, 3, 128), fwd::<E, 128, 128, 8, 3>),
+        ((256, 2, 80), fwd::<E, 256, 80, 5, 2>),
+        ((256, 2, 64), fwd::<E, 256, 64, 4, 2>),
+    ]
+}
+
+/// The launch of `attention_fwd<E, D, BN, KC, STAGES>`: the maps over
+/// `[batch, seq, heads x head_dim]`, then the kernel.
+fn fwd<E: AttnType, const D: usize, const BN: usize, const KC: usize, const STAGES: usize>(
+    ops: &Program,
+    [q, k, v]: [&Buffer<E>; 3],
+    o: &mut Buffer<E>,
+    lse: &mut Buffer<f32>,
+    shape: Shape,
+    opts: Options,
+) -> Result<(), Error>
+where
+    attention_fwd<E, D, BN, KC, STAGES>: HostEntry<Params = FwdParams<E, D, BN>>,
+{
+    let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
+    let grid = (seq.div_ceil(BM) as u32, heads as u32, batch as u32);
+    let scale_log2 = opts.scale_for(head_dim) * std::f32::consts::LOG2_E;
+    let (group, causal) = ((heads / kv_heads) as u32, opts.causal as u32);
+    let qm = TileMap::<QTile<E, D>, 3>::new_batched(q, batch, seq, heads * head_dim)?;
+    let km = TileMap::<KvTile<E, BN, D>, 3>::new_batched(k, batch, seq, kv_heads * head_dim)?;
+    let vm = TileMap::<KvTile<E, BN, D>, 3>::new_batched(v, batch, seq, kv_heads * head_dim)?;
+    let om = TileMap::<QTile<E, D>, 3>::new_batched_mut(o, batch, seq, heads * head_dim)?;
+    ops.kernel::<attention_fwd<E, D, BN, KC, STAGES>>()?.launch(grid, (&qm, &km, &vm, &om, lse, seq as u32, group, scale_log2, causal))?;
+    Ok(())
+}
+
+/// The parameters of `attention_bwd_pre<E, D>`, `attention_bwd<E, D, 2>`
+/// and `attention_bwd_dq<E, D>`.
+type PreParams<E> = (GmemRef<E>, GmemRef<E>, GmemRef<f32>, Gmem<f32>, u32, u32, u32, u32);
+type BwdParams<E, const D: usize> = (
+    TensorMapParam<QStep<E, D>, 3>,
+    TensorMapParam<KHalf<E, D>, 3>,
+    TensorMapParam<KHalf<E, D>, 3>,
+    TensorMapParam<QStep<E, D>, 3>,
+    TensorMapParam<KHalf<E, D>, 3>,
+    TensorMapParam<KHalf<E, D>, 3>,
+    GmemRef<f32>,
+    Gmem<f32>,
+    u32,
+    u32,
+    f32,
+    u32,
+);
+type DqParams<E> = (GmemRef<f32>, Gmem<E>, u32, u32, f32);
+
+/// The backward's instances on `E` (`instances(E = [f16, bf16], ..)` of
+/// its three kernels).
+const fn bwd_table<E: AttnType>() -> [(usize, BwdLaunch<E>); 2]
+where
+    attention_bwd_pre<E, 64>: HostEntry<Params = PreParams<E>>,
+    attention_bwd<E, 64, 2>: HostEntry<Params = BwdParams<E, 64>>,
+    attention_bwd_dq<E, 64>: HostEntry<Params = DqParams<E>>,
+    attention_bwd_pre<E, 128>: HostEntry<Params = PreParams<E>>,
+    attention_bwd<E, 128, 2>: HostEntry<Params = BwdParams<E, 128>>,
+    attention_bwd_dq<E, 128>: HostEntry<Params = DqParams<E>>,
+{
+    [(64, bwd::<E, 64>), (128, bwd::<E, 128>)]
+}
+
+/// The backward's three launches at head dim `D`.
+#[allow(clippy::too_many_arguments)]
+fn bwd<E: AttnType, const D: usize>(dev: &Device, ops: &Program, [q, k, v, o, d_o]: [&Buffer<E>; 5], lse: &Buffer<f32>, [dq, dk, dv]: [&mut Buffer<E>; 3], shape: Shape, opts: Options) -> Result<(), Error>
+where
+    attention_bwd_pre<E, D>: HostEntry<Params = PreParams<E>>,
+    attention_bwd<E, D, 2>: HostEntry<Params = BwdParams<E, D>>,
+    attention_bwd_dq<E, D>: HostEntry<Params = DqParams<E>>,
+{
+    let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
+    let scale = opts.scale_for(head_dim);
+    let (group, causal) = ((heads / kv_heads) as u32, opts.causal as u32);
+    // Scratch: the per-query statistics `(lse log2 e, delta)` over
+    // `[batch, heads, seq_pad]`, and dQ's f32 accumulator, which the main
+    // kernel adds into (zeroed; its chunks' layout is
+    // `kernel_ops_kernels::attention_bwd::dq_acc_chunk`).
+    let seq_pad = seq.div_ceil(BWD_BM) * BWD_BM;
+    let rows = batch * heads * seq_pad;
+    let mut stats = dev.zeros::<f32>(2 * rows)?;
+    let acc_len = batch * heads * seq_pad * head_dim;
+    let mut dq_acc = dev.zeros::<f32>(acc_len)?;
+    // The SIMT kernels stride over their rows: a grid the emulator runs
+    // (one OS thread per emulated thread) there.
+    let cap = |ctas: usize| (if dev.is_gpu() { ctas } else { ctas.min(8) }).max(1) as u32;
+    ops.kernel::<attention_bwd_pre<E, D>>()?.launch((cap(rows.div_ceil(4)), 1, 1), (o, d_o, lse, &mut stats, batch as u32, seq as u32, heads as u32, seq_pad as u32))?;
+    let qm = TileMap::<QStep<E, D>, 3>::new_batched(q, batch, seq, heads * head_dim)?;
+    let dom = TileMap::<QStep<E, D>, 3>::new_batched(d_o, batch, seq, heads * head_dim)?;
+    let km = TileMap::<KHalf<E, D>, 3>::new_batched(k, batch, seq, kv_heads * head_dim)?;
+    let vm = TileMap::<KHalf<E, D>, 3>::new_batched(v, batch, seq, kv_heads * head_dim)?;
+    let dkm = TileMap::<KHalf<E, D>, 3>::new_batched_mut(dk, batch, seq, kv_heads * head_dim)?;
+    let dvm = TileMap::<KHalf<E, D>, 3>::new_batched_mut(dv, batch, seq, kv_heads * head_dim)?;
+    let grid = (seq.div_ceil(BWD_BN) as u32, kv_heads as u32, batch as u32);
+    let args = (&qm, &km, &vm, &dom, &dkm, &dvm, &stats, &mut dq_acc, seq as u32, group, scale * std::f32::consts::LOG2_E, causal);
+    // Two Q/dO slots: three measured no faster (RESULTS.md).
+    ops.kernel::<attention_bwd<E, D, 2>>()?.launch(grid, args)?;
+    ops.kernel::<attention_bwd_dq<E, D>>()?.launch((cap((acc_len / 4).div_ceil(128)), 1, 1), (&dq_acc, dq, seq as u32, heads as u32, scale))?;
+    Ok(())
+}
 
 /// The CPU reference over f32 copies of the inputs (f64 arithmetic):
 /// returns `(o, lse)` in the module's layouts.

@@ -30,36 +30,72 @@ use crate::Ctas;
 use kernel_host::cudarc::driver::{sys, CudaEvent, CudaStream};
 use kernel_host::group::{DeviceGroup, PeerBuffer};
 use kernel_host::{Buffer, Error, Gpu, TileMap};
+use kernel_device::gmem::GmemRef;
+use kernel_device::launch::HostEntry;
+use kernel_device::tma::TensorMapParam;
 use kernel_device::f16;
 use kernel_ops_kernels::collective::allgather_matmul_ws;
 use kernel_ops_kernels::matmul::{ATileOf, BTileOf, EpiTileOf, TK};
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
-/// The one list of the [`allgather_matmul_ws`] instances `run_persistent`
-/// picks from: calls `$m!` with `name, BM, BN, STAGES, GRID_W;` each (the
-/// names and tile rows [`PERSISTENT_INSTANCES`] and the launches are made
-/// from it).
-macro_rules! persistent_table {
-    ($m:ident) => {
-        $m! {
-            "ws 128x256 s4 w8", 128, 256, 4, 8;
-            "ws 128x256 s4 w16", 128, 256, 4, 16;
-            "ws 256x128 s3 w8", 256, 128, 3, 8;
-        }
-    };
-}
+/// Launches device `d`'s kernel of one instance on its stream
+/// (`AllGatherMatmul`, `d`, `a`, `b`, `c`, `(m, n, k)`, `epoch`).
+type PersistentLaunch = fn(&AllGatherMatmul<'_>, usize, &Buffer<f16>, &Buffer<f16>, &mut Buffer<f16>, (usize, usize, usize), u32) -> Result<(), MatmulError>;
 
-macro_rules! names {
-    ($($name:literal, $bm:literal, $bn:literal, $st:literal, $w:literal;)*) => {
-        &[$(($name, $bm)),*]
-    };
-}
+/// The [`allgather_matmul_ws`] instances `run_persistent` picks from:
+/// name, BM, launch.
+const PERSISTENT: [(&str, usize, PersistentLaunch); 3] = [
+    ("ws 128x256 s4 w8", 128, launch_persistent::<128, 256, 4, 8>),
+    ("ws 128x256 s4 w16", 128, launch_persistent::<128, 256, 4, 16>),
+    ("ws 256x128 s3 w8", 256, launch_persistent::<256, 128, 3, 8>),
+];
 
-/// `(name, BM)` of each instance `run_persistent` picks from, in
-/// `persistent_table!` order; [`AllGatherMatmul::tune_persistent`] times
-/// them.
-pub const PERSISTENT_INSTANCES: &[(&str, usize)] = persistent_table!(names);
+/// `(name, BM)` of each instance `run_persistent` picks from;
+/// [`AllGatherMatmul::tune_persistent`] times them.
+pub const PERSISTENT_INSTANCES: &[(&str, usize)] = &{
+    let mut out = [("", 0); PERSISTENT.len()];
+    let mut i = 0;
+    while i < out.len() {
+        out[i] = (PERSISTENT[i].0, PERSISTENT[i].1);
+        i += 1;
+    }
+    out
+};
+
+/// The parameters of `allgather_matmul_ws<BM, BN, ..>`.
+type Params<const BM: usize, const BN: usize> = (TensorMapParam<ATileOf<BM>>, TensorMapParam<BTileOf<BN>>, TensorMapParam<EpiTileOf<BM>>, GmemRef<u32>, u32, u32, u32, u32, u32, u32);
+
+/// Launches device `d`'s `allgather_matmul_ws<BM, BN, STAGES, GRID_W>` on its stream.
+fn launch_persistent<const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
+    ag: &AllGatherMatmul<'_>,
+    d: usize,
+    a: &Buffer<f16>,
+    b: &Buffer<f16>,
+    c: &mut Buffer<f16>,
+    (m, n, k): (usize, usize, usize),
+    epoch: u32,
+) -> Result<(), MatmulError>
+where
+    allgather_matmul_ws<BM, BN, STAGES, GRID_W>: HostEntry<Params = Params<BM, BN>>,
+{
+    let p = ag.group.len();
+    let sms = ag.group.device(d).sm_count();
+    let prog = ag.matmuls[d].program();
+    let (mt, nt, ks) = ((p * m / BM) as u32, n.div_ceil(BN) as u32, k.div_ceil(TK) as u32);
+    // One SM stays free: the kernels spin on flags that driver-queued
+    // copies set, and a device-to-device copy may run as a kernel on an
+    // SM. With every SM held by a spinning CTA, the full-size 4-GPU run
+    // hung; with one free, it completed.
+    let grid = Ctas::EvenWaves.grid(mt * nt, sms.saturating_sub(1)).max(1);
+    let am = TileMap::<ATileOf<BM>>::new_2d(a, p * m, k)?;
+    let bmap = TileMap::<BTileOf<BN>>::new_2d(b, n, k)?;
+    let cm = TileMap::<EpiTileOf<BM>>::new_2d_mut(c, p * m, n)?;
+    let arrived = ag.arrived.borrow();
+    let args = (&am, &bmap, &cm, arrived.part(d), epoch, d as u32, p as u32, mt, nt, ks);
+    prog.kernel::<allgather_matmul_ws<BM, BN, STAGES, GRID_W>>()?.launch(grid, args)?;
+    Ok(())
+}
 
 /// The all-gather matmul on a group: one [`Matmul`] and one copy stream per
 /// device.
@@ -280,33 +316,8 @@ impl<'g> AllGatherMatmul<'g> {
     }
 
     /// Launches device `d`'s kernel on its stream.
-    fn launch_persistent(&self, d: usize, a: &Buffer<f16>, b: &Buffer<f16>, c: &mut Buffer<f16>, (m, n, k): (usize, usize, usize), epoch: u32) -> Result<(), MatmulError> {
-        let p = self.group.len();
-        let sms = self.group.device(d).sm_count();
-        let prog = self.matmuls[d].program();
-        let (name, _) = PERSISTENT_INSTANCES[self.persistent.get()];
-        macro_rules! launch {
-            ($($n:literal, $bm:literal, $bn:literal, $stages:literal, $w:literal;)*) => {$(
-                if name == $n {
-                    let (mt, nt, ks) = ((p * m / $bm) as u32, n.div_ceil($bn) as u32, k.div_ceil(TK) as u32);
-                    // One SM stays free: the kernels spin on flags that
-                    // driver-queued copies set, and a device-to-device copy
-                    // may run as a kernel on an SM. With every SM held by a
-                    // spinning CTA, the full-size 4-GPU run hung; with one
-                    // free, it completed.
-                    let grid = Ctas::EvenWaves.grid(mt * nt, sms.saturating_sub(1)).max(1);
-                    let am = TileMap::<ATileOf<$bm>>::new_2d(a, p * m, k)?;
-                    let bmap = TileMap::<BTileOf<$bn>>::new_2d(b, n, k)?;
-                    let cm = TileMap::<EpiTileOf<$bm>>::new_2d_mut(c, p * m, n)?;
-                    let arrived = self.arrived.borrow();
-                    let args = (&am, &bmap, &cm, arrived.part(d), epoch, d as u32, p as u32, mt, nt, ks);
-                    prog.kernel::<allgather_matmul_ws<$bm, $bn, $stages, $w>>()?.launch(grid, args)?;
-                    return Ok(());
-                }
-            )*};
-        }
-        persistent_table!(launch);
-        Err(MatmulError::UnknownInstance { name: name.to_string() })
+    fn launch_persistent(&self, d: usize, a: &Buffer<f16>, b: &Buffer<f16>, c: &mut Buffer<f16>, shape: (usize, usize, usize), epoch: u32) -> Result<(), MatmulError> {
+        (PERSISTENT[self.persistent.get()].2)(self, d, a, b, c, shape, epoch)
     }
 
     fn run_persistent_gpu(&self, a: &mut PeerBuffer<f16>, b: &PeerBuffer<f16>, c: &mut PeerBuffer<f16>, (m, n, k): (usize, usize, usize), epoch: u32) -> Result<(), MatmulError> {

@@ -20,18 +20,21 @@
 //! scales, 1 x 128 for `A` and 128 x 128 per expert for `B`, f16 out
 //! ([`GroupedMatmul::run_fp8_blockscaled`]).
 use crate::Error;
-use kernel_device::{f16, E4M3};
+use kernel_device::gmem::GmemRef;
+use kernel_device::launch::HostEntry;
+use kernel_device::tma::TensorMapParam;
+use kernel_device::{bf16, f16, Gmem, E4M3};
 use kernel_host::{Buffer, Device, Program, TileMap};
 use kernel_ops_kernels::gemm::{ATile, BTile, EpiTile, TK};
-use kernel_ops_kernels::grouped::{grouped_matmul, grouped_matmul_bf16, STATUS_OK, STATUS_SIZES_MISMATCH};
+use kernel_ops_kernels::grouped::{grouped_matmul, STATUS_OK, STATUS_SIZES_MISMATCH};
 
 /// The kernel's tile shapes (`BM x BN`, both with 4 stages).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tiles {
     /// `128 x 256`: the default when `N >= 256`.
-    Wide,
+    Wide = 0,
     /// `128 x 128`: the default for narrower `N`.
-    Narrow,
+    Narrow = 1,
 }
 
 impl Tiles {
@@ -120,7 +123,7 @@ impl<'d> GroupedMatmul<'d> {
             self.dev.write(&mut self.status.borrow_mut(), &[STATUS_OK])?;
             return Ok(());
         }
-        E::launch(self, tiles, a, b, sizes, c, (m, n, k), groups)
+        E::LAUNCH[tiles as usize](self, a, b, sizes, c, (m, n, k), groups)
     }
 
     /// Block-scaled FP8 `C_g = A_g · B_gᵀ` for every group (the module's
@@ -281,49 +284,48 @@ unsafe fn alias_of<E>(dev: &Device, c: &Buffer<E>) -> Result<Buffer<E>, Error> {
     })
 }
 
+/// The launch of `grouped_matmul<E, 128, BN, 4>` (shape already checked, `m > 0`).
+type Launch<E> = fn(&GroupedMatmul<'_>, &Buffer<E>, &Buffer<E>, &Buffer<u32>, &mut Buffer<E>, (usize, usize, usize), usize) -> Result<(), Error>;
+
+/// The parameters of `grouped_matmul<E, 128, BN, 4>`.
+type Params<E, const BN: usize> =
+    (TensorMapParam<ATile<E, BM>>, TensorMapParam<BTile<E, BN>, 3>, TensorMapParam<EpiTile<E, BM>>, Gmem<E>, GmemRef<u32>, Gmem<u32>, u32, u32, u32);
+
 /// The element types of the grouped GEMM: f16 and bf16 (`A`, `B` and `C`
-/// alike, f32 accumulation), each with its kernel.
-pub trait GroupedElem: Copy + kernel_host::cudarc::driver::DeviceRepr + 'static {
-    /// Launches this type's kernel (shape already checked, `m > 0`).
+/// alike, f32 accumulation); the kernel is generic over it.
+pub trait GroupedElem: Copy + kernel_host::TmaElement + kernel_host::cudarc::driver::DeviceRepr + 'static {
+    /// The launches of the wide and the narrow tiles ([`Tiles`] order).
     #[doc(hidden)]
-    #[allow(clippy::too_many_arguments)]
-    fn launch(gm: &GroupedMatmul<'_>, tiles: Tiles, a: &Buffer<Self>, b: &Buffer<Self>, sizes: &Buffer<u32>, c: &mut Buffer<Self>, shape: (usize, usize, usize), groups: usize) -> Result<(), Error>;
+    const LAUNCH: [Launch<Self>; 2];
 }
 
-/// The launch of kernel `$kernel` on element type `$e`, for either tile
-/// shape (a macro: the maps' tile types are the instance's).
-macro_rules! grouped_elem {
-    ($e:ty, $kernel:ident) => {
-        impl GroupedElem for $e {
-            fn launch(gm: &GroupedMatmul<'_>, tiles: Tiles, a: &Buffer<$e>, b: &Buffer<$e>, sizes: &Buffer<u32>, c: &mut Buffer<$e>, (m, n, k): (usize, usize, usize), groups: usize) -> Result<(), Error> {
-                macro_rules! launch {
-                    ($bn:literal) => {{
-                        const BN: usize = $bn;
-                        let grid = gm.dev.sm_count().max(1);
-                        let am = TileMap::<ATile<$e, BM>>::new_2d(a, m, k)?;
-                        let bm = TileMap::<BTile<$e, BN>, 3>::new_batched(b, groups, n, k)?;
-                        // The TMA stores of full tiles and the stores of a
-                        // group's partial tile write the same `C`: the map
-                        // is made over a second, non-owning view.
-                        // SAFETY: `alias` covers `c`'s memory, is dropped
-                        // before this function returns and frees nothing;
-                        // the kernel's two writers touch disjoint rows.
-                        let mut alias = unsafe { alias_of(gm.dev, c)? };
-                        let cm = TileMap::<EpiTile<$e, BM>>::new_2d_mut(&mut alias, m, n)?;
-                        let mut status = gm.status.borrow_mut();
-                        let ks = k.div_ceil(TK) as u32;
-                        let args = (&am, &bm, &cm, &mut *c, sizes, &mut *status, m as u32, n as u32, ks);
-                        gm.prog.kernel::<$kernel<128, BN, 4>>()?.launch(grid, args)?;
-                        Ok(())
-                    }};
-                }
-                match tiles {
-                    Tiles::Wide => launch!(256),
-                    Tiles::Narrow => launch!(128),
-                }
-            }
-        }
-    };
+impl GroupedElem for f16 {
+    const LAUNCH: [Launch<Self>; 2] = [launch::<Self, 256>, launch::<Self, 128>];
 }
-grouped_elem!(f16, grouped_matmul);
-grouped_elem!(kernel_device::bf16, grouped_matmul_bf16);
+
+impl GroupedElem for bf16 {
+    const LAUNCH: [Launch<Self>; 2] = [launch::<Self, 256>, launch::<Self, 128>];
+}
+
+/// The launch of `grouped_matmul<E, 128, BN, 4>` (compiled for f16 and
+/// bf16, `BN` 128 and 256).
+fn launch<E: GroupedElem, const BN: usize>(gm: &GroupedMatmul<'_>, a: &Buffer<E>, b: &Buffer<E>, sizes: &Buffer<u32>, c: &mut Buffer<E>, (m, n, k): (usize, usize, usize), groups: usize) -> Result<(), Error>
+where
+    grouped_matmul<E, BM, BN, 4>: HostEntry<Params = Params<E, BN>>,
+{
+    let grid = gm.dev.sm_count().max(1);
+    let am = TileMap::<ATile<E, BM>>::new_2d(a, m, k)?;
+    let bm = TileMap::<BTile<E, BN>, 3>::new_batched(b, groups, n, k)?;
+    // The TMA stores of full tiles and the stores of a group's partial
+    // tile write the same `C`: the map is made over a second, non-owning
+    // view.
+    // SAFETY: `alias` covers `c`'s memory, is dropped before this function
+    // returns and frees nothing; the kernel's two writers touch disjoint rows.
+    let mut alias = unsafe { alias_of(gm.dev, c)? };
+    let cm = TileMap::<EpiTile<E, BM>>::new_2d_mut(&mut alias, m, n)?;
+    let mut status = gm.status.borrow_mut();
+    let ks = k.div_ceil(TK) as u32;
+    let args = (&am, &bm, &cm, &mut *c, sizes, &mut *status, m as u32, n as u32, ks);
+    gm.prog.kernel::<grouped_matmul<E, BM, BN, 4>>()?.launch(grid, args)?;
+    Ok(())
+}

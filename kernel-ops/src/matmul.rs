@@ -21,8 +21,8 @@
 //!
 //! * **Element types** ([`MatmulElem`]): f16 and bf16, `A`, `B` and `C`
 //!   alike, f32 accumulation; the type of the buffers picks the kernels
-//!   (`matmul_persistent_ws` and `matmul_persistent_ws_cluster`, or their
-//!   `_bf16` twins: the same instances, one generic body).
+//!   (`matmul_persistent_ws<E, ..>` and `matmul_persistent_ws_cluster<E,
+//!   ..>`, generic over the element type: the same instances for both).
 //!
 //! * **Devices**: a GPU (Hopper: the kernels use wgmma and TMA) or the CPU
 //!   emulator, through the same calls; on the emulator keep shapes small
@@ -44,11 +44,12 @@
 //!   sweep (a progress bar on stderr), `retune = true` ignores the cache.
 //! * **Tensor maps** are encoded once per (instance, buffers, shape) and
 //!   reused ([`kernel_host::MapArg`]).
-use kernel_device::{bf16, f16, KernelSpec};
+use kernel_device::launch::HostEntry;
+use kernel_device::tma::TensorMapParam;
+use kernel_device::{bf16, f16};
 use kernel_host::{time_kernel, Buffer, Device, MapArg, Program, TileMap};
 use crate::Ctas;
-use kernel_ops_kernels::matmul::{matmul_persistent_ws, matmul_persistent_ws_bf16, matmul_persistent_ws_cluster, matmul_persistent_ws_cluster_bf16, ATile, BTile, EpiTile, TK};
-use std::any::Any;
+use kernel_ops_kernels::matmul::{matmul_persistent_ws, matmul_persistent_ws_cluster, ATile, BTile, EpiTile, TK};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
@@ -174,36 +175,89 @@ pub struct Instance {
     pub grid: Grid,
 }
 
-/// The one instance table: calls `$m!` with its arguments `(..)` (passed
-/// through) and then every instance as `name, kernel type, BM, BN, rows of
-/// the B tile loaded per CTA, grid;`, the kernel types made from the
-/// persistent kernel `$ws` and the cluster kernel `$cluster` (the f16 or
-/// the bf16 ones: the same instances). The list [`INSTANCES`], the
-/// launches and the SMEM query are all made from it.
-macro_rules! instance_table {
-    ($m:ident!($($args:tt)*), $ws:ident, $cluster:ident) => {
-        $m! {
-            ($($args)*)
-            "ws 128x256 s4 w8", $ws<128, 256, 4, 8>, 128, 256, 256, Grid::Persistent;
-            "ws 128x256 s4 w16", $ws<128, 256, 4, 16>, 128, 256, 256, Grid::Persistent;
-            "ws 256x128 s3 w8", $ws<256, 128, 3, 8>, 256, 128, 128, Grid::Persistent;
-            "ws 128x128 s4 w8", $ws<128, 128, 4, 8>, 128, 128, 128, Grid::Persistent;
-            "ws 128x128 s4 w16", $ws<128, 128, 4, 16>, 128, 128, 128, Grid::Persistent;
-            "cluster2 128x256 s4 w8", $cluster<128, 256, 128, 4, 8>, 128, 256, 128, Grid::ClusterPairs;
-            "cluster2 128x256 s4 w16", $cluster<128, 256, 128, 4, 16>, 128, 256, 128, Grid::ClusterPairs;
-            "cluster2 256x128 s3 w8", $cluster<256, 128, 64, 3, 8>, 256, 128, 64, Grid::ClusterPairs;
-        }
-    };
+/// Every instance, in sweep order (the rows of [`MatmulElem::TABLE`],
+/// the same for f16 and bf16).
+pub const INSTANCES: &[Instance] = &instances(&table::<f16>());
+
+/// The parameters of both matmul kernels on element type `E`: the maps of
+/// A (`BM`-row tiles), B (`BH`-row tiles) and C, then `m_tiles`,
+/// `n_tiles`, `k_steps`.
+type GemmParams<E, const BM: usize, const BH: usize> = (TensorMapParam<ATile<E, BM>>, TensorMapParam<BTile<E, BH>>, TensorMapParam<EpiTile<E, BM>>, u32, u32, u32);
+
+/// Encodes instance `inst`'s tensor maps for these buffers and returns its
+/// launch (shape already checked).
+type Prepare<E> = fn(&Matmul<'_>, &'static Instance, &Buffer<E>, &Buffer<E>, &mut Buffer<E>, (usize, usize, usize)) -> Result<Launch<E>, MatmulError>;
+
+/// One row of the instance table on element type `E`.
+#[doc(hidden)]
+pub struct Row<E: 'static> {
+    pub inst: Instance,
+    prepare: Prepare<E>,
+    /// The dynamic SMEM bytes of the instance's kernel.
+    pub smem_bytes: u32,
 }
 
-macro_rules! describe {
-    (() $($name:literal, $k:ty, $bm:literal, $bn:literal, $bh:literal, $g:expr;)*) => {
-        &[$(Instance { name: $name, bm: $bm, bn: $bn, grid: $g }),*]
-    };
+/// The instance table on element type `E`: each instance's kernel type
+/// (`matmul_persistent_ws<E, ..>` or `matmul_persistent_ws_cluster<E, ..>`),
+/// its name, its tile (`BM x BN`, and `BH`, the rows of the B tile each
+/// CTA loads) and its grid. The `where` clause says each listed kernel is
+/// compiled for `E` (it is, for f16 and bf16: `instances(E = [f16, bf16],
+/// ..)`), which the generic launch needs.
+const fn table<E: MatmulElem>() -> [Row<E>; 8]
+where
+    matmul_persistent_ws<E, 128, 256, 4, 8>: HostEntry<Params = GemmParams<E, 128, 256>>,
+    matmul_persistent_ws<E, 128, 256, 4, 16>: HostEntry<Params = GemmParams<E, 128, 256>>,
+    matmul_persistent_ws<E, 256, 128, 3, 8>: HostEntry<Params = GemmParams<E, 256, 128>>,
+    matmul_persistent_ws<E, 128, 128, 4, 8>: HostEntry<Params = GemmParams<E, 128, 128>>,
+    matmul_persistent_ws<E, 128, 128, 4, 16>: HostEntry<Params = GemmParams<E, 128, 128>>,
+    matmul_persistent_ws_cluster<E, 128, 256, 128, 4, 8>: HostEntry<Params = GemmParams<E, 128, 128>>,
+    matmul_persistent_ws_cluster<E, 128, 256, 128, 4, 16>: HostEntry<Params = GemmParams<E, 128, 128>>,
+    matmul_persistent_ws_cluster<E, 256, 128, 64, 3, 8>: HostEntry<Params = GemmParams<E, 256, 64>>,
+{
+    use Grid::{ClusterPairs, Persistent};
+    [
+        row::<E, matmul_persistent_ws<E, 128, 256, 4, 8>, 128, 256, 256>("ws 128x256 s4 w8", Persistent),
+        row::<E, matmul_persistent_ws<E, 128, 256, 4, 16>, 128, 256, 256>("ws 128x256 s4 w16", Persistent),
+        row::<E, matmul_persistent_ws<E, 256, 128, 3, 8>, 256, 128, 128>("ws 256x128 s3 w8", Persistent),
+        row::<E, matmul_persistent_ws<E, 128, 128, 4, 8>, 128, 128, 128>("ws 128x128 s4 w8", Persistent),
+        row::<E, matmul_persistent_ws<E, 128, 128, 4, 16>, 128, 128, 128>("ws 128x128 s4 w16", Persistent),
+        row::<E, matmul_persistent_ws_cluster<E, 128, 256, 128, 4, 8>, 128, 256, 128>("cluster2 128x256 s4 w8", ClusterPairs),
+        row::<E, matmul_persistent_ws_cluster<E, 128, 256, 128, 4, 16>, 128, 256, 128>("cluster2 128x256 s4 w16", ClusterPairs),
+        row::<E, matmul_persistent_ws_cluster<E, 256, 128, 64, 3, 8>, 256, 128, 64>("cluster2 256x128 s3 w8", ClusterPairs),
+    ]
 }
 
-/// Every instance, in sweep order.
-pub const INSTANCES: &[Instance] = instance_table!(describe!(), matmul_persistent_ws, matmul_persistent_ws_cluster);
+/// The row of kernel `K` (tile `BM x BN`, B tiles of `BH` rows).
+const fn row<E: MatmulElem, K, const BM: usize, const BN: usize, const BH: usize>(name: &'static str, grid: Grid) -> Row<E>
+where
+    K: HostEntry<Params = GemmParams<E, BM, BH>> + 'static,
+{
+    Row { inst: Instance { name, bm: BM, bn: BN, grid }, prepare: prepare::<E, K, BM, BH>, smem_bytes: K::SMEM_BYTES }
+}
+
+/// The launch of kernel `K` on these buffers (the [`Prepare`] of a row).
+fn prepare<E: MatmulElem, K, const BM: usize, const BH: usize>(mm: &Matmul<'_>, inst: &'static Instance, a: &Buffer<E>, b: &Buffer<E>, c: &mut Buffer<E>, (m, n, k): (usize, usize, usize)) -> Result<Launch<E>, MatmulError>
+where
+    K: HostEntry<Params = GemmParams<E, BM, BH>> + 'static,
+{
+    let (grid, mt, nt, ks) = launch_dims(inst, m, n, k, mm.dev.sm_count(), mm.ctas);
+    let am = TileMap::<ATile<E, BM>>::new_2d(a, m, k)?.param();
+    let bmap = TileMap::<BTile<E, BH>>::new_2d(b, n, k)?.param();
+    let cm = TileMap::<EpiTile<E, BM>>::new_2d_mut(c, m, n)?.param();
+    let kernel = mm.prog.kernel::<K>()?;
+    Ok(Box::new(move |a, b, c| kernel.launch(grid, (MapArg::read(am, a), MapArg::read(bmap, b), MapArg::write(cm, c), mt, nt, ks)).map(drop)))
+}
+
+/// The instances of a table's rows.
+const fn instances<const N: usize>(rows: &[Row<f16>; N]) -> [Instance; N] {
+    let mut out = [rows[0].inst; N];
+    let mut i = 1;
+    while i < N {
+        out[i] = rows[i].inst;
+        i += 1;
+    }
+    out
+}
 
 /// `(grid, m_tiles, n_tiles, k_steps)` of instance `inst` for `m x n x k`
 /// on `sms` SMs, the grid sized by `ctas`.
@@ -297,86 +351,72 @@ impl TuneCache {
 /// A prepared launch of one instance on buffers of element type `E`.
 type Launch<E> = Box<dyn Fn(&Buffer<E>, &Buffer<E>, &mut Buffer<E>) -> kernel_host::Result<()>>;
 
+/// A prepared launch's key: instance, buffer addresses, shape.
+type PreparedKey = (&'static str, [u64; 3], [usize; 3]);
+
+/// The prepared launches of one element type.
+type PreparedOf<E> = RefCell<HashMap<PreparedKey, Launch<E>>>;
+
+/// The prepared launches (kernel handle + encoded tensor maps) per element
+/// type ([`MatmulElem::prepared`] picks the map).
+#[doc(hidden)]
+#[derive(Default)]
+pub struct Prepared {
+    f16: PreparedOf<f16>,
+    bf16: PreparedOf<bf16>,
+}
+
 /// The element types of the matmul: f16 and bf16 (`A`, `B` and `C` alike,
-/// f32 accumulation), each with its kernels
-/// (`kernel_ops_kernels::matmul::matmul_persistent_ws{,_bf16}` and
-/// `matmul_persistent_ws_cluster{,_bf16}`, the same [`INSTANCES`]).
-pub trait MatmulElem: Copy + Default + Into<f32> + kernel_host::cudarc::driver::DeviceRepr + kernel_host::cudarc::driver::ValidAsZeroBits + 'static {
+/// f32 accumulation). The kernels are generic over it
+/// (`kernel_ops_kernels::matmul::matmul_persistent_ws<E, ..>` and
+/// `matmul_persistent_ws_cluster<E, ..>`, the same [`INSTANCES`]).
+pub trait MatmulElem: Copy + Default + Into<f32> + kernel_host::TmaElement + kernel_host::cudarc::driver::DeviceRepr + kernel_host::cudarc::driver::ValidAsZeroBits + 'static {
     /// `"f16"` or `"bf16"`: in errors and in the tuning cache's key.
     const NAME: &'static str;
     /// A NaN (to poison an output whose every element must be written).
     const NAN: Self;
+    /// The instance table on this type ([`INSTANCES`] with their kernels).
+    #[doc(hidden)]
+    const TABLE: &'static [Row<Self>];
     /// `x` rounded to this type (to nearest even).
     fn from_f32(x: f32) -> Self;
     /// `n` iid N(0, 1) samples of this type (the tuner's inputs).
     #[doc(hidden)]
     fn randn(n: usize, seed: u64) -> Vec<Self>;
-    /// Encodes the tensor maps of instance `inst` for these buffers and
-    /// returns its launch (shape already checked).
+    /// This type's prepared launches.
     #[doc(hidden)]
-    #[allow(clippy::too_many_arguments)]
-    fn prepare(mm: &Matmul<'_>, inst: &'static Instance, a: &Buffer<Self>, b: &Buffer<Self>, c: &mut Buffer<Self>, shape: (usize, usize, usize)) -> Result<Launch<Self>, MatmulError>;
-    /// The dynamic SMEM bytes of instance `name`'s kernel on this type.
-    #[doc(hidden)]
-    fn smem_bytes(name: &str) -> Option<u32>;
+    fn prepared(p: &Prepared) -> &PreparedOf<Self>;
 }
 
-/// The launch of one instance of the table (called by [`instance_table`]
-/// for one element type): returns it from `prepare` when `$inst` is it.
-macro_rules! prepare_instance {
-    (($e:ty, $mm:ident, $inst:ident, $a:ident, $b:ident, $c:ident, ($m:ident, $n:ident, $k:ident)) $($name:literal, $kernel:ty, $bm:literal, $bn:literal, $bh:literal, $g:expr;)*) => {$(
-        if $inst.name == $name {
-            let (grid, mt, nt, ks) = launch_dims($inst, $m, $n, $k, $mm.dev.sm_count(), $mm.ctas);
-            let am = TileMap::<ATile<$e, $bm>>::new_2d($a, $m, $k)?.param();
-            let bmap = TileMap::<BTile<$e, $bh>>::new_2d($b, $n, $k)?.param();
-            let cm = TileMap::<EpiTile<$e, $bm>>::new_2d_mut($c, $m, $n)?.param();
-            let kernel = $mm.prog.kernel::<$kernel>()?;
-            return Ok(Box::new(move |a, b, c| {
-                kernel.launch(grid, (MapArg::read(am, a), MapArg::read(bmap, b), MapArg::write(cm, c), mt, nt, ks)).map(drop)
-            }));
-        }
-    )*};
+impl MatmulElem for f16 {
+    const NAME: &'static str = "f16";
+    const NAN: Self = f16::NAN;
+    const TABLE: &'static [Row<Self>] = &table::<f16>();
+    fn from_f32(x: f32) -> Self {
+        f16::from_f32(x)
+    }
+    fn randn(n: usize, seed: u64) -> Vec<Self> {
+        kernel_host::randn_f16(n, seed)
+    }
+    fn prepared(p: &Prepared) -> &PreparedOf<Self> {
+        &p.f16
+    }
 }
 
-/// The SMEM bytes of one instance of the table: returned when `$name` is it.
-macro_rules! smem_of_instance {
-    (($want:ident) $($name:literal, $kernel:ty, $bm:literal, $bn:literal, $bh:literal, $g:expr;)*) => {$(
-        if $want == $name {
-            return Some(<$kernel as KernelSpec>::SMEM_BYTES);
-        }
-    )*};
+impl MatmulElem for bf16 {
+    const NAME: &'static str = "bf16";
+    const NAN: Self = bf16::NAN;
+    const TABLE: &'static [Row<Self>] = &table::<bf16>();
+    fn from_f32(x: f32) -> Self {
+        bf16::from_f32(x)
+    }
+    fn randn(n: usize, seed: u64) -> Vec<Self> {
+        kernel_host::randn_f32(n, seed).into_iter().map(bf16::from_f32).collect()
+    }
+    fn prepared(p: &Prepared) -> &PreparedOf<Self> {
+        &p.bf16
+    }
 }
-
-/// [`MatmulElem`] for `$e` (named `$name`) with the persistent kernel `$ws`
-/// and the cluster kernel `$cluster`; `$randn` makes the tuner's inputs.
-macro_rules! matmul_elem {
-    ($e:ty, $name:literal, $ws:ident, $cluster:ident, $randn:expr) => {
-        impl MatmulElem for $e {
-            const NAME: &'static str = $name;
-            const NAN: Self = <$e>::NAN;
-            fn from_f32(x: f32) -> Self {
-                <$e>::from_f32(x)
-            }
-            fn randn(n: usize, seed: u64) -> Vec<$e> {
-                $randn(n, seed)
-            }
-            fn prepare(mm: &Matmul<'_>, inst: &'static Instance, a: &Buffer<$e>, b: &Buffer<$e>, c: &mut Buffer<$e>, shape: (usize, usize, usize)) -> Result<Launch<$e>, MatmulError> {
-                let (m, n, k) = shape;
-                instance_table!(prepare_instance!($e, mm, inst, a, b, c, (m, n, k)), $ws, $cluster);
-                Err(MatmulError::UnknownInstance { name: inst.name.to_string() })
-            }
-            fn smem_bytes(name: &str) -> Option<u32> {
-                instance_table!(smem_of_instance!(name), $ws, $cluster);
-                None
-            }
-        }
-    };
-}
-matmul_elem!(f16, "f16", matmul_persistent_ws, matmul_persistent_ws_cluster, kernel_host::randn_f16);
-matmul_elem!(bf16, "bf16", matmul_persistent_ws_bf16, matmul_persistent_ws_cluster_bf16, |n, seed| kernel_host::randn_f32(n, seed).into_iter().map(bf16::from_f32).collect());
-
-/// A prepared launch's key: element type, instance, buffer addresses, shape.
-type PreparedKey = (&'static str, &'static str, [u64; 3], [usize; 3]);
 
 /// The ready matmul on one [`Device`]: its kernels, the autotuning cache,
 /// and the prepared launches (kernel handle + encoded tensor maps) per
@@ -385,8 +425,7 @@ pub struct Matmul<'d> {
     dev: &'d Device,
     prog: Program,
     cache: RefCell<TuneCache>,
-    /// Each a `Launch<E>` of the key's element type.
-    prepared: RefCell<HashMap<PreparedKey, Box<dyn Any>>>,
+    prepared: Prepared,
     /// How the persistent grids are sized.
     ctas: Ctas,
 }
@@ -401,14 +440,14 @@ impl<'d> Matmul<'d> {
     /// As [`Matmul::new`] with the tuning cache at `path`.
     pub fn with_cache(dev: &'d Device, path: PathBuf) -> Result<Self, MatmulError> {
         let prog = dev.load(&kernel_ops_kernels::DEVICE_CODE)?;
-        Ok(Matmul { dev, prog, cache: RefCell::new(TuneCache::load(path)), prepared: RefCell::new(HashMap::new()), ctas: Ctas::default() })
+        Ok(Matmul { dev, prog, cache: RefCell::new(TuneCache::load(path)), prepared: Prepared::default(), ctas: Ctas::default() })
     }
 
     /// This matmul with its persistent grids sized by `ctas` (default
     /// [`Ctas::EvenWaves`]; [`Ctas::EverySm`] for comparisons).
     pub fn with_ctas(mut self, ctas: Ctas) -> Self {
         self.ctas = ctas;
-        self.prepared.get_mut().clear();
+        self.prepared = Prepared::default();
         self
     }
 
@@ -449,14 +488,15 @@ impl<'d> Matmul<'d> {
 
     #[allow(clippy::too_many_arguments)]
     fn run<E: MatmulElem>(&self, inst: &'static Instance, a: &Buffer<E>, b: &Buffer<E>, c: &mut Buffer<E>, m: usize, n: usize, k: usize) -> Result<(), MatmulError> {
-        let key = (E::NAME, inst.name, [a.address(), b.address(), c.address()], [m, n, k]);
-        if !self.prepared.borrow().contains_key(&key) {
-            let launch = E::prepare(self, inst, a, b, c, (m, n, k))?;
-            self.prepared.borrow_mut().insert(key, Box::new(launch));
+        let key = (inst.name, [a.address(), b.address(), c.address()], [m, n, k]);
+        let prepared = E::prepared(&self.prepared);
+        if !prepared.borrow().contains_key(&key) {
+            let row = E::TABLE.iter().find(|r| r.inst.name == inst.name).ok_or_else(|| MatmulError::UnknownInstance { name: inst.name.to_string() })?;
+            let launch = (row.prepare)(self, inst, a, b, c, (m, n, k))?;
+            prepared.borrow_mut().insert(key, launch);
         }
-        let prepared = self.prepared.borrow();
-        let launch = prepared[&key].downcast_ref::<Launch<E>>().expect("the key's element type is the launch's");
-        Ok(launch(a, b, c)?)
+        let prepared = prepared.borrow();
+        Ok(prepared[&key](a, b, c)?)
     }
 
     /// Autotunes the f16 shape on a GPU: runs every instance on scratch
@@ -499,7 +539,7 @@ impl<'d> Matmul<'d> {
         bar.finish_and_clear();
         // Drop the scratch buffers' prepared launches (their addresses die here).
         let scratch = [a.address(), b.address(), c.address()];
-        self.prepared.borrow_mut().retain(|key, _| key.2 != scratch);
+        E::prepared(&self.prepared).borrow_mut().retain(|key, _| key.1 != scratch);
         if let Some(&(best, t)) = results.iter().max_by(|x, y| x.1.total_cmp(&y.1)) {
             if let Err(e) = self.cache.borrow_mut().put(gpu.name(), E::NAME, m, n, k, best, t) {
                 eprintln!("warning: could not write the tuning cache {}: {e}", self.cache.borrow().path.display());
@@ -519,9 +559,9 @@ impl<'d> Matmul<'d> {
     }
 
     /// The launch metadata of an instance (SMEM bytes), by name; the same
-    /// for f16 and bf16 (a unit test checks it; [`MatmulElem`] gives each).
+    /// for f16 and bf16 (a unit test checks it; [`MatmulElem::TABLE`] gives each).
     pub fn smem_bytes(name: &str) -> Option<u32> {
-        f16::smem_bytes(name)
+        f16::TABLE.iter().find(|r| r.inst.name == name).map(|r| r.smem_bytes)
     }
 }
 
@@ -579,8 +619,15 @@ mod tests {
         for inst in INSTANCES {
             let smem = Matmul::smem_bytes(inst.name).expect("every instance has a kernel");
             assert!(smem <= 227 * 1024, "{}: {smem} bytes of SMEM", inst.name);
-            assert_eq!(bf16::smem_bytes(inst.name), Some(smem), "{}: the bf16 kernel's SMEM differs from the f16 one's", inst.name);
+            let bf = bf16::TABLE.iter().find(|r| r.inst.name == inst.name).map(|r| r.smem_bytes);
+            assert_eq!(bf, Some(smem), "{}: the bf16 kernel's SMEM differs from the f16 one's", inst.name);
         }
+        // The tables are the instances, in order, for both types.
+        fn names<E>(t: &[Row<E>]) -> Vec<(&str, usize, usize, Grid)> {
+            t.iter().map(|r| (r.inst.name, r.inst.bm, r.inst.bn, r.inst.grid)).collect()
+        }
+        assert_eq!(names(f16::TABLE), names(bf16::TABLE));
+        assert_eq!(INSTANCES.len(), f16::TABLE.len());
         assert_eq!(default_instance(8192, 8192, 8192, 132).name, "ws 128x256 s4 w8");
         assert_eq!(default_instance(2048, 2048, 2048, 132).name, "ws 128x256 s4 w8");
         assert_eq!(default_instance(1024, 1024, 1024, 132).name, "ws 128x128 s4 w8");

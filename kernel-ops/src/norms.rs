@@ -18,6 +18,9 @@
 //! # Ok(()) }
 //! ```
 use crate::Error;
+use kernel_device::gmem::GmemRef;
+use kernel_device::launch::HostEntry;
+use kernel_device::{bf16, f16, Gmem};
 use kernel_host::{Buffer, Program};
 use kernel_ops_kernels::norms as k;
 
@@ -40,39 +43,35 @@ fn check(op: &'static str, rows: usize, cols: usize, lens: &[(&str, usize, usize
     Ok(cols / 1024)
 }
 
-/// Runs `$body` with `K` the instance of kernel `$kernel` for `$vecs`.
-macro_rules! with_vecs {
-    ($vecs:expr, $kernel:ident, |$K:ident| $body:expr) => {
-        match $vecs {
-            1 => {
-                type $K = k::$kernel<1>;
-                $body
-            }
-            2 => {
-                type $K = k::$kernel<2>;
-                $body
-            }
-            4 => {
-                type $K = k::$kernel<4>;
-                $body
-            }
-            _ => {
-                type $K = k::$kernel<8>;
-                $body
-            }
-        }
-    };
+/// The launches of the three norms' kernels at one `VECS`, on element type `T`.
+#[doc(hidden)]
+pub struct Launches<T: 'static> {
+    softmax: fn(&Program, u32, &Buffer<T>, &mut Buffer<T>) -> kernel_host::Result<()>,
+    #[allow(clippy::type_complexity)]
+    layer_norm: fn(&Program, u32, &Buffer<T>, &Buffer<T>, &Buffer<T>, &mut Buffer<T>, f32) -> kernel_host::Result<()>,
+    rms_norm: fn(&Program, u32, &Buffer<T>, &Buffer<T>, &mut Buffer<T>, f32) -> kernel_host::Result<()>,
+}
+
+/// The launches of `k::softmax<T, V>`, `k::layer_norm<T, V>` and
+/// `k::rms_norm<T, V>` (compiled for f16 and bf16, `V` in 1, 2, 4, 8).
+const fn launches<T: Copy, const V: usize>() -> Launches<T>
+where
+    k::softmax<T, V>: HostEntry<Params = (GmemRef<T>, Gmem<T>)>,
+    k::layer_norm<T, V>: HostEntry<Params = (GmemRef<T>, GmemRef<T>, GmemRef<T>, Gmem<T>, f32)>,
+    k::rms_norm<T, V>: HostEntry<Params = (GmemRef<T>, GmemRef<T>, Gmem<T>, f32)>,
+{
+    Launches {
+        softmax: |p, rows, x, y| p.kernel::<k::softmax<T, V>>()?.launch(rows, (x, y)).map(drop),
+        layer_norm: |p, rows, x, g, b, y, eps| p.kernel::<k::layer_norm<T, V>>()?.launch(rows, (x, g, b, y, eps)).map(drop),
+        rms_norm: |p, rows, x, g, y, eps| p.kernel::<k::rms_norm<T, V>>()?.launch(rows, (x, g, y, eps)).map(drop),
+    }
 }
 
 /// f16 and bf16: the element types the norm kernels are built for.
 pub trait NormElem: Copy + kernel_host::DeviceRepr + Default + 'static + sealed::Sealed {
+    /// The kernels' launches for `VECS` = 1, 2, 4, 8 (index `log2 VECS`).
     #[doc(hidden)]
-    fn softmax(p: &Program, vecs: usize, rows: u32, x: &Buffer<Self>, y: &mut Buffer<Self>) -> kernel_host::Result<()>;
-    #[doc(hidden)]
-    #[allow(clippy::too_many_arguments)]
-    fn layer_norm(p: &Program, vecs: usize, rows: u32, x: &Buffer<Self>, g: &Buffer<Self>, b: &Buffer<Self>, y: &mut Buffer<Self>, eps: f32) -> kernel_host::Result<()>;
-    #[doc(hidden)]
-    fn rms_norm(p: &Program, vecs: usize, rows: u32, x: &Buffer<Self>, g: &Buffer<Self>, y: &mut Buffer<Self>, eps: f32) -> kernel_host::Result<()>;
+    const LAUNCHES: [Launches<Self>; 4];
     fn to_f32(self) -> f32;
     fn from_f32(x: f32) -> Self;
 }
@@ -83,49 +82,50 @@ mod sealed {
     impl Sealed for kernel_device::bf16 {}
 }
 
-macro_rules! norm_elem {
-    ($t:ty, $softmax:ident, $layer_norm:ident, $rms_norm:ident) => {
-        impl NormElem for $t {
-            fn softmax(p: &Program, vecs: usize, rows: u32, x: &Buffer<Self>, y: &mut Buffer<Self>) -> kernel_host::Result<()> {
-                with_vecs!(vecs, $softmax, |K| p.kernel::<K>()?.launch(rows, (x, y)).map(drop))
-            }
-            fn layer_norm(p: &Program, vecs: usize, rows: u32, x: &Buffer<Self>, g: &Buffer<Self>, b: &Buffer<Self>, y: &mut Buffer<Self>, eps: f32) -> kernel_host::Result<()> {
-                with_vecs!(vecs, $layer_norm, |K| p.kernel::<K>()?.launch(rows, (x, g, b, y, eps)).map(drop))
-            }
-            fn rms_norm(p: &Program, vecs: usize, rows: u32, x: &Buffer<Self>, g: &Buffer<Self>, y: &mut Buffer<Self>, eps: f32) -> kernel_host::Result<()> {
-                with_vecs!(vecs, $rms_norm, |K| p.kernel::<K>()?.launch(rows, (x, g, y, eps)).map(drop))
-            }
-            fn to_f32(self) -> f32 {
-                <$t>::to_f32(self)
-            }
-            fn from_f32(x: f32) -> Self {
-                <$t>::from_f32(x)
-            }
-        }
-    };
+impl NormElem for f16 {
+    const LAUNCHES: [Launches<Self>; 4] = [launches::<Self, 1>(), launches::<Self, 2>(), launches::<Self, 4>(), launches::<Self, 8>()];
+    fn to_f32(self) -> f32 {
+        f16::to_f32(self)
+    }
+    fn from_f32(x: f32) -> Self {
+        f16::from_f32(x)
+    }
 }
-norm_elem!(kernel_device::f16, softmax_f16, layer_norm_f16, rms_norm_f16);
-norm_elem!(kernel_device::bf16, softmax_bf16, layer_norm_bf16, rms_norm_bf16);
+
+impl NormElem for bf16 {
+    const LAUNCHES: [Launches<Self>; 4] = [launches::<Self, 1>(), launches::<Self, 2>(), launches::<Self, 4>(), launches::<Self, 8>()];
+    fn to_f32(self) -> f32 {
+        bf16::to_f32(self)
+    }
+    fn from_f32(x: f32) -> Self {
+        bf16::from_f32(x)
+    }
+}
+
+/// The launches for `vecs` (1, 2, 4 or 8, checked).
+fn at<T: NormElem>(vecs: usize) -> &'static Launches<T> {
+    &T::LAUNCHES[vecs.trailing_zeros() as usize]
+}
 
 /// `y[r] = softmax(x[r])` for each of `rows` rows of `cols`, with `ops` the
 /// kernels of `kernel_ops_kernels` loaded on the device that holds the
 /// buffers (queued on a GPU's stream; run to completion on the emulator).
 pub fn softmax<T: NormElem>(ops: &Program, x: &Buffer<T>, y: &mut Buffer<T>, rows: usize, cols: usize) -> Result<(), Error> {
     let vecs = check("softmax", rows, cols, &[("x", x.len(), rows * cols), ("y", y.len(), rows * cols)])?;
-    Ok(T::softmax(ops, vecs, rows as u32, x, y)?)
+    Ok((at::<T>(vecs).softmax)(ops, rows as u32, x, y)?)
 }
 
 /// `y[r] = (x[r] - mean) / sqrt(var + eps) * gamma + beta` for each row.
 #[allow(clippy::too_many_arguments)]
 pub fn layer_norm<T: NormElem>(ops: &Program, x: &Buffer<T>, gamma: &Buffer<T>, beta: &Buffer<T>, y: &mut Buffer<T>, eps: f32, rows: usize, cols: usize) -> Result<(), Error> {
     let vecs = check("layer_norm", rows, cols, &[("x", x.len(), rows * cols), ("gamma", gamma.len(), cols), ("beta", beta.len(), cols), ("y", y.len(), rows * cols)])?;
-    Ok(T::layer_norm(ops, vecs, rows as u32, x, gamma, beta, y, eps)?)
+    Ok((at::<T>(vecs).layer_norm)(ops, rows as u32, x, gamma, beta, y, eps)?)
 }
 
 /// `y[r] = x[r] / sqrt(mean(x[r]²) + eps) * gamma` for each row.
 pub fn rms_norm<T: NormElem>(ops: &Program, x: &Buffer<T>, gamma: &Buffer<T>, y: &mut Buffer<T>, eps: f32, rows: usize, cols: usize) -> Result<(), Error> {
     let vecs = check("rms_norm", rows, cols, &[("x", x.len(), rows * cols), ("gamma", gamma.len(), cols), ("y", y.len(), rows * cols)])?;
-    Ok(T::rms_norm(ops, vecs, rows as u32, x, gamma, y, eps)?)
+    Ok((at::<T>(vecs).rms_norm)(ops, rows as u32, x, gamma, y, eps)?)
 }
 
 /// CPU reference of [`softmax`] (f64 arithmetic on the f32 inputs).

@@ -45,7 +45,7 @@ fn rows_stay_in_registers_and_move_in_16_byte_accesses() {
         for (op, extra_loads) in [("softmax", 0), ("layer_norm", 2), ("rms_norm", 1)] {
             for t in ["f16", "bf16"] {
                 for vecs in [1, 2, 4, 8] {
-                    let name = format!("{op}_{t}__{vecs}");
+                    let name = format!("{op}__{t}_{vecs}");
                     let body = entry(ptx, &name);
                     assert!(!body.contains(".local"), "{arch} {name}: local memory");
                     // x, plus gamma (and beta): `vecs` 16-byte loads each; `vecs` 16-byte stores of y.
@@ -77,7 +77,7 @@ fn attention_kernels_use_rs_wgmma_ex2_and_setmaxnreg_without_spills() {
         entries += 1;
     }
     assert_eq!(entries, 14, "2 types x 6 instances, and 2 three-consumer ones:\n{report}");
-    for name in ["attention_fwd__128_128_8_2", "attention_fwd_bf16__64_128_8_3", "attention_fwd__256_64_4_2", "attention_fwd__256_80_5_2", "attention_fwd_wg3__64_128_8_3"] {
+    for name in ["attention_fwd__f16_128_128_8_2", "attention_fwd__bf16_64_128_8_3", "attention_fwd__f16_256_64_4_2", "attention_fwd__f16_256_80_5_2", "attention_fwd_wg3__64_128_8_3"] {
         let body = entry(img.ptx, name);
         let rs = body.lines().filter(|l| l.contains("wgmma.mma_async") && l.contains("}, {%r")).count();
         assert!(rs >= 4, "{name}: {rs} RS wgmmas (P from registers) found");
@@ -98,7 +98,7 @@ fn attention_kernels_use_rs_wgmma_ex2_and_setmaxnreg_without_spills() {
 #[test]
 fn grouped_kernels_have_their_instructions_and_no_spills() {
     let img = image("sm_90a");
-    for (name, n) in [("grouped_matmul__128_256_4", 256), ("grouped_matmul__128_128_4", 128), ("grouped_matmul_bf16__128_256_4", 256), ("grouped_matmul_bf16__128_128_4", 128)] {
+    for (name, n) in [("grouped_matmul__f16_128_256_4", 256), ("grouped_matmul__f16_128_128_4", 128), ("grouped_matmul__bf16_128_256_4", 256), ("grouped_matmul__bf16_128_128_4", 128)] {
         let ty = if name.contains("bf16") { "bf16" } else { "f16" };
         let block = img.ptxas_report.split("Compiling entry function '").find(|b| b.starts_with(name)).unwrap_or_else(|| panic!("{name} not assembled"));
         let line = block.lines().find(|l| l.contains("bytes stack frame")).unwrap();
@@ -111,7 +111,7 @@ fn grouped_kernels_have_their_instructions_and_no_spills() {
     }
 }
 
-/// The matmul's kernels, f16 and bf16 (one generic body, the same
+/// The matmul's kernels, f16 and bf16 (one generic kernel each, the same
 /// instances): every instance assembled with no stack frame, no spills and
 /// no wgmma serialization, one K step of 64 as `BM / 64` wgmmas of
 /// `m64n{BN}k16` on its element type (and none on the other), the
@@ -125,9 +125,8 @@ fn matmul_kernels_f16_and_bf16_have_their_wgmmas_and_no_spills() {
     let cluster = [("128_256_128_4_8", 128, 256), ("256_128_64_3_8", 256, 128), ("128_256_128_4_16", 128, 256)];
     let mut entries = 0;
     for (ty, other, cvt) in [("f16", "bf16", "cvt.rn.f16x2.f32"), ("bf16", "f16", "cvt.rn.bf16x2.f32")] {
-        let suffix = if ty == "f16" { String::new() } else { format!("_{ty}") };
-        let names = persistent.iter().map(|(i, bm, bn)| (format!("matmul_persistent_ws{suffix}__{i}"), bm, bn));
-        let names = names.chain(cluster.iter().map(|(i, bm, bn)| (format!("matmul_persistent_ws_cluster{suffix}__{i}"), bm, bn)));
+        let names = persistent.iter().map(|(i, bm, bn)| (format!("matmul_persistent_ws__{ty}_{i}"), bm, bn));
+        let names = names.chain(cluster.iter().map(|(i, bm, bn)| (format!("matmul_persistent_ws_cluster__{ty}_{i}"), bm, bn)));
         for (name, bm, bn) in names {
             let block = img.ptxas_report.split("Compiling entry function '").find(|b| b.starts_with(&format!("{name}'"))).unwrap_or_else(|| panic!("{name} not assembled"));
             let line = block.lines().find(|l| l.contains("bytes stack frame")).unwrap();
@@ -164,21 +163,21 @@ fn attention_backward_kernel_has_its_instructions_and_register_budgets() {
     let mut entries = 0;
     for block in report.split("Compiling entry function '").skip(1) {
         let name = block.split('\'').next().unwrap();
-        if !(name.starts_with("attention_bwd__") || name.starts_with("attention_bwd_bf16__")) {
+        if !name.starts_with("attention_bwd__") {
             continue;
         }
         let line = block.lines().find(|l| l.contains("bytes stack frame")).unwrap_or_else(|| panic!("{name}: no stack line"));
-        if name.contains("__64_") {
+        if name.contains("16_64_") {
             assert!(line.contains("0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"), "{name}: {line}");
         }
         entries += 1;
     }
     assert_eq!(entries, 4, "2 types x 2 instances:\n{report}");
     assert!(!report.contains("C7508"), "a kernel's setmaxnreg was dropped:\n{report}");
-    for name in ["attention_bwd__64_2", "attention_bwd_bf16__64_2", "attention_bwd__128_2", "attention_bwd_bf16__128_2"] {
+    for name in ["attention_bwd__f16_64_2", "attention_bwd__bf16_64_2", "attention_bwd__f16_128_2", "attention_bwd__bf16_128_2"] {
         let body = entry(img.ptx, name);
         // Pinned at D 64 only (unpinned, D 128 keeps its budgets and runs faster).
-        assert_eq!(body.contains(".minnctapersm 1"), name.contains("__64_"), "{name}: .minnctapersm");
+        assert_eq!(body.contains(".minnctapersm 1"), name.contains("_64_"), "{name}: .minnctapersm");
         assert!(body.contains("setmaxnreg.inc.sync.aligned.u32 240") && body.contains("setmaxnreg.dec.sync.aligned.u32 24"), "{name}: setmaxnreg");
         let rs = body.lines().filter(|l| l.contains("wgmma.mma_async") && l.contains("}, {%r")).count();
         assert!(rs >= 8, "{name}: {rs} RS wgmmas (Pᵀ and dSᵀ from registers)");
@@ -230,7 +229,7 @@ fn blockscaled_fp8_kernel_has_its_instructions_and_register_budgets() {
 /// ([`no_kernel_spills_but_the_known_ones`]); a known one that spills more,
 /// or less (then shrink this table), fails too.
 ///
-/// - `attention_bwd{,_bf16}__128_2` (4 bytes): the step's dQ-reduction
+/// - `attention_bwd__{f16,bf16}_128_2` (4 bytes): the step's dQ-reduction
 ///   address base (`b x heads` plus the K/V head's first Q head), stored
 ///   once before the loop and reloaded once per step by the one thread that
 ///   issues the bulk reduction (one `LDL` per step, an L1 hit). LLVM
@@ -243,8 +242,8 @@ fn blockscaled_fp8_kernel_has_its_instructions_and_register_budgets() {
 ///   K loop and reloaded after it (per tile); none in the compute
 ///   warpgroups' K loop.
 const KNOWN_SPILLS: [(&str, (u32, u32, u32)); 3] = [
-    ("attention_bwd__128_2", (8, 4, 4)),
-    ("attention_bwd_bf16__128_2", (8, 4, 4)),
+    ("attention_bwd__f16_128_2", (8, 4, 4)),
+    ("attention_bwd__bf16_128_2", (8, 4, 4)),
     ("grouped_matmul_fp8_blockscaled__4", (24, 20, 44)),
 ];
 

@@ -158,7 +158,7 @@ fn count(body: &str, opcode: &str) -> usize {
 #[test]
 fn swiglu_keeps_the_plain_gemm_mainloop_and_adds_only_the_epilogue_math() {
     let ptx = sm90a().ptx;
-    let plain = entry(ptx, "matmul_persistent_ws__128_256_4_8");
+    let plain = entry(ptx, "matmul_persistent_ws__f16_128_256_4_8");
     for name in ["swiglu__128_128_256_4_8", "swiglu__128_128_256_4_16"] {
         let fused = entry(ptx, name);
         for op in ["wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16", "wgmma.fence", "wgmma.commit_group", "setmaxnreg"] {

@@ -372,18 +372,19 @@ const LADDER: &[(&str, &str, usize, &[&str])] = &[
 /// The ladder's steps 4 and 5 are `kernel-ops`' matmul kernels
 /// (`matmul_epilogue_overlap` = `matmul_persistent_ws`,
 /// `matmul_cluster_multicast` = `matmul_persistent_ws_cluster`), built into
-/// `kernel_ops_kernels::DEVICE_CODE` under the library's names: the same
+/// `kernel_ops_kernels::DEVICE_CODE` under the library's names (the f16
+/// instances of the generic kernels): the same
 /// facts as [`LADDER`], checked in that image.
 const LADDER_LIBRARY: &[(&str, &str, usize, &[&str])] = &[
-    ("matmul_persistent_ws__128_256_4_8", "m64n256k16", 4, &["cp.async.bulk.wait_group.read 1", "cp.async.bulk.commit_group"]),
-    ("matmul_persistent_ws__256_128_3_8", "m64n128k16", 8, &["cp.async.bulk.wait_group.read 1"]),
+    ("matmul_persistent_ws__f16_128_256_4_8", "m64n256k16", 4, &["cp.async.bulk.wait_group.read 1", "cp.async.bulk.commit_group"]),
+    ("matmul_persistent_ws__f16_256_128_3_8", "m64n128k16", 8, &["cp.async.bulk.wait_group.read 1"]),
     (
-        "matmul_persistent_ws_cluster__128_256_128_4_8",
+        "matmul_persistent_ws_cluster__f16_128_256_128_4_8",
         "m64n256k16",
         4,
         &[".multicast::cluster", "mapa.shared::cluster", "mbarrier.arrive.shared::cluster.b64", "%clusterid.x", "%cluster_ctarank"],
     ),
-    ("matmul_persistent_ws_cluster__256_128_64_3_8", "m64n128k16", 8, &[".multicast::cluster"]),
+    ("matmul_persistent_ws_cluster__f16_256_128_64_3_8", "m64n128k16", 8, &[".multicast::cluster"]),
 ];
 
 #[test]
@@ -408,15 +409,15 @@ fn hopper_ladder_is_assembled_without_spills_and_has_its_instructions() {
     // the library's.
     let entries = image("sm_90a").ptx.matches(".entry matmul_").count();
     assert!(entries >= 11 + 9, "ladder and step 0/1 entries: {entries}");
-    // (kernel-ops also holds their bf16 twins, `matmul_persistent_ws_bf16`
-    // and `matmul_persistent_ws_cluster_bf16`: kernel-ops/tests/ptx.rs.)
+    // (kernel-ops also holds their bf16 instances, `matmul_persistent_ws__bf16_*`
+    // and `matmul_persistent_ws_cluster__bf16_*`: kernel-ops/tests/ptx.rs.)
     let lib = library("sm_90a").ptx;
-    let entries = lib.matches(".entry matmul_persistent_ws__").count() + lib.matches(".entry matmul_persistent_ws_cluster__").count();
+    let entries = lib.matches(".entry matmul_persistent_ws__f16_").count() + lib.matches(".entry matmul_persistent_ws_cluster__f16_").count();
     assert_eq!(entries, 5 + 3, "kernel-ops f16 matmul entries");
     // The examples crate depends on kernel-ops-kernels, but a dependency's
     // kernels are not compiled into the dependent's device code.
     for arch in ARCHS {
-        for other in [".entry matmul_persistent_ws", ".entry rms_norm_f16__"] {
+        for other in [".entry matmul_persistent_ws", ".entry rms_norm__"] {
             assert!(!image(arch).ptx.contains(other), "examples {arch}: holds kernel-ops' `{other}`");
         }
     }

@@ -371,23 +371,24 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const KC: 
     }
 }
 
-/// Attention forward, f16 (see [`attention_fwd_of`] for the schedule and
+/// Attention forward on element type `E` (q, k, v, o: f16 or bf16; P
+/// rounded to `E` for `P V`; see [`attention_fwd_of`] for the schedule and
 /// the launch): `O = softmax(scale Q Kᵀ) V` and the log-sum-exp per row.
-/// Instances `(D, BN, KC = BN / 16, STAGES)`.
-#[kernel(block = warpgroups(3), arch = sm_90a, instances((64, 128, 8, 3), (64, 128, 8, 4), (128, 128, 8, 2), (128, 128, 8, 3), (256, 64, 4, 2), (256, 80, 5, 2)))]
-pub fn attention_fwd<const D: usize, const BN: usize, const KC: usize, const STAGES: usize>(
-    q: Tma<QTile<f16, D>, 3>,
-    k: Tma<KvTile<f16, BN, D>, 3>,
-    v: Tma<KvTile<f16, BN, D>, 3>,
-    o: Tma<QTile<f16, D>, 3>,
+/// Instances `(E, D, BN, KC = BN / 16, STAGES)`.
+#[kernel(block = warpgroups(3), arch = sm_90a, instances(E = [f16, bf16], (64, 128, 8, 3), (64, 128, 8, 4), (128, 128, 8, 2), (128, 128, 8, 3), (256, 64, 4, 2), (256, 80, 5, 2)))]
+pub fn attention_fwd<E: AttnElem, const D: usize, const BN: usize, const KC: usize, const STAGES: usize>(
+    q: Tma<QTile<E, D>, 3>,
+    k: Tma<KvTile<E, BN, D>, 3>,
+    v: Tma<KvTile<E, BN, D>, 3>,
+    o: Tma<QTile<E, D>, 3>,
     lse: Gmem<f32>,
     seq: u32,
     kv_group: u32,
     scale_log2: f32,
     causal: u32,
-    #[scratch] q_buf: Smem<QTile<f16, D>>,
-    #[scratch] k_bufs: Smem<[KvTile<f16, BN, D>; STAGES]>,
-    #[scratch] v_bufs: Smem<[KvTile<f16, BN, D>; STAGES]>,
+    #[scratch] q_buf: Smem<QTile<E, D>>,
+    #[scratch] k_bufs: Smem<[KvTile<E, BN, D>; STAGES]>,
+    #[scratch] v_bufs: Smem<[KvTile<E, BN, D>; STAGES]>,
     #[scratch] q_loaded: Barrier,
     #[scratch] k_loaded: Barriers<STAGES>,
     #[scratch] v_loaded: Barriers<STAGES>,
@@ -397,35 +398,7 @@ pub fn attention_fwd<const D: usize, const BN: usize, const KC: usize, const STA
     Cols<D>: WgmmaShape,
     Cols<BN>: WgmmaShape,
 {
-    attention_fwd_of::<f16, D, BN, KC, STAGES, BM, 2>(q, k, v, o, lse, seq, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
-}
-
-/// Attention forward, bf16: [`attention_fwd`] with bf16 q, k, v, o (P
-/// rounded to bf16 for `P V`).
-#[kernel(block = warpgroups(3), arch = sm_90a, instances((64, 128, 8, 3), (64, 128, 8, 4), (128, 128, 8, 2), (128, 128, 8, 3), (256, 64, 4, 2), (256, 80, 5, 2)))]
-pub fn attention_fwd_bf16<const D: usize, const BN: usize, const KC: usize, const STAGES: usize>(
-    q: Tma<QTile<bf16, D>, 3>,
-    k: Tma<KvTile<bf16, BN, D>, 3>,
-    v: Tma<KvTile<bf16, BN, D>, 3>,
-    o: Tma<QTile<bf16, D>, 3>,
-    lse: Gmem<f32>,
-    seq: u32,
-    kv_group: u32,
-    scale_log2: f32,
-    causal: u32,
-    #[scratch] q_buf: Smem<QTile<bf16, D>>,
-    #[scratch] k_bufs: Smem<[KvTile<bf16, BN, D>; STAGES]>,
-    #[scratch] v_bufs: Smem<[KvTile<bf16, BN, D>; STAGES]>,
-    #[scratch] q_loaded: Barrier,
-    #[scratch] k_loaded: Barriers<STAGES>,
-    #[scratch] v_loaded: Barriers<STAGES>,
-    #[scratch(arrivals = 256)] k_consumed: Barriers<STAGES>,
-    #[scratch(arrivals = 256)] v_consumed: Barriers<STAGES>,
-) where
-    Cols<D>: WgmmaShape,
-    Cols<BN>: WgmmaShape,
-{
-    attention_fwd_of::<bf16, D, BN, KC, STAGES, BM, 2>(q, k, v, o, lse, seq, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
+    attention_fwd_of::<E, D, BN, KC, STAGES, BM, 2>(q, k, v, o, lse, seq, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
 }
 
 /// Attention forward with THREE consumer warpgroups (192 Q rows per CTA,

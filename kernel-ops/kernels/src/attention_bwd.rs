@@ -453,57 +453,51 @@ struct Geometry {
     col: u32,
 }
 
-macro_rules! bwd_kernels {
-    ($t:ty, $main:ident, $pre:ident, $dq:ident) => {
-        /// Attention backward's main kernel (see [`attention_bwd_of`] for
-        /// the schedule and the launch). Instances `(D, STAGES)`.
-        #[kernel(block = warpgroups(3), arch = sm_90a, instances((64, 2), (128, 2)))]
-        pub fn $main<const D: usize, const STAGES: usize>(
-            q: Tma<QStep<$t, D>, 3>,
-            k: Tma<KHalf<$t, D>, 3>,
-            v: Tma<KHalf<$t, D>, 3>,
-            d_o: Tma<QStep<$t, D>, 3>,
-            dk: Tma<KHalf<$t, D>, 3>,
-            dv: Tma<KHalf<$t, D>, 3>,
-            stats: GmemRef<f32>,
-            dq_acc: Gmem<f32>,
-            seq: u32,
-            kv_group: u32,
-            scale_log2: f32,
-            causal: u32,
-            #[scratch] k_bufs: Smem<[KHalf<$t, D>; 2]>,
-            #[scratch] v_bufs: Smem<[KHalf<$t, D>; 2]>,
-            #[scratch] q_bufs: Smem<[QStep<$t, D>; STAGES]>,
-            #[scratch] do_bufs: Smem<[QStep<$t, D>; STAGES]>,
-            #[scratch] ds_bufs: Smem<[DsTile<$t>; 4]>,
-            #[scratch] stats_bufs: Smem<[[f32; 2 * BWD_BM]; STAGES]>,
-            #[scratch] dq_bufs: Smem<[[f32; DQ_CHUNK]; 2]>,
-            #[scratch] kv_loaded: Barrier,
-            #[scratch] qdo_loaded: Barriers<STAGES>,
-            #[scratch(arrivals = 256)] qdo_consumed: Barriers<STAGES>,
-        ) where
-            Cols<D>: WgmmaShape,
-        {
-            attention_bwd_of::<$t, D, STAGES>(
-                q, k, v, d_o, dk, dv, stats, dq_acc, seq, kv_group, scale_log2, causal, k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, stats_bufs, dq_bufs, kv_loaded, qdo_loaded, qdo_consumed,
-            );
-        }
-
-        /// The statistics `(lse log2 e, rowsum(dO ⊙ O))` per query (see
-        /// [`attention_bwd_pre_of`]). Instances `(D)`.
-        #[kernel(block = warpgroups(1), instances((64), (128)))]
-        #[allow(clippy::too_many_arguments)]
-        pub fn $pre<const D: usize>(o: GmemRef<$t>, d_o: GmemRef<$t>, lse: GmemRef<f32>, stats: Gmem<f32>, batch: u32, seq: u32, heads: u32, seq_pad: u32) {
-            attention_bwd_pre_of::<$t, D>(o, d_o, lse, stats, batch, seq, heads, seq_pad);
-        }
-
-        /// `dQ = scale · dQ_acc` (see [`attention_bwd_dq_of`]). Instances `(D)`.
-        #[kernel(block = warpgroups(1), instances((64), (128)))]
-        pub fn $dq<const D: usize>(acc: GmemRef<f32>, dq: Gmem<$t>, seq: u32, heads: u32, scale: f32) {
-            attention_bwd_dq_of::<$t, D>(acc, dq, seq, heads, scale);
-        }
-    };
+/// Attention backward's main kernel on element type `E` (f16 or bf16;
+/// see [`attention_bwd_of`] for the schedule and the launch). Instances
+/// `(E, D, STAGES)`.
+#[kernel(block = warpgroups(3), arch = sm_90a, instances(E = [f16, bf16], (64, 2), (128, 2)))]
+pub fn attention_bwd<E: AttnElem, const D: usize, const STAGES: usize>(
+    q: Tma<QStep<E, D>, 3>,
+    k: Tma<KHalf<E, D>, 3>,
+    v: Tma<KHalf<E, D>, 3>,
+    d_o: Tma<QStep<E, D>, 3>,
+    dk: Tma<KHalf<E, D>, 3>,
+    dv: Tma<KHalf<E, D>, 3>,
+    stats: GmemRef<f32>,
+    dq_acc: Gmem<f32>,
+    seq: u32,
+    kv_group: u32,
+    scale_log2: f32,
+    causal: u32,
+    #[scratch] k_bufs: Smem<[KHalf<E, D>; 2]>,
+    #[scratch] v_bufs: Smem<[KHalf<E, D>; 2]>,
+    #[scratch] q_bufs: Smem<[QStep<E, D>; STAGES]>,
+    #[scratch] do_bufs: Smem<[QStep<E, D>; STAGES]>,
+    #[scratch] ds_bufs: Smem<[DsTile<E>; 4]>,
+    #[scratch] stats_bufs: Smem<[[f32; 2 * BWD_BM]; STAGES]>,
+    #[scratch] dq_bufs: Smem<[[f32; DQ_CHUNK]; 2]>,
+    #[scratch] kv_loaded: Barrier,
+    #[scratch] qdo_loaded: Barriers<STAGES>,
+    #[scratch(arrivals = 256)] qdo_consumed: Barriers<STAGES>,
+) where
+    Cols<D>: WgmmaShape,
+{
+    attention_bwd_of::<E, D, STAGES>(
+        q, k, v, d_o, dk, dv, stats, dq_acc, seq, kv_group, scale_log2, causal, k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, stats_bufs, dq_bufs, kv_loaded, qdo_loaded, qdo_consumed,
+    );
 }
 
-bwd_kernels!(f16, attention_bwd, attention_bwd_pre, attention_bwd_dq);
-bwd_kernels!(bf16, attention_bwd_bf16, attention_bwd_pre_bf16, attention_bwd_dq_bf16);
+/// The statistics `(lse log2 e, rowsum(dO ⊙ O))` per query, on element
+/// type `E` (see [`attention_bwd_pre_of`]). Instances `(E, D)`.
+#[kernel(block = warpgroups(1), instances(E = [f16, bf16], (64), (128)))]
+#[allow(clippy::too_many_arguments)]
+pub fn attention_bwd_pre<E: Scalar, const D: usize>(o: GmemRef<E>, d_o: GmemRef<E>, lse: GmemRef<f32>, stats: Gmem<f32>, batch: u32, seq: u32, heads: u32, seq_pad: u32) {
+    attention_bwd_pre_of::<E, D>(o, d_o, lse, stats, batch, seq, heads, seq_pad);
+}
+
+/// `dQ = scale · dQ_acc` on element type `E` (see [`attention_bwd_dq_of`]). Instances `(E, D)`.
+#[kernel(block = warpgroups(1), instances(E = [f16, bf16], (64), (128)))]
+pub fn attention_bwd_dq<E: Scalar, const D: usize>(acc: GmemRef<f32>, dq: Gmem<E>, seq: u32, heads: u32, scale: f32) {
+    attention_bwd_dq_of::<E, D>(acc, dq, seq, heads, scale);
+}

@@ -244,8 +244,7 @@ fn write_sub_tile<E: Copy, const BM: usize>(buf: Smem<EpiTile<E, BM>>, c: &Tma<E
 }
 
 /// `C_g = A_g · B_gᵀ` for every group `g` (elements `E`: f16 or bf16, f32
-/// accumulation; the kernels are [`grouped_matmul`] and
-/// [`grouped_matmul_bf16`]), persistent and warp-specialized:
+/// accumulation; the kernel is [`grouped_matmul`]), persistent and warp-specialized:
 /// [`matmul_persistent_ws`](crate::matmul::matmul_persistent_ws)'s roles,
 /// ring and overlapped epilogue over the tiles of all groups
 /// ([`GroupCursor`]).
@@ -348,54 +347,29 @@ pub fn grouped_matmul_of<E: GemmElem, const BM: usize, const BN: usize, const ST
     }
 }
 
-/// [`grouped_matmul_of`] on f16 (`A`, `B` and `C`).
-#[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 128, 4), (128, 256, 4)))]
+/// [`grouped_matmul_of`] on element type `E` (`A`, `B` and `C`: f16 or bf16).
+#[kernel(block = warpgroups(3), arch = sm_90a, instances(E = [f16, bf16], (128, 128, 4), (128, 256, 4)))]
 #[allow(clippy::too_many_arguments)]
-pub fn grouped_matmul<const BM: usize, const BN: usize, const STAGES: usize>(
-    a: Tma<ATile<f16, BM>>,
-    b: Tma<BTile<f16, BN>, 3>,
-    c: Tma<EpiTile<f16, BM>>,
-    c_rows: Gmem<f16>,
+pub fn grouped_matmul<E: GemmElem, const BM: usize, const BN: usize, const STAGES: usize>(
+    a: Tma<ATile<E, BM>>,
+    b: Tma<BTile<E, BN>, 3>,
+    c: Tma<EpiTile<E, BM>>,
+    c_rows: Gmem<E>,
     sizes: GmemRef<u32>,
     status: Gmem<u32>,
     m_total: u32,
     n: u32,
     k_steps: u32,
-    #[scratch] a_bufs: Smem<[ATile<f16, BM>; STAGES]>,
-    #[scratch] b_bufs: Smem<[BTile<f16, BN>; STAGES]>,
-    #[scratch] epi: Smem<[EpiTile<f16, BM>; 2]>,
+    #[scratch] a_bufs: Smem<[ATile<E, BM>; STAGES]>,
+    #[scratch] b_bufs: Smem<[BTile<E, BN>; STAGES]>,
+    #[scratch] epi: Smem<[EpiTile<E, BM>; 2]>,
     #[scratch] loaded: Barriers<STAGES>,
     #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
     #[scratch] tiles_at: Smem<[[u32; 4]; 8]>,
 ) where
     Cols<BN>: WgmmaShape,
 {
-    grouped_matmul_of::<f16, BM, BN, STAGES>(a, b, c, c_rows, sizes, status, m_total, n, k_steps, a_bufs, b_bufs, epi, loaded, consumed, tiles_at)
-}
-
-/// [`grouped_matmul_of`] on bf16 (`A`, `B` and `C`).
-#[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 128, 4), (128, 256, 4)))]
-#[allow(clippy::too_many_arguments)]
-pub fn grouped_matmul_bf16<const BM: usize, const BN: usize, const STAGES: usize>(
-    a: Tma<ATile<bf16, BM>>,
-    b: Tma<BTile<bf16, BN>, 3>,
-    c: Tma<EpiTile<bf16, BM>>,
-    c_rows: Gmem<bf16>,
-    sizes: GmemRef<u32>,
-    status: Gmem<u32>,
-    m_total: u32,
-    n: u32,
-    k_steps: u32,
-    #[scratch] a_bufs: Smem<[ATile<bf16, BM>; STAGES]>,
-    #[scratch] b_bufs: Smem<[BTile<bf16, BN>; STAGES]>,
-    #[scratch] epi: Smem<[EpiTile<bf16, BM>; 2]>,
-    #[scratch] loaded: Barriers<STAGES>,
-    #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
-    #[scratch] tiles_at: Smem<[[u32; 4]; 8]>,
-) where
-    Cols<BN>: WgmmaShape,
-{
-    grouped_matmul_of::<bf16, BM, BN, STAGES>(a, b, c, c_rows, sizes, status, m_total, n, k_steps, a_bufs, b_bufs, epi, loaded, consumed, tiles_at)
+    grouped_matmul_of::<E, BM, BN, STAGES>(a, b, c, c_rows, sizes, status, m_total, n, k_steps, a_bufs, b_bufs, epi, loaded, consumed, tiles_at)
 }
 
 /// [`grouped_matmul_fp8_blockscaled`]'s tile: the block-scaled GEMM's

@@ -4,13 +4,13 @@
 //!
 //! | module | kernels | host entry point |
 //! |---|---|---|
-//! | [`norms`] | `softmax_{f16,bf16}`, `layer_norm_{f16,bf16}`, `rms_norm_{f16,bf16}` (`<VECS>`: 1024 x VECS columns) | `kernel_ops::norms` |
-//! | [`matmul`] | `matmul_persistent_ws`, `matmul_persistent_ws_cluster` (the Hopper ladder's steps 4 and 5 re-export them as `matmul_epilogue_overlap` and `matmul_cluster_multicast`), and their bf16 twins `matmul_persistent_ws_bf16`, `matmul_persistent_ws_cluster_bf16` (one generic body each) | `kernel_ops::matmul` |
+//! | [`norms`] | `softmax`, `layer_norm`, `rms_norm` (`<T, VECS>`: f16 or bf16, 1024 x VECS columns) | `kernel_ops::norms` |
+//! | [`matmul`] | `matmul_persistent_ws`, `matmul_persistent_ws_cluster` (the Hopper ladder's steps 4 and 5 re-export them as `matmul_epilogue_overlap` and `matmul_cluster_multicast`), each generic over the element type (f16, bf16) | `kernel_ops::matmul` |
 //! | [`gemm`] | none: the building blocks of the warp-specialized Hopper GEMMs (tile types, per-warpgroup accumulators [`gemm::WgAcc`], the sub-tile epilogue store, role constants), shared with the Hopper ladder | |
 //! | [`gemm_multi`] | none: the multi-operand GEMM (`gemm_multi`, a generic function kernels call with their register-array epilogue) | |
 //! | [`matmul_fp8`] | `matmul_fp8` (`(scale_a scale_b) A Bᵀ`, e4m3 in, f16 out: `gemm_multi_of` on FP8 tiles), `matmul_fp8_rowwise` (a scale per row of A and of B), `matmul_fp8_blockscaled` (1 x 128 and 128 x 128 scales, promoted every 128 of K) | `kernel_ops::fp8` |
-//! | [`attention`] | `attention_fwd`, `attention_fwd_bf16` (`softmax(scale Q Kᵀ) V` and the log-sum-exp, head_dim 64/128/256, causal or not, GQA; FlashAttention-3's producer/consumer schedule with P in registers) | `kernel_ops::attention` |
-//! | [`grouped`] | `grouped_matmul`, `grouped_matmul_bf16` (mixture of experts: `C_g = A_g B_gᵀ` over groups of ragged rows, sizes on the device, tiles scheduled in the kernel; `128 x 256` and `128 x 128`), `grouped_matmul_fp8_blockscaled` (the same in FP8 with 1 x 128 / 128 x 128 block scales) | `kernel_ops::grouped` |
+//! | [`attention`] | `attention_fwd` (f16 or bf16: `softmax(scale Q Kᵀ) V` and the log-sum-exp, head_dim 64/128/256, causal or not, GQA; FlashAttention-3's producer/consumer schedule with P in registers) | `kernel_ops::attention` |
+//! | [`grouped`] | `grouped_matmul` (f16 or bf16; mixture of experts: `C_g = A_g B_gᵀ` over groups of ragged rows, sizes on the device, tiles scheduled in the kernel; `128 x 256` and `128 x 128`), `grouped_matmul_fp8_blockscaled` (the same in FP8 with 1 x 128 / 128 x 128 block scales) | `kernel_ops::grouped` |
 //! | [`collective`] | `allgather_matmul_ws` (the ready matmul over an `A` all-gathered while it runs: shards visited in arrival order, each gated on its arrival flag) | `kernel_ops::collective` |
 //! | [`swiglu`] | `swiglu` (`silu(X W1ᵀ) * (X W3ᵀ)`: `gemm_multi` with two operands) | `kernel_ops::swiglu` |
 #![no_std]

@@ -7,11 +7,10 @@
 //! `#[kernel(instances(..))]` lists of the two kernels are what it
 //! autotunes over.
 //!
-//! Each kernel has an f16 entry (`matmul_persistent_ws`,
-//! `matmul_persistent_ws_cluster`) and a bf16 one with the same instances
-//! (`matmul_persistent_ws_bf16`, `matmul_persistent_ws_cluster_bf16`):
-//! thin `#[kernel]` functions around one body generic over the element
-//! type ([`GemmElem`]).
+//! Both kernels are generic over the element type ([`GemmElem`]: f16 and
+//! bf16), their instances listed once for both types
+//! (`instances(E = [f16, bf16], ..)`): `matmul_persistent_ws<bf16, 128,
+//! 256, 4, 8>` is the entry `matmul_persistent_ws__bf16_128_256_4_8`.
 //!
 //! Any `M`, `N`, `K` with `K % 8 == 0` and `N % 8 == 0` (rows of 16-byte
 //! multiples, a TMA rule): loads past the edges are zero-filled, stores
@@ -29,5 +28,5 @@ pub use crate::gemm::{
 mod cluster;
 mod persistent;
 
-pub use cluster::{matmul_persistent_ws_cluster, matmul_persistent_ws_cluster_bf16, matmul_persistent_ws_cluster_of, CLUSTER_M};
-pub use persistent::{matmul_persistent_ws, matmul_persistent_ws_bf16, matmul_persistent_ws_rows, AllRows, RowSource};
+pub use cluster::{matmul_persistent_ws_cluster, matmul_persistent_ws_cluster_of, CLUSTER_M};
+pub use persistent::{matmul_persistent_ws, matmul_persistent_ws_rows, AllRows, RowSource};

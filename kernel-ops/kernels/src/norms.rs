@@ -80,25 +80,20 @@ pub fn rms_norm_row<T: Scalar, const VECS: usize>(x: GmemRef<T>, gamma: GmemRef<
     (v * r * load_row::<T, VECS>(gamma, 0)).cast::<T>().store_gmem(y, off);
 }
 
-macro_rules! norm_kernels {
-    ($t:ty, $softmax:ident, $layer_norm:ident, $rms_norm:ident) => {
-        #[doc = concat!("Row softmax of `", stringify!($t), "` rows of `1024 * VECS` columns (see the [module docs](self)). Grid: rows.")]
-        #[kernel(block = warpgroups(1), instances((1), (2), (4), (8)))]
-        pub fn $softmax<const VECS: usize>(x: GmemRef<$t>, y: Gmem<$t>, #[scratch] red: Smem<[f32; 4]>) {
-            softmax_row::<$t, VECS>(x, y, red);
-        }
-        #[doc = concat!("Layer norm (forward) of `", stringify!($t), "` rows of `1024 * VECS` columns (see the [module docs](self)). Grid: rows.")]
-        #[kernel(block = warpgroups(1), instances((1), (2), (4), (8)))]
-        pub fn $layer_norm<const VECS: usize>(x: GmemRef<$t>, gamma: GmemRef<$t>, beta: GmemRef<$t>, y: Gmem<$t>, eps: f32, #[scratch] red: Smem<[f32; 4]>) {
-            layer_norm_row::<$t, VECS>(x, gamma, beta, y, eps, red);
-        }
-        #[doc = concat!("RMS norm of `", stringify!($t), "` rows of `1024 * VECS` columns (see the [module docs](self)). Grid: rows.")]
-        #[kernel(block = warpgroups(1), instances((1), (2), (4), (8)))]
-        pub fn $rms_norm<const VECS: usize>(x: GmemRef<$t>, gamma: GmemRef<$t>, y: Gmem<$t>, eps: f32, #[scratch] red: Smem<[f32; 4]>) {
-            rms_norm_row::<$t, VECS>(x, gamma, y, eps, red);
-        }
-    };
+/// Row softmax of `T` rows (f16 or bf16) of `1024 * VECS` columns (see the [module docs](self)). Grid: rows.
+#[kernel(block = warpgroups(1), instances(T = [f16, bf16], (1), (2), (4), (8)))]
+pub fn softmax<T: Scalar, const VECS: usize>(x: GmemRef<T>, y: Gmem<T>, #[scratch] red: Smem<[f32; 4]>) {
+    softmax_row::<T, VECS>(x, y, red);
 }
 
-norm_kernels!(f16, softmax_f16, layer_norm_f16, rms_norm_f16);
-norm_kernels!(bf16, softmax_bf16, layer_norm_bf16, rms_norm_bf16);
+/// Layer norm (forward) of `T` rows (f16 or bf16) of `1024 * VECS` columns (see the [module docs](self)). Grid: rows.
+#[kernel(block = warpgroups(1), instances(T = [f16, bf16], (1), (2), (4), (8)))]
+pub fn layer_norm<T: Scalar, const VECS: usize>(x: GmemRef<T>, gamma: GmemRef<T>, beta: GmemRef<T>, y: Gmem<T>, eps: f32, #[scratch] red: Smem<[f32; 4]>) {
+    layer_norm_row::<T, VECS>(x, gamma, beta, y, eps, red);
+}
+
+/// RMS norm of `T` rows (f16 or bf16) of `1024 * VECS` columns (see the [module docs](self)). Grid: rows.
+#[kernel(block = warpgroups(1), instances(T = [f16, bf16], (1), (2), (4), (8)))]
+pub fn rms_norm<T: Scalar, const VECS: usize>(x: GmemRef<T>, gamma: GmemRef<T>, y: Gmem<T>, eps: f32, #[scratch] red: Smem<[f32; 4]>) {
+    rms_norm_row::<T, VECS>(x, gamma, y, eps, red);
+}

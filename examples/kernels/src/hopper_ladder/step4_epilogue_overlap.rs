@@ -13,8 +13,11 @@
 //!
 //! Step 4 is the library's kernel: see
 //! [`kernel_ops_kernels::matmul::matmul_persistent_ws`] (its "This kernel
-//! works as follows" header, constraints and instance list), re-exported
-//! here under the ladder's name. It is compiled into `kernel-ops-kernels`,
+//! works as follows" header, constraints and instance list), at f16, here
+//! under the ladder's name. It is compiled into `kernel-ops-kernels`,
 //! not into this crate: the host loads `kernel_ops_kernels::DEVICE_CODE` to
 //! launch it.
-pub use kernel_ops_kernels::matmul::matmul_persistent_ws as matmul_epilogue_overlap;
+/// The library's [`matmul_persistent_ws`](kernel_ops_kernels::matmul::matmul_persistent_ws) on f16.
+#[allow(non_camel_case_types)]
+pub type matmul_epilogue_overlap<const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32> =
+    kernel_ops_kernels::matmul::matmul_persistent_ws<kernel_device::f16, BM, BN, STAGES, GRID_W>;

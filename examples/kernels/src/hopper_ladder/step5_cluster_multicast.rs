@@ -17,8 +17,13 @@
 //!
 //! Step 5 is the library's kernel: see
 //! [`kernel_ops_kernels::matmul::matmul_persistent_ws_cluster`] (its "This
-//! kernel works as follows" header, constraints and instance list),
-//! re-exported here under the ladder's name. It is compiled into
+//! kernel works as follows" header, constraints and instance list), at
+//! f16, here under the ladder's name. It is compiled into
 //! `kernel-ops-kernels`, not into this crate: the host loads
 //! `kernel_ops_kernels::DEVICE_CODE` to launch it.
-pub use kernel_ops_kernels::matmul::{matmul_persistent_ws_cluster as matmul_cluster_multicast, CLUSTER_M};
+pub use kernel_ops_kernels::matmul::CLUSTER_M;
+
+/// The library's [`matmul_persistent_ws_cluster`](kernel_ops_kernels::matmul::matmul_persistent_ws_cluster) on f16.
+#[allow(non_camel_case_types)]
+pub type matmul_cluster_multicast<const BM: usize, const BN: usize, const BH: usize, const STAGES: usize, const GRID_W: u32> =
+    kernel_ops_kernels::matmul::matmul_persistent_ws_cluster<kernel_device::f16, BM, BN, BH, STAGES, GRID_W>;

@@ -2,10 +2,9 @@
 //! [`matmul_persistent_ws_cluster`] (the Hopper ladder's step 5,
 //! `examples/kernels/src/hopper_ladder/step5_cluster_multicast.rs`, which
 //! re-exports it as `matmul_cluster_multicast` and tells why its remote
-//! arrive is release at CTA scope), and its bf16 twin
-//! [`matmul_persistent_ws_cluster_bf16`]: one body,
-//! [`matmul_persistent_ws_cluster_of`], generic over the element type.
-use crate::gemm::{check_tile, ATile, ATileOf, BTile, BTileOf, EpiTile, EpiTileOf, GemmElem, WgAcc, COMPUTE_REGS, MEMORY_REGS, TK};
+//! arrive is release at CTA scope), generic over the element type (f16
+//! and bf16 instances); its body is [`matmul_persistent_ws_cluster_of`].
+use crate::gemm::{check_tile, ATile, BTile, EpiTile, GemmElem, WgAcc, COMPUTE_REGS, MEMORY_REGS, TK};
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
 use kernel_device::tma::wait_group;
@@ -17,7 +16,7 @@ use kernel_device::{bf16, f16};
 /// CTAs per cluster of [`matmul_persistent_ws_cluster`].
 pub const CLUSTER_M: u32 = 2;
 
-/// `C = A · Bᵀ`, persistent, clusters of 2 along M with B multicast: as
+/// `C = A · Bᵀ` on element type `E` (f16 or bf16), persistent, clusters of 2 along M with B multicast: as
 /// [`matmul_persistent_ws`](super::matmul_persistent_ws), with each pair of
 /// vertically adjacent tiles sharing its B tile.
 ///
@@ -41,50 +40,27 @@ pub const CLUSTER_M: u32 = 2;
 /// and `BH * 2 == BN`; grid a multiple of 2, at most the SM count; the
 /// kernel's end is a cluster barrier (no CTA exits while its peer may
 /// still write into its SMEM or barriers).
-#[kernel(block = warpgroups(3), cluster = 2, arch = sm_90a, instances((128, 256, 128, 4, 8), (256, 128, 64, 3, 8), (128, 256, 128, 4, 16)))]
+#[kernel(block = warpgroups(3), cluster = 2, arch = sm_90a, instances(E = [f16, bf16], (128, 256, 128, 4, 8), (256, 128, 64, 3, 8), (128, 256, 128, 4, 16)))]
 #[allow(clippy::too_many_arguments)]
-pub fn matmul_persistent_ws_cluster<const BM: usize, const BN: usize, const BH: usize, const STAGES: usize, const GRID_W: u32>(
-    a: Tma<ATileOf<BM>>,
-    b: Tma<BTileOf<BH>>,
-    c: Tma<EpiTileOf<BM>>,
+pub fn matmul_persistent_ws_cluster<E: GemmElem, const BM: usize, const BN: usize, const BH: usize, const STAGES: usize, const GRID_W: u32>(
+    a: Tma<ATile<E, BM>>,
+    b: Tma<BTile<E, BH>>,
+    c: Tma<EpiTile<E, BM>>,
     m_tiles: u32,
     n_tiles: u32,
     k_steps: u32,
-    #[scratch] a_bufs: Smem<[ATileOf<BM>; STAGES]>,
-    #[scratch] b_bufs: Smem<[BTileOf<BN>; STAGES]>,
-    #[scratch] epi: Smem<[EpiTileOf<BM>; 2]>,
+    #[scratch] a_bufs: Smem<[ATile<E, BM>; STAGES]>,
+    #[scratch] b_bufs: Smem<[BTile<E, BN>; STAGES]>,
+    #[scratch] epi: Smem<[EpiTile<E, BM>; 2]>,
     #[scratch] loaded: Barriers<STAGES>,
     #[scratch(arrivals = 512)] consumed: Barriers<STAGES>,
 ) where
     Cols<BN>: WgmmaShape,
 {
-    matmul_persistent_ws_cluster_of::<f16, BM, BN, BH, STAGES, GRID_W>(a, b, c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed)
+    matmul_persistent_ws_cluster_of::<E, BM, BN, BH, STAGES, GRID_W>(a, b, c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed)
 }
 
-/// [`matmul_persistent_ws_cluster`] on bf16 (`A`, `B` and `C`; f32
-/// accumulation): the same body, schedule, instances and constraints.
-#[kernel(block = warpgroups(3), cluster = 2, arch = sm_90a, instances((128, 256, 128, 4, 8), (256, 128, 64, 3, 8), (128, 256, 128, 4, 16)))]
-#[allow(clippy::too_many_arguments)]
-pub fn matmul_persistent_ws_cluster_bf16<const BM: usize, const BN: usize, const BH: usize, const STAGES: usize, const GRID_W: u32>(
-    a: Tma<ATile<bf16, BM>>,
-    b: Tma<BTile<bf16, BH>>,
-    c: Tma<EpiTile<bf16, BM>>,
-    m_tiles: u32,
-    n_tiles: u32,
-    k_steps: u32,
-    #[scratch] a_bufs: Smem<[ATile<bf16, BM>; STAGES]>,
-    #[scratch] b_bufs: Smem<[BTile<bf16, BN>; STAGES]>,
-    #[scratch] epi: Smem<[EpiTile<bf16, BM>; 2]>,
-    #[scratch] loaded: Barriers<STAGES>,
-    #[scratch(arrivals = 512)] consumed: Barriers<STAGES>,
-) where
-    Cols<BN>: WgmmaShape,
-{
-    matmul_persistent_ws_cluster_of::<bf16, BM, BN, BH, STAGES, GRID_W>(a, b, c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed)
-}
-
-/// The body of [`matmul_persistent_ws_cluster`] (elements `E`: f16, or
-/// bf16 for [`matmul_persistent_ws_cluster_bf16`]).
+/// The body of [`matmul_persistent_ws_cluster`] (elements `E`: f16 or bf16).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub fn matmul_persistent_ws_cluster_of<E: GemmElem, const BM: usize, const BN: usize, const BH: usize, const STAGES: usize, const GRID_W: u32>(

@@ -2,9 +2,9 @@
 //! epilogue: [`matmul_persistent_ws`] (the Hopper ladder's step 4,
 //! `examples/kernels/src/hopper_ladder/step4_epilogue_overlap.rs`, which
 //! re-exports it as `matmul_epilogue_overlap` and tells how it grew from
-//! steps 0 to 3), and its bf16 twin [`matmul_persistent_ws_bf16`]: one
-//! body, [`matmul_persistent_ws_rows`], generic over the element type.
-use crate::gemm::{check_tile, ATile, ATileOf, BTile, BTileOf, EpiTile, EpiTileOf, GemmElem, WgAcc, COMPUTE_REGS, MEMORY_REGS, TK};
+//! steps 0 to 3), generic over the element type (f16 and bf16 instances);
+//! its body, [`matmul_persistent_ws_rows`], also serves the collective matmul.
+use crate::gemm::{check_tile, ATile, BTile, EpiTile, GemmElem, WgAcc, COMPUTE_REGS, MEMORY_REGS, TK};
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
 use kernel_device::tma::wait_group;
@@ -14,7 +14,8 @@ use kernel_device::Barriers;
 use kernel_device::{bf16, f16};
 
 /// `C = A · Bᵀ`, persistent, warp-specialized, with an overlapped,
-/// sub-tiled epilogue.
+/// sub-tiled epilogue; `A`, `B` and `C` of element type `E` (f16 or bf16,
+/// f32 accumulation).
 ///
 /// This kernel works as follows:
 /// 1. CTA `p` of `P` (the grid, at most one per SM) runs the tiles
@@ -32,8 +33,7 @@ use kernel_device::{bf16, f16};
 /// 4. epilogue, for each of the `BN / 64` column sub-tiles `j`: thread 0
 ///    waits until at most one of its TMA stores is still reading SMEM (so
 ///    the buffer of sub-tile `j` is free), the compute warpgroups meet,
-///    write columns `64 j ..` of their rows as f16 (bf16 in
-///    [`matmul_persistent_ws_bf16`]) into buffer
+///    write columns `64 j ..` of their rows as `E` (f16 or bf16) into buffer
 ///    `e % 2` (`e` counts sub-tiles over all tiles), fence and meet again,
 ///    and thread 0 issues the sub-tile's TMA store without waiting: the
 ///    stores run under the next tile's wgmmas;
@@ -45,46 +45,24 @@ use kernel_device::{bf16, f16};
 /// at most `min(SMs, m_tiles * n_tiles)` (any count: `kernel_ops::Ctas`
 /// sizes it); `m_tiles = ceil(M / BM)`, `n_tiles =
 /// ceil(N / BN)`, `k_steps = ceil(K / 64) >= 1`; `GRID_W >= 1`.
-#[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 256, 4, 8), (256, 128, 3, 8), (128, 256, 4, 16), (128, 128, 4, 8), (128, 128, 4, 16)))]
+#[kernel(block = warpgroups(3), arch = sm_90a, instances(E = [f16, bf16], (128, 256, 4, 8), (256, 128, 3, 8), (128, 256, 4, 16), (128, 128, 4, 8), (128, 128, 4, 16)))]
 #[allow(clippy::too_many_arguments)]
-pub fn matmul_persistent_ws<const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
-    a: Tma<ATileOf<BM>>,
-    b: Tma<BTileOf<BN>>,
-    c: Tma<EpiTileOf<BM>>,
+pub fn matmul_persistent_ws<E: GemmElem, const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
+    a: Tma<ATile<E, BM>>,
+    b: Tma<BTile<E, BN>>,
+    c: Tma<EpiTile<E, BM>>,
     m_tiles: u32,
     n_tiles: u32,
     k_steps: u32,
-    #[scratch] a_bufs: Smem<[ATileOf<BM>; STAGES]>,
-    #[scratch] b_bufs: Smem<[BTileOf<BN>; STAGES]>,
-    #[scratch] epi: Smem<[EpiTileOf<BM>; 2]>,
+    #[scratch] a_bufs: Smem<[ATile<E, BM>; STAGES]>,
+    #[scratch] b_bufs: Smem<[BTile<E, BN>; STAGES]>,
+    #[scratch] epi: Smem<[EpiTile<E, BM>; 2]>,
     #[scratch] loaded: Barriers<STAGES>,
     #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
 ) where
     Cols<BN>: WgmmaShape,
 {
-    matmul_persistent_ws_rows::<f16, AllRows, BM, BN, STAGES, GRID_W>(AllRows, a, b, c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed)
-}
-
-/// [`matmul_persistent_ws`] on bf16 (`A`, `B` and `C`; f32 accumulation):
-/// the same body, schedule, instances and constraints.
-#[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 256, 4, 8), (256, 128, 3, 8), (128, 256, 4, 16), (128, 128, 4, 8), (128, 128, 4, 16)))]
-#[allow(clippy::too_many_arguments)]
-pub fn matmul_persistent_ws_bf16<const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
-    a: Tma<ATile<bf16, BM>>,
-    b: Tma<BTile<bf16, BN>>,
-    c: Tma<EpiTile<bf16, BM>>,
-    m_tiles: u32,
-    n_tiles: u32,
-    k_steps: u32,
-    #[scratch] a_bufs: Smem<[ATile<bf16, BM>; STAGES]>,
-    #[scratch] b_bufs: Smem<[BTile<bf16, BN>; STAGES]>,
-    #[scratch] epi: Smem<[EpiTile<bf16, BM>; 2]>,
-    #[scratch] loaded: Barriers<STAGES>,
-    #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
-) where
-    Cols<BN>: WgmmaShape,
-{
-    matmul_persistent_ws_rows::<bf16, AllRows, BM, BN, STAGES, GRID_W>(AllRows, a, b, c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed)
+    matmul_persistent_ws_rows::<E, AllRows, BM, BN, STAGES, GRID_W>(AllRows, a, b, c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed)
 }
 
 /// Where the tile rows of [`matmul_persistent_ws_rows`] come from: the
@@ -113,8 +91,7 @@ impl RowSource for AllRows {
     fn ready(&mut self, _m_tile: u32) {}
 }
 
-/// The body of [`matmul_persistent_ws`] (elements `E`: f16, or bf16 for
-/// [`matmul_persistent_ws_bf16`]) over a [`RowSource`] (the collective
+/// The body of [`matmul_persistent_ws`] (elements `E`: f16 or bf16) over a [`RowSource`] (the collective
 /// matmul's kernel, `crate::collective`, visits the shards of a gathered A
 /// in arrival order and waits for each).
 #[inline(always)]

@@ -30,6 +30,28 @@ pub fn staged<const STAGES: usize>(x: *mut f32, #[scratch] bufs: Smem<[[f32; 256
     let _ = (x, bufs, ready.len());
 }
 
+/// An element type the generic kernels below accept.
+pub trait Elem: Copy {}
+impl Elem for f32 {}
+impl Elem for u16 {}
+
+/// Type parameters: one instance per listed combination, the type part of
+/// the entry name. A plain list mixes types and literals in declaration order.
+#[kernel(instances((f32, 2), (u16, 4)))]
+pub fn typed<E: Elem, const S: usize>(x: Gmem<E>, #[scratch] bufs: Smem<[[E; 32]; S]>) {
+    let _ = (x, bufs);
+}
+
+/// The cross product: `E = [..]` by name, the tuples give the rest (`S`,
+/// `W`) in declaration order: 2 x 2 instances.
+#[kernel(instances(E = [f32, u16], (1, 8), (2, 16)))]
+pub fn crossed<E, const S: usize, const W: u32>(x: GmemRef<E>, #[scratch] bufs: Smem<[[E; 64]; S]>)
+where
+    E: Elem,
+{
+    let _ = (x, bufs);
+}
+
 fn spec<K: KernelSpec>() -> (&'static str, Dim3, Dim3, u32) {
     (K::NAME, K::BLOCK, K::CLUSTER, K::SMEM_BYTES)
 }
@@ -39,6 +61,12 @@ fn main() {
     assert_eq!(spec::<with_scratch>(), ("with_scratch", Dim3::new(256, 1, 1), Dim3::new(2, 1, 1), 550));
     assert_eq!(spec::<staged<1>>(), ("staged__1", Dim3::new(32, 4, 2), Dim3::new(1, 1, 1), 1024 + 8));
     assert_eq!(spec::<staged<4>>(), ("staged__4", Dim3::new(32, 4, 2), Dim3::new(1, 1, 1), 4096 + 32));
+    assert_eq!(spec::<typed<f32, 2>>(), ("typed__f32_2", Dim3::new(128, 1, 1), Dim3::new(1, 1, 1), 2 * 128));
+    assert_eq!(spec::<typed<u16, 4>>(), ("typed__u16_4", Dim3::new(128, 1, 1), Dim3::new(1, 1, 1), 4 * 64));
+    assert_eq!(spec::<crossed<f32, 1, 8>>().0, "crossed__f32_1_8");
+    assert_eq!(spec::<crossed<f32, 2, 16>>().0, "crossed__f32_2_16");
+    assert_eq!(spec::<crossed<u16, 1, 8>>().0, "crossed__u16_1_8");
+    assert_eq!(spec::<crossed<u16, 2, 16>>(), ("crossed__u16_2_16", Dim3::new(128, 1, 1), Dim3::new(1, 1, 1), 2 * 128));
     // The parameter tuple the host must match.
     let _: <plain as KernelSpec>::Params = (core::ptr::null::<f32>(), core::ptr::null_mut::<f32>(), 3u32);
     let _: <with_scratch as KernelSpec>::Params = (core::ptr::null_mut::<f32>(),);
