@@ -48,7 +48,10 @@ pub fn dynamic_smem_base() -> *mut u8 {
 
 /// `cvta.to.shared.u64`: the 32-bit `.shared::cta` address of a generic
 /// pointer into shared memory (what mbarrier, TMA and MMA operands take).
+/// On the emulator a pointer outside this CTA's shared memory is reported,
+/// at the caller's line.
 #[inline(always)]
+#[track_caller]
 pub fn shared_addr<T>(ptr: *const T) -> u32 {
     device!("cvta.to.shared", {
         let a: u64;
