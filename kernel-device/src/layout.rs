@@ -202,7 +202,7 @@ impl<T: crate::Pack16, const R: usize, const C: usize, L: Layout> crate::smem::S
     pub fn set_v4(&self, row: usize, col: usize, v: T::Pack) {
         let (addr, p) = self.pack_at(row, col);
         // SAFETY: in bounds and 16-byte aligned (checked by `pack_at`).
-        unsafe { crate::smem::raw::store_at(addr, p as *mut T::Pack, v) }
+        unsafe { crate::smem::raw::store_at(addr, p, v) }
     }
     /// The shared address and the pointer of the pack at `(row, col)`,
     /// checked (one branch on the GPU).

@@ -9,8 +9,8 @@
 //! |---|---|---|
 //! | `f64`, `u64`, `i64` | `[T; 2]` | 2 |
 //! | `f32`, `u32`, `i32` | `[T; 4]` | 4 |
-//! | [`f16`](crate::f16), [`bf16`](crate::bf16), `u16`, `i16` | `[T; 8]` | 8 |
-//! | [`E4M3`](crate::E4M3), [`E5M2`](crate::E5M2), `u8`, `i8` | `[T; 16]` | 16 |
+//! | [`f16`](struct@crate::f16), [`bf16`], `u16`, `i16` | `[T; 8]` | 8 |
+//! | [`E4M3`], [`E5M2`], `u8`, `i8` | `[T; 16]` | 16 |
 //!
 //! The 16-byte accesses that take a pack, each bounds- and alignment-checked
 //! and seen by the emulator's race detector:

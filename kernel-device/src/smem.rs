@@ -351,7 +351,7 @@ impl<E: Pack16, const N: usize> Smem<[E; N]> {
     pub fn write_v4(&self, i: usize, v: E::Pack) {
         let (addr, p) = self.pack_at(i);
         // SAFETY: in bounds and 16-byte aligned (checked by `pack_at`).
-        unsafe { raw::store_at(addr, p as *mut E::Pack, v) }
+        unsafe { raw::store_at(addr, p, v) }
     }
     /// The shared address and the pointer of the pack at element `i`,
     /// checked (one branch on the GPU).
