@@ -278,6 +278,30 @@ mod tests {
         assert_eq!(T::offset_of(3, 5), (3 * 40 + 5) * 4);
     }
 
+    /// What `get_v4`/`set_v4` rely on: in every layout, the `LANES`
+    /// elements of a pack at a column that is a multiple of `LANES` are 16
+    /// contiguous bytes starting on a 16-byte boundary.
+    #[test]
+    fn packs_are_whole_16_byte_chunks_in_every_layout() {
+        fn check<T: crate::Pack16, const R: usize, const C: usize, L: Layout>() {
+            let e = core::mem::size_of::<T>();
+            for r in 0..R {
+                for c in (0..C).step_by(T::LANES) {
+                    let o = Tile::<T, R, C, L>::offset_of(r, c);
+                    assert_eq!(o % 16, 0, "({r}, {c})");
+                    for k in 0..T::LANES {
+                        assert_eq!(Tile::<T, R, C, L>::offset_of(r, c + k), o + k * e, "({r}, {c} + {k})");
+                    }
+                }
+            }
+        }
+        check::<half::bf16, 8, 64, Swizzled<128>>();
+        check::<half::f16, 16, 128, Swizzled<128>>();
+        check::<half::f16, 8, 32, Swizzled<64>>();
+        check::<crate::E4M3, 8, 32, Swizzled<32>>();
+        check::<f32, 8, 12, Unswizzled>();
+    }
+
     #[test]
     fn tiles_are_pattern_aligned() {
         assert_eq!(core::mem::align_of::<Tile<F16, 8, 64, Swizzled<128>>>(), 1024);
