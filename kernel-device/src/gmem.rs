@@ -7,8 +7,20 @@
 //! kernel's source line. Raw `*const T`/`*mut T` parameters are not checked
 //! (dereferencing them is the kernel's `unsafe`). The emulator also checks
 //! every `Gmem` access for races (happens-before) against other threads'
-//! accesses and TMA copies; raw pointer dereferences cannot be hooked.
+//! accesses and TMA copies; a plain raw-pointer dereference cannot be
+//! hooked, but the loads and stores of [`raw`] (4, 8 or 16 bytes at a raw
+//! pointer) report themselves.
+//!
+//! | access | `GmemRef<T>` | `Gmem<T>` |
+//! |---|---|---|
+//! | one element | `read`, `read_nc` (32-bit `T`) | `read`, `write`, `write_unchecked` |
+//! | 8 bytes, 32-bit `T` ([`Word32`]) | `read_nc_v2` | `read_v2`, `write_v2` |
+//! | 16 bytes, any [`Pack16`] `T` (4 f32, 8 f16/bf16, 16 FP8) | `read_v4`, `read_nc_v4` (+ `_unchecked`) | `read_v4`, `write_v4` (+ `_unchecked`) |
+//! | atomics ([`Atomic`]) | — | `atomic_add`, `atomic_min`, ..., `red_add_v2` (f32) |
 use crate::launch::DeviceParam;
+pub use crate::pack::Pack16;
+
+pub mod raw;
 
 /// `len` elements of `T` in global memory. The host passes
 /// `&mut CudaSlice<T>` (GPU) or `&mut [T]` (emulator).
@@ -51,6 +63,9 @@ impl<T: Copy> Gmem<T> {
         self.len == 0
     }
     /// The start pointer (unchecked accesses are the caller's `unsafe`).
+    /// Access it with [`raw::load`]/[`raw::store`] (4, 8 or 16 bytes) rather
+    /// than a dereference, so that the emulator's race detector sees the
+    /// access.
     #[inline(always)]
     pub fn as_ptr(&self) -> *mut T {
         self.ptr
@@ -155,7 +170,8 @@ unsafe impl<T> DeviceParam for GmemRef<T> {
     }
 }
 
-/// A 32-bit element of a vector access (`.b32`): `f32`, `u32`, `i32`.
+/// A 32-bit element of an 8-byte vector access (`.v2.b32`): `f32`, `u32`,
+/// `i32`. 16-byte accesses take any element type: [`Pack16`].
 pub trait Word32: Copy {
     /// The bits.
     fn to_word(self) -> u32;
@@ -206,6 +222,9 @@ impl<T: Copy> GmemRef<T> {
         self.len == 0
     }
     /// The start pointer (unchecked accesses are the caller's `unsafe`).
+    /// Read through it with [`raw::load`]/[`raw::load_nc`] (4, 8 or 16
+    /// bytes) rather than a dereference, so that the emulator's race
+    /// detector sees the access.
     #[inline(always)]
     pub fn as_ptr(&self) -> *const T {
         self.ptr
@@ -249,20 +268,11 @@ impl<T: Word32> GmemRef<T> {
         // `wrapping_add`: on the emulator a broken contract is reported
         // below, not undefined behaviour here.
         let p = self.ptr.wrapping_add(i);
-        T::from_word(device!("ld.global.nc.b32", {
-            let d: u32;
-            // SAFETY: an in-bounds (the caller's contract), 4-byte aligned global address.
-            unsafe {
-                core::arch::asm!("ld.global.nc.b32 {0}, [{1}];", out(reg32) d, in(reg64) p,
-                    options(readonly, nostack, preserves_flags))
-            };
-            d
-        }, host: {
-            check_range(i, 1, self.len);
-            emu_access(p as *const u8, 4, false);
-            // SAFETY: checked above.
-            unsafe { (p as *const u32).read() }
-        }))
+        #[cfg(not(target_arch = "nvptx64"))]
+        check_range(i, 1, self.len);
+        // SAFETY: in bounds (the caller's contract), 4-byte aligned; not
+        // written during the kernel (`from_raw_parts`'s contract).
+        T::from_word(unsafe { raw::load_nc(p as *const u32) })
     }
     /// `ld.global.nc.v2.b32 {d0, d1}, [a];`: elements `i, i + 1`, checked;
     /// `i` even and the address 8-byte aligned (checked).
@@ -270,34 +280,48 @@ impl<T: Word32> GmemRef<T> {
     #[track_caller]
     pub fn read_nc_v2(&self, i: usize) -> [T; 2] {
         let p = checked_vec(self.ptr, i, 2, self.len);
-        let [a, b] = device!("ld.global.nc.v2.b32", {
-            let (a, b): (u32, u32);
-            // SAFETY: in bounds and aligned (checked above).
-            unsafe {
-                core::arch::asm!("ld.global.nc.v2.b32 {{{0}, {1}}}, [{2}];", out(reg32) a, out(reg32) b, in(reg64) p,
-                    options(readonly, nostack, preserves_flags))
-            };
-            [a, b]
-        }, host: { emu_load::<2>(p as *const u32) });
-        [T::from_word(a), T::from_word(b)]
+        // SAFETY: in bounds and aligned (checked above); read-only data.
+        unsafe { raw::load_nc::<[u32; 2]>(p.cast()) }.map(T::from_word)
     }
-    /// `ld.global.nc.v4.b32 {d0, d1, d2, d3}, [a];`: elements `i..i + 4`,
-    /// checked; `i` a multiple of 4 and the address 16-byte aligned (checked).
+}
+
+impl<T: Pack16> GmemRef<T> {
+    /// `ld.global.v4.b32 {d0, d1, d2, d3}, [a];` (PTX ISA §9.7.9.8): the 16
+    /// bytes of elements `i .. i + T::LANES` (4 f32, 8 f16/bf16, 16 FP8:
+    /// [`Pack16`]) in one load. Checked: in bounds, `i` a multiple of
+    /// `T::LANES`, the view 16-byte aligned (a trap on the GPU, a reported
+    /// misuse on the emulator, which also sees the read).
     #[inline(always)]
     #[track_caller]
-    pub fn read_nc_v4(&self, i: usize) -> [T; 4] {
-        let p = checked_vec(self.ptr, i, 4, self.len);
-        let [a, b, c, d] = device!("ld.global.nc.v4.b32", {
-            let (a, b, c, d): (u32, u32, u32, u32);
-            // SAFETY: in bounds and aligned (checked above).
-            unsafe {
-                core::arch::asm!("ld.global.nc.v4.b32 {{{0}, {1}, {2}, {3}}}, [{4}];",
-                    out(reg32) a, out(reg32) b, out(reg32) c, out(reg32) d, in(reg64) p,
-                    options(readonly, nostack, preserves_flags))
-            };
-            [a, b, c, d]
-        }, host: { emu_load::<4>(p as *const u32) });
-        [T::from_word(a), T::from_word(b), T::from_word(c), T::from_word(d)]
+    pub fn read_v4(&self, i: usize) -> T::Pack {
+        let p = checked_pack(self.ptr, i, self.len);
+        // SAFETY: in bounds and aligned (checked above).
+        unsafe { raw::load(p) }
+    }
+    /// `ld.global.nc.v4.b32 {d0, d1, d2, d3}, [a];` (PTX ISA §9.7.9.9): as
+    /// [`GmemRef::read_v4`], through the read-only (texture) cache: the
+    /// data must not be written during the kernel (what `GmemRef` promises).
+    #[inline(always)]
+    #[track_caller]
+    pub fn read_nc_v4(&self, i: usize) -> T::Pack {
+        let p = checked_pack(self.ptr, i, self.len);
+        // SAFETY: in bounds and aligned (checked above); read-only data.
+        unsafe { raw::load_nc(p) }
+    }
+    /// As [`GmemRef::read_nc_v4`] without the checks on the GPU (the
+    /// emulator still checks and reports), for loads issued while wgmmas
+    /// are in flight (see [`GmemRef::read_nc_unchecked`]).
+    ///
+    /// # Safety
+    /// `i + T::LANES <= self.len()` and `i` is a multiple of `T::LANES` (the
+    /// view's start is 16-byte aligned, as every host buffer is).
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn read_nc_v4_unchecked(&self, i: usize) -> T::Pack {
+        #[cfg(not(target_arch = "nvptx64"))]
+        checked_pack(self.ptr, i, self.len);
+        // SAFETY: the caller's contract; read-only data.
+        unsafe { raw::load_nc(self.ptr.wrapping_add(i) as *const T::Pack) }
     }
 }
 
@@ -308,34 +332,8 @@ impl<T: Word32> Gmem<T> {
     #[track_caller]
     pub fn read_v2(&self, i: usize) -> [T; 2] {
         let p = checked_vec(self.as_ptr() as *const T, i, 2, self.len());
-        let [a, b] = device!("ld.global.v2.b32", {
-            let (a, b): (u32, u32);
-            // SAFETY: in bounds and aligned (checked above).
-            unsafe {
-                core::arch::asm!("ld.global.v2.b32 {{{0}, {1}}}, [{2}];", out(reg32) a, out(reg32) b, in(reg64) p,
-                    options(readonly, nostack, preserves_flags))
-            };
-            [a, b]
-        }, host: { emu_load::<2>(p as *const u32) });
-        [T::from_word(a), T::from_word(b)]
-    }
-    /// `ld.global.v4.b32 {d0, d1, d2, d3}, [a];`: elements `i..i + 4`,
-    /// checked; the address 16-byte aligned (checked).
-    #[inline(always)]
-    #[track_caller]
-    pub fn read_v4(&self, i: usize) -> [T; 4] {
-        let p = checked_vec(self.as_ptr() as *const T, i, 4, self.len());
-        let [a, b, c, d] = device!("ld.global.v4.b32", {
-            let (a, b, c, d): (u32, u32, u32, u32);
-            // SAFETY: in bounds and aligned (checked above).
-            unsafe {
-                core::arch::asm!("ld.global.v4.b32 {{{0}, {1}, {2}, {3}}}, [{4}];",
-                    out(reg32) a, out(reg32) b, out(reg32) c, out(reg32) d, in(reg64) p,
-                    options(readonly, nostack, preserves_flags))
-            };
-            [a, b, c, d]
-        }, host: { emu_load::<4>(p as *const u32) });
-        [T::from_word(a), T::from_word(b), T::from_word(c), T::from_word(d)]
+        // SAFETY: in bounds and aligned (checked above).
+        unsafe { raw::load::<[u32; 2]>(p.cast()) }.map(T::from_word)
     }
     /// `st.global.v2.b32 [a], {v0, v1};`: elements `i, i + 1`, checked; the
     /// address 8-byte aligned (checked).
@@ -343,30 +341,48 @@ impl<T: Word32> Gmem<T> {
     #[track_caller]
     pub fn write_v2(&self, i: usize, v: [T; 2]) {
         let p = checked_vec(self.as_ptr() as *const T, i, 2, self.len()) as *mut T;
-        let w = [v[0].to_word(), v[1].to_word()];
-        device!("st.global.v2.b32", {
-            // SAFETY: in bounds and aligned (checked above).
-            unsafe {
-                core::arch::asm!("st.global.v2.b32 [{0}], {{{1}, {2}}};", in(reg64) p, in(reg32) w[0], in(reg32) w[1],
-                    options(nostack, preserves_flags))
-            }
-        }, host: { emu_store(p as *mut u32, &w) })
+        // SAFETY: in bounds and aligned (checked above).
+        unsafe { raw::store::<[u32; 2]>(p.cast(), v.map(T::to_word)) }
     }
-    /// `st.global.v4.b32 [a], {v0, v1, v2, v3};`: elements `i..i + 4`,
-    /// checked; the address 16-byte aligned (checked).
+}
+
+impl<T: Pack16> Gmem<T> {
+    /// `ld.global.v4.b32 {d0, d1, d2, d3}, [a];` (PTX ISA §9.7.9.8): the 16
+    /// bytes of elements `i .. i + T::LANES` in one load, checked as
+    /// [`GmemRef::read_v4`].
     #[inline(always)]
     #[track_caller]
-    pub fn write_v4(&self, i: usize, v: [T; 4]) {
-        let p = checked_vec(self.as_ptr() as *const T, i, 4, self.len()) as *mut T;
-        let w = [v[0].to_word(), v[1].to_word(), v[2].to_word(), v[3].to_word()];
-        device!("st.global.v4.b32", {
-            // SAFETY: in bounds and aligned (checked above).
-            unsafe {
-                core::arch::asm!("st.global.v4.b32 [{0}], {{{1}, {2}, {3}, {4}}};",
-                    in(reg64) p, in(reg32) w[0], in(reg32) w[1], in(reg32) w[2], in(reg32) w[3],
-                    options(nostack, preserves_flags))
-            }
-        }, host: { emu_store(p as *mut u32, &w) })
+    pub fn read_v4(&self, i: usize) -> T::Pack {
+        let p = checked_pack(self.as_ptr() as *const T, i, self.len());
+        // SAFETY: in bounds and aligned (checked above).
+        unsafe { raw::load(p) }
+    }
+    /// `st.global.v4.b32 [a], {v0, v1, v2, v3};` (PTX ISA §9.7.9.10): `v` to
+    /// elements `i .. i + T::LANES` (4 f32, 8 f16/bf16, 16 FP8: [`Pack16`])
+    /// in one store. Checked: in bounds, `i` a multiple of `T::LANES`, the
+    /// view 16-byte aligned (a trap on the GPU, a reported misuse on the
+    /// emulator, which also sees the write).
+    #[inline(always)]
+    #[track_caller]
+    pub fn write_v4(&self, i: usize, v: T::Pack) {
+        let p = checked_pack(self.as_ptr() as *const T, i, self.len()) as *mut T::Pack;
+        // SAFETY: in bounds and aligned (checked above).
+        unsafe { raw::store(p, v) }
+    }
+    /// As [`Gmem::write_v4`] without the checks on the GPU (the emulator
+    /// still checks and reports), for stores whose range the caller checked
+    /// once (see [`Gmem::write_unchecked`]).
+    ///
+    /// # Safety
+    /// `i + T::LANES <= self.len()` and `i` is a multiple of `T::LANES` (the
+    /// view's start is 16-byte aligned, as every host buffer is).
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn write_v4_unchecked(&self, i: usize, v: T::Pack) {
+        #[cfg(not(target_arch = "nvptx64"))]
+        checked_pack(self.as_ptr() as *const T, i, self.len());
+        // SAFETY: the caller's contract.
+        unsafe { raw::store(self.as_ptr().wrapping_add(i) as *mut T::Pack, v) }
     }
 }
 
@@ -650,13 +666,57 @@ fn misaligned(addr: usize, align: usize) -> ! {
     })
 }
 
+/// The address of the 16-byte pack of `T` at element `i` of a view of
+/// `len` elements at `ptr`: in bounds, `i` a multiple of `T::LANES` and the
+/// address 16-byte aligned, or a trap / reported misuse (one branch on the
+/// GPU).
+#[inline(always)]
+#[track_caller]
+fn checked_pack<T: Pack16>(ptr: *const T, i: usize, len: usize) -> *const T::Pack {
+    check_range(i, T::LANES, len);
+    let p = ptr.wrapping_add(i);
+    if (i % T::LANES) | (p as usize % 16) != 0 {
+        misaligned_pack::<T>(i, p as usize);
+    }
+    p.cast()
+}
+
+#[cold]
+#[track_caller]
+fn misaligned_pack<T: Pack16>(i: usize, addr: usize) -> ! {
+    device!("gmem pack alignment check", {
+        let _ = (i, addr);
+        // SAFETY: aborts the kernel.
+        unsafe { core::arch::asm!("trap;", options(noreturn, nostack)) }
+    }, host: {
+        let (lanes, t) = (T::LANES, core::any::type_name::<T>());
+        if i % lanes != 0 {
+            kernel_emu::misuse(
+                "misaligned vector global-memory access (the index of a 16-byte access, read_v4/read_nc_v4/write_v4, must be a multiple of the pack's lanes)",
+                format_args!(
+                    "index {i} of a view of {t}: 16 bytes hold {lanes} {t}, so the index must be a multiple of {lanes}; \
+                     start the pack at {} or {}, or access single elements with read/write",
+                    i - i % lanes,
+                    i - i % lanes + lanes
+                ),
+            )
+        }
+        kernel_emu::misuse(
+            "misaligned vector global-memory access (a 16-byte access, read_v4/read_nc_v4/write_v4, needs a 16-byte aligned address)",
+            format_args!(
+                "element {i} of a view of {t} is at {addr:#x}, not 16-byte aligned: the view itself does not start on \
+                 16 bytes (every host buffer does; a view built by from_raw_parts at an offset may not)"
+            ),
+        )
+    })
+}
+
 // ----- emulator access points ---------------------------------------------------
 //
-// Every emulated access of the views above goes through one of two
-// functions, `emu_access` (ordinary reads and writes) and `emu_atomic`: the
-// place where the emulator's happens-before (race) checks hook in
-// (`kernel_emu::gmem_access(p, len, write)` and
-// `kernel_emu::gmem_atomic(p, false, false)` on branch `race`).
+// Every emulated access of the views above goes through `emu_access`
+// (scalar reads and writes), the emulator bodies of [`raw`] (vector
+// accesses: `kernel_emu::gmem_access` too) or `emu_rmw` (atomics): the
+// places where the emulator's happens-before (race) checks hook in.
 
 /// An ordinary emulated access of `len` bytes at `p` (not a scheduling
 /// point): checked and recorded by the emulator's race detector
@@ -675,24 +735,6 @@ fn emu_access(p: *const u8, len: usize, write: bool) {
 #[inline(always)]
 fn emu_atomic(p: *const u8) {
     let _ = p;
-}
-
-#[cfg(not(target_arch = "nvptx64"))]
-#[track_caller]
-fn emu_load<const N: usize>(p: *const u32) -> [u32; N] {
-    emu_access(p as *const u8, 4 * N, false);
-    // SAFETY: in bounds and aligned (checked by the caller).
-    core::array::from_fn(|k| unsafe { p.add(k).read() })
-}
-
-#[cfg(not(target_arch = "nvptx64"))]
-#[track_caller]
-fn emu_store(p: *mut u32, w: &[u32]) {
-    emu_access(p as *const u8, 4 * w.len(), true);
-    for (k, &x) in w.iter().enumerate() {
-        // SAFETY: in bounds and aligned (checked by the caller).
-        unsafe { p.add(k).write(x) }
-    }
 }
 
 /// An emulated atomic read-modify-write of `*p`: a scheduling point, then

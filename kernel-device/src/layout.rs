@@ -145,7 +145,10 @@ impl<T: Copy, const R: usize, const C: usize, L: Layout> Tile<T, R, C, L> {
 
 impl<T: Copy, const R: usize, const C: usize, L: Layout> crate::smem::Smem<Tile<T, R, C, L>> {
     /// Generic pointer to element `(row, col)` (swizzle applied; panics, i.e.
-    /// traps, out of bounds).
+    /// traps, out of bounds). Access through it with
+    /// [`smem::raw::load`](crate::smem::raw::load) /
+    /// [`store`](crate::smem::raw::store) rather than a dereference, so that
+    /// the emulator's race detector sees the access.
     #[inline(always)]
     #[track_caller]
     pub fn elem_ptr_2d(&self, row: usize, col: usize) -> *mut T {
@@ -173,6 +176,70 @@ impl<T: Copy, const R: usize, const C: usize, L: Layout> crate::smem::Smem<Tile<
         // SAFETY: as `get`.
         unsafe { p.write(v) }
     }
+}
+
+impl<T: crate::Pack16, const R: usize, const C: usize, L: Layout> crate::smem::Smem<Tile<T, R, C, L>> {
+    /// `ld.shared.v4.b32 {d0, d1, d2, d3}, [a];` (PTX ISA §9.7.9.8): the 16
+    /// bytes of elements `(row, col .. col + T::LANES)` (4 f32, 8 f16/bf16,
+    /// 16 FP8: [`Pack16`](crate::Pack16)) in one load, at
+    /// [`Tile::offset_of`]`(row, col)`. A 16-byte chunk is contiguous in
+    /// every layout (the swizzle permutes whole chunks). `col` a multiple of
+    /// `T::LANES`, in bounds (checked: a trap on the GPU, a reported misuse
+    /// on the emulator, which tracks the 16 bytes as one read); a row of a
+    /// column block is whole 16-byte chunks (checked at compile time).
+    #[inline(always)]
+    #[track_caller]
+    pub fn get_v4(&self, row: usize, col: usize) -> T::Pack {
+        let (addr, p) = self.pack_at(row, col);
+        // SAFETY: in bounds and 16-byte aligned (checked by `pack_at`).
+        unsafe { crate::smem::raw::load_at(addr, p) }
+    }
+    /// `st.shared.v4.b32 [a], {v0, v1, v2, v3};` (PTX ISA §9.7.9.10): `v`
+    /// to elements `(row, col .. col + T::LANES)` in one store, checked as
+    /// [`Smem::get_v4`](crate::Smem::get_v4).
+    #[inline(always)]
+    #[track_caller]
+    pub fn set_v4(&self, row: usize, col: usize, v: T::Pack) {
+        let (addr, p) = self.pack_at(row, col);
+        // SAFETY: in bounds and 16-byte aligned (checked by `pack_at`).
+        unsafe { crate::smem::raw::store_at(addr, p, v) }
+    }
+    /// The shared address and the pointer of the pack at `(row, col)`,
+    /// checked (one branch on the GPU).
+    #[inline(always)]
+    #[track_caller]
+    fn pack_at(&self, row: usize, col: usize) -> (u32, *mut T::Pack) {
+        const {
+            assert!(
+                <Tile<T, R, C, L> as TileLayout>::BLOCK_ROW_BYTES % 16 == 0,
+                "Smem<Tile<T, R, C, L>>::get_v4/set_v4: a row of a column block must be whole 16-byte chunks \
+                 (C * size_of::<T>() a multiple of 16 when unswizzled); use get/set"
+            )
+        };
+        if row >= R || col >= C || col % T::LANES != 0 {
+            tile_pack_misuse(row, col, R, C, T::LANES);
+        }
+        let off = Tile::<T, R, C, L>::offset_of(row, col);
+        (self.smem_addr().wrapping_add(off as u32), (self.as_ptr() as *mut u8).wrapping_add(off).cast())
+    }
+}
+
+#[cold]
+#[track_caller]
+fn tile_pack_misuse(row: usize, col: usize, rows: usize, cols: usize, lanes: usize) -> ! {
+    device!("tile v4 check", {
+        let _ = (row, col, rows, cols, lanes);
+        // SAFETY: aborts the kernel.
+        unsafe { core::arch::asm!("trap;", options(noreturn, nostack)) }
+    }, host: {
+        kernel_emu::misuse(
+            "tile 16-byte access (get_v4/set_v4) out of bounds or misaligned",
+            format_args!(
+                "element ({row}, {col}) of a {rows} x {cols} tile: 16 bytes hold {lanes} elements, so the column must be a \
+                 multiple of {lanes} below {cols} and the row below {rows}"
+            ),
+        )
+    })
 }
 
 #[cfg(test)]
@@ -209,6 +276,30 @@ mod tests {
         type T = Tile<f32, 8, 40, Unswizzled>;
         assert_eq!(<T as TileLayout>::BLOCKS, 1);
         assert_eq!(T::offset_of(3, 5), (3 * 40 + 5) * 4);
+    }
+
+    /// What `get_v4`/`set_v4` rely on: in every layout, the `LANES`
+    /// elements of a pack at a column that is a multiple of `LANES` are 16
+    /// contiguous bytes starting on a 16-byte boundary.
+    #[test]
+    fn packs_are_whole_16_byte_chunks_in_every_layout() {
+        fn check<T: crate::Pack16, const R: usize, const C: usize, L: Layout>() {
+            let e = core::mem::size_of::<T>();
+            for r in 0..R {
+                for c in (0..C).step_by(T::LANES) {
+                    let o = Tile::<T, R, C, L>::offset_of(r, c);
+                    assert_eq!(o % 16, 0, "({r}, {c})");
+                    for k in 0..T::LANES {
+                        assert_eq!(Tile::<T, R, C, L>::offset_of(r, c + k), o + k * e, "({r}, {c} + {k})");
+                    }
+                }
+            }
+        }
+        check::<half::bf16, 8, 64, Swizzled<128>>();
+        check::<half::f16, 16, 128, Swizzled<128>>();
+        check::<half::f16, 8, 32, Swizzled<64>>();
+        check::<crate::E4M3, 8, 32, Swizzled<32>>();
+        check::<f32, 8, 12, Unswizzled>();
     }
 
     #[test]

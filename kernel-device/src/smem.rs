@@ -12,10 +12,17 @@
 //! and writes through [`Smem`] are not atomic; a barrier ([`crate::sync_threads`],
 //! an mbarrier wait, a named barrier) must order a write and a read of the
 //! same element by different threads. On the CPU emulator every access
-//! through `Smem::load`/`store`/`read`/`write` and the tile accessors is
-//! checked for races (happens-before); accesses through raw pointers
-//! (`as_ptr`, `elem_ptr`, `map_rank`) are not.
+//! through `Smem::load`/`store`/`read`/`write`, the 16-byte
+//! `read_v4`/`write_v4`, the tile accessors (`get`/`set`, `get_v4`/`set_v4`)
+//! and the raw-pointer loads and stores of [`raw`] is checked for races
+//! (happens-before); plain dereferences of raw pointers (`as_ptr`,
+//! `elem_ptr`, `map_rank`) are not: access them through [`raw::load`] /
+//! [`raw::store`].
 use core::marker::PhantomData;
+
+use crate::pack::Pack16;
+
+pub mod raw;
 
 /// Alignment of the dynamic shared-memory base (1024 bytes: what 128-byte
 /// swizzled TMA/MMA tiles need).
@@ -41,7 +48,10 @@ pub fn dynamic_smem_base() -> *mut u8 {
 
 /// `cvta.to.shared.u64`: the 32-bit `.shared::cta` address of a generic
 /// pointer into shared memory (what mbarrier, TMA and MMA operands take).
+/// On the emulator a pointer outside this CTA's shared memory is reported,
+/// at the caller's line.
 #[inline(always)]
+#[track_caller]
 pub fn shared_addr<T>(ptr: *const T) -> u32 {
     device!("cvta.to.shared", {
         let a: u64;
@@ -174,7 +184,9 @@ impl<T> Smem<T> {
     pub unsafe fn from_ptr(ptr: *mut T) -> Self {
         Smem { ptr, _t: PhantomData }
     }
-    /// Generic pointer to the value.
+    /// Generic pointer to the value. Access through it with [`raw::load`] /
+    /// [`raw::store`] (4, 8 or 16 bytes) rather than a dereference, so that
+    /// the emulator's race detector sees the access.
     #[inline(always)]
     pub fn as_ptr(&self) -> *mut T {
         self.ptr
@@ -251,6 +263,8 @@ impl<E: Copy, const N: usize> Smem<[E; N]> {
         N == 0
     }
     /// Generic pointer to element `i` (panics, i.e. traps, if `i >= N`).
+    /// Access through it with [`raw::load`] / [`raw::store`] rather than a
+    /// dereference, so that the emulator's race detector sees the access.
     #[inline(always)]
     #[track_caller]
     pub fn elem_ptr(&self, i: usize) -> *mut E {
@@ -313,34 +327,42 @@ impl<E: Copy, const N: usize> Smem<[E; N]> {
     }
 }
 
-impl<const N: usize> Smem<[f32; N]> {
-    /// `st.shared.v4.b32`: writes `v` to elements `i..i + 4` as one 16-byte
-    /// store (a warp's 32 such stores to consecutive 16-byte slots take the
-    /// minimum 4 shared-memory wavefronts; four scalar stores at a 16-byte
-    /// stride would conflict 4 ways). `i` a multiple of 4 below `N`, the
-    /// buffer 16-byte aligned (checked: a trap on the GPU, a reported misuse
-    /// on the emulator, which tracks the 16 bytes as one write).
+impl<E: Pack16, const N: usize> Smem<[E; N]> {
+    /// `ld.shared.v4.b32 {d0, d1, d2, d3}, [a];` (PTX ISA §9.7.9.8): the 16
+    /// bytes of elements `i .. i + E::LANES` (4 f32, 8 f16/bf16, 16 FP8:
+    /// [`Pack16`]) in one load. `i` a multiple of `E::LANES` with the pack
+    /// below `N`, the buffer 16-byte aligned (checked: a trap on the GPU, a
+    /// reported misuse on the emulator, which tracks the 16 bytes as one
+    /// read).
     #[inline(always)]
     #[track_caller]
-    pub fn write_v4(&self, i: usize, v: [f32; 4]) {
-        let addr = self.smem_addr().wrapping_add(4 * i as u32);
-        if i % 4 != 0 || i + 4 > N || addr % 16 != 0 {
-            misaligned_v4(i, N, addr);
+    pub fn read_v4(&self, i: usize) -> E::Pack {
+        let (addr, p) = self.pack_at(i);
+        // SAFETY: in bounds and 16-byte aligned (checked by `pack_at`).
+        unsafe { raw::load_at(addr, p) }
+    }
+    /// `st.shared.v4.b32 [a], {v0, v1, v2, v3};` (PTX ISA §9.7.9.10): writes
+    /// `v` to elements `i .. i + E::LANES` as one 16-byte store (a warp's 32
+    /// such stores to consecutive 16-byte slots take the minimum 4
+    /// shared-memory wavefronts; four scalar f32 stores at a 16-byte stride
+    /// would conflict 4 ways). Checked as [`Smem::read_v4`].
+    #[inline(always)]
+    #[track_caller]
+    pub fn write_v4(&self, i: usize, v: E::Pack) {
+        let (addr, p) = self.pack_at(i);
+        // SAFETY: in bounds and 16-byte aligned (checked by `pack_at`).
+        unsafe { raw::store_at(addr, p, v) }
+    }
+    /// The shared address and the pointer of the pack at element `i`,
+    /// checked (one branch on the GPU).
+    #[inline(always)]
+    #[track_caller]
+    fn pack_at(&self, i: usize) -> (u32, *mut E::Pack) {
+        let addr = self.smem_addr().wrapping_add((i * core::mem::size_of::<E>()) as u32);
+        if i % E::LANES != 0 || i >= N || N - i < E::LANES || addr % 16 != 0 {
+            misaligned_v4(i, E::LANES, N, addr);
         }
-        device!("st.shared.v4.b32", {
-            // SAFETY: in bounds and 16-byte aligned (checked above).
-            unsafe {
-                core::arch::asm!("st.shared.v4.b32 [{0}], {{{1}, {2}, {3}, {4}}};",
-                    in(reg32) addr, in(reg32) v[0].to_bits(), in(reg32) v[1].to_bits(), in(reg32) v[2].to_bits(), in(reg32) v[3].to_bits(),
-                    options(nostack, preserves_flags))
-            }
-        }, host: {
-            // SAFETY: in bounds (checked above).
-            let p = unsafe { self.ptr.cast::<f32>().add(i) };
-            kernel_emu::smem_access(p as *const u8, 16, true);
-            // SAFETY: in bounds; one emulated thread runs at a time.
-            unsafe { (p as *mut [f32; 4]).write(v) }
-        })
+        (addr, self.ptr.cast::<E>().wrapping_add(i).cast())
     }
 }
 
@@ -348,7 +370,9 @@ impl<const N: usize> Smem<[f32; N]> {
 /// 16-bit values at a swizzled offset the kernel computed), as the
 /// emulator's race detector sees it: this thread's write of those 4 bytes.
 /// On the GPU, exactly `st.shared.b32` (no check). For fragment stores that
-/// [`crate::array::Array::store_tile`] does not cover.
+/// [`crate::array::Array::store_tile`] does not cover. ([`raw::store`] is
+/// the general form: 4, 8 or 16 bytes, with the emulator also checking
+/// the address.)
 ///
 /// # Safety
 /// `ptr` points into this CTA's shared memory, 4-byte aligned, and the
@@ -365,15 +389,19 @@ pub unsafe fn write_word(ptr: *mut u8, v: u32) {
 
 #[cold]
 #[track_caller]
-fn misaligned_v4(i: usize, n: usize, addr: u32) -> ! {
+fn misaligned_v4(i: usize, lanes: usize, n: usize, addr: u32) -> ! {
     device!("smem v4 check", {
-        let _ = (i, n, addr);
+        let _ = (i, lanes, n, addr);
         // SAFETY: aborts the kernel.
         unsafe { core::arch::asm!("trap;", options(noreturn, nostack)) }
     }, host: {
         kernel_emu::misuse(
-            "Smem::write_v4 out of bounds or misaligned",
-            format_args!("elements {i}..{} of {n} at shared address {addr:#x}: the index must be a multiple of 4 below {n} and the address a multiple of 16", i + 4),
+            "Smem 16-byte access (read_v4/write_v4) out of bounds or misaligned",
+            format_args!(
+                "elements {i}..{} of {n} at shared address {addr:#x}: 16 bytes hold {lanes} elements, so the index must \
+                 be a multiple of {lanes} with the pack inside the {n} elements, and the address a multiple of 16",
+                i + lanes
+            ),
         )
     })
 }

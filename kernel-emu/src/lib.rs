@@ -959,12 +959,13 @@ pub fn warn_once(text: String) {
 }
 
 /// The end-of-run note for a kernel with raw-pointer parameters (emitted by
-/// `#[kernel]`'s host entry, once per run): their accesses are invisible to
-/// the race detector (it sees `Gmem`/`GmemRef`, tiles and TMA), so a run
-/// with no report says nothing about them.
+/// `#[kernel]`'s host entry, once per run): their plain dereferences are
+/// invisible to the race detector (it sees `Gmem`/`GmemRef`, tiles, TMA and
+/// `kernel_device::gmem::raw`'s loads and stores), so a run with no report
+/// says nothing about them.
 pub fn warn_unchecked_pointers(kernel: &str, params: &str) {
     warn_once(format!(
-        "kernel `{kernel}`: raw-pointer parameter(s) {params}: their accesses were not race-checked (the detector sees `Gmem`/`GmemRef`, tiles and TMA maps); use `Gmem<T>` (`GmemRef<T>` read-only) to have them checked"
+        "kernel `{kernel}`: raw-pointer parameter(s) {params}: their dereferences were not race-checked (the detector sees `Gmem`/`GmemRef`, tiles, TMA maps and `kernel_device::gmem::raw::{{load, load_nc, store}}`); use `Gmem<T>` (`GmemRef<T>` read-only) to have them bounds- and race-checked, or `gmem::raw` to have them race-checked"
     ));
 }
 
@@ -1131,7 +1132,8 @@ pub fn wgmma_wait_group(n: u32) {
 /// included): checked against the shadow state and recorded
 /// ([`EmuError::Race`] if an earlier conflicting access is not ordered
 /// before it). A pointer outside every CTA's buffer is ignored. Not a
-/// scheduling point. `Smem`/`Tile` accessors call it.
+/// scheduling point. `Smem`/`Tile` accessors and `kernel_device::smem::raw`'s
+/// loads and stores call it.
 #[track_caller]
 pub fn smem_access(ptr: *const u8, len: usize, write: bool) {
     let loc = Location::caller();
@@ -1145,8 +1147,8 @@ pub fn smem_access(ptr: *const u8, len: usize, write: bool) {
 /// An ordinary access by the calling thread of `len` bytes of global memory
 /// at host address `ptr` (`Gmem` accessors, vector loads and stores):
 /// checked and recorded as by [`smem_access`]. Not a scheduling point.
-/// Raw pointer dereferences in kernels do not reach the emulator and are
-/// not checked.
+/// Plain raw-pointer dereferences in kernels do not reach the emulator and
+/// are not checked; `kernel_device::gmem::raw`'s loads and stores call this.
 #[track_caller]
 pub fn gmem_access(ptr: *const u8, len: usize, write: bool) {
     let loc = Location::caller();

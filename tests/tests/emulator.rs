@@ -114,9 +114,10 @@ fn tma_multicast_and_warp_roles_match_the_cpu_reference() {
     }
 }
 
-/// A raw-pointer parameter's accesses are invisible to the race detector:
-/// a planted write-write race through one runs to the end unreported, and
-/// the run's report says which parameter was not race-checked.
+/// A raw-pointer parameter's plain dereferences are invisible to the race
+/// detector: a planted write-write race through one runs to the end
+/// unreported, and the run's report says which parameter was not
+/// race-checked; the same race through `gmem::raw::store` is reported.
 #[test]
 fn raw_pointer_accesses_are_not_race_checked_and_the_report_says_so() {
     let mut y = vec![0f32; 1];
@@ -126,6 +127,10 @@ fn raw_pointer_accesses_are_not_race_checked_and_the_report_says_so() {
         "{:?}",
         report.warnings
     );
+    // Through `gmem::raw::store` the same race is reported, at the kernel's line.
+    let e = Emulator::new(1).launch::<planted::raw_pointer_race_seen, _>(1u32, (&mut y[..],)).expect_err("gmem::raw::store reports its writes");
+    let msg = e.to_string();
+    assert!(matches!(e, EmuError::Race { .. }) && msg.contains("write-write race on global memory") && msg.contains("planted.rs"), "{msg}");
 }
 
 /// The FP8 wgmma forms (`m64n256k32.f32.e4m3.e4m3` and `.e5m2.e5m2`):

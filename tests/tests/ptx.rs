@@ -96,6 +96,10 @@ const EXPECTED: &[(&str, &[&str])] = &[
     ),
     ("softmax_rows", &["ld.global.nc.v4.b32", "shfl.sync.bfly.b32", "ex2.approx.f32", "rcp.rn.f32", "st.global.v4.b32"]),
     (
+        "bf16_vectors",
+        &["ld.global.nc.v4.b32", "ld.global.v4.b32", "st.shared.v4.b32", "ld.shared.v4.b32", "st.global.v4.b32", "cvt.rn.bf16.f32", "barrier.sync 0"],
+    ),
+    (
         "reduce_adds",
         &[
             "st.shared.v4.b32", "fence.proxy.async.shared::cta", "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32",
@@ -354,6 +358,25 @@ fn fixtures_are_assembled_for_both_architectures_with_no_spills() {
     }
     let missing = unlisted_kernels(code, include_str!("../fixtures/src/lib.rs"));
     assert!(missing.is_empty(), "kernels missing from the table in tests/fixtures/src/lib.rs: {missing:?}");
+}
+
+/// The 16-byte accesses of every element type (`kernel_fixtures::vecmem`,
+/// the raw-pointer forms included) assemble to the `.v4.b32` loads and
+/// stores, with no local memory (the packs stay in registers), on both
+/// architectures.
+#[test]
+fn sixteen_byte_accesses_assemble_to_v4_instructions() {
+    let code = &kernel_fixtures::DEVICE_CODE;
+    for arch in ARCHS {
+        let ptx = code.image(arch).expect("built for both").ptx;
+        for name in ["vec_moves_f16", "vec_moves_bf16", "vec_moves_e4m3", "vec_moves_f32"] {
+            let body = entry_body(ptx, name);
+            for instr in ["ld.global.nc.v4.b32", "ld.global.v4.b32", "st.global.v4.b32", "st.shared.v4.b32", "ld.shared.v4.b32"] {
+                assert!(body.contains(instr), "fixtures {arch} {name}: `{instr}` missing from the PTX");
+            }
+            assert!(!body.contains(".local"), "fixtures {arch} {name}: uses local memory");
+        }
+    }
 }
 
 /// The Hopper ladder (steps 2 to 7): `(entry, wgmma form, wgmmas in the

@@ -2,7 +2,7 @@
 //! kernel is reported, with the rule its bug breaks, under 4 scheduler
 //! seeds; every race-free twin runs clean and matches its CPU reference
 //! under the same seeds. Prints a table: kernel, class, caught on n/4 seeds.
-use kernel_device::f16;
+use kernel_device::{bf16, f16};
 use kernel_host::emulate::{EmuError, EmuTensorMap, Emulator, RunReport};
 use kernel_fixtures::races::{self as k, RTile, RT};
 
@@ -347,6 +347,34 @@ fn block_stats(emu: &Emulator, racy: bool) -> Outcome {
     outcome(r, &y, &want)
 }
 
+/// The 16-byte pairs on bf16 (`VTile`, 8 x 64), compared as f32.
+fn vec16(emu: &Emulator, racy: bool, which: &str) -> Outcome {
+    let x: Vec<bf16> = xs(512, 19).into_iter().map(bf16::from_f32).collect();
+    let f32s = |v: &[bf16]| -> Vec<f32> { v.iter().map(|b| b.to_f32()).collect() };
+    match which {
+        "tma_tile_read_v4_without_wait" => {
+            let mut y = vec![f32::NAN; 512];
+            let map = EmuTensorMap::<k::VTile>::new_2d(&x, 8, 64).unwrap();
+            let r = launch!(emu, racy, tma_tile_read_v4_without_wait, 1u32, (&map, &mut y[..]));
+            outcome(r, &y, &f32s(&x))
+        }
+        "smem_raw_v4_read_without_sync" => {
+            let want: Vec<bf16> = (0..512).map(|i| x[64 * (7 - i / 64) + i % 64]).collect();
+            let mut y = vec![bf16::NAN; 512];
+            let r = launch!(emu, racy, smem_raw_v4_read_without_sync, 1u32, (&x[..], &mut y[..]));
+            outcome(r, &f32s(&y), &f32s(&want))
+        }
+        "gmem_v4_same_pack_in_two_ctas" => {
+            let x = &x[..128];
+            let want: Vec<f32> = x.iter().map(|v| 2.0 * v.to_f32()).collect();
+            let mut y = vec![bf16::NAN; 128];
+            let r = launch!(emu, racy, gmem_v4_same_pack_in_two_ctas, 2u32, (x, &mut y[..]));
+            outcome(r, &f32s(&y), &want)
+        }
+        _ => unreachable!("{which}"),
+    }
+}
+
 // ----- the table -----------------------------------------------------------------
 
 /// The report that counts as catching a bug: its kind, read from the
@@ -459,6 +487,9 @@ fn cases() -> Vec<Case> {
         case("named_barrier_count_too_small", "named barrier, count too small", &[SmemRace], |e, r| queue(e, r, "named_count_too_small")),
         case("cluster_arrive_relaxed_publishes_nothing", "cluster barrier, relaxed arrive", &[SmemRace], |e, r| cluster_swap(e, r, "arrive_relaxed")),
         case("block_stats_partials_reused", "SMEM reuse between block reductions", &[SmemRace], block_stats),
+        case("tma_tile_read_v4_without_wait", "TMA load, 16-byte SMEM reads (get_v4)", &[AsyncRace], |e, r| vec16(e, r, "tma_tile_read_v4_without_wait")),
+        case("smem_raw_v4_read_without_sync", "SMEM, 16-byte raw-pointer reads", &[SmemRace], |e, r| vec16(e, r, "smem_raw_v4_read_without_sync")),
+        case("gmem_v4_same_pack_in_two_ctas", "GMEM write-write, 16-byte stores", &[GmemRace], |e, r| vec16(e, r, "gmem_v4_same_pack_in_two_ctas")),
     ]
 }
 

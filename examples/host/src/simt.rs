@@ -373,11 +373,38 @@ pub fn softmax_rows(dev: &Device) -> Result<Outcome> {
     check_tol("softmax_rows", &y, &want, |i| Some(want[i].abs() as f64 * 2f64.powi(-18)))
 }
 
+/// 16-byte vector memory on bf16 (see the kernel's docs): exact, since a
+/// product of two bf16 is exact in f32 and the sum and the final rounding
+/// are the same f32 and round-to-nearest-even operations as here.
+pub fn bf16_vectors(dev: &Device) -> Result<Outcome> {
+    let (ctas, rows, cols) = (3usize, simt::BF16_ROWS, simt::BF16_COLS);
+    let n = ctas * rows * cols;
+    let bf = |v: Vec<f32>| -> Vec<bf16> { v.into_iter().map(bf16::from_f32).collect() };
+    let (x, scale, y0) = (bf(inputs(n, 61)), bf(inputs(cols, 62)), bf(inputs(n, 63)));
+    let (dx, ds) = (dev.upload(&x)?, dev.upload(&scale)?);
+    let mut dy = dev.upload(&y0)?;
+    dev.load(&kernels::DEVICE_CODE)?.kernel::<simt::bf16_vectors>()?.launch_sync(ctas as u32, (&dx, &ds, &mut dy))?;
+    let got: Vec<f32> = dev.download(&dy)?.iter().map(|v| v.to_f32()).collect();
+    let mut want = vec![0f32; n];
+    for row in 0..ctas * rows {
+        // The row of `x` this row reads: mirrored within its CTA's 8 rows.
+        let src = row - row % rows + rows - 1 - row % rows;
+        for c in 0..cols / 8 {
+            let c2 = (c + 3) % 8;
+            for k in 0..8 {
+                let (i, j, sk) = (row * cols + 8 * c + k, src * cols + 8 * c2 + k, 8 * c2 + k);
+                want[i] = bf16::from_f32(x[j].to_f32() * scale[sk].to_f32() + y0[i].to_f32()).to_f32();
+            }
+        }
+    }
+    check_tol("bf16_vectors", &got, &want, |_| None)
+}
+
 /// Every SIMT example, by name.
 pub type SimtExample = (&'static str, fn(&Device) -> Result<Outcome>);
 
 /// The SIMT examples.
-pub const SIMT_EXAMPLES: [SimtExample; 8] = [
+pub const SIMT_EXAMPLES: [SimtExample; 9] = [
     ("warp_collectives", warp_collectives),
     ("warpgroup_indices", warpgroup_indices),
     ("block_reductions", block_reductions),
@@ -386,4 +413,5 @@ pub const SIMT_EXAMPLES: [SimtExample; 8] = [
     ("reduce_adds", reduce_adds),
     ("softmax_rows", softmax_rows),
     ("smem_matrices", smem_matrices),
+    ("bf16_vectors", bf16_vectors),
 ];

@@ -1,6 +1,7 @@
 //! SIMT building blocks: warp collectives, warp and block reductions and
 //! scans, f32 math and f16/bf16 conversions, vector and read-only global
-//! loads, atomics, and a user-defined operation (`device_op!`).
+//! loads, atomics, 16-byte vector memory on bf16 (global, shared, a
+//! swizzled tile), and a user-defined operation (`device_op!`).
 //!
 //! Each kernel writes what its operations return, per thread, so the host
 //! (`examples::simt`) can compare every lane with a CPU reference, on the
@@ -11,6 +12,7 @@ use kernel_device::math;
 use kernel_device::prelude::*;
 use kernel_device::reduce::{self, Max, Min, Sum};
 use kernel_device::warp::{self, ReduxInt};
+use kernel_device::bf16;
 
 /// Outputs per thread of [`warp_collectives`] (`f32` and `i32` each).
 pub const WARP_OUTS: usize = 8;
@@ -342,4 +344,55 @@ pub fn smem_matrices(out: Gmem<u32>, #[scratch] smem: Smem<[u32; 7 * 32]>) {
         regs(4 * 64 + 64, i, v);
     }
     regs(6 * 64 + 32, 0, x1[0]);
+}
+
+/// Rows of `x` and `y` per CTA of [`bf16_vectors`].
+pub const BF16_ROWS: usize = 8;
+/// Columns of `x`, `y` and `scale` in [`bf16_vectors`] (8 chunks of 16 bytes).
+pub const BF16_COLS: usize = 64;
+/// The staging tile of [`bf16_vectors`]: 8 x 64 bf16, 128-byte rows, 128-byte
+/// swizzle (16-byte chunk `c` of row `r` stored at chunk `c ^ r`).
+pub type Bf16Tile = Tile<bf16, BF16_ROWS, BF16_COLS, Swizzled<128>>;
+
+/// 16-byte vector memory on bf16 (8 elements per access, [`Pack16`]):
+/// `y[r] += x[7 - r] * scale`, with the 16-byte chunks of each row rotated
+/// by 3, per CTA of 8 rows.
+///
+/// This kernel works as follows: thread `t` owns chunk `c = t % 8` of row
+/// `r = t / 8` of its CTA's rows. It loads its chunk of `x` (8 bf16) with
+/// one `ld.global.nc.v4` and stores it to the swizzled tile (`set_v4`,
+/// `st.shared.v4`); threads 0-7 copy chunk `t` of `scale` into an SMEM
+/// vector (`ld.global.v4`, `Smem::write_v4`). After a CTA barrier it reads
+/// what other threads stored: chunk `c' = (c + 3) % 8` of tile row `7 - r`
+/// (`get_v4`, `ld.shared.v4`) and of the scale vector (`Smem::read_v4`),
+/// loads its chunk of `y` (`ld.global.v4`), and stores
+/// `bf16(x * s + y)` (f32 arithmetic, `cvt.rn.bf16.f32`) with one
+/// `st.global.v4`.
+///
+/// Constraints: 64 threads; `x` and `y` hold `8 * grid` rows of 64 bf16,
+/// `scale` 64.
+///
+/// [`Pack16`]: kernel_device::Pack16
+#[kernel(block = threads(64))]
+pub fn bf16_vectors(
+    x: GmemRef<bf16>,
+    scale: GmemRef<bf16>,
+    y: Gmem<bf16>,
+    #[scratch] tile: Smem<Bf16Tile>,
+    #[scratch] s: Smem<[bf16; BF16_COLS]>,
+) {
+    let t = thread_idx().x as usize;
+    let (r, c) = (t / 8, t % 8);
+    let row0 = block_idx().x as usize * BF16_ROWS;
+    tile.set_v4(r, 8 * c, x.read_nc_v4((row0 + r) * BF16_COLS + 8 * c));
+    if t < 8 {
+        s.write_v4(8 * t, scale.read_v4(8 * t));
+    }
+    sync_threads();
+    let c2 = (c + 3) % 8;
+    let (xv, sv) = (tile.get_v4(BF16_ROWS - 1 - r, 8 * c2), s.read_v4(8 * c2));
+    let i = (row0 + r) * BF16_COLS + 8 * c;
+    let yv = y.read_v4(i);
+    let f = cvt::bf16_to_f32;
+    y.write_v4(i, core::array::from_fn(|k| cvt::f32_to_bf16(f(xv[k]) * f(sv[k]) + f(yv[k]))));
 }
