@@ -110,6 +110,15 @@ def main():
             print(f"{k}\t{n}\t{mma}\t{tma}")
         return
     a, b = sets
+    # Entry names of element-generic kernels carry the type
+    # (`k__f16_128_4`) where their twins were `k__128_4` / `k_bf16__128_4`:
+    # compare those under the old name.
+    for k in list(b):
+        m = re.match(r"(.*?)__(f16|bf16)_(.*)", k)
+        if k not in a and m:
+            old = f"{m.group(1)}__{m.group(3)}" if m.group(2) == "f16" else f"{m.group(1)}_bf16__{m.group(3)}"
+            if old in a:
+                b[old] = b.pop(k)
     print("kernel\tinstructions before -> after\tMMA loops before -> after\tTMA loops before -> after")
     for k in sorted(set(a) | set(b)):
         fa, fb = a.get(k), b.get(k)

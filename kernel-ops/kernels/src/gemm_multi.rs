@@ -241,7 +241,7 @@ pub fn gemm_multi_of<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM
     let tile = |i: u32| planar_snake(i, (m_tiles, n_tiles), 0, GRID_W);
     let ring = Ring::new(&loaded, &consumed, 256);
     if warpgroup_idx() == 2 {
-        produce!(E, TKE, OPS, BM, BN, GRID_W, MEMORY_REGS; a, b, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, ring);
+        produce::<E, TKE, OPS, BM, BN, STAGES, GRID_W, MEMORY_REGS>(&a, &b, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, ring);
     } else {
         setmaxnreg_inc::<COMPUTE_REGS>();
         let row0 = warpgroup_idx_sync() as usize * BM / 2;
@@ -315,35 +315,33 @@ pub fn gemm_multi<const OPS: usize, const BM: usize, const BN: usize, const NW: 
 /// step, acquires the ring's next slot ([`Producer::acquire_tx`](kernel_device::pipeline::Producer::acquire_tx): waits
 /// until it is empty, announces the bytes of A's tile and the `OPS` B
 /// tiles), and issues their TMA loads into it.
-///
-/// `produce!(E, TKE, OPS, BM, BN, GRID_W, MEMORY_REGS; a, b, m_tiles, n_tiles,
-/// k_steps, a_bufs, b_bufs, ring)`.
-// A macro, not a function: expanded in place, the kernels compile as if it
-// were written there (as an `#[inline(always)]` function it cost one kernel
-// an 8-byte spill).
-macro_rules! produce {
-    ($e:ty, $tke:expr, $ops:expr, $bm:expr, $bn:expr, $grid_w:expr, $regs:expr;
-     $a:expr, $b:expr, $m_tiles:expr, $n_tiles:expr, $k_steps:expr, $a_bufs:expr, $b_bufs:expr, $ring:expr) => {{
-        kernel_device::wgmma::setmaxnreg_dec::<{ $regs }>();
-        if kernel_device::thread_in_warpgroup() == 0 {
-            let (m_tiles, n_tiles): (u32, u32) = ($m_tiles, $n_tiles);
-            let mut producer = $ring.producer();
-            kernel_device::grid::nd_loop([m_tiles * n_tiles], kernel_device::grid::Collective::Blocks, |info| {
-                let (pm, pn) = kernel_device::grid::planar_snake(info.index[0], (m_tiles, n_tiles), 0, $grid_w);
-                for k in 0..$k_steps {
-                    let slot = producer.acquire_tx(
-                        kernel_device::tma::Tma::<$crate::gemm_multi::InTile<$e, { $bm }, { $tke }>>::BYTES
-                            + $ops as u32 * kernel_device::tma::Tma::<$crate::gemm_multi::InTile<$e, { $bn }, { $tke }>>::BYTES,
-                    );
-                    $a.load($a_bufs.at(slot.index()), pm * $bm as u32, k * $tke as u32, slot.barrier());
-                    let bs = $b_bufs.at(slot.index());
-                    kernel_device::array::regs::unroll($ops, |o| $b[o].load(bs.at(o), pn * $bn as u32, k * $tke as u32, slot.barrier()));
-                }
-            });
-        }
-    }};
+#[inline(always)]
+#[track_caller]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn produce<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32, const REGS: u32>(
+    a: &Tma<InTile<E, BM, TKE>>,
+    b: &[Tma<InTile<E, BN, TKE>>; OPS],
+    m_tiles: u32,
+    n_tiles: u32,
+    k_steps: u32,
+    a_bufs: Smem<[InTile<E, BM, TKE>; STAGES]>,
+    b_bufs: Smem<[[InTile<E, BN, TKE>; OPS]; STAGES]>,
+    ring: Ring<'_, STAGES>,
+) {
+    kernel_device::wgmma::setmaxnreg_dec::<REGS>();
+    if thread_in_warpgroup() == 0 {
+        let mut producer = ring.producer();
+        nd_loop([m_tiles * n_tiles], Collective::Blocks, |info| {
+            let (pm, pn) = planar_snake(info.index[0], (m_tiles, n_tiles), 0, GRID_W);
+            for k in 0..k_steps {
+                let slot = producer.acquire_tx(Tma::<InTile<E, BM, TKE>>::BYTES + OPS as u32 * Tma::<InTile<E, BN, TKE>>::BYTES);
+                a.load(a_bufs.at(slot.index()), pm * BM as u32, k * TKE as u32, slot.barrier());
+                let bs = b_bufs.at(slot.index());
+                unroll(OPS, |o| b[o].load(bs.at(o), pn * BN as u32, k * TKE as u32, slot.barrier()));
+            }
+        });
+    }
 }
-pub(crate) use produce;
 
 /// The output of one tile (`out[r]`: the 64-row blocks of this compute
 /// warpgroup's rows from `row0`, `BM / 128` of them) leaves as

@@ -140,37 +140,44 @@ fn store_partial<E: Copy, const BM: usize>(buf: Smem<EpiTile<E, BM>>, c: Gmem<E>
 /// group's first rows: computed, never stored) and `B_g`'s tile from the
 /// rank-3 map of `B` (`[k, n, g]`).
 ///
-/// `produce_grouped!(ATileType, BTileType, TKE, BM, BN; a, b, sizes,
-/// n_tiles, total, k_steps, a_bufs, b_slot, ring, tiles_at)`, where
-/// `b_slot` is a closure from a slot to its B tile (the kernels' B buffers
-/// differ in shape).
-// A macro, as `gemm_multi::produce!`: expanded in place (register
-// allocation).
-macro_rules! produce_grouped {
-    ($at:ty, $bt:ty, $tke:expr, $bm:expr, $bn:expr;
-     $a:expr, $b:expr, $sizes:expr, $n_tiles:expr, $total:expr, $k_steps:expr, $a_bufs:expr, $b_slot:expr, $ring:expr, $tiles_at:expr) => {{
-        if kernel_device::thread_in_warpgroup() == 0 {
-            let mut cursor = $crate::grouped::GroupCursor::new($sizes, $bm as u32, $bn as u32, $n_tiles);
-            let mut producer = $ring.producer();
-            let mut entries = $crate::grouped::TileSlots::new();
-            let mut t = kernel_device::block_idx().x;
-            while t < $total {
-                let tile = cursor.locate(t);
-                t += kernel_device::grid_dim().x;
-                let entry = entries.next();
-                for k in 0..$k_steps {
-                    let slot = producer.acquire();
-                    if k == 0 {
-                        $tiles_at.write(entry, [tile.group, tile.row0, tile.rows, tile.col0]);
-                    }
-                    let bar = slot.barrier();
-                    bar.arrive_expect_tx(kernel_device::tma::Tma::<$at>::BYTES + kernel_device::tma::Tma::<$bt, 3>::BYTES);
-                    $a.load($a_bufs.at(slot.index()), tile.row0, k * $tke as u32, bar);
-                    $b.load_at(($b_slot)(slot.index()), [k * $tke as u32, tile.col0, tile.group], bar);
+/// `b_slot` maps a slot to its B tile (the kernels' B buffers differ in
+/// shape).
+#[inline(always)]
+#[track_caller]
+#[allow(clippy::too_many_arguments)]
+fn produce_grouped<At: TileLayout, Bt: TileLayout, const TKE: usize, const BM: usize, const BN: usize, const STAGES: usize>(
+    a: &Tma<At>,
+    b: &Tma<Bt, 3>,
+    sizes: GmemRef<u32>,
+    n_tiles: u32,
+    total: u32,
+    k_steps: u32,
+    a_bufs: Smem<[At; STAGES]>,
+    b_slot: impl Fn(usize) -> Smem<Bt>,
+    ring: Ring<'_, STAGES>,
+    tiles_at: Smem<[[u32; 4]; TILE_SLOTS]>,
+) {
+    if thread_in_warpgroup() == 0 {
+        let mut cursor = GroupCursor::new(sizes, BM as u32, BN as u32, n_tiles);
+        let mut producer = ring.producer();
+        let mut entries = TileSlots::new();
+        let mut t = block_idx().x;
+        while t < total {
+            let tile = cursor.locate(t);
+            t += grid_dim().x;
+            let entry = entries.next();
+            for k in 0..k_steps {
+                let slot = producer.acquire();
+                if k == 0 {
+                    tiles_at.write(entry, [tile.group, tile.row0, tile.rows, tile.col0]);
                 }
+                let bar = slot.barrier();
+                bar.arrive_expect_tx(Tma::<At>::BYTES + Tma::<Bt, 3>::BYTES);
+                a.load(a_bufs.at(slot.index()), tile.row0, k * TKE as u32, bar);
+                b.load_at(b_slot(slot.index()), [k * TKE as u32, tile.col0, tile.group], bar);
             }
         }
-    }};
+    }
 }
 
 /// The entries of `tiles_at` (the tiles' locations the memory warpgroup
@@ -292,7 +299,7 @@ pub fn grouped_matmul_of<E: GemmElem, const BM: usize, const BN: usize, const ST
     epi: Smem<[EpiTile<E, BM>; 2]>,
     loaded: Barriers<STAGES>,
     consumed: Barriers<STAGES>,
-    tiles_at: Smem<[[u32; 4]; 8]>,
+    tiles_at: Smem<[[u32; 4]; TILE_SLOTS]>,
 ) where
     Cols<BN>: WgmmaShape,
 {
@@ -313,7 +320,7 @@ pub fn grouped_matmul_of<E: GemmElem, const BM: usize, const BN: usize, const ST
     let ring = Ring::new(&loaded, &consumed, 256);
     if warpgroup_idx() == 2 {
         setmaxnreg_dec::<MEMORY_REGS>();
-        produce_grouped!(ATile<E, BM>, BTile<E, BN>, TK, BM, BN; a, b, sizes, n_tiles, total, k_steps, a_bufs, |s| b_bufs.at(s), ring, tiles_at);
+        produce_grouped::<ATile<E, BM>, BTile<E, BN>, TK, BM, BN, STAGES>(&a, &b, sizes, n_tiles, total, k_steps, a_bufs, |s| b_bufs.at(s), ring, tiles_at);
     } else {
         setmaxnreg_inc::<COMPUTE_REGS>();
         let row0 = warpgroup_idx_sync() as usize * BM / 2;
@@ -365,7 +372,7 @@ pub fn grouped_matmul<E: GemmElem, const BM: usize, const BN: usize, const STAGE
     #[scratch] epi: Smem<[EpiTile<E, BM>; 2]>,
     #[scratch] loaded: Barriers<STAGES>,
     #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
-    #[scratch] tiles_at: Smem<[[u32; 4]; 8]>,
+    #[scratch] tiles_at: Smem<[[u32; 4]; TILE_SLOTS]>,
 ) where
     Cols<BN>: WgmmaShape,
 {
@@ -405,7 +412,7 @@ const _: () = assert!(
 ///    block of A and two of B per tile and step), but each role adds the
 ///    sizes after its own `setmaxnreg` and the memory warpgroup writes the
 ///    status;
-/// 2. the memory warpgroup as [`grouped_matmul_of`]'s (`produce_grouped!`),
+/// 2. the memory warpgroup as [`grouped_matmul_of`]'s (`produce_grouped`),
 ///    on [`GBS_MEMORY_REGS`] registers;
 /// 3. the compute warpgroups run the block-scaled GEMM's K loop
 ///    (`blockscaled_k_loop!`: two column halves per step, each promoted
@@ -446,7 +453,7 @@ pub fn grouped_matmul_fp8_blockscaled<const STAGES: usize>(
     #[scratch] epi: Smem<[EpiTile<f16, GBS_BM>; 2]>,
     #[scratch] loaded: Barriers<STAGES>,
     #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
-    #[scratch] tiles_at: Smem<[[u32; 4]; 8]>,
+    #[scratch] tiles_at: Smem<[[u32; 4]; TILE_SLOTS]>,
 ) {
     use crate::matmul_fp8::{blockscaled_k_loop, A8TileOf, B8TileOf, SCALE_BLOCK, TK8};
     const BM: usize = GBS_BM;
@@ -466,7 +473,7 @@ pub fn grouped_matmul_fp8_blockscaled<const STAGES: usize>(
             status.write(0, if sizes_ok { STATUS_OK } else { STATUS_SIZES_MISMATCH });
         }
         if sizes_ok {
-            produce_grouped!(A8TileOf<BM>, B8TileOf<BN>, TK8, BM, BN; a, b, sizes, n_tiles, total, k_steps, a_bufs, |s| b_bufs.at(s).at(0), ring, tiles_at);
+            produce_grouped::<A8TileOf<BM>, B8TileOf<BN>, TK8, BM, BN, STAGES>(&a, &b, sizes, n_tiles, total, k_steps, a_bufs, |s| b_bufs.at(s).at(0), ring, tiles_at);
         }
         return;
     }

@@ -306,7 +306,7 @@ pub(crate) use blockscaled_k_loop;
 ///
 /// This kernel works as follows:
 /// 1. tiles, order and the memory warpgroup as [`gemm_multi_of`]'s
-///    (`gemm_multi::produce!`): `BM x BN = 128 x 256` tiles of K steps of
+///    (`gemm_multi::produce`): `BM x BN = 128 x 256` tiles of K steps of
 ///    128, so one K step is one scale block of A and two of B (columns
 ///    `0 ..` and `128 ..` of the tile);
 /// 2. compute warpgroup `w` owns rows `64 w ..` of the tile and its `64 x
@@ -370,7 +370,7 @@ pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
     let ring = Ring::new(&loaded, &consumed, 256);
     if warpgroup_idx() == 2 {
         let b = [b];
-        produce!(E4M3, TK8, 1, BM, BN, GRID_W, BS_MEMORY_REGS; a, b, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, ring);
+        produce::<E4M3, TK8, 1, BM, BN, STAGES, GRID_W, BS_MEMORY_REGS>(&a, &b, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, ring);
         return;
     }
     setmaxnreg_inc::<BS_COMPUTE_REGS>();
