@@ -253,6 +253,9 @@ pub(crate) struct State {
     scopes: Vec<Vec<(&'static str, Loc)>>,
     /// Warnings of the run (`kernel_emu::warn_once`), each once, in order.
     pub(crate) warnings: Vec<String>,
+    /// Conditional warnings (`kernel_emu::warn_unless`): per key, whether
+    /// any call was fine, and the warning's text if none was.
+    pub(crate) warn_unless: Vec<(String, bool, String)>,
     next_epoch: u64,
     /// Per CTA: its shared memory as the async proxy sees it (copied from
     /// the real buffer at every `fence.proxy.async` of the CTA, and written
@@ -452,6 +455,7 @@ impl Emu {
             mbar_seen: HashMap::new(),
             scopes: vec![Vec::new(); n],
             warnings: Vec::new(),
+            warn_unless: Vec::new(),
             next_epoch: 0,
             shadow: (0..n_ctas).map(|_| vec![0u8; cfg.smem_bytes]).collect(),
             wgmma: (0..n).map(|_| WgmmaGroups::default()).collect(),
@@ -1532,6 +1536,19 @@ impl Emu {
             Some(s) => g.scopes[tid].push(s),
             None => {
                 g.scopes[tid].pop();
+            }
+        }
+    }
+
+    /// Records one call of the conditional warning `key` (see
+    /// `kernel_emu::warn_unless`).
+    pub(crate) fn warn_unless(&self, key: String, ok: bool, text: impl FnOnce() -> String) {
+        let mut g = self.lock();
+        match g.warn_unless.iter_mut().find(|(k, _, _)| *k == key) {
+            Some(entry) => entry.1 |= ok,
+            None => {
+                let text = if ok { String::new() } else { text() };
+                g.warn_unless.push((key, ok, text));
             }
         }
     }

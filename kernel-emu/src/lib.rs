@@ -482,7 +482,17 @@ pub fn run(cfg: &LaunchConfig, thread_fn: &(dyn Fn() + Sync)) -> Result<RunRepor
     if let Some(e) = tmem_end {
         return Err(e);
     }
-    let warnings = std::mem::take(&mut emu.lock().warnings);
+    let warnings = {
+        let mut g = emu.lock();
+        let unless: Vec<String> = std::mem::take(&mut g.warn_unless).into_iter().filter(|(_, ok, _)| !ok).map(|(_, _, t)| t).collect();
+        let mut w = std::mem::take(&mut g.warnings);
+        for t in unless {
+            if !w.contains(&t) {
+                w.push(t);
+            }
+        }
+        w
+    };
     for w in &warnings {
         eprintln!("kernel-emu warning: {w}");
     }
@@ -955,6 +965,18 @@ pub fn scope(what: &'static str) -> ScopeGuard {
 pub fn warn_once(text: String) {
     if let Some((e, _)) = enter("warn_once") {
         e.warn_once(text);
+    }
+}
+
+/// A warning of the run unless some call of the same `key` was `ok`: each
+/// call records whether its case was fine, and when the run ends, a key
+/// none of whose calls was fine gives one warning, `text()` of its first
+/// call (formatted only then), as [`warn_once`]'s. For checks that hold of
+/// the launch as a whole, not of each CTA: a pipeline some of whose CTAs
+/// run few steps (ragged work) warns only if no CTA reused a slot.
+pub fn warn_unless(key: String, ok: bool, text: impl FnOnce() -> String) {
+    if let Some((e, _)) = enter("warn_unless") {
+        e.warn_unless(key, ok, text);
     }
 }
 

@@ -102,7 +102,7 @@ fn a_pipeline_that_never_reuses_a_slot_warns() {
     let report = r.unwrap();
     assert_eq!(report.warnings.len(), 1, "{:?}", report.warnings);
     let w = &report.warnings[0];
-    assert!(w.contains("consumed_count_256") && w.contains("2 step(s) with 2 stages") && w.contains("no slot was ever reused"), "{w}");
+    assert!(w.contains("consumed_count_256") && w.contains("at most 2 step(s) in every CTA with 2 stages") && w.contains("no slot was ever reused"), "{w}");
     assert!(w.contains("planted_arrivals.rs:"), "the warning names the user's call: {w}");
 }
 

@@ -400,11 +400,61 @@ pub fn bf16_vectors(dev: &Device) -> Result<Outcome> {
     check_tol("bf16_vectors", &got, &want, |_| None)
 }
 
+/// Split-KV flash decoding (`kernels::decode`): one query token per
+/// sequence, bf16, 2 query heads per KV head, ragged lengths (37 and 200
+/// of 200 cached keys), 2 splits (so one CTA of the short sequence has no
+/// keys), checked against an f64 CPU softmax(q kᵀ scale) v per head within
+/// bf16 rounding (the kernel's `ex2.approx`, its f32 sums and the bf16
+/// output: 1.5e-2 absolute, outputs of magnitude below 1).
+pub fn split_kv_decode(dev: &Device) -> Result<Outcome> {
+    use kernel_host::{MapArg, TileMap};
+    use kernels::decode::{self as kd, KvBlock, DEC_D};
+    let (batch, kv_heads, group, max_len, splits) = (2usize, 2usize, 2usize, 200usize, 2usize);
+    let heads = kv_heads * group;
+    let lens = [37u32, 200];
+    let bf = |v: Vec<f32>| -> Vec<bf16> { v.into_iter().map(bf16::from_f32).collect() };
+    let q = bf(inputs(batch * heads * DEC_D, 71));
+    let k = bf(inputs(batch * max_len * kv_heads * DEC_D, 72));
+    let v = bf(inputs(batch * max_len * kv_heads * DEC_D, 73));
+    let scale = 1.0 / (DEC_D as f32).sqrt();
+    let (dq, dk, dv, dl) = (dev.upload(&q)?, dev.upload(&k)?, dev.upload(&v)?, dev.upload(&lens)?);
+    let mut o_part = dev.upload(&vec![0f32; batch * heads * splits * DEC_D])?;
+    let mut lse = dev.upload(&vec![0f32; batch * heads * splits])?;
+    let mut out = dev.upload(&vec![bf16::from_f32(f32::NAN); batch * heads * DEC_D])?;
+    let (rows, cols) = (batch * max_len, kv_heads * DEC_D);
+    let km = TileMap::<KvBlock>::new_2d(&dk, rows, cols)?.param();
+    let vm = TileMap::<KvBlock>::new_2d(&dv, rows, cols)?.param();
+    let prog = dev.load(&kernels::DEVICE_CODE)?;
+    prog.kernel::<kd::decode_split>()?.launch_sync(
+        (splits as u32, kv_heads as u32, batch as u32),
+        (&dq, MapArg::read(km, &dk), MapArg::read(vm, &dv), &dl, &mut o_part, &mut lse, max_len as u32, heads as u32, scale),
+    )?;
+    prog.kernel::<kd::decode_combine>()?.launch_sync((heads as u32, batch as u32), (&o_part, &lse, &mut out, splits as u32))?;
+    let got: Vec<f32> = dev.download(&out)?.iter().map(|x| x.to_f32()).collect();
+    let mut want = vec![0f32; got.len()];
+    let f = |x: &[bf16], i: usize| x[i].to_f32() as f64;
+    for b in 0..batch {
+        for h in 0..heads {
+            let kvh = h / group;
+            let n = lens[b] as usize;
+            let at = |t: usize, d: usize| (b * max_len + t) * kv_heads * DEC_D + kvh * DEC_D + d;
+            let s: Vec<f64> = (0..n).map(|t| (0..DEC_D).map(|d| f(&q, (b * heads + h) * DEC_D + d) * f(&k, at(t, d))).sum::<f64>() * scale as f64).collect();
+            let mx = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let p: Vec<f64> = s.iter().map(|x| (x - mx).exp()).collect();
+            let sum: f64 = p.iter().sum();
+            for d in 0..DEC_D {
+                want[(b * heads + h) * DEC_D + d] = ((0..n).map(|t| p[t] * f(&v, at(t, d))).sum::<f64>() / sum) as f32;
+            }
+        }
+    }
+    check_tol("split_kv_decode", &got, &want, |_| Some(1.5e-2))
+}
+
 /// Every SIMT example, by name.
 pub type SimtExample = (&'static str, fn(&Device) -> Result<Outcome>);
 
 /// The SIMT examples.
-pub const SIMT_EXAMPLES: [SimtExample; 9] = [
+pub const SIMT_EXAMPLES: [SimtExample; 10] = [
     ("warp_collectives", warp_collectives),
     ("warpgroup_indices", warpgroup_indices),
     ("block_reductions", block_reductions),
@@ -414,4 +464,5 @@ pub const SIMT_EXAMPLES: [SimtExample; 9] = [
     ("softmax_rows", softmax_rows),
     ("smem_matrices", smem_matrices),
     ("bf16_vectors", bf16_vectors),
+    ("split_kv_decode", split_kv_decode),
 ];

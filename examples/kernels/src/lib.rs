@@ -60,6 +60,7 @@ pub mod attention_ladder;
 pub mod hopper_ladder;
 pub mod blackwell;
 pub mod cluster;
+pub mod decode;
 pub mod simt;
 
 kernel_device::device_code!();

@@ -43,9 +43,9 @@
 //! its own slot, no slot is ever refilled, and the slot-reuse protocol
 //! (`delay_release`, the `consumed` barrier, the CTA barrier before a
 //! refill) is never exercised, so its bugs pass. The CPU emulator warns
-//! when a pipeline's run never reused a slot (once per launch, on stderr
-//! and in `kernel_emu::RunReport::warnings`), naming the kernel, the call,
-//! the stages and the steps.
+//! when a launch's pipeline never reused a slot in any of its CTAs (once
+//! per launch, on stderr and in `kernel_emu::RunReport::warnings`), naming
+//! the kernel, the call, the stages and the steps.
 //!
 //! # Reports on the emulator
 //!
@@ -272,13 +272,17 @@ mod emu {
                 kernel_emu::mbarrier_expect_arrivals(consumed.at(i).smem_addr(), consumers, &who);
             }
         }
-        if steps <= S as u32 && crate::index::thread_linear() == 0 {
-            kernel_emu::warn_once(format!(
-                "kernel `{}`: `{what}` (called at {at}) ran {steps} step(s) with {S} stages, so no slot was ever reused: \
-                 the slot-reuse protocol (refill after release: `delay_release`, the `consumed` barrier) was not \
-                 exercised; test with more steps than stages (K > {S} x the tile's K)",
-                kernel_emu::kernel_name()
-            ));
+        if crate::index::thread_linear() == 0 {
+            // Per launch, not per CTA: a launch some of whose CTAs run few
+            // steps (ragged lengths) exercised the protocol if any did.
+            kernel_emu::warn_unless(format!("{what} at {at}"), steps > S as u32, || {
+                format!(
+                    "kernel `{}`: `{what}` (called at {at}) ran at most {steps} step(s) in every CTA with {S} stages, so no \
+                     slot was ever reused: the slot-reuse protocol (refill after release: `delay_release`, the `consumed` \
+                     barrier) was not exercised; test with more steps than stages (K > {S} x the tile's K)",
+                    kernel_emu::kernel_name()
+                )
+            });
         }
         scope
     }
