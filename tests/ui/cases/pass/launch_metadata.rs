@@ -30,6 +30,13 @@ pub fn staged<const STAGES: usize>(x: *mut f32, #[scratch] bufs: Smem<[[f32; 256
     let _ = (x, bufs, ready.len());
 }
 
+/// The occupancy options and the local-memory opt-out: launch metadata
+/// unchanged (they reach ptxas through the PTX).
+#[kernel(block = warpgroups(3), min_blocks_per_sm = 2, max_registers = 80, allow_spills = "a planted stack frame")]
+pub fn tuned(x: Gmem<f32>, #[scratch] stage: Smem<[[f32; 128]; 64]>) {
+    let _ = (x, stage);
+}
+
 fn spec<K: KernelSpec>() -> (&'static str, Dim3, Dim3, u32) {
     (K::NAME, K::BLOCK, K::CLUSTER, K::SMEM_BYTES)
 }
@@ -39,6 +46,7 @@ fn main() {
     assert_eq!(spec::<with_scratch>(), ("with_scratch", Dim3::new(256, 1, 1), Dim3::new(2, 1, 1), 550));
     assert_eq!(spec::<staged<1>>(), ("staged__1", Dim3::new(32, 4, 2), Dim3::new(1, 1, 1), 1024 + 8));
     assert_eq!(spec::<staged<4>>(), ("staged__4", Dim3::new(32, 4, 2), Dim3::new(1, 1, 1), 4096 + 32));
+    assert_eq!(spec::<tuned>(), ("tuned", Dim3::new(384, 1, 1), Dim3::new(1, 1, 1), 32768));
     // The parameter tuple the host must match.
     let _: <plain as KernelSpec>::Params = (core::ptr::null::<f32>(), core::ptr::null_mut::<f32>(), 3u32);
     let _: <with_scratch as KernelSpec>::Params = (core::ptr::null_mut::<f32>(),);
