@@ -52,7 +52,11 @@ pub mod group;
 #[cfg(feature = "runtime")]
 pub mod nccl;
 #[cfg(feature = "runtime")]
+pub mod occupancy;
+#[cfg(feature = "runtime")]
 pub use device::{Arg, Args, Buffer, Device, Launched, Launcher, MapArg, Program, TileMap};
+#[cfg(feature = "runtime")]
+pub use occupancy::Occupancy;
 
 #[cfg(feature = "runtime")]
 pub mod runtime;
