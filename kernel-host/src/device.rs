@@ -776,7 +776,9 @@ where
     pub fn name(&self) -> &'static str {
         K::NAME
     }
+}
 
+impl<K: KernelSpec> Launcher<K> {
     /// How many CTAs of `K` fit on one SM of the device at once, and the
     /// resource that limits it (registers, shared memory, threads or
     /// blocks per SM), with what would raise it in its `Display`.
