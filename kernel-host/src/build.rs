@@ -184,6 +184,10 @@ pub struct DeviceBuild {
 
 const NVPTX_TARGET: &str = "nvptx64-nvidia-cuda";
 
+/// One architecture's build: its output, the sources it was built from,
+/// and its entries that use local memory.
+type ArchBuild = (ArchOutput, BTreeSet<PathBuf>, Vec<LocalMemoryUse>);
+
 impl DeviceBuild {
     /// Build the crate at `crate_dir` (its lib is named `crate_name`, with
     /// `_` for `-`) into `out_dir`, for [`Arch::ALL`].
@@ -293,7 +297,7 @@ impl DeviceBuild {
         std::fs::create_dir_all(&self.out_dir).map_err(|err| BuildError::Io { what: format!("create {}", self.out_dir.display()), err })?;
         // The architectures build side by side (each in its own target dir,
         // under its own lock: see `compile`).
-        let built: Vec<Result<(ArchOutput, BTreeSet<PathBuf>, Vec<LocalMemoryUse>), BuildError>> = std::thread::scope(|sc| {
+        let built: Vec<Result<ArchBuild, BuildError>> = std::thread::scope(|sc| {
             let (ptxas, toolchain_id) = (ptxas.as_deref(), toolchain_id.as_str());
             let jobs: Vec<_> = self.archs.iter().map(|&arch| sc.spawn(move || self.build_arch(arch, toolchain_id, ptxas))).collect();
             jobs.into_iter().map(|j| j.join().expect("a device build thread panicked")).collect()
@@ -317,7 +321,7 @@ impl DeviceBuild {
     /// One architecture: compile, add the kernels' metadata, write the PTX,
     /// assemble it when `ptxas` is given; with the sources it was built from.
     /// The entries that use local memory come with it.
-    fn build_arch(&self, arch: Arch, toolchain_id: &str, ptxas: Option<&Path>) -> Result<(ArchOutput, BTreeSet<PathBuf>, Vec<LocalMemoryUse>), BuildError> {
+    fn build_arch(&self, arch: Arch, toolchain_id: &str, ptxas: Option<&Path>) -> Result<ArchBuild, BuildError> {
         let (ptx_text, sources) = self.compile(arch, toolchain_id)?;
         let ptx_text = apply_kernel_meta(&ptx_text);
         let ptx = self.out_dir.join(format!("{}_{}.ptx", self.crate_name, arch.name()));

@@ -234,7 +234,7 @@ impl fmt::Display for Occupancy {
                  fewer registers (`#[kernel(max_registers = R)]` or `min_blocks_per_sm = N`) fit more",
                 r.registers,
                 REGISTER_FILE / SM_SUBPARTITIONS,
-                if per_warp == 0 { 0 } else { REGISTER_FILE / SM_SUBPARTITIONS / per_warp },
+                (REGISTER_FILE / SM_SUBPARTITIONS).checked_div(per_warp).unwrap_or(0),
                 warps_per_block(r.threads)
             )?,
             Limit::SharedMemory => write!(

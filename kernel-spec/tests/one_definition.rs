@@ -68,8 +68,9 @@ const ITEMS: &[(&str, &str)] = &[
     ("enum MapProblem", "kernel_spec::tensor_map"),
     ("fn entry_registers", "kernel_spec::registers"),
     ("fn register_pool", "kernel_spec::registers"),
-    ("fn occupancy", "kernel_spec::occupancy"),
     ("fn blocks_by_registers", "kernel_spec::occupancy"),
+    ("fn blocks_by_smem", "kernel_spec::occupancy"),
+    ("fn max_registers_for", "kernel_spec::occupancy"),
 ];
 
 /// Limit values that must be written only in `kernel_spec`, and the
