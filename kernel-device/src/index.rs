@@ -7,7 +7,7 @@
 use crate::launch::Dim3;
 
 /// Threads per warp.
-pub const WARP_SIZE: u32 = 32;
+pub use kernel_spec::limits::WARP_SIZE;
 /// Warps per warpgroup (the unit that issues `wgmma`).
 pub const WARPGROUP_WARPS: u32 = 4;
 /// Threads per warpgroup.

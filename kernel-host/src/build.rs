@@ -29,7 +29,10 @@
 //!    module holding everything the kernels call, `core` included) and
 //!    `-C panic=immediate-abort` (a panic is a `trap`);
 //! 2. adds each kernel's `.maxntid` (from the `// kernel-meta` line `#[kernel]`
-//!    emits), so ptxas allocates registers for the real block size;
+//!    emits), so ptxas allocates registers for the real block size, and
+//!    its `.maxnreg` and `.minnctapersm` when it asks for them
+//!    (`#[kernel(max_registers = R, min_blocks_per_sm = N)]`):
+//!    [`apply_kernel_meta`];
 //! 3. assembles the PTX with ptxas when one is found ([`find_ptxas_in`]:
 //!    `KERNEL_PTXAS`, then `.tools/venv` above the crate, then the
 //!    user-level tools dir `~/.cache/kernel-tools/venv` that
@@ -37,7 +40,12 @@
 //!    on a ptxas error or a "wgmma ... serialized" warning, and keeps
 //!    ptxas's `-v` report (registers, shared memory, spills) in `OUT_DIR` and
 //!    in the shared dir, where `tools/ptxas-report.sh [crate]` prints it;
-//! 4. writes `device_code.rs` for `kernel_device::device_code!`.
+//! 4. warns (`cargo:warning=`, one line per kernel) about every kernel whose
+//!    ptxas report shows a stack frame or spills in local memory, naming
+//!    the kernel, the bytes and the fix, unless the kernel opts out with
+//!    `#[kernel(allow_spills = "reason")]` ([`local_memory_warnings`]);
+//! 5. writes `device_code.rs` for `kernel_device::device_code!`.
+use crate::ptxas::PtxasEntry;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -153,6 +161,13 @@ pub struct BuildOutput {
     pub ptxas: Option<PathBuf>,
     /// Source files the device code depends on (for `rerun-if-changed`).
     pub sources: BTreeSet<PathBuf>,
+    /// The entry points that use local memory (a stack frame or spills),
+    /// per architecture: see [`local_memory_uses`].
+    pub local_memory: Vec<LocalMemoryUse>,
+    /// What [`DeviceBuild::run_in_build_script`] prints as
+    /// `cargo:warning=` lines: one per kernel in `local_memory` that does
+    /// not opt out ([`local_memory_warnings`]).
+    pub warnings: Vec<String>,
 }
 
 /// Builder for the device build of one kernels crate.
@@ -168,6 +183,10 @@ pub struct DeviceBuild {
 }
 
 const NVPTX_TARGET: &str = "nvptx64-nvidia-cuda";
+
+/// One architecture's build: its output, the sources it was built from,
+/// and its entries that use local memory.
+type ArchBuild = (ArchOutput, BTreeSet<PathBuf>, Vec<LocalMemoryUse>);
 
 impl DeviceBuild {
     /// Build the crate at `crate_dir` (its lib is named `crate_name`, with
@@ -247,6 +266,9 @@ impl DeviceBuild {
         for src in &out.sources {
             println!("cargo:rerun-if-changed={}", src.display());
         }
+        for w in &out.warnings {
+            println!("cargo:warning={w}");
+        }
         if out.ptxas.is_none() {
             // Rebuild once ptxas is installed where the fix puts it (a path
             // that does not exist yet makes cargo rerun this script on every
@@ -275,27 +297,31 @@ impl DeviceBuild {
         std::fs::create_dir_all(&self.out_dir).map_err(|err| BuildError::Io { what: format!("create {}", self.out_dir.display()), err })?;
         // The architectures build side by side (each in its own target dir,
         // under its own lock: see `compile`).
-        let built: Vec<Result<(ArchOutput, BTreeSet<PathBuf>), BuildError>> = std::thread::scope(|sc| {
+        let built: Vec<Result<ArchBuild, BuildError>> = std::thread::scope(|sc| {
             let (ptxas, toolchain_id) = (ptxas.as_deref(), toolchain_id.as_str());
             let jobs: Vec<_> = self.archs.iter().map(|&arch| sc.spawn(move || self.build_arch(arch, toolchain_id, ptxas))).collect();
             jobs.into_iter().map(|j| j.join().expect("a device build thread panicked")).collect()
         });
         let mut archs = Vec::new();
         let mut sources = BTreeSet::new();
+        let mut local_memory = Vec::new();
         sources.insert(self.crate_dir.join("Cargo.toml"));
         for b in built {
-            let (arch, srcs) = b?;
+            let (arch, srcs, local) = b?;
             sources.extend(srcs);
             archs.push(arch);
+            local_memory.extend(local);
         }
-        let out = BuildOutput { crate_name: self.crate_name.clone(), archs, ptxas, sources };
+        let warnings = local_memory_warnings(&local_memory);
+        let out = BuildOutput { crate_name: self.crate_name.clone(), archs, ptxas, sources, local_memory, warnings };
         write(&self.out_dir.join("device_code.rs"), device_code_rs(&out).as_bytes())?;
         Ok(out)
     }
 
     /// One architecture: compile, add the kernels' metadata, write the PTX,
     /// assemble it when `ptxas` is given; with the sources it was built from.
-    fn build_arch(&self, arch: Arch, toolchain_id: &str, ptxas: Option<&Path>) -> Result<(ArchOutput, BTreeSet<PathBuf>), BuildError> {
+    /// The entries that use local memory come with it.
+    fn build_arch(&self, arch: Arch, toolchain_id: &str, ptxas: Option<&Path>) -> Result<ArchBuild, BuildError> {
         let (ptx_text, sources) = self.compile(arch, toolchain_id)?;
         let ptx_text = apply_kernel_meta(&ptx_text);
         let ptx = self.out_dir.join(format!("{}_{}.ptx", self.crate_name, arch.name()));
@@ -309,7 +335,8 @@ impl DeviceBuild {
             }
             None => (None, None),
         };
-        Ok((ArchOutput { arch, ptx, cubin, ptxas_report: report }, sources))
+        let local = report.as_deref().map(|r| local_memory_uses(&ptx_text, r)).unwrap_or_default();
+        Ok((ArchOutput { arch, ptx, cubin, ptxas_report: report }, sources, local))
     }
 
     /// ptxas on `ptx`, or the cubin and report of the shared device dir when
@@ -767,10 +794,81 @@ fn dep_info_sources(dep_info: &Path, crate_dir: &Path) -> std::io::Result<BTreeS
     Ok(out)
 }
 
+/// What `#[kernel]` says about one PTX entry point, in the
+/// `// kernel-meta entry=NAME ...` line it emits (see [`kernel_meta`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EntryMeta {
+    /// `maxntid=x,y,z`: the block shape, as `"x, y, z"`.
+    pub maxntid: Option<String>,
+    /// `reqnctapercluster=x,y,z`, as `"x, y, z"`.
+    pub reqncta: Option<String>,
+    /// `byaddr=MASK`: the parameters used by address (TMA descriptors).
+    pub byaddr: u64,
+    /// `minnctapersm=N`: `#[kernel(min_blocks_per_sm = N)]`.
+    pub minnctapersm: Option<u32>,
+    /// `maxnreg=R`: `#[kernel(max_registers = R)]`.
+    pub maxnreg: Option<u32>,
+    /// `allow_spills`: `#[kernel(allow_spills = "reason")]`, no warning
+    /// about the entry's stack frame or spills.
+    pub allow_spills: bool,
+    /// `kernel=NAME`: the `#[kernel]` function's name.
+    pub kernel: Option<String>,
+    /// `instance=a,b`: the instance's const generic values.
+    pub instance: Option<String>,
+}
+
+impl EntryMeta {
+    /// The kernel as its author wrote it: `attention_bwd::<128, 2>` (the
+    /// entry name when the line does not say).
+    pub fn display_name(&self, entry: &str) -> String {
+        match (&self.kernel, &self.instance) {
+            (Some(k), Some(i)) => format!("{k}::<{}>", i.replace(',', ", ")),
+            (Some(k), None) => k.clone(),
+            (None, _) => entry.to_string(),
+        }
+    }
+}
+
+/// The `// kernel-meta entry=NAME maxntid=x,y,z cluster=.. [reqnctapercluster=x,y,z]
+/// [minnctapersm=N] [maxnreg=R] [allow_spills] kernel=K [instance=a,b] byaddr=MASK`
+/// lines `#[kernel]` emits into the PTX, by entry name.
+pub fn kernel_meta(ptx: &str) -> std::collections::HashMap<String, EntryMeta> {
+    let mut meta = std::collections::HashMap::new();
+    for line in ptx.lines() {
+        let Some(rest) = line.trim().strip_prefix("// kernel-meta ") else { continue };
+        let mut entry = None;
+        let mut m = EntryMeta::default();
+        for kv in rest.split_whitespace() {
+            match kv.split_once('=') {
+                Some(("entry", v)) => entry = Some(v.to_string()),
+                Some(("maxntid", v)) => m.maxntid = Some(v.replace(',', ", ")),
+                Some(("reqnctapercluster", v)) => m.reqncta = Some(v.replace(',', ", ")),
+                Some(("byaddr", v)) => m.byaddr = v.parse().unwrap_or(0),
+                Some(("minnctapersm", v)) => m.minnctapersm = v.parse().ok(),
+                Some(("maxnreg", v)) => m.maxnreg = v.parse().ok(),
+                Some(("kernel", v)) => m.kernel = Some(v.to_string()),
+                Some(("instance", v)) => m.instance = Some(v.to_string()),
+                None if kv == "allow_spills" => m.allow_spills = true,
+                _ => {}
+            }
+        }
+        if let Some(e) = entry {
+            meta.insert(e, m);
+        }
+    }
+    meta
+}
+
 /// Applies the `// kernel-meta entry=NAME maxntid=x,y,z cluster=.. byaddr=MASK`
-/// lines `#[kernel]` emits:
+/// lines `#[kernel]` emits ([`kernel_meta`]):
 /// * adds `.maxntid x, y, z` to entry NAME, between its parameter list and
 ///   its body, so ptxas budgets registers for the real block size;
+/// * adds `.maxnreg R` where the line has `maxnreg=R`
+///   (`#[kernel(max_registers = R)]`: ptxas uses at most R registers per
+///   thread, spilling the rest);
+/// * adds `.minnctapersm N` where the line has `minnctapersm=N`
+///   (`#[kernel(min_blocks_per_sm = N)]`: ptxas keeps registers low enough
+///   for N CTAs of the `.maxntid` block per SM);
 /// * adds `.reqnctapercluster x, y, z` where the line has
 ///   `reqnctapercluster=x,y,z` (`#[kernel]` emits it for `arch = sm_100a`
 ///   kernels with a cluster: the cluster shape is then part of the kernel;
@@ -781,35 +879,14 @@ fn dep_info_sources(dep_info: &Path, crate_dir: &Path) -> std::io::Result<BTreeS
 ///   `kernel_device::wgmma::pin_entry_registers` (ptxas honours
 ///   `setmaxnreg` only where it can pin the register count at the
 ///   kernel's entry, which `.maxntid` alone does not always give:
-///   NVIDIA/cutlass#3406). Opt-in, so no other kernel's SASS changes;
+///   NVIDIA/cutlass#3406), unless the line gives its own `minnctapersm`
+///   (any count pins it). Opt-in, so no other kernel's SASS changes;
 /// * raises the alignment of each parameter `i` with bit `i` of MASK set (a
 ///   TMA descriptor used by address, which must be 64-byte aligned) from
 ///   rustc's `.align 16` to `.align 64` (rustc cannot pass a by-value
 ///   parameter aligned to more than 16: TOOLCHAIN.md).
 pub fn apply_kernel_meta(ptx: &str) -> String {
-    struct Meta {
-        maxntid: Option<String>,
-        reqncta: Option<String>,
-        byaddr: u64,
-    }
-    let mut meta = std::collections::HashMap::new();
-    for line in ptx.lines() {
-        let Some(rest) = line.trim().strip_prefix("// kernel-meta ") else { continue };
-        let mut entry = None;
-        let mut m = Meta { maxntid: None, reqncta: None, byaddr: 0 };
-        for kv in rest.split_whitespace() {
-            match kv.split_once('=') {
-                Some(("entry", v)) => entry = Some(v.to_string()),
-                Some(("maxntid", v)) => m.maxntid = Some(v.replace(',', ", ")),
-                Some(("reqnctapercluster", v)) => m.reqncta = Some(v.replace(',', ", ")),
-                Some(("byaddr", v)) => m.byaddr = v.parse().unwrap_or(0),
-                _ => {}
-            }
-        }
-        if let Some(e) = entry {
-            meta.insert(e, m);
-        }
-    }
+    let meta = kernel_meta(ptx);
     // Entries whose bodies ask for `.minnctapersm 1`.
     let mut reallocating = std::collections::HashSet::new();
     let mut entry: Option<&str> = None;
@@ -824,7 +901,7 @@ pub fn apply_kernel_meta(ptx: &str) -> String {
         }
     }
     let mut out = String::with_capacity(ptx.len() + 64 * meta.len());
-    let mut current: Option<(&str, &Meta)> = None;
+    let mut current: Option<(&str, &EntryMeta)> = None;
     for line in ptx.lines() {
         let t = line.trim();
         if let Some(rest) = t.strip_prefix(".visible .entry ").or_else(|| t.strip_prefix(".entry ")) {
@@ -850,10 +927,15 @@ pub fn apply_kernel_meta(ptx: &str) -> String {
                 if let Some(n) = &m.maxntid {
                     out.push_str(&format!(".maxntid {n}\n"));
                 }
+                if let Some(r) = m.maxnreg {
+                    out.push_str(&format!(".maxnreg {r}\n"));
+                }
                 if let Some(n) = &m.reqncta {
                     out.push_str(&format!(".reqnctapercluster {n}\n"));
                 }
-                if reallocating.contains(name) {
+                if let Some(n) = m.minnctapersm {
+                    out.push_str(&format!(".minnctapersm {n}\n"));
+                } else if reallocating.contains(name) {
                     out.push_str(".minnctapersm 1\n");
                 }
                 current = None;
@@ -863,6 +945,79 @@ pub fn apply_kernel_meta(ptx: &str) -> String {
         out.push('\n');
     }
     out
+}
+
+/// An entry point that uses local memory (a stack frame or spills) on one
+/// architecture: ptxas's numbers, and what `#[kernel]` said about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalMemoryUse {
+    /// The kernel as its author wrote it ([`EntryMeta::display_name`]).
+    pub kernel: String,
+    /// ptxas's report of the entry (name, architecture, bytes).
+    pub ptxas: PtxasEntry,
+    /// Whether the kernel opts out of the warning
+    /// (`#[kernel(allow_spills = "reason")]`).
+    pub allowed: bool,
+}
+
+/// The entries of one architecture's build that use local memory: the PTX
+/// (for its `// kernel-meta` lines) and ptxas's `-v` report of it.
+pub fn local_memory_uses(ptx: &str, report: &str) -> Vec<LocalMemoryUse> {
+    let meta = kernel_meta(ptx);
+    crate::ptxas::entries(report)
+        .into_iter()
+        .filter(PtxasEntry::uses_local_memory)
+        .map(|e| {
+            let m = meta.get(&e.name);
+            LocalMemoryUse {
+                kernel: m.map_or_else(|| e.name.clone(), |m| m.display_name(&e.name)),
+                allowed: m.is_some_and(|m| m.allow_spills),
+                ptxas: e,
+            }
+        })
+        .collect()
+}
+
+/// The build's warnings (one line each, for `cargo:warning=`) about the
+/// kernels in `uses` that do not opt out: one per kernel, its numbers on
+/// every architecture, and the fix.
+pub fn local_memory_warnings(uses: &[LocalMemoryUse]) -> Vec<String> {
+    let mut order: Vec<&str> = Vec::new();
+    for u in uses.iter().filter(|u| !u.allowed) {
+        if !order.contains(&u.ptxas.name.as_str()) {
+            order.push(&u.ptxas.name);
+        }
+    }
+    order
+        .into_iter()
+        .map(|entry| {
+            let mine: Vec<&LocalMemoryUse> = uses.iter().filter(|u| !u.allowed && u.ptxas.name == entry).collect();
+            let kernel = &mine[0].kernel;
+            let numbers: Vec<String> = mine
+                .iter()
+                .map(|u| {
+                    let p = &u.ptxas;
+                    format!("{}: {}-byte stack frame, {} bytes spill stores, {} bytes spill loads", p.arch, p.stack_frame, p.spill_stores, p.spill_loads)
+                })
+                .collect();
+            let named = if kernel == entry { format!("kernel `{kernel}`") } else { format!("kernel `{kernel}` (PTX entry `{entry}`)") };
+            let spills = mine.iter().any(|u| u.ptxas.spill_stores > 0);
+            let why = if spills {
+                "ptxas ran out of registers and spilled them to local memory (off-chip, cached in L1): keep fewer values live \
+                 (smaller tiles, fewer accumulators) or allow more registers per thread (fewer threads per block, a higher \
+                 `max_registers`, a lower `min_blocks_per_sm`); a stack frame beyond the spills is a per-thread array indexed by \
+                 a run-time value: index it only by constants, unrolling the loop over it with `kernel_device::array::regs::unroll`"
+            } else {
+                "a per-thread array indexed by a run-time value (a loop over it that is not unrolled) is placed in local memory \
+                 (off-chip, cached in L1), not in registers: index it only by constants, unrolling the loop with \
+                 `kernel_device::array::regs::unroll(N, |i| ..)` or const generics"
+            };
+            format!(
+                "{named} uses local memory ({}): {why}; if that is intended, say why with `#[kernel(.., allow_spills = \"reason\")]`",
+                numbers.join("; ")
+            )
+        })
+        .collect()
 }
 
 fn device_code_rs(out: &BuildOutput) -> String {
@@ -934,6 +1089,91 @@ mod tests {
     }
 
     #[test]
+    fn maxnreg_and_minnctapersm_where_the_meta_asks() {
+        let ptx = "// kernel-meta entry=k maxntid=128,1,1 cluster=1,1,1 minnctapersm=4 maxnreg=64 kernel=k byaddr=0\n\
+                   // kernel-meta entry=p maxntid=384,1,1 cluster=1,1,1 minnctapersm=2 kernel=p byaddr=0\n\
+                   .visible .entry k(\n)\n{\n}\n.visible .entry p(\n)\n{\n\t// kernel-meta: minnctapersm 1\n}\n";
+        let out = apply_kernel_meta(ptx);
+        assert!(out.contains(".entry k(\n)\n.maxntid 128, 1, 1\n.maxnreg 64\n.minnctapersm 4\n{"), "{out}");
+        // The pin marker's `.minnctapersm 1` gives way to the kernel's own count.
+        assert!(out.contains(".entry p(\n)\n.maxntid 384, 1, 1\n.minnctapersm 2\n{"), "{out}");
+        assert_eq!(out.matches(".minnctapersm").count(), 2, "{out}");
+    }
+
+    #[test]
+    fn meta_names_the_kernel_as_written() {
+        let ptx = "// kernel-meta entry=attention_bwd__128_2 maxntid=384,1,1 cluster=1,1,1 allow_spills kernel=attention_bwd instance=128,2 byaddr=0\n\
+                   // kernel-meta entry=axpy maxntid=128,1,1 cluster=1,1,1 kernel=axpy byaddr=0\n";
+        let m = kernel_meta(ptx);
+        let a = &m["attention_bwd__128_2"];
+        assert!(a.allow_spills);
+        assert_eq!(a.display_name("attention_bwd__128_2"), "attention_bwd::<128, 2>");
+        assert!(!m["axpy"].allow_spills);
+        assert_eq!(m["axpy"].display_name("axpy"), "axpy");
+        assert_eq!(EntryMeta::default().display_name("raw_entry"), "raw_entry");
+    }
+
+    /// ptxas 13.0's report (excerpts) of the planted kernels of
+    /// `kernel-host/tests/spill_warning.rs`: a 32-float array indexed in a
+    /// loop, a kernel spilling under `max_registers = 32` (its meta line
+    /// below does not opt out), and the attention backward's known spill.
+    const SPILL_REPORT: &str = "ptxas version: Cuda compilation tools, release 13.0, V13.0.88
+ptxas warning : Registers are spilled to local memory in function 'capped', 424 bytes spill stores, 392 bytes spill loads
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'uncapped' for 'sm_90a'
+ptxas info    : Function properties for uncapped
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 62 registers, used 0 barriers
+ptxas info    : Compile time = 20.347 ms
+ptxas info    : Compiling entry function 'planted_local_array' for 'sm_90a'
+ptxas info    : Function properties for planted_local_array
+    128 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 12 registers, used 0 barriers, 128 bytes cumulative stack size
+ptxas info    : Compile time = 2.907 ms
+ptxas info    : Compiling entry function 'capped__2' for 'sm_90a'
+ptxas info    : Function properties for capped__2
+    224 bytes stack frame, 424 bytes spill stores, 392 bytes spill loads
+ptxas info    : Used 32 registers, used 0 barriers, 224 bytes cumulative stack size
+ptxas info    : Compile time = 20.759 ms
+ptxas info    : Compiling entry function 'known' for 'sm_90a'
+ptxas info    : Function properties for known
+    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 168 registers, used 16 barriers, 8 bytes cumulative stack size
+";
+
+    #[test]
+    fn local_memory_warns_per_kernel_with_bytes_and_fix_unless_allowed() {
+        let ptx = "// kernel-meta entry=planted_local_array maxntid=128,1,1 cluster=1,1,1 kernel=planted_local_array byaddr=0\n\
+                   // kernel-meta entry=capped__2 maxntid=128,1,1 cluster=1,1,1 maxnreg=32 kernel=capped instance=2 byaddr=0\n\
+                   // kernel-meta entry=known maxntid=384,1,1 cluster=1,1,1 allow_spills kernel=known byaddr=0\n\
+                   // kernel-meta entry=uncapped maxntid=256,1,1 cluster=1,1,1 kernel=uncapped byaddr=0\n";
+        let mut uses = local_memory_uses(ptx, SPILL_REPORT);
+        let names: Vec<(&str, bool)> = uses.iter().map(|u| (u.kernel.as_str(), u.allowed)).collect();
+        assert_eq!(names, [("planted_local_array", false), ("capped::<2>", false), ("known", true)]);
+        // The same kernels on a second architecture: one line per kernel.
+        let sm100: Vec<LocalMemoryUse> = uses.iter().cloned().map(|mut u| {
+            u.ptxas.arch = "sm_100a".into();
+            u
+        }).collect();
+        uses.extend(sm100);
+        let w = local_memory_warnings(&uses);
+        assert_eq!(w.len(), 2, "{w:#?}");
+        assert!(
+            w[0].starts_with("kernel `planted_local_array` uses local memory (sm_90a: 128-byte stack frame, 0 bytes spill stores, 0 bytes spill loads; sm_100a: 128-byte"),
+            "{}",
+            w[0]
+        );
+        assert!(w[0].contains("a per-thread array indexed by a run-time value") && w[0].contains("kernel_device::array::regs::unroll"), "{}", w[0]);
+        assert!(w[0].ends_with("if that is intended, say why with `#[kernel(.., allow_spills = \"reason\")]`"), "{}", w[0]);
+        assert!(w[1].starts_with("kernel `capped::<2>` (PTX entry `capped__2`) uses local memory (sm_90a: 224-byte stack frame, 424 bytes spill stores, 392 bytes spill loads"), "{}", w[1]);
+        assert!(w[1].contains("ran out of registers"), "{}", w[1]);
+        assert!(w.iter().all(|w| !w.contains('\n')), "one line each (cargo:warning)");
+        // Without meta lines (no `#[kernel]`), the entry name and no opt-out.
+        let raw = local_memory_uses("", SPILL_REPORT);
+        assert_eq!(raw.iter().filter(|u| !u.allowed).count(), 3);
+    }
+
+    #[test]
     fn device_code_lists_each_arch() {
         let out = BuildOutput {
             crate_name: "kern".into(),
@@ -943,6 +1183,8 @@ mod tests {
             ],
             ptxas: None,
             sources: BTreeSet::new(),
+            local_memory: Vec::new(),
+            warnings: Vec::new(),
         };
         let s = device_code_rs(&out);
         assert!(s.contains("arch: \"sm_90a\", ptx: include_str!(\"/o/kern_sm_90a.ptx\"), cubin: include_bytes!(\"/o/kern_sm_90a.cubin\")"), "{s}");

@@ -273,7 +273,7 @@ impl Device {
         let gpu = match &self.backend {
             Backend::Gpu(gpu) => gpu,
             Backend::Emulator { emu, .. } => {
-                return Ok(Program { backend: ProgramBackend::Emulator(emu.clone()), crate_name: code.crate_name });
+                return Ok(Program { backend: ProgramBackend::Emulator(emu.clone()), crate_name: code.crate_name, code });
             }
         };
         let key = std::ptr::from_ref(code) as usize;
@@ -283,7 +283,7 @@ impl Device {
         if let Some(program) = programs.get(&key) {
             return Ok(program.clone());
         }
-        let program = Program { backend: ProgramBackend::Gpu(gpu.load(code)?), crate_name: code.crate_name };
+        let program = Program { backend: ProgramBackend::Gpu(gpu.load(code)?), crate_name: code.crate_name, code };
         programs.insert(key, program.clone());
         Ok(program)
     }
@@ -667,6 +667,9 @@ impl<Tl: TileLayout, const RANK: usize> Arg<TensorMapParam<Tl, RANK>> for MapArg
 pub struct Program {
     backend: ProgramBackend,
     crate_name: &'static str,
+    /// The kernels crate's device code (its ptxas reports answer the
+    /// emulator's occupancy queries).
+    code: &'static DeviceCode,
 }
 
 #[derive(Clone, Debug)]
@@ -686,6 +689,7 @@ impl Program {
                 ProgramBackend::Gpu(module) => LauncherBackend::Gpu(module.kernel::<K>()?),
                 ProgramBackend::Emulator(emu) => LauncherBackend::Emulator(emu.clone(), PhantomData),
             },
+            code: self.code,
         })
     }
 
@@ -713,6 +717,7 @@ pub struct Launched {
 /// Kernel `K` on a [`Program`]'s device.
 pub struct Launcher<K: KernelSpec> {
     backend: LauncherBackend<K>,
+    code: &'static DeviceCode,
 }
 
 enum LauncherBackend<K: KernelSpec> {
@@ -770,6 +775,34 @@ where
     /// The kernel's entry-point name.
     pub fn name(&self) -> &'static str {
         K::NAME
+    }
+}
+
+impl<K: KernelSpec> Launcher<K> {
+    /// How many CTAs of `K` fit on one SM of the device at once, and the
+    /// resource that limits it (registers, shared memory, threads or
+    /// blocks per SM), with what would raise it in its `Display`.
+    ///
+    /// On a GPU: the driver's answer
+    /// ([`Kernel::max_active_blocks_per_sm`]), beside CUDA's occupancy
+    /// rules on the loaded function's registers and shared memory. On the
+    /// emulator: those rules ([`kernel_spec::occupancy`]) on the kernel's
+    /// ptxas report in the crate's `DEVICE_CODE` (for the first
+    /// architecture the kernel is built for, sm_90a when not restricted),
+    /// so the answer is the GPU's without a GPU; [`Error::NoPtxasReport`]
+    /// when the crate was built without ptxas. Raise it with
+    /// `#[kernel(min_blocks_per_sm = N)]` or `max_registers = R` (fewer
+    /// registers), or with less shared memory.
+    pub fn occupancy(&self) -> Result<crate::occupancy::Occupancy> {
+        let threads = K::BLOCK.x * K::BLOCK.y * K::BLOCK.z;
+        match &self.backend {
+            LauncherBackend::Gpu(kernel) => Ok(crate::occupancy::from_driver(K::NAME, kernel.max_active_blocks_per_sm()?, kernel.resources()?)),
+            LauncherBackend::Emulator(..) => {
+                let arch = K::ARCHS.first().copied().unwrap_or("sm_90a");
+                let image = self.code.image(arch).ok_or(Error::NoPtxasReport { kernel: K::NAME, crate_name: self.code.crate_name, arch })?;
+                crate::occupancy::from_report(K::NAME, threads, K::SMEM_BYTES, self.code.crate_name, image)
+            }
+        }
     }
 }
 

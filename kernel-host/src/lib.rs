@@ -3,13 +3,16 @@
 //! * [`build`]: compiles a kernels crate for `nvptx64-nvidia-cuda` once per
 //!   architecture from a `build.rs`, assembles it with ptxas when ptxas is
 //!   found, and writes the `device_code.rs` that `kernel_device::device_code!`
-//!   embeds.
+//!   embeds; it warns (`cargo:warning`) about a kernel with a stack frame
+//!   or spills in local memory.
+//! * [`ptxas`]: reads ptxas's `-v` report (registers, static shared memory,
+//!   stack frame and spills per entry point).
 //! * `runtime` (feature `runtime`, on by default): a CUDA context and stream
 //!   on cudarc, module loading, typed launches with clusters and dynamic
 //!   shared memory, and errors as values.
 //! * [`emulate`] (feature `emulate`, part of `runtime`): runs a kernel on
-//!   the CPU emulator (`kernel-emu`). Without features only [`build`] is
-//!   compiled: what a kernels crate's `build.rs` needs.
+//!   the CPU emulator (`kernel-emu`). Without features only [`build`] and
+//!   [`ptxas`] are compiled: what a kernels crate's `build.rs` needs.
 //! * [`device`] (feature `runtime`): ONE launch path over both backends:
 //!   [`Device`] (a GPU or the emulator), [`Buffer`], [`TileMap`],
 //!   [`Program`] and [`Launcher`]. Host programs written against it run on
@@ -38,6 +41,7 @@ macro_rules! for_each_tuple_arity {
 }
 
 pub mod build;
+pub mod ptxas;
 #[cfg(feature = "emulate")]
 pub mod emulate;
 
@@ -48,7 +52,11 @@ pub mod group;
 #[cfg(feature = "runtime")]
 pub mod nccl;
 #[cfg(feature = "runtime")]
+pub mod occupancy;
+#[cfg(feature = "runtime")]
 pub use device::{Arg, Args, Buffer, Device, Launched, Launcher, MapArg, Program, TileMap};
+#[cfg(feature = "runtime")]
+pub use occupancy::Occupancy;
 
 #[cfg(feature = "runtime")]
 pub mod runtime;

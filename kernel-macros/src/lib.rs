@@ -50,6 +50,9 @@ mod warp_specialize;
 /// | `non_portable_cluster` (or `= true` / `= false`) | opt in to clusters of 9 to 16 CTAs: the host sets `CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED` on the kernel when it loads it, and refuses a launch the GPU cannot co-schedule (`Error::ClusterNotSchedulable`) | off (at most 8 CTAs, the portable size) |
 /// | `instances((a, b, ..), ..)`, `instances(E = [t, u], (a, ..), ..)` | the generic values to compile, one entry point each: a type for a type parameter, an integer or `bool` literal for a const one, in declaration order (`(a)` or `a` for one parameter); parameters given by name (`E = [f16, bf16]`) take each listed value with every tuple, which then lists the other parameters (see below) | required iff the kernel has generics |
 /// | `arch = sm_90a` / `sm_100a` (or a string) | build the entry point only for that architecture (wgmma is sm_90a-only, tcgen05 and `Tmem` sm_100a-only); `KernelSpec::ARCHS` lists it, and the host refuses to launch on another | every architecture |
+/// | `min_blocks_per_sm = N` | PTX `.minnctapersm N`: ptxas keeps the registers per thread low enough for N CTAs of this block size per SM (`1..=32`, at most 2048 threads per SM; N blocks' shared memory must fit the SM's 228 KiB, with 1 KiB reserved per block) | none |
+/// | `max_registers = R` | PTX `.maxnreg R`: at most R registers per thread (a multiple of 8 in `24..=248`, or 255; below what the block size already gives; it must allow `min_blocks_per_sm` when both are given); ptxas spills what does not fit. Not with `#[warp_specialize(.., registers = [..])]` | none |
+/// | `allow_spills = "reason"` | no build warning for this kernel's stack frame or spills in local memory (the device build warns about every other kernel with either); the reason is required | warn |
 ///
 /// Options are separated by commas and each given at most once.
 ///

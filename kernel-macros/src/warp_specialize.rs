@@ -166,6 +166,26 @@ fn rewrite(m: &mut ExprMatch, spec: &Spec, opts: &Options, errors: &mut Vec<Erro
             errors.push(Error::new(*span, format!("`registers` needs one count per warpgroup: the block has {units}, {} given", regs.len())));
             return;
         }
+        // A cap lowers the entry count, and with it the pool setmaxnreg
+        // moves registers in: the counts would be checked against the wrong pool.
+        let cap = match (opts.max_registers, opts.min_blocks_per_sm) {
+            (Some((r, s)), _) => Some((format!("max_registers = {r}"), s)),
+            (None, Some((n, s))) if n > 1 => Some((format!("min_blocks_per_sm = {n}"), s)),
+            _ => None,
+        };
+        if let Some((opt, opt_span)) = cap {
+            let mut e = Error::new(
+                *span,
+                format!(
+                    "`registers = [..]` (setmaxnreg) and `#[kernel({opt})]` do not go together: setmaxnreg moves registers within \
+                     the pool of the kernel's entry count ({baseline} registers per thread for {threads} threads), which the cap lowers; \
+                     set each warpgroup's count with `registers` and drop `{opt}`"
+                ),
+            );
+            e.combine(Error::new(opt_span, format!("`{opt}` is here")));
+            errors.push(e);
+            return;
+        }
         for &r in regs {
             if !u32::try_from(r).is_ok_and(setmaxnreg_count_ok) {
                 errors.push(Error::new(*span, format!("register count {r} is not allowed: setmaxnreg takes a multiple of 8 in 24..=256")));

@@ -227,7 +227,10 @@ fn blockscaled_fp8_kernel_has_its_instructions_and_register_budgets() {
 /// stores, spill loads)` in bytes on sm_90a and why it is kept. Every other
 /// entry of this crate, on both architectures, has none
 /// ([`no_kernel_spills_but_the_known_ones`]); a known one that spills more,
-/// or less (then shrink this table), fails too.
+/// or less (then shrink this table), fails too. Each of these kernels says
+/// why on its `#[kernel(allow_spills = "..")]`, which keeps the device
+/// build from warning about it
+/// ([`the_known_spills_opt_out_of_the_build_warning_and_nothing_warns`]).
 ///
 /// - `attention_bwd__{f16,bf16}_128_2` (4 bytes): the step's dQ-reduction
 ///   address base (`b x heads` plus the K/V head's first Q head), stored
@@ -281,6 +284,30 @@ fn no_kernel_spills_but_the_known_ones() {
     let sm90 = spills_of(image("sm_90a").ptxas_report);
     for (name, _) in KNOWN_SPILLS {
         assert!(sm90.iter().any(|(n, _)| *n == name), "{name}: in KNOWN_SPILLS but not assembled");
+    }
+}
+
+/// The known spills are exactly the kernels that opt out of the build's
+/// local-memory warning (`#[kernel(allow_spills = "..")]`, per kernel, so
+/// for all its instances), and building this crate warns about none.
+#[test]
+fn the_known_spills_opt_out_of_the_build_warning_and_nothing_warns() {
+    use kernel_host::build::{kernel_meta, local_memory_uses, local_memory_warnings};
+    for arch in ["sm_90a", "sm_100a"] {
+        let img = image(arch);
+        let uses = local_memory_uses(img.ptx, img.ptxas_report);
+        assert_eq!(local_memory_warnings(&uses), Vec::<String>::new(), "{arch}: building kernel-ops warns");
+    }
+    let meta = kernel_meta(image("sm_90a").ptx);
+    for (name, _) in KNOWN_SPILLS {
+        assert!(meta.get(name).is_some_and(|m| m.allow_spills), "{name}: in KNOWN_SPILLS, so it needs `allow_spills = \"reason\"` on its #[kernel]");
+    }
+    for (entry, m) in meta.iter().filter(|(_, m)| m.allow_spills) {
+        let kernel = m.kernel.as_deref().unwrap_or(entry);
+        assert!(
+            KNOWN_SPILLS.iter().any(|(k, _)| meta.get(*k).and_then(|km| km.kernel.as_deref()) == Some(kernel)),
+            "{entry}: `allow_spills` on kernel `{kernel}`, none of whose instances is in KNOWN_SPILLS"
+        );
     }
 }
 

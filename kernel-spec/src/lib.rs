@@ -8,6 +8,7 @@
 //! |---|---|---|
 //! | [`dim3`] | [`Dim3`], CUDA's `dim3` | everyone; re-exported as `kernel_device::Dim3` |
 //! | [`limits`] | the launch limits: threads per CTA, `block.z`, cluster CTAs (portable and not), dynamic SMEM per CTA, grid extents, the register file | `kernel-macros` (options), `kernel_device::launch` (re-exports), `kernel-host`, `kernel-emu` |
+//! | [`occupancy`] | how many CTAs of a kernel fit on one SM (CUDA's occupancy calculator: registers, shared memory, threads, blocks) | `kernel_host`'s occupancy query, `#[kernel(min_blocks_per_sm, max_registers)]` |
 //! | [`registers`] | a kernel's entry register count ([`entry_registers`](registers::entry_registers)), the CTA's register pool and `setmaxnreg`'s rule | `#[warp_specialize(.., registers = [..])]` (compile time), `kernel_emu::wgmma::setmaxnreg_inc`/`_dec` (run time) |
 //! | [`launch`] | [`check_launch`](launch::check_launch) and its parts, and [`LaunchProblem`](launch::LaunchProblem) whose message names the rule, the values and the fix | `#[kernel]` (block and cluster options), `kernel_host::check_launch`, `Emulator::launch`, `kernel_emu::run` |
 //! | [`swizzle`] | [`Swizzle`], the TMA/wgmma swizzle modes, and `find_swizzle` | `kernel_device::layout` (re-exports; its type-level layouts build on it), the host's tensor maps, the emulator |
@@ -30,6 +31,7 @@ pub mod desc_wgmma;
 pub mod dim3;
 pub mod launch;
 pub mod limits;
+pub mod occupancy;
 pub mod registers;
 pub mod swizzle;
 pub mod tensor_map;

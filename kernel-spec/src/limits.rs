@@ -68,3 +68,51 @@ pub const REGISTER_FILE: u32 = 65_536;
 /// `setmaxnreg` takes (PTX ISA §9.7.19.6, "setmaxnreg": 24..=256, a
 /// multiple of 8), and the cap of a kernel's entry count.
 pub const MAX_THREAD_REGISTERS: u32 = 256;
+
+/// Threads per warp (`WARP_SZ`; `kernel_device::index::WARP_SIZE`
+/// re-exports it).
+pub const WARP_SIZE: u32 = 32;
+
+/// Most threads resident on one SM at once on the H100/H200 and the B200
+/// (`cudaDevAttrMaxThreadsPerMultiProcessor`): 64 warps.
+pub const MAX_SM_THREADS: u32 = 2048;
+
+/// Most CTAs resident on one SM at once on the H100/H200 and the B200
+/// (`cudaDevAttrMaxBlocksPerMultiprocessor`); also the largest
+/// `.minnctapersm` ptxas honours (a larger one is ignored with a warning).
+pub const MAX_SM_BLOCKS: u32 = 32;
+
+/// Shared memory the SM reserves for the system per resident CTA
+/// (`cudaDevAttrReservedSharedMemoryPerBlock`, sm_80 and later): 1 KiB.
+pub const SMEM_RESERVED_PER_BLOCK: u32 = 1024;
+
+/// Shared memory of one SM that its resident CTAs share, reserved parts
+/// included (`cudaDevAttrMaxSharedMemoryPerMultiprocessor`): 228 KiB, one
+/// CTA's most ([`MAX_SMEM_BYTES`]) plus its reservation
+/// ([`SMEM_RESERVED_PER_BLOCK`]).
+pub const SM_SMEM_BYTES: u32 = MAX_SMEM_BYTES as u32 + SMEM_RESERVED_PER_BLOCK;
+
+/// A CTA's shared memory (its own plus [`SMEM_RESERVED_PER_BLOCK`]) is
+/// allocated in units of this many bytes (CUDA's occupancy calculator,
+/// `cudaOccSMemAllocationGranularity`, sm_80 and later).
+pub const SMEM_ALLOC_GRANULARITY: u32 = 128;
+
+/// Registers are allocated to a warp in units of this many
+/// (`cudaOccRegAllocationGranularity`): 8 per thread, so a kernel of 33
+/// registers per thread occupies as many as one of 40.
+pub const REGISTER_ALLOC_UNIT: u32 = 256;
+
+/// The register file of an SM is split among this many sub-partitions
+/// (`cudaOccSubPartitionsPerMultiprocessor`), each of `REGISTER_FILE / 4`
+/// registers; a warp's registers are all in one of them.
+pub const SM_SUBPARTITIONS: u32 = 4;
+
+/// The smallest per-thread register cap ptxas 13.0 honours: a `.maxnreg`
+/// below it is raised to it, with a warning ("adjusting per thread register
+/// count of 20 to lower bound of 24").
+pub const MIN_MAXNREG: u32 = 24;
+
+/// The largest per-thread register cap ptxas 13.0 honours, the most
+/// registers one thread can address: a `.maxnreg` above it is ignored,
+/// with a warning ("Too many maxnreg specified").
+pub const MAX_MAXNREG: u32 = 255;

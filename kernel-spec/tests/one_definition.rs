@@ -35,6 +35,15 @@ const LIMITS: &[(&str, &str)] = &[
     ("MAX_PEER_DEVICES", "kernel_spec::limits"),
     ("REGISTER_FILE", "kernel_spec::limits"),
     ("MAX_THREAD_REGISTERS", "kernel_spec::limits"),
+    ("MAX_SM_THREADS", "kernel_spec::limits"),
+    ("MAX_SM_BLOCKS", "kernel_spec::limits"),
+    ("SM_SMEM_BYTES", "kernel_spec::limits"),
+    ("SMEM_RESERVED_PER_BLOCK", "kernel_spec::limits"),
+    ("SMEM_ALLOC_GRANULARITY", "kernel_spec::limits"),
+    ("REGISTER_ALLOC_UNIT", "kernel_spec::limits"),
+    ("SM_SUBPARTITIONS", "kernel_spec::limits"),
+    ("MIN_MAXNREG", "kernel_spec::limits"),
+    ("MAX_MAXNREG", "kernel_spec::limits"),
     // The names other crates re-export them under.
     ("NUM_HW_BARRIERS", "kernel_spec::limits (NUM_NAMED_BARRIERS)"),
     ("MAX_ARRIVALS", "kernel_spec::limits (MAX_MBARRIER_ARRIVALS)"),
@@ -59,6 +68,9 @@ const ITEMS: &[(&str, &str)] = &[
     ("enum MapProblem", "kernel_spec::tensor_map"),
     ("fn entry_registers", "kernel_spec::registers"),
     ("fn register_pool", "kernel_spec::registers"),
+    ("fn blocks_by_registers", "kernel_spec::occupancy"),
+    ("fn blocks_by_smem", "kernel_spec::occupancy"),
+    ("fn max_registers_for", "kernel_spec::occupancy"),
 ];
 
 /// Limit values that must be written only in `kernel_spec`, and the
@@ -69,6 +81,8 @@ const VALUES: &[(&str, &str)] = &[
     ("227 * 1024", "MAX_SMEM_BYTES"),
     ("227*1024", "MAX_SMEM_BYTES"),
     ("(1 << 20) - 1", "MAX_MBARRIER_ARRIVALS or MAX_MBARRIER_TX"),
+    ("233472", "SM_SMEM_BYTES"),
+    ("233_472", "SM_SMEM_BYTES"),
 ];
 
 /// Whether `line` has `word` not preceded or followed by an identifier

@@ -138,3 +138,28 @@ fn cluster_barriers_match_the_cpu_reference_on_gpu() {
     assert_eq!(dev.download(&dy).expect("download"), want, "cluster_axis_sums");
     eprintln!("ok cluster_allreduce (2 x 2, 3 steps) and cluster_axis_sums (2 x 2 x 2)");
 }
+
+/// The host's occupancy query: on the GPU the driver's answer
+/// (`cuOccupancyMaxActiveBlocksPerMultiprocessor`) equals what
+/// `kernel_spec::occupancy`'s rules give from the loaded function's
+/// registers, and what the emulator gives from the ptxas report (small
+/// SIMT kernels limited by threads, a barrier kernel, the warp-specialized
+/// matmul limited by registers and shared memory).
+#[test]
+#[ignore = "needs a CUDA GPU (sm_90): run with --ignored on a GPU machine"]
+fn occupancy_of_the_driver_the_rules_and_the_emulator_agree_on_gpu() {
+    use kernel_device::launch::HostEntry;
+    fn check<K: HostEntry>(dev: &Device, emu: &Device) {
+        let gpu = dev.load(&kernels::DEVICE_CODE).unwrap().kernel::<K>().unwrap().occupancy().unwrap();
+        let rules = emu.load(&kernels::DEVICE_CODE).unwrap().kernel::<K>().unwrap().occupancy().unwrap();
+        eprintln!("GPU: {gpu}\nemulator: {rules}");
+        assert!(gpu.from_driver && !rules.from_driver);
+        assert_eq!(gpu.blocks_per_sm, gpu.rules.blocks, "{}: the driver and the rules on its registers", K::NAME);
+        assert_eq!(gpu.blocks_per_sm, rules.blocks_per_sm, "{}: the driver and the rules on the ptxas report", K::NAME);
+    }
+    let Some(dev) = gpu_device() else { return };
+    let emu = Device::emulator();
+    check::<kernels::first::increment>(&dev, &emu);
+    check::<kernels::first::producer_consumer>(&dev, &emu);
+    check::<kernels::hopper::matmul_warp_specialized<4, 8>>(&dev, &emu);
+}

@@ -243,8 +243,17 @@ pub enum Error {
         /// The backend of the operation.
         device: &'static str,
     },
-    /// A GPU-only feature (timing, cuBLAS, occupancy queries) was asked of
-    /// the CPU emulator.
+    /// The occupancy of a kernel was asked on the CPU emulator, which
+    /// computes it from the ptxas report in the kernels crate's
+    /// `DEVICE_CODE`, and the crate was built without ptxas (or the report
+    /// lacks the kernel).
+    NoPtxasReport {
+        kernel: &'static str,
+        crate_name: &'static str,
+        arch: &'static str,
+    },
+    /// A GPU-only feature (timing, cuBLAS, cluster occupancy queries) was
+    /// asked of the CPU emulator.
     GpuOnly {
         /// The feature.
         what: &'static str,
@@ -565,6 +574,12 @@ impl fmt::Display for Error {
                 "GPU {from} cannot access GPU {to}'s memory (cuDeviceCanAccessPeer = 0): a device group needs \
                  peer access between every pair (NVLink or PCIe P2P); group GPUs that `nvidia-smi topo -p2p r` \
                  shows as OK, or exchange data through host memory or NCCL instead"
+            ),
+            Error::NoPtxasReport { kernel, crate_name, arch } => write!(
+                f,
+                "the occupancy of kernel `{kernel}` on the CPU emulator is computed from its registers per thread in \
+                 ptxas's report, and the {arch} image of crate `{crate_name}` has no report of it: the crate was built \
+                 without ptxas; install it (tools/install-ptxas.sh, or set KERNEL_PTXAS) and rebuild the crate"
             ),
             Error::GpuOnly { what } => write!(
                 f,

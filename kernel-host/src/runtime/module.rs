@@ -442,6 +442,45 @@ impl<K: KernelSpec> Kernel<K> {
             .map_err(|cuda| Error::Cuda { call: "cuOccupancyMaxActiveClusters", cuda })
     }
 
+    /// How many CTAs of this kernel (its `BLOCK` and `SMEM_BYTES`) fit on
+    /// one SM at once (`cuOccupancyMaxActiveBlocksPerMultiprocessor`),
+    /// asked of the driver on every call. [`Launcher::occupancy`](crate::Launcher::occupancy)
+    /// gives it with the limiting resource.
+    pub fn max_active_blocks_per_sm(&self) -> Result<u32> {
+        self.module
+            .ctx
+            .bind_to_thread()
+            .map_err(Error::cuda_call("cuCtxSetCurrent (Kernel::max_active_blocks_per_sm)"))?;
+        let mut n: std::ffi::c_int = 0;
+        let threads = std::ffi::c_int::try_from(K::BLOCK.x * K::BLOCK.y * K::BLOCK.z).unwrap_or(std::ffi::c_int::MAX);
+        // SAFETY: `n` is a valid out-pointer; `self.func` is a function of
+        // the module `self.module` keeps loaded, whose context is bound.
+        unsafe { sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(&mut n, self.func, threads, K::SMEM_BYTES as usize) }
+            .result()
+            .map_err(Error::cuda_call("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?;
+        Ok(u32::try_from(n).unwrap_or(0))
+    }
+
+    /// What one CTA of this kernel holds, from the loaded function
+    /// (`cuFuncGetAttribute`: registers per thread, static shared memory)
+    /// and its `KernelSpec` (block size, dynamic shared memory).
+    pub fn resources(&self) -> Result<kernel_spec::occupancy::Resources> {
+        self.module.ctx.bind_to_thread().map_err(Error::cuda_call("cuCtxSetCurrent (Kernel::resources)"))?;
+        let get = |attr: CUfunction_attribute, call: &'static str| -> Result<u32> {
+            // SAFETY: `self.func` is a live function handle of the module
+            // `self.module` keeps loaded, whose context is bound.
+            let v = unsafe { cudarc::driver::result::function::get_function_attribute(self.func, attr) }.map_err(Error::cuda_call(call))?;
+            Ok(u32::try_from(v).unwrap_or(0))
+        };
+        let registers = get(CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS, "cuFuncGetAttribute(NUM_REGS)")?;
+        let static_smem = get(CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, "cuFuncGetAttribute(SHARED_SIZE_BYTES)")?;
+        Ok(kernel_spec::occupancy::Resources {
+            threads: K::BLOCK.x * K::BLOCK.y * K::BLOCK.z,
+            registers,
+            smem_bytes: static_smem + K::SMEM_BYTES,
+        })
+    }
+
     /// `cuOccupancyMaxActiveClusters` for one cluster of `K`; the context is
     /// bound by the caller.
     fn query_max_active_clusters(&self) -> std::result::Result<u32, CudaError> {

@@ -52,6 +52,13 @@ where
     let _ = (x, bufs);
 }
 
+/// The occupancy options and the local-memory opt-out: launch metadata
+/// unchanged (they reach ptxas through the PTX).
+#[kernel(block = warpgroups(3), min_blocks_per_sm = 2, max_registers = 80, allow_spills = "a planted stack frame")]
+pub fn tuned(x: Gmem<f32>, #[scratch] stage: Smem<[[f32; 128]; 64]>) {
+    let _ = (x, stage);
+}
+
 fn spec<K: KernelSpec>() -> (&'static str, Dim3, Dim3, u32) {
     (K::NAME, K::BLOCK, K::CLUSTER, K::SMEM_BYTES)
 }
@@ -67,6 +74,7 @@ fn main() {
     assert_eq!(spec::<crossed<f32, 2, 16>>().0, "crossed__f32_2_16");
     assert_eq!(spec::<crossed<u16, 1, 8>>().0, "crossed__u16_1_8");
     assert_eq!(spec::<crossed<u16, 2, 16>>(), ("crossed__u16_2_16", Dim3::new(128, 1, 1), Dim3::new(1, 1, 1), 2 * 128));
+    assert_eq!(spec::<tuned>(), ("tuned", Dim3::new(384, 1, 1), Dim3::new(1, 1, 1), 32768));
     // The parameter tuple the host must match.
     let _: <plain as KernelSpec>::Params = (core::ptr::null::<f32>(), core::ptr::null_mut::<f32>(), 3u32);
     let _: <with_scratch as KernelSpec>::Params = (core::ptr::null_mut::<f32>(),);
