@@ -483,9 +483,18 @@ impl<const S: usize, I: PipelineInputs<S>> TileSteps<'_, '_, S, I> {
 /// one warpgroup runs its tile's epilogue, the other's mainloop has the
 /// tensor cores. Each step's slot is released by the one warpgroup that
 /// computed it, so `consumed[i]` takes **128** arrivals
-/// (`#[scratch(arrivals = 128)]`); `loaded[i]` 1. Ordering the two
-/// warpgroups' MMAs on the tensor pipe (CUTLASS's ordering barriers) is
-/// the caller's: [`crate::sync::TurnOrder`].
+/// (`#[scratch(arrivals = 128)]`); `loaded[i]` 1.
+///
+/// The two warpgroups' mainloops must take turns (CUTLASS's ordering
+/// barrier, here the caller's: [`crate::sync::TurnOrder`], `wait_turn`
+/// before a tile's [`TileSteps::run`] and `pass_turn` after it, the last
+/// tile's turn passed to no one). This is correctness, not only the tensor
+/// pipe's order: a parity wait tells only adjacent phases apart, so the
+/// warpgroup that starts tile `t + 1` while its first slot is still a lap
+/// behind (tile `t`'s steps not landed) would pass its wait at once and
+/// read the slot before the copy. The emulator reports that wait ("a wait
+/// on a phase ahead of the barrier"; `tests/fixtures/src/pipeline_forms.rs`
+/// has both kernels).
 ///
 /// Called by every thread of a 3-warpgroup CTA; returns when the thread's
 /// role is done. `#[track_caller]`: emulator reports name the caller's line.
