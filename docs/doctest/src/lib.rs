@@ -33,6 +33,7 @@ chapters! {
     introduction => "introduction.md",
     first_kernel => "first-kernel.md",
     hopper => "hopper.md",
+    pipelines => "pipelines.md",
     gemm_ladder => "gemm-ladder.md",
     attention => "attention.md",
     simt_and_arrays => "simt-and-arrays.md",

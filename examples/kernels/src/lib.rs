@@ -24,6 +24,7 @@
 //! | [`blackwell`] | `embedding_gather` | TMA gather4 (Pallas's `x_ref.at[idxs]`): rows of a table picked by token ids (sm_100a only) |
 //! | [`blackwell`] | `tcgen05_transposed` | transposed SMEM views as tcgen05 MMA operands (MN-major A, B, both; sm_100a only) |
 //! | [`blackwell`] | `matmul3`, `matmul4`, `matmul5`, `matmul6`, `matmul_dynamic` | the tutorial's steps 3-6 (collective 2-CTA MMA, persistent, dedicated epilogue warpgroup, grid tiling) and cluster launch control (sm_100a only) |
+//! | [`decode`] | `decode_split`, `decode_combine` | split-KV flash decoding (bf16, GQA, ragged lengths): a K/V ring written with `emit_pipeline` and element-offset block specs (`BlockSpec::at_elements`), and the combine of the splits |
 //! | [`simt`] | `warp_collectives` | `shfl`, vote, `redux.sync`, `match`, warp reductions and scans |
 //! | [`simt`] | `warpgroup_indices` | the warpgroup index and its warp-uniform form (`warpgroup_idx_sync`) |
 //! | [`simt`] | `block_reductions` | block reductions and scans through a 32-slot SMEM scratch |
