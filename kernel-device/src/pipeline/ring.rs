@@ -27,9 +27,10 @@
 //! A step count is the state ([`Step`]): step `t` uses slot `t % S`, and
 //! is the phase `t / S` of that slot's barriers, so its parity `(t / S) &
 //! 1` is what a wait waits for; the kernel writes no `step % STAGES` and no
-//! parity. How the parity is kept is the [`Parity`] parameter: by default
-//! one bit per slot flipped by each wait ([`PhaseBits`], measured the
-//! faster on an H100), or derived from the count ([`FromStep`]).
+//! parity. How the parity is kept is the [`Parity`] parameter: one bit per
+//! slot flipped by each wait ([`PhaseBits`], the consumer's default,
+//! measured the faster on an H100), or derived from the count
+//! ([`FromStep`], the producer's default: it runs on few registers).
 //!
 //! Who issues what:
 //!
@@ -295,8 +296,8 @@ impl<'a, const S: usize, P: Parity> Producer<'a, S, P> {
 ///
 /// | encoding | state | per wait |
 /// |---|---|---|
-/// | [`PhaseBits`] (default) | one bit per slot (a `u64`) | flip the slot's bit |
-/// | [`FromStep`] | none: the step's lap `count / S` | a shift (a division when `S` is not a power of two) |
+/// | [`PhaseBits`] (the consumer's default) | one bit per slot (a `u64`) | flip the slot's bit |
+/// | [`FromStep`] (the producer's default) | none: the step's lap `count / S` | a shift (a division when `S` is not a power of two) |
 ///
 /// Both wait for the same phases (the emulator checks each wait's phase
 /// number against the barrier either way). Measured on an H100 at the
