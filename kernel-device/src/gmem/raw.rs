@@ -24,6 +24,50 @@
 use crate::pack::{from_words, words};
 use crate::pack::width;
 
+/// The body of [`load`] and [`load_nc`]: `ld.global<qual>{,.v2,.v4}.b32`
+/// by the width `n` of `V`, the emulator's read beside it (the two forms
+/// differ only in the qualifier, a literal of the asm template).
+macro_rules! ld_global {
+    ($op:literal, $qual:literal, $n:expr, $p:expr) => {{
+        let p = $p;
+        device!($op, {
+            match $n {
+                4 => {
+                    let d: u32;
+                    // SAFETY: the caller's contract; `readonly`: a load.
+                    unsafe {
+                        core::arch::asm!(concat!("ld.global", $qual, ".b32 {0}, [{1}];"), out(reg32) d, in(reg64) p,
+                            options(readonly, nostack, preserves_flags))
+                    };
+                    from_words::<V, 1>([d])
+                }
+                8 => {
+                    let (a, b): (u32, u32);
+                    // SAFETY: the caller's contract; `readonly`: a load.
+                    unsafe {
+                        core::arch::asm!(concat!("ld.global", $qual, ".v2.b32 {{{0}, {1}}}, [{2}];"), out(reg32) a, out(reg32) b, in(reg64) p,
+                            options(readonly, nostack, preserves_flags))
+                    };
+                    from_words::<V, 2>([a, b])
+                }
+                _ => {
+                    let (a, b, c, d): (u32, u32, u32, u32);
+                    // SAFETY: the caller's contract; `readonly`: a load.
+                    unsafe {
+                        core::arch::asm!(concat!("ld.global", $qual, ".v4.b32 {{{0}, {1}, {2}, {3}}}, [{4}];"),
+                            out(reg32) a, out(reg32) b, out(reg32) c, out(reg32) d, in(reg64) p,
+                            options(readonly, nostack, preserves_flags))
+                    };
+                    from_words::<V, 4>([a, b, c, d])
+                }
+            }
+        }, host |op| {
+            // SAFETY: the caller's contract.
+            unsafe { emu_load(op, p) }
+        })
+    }};
+}
+
 /// `ld.global{,.v2,.v4}.b32 d, [p];` (PTX ISA §9.7.9.8): the `V` at `p`
 /// (4, 8 or 16 bytes, one instruction), reported to the emulator's race
 /// detector as this thread's read.
@@ -38,41 +82,7 @@ use crate::pack::width;
 #[track_caller]
 pub unsafe fn load<V: Copy>(p: *const V) -> V {
     let n = const { width::<V>() };
-    device!("ld.global", {
-        match n {
-            4 => {
-                let d: u32;
-                // SAFETY: the caller's contract; `readonly`: a load.
-                unsafe {
-                    core::arch::asm!("ld.global.b32 {0}, [{1}];", out(reg32) d, in(reg64) p,
-                        options(readonly, nostack, preserves_flags))
-                };
-                from_words::<V, 1>([d])
-            }
-            8 => {
-                let (a, b): (u32, u32);
-                // SAFETY: the caller's contract; `readonly`: a load.
-                unsafe {
-                    core::arch::asm!("ld.global.v2.b32 {{{0}, {1}}}, [{2}];", out(reg32) a, out(reg32) b, in(reg64) p,
-                        options(readonly, nostack, preserves_flags))
-                };
-                from_words::<V, 2>([a, b])
-            }
-            _ => {
-                let (a, b, c, d): (u32, u32, u32, u32);
-                // SAFETY: the caller's contract; `readonly`: a load.
-                unsafe {
-                    core::arch::asm!("ld.global.v4.b32 {{{0}, {1}, {2}, {3}}}, [{4}];",
-                        out(reg32) a, out(reg32) b, out(reg32) c, out(reg32) d, in(reg64) p,
-                        options(readonly, nostack, preserves_flags))
-                };
-                from_words::<V, 4>([a, b, c, d])
-            }
-        }
-    }, host |op| {
-        // SAFETY: the caller's contract.
-        unsafe { emu_load(op, p) }
-    })
+    ld_global!("ld.global", "", n, p)
 }
 
 /// `ld.global.nc{,.v2,.v4}.b32 d, [p];` (PTX ISA §9.7.9.9): as [`load`],
@@ -85,41 +95,7 @@ pub unsafe fn load<V: Copy>(p: *const V) -> V {
 #[track_caller]
 pub unsafe fn load_nc<V: Copy>(p: *const V) -> V {
     let n = const { width::<V>() };
-    device!("ld.global.nc", {
-        match n {
-            4 => {
-                let d: u32;
-                // SAFETY: the caller's contract; `readonly`: a load.
-                unsafe {
-                    core::arch::asm!("ld.global.nc.b32 {0}, [{1}];", out(reg32) d, in(reg64) p,
-                        options(readonly, nostack, preserves_flags))
-                };
-                from_words::<V, 1>([d])
-            }
-            8 => {
-                let (a, b): (u32, u32);
-                // SAFETY: the caller's contract; `readonly`: a load.
-                unsafe {
-                    core::arch::asm!("ld.global.nc.v2.b32 {{{0}, {1}}}, [{2}];", out(reg32) a, out(reg32) b, in(reg64) p,
-                        options(readonly, nostack, preserves_flags))
-                };
-                from_words::<V, 2>([a, b])
-            }
-            _ => {
-                let (a, b, c, d): (u32, u32, u32, u32);
-                // SAFETY: the caller's contract; `readonly`: a load.
-                unsafe {
-                    core::arch::asm!("ld.global.nc.v4.b32 {{{0}, {1}, {2}, {3}}}, [{4}];",
-                        out(reg32) a, out(reg32) b, out(reg32) c, out(reg32) d, in(reg64) p,
-                        options(readonly, nostack, preserves_flags))
-                };
-                from_words::<V, 4>([a, b, c, d])
-            }
-        }
-    }, host |op| {
-        // SAFETY: the caller's contract.
-        unsafe { emu_load(op, p) }
-    })
+    ld_global!("ld.global.nc", ".nc", n, p)
 }
 
 /// `st.global{,.v2,.v4}.b32 [p], v;` (PTX ISA §9.7.9.10): stores `v` (4, 8
