@@ -68,6 +68,14 @@ def loops(insns, labels, marker, also=None):
         body = [i for a, i in insns if lo <= a <= hi]
         if any(marker.search(i) for i in body) and (also is None or any(also.search(i) for i in body)):
             holding.append((lo, hi, len(body)))
+    # A loop nests in or around every other loop. A span that enters a
+    # loop from a branch after it is ptxas's out-of-line retry stub of an
+    # mbarrier wait (placed at the end of the function, branching back into
+    # the loop): it overlaps a loop partially and is not a loop itself.
+    def stub(s, o):
+        return o[0] < s[0] <= o[1] < s[1]
+    real = [s for s in spans if not any(stub(s, o) for o in spans)]
+    holding = [h for h in holding if (h[0], h[1]) in real]
     inner = [s for s in holding if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in holding)]
     return sorted(n for _, _, n in inner)
 

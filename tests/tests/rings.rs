@@ -69,6 +69,34 @@ fn a_release_without_an_acquire_names_the_users_line() {
 }
 
 #[test]
+fn the_mma_steps_loop_computes_the_product() {
+    for emu in Emulator::schedules(61, SEEDS) {
+        let (r, a, b, c) = run!(pr::ring_gemm<4>, emu);
+        let report = r.unwrap_or_else(|e| panic!("seed {}: {e}", emu.seed()));
+        assert!(report.warnings.is_empty(), "seed {}: {:?}", emu.seed(), report.warnings);
+        let k = 64 * K_STEPS;
+        for i in (0..128).step_by(7) {
+            for j in 0..128 {
+                let want: f32 = (0..k).map(|p| a[i * k + p].to_f32() * b[j * k + p].to_f32()).sum();
+                assert_eq!(c[i * 128 + j].to_f32(), want, "seed {}: C[{i}][{j}]", emu.seed());
+            }
+        }
+    }
+}
+
+#[test]
+fn an_mma_steps_loop_over_an_unreleased_step_names_the_users_line() {
+    for emu in Emulator::schedules(67, SEEDS) {
+        let (r, ..) = run!(pr::ring_gemm<5>, emu);
+        let e = r.expect_err("the unreleased step was not caught");
+        let (rule, where_, detail, msg) = misuse(&e);
+        assert_eq!(rule, "a K loop over unreleased steps", "seed {}: {msg}", emu.seed());
+        assert!(detail.contains("1 earlier step(s)") && detail.contains("planted_ring.rs:"), "seed {}: {msg}", emu.seed());
+        assert!(where_.contains("planted_ring.rs:") && where_.contains("inside `Consumer::mma_steps`"), "seed {}: {msg}", emu.seed());
+    }
+}
+
+#[test]
 fn a_consumer_made_anew_waits_on_a_stale_phase() {
     for emu in Emulator::schedules(47, SEEDS) {
         let (r, ..) = run!(pr::ring_gemm<2>, emu);

@@ -49,9 +49,9 @@
 //! # Zero cost
 //!
 //! On the GPU a [`Producer`] is a `u32` step and its phase bits, a
-//! [`Consumer`] two `u32`s (the steps waited for and released; the second
-//! is dropped by the compiler when every release names its slot,
-//! [`Consumer::release_slot`]) and its phase bits; every verb is
+//! [`Consumer`] two `u32`s (the steps waited for, and how many of them are
+//! not released yet; the second is dropped by the compiler when every
+//! release names its slot, [`Consumer::release_slot`]) and its phase bits; every verb is
 //! `#[inline(always)]` and no closure is taken. The library's kernels
 //! rebuilt on it were compared with their hand-written rings instruction by
 //! instruction (`tools/sass-loops.py`) and on an H100 (RESULTS.md).
@@ -201,7 +201,7 @@ impl<'a, const S: usize> Ring<'a, S> {
     /// ([`Parity`]: [`FromStep`] or [`PhaseBits`]).
     #[inline(always)]
     pub fn consumer_with<P: Parity>(self) -> Consumer<'a, S, P> {
-        Consumer { ring: self, next: Step::new(0), released: Step::new(0), parity: P::default() }
+        Consumer { ring: self, next: Step::new(0), pending: 0, parity: P::default() }
     }
     #[inline(always)]
     fn full_at(&self, i: usize) -> BarrierRef<'a> {
@@ -341,6 +341,11 @@ impl Parity for FromStep {
 /// [`Barriers`]' own `wait` does).
 #[derive(Clone, Copy, Default, Debug)]
 pub struct PhaseBits {
+    /// Bit `j`: slot `j`'s next phase parity. A `u32` would save the
+    /// GEMMs' K loops 6-8 SASS instructions (a register pair and 64-bit
+    /// shifts on every wait), but it made ptxas spill 48 bytes (not 4) in
+    /// the attention backward at head dim 128 (measured 2026-11-28): kept
+    /// `u64` until the backward has registers to spare.
     bits: u64,
 }
 
@@ -376,8 +381,13 @@ pub struct Consumer<'a, const S: usize, P: Parity = PhaseBits> {
     ring: Ring<'a, S>,
     /// The next step to wait for.
     next: Step<S>,
-    /// The next step to release.
-    released: Step<S>,
+    /// Steps waited for and not yet released (the oldest unreleased step
+    /// is `next - pending`). A count of the outstanding steps rather than
+    /// a second step counter: after a tile's last release it is the
+    /// constant 0 the compiler sees, and inside [`Consumer::mma_steps`] it
+    /// is not kept at all (the loop's own `k` says which slot to release,
+    /// as in a ring written by hand).
+    pending: u32,
     parity: P,
 }
 
@@ -392,11 +402,20 @@ impl<'a, const S: usize, P: Parity> Consumer<'a, S, P> {
     #[inline(always)]
     #[track_caller]
     pub fn wait(&mut self) -> Slot<'a> {
+        let slot = self.wait_step("Consumer::wait");
+        self.pending += 1;
+        slot
+    }
+    /// [`Consumer::wait`] without the count of unreleased steps.
+    #[inline(always)]
+    #[track_caller]
+    fn wait_step(&mut self, what: &'static str) -> Slot<'a> {
         let step = self.next;
         let i = step.index();
         let full = self.ring.full_at(i);
         #[cfg(not(target_arch = "nvptx64"))]
-        let _scope = emu::check(full, step.lap() as u64, "Consumer::wait", "consumer of the `Ring`", step, self.ring.at);
+        let _scope = emu::check(full, step.lap() as u64, what, "consumer of the `Ring`", step, self.ring.at);
+        let _ = what;
         wait_phase(full, self.parity.parity(step));
         self.parity.waited(step);
         self.next = step.plus(1);
@@ -409,7 +428,12 @@ impl<'a, const S: usize, P: Parity> Consumer<'a, S, P> {
     /// Steps waited for and not yet released.
     #[inline(always)]
     pub fn unreleased(&self) -> u32 {
-        self.next.count() - self.released.count()
+        self.pending
+    }
+    /// The oldest waited-for, unreleased step (the next to release).
+    #[inline(always)]
+    fn released(&self) -> Step<S> {
+        Step::new(self.next.count().wrapping_sub(self.pending))
     }
     /// Releases every waited-for, unreleased slot ([`Consumer::release`]
     /// each): after the last step of a tile whose reads have all finished
@@ -418,7 +442,7 @@ impl<'a, const S: usize, P: Parity> Consumer<'a, S, P> {
     #[inline(always)]
     #[track_caller]
     pub fn release_all(&mut self) {
-        while self.unreleased() > 0 {
+        while self.pending > 0 {
             self.release();
         }
     }
@@ -442,7 +466,7 @@ impl<'a, const S: usize, P: Parity> Consumer<'a, S, P> {
     #[track_caller]
     pub fn release_slot(&mut self, slot: Slot<'a>) {
         #[cfg(not(target_arch = "nvptx64"))]
-        emu::check_slot_order("Consumer::release_slot", slot.step, self.released, self.ring.at);
+        emu::check_slot_order("Consumer::release_slot", slot.step, self.released(), self.ring.at);
         let _ = self.take_release("Consumer::release_slot");
         self.ring.empty_at(slot.index).arrive();
     }
@@ -459,16 +483,84 @@ impl<'a, const S: usize, P: Parity> Consumer<'a, S, P> {
     }
     /// Waits until at most `PENDING` wgmma groups of this thread are in
     /// flight (`wgmma.wait_group`), then releases the oldest waited-for
-    /// slot if more than `PENDING` steps are unreleased: its MMAs have
-    /// finished reading it. Called once after each step's
+    /// slots until at most `PENDING` steps are unreleased: their MMAs have
+    /// finished reading them. Called once after each step's
     /// `wgmma_commit_group` with `PENDING = 1` (one step's MMAs overlap the
-    /// next step's wait), and once after the last step with `PENDING = 0`.
+    /// next step's wait; at most one slot is released), and once after the
+    /// last step with `PENDING = 0` (every slot is released).
     #[inline(always)]
     #[track_caller]
     pub fn release_after_wgmma<const PENDING: u32>(&mut self) {
         crate::wgmma::wgmma_wait::<PENDING>();
-        if self.next.count() - self.released.count() > PENDING {
-            self.release();
+        self.release_down_to::<PENDING>(None);
+    }
+    /// A wgmma K loop of `n` steps on the ring: for `k` in `0..n`, waits
+    /// for the step's slot, runs `body(k, slot)` (which issues the step's
+    /// wgmmas on the slot's tiles), commits them (`wgmma_commit_group`),
+    /// waits until at most `PENDING` groups are in flight and releases the
+    /// slot of step `k - PENDING`, whose MMAs have finished. The last
+    /// `min(n, PENDING)` steps stay unreleased for the caller
+    /// ([`Consumer::release_after_wgmma`]`::<0>` after the loop, or
+    /// [`Consumer::release`] once the tile's results are read). Every
+    /// earlier step must be released first (the emulator checks it).
+    ///
+    /// The same ring protocol as [`Consumer::wait`] and
+    /// [`Consumer::release_after_wgmma`]`::<PENDING>` once per step, with no
+    /// state carried through the loop beyond the step count: the slot to
+    /// release is the loop's `k - PENDING` and its condition `k >=
+    /// PENDING`, the very predicate of a body's `k > 0` (`PENDING = 1`),
+    /// so the loop assembles to the instructions of a ring written by hand.
+    /// `body` is inlined (`#[inline(always)]` all the way), so the
+    /// accumulators it updates stay in registers.
+    #[inline(always)]
+    #[track_caller]
+    pub fn mma_steps<const PENDING: u32>(&mut self, n: u32, body: impl FnMut(u32, Slot<'a>)) {
+        self.mma_steps_with::<PENDING>(n, None, body);
+    }
+    /// As [`Consumer::mma_steps`], releasing with
+    /// [`Consumer::release_to_peer`] (a slot that CTA `peer`'s multicast
+    /// fills too).
+    #[inline(always)]
+    #[track_caller]
+    pub fn mma_steps_to_peer<const PENDING: u32>(&mut self, n: u32, peer: u32, body: impl FnMut(u32, Slot<'a>)) {
+        self.mma_steps_with::<PENDING>(n, Some(peer), body);
+    }
+    #[inline(always)]
+    #[track_caller]
+    fn mma_steps_with<const PENDING: u32>(&mut self, n: u32, peer: Option<u32>, mut body: impl FnMut(u32, Slot<'a>)) {
+        #[cfg(not(target_arch = "nvptx64"))]
+        emu::check_mma_steps_entry(self.pending, self.next, self.ring.at);
+        // The loop runs on the ring's own step count (one induction
+        // variable, as a hand-written ring's); `k` is derived from it.
+        let start = self.next.count();
+        let end = start.wrapping_add(n);
+        while self.next.count() != end {
+            let k = self.next.count().wrapping_sub(start);
+            // The step this iteration releases, `k - PENDING` of the loop.
+            let old = Step::<S>::new(self.next.count().wrapping_sub(PENDING));
+            let slot = self.wait_step("Consumer::mma_steps (its wait)");
+            #[cfg(not(target_arch = "nvptx64"))]
+            {
+                self.pending += 1;
+            }
+            body(k, slot);
+            crate::wgmma::wgmma_commit_group();
+            crate::wgmma::wgmma_wait::<PENDING>();
+            if k >= PENDING {
+                #[cfg(not(target_arch = "nvptx64"))]
+                {
+                    let _ = self.take_release("Consumer::mma_steps (its release)");
+                }
+                let empty = self.ring.empty_at(old.index());
+                empty.arrive();
+                if let Some(peer) = peer {
+                    empty.arrive_cluster_cta(peer);
+                }
+            }
+        }
+        #[cfg(target_arch = "nvptx64")]
+        {
+            self.pending += if n < PENDING { n } else { PENDING };
         }
     }
     /// As [`Consumer::release_after_wgmma`], releasing with
@@ -477,8 +569,33 @@ impl<'a, const S: usize, P: Parity> Consumer<'a, S, P> {
     #[track_caller]
     pub fn release_to_peer_after_wgmma<const PENDING: u32>(&mut self, peer: u32) {
         crate::wgmma::wgmma_wait::<PENDING>();
-        if self.next.count() - self.released.count() > PENDING {
-            self.release_to_peer(peer);
+        self.release_down_to::<PENDING>(Some(peer));
+    }
+    /// Releases ([`Consumer::release`], or [`Consumer::release_to_peer`]
+    /// with a peer) until at most `PENDING` steps are unreleased. With `PENDING = 0` every step, so the count after it is
+    /// the constant 0; otherwise one step at most: called once per step,
+    /// the count never exceeds `PENDING + 1` (the emulator checks it).
+    #[inline(always)]
+    #[track_caller]
+    fn release_down_to<const PENDING: u32>(&mut self, peer: Option<u32>) {
+        if PENDING == 0 {
+            while self.pending > 0 {
+                self.release_one(peer);
+            }
+        } else {
+            #[cfg(not(target_arch = "nvptx64"))]
+            emu::check_pending(self.pending, PENDING, self.ring.at);
+            if self.pending > PENDING {
+                self.release_one(peer);
+            }
+        }
+    }
+    #[inline(always)]
+    #[track_caller]
+    fn release_one(&mut self, peer: Option<u32>) {
+        match peer {
+            None => self.release(),
+            Some(p) => self.release_to_peer(p),
         }
     }
     /// Passes over the next `n` steps without waiting for or releasing
@@ -489,10 +606,9 @@ impl<'a, const S: usize, P: Parity> Consumer<'a, S, P> {
     #[track_caller]
     pub fn skip(&mut self, n: u32) {
         #[cfg(not(target_arch = "nvptx64"))]
-        emu::skip(self.ring.full, self.next, self.released, n, self.ring.at);
+        emu::skip(self.ring.full, self.next, self.released(), n, self.ring.at);
         self.parity.skipped(self.next, n);
         self.next = self.next.plus(n);
-        self.released = self.released.plus(n);
     }
     /// The empty barrier of the oldest unreleased step; the release state
     /// moves on.
@@ -500,10 +616,10 @@ impl<'a, const S: usize, P: Parity> Consumer<'a, S, P> {
     #[track_caller]
     fn take_release(&mut self, what: &'static str) -> BarrierRef<'a> {
         #[cfg(not(target_arch = "nvptx64"))]
-        emu::check_release(what, self.next, self.released, self.ring.at);
+        emu::check_release(what, self.next, self.released(), self.ring.at);
         let _ = what;
-        let empty = self.ring.empty_at(self.released.index());
-        self.released = self.released.plus(1);
+        let empty = self.ring.empty_at(self.released().index());
+        self.pending -= 1;
         empty
     }
 }
@@ -562,6 +678,40 @@ mod emu {
                      (it waited for {} step(s) and released as many): release each slot once, after `wait` handed it out",
                     released.count(),
                     released.index(),
+                    next.count()
+                ),
+            );
+        }
+    }
+
+    /// `release_after_wgmma::<P>` (P > 0) is called once per step: more
+    /// than `P + 1` unreleased steps means steps were waited for without it.
+    #[track_caller]
+    pub(super) fn check_pending(pending: u32, limit: u32, at: &Location<'_>) {
+        let _scope = kernel_emu::scope("Consumer::release_after_wgmma");
+        if pending > limit + 1 {
+            kernel_emu::misuse(
+                "slots held past their MMAs",
+                format_args!(
+                    "the consumer of the `Ring` made at {at} holds {pending} unreleased steps at a \
+                     `release_after_wgmma::<{limit}>`, which releases one: call it once after each step's \
+                     `wgmma_commit_group` (or `release_after_wgmma::<0>`/`release_all` to release every slot)"
+                ),
+            );
+        }
+    }
+
+    /// [`super::Consumer::mma_steps`] starts with every earlier step released.
+    #[track_caller]
+    pub(super) fn check_mma_steps_entry<const S: usize>(pending: u32, next: Step<S>, at: &Location<'_>) {
+        let _scope = kernel_emu::scope("Consumer::mma_steps");
+        if pending > 0 {
+            kernel_emu::misuse(
+                "a K loop over unreleased steps",
+                format_args!(
+                    "the consumer of the `Ring` made at {at} starts `mma_steps` at step {} while {pending} earlier step(s) \
+                     are waited for and not released: release them first (`release_after_wgmma::<0>` or `release_all` \
+                     after the previous loop)",
                     next.count()
                 ),
             );

@@ -52,7 +52,7 @@ use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
 use kernel_device::tma::{commit_group, wait_group};
 use kernel_device::pipeline::Ring;
-use kernel_device::wgmma::{setmaxnreg_inc, wgmma_commit_group, Acc, Cols, WgmmaInput, WgmmaShape};
+use kernel_device::wgmma::{setmaxnreg_inc, Acc, Cols, WgmmaInput, WgmmaShape};
 use kernel_device::layout::Tile;
 use kernel_device::Barriers;
 
@@ -254,16 +254,13 @@ pub fn gemm_multi_of<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM
             // One accumulator per 64-row block (the second is never touched
             // when BM = 128, and costs no registers).
             let mut acc = [Acc::<NW>::undefined(), Acc::<NW>::undefined()];
-            for k in 0..k_steps {
-                let slot = consumer.wait();
+            consumer.mma_steps::<1>(k_steps, |k, slot| {
                 // SAFETY: the slot's `OPS` B tiles are adjacent (an array),
                 // `OPS x BN = NW` rows of 128 bytes from a 1024-aligned
                 // address: byte for byte the `NW x 64` tile (checked above).
                 let b_all: Smem<InTile<E, NW, TKE>> = unsafe { b_bufs.at(slot.index()).cast_at(0) };
                 unroll(blocks(BM), |r| acc[r].mma(a_bufs.at(slot.index()), row0 + 64 * r, b_all, 0, k > 0));
-                wgmma_commit_group();
-                consumer.release_after_wgmma::<1>();
-            }
+            });
             consumer.release_after_wgmma::<0>();
             // The epilogue, in registers: one output block per row block.
             epilogue.begin(prefetched);

@@ -8,7 +8,7 @@ use crate::gemm::{check_tile, ATile, BTile, EpiTile, GemmElem, Stores, WgAcc, CO
 use kernel_device::{bf16, f16};
 use kernel_device::prelude::*;
 use kernel_device::tma::{commit_group, wait_group, wait_group_read};
-use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, Cols, WgmmaShape};
+use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, Cols, WgmmaShape};
 use kernel_device::pipeline::{Ring, Step};
 use kernel_device::Barriers;
 
@@ -332,12 +332,9 @@ pub fn grouped_matmul_of<E: GemmElem, const BM: usize, const BN: usize, const ST
         while t < total {
             t += grid_dim().x;
             let mut acc = WgAcc::<BM, BN>::undefined();
-            for k in 0..k_steps {
-                let slot = consumer.wait();
+            consumer.mma_steps::<1>(k_steps, |k, slot| {
                 acc.mma(a_bufs.at(slot.index()), row0, b_bufs.at(slot.index()), k > 0);
-                wgmma_commit_group();
-                consumer.release_after_wgmma::<1>();
-            }
+            });
             kernel_device::wgmma::wgmma_wait::<0>();
             // The tile's location, written before its first slot's phase
             // (waited on above); read here, so that no register holds it

@@ -259,11 +259,11 @@ macro_rules! blockscaled_k_loop {
         let mut scale: [f32; 4] = scales(0);
         for k in 0..k_steps {
             let next = scales((k + 1).min(k_steps - 1));
-            let s = match first {
+            let slot = match first {
                 Some(slot) if k == 0 => slot,
                 _ => $consumer.wait(),
-            }
-            .index();
+            };
+            let s = slot.index();
             // Each half: its MMAs into `part` (overwritten) as one group,
             // waited for, then `acc[.., half h] += part · sa[row] sb[block
             // h]`; `Acc<H>` register `i` is `Acc<BN>` register `h H / 2 +
@@ -273,7 +273,7 @@ macro_rules! blockscaled_k_loop {
                 kernel_device::wgmma::wgmma_commit_group();
                 kernel_device::wgmma::wgmma_wait::<0>();
                 if h == 1 {
-                    $consumer.release();
+                    $consumer.release_slot(slot);
                 }
                 part.fence_operands();
                 let sb = scale[2 + h];

@@ -9,7 +9,7 @@ use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
 use kernel_device::tma::wait_group;
 use kernel_device::pipeline::Ring;
-use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, Cols, WgmmaShape};
+use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, Cols, WgmmaShape};
 use kernel_device::Barriers;
 use kernel_device::{bf16, f16};
 
@@ -117,14 +117,11 @@ pub fn matmul_persistent_ws_cluster_of<E: GemmElem, const BM: usize, const BN: u
         nd_loop(tiles, Collective::Clusters, |info| {
             let (pm, pn) = tile(info.index[0]);
             let mut acc = WgAcc::<BM, BN>::undefined();
-            for k in 0..k_steps {
-                let slot = consumer.wait();
+            // The slots are refilled by both CTAs' multicasts: release
+            // them in both.
+            consumer.mma_steps_to_peer::<1>(k_steps, peer, |k, slot| {
                 acc.mma(a_bufs.at(slot.index()), row0, b_bufs.at(slot.index()), k > 0);
-                wgmma_commit_group();
-                // The slot is refilled by both CTAs' multicasts: release it
-                // in both.
-                consumer.release_to_peer_after_wgmma::<1>(peer);
-            }
+            });
             consumer.release_to_peer_after_wgmma::<0>(peer);
             sub_tiles = acc.store_tile(&c, epi, (pm, pn), row0, sub_tiles);
         });

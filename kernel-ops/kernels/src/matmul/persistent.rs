@@ -9,7 +9,7 @@ use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
 use kernel_device::tma::wait_group;
 use kernel_device::pipeline::Ring;
-use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, Cols, WgmmaShape};
+use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, Cols, WgmmaShape};
 use kernel_device::Barriers;
 use kernel_device::{bf16, f16};
 
@@ -143,12 +143,9 @@ pub fn matmul_persistent_ws_rows<E: GemmElem, R: RowSource, const BM: usize, con
         nd_loop(tiles, Collective::Blocks, |info| {
             let (pm, pn) = tile(info.index[0]);
             let mut acc = WgAcc::<BM, BN>::undefined();
-            for k in 0..k_steps {
-                let slot = consumer.wait();
+            consumer.mma_steps::<1>(k_steps, |k, slot| {
                 acc.mma(a_bufs.at(slot.index()), row0, b_bufs.at(slot.index()), k > 0);
-                wgmma_commit_group();
-                consumer.release_after_wgmma::<1>();
-            }
+            });
             consumer.release_after_wgmma::<0>();
             sub_tiles = acc.store_tile(&c, epi, (pm, pn), row0, sub_tiles);
         });
