@@ -18,10 +18,10 @@
 //! | `lens` | `[batch]`: keys of each sequence, its new tokens included | u32 |
 //! | FP8 `scales` | `[2]` (K's, V's) or `[2, kv_heads]` | f32 |
 //!
-//! Query token `t` (of `tokens = T`) of sequence `b` sees keys `0 .. lens[b]
-//! - T + 1 + t` (the last token sees them all), with the softmax scale
-//! (`1 / sqrt(head_dim)` unless given); Q head `h` reads KV head `h / G`, `G
-//! = heads / kv_heads`. An empty sequence (`lens[b] = 0`), or a token that
+//! Query token `t` (of `tokens = T`) of sequence `b` sees keys
+//! `0 .. lens[b] - T + 1 + t` (the last token sees them all), with the
+//! softmax scale (`1 / sqrt(head_dim)` unless given); Q head `h` reads KV
+//! head `h / G`, where `G = heads / kv_heads`. An empty sequence (`lens[b] = 0`), or a token that
 //! sees no key (`t < T - lens[b]`), gets O = 0 and log-sum-exp `-inf`.
 //!
 //! Everything the host knows is checked before a launch (an
@@ -246,7 +246,7 @@ pub fn check_plan(shape: DecodeShape, layout: CacheLayout, opts: DecodeOptions) 
         return Err(shape_err(format!("tokens = {tokens}: at most {MAX_TOKENS} query tokens per sequence (1 plus speculative tokens); use the prefill attention for longer queries")));
     }
     match layout {
-        CacheLayout::Contiguous { max_len } if max_len == 0 => return Err(shape_err("max_len = 0: the cache must hold at least one key per sequence".into())),
+        CacheLayout::Contiguous { max_len: 0 } => return Err(shape_err("max_len = 0: the cache must hold at least one key per sequence".into())),
         CacheLayout::Paged { num_pages, page_size, max_pages } => {
             if !PAGE_SIZES.contains(&page_size) {
                 return Err(shape_err(format!("page_size = {page_size}: the paged cache takes page sizes {PAGE_SIZES:?}")));

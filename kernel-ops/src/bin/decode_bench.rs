@@ -157,7 +157,7 @@ fn data(dev: &Device, row: &Row, tokens_max: usize) -> Result<Data, Box<dyn std:
 
 /// Runs (and on a GPU times) `row`; returns (median ms, clock, max O error,
 /// max lse error, splits).
-#[allow(clippy::type_complexity)]
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
 fn measure<C: CacheElem<bf16>>(dev: &Device, ops: &Program, a: &Args, row: &Row, d: &Data, cache: KvCache<'_, C>, scales: Option<&[f32]>, kf: &[f32], vf: &[f32]) -> Result<(f64, Option<kernel_host::ClockPower>, f32, f32, usize), Box<dyn std::error::Error>> {
     let (shape, layout) = (row.shape(), row.layout());
     let lens = row.lens();
