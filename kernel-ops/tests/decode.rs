@@ -376,6 +376,23 @@ fn the_split_count_fills_two_waves_and_never_exceeds_the_blocks() {
     assert_eq!(splits_for(1, 1, 132, 2), 1);
 }
 
+#[test]
+fn the_split_kernels_fit_two_ctas_per_sm() {
+    // The split count and the ring depth assume 2 CTAs per SM (ptxas's
+    // registers and the shared memory, by CUDA's occupancy rules).
+    use kernel_ops_kernels::decode::{decode_split, decode_split_fp8};
+    let dev = Device::emulator();
+    let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    let occ = [
+        ops.kernel::<decode_split<bf16, 128, 64, 3>>().unwrap().occupancy().unwrap(),
+        ops.kernel::<decode_split<f16, 64, 16, 6>>().unwrap().occupancy().unwrap(),
+        ops.kernel::<decode_split_fp8<bf16, 128, 64, 4>>().unwrap().occupancy().unwrap(),
+    ];
+    for o in occ {
+        assert_eq!(o.blocks_per_sm, 2, "{o}");
+    }
+}
+
 /// The GPU tests: the benchmark's shapes (bf16, D 128, 32 query heads),
 /// rows spread over the problem checked against the reference.
 fn gpu_case(batch: usize, kv_heads: usize, len: usize, tokens: usize, page: Option<usize>, fp8: bool) {

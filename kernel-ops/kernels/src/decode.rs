@@ -267,6 +267,8 @@ fn produce<KT: TileLayout, PT: TileLayout, const S: usize>(
         });
         rows
     };
+    k.prefetch();
+    v.prefetch();
     let mut producer = ring.producer();
     let mut rows = rows_of(0);
     for s in 0..w.steps {
