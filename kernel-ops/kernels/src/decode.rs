@@ -4,8 +4,7 @@
 //! over the keys and combined by log-sum-exp. The host entry point is
 //! `kernel_ops::attention::decode`.
 //!
-//! This kernel works as follows ([`decode_split`], [`decode_split_fp8`],
-//! then [`decode_combine`] when there is more than one split):
+//! This kernel works as follows ([`decode_split`], [`decode_split_fp8`]):
 //! 1. CTA `(split, kv_head x row group, b)` owns keys `split * chunk ..
 //!    (split + 1) * chunk` of sequence `b` (cut at its length `lens[b]`,
 //!    read on the device: the grid depends only on host-known sizes) for
@@ -31,8 +30,10 @@
 //!    memory before `P V`, so `0 * NaN` never happens;
 //! 4. with one split the CTA writes O (normalized, the element type) and
 //!    the log-sum-exp (natural log); with several it writes the partial O
-//!    (f32) and the partial log-sum-exp (log2 units), and [`decode_combine`]
-//!    weighs the splits by `2^(lse_i - max)`.
+//!    (f32) and the partial log-sum-exp (log2 units); the last CTA of each
+//!    `(b, kv_head, row group)` to finish (an arrival counter) weighs the
+//!    splits by `2^(lse_i - max)` and writes O and the log-sum-exp
+//!    ([`combine_row`]): one launch per step, no second kernel.
 //!
 //! FP8 ([`decode_split_fp8`]): the ring holds e4m3 tiles (half the bytes);
 //! the consumers convert each block into 16-bit staging tiles (exact: every
@@ -352,10 +353,7 @@ fn consume<E: DecodeElem, const D: usize, const S: usize, const STAGED: bool>(
     q_buf: Smem<DecQTile<E, D>>,
     ring: Ring<'_, S>,
     mut tiles: impl FnMut(usize) -> (Smem<DecKvTile<E, D>>, Smem<DecKvTile<E, D>>),
-    out: Gmem<E>,
-    lse: Gmem<f32>,
-    o_part: Gmem<f32>,
-    lse_part: Gmem<f32>,
+    outs: Outs<E>,
     scale_log2: f32,
     o_scale: f32,
     d: &Dims,
@@ -363,6 +361,7 @@ fn consume<E: DecodeElem, const D: usize, const S: usize, const STAGED: bool>(
 ) where
     Cols<D>: WgmmaShape,
 {
+    let Outs { out, lse, o_part, lse_part, .. } = outs;
     load_q::<E, D>(q, q_buf, d, w);
     let t = thread_linear() as usize;
     let (wp, l) = (t / 32, t % 32);
@@ -484,6 +483,65 @@ fn consume<E: DecodeElem, const D: usize, const S: usize, const STAGED: bool>(
             }
         }
     });
+    if !single {
+        combine_if_last::<E, D>(outs, d, w);
+    }
+}
+
+/// The outputs of a split CTA.
+#[derive(Clone, Copy)]
+struct Outs<E> {
+    out: Gmem<E>,
+    lse: Gmem<f32>,
+    o_part: Gmem<f32>,
+    lse_part: Gmem<f32>,
+    /// One arrival counter per `(b, kv_head, row group)`, zero between
+    /// launches.
+    counters: Gmem<u32>,
+    /// One word of shared memory: the consumers' "this CTA is the last".
+    last: Smem<[u32; 1]>,
+}
+
+/// The "last CTA combines" step of a split launch: every consumer thread
+/// published its partial rows (a GPU-scope fence, then the consumers'
+/// barrier); one thread counts the CTA in (`Semaphore::fetch_signal`,
+/// acquire and release); the CTA that completes the count of its `(b,
+/// kv_head, row group)` combines that group's rows over the splits
+/// ([`combine_row`], a warp per row) and resets the counter for the next
+/// launch. No second kernel, so no launch gap.
+#[inline(always)]
+fn combine_if_last<E: DecodeElem, const D: usize>(outs: Outs<E>, d: &Dims, w: &Work) {
+    let barrier = NamedBarrier::new(DEC_BARRIER, 128);
+    kernel_device::fence::fence_acq_rel_gpu();
+    barrier.sync();
+    let group = (w.b * grid_dim().y + block_idx().y) as usize;
+    if thread_linear() == 0 {
+        assert!(group < outs.counters.len());
+        // SAFETY: an in-bounds, aligned u32 of the counter buffer, used
+        // only as this semaphore during the launch.
+        let sem = unsafe { kernel_device::semaphore::Semaphore::from_ptr(outs.counters.as_ptr().add(group)) };
+        let seen = sem.fetch_signal(1);
+        outs.last.write(0, (seen + 1 == w.splits) as u32);
+    }
+    barrier.sync();
+    if outs.last.read(0) == 0 {
+        return;
+    }
+    kernel_device::fence::fence_acq_rel_gpu();
+    let gt = (d.group * d.t_q) as usize;
+    let first = w.rg as usize * DEC_ROWS;
+    let rows_here = gt.saturating_sub(first).min(DEC_ROWS);
+    let mut r = warp_idx() as usize;
+    while r < rows_here {
+        let rr = first + r;
+        let (tok, h) = (rr / d.group as usize, w.kvh as usize * d.group as usize + rr % d.group as usize);
+        let row = (w.b as usize * d.heads as usize + h) * d.t_q as usize + tok;
+        combine_row::<E, D>(|i| outs.o_part.read(i), |i| outs.lse_part.read(i), outs.out, outs.lse, row as u32, w.splits, d.heads, d.t_q);
+        r += 4;
+    }
+    if thread_linear() == 0 {
+        outs.counters.atomic_exch(group, 0);
+    }
 }
 
 /// Phase 1 of decode attention on a 16-bit cache (module docs).
@@ -495,8 +553,10 @@ fn consume<E: DecodeElem, const D: usize, const S: usize, const STAGED: bool>(
 /// `lens` `[batch]`; `table` `[batch, max_pages]` (unread when contiguous);
 /// `out` `[batch, T, heads, D]` and `lse` `[batch, heads, T]` (written when
 /// `splits = 1`), else `o_part` `[batch, heads, T, splits, D]` f32 and
-/// `lse_part` `[batch, heads, T, splits]` (log2 units); `errors`
-/// [`ERR_WORDS`] words; `d` the sizes. Instances `(E, D, P, S)`.
+/// `lse_part` `[batch, heads, T, splits]` (log2 units) and the last CTA
+/// of each group combines them into `out` and `lse`; `counters` `[batch,
+/// kv_heads * row_groups]` zeros (left zero); `errors` [`ERR_WORDS`] words;
+/// `d` the sizes. Instances `(E, D, P, S)`.
 #[kernel(block = threads(160), arch = sm_90a, min_blocks_per_sm = 2, instances(E = [f16, bf16], (64, 64, 6), (64, 16, 6), (128, 64, 3), (128, 16, 3)))]
 #[allow(clippy::too_many_arguments)]
 pub fn decode_split<E: DecodeElem, const D: usize, const P: usize, const S: usize>(
@@ -509,6 +569,7 @@ pub fn decode_split<E: DecodeElem, const D: usize, const P: usize, const S: usiz
     lse: Gmem<f32>,
     o_part: Gmem<f32>,
     lse_part: Gmem<f32>,
+    counters: Gmem<u32>,
     errors: Gmem<u32>,
     d: DecodeDims,
     #[scratch] q_buf: Smem<DecQTile<E, D>>,
@@ -516,6 +577,7 @@ pub fn decode_split<E: DecodeElem, const D: usize, const P: usize, const S: usiz
     #[scratch] v_bufs: Smem<[DecKvTile<E, D>; S]>,
     #[scratch] full: Barriers<S>,
     #[scratch(arrivals = 128)] empty: Barriers<S>,
+    #[scratch] last: Smem<[u32; 1]>,
 ) where
     Cols<D>: WgmmaShape,
 {
@@ -529,7 +591,7 @@ pub fn decode_split<E: DecodeElem, const D: usize, const P: usize, const S: usiz
         }
         return;
     }
-    consume::<E, D, S, false>(q, q_buf, ring, |i| (k_bufs.at(i), v_bufs.at(i)), out, lse, o_part, lse_part, d.scale_log2, 1.0, &d, &w);
+    consume::<E, D, S, false>(q, q_buf, ring, |i| (k_bufs.at(i), v_bufs.at(i)), Outs { out, lse, o_part, lse_part, counters, last }, d.scale_log2, 1.0, &d, &w);
 }
 
 /// The first CTA of each sequence reports a length above `max_len`.
@@ -579,6 +641,7 @@ pub fn decode_split_fp8<E: DecodeElem, const D: usize, const P: usize, const S: 
     lse: Gmem<f32>,
     o_part: Gmem<f32>,
     lse_part: Gmem<f32>,
+    counters: Gmem<u32>,
     errors: Gmem<u32>,
     d: DecodeDims,
     #[scratch] q_buf: Smem<DecQTile<E, D>>,
@@ -588,6 +651,7 @@ pub fn decode_split_fp8<E: DecodeElem, const D: usize, const P: usize, const S: 
     #[scratch] v_bufs: Smem<[DecFp8Tile<D>; S]>,
     #[scratch] full: Barriers<S>,
     #[scratch(arrivals = 128)] empty: Barriers<S>,
+    #[scratch] last: Smem<[u32; 1]>,
 ) where
     Cols<D>: WgmmaShape,
     Fp8Sw<D>: Layout,
@@ -614,55 +678,41 @@ pub fn decode_split_fp8<E: DecodeElem, const D: usize, const P: usize, const S: 
         NamedBarrier::new(DEC_BARRIER, 128).sync();
         (k_stage, v_stage)
     };
-    consume::<E, D, S, true>(q, q_buf, ring, stage, out, lse, o_part, lse_part, d.scale_log2 * ks, vs, &d, &w);
+    consume::<E, D, S, true>(q, q_buf, ring, stage, Outs { out, lse, o_part, lse_part, counters, last }, d.scale_log2 * ks, vs, &d, &w);
 }
 
-/// Phase 2: `O = Σ_i w_i o_part_i` with `w_i = 2^(lse_i - max) / Σ_j
-/// 2^(lse_j - max)` and `lse = (max + log2 Σ_j 2^(lse_j - max)) ln 2`, for
-/// each row `(b, h, t)`; splits with no key (`lse_i = -inf`) weigh 0, a
-/// row with none gives O = 0 and `-inf`. One warp per row (lane `x` has
-/// columns `x D / 32 ..`), rows strided over the grid. Launch: block 128
-/// threads, any grid; `rows = batch heads T`. Instances `(E, D)`.
-#[kernel(block = threads(128), instances(E = [f16, bf16], (64), (128)))]
+/// Phase 2 for one row `(b, h, t)` (`row = (b heads + h) T + t`), by one
+/// warp (lane `x` has columns `x D / 32 ..`): `O = Σ_i w_i o_part_i` with
+/// `w_i = 2^(lse_i - max) / Σ_j 2^(lse_j - max)` and `lse = (max + log2
+/// Σ_j 2^(lse_j - max)) ln 2`; splits with no key (`lse_i = -inf`) weigh 0,
+/// a row with none gives O = 0 and `-inf`.
+#[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub fn decode_combine<E: DecodeElem, const D: usize>(
-    o_part: GmemRef<f32>,
-    lse_part: GmemRef<f32>,
-    out: Gmem<E>,
-    lse: Gmem<f32>,
-    rows: u32,
-    splits: u32,
-    heads: u32,
-    t_q: u32,
-) {
+fn combine_row<E: DecodeElem, const D: usize>(o_part: impl Fn(usize) -> f32, lse_part: impl Fn(usize) -> f32, out: Gmem<E>, lse: Gmem<f32>, row: u32, splits: u32, heads: u32, t_q: u32) {
     let c0 = lane_id() as usize * (D / 32);
-    let mut row = block_idx().x * 4 + warp_idx();
-    while row < rows {
-        let base = (row * splits) as usize;
-        let mut mx = f32::NEG_INFINITY;
+    let base = (row * splits) as usize;
+    let mut mx = f32::NEG_INFINITY;
+    for i in 0..splits as usize {
+        mx = max(mx, lse_part(base + i));
+    }
+    let mut acc = [0f32; 4];
+    let mut wsum = 0f32;
+    if mx > f32::NEG_INFINITY {
         for i in 0..splits as usize {
-            mx = max(mx, lse_part.read(base + i));
-        }
-        let mut acc = [0f32; 4];
-        let mut wsum = 0f32;
-        if mx > f32::NEG_INFINITY {
-            for i in 0..splits as usize {
-                let li = lse_part.read(base + i);
-                if li > f32::NEG_INFINITY {
-                    let wi = ex2_approx_ftz(li - mx);
-                    wsum += wi;
-                    unroll(D / 32, |c| acc[c] = wi.fma(o_part.read((base + i) * D + c0 + c), acc[c]));
-                }
+            let li = lse_part(base + i);
+            if li > f32::NEG_INFINITY {
+                let wi = ex2_approx_ftz(li - mx);
+                wsum += wi;
+                unroll(D / 32, |c| acc[c] = wi.fma(o_part((base + i) * D + c0 + c), acc[c]));
             }
         }
-        let inv = if wsum > 0.0 { 1.0 / wsum } else { 0.0 };
-        let (tok, bh) = (row % t_q, row / t_q);
-        let (h, b) = (bh % heads, bh / heads);
-        let at = ((b * t_q + tok) * heads + h) as usize * D + c0;
-        unroll(D / 32, |c| out.write(at + c, E::from_f32(acc[c] * inv)));
-        if lane_id() == 0 {
-            lse.write(row as usize, if wsum > 0.0 { (mx + lg2_approx_ftz(wsum)) * LN_2 } else { f32::NEG_INFINITY });
-        }
-        row += grid_dim().x * 4;
+    }
+    let inv = if wsum > 0.0 { 1.0 / wsum } else { 0.0 };
+    let (tok, bh) = (row % t_q, row / t_q);
+    let (h, b) = (bh % heads, bh / heads);
+    let at = ((b * t_q + tok) * heads + h) as usize * D + c0;
+    unroll(D / 32, |c| out.write(at + c, E::from_f32(acc[c] * inv)));
+    if lane_id() == 0 {
+        lse.write(row as usize, if wsum > 0.0 { (mx + lg2_approx_ftz(wsum)) * LN_2 } else { f32::NEG_INFINITY });
     }
 }

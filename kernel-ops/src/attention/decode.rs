@@ -3,7 +3,7 @@
 //! contiguous or paged (vLLM's `[num_pages, page_size, kv_heads,
 //! head_dim]` with a block table, no copy), f16/bf16 or FP8 e4m3 with
 //! scales, split over the keys on the GPU's SMs and combined by
-//! log-sum-exp. The kernels are `kernel_ops_kernels::decode` (a TMA ring
+//! log-sum-exp (by the last CTA of each group: one launch per step). The kernels are `kernel_ops_kernels::decode` (a TMA ring
 //! and wgmma; see there for the schedule).
 //!
 //! Layouts (row-major, `head_dim` contiguous):
@@ -57,7 +57,7 @@ use kernel_device::launch::HostEntry;
 use kernel_device::tma::TensorMapParam;
 use kernel_device::{bf16, f16, Gmem, GmemRef, E4M3};
 use kernel_host::{Arg, ArgSink, Buffer, Device, Program, TileMap, TmaElement};
-use kernel_ops_kernels::decode::{decode_combine, decode_split, decode_split_fp8, DecFp8Piece, DecPiece, DecodeDims, DecodeElem, DEC_BN, DEC_ROWS, ERR_LEN, ERR_PAGE, ERR_WORDS};
+use kernel_ops_kernels::decode::{decode_split, decode_split_fp8, DecFp8Piece, DecPiece, DecodeDims, DecodeElem, DEC_BN, DEC_ROWS, ERR_LEN, ERR_PAGE, ERR_WORDS};
 
 /// The sizes of a decode step besides the cache's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -210,6 +210,9 @@ pub struct Decode {
     scale: f32,
     o_part: Buffer<f32>,
     lse_part: Buffer<f32>,
+    /// The split kernels' arrival counters, one per `(b, kv_head, row
+    /// group)`: zero between launches (the last CTA resets its own).
+    counters: Buffer<u32>,
     errors: Buffer<u32>,
     no_table: Buffer<i32>,
 }
@@ -308,12 +311,13 @@ impl Decode {
             scale: opts.scale.unwrap_or(1.0 / (shape.head_dim as f32).sqrt()),
             o_part: dev.zeros::<f32>(part * if splits > 1 { shape.head_dim } else { 1 })?,
             lse_part: dev.zeros::<f32>(part)?,
+            counters: dev.zeros::<u32>(ctas)?,
             errors: dev.zeros::<u32>(ERR_WORDS)?,
             no_table: dev.zeros::<i32>(1)?,
         })
     }
 
-    /// Splits of each sequence's keys (1: no combine step).
+    /// Splits of each sequence's keys (1: no partial outputs, no combine).
     pub fn splits(&self) -> usize {
         self.splits
     }
@@ -394,14 +398,8 @@ impl Decode {
         };
         let grid = (self.splits as u32, (shape.kv_heads * shape.row_groups()) as u32, shape.batch as u32);
         let rows = self.layout.rows(shape.batch);
-        let args = SplitArgs { q, k: cache.k, v: cache.v, scales: cache.scales, rows, lens, table, out: &mut *out, lse: &mut *lse, o_part: &mut self.o_part, lse_part: &mut self.lse_part, errors: &mut self.errors, dims, grid };
+        let args = SplitArgs { q, k: cache.k, v: cache.v, scales: cache.scales, rows, lens, table, out: &mut *out, lse: &mut *lse, o_part: &mut self.o_part, lse_part: &mut self.lse_part, counters: &mut self.counters, errors: &mut self.errors, dims, grid };
         C::launch(ops, shape, self.layout.piece(), args)?;
-        if self.splits > 1 {
-            let rows = shape.lse_len();
-            let ctas = rows.div_ceil(4);
-            let grid = if dev.is_gpu() { ctas } else { ctas.min(4) };
-            T::combine(ops, shape.head_dim, grid as u32, (&self.o_part, &self.lse_part, out, lse, rows as u32, self.splits as u32, shape.heads as u32, shape.tokens as u32))?;
-        }
         Ok(())
     }
 
@@ -477,6 +475,7 @@ pub struct SplitArgs<'a, T, C> {
     lse: &'a mut Buffer<f32>,
     o_part: &'a mut Buffer<f32>,
     lse_part: &'a mut Buffer<f32>,
+    counters: &'a mut Buffer<u32>,
     errors: &'a mut Buffer<u32>,
     dims: DecodeDims,
     grid: (u32, u32, u32),
@@ -505,8 +504,6 @@ mod sealed {
 }
 
 type SplitFn<T, C> = fn(&Program, SplitArgs<'_, T, C>) -> Result<(), Error>;
-type CombineArgs<'a, T> = (&'a Buffer<f32>, &'a Buffer<f32>, &'a mut Buffer<T>, &'a mut Buffer<f32>, u32, u32, u32, u32);
-type CombineFn<T> = for<'a> fn(&Program, u32, CombineArgs<'a, T>) -> Result<(), Error>;
 
 /// The query and output types: f16 and bf16 (the kernels are generic over
 /// it). Sealed.
@@ -517,16 +514,6 @@ pub trait DecodeType: sealed::Sealed + DecodeElem + TmaElement + 'static {
     /// The FP8 cache's.
     #[doc(hidden)]
     const SPLIT_FP8: [((usize, usize), SplitFn<Self, E4M3>); 4];
-    /// The combine's `(head_dim, launch)`.
-    #[doc(hidden)]
-    const COMBINE: [(usize, CombineFn<Self>); 2];
-    #[doc(hidden)]
-    fn combine(ops: &Program, head_dim: usize, grid: u32, args: CombineArgs<'_, Self>) -> Result<(), Error> {
-        match Self::COMBINE.iter().find(|(d, _)| *d == head_dim) {
-            Some((_, f)) => f(ops, grid, args),
-            None => Err(shape_err(format!("head_dim = {head_dim}: not built"))),
-        }
-    }
 }
 
 /// The cache's element type for queries of `T`: `T` itself, or [`E4M3`]
@@ -584,12 +571,10 @@ impl<T: DecodeType> CacheElem<T> for E4M3 {
 impl DecodeType for f16 {
     const SPLIT16: [((usize, usize), SplitFn<Self, Self>); 4] = split16_table::<Self>();
     const SPLIT_FP8: [((usize, usize), SplitFn<Self, E4M3>); 4] = split_fp8_table::<Self>();
-    const COMBINE: [(usize, CombineFn<Self>); 2] = combine_table::<Self>();
 }
 impl DecodeType for bf16 {
     const SPLIT16: [((usize, usize), SplitFn<Self, Self>); 4] = split16_table::<Self>();
     const SPLIT_FP8: [((usize, usize), SplitFn<Self, E4M3>); 4] = split_fp8_table::<Self>();
-    const COMBINE: [(usize, CombineFn<Self>); 2] = combine_table::<Self>();
 }
 
 type Split16Params<E, const P: usize, const D: usize> = (
@@ -602,6 +587,7 @@ type Split16Params<E, const P: usize, const D: usize> = (
     Gmem<f32>,
     Gmem<f32>,
     Gmem<f32>,
+    Gmem<u32>,
     Gmem<u32>,
     DecodeDims,
 );
@@ -617,10 +603,9 @@ type SplitFp8Params<E, const P: usize, const D: usize> = (
     Gmem<f32>,
     Gmem<f32>,
     Gmem<u32>,
+    Gmem<u32>,
     DecodeDims,
 );
-type CombineParams<E> = (GmemRef<f32>, GmemRef<f32>, Gmem<E>, Gmem<f32>, u32, u32, u32, u32);
-
 /// `decode_split`'s instances on `E` (`instances(E = [f16, bf16], ..)`).
 const fn split16_table<E: DecodeType>() -> [((usize, usize), SplitFn<E, E>); 4]
 where
@@ -643,15 +628,6 @@ where
     [((64, 64), split_fp8::<E, 64, 64, 6>), ((64, 16), split_fp8::<E, 64, 16, 6>), ((128, 64), split_fp8::<E, 128, 64, 4>), ((128, 16), split_fp8::<E, 128, 16, 4>)]
 }
 
-/// `decode_combine`'s instances on `E`.
-const fn combine_table<E: DecodeType>() -> [(usize, CombineFn<E>); 2]
-where
-    decode_combine<E, 64>: HostEntry<Params = CombineParams<E>>,
-    decode_combine<E, 128>: HostEntry<Params = CombineParams<E>>,
-{
-    [(64, combine::<E, 64>), (128, combine::<E, 128>)]
-}
-
 fn split16<E: DecodeType, const D: usize, const P: usize, const S: usize>(ops: &Program, a: SplitArgs<'_, E, E>) -> Result<(), Error>
 where
     decode_split<E, D, P, S>: HostEntry<Params = Split16Params<E, P, D>>,
@@ -659,7 +635,7 @@ where
     let cols = a.dims.heads as usize / a.dims.group as usize * D;
     let km = TileMap::<DecPiece<E, P, D>>::new_2d(a.k, a.rows, cols)?;
     let vm = TileMap::<DecPiece<E, P, D>>::new_2d(a.v, a.rows, cols)?;
-    ops.kernel::<decode_split<E, D, P, S>>()?.launch(a.grid, (a.q, &km, &vm, a.lens, a.table, a.out, a.lse, a.o_part, a.lse_part, a.errors, DimsArg(a.dims)))?;
+    ops.kernel::<decode_split<E, D, P, S>>()?.launch(a.grid, (a.q, &km, &vm, a.lens, a.table, a.out, a.lse, a.o_part, a.lse_part, a.counters, a.errors, DimsArg(a.dims)))?;
     Ok(())
 }
 
@@ -671,15 +647,7 @@ where
     let km = TileMap::<DecFp8Piece<P, D>>::new_2d(a.k, a.rows, cols)?;
     let vm = TileMap::<DecFp8Piece<P, D>>::new_2d(a.v, a.rows, cols)?;
     let scales = a.scales.ok_or_else(|| shape_err("an FP8 cache needs its scales".into()))?;
-    ops.kernel::<decode_split_fp8<E, D, P, S>>()?.launch(a.grid, (a.q, &km, &vm, scales, a.lens, a.table, a.out, a.lse, a.o_part, a.lse_part, a.errors, DimsArg(a.dims)))?;
-    Ok(())
-}
-
-fn combine<E: DecodeType, const D: usize>(ops: &Program, grid: u32, a: CombineArgs<'_, E>) -> Result<(), Error>
-where
-    decode_combine<E, D>: HostEntry<Params = CombineParams<E>>,
-{
-    ops.kernel::<decode_combine<E, D>>()?.launch((grid, 1, 1), a)?;
+    ops.kernel::<decode_split_fp8<E, D, P, S>>()?.launch(a.grid, (a.q, &km, &vm, scales, a.lens, a.table, a.out, a.lse, a.o_part, a.lse_part, a.counters, a.errors, DimsArg(a.dims)))?;
     Ok(())
 }
 
