@@ -277,8 +277,9 @@ fn fp8_cache_with_scales() {
 
 #[test]
 fn more_rows_than_one_wgmma_take_two_row_groups() {
-    // G 16 x T 5 = 80 rows: two CTAs per KV head, rows 64.. in the second.
-    let p = Problem { shape: shape(1, 16, 1, 64, 5), layout: CacheLayout::Contiguous { max_len: 70 }, lens: vec![70], store: Store::Same, splits: Some(1) };
+    // G 16 x T 5 = 80 rows: two CTAs per KV head, rows 64.. in the
+    // second; 2 splits, so each row group's last CTA combines its rows.
+    let p = Problem { shape: shape(1, 16, 1, 64, 5), layout: CacheLayout::Contiguous { max_len: 70 }, lens: vec![70], store: Store::Same, splits: Some(2) };
     check::<bf16>(p, 8);
 }
 
