@@ -237,6 +237,9 @@ fn contiguous_ragged_lengths_two_splits_bf16() {
     // short sequences has no key: lse -inf, weight 0 in the combine).
     let p = Problem { shape: shape(4, 2, 2, 64, 1), layout: CacheLayout::Contiguous { max_len: 200 }, lens: vec![0, 1, 200, 77], store: Store::Same, splits: Some(2) };
     check::<bf16>(p, 1);
+    // 10 splits of one block: the combine takes its splits 8 at a time.
+    let p = Problem { shape: shape(1, 2, 1, 64, 1), layout: CacheLayout::Contiguous { max_len: 640 }, lens: vec![601], store: Store::Same, splits: Some(10) };
+    check::<bf16>(p, 11);
 }
 
 #[test]

@@ -685,34 +685,57 @@ pub fn decode_split_fp8<E: DecodeElem, const D: usize, const P: usize, const S: 
 /// warp (lane `x` has columns `x D / 32 ..`): `O = Σ_i w_i o_part_i` with
 /// `w_i = 2^(lse_i - max) / Σ_j 2^(lse_j - max)` and `lse = (max + log2
 /// Σ_j 2^(lse_j - max)) ln 2`; splits with no key (`lse_i = -inf`) weigh 0,
-/// a row with none gives O = 0 and `-inf`.
+/// a row with none gives O = 0 and `-inf`. Built for latency (it runs at
+/// the tail of the launch): the maximum and the sum over the lanes (split
+/// `i` on lane `i % 32`, then shuffles), the weighted sum 8 splits at a
+/// time with all their loads issued before the first FMA.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn combine_row<E: DecodeElem, const D: usize>(o_part: impl Fn(usize) -> f32, lse_part: impl Fn(usize) -> f32, out: Gmem<E>, lse: Gmem<f32>, row: u32, splits: u32, heads: u32, t_q: u32) {
-    let c0 = lane_id() as usize * (D / 32);
-    let base = (row * splits) as usize;
+    let lane = lane_id() as usize;
+    let c0 = lane * (D / 32);
+    let (base, n) = ((row * splits) as usize, splits as usize);
     let mut mx = f32::NEG_INFINITY;
-    for i in 0..splits as usize {
+    let mut i = lane;
+    while i < n {
         mx = max(mx, lse_part(base + i));
+        i += 32;
     }
-    let mut acc = [0f32; 4];
+    unroll(5, |k| mx = max(mx, shfl_xor(mx, 1 << k)));
+    // 2^(lse_i - max), 0 for a split with no key (or a row with none).
+    let weight = |li: f32| if li > f32::NEG_INFINITY { ex2_approx_ftz(li - mx) } else { 0.0 };
     let mut wsum = 0f32;
-    if mx > f32::NEG_INFINITY {
-        for i in 0..splits as usize {
-            let li = lse_part(base + i);
-            if li > f32::NEG_INFINITY {
-                let wi = ex2_approx_ftz(li - mx);
-                wsum += wi;
-                unroll(D / 32, |c| acc[c] = wi.fma(o_part((base + i) * D + c0 + c), acc[c]));
+    let mut i = lane;
+    while i < n {
+        wsum += weight(lse_part(base + i));
+        i += 32;
+    }
+    unroll(5, |k| wsum += shfl_xor(wsum, 1 << k));
+    let mut acc = [0f32; 4];
+    let mut i0 = 0;
+    while i0 < n {
+        let mut ws = [0f32; 8];
+        let mut vals = [[0f32; 4]; 8];
+        unroll(8, |j| {
+            if i0 + j < n {
+                ws[j] = lse_part(base + i0 + j);
+                unroll(D / 32, |c| vals[j][c] = o_part((base + i0 + j) * D + c0 + c));
             }
-        }
+        });
+        unroll(8, |j| {
+            if i0 + j < n {
+                let wj = weight(ws[j]);
+                unroll(D / 32, |c| acc[c] = wj.fma(vals[j][c], acc[c]));
+            }
+        });
+        i0 += 8;
     }
     let inv = if wsum > 0.0 { 1.0 / wsum } else { 0.0 };
     let (tok, bh) = (row % t_q, row / t_q);
     let (h, b) = (bh % heads, bh / heads);
     let at = ((b * t_q + tok) * heads + h) as usize * D + c0;
     unroll(D / 32, |c| out.write(at + c, E::from_f32(acc[c] * inv)));
-    if lane_id() == 0 {
+    if lane == 0 {
         lse.write(row as usize, if wsum > 0.0 { (mx + lg2_approx_ftz(wsum)) * LN_2 } else { f32::NEG_INFINITY });
     }
 }
