@@ -302,27 +302,30 @@ fn produce<KT: TileLayout, PT: TileLayout, const S: usize>(
 }
 
 /// Loads this CTA's Q rows into `q_buf` (rows past `G T` zero): consumer
-/// threads, 16 bytes at a time; then a fence for the wgmmas and the
-/// consumers' barrier.
+/// threads, 16 bytes at a time (`64 D / 8` packs, `D / 16` per thread);
+/// then a fence for the wgmmas and the consumers' barrier.
 #[inline(always)]
 fn load_q<E: DecodeElem, const D: usize>(q: GmemRef<E>, q_buf: Smem<DecQTile<E, D>>, d: &Dims, w: &Work) {
     let t = thread_linear() as usize;
     let gt = (d.group * d.t_q) as usize;
     let per_row = D / 8;
-    let mut i = t;
-    while i < DEC_ROWS * per_row {
+    // `D / 16` packs per thread, every load issued before the first store
+    // (one global round trip, not one per pack).
+    let mut packs = [[E::default(); 8]; 16];
+    unroll(D / 16, |j| {
+        let i = t + 128 * j;
         let (r, c) = (i / per_row, 8 * (i % per_row));
         let rr = w.rg as usize * DEC_ROWS + r;
-        let v = if rr < gt {
+        if rr < gt {
             let (tok, g) = (rr / d.group as usize, rr % d.group as usize);
             let h = w.kvh as usize * d.group as usize + g;
-            q.read_nc_v4(((w.b as usize * d.t_q as usize + tok) * d.heads as usize + h) * D + c)
-        } else {
-            [E::default(); 8]
-        };
-        q_buf.set_v4(r, c, v);
-        i += 128;
-    }
+            packs[j] = q.read_nc_v4(((w.b as usize * d.t_q as usize + tok) * d.heads as usize + h) * D + c);
+        }
+    });
+    unroll(D / 16, |j| {
+        let i = t + 128 * j;
+        q_buf.set_v4(i / per_row, 8 * (i % per_row), packs[j]);
+    });
     commit_smem();
     NamedBarrier::new(DEC_BARRIER, 128).sync();
 }
