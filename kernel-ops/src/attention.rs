@@ -26,6 +26,7 @@
 //! assert!(dev.download(&o)?.iter().all(|v| (v.to_f32() - 0.5).abs() < 1e-3));
 //! # Ok(()) }
 //! ```
+pub mod decode;
 use crate::Error;
 use kernel_device::gmem::GmemRef;
 use kernel_device::launch::HostEntry;

@@ -19,6 +19,7 @@
 pub mod attention;
 pub mod attention_bwd;
 pub mod collective;
+pub mod decode;
 pub mod gemm;
 pub mod gemm_multi;
 pub mod grouped;

@@ -1,0 +1,744 @@
+//! Decode attention on Hopper: one new query token per sequence (plus up to
+//! 8 speculative tokens, causal among themselves) against a long K/V cache,
+//! contiguous or paged (vLLM's block table), f16/bf16 or FP8 e4m3, split
+//! over the keys and combined by log-sum-exp. The host entry point is
+//! `kernel_ops::attention::decode`.
+//!
+//! This kernel works as follows ([`decode_split`], [`decode_split_fp8`]):
+//! 1. CTA `(split, kv_head x row group, b)` owns keys `split * chunk ..
+//!    (split + 1) * chunk` of sequence `b` (cut at its length `lens[b]`,
+//!    read on the device: the grid depends only on host-known sizes) for
+//!    one KV head, and the `G * T` query rows that share that head (`G =
+//!    heads / kv_heads` query heads times `T` query tokens; row `r = t G +
+//!    g`), 64 rows per row group: those rows share ONE pass over K and V;
+//! 2. warp 4 is the producer: one lane streams the chunk's blocks of
+//!    [`DEC_BN`] keys of K and V into an `S`-slot ring ([`Ring`], one full
+//!    barrier per slot expecting both tiles' bytes). A block is `BN / P`
+//!    TMA boxes of `P` keys (`P = 64` for a contiguous cache and pages of
+//!    64 keys or more, 16 for pages of 16 or 32); a paged cache looks each
+//!    box's page up in the block table one step ahead (the load's latency
+//!    hides under the ring wait);
+//! 3. warps 0-3 (one warpgroup) load the Q rows into a `64 x D` tile (rows
+//!    past `G * T` zero) and per block: `S = Q Kᵀ` (`m64n64k16` wgmmas),
+//!    the online softmax on the accumulator fragment (keys masked per row:
+//!    token `t` sees keys `< len - T + 1 + t`, and the split's end), `P`
+//!    rounded to the element type in registers, `O = O alpha + P V` (RS
+//!    wgmmas, V MN-major as stored), then the slot goes back to the
+//!    producer. The cache's rows past the sequence's end may hold anything
+//!    (NaN included): their scores are replaced by `-inf`, and the one
+//!    block that reaches past the end has its V rows there zeroed in shared
+//!    memory before `P V`, so `0 * NaN` never happens;
+//! 4. with one split the CTA writes O (normalized, the element type) and
+//!    the log-sum-exp (natural log); with several it writes the partial O
+//!    (f32) and the partial log-sum-exp (log2 units); the last CTA of each
+//!    `(b, kv_head, row group)` to finish (an arrival counter) weighs the
+//!    splits by `2^(lse_i - max)` and writes O and the log-sum-exp
+//!    ([`combine_row`]): one launch per step, no second kernel.
+//!
+//! FP8 ([`decode_split_fp8`]): the ring holds e4m3 tiles (half the bytes);
+//! the consumers convert each block into 16-bit staging tiles (exact: every
+//! e4m3 value is an f16 and a bf16) and release the slot at once; the
+//! per-KV-head scales multiply the softmax scale (K) and the output (V).
+//!
+//! Bad device values never reach outside the buffers: a length above
+//! `max_len` is clamped to it, a page index outside `0..num_pages` to page
+//! 0, and each sets a word of `errors` ([`ERR_LEN`], [`ERR_PAGE`]).
+//!
+//! Empty sequences (`lens[b] = 0`), and query tokens that see no key (`t <
+//! T - len`), give O = 0 and log-sum-exp `-inf`.
+use kernel_device::array::regs::unroll;
+use kernel_device::cvt::{Bf16x2, F16x2};
+use kernel_device::layout::{Layout, Swizzled, Tile};
+use kernel_device::math::{ex2_approx_ftz, lg2_approx_ftz, max, LN_2};
+use kernel_device::pipeline::Ring;
+use kernel_device::prelude::*;
+use kernel_device::tma::raw as tma_raw;
+use kernel_device::warp::shfl_xor;
+use kernel_device::wgmma::{wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaShape};
+use kernel_device::{bf16, f16, Barriers, Pack16, E4M3};
+
+use crate::attention::{p_fragments, AttnElem};
+
+/// Keys per ring step (the N of `S = Q Kᵀ`, the K of `O += P V`).
+pub const DEC_BN: usize = 64;
+/// P's k16 A fragments per step.
+pub const DEC_KC: usize = DEC_BN / 16;
+/// Query rows per CTA (the wgmma M): `G * T` rows of a KV head, padded.
+pub const DEC_ROWS: usize = 64;
+/// Threads per CTA: one consumer warpgroup and one producer warp.
+pub const DEC_THREADS: u32 = 160;
+/// The consumers' named barrier (the producer warp does not take part).
+pub const DEC_BARRIER: u32 = 1;
+/// `errors[ERR_LEN]` is 1 when some `lens[b] > max_len` (clamped);
+/// `errors[ERR_LEN + 1]` holds the largest such length.
+pub const ERR_LEN: usize = 0;
+/// `errors[ERR_PAGE]` is 1 when a block-table entry needed for a key below
+/// the sequence's length was outside `0..num_pages` (page 0 was read
+/// instead); `errors[ERR_PAGE + 1]` holds one such entry (as `u32` bits).
+pub const ERR_PAGE: usize = 2;
+/// Words of the error buffer.
+pub const ERR_WORDS: usize = 4;
+
+/// The Q tile: 64 rows x `D`, 128-byte swizzle.
+pub type DecQTile<E, const D: usize> = Tile<E, DEC_ROWS, D, Swizzled<128>>;
+/// One ring slot of K or V (16-bit cache): [`DEC_BN`] keys x `D`.
+pub type DecKvTile<E, const D: usize> = Tile<E, DEC_BN, D, Swizzled<128>>;
+/// The TMA box of `P` keys (one page piece) of a 16-bit cache.
+pub type DecPiece<E, const P: usize, const D: usize> = Tile<E, P, D, Swizzled<128>>;
+/// The swizzle of an FP8 tile of `D` columns: the row's bytes (64 or 128).
+pub type Fp8Sw<const D: usize> = Swizzled<D>;
+/// One ring slot of K or V (FP8 cache).
+pub type DecFp8Tile<const D: usize> = Tile<E4M3, DEC_BN, D, Fp8Sw<D>>;
+/// The TMA box of `P` keys of an FP8 cache.
+pub type DecFp8Piece<const P: usize, const D: usize> = Tile<E4M3, P, D, Fp8Sw<D>>;
+
+/// The 16-bit element types decode runs on (Q, O, and the cache unless
+/// FP8), with the exact conversion of e4m3 into them.
+pub trait DecodeElem: AttnElem + Pack16<Pack = [Self; 8]> {
+    /// Sixteen e4m3 values as two packs of `Self`, exactly (every e4m3
+    /// value is an f16 and a bf16; e4m3's NaN becomes ±480): per pair, the
+    /// sign and the 7 low bits moved to the 16-bit format's places, then
+    /// one packed multiply by `2^(bias difference)` (which also makes
+    /// e4m3's subnormals right).
+    fn from_e4m3x16(x: [E4M3; 16]) -> [[Self; 8]; 2];
+}
+
+/// Bytes `0` and `1` of `w` at bits 0..8 and 16..24.
+#[inline(always)]
+fn spread(w: u32) -> u32 {
+    (w & 0xFF) | ((w & 0xFF00) << 8)
+}
+
+macro_rules! decode_elem {
+    ($t:ty, $pair:ident, $shift:literal, $bias:literal) => {
+        impl DecodeElem for $t {
+            #[inline(always)]
+            fn from_e4m3x16(x: [E4M3; 16]) -> [[Self; 8]; 2] {
+                // SAFETY: 16 bytes of plain data either way.
+                let w: [u32; 4] = unsafe { core::mem::transmute(x) };
+                let cv = |x: u32| ($pair(((x & 0x007F_007F) << $shift) | ((x & 0x0080_0080) << 8)) * $pair($bias)).0;
+                let mut o = [0u32; 8];
+                unroll(4, |j| {
+                    o[2 * j] = cv(spread(w[j]));
+                    o[2 * j + 1] = cv(spread(w[j] >> 16));
+                });
+                // SAFETY: 32 bytes of plain data either way.
+                unsafe { core::mem::transmute(o) }
+            }
+        }
+    };
+}
+// f16: exponent bias 15 vs e4m3's 7, `x 2^8` (0x5C00); bf16: 127 vs 7,
+// `x 2^120` (0x7B80).
+decode_elem!(f16, F16x2, 7, 0x5C00_5C00);
+decode_elem!(bf16, Bf16x2, 4, 0x7B80_7B80);
+
+/// The rules of every instance (compile time): `D` 64 or 128; `P` 16 or
+/// 64 keys per box (a divisor of [`DEC_BN`], a multiple of 8); at least 2
+/// slots.
+pub const fn check_decode(d: usize, p: usize, stages: usize) {
+    assert!(d == 64 || d == 128, "decode: head_dim (D) must be 64 or 128");
+    assert!(p == 16 || p == 64, "decode: P (keys per TMA box) must be 16 or 64");
+    assert!(stages >= 2, "decode: at least 2 ring slots");
+}
+
+/// What every CTA derives from the launch and the sequence's length.
+#[derive(Clone, Copy)]
+struct Work {
+    b: u32,
+    kvh: u32,
+    rg: u32,
+    split: u32,
+    splits: u32,
+    /// `lens[b]`, clamped to `max_len`.
+    len: u32,
+    /// The split's first key.
+    start: u32,
+    /// One past the split's last key (at most `len`).
+    end: u32,
+    steps: u32,
+}
+
+/// The launch-wide sizes and scale, one kernel parameter (plain data).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DecodeDims {
+    /// Keys per sequence the cache holds (paged: `max_pages * page_size`).
+    pub max_len: u32,
+    pub heads: u32,
+    /// Query heads per KV head (`G`).
+    pub group: u32,
+    /// Query tokens per sequence (`T`).
+    pub t_q: u32,
+    /// Row groups of 64 rows per KV head (`ceil(G T / 64)`).
+    pub row_groups: u32,
+    /// Keys per split, a multiple of [`DEC_BN`].
+    pub chunk: u32,
+    /// 0: contiguous cache; otherwise the page size.
+    pub page_size: u32,
+    pub max_pages: u32,
+    pub num_pages: u32,
+    /// FP8 scales: 1 (per tensor) or `kv_heads` (per KV head).
+    pub scale_heads: u32,
+    /// The softmax scale times `log2 e`.
+    pub scale_log2: f32,
+}
+
+// SAFETY: a `#[repr(C)]` struct of u32 and f32, the same bytes on both sides.
+unsafe impl kernel_device::launch::DeviceParam for DecodeDims {
+    type Abi = DecodeDims;
+    #[inline(always)]
+    fn from_abi(abi: DecodeDims, _: u64) -> DecodeDims {
+        abi
+    }
+}
+
+type Dims = DecodeDims;
+
+impl Dims {
+    #[inline(always)]
+    fn work(&self, lens: GmemRef<u32>) -> Work {
+        let (split, y, b) = (block_idx().x, block_idx().y, block_idx().z);
+        let raw = lens.read(b as usize);
+        let len = raw.min(self.max_len);
+        let start = split * self.chunk;
+        let end = (start + self.chunk).min(len);
+        Work {
+            b,
+            kvh: y / self.row_groups,
+            rg: y % self.row_groups,
+            split,
+            splits: grid_dim().x,
+            len,
+            start,
+            end,
+            steps: end.saturating_sub(start).div_ceil(DEC_BN as u32),
+        }
+    }
+}
+
+/// Producer (one lane of warp 4): for each step of `w`, the `BN / P`
+/// boxes of K and of V into the next slot (tiles `KT` of `BN` keys, boxes
+/// `PT` of `P` keys placed at rows `P i` of each column block), one
+/// `expect_tx` of both tiles' bytes. Row of key `key`: `b max_len + key`
+/// (contiguous), `page P_size + key % P_size` with `page` the block
+/// table's entry (paged; keys at or past the length read row 0).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn produce<KT: TileLayout, PT: TileLayout, const S: usize>(
+    k: Tma<PT>,
+    v: Tma<PT>,
+    k_bufs: Smem<[KT; S]>,
+    v_bufs: Smem<[KT; S]>,
+    ring: Ring<'_, S>,
+    table: GmemRef<i32>,
+    errors: Gmem<u32>,
+    d: &Dims,
+    w: &Work,
+) {
+    const {
+        assert!(KT::ROWS == DEC_BN && PT::COLS == KT::COLS && KT::ROWS % PT::ROWS == 0 && PT::BLOCK_ROW_BYTES == KT::BLOCK_ROW_BYTES);
+    }
+    let pieces = KT::ROWS / PT::ROWS;
+    let col = w.kvh * KT::COLS as u32;
+    // The rows of step `s`'s boxes (at most 4).
+    let rows_of = |s: u32| {
+        let mut rows = [0u32; 4];
+        unroll(4, |i| {
+            if i < pieces {
+                let key = w.start + s * DEC_BN as u32 + (i * PT::ROWS) as u32;
+                rows[i] = if d.page_size == 0 {
+                    w.b * d.max_len + key
+                } else if key < w.len {
+                    let entry = table.read((w.b * d.max_pages + key / d.page_size) as usize);
+                    let page = if entry < 0 || entry as u32 >= d.num_pages {
+                        if w.kvh == 0 && w.rg == 0 {
+                            errors.atomic_max(ERR_PAGE, 1);
+                            errors.atomic_exch(ERR_PAGE + 1, entry as u32);
+                        }
+                        0
+                    } else {
+                        entry as u32
+                    };
+                    page * d.page_size + key % d.page_size
+                } else {
+                    0
+                };
+            }
+        });
+        rows
+    };
+    k.prefetch();
+    v.prefetch();
+    let mut producer = ring.producer();
+    let mut rows = rows_of(0);
+    for s in 0..w.steps {
+        let slot = producer.acquire_tx(2 * KT::BYTES as u32);
+        let (kd, vd) = (k_bufs.at(slot.index()).smem_addr(), v_bufs.at(slot.index()).smem_addr());
+        let bar = slot.barrier().smem_addr();
+        unroll(4, |i| {
+            if i < pieces {
+                let piece = (i * PT::ROWS * PT::BLOCK_ROW_BYTES) as u32;
+                for j in 0..KT::BLOCKS {
+                    let off = piece + (j * KT::BLOCK_BYTES) as u32;
+                    let c = (col as usize + j * KT::BLOCK_COLS) as i32;
+                    // SAFETY: one thread; the box (`P` rows of one column
+                    // block, the map's tile type) lands inside slot tile
+                    // `KT` at rows `P i` of block `j` (asserted shapes),
+                    // 1024-byte aligned for the 128-byte swizzle (`P`
+                    // rows of 128 bytes are whole 1024-byte patterns);
+                    // the slot's barrier expects both tiles' bytes.
+                    unsafe {
+                        tma_raw::load_2d(kd + off, k.desc_addr(), c, rows[i] as i32, bar);
+                        tma_raw::load_2d(vd + off, v.desc_addr(), c, rows[i] as i32, bar);
+                    }
+                }
+            }
+        });
+        if s + 1 < w.steps {
+            rows = rows_of(s + 1);
+        }
+    }
+}
+
+/// Loads this CTA's Q rows into `q_buf` (rows past `G T` zero): consumer
+/// threads, 16 bytes at a time (`64 D / 8` packs, `D / 16` per thread);
+/// then a fence for the wgmmas and the consumers' barrier.
+#[inline(always)]
+fn load_q<E: DecodeElem, const D: usize>(q: GmemRef<E>, q_buf: Smem<DecQTile<E, D>>, d: &Dims, w: &Work) {
+    let t = thread_linear() as usize;
+    let gt = (d.group * d.t_q) as usize;
+    let per_row = D / 8;
+    // `D / 16` packs per thread, every load issued before the first store
+    // (one global round trip, not one per pack).
+    let mut packs = [[E::default(); 8]; 16];
+    unroll(D / 16, |j| {
+        let i = t + 128 * j;
+        let (r, c) = (i / per_row, 8 * (i % per_row));
+        let rr = w.rg as usize * DEC_ROWS + r;
+        if rr < gt {
+            let (tok, g) = (rr / d.group as usize, rr % d.group as usize);
+            let h = w.kvh as usize * d.group as usize + g;
+            packs[j] = q.read_nc_v4(((w.b as usize * d.t_q as usize + tok) * d.heads as usize + h) * D + c);
+        }
+    });
+    unroll(D / 16, |j| {
+        let i = t + 128 * j;
+        q_buf.set_v4(i / per_row, 8 * (i % per_row), packs[j]);
+    });
+    commit_smem();
+    NamedBarrier::new(DEC_BARRIER, 128).sync();
+}
+
+/// Zeroes rows `from ..` of a V tile (keys past the sequence's end, which
+/// the cache may fill with anything), then fences it for the wgmmas and
+/// meets the other consumers.
+#[inline(always)]
+fn zero_rows<E: DecodeElem, const D: usize>(tile: Smem<DecKvTile<E, D>>, from: usize) {
+    let per_row = D / 8;
+    let mut i = from * per_row + thread_linear() as usize;
+    while i < DEC_BN * per_row {
+        tile.set_v4(i / per_row, 8 * (i % per_row), [E::default(); 8]);
+        i += 128;
+    }
+    commit_smem();
+    NamedBarrier::new(DEC_BARRIER, 128).sync();
+}
+
+/// The consumer warpgroup (module docs, step 3 and 4): `tiles(slot)` gives
+/// the 16-bit K and V tiles of a waited-for slot (the slot's own, or FP8's
+/// staging tiles, in which case `STAGED` and the slot is released at once);
+/// `scale_log2` includes K's scale, `o_scale` is V's.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn consume<E: DecodeElem, const D: usize, const S: usize, const STAGED: bool>(
+    q: GmemRef<E>,
+    q_buf: Smem<DecQTile<E, D>>,
+    ring: Ring<'_, S>,
+    mut tiles: impl FnMut(usize) -> (Smem<DecKvTile<E, D>>, Smem<DecKvTile<E, D>>),
+    outs: Outs<E>,
+    scale_log2: f32,
+    o_scale: f32,
+    d: &Dims,
+    w: &Work,
+) where
+    Cols<D>: WgmmaShape,
+{
+    let Outs { out, lse, o_part, lse_part, .. } = outs;
+    load_q::<E, D>(q, q_buf, d, w);
+    let t = thread_linear() as usize;
+    let (wp, l) = (t / 32, t % 32);
+    let gt = d.group * d.t_q;
+    // This thread's two rows: their last visible key (exclusive) within
+    // the split; 0 for padding rows.
+    let mut lim = [0u32; 2];
+    unroll(2, |hh| {
+        let rr = w.rg * DEC_ROWS as u32 + (16 * wp + l / 4 + 8 * hh) as u32;
+        if rr < gt {
+            let tok = rr / d.group;
+            lim[hh] = (w.len + 1 + tok).saturating_sub(d.t_q).min(w.end);
+        }
+    });
+    let lim_min = lim[0].min(lim[1]);
+    let mut consumer = ring.consumer();
+    let mut acc_o = Acc::<D>::zeros();
+    let (mut m, mut lsum) = ([f32::NEG_INFINITY; 2], [0f32; 2]);
+    let mut frag = [[0u32; 4]; DEC_KC];
+    for s in 0..w.steps {
+        let key0 = w.start + s * DEC_BN as u32;
+        let slot = consumer.wait();
+        let (kt, vt) = tiles(slot.index());
+        if STAGED {
+            consumer.release_slot(slot);
+        }
+        let mut acc_s = Acc::<DEC_BN>::undefined();
+        acc_s.mma(q_buf, 0, kt, 0, false);
+        wgmma_commit_group();
+        wgmma_wait::<0>();
+        acc_s.fence_operands();
+        let sr = acc_s.regs.as_mut();
+        if key0 + DEC_BN as u32 > lim_min {
+            unroll(DEC_BN / 2, |i| {
+                let key = key0 + (8 * (i / 4) + 2 * (l % 4) + i % 2) as u32;
+                if key >= lim[(i / 2) % 2] {
+                    sr[i] = f32::NEG_INFINITY;
+                }
+            });
+        }
+        let mut mx = [f32::NEG_INFINITY; 2];
+        unroll(DEC_BN / 2, |i| mx[(i / 2) % 2] = max(mx[(i / 2) % 2], sr[i]));
+        let mut alpha = [0f32; 2];
+        let mut neg_m = [0f32; 2];
+        unroll(2, |hh| {
+            let v1 = max(mx[hh], shfl_xor(mx[hh], 1));
+            let v2 = max(v1, shfl_xor(v1, 2));
+            let m_new = max(m[hh], v2 * scale_log2);
+            // A row with every key masked so far keeps m = -inf: use 0 so
+            // that 2^(-inf - 0) = 0 rather than NaN.
+            let ms = if m_new == f32::NEG_INFINITY { 0.0 } else { m_new };
+            alpha[hh] = ex2_approx_ftz(m[hh] - ms);
+            neg_m[hh] = -ms;
+            m[hh] = m_new;
+        });
+        let mut sum = [0f32; 2];
+        unroll(DEC_BN / 2, |i| {
+            let hh = (i / 2) % 2;
+            let p = ex2_approx_ftz(sr[i].fma(scale_log2, neg_m[hh]));
+            sr[i] = p;
+            sum[hh] += p;
+        });
+        unroll(2, |hh| lsum[hh] = lsum[hh] * alpha[hh] + sum[hh]);
+        p_fragments::<E, DEC_KC>(acc_s.regs.as_ref(), &mut frag);
+        {
+            let or = acc_o.regs.as_mut();
+            unroll(D / 2, |i| or[i] *= alpha[(i / 2) % 2]);
+        }
+        if key0 + DEC_BN as u32 > w.len {
+            zero_rows::<E, D>(vt, (w.len - key0) as usize);
+        }
+        acc_o.mma_rs_kn_chain(&frag, vt, 0, true);
+        wgmma_commit_group();
+        wgmma_wait::<0>();
+        acc_o.fence_operands();
+        if !STAGED {
+            consumer.release_slot(slot);
+        }
+    }
+    // The quad's partial sums, O / l, the log-sum-exp.
+    let mut inv = [0f32; 2];
+    let mut lse2 = [f32::NEG_INFINITY; 2];
+    unroll(2, |hh| {
+        let v1 = lsum[hh] + shfl_xor(lsum[hh], 1);
+        let total = v1 + shfl_xor(v1, 2);
+        if total > 0.0 {
+            inv[hh] = o_scale / total;
+            lse2[hh] = m[hh] + lg2_approx_ftz(total);
+        }
+    });
+    let (heads, t_q, group) = (d.heads as usize, d.t_q as usize, d.group as usize);
+    // Row `r` of the tile: `(token, query head)`, or None for padding.
+    let row_at = |r: usize| {
+        let rr = w.rg as usize * DEC_ROWS + r;
+        (rr < gt as usize).then(|| (rr / group, w.kvh as usize * group + rr % group))
+    };
+    let single = w.splits == 1;
+    unroll(2, |hh| {
+        let r = 16 * wp + l / 4 + 8 * hh;
+        if let (Some((tok, h)), 0) = (row_at(r), l % 4) {
+            let row = (w.b as usize * heads + h) * t_q + tok;
+            if single {
+                lse.write(row, if lse2[hh] == f32::NEG_INFINITY { lse2[hh] } else { lse2[hh] * LN_2 });
+            } else {
+                lse_part.write(row * w.splits as usize + w.split as usize, lse2[hh]);
+            }
+        }
+    });
+    acc_o.for_each_pair(|r, c, v0, v1| {
+        if let Some((tok, h)) = row_at(r) {
+            let x = inv[(r / 8) % 2];
+            if single {
+                let at = ((w.b as usize * t_q + tok) * heads + h) * D + c;
+                out.write(at, E::from_f32(v0 * x));
+                out.write(at + 1, E::from_f32(v1 * x));
+            } else {
+                let row = (w.b as usize * heads + h) * t_q + tok;
+                o_part.write_v2((row * w.splits as usize + w.split as usize) * D + c, [v0 * x, v1 * x]);
+            }
+        }
+    });
+    if !single {
+        combine_if_last::<E, D>(outs, d, w);
+    }
+}
+
+/// The outputs of a split CTA.
+#[derive(Clone, Copy)]
+struct Outs<E> {
+    out: Gmem<E>,
+    lse: Gmem<f32>,
+    o_part: Gmem<f32>,
+    lse_part: Gmem<f32>,
+    /// One arrival counter per `(b, kv_head, row group)`, zero between
+    /// launches.
+    counters: Gmem<u32>,
+    /// One word of shared memory: the consumers' "this CTA is the last".
+    last: Smem<[u32; 1]>,
+}
+
+/// The "last CTA combines" step of a split launch: every consumer thread
+/// published its partial rows (a GPU-scope fence, then the consumers'
+/// barrier); one thread counts the CTA in (`Semaphore::fetch_signal`,
+/// acquire and release); the CTA that completes the count of its `(b,
+/// kv_head, row group)` combines that group's rows over the splits
+/// ([`combine_row`], a warp per row) and resets the counter for the next
+/// launch. No second kernel, so no launch gap.
+#[inline(always)]
+fn combine_if_last<E: DecodeElem, const D: usize>(outs: Outs<E>, d: &Dims, w: &Work) {
+    let barrier = NamedBarrier::new(DEC_BARRIER, 128);
+    kernel_device::fence::fence_acq_rel_gpu();
+    barrier.sync();
+    let group = (w.b * grid_dim().y + block_idx().y) as usize;
+    if thread_linear() == 0 {
+        assert!(group < outs.counters.len());
+        // SAFETY: an in-bounds, aligned u32 of the counter buffer, used
+        // only as this semaphore during the launch.
+        let sem = unsafe { kernel_device::semaphore::Semaphore::from_ptr(outs.counters.as_ptr().add(group)) };
+        let seen = sem.fetch_signal(1);
+        outs.last.write(0, (seen + 1 == w.splits) as u32);
+    }
+    barrier.sync();
+    if outs.last.read(0) == 0 {
+        return;
+    }
+    kernel_device::fence::fence_acq_rel_gpu();
+    let gt = (d.group * d.t_q) as usize;
+    let first = w.rg as usize * DEC_ROWS;
+    let rows_here = gt.saturating_sub(first).min(DEC_ROWS);
+    let mut r = warp_idx() as usize;
+    while r < rows_here {
+        let rr = first + r;
+        let (tok, h) = (rr / d.group as usize, w.kvh as usize * d.group as usize + rr % d.group as usize);
+        let row = (w.b as usize * d.heads as usize + h) * d.t_q as usize + tok;
+        combine_row::<E, D>(|i| outs.o_part.read(i), |i| outs.lse_part.read(i), outs.out, outs.lse, row as u32, w.splits, d.heads, d.t_q);
+        r += 4;
+    }
+    if thread_linear() == 0 {
+        outs.counters.atomic_exch(group, 0);
+    }
+}
+
+/// Phase 1 of decode attention on a 16-bit cache (module docs).
+///
+/// Launch: grid `(splits, kv_heads * row_groups, batch)`, block
+/// [`DEC_THREADS`]. `q` `[batch, T, heads, D]`; `k`, `v` rank-2 maps over
+/// the cache's rows (`[batch * max_len, kv_heads * D]` contiguous,
+/// `[num_pages * page_size, kv_heads * D]` paged) with boxes of `P` keys;
+/// `lens` `[batch]`; `table` `[batch, max_pages]` (unread when contiguous);
+/// `out` `[batch, T, heads, D]` and `lse` `[batch, heads, T]` (written when
+/// `splits = 1`), else `o_part` `[batch, heads, T, splits, D]` f32 and
+/// `lse_part` `[batch, heads, T, splits]` (log2 units) and the last CTA
+/// of each group combines them into `out` and `lse`; `counters` `[batch,
+/// kv_heads * row_groups]` zeros (left zero); `errors` [`ERR_WORDS`] words;
+/// `d` the sizes. Instances `(E, D, P, S)`.
+#[kernel(block = threads(160), arch = sm_90a, min_blocks_per_sm = 2, instances(E = [f16, bf16], (64, 64, 6), (64, 16, 6), (128, 64, 3), (128, 16, 3)))]
+#[allow(clippy::too_many_arguments)]
+pub fn decode_split<E: DecodeElem, const D: usize, const P: usize, const S: usize>(
+    q: GmemRef<E>,
+    k: Tma<DecPiece<E, P, D>>,
+    v: Tma<DecPiece<E, P, D>>,
+    lens: GmemRef<u32>,
+    table: GmemRef<i32>,
+    out: Gmem<E>,
+    lse: Gmem<f32>,
+    o_part: Gmem<f32>,
+    lse_part: Gmem<f32>,
+    counters: Gmem<u32>,
+    errors: Gmem<u32>,
+    d: DecodeDims,
+    #[scratch] q_buf: Smem<DecQTile<E, D>>,
+    #[scratch] k_bufs: Smem<[DecKvTile<E, D>; S]>,
+    #[scratch] v_bufs: Smem<[DecKvTile<E, D>; S]>,
+    #[scratch] full: Barriers<S>,
+    #[scratch(arrivals = 128)] empty: Barriers<S>,
+    #[scratch] last: Smem<[u32; 1]>,
+) where
+    Cols<D>: WgmmaShape,
+{
+    const { check_decode(D, P, S) };
+    let w = d.work(lens);
+    report_len(lens, errors, &d, &w);
+    let ring = Ring::new(&full, &empty, 128);
+    if warp_idx() == 4 {
+        if lane_id() == 0 {
+            produce::<DecKvTile<E, D>, DecPiece<E, P, D>, S>(k, v, k_bufs, v_bufs, ring, table, errors, &d, &w);
+        }
+        return;
+    }
+    consume::<E, D, S, false>(q, q_buf, ring, |i| (k_bufs.at(i), v_bufs.at(i)), Outs { out, lse, o_part, lse_part, counters, last }, d.scale_log2, 1.0, &d, &w);
+}
+
+/// The first CTA of each sequence reports a length above `max_len`.
+#[inline(always)]
+fn report_len(lens: GmemRef<u32>, errors: Gmem<u32>, d: &Dims, w: &Work) {
+    if w.split == 0 && block_idx().y == 0 && thread_linear() == 0 {
+        let raw = lens.read(w.b as usize);
+        if raw > d.max_len {
+            errors.atomic_max(ERR_LEN, 1);
+            errors.atomic_max(ERR_LEN + 1, raw);
+        }
+    }
+}
+
+/// Converts an FP8 slot tile into a 16-bit staging tile (consumer
+/// threads, 16 e4m3 at a time).
+#[inline(always)]
+fn dequant<E: DecodeElem, const D: usize>(src: Smem<DecFp8Tile<D>>, dst: Smem<DecKvTile<E, D>>)
+where
+    Fp8Sw<D>: Layout,
+{
+    let per_row = D / 16;
+    let mut i = thread_linear() as usize;
+    while i < DEC_BN * per_row {
+        let (r, c) = (i / per_row, 16 * (i % per_row));
+        let [lo, hi] = E::from_e4m3x16(src.get_v4(r, c));
+        dst.set_v4(r, c, lo);
+        dst.set_v4(r, c + 8, hi);
+        i += 128;
+    }
+}
+
+/// Phase 1 on an FP8 e4m3 cache ([`decode_split`]'s launch and layouts,
+/// the cache in bytes): each slot converted into the 16-bit staging tiles
+/// `k_stage`, `v_stage` and released at once; `kv_scale` `[2, kv_heads]`
+/// f32 (K's scales, then V's; `scale_heads` each). Instances `(E, D, P, S)`.
+#[kernel(block = threads(160), arch = sm_90a, min_blocks_per_sm = 2, instances(E = [f16, bf16], (64, 64, 6), (64, 16, 6), (128, 64, 4), (128, 16, 4)))]
+#[allow(clippy::too_many_arguments)]
+pub fn decode_split_fp8<E: DecodeElem, const D: usize, const P: usize, const S: usize>(
+    q: GmemRef<E>,
+    k: Tma<DecFp8Piece<P, D>>,
+    v: Tma<DecFp8Piece<P, D>>,
+    kv_scale: GmemRef<f32>,
+    lens: GmemRef<u32>,
+    table: GmemRef<i32>,
+    out: Gmem<E>,
+    lse: Gmem<f32>,
+    o_part: Gmem<f32>,
+    lse_part: Gmem<f32>,
+    counters: Gmem<u32>,
+    errors: Gmem<u32>,
+    d: DecodeDims,
+    #[scratch] q_buf: Smem<DecQTile<E, D>>,
+    #[scratch] k_stage: Smem<DecKvTile<E, D>>,
+    #[scratch] v_stage: Smem<DecKvTile<E, D>>,
+    #[scratch] k_bufs: Smem<[DecFp8Tile<D>; S]>,
+    #[scratch] v_bufs: Smem<[DecFp8Tile<D>; S]>,
+    #[scratch] full: Barriers<S>,
+    #[scratch(arrivals = 128)] empty: Barriers<S>,
+    #[scratch] last: Smem<[u32; 1]>,
+) where
+    Cols<D>: WgmmaShape,
+    Fp8Sw<D>: Layout,
+{
+    const { check_decode(D, P, S) };
+    let w = d.work(lens);
+    report_len(lens, errors, &d, &w);
+    let ring = Ring::new(&full, &empty, 128);
+    if warp_idx() == 4 {
+        if lane_id() == 0 {
+            produce::<DecFp8Tile<D>, DecFp8Piece<P, D>, S>(k, v, k_bufs, v_bufs, ring, table, errors, &d, &w);
+        }
+        return;
+    }
+    let sh = d.scale_heads;
+    let (ks, vs) = (kv_scale.read((w.kvh % sh) as usize), kv_scale.read((sh + w.kvh % sh) as usize));
+    let stage = |i: usize| {
+        // The previous step's wgmmas (every warp's) are done with the
+        // staging tiles.
+        NamedBarrier::new(DEC_BARRIER, 128).sync();
+        dequant::<E, D>(k_bufs.at(i), k_stage);
+        dequant::<E, D>(v_bufs.at(i), v_stage);
+        commit_smem();
+        NamedBarrier::new(DEC_BARRIER, 128).sync();
+        (k_stage, v_stage)
+    };
+    consume::<E, D, S, true>(q, q_buf, ring, stage, Outs { out, lse, o_part, lse_part, counters, last }, d.scale_log2 * ks, vs, &d, &w);
+}
+
+/// Phase 2 for one row `(b, h, t)` (`row = (b heads + h) T + t`), by one
+/// warp (lane `x` has columns `x D / 32 ..`): `O = Σ_i w_i o_part_i` with
+/// `w_i = 2^(lse_i - max) / Σ_j 2^(lse_j - max)` and `lse = (max + log2
+/// Σ_j 2^(lse_j - max)) ln 2`; splits with no key (`lse_i = -inf`) weigh 0,
+/// a row with none gives O = 0 and `-inf`. Built for latency (it runs at
+/// the tail of the launch): the maximum and the sum over the lanes (split
+/// `i` on lane `i % 32`, then shuffles), the weighted sum 8 splits at a
+/// time with all their loads issued before the first FMA.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn combine_row<E: DecodeElem, const D: usize>(o_part: impl Fn(usize) -> f32, lse_part: impl Fn(usize) -> f32, out: Gmem<E>, lse: Gmem<f32>, row: u32, splits: u32, heads: u32, t_q: u32) {
+    let lane = lane_id() as usize;
+    let c0 = lane * (D / 32);
+    let (base, n) = ((row * splits) as usize, splits as usize);
+    let mut mx = f32::NEG_INFINITY;
+    let mut i = lane;
+    while i < n {
+        mx = max(mx, lse_part(base + i));
+        i += 32;
+    }
+    unroll(5, |k| mx = max(mx, shfl_xor(mx, 1 << k)));
+    // 2^(lse_i - max), 0 for a split with no key (or a row with none).
+    let weight = |li: f32| if li > f32::NEG_INFINITY { ex2_approx_ftz(li - mx) } else { 0.0 };
+    let mut wsum = 0f32;
+    let mut i = lane;
+    while i < n {
+        wsum += weight(lse_part(base + i));
+        i += 32;
+    }
+    unroll(5, |k| wsum += shfl_xor(wsum, 1 << k));
+    let mut acc = [0f32; 4];
+    let mut i0 = 0;
+    while i0 < n {
+        let mut ws = [0f32; 8];
+        let mut vals = [[0f32; 4]; 8];
+        unroll(8, |j| {
+            if i0 + j < n {
+                ws[j] = lse_part(base + i0 + j);
+                unroll(D / 32, |c| vals[j][c] = o_part((base + i0 + j) * D + c0 + c));
+            }
+        });
+        unroll(8, |j| {
+            if i0 + j < n {
+                let wj = weight(ws[j]);
+                unroll(D / 32, |c| acc[c] = wj.fma(vals[j][c], acc[c]));
+            }
+        });
+        i0 += 8;
+    }
+    let inv = if wsum > 0.0 { 1.0 / wsum } else { 0.0 };
+    let (tok, bh) = (row % t_q, row / t_q);
+    let (h, b) = (bh % heads, bh / heads);
+    let at = ((b * t_q + tok) * heads + h) as usize * D + c0;
+    unroll(D / 32, |c| out.write(at + c, E::from_f32(acc[c] * inv)));
+    if lane == 0 {
+        lse.write(row as usize, if wsum > 0.0 { (mx + lg2_approx_ftz(wsum)) * LN_2 } else { f32::NEG_INFINITY });
+    }
+}
