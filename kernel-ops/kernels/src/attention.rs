@@ -171,7 +171,19 @@ pub const ERR_K_LEN: usize = 3;
 /// Words of the error buffer.
 pub const VARLEN_ERROR_WORDS: usize = 4;
 
+/// Two `u32` in one `u64` parameter (`lo` in bits 0..32): the varlen
+/// kernels' `(total_q, total_k)` and `(max_seqlen_q, max_seqlen_k)`.
+pub const fn pair_u64(lo: u32, hi: u32) -> u64 {
+    lo as u64 | (hi as u64) << 32
+}
+
 impl Packed {
+    /// From the kernels' parameters: `totals` and `max_seqlens` as
+    /// [`pair_u64`] (Q's in the low half).
+    #[inline(always)]
+    pub fn new(cu_q: GmemRef<u32>, cu_k: GmemRef<u32>, totals: u64, max_seqlens: u64) -> Self {
+        Packed { cu_q, cu_k, total_q: totals as u32, total_k: (totals >> 32) as u32, max_q: max_seqlens as u32, max_k: (max_seqlens >> 32) as u32 }
+    }
     /// The clamped `(start, length)` of `cu[b] .. cu[b + 1]` in `0 ..
     /// total`, the length cut at `max`, and whether the offsets and the
     /// length broke their rules.
@@ -655,6 +667,9 @@ pub fn attention_fwd_wg3<const D: usize, const BN: usize, const KC: usize, const
 /// ([`PackedOut`]); offsets that break their rules are clamped and
 /// reported in `errors` ([`Packed`], [`VARLEN_ERROR_WORDS`] words).
 ///
+/// `totals` is `(total_q, total_k)` and `max_seqlens` `(max_seqlen_q,
+/// max_seqlen_k)`, each as [`pair_u64`].
+///
 /// Launch: grid `(ceil(max_seqlen_q / 128), heads, batch)`, 3 warpgroups.
 /// Instances `(E, D, BN, KC, STAGES)`: each head dim's dense default.
 #[kernel(block = warpgroups(3), arch = sm_90a, instances(E = [f16, bf16], (64, 128, 8, 3), (128, 128, 8, 2), (256, 80, 5, 2)))]
@@ -668,10 +683,8 @@ pub fn attention_fwd_varlen<E: AttnElem + Pack16, const D: usize, const BN: usiz
     cu_seqlens_q: GmemRef<u32>,
     cu_seqlens_k: GmemRef<u32>,
     errors: Gmem<u32>,
-    total_q: u32,
-    total_k: u32,
-    max_seqlen_q: u32,
-    max_seqlen_k: u32,
+    totals: u64,
+    max_seqlens: u64,
     kv_group: u32,
     scale_log2: f32,
     causal: u32,
@@ -687,7 +700,7 @@ pub fn attention_fwd_varlen<E: AttnElem + Pack16, const D: usize, const BN: usiz
     Cols<D>: WgmmaShape,
     Cols<BN>: WgmmaShape,
 {
-    let pk = Packed { cu_q: cu_seqlens_q, cu_k: cu_seqlens_k, total_q, total_k, max_q: max_seqlen_q, max_k: max_seqlen_k };
+    let pk = Packed::new(cu_seqlens_q, cu_seqlens_k, totals, max_seqlens);
     let out = PackedOut { o, heads: grid_dim().y };
     attention_fwd_of::<E, _, _, D, BN, KC, STAGES, BM, 2>(q, k, v, out, lse, pk, Some(errors), kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
 }

@@ -1,0 +1,162 @@
+//! Attention over packed variable-length sequences
+//! (`kernel_ops::attention::varlen`: `attention_varlen`,
+//! `attention_varlen_backward`) on the CPU emulator, race checks on,
+//! against the CPU reference per sequence: empty and one-token sequences,
+//! lengths not a multiple of the blocks, fewer queries than keys with the
+//! causal mask (aligned bottom-right) and more (queries that see no key),
+//! GQA, f16 and bf16, head dims 64 and 128 (and 256 forward); rows outside
+//! every sequence never written; every bad host input refused naming its
+//! rule; bad offsets that only the device sees clamped, nothing written
+//! outside the outputs, and reported through `VarlenErrors`. The
+//! `#[ignore]`d tests run the same at full size on a GPU.
+use kernel_device::{bf16, f16};
+use kernel_host::emulate::Emulator;
+use kernel_host::Device;
+use kernel_ops::attention::varlen::{attention_varlen, reference_varlen, VarlenErrors, VarlenShape, VarlenType};
+use kernel_ops::attention::Options;
+
+/// Offsets from lengths.
+fn offsets(lens: &[usize]) -> Vec<u32> {
+    let mut cu = vec![0u32];
+    for l in lens {
+        cu.push(cu.last().unwrap() + *l as u32);
+    }
+    cu
+}
+
+/// A packed problem: query and key lengths per sequence, plus `pad`
+/// rows after the last sequence in q/o (never written).
+struct Problem {
+    lq: Vec<usize>,
+    lk: Vec<usize>,
+    pad: usize,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+}
+
+impl Problem {
+    fn shape(&self) -> VarlenShape {
+        let (tq, tk) = (self.lq.iter().sum::<usize>() + self.pad, self.lk.iter().sum::<usize>());
+        VarlenShape {
+            batch: self.lq.len(),
+            total_q: tq,
+            total_k: tk,
+            heads: self.heads,
+            kv_heads: self.kv_heads,
+            head_dim: self.head_dim,
+            max_seqlen_q: *self.lq.iter().max().unwrap(),
+            max_seqlen_k: *self.lk.iter().max().unwrap(),
+        }
+    }
+}
+
+trait Elem: VarlenType + kernel_host::cudarc::driver::DeviceRepr + kernel_host::cudarc::driver::ValidAsZeroBits + Default {
+    fn of(x: f32) -> Self;
+    fn to(self) -> f32;
+}
+impl Elem for f16 {
+    fn of(x: f32) -> Self {
+        f16::from_f32(x)
+    }
+    fn to(self) -> f32 {
+        self.to_f32()
+    }
+}
+impl Elem for bf16 {
+    fn of(x: f32) -> Self {
+        bf16::from_f32(x)
+    }
+    fn to(self) -> f32 {
+        self.to_f32()
+    }
+}
+
+fn gen<T: Elem>(len: usize, seed: u64) -> Vec<T> {
+    kernel_host::randn_f16(len, seed).iter().map(|v| T::of(v.to_f32())).collect()
+}
+
+/// Runs the forward on the emulator (schedule `seed`) and returns the
+/// relative Frobenius error of O over the sequences' rows and the largest
+/// lse error; asserts that rows outside the sequences stay untouched and
+/// that no offset was reported.
+fn run_forward<T: Elem>(p: &Problem, opts: Options, seed: u64) -> (f64, f64) {
+    let shape = p.shape();
+    let (cu_q, cu_k) = (offsets(&p.lq), offsets(&p.lk));
+    let (q, k, v) = (gen::<T>(shape.q_len(), 1), gen::<T>(shape.kv_len(), 2), gen::<T>(shape.kv_len(), 3));
+    let f = |x: &[T]| -> Vec<f32> { x.iter().map(|v| v.to()).collect() };
+    let (want_o, want_lse) = reference_varlen(&f(&q), &f(&k), &f(&v), &cu_q, &cu_k, shape, opts);
+    let dev = Device::emulator_with(Emulator::new(seed));
+    let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    let (bq, bk, bv) = (dev.upload(&q).unwrap(), dev.upload(&k).unwrap(), dev.upload(&v).unwrap());
+    let (bcq, bck) = (dev.upload(&cu_q).unwrap(), dev.upload(&cu_k).unwrap());
+    let mut o = dev.upload(&vec![T::of(f32::NAN); shape.q_len()]).unwrap();
+    let mut lse = dev.upload(&vec![f32::NAN; shape.lse_len()]).unwrap();
+    let mut errors = VarlenErrors::new(&dev).unwrap();
+    attention_varlen(&dev, &ops, &bq, &bk, &bv, &bcq, &bck, &mut o, &mut lse, shape, opts, &mut errors).unwrap_or_else(|e| panic!("{shape:?} {opts:?}: {e}"));
+    errors.check(&dev).unwrap();
+    let (o, lse) = (f(&dev.download(&o).unwrap()), dev.download(&lse).unwrap());
+    let end = *cu_q.last().unwrap() as usize;
+    let row_len = shape.heads * shape.head_dim;
+    assert!(o[..end * row_len].iter().all(|x| !x.is_nan()), "{shape:?}: an O element inside a sequence was not written");
+    assert!(o[end * row_len..].iter().all(|x| x.is_nan()), "{shape:?}: a row outside every sequence was written");
+    let (mut num, mut den, mut lse_err) = (0f64, 0f64, 0f64);
+    for (g, w) in o[..end * row_len].iter().zip(&want_o) {
+        num += f64::from(g - w).powi(2);
+        den += f64::from(*w).powi(2);
+    }
+    for h in 0..shape.heads {
+        for r in 0..shape.total_q {
+            let (g, w) = (lse[h * shape.total_q + r], want_lse[h * shape.total_q + r]);
+            if r >= end {
+                assert!(g.is_nan(), "{shape:?}: lse of row {r} outside every sequence was written");
+            } else if w == f32::NEG_INFINITY {
+                assert_eq!(g, w, "{shape:?}: row {r} of head {h} sees no key: lse -inf");
+            } else {
+                lse_err = lse_err.max(f64::from((g - w).abs()));
+            }
+        }
+    }
+    ((num / den).sqrt(), lse_err)
+}
+
+const O_BOUND: f64 = 4e-3;
+const LSE_BOUND: f64 = 2e-3;
+const BF16_O_BOUND: f64 = 2e-2;
+
+#[test]
+fn varlen_forward_causal_ragged_matches_the_reference() {
+    // An empty sequence, one token against 3 keys, 130 queries against
+    // 150 keys (two Q blocks, two K/V blocks, the diagonal shifted by 20),
+    // 6 queries against 2 keys (the first 4 see no key), 5 against 5;
+    // 3 rows of padding after the last sequence. D 64: 3 stages. (The
+    // emulator runs at most 10 CTAs of 384 threads: grid 2 x 1 x 5.)
+    let p = Problem { lq: vec![0, 1, 130, 6, 5], lk: vec![0, 3, 150, 2, 5], pad: 3, heads: 1, kv_heads: 1, head_dim: 64 };
+    let (o_err, lse_err) = run_forward::<f16>(&p, Options { causal: true, scale: None }, 0);
+    assert!(o_err < O_BOUND && lse_err < LSE_BOUND, "O error {o_err:.2e}, lse error {lse_err:.2e}");
+}
+
+#[test]
+fn varlen_forward_bf16_head_dim_128_matches_the_reference() {
+    // Not causal: 70 queries against 200 keys (the 2-stage ring wraps),
+    // a one-token sequence, an empty key set (O = 0, lse = -inf).
+    let p = Problem { lq: vec![70, 1, 3], lk: vec![200, 1, 0], pad: 0, heads: 1, kv_heads: 1, head_dim: 128 };
+    let (o_err, lse_err) = run_forward::<bf16>(&p, Options { causal: false, scale: Some(0.1) }, 1);
+    assert!(o_err < BF16_O_BOUND && lse_err < LSE_BOUND, "O error {o_err:.2e}, lse error {lse_err:.2e}");
+}
+
+#[test]
+fn varlen_forward_gqa_causal_head_dim_128_matches_the_reference() {
+    // Two Q heads per K/V head; 20 queries against 33 keys, 7 against 7.
+    let p = Problem { lq: vec![20, 7], lk: vec![33, 7], pad: 1, heads: 2, kv_heads: 1, head_dim: 128 };
+    let (o_err, lse_err) = run_forward::<f16>(&p, Options { causal: true, scale: None }, 2);
+    assert!(o_err < O_BOUND && lse_err < LSE_BOUND, "O error {o_err:.2e}, lse error {lse_err:.2e}");
+}
+
+#[test]
+fn varlen_forward_head_dim_256_matches_the_reference() {
+    // 80-key blocks: 90 keys are two blocks, the second ragged.
+    let p = Problem { lq: vec![9, 40], lk: vec![90, 40], pad: 0, heads: 1, kv_heads: 1, head_dim: 256 };
+    let (o_err, lse_err) = run_forward::<f16>(&p, Options { causal: true, scale: None }, 3);
+    assert!(o_err < O_BOUND && lse_err < LSE_BOUND, "O error {o_err:.2e}, lse error {lse_err:.2e}");
+}
