@@ -559,4 +559,4 @@ pub fn reference_row(q: &[f32], k: &[f32], v: &[f32], shape: Shape, opts: Option
 }
 
 pub mod varlen;
-pub use varlen::{attention_varlen, VarlenErrors, VarlenShape};
+pub use varlen::{attention_varlen, attention_varlen_backward, VarlenErrors, VarlenShape};

@@ -188,7 +188,7 @@ impl Packed {
     /// total`, the length cut at `max`, and whether the offsets and the
     /// length broke their rules.
     #[inline(always)]
-    fn range(cu: GmemRef<u32>, b: u32, total: u32, max: u32) -> (u32, u32, bool, bool) {
+    pub fn range(cu: GmemRef<u32>, b: u32, total: u32, max: u32) -> (u32, u32, bool, bool) {
         let (a, e) = (cu.read_nc(b as usize), cu.read_nc(b as usize + 1));
         let start = a.min(total);
         let end = e.max(start).min(total);

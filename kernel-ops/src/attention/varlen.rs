@@ -41,13 +41,14 @@
 //! assert!(dev.download(&o)?.iter().all(|v| (v.to_f32() - 0.5).abs() < 1e-3));
 //! # Ok(()) }
 //! ```
-use super::{AttnType, Options, HEAD_DIMS};
+use super::{AttnType, Options, BWD_HEAD_DIMS, HEAD_DIMS};
 use crate::Error;
 use kernel_device::gmem::GmemRef;
 use kernel_device::launch::HostEntry;
 use kernel_device::tma::TensorMapParam;
 use kernel_device::{bf16, f16, Gmem};
 use kernel_host::{Buffer, Device, Program, TileMap};
+use kernel_ops_kernels::attention_bwd::{attention_bwd_dq_varlen, attention_bwd_pre_varlen, attention_bwd_varlen, varlen_pad_rows, KHalf, QStep, BWD_BM, BWD_BN};
 use kernel_ops_kernels::attention::{attention_fwd_varlen, pair_u64, KvTile, QTile, BM, ERR_K_LEN, ERR_K_OFFSETS, ERR_Q_LEN, ERR_Q_OFFSETS, VARLEN_ERROR_WORDS};
 
 /// The sizes of one packed problem (the host-known ones: the offsets
@@ -378,14 +379,161 @@ type FwdLaunch<E> = fn(&Program, [&Buffer<E>; 3], &mut Buffer<E>, &mut Buffer<f3
 pub trait VarlenType: AttnType {
     #[doc(hidden)]
     const VARLEN_FWD: [(usize, FwdLaunch<Self>); 3];
+    #[doc(hidden)]
+    const VARLEN_BWD: [(usize, BwdLaunch<Self>); 2];
 }
 
 impl VarlenType for f16 {
     const VARLEN_FWD: [(usize, FwdLaunch<Self>); 3] = fwd_table::<Self>();
+    const VARLEN_BWD: [(usize, BwdLaunch<Self>); 2] = bwd_table::<Self>();
 }
 
 impl VarlenType for bf16 {
     const VARLEN_FWD: [(usize, FwdLaunch<Self>); 3] = fwd_table::<Self>();
+    const VARLEN_BWD: [(usize, BwdLaunch<Self>); 2] = bwd_table::<Self>();
+}
+
+/// The backward's launches at one head dim, after the checks.
+type BwdLaunch<E> = fn(&Device, &Program, [&Buffer<E>; 5], &Buffer<f32>, [&Buffer<u32>; 2], &mut Buffer<u32>, [&mut Buffer<E>; 3], VarlenShape, Options) -> Result<(), Error>;
+
+type PreParams<E> = (GmemRef<E>, GmemRef<E>, GmemRef<f32>, Gmem<f32>, GmemRef<u32>, GmemRef<u32>, Gmem<u32>, u64, u64, u32);
+type BwdParams<E, const D: usize> = (
+    TensorMapParam<QStep<E, D>, 3>,
+    TensorMapParam<KHalf<E, D>, 3>,
+    TensorMapParam<KHalf<E, D>, 3>,
+    TensorMapParam<QStep<E, D>, 3>,
+    Gmem<E>,
+    Gmem<E>,
+    GmemRef<f32>,
+    Gmem<f32>,
+    GmemRef<u32>,
+    GmemRef<u32>,
+    u64,
+    u64,
+    u32,
+    f32,
+    u32,
+);
+type DqParams<E> = (GmemRef<f32>, Gmem<E>, GmemRef<u32>, u64, u64, u32, f32);
+
+/// The backward's instances on `E` (the varlen kernels' `instances(E =
+/// [f16, bf16], ..)`).
+const fn bwd_table<E: AttnType>() -> [(usize, BwdLaunch<E>); 2]
+where
+    attention_bwd_pre_varlen<E, 64>: HostEntry<Params = PreParams<E>>,
+    attention_bwd_varlen<E, 64, 2>: HostEntry<Params = BwdParams<E, 64>>,
+    attention_bwd_dq_varlen<E, 64>: HostEntry<Params = DqParams<E>>,
+    attention_bwd_pre_varlen<E, 128>: HostEntry<Params = PreParams<E>>,
+    attention_bwd_varlen<E, 128, 2>: HostEntry<Params = BwdParams<E, 128>>,
+    attention_bwd_dq_varlen<E, 128>: HostEntry<Params = DqParams<E>>,
+{
+    [(64, bwd::<E, 64>), (128, bwd::<E, 128>)]
+}
+
+/// The backward's three launches at head dim `D`: the statistics, the
+/// main kernel (grid `(ceil(max_seqlen_k / 128), kv_heads, batch)`), dQ.
+#[allow(clippy::too_many_arguments)]
+fn bwd<E: AttnType, const D: usize>(
+    dev: &Device,
+    ops: &Program,
+    [q, k, v, o, d_o]: [&Buffer<E>; 5],
+    lse: &Buffer<f32>,
+    [cu_q, cu_k]: [&Buffer<u32>; 2],
+    errors: &mut Buffer<u32>,
+    [dq, dk, dv]: [&mut Buffer<E>; 3],
+    shape: VarlenShape,
+    opts: Options,
+) -> Result<(), Error>
+where
+    attention_bwd_pre_varlen<E, D>: HostEntry<Params = PreParams<E>>,
+    attention_bwd_varlen<E, D, 2>: HostEntry<Params = BwdParams<E, D>>,
+    attention_bwd_dq_varlen<E, D>: HostEntry<Params = DqParams<E>>,
+{
+    let VarlenShape { batch, total_q, total_k, heads, kv_heads, head_dim, max_seqlen_q, max_seqlen_k } = shape;
+    let scale = opts.scale_for(head_dim);
+    let (group, causal) = ((heads / kv_heads) as u32, opts.causal as u32);
+    let totals = pair_u64(total_q as u32, total_k as u32);
+    let maxes = pair_u64(max_seqlen_q as u32, max_seqlen_k as u32);
+    // Scratch in the padded packed layout (`[heads, pad_rows]` rows, each
+    // sequence's from a 64-aligned start): the statistics and dQ's f32
+    // accumulator (zeroed: the main kernel adds into it).
+    let pad_rows = varlen_pad_rows(total_q, batch);
+    let mut stats = dev.zeros::<f32>(2 * heads * pad_rows)?;
+    let mut dq_acc = dev.zeros::<f32>(heads * pad_rows * head_dim)?;
+    // The SIMT kernels stride over a sequence's rows: sized for the longest
+    // on a GPU, one CTA per sequence on the emulator.
+    let max_pad = max_seqlen_q.div_ceil(BWD_BM) * BWD_BM;
+    let cap = |ctas: usize| (if dev.is_gpu() { ctas } else { 1 }).max(1) as u32;
+    let pre_grid = (cap((heads * max_pad).div_ceil(4)), 1, batch as u32);
+    ops.kernel::<attention_bwd_pre_varlen<E, D>>()?.launch(pre_grid, (o, d_o, lse, &mut stats, cu_q, cu_k, errors, totals, maxes, heads as u32))?;
+    let qm = TileMap::<QStep<E, D>, 3>::new_batched(q, 1, total_q, heads * head_dim)?;
+    let dom = TileMap::<QStep<E, D>, 3>::new_batched(d_o, 1, total_q, heads * head_dim)?;
+    let km = TileMap::<KHalf<E, D>, 3>::new_batched(k, 1, total_k, kv_heads * head_dim)?;
+    let vm = TileMap::<KHalf<E, D>, 3>::new_batched(v, 1, total_k, kv_heads * head_dim)?;
+    let grid = (max_seqlen_k.div_ceil(BWD_BN) as u32, kv_heads as u32, batch as u32);
+    let args = (&qm, &km, &vm, &dom, dk, dv, &stats, &mut dq_acc, cu_q, cu_k, totals, maxes, group, scale * std::f32::consts::LOG2_E, causal);
+    ops.kernel::<attention_bwd_varlen<E, D, 2>>()?.launch(grid, args)?;
+    let dq_grid = (cap((heads * max_pad * head_dim / 4).div_ceil(128)), 1, batch as u32);
+    ops.kernel::<attention_bwd_dq_varlen<E, D>>()?.launch(dq_grid, (&dq_acc, dq, cu_q, totals, maxes, heads as u32, scale))?;
+    Ok(())
+}
+
+/// The backward pass over packed sequences: from `q`, `k`, `v`, the
+/// forward's `o` and `lse` (as [`attention_varlen`] wrote them) and `d_o`,
+/// writes `dq`, `dk`, `dv` (the layouts of `q`, `k`, `v`; with GQA, `dk`
+/// and `dv` sum over each K/V head's Q heads; keys of a sequence without
+/// queries get 0). `opts` must be the forward's. Head dims
+/// [`BWD_HEAD_DIMS`]. Asynchronous and capturable like the forward;
+/// allocates its f32 scratch (statistics and dQ's accumulator, `heads x
+/// (total_q + 64 batch)` rows) for the call. Device-only offset errors go
+/// to `errors`. Rows of `dq` outside every sequence are not written.
+///
+/// Errors (nothing launched): [`check_varlen`]'s rules with head dims
+/// [`BWD_HEAD_DIMS`], every buffer's length, `cu_seqlens_*` not holding
+/// `batch + 1` offsets.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_varlen_backward<T: VarlenType, I: CuSeqlens>(
+    dev: &Device,
+    ops: &Program,
+    q: &Buffer<T>,
+    k: &Buffer<T>,
+    v: &Buffer<T>,
+    o: &Buffer<T>,
+    lse: &Buffer<f32>,
+    d_o: &Buffer<T>,
+    cu_seqlens_q: &Buffer<I>,
+    cu_seqlens_k: &Buffer<I>,
+    dq: &mut Buffer<T>,
+    dk: &mut Buffer<T>,
+    dv: &mut Buffer<T>,
+    shape: VarlenShape,
+    opts: Options,
+    errors: &mut VarlenErrors,
+) -> Result<(), Error> {
+    let (ql, kl, cu) = (shape.q_len(), shape.kv_len(), shape.batch + 1);
+    let (qd, kd) = ("total_q x heads x head_dim", "total_k x kv_heads x head_dim");
+    check_varlen(
+        "attention_varlen_backward",
+        shape,
+        opts,
+        &BWD_HEAD_DIMS,
+        &[
+            ("q", q.len(), ql, qd),
+            ("k", k.len(), kl, kd),
+            ("v", v.len(), kl, kd),
+            ("o", o.len(), ql, qd),
+            ("lse", lse.len(), shape.lse_len(), "heads x total_q"),
+            ("d_o", d_o.len(), ql, qd),
+            ("dq", dq.len(), ql, qd),
+            ("dk", dk.len(), kl, kd),
+            ("dv", dv.len(), kl, kd),
+            ("cu_seqlens_q", cu_seqlens_q.len(), cu, "batch + 1"),
+            ("cu_seqlens_k", cu_seqlens_k.len(), cu, "batch + 1"),
+        ],
+    )?;
+    let (cq, ck) = (I::as_u32(cu_seqlens_q), I::as_u32(cu_seqlens_k));
+    let (_, launch) = T::VARLEN_BWD.into_iter().find(|(d, _)| *d == shape.head_dim).expect("a built head dim");
+    launch(dev, ops, [q, k, v, o, d_o], lse, [cq, ck], &mut errors.words, [dq, dk, dv], shape, opts)
 }
 
 /// The forward's instances on `E` (`attention_fwd_varlen`'s
@@ -397,4 +545,47 @@ where
     attention_fwd_varlen<E, 256, 80, 5, 2>: HostEntry<Params = FwdParams<E, 256, 80>>,
 {
     [(64, fwd::<E, 64, 128, 8, 3>), (128, fwd::<E, 128, 128, 8, 2>), (256, fwd::<E, 256, 80, 5, 2>)]
+}
+
+/// The CPU reference of [`attention_varlen_backward`] over f32 copies
+/// (f64 arithmetic, `P` and `delta` exact; `cu_q`, `cu_k` valid host
+/// offsets): `(dq, dk, dv)` in the layouts of `q`, `k`, `v` (rows outside
+/// every sequence 0).
+#[allow(clippy::too_many_arguments)]
+pub fn reference_varlen_backward(q: &[f32], k: &[f32], v: &[f32], d_o: &[f32], cu_q: &[u32], cu_k: &[u32], shape: VarlenShape, opts: Options) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let VarlenShape { batch, heads, kv_heads, head_dim: d, .. } = shape;
+    let scale = f64::from(opts.scale_for(d));
+    let (mut dq, mut dk, mut dv) = (vec![0f64; shape.q_len()], vec![0f64; shape.kv_len()], vec![0f64; shape.kv_len()]);
+    let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum::<f64>();
+    for b in 0..batch {
+        let (q0, lq, k0, lk) = (cu_q[b] as usize, (cu_q[b + 1] - cu_q[b]) as usize, cu_k[b] as usize, (cu_k[b + 1] - cu_k[b]) as usize);
+        for h in 0..heads {
+            let kh = h / (heads / kv_heads);
+            let qi = |i: usize| ((q0 + i) * heads + h) * d;
+            let kj = |j: usize| ((k0 + j) * kv_heads + kh) * d;
+            for i in 0..lq {
+                let keys = visible_keys(i, lq, lk, opts.causal);
+                if keys == 0 {
+                    continue;
+                }
+                let s: Vec<f64> = (0..keys).map(|j| dot(&q[qi(i)..][..d], &k[kj(j)..][..d]) * scale).collect();
+                let mx = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let e: Vec<f64> = s.iter().map(|x| (x - mx).exp()).collect();
+                let sum: f64 = e.iter().sum();
+                let p: Vec<f64> = e.iter().map(|x| x / sum).collect();
+                let dp: Vec<f64> = (0..keys).map(|j| dot(&d_o[qi(i)..][..d], &v[kj(j)..][..d])).collect();
+                let delta: f64 = p.iter().zip(&dp).map(|(a, b)| a * b).sum();
+                for j in 0..keys {
+                    let ds = p[j] * (dp[j] - delta);
+                    for x in 0..d {
+                        dq[qi(i) + x] += scale * ds * f64::from(k[kj(j) + x]);
+                        dk[kj(j) + x] += scale * ds * f64::from(q[qi(i) + x]);
+                        dv[kj(j) + x] += p[j] * f64::from(d_o[qi(i) + x]);
+                    }
+                }
+            }
+        }
+    }
+    let f = |x: Vec<f64>| x.into_iter().map(|v| v as f32).collect();
+    (f(dq), f(dk), f(dv))
 }
