@@ -446,9 +446,23 @@ pub fn attention_fwd_of<E: AttnElem, P: Packing, O: OStore<E, QM, D>, const D: u
     let heads = grid_dim().y;
     let causal = causal != 0;
     let span = pk.span(b);
+    // Packed: the first CTA of each sequence records its broken offset
+    // rules (`Packing::report`'s words): its producer thread, or thread 0
+    // when the sequence has no query (here, on the way out: a divergent
+    // branch before the roles would serialize the D 256 wgmmas, C7520).
+    let report = |errors: Option<Gmem<u32>>| {
+        if let Some(errors) = errors {
+            if mb == 0 && h == 0 {
+                pk.report(b, errors);
+            }
+        }
+    };
     // Packed: this Q block lies past its sequence (the grid covers the
     // longest one).
     if P::VARLEN && mb * QM as u32 >= span.lq {
+        if thread_linear() == 0 {
+            report(errors);
+        }
         return;
     }
     let n_blocks = if P::VARLEN { kv_blocks_span(mb, QM as u32, &span, BN as u32, causal) } else { kv_blocks(mb, QM as u32, span.lk, BN as u32, causal) };
@@ -474,13 +488,7 @@ pub fn attention_fwd_of<E: AttnElem, P: Packing, O: OStore<E, QM, D>, const D: u
                 let vs = vp.acquire_tx(tile_bytes);
                 v.load_at(v_bufs.at(vs.index()), [kv_col, span.k0 + j * BN as u32, span.z], vs.barrier());
             }
-            // Packed: the first CTA of each sequence records its broken
-            // offset rules (`Packing::report`'s words).
-            if let Some(errors) = errors {
-                if mb == 0 && h == 0 {
-                    pk.report(b, errors);
-                }
-            }
+            report(errors);
         }
         return;
     }

@@ -162,8 +162,7 @@ impl VarlenErrors {
     pub fn check(&self, dev: &Device) -> Result<(), Error> {
         let w = self.words(dev)?;
         let mut problems = Vec::new();
-        for (word, name, total, max) in [(ERR_Q_OFFSETS, "cu_seqlens_q", "total_q", ""), (ERR_K_OFFSETS, "cu_seqlens_k", "total_k", "")] {
-            let _ = max;
+        for (word, name, total) in [(ERR_Q_OFFSETS, "cu_seqlens_q", "total_q"), (ERR_K_OFFSETS, "cu_seqlens_k", "total_k")] {
             if w[word] > 0 {
                 let b = w[word] - 1;
                 problems.push(format!(
@@ -352,8 +351,8 @@ pub fn reference_varlen_row(q: &[f32], k: &[f32], v: &[f32], cu_q: &[u32], cu_k:
 }
 
 /// The CPU reference of [`attention_varlen`]: `(o, lse)` in the module's
-/// layouts (rows outside every sequence: 0 and `-inf`... never compared:
-/// they are left 0 here).
+/// layouts (rows outside every sequence are left 0; the kernels never
+/// write them).
 pub fn reference_varlen(q: &[f32], k: &[f32], v: &[f32], cu_q: &[u32], cu_k: &[u32], shape: VarlenShape, opts: Options) -> (Vec<f32>, Vec<f32>) {
     let (d, heads) = (shape.head_dim, shape.heads);
     let mut o = vec![0f32; shape.q_len()];
