@@ -8,7 +8,7 @@
 //! `[heads, total_q]` f32 (natural log). Sequence `b` of `batch` is
 //! queries `cu_seqlens_q[b] .. cu_seqlens_q[b + 1]` and keys
 //! `cu_seqlens_k[b] .. cu_seqlens_k[b + 1]`; both offset arrays (`batch + 1`
-//! `u32`, or `i32` through [`CuSeqlens`]) stay on the device: nothing is
+//! `u32`; [`CuSeqlens`] is the hook for `i32`, not implemented yet) stay on the device: nothing is
 //! read back, so a call can be captured in a CUDA graph; the launch
 //! depends only on `batch`, `max_seqlen_q`, `max_seqlen_k` and the heads.
 //! With the causal mask, query `i` of a sequence with `lq` queries and
@@ -108,10 +108,11 @@ pub fn visible_keys(i: usize, lq: usize, lk: usize, causal: bool) -> usize {
     }
 }
 
-/// The element type of `cu_seqlens_*`: `u32`, or `i32` (torch's and
-/// FlashAttention's) whose values must be non-negative; the kernels read
-/// the 32-bit words as `u32` (a negative offset reads as one past the
-/// total: clamped and reported). Sealed.
+/// The element type of `cu_seqlens_*`: `u32` today. `i32` (torch's and
+/// FlashAttention's) is meant to join it (the kernels would read its words
+/// as `u32`, a negative offset then reading as one past the total: clamped
+/// and reported); that needs a `&Buffer<i32>` argument for a
+/// `GmemRef<u32>` parameter in `kernel-host`, not written yet. Sealed.
 pub trait CuSeqlens: sealed::Sealed + Copy + 'static {
     #[doc(hidden)]
     fn as_u32(buf: &Buffer<Self>) -> &Buffer<u32>;
