@@ -558,3 +558,6 @@ pub fn reference_row(q: &[f32], k: &[f32], v: &[f32], shape: Shape, opts: Option
     }
     (o.iter().map(|x| (x / sum) as f32).collect(), (mx + sum.ln()) as f32)
 }
+
+pub mod varlen;
+pub use varlen::{attention_varlen, attention_varlen_backward, VarlenErrors, VarlenShape};

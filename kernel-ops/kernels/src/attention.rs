@@ -20,7 +20,7 @@ use kernel_device::sync::TurnOrder;
 use kernel_device::warp::shfl_xor;
 use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaShape};
 use kernel_device::pipeline::Ring;
-use kernel_device::{bf16, f16, Barriers};
+use kernel_device::{bf16, f16, Barriers, Pack16};
 
 /// Rows of Q per CTA of the two-consumer kernels (`attention_fwd`): two
 /// consumer warpgroups of 64 rows each (`attention_fwd_wg3`: three, 192).
@@ -82,6 +82,210 @@ pub const fn check_attention(d: usize, bn: usize, stages: usize) {
 pub fn kv_blocks(mb: u32, bm: u32, seq: u32, bn: u32, causal: bool) -> u32 {
     let last = if causal { seq.min((mb + 1) * bm) } else { seq };
     last.div_ceil(bn)
+}
+
+/// Where the sequence of a CTA lies, as its roles read it: the tensor-map
+/// row of its first query (`q0`) and key (`k0`), its query and key counts,
+/// and the tensor maps' batch coordinate `z`. `q_extra = max(lq - lk, 0)`
+/// and `k_extra = max(lk - lq, 0)` align the causal mask bottom-right
+/// (query `i` sees keys `j <= i + lk - lq`, i.e. `j + q_extra <= i +
+/// k_extra`); both are 0 when `lq == lk` (every dense problem).
+#[derive(Clone, Copy)]
+pub struct Span {
+    pub q0: u32,
+    pub k0: u32,
+    pub lq: u32,
+    pub lk: u32,
+    pub z: u32,
+    pub q_extra: u32,
+    pub k_extra: u32,
+}
+
+/// How the sequences of a batch are laid out: [`Dense`] (every sequence
+/// `seq` long, batch `b` at tensor-map coordinate `z = b`) or [`Packed`]
+/// (variable lengths packed along the rows, offsets on the device). The
+/// kernels are generic over it; the dense instances see only constants
+/// (`q0 = k0 = 0`, no alignment shift), so their code is the dense code.
+pub trait Packing: Copy {
+    /// Whether sequences have their own lengths: CTAs past their
+    /// sequence's blocks exit, and a causal CTA reads at least one block.
+    const VARLEN: bool;
+    /// The span of sequence `b`.
+    fn span(&self, b: u32) -> Span;
+    /// The index in `lse` of query `row` of head `h` of sequence `b`
+    /// (dense: `[batch, heads, seq]`; packed: `[heads, total_q]`).
+    fn lse_at(&self, span: &Span, b: u32, h: u32, heads: u32, row: usize) -> usize;
+    /// Records sequence `b`'s broken offset rules in `errors` (packed
+    /// only; one thread per sequence is enough, any number may).
+    #[inline(always)]
+    fn report(&self, _b: u32, _errors: Gmem<u32>) {}
+}
+
+/// Equal lengths: `batch` sequences of `seq` queries and keys.
+#[derive(Clone, Copy)]
+pub struct Dense {
+    pub seq: u32,
+}
+
+impl Packing for Dense {
+    const VARLEN: bool = false;
+    #[inline(always)]
+    fn span(&self, b: u32) -> Span {
+        Span { q0: 0, k0: 0, lq: self.seq, lk: self.seq, z: b, q_extra: 0, k_extra: 0 }
+    }
+    #[inline(always)]
+    fn lse_at(&self, _span: &Span, b: u32, h: u32, heads: u32, row: usize) -> usize {
+        (b as usize * heads as usize + h as usize) * self.seq as usize + row
+    }
+}
+
+/// Packed variable-length sequences: sequence `b` holds queries
+/// `cu_q[b] .. cu_q[b + 1]` of the `total_q` rows of `q` (and keys
+/// `cu_k[b] .. cu_k[b + 1]` of `k`/`v`), the maps of batch 1 (`z = 0`).
+/// Offsets are read on the device and clamped so that nothing outside
+/// the outputs is ever written: a start past the total is the total, an
+/// end before the start is the start, an end past the total is the total,
+/// a length past `max_q`/`max_k` (the grid's reach) is cut there;
+/// [`Packing::report`] records each of those in the error words.
+#[derive(Clone, Copy)]
+pub struct Packed {
+    pub cu_q: GmemRef<u32>,
+    pub cu_k: GmemRef<u32>,
+    pub total_q: u32,
+    pub total_k: u32,
+    pub max_q: u32,
+    pub max_k: u32,
+}
+
+/// The error words of the varlen kernels (`errors[i]`, a `Gmem<u32>` of
+/// [`VARLEN_ERROR_WORDS`]): each holds 1 + the largest sequence index whose
+/// offsets broke its rule (0: none), set by `atom.max`.
+/// `cu_seqlens_q[b + 1] < cu_seqlens_q[b]`, or either past `total_q`.
+pub const ERR_Q_OFFSETS: usize = 0;
+/// The same for `cu_seqlens_k` and `total_k`.
+pub const ERR_K_OFFSETS: usize = 1;
+/// A query count above `max_seqlen_q` (rows past it are not computed).
+pub const ERR_Q_LEN: usize = 2;
+/// A key count above `max_seqlen_k`.
+pub const ERR_K_LEN: usize = 3;
+/// Words of the error buffer.
+pub const VARLEN_ERROR_WORDS: usize = 4;
+
+/// Two `u32` in one `u64` parameter (`lo` in bits 0..32): the varlen
+/// kernels' `(total_q, total_k)` and `(max_seqlen_q, max_seqlen_k)`.
+pub const fn pair_u64(lo: u32, hi: u32) -> u64 {
+    lo as u64 | (hi as u64) << 32
+}
+
+impl Packed {
+    /// From the kernels' parameters: `totals` and `max_seqlens` as
+    /// [`pair_u64`] (Q's in the low half).
+    #[inline(always)]
+    pub fn new(cu_q: GmemRef<u32>, cu_k: GmemRef<u32>, totals: u64, max_seqlens: u64) -> Self {
+        Packed { cu_q, cu_k, total_q: totals as u32, total_k: (totals >> 32) as u32, max_q: max_seqlens as u32, max_k: (max_seqlens >> 32) as u32 }
+    }
+    /// The clamped `(start, length)` of `cu[b] .. cu[b + 1]` in `0 ..
+    /// total`, the length cut at `max`, and whether the offsets and the
+    /// length broke their rules.
+    #[inline(always)]
+    pub fn range(cu: GmemRef<u32>, b: u32, total: u32, max: u32) -> (u32, u32, bool, bool) {
+        let (a, e) = (cu.read_nc(b as usize), cu.read_nc(b as usize + 1));
+        let start = a.min(total);
+        let end = e.max(start).min(total);
+        let len = end - start;
+        (start, len.min(max), e < a || e > total, len > max)
+    }
+
+}
+
+impl Packing for Packed {
+    const VARLEN: bool = true;
+    #[inline(always)]
+    fn span(&self, b: u32) -> Span {
+        let (q0, lq, _, _) = Self::range(self.cu_q, b, self.total_q, self.max_q);
+        let (k0, lk, _, _) = Self::range(self.cu_k, b, self.total_k, self.max_k);
+        Span { q0, k0, lq, lk, z: 0, q_extra: lq.saturating_sub(lk), k_extra: lk.saturating_sub(lq) }
+    }
+    #[inline(always)]
+    fn lse_at(&self, span: &Span, _b: u32, h: u32, _heads: u32, row: usize) -> usize {
+        h as usize * self.total_q as usize + span.q0 as usize + row
+    }
+    #[inline(always)]
+    fn report(&self, b: u32, errors: Gmem<u32>) {
+        let (_, _, q_bad, q_long) = Self::range(self.cu_q, b, self.total_q, self.max_q);
+        let (_, _, k_bad, k_long) = Self::range(self.cu_k, b, self.total_k, self.max_k);
+        // Four ifs, not a loop over an array (which would live in local memory).
+        if q_bad {
+            errors.atomic_max(ERR_Q_OFFSETS, b + 1);
+        }
+        if k_bad {
+            errors.atomic_max(ERR_K_OFFSETS, b + 1);
+        }
+        if q_long {
+            errors.atomic_max(ERR_Q_LEN, b + 1);
+        }
+        if k_long {
+            errors.atomic_max(ERR_K_LEN, b + 1);
+        }
+    }
+}
+
+/// The K/V blocks Q block `mb` (of `bm` rows) of a packed sequence reads:
+/// [`kv_blocks`] with the mask aligned bottom-right, and at least one (a
+/// sequence with no key, or causal rows before the first key, reads one
+/// fully masked block: O = 0, lse = -inf).
+#[inline(always)]
+pub fn kv_blocks_span(mb: u32, bm: u32, s: &Span, bn: u32, causal: bool) -> u32 {
+    let last = if causal { s.lk.min(((mb + 1) * bm + s.k_extra).saturating_sub(s.q_extra)) } else { s.lk };
+    last.div_ceil(bn).max(1)
+}
+
+/// Where O goes once the consumers have written it, as the element type,
+/// over the Q tile in SMEM: [`store`](OStore::store) is called, after the
+/// consumers met on [`CONSUMER_BARRIER_ID`], by every consumer thread
+/// ([`OStore::ALL_THREADS`]) or by thread 0 only.
+pub trait OStore<E: AttnElem, const QM: usize, const D: usize> {
+    const ALL_THREADS: bool;
+    fn store(&self, tile: Smem<QTileOf<E, QM, D>>, h: u32, mb: u32, span: &Span, threads: u32);
+}
+
+/// Dense: one TMA store of the tile (rows past the sequence clipped by the
+/// map, per batch).
+impl<E: AttnElem, const QM: usize, const D: usize> OStore<E, QM, D> for Tma<QTileOf<E, QM, D>, 3> {
+    const ALL_THREADS: bool = false;
+    #[inline(always)]
+    fn store(&self, tile: Smem<QTileOf<E, QM, D>>, h: u32, mb: u32, span: &Span, _threads: u32) {
+        self.store_at(tile, [h * D as u32, span.q0 + mb * QM as u32, span.z]);
+        commit_group();
+        wait_group::<0>();
+    }
+}
+
+/// Packed: O (`[total_q, heads, D]`) written from the tile by the
+/// consumers, 16 bytes per thread and step, only rows inside the
+/// sequence (a TMA store of the whole tile would overwrite the next
+/// sequence's rows).
+#[derive(Clone, Copy)]
+pub struct PackedOut<E> {
+    pub o: Gmem<E>,
+    pub heads: u32,
+}
+
+impl<E: AttnElem + Pack16, const QM: usize, const D: usize> OStore<E, QM, D> for PackedOut<E> {
+    const ALL_THREADS: bool = true;
+    #[inline(always)]
+    fn store(&self, tile: Smem<QTileOf<E, QM, D>>, h: u32, mb: u32, span: &Span, threads: u32) {
+        let first = mb * QM as u32;
+        let rows = span.lq.saturating_sub(first).min(QM as u32) as usize;
+        let per_row = D / E::LANES;
+        let mut i = thread_linear() as usize;
+        while i < rows * per_row {
+            let (r, c) = (i / per_row, i % per_row * E::LANES);
+            let at = ((span.q0 + first) as usize + r) * self.heads as usize + h as usize;
+            self.o.write_v4(at * D + c, tile.get_v4(r, c));
+            i += threads as usize;
+        }
+    }
 }
 
 
@@ -208,13 +412,14 @@ pub fn p_fragments<E: AttnElem, const KC: usize>(sr: &[f32], frag: &mut [[u32; 4
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 #[track_caller]
-pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const KC: usize, const STAGES: usize, const QM: usize, const NC: u32>(
+pub fn attention_fwd_of<E: AttnElem, P: Packing, O: OStore<E, QM, D>, const D: usize, const BN: usize, const KC: usize, const STAGES: usize, const QM: usize, const NC: u32>(
     q: Tma<QTileOf<E, QM, D>, 3>,
     k: Tma<KvTile<E, BN, D>, 3>,
     v: Tma<KvTile<E, BN, D>, 3>,
-    o: Tma<QTileOf<E, QM, D>, 3>,
+    o: O,
     lse: Gmem<f32>,
-    seq: u32,
+    pk: P,
+    errors: Option<Gmem<u32>>,
     kv_group: u32,
     scale_log2: f32,
     causal: u32,
@@ -240,7 +445,27 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const KC: 
     let (mb, h, b) = (grid_dim().x - 1 - block_idx().x, block_idx().y, block_idx().z);
     let heads = grid_dim().y;
     let causal = causal != 0;
-    let n_blocks = kv_blocks(mb, QM as u32, seq, BN as u32, causal);
+    let span = pk.span(b);
+    // Packed: the first CTA of each sequence records its broken offset
+    // rules (`Packing::report`'s words): its producer thread, or thread 0
+    // when the sequence has no query (here, on the way out: a divergent
+    // branch before the roles would serialize the D 256 wgmmas, C7520).
+    let report = |errors: Option<Gmem<u32>>| {
+        if let Some(errors) = errors {
+            if mb == 0 && h == 0 {
+                pk.report(b, errors);
+            }
+        }
+    };
+    // Packed: this Q block lies past its sequence (the grid covers the
+    // longest one).
+    if P::VARLEN && mb * QM as u32 >= span.lq {
+        if thread_linear() == 0 {
+            report(errors);
+        }
+        return;
+    }
+    let n_blocks = if P::VARLEN { kv_blocks_span(mb, QM as u32, &span, BN as u32, causal) } else { kv_blocks(mb, QM as u32, span.lk, BN as u32, causal) };
     // K and V each have their own ring: K's slot is free as soon as its S
     // GEMM is done, before V's `P V` is.
     let k_ring = Ring::new(&k_loaded, &k_consumed, 128 * NC);
@@ -254,15 +479,16 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const KC: 
         if thread_in_warpgroup() == 0 {
             let kv_col = (h / kv_group) * D as u32;
             q_loaded.arrive_expect_tx(<QTileOf<E, QM, D> as TileLayout>::BYTES as u32);
-            q.load_at(q_buf, [h * D as u32, mb * QM as u32, b], q_loaded.as_ref());
+            q.load_at(q_buf, [h * D as u32, span.q0 + mb * QM as u32, span.z], q_loaded.as_ref());
             let (mut kp, mut vp) = (k_ring.producer(), v_ring.producer());
             for j in 0..n_blocks {
                 let tile_bytes = <KvTile<E, BN, D> as TileLayout>::BYTES as u32;
                 let ks = kp.acquire_tx(tile_bytes);
-                k.load_at(k_bufs.at(ks.index()), [kv_col, j * BN as u32, b], ks.barrier());
+                k.load_at(k_bufs.at(ks.index()), [kv_col, span.k0 + j * BN as u32, span.z], ks.barrier());
                 let vs = vp.acquire_tx(tile_bytes);
-                v.load_at(v_bufs.at(vs.index()), [kv_col, j * BN as u32, b], vs.barrier());
+                v.load_at(v_bufs.at(vs.index()), [kv_col, span.k0 + j * BN as u32, span.z], vs.barrier());
             }
+            report(errors);
         }
         return;
     }
@@ -276,7 +502,10 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const KC: 
     // with three consumers every register counts.
     let wg = warpgroup_idx();
     let row0 = 64 * wg as usize;
-    let rows = Rows { seq: seq as usize, causal, wg_first_row: mb as usize * QM + row0, scale_log2 };
+    // The mask aligned bottom-right: keys shifted by `q_extra`, rows by
+    // `k_extra` (both 0 dense: the dense code).
+    let rows = Rows { seq: (span.lk + span.q_extra) as usize, causal, wg_first_row: mb as usize * QM + row0 + span.k_extra as usize, scale_log2 };
+    let key_shift = span.q_extra as usize;
     let turns = TurnOrder::<TURN_BARRIERS, NC>;
     let (mut kc, mut vc) = (k_ring.consumer(), v_ring.consumer());
     // O is first written by block 0's `P V` (`accumulate = false`): no
@@ -296,7 +525,7 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const KC: 
     wgmma_wait::<0>();
     kc.release_slot(k0);
     acc_s.fence_operands();
-    let _ = online_softmax::<BN>(acc_s.regs.as_mut(), 0, &rows, &mut st);
+    let _ = online_softmax::<BN>(acc_s.regs.as_mut(), key_shift, &rows, &mut st);
     let mut frag = [[0u32; 4]; KC];
     p_fragments::<E, KC>(acc_s.regs.as_ref(), &mut frag);
     for j in 1..n_blocks {
@@ -313,7 +542,7 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const KC: 
         wgmma_wait::<1>();
         kc.release_slot(ks);
         acc_s.fence_operands();
-        let alpha = online_softmax::<BN>(acc_s.regs.as_mut(), j as usize * BN, &rows, &mut st);
+        let alpha = online_softmax::<BN>(acc_s.regs.as_mut(), j as usize * BN + key_shift, &rows, &mut st);
         wgmma_wait::<0>();
         vc.release_slot(vs);
         acc_o.fence_operands();
@@ -346,9 +575,9 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const KC: 
         let total = v1 + kernel_device::warp::shfl_xor(v1, 2);
         inv[hh] = if total > 0.0 { 1.0 / total } else { 0.0 };
         let row = my_row(hh);
-        if l % 4 == 0 && row < seq as usize {
+        if l % 4 == 0 && row < span.lq as usize {
             let lse_v = if total > 0.0 { (m[hh] + lg2_approx_ftz(total)) * LN_2 } else { f32::NEG_INFINITY };
-            lse.write((b as usize * heads as usize + h as usize) * seq as usize + row, lse_v);
+            lse.write(pk.lse_at(&span, b, h, heads, row), lse_v);
         }
     });
     // O over this warpgroup's Q rows (its own GEMMs, which read them, are
@@ -364,10 +593,8 @@ pub fn attention_fwd_of<E: AttnElem, const D: usize, const BN: usize, const KC: 
     });
     commit_smem();
     NamedBarrier::new(CONSUMER_BARRIER_ID, 128 * NC).sync();
-    if thread_linear() == 0 {
-        o.store_at(q_buf, [h * D as u32, mb * QM as u32, b]);
-        commit_group();
-        wait_group::<0>();
+    if O::ALL_THREADS || thread_linear() == 0 {
+        o.store(q_buf, h, mb, &span, 128 * NC);
     }
 }
 
@@ -398,7 +625,7 @@ pub fn attention_fwd<E: AttnElem, const D: usize, const BN: usize, const KC: usi
     Cols<D>: WgmmaShape,
     Cols<BN>: WgmmaShape,
 {
-    attention_fwd_of::<E, D, BN, KC, STAGES, BM, 2>(q, k, v, o, lse, seq, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
+    attention_fwd_of::<E, _, _, D, BN, KC, STAGES, BM, 2>(q, k, v, o, lse, Dense { seq }, None, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
 }
 
 /// Attention forward with THREE consumer warpgroups (192 Q rows per CTA,
@@ -431,5 +658,57 @@ pub fn attention_fwd_wg3<const D: usize, const BN: usize, const KC: usize, const
     Cols<D>: WgmmaShape,
     Cols<BN>: WgmmaShape,
 {
-    attention_fwd_of::<f16, D, BN, KC, STAGES, 192, 3>(q, k, v, o, lse, seq, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
+    attention_fwd_of::<f16, _, _, D, BN, KC, STAGES, 192, 3>(q, k, v, o, lse, Dense { seq }, None, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
+}
+
+/// Attention forward over packed variable-length sequences (the serving
+/// prefill): [`attention_fwd_of`]'s schedule on a [`Packed`] layout.
+/// `q` and `o` hold `[total_q, heads, D]`, `k` and `v` `[total_k,
+/// kv_heads, D]` (the maps of batch 1: `[column, row, 0]`), `lse` `[heads,
+/// total_q]`; sequence `b` is queries `cu_seqlens_q[b] ..
+/// cu_seqlens_q[b + 1]` and keys `cu_seqlens_k[b] .. cu_seqlens_k[b + 1]`
+/// (read on the device: the launch depends only on the batch, the
+/// maximum lengths and the heads), the causal mask aligned bottom-right.
+/// CTA `(mb, h, b)` exits when Q block `mb` lies past its sequence; keys
+/// past the sequence (the next sequence's, or the map's zero fill) are
+/// masked to `-inf`; O is written row by row inside the sequence only
+/// ([`PackedOut`]); offsets that break their rules are clamped and
+/// reported in `errors` ([`Packed`], [`VARLEN_ERROR_WORDS`] words).
+///
+/// `totals` is `(total_q, total_k)` and `max_seqlens` `(max_seqlen_q,
+/// max_seqlen_k)`, each as [`pair_u64`].
+///
+/// Launch: grid `(ceil(max_seqlen_q / 128), heads, batch)`, 3 warpgroups.
+/// Instances `(E, D, BN, KC, STAGES)`: each head dim's dense default.
+#[kernel(block = warpgroups(3), arch = sm_90a, instances(E = [f16, bf16], (64, 128, 8, 3), (128, 128, 8, 2), (256, 80, 5, 2)))]
+#[allow(clippy::too_many_arguments)]
+pub fn attention_fwd_varlen<E: AttnElem + Pack16, const D: usize, const BN: usize, const KC: usize, const STAGES: usize>(
+    q: Tma<QTile<E, D>, 3>,
+    k: Tma<KvTile<E, BN, D>, 3>,
+    v: Tma<KvTile<E, BN, D>, 3>,
+    o: Gmem<E>,
+    lse: Gmem<f32>,
+    cu_seqlens_q: GmemRef<u32>,
+    cu_seqlens_k: GmemRef<u32>,
+    errors: Gmem<u32>,
+    totals: u64,
+    max_seqlens: u64,
+    kv_group: u32,
+    scale_log2: f32,
+    causal: u32,
+    #[scratch] q_buf: Smem<QTile<E, D>>,
+    #[scratch] k_bufs: Smem<[KvTile<E, BN, D>; STAGES]>,
+    #[scratch] v_bufs: Smem<[KvTile<E, BN, D>; STAGES]>,
+    #[scratch] q_loaded: Barrier,
+    #[scratch] k_loaded: Barriers<STAGES>,
+    #[scratch] v_loaded: Barriers<STAGES>,
+    #[scratch(arrivals = 256)] k_consumed: Barriers<STAGES>,
+    #[scratch(arrivals = 256)] v_consumed: Barriers<STAGES>,
+) where
+    Cols<D>: WgmmaShape,
+    Cols<BN>: WgmmaShape,
+{
+    let pk = Packed::new(cu_seqlens_q, cu_seqlens_k, totals, max_seqlens);
+    let out = PackedOut { o, heads: grid_dim().y };
+    attention_fwd_of::<E, _, _, D, BN, KC, STAGES, BM, 2>(q, k, v, out, lse, pk, Some(errors), kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
 }

@@ -33,7 +33,8 @@ use kernel_device::wgmma::{pin_entry_registers, setmaxnreg_dec, setmaxnreg_inc, 
 use kernel_device::pipeline::Ring;
 use kernel_device::{bf16, f16, Barriers};
 
-use crate::attention::{p_fragments, AttnElem, QTileOf};
+use crate::attention::{p_fragments, AttnElem, Dense, Packed, Packing, QTileOf, Span};
+use kernel_device::Pack16;
 
 /// Keys per CTA: two consumer warpgroups of 64 keys each.
 pub const BWD_BN: usize = 128;
@@ -102,7 +103,116 @@ pub const DQ_CHUNK: usize = BWD_BM * 64;
 /// rounded up to 64.
 #[inline(always)]
 pub fn dq_acc_chunk<const D: usize>(b: u32, h: u32, heads: u32, m: u32, half: u32, seq_pad: usize) -> usize {
-    ((b * heads + h) as usize * seq_pad + m as usize * BWD_BM) * D + half as usize * DQ_CHUNK
+    dq_acc_at::<D>((b * heads + h) as usize * seq_pad, m, half)
+}
+
+/// [`dq_acc_chunk`] from the padded row `row0` of query 0 of a `(sequence,
+/// head)` ([`BwdPacking::pad_row0`]): chunk `(m, half)`'s first float.
+#[inline(always)]
+pub fn dq_acc_at<const D: usize>(row0: usize, m: u32, half: u32) -> usize {
+    (row0 + m as usize * BWD_BM) * D + half as usize * DQ_CHUNK
+}
+
+/// Rows of the packed backward's padded layouts per head (the statistics,
+/// `dq_acc`): `total_q + 64 batch`, rounded up to 64. Sequence `b`'s rows
+/// start at [`varlen_pad_start`], 64-aligned, each sequence's
+/// `ceil(lq / 64)` blocks clear of the next's (FlashAttention-3's
+/// padded varlen layout).
+#[inline(always)]
+pub const fn varlen_pad_rows(total_q: usize, batch: usize) -> usize {
+    (total_q + BWD_BM * batch).div_ceil(BWD_BM) * BWD_BM
+}
+
+/// The first padded row of packed sequence `b` whose first query is row
+/// `q0`: `64 floor((q0 + 64 b) / 64)`.
+#[inline(always)]
+pub const fn varlen_pad_start(q0: usize, b: usize) -> usize {
+    (q0 + BWD_BM * b) / BWD_BM * BWD_BM
+}
+
+/// Where the padded rows (statistics, `dq_acc`) of a `(sequence, head)`
+/// start: dense `[batch, heads, seq_pad]`; packed `[heads, pad_rows]` with
+/// sequence `b` from [`varlen_pad_start`] (`batch` is the grid's `z`).
+pub trait BwdPacking: Packing {
+    fn pad_row0(&self, span: &Span, b: u32, h: u32, heads: u32, seq_pad: usize) -> usize;
+}
+
+impl BwdPacking for Dense {
+    #[inline(always)]
+    fn pad_row0(&self, _span: &Span, b: u32, h: u32, heads: u32, seq_pad: usize) -> usize {
+        (b * heads + h) as usize * seq_pad
+    }
+}
+
+impl BwdPacking for Packed {
+    #[inline(always)]
+    fn pad_row0(&self, span: &Span, b: u32, h: u32, _heads: u32, _seq_pad: usize) -> usize {
+        h as usize * varlen_pad_rows(self.total_q as usize, grid_dim().z as usize) + varlen_pad_start(span.q0 as usize, b as usize)
+    }
+}
+
+/// The Q blocks key block `nb` of a packed sequence meets: [`q_blocks`]
+/// with the mask aligned bottom-right (query `i` sees key `j` when `j +
+/// q_extra <= i + k_extra`); none when the sequence has no query.
+#[inline(always)]
+pub fn q_blocks_span(nb: u32, s: &Span, causal: bool) -> (u32, u32) {
+    let end = s.lq.div_ceil(BWD_BM as u32);
+    let first = if causal { ((nb * BWD_BN as u32 + s.q_extra).saturating_sub(s.k_extra) / BWD_BM as u32).min(end) } else { 0 };
+    (first, end)
+}
+
+/// Where dK and dV go once rounded into K's and V's SMEM tiles (warpgroup
+/// `w`'s 64 keys): [`store`](KvStore::store) is called, after the
+/// warpgroup met, by all its threads ([`KvStore::ALL_THREADS`]) or by its
+/// thread 0 only.
+pub trait KvStore<E: AttnElem, const D: usize> {
+    const ALL_THREADS: bool;
+    /// `key0`: the tiles' first key in the sequence; `col`: the K/V head's
+    /// first column.
+    fn store(&self, dk_tile: Smem<KHalf<E, D>>, dv_tile: Smem<KHalf<E, D>>, col: u32, key0: u32, span: &Span);
+}
+
+/// Dense: one TMA store per tile (rows past the sequence clipped per batch).
+impl<E: AttnElem, const D: usize> KvStore<E, D> for (Tma<KHalf<E, D>, 3>, Tma<KHalf<E, D>, 3>) {
+    const ALL_THREADS: bool = false;
+    #[inline(always)]
+    fn store(&self, dk_tile: Smem<KHalf<E, D>>, dv_tile: Smem<KHalf<E, D>>, col: u32, key0: u32, span: &Span) {
+        self.0.store_at(dk_tile, [col, span.k0 + key0, span.z]);
+        self.1.store_at(dv_tile, [col, span.k0 + key0, span.z]);
+        commit_group();
+        wait_group::<0>();
+    }
+}
+
+/// Packed: dK and dV (`[total_k, kv_heads, D]`) written from the tiles by
+/// the warpgroup, 16 bytes per thread and step, only keys inside the
+/// sequence.
+#[derive(Clone, Copy)]
+pub struct PackedKvOut<E> {
+    pub dk: Gmem<E>,
+    pub dv: Gmem<E>,
+    pub kv_heads: u32,
+}
+
+impl<E: AttnElem + Pack16, const D: usize> KvStore<E, D> for PackedKvOut<E> {
+    const ALL_THREADS: bool = true;
+    #[inline(always)]
+    fn store(&self, dk_tile: Smem<KHalf<E, D>>, dv_tile: Smem<KHalf<E, D>>, col: u32, key0: u32, span: &Span) {
+        let rows = span.lk.saturating_sub(key0).min(64) as usize;
+        let per_row = D / E::LANES;
+        let mut i = thread_in_warpgroup() as usize;
+        while i < rows * per_row {
+            let (r, c) = (i / per_row, i % per_row * E::LANES);
+            let at = ((span.k0 + key0) as usize + r) * self.kv_heads as usize * D + col as usize + c;
+            self.dk.write_v4(at, dk_tile.get_v4(r, c));
+            self.dv.write_v4(at, dv_tile.get_v4(r, c));
+            i += 128;
+        }
+        // The warpgroup's dQ reductions read its SMEM until they complete.
+        if thread_in_warpgroup() == 0 {
+            wait_group::<0>();
+        }
+    }
 }
 
 /// The per-query statistics the main kernel reads, one pair per row of
@@ -206,16 +316,15 @@ pub fn attention_bwd_dq_of<E: Scalar, const D: usize>(acc: GmemRef<f32>, dq: Gme
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 #[track_caller]
-pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
+pub fn attention_bwd_of<E: AttnElem, P: BwdPacking, KV: KvStore<E, D>, const D: usize, const STAGES: usize>(
     q: Tma<QStep<E, D>, 3>,
     k: Tma<KHalf<E, D>, 3>,
     v: Tma<KHalf<E, D>, 3>,
     d_o: Tma<QStep<E, D>, 3>,
-    dk: Tma<KHalf<E, D>, 3>,
-    dv: Tma<KHalf<E, D>, 3>,
+    dkv: KV,
     stats: GmemRef<f32>,
     dq_acc: Gmem<f32>,
-    seq: u32,
+    pk: P,
     kv_group: u32,
     scale_log2: f32,
     causal: u32,
@@ -239,6 +348,7 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
     if D == 64 {
         pin_entry_registers();
     }
+
     // The Q/dO ring (`qdo_consumed`: 256 consumer threads), made inside
     // each role like the geometry.
     let ring = || Ring::new(&qdo_loaded, &qdo_consumed, 256);
@@ -246,8 +356,9 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
     // `setmaxnreg`: nothing stays live across the register reallocation.
     let geometry = || {
         let (nb, hk, b) = (block_idx().x, block_idx().y, block_idx().z);
-        let (m_first, m_end) = q_blocks(nb, seq, causal != 0);
-        Geometry { nb, hk, b, heads: grid_dim().y * kv_group, m_first, per_head: m_end - m_first, seq_pad: m_end as usize * BWD_BM, col: hk * D as u32 }
+        let span = pk.span(b);
+        let (m_first, m_end) = if P::VARLEN { q_blocks_span(nb, &span, causal != 0) } else { q_blocks(nb, span.lq, causal != 0) };
+        Geometry { nb, hk, b, heads: grid_dim().y * kv_group, m_first, per_head: m_end - m_first, seq_pad: m_end as usize * BWD_BM, col: hk * D as u32, span }
     };
     // Step `i`: Q head `hk kv_group + g`, Q block `m`.
     let step = |g: &Geometry, i: u32| (g.hk * kv_group + i / g.per_head, g.m_first + i % g.per_head);
@@ -255,22 +366,29 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
         setmaxnreg_dec::<PRODUCER_REGS>();
         if thread_in_warpgroup() == 0 {
             let g = geometry();
-            let Geometry { nb, b, heads, seq_pad, col, .. } = g;
+            // Packed: this key block lies past its sequence (the grid
+            // covers the longest one). Each role exits on its own, after
+            // its `setmaxnreg` (an exit before them cost the consumers
+            // their 240 registers: ptxas spilled).
+            if P::VARLEN && g.nb * BWD_BN as u32 >= g.span.lk {
+                return;
+            }
+            let Geometry { nb, b, heads, seq_pad, col, span, .. } = g;
             let half = <KHalf<E, D> as TileLayout>::BYTES as u32;
             kv_loaded.arrive_expect_tx(4 * half);
             unroll(2, |t| {
-                let row = nb * BWD_BN as u32 + 64 * t as u32;
-                k.load_at(k_bufs.at(t), [col, row, b], kv_loaded.as_ref());
-                v.load_at(v_bufs.at(t), [col, row, b], kv_loaded.as_ref());
+                let row = span.k0 + nb * BWD_BN as u32 + 64 * t as u32;
+                k.load_at(k_bufs.at(t), [col, row, span.z], kv_loaded.as_ref());
+                v.load_at(v_bufs.at(t), [col, row, span.z], kv_loaded.as_ref());
             });
             let mut producer = ring().producer();
             for _ in 0..kv_group * g.per_head {
                 let slot = producer.acquire_tx(2 * <QStep<E, D> as TileLayout>::BYTES as u32 + bulk::bytes::<f32, { 2 * BWD_BM }>());
                 let (i, s, bar) = (slot.step(), slot.index(), slot.barrier());
                 let (h, m) = step(&g, i);
-                q.load_at(q_bufs.at(s), [h * D as u32, m * BWD_BM as u32, b], bar);
-                d_o.load_at(do_bufs.at(s), [h * D as u32, m * BWD_BM as u32, b], bar);
-                let row0 = (b * heads + h) as usize * seq_pad + m as usize * BWD_BM;
+                q.load_at(q_bufs.at(s), [h * D as u32, span.q0 + m * BWD_BM as u32, span.z], bar);
+                d_o.load_at(do_bufs.at(s), [h * D as u32, span.q0 + m * BWD_BM as u32, span.z], bar);
+                let row0 = pk.pad_row0(&span, b, h, heads, seq_pad) + m as usize * BWD_BM;
                 bulk::load(stats_bufs.at(s), stats, 2 * row0, bar);
             }
         }
@@ -278,20 +396,22 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
     }
     setmaxnreg_inc::<CONSUMER_REGS>();
     let g = geometry();
+    if P::VARLEN && g.nb * BWD_BN as u32 >= g.span.lk {
+        return;
+    }
+    // The span is read again where it is used (packed: two cached loads
+    // each time, no register held across the steps; dense: constants).
     let Geometry { nb, b, heads, col, .. } = g;
     let causal = causal != 0;
     let w = warpgroup_idx() as usize;
     let wg_bar = NamedBarrier::new(WG_BARRIER + w as u32, 128);
     let both = NamedBarrier::new(BOTH_BARRIER, 256);
-    let key0 = nb as usize * BWD_BN + 64 * w;
-    let seq_u = seq as usize;
     let mut acc_dk = Acc::<D>::undefined();
     let mut acc_dv = Acc::<D>::undefined();
     kv_loaded.wait();
     let mut consumer = ring().consumer();
     for i in 0..kv_group * g.per_head {
         let (h, m) = step(&g, i);
-        let q0 = m as usize * BWD_BM;
         let slot = consumer.wait();
         let s = slot.index();
         // Sᵀ = K_w Qᵀ, dPᵀ = V_w dOᵀ.
@@ -304,7 +424,6 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
         // This thread's 16 queries (columns): `q0 + 8 c + 2 (l % 4) + e`.
         let t = thread_in_warpgroup() as usize;
         let l = t % 32;
-        let qcol = |c: usize, e: usize| q0 + 8 * c + 2 * (l % 4) + e;
         // Their `(lse log2 e, delta)` pairs, in the slot's SMEM copy, read
         // where each value is used (no registers held across the waits;
         // the SASS loads only the floats used, one `LDS` each).
@@ -314,6 +433,14 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
         let pair = |c: usize| unsafe { st.add((8 * c + 2 * (l % 4)) / 2).read().0 };
         wgmma_wait::<1>();
         acc_s.fence_operands();
+        // The mask aligned bottom-right: keys shifted by `q_extra`, queries
+        // by `k_extra` (both 0 dense: the dense code), the span read here
+        // (packed: no register held across the GEMMs' issue).
+        let span = pk.span(block_idx().z);
+        let key0 = nb as usize * BWD_BN + 64 * w + span.q_extra as usize;
+        let seq_u = (span.lk + span.q_extra) as usize;
+        let q0 = m as usize * BWD_BM + span.k_extra as usize;
+        let qcol = |c: usize, e: usize| q0 + 8 * c + 2 * (l % 4) + e;
         {
             let sr = acc_s.regs.as_mut();
             // Register `i`: key (row) `key0 + 16 (t / 32) + l / 4 + 8 ((i / 2) % 2)`,
@@ -394,7 +521,7 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
             commit_smem();
             wg_bar.sync();
             if t == 0 {
-                bulk::reduce_add(buf, dq_acc, dq_acc_chunk::<D>(b, h, heads, m, half as u32, g.seq_pad));
+                bulk::reduce_add(buf, dq_acc, dq_acc_at::<D>(pk.pad_row0(&pk.span(block_idx().z), b, h, heads, g.seq_pad), m, half as u32));
                 commit_group();
             }
         } else {
@@ -412,23 +539,21 @@ pub fn attention_bwd_of<E: AttnElem, const D: usize, const STAGES: usize>(
     acc_dv.fence_operands();
     let (kb, vb) = (k_bufs.at(w).as_ptr() as *mut u8, v_bufs.at(w).as_ptr() as *mut u8);
     let (dkr, dvr) = (acc_dk.regs.as_ref(), acc_dv.regs.as_ref());
+    // Packed, a sequence without queries: no step ran, dK = dV = 0.
+    let empty = P::VARLEN && g.per_head == 0;
     unroll(D / 4, |p| {
         let (r, c) = (16 * (t / 32) + l / 4 + 8 * (p % 2), 8 * (p / 2) + 2 * (l % 4));
         let off = KHalf::<E, D>::offset_of(r, c);
         // SAFETY: inside the tiles (r < 64, c < D); 4-byte aligned (even column).
         unsafe {
-            kernel_device::smem::write_word(kb.add(off), E::pack(dkr[2 * p] * scale, dkr[2 * p + 1] * scale));
-            kernel_device::smem::write_word(vb.add(off), E::pack(dvr[2 * p], dvr[2 * p + 1]));
+            kernel_device::smem::write_word(kb.add(off), if empty { 0 } else { E::pack(dkr[2 * p] * scale, dkr[2 * p + 1] * scale) });
+            kernel_device::smem::write_word(vb.add(off), if empty { 0 } else { E::pack(dvr[2 * p], dvr[2 * p + 1]) });
         }
     });
     commit_smem();
     wg_bar.sync();
-    if thread_in_warpgroup() == 0 {
-        let row = nb * BWD_BN as u32 + 64 * w as u32;
-        dk.store_at(k_bufs.at(w), [col, row, b]);
-        dv.store_at(v_bufs.at(w), [col, row, b]);
-        commit_group();
-        wait_group::<0>();
+    if KV::ALL_THREADS || thread_in_warpgroup() == 0 {
+        dkv.store(k_bufs.at(w), v_bufs.at(w), col, nb * BWD_BN as u32 + 64 * w as u32, &pk.span(block_idx().z));
     }
 }
 
@@ -451,6 +576,7 @@ struct Geometry {
     per_head: u32,
     seq_pad: usize,
     col: u32,
+    span: Span,
 }
 
 /// Attention backward's main kernel on element type `E` (f16 or bf16;
@@ -488,8 +614,8 @@ pub fn attention_bwd<E: AttnElem, const D: usize, const STAGES: usize>(
 ) where
     Cols<D>: WgmmaShape,
 {
-    attention_bwd_of::<E, D, STAGES>(
-        q, k, v, d_o, dk, dv, stats, dq_acc, seq, kv_group, scale_log2, causal, k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, stats_bufs, dq_bufs, kv_loaded, qdo_loaded, qdo_consumed,
+    attention_bwd_of::<E, _, _, D, STAGES>(
+        q, k, v, d_o, (dk, dv), stats, dq_acc, Dense { seq }, kv_group, scale_log2, causal, k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, stats_bufs, dq_bufs, kv_loaded, qdo_loaded, qdo_consumed,
     );
 }
 
@@ -505,4 +631,141 @@ pub fn attention_bwd_pre<E: Scalar, const D: usize>(o: GmemRef<E>, d_o: GmemRef<
 #[kernel(block = warpgroups(1), instances(E = [f16, bf16], (64), (128)))]
 pub fn attention_bwd_dq<E: Scalar, const D: usize>(acc: GmemRef<f32>, dq: Gmem<E>, seq: u32, heads: u32, scale: f32) {
     attention_bwd_dq_of::<E, D>(acc, dq, seq, heads, scale);
+}
+
+/// The backward over packed variable-length sequences: [`attention_bwd_of`]
+/// on a [`Packed`] layout (`q`, `d_o`: `[total_q, heads, D]`; `k`, `v`,
+/// `dk`, `dv`: `[total_k, kv_heads, D]`; the maps of batch 1). CTA `(nb,
+/// hk, b)` exits when key block `nb` lies past sequence `b`'s keys; the
+/// statistics and `dq_acc` are in the padded packed layout
+/// ([`varlen_pad_rows`], [`varlen_pad_start`]); dK and dV are written row
+/// by row inside the sequence ([`PackedKvOut`]); a sequence without
+/// queries gets dK = dV = 0. `totals` and `max_seqlens` as
+/// [`pair_u64`](crate::attention::pair_u64). Launch: grid
+/// `(ceil(max_seqlen_k / 128), kv_heads, batch)`, 3 warpgroups. Instances
+/// `(E, D, STAGES)`.
+#[kernel(
+    block = warpgroups(3),
+    arch = sm_90a,
+    instances(E = [f16, bf16], (64, 2), (128, 2)),
+    allow_spills = "head dim 128: as attention_bwd's (KNOWN_SPILLS in kernel-ops/tests/ptx.rs)"
+)]
+pub fn attention_bwd_varlen<E: AttnElem + Pack16, const D: usize, const STAGES: usize>(
+    q: Tma<QStep<E, D>, 3>,
+    k: Tma<KHalf<E, D>, 3>,
+    v: Tma<KHalf<E, D>, 3>,
+    d_o: Tma<QStep<E, D>, 3>,
+    dk: Gmem<E>,
+    dv: Gmem<E>,
+    stats: GmemRef<f32>,
+    dq_acc: Gmem<f32>,
+    cu_seqlens_q: GmemRef<u32>,
+    cu_seqlens_k: GmemRef<u32>,
+    totals: u64,
+    max_seqlens: u64,
+    kv_group: u32,
+    scale_log2: f32,
+    causal: u32,
+    #[scratch] k_bufs: Smem<[KHalf<E, D>; 2]>,
+    #[scratch] v_bufs: Smem<[KHalf<E, D>; 2]>,
+    #[scratch] q_bufs: Smem<[QStep<E, D>; STAGES]>,
+    #[scratch] do_bufs: Smem<[QStep<E, D>; STAGES]>,
+    #[scratch] ds_bufs: Smem<[DsTile<E>; 4]>,
+    #[scratch] stats_bufs: Smem<[[f32; 2 * BWD_BM]; STAGES]>,
+    #[scratch] dq_bufs: Smem<[[f32; DQ_CHUNK]; 2]>,
+    #[scratch] kv_loaded: Barrier,
+    #[scratch] qdo_loaded: Barriers<STAGES>,
+    #[scratch(arrivals = 256)] qdo_consumed: Barriers<STAGES>,
+) where
+    Cols<D>: WgmmaShape,
+{
+    let pk = Packed::new(cu_seqlens_q, cu_seqlens_k, totals, max_seqlens);
+    let dkv = PackedKvOut { dk, dv, kv_heads: grid_dim().y };
+    attention_bwd_of::<E, _, _, D, STAGES>(
+        q, k, v, d_o, dkv, stats, dq_acc, pk, kv_group, scale_log2, causal, k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, stats_bufs, dq_bufs, kv_loaded, qdo_loaded, qdo_consumed,
+    );
+}
+
+/// The packed backward's statistics ([`attention_bwd_pre_of`]'s pairs, in
+/// the padded packed layout `[heads, varlen_pad_rows]`): CTAs `(x, 0, b)`
+/// stride over sequence `b`'s `heads x ceil(lq / 64) x 64` rows (one warp
+/// per row; padding rows `(+inf, 0)`); `lse` is `[heads, total_q]`. The
+/// first CTA of each sequence records its broken offset rules in `errors`
+/// ([`Packing::report`]). Launch: grid `(x, 1, batch)`, one warpgroup.
+#[kernel(block = warpgroups(1), instances(E = [f16, bf16], (64), (128)))]
+#[allow(clippy::too_many_arguments)]
+pub fn attention_bwd_pre_varlen<E: Scalar, const D: usize>(
+    o: GmemRef<E>,
+    d_o: GmemRef<E>,
+    lse: GmemRef<f32>,
+    stats: Gmem<f32>,
+    cu_seqlens_q: GmemRef<u32>,
+    cu_seqlens_k: GmemRef<u32>,
+    errors: Gmem<u32>,
+    totals: u64,
+    max_seqlens: u64,
+    heads: u32,
+) {
+    let pk = Packed::new(cu_seqlens_q, cu_seqlens_k, totals, max_seqlens);
+    let b = block_idx().z;
+    let span = pk.span(b);
+    if block_idx().x == 0 && thread_in_warpgroup() == 0 {
+        pk.report(b, errors);
+    }
+    let lq_pad = span.lq.div_ceil(BWD_BM as u32);
+    let lq_pad = lq_pad * BWD_BM as u32;
+    let lane = lane_id() as usize;
+    let mut row = block_idx().x * 4 + warp_in_warpgroup();
+    while row < heads * lq_pad {
+        let (h, s) = (row / lq_pad, row % lq_pad);
+        let pair = if s >= span.lq {
+            [f32::INFINITY, 0.0]
+        } else {
+            let base = ((span.q0 + s) * heads + h) as usize * D;
+            let mut acc = 0f32;
+            unroll(D / 32, |i| {
+                let at = base + lane + 32 * i;
+                acc = o.read(at).to_f32().fma(d_o.read(at).to_f32(), acc);
+            });
+            [lse.read(pk.lse_at(&span, b, h, heads, s as usize)) * LOG2_E, kernel_device::reduce::warp_sum(acc)]
+        };
+        if lane == 0 {
+            stats.write_v2(2 * (pk.pad_row0(&span, b, h, heads, 0) + s as usize), pair);
+        }
+        row += grid_dim().x * 4;
+    }
+}
+
+/// The packed backward's `dQ = scale · dQ_acc` ([`attention_bwd_dq_of`] on
+/// the padded packed layout): CTAs `(x, 0, b)` stride over sequence `b`'s
+/// chunks, rows past its queries skipped; `dq` is `[total_q, heads, D]`.
+/// Launch: grid `(x, 1, batch)`, one warpgroup.
+#[kernel(block = warpgroups(1), instances(E = [f16, bf16], (64), (128)))]
+#[allow(clippy::too_many_arguments)]
+pub fn attention_bwd_dq_varlen<E: Scalar, const D: usize>(acc: GmemRef<f32>, dq: Gmem<E>, cu_seqlens_q: GmemRef<u32>, totals: u64, max_seqlens: u64, heads: u32, scale: f32) {
+    let pk = Packed::new(cu_seqlens_q, cu_seqlens_q, totals, max_seqlens);
+    let b = block_idx().z;
+    let (q0, lq, _, _) = Packed::range(cu_seqlens_q, b, pk.total_q, pk.max_q);
+    let lq_u = lq as usize;
+    let blocks = lq_u.div_ceil(BWD_BM);
+    // Chunks per head, in `(m, half)` order.
+    let (halves, per_head) = (D / 64, blocks * (D / 64));
+    let row_base = varlen_pad_start(q0 as usize, b as usize);
+    let pad_rows = varlen_pad_rows(pk.total_q as usize, grid_dim().z as usize);
+    let mut u = (block_idx().x * 128 + thread_in_warpgroup()) as usize;
+    while 4 * u < heads as usize * per_head * DQ_CHUNK {
+        let (chunk, f) = (4 * u / DQ_CHUNK, 4 * u % DQ_CHUNK);
+        let (h, c) = (chunk / per_head, chunk % per_head);
+        let (m, half) = (c / halves, c % halves);
+        let v = acc.read_nc_v4(dq_acc_at::<D>(h * pad_rows + row_base, m as u32, half as u32) + f);
+        let (j, t) = (f / 512, (f / 4) % 128);
+        unroll(4, |e| {
+            let (row, col) = Wgmma::<64>::coords(t, 4 * j + e);
+            let s = m * BWD_BM + row;
+            if s < lq_u {
+                dq.write(((q0 as usize + s) * heads as usize + h) * D + 64 * half + col, E::from_f32(v[e] * scale));
+            }
+        });
+        u += 128 * grid_dim().x as usize;
+    }
 }

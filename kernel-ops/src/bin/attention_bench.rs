@@ -26,13 +26,19 @@
 //! backward on the same inputs. On the emulator it checks small ragged
 //! problems against `reference_backward`.
 //!
+//! `--varlen` measures attention over packed variable-length sequences
+//! against the dense kernels at the same total tokens (module `varlen`).
+//!
 //! ```text
-//! attention_bench [--backward] [--iters N] [--warmup-ms MS] [--out DIR] [--dump DIR] [--only S,D]
+//! attention_bench [--backward | --varlen] [--iters N] [--warmup-ms MS] [--out DIR] [--dump DIR] [--only S,D]
 //! ```
 use kernel_device::f16;
 use kernel_host::{randn_f16, time_at_steady_clock, Device};
 use kernel_ops::attention::{attention, attention_backward, attention_with, configs, reference_backward, reference_row, Options, Shape, BWD_HEAD_DIMS};
 use std::process::ExitCode;
+
+#[path = "attention_bench/varlen.rs"]
+mod varlen;
 
 /// Relative error bound of O (f16 P and f16 output: ~1e-3 typical).
 const O_BOUND: f64 = 5e-3;
@@ -46,10 +52,11 @@ struct Args {
     dump: Option<std::path::PathBuf>,
     only: Option<(usize, usize)>,
     backward: bool,
+    varlen: bool,
 }
 
 fn args() -> Result<Args, String> {
-    let mut a = Args { iters: 30, warmup_ms: 500.0, out: ".".into(), dump: None, only: None, backward: false };
+    let mut a = Args { iters: 30, warmup_ms: 500.0, out: ".".into(), dump: None, only: None, backward: false, varlen: false };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -59,6 +66,7 @@ fn args() -> Result<Args, String> {
             "--out" => a.out = val("--out")?.into(),
             "--dump" => a.dump = Some(val("--dump")?.into()),
             "--backward" => a.backward = true,
+            "--varlen" => a.varlen = true,
             "--only" => {
                 let v = val("--only")?;
                 let (s, d) = v.split_once(',').ok_or("--only is SEQ,HEAD_DIM")?;
@@ -101,6 +109,9 @@ fn run(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     println!("device: {}", dev.describe());
     if a.backward {
         return run_backward(dev, a);
+    }
+    if a.varlen {
+        return varlen::run(dev, a.iters, a.warmup_ms, &a.out);
     }
     let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE)?;
     let date = std::process::Command::new("date").arg("-u").arg("+%Y-%m-%dT%H:%M:%SZ").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
