@@ -24,7 +24,8 @@ When torch is importable, ``kernel_ops.torch_ops`` registers the ops with
 from . import _native
 from ._native import EmulatorReport
 
-__all__ = ["matmul", "grouped_matmul", "softmax", "layer_norm", "rms_norm", "attention", "EmulatorReport"]
+__all__ = ["matmul", "grouped_matmul", "softmax", "layer_norm", "rms_norm", "attention", "attention_backward",
+           "attention_decode", "attention_varlen", "attention_varlen_backward", "EmulatorReport"]
 
 
 def _arrays(**named):
@@ -154,4 +155,86 @@ def attention_backward(q, k, v, o, lse, d_o, causal=False, scale=None, dq=None, 
     dk = dk if dk is not None else _empty(k, k.shape)
     dv = dv if dv is not None else _empty(v, v.shape)
     _native.attention_backward(q, k, v, o, lse, d_o, dq, dk, dv, bool(causal), scale, stream)
+    return dq, dk, dv
+
+
+def _fp8_bytes(x):
+    """``(bytes, True)`` for a torch float8_e4m3fn tensor (viewed as uint8:
+    DLPack has no FP8 type in the frameworks' exports), else ``(x,
+    False)``; a uint8 array is taken as e4m3 bytes only with ``fp8=True``."""
+    if _is_torch(x) and "float8_e4m3" in str(x.dtype):
+        import torch
+
+        return x.view(torch.uint8), True
+    return x, False
+
+
+def attention_decode(q, k_cache, v_cache, lens, block_table=None, kv_scales=None, scale=None, splits=None,
+                     fp8=None, out=None, lse=None, check=False, stream=None):
+    """Decode attention: ``tokens`` new query tokens per sequence against a
+    K/V cache, split over the keys across the GPU and combined.
+
+    q: ``[batch, tokens, heads, head_dim]`` (float16 or bfloat16; tokens 1,
+    or up to 8 speculative tokens, causal among themselves: token ``t`` sees
+    keys ``< lens[b] - tokens + 1 + t``); head_dim 64 or 128; ``heads /
+    kv_heads`` in 1..16. The cache, of q's dtype or FP8 e4m3
+    (``torch.float8_e4m3fn``, or uint8 bytes with ``fp8=True``) with
+    ``kv_scales`` float32 ``[2]`` (K's, V's) or ``[2, kv_heads]``:
+
+    * contiguous: ``k_cache``, ``v_cache`` ``[batch, max_len, kv_heads,
+      head_dim]``;
+    * paged (vLLM's layout, no copy): ``[num_pages, page_size, kv_heads,
+      head_dim]`` with ``block_table`` int32 ``[batch, max_pages]`` (page
+      sizes 16, 32, 64, 128, 256).
+
+    lens: int32 ``[batch]`` on the device, the keys of each sequence (new
+    tokens included); never read by the host, so the call is capturable in
+    a CUDA graph (after a first call of the shape on the stream made its
+    plan). A length above the cache is clamped and a page index outside the
+    cache reads page 0; ``check=True`` reads those flags after the call
+    (synchronizing) and raises ``ValueError`` naming them. Returns ``(out,
+    lse)``: out like q, lse ``[batch, heads, tokens]`` float32 (natural
+    log; ``-inf`` for a token that sees no key, whose output is 0)."""
+    _arrays(q=q, k_cache=k_cache, v_cache=v_cache, lens=lens)
+    k8, kf = _fp8_bytes(k_cache)
+    v8, vf = _fp8_bytes(v_cache)
+    is_fp8 = bool(fp8) or (kf and vf)
+    o = out if out is not None else _empty(q, q.shape)
+    l = lse if lse is not None else _empty(q, (q.shape[0], q.shape[2], q.shape[1]), _f32(q))
+    _native.attention_decode(q, k8, v8, lens, o, l, block_table, kv_scales, is_fp8, scale, splits, bool(check), stream)
+    return o, l
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=False, scale=None,
+                     out=None, lse=None, check=False, stream=None):
+    """Attention over packed variable-length sequences (FlashAttention's
+    ``flash_attn_varlen_func`` layout): q ``[total_q, heads, head_dim]``,
+    k, v ``[total_k, kv_heads, head_dim]`` (float16 or bfloat16; head_dim
+    64, 128 or 256), ``cu_seqlens_q/k`` int32 ``[batch + 1]`` offsets on the
+    device (never read by the host), ``max_seqlen_q/k`` the longest
+    sequence's lengths (ints: the grid covers them). With ``causal``, the
+    mask is aligned bottom-right (query ``i`` of a sequence of ``lq``
+    queries and ``lk`` keys sees keys ``j <= i + lk - lq``). Returns ``(o,
+    lse)``: o like q, lse ``[heads, total_q]`` float32. Offsets that decrease
+    or pass the totals are clamped (nothing outside the outputs is written);
+    ``check=True`` raises ``ValueError`` naming them."""
+    _arrays(q=q, k=k, v=v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k)
+    o = out if out is not None else _empty(q, q.shape)
+    l = lse if lse is not None else _empty(q, (q.shape[1], q.shape[0]), _f32(q))
+    _native.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, o, l, int(max_seqlen_q), int(max_seqlen_k),
+                             bool(causal), scale, bool(check), stream)
+    return o, l
+
+
+def attention_varlen_backward(q, k, v, o, lse, d_o, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                              causal=False, scale=None, dq=None, dk=None, dv=None, check=False, stream=None):
+    """The backward of :func:`attention_varlen` (head_dim 64 or 128): from
+    its inputs, its ``(o, lse)`` and ``d_o``, returns ``(dq, dk, dv)`` shaped
+    like q, k, v."""
+    _arrays(q=q, k=k, v=v, o=o, lse=lse, d_o=d_o)
+    dq = dq if dq is not None else _empty(q, q.shape)
+    dk = dk if dk is not None else _empty(k, k.shape)
+    dv = dv if dv is not None else _empty(v, v.shape)
+    _native.attention_varlen_backward(q, k, v, o, lse, d_o, cu_seqlens_q, cu_seqlens_k, dq, dk, dv,
+                                      int(max_seqlen_q), int(max_seqlen_k), bool(causal), scale, bool(check), stream)
     return dq, dk, dv

@@ -111,3 +111,53 @@ grouped_matmul = _define(
     lambda a, b, sizes: _k.grouped_matmul(a, b, sizes, check=False),
     lambda a, b, sizes: a.new_empty((a.shape[0], b.shape[1])),
 )
+
+
+# Decode attention against a K/V cache (contiguous, or paged with a block
+# table; FP8 e4m3 caches with ``kv_scales``): ``(out, lse)``. Lengths and
+# the block table stay on the device: capturable in a CUDA graph.
+attention_decode = _define(
+    "attention_decode(Tensor q, Tensor k_cache, Tensor v_cache, Tensor lens, Tensor? block_table=None,"
+    " Tensor? kv_scales=None, float scale=-1.0) -> (Tensor, Tensor)",
+    lambda q, k_cache, v_cache, lens, block_table=None, kv_scales=None, scale=-1.0: _k.attention_decode(
+        q, k_cache, v_cache, lens, block_table=block_table, kv_scales=kv_scales, scale=None if scale < 0 else scale),
+    lambda q, k_cache, v_cache, lens, block_table=None, kv_scales=None, scale=-1.0: (
+        torch.empty_like(q), q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)),
+)
+
+# Attention over packed variable-length sequences: ``(o, lse)``.
+attention_varlen = _define(
+    "attention_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q,"
+    " int max_seqlen_k, bool causal=False, float scale=-1.0) -> (Tensor, Tensor)",
+    lambda q, k, v, cq, ck, mq, mk, causal=False, scale=-1.0: _k.attention_varlen(
+        q, k, v, cq, ck, mq, mk, causal=causal, scale=None if scale < 0 else scale),
+    lambda q, k, v, cq, ck, mq, mk, causal=False, scale=-1.0: (
+        torch.empty_like(q), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)),
+)
+
+attention_varlen_backward = _define(
+    "attention_varlen_backward(Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, Tensor d_o, Tensor cu_seqlens_q,"
+    " Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, bool causal=False, float scale=-1.0)"
+    " -> (Tensor, Tensor, Tensor)",
+    lambda q, k, v, o, lse, d_o, cq, ck, mq, mk, causal=False, scale=-1.0: _k.attention_varlen_backward(
+        q, k, v, o, lse, d_o.contiguous(), cq, ck, mq, mk, causal=causal, scale=None if scale < 0 else scale),
+    lambda q, k, v, o, lse, d_o, cq, ck, mq, mk, causal=False, scale=-1.0: (
+        torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)),
+)
+
+
+def _varlen_setup(ctx, inputs, output):
+    q, k, v, cq, ck, mq, mk, causal, scale = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse, cq, ck)
+    ctx.rest = (mq, mk, causal, scale)
+
+
+def _varlen_grad(ctx, d_o, _d_lse):
+    q, k, v, o, lse, cq, ck = ctx.saved_tensors
+    mq, mk, causal, scale = ctx.rest
+    dq, dk, dv = attention_varlen_backward(q, k, v, o, lse, d_o, cq, ck, mq, mk, causal, scale)
+    return dq, dk, dv, None, None, None, None, None, None
+
+
+torch.library.register_autograd("kernel_ops::attention_varlen", _varlen_grad, setup_context=_varlen_setup, lib=_lib)

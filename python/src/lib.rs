@@ -367,6 +367,8 @@ fn _testing_transpose(x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, racy: bool) ->
     })
 }
 
+mod serving;
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     kernel_py::add_exceptions(m)?;
@@ -377,6 +379,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(attention, m)?)?;
     m.add_function(wrap_pyfunction!(attention_backward, m)?)?;
     m.add_function(wrap_pyfunction!(grouped_matmul, m)?)?;
+    m.add_function(wrap_pyfunction!(serving::attention_decode, m)?)?;
+    m.add_function(wrap_pyfunction!(serving::attention_varlen, m)?)?;
+    m.add_function(wrap_pyfunction!(serving::attention_varlen_backward, m)?)?;
     #[cfg(feature = "testing")]
     m.add_function(wrap_pyfunction!(_testing_transpose, m)?)?;
     #[cfg(feature = "testing")]

@@ -194,3 +194,71 @@ def test_the_overhead_probe_stops_before_the_launch():
     # Stage 1 imports the arrays, so a non-array is refused there, naming it.
     with pytest.raises(TypeError, match="`gamma`: a list is not an array"):
         _native._probe_rms_norm(x, [1.0], y, 1e-6, None, 1)
+
+
+def decode_reference(q, k, v, lens, scale):
+    """O and lse of decode: q [B, T, H, D], cache [B, L, KVH, D]."""
+    b, t, h, d = q.shape
+    group = h // k.shape[2]
+    o, lse = np.zeros(q.shape), np.full((b, h, t), -np.inf)
+    for bi in range(b):
+        n = int(lens[bi])
+        for hi in range(h):
+            kk, vv = k[bi, :n, hi // group].astype(np.float64), v[bi, :n, hi // group].astype(np.float64)
+            for ti in range(t):
+                seen = n - t + 1 + ti
+                if seen <= 0:
+                    continue
+                s = kk[:seen] @ q[bi, ti, hi].astype(np.float64) * scale
+                m = s.max()
+                p = np.exp(s - m)
+                o[bi, ti, hi] = p @ vv[:seen] / p.sum()
+                lse[bi, hi, ti] = m + np.log(p.sum())
+    return o, lse
+
+
+def test_decode_matches_numpy_contiguous_and_paged():
+    b, t, h, kvh, d, max_len = 3, 2, 4, 1, 64, 96
+    q = randn(b, t, h, d)
+    k, v = randn(b, max_len, kvh, d), randn(b, max_len, kvh, d)
+    lens = np.array([1, 70, 96], np.int32)
+    o, lse = kernel_ops.attention_decode(q, k, v, lens)
+    want_o, want_lse = decode_reference(q, k, v, lens, 1 / 8)
+    assert o.shape == q.shape and lse.shape == (b, h, t)
+    assert rel_err(o, want_o) < 5e-3
+    fin = np.isfinite(want_lse)
+    assert np.array_equal(np.isfinite(lse), fin) and np.abs(lse[fin] - want_lse[fin]).max() < 5e-3
+    # The same cache in pages of 16 keys, the pages shuffled.
+    page, per = 16, max_len // 16
+    perm = rng.permutation(b * per).astype(np.int32)
+    table = perm.reshape(b, per)
+    kp, vp = np.empty((b * per, page, kvh, d), np.float16), np.empty((b * per, page, kvh, d), np.float16)
+    kp[perm] = k.reshape(b * per, page, kvh, d)
+    vp[perm] = v.reshape(b * per, page, kvh, d)
+    o2, _ = kernel_ops.attention_decode(q, kp, vp, lens, block_table=table)
+    assert rel_err(o2, want_o) < 5e-3
+
+
+def test_decode_reports_a_length_above_the_cache():
+    q, k = randn(1, 1, 2, 64), randn(1, 40, 1, 64)
+    with pytest.raises(ValueError, match="max_len = 40"):
+        kernel_ops.attention_decode(q, k, k, np.array([41], np.int32), check=True)
+
+
+def test_varlen_matches_numpy_causal_bottom_right():
+    cu_q, cu_k = np.array([0, 5, 5, 75], np.int32), np.array([0, 9, 12, 82], np.int32)
+    h, kvh, d = 2, 1, 64
+    q, k, v = randn(75, h, d), randn(82, kvh, d), randn(82, kvh, d)
+    o, lse = kernel_ops.attention_varlen(q, k, v, cu_q, cu_k, 70, 70, causal=True)
+    assert o.shape == q.shape and lse.shape == (h, 75)
+    for s in range(3):
+        q0, q1, k0, k1 = cu_q[s], cu_q[s + 1], cu_k[s], cu_k[s + 1]
+        if q1 == q0:
+            continue
+        lq, lk = q1 - q0, k1 - k0
+        for hi in range(h):
+            sc = q[q0:q1, hi].astype(np.float64) @ k[k0:k1, 0].astype(np.float64).T / 8
+            sc = np.where(np.arange(lk)[None, :] > np.arange(lq)[:, None] + lk - lq, -np.inf, sc)
+            p = np.exp(sc - sc.max(-1, keepdims=True))
+            want = (p / p.sum(-1, keepdims=True)) @ v[k0:k1, 0].astype(np.float64)
+            assert rel_err(o[q0:q1, hi], want) < 5e-3

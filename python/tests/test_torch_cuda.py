@@ -114,3 +114,87 @@ def test_mixed_devices_are_refused():
     b = torch.randn(8, 64, dtype=torch.float16)
     with pytest.raises(ValueError, match="different devices"):
         kernel_ops.matmul(a, b)
+
+
+def decode_reference(q, k, v, lens, scale):
+    b, t, h, d = q.shape
+    g = h // k.shape[2]
+    out = torch.zeros(b, t, h, d, device=q.device)
+    for i in range(b):
+        n = int(lens[i])
+        kk = k[i, :n].float().permute(1, 0, 2).repeat_interleave(g, 0)
+        vv = v[i, :n].float().permute(1, 0, 2).repeat_interleave(g, 0)
+        s = torch.einsum("thd,hnd->htn", q[i].float(), kk) * scale
+        mask = torch.arange(n, device=q.device)[None, :] >= (n - t + 1 + torch.arange(t, device=q.device))[:, None]
+        out[i] = torch.einsum("htn,hnd->thd", torch.softmax(s.masked_fill(mask[None], float("-inf")), -1), vv)
+    return out
+
+
+def test_decode_matches_torch_and_replays_in_a_cuda_graph():
+    b, h, kvh, d, max_len = 4, 32, 8, 128, 3000
+    q = torch.randn(b, 1, h, d, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(b, max_len, kvh, d, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    lens = torch.tensor([1, 700, 2999, 3000], device="cuda", dtype=torch.int32)
+    want = decode_reference(q, k, v, lens, 1 / math.sqrt(d))
+    o, _ = torch.ops.kernel_ops.attention_decode(q, k, v, lens)
+    assert rel(o, want) < 1e-2
+    # Captured (the plan exists after the first call), then replayed with
+    # new lengths and a new query written into the captured buffers.
+    o_g, lse_g = kernel_ops.attention_decode(q, k, v, lens)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        kernel_ops.attention_decode(q, k, v, lens, out=o_g, lse=lse_g)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        kernel_ops.attention_decode(q, k, v, lens, out=o_g, lse=lse_g)
+    q.copy_(torch.randn_like(q))
+    lens.copy_(torch.tensor([3000, 5, 64, 1234], device="cuda", dtype=torch.int32))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert rel(o_g, decode_reference(q, k, v, lens, 1 / math.sqrt(d))) < 1e-2
+
+
+def test_decode_fp8_cache_and_paged():
+    b, h, kvh, d, page, per = 2, 16, 2, 128, 64, 20
+    q = torch.randn(b, 1, h, d, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(b, page * per, kvh, d, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    lens = torch.tensor([1000, 1280], device="cuda", dtype=torch.int32)
+    ks, vs = float(k.abs().max()) / 448, float(v.abs().max()) / 448
+    k8, v8 = (k.float() / ks).to(torch.float8_e4m3fn), (v.float() / vs).to(torch.float8_e4m3fn)
+    scales = torch.tensor([ks, vs], device="cuda")
+    want = decode_reference(q, (k8.float() * ks), (v8.float() * vs), lens, 1 / math.sqrt(d))
+    o, _ = kernel_ops.attention_decode(q, k8, v8, lens, kv_scales=scales)
+    assert rel(o, want) < 1e-2
+    perm = torch.randperm(b * per, device="cuda", dtype=torch.int32)
+    table = perm.view(b, per)
+    kp, vp = torch.empty(b * per, page, kvh, d, device="cuda", dtype=torch.bfloat16), torch.empty(b * per, page, kvh, d, device="cuda", dtype=torch.bfloat16)
+    kp[perm.long()] = k.view(b * per, page, kvh, d)
+    vp[perm.long()] = v.view(b * per, page, kvh, d)
+    o2, _ = kernel_ops.attention_decode(q, kp, vp, lens, block_table=table, check=True)
+    assert rel(o2, decode_reference(q, k, v, lens, 1 / math.sqrt(d))) < 1e-2
+
+
+def test_varlen_autograd_matches_per_sequence_sdpa():
+    lens = [1, 300, 129, 1000]
+    cu = torch.tensor([0] + list(__import__("itertools").accumulate(lens)), device="cuda", dtype=torch.int32)
+    total, h, kvh, d = sum(lens), 4, 2, 128
+    q = torch.randn(total, h, d, device="cuda", dtype=torch.float16, requires_grad=True)
+    k = torch.randn(total, kvh, d, device="cuda", dtype=torch.float16, requires_grad=True)
+    v = torch.randn(total, kvh, d, device="cuda", dtype=torch.float16, requires_grad=True)
+    d_o = torch.randn(total, h, d, device="cuda", dtype=torch.float16)
+    o, _ = torch.ops.kernel_ops.attention_varlen(q, k, v, cu, cu, max(lens), max(lens), True)
+    grads = torch.autograd.grad(o, (q, k, v), d_o)
+    qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
+    outs = []
+    for a, z in zip(cu[:-1].tolist(), cu[1:].tolist()):
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        outs.append(sdpa(qf[a:z].transpose(0, 1), kf[a:z].transpose(0, 1), vf[a:z].transpose(0, 1), is_causal=True, enable_gqa=True).transpose(0, 1))
+    want = torch.cat(outs)
+    assert rel(o, want) < 5e-3
+    wants = torch.autograd.grad(want, (qf, kf, vf), d_o.float())
+    for g, w in zip(grads, wants):
+        assert rel(g, w) < 1e-2
