@@ -43,6 +43,7 @@ chapters! {
     compile_time_rules => "compile-time-rules.md",
     running_on_a_gpu => "running-on-a-gpu.md",
     own_kernels_crate => "own-kernels-crate.md",
+    serving => "serving.md",
     python => "python.md",
     multi_gpu => "multi-gpu.md",
     architecture => "architecture.md",
