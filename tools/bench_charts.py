@@ -13,7 +13,10 @@ is recognised by its columns:
   problem: our grouped GEMM against the loop of cuBLAS calls);
 * `grouped_fp8_bench` (kernel-ops/src/bin/grouped_fp8_bench.rs):
   grouped_fp8.svg (per problem: our block-scaled grouped GEMM against the
-  faster loop of cuBLASLt FP8 calls).
+  faster loop of cuBLASLt FP8 calls);
+* `decode_bench.csv` (python/bench/decode_bench.py): decode.svg (per
+  case: GB/s of K and V read by our decode, SDPA cuDNN, SDPA
+  FlashAttention-2, and the copy of K and V, read plus written).
 
 usage: tools/bench_charts.py results/<run>/<bench>.csv [out_dir]
 """
@@ -105,6 +108,20 @@ def grouped_charts(rows, out_dir, fp8=False):
         f.write(bar_chart(f'{title}: G experts, total M rows (TFLOP/s)', groups, series, colors, 'TFLOP/s', width=1300, height=500))
     print('wrote', path)
 
+def decode_chart(rows, out_dir):
+    cases = []
+    for r in rows:
+        if r['case'] not in cases:
+            cases.append(r['case'])
+    series = sorted({r['contender'] for r in rows}, key=lambda c: (not c.startswith('kernel_ops'), c))
+    groups = [(c.split(' (')[0], {r['contender']: float(r['GB_per_s']) for r in rows if r['case'] == c}) for c in cases]
+    colors = ['#2e86c1', '#c0392b', '#8e44ad', '#7f8c8d', '#27ae60']
+    path = os.path.join(out_dir, 'decode.svg')
+    with open(path, 'w') as f:
+        f.write(bar_chart('Decode attention, bf16 D128, 32 query heads (GB/s of K+V; FP8 rows: GB/s of e4m3 bytes)', groups, series, colors[:len(series)], 'GB/s', width=1200, height=480))
+    print('wrote', path)
+
+
 def main():
     rows = load(sys.argv[1])
     out_dir = sys.argv[2] if len(sys.argv) > 2 else os.path.dirname(sys.argv[1])
@@ -115,6 +132,8 @@ def main():
         return grouped_charts(rows, out_dir, fp8=True)
     if 'loop_tflops' in columns:
         return grouped_charts(rows, out_dir)
+    if 'GB_per_s' in columns:
+        return decode_chart(rows, out_dir)
     shapes = []
     for r in rows:
         if r['shape'] not in shapes:
