@@ -8,6 +8,7 @@
 //! | [`f32_to_f16_satfinite`], [`f32_to_bf16_satfinite`] | `cvt.rn.satfinite.{f16,bf16}.f32` | nearest even; overflow and inf give the largest finite value of the sign; NaN stays NaN |
 //! | [`f16_to_f32`], [`bf16_to_f32`] | `cvt.f32.f16`, `cvt.f32.bf16` | exact |
 //! | [`pack_f16x2`], [`pack_bf16x2`] (+ `_satfinite`) | `cvt.rn{.satfinite}.{f16x2,bf16x2}.f32 d, hi, lo` | as the scalar forms; `lo` in bits 0..16 |
+//! | [`pack_e4m3x2`] | `cvt.rn.satfinite.e4m3x2.f32 d, hi, lo` | nearest even, clamped to ±448; NaN stays NaN; `lo` in bits 0..8 |
 //! | [`F16x2`], [`Bf16x2`]: `+`, `-`, `*`, `fma`, `max`, `min` | `{add,sub,mul,fma}.rn.{f16x2,bf16x2}`, `{max,min}.{f16x2,bf16x2}` | nearest even per lane |
 //!
 //! The emulator's bodies use `half`'s correctly rounded conversions and
@@ -122,6 +123,26 @@ pack!(/// `cvt.rn.satfinite.bf16x2.f32 d, hi, lo;` (PTX 8.1): as [`pack_bf16x2`]
         let c = |x: f32| sat(bf16::from_f32(x), x, |v: bf16| v.is_infinite(), bf16::MAX, bf16::MIN).to_bits();
         (u32::from(c(hi)) << 16) | u32::from(c(lo))
     });
+
+/// `cvt.rn.satfinite.e4m3x2.f32 d, hi, lo;` (PTX ISA 7.8, sm_89+; §9.7.9.21):
+/// two f32 to a packed pair of e4m3 (`lo` in bits 0..8, `hi` in 8..16),
+/// nearest even, clamped to ±448 (e4m3 has no infinity); NaN gives NaN.
+#[inline(always)]
+pub fn pack_e4m3x2(lo: f32, hi: f32) -> u16 {
+    device!("cvt.rn.satfinite.e4m3x2.f32", {
+        let d: u16;
+        // SAFETY: register-only conversion.
+        unsafe {
+            core::arch::asm!("cvt.rn.satfinite.e4m3x2.f32 {0}, {1}, {2};", out(reg16) d, in(reg32) hi, in(reg32) lo,
+                options(pure, nomem, nostack, preserves_flags))
+        };
+        d
+    }, host: {
+        // float8's conversion is nearest even and saturating (`SatFinite`).
+        let c = |x: f32| u16::from(crate::E4M3::from_f32(x).to_bits());
+        (c(hi) << 8) | c(lo)
+    })
+}
 
 /// The two halves of a packed pair: `(bits 0..16, bits 16..32)`.
 #[inline(always)]

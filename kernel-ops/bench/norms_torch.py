@@ -1,5 +1,5 @@
 """torch's softmax, layer norm and RMS norm on the shapes of norms_bench
-(2^25 elements per problem, f16 and bf16, rows of 1024..8192 columns),
+(2^25 elements per problem, f16 and bf16, the row lengths of norms::BENCH_COLS),
 timed with CUDA events (median of 50 runs after 5 warm-up), in GB/s with
 the same byte count (input read once, output written once)."""
 import torch, statistics
@@ -20,7 +20,7 @@ print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
 print("| op | dtype | rows x cols | torch median ms | torch GB/s |")
 print("|---|---|---|---:|---:|")
 for op in ["softmax", "layer_norm", "rms_norm"]:
-    for cols in [1024, 2048, 4096, 8192]:
+    for cols in [768, 1024, 2048, 2560, 4096, 5120, 7168, 8192, 12288, 16384, 1000, 24]:
         for dt, name in [(torch.float16, "f16"), (torch.bfloat16, "bf16")]:
             rows = ELEMS // cols
             x = torch.randn(rows, cols, device="cuda", dtype=dt)

@@ -1,35 +1,141 @@
-//! The norm kernels on the CPU emulator against the CPU references: a few
-//! rows of each row length and element type, under 2 schedules, through the
-//! same entry points a GPU program calls (`tests/gpu.rs` runs them there).
+//! The norm kernels on the CPU emulator against the CPU (float64)
+//! references: a few rows of every row length of the list
+//! (`norms::BENCH_COLS`: 768 .. 16384 and odd multiples of 8) and of each
+//! row shape (a warp, a warpgroup, 4 warpgroups per row), both element
+//! types, through the same entry points a GPU program calls
+//! (`tests/gpu.rs` runs them there); the fused residual norms with `y` and
+//! with each FP8 scaling.
 mod common;
 
 use common::check_all;
-use kernel_device::{bf16, f16};
+use kernel_device::{bf16, f16, E4M3};
 use kernel_host::emulate::Emulator;
-use kernel_host::Device;
-use kernel_ops::norms;
+use kernel_host::{uniform_f32 as inputs, Device};
+use kernel_ops::norms::{self, Fp8Scale, NormElem, NormOut, RowShape};
 
 #[test]
-fn f16_norms_match_the_cpu_reference_on_the_emulator() {
+fn f16_norms_match_the_cpu_reference_at_every_listed_width() {
+    let dev = Device::emulator();
+    for cols in norms::BENCH_COLS {
+        // 5 rows: a partial CTA of the one-row-per-warp kernels.
+        let rows = if cols <= 2048 { 5 } else { 1 };
+        check_all::<f16>(4e-3, rows, cols, &dev);
+    }
     for emu in Emulator::schedules(1, 2) {
         check_all::<f16>(4e-3, 2, 1024, &Device::emulator_with(emu));
     }
-    check_all::<f16>(4e-3, 1, 8192, &Device::emulator_with(Emulator::new(3)));
 }
 
 #[test]
-fn bf16_norms_match_the_cpu_reference_on_the_emulator() {
-    check_all::<bf16>(2e-2, 2, 2048, &Device::emulator());
+fn bf16_norms_match_the_cpu_reference_on_each_row_shape() {
+    let dev = Device::emulator();
+    for cols in [8, 776, 2048, 8200, 16384] {
+        check_all::<bf16>(2e-2, 2, cols, &dev);
+    }
+}
+
+#[test]
+fn row_shapes_cover_each_width_with_the_fewest_pieces() {
+    assert_eq!(RowShape::of(8), RowShape::Warp(1));
+    assert_eq!(RowShape::of(768), RowShape::Warp(3));
+    assert_eq!(RowShape::of(1016), RowShape::Warp(4));
+    assert_eq!(RowShape::of(1024), RowShape::Warpgroup(1));
+    assert_eq!(RowShape::of(2560), RowShape::Warpgroup(3));
+    assert_eq!(RowShape::of(8192), RowShape::Warpgroup(8));
+    assert_eq!(RowShape::of(8200), RowShape::Wide(3));
+    assert_eq!(RowShape::of(12288), RowShape::Wide(3));
+    assert_eq!(RowShape::of(16384), RowShape::Wide(4));
 }
 
 #[test]
 fn unsupported_row_lengths_and_short_buffers_are_errors_naming_the_rule() {
     let dev = Device::emulator();
     let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
-    let x = dev.zeros::<f16>(1000).unwrap();
-    let mut y = dev.zeros::<f16>(1000).unwrap();
-    let e = norms::softmax(&ops, &x, &mut y, 1, 1000).unwrap_err().to_string();
-    assert!(e.contains("cols = 1000") && e.contains("1024"), "{e}");
+    let x = dev.zeros::<f16>(1004).unwrap();
+    let mut y = dev.zeros::<f16>(1004).unwrap();
+    let e = norms::softmax(&ops, &x, &mut y, 1, 1004).unwrap_err().to_string();
+    assert!(e.contains("cols = 1004") && e.contains("multiple of 8") && e.contains("pad the rows to 1008"), "{e}");
+    let e = norms::softmax(&ops, &x, &mut y, 1, 16392).unwrap_err().to_string();
+    assert!(e.contains("cols = 16392") && e.contains("not implemented yet"), "{e}");
     let e = norms::softmax(&ops, &x, &mut y, 1, 1024).unwrap_err().to_string();
-    assert!(e.contains("`x` holds 1000 elements; 1024 needed"), "{e}");
+    assert!(e.contains("`x` holds 1004 elements; 1024 needed"), "{e}");
+}
+
+/// `x` and `residual` rounded to `T`, as f32.
+fn input<T: NormElem>(n: usize, seed: u64) -> (Vec<T>, Vec<f32>) {
+    let t: Vec<T> = inputs(n, seed).into_iter().map(|v| T::from_f32(4.0 * v)).collect();
+    let f = t.iter().map(|v| v.to_f32()).collect();
+    (t, f)
+}
+
+/// `max |got - want| / max |want|`.
+fn rel(got: &[f32], want: &[f32]) -> f64 {
+    let scale = want.iter().fold(0f64, |m, &w| m.max(w.abs() as f64));
+    got.iter().zip(want).fold(0f64, |m, (&g, &w)| m.max(((g - w) as f64).abs())) / scale
+}
+
+/// The fused norm (layer norm when `layer`) at `rows x cols` with `y`
+/// out and with each FP8 scaling, against [`norms::add_norm_reference`].
+fn check_fused<T: NormElem>(tol: f64, rows: usize, cols: usize, layer: bool, dev: &Device) {
+    let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    let n = rows * cols;
+    let ((xh, xf), (rh, rf)) = (input::<T>(n, 1), input::<T>(n, 2));
+    let (gh, gf) = input::<T>(cols, 3);
+    let (bh, bf) = input::<T>(cols, 4);
+    let eps = 1e-5;
+    let (x, r, g, b) = (dev.upload(&xh).unwrap(), dev.upload(&rh).unwrap(), dev.upload(&gh).unwrap(), dev.upload(&bh).unwrap());
+    let round = |v: f32| T::from_f32(v).to_f32();
+    let (want_s, want_y) = norms::add_norm_reference(&xf, &rf, &gf, layer.then_some(&bf[..]), eps, cols, round);
+    let what = format!("{} {cols} cols", if layer { "add_layer_norm" } else { "add_rms_norm" });
+    let run = |new_r: &mut kernel_host::Buffer<T>, out: NormOut<'_, T>| {
+        if layer {
+            norms::add_layer_norm(&ops, &x, &r, &g, &b, new_r, out, eps, rows, cols).unwrap()
+        } else {
+            norms::add_rms_norm(&ops, &x, &r, &g, new_r, out, eps, rows, cols).unwrap()
+        }
+    };
+    let back = |v: Vec<T>| v.into_iter().map(|x| x.to_f32()).collect::<Vec<f32>>();
+    let mut new_r = dev.upload(&vec![T::from_f32(f32::NAN); n]).unwrap();
+    let mut y = dev.upload(&vec![T::from_f32(f32::NAN); n]).unwrap();
+    run(&mut new_r, NormOut::Y(&mut y));
+    assert_eq!(back(dev.download(&new_r).unwrap()), want_s, "{what}: new_residual is round(x + residual)");
+    let e = rel(&back(dev.download(&y).unwrap()), &want_y);
+    assert!(e < tol, "{what}: y's max rel error {e}");
+
+    // FP8: dequantized q against the reference y (e4m3: 3 mantissa bits,
+    // a relative rounding of 2^-4 at most, of the row's or tensor's amax).
+    let amax = |v: &[f32]| v.iter().fold(0f32, |m, &x| m.max(x.abs()));
+    for scale in [Fp8Scale::PerRow, Fp8Scale::PerTensor(amax(&want_y) / 400.0), Fp8Scale::PerTensorDynamic] {
+        let mut q = dev.upload(&vec![E4M3::from_f32(f32::NAN); n]).unwrap();
+        let mut scales = dev.upload(&vec![f32::NAN; if scale == Fp8Scale::PerRow { rows } else { 1 }]).unwrap();
+        dev.write(&mut new_r, &vec![T::from_f32(f32::NAN); n]).unwrap();
+        run(&mut new_r, NormOut::Fp8 { q: &mut q, scales: &mut scales, scale });
+        assert_eq!(back(dev.download(&new_r).unwrap()), want_s, "{what} {scale:?}: new_residual");
+        let (q, s) = (dev.download(&q).unwrap(), dev.download(&scales).unwrap());
+        for row in 0..rows {
+            let want = &want_y[row * cols..(row + 1) * cols];
+            let sc = match scale {
+                Fp8Scale::PerRow => amax(want) / 448.0,
+                Fp8Scale::PerTensor(s) => s,
+                Fp8Scale::PerTensorDynamic => amax(&want_y) / 448.0,
+            };
+            let got_scale = s[if scale == Fp8Scale::PerRow { row } else { 0 }];
+            assert!((got_scale / sc - 1.0).abs() < 1e-2, "{what} {scale:?} row {row}: scale {got_scale}, want {sc}");
+            let deq: Vec<f32> = q[row * cols..(row + 1) * cols].iter().map(|v| v.to_f32() * got_scale).collect();
+            let e = rel(&deq, want);
+            assert!(e < 0.07, "{what} {scale:?} row {row}: dequantized max rel error {e}");
+        }
+    }
+}
+
+#[test]
+fn fused_residual_norms_match_the_f64_reference_with_y_and_fp8_outputs() {
+    let dev = Device::emulator();
+    for cols in [24, 768, 2560, 12288] {
+        let rows = if cols <= 2560 { 3 } else { 1 };
+        check_fused::<bf16>(2e-2, rows, cols, false, &dev);
+        check_fused::<f16>(4e-3, rows, cols, true, &dev);
+    }
+    check_fused::<f16>(4e-3, 2, 1000, false, &dev);
+    check_fused::<bf16>(2e-2, 2, 1024, true, &dev);
 }

@@ -11,6 +11,7 @@
 //! | [`WgmmaRow`] | `64` (one per row of a `Wgmma`) | 2 | row `16 w + l / 4 + 8 i` |
 //! | [`WgmmaCol<N>`] | `N` (one per column of a `Wgmma<N>`) | `N / 4` | column `8 (i / 2) + 2 (l % 4) + i % 2` |
 //! | [`WgStrided<VECS, VEC>`] | `128 * VECS * VEC` | `VECS * VEC` | element `(128 (i / VEC) + t) * VEC + i % VEC` |
+//! | [`Strided<THREADS, VECS, VEC>`] | `THREADS * VECS * VEC` | `VECS * VEC` | element `(THREADS (i / VEC) + g) * VEC + i % VEC`, `g` the thread's index in its group of `THREADS` |
 //! | [`WgSplat`] | any | 1 | the one value every thread holds |
 //!
 //! `Wgmma<N>` is the wgmma accumulator's fragment (PTX ISA §9.7.15.5.1,
@@ -21,7 +22,11 @@
 //! `Wgmma<N>` moves no data (each thread already holds the values for its
 //! own elements). `WgStrided` spreads a vector over the 128 threads in
 //! `VEC`-element pieces, round-robin, for elementwise work with coalesced
-//! (16-byte when `VEC * size_of::<T>() == 16`) memory accesses.
+//! (16-byte when `VEC * size_of::<T>() == 16`) memory accesses. `Strided`
+//! is the same over a group of `THREADS` consecutive threads of the CTA (a
+//! warp: 32; a warpgroup: 128, which is `WgStrided`; several warpgroups: a
+//! multiple of 128 up to 1024): thread `g = thread_linear() % THREADS` of
+//! the group holds pieces `g, g + THREADS, ..`.
 use super::regs::{RegStorage, VecRegs};
 
 /// A register layout of the warpgroup. See the [module docs](self) for the
@@ -39,8 +44,15 @@ pub trait ArrayLayout: 'static {
     const SHAPE: (usize, usize);
     /// This thread's registers.
     type Regs<E: Copy>: RegStorage<E>;
-    /// `(row, col)` of register `i` of thread `t` of the warpgroup.
+    /// `(row, col)` of register `i` of thread `t` of the warpgroup (of its
+    /// group, for [`Strided`]).
     fn coords(t: usize, i: usize) -> (usize, usize);
+    /// This thread's `t` in [`ArrayLayout::coords`]: its index in the
+    /// warpgroup (in its group of `THREADS`, for [`Strided`]).
+    #[inline(always)]
+    fn thread() -> usize {
+        crate::index::thread_in_warpgroup() as usize
+    }
 }
 
 /// `WGMMA`: a `64 x N` block in the wgmma accumulator's fragment layout.
@@ -53,16 +65,26 @@ pub struct WgmmaRow;
 #[derive(Clone, Copy, Debug)]
 pub struct WgmmaCol<const N: usize>;
 /// `WG_STRIDED`: `128 * VECS * VEC` values, in pieces of `VEC` consecutive
-/// elements dealt round-robin to the 128 threads.
+/// elements dealt round-robin to the 128 threads of the warpgroup.
+pub type WgStrided<const VECS: usize, const VEC: usize> = Strided<128, VECS, VEC>;
+/// `THREADS * VECS * VEC` values, in pieces of `VEC` consecutive elements
+/// dealt round-robin to a group of `THREADS` consecutive threads of the CTA
+/// (`THREADS` 32, or a multiple of 128 up to 1024: a warp, a warpgroup,
+/// several warpgroups): one row of a row-wise op per group.
 #[derive(Clone, Copy, Debug)]
-pub struct WgStrided<const VECS: usize, const VEC: usize>;
+pub struct Strided<const THREADS: usize, const VECS: usize, const VEC: usize>;
 /// `WG_SPLAT`: one value, the same in every thread.
 #[derive(Clone, Copy, Debug)]
 pub struct WgSplat;
 
-impl<const VECS: usize, const VEC: usize> WgStrided<VECS, VEC> {
-    /// Elements of the vector (`128 * VECS * VEC`).
-    pub const LEN: usize = 128 * VECS * VEC;
+impl<const THREADS: usize, const VECS: usize, const VEC: usize> Strided<THREADS, VECS, VEC> {
+    /// Elements of the vector (`THREADS * VECS * VEC`).
+    pub const LEN: usize = THREADS * VECS * VEC;
+    /// The group size rule, checked where the layout is used.
+    pub(crate) const GROUP_OK: () = assert!(
+        THREADS == 32 || (THREADS % 128 == 0 && THREADS <= 1024),
+        "Strided<THREADS, ..>: THREADS is 32 (a warp) or a multiple of 128 up to 1024 (warpgroups)"
+    );
 }
 
 macro_rules! wgmma_layouts {
@@ -109,14 +131,18 @@ impl ArrayLayout for WgmmaRow {
     }
 }
 
-impl<const VECS: usize, const VEC: usize> ArrayLayout for WgStrided<VECS, VEC> {
-    const NAME: &'static str = "WgStrided";
+impl<const THREADS: usize, const VECS: usize, const VEC: usize> ArrayLayout for Strided<THREADS, VECS, VEC> {
+    const NAME: &'static str = if THREADS == 128 { "WgStrided" } else { "Strided" };
     const REGS: usize = VECS * VEC;
-    const SHAPE: (usize, usize) = (1, 128 * VECS * VEC);
+    const SHAPE: (usize, usize) = (1, THREADS * VECS * VEC);
     type Regs<E: Copy> = VecRegs<E, VECS, VEC>;
     #[inline(always)]
     fn coords(t: usize, i: usize) -> (usize, usize) {
-        (0, (128 * (i / VEC) + t) * VEC + i % VEC)
+        (0, (THREADS * (i / VEC) + t) * VEC + i % VEC)
+    }
+    #[inline(always)]
+    fn thread() -> usize {
+        crate::index::thread_linear() as usize % THREADS
     }
 }
 
@@ -197,7 +223,9 @@ mod tests {
     fn covers_once<L: ArrayLayout>() {
         let (r, c) = L::SHAPE;
         let mut seen = vec![0u32; r * c];
-        for t in 0..128 {
+        // A `Strided` group other than a warpgroup has LEN / REGS threads.
+        let threads = if L::NAME == "Strided" { c / L::REGS } else { 128 };
+        for t in 0..threads {
             for i in 0..L::REGS {
                 let (row, col) = L::coords(t, i);
                 assert!(row < r && col < c, "{}: ({row}, {col}) outside {r} x {c}", L::NAME);
@@ -226,6 +254,8 @@ mod tests {
         covers_once::<WgStrided<1, 1>>();
         covers_once::<WgStrided<4, 8>>();
         covers_once::<WgStrided<2, 4>>();
+        covers_once::<Strided<32, 3, 8>>();
+        covers_once::<Strided<512, 2, 8>>();
     }
 
     /// A broadcast register holds the value of the element's row / column.

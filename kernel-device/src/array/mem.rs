@@ -11,8 +11,8 @@
 //! |---|---|---|
 //! | `Wgmma<N>` | [`Array::store_tile`]: any `Tile` (swizzled or not); 16-bit types as `stmatrix .x4` (16 x 16 per warp and instruction) where the block's 16-byte row pieces are whole in the tile, else pairs of adjacent columns as one 4-byte (16-bit types) or 8-byte (f32) store. [`Array::load_tile`]: pair loads | `store_gmem` / `load_gmem` with a leading dimension: a row-major matrix, pair accesses |
 //! | `WgmmaCol<N>`, `WgmmaRow` | — | [`Array::load_cols`], [`Array::load_rows`]: a vector, each value read once per thread |
-//! | `WgStrided<VECS, VEC>` | [`Array::load_smem`], [`Array::store_smem`] | [`Array::load_gmem`], [`Array::store_gmem`]: `VEC` elements per access (16 bytes for 8 x f16) |
-use super::layout::{ArrayLayout, WgStrided, Wgmma, WgmmaCol, WgmmaRow};
+//! | `WgStrided<VECS, VEC>`, `Strided<THREADS, VECS, VEC>` | [`Array::load_smem`], [`Array::store_smem`] | [`Array::load_gmem`], [`Array::store_gmem`]: `VEC` elements per access (16 bytes for 8 x f16); [`Array::load_gmem_masked`], [`Array::store_gmem_masked`] for a vector shorter than the layout (a multiple of `VEC`) |
+use super::layout::{ArrayLayout, Strided, Wgmma, WgmmaCol, WgmmaRow};
 use super::regs::{unroll, RegStorage};
 use super::{Array, Scalar};
 use crate::gmem::{Gmem, GmemRef};
@@ -283,75 +283,128 @@ fn misaligned(what: &'static str, addr: usize, align: usize) -> ! {
     panic!("{what}: address {addr:#x} is not aligned to {align} bytes (the vector access of VEC elements needs it): make the offset a multiple of VEC")
 }
 
-impl<T: Copy + Default, const VECS: usize, const VEC: usize> Array<T, WgStrided<VECS, VEC>> {
-    /// Elements `off .. off + LEN` of `src` (`LEN = 128 * VECS * VEC`):
-    /// thread `t` reads vectors `off + (128 j + t) * VEC` for `j < VECS`,
-    /// `VEC` elements per access, so each access instruction of the
-    /// warpgroup reads `128 * VEC` consecutive elements. Checked against
-    /// `src`'s length once; the address must be aligned to the vector
-    /// (checked).
+impl<T: Copy + Default, const THREADS: usize, const VECS: usize, const VEC: usize> Array<T, Strided<THREADS, VECS, VEC>> {
+    /// Elements in the layout (`THREADS * VECS * VEC`).
+    const LEN: usize = Strided::<THREADS, VECS, VEC>::LEN;
+
+    /// Elements `off .. off + LEN` of `src` (`LEN = THREADS * VECS * VEC`):
+    /// thread `g` of the group reads vectors `off + (THREADS j + g) * VEC`
+    /// for `j < VECS`, `VEC` elements per access, so each access
+    /// instruction of the group reads `THREADS * VEC` consecutive elements.
+    /// Checked against `src`'s length once; the address must be aligned to
+    /// the vector (checked).
     #[inline(always)]
     #[track_caller]
     pub fn load_gmem(src: impl GmemSrc<T>, off: usize) -> Self {
-        let p = src.checked(off, WgStrided::<VECS, VEC>::LEN);
+        let p = src.checked(off, Self::LEN);
         // SAFETY: in bounds (checked); `strided_read` checks the alignment.
-        unsafe { Self::strided_read(p, "Array::load_gmem") }
+        unsafe { Self::strided_read(p, Self::LEN, T::default(), "Array::load_gmem") }
+    }
+    /// Elements `off .. off + len` of `src`, `len <= LEN` a multiple of
+    /// `VEC`: as [`Array::load_gmem`], with the vectors that start at or
+    /// beyond `len` not read and set to `fill` (a row shorter than the
+    /// layout: `-inf` for a maximum, 0 for a sum). Checked against `src`'s
+    /// length for the `len` elements only.
+    #[inline(always)]
+    #[track_caller]
+    pub fn load_gmem_masked(src: impl GmemSrc<T>, off: usize, len: usize, fill: T) -> Self {
+        assert!(len <= Self::LEN && len % VEC == 0, "Array::load_gmem_masked: len must be a multiple of VEC and at most THREADS * VECS * VEC");
+        let p = src.checked(off, len);
+        // SAFETY: the vectors below `len` are in bounds (checked); alignment checked by `strided_read`.
+        unsafe { Self::strided_read(p, len, fill, "Array::load_gmem_masked") }
     }
     /// Writes the array to `dst[off .. off + LEN]` (as [`Array::load_gmem`]).
     #[inline(always)]
     #[track_caller]
     pub fn store_gmem(&self, dst: Gmem<T>, off: usize) {
-        let p = GmemSrc::checked(&dst, off, WgStrided::<VECS, VEC>::LEN) as *mut T;
+        let p = GmemSrc::checked(&dst, off, Self::LEN) as *mut T;
         // SAFETY: in bounds (checked); `strided_write` checks the alignment.
-        unsafe { self.strided_write(p, "Array::store_gmem") }
+        unsafe { self.strided_write(p, Self::LEN, "Array::store_gmem") }
+    }
+    /// Writes the elements below `len` (a multiple of `VEC`, at most
+    /// `LEN`) to `dst[off .. off + len]`: the vectors of
+    /// [`Array::load_gmem_masked`].
+    #[inline(always)]
+    #[track_caller]
+    pub fn store_gmem_masked(&self, dst: Gmem<T>, off: usize, len: usize) {
+        assert!(len <= Self::LEN && len % VEC == 0, "Array::store_gmem_masked: len must be a multiple of VEC and at most THREADS * VECS * VEC");
+        let p = GmemSrc::checked(&dst, off, len) as *mut T;
+        // SAFETY: the vectors below `len` are in bounds (checked); `strided_write` checks the alignment.
+        unsafe { self.strided_write(p, len, "Array::store_gmem_masked") }
     }
     /// Elements `off .. off + LEN` of an SMEM vector (as [`Array::load_gmem`]).
     #[inline(always)]
     #[track_caller]
     pub fn load_smem<const M: usize>(src: Smem<[T; M]>, off: usize) -> Self {
-        assert!(off + WgStrided::<VECS, VEC>::LEN <= M, "Array::load_smem: elements off .. off + LEN outside the SMEM vector");
+        assert!(off + Self::LEN <= M, "Array::load_smem: elements off .. off + LEN outside the SMEM vector");
         // SAFETY: in bounds (asserted); alignment checked by `strided_read`.
-        unsafe { Self::strided_read((src.as_ptr() as *const T).add(off), "Array::load_smem") }
+        unsafe { Self::strided_read((src.as_ptr() as *const T).add(off), Self::LEN, T::default(), "Array::load_smem") }
     }
     /// Writes the array to an SMEM vector at `off` (as [`Array::load_gmem`]).
     #[inline(always)]
     #[track_caller]
     pub fn store_smem<const M: usize>(&self, dst: Smem<[T; M]>, off: usize) {
-        assert!(off + WgStrided::<VECS, VEC>::LEN <= M, "Array::store_smem: elements off .. off + LEN outside the SMEM vector");
+        assert!(off + Self::LEN <= M, "Array::store_smem: elements off .. off + LEN outside the SMEM vector");
         // SAFETY: as `load_smem`.
-        unsafe { self.strided_write((dst.as_ptr() as *mut T).add(off), "Array::store_smem") }
+        unsafe { self.strided_write((dst.as_ptr() as *mut T).add(off), Self::LEN, "Array::store_smem") }
+    }
+    /// Elements at or beyond `len` of the layout set to `fill` (this
+    /// thread's vectors that start there; `len` a multiple of `VEC`): what
+    /// a reduction over a row shorter than the layout must not see.
+    #[inline(always)]
+    pub fn mask_beyond(self, len: usize, fill: T) -> Self {
+        let _ = Strided::<THREADS, VECS, VEC>::GROUP_OK;
+        let g = crate::index::thread_linear() as usize % THREADS;
+        let mut out = self;
+        unroll(VECS, |j| {
+            if (THREADS * j + g) * VEC >= len {
+                out.regs.0[j] = [fill; VEC];
+            }
+        });
+        out
     }
 
     /// # Safety
-    /// `p` is valid for `LEN` elements.
+    /// `p` is valid for `len` elements (`len` a multiple of `VEC`).
     #[inline(always)]
     #[track_caller]
-    unsafe fn strided_read(p: *const T, what: &'static str) -> Self {
+    unsafe fn strided_read(p: *const T, len: usize, fill: T, what: &'static str) -> Self {
+        // `len == LEN` (a constant at every unmasked call) reads every vector.
+        let masked = len != Self::LEN;
+        let _ = Strided::<THREADS, VECS, VEC>::GROUP_OK;
         let align = vec_align::<T, VEC>();
         if p as usize % align != 0 {
             misaligned(what, p as usize, align);
         }
-        let t = crate::index::thread_in_warpgroup() as usize;
-        let mut out = Self::splat(T::default());
+        let g = crate::index::thread_linear() as usize % THREADS;
+        let mut out = Self::splat(fill);
         unroll(VECS, |j| {
-            // SAFETY: vector j of thread t lies inside the LEN elements; aligned (checked).
-            out.regs.0[j] = unsafe { read_vec::<T, VEC>(p.add((128 * j + t) * VEC)) };
+            let e = (THREADS * j + g) * VEC;
+            if !masked || e < len {
+                // SAFETY: vector j of thread g lies inside the `len` elements; aligned (checked).
+                out.regs.0[j] = unsafe { read_vec::<T, VEC>(p.add(e)) };
+            }
         });
         out
     }
     /// # Safety
-    /// `p` is valid for writing `LEN` elements.
+    /// `p` is valid for writing `len` elements (`len` a multiple of `VEC`).
     #[inline(always)]
     #[track_caller]
-    unsafe fn strided_write(&self, p: *mut T, what: &'static str) {
+    unsafe fn strided_write(&self, p: *mut T, len: usize, what: &'static str) {
+        let masked = len != Self::LEN;
+        let _ = Strided::<THREADS, VECS, VEC>::GROUP_OK;
         let align = vec_align::<T, VEC>();
         if p as usize % align != 0 {
             misaligned(what, p as usize, align);
         }
-        let t = crate::index::thread_in_warpgroup() as usize;
+        let g = crate::index::thread_linear() as usize % THREADS;
         unroll(VECS, |j| {
-            // SAFETY: as `strided_read`.
-            unsafe { write_vec::<T, VEC>(p.add((128 * j + t) * VEC), self.regs.0[j]) };
+            let e = (THREADS * j + g) * VEC;
+            if !masked || e < len {
+                // SAFETY: as `strided_read`.
+                unsafe { write_vec::<T, VEC>(p.add(e), self.regs.0[j]) };
+            }
         });
     }
 }

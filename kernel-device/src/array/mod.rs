@@ -38,7 +38,7 @@ pub mod regs;
 pub mod tile;
 
 use core::ops::{Add, Div, Mul, Neg, Sub};
-pub use layout::{ArrayLayout, BroadcastTo, SameLayout, WgSplat, WgStrided, Wgmma, WgmmaCol, WgmmaRow};
+pub use layout::{ArrayLayout, BroadcastTo, SameLayout, Strided, WgSplat, WgStrided, Wgmma, WgmmaCol, WgmmaRow};
 pub use mem::GmemSrc;
 pub use tile::{AccTile, Epilogue, Prefetch, TileAt};
 use regs::{unroll, RegStorage};
@@ -95,12 +95,12 @@ impl<T: Copy, L: ArrayLayout> Array<T, L> {
     /// `(row, col)` of this thread's register `i` in the logical shape.
     #[inline(always)]
     pub fn coords(i: usize) -> (usize, usize) {
-        L::coords(crate::index::thread_in_warpgroup() as usize, i)
+        L::coords(L::thread(), i)
     }
     /// `f(row, col, x)` for each of this thread's elements, unrolled.
     #[inline(always)]
     pub fn for_each_indexed(&self, mut f: impl FnMut(usize, usize, T)) {
-        let t = crate::index::thread_in_warpgroup() as usize;
+        let t = L::thread();
         unroll(L::REGS, |i| {
             let (r, c) = L::coords(t, i);
             f(r, c, self.regs.get(i))
@@ -116,7 +116,7 @@ impl<T: Copy, L: ArrayLayout> Array<T, L> {
     /// `f(row, col, x)` elementwise, with each element's logical coordinates.
     #[inline(always)]
     pub fn map_indexed<U: Copy + Default>(self, mut f: impl FnMut(usize, usize, T) -> U) -> Array<U, L> {
-        let t = crate::index::thread_in_warpgroup() as usize;
+        let t = L::thread();
         let mut out = Array::<U, L>::splat(U::default());
         unroll(L::REGS, |i| {
             let (r, c) = L::coords(t, i);

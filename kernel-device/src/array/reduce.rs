@@ -4,14 +4,14 @@
 //! |---|---|---|---|
 //! | `Wgmma<N>` | [`Array::row_reduce`] (`row_sum`, `row_max`) | `WgmmaRow` (one value per row) | each thread combines its `N / 4` values per row, then the 4 lanes of its quad (`shfl.sync.bfly` 1, 2): no SMEM, no barrier |
 //! | `Wgmma<N>` | [`Array::col_reduce`] | `WgmmaCol<N>` (one value per column) | each thread combines its 2 rows, then the 8 lanes sharing `l % 4` (`shfl.sync.bfly` 4, 8, 16), then the 4 warps through SMEM (`4 x N` f32) and a named barrier of the warpgroup, twice |
-//! | `WgStrided<VECS, VEC>` | [`Array::reduce`] (`sum`, `max`) | one `f32` in every thread (a `WgSplat`) | each thread combines its registers, a warp butterfly, the 4 warps through SMEM (4 f32) and a named barrier of the warpgroup, twice |
+//! | `WgStrided<VECS, VEC>`, `Strided<THREADS, VECS, VEC>` | [`Array::reduce`] (`sum`, `max_all`) | one `f32` in every thread of the group (a `WgSplat`) | each thread combines its registers, a warp butterfly, then (groups of more than one warp) the `THREADS / 32` warps through SMEM (one f32 each) and a named barrier of the group, twice |
 //!
 //! The operator is [`crate::reduce::Sum`], [`Max`](crate::reduce::Max) or
 //! [`Min`](crate::reduce::Min) (`f32` max/min follow `max.f32`: a NaN operand
 //! is ignored). Sums are reassociated (a tree), so they differ from a
 //! sequential sum by rounding. All are warpgroup-collective: the 128 threads
 //! of the warpgroup call them together (converged warps).
-use super::layout::{ArrayLayout, WgStrided, Wgmma, WgmmaCol, WgmmaRow};
+use super::layout::{ArrayLayout, Strided, Wgmma, WgmmaCol, WgmmaRow};
 use super::regs::{unroll, RegStorage};
 use super::Array;
 use crate::math::F32Ext;
@@ -97,40 +97,50 @@ where
     }
 }
 
-impl<const VECS: usize, const VEC: usize> Array<f32, WgStrided<VECS, VEC>> {
-    /// Reduces all `128 * VECS * VEC` elements to one value, returned in
-    /// every thread. Goes through `scratch` (one value per warp) and `bar`
-    /// (a named barrier of the 128 threads of this warpgroup), which it syncs
-    /// twice, so `scratch` may be reused on return. Warpgroup-collective.
+impl<const THREADS: usize, const VECS: usize, const VEC: usize> Array<f32, Strided<THREADS, VECS, VEC>> {
+    /// Reduces all `THREADS * VECS * VEC` elements to one value, returned
+    /// in every thread of the group. A warp (`THREADS = 32`) reduces by
+    /// shuffles alone and touches neither `scratch` nor `bar`; a group of
+    /// `W = THREADS / 32` warps goes through `scratch` (one value per warp:
+    /// `[f32; W]`, checked at compile time) and `bar` (a named barrier of
+    /// the group's `THREADS` threads), which it syncs twice, so `scratch`
+    /// may be reused on return. Collective over the group.
     #[inline(always)]
     #[track_caller]
-    pub fn reduce<Op: ReduceOp<f32>>(&self, scratch: Smem<[f32; 4]>, bar: NamedBarrier) -> f32 {
+    pub fn reduce<Op: ReduceOp<f32>, const W: usize>(&self, scratch: Smem<[f32; W]>, bar: NamedBarrier) -> f32 {
+        const { assert!(THREADS == 32 || W * 32 == THREADS, "Array<f32, Strided<THREADS, ..>>::reduce: the scratch holds one f32 per warp of the group: [f32; THREADS / 32]") };
         // A tree over the registers (shorter dependency chains than a fold).
         let mut part = [Op::IDENTITY; 8];
         unroll(VECS * VEC, |i| part[i % 8] = Op::combine(part[i % 8], self.regs.get(i)));
         let (a, b) = (Op::combine(part[0], part[1]), Op::combine(part[2], part[3]));
         let (c, d) = (Op::combine(part[4], part[5]), Op::combine(part[6], part[7]));
         let v = Op::warp(Op::combine(Op::combine(a, b), Op::combine(c, d)));
-        let t = crate::index::thread_in_warpgroup() as usize;
-        if t % 32 == 0 {
-            scratch.write(t / 32, v);
+        if THREADS == 32 {
+            return v;
+        }
+        let g = crate::index::thread_linear() as usize % THREADS;
+        if g % 32 == 0 {
+            scratch.write(g / 32, v);
         }
         bar.sync();
-        let r = Op::combine(Op::combine(scratch.read(0), scratch.read(1)), Op::combine(scratch.read(2), scratch.read(3)));
+        // Four partials (for 4 warps: the warps' values themselves), then a tree.
+        let mut w = [Op::IDENTITY; 4];
+        unroll(W, |k| w[k % 4] = if k < 4 { scratch.read(k) } else { Op::combine(w[k % 4], scratch.read(k)) });
+        let r = Op::combine(Op::combine(w[0], w[1]), Op::combine(w[2], w[3]));
         bar.sync();
         r
     }
     /// The sum of all elements (see [`Array::reduce`]).
     #[inline(always)]
     #[track_caller]
-    pub fn sum(&self, scratch: Smem<[f32; 4]>, bar: NamedBarrier) -> f32 {
-        self.reduce::<crate::reduce::Sum>(scratch, bar)
+    pub fn sum<const W: usize>(&self, scratch: Smem<[f32; W]>, bar: NamedBarrier) -> f32 {
+        self.reduce::<crate::reduce::Sum, W>(scratch, bar)
     }
     /// The maximum of all elements (see [`Array::reduce`]).
     #[inline(always)]
     #[track_caller]
-    pub fn max_all(&self, scratch: Smem<[f32; 4]>, bar: NamedBarrier) -> f32 {
-        self.reduce::<crate::reduce::Max>(scratch, bar)
+    pub fn max_all<const W: usize>(&self, scratch: Smem<[f32; W]>, bar: NamedBarrier) -> f32 {
+        self.reduce::<crate::reduce::Max, W>(scratch, bar)
     }
 }
 

@@ -68,6 +68,28 @@ doubling! {
     u32 = 2 x u16, 32; u64 = 2 x u32, 64; u128 = 2 x u64, 128; u256 = 2 x u128, 256;
 }
 
+/// `x`, which the compiler must treat as a new value computed here (an
+/// empty `asm!` with `x` in and out of one register: no instruction): what
+/// is computed from the result after this point is not merged with what
+/// was computed from `x` before it (common-subexpression elimination would
+/// otherwise keep those earlier results live across the point, e.g. a row
+/// converted to f32 across a barrier, instead of converting it again).
+#[inline(always)]
+pub fn opaque_u32(x: u32) -> u32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let mut x = x;
+        // SAFETY: no instruction; `x` stays in its register. Not `pure`, so
+        // it is neither merged with another nor hoisted.
+        unsafe { core::arch::asm!("// opaque {0}", inout(reg32) x, options(nomem, nostack, preserves_flags)) };
+        x
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        x
+    }
+}
+
 /// A thread's registers of an [`Array`](super::Array): `LEN` values of `E`,
 /// read and written by constant indices.
 pub trait RegStorage<E: Copy>: Copy {

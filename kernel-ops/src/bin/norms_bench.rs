@@ -1,19 +1,22 @@
-//! Row softmax, layer norm and RMS norm on a GPU: each op, element type and
-//! row length checked against the CPU reference (on 64 rows spread over the
-//! problem) and timed (CUDA events, median of 50 runs after 5 warm-up),
-//! reported in GB/s (bytes read once plus written once) and against the
-//! device's DRAM bandwidth (from its memory clock and bus width). Without a
+//! Row softmax, layer norm, RMS norm and the fused residual RMS norm (with
+//! `y`, and with an FP8 output scaled per row) on a GPU, at every row
+//! length of `norms::BENCH_COLS` (768 .. 16384 and odd multiples of 8),
+//! f16 and bf16: each checked against the CPU reference (on 64 rows spread
+//! over the problem) and timed (CUDA events, median of 50 runs after 5
+//! warm-up), reported in GB/s (bytes read once plus written once) beside
+//! the copy rate of the same bytes (`cuMemcpyDtoDAsync` of the input,
+//! timed the same way, per problem size), and written as CSV. Without a
 //! GPU the same program runs each op on the CPU emulator at a few rows
 //! (correctness only).
 //!
 //! ```text
-//! norms_bench [--quick]      # --quick: 2048 and 8192 columns only
+//! norms_bench [--quick] [--csv PATH]   # --quick: 768, 4096 and 12288 columns only; CSV default norms_bench.csv
 //! ```
 //! `bench/norms_torch.py` times torch on the same shapes.
-use kernel_device::{bf16, f16};
-use kernel_host::cudarc::driver::sys::CUdevice_attribute as A;
+use kernel_device::{bf16, f16, E4M3};
 use kernel_host::{time_kernel, Buffer, Device, Program};
-use kernel_ops::norms::{self, NormElem};
+use kernel_ops::norms::{self, Fp8Scale, NormElem, NormOut};
+use std::io::Write;
 use std::process::ExitCode;
 
 /// Elements per problem on a GPU: 2^25 (64 MB of 16-bit input, 64 MB of
@@ -28,76 +31,137 @@ enum Op {
     Softmax,
     LayerNorm,
     RmsNorm,
+    AddRmsNorm,
+    AddRmsNormFp8,
+}
+
+impl Op {
+    fn name(self) -> &'static str {
+        match self {
+            Op::Softmax => "softmax",
+            Op::LayerNorm => "layer_norm",
+            Op::RmsNorm => "rms_norm",
+            Op::AddRmsNorm => "add_rms_norm",
+            Op::AddRmsNormFp8 => "add_rms_norm_fp8_rowwise",
+        }
+    }
+    /// Bytes moved per element of `T` (`s` bytes): reads plus writes.
+    fn bytes_per_elem(self, s: usize) -> usize {
+        match self {
+            Op::Softmax | Op::LayerNorm | Op::RmsNorm => 2 * s,
+            Op::AddRmsNorm => 4 * s,      // x, residual in; new_residual, y out
+            Op::AddRmsNormFp8 => 3 * s + 1, // x, residual in; new_residual, q out
+        }
+    }
 }
 
 struct Bufs<T: NormElem> {
-    x_host: Vec<T>,
-    g_host: Vec<T>,
-    b_host: Vec<T>,
     x: Buffer<T>,
+    r: Buffer<T>,
     g: Buffer<T>,
     b: Buffer<T>,
     y: Buffer<T>,
+    new_r: Buffer<T>,
+    q: Buffer<E4M3>,
+    scales: Buffer<f32>,
 }
 
-/// Runs `op` once on `dev`, checks 64 rows (all rows on the emulator)
-/// against the CPU reference and, on a GPU, times it; prints one table row.
-fn run<T: NormElem>(dev: &Device, ops: &Program, op: Op, cols: usize, peak_gbs: f64, name: &str) -> Result<bool, Box<dyn std::error::Error>> {
+/// One table row (and CSV line): returns whether the check passed.
+#[allow(clippy::too_many_arguments)]
+fn run<T: NormElem>(dev: &Device, ops: &Program, op: Op, cols: usize, name: &str, copy_gbs: f64, csv: &mut impl Write) -> Result<bool, Box<dyn std::error::Error>> {
     let rows = if dev.is_gpu() { ELEMS / cols } else { EMULATED_ROWS };
+    let n = rows * cols;
     let eps = 1e-5f32;
     let to = |v: Vec<f32>| v.into_iter().map(T::from_f32).collect::<Vec<T>>();
-    let x_host = to(inputs(rows * cols, cols as u64));
+    let x_host = to(inputs(n, cols as u64));
+    let r_host = to(inputs(n, cols as u64 + 1));
     let g_host = to(inputs(cols, 7).into_iter().map(|v| 1.0 + v / 8.0).collect());
     let b_host = to(inputs(cols, 8));
-    let mut bf = Bufs { x: dev.upload(&x_host)?, g: dev.upload(&g_host)?, b: dev.upload(&b_host)?, y: dev.upload(&vec![T::from_f32(f32::NAN); rows * cols])?, x_host, g_host, b_host };
+    let mut bf = Bufs {
+        x: dev.upload(&x_host)?,
+        r: dev.upload(&r_host)?,
+        g: dev.upload(&g_host)?,
+        b: dev.upload(&b_host)?,
+        y: dev.upload(&vec![T::from_f32(f32::NAN); n])?,
+        new_r: dev.upload(&vec![T::from_f32(f32::NAN); n])?,
+        q: dev.upload(&vec![E4M3::from_f32(0.0); if op == Op::AddRmsNormFp8 { n } else { 8 }])?,
+        scales: dev.upload(&vec![0f32; rows])?,
+    };
     let launch = |bf: &mut Bufs<T>| -> Result<(), kernel_ops::Error> {
         match op {
             Op::Softmax => norms::softmax(ops, &bf.x, &mut bf.y, rows, cols),
             Op::LayerNorm => norms::layer_norm(ops, &bf.x, &bf.g, &bf.b, &mut bf.y, eps, rows, cols),
             Op::RmsNorm => norms::rms_norm(ops, &bf.x, &bf.g, &mut bf.y, eps, rows, cols),
+            Op::AddRmsNorm => norms::add_rms_norm(ops, &bf.x, &bf.r, &bf.g, &mut bf.new_r, NormOut::Y(&mut bf.y), eps, rows, cols),
+            Op::AddRmsNormFp8 => norms::add_rms_norm(ops, &bf.x, &bf.r, &bf.g, &mut bf.new_r, NormOut::Fp8 { q: &mut bf.q, scales: &mut bf.scales, scale: Fp8Scale::PerRow }, eps, rows, cols),
         }
     };
     launch(&mut bf)?;
     dev.synchronize()?;
     let y = dev.download(&bf.y)?;
+    let (q, scales) = (dev.download(&bf.q)?, dev.download(&bf.scales)?);
     // 64 rows spread over the problem.
     let check_rows: Vec<usize> = (0..64.min(rows)).map(|i| i * rows / 64.min(rows)).collect();
     let f = |v: &[T]| v.iter().map(|x| x.to_f32()).collect::<Vec<f32>>();
-    let (gf, bff) = (f(&bf.g_host), f(&bf.b_host));
+    let (gf, bff) = (f(&g_host), f(&b_host));
     let mut err = 0f64;
     for &r in &check_rows {
-        let xr = f(&bf.x_host[r * cols..(r + 1) * cols]);
+        let span = r * cols..(r + 1) * cols;
+        let xr = f(&x_host[span.clone()]);
         let want = match op {
             Op::Softmax => norms::softmax_reference(&xr, cols),
             Op::LayerNorm => norms::layer_norm_reference(&xr, &gf, &bff, eps, cols),
             Op::RmsNorm => norms::rms_norm_reference(&xr, &gf, eps, cols),
+            Op::AddRmsNorm | Op::AddRmsNormFp8 => norms::add_norm_reference(&xr, &f(&r_host[span.clone()]), &gf, None, eps, cols, |v| T::from_f32(v).to_f32()).1,
         };
-        err = err.max(norms::max_rel_error(&y[r * cols..(r + 1) * cols], &want));
+        err = err.max(if op == Op::AddRmsNormFp8 {
+            let deq: Vec<T> = q[span].iter().map(|v| T::from_f32(v.to_f32() * scales[r])).collect();
+            norms::max_rel_error(&deq, &want)
+        } else {
+            norms::max_rel_error(&y[span], &want)
+        });
     }
-    let tol = if name == "bf16" { 2e-2 } else { 4e-3 };
-    let opname = match op {
-        Op::Softmax => "softmax",
-        Op::LayerNorm => "layer_norm",
-        Op::RmsNorm => "rms_norm",
-    };
+    let tol = if op == Op::AddRmsNormFp8 { 0.07 } else if name == "bf16" { 2e-2 } else { 4e-3 };
     let ok = err < tol;
     let verdict = if ok { "" } else { " FAIL" };
+    let opname = op.name();
     let Some(gpu) = dev.as_gpu() else {
-        println!("| {opname} | {name} | {rows} x {cols} | (emulator: not timed) | | | {err:.1e}{verdict} |");
+        println!("| {opname} | {name} | {rows} x {cols} | (emulator: not timed) | | | | {err:.1e}{verdict} |");
+        writeln!(csv, "{opname},{name},{rows},{cols},,,,,{err:.3e},{ok}")?;
         return Ok(ok);
     };
-    let t = time_kernel(gpu, 5, 50, || launch(&mut bf).map_err(|e| match e {
-        kernel_ops::Error::Runtime(e) => e,
-        other => kernel_host::Error::InvalidArgument { function: "norms_bench", problem: other.to_string() },
-    }))?;
-    let bytes = 2.0 * (rows * cols * std::mem::size_of::<T>()) as f64;
+    let t = time_kernel(gpu, 5, 50, || {
+        launch(&mut bf).map_err(|e| match e {
+            kernel_ops::Error::Runtime(e) => e,
+            other => kernel_host::Error::InvalidArgument { function: "norms_bench", problem: other.to_string() },
+        })
+    })?;
+    let bytes = (n * op.bytes_per_elem(std::mem::size_of::<T>())) as f64;
     let gbs = bytes / (t.median_ms * 1e-3) / 1e9;
-    println!("| {opname} | {name} | {rows} x {cols} | {:.4} | {gbs:.0} | {:.0} % | {err:.1e}{verdict} |", t.median_ms, 100.0 * gbs / peak_gbs);
+    println!("| {opname} | {name} | {rows} x {cols} | {:.4} | {gbs:.0} | {copy_gbs:.0} | {:.3} | {err:.1e}{verdict} |", t.median_ms, gbs / copy_gbs);
+    writeln!(csv, "{opname},{name},{rows},{cols},{:.5},{gbs:.1},{copy_gbs:.1},{:.4},{err:.3e},{ok}", t.median_ms, gbs / copy_gbs)?;
     Ok(ok)
 }
 
+/// The copy rate (GB/s, bytes read plus written) of `bytes` bytes,
+/// device to device, timed as the ops are.
+fn copy_rate(dev: &Device, bytes: usize) -> Result<f64, Box<dyn std::error::Error>> {
+    let Some(gpu) = dev.as_gpu() else { return Ok(f64::NAN) };
+    let src = dev.zeros::<u8>(bytes)?;
+    let mut dst = dev.zeros::<u8>(bytes)?;
+    let (s, d) = (src.cuda()?, dst.cuda_mut()?);
+    let t = time_kernel(gpu, 5, 50, || gpu.stream().memcpy_dtod(s, d).map_err(|cuda| kernel_host::Error::Cuda { call: "cuMemcpyDtoDAsync (norms_bench copy)", cuda: cuda.into() }))?;
+    Ok(2.0 * bytes as f64 / (t.median_ms * 1e-3) / 1e9)
+}
+
 fn main() -> ExitCode {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let csv_path = args.iter().position(|a| a == "--csv").and_then(|i| args.get(i + 1)).cloned().unwrap_or_else(|| "norms_bench.csv".into());
+    if let Some(a) = args.iter().enumerate().find(|(i, a)| *a != "--quick" && *a != "--csv" && (*i == 0 || args[i - 1] != "--csv")) {
+        eprintln!("error: unknown argument `{}`; usage: norms_bench [--quick] [--csv PATH]", a.1);
+        return ExitCode::FAILURE;
+    }
     let dev = match Device::gpu_or_emulator() {
         Ok(d) => d,
         Err(e) => {
@@ -105,32 +169,28 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let peak_gbs = match dev.as_gpu() {
-        Some(gpu) => {
-            let ctx = gpu.context();
-            let (clock_khz, bus_bits) = (ctx.attribute(A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE).unwrap_or(0), ctx.attribute(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH).unwrap_or(0));
-            // DDR: two transfers per clock.
-            let peak = 2.0 * clock_khz as f64 * 1e3 * (bus_bits as f64 / 8.0) / 1e9;
-            println!("device: {} ({} SMs), DRAM peak {peak:.0} GB/s ({clock_khz} kHz x {bus_bits} bits x 2)", gpu.name(), gpu.sm_count());
-            peak
-        }
-        None => {
-            println!("device: {}
-no CUDA GPU: the norm kernels run on the CPU emulator ({EMULATED_ROWS} rows each, correctness only)", dev.describe());
-            f64::NAN
-        }
-    };
-    println!("\n| op | dtype | rows x cols | median ms | GB/s | of peak | max rel. error |\n|---|---|---|---:|---:|---:|---:|");
+    match dev.as_gpu() {
+        Some(gpu) => println!("device: {} ({} SMs); CSV: {csv_path}", gpu.name(), gpu.sm_count()),
+        None => println!("device: {}\nno CUDA GPU: the norm kernels run on the CPU emulator ({EMULATED_ROWS} rows each, correctness only); CSV: {csv_path}", dev.describe()),
+    }
+    println!("\n| op | dtype | rows x cols | median ms | GB/s | copy GB/s | of copy | max rel. error |\n|---|---|---|---:|---:|---:|---:|---:|");
     let r = (|| -> Result<bool, Box<dyn std::error::Error>> {
+        let mut csv = std::io::BufWriter::new(std::fs::File::create(&csv_path)?);
+        writeln!(csv, "op,dtype,rows,cols,median_ms,gbs,copy_gbs,of_copy,max_rel_error,ok")?;
         let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE)?;
         let mut ok = true;
-        let cols_list: &[usize] = if quick || !dev.is_gpu() { &[2048, 8192] } else { &norms::COLS };
-        for op in [Op::Softmax, Op::LayerNorm, Op::RmsNorm] {
-            for &cols in cols_list {
-                ok &= run::<f16>(&dev, &ops, op, cols, peak_gbs, "f16")?;
-                ok &= run::<bf16>(&dev, &ops, op, cols, peak_gbs, "bf16")?;
+        let cols_list: &[usize] = if quick || !dev.is_gpu() { &[768, 4096, 12288] } else { &norms::BENCH_COLS };
+        // Every problem holds 2^25 elements (rows = 2^25 / cols, rounded
+        // down): the copy of the input's bytes is measured once per width.
+        for &cols in cols_list {
+            let rows = ELEMS / cols;
+            let copy = copy_rate(&dev, rows * cols * 2)?;
+            for op in [Op::Softmax, Op::LayerNorm, Op::RmsNorm, Op::AddRmsNorm, Op::AddRmsNormFp8] {
+                ok &= run::<f16>(&dev, &ops, op, cols, "f16", copy, &mut csv)?;
+                ok &= run::<bf16>(&dev, &ops, op, cols, "bf16", copy, &mut csv)?;
             }
         }
+        csv.flush()?;
         Ok(ok)
     })();
     match r {
