@@ -33,7 +33,7 @@
 //!    (f32) and the partial log-sum-exp (log2 units); the last CTA of each
 //!    `(b, kv_head, row group)` to finish (an arrival counter) weighs the
 //!    splits by `2^(lse_i - max)` and writes O and the log-sum-exp
-//!    ([`combine_row`]): one launch per step, no second kernel.
+//!    (`combine_row`): one launch per step, no second kernel.
 //!
 //! FP8 ([`decode_split_fp8`]): the ring holds e4m3 tiles (half the bytes);
 //! the consumers convert each block into 16-bit staging tiles (exact: every
