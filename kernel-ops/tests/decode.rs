@@ -372,17 +372,19 @@ fn bad_host_inputs_are_refused_with_their_rule() {
 }
 
 #[test]
-fn the_split_count_fills_two_waves_and_never_exceeds_the_blocks() {
+fn the_split_count_takes_one_round_of_resident_ctas_and_never_exceeds_the_blocks() {
     use kernel_ops::attention::decode::splits_for;
-    // The benchmark's shapes on 132 SMs at 2 CTAs each (CTAs = batch x kv_heads).
-    assert_eq!(splits_for(8, 32768, 132, 2), 64);
-    assert_eq!(splits_for(64, 8192, 132, 2), 8);
-    assert_eq!(splits_for(32, 8192, 132, 2), 16);
+    // The benchmark's shapes on 132 SMs at 2 CTAs each (groups = batch x
+    // kv_heads): one round of 264 resident CTAs where splitting reaches it.
+    assert_eq!(splits_for(8, 32768, 132, 2), 32);
+    assert_eq!(splits_for(64, 8192, 132, 2), 4);
+    assert_eq!(splits_for(32, 8192, 132, 2), 8);
     assert_eq!(splits_for(512, 2048, 132, 2), 1);
     assert_eq!(splits_for(1024, 1024, 132, 2), 1);
-    // Never more splits than blocks of 64 keys.
-    assert_eq!(splits_for(1, 100, 132, 2), 2);
+    // Never more splits than blocks of 64 keys; none when it does not pay.
+    assert_eq!(splits_for(1, 100, 132, 2), 1);
     assert_eq!(splits_for(1, 1, 132, 2), 1);
+    assert_eq!(splits_for(1, 64 * 40, 132, 2), 40);
 }
 
 #[test]

@@ -185,17 +185,37 @@ pub struct DecodeErrors {
     pub bad_page: Option<i32>,
 }
 
-/// The split count [`Decode::new`] picks: enough CTAs for about `2`
-/// waves over `sms` SMs running `per_sm` CTAs each, rounded to the
-/// nearest count (a sequence's CTAs at batch 1, none at large batch), at
-/// most the blocks of 64 keys of `max_len`, and as few as still give
-/// each split the same number of blocks.
-pub fn splits_for(ctas: usize, max_len: usize, sms: usize, per_sm: usize) -> usize {
+/// Per-item cost of the split kernel, in blocks of 64 keys: the Q load,
+/// the epilogue and the ring's refill that a work item adds to its CTA.
+pub const ITEM_COST_BLOCKS: usize = 1;
+/// Extra cost of splitting (partial outputs and the combine), in blocks.
+pub const SPLIT_COST_BLOCKS: usize = 2;
+
+/// The split count [`Decode::new`] picks for `groups` (`batch x kv_heads x
+/// row groups`) sequences of `max_len` keys on `sms` SMs running `per_sm`
+/// CTAs each: the one with the smallest modelled time, in blocks of 64
+/// keys, of the persistent launch (`sms x per_sm` CTAs taking the `groups
+/// x splits` work items in rounds): `rounds x (blocks per split +`
+/// [`ITEM_COST_BLOCKS`]`)`, plus [`SPLIT_COST_BLOCKS`] when split; the
+/// fewest splits among equals, and as few as still give each split the
+/// same number of blocks. At most the blocks of 64 keys of `max_len`.
+pub fn splits_for(groups: usize, max_len: usize, sms: usize, per_sm: usize) -> usize {
     let blocks = max_len.div_ceil(DEC_BN).max(1);
-    let target = 2 * sms.max(1) * per_sm.max(1);
-    let want = ((target as f64 / ctas.max(1) as f64) + 0.5).floor().max(1.0) as usize;
-    let per_split = blocks.div_ceil(want.min(blocks));
-    blocks.div_ceil(per_split)
+    let slots = sms.max(1) * per_sm.max(1);
+    let mut best = (usize::MAX, 1);
+    for s in 1..=blocks {
+        let per = blocks.div_ceil(s);
+        let splits = blocks.div_ceil(per);
+        if splits != s {
+            continue;
+        }
+        let rounds = (groups.max(1) * splits).div_ceil(slots);
+        let cost = rounds * (per + ITEM_COST_BLOCKS) + if splits > 1 { SPLIT_COST_BLOCKS } else { 0 };
+        if cost < best.0 {
+            best = (cost, splits);
+        }
+    }
+    best.1
 }
 
 /// A decode step's launches for one shape and cache layout, with their
@@ -206,6 +226,9 @@ pub struct Decode {
     layout: CacheLayout,
     fp8: bool,
     splits: usize,
+    /// CTAs launched (at most the resident ones: each takes work items
+    /// `blockIdx.x + k gridDim.x`).
+    grid: usize,
     chunk: usize,
     scale: f32,
     o_part: Buffer<f32>,
@@ -290,12 +313,11 @@ impl Decode {
     pub fn new<T: DecodeType, C: CacheElem<T>>(dev: &Device, ops: &Program, shape: DecodeShape, layout: CacheLayout, opts: DecodeOptions) -> Result<Self, Error> {
         check_plan(shape, layout, opts)?;
         let ctas = shape.batch * shape.kv_heads * shape.row_groups();
+        let per_sm = C::blocks_per_sm(ops, shape.head_dim, layout.piece()).unwrap_or(2).max(1);
+        let slots = dev.sm_count().max(1) as usize * per_sm;
         let splits = match opts.splits {
             Some(s) => s,
-            None => {
-                let per_sm = C::blocks_per_sm(ops, shape.head_dim, layout.piece()).unwrap_or(2);
-                splits_for(ctas, layout.max_len(), dev.sm_count() as usize, per_sm)
-            }
+            None => splits_for(ctas, layout.max_len(), dev.sm_count() as usize, per_sm),
         };
         let blocks = layout.max_len().div_ceil(DEC_BN);
         let chunk = blocks.div_ceil(splits) * DEC_BN;
@@ -307,6 +329,7 @@ impl Decode {
             layout,
             fp8: C::FP8,
             splits,
+            grid: (ctas * splits).min(slots),
             chunk,
             scale: opts.scale.unwrap_or(1.0 / (shape.head_dim as f32).sqrt()),
             o_part: dev.zeros::<f32>(part * if splits > 1 { shape.head_dim } else { 1 })?,
@@ -394,9 +417,12 @@ impl Decode {
             max_pages: max_pages as u32,
             num_pages: num_pages as u32,
             scale_heads: scale_heads as u32,
+            splits: self.splits as u32,
+            ys: (shape.kv_heads * shape.row_groups()) as u32,
+            items: (self.splits * shape.kv_heads * shape.row_groups() * shape.batch) as u32,
             scale_log2: self.scale * std::f32::consts::LOG2_E,
         };
-        let grid = (self.splits as u32, (shape.kv_heads * shape.row_groups()) as u32, shape.batch as u32);
+        let grid = (self.grid as u32, 1, 1);
         let rows = self.layout.rows(shape.batch);
         let args = SplitArgs { q, k: cache.k, v: cache.v, scales: cache.scales, rows, lens, table, out: &mut *out, lse: &mut *lse, o_part: &mut self.o_part, lse_part: &mut self.lse_part, counters: &mut self.counters, errors: &mut self.errors, dims, grid };
         C::launch(ops, shape, self.layout.piece(), args)?;
