@@ -50,7 +50,7 @@ use kernel_device::array::regs::unroll;
 use kernel_device::cvt::{Bf16x2, F16x2};
 use kernel_device::layout::{Layout, Swizzled, Tile};
 use kernel_device::math::{ex2_approx_ftz, lg2_approx_ftz, max, LN_2};
-use kernel_device::pipeline::{Consumer, Producer, Ring};
+use kernel_device::pipeline::Ring;
 use kernel_device::prelude::*;
 use kernel_device::tma::raw as tma_raw;
 use kernel_device::warp::shfl_xor;
@@ -146,8 +146,6 @@ pub const fn check_decode(d: usize, p: usize, stages: usize) {
 #[derive(Clone, Copy)]
 struct Work {
     b: u32,
-    /// `kv_head * row_groups + row group`.
-    y: u32,
     kvh: u32,
     rg: u32,
     split: u32,
@@ -182,12 +180,6 @@ pub struct DecodeDims {
     pub num_pages: u32,
     /// FP8 scales: 1 (per tensor) or `kv_heads` (per KV head).
     pub scale_heads: u32,
-    /// Splits of each sequence's keys.
-    pub splits: u32,
-    /// `kv_heads * row_groups`.
-    pub ys: u32,
-    /// Work items `(split, kv head x row group, b)`: `splits ys batch`.
-    pub items: u32,
     /// The softmax scale times `log2 e`.
     pub scale_log2: f32,
 }
@@ -204,22 +196,19 @@ unsafe impl kernel_device::launch::DeviceParam for DecodeDims {
 type Dims = DecodeDims;
 
 impl Dims {
-    /// Work item `item` (split fastest, then `y`, then `b`).
     #[inline(always)]
-    fn work(&self, lens: GmemRef<u32>, item: u32) -> Work {
-        let (split, rest) = (item % self.splits, item / self.splits);
-        let (y, b) = (rest % self.ys, rest / self.ys);
+    fn work(&self, lens: GmemRef<u32>) -> Work {
+        let (split, y, b) = (block_idx().x, block_idx().y, block_idx().z);
         let raw = lens.read(b as usize);
         let len = raw.min(self.max_len);
         let start = split * self.chunk;
         let end = (start + self.chunk).min(len);
         Work {
             b,
-            y,
             kvh: y / self.row_groups,
             rg: y % self.row_groups,
             split,
-            splits: self.splits,
+            splits: grid_dim().x,
             len,
             start,
             end,
@@ -241,7 +230,7 @@ fn produce<KT: TileLayout, PT: TileLayout, const S: usize>(
     v: Tma<PT>,
     k_bufs: Smem<[KT; S]>,
     v_bufs: Smem<[KT; S]>,
-    producer: &mut Producer<'_, S>,
+    ring: Ring<'_, S>,
     table: GmemRef<i32>,
     errors: Gmem<u32>,
     d: &Dims,
@@ -279,6 +268,9 @@ fn produce<KT: TileLayout, PT: TileLayout, const S: usize>(
         });
         rows
     };
+    k.prefetch();
+    v.prefetch();
+    let mut producer = ring.producer();
     let mut rows = rows_of(0);
     for s in 0..w.steps {
         let slot = producer.acquire_tx(2 * KT::BYTES as u32);
@@ -309,28 +301,12 @@ fn produce<KT: TileLayout, PT: TileLayout, const S: usize>(
     }
 }
 
-/// `x`, hidden from the optimizer (a volatile `mov`): what a work item
-/// derives from it is then recomputed in the CTA's item loop, not hoisted
-/// out of it and kept (at 168 registers: spilled) across the items.
-#[inline(always)]
-fn opaque(x: u32) -> u32 {
-    #[cfg(target_arch = "nvptx64")]
-    {
-        let y: u32;
-        // SAFETY: a register move.
-        unsafe { core::arch::asm!("mov.b32 {0}, {1};", out(reg32) y, in(reg32) x, options(nostack, preserves_flags)) };
-        y
-    }
-    #[cfg(not(target_arch = "nvptx64"))]
-    x
-}
-
 /// Loads this CTA's Q rows into `q_buf` (rows past `G T` zero): consumer
 /// threads, 16 bytes at a time (`64 D / 8` packs, `D / 16` per thread);
 /// then a fence for the wgmmas and the consumers' barrier.
 #[inline(always)]
 fn load_q<E: DecodeElem, const D: usize>(q: GmemRef<E>, q_buf: Smem<DecQTile<E, D>>, d: &Dims, w: &Work) {
-    let t = opaque(thread_linear()) as usize;
+    let t = thread_linear() as usize;
     let gt = (d.group * d.t_q) as usize;
     let per_row = D / 8;
     // `D / 16` packs per thread, every load issued before the first store
@@ -346,8 +322,6 @@ fn load_q<E: DecodeElem, const D: usize>(q: GmemRef<E>, q_buf: Smem<DecQTile<E, 
             packs[j] = q.read_nc_v4(((w.b as usize * d.t_q as usize + tok) * d.heads as usize + h) * D + c);
         }
     });
-    // The previous work item's wgmmas (every warp's) are done with Q.
-    NamedBarrier::new(DEC_BARRIER, 128).sync();
     unroll(D / 16, |j| {
         let i = t + 128 * j;
         q_buf.set_v4(i / per_row, 8 * (i % per_row), packs[j]);
@@ -362,7 +336,7 @@ fn load_q<E: DecodeElem, const D: usize>(q: GmemRef<E>, q_buf: Smem<DecQTile<E, 
 #[inline(always)]
 fn zero_rows<E: DecodeElem, const D: usize>(tile: Smem<DecKvTile<E, D>>, from: usize) {
     let per_row = D / 8;
-    let mut i = from * per_row + opaque(thread_linear()) as usize;
+    let mut i = from * per_row + thread_linear() as usize;
     while i < DEC_BN * per_row {
         tile.set_v4(i / per_row, 8 * (i % per_row), [E::default(); 8]);
         i += 128;
@@ -380,7 +354,7 @@ fn zero_rows<E: DecodeElem, const D: usize>(tile: Smem<DecKvTile<E, D>>, from: u
 fn consume<E: DecodeElem, const D: usize, const S: usize, const STAGED: bool>(
     q: GmemRef<E>,
     q_buf: Smem<DecQTile<E, D>>,
-    consumer: &mut Consumer<'_, S>,
+    ring: Ring<'_, S>,
     mut tiles: impl FnMut(usize) -> (Smem<DecKvTile<E, D>>, Smem<DecKvTile<E, D>>),
     outs: Outs<E>,
     scale_log2: f32,
@@ -392,7 +366,7 @@ fn consume<E: DecodeElem, const D: usize, const S: usize, const STAGED: bool>(
 {
     let Outs { out, lse, o_part, lse_part, .. } = outs;
     load_q::<E, D>(q, q_buf, d, w);
-    let t = opaque(thread_linear()) as usize;
+    let t = thread_linear() as usize;
     let (wp, l) = (t / 32, t % 32);
     let gt = d.group * d.t_q;
     // This thread's two rows: their last visible key (exclusive) within
@@ -406,6 +380,7 @@ fn consume<E: DecodeElem, const D: usize, const S: usize, const STAGED: bool>(
         }
     });
     let lim_min = lim[0].min(lim[1]);
+    let mut consumer = ring.consumer();
     let mut acc_o = Acc::<D>::zeros();
     let (mut m, mut lsum) = ([f32::NEG_INFINITY; 2], [0f32; 2]);
     let mut frag = [[0u32; 4]; DEC_KC];
@@ -542,8 +517,8 @@ fn combine_if_last<E: DecodeElem, const D: usize>(outs: Outs<E>, d: &Dims, w: &W
     let barrier = NamedBarrier::new(DEC_BARRIER, 128);
     kernel_device::fence::fence_acq_rel_gpu();
     barrier.sync();
-    let group = (w.b * d.ys + w.y) as usize;
-    if opaque(thread_linear()) == 0 {
+    let group = (w.b * grid_dim().y + block_idx().y) as usize;
+    if thread_linear() == 0 {
         assert!(group < outs.counters.len());
         // SAFETY: an in-bounds, aligned u32 of the counter buffer, used
         // only as this semaphore during the launch.
@@ -567,7 +542,7 @@ fn combine_if_last<E: DecodeElem, const D: usize>(outs: Outs<E>, d: &Dims, w: &W
         combine_row::<E, D>(|i| outs.o_part.read(i), |i| outs.lse_part.read(i), outs.out, outs.lse, row as u32, w.splits, d.heads, d.t_q);
         r += 4;
     }
-    if opaque(thread_linear()) == 0 {
+    if thread_linear() == 0 {
         outs.counters.atomic_exch(group, 0);
     }
 }
@@ -584,7 +559,8 @@ fn combine_if_last<E: DecodeElem, const D: usize>(outs: Outs<E>, d: &Dims, w: &W
 /// `lse_part` `[batch, heads, T, splits]` (log2 units) and the last CTA
 /// of each group combines them into `out` and `lse`; `counters` `[batch,
 /// kv_heads * row_groups]` zeros (left zero); `errors` [`ERR_WORDS`] words;
-/// `d` the sizes. Instances `(E, D, P, S)`.
+/// `d` the sizes. Instances `(E, D, P, S)`; [`decode_split_deep`] is the
+/// one-CTA-per-SM variant with a deeper ring.
 #[kernel(block = threads(160), arch = sm_90a, min_blocks_per_sm = 2, instances(E = [f16, bf16], (64, 64, 6), (64, 16, 6), (128, 64, 3), (128, 16, 3)))]
 #[allow(clippy::too_many_arguments)]
 pub fn decode_split<E: DecodeElem, const D: usize, const P: usize, const S: usize>(
@@ -610,35 +586,63 @@ pub fn decode_split<E: DecodeElem, const D: usize, const P: usize, const S: usiz
     Cols<D>: WgmmaShape,
 {
     const { check_decode(D, P, S) };
+    let w = d.work(lens);
+    report_len(lens, errors, &d, &w);
     let ring = Ring::new(&full, &empty, 128);
     if warp_idx() == 4 {
         if lane_id() == 0 {
-            k.prefetch();
-            v.prefetch();
-            let mut producer = ring.producer();
-            let mut item = block_idx().x;
-            while item < d.items {
-                let w = d.work(lens, item);
-                item += grid_dim().x;
-                produce::<DecKvTile<E, D>, DecPiece<E, P, D>, S>(k, v, k_bufs, v_bufs, &mut producer, table, errors, &d, &w);
-            }
+            produce::<DecKvTile<E, D>, DecPiece<E, P, D>, S>(k, v, k_bufs, v_bufs, ring, table, errors, &d, &w);
         }
         return;
     }
-    let mut consumer = ring.consumer();
-    let mut item = block_idx().x;
-    while item < d.items {
-        let w = d.work(lens, item);
-        item += grid_dim().x;
-        report_len(lens, errors, &d, &w);
-        consume::<E, D, S, false>(q, q_buf, &mut consumer, |i| (k_bufs.at(i), v_bufs.at(i)), Outs { out, lse, o_part, lse_part, counters, last }, d.scale_log2, 1.0, &d, &w);
+    consume::<E, D, S, false>(q, q_buf, ring, |i| (k_bufs.at(i), v_bufs.at(i)), Outs { out, lse, o_part, lse_part, counters, last }, d.scale_log2, 1.0, &d, &w);
+}
+
+/// [`decode_split`] with one CTA per SM and a 6-slot ring at D 128 (208 KB
+/// of shared memory): twice a CTA's loads in flight, for launches of at
+/// most one CTA per SM (the host picks it then: on the H200 one CTA per SM
+/// with 3 slots drew ~3.7 TB/s, short of the ~4.2 of a copy).
+#[kernel(block = threads(160), arch = sm_90a, min_blocks_per_sm = 1, instances(E = [f16, bf16], (128, 64, 6), (128, 16, 6)))]
+#[allow(clippy::too_many_arguments)]
+pub fn decode_split_deep<E: DecodeElem, const D: usize, const P: usize, const S: usize>(
+    q: GmemRef<E>,
+    k: Tma<DecPiece<E, P, D>>,
+    v: Tma<DecPiece<E, P, D>>,
+    lens: GmemRef<u32>,
+    table: GmemRef<i32>,
+    out: Gmem<E>,
+    lse: Gmem<f32>,
+    o_part: Gmem<f32>,
+    lse_part: Gmem<f32>,
+    counters: Gmem<u32>,
+    errors: Gmem<u32>,
+    d: DecodeDims,
+    #[scratch] q_buf: Smem<DecQTile<E, D>>,
+    #[scratch] k_bufs: Smem<[DecKvTile<E, D>; S]>,
+    #[scratch] v_bufs: Smem<[DecKvTile<E, D>; S]>,
+    #[scratch] full: Barriers<S>,
+    #[scratch(arrivals = 128)] empty: Barriers<S>,
+    #[scratch] last: Smem<[u32; 1]>,
+) where
+    Cols<D>: WgmmaShape,
+{
+    const { check_decode(D, P, S) };
+    let w = d.work(lens);
+    report_len(lens, errors, &d, &w);
+    let ring = Ring::new(&full, &empty, 128);
+    if warp_idx() == 4 {
+        if lane_id() == 0 {
+            produce::<DecKvTile<E, D>, DecPiece<E, P, D>, S>(k, v, k_bufs, v_bufs, ring, table, errors, &d, &w);
+        }
+        return;
     }
+    consume::<E, D, S, false>(q, q_buf, ring, |i| (k_bufs.at(i), v_bufs.at(i)), Outs { out, lse, o_part, lse_part, counters, last }, d.scale_log2, 1.0, &d, &w);
 }
 
 /// The first CTA of each sequence reports a length above `max_len`.
 #[inline(always)]
 fn report_len(lens: GmemRef<u32>, errors: Gmem<u32>, d: &Dims, w: &Work) {
-    if w.split == 0 && w.y == 0 && opaque(thread_linear()) == 0 {
+    if w.split == 0 && block_idx().y == 0 && thread_linear() == 0 {
         let raw = lens.read(w.b as usize);
         if raw > d.max_len {
             errors.atomic_max(ERR_LEN, 1);
@@ -655,7 +659,7 @@ where
     Fp8Sw<D>: Layout,
 {
     let per_row = D / 16;
-    let mut i = opaque(thread_linear()) as usize;
+    let mut i = thread_linear() as usize;
     while i < DEC_BN * per_row {
         let (r, c) = (i / per_row, 16 * (i % per_row));
         let [lo, hi] = E::from_e4m3x16(src.get_v4(r, c));
@@ -698,41 +702,28 @@ pub fn decode_split_fp8<E: DecodeElem, const D: usize, const P: usize, const S: 
     Fp8Sw<D>: Layout,
 {
     const { check_decode(D, P, S) };
+    let w = d.work(lens);
+    report_len(lens, errors, &d, &w);
     let ring = Ring::new(&full, &empty, 128);
     if warp_idx() == 4 {
         if lane_id() == 0 {
-            k.prefetch();
-            v.prefetch();
-            let mut producer = ring.producer();
-            let mut item = block_idx().x;
-            while item < d.items {
-                let w = d.work(lens, item);
-                item += grid_dim().x;
-                produce::<DecFp8Tile<D>, DecFp8Piece<P, D>, S>(k, v, k_bufs, v_bufs, &mut producer, table, errors, &d, &w);
-            }
+            produce::<DecFp8Tile<D>, DecFp8Piece<P, D>, S>(k, v, k_bufs, v_bufs, ring, table, errors, &d, &w);
         }
         return;
     }
-    let mut consumer = ring.consumer();
-    let mut item = block_idx().x;
-    while item < d.items {
-        let w = d.work(lens, item);
-        item += grid_dim().x;
-        report_len(lens, errors, &d, &w);
-        let sh = d.scale_heads;
-        let (ks, vs) = (kv_scale.read((w.kvh % sh) as usize), kv_scale.read((sh + w.kvh % sh) as usize));
-        let stage = |i: usize| {
-            // The previous step's wgmmas (every warp's) are done with the
-            // staging tiles.
-            NamedBarrier::new(DEC_BARRIER, 128).sync();
-            dequant::<E, D>(k_bufs.at(i), k_stage);
-            dequant::<E, D>(v_bufs.at(i), v_stage);
-            commit_smem();
-            NamedBarrier::new(DEC_BARRIER, 128).sync();
-            (k_stage, v_stage)
-        };
-        consume::<E, D, S, true>(q, q_buf, &mut consumer, stage, Outs { out, lse, o_part, lse_part, counters, last }, d.scale_log2 * ks, vs, &d, &w);
-    }
+    let sh = d.scale_heads;
+    let (ks, vs) = (kv_scale.read((w.kvh % sh) as usize), kv_scale.read((sh + w.kvh % sh) as usize));
+    let stage = |i: usize| {
+        // The previous step's wgmmas (every warp's) are done with the
+        // staging tiles.
+        NamedBarrier::new(DEC_BARRIER, 128).sync();
+        dequant::<E, D>(k_bufs.at(i), k_stage);
+        dequant::<E, D>(v_bufs.at(i), v_stage);
+        commit_smem();
+        NamedBarrier::new(DEC_BARRIER, 128).sync();
+        (k_stage, v_stage)
+    };
+    consume::<E, D, S, true>(q, q_buf, ring, stage, Outs { out, lse, o_part, lse_part, counters, last }, d.scale_log2 * ks, vs, &d, &w);
 }
 
 /// Phase 2 for one row `(b, h, t)` (`row = (b heads + h) T + t`), by one

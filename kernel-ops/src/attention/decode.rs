@@ -57,7 +57,7 @@ use kernel_device::launch::HostEntry;
 use kernel_device::tma::TensorMapParam;
 use kernel_device::{bf16, f16, Gmem, GmemRef, E4M3};
 use kernel_host::{Arg, ArgSink, Buffer, Device, Program, TileMap, TmaElement};
-use kernel_ops_kernels::decode::{decode_split, decode_split_fp8, DecFp8Piece, DecPiece, DecodeDims, DecodeElem, DEC_BN, DEC_ROWS, ERR_LEN, ERR_PAGE, ERR_WORDS};
+use kernel_ops_kernels::decode::{decode_split, decode_split_deep, decode_split_fp8, DecFp8Piece, DecPiece, DecodeDims, DecodeElem, DEC_BN, DEC_ROWS, ERR_LEN, ERR_PAGE, ERR_WORDS};
 
 /// The sizes of a decode step besides the cache's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -173,6 +173,10 @@ pub struct DecodeOptions {
     /// and the device ([`splits_for`]). At most the cache's blocks of 64
     /// keys.
     pub splits: Option<usize>,
+    /// CTAs per SM: `Some(1)` the 6-slot ring kernel (16-bit cache, head_dim
+    /// 128; elsewhere the default), `Some(2)` the 3-slot one; `None`: the
+    /// 6-slot one when the launch has at most one CTA per SM.
+    pub ctas_per_sm: Option<usize>,
 }
 
 /// What the kernels flagged on the device since the plan was made (or its
@@ -185,37 +189,22 @@ pub struct DecodeErrors {
     pub bad_page: Option<i32>,
 }
 
-/// Per-item cost of the split kernel, in blocks of 64 keys: the Q load,
-/// the epilogue and the ring's refill that a work item adds to its CTA.
-pub const ITEM_COST_BLOCKS: usize = 1;
-/// Extra cost of splitting (partial outputs and the combine), in blocks.
-pub const SPLIT_COST_BLOCKS: usize = 2;
-
 /// The split count [`Decode::new`] picks for `groups` (`batch x kv_heads x
-/// row groups`) sequences of `max_len` keys on `sms` SMs running `per_sm`
-/// CTAs each: the one with the smallest modelled time, in blocks of 64
-/// keys, of the persistent launch (`sms x per_sm` CTAs taking the `groups
-/// x splits` work items in rounds): `rounds x (blocks per split +`
-/// [`ITEM_COST_BLOCKS`]`)`, plus [`SPLIT_COST_BLOCKS`] when split; the
-/// fewest splits among equals, and as few as still give each split the
-/// same number of blocks. At most the blocks of 64 keys of `max_len`.
+/// row groups`) sequences of `max_len` keys on `sms` SMs: as many splits
+/// as keep the launch within one round of `per_sm` CTAs per SM (`groups x
+/// splits <= sms x per_sm`), at least 1 and at most the blocks of 64 keys
+/// of `max_len`, then as few as still give each split the same number of
+/// blocks. Measured on the H200 (bf16, D 128, 2026-11-28): every CTA past
+/// one round costs its start and end (~3-10 us each, more when it
+/// combines), and one CTA per SM already draws ~30 GB/s; so 2 splits at
+/// 8x8x8192 (0.072 ms) beat 4 (0.075) and 8 (0.085, the old 2-wave
+/// choice), 16 at 1x8x32768 (0.045) beat 32 (0.049) and 64 (0.062). The
+/// FP8 kernel is bound by its consumers and wants 2 CTAs per SM (4 splits
+/// at 8x8x8192: 0.097 ms, 2: 0.143).
 pub fn splits_for(groups: usize, max_len: usize, sms: usize, per_sm: usize) -> usize {
     let blocks = max_len.div_ceil(DEC_BN).max(1);
-    let slots = sms.max(1) * per_sm.max(1);
-    let mut best = (usize::MAX, 1);
-    for s in 1..=blocks {
-        let per = blocks.div_ceil(s);
-        let splits = blocks.div_ceil(per);
-        if splits != s {
-            continue;
-        }
-        let rounds = (groups.max(1) * splits).div_ceil(slots);
-        let cost = rounds * (per + ITEM_COST_BLOCKS) + if splits > 1 { SPLIT_COST_BLOCKS } else { 0 };
-        if cost < best.0 {
-            best = (cost, splits);
-        }
-    }
-    best.1
+    let want = (sms.max(1) * per_sm.max(1) / groups.max(1)).clamp(1, blocks);
+    blocks.div_ceil(blocks.div_ceil(want))
 }
 
 /// A decode step's launches for one shape and cache layout, with their
@@ -226,9 +215,8 @@ pub struct Decode {
     layout: CacheLayout,
     fp8: bool,
     splits: usize,
-    /// CTAs launched (at most the resident ones: each takes work items
-    /// `blockIdx.x + k gridDim.x`).
-    grid: usize,
+    /// The 16-bit D 128 kernel with the 6-slot ring (one CTA per SM).
+    deep: bool,
     chunk: usize,
     scale: f32,
     o_part: Buffer<f32>,
@@ -291,6 +279,11 @@ pub fn check_plan(shape: DecodeShape, layout: CacheLayout, opts: DecodeOptions) 
     if !(scale.is_finite() && scale > 0.0) {
         return Err(shape_err(format!("scale = {scale}: the softmax scale must be finite and positive")));
     }
+    if let Some(c) = opts.ctas_per_sm {
+        if !(1..=2).contains(&c) {
+            return Err(shape_err(format!("ctas_per_sm = {c}: 1 (the deep ring) or 2, or None to let the plan choose")));
+        }
+    }
     if let Some(s) = opts.splits {
         let blocks = layout.max_len().div_ceil(DEC_BN);
         if s == 0 || s > blocks {
@@ -313,15 +306,30 @@ impl Decode {
     pub fn new<T: DecodeType, C: CacheElem<T>>(dev: &Device, ops: &Program, shape: DecodeShape, layout: CacheLayout, opts: DecodeOptions) -> Result<Self, Error> {
         check_plan(shape, layout, opts)?;
         let ctas = shape.batch * shape.kv_heads * shape.row_groups();
-        let per_sm = C::blocks_per_sm(ops, shape.head_dim, layout.piece()).unwrap_or(2).max(1);
-        let slots = dev.sm_count().max(1) as usize * per_sm;
+        let sms = dev.sm_count().max(1) as usize;
+        // One CTA per SM (the deep ring) where that kernel is built and
+        // not refused; else the instance's occupancy (2).
+        let deep_built = C::deep(shape.head_dim, layout.piece()).is_some();
+        let per_sm = match opts.ctas_per_sm {
+            Some(1) if deep_built => 1,
+            Some(_) => C::blocks_per_sm(ops, shape.head_dim, layout.piece()).unwrap_or(2).max(1),
+            None if deep_built => 1,
+            None => C::blocks_per_sm(ops, shape.head_dim, layout.piece()).unwrap_or(2).max(1),
+        };
         let splits = match opts.splits {
             Some(s) => s,
-            None => splits_for(ctas, layout.max_len(), dev.sm_count() as usize, per_sm),
+            None => splits_for(ctas, layout.max_len(), sms, per_sm),
         };
         let blocks = layout.max_len().div_ceil(DEC_BN);
         let chunk = blocks.div_ceil(splits) * DEC_BN;
         let splits = layout.max_len().div_ceil(chunk);
+        // The deep ring only when the launch is one round of one CTA per
+        // SM (more CTAs would run one per SM, in rounds).
+        let deep = deep_built && match opts.ctas_per_sm {
+            Some(1) => true,
+            Some(_) => false,
+            None => ctas * splits <= sms,
+        };
         let rows = shape.lse_len();
         let part = if splits > 1 { rows * splits } else { 1 };
         Ok(Decode {
@@ -329,7 +337,7 @@ impl Decode {
             layout,
             fp8: C::FP8,
             splits,
-            grid: (ctas * splits).min(slots),
+            deep,
             chunk,
             scale: opts.scale.unwrap_or(1.0 / (shape.head_dim as f32).sqrt()),
             o_part: dev.zeros::<f32>(part * if splits > 1 { shape.head_dim } else { 1 })?,
@@ -417,15 +425,15 @@ impl Decode {
             max_pages: max_pages as u32,
             num_pages: num_pages as u32,
             scale_heads: scale_heads as u32,
-            splits: self.splits as u32,
-            ys: (shape.kv_heads * shape.row_groups()) as u32,
-            items: (self.splits * shape.kv_heads * shape.row_groups() * shape.batch) as u32,
             scale_log2: self.scale * std::f32::consts::LOG2_E,
         };
-        let grid = (self.grid as u32, 1, 1);
+        let grid = (self.splits as u32, (shape.kv_heads * shape.row_groups()) as u32, shape.batch as u32);
         let rows = self.layout.rows(shape.batch);
         let args = SplitArgs { q, k: cache.k, v: cache.v, scales: cache.scales, rows, lens, table, out: &mut *out, lse: &mut *lse, o_part: &mut self.o_part, lse_part: &mut self.lse_part, counters: &mut self.counters, errors: &mut self.errors, dims, grid };
-        C::launch(ops, shape, self.layout.piece(), args)?;
+        match C::deep(shape.head_dim, self.layout.piece()).filter(|_| self.deep) {
+            Some(f) => f(ops, args)?,
+            None => C::launch(ops, shape, self.layout.piece(), args)?,
+        }
         Ok(())
     }
 
@@ -559,6 +567,11 @@ pub trait CacheElem<T: DecodeType>: sealed::Sealed + Copy + TmaElement + 'static
     /// CTAs of the split kernel per SM (the occupancy of the instance).
     #[doc(hidden)]
     fn blocks_per_sm(ops: &Program, head_dim: usize, piece: usize) -> Option<usize>;
+    /// The deep-ring instance (6 slots, one CTA per SM), where built.
+    #[doc(hidden)]
+    fn deep(_head_dim: usize, _piece: usize) -> Option<SplitFn<T, Self>> {
+        None
+    }
 }
 
 macro_rules! cache16 {
@@ -574,6 +587,13 @@ macro_rules! cache16 {
                     _ => ops.kernel::<decode_split<$t, 128, 64, 3>>().ok()?.occupancy().ok()?,
                 };
                 Some(o.blocks_per_sm as usize)
+            }
+            fn deep(head_dim: usize, piece: usize) -> Option<SplitFn<$t, $t>> {
+                match (head_dim, piece) {
+                    (128, 64) => Some(split16_deep::<$t, 64>),
+                    (128, 16) => Some(split16_deep::<$t, 16>),
+                    _ => None,
+                }
             }
         }
     };
@@ -662,6 +682,17 @@ where
     let km = TileMap::<DecPiece<E, P, D>>::new_2d(a.k, a.rows, cols)?;
     let vm = TileMap::<DecPiece<E, P, D>>::new_2d(a.v, a.rows, cols)?;
     ops.kernel::<decode_split<E, D, P, S>>()?.launch(a.grid, (a.q, &km, &vm, a.lens, a.table, a.out, a.lse, a.o_part, a.lse_part, a.counters, a.errors, DimsArg(a.dims)))?;
+    Ok(())
+}
+
+fn split16_deep<E: DecodeType, const P: usize>(ops: &Program, a: SplitArgs<'_, E, E>) -> Result<(), Error>
+where
+    decode_split_deep<E, 128, P, 6>: HostEntry<Params = Split16Params<E, P, 128>>,
+{
+    let cols = a.dims.heads as usize / a.dims.group as usize * 128;
+    let km = TileMap::<DecPiece<E, P, 128>>::new_2d(a.k, a.rows, cols)?;
+    let vm = TileMap::<DecPiece<E, P, 128>>::new_2d(a.v, a.rows, cols)?;
+    ops.kernel::<decode_split_deep<E, 128, P, 6>>()?.launch(a.grid, (a.q, &km, &vm, a.lens, a.table, a.out, a.lse, a.o_part, a.lse_part, a.counters, a.errors, DimsArg(a.dims)))?;
     Ok(())
 }
 
