@@ -51,7 +51,6 @@ struct Problem {
     lens: Vec<u32>,
     store: Store,
     splits: Option<usize>,
-    ctas_per_sm: Option<usize>,
 }
 
 fn randn(n: usize, seed: u64) -> Vec<f32> {
@@ -129,7 +128,7 @@ fn run<T: Elem>(dev: &Device, p: &Problem, seed: u64) -> (f64, f64, DecodeErrors
     let table_buf = table.as_ref().map(|t| dev.upload(t).unwrap());
     let mut out = dev.upload(&vec![T::from(f32::NAN); shape.q_len()]).unwrap();
     let mut lse = dev.upload(&vec![f32::NAN; shape.lse_len()]).unwrap();
-    let opts = DecodeOptions { scale: None, splits: p.splits, ctas_per_sm: p.ctas_per_sm };
+    let opts = DecodeOptions { scale: None, splits: p.splits };
     let (mut want, errors) = match p.store {
         Store::Same => {
             let round = |x: &mut Vec<f32>| x.iter_mut().for_each(|v| *v = T::from(*v).to());
@@ -236,10 +235,10 @@ fn contiguous_ragged_lengths_two_splits_bf16() {
     // G = 1: an empty sequence, a one-key one, a full one (200 = 3 blocks
     // + 8), a 77-key one; 2 splits of 128 keys (the second split of the
     // short sequences has no key: lse -inf, weight 0 in the combine).
-    let p = Problem { shape: shape(4, 2, 2, 64, 1), layout: CacheLayout::Contiguous { max_len: 200 }, lens: vec![0, 1, 200, 77], store: Store::Same, splits: Some(2), ctas_per_sm: None };
+    let p = Problem { shape: shape(4, 2, 2, 64, 1), layout: CacheLayout::Contiguous { max_len: 200 }, lens: vec![0, 1, 200, 77], store: Store::Same, splits: Some(2) };
     check::<bf16>(p, 1);
     // 10 splits of one block: the combine takes its splits 8 at a time.
-    let p = Problem { shape: shape(1, 2, 1, 64, 1), layout: CacheLayout::Contiguous { max_len: 640 }, lens: vec![601], store: Store::Same, splits: Some(10), ctas_per_sm: None };
+    let p = Problem { shape: shape(1, 2, 1, 64, 1), layout: CacheLayout::Contiguous { max_len: 640 }, lens: vec![601], store: Store::Same, splits: Some(10) };
     check::<bf16>(p, 11);
 }
 
@@ -249,7 +248,7 @@ fn the_ring_wraps_with_gqa_4_and_3_tokens_f16() {
     // twice); 3 causal tokens x 4 query heads = 12 rows; a 130-key
     // sequence ends 2 keys into its third block; a 2-key one leaves its
     // first token without keys.
-    let p = Problem { shape: shape(3, 4, 1, 128, 3), layout: CacheLayout::Contiguous { max_len: 448 }, lens: vec![448, 130, 2], store: Store::Same, splits: Some(1), ctas_per_sm: None };
+    let p = Problem { shape: shape(3, 4, 1, 128, 3), layout: CacheLayout::Contiguous { max_len: 448 }, lens: vec![448, 130, 2], store: Store::Same, splits: Some(1) };
     check::<f16>(p, 2);
 }
 
@@ -257,15 +256,15 @@ fn the_ring_wraps_with_gqa_4_and_3_tokens_f16() {
 fn paged_16_shuffled_table_gqa_8_bf16() {
     // Pages of 16 keys (4 boxes per block of 64), shuffled; 2 splits; a
     // 37-key sequence ends inside its third page.
-    let p = Problem { shape: shape(2, 8, 1, 64, 1), layout: CacheLayout::Paged { num_pages: 20, page_size: 16, max_pages: 8 }, lens: vec![37, 128], store: Store::Same, splits: Some(2), ctas_per_sm: None };
+    let p = Problem { shape: shape(2, 8, 1, 64, 1), layout: CacheLayout::Paged { num_pages: 20, page_size: 16, max_pages: 8 }, lens: vec![37, 128], store: Store::Same, splits: Some(2) };
     check::<bf16>(p, 3);
 }
 
 #[test]
 fn paged_64_and_32_tokens_3_f16() {
-    let p = Problem { shape: shape(2, 4, 2, 64, 3), layout: CacheLayout::Paged { num_pages: 6, page_size: 64, max_pages: 3 }, lens: vec![150, 65], store: Store::Same, splits: Some(1), ctas_per_sm: None };
+    let p = Problem { shape: shape(2, 4, 2, 64, 3), layout: CacheLayout::Paged { num_pages: 6, page_size: 64, max_pages: 3 }, lens: vec![150, 65], store: Store::Same, splits: Some(1) };
     check::<f16>(p, 4);
-    let p = Problem { shape: shape(1, 2, 2, 128, 1), layout: CacheLayout::Paged { num_pages: 9, page_size: 32, max_pages: 6 }, lens: vec![161], store: Store::Same, splits: Some(2), ctas_per_sm: None };
+    let p = Problem { shape: shape(1, 2, 2, 128, 1), layout: CacheLayout::Paged { num_pages: 9, page_size: 32, max_pages: 6 }, lens: vec![161], store: Store::Same, splits: Some(2) };
     check::<f16>(p, 5);
 }
 
@@ -273,35 +272,24 @@ fn paged_64_and_32_tokens_3_f16() {
 fn fp8_cache_with_scales() {
     // Per-KV-head scales, pages of 32, bf16 out; then one scale per tensor,
     // contiguous, D 128, f16 out, splits picked by the plan.
-    let p = Problem { shape: shape(2, 8, 2, 64, 1), layout: CacheLayout::Paged { num_pages: 8, page_size: 32, max_pages: 4 }, lens: vec![100, 33], store: Store::Fp8 { per_head: true }, splits: Some(2), ctas_per_sm: None };
+    let p = Problem { shape: shape(2, 8, 2, 64, 1), layout: CacheLayout::Paged { num_pages: 8, page_size: 32, max_pages: 4 }, lens: vec![100, 33], store: Store::Fp8 { per_head: true }, splits: Some(2) };
     check::<bf16>(p, 6);
-    let p = Problem { shape: shape(1, 4, 1, 128, 1), layout: CacheLayout::Contiguous { max_len: 150 }, lens: vec![150], store: Store::Fp8 { per_head: false }, splits: None, ctas_per_sm: None };
+    let p = Problem { shape: shape(1, 4, 1, 128, 1), layout: CacheLayout::Contiguous { max_len: 150 }, lens: vec![150], store: Store::Fp8 { per_head: false }, splits: None };
     check::<f16>(p, 7);
-}
-
-#[test]
-fn the_deep_ring_at_d128_wraps_and_splits() {
-    // The 6-slot kernel (one CTA per SM): ragged lengths over 15 blocks
-    // (the ring wraps twice), 2 splits, GQA 4; then pages of 16 with 2
-    // tokens.
-    let p = Problem { shape: shape(3, 8, 2, 128, 1), layout: CacheLayout::Contiguous { max_len: 960 }, lens: vec![960, 455, 1], store: Store::Same, splits: Some(2), ctas_per_sm: Some(1) };
-    check::<bf16>(p, 41);
-    let p = Problem { shape: shape(2, 4, 1, 128, 2), layout: CacheLayout::Paged { num_pages: 40, page_size: 16, max_pages: 20 }, lens: vec![300, 97], store: Store::Same, splits: Some(1), ctas_per_sm: Some(1) };
-    check::<f16>(p, 42);
 }
 
 #[test]
 fn more_rows_than_one_wgmma_take_two_row_groups() {
     // G 16 x T 5 = 80 rows: two CTAs per KV head, rows 64.. in the
     // second; 2 splits, so each row group's last CTA combines its rows.
-    let p = Problem { shape: shape(1, 16, 1, 64, 5), layout: CacheLayout::Contiguous { max_len: 70 }, lens: vec![70], store: Store::Same, splits: Some(2), ctas_per_sm: None };
+    let p = Problem { shape: shape(1, 16, 1, 64, 5), layout: CacheLayout::Contiguous { max_len: 70 }, lens: vec![70], store: Store::Same, splits: Some(2) };
     check::<bf16>(p, 8);
 }
 
 #[test]
 fn device_values_out_of_range_are_clamped_and_flagged() {
     // A length above max_len: clamped (the reference clamps too), flagged.
-    let p = Problem { shape: shape(2, 2, 1, 64, 1), layout: CacheLayout::Contiguous { max_len: 70 }, lens: vec![1000, 5], store: Store::Same, splits: Some(2), ctas_per_sm: None };
+    let p = Problem { shape: shape(2, 2, 1, 64, 1), layout: CacheLayout::Contiguous { max_len: 70 }, lens: vec![1000, 5], store: Store::Same, splits: Some(2) };
     let dev = emulator(9);
     let (o, _, errors) = run::<bf16>(&dev, &p, 9);
     assert!(o < bound::<bf16>(), "O error {o:.2e}");
@@ -351,8 +339,8 @@ fn bad_host_inputs_are_refused_with_their_rule() {
         (new(shape(2, 8, 2, 64, 9), contiguous, DecodeOptions::default()), "at most 8 query tokens"),
         (new(shape(0, 8, 2, 64, 1), contiguous, DecodeOptions::default()), "batch = 0"),
         (new(good, CacheLayout::Paged { num_pages: 4, page_size: 48, max_pages: 2 }, DecodeOptions::default()), "page_size = 48"),
-        (new(good, contiguous, DecodeOptions { splits: Some(3), scale: None, ctas_per_sm: None }), "splits = 3"),
-        (new(good, contiguous, DecodeOptions { splits: None, scale: Some(f32::NAN), ctas_per_sm: None }), "finite and positive"),
+        (new(good, contiguous, DecodeOptions { splits: Some(3), scale: None }), "splits = 3"),
+        (new(good, contiguous, DecodeOptions { splits: None, scale: Some(f32::NAN) }), "finite and positive"),
     ];
     for (msg, want) in cases {
         assert!(msg.contains(want), "{msg:?} does not say {want:?}");
@@ -387,7 +375,7 @@ fn bad_host_inputs_are_refused_with_their_rule() {
 fn the_split_count_keeps_one_round_and_never_exceeds_the_blocks() {
     use kernel_ops::attention::decode::splits_for;
     // The benchmark's shapes on 132 SMs (groups = batch x kv_heads), one
-    // CTA per SM (the 16-bit D 128 kernel with the deep ring).
+    // CTA per SM (a 16-bit cache).
     assert_eq!(splits_for(8, 32768, 132, 1), 16);
     assert_eq!(splits_for(64, 8192, 132, 1), 2);
     assert_eq!(splits_for(32, 8192, 132, 1), 4);
@@ -417,9 +405,6 @@ fn the_split_kernels_fit_two_ctas_per_sm() {
     for o in occ {
         assert_eq!(o.blocks_per_sm, 2, "{o}");
     }
-    // The deep ring: one CTA per SM.
-    let deep = ops.kernel::<kernel_ops_kernels::decode::decode_split_deep<bf16, 128, 64, 6>>().unwrap().occupancy().unwrap();
-    assert_eq!(deep.blocks_per_sm, 1, "{deep}");
 }
 
 /// The GPU tests: the benchmark's shapes (bf16, D 128, 32 query heads),

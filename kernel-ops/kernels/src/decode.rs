@@ -559,52 +559,10 @@ fn combine_if_last<E: DecodeElem, const D: usize>(outs: Outs<E>, d: &Dims, w: &W
 /// `lse_part` `[batch, heads, T, splits]` (log2 units) and the last CTA
 /// of each group combines them into `out` and `lse`; `counters` `[batch,
 /// kv_heads * row_groups]` zeros (left zero); `errors` [`ERR_WORDS`] words;
-/// `d` the sizes. Instances `(E, D, P, S)`; [`decode_split_deep`] is the
-/// one-CTA-per-SM variant with a deeper ring.
+/// `d` the sizes. Instances `(E, D, P, S)`.
 #[kernel(block = threads(160), arch = sm_90a, min_blocks_per_sm = 2, instances(E = [f16, bf16], (64, 64, 6), (64, 16, 6), (128, 64, 3), (128, 16, 3)))]
 #[allow(clippy::too_many_arguments)]
 pub fn decode_split<E: DecodeElem, const D: usize, const P: usize, const S: usize>(
-    q: GmemRef<E>,
-    k: Tma<DecPiece<E, P, D>>,
-    v: Tma<DecPiece<E, P, D>>,
-    lens: GmemRef<u32>,
-    table: GmemRef<i32>,
-    out: Gmem<E>,
-    lse: Gmem<f32>,
-    o_part: Gmem<f32>,
-    lse_part: Gmem<f32>,
-    counters: Gmem<u32>,
-    errors: Gmem<u32>,
-    d: DecodeDims,
-    #[scratch] q_buf: Smem<DecQTile<E, D>>,
-    #[scratch] k_bufs: Smem<[DecKvTile<E, D>; S]>,
-    #[scratch] v_bufs: Smem<[DecKvTile<E, D>; S]>,
-    #[scratch] full: Barriers<S>,
-    #[scratch(arrivals = 128)] empty: Barriers<S>,
-    #[scratch] last: Smem<[u32; 1]>,
-) where
-    Cols<D>: WgmmaShape,
-{
-    const { check_decode(D, P, S) };
-    let w = d.work(lens);
-    report_len(lens, errors, &d, &w);
-    let ring = Ring::new(&full, &empty, 128);
-    if warp_idx() == 4 {
-        if lane_id() == 0 {
-            produce::<DecKvTile<E, D>, DecPiece<E, P, D>, S>(k, v, k_bufs, v_bufs, ring, table, errors, &d, &w);
-        }
-        return;
-    }
-    consume::<E, D, S, false>(q, q_buf, ring, |i| (k_bufs.at(i), v_bufs.at(i)), Outs { out, lse, o_part, lse_part, counters, last }, d.scale_log2, 1.0, &d, &w);
-}
-
-/// [`decode_split`] with one CTA per SM and a 6-slot ring at D 128 (208 KB
-/// of shared memory): twice a CTA's loads in flight, for launches of at
-/// most one CTA per SM (the host picks it then: on the H200 one CTA per SM
-/// with 3 slots drew ~3.7 TB/s, short of the ~4.2 of a copy).
-#[kernel(block = threads(160), arch = sm_90a, min_blocks_per_sm = 1, instances(E = [f16, bf16], (128, 64, 6), (128, 16, 6)))]
-#[allow(clippy::too_many_arguments)]
-pub fn decode_split_deep<E: DecodeElem, const D: usize, const P: usize, const S: usize>(
     q: GmemRef<E>,
     k: Tma<DecPiece<E, P, D>>,
     v: Tma<DecPiece<E, P, D>>,

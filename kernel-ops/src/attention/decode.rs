@@ -57,7 +57,7 @@ use kernel_device::launch::HostEntry;
 use kernel_device::tma::TensorMapParam;
 use kernel_device::{bf16, f16, Gmem, GmemRef, E4M3};
 use kernel_host::{Arg, ArgSink, Buffer, Device, Program, TileMap, TmaElement};
-use kernel_ops_kernels::decode::{decode_split, decode_split_deep, decode_split_fp8, DecFp8Piece, DecPiece, DecodeDims, DecodeElem, DEC_BN, DEC_ROWS, ERR_LEN, ERR_PAGE, ERR_WORDS};
+use kernel_ops_kernels::decode::{decode_split, decode_split_fp8, DecFp8Piece, DecPiece, DecodeDims, DecodeElem, DEC_BN, DEC_ROWS, ERR_LEN, ERR_PAGE, ERR_WORDS};
 
 /// The sizes of a decode step besides the cache's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -173,10 +173,6 @@ pub struct DecodeOptions {
     /// and the device ([`splits_for`]). At most the cache's blocks of 64
     /// keys.
     pub splits: Option<usize>,
-    /// CTAs per SM: `Some(1)` the 6-slot ring kernel (16-bit cache, head_dim
-    /// 128; elsewhere the default), `Some(2)` the 3-slot one; `None`: the
-    /// 6-slot one when the launch has at most one CTA per SM.
-    pub ctas_per_sm: Option<usize>,
 }
 
 /// What the kernels flagged on the device since the plan was made (or its
@@ -200,7 +196,11 @@ pub struct DecodeErrors {
 /// 8x8x8192 (0.072 ms) beat 4 (0.075) and 8 (0.085, the old 2-wave
 /// choice), 16 at 1x8x32768 (0.045) beat 32 (0.049) and 64 (0.062). The
 /// FP8 kernel is bound by its consumers and wants 2 CTAs per SM (4 splits
-/// at 8x8x8192: 0.097 ms, 2: 0.143).
+/// at 8x8x8192: 0.097 ms, 2: 0.143). Tried and dropped: persistent CTAs
+/// looping over the items (1-2% slower at 64x8x2048 and 128x8x1024), and
+/// for one CTA per SM a 6-slot ring filling the shared memory (~3% slower
+/// than 3 slots: a lone CTA is bound by its consumers' serial per-block
+/// loop, ~1 us per 64 keys, not by its loads in flight).
 pub fn splits_for(groups: usize, max_len: usize, sms: usize, per_sm: usize) -> usize {
     let blocks = max_len.div_ceil(DEC_BN).max(1);
     let want = (sms.max(1) * per_sm.max(1) / groups.max(1)).clamp(1, blocks);
@@ -215,8 +215,6 @@ pub struct Decode {
     layout: CacheLayout,
     fp8: bool,
     splits: usize,
-    /// The 16-bit D 128 kernel with the 6-slot ring (one CTA per SM).
-    deep: bool,
     chunk: usize,
     scale: f32,
     o_part: Buffer<f32>,
@@ -279,11 +277,6 @@ pub fn check_plan(shape: DecodeShape, layout: CacheLayout, opts: DecodeOptions) 
     if !(scale.is_finite() && scale > 0.0) {
         return Err(shape_err(format!("scale = {scale}: the softmax scale must be finite and positive")));
     }
-    if let Some(c) = opts.ctas_per_sm {
-        if !(1..=2).contains(&c) {
-            return Err(shape_err(format!("ctas_per_sm = {c}: 1 (the deep ring) or 2, or None to let the plan choose")));
-        }
-    }
     if let Some(s) = opts.splits {
         let blocks = layout.max_len().div_ceil(DEC_BN);
         if s == 0 || s > blocks {
@@ -307,15 +300,9 @@ impl Decode {
         check_plan(shape, layout, opts)?;
         let ctas = shape.batch * shape.kv_heads * shape.row_groups();
         let sms = dev.sm_count().max(1) as usize;
-        // One CTA per SM (the deep ring) where that kernel is built and
-        // not refused; else the instance's occupancy (2).
-        let deep_built = C::deep(shape.head_dim, layout.piece()).is_some();
-        let per_sm = match opts.ctas_per_sm {
-            Some(1) if deep_built => 1,
-            Some(_) => C::blocks_per_sm(ops, shape.head_dim, layout.piece()).unwrap_or(2).max(1),
-            None if deep_built => 1,
-            None => C::blocks_per_sm(ops, shape.head_dim, layout.piece()).unwrap_or(2).max(1),
-        };
+        // The split count aims at one CTA per SM for a 16-bit cache and
+        // at the kernel's occupancy (2) for FP8 ([`splits_for`]).
+        let per_sm = if C::FP8 { C::blocks_per_sm(ops, shape.head_dim, layout.piece()).unwrap_or(2).max(1) } else { 1 };
         let splits = match opts.splits {
             Some(s) => s,
             None => splits_for(ctas, layout.max_len(), sms, per_sm),
@@ -323,13 +310,6 @@ impl Decode {
         let blocks = layout.max_len().div_ceil(DEC_BN);
         let chunk = blocks.div_ceil(splits) * DEC_BN;
         let splits = layout.max_len().div_ceil(chunk);
-        // The deep ring only when the launch is one round of one CTA per
-        // SM (more CTAs would run one per SM, in rounds).
-        let deep = deep_built && match opts.ctas_per_sm {
-            Some(1) => true,
-            Some(_) => false,
-            None => ctas * splits <= sms,
-        };
         let rows = shape.lse_len();
         let part = if splits > 1 { rows * splits } else { 1 };
         Ok(Decode {
@@ -337,7 +317,6 @@ impl Decode {
             layout,
             fp8: C::FP8,
             splits,
-            deep,
             chunk,
             scale: opts.scale.unwrap_or(1.0 / (shape.head_dim as f32).sqrt()),
             o_part: dev.zeros::<f32>(part * if splits > 1 { shape.head_dim } else { 1 })?,
@@ -430,10 +409,7 @@ impl Decode {
         let grid = (self.splits as u32, (shape.kv_heads * shape.row_groups()) as u32, shape.batch as u32);
         let rows = self.layout.rows(shape.batch);
         let args = SplitArgs { q, k: cache.k, v: cache.v, scales: cache.scales, rows, lens, table, out: &mut *out, lse: &mut *lse, o_part: &mut self.o_part, lse_part: &mut self.lse_part, counters: &mut self.counters, errors: &mut self.errors, dims, grid };
-        match C::deep(shape.head_dim, self.layout.piece()).filter(|_| self.deep) {
-            Some(f) => f(ops, args)?,
-            None => C::launch(ops, shape, self.layout.piece(), args)?,
-        }
+        C::launch(ops, shape, self.layout.piece(), args)?;
         Ok(())
     }
 
@@ -567,11 +543,6 @@ pub trait CacheElem<T: DecodeType>: sealed::Sealed + Copy + TmaElement + 'static
     /// CTAs of the split kernel per SM (the occupancy of the instance).
     #[doc(hidden)]
     fn blocks_per_sm(ops: &Program, head_dim: usize, piece: usize) -> Option<usize>;
-    /// The deep-ring instance (6 slots, one CTA per SM), where built.
-    #[doc(hidden)]
-    fn deep(_head_dim: usize, _piece: usize) -> Option<SplitFn<T, Self>> {
-        None
-    }
 }
 
 macro_rules! cache16 {
@@ -587,13 +558,6 @@ macro_rules! cache16 {
                     _ => ops.kernel::<decode_split<$t, 128, 64, 3>>().ok()?.occupancy().ok()?,
                 };
                 Some(o.blocks_per_sm as usize)
-            }
-            fn deep(head_dim: usize, piece: usize) -> Option<SplitFn<$t, $t>> {
-                match (head_dim, piece) {
-                    (128, 64) => Some(split16_deep::<$t, 64>),
-                    (128, 16) => Some(split16_deep::<$t, 16>),
-                    _ => None,
-                }
             }
         }
     };
@@ -682,17 +646,6 @@ where
     let km = TileMap::<DecPiece<E, P, D>>::new_2d(a.k, a.rows, cols)?;
     let vm = TileMap::<DecPiece<E, P, D>>::new_2d(a.v, a.rows, cols)?;
     ops.kernel::<decode_split<E, D, P, S>>()?.launch(a.grid, (a.q, &km, &vm, a.lens, a.table, a.out, a.lse, a.o_part, a.lse_part, a.counters, a.errors, DimsArg(a.dims)))?;
-    Ok(())
-}
-
-fn split16_deep<E: DecodeType, const P: usize>(ops: &Program, a: SplitArgs<'_, E, E>) -> Result<(), Error>
-where
-    decode_split_deep<E, 128, P, 6>: HostEntry<Params = Split16Params<E, P, 128>>,
-{
-    let cols = a.dims.heads as usize / a.dims.group as usize * 128;
-    let km = TileMap::<DecPiece<E, P, 128>>::new_2d(a.k, a.rows, cols)?;
-    let vm = TileMap::<DecPiece<E, P, 128>>::new_2d(a.v, a.rows, cols)?;
-    ops.kernel::<decode_split_deep<E, 128, P, 6>>()?.launch(a.grid, (a.q, &km, &vm, a.lens, a.table, a.out, a.lse, a.o_part, a.lse_part, a.counters, a.errors, DimsArg(a.dims)))?;
     Ok(())
 }
 

@@ -18,14 +18,12 @@
 //! timing).
 //!
 //! ```text
-//! decode_bench [--iters N] [--warmup-ms MS] [--out DIR] [--only NAME_SUBSTRING] [--splits LIST] [--ctas-per-sm 1|2]
+//! decode_bench [--iters N] [--warmup-ms MS] [--out DIR] [--only NAME_SUBSTRING] [--splits LIST]
 //! ```
 //!
 //! `--splits 0,4,8` times every row at each split count of the list (0:
 //! the plan's own choice, `decode::splits_for`; counts above the cache's
-//! blocks of 64 keys are skipped), to tune that choice; `--ctas-per-sm`
-//! forces the kernel (1: the deep ring, 2: the 3-slot ring; default: the
-//! plan's choice).
+//! blocks of 64 keys are skipped), to tune that choice.
 use kernel_device::{bf16, E4M3};
 use kernel_host::{randn_f32, time_at_steady_clock, Buffer, Device, Program};
 use kernel_ops::attention::decode::{reference_row, CacheElem, CacheLayout, Decode, DecodeOptions, DecodeShape, KvCache};
@@ -42,11 +40,10 @@ struct Args {
     only: Option<String>,
     /// Split counts to time each row at (0: the plan's choice).
     splits: Vec<usize>,
-    ctas_per_sm: Option<usize>,
 }
 
 fn args() -> Result<Args, String> {
-    let mut a = Args { iters: 50, warmup_ms: 500.0, out: ".".into(), only: None, splits: vec![0], ctas_per_sm: None };
+    let mut a = Args { iters: 50, warmup_ms: 500.0, out: ".".into(), only: None, splits: vec![0] };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -55,7 +52,6 @@ fn args() -> Result<Args, String> {
             "--warmup-ms" => a.warmup_ms = val("--warmup-ms")?.parse().map_err(|e| format!("--warmup-ms: {e}"))?,
             "--out" => a.out = val("--out")?.into(),
             "--only" => a.only = Some(val("--only")?),
-            "--ctas-per-sm" => a.ctas_per_sm = Some(val("--ctas-per-sm")?.parse().map_err(|e| format!("--ctas-per-sm: {e}"))?),
             "--splits" => a.splits = val("--splits")?.split(',').map(|x| x.trim().parse::<usize>().map_err(|e| format!("--splits: {e}"))).collect::<Result<_, _>>()?,
             other => return Err(format!("unknown argument `{other}`; see the doc comment of decode_bench.rs")),
         }
@@ -183,7 +179,7 @@ fn measure<C: CacheElem<bf16>>(dev: &Device, ops: &Program, a: &Args, row: &Row,
     let cache = KvCache { block_table: table_buf.as_ref(), ..cache };
     let mut out = dev.upload(&vec![bf16::from_f32(f32::NAN); shape.q_len()])?;
     let mut lse = dev.upload(&vec![f32::NAN; shape.lse_len()])?;
-    let mut plan = Decode::new::<bf16, C>(dev, ops, shape, layout, DecodeOptions { splits: (want_splits > 0).then_some(want_splits), ctas_per_sm: a.ctas_per_sm, ..DecodeOptions::default() })?;
+    let mut plan = Decode::new::<bf16, C>(dev, ops, shape, layout, DecodeOptions { splits: (want_splits > 0).then_some(want_splits), ..DecodeOptions::default() })?;
     let splits = plan.splits();
     plan.run(dev, ops, &q, &cache, &lens_buf, &mut out, &mut lse)?;
     dev.synchronize()?;
