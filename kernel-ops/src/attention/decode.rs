@@ -196,7 +196,8 @@ pub struct DecodeErrors {
 /// 8x8x8192 (0.072 ms) beat 4 (0.075) and 8 (0.085, the old 2-wave
 /// choice), 16 at 1x8x32768 (0.045) beat 32 (0.049) and 64 (0.062). The
 /// FP8 kernel is bound by its consumers and wants 2 CTAs per SM (4 splits
-/// at 8x8x8192: 0.097 ms, 2: 0.143). Tried and dropped: persistent CTAs
+/// at 8x8x8192: 0.097 ms, 2: 0.143), and so do pages of 16 keys (4 boxes
+/// of 16 keys per block: 4 splits 0.081 ms, 2: 0.096). Tried and dropped: persistent CTAs
 /// looping over the items (1-2% slower at 64x8x2048 and 128x8x1024), and
 /// for one CTA per SM a 6-slot ring filling the shared memory (~3% slower
 /// than 3 slots: a lone CTA is bound by its consumers' serial per-block
@@ -300,9 +301,10 @@ impl Decode {
         check_plan(shape, layout, opts)?;
         let ctas = shape.batch * shape.kv_heads * shape.row_groups();
         let sms = dev.sm_count().max(1) as usize;
-        // The split count aims at one CTA per SM for a 16-bit cache and
-        // at the kernel's occupancy (2) for FP8 ([`splits_for`]).
-        let per_sm = if C::FP8 { C::blocks_per_sm(ops, shape.head_dim, layout.piece()).unwrap_or(2).max(1) } else { 1 };
+        // The split count aims at one CTA per SM for a 16-bit cache in
+        // boxes of 64 keys, and at the kernel's occupancy (2) for FP8 and
+        // pages of 16 or 32 keys ([`splits_for`]).
+        let per_sm = if C::FP8 || layout.piece() < DEC_BN { C::blocks_per_sm(ops, shape.head_dim, layout.piece()).unwrap_or(2).max(1) } else { 1 };
         let splits = match opts.splits {
             Some(s) => s,
             None => splits_for(ctas, layout.max_len(), sms, per_sm),
