@@ -372,17 +372,22 @@ fn bad_host_inputs_are_refused_with_their_rule() {
 }
 
 #[test]
-fn the_split_count_fills_two_waves_and_never_exceeds_the_blocks() {
+fn the_split_count_keeps_one_round_and_never_exceeds_the_blocks() {
     use kernel_ops::attention::decode::splits_for;
-    // The benchmark's shapes on 132 SMs at 2 CTAs each (CTAs = batch x kv_heads).
-    assert_eq!(splits_for(8, 32768, 132, 2), 64);
-    assert_eq!(splits_for(64, 8192, 132, 2), 8);
-    assert_eq!(splits_for(32, 8192, 132, 2), 16);
-    assert_eq!(splits_for(512, 2048, 132, 2), 1);
-    assert_eq!(splits_for(1024, 1024, 132, 2), 1);
-    // Never more splits than blocks of 64 keys.
-    assert_eq!(splits_for(1, 100, 132, 2), 2);
+    // The benchmark's shapes on 132 SMs (groups = batch x kv_heads), one
+    // CTA per SM (a 16-bit cache).
+    assert_eq!(splits_for(8, 32768, 132, 1), 16);
+    assert_eq!(splits_for(64, 8192, 132, 1), 2);
+    assert_eq!(splits_for(32, 8192, 132, 1), 4);
+    assert_eq!(splits_for(512, 2048, 132, 1), 1);
+    assert_eq!(splits_for(1024, 1024, 132, 1), 1);
+    // Two CTAs per SM (FP8).
+    assert_eq!(splits_for(64, 8192, 132, 2), 4);
+    // Never more splits than blocks of 64 keys; equal blocks per split.
+    assert_eq!(splits_for(1, 100, 132, 1), 2);
     assert_eq!(splits_for(1, 1, 132, 2), 1);
+    assert_eq!(splits_for(1, 64 * 40, 132, 1), 40);
+    assert_eq!(splits_for(2, 64 * 100, 132, 1), 50);
 }
 
 #[test]

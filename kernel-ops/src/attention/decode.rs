@@ -185,17 +185,27 @@ pub struct DecodeErrors {
     pub bad_page: Option<i32>,
 }
 
-/// The split count [`Decode::new`] picks: enough CTAs for about `2`
-/// waves over `sms` SMs running `per_sm` CTAs each, rounded to the
-/// nearest count (a sequence's CTAs at batch 1, none at large batch), at
-/// most the blocks of 64 keys of `max_len`, and as few as still give
-/// each split the same number of blocks.
-pub fn splits_for(ctas: usize, max_len: usize, sms: usize, per_sm: usize) -> usize {
+/// The split count [`Decode::new`] picks for `groups` (`batch x kv_heads x
+/// row groups`) sequences of `max_len` keys on `sms` SMs: as many splits
+/// as keep the launch within one round of `per_sm` CTAs per SM (`groups x
+/// splits <= sms x per_sm`), at least 1 and at most the blocks of 64 keys
+/// of `max_len`, then as few as still give each split the same number of
+/// blocks. Measured on the H200 (bf16, D 128, 2026-11-28): every CTA past
+/// one round costs its start and end (~3-10 us each, more when it
+/// combines), and one CTA per SM already draws ~30 GB/s; so 2 splits at
+/// 8x8x8192 (0.072 ms) beat 4 (0.075) and 8 (0.085, the old 2-wave
+/// choice), 16 at 1x8x32768 (0.045) beat 32 (0.049) and 64 (0.062). The
+/// FP8 kernel is bound by its consumers and wants 2 CTAs per SM (4 splits
+/// at 8x8x8192: 0.097 ms, 2: 0.143), and so do pages of 16 keys (4 boxes
+/// of 16 keys per block: 4 splits 0.081 ms, 2: 0.096). Tried and dropped: persistent CTAs
+/// looping over the items (1-2% slower at 64x8x2048 and 128x8x1024), and
+/// for one CTA per SM a 6-slot ring filling the shared memory (~3% slower
+/// than 3 slots: a lone CTA is bound by its consumers' serial per-block
+/// loop, ~1 us per 64 keys, not by its loads in flight).
+pub fn splits_for(groups: usize, max_len: usize, sms: usize, per_sm: usize) -> usize {
     let blocks = max_len.div_ceil(DEC_BN).max(1);
-    let target = 2 * sms.max(1) * per_sm.max(1);
-    let want = ((target as f64 / ctas.max(1) as f64) + 0.5).floor().max(1.0) as usize;
-    let per_split = blocks.div_ceil(want.min(blocks));
-    blocks.div_ceil(per_split)
+    let want = (sms.max(1) * per_sm.max(1) / groups.max(1)).clamp(1, blocks);
+    blocks.div_ceil(blocks.div_ceil(want))
 }
 
 /// A decode step's launches for one shape and cache layout, with their
@@ -290,12 +300,14 @@ impl Decode {
     pub fn new<T: DecodeType, C: CacheElem<T>>(dev: &Device, ops: &Program, shape: DecodeShape, layout: CacheLayout, opts: DecodeOptions) -> Result<Self, Error> {
         check_plan(shape, layout, opts)?;
         let ctas = shape.batch * shape.kv_heads * shape.row_groups();
+        let sms = dev.sm_count().max(1) as usize;
+        // The split count aims at one CTA per SM for a 16-bit cache in
+        // boxes of 64 keys, and at the kernel's occupancy (2) for FP8 and
+        // pages of 16 or 32 keys ([`splits_for`]).
+        let per_sm = if C::FP8 || layout.piece() < DEC_BN { C::blocks_per_sm(ops, shape.head_dim, layout.piece()).unwrap_or(2).max(1) } else { 1 };
         let splits = match opts.splits {
             Some(s) => s,
-            None => {
-                let per_sm = C::blocks_per_sm(ops, shape.head_dim, layout.piece()).unwrap_or(2);
-                splits_for(ctas, layout.max_len(), dev.sm_count() as usize, per_sm)
-            }
+            None => splits_for(ctas, layout.max_len(), sms, per_sm),
         };
         let blocks = layout.max_len().div_ceil(DEC_BN);
         let chunk = blocks.div_ceil(splits) * DEC_BN;

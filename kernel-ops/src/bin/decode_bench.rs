@@ -18,8 +18,12 @@
 //! timing).
 //!
 //! ```text
-//! decode_bench [--iters N] [--warmup-ms MS] [--out DIR] [--only NAME_SUBSTRING]
+//! decode_bench [--iters N] [--warmup-ms MS] [--out DIR] [--only NAME_SUBSTRING] [--splits LIST]
 //! ```
+//!
+//! `--splits 0,4,8` times every row at each split count of the list (0:
+//! the plan's own choice, `decode::splits_for`; counts above the cache's
+//! blocks of 64 keys are skipped), to tune that choice.
 use kernel_device::{bf16, E4M3};
 use kernel_host::{randn_f32, time_at_steady_clock, Buffer, Device, Program};
 use kernel_ops::attention::decode::{reference_row, CacheElem, CacheLayout, Decode, DecodeOptions, DecodeShape, KvCache};
@@ -34,10 +38,12 @@ struct Args {
     warmup_ms: f64,
     out: std::path::PathBuf,
     only: Option<String>,
+    /// Split counts to time each row at (0: the plan's choice).
+    splits: Vec<usize>,
 }
 
 fn args() -> Result<Args, String> {
-    let mut a = Args { iters: 50, warmup_ms: 500.0, out: ".".into(), only: None };
+    let mut a = Args { iters: 50, warmup_ms: 500.0, out: ".".into(), only: None, splits: vec![0] };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -46,6 +52,7 @@ fn args() -> Result<Args, String> {
             "--warmup-ms" => a.warmup_ms = val("--warmup-ms")?.parse().map_err(|e| format!("--warmup-ms: {e}"))?,
             "--out" => a.out = val("--out")?.into(),
             "--only" => a.only = Some(val("--only")?),
+            "--splits" => a.splits = val("--splits")?.split(',').map(|x| x.trim().parse::<usize>().map_err(|e| format!("--splits: {e}"))).collect::<Result<_, _>>()?,
             other => return Err(format!("unknown argument `{other}`; see the doc comment of decode_bench.rs")),
         }
     }
@@ -158,7 +165,7 @@ fn data(dev: &Device, row: &Row, tokens_max: usize) -> Result<Data, Box<dyn std:
 /// Runs (and on a GPU times) `row`; returns (median ms, clock, max O error,
 /// max lse error, splits).
 #[allow(clippy::type_complexity, clippy::too_many_arguments)]
-fn measure<C: CacheElem<bf16>>(dev: &Device, ops: &Program, a: &Args, row: &Row, d: &Data, cache: KvCache<'_, C>, scales: Option<&[f32]>, kf: &[f32], vf: &[f32]) -> Result<(f64, Option<kernel_host::ClockPower>, f32, f32, usize), Box<dyn std::error::Error>> {
+fn measure<C: CacheElem<bf16>>(dev: &Device, ops: &Program, a: &Args, row: &Row, want_splits: usize, d: &Data, cache: KvCache<'_, C>, scales: Option<&[f32]>, kf: &[f32], vf: &[f32]) -> Result<(f64, Option<kernel_host::ClockPower>, f32, f32, usize), Box<dyn std::error::Error>> {
     let (shape, layout) = (row.shape(), row.layout());
     let lens = row.lens();
     let table = row.page.map(|ps| block_table(row.batch, row.len / ps, 7));
@@ -172,7 +179,7 @@ fn measure<C: CacheElem<bf16>>(dev: &Device, ops: &Program, a: &Args, row: &Row,
     let cache = KvCache { block_table: table_buf.as_ref(), ..cache };
     let mut out = dev.upload(&vec![bf16::from_f32(f32::NAN); shape.q_len()])?;
     let mut lse = dev.upload(&vec![f32::NAN; shape.lse_len()])?;
-    let mut plan = Decode::new::<bf16, C>(dev, ops, shape, layout, DecodeOptions::default())?;
+    let mut plan = Decode::new::<bf16, C>(dev, ops, shape, layout, DecodeOptions { splits: (want_splits > 0).then_some(want_splits), ..DecodeOptions::default() })?;
     let splits = plan.splits();
     plan.run(dev, ops, &q, &cache, &lens_buf, &mut out, &mut lse)?;
     dev.synchronize()?;
@@ -229,40 +236,45 @@ fn run(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
             data_cache = Some(data(dev, &row, 8)?);
         }
         let d = data_cache.as_ref().unwrap();
-        let (ms, clock, err, lerr, splits) = if row.fp8 {
-            // Per-tensor scales; the reference reads the dequantized values.
-            let scales = [0.02f32, 0.025];
-            let quant = |x: &[f32], s: f32| -> (Vec<E4M3>, Vec<f32>) { x.iter().map(|&v| E4M3::from_f32(v / s)).map(|e| (e, e.to_f32())).unzip() };
-            let ((k8, kf), (v8, vf)) = (quant(&d.k, scales[0]), quant(&d.v, scales[1]));
-            let (k, v, s) = (dev.upload(&k8)?, dev.upload(&v8)?, dev.upload(&scales)?);
-            measure::<E4M3>(dev, &ops, a, &row, d, KvCache::contiguous(&k, &v).with_scales(&s), Some(&scales), &kf, &vf)?
-        } else {
-            measure::<bf16>(dev, &ops, a, &row, d, KvCache::contiguous(&d.dk, &d.dv), None, &d.k, &d.v)?
-        };
-        let bytes = (row.batch * row.len * row.kv_heads * row.head_dim * 2) as f64 * if row.fp8 { 1.0 } else { 2.0 };
-        let gbs = bytes / ms / 1e6;
-        if row.page.is_none() && !row.fp8 && row.tokens == 1 {
-            base_ms.push((row.base(), ms));
+        for &want_splits in &a.splits {
+            if want_splits > row.len.div_ceil(64) {
+                continue;
+            }
+            let (ms, clock, err, lerr, splits) = if row.fp8 {
+                // Per-tensor scales; the reference reads the dequantized values.
+                let scales = [0.02f32, 0.025];
+                let quant = |x: &[f32], s: f32| -> (Vec<E4M3>, Vec<f32>) { x.iter().map(|&v| E4M3::from_f32(v / s)).map(|e| (e, e.to_f32())).unzip() };
+                let ((k8, kf), (v8, vf)) = (quant(&d.k, scales[0]), quant(&d.v, scales[1]));
+                let (k, v, s) = (dev.upload(&k8)?, dev.upload(&v8)?, dev.upload(&scales)?);
+                measure::<E4M3>(dev, &ops, a, &row, want_splits, d, KvCache::contiguous(&k, &v).with_scales(&s), Some(&scales), &kf, &vf)?
+            } else {
+                measure::<bf16>(dev, &ops, a, &row, want_splits, d, KvCache::contiguous(&d.dk, &d.dv), None, &d.k, &d.v)?
+            };
+            let bytes = (row.batch * row.len * row.kv_heads * row.head_dim * 2) as f64 * if row.fp8 { 1.0 } else { 2.0 };
+            let gbs = bytes / ms / 1e6;
+            if row.page.is_none() && !row.fp8 && row.tokens == 1 && want_splits == a.splits[0] {
+                base_ms.push((row.base(), ms));
+            }
+            let vs = base_ms.iter().find(|(k, _)| *k == row.base()).map_or(f64::NAN, |(_, b)| b / ms);
+            let good = err < O_BOUND && lerr < LSE_BOUND;
+            ok &= good;
+            let (mhz, w) = clock.map_or((f64::NAN, f64::NAN), |c| (c.sm_mhz, c.power_w));
+            println!("| {name} | {splits} | {ms:.4} | {gbs:.0} | {vs:.2} | {mhz:.0} MHz, {w:.0} W | {err:.2e} | {lerr:.2e} |{}", if good { "" } else { " FAIL" });
+            let (layout, ps) = match row.page {
+                Some(p) => ("paged", p),
+                None => ("contiguous", 0),
+            };
+            csv += &format!(
+                "{date},{dev_name},{name},{},{},{},{},{},{},{layout},{ps},{},{splits},{ms:.5},{gbs:.1},{vs:.3},{mhz:.0},{w:.1},{err:.3e},{lerr:.3e}\n",
+                row.batch,
+                row.kv_heads,
+                row.heads,
+                row.head_dim,
+                row.tokens,
+                row.len,
+                if row.fp8 { "e4m3" } else { "bf16" }
+            );
         }
-        let vs = base_ms.iter().find(|(k, _)| *k == row.base()).map_or(f64::NAN, |(_, b)| b / ms);
-        let good = err < O_BOUND && lerr < LSE_BOUND;
-        ok &= good;
-        let (mhz, w) = clock.map_or((f64::NAN, f64::NAN), |c| (c.sm_mhz, c.power_w));
-        println!("| {name} | {splits} | {ms:.4} | {gbs:.0} | {vs:.2} | {mhz:.0} MHz, {w:.0} W | {err:.2e} | {lerr:.2e} |{}", if good { "" } else { " FAIL" });
-        let (layout, ps) = match row.page {
-            Some(p) => ("paged", p),
-            None => ("contiguous", 0),
-        };
-        csv += &format!(
-            "{date},{dev_name},{name},{},{},{},{},{},{},{layout},{ps},{},{splits},{ms:.5},{gbs:.1},{vs:.3},{mhz:.0},{w:.1},{err:.3e},{lerr:.3e}\n",
-            row.batch,
-            row.kv_heads,
-            row.heads,
-            row.head_dim,
-            row.tokens,
-            row.len,
-            if row.fp8 { "e4m3" } else { "bf16" }
-        );
     }
     if !dev.is_gpu() {
         println!("(the CPU emulator checks correctness only: no timing)");
