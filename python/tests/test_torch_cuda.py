@@ -147,8 +147,9 @@ def test_decode_matches_torch_and_replays_in_a_cuda_graph():
     with torch.cuda.stream(s):
         kernel_ops.attention_decode(q, k, v, lens, out=o_g, lse=lse_g)
     torch.cuda.current_stream().wait_stream(s)
+    # Captured on the stream the plan was made on (plans are per stream).
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, stream=s):
         kernel_ops.attention_decode(q, k, v, lens, out=o_g, lse=lse_g)
     q.copy_(torch.randn_like(q))
     lens.copy_(torch.tensor([3000, 5, 64, 1234], device="cuda", dtype=torch.int32))
@@ -198,3 +199,35 @@ def test_varlen_autograd_matches_per_sequence_sdpa():
     wants = torch.autograd.grad(want, (qf, kf, vf), d_o.float())
     for g, w in zip(grads, wants):
         assert rel(g, w) < 1e-2
+
+
+def test_matmul_norm_and_attention_replay_in_a_cuda_graph():
+    a = torch.randn(512, 256, device="cuda", dtype=torch.float16)
+    b = torch.randn(384, 256, device="cuda", dtype=torch.float16)
+    x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
+    g = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    q = torch.randn(1, 300, 4, 64, device="cuda", dtype=torch.float16)
+    k, v = torch.randn_like(q), torch.randn_like(q)
+    c, y, o = torch.empty(512, 384, device="cuda", dtype=torch.float16), torch.empty_like(x), torch.empty_like(q)
+    lse = torch.empty(1, 4, 300, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # first calls (plans, tuning) outside the capture
+        for _ in range(2):
+            kernel_ops.matmul(a, b, out=c)
+            kernel_ops.rms_norm(x, g, 1e-6, out=y)
+            kernel_ops.attention(q, k, v, causal=True, out=o, lse=lse)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=s):
+        kernel_ops.matmul(a, b, out=c)
+        kernel_ops.rms_norm(x, g, 1e-6, out=y)
+        kernel_ops.attention(q, k, v, causal=True, out=o, lse=lse)
+    for t in (a, x, q):
+        t.copy_(torch.randn_like(t))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert rel(c, a.float() @ b.float().T) < 2e-3
+    assert rel(y, torch.nn.functional.rms_norm(x.float(), (4096,), g.float(), 1e-6)) < 1e-2
+    want = torch.nn.functional.scaled_dot_product_attention(*(t.transpose(1, 2).float() for t in (q, k, v)), is_causal=True).transpose(1, 2)
+    assert rel(o, want) < 5e-3

@@ -5,7 +5,24 @@ use super::error::{CudaError, Error, Result};
 use cudarc::driver::result::{self as cu, DriverError};
 use cudarc::driver::sys::{self, CUdevice_attribute};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
+use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
+
+thread_local! {
+    /// The stream this thread's launches go to instead of the device's own
+    /// while [`Gpu::in_order_with`] runs for a stream under CUDA-graph
+    /// capture (the `CUstream` as an address).
+    static LAUNCH_STREAM: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// The stream a launch queued now on `own` goes to: `own`, or the caller's
+/// stream under capture ([`Gpu::in_order_with`]).
+pub(crate) fn launch_stream(own: &CudaStream) -> sys::CUstream {
+    match LAUNCH_STREAM.with(Cell::get) {
+        Some(s) => s as sys::CUstream,
+        None => own.cu_stream(),
+    }
+}
 
 /// Whether libcuda can be loaded. cudarc (with `dynamic-loading`) panics on
 /// the first driver call when it cannot, so every path into the driver checks
@@ -214,11 +231,26 @@ impl Gpu {
     ///
     /// # Safety
     /// `stream` is 0 or a live stream of this device's primary context.
+    ///
+    /// While `stream` is being captured into a CUDA graph, `f`'s launches go
+    /// to `stream` itself (the graph records them; [`Gpu::stream`], the
+    /// legacy stream, cannot join a capture), with no events; anything else
+    /// `f` queues (an allocation, a copy) would fail with the driver's
+    /// capture error, so an op is capturable when, like a kernel-ops plan's
+    /// `run`, it only launches.
     pub unsafe fn in_order_with(&self, stream: u64, f: impl FnOnce() -> Result<()>) -> Result<()> {
         if stream == 0 {
             return f();
         }
         let foreign = stream as cudarc::driver::sys::CUstream;
+        // SAFETY: the caller's contract on `stream`.
+        let status = unsafe { cu::stream::is_capturing(foreign) }.map_err(Error::cuda_call("cuStreamIsCapturing (caller's stream)"))?;
+        if status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE {
+            let previous = LAUNCH_STREAM.with(|s| s.replace(Some(foreign as usize)));
+            let r = f();
+            LAUNCH_STREAM.with(|s| s.set(previous));
+            return r;
+        }
         let before = self.ctx.new_event(None).map_err(Error::cuda_call("cuEventCreate"))?;
         // SAFETY: the caller's contract on `stream`; the event is live.
         unsafe { cu::event::record(before.cu_event(), foreign) }.map_err(Error::cuda_call("cuEventRecord (caller's stream)"))?;

@@ -638,7 +638,8 @@ impl<K: KernelSpec> Kernel<K> {
             blockDimY: K::BLOCK.y,
             blockDimZ: K::BLOCK.z,
             sharedMemBytes: K::SMEM_BYTES,
-            hStream: self.stream.cu_stream(),
+            // The device's stream, or the caller's under graph capture.
+            hStream: super::gpu::launch_stream(&self.stream),
             attrs,
             numAttrs: num_attrs,
         };
