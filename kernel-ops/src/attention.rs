@@ -288,36 +288,11 @@ fn check_backward<T: AttnType>(shape: Shape, opts: Options, [q, k, v, o, d_o]: [
 pub fn reference_backward(q: &[f32], k: &[f32], v: &[f32], d_o: &[f32], shape: Shape, opts: Options) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let Shape { batch, seq, heads, kv_heads, head_dim: d } = shape;
     assert!(q.len() == shape.q_len() && d_o.len() == shape.q_len() && k.len() == shape.kv_len() && v.len() == shape.kv_len(), "attention::reference_backward: slices do not match {shape:?}");
-    let scale = f64::from(opts.scale_for(d));
-    let (mut dq, mut dk, mut dv) = (vec![0f64; shape.q_len()], vec![0f64; shape.kv_len()], vec![0f64; shape.kv_len()]);
-    let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum::<f64>();
-    for b in 0..batch {
-        for h in 0..heads {
-            let kh = h / (heads / kv_heads);
-            let qi = |i: usize| ((b * seq + i) * heads + h) * d;
-            let kj = |j: usize| ((b * seq + j) * kv_heads + kh) * d;
-            for i in 0..seq {
-                let keys = if opts.causal { i + 1 } else { seq };
-                let s: Vec<f64> = (0..keys).map(|j| dot(&q[qi(i)..][..d], &k[kj(j)..][..d]) * scale).collect();
-                let mx = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                let e: Vec<f64> = s.iter().map(|x| (x - mx).exp()).collect();
-                let sum: f64 = e.iter().sum();
-                let p: Vec<f64> = e.iter().map(|x| x / sum).collect();
-                let dp: Vec<f64> = (0..keys).map(|j| dot(&d_o[qi(i)..][..d], &v[kj(j)..][..d])).collect();
-                let delta: f64 = p.iter().zip(&dp).map(|(a, b)| a * b).sum();
-                for j in 0..keys {
-                    let ds = p[j] * (dp[j] - delta);
-                    for x in 0..d {
-                        dq[qi(i) + x] += scale * ds * f64::from(k[kj(j) + x]);
-                        dk[kj(j) + x] += scale * ds * f64::from(q[qi(i) + x]);
-                        dv[kj(j) + x] += p[j] * f64::from(d_o[qi(i) + x]);
-                    }
-                }
-            }
-        }
-    }
-    let f = |x: Vec<f64>| x.into_iter().map(|v| v as f32).collect();
-    (f(dq), f(dk), f(dv))
+    // Equal-length sequences are packed ones at offsets `b seq` (the causal
+    // mask, top-left, is the bottom-right one when lq = lk): one reference.
+    let cu: Vec<u32> = (0..=batch).map(|b| (b * seq) as u32).collect();
+    let packed = varlen::VarlenShape { batch, total_q: batch * seq, total_k: batch * seq, heads, kv_heads, head_dim: d, max_seqlen_q: seq, max_seqlen_k: seq };
+    varlen::reference_varlen_backward(q, k, v, d_o, &cu, &cu, packed, opts)
 }
 
 mod sealed {
@@ -541,22 +516,11 @@ pub fn reference_row(q: &[f32], k: &[f32], v: &[f32], shape: Shape, opts: Option
     let Shape { batch, seq, heads, kv_heads, head_dim: d } = shape;
     assert!(q.len() == shape.q_len() && k.len() == shape.kv_len() && v.len() == shape.kv_len(), "attention::reference: slices do not match {shape:?}");
     assert!(b < batch && h < heads && i < seq, "attention::reference_row: ({b}, {h}, {i}) outside {shape:?}");
-    let scale = f64::from(opts.scale_for(d));
-    let kh = h / (heads / kv_heads);
-    let qrow = &q[((b * seq + i) * heads + h) * d..][..d];
-    let krow = |j: usize| ((b * seq + j) * kv_heads + kh) * d;
-    let keys = if opts.causal { i + 1 } else { seq };
-    let p: Vec<f64> = (0..keys).map(|j| qrow.iter().zip(&k[krow(j)..krow(j) + d]).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum::<f64>() * scale).collect();
-    let mx = p.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let p: Vec<f64> = p.iter().map(|x| (x - mx).exp()).collect();
-    let sum: f64 = p.iter().sum();
-    let mut o = vec![0f64; d];
-    for (j, pj) in p.iter().enumerate() {
-        for (ox, vx) in o.iter_mut().zip(&v[krow(j)..krow(j) + d]) {
-            *ox += pj * f64::from(*vx);
-        }
-    }
-    (o.iter().map(|x| (x / sum) as f32).collect(), (mx + sum.ln()) as f32)
+    // One sequence of `seq` queries and keys at offset `b seq` (see
+    // `reference_backward`).
+    let cu = [(b * seq) as u32, ((b + 1) * seq) as u32];
+    let packed = varlen::VarlenShape { batch: 1, total_q: batch * seq, total_k: batch * seq, heads, kv_heads, head_dim: d, max_seqlen_q: seq, max_seqlen_k: seq };
+    varlen::reference_varlen_row(q, k, v, &cu, &cu, packed, opts, (0, h, i))
 }
 
 pub mod varlen;
