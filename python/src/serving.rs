@@ -177,8 +177,11 @@ pub fn attention_decode(
 }
 
 /// The varlen problem of packed q `[total_q, heads, head_dim]` and k
-/// `[total_k, kv_heads, head_dim]`.
-fn varlen_shape(q: &Arr, k: &Arr, cu_q: &Arr, max_seqlen_q: usize, max_seqlen_k: usize) -> PyResult<VarlenShape> {
+/// `[total_k, kv_heads, head_dim]`, with the offsets' dtypes and shapes
+/// checked (`[batch + 1]` int32/uint32 each).
+fn varlen_shape(q: &Arr, k: &Arr, cu_q: &Arr, cu_k: &Arr, max_seqlen_q: usize, max_seqlen_k: usize) -> PyResult<VarlenShape> {
+    want_index(cu_q)?;
+    want_index(cu_k)?;
     for x in [q, k] {
         if x.shape.len() != 3 {
             return Err(value_err(format!("{}: 3 dimensions [total_tokens, heads, head_dim] expected (sequences packed)", x.describe())));
@@ -187,6 +190,7 @@ fn varlen_shape(q: &Arr, k: &Arr, cu_q: &Arr, max_seqlen_q: usize, max_seqlen_k:
     if cu_q.shape.len() != 1 || cu_q.shape[0] < 2 {
         return Err(value_err(format!("{}: [batch + 1] offsets expected (at least 2)", cu_q.describe())));
     }
+    want_shape(cu_k, &cu_q.shape)?;
     Ok(VarlenShape {
         batch: cu_q.shape[0] - 1,
         total_q: q.shape[0],
@@ -244,10 +248,7 @@ pub fn attention_varlen(
     let place = same_place(&[&q, &k, &v, &cq, &ck, &o, &l])?;
     let dt = same_dtype(&[&q, &k, &v, &o], &[Dtype::F16, Dtype::Bf16])?;
     same_dtype(&[&l], &[Dtype::F32])?;
-    want_index(&cq)?;
-    want_index(&ck)?;
-    let shape = varlen_shape(&q, &k, &cq, max_seqlen_q, max_seqlen_k)?;
-    want_shape(&ck, &cq.shape)?;
+    let shape = varlen_shape(&q, &k, &cq, &ck, max_seqlen_q, max_seqlen_k)?;
     want_shape(&v, &k.shape)?;
     want_shape(&o, &q.shape)?;
     want_shape(&l, &[shape.heads, shape.total_q])?;
@@ -300,10 +301,7 @@ pub fn attention_varlen_backward(
     let place = same_place(&[&q, &k, &v, &o, &l, &g, &cq, &ck, &gq, &gk, &gv])?;
     let dt = same_dtype(&[&q, &k, &v, &o, &g, &gq, &gk, &gv], &[Dtype::F16, Dtype::Bf16])?;
     same_dtype(&[&l], &[Dtype::F32])?;
-    want_index(&cq)?;
-    want_index(&ck)?;
-    let shape = varlen_shape(&q, &k, &cq, max_seqlen_q, max_seqlen_k)?;
-    want_shape(&ck, &cq.shape)?;
+    let shape = varlen_shape(&q, &k, &cq, &ck, max_seqlen_q, max_seqlen_k)?;
     for x in [&v, &gk, &gv] {
         want_shape(x, &k.shape)?;
     }
