@@ -97,6 +97,34 @@ fn an_mma_steps_loop_over_an_unreleased_step_names_the_users_line() {
 }
 
 #[test]
+fn a_peeked_first_slot_is_handed_out_by_the_next_wait() {
+    for emu in Emulator::schedules(71, SEEDS) {
+        let (r, a, b, c) = run!(pr::ring_gemm<6>, emu);
+        let report = r.unwrap_or_else(|e| panic!("seed {}: {e}", emu.seed()));
+        assert!(report.warnings.is_empty(), "seed {}: {:?}", emu.seed(), report.warnings);
+        let k = 64 * K_STEPS;
+        for i in (0..128).step_by(5) {
+            for j in 0..128 {
+                let want: f32 = (0..k).map(|p| a[i * k + p].to_f32() * b[j * k + p].to_f32()).sum();
+                assert_eq!(c[i * 128 + j].to_f32(), want, "seed {}: C[{i}][{j}]", emu.seed());
+            }
+        }
+    }
+}
+
+#[test]
+fn a_peek_of_a_consumer_made_anew_waits_on_a_stale_phase() {
+    for emu in Emulator::schedules(73, SEEDS) {
+        let (r, ..) = run!(pr::ring_gemm<7>, emu);
+        let e = r.expect_err("the stale phase was not caught");
+        let (rule, where_, detail, msg) = misuse(&e);
+        assert_eq!(rule, "a wait on a stale phase", "seed {}: {msg}", emu.seed());
+        assert!(detail.contains("waits for phase 0") && detail.contains("at step 0 (slot 0)"), "seed {}: {msg}", emu.seed());
+        assert!(where_.contains("planted_ring.rs:") && where_.contains("inside `Consumer::peek`"), "seed {}: {msg}", emu.seed());
+    }
+}
+
+#[test]
 fn a_consumer_made_anew_waits_on_a_stale_phase() {
     for emu in Emulator::schedules(47, SEEDS) {
         let (r, ..) = run!(pr::ring_gemm<2>, emu);

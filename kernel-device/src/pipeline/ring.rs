@@ -406,6 +406,24 @@ impl<'a, const S: usize, P: Parity> Consumer<'a, S, P> {
         self.pending += 1;
         slot
     }
+    /// Waits until the next step's slot is full, without taking it: the
+    /// next [`Consumer::wait`] hands the same slot out (its phase has not
+    /// moved: the slot is not released yet). For reading what the producer
+    /// wrote along with a step (a tile's coordinates, say) before the loop
+    /// that consumes its steps, so that loop stays one plain
+    /// [`Consumer::wait`] per step. Its index and barrier, without a
+    /// [`Slot`] token (a peeked step cannot be released).
+    #[inline(always)]
+    #[track_caller]
+    pub fn peek(&self) -> usize {
+        let step = self.next;
+        let i = step.index();
+        let full = self.ring.full_at(i);
+        #[cfg(not(target_arch = "nvptx64"))]
+        let _scope = emu::check(full, step.lap() as u64, "Consumer::peek", "consumer of the `Ring`", step, self.ring.at);
+        wait_phase(full, self.parity.parity(step));
+        i
+    }
     /// [`Consumer::wait`] without the count of unreleased steps.
     #[inline(always)]
     #[track_caller]

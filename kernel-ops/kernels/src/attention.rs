@@ -294,13 +294,18 @@ impl<E: AttnElem + Pack16, const QM: usize, const D: usize> OStore<E, QM, D> for
 pub const TURN_BARRIERS: u32 = 2;
 
 /// What the softmax of a consumer thread needs about its two rows.
+///
+/// Positions are `u32` (the host keeps sequences below 2^31): the mask's
+/// compares are then one 32-bit `ISETP` each, where `usize` positions made
+/// them 64-bit pairs whose high words ptxas rematerialized in every masked
+/// block (25 of the three-consumer loop's instructions).
 pub struct Rows {
-    pub seq: usize,
+    pub seq: u32,
     pub causal: bool,
     /// The warpgroup's first row in the sequence (masking is decided per
     /// warpgroup; each thread's two rows are derived from its index, which
     /// costs no register to keep).
-    pub wg_first_row: usize,
+    pub wg_first_row: u32,
     pub scale_log2: f32,
 }
 
@@ -319,15 +324,17 @@ pub struct SoftmaxState {
 /// one `ex2.approx` per element); returns each row's rescale factor
 /// `2^(m_old - m_new)` for O.
 #[inline(always)]
-pub fn online_softmax<const BN: usize>(sr: &mut [f32], key0: usize, rows: &Rows, st: &mut SoftmaxState) -> [f32; 2] {
-    let t = kernel_device::thread_in_warpgroup() as usize;
+pub fn online_softmax<const BN: usize>(sr: &mut [f32], key0: u32, rows: &Rows, st: &mut SoftmaxState) -> [f32; 2] {
+    let t = kernel_device::thread_in_warpgroup();
     let l = t % 32;
     let first_row = rows.wg_first_row + 16 * (t / 32) + l / 4;
+    let bn = BN as u32;
     // Masks: only blocks that reach past `seq` or the diagonal.
-    if key0 + BN > rows.seq || (rows.causal && key0 + BN > rows.wg_first_row + 1) {
+    if key0 + bn > rows.seq || (rows.causal && key0 + bn > rows.wg_first_row + 1) {
         unroll(BN / 2, |i| {
-            let key = key0 + 8 * (i / 4) + 2 * (l % 4) + i % 2;
-            let row = first_row + 8 * ((i / 2) % 2);
+            let iu = i as u32;
+            let key = key0 + 8 * (iu / 4) + 2 * (l % 4) + iu % 2;
+            let row = first_row + 8 * ((iu / 2) % 2);
             if key >= rows.seq || (rows.causal && key > row) {
                 sr[i] = f32::NEG_INFINITY;
             }
@@ -504,8 +511,8 @@ pub fn attention_fwd_of<E: AttnElem, P: Packing, O: OStore<E, QM, D>, const D: u
     let row0 = 64 * wg as usize;
     // The mask aligned bottom-right: keys shifted by `q_extra`, rows by
     // `k_extra` (both 0 dense: the dense code).
-    let rows = Rows { seq: (span.lk + span.q_extra) as usize, causal, wg_first_row: mb as usize * QM + row0 + span.k_extra as usize, scale_log2 };
-    let key_shift = span.q_extra as usize;
+    let rows = Rows { seq: span.lk + span.q_extra, causal, wg_first_row: mb * QM as u32 + row0 as u32 + span.k_extra, scale_log2 };
+    let key_shift = span.q_extra;
     let turns = TurnOrder::<TURN_BARRIERS, NC>;
     let (mut kc, mut vc) = (k_ring.consumer(), v_ring.consumer());
     // O is first written by block 0's `P V` (`accumulate = false`): no
@@ -542,7 +549,7 @@ pub fn attention_fwd_of<E: AttnElem, P: Packing, O: OStore<E, QM, D>, const D: u
         wgmma_wait::<1>();
         kc.release_slot(ks);
         acc_s.fence_operands();
-        let alpha = online_softmax::<BN>(acc_s.regs.as_mut(), j as usize * BN + key_shift, &rows, &mut st);
+        let alpha = online_softmax::<BN>(acc_s.regs.as_mut(), j * BN as u32 + key_shift, &rows, &mut st);
         wgmma_wait::<0>();
         vc.release_slot(vs);
         acc_o.fence_operands();

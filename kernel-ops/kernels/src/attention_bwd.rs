@@ -437,10 +437,12 @@ pub fn attention_bwd_of<E: AttnElem, P: BwdPacking, KV: KvStore<E, D>, const D: 
         // by `k_extra` (both 0 dense: the dense code), the span read here
         // (packed: no register held across the GEMMs' issue).
         let span = pk.span(block_idx().z);
-        let key0 = nb as usize * BWD_BN + 64 * w + span.q_extra as usize;
-        let seq_u = (span.lk + span.q_extra) as usize;
-        let q0 = m as usize * BWD_BM + span.k_extra as usize;
-        let qcol = |c: usize, e: usize| q0 + 8 * c + 2 * (l % 4) + e;
+        // Positions in `u32` (one 32-bit compare each; `usize` made them
+        // 64-bit pairs).
+        let key0 = nb * BWD_BN as u32 + 64 * w as u32 + span.q_extra;
+        let seq_u = span.lk + span.q_extra;
+        let q0 = m * BWD_BM as u32 + span.k_extra;
+        let qcol = |c: usize, e: usize| q0 + (8 * c + 2 * (l % 4) + e) as u32;
         {
             let sr = acc_s.regs.as_mut();
             // Register `i`: key (row) `key0 + 16 (t / 32) + l / 4 + 8 ((i / 2) % 2)`,
@@ -449,7 +451,7 @@ pub fn attention_bwd_of<E: AttnElem, P: BwdPacking, KV: KvStore<E, D>, const D: 
             let masked = key0 + 64 > seq_u || (causal && key0 + 63 > q0);
             if masked {
                 unroll(BWD_BM / 2, |r| {
-                    let key = key0 + 16 * (t / 32) + l / 4 + 8 * ((r / 2) % 2);
+                    let key = key0 + (16 * (t / 32) + l / 4 + 8 * ((r / 2) % 2)) as u32;
                     let p = ex2_approx_ftz(sr[r].fma(scale_log2, -pair(r / 4)[2 * (r % 2)]));
                     sr[r] = if key >= seq_u || (causal && key > qcol(r / 4, r % 2)) { 0.0 } else { p };
                 });
@@ -586,7 +588,7 @@ struct Geometry {
     block = warpgroups(3),
     arch = sm_90a,
     instances(E = [f16, bf16], (64, 2), (128, 2)),
-    allow_spills = "head dim 128: the step's dQ-reduction address base, hoisted out of the step loop, is reloaded once per step by one thread (4 bytes; KNOWN_SPILLS in kernel-ops/tests/ptx.rs)"
+    allow_spills = "head dim 128: the step's dQ-reduction address base (hoisted out of the step loop) and the producer's SMEM window base are each reloaded once per step by one thread (8 bytes; KNOWN_SPILLS in kernel-ops/tests/ptx.rs)"
 )]
 pub fn attention_bwd<E: AttnElem, const D: usize, const STAGES: usize>(
     q: Tma<QStep<E, D>, 3>,

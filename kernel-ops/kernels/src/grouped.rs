@@ -498,8 +498,8 @@ pub fn grouped_matmul_fp8_blockscaled<const STAGES: usize>(
     while tile_idx < total {
         tile_idx += grid_dim().x;
         // The tile's location: written before its first slot was announced
-        // (this is the K loop's first wait).
-        let first = consumer.wait();
+        // (the K loop's first wait then returns at once).
+        let _ = consumer.peek();
         let entry = entries.next();
         let [group, t_row0, _, t_col0] = tiles_at.read(entry);
         let rows = [(t_row0 + r).min(m_total - 1), (t_row0 + r + 8).min(m_total - 1)];
@@ -512,7 +512,7 @@ pub fn grouped_matmul_fp8_blockscaled<const STAGES: usize>(
         // `b_scales` `G x n_blocks x k_steps` (rows < M, `group < G`, `nblk <
         // (group + 1) n_blocks`; the K loop asks for `k < k_steps`).
         let scales = |k: u32| unsafe { crate::matmul_fp8::step_scales(a_scales, b_scales, m_total, rows, nblk, k_steps, k) };
-        let acc = blockscaled_k_loop!(a_bufs, b_bufs, consumer, Some(first), k_steps, row0, scales);
+        let acc = blockscaled_k_loop!(a_bufs, b_bufs, consumer, k_steps, row0, scales);
         // Read again rather than kept through the K loop (registers): the
         // entry is rewritten only after a slot of a later tile is released.
         let [_, t_row0, t_rows, t_col0] = tiles_at.read(entry);

@@ -229,11 +229,11 @@ pub(crate) unsafe fn step_scales(a_scales: GmemRef<f32>, b_scales: GmemRef<f32>,
 /// `64 x 256` f32 total of this warpgroup (rows `row0 ..` of the tile),
 /// promoted every K step (see [`matmul_fp8_blockscaled`], step 2).
 ///
-/// `blockscaled_k_loop!(a_bufs, b_bufs, consumer, first, k_steps, row0,
+/// `blockscaled_k_loop!(a_bufs, b_bufs, consumer, k_steps, row0,
 /// scales)`: the ring's buffers, the compute warpgroup's ring
 /// [`Consumer`](kernel_device::pipeline::Consumer) (it waits for and
-/// releases every step of the tile), the tile's first slot if the caller
-/// already waited for it (`Some(slot)`, else `None`), the tile's K steps,
+/// releases every step of the tile; a caller that must read something the
+/// producer wrote with the first step [`peek`](kernel_device::pipeline::Consumer::peek)s it), the tile's K steps,
 /// `scales(k)`, step `k`'s four scales `[sa[row], sa[row + 8], sb[first
 /// block], sb[second block]]` for this thread's rows `r`, `r + 8` (loaded a
 /// step ahead, unchecked: see the callers). Evaluates to the total
@@ -241,11 +241,10 @@ pub(crate) unsafe fn step_scales(a_scales: GmemRef<f32>, b_scales: GmemRef<f32>,
 // A macro, so that both kernels compile as if it were written in place
 // (register allocation around the wgmmas is what this loop's speed is made of).
 macro_rules! blockscaled_k_loop {
-    ($a_bufs:expr, $b_bufs:expr, $consumer:expr, $first:expr, $k_steps:expr, $row0:expr, $scales:expr) => {{
+    ($a_bufs:expr, $b_bufs:expr, $consumer:expr, $k_steps:expr, $row0:expr, $scales:expr) => {{
         const BN: usize = $crate::matmul_fp8::BS_BN;
         const H: usize = BN / 2;
         let (k_steps, row0): (u32, usize) = ($k_steps, $row0);
-        let first: Option<kernel_device::pipeline::Slot<'_>> = $first;
         let scales = $scales;
         // Zeroed register by register: `Acc::zeros()` of 128 registers is a
         // 512-byte array that LLVM lowers through local memory.
@@ -259,10 +258,7 @@ macro_rules! blockscaled_k_loop {
         let mut scale: [f32; 4] = scales(0);
         for k in 0..k_steps {
             let next = scales((k + 1).min(k_steps - 1));
-            let slot = match first {
-                Some(slot) if k == 0 => slot,
-                _ => $consumer.wait(),
-            };
+            let slot = $consumer.wait();
             let s = slot.index();
             // Each half: its MMAs into `part` (overwritten) as one group,
             // waited for, then `acc[.., half h] += part · sa[row] sb[block
@@ -397,7 +393,7 @@ pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
         // `b_scales` `n_blocks x k_steps` (rows < m, `nblk < n_blocks`; the K
         // loop asks for `k < k_steps`).
         let scales = |k: u32| unsafe { step_scales(a_scales, b_scales, m, rows, nblk, k_steps, k) };
-        let acc = blockscaled_k_loop!(a_bufs, b_bufs, consumer, None, k_steps, row0, scales);
+        let acc = blockscaled_k_loop!(a_bufs, b_bufs, consumer, k_steps, row0, scales);
         let out = [acc.into_array(), AccBlock::<BN>::splat(0.0)];
         sub_tiles = store_out::<BM, BN>(&out, &c, epi, (pm, pn), row0, sub_tiles, |_, cols| cols);
     });

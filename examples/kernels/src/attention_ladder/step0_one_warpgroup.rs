@@ -55,7 +55,7 @@ pub fn attention_step0<const D: usize>(
         q.load_at(q_buf, [h * D as u32, mb * 64, b], loaded.as_ref());
     }
     loaded.wait();
-    let rows = Rows { seq: seq as usize, causal, wg_first_row: mb as usize * 64, scale_log2 };
+    let rows = Rows { seq, causal, wg_first_row: mb * 64, scale_log2 };
     let mut st = SoftmaxState { m: [f32::NEG_INFINITY; 2], l: [0.0; 2] };
     let mut acc_o = Acc::<D>::zeros();
     let mut frag = [[0u32; 4]; KC];
@@ -76,7 +76,7 @@ pub fn attention_step0<const D: usize>(
         wgmma_commit_group();
         wgmma_wait::<0>();
         acc_s.fence_operands();
-        let alpha = online_softmax::<BN>(acc_s.regs.as_mut(), j as usize * BN, &rows, &mut st);
+        let alpha = online_softmax::<BN>(acc_s.regs.as_mut(), j * BN as u32, &rows, &mut st);
         {
             let or = acc_o.regs.as_mut();
             kernel_device::array::regs::unroll(D / 2, |i| or[i] *= alpha[(i / 2) % 2]);

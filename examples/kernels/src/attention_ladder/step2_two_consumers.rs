@@ -71,8 +71,8 @@ pub fn attention_step2<const D: usize, const STAGES: usize>(
     }
     setmaxnreg_inc::<240>();
     let row0 = 64 * warpgroup_idx() as usize;
-    let wg_first = mb as usize * 128 + row0;
-    let rows = Rows { seq: seq as usize, causal, wg_first_row: wg_first, scale_log2 };
+    let wg_first = mb * 128 + row0 as u32;
+    let rows = Rows { seq, causal, wg_first_row: wg_first, scale_log2 };
     let mut st = SoftmaxState { m: [f32::NEG_INFINITY; 2], l: [0.0; 2] };
     let mut acc_o = Acc::<D>::zeros();
     let mut frag = [[0u32; 4]; KC];
@@ -86,7 +86,7 @@ pub fn attention_step2<const D: usize, const STAGES: usize>(
         wgmma_wait::<0>();
         k_consumed.at(s).arrive();
         acc_s.fence_operands();
-        let alpha = online_softmax::<BN>(acc_s.regs.as_mut(), j as usize * BN, &rows, &mut st);
+        let alpha = online_softmax::<BN>(acc_s.regs.as_mut(), j * BN as u32, &rows, &mut st);
         {
             let or = acc_o.regs.as_mut();
             kernel_device::array::regs::unroll(D / 2, |i| or[i] *= alpha[(i / 2) % 2]);
