@@ -233,16 +233,12 @@ fn blockscaled_fp8_kernel_has_its_instructions_and_register_budgets() {
 /// build from warning about it
 /// ([`the_known_spills_opt_out_of_the_build_warning_and_nothing_warns`]).
 ///
-/// - `attention_bwd__{f16,bf16}_128_2` (8 bytes): the step's dQ-reduction
+/// - `attention_bwd__{f16,bf16}_128_2` (4 bytes): the step's dQ-reduction
 ///   address base (`b x heads` plus the K/V head's first Q head), stored
 ///   once before the loop and reloaded once per step by the one thread that
 ///   issues the bulk reduction (one `LDL` per step, an L1 hit). LLVM
 ///   hoists that base out of the step loop as loop-invariant, and the loop
-///   holds the rest of its 240 registers; and the SMEM window base, stored
-///   at entry and reloaded once per step by the producer thread (on its 24
-///   registers; since the mask's positions became `u32`, which took 80
-///   instructions off the consumers' step loop: 4 bytes before). Not
-///   removed yet.
+///   holds the rest of its 240 registers; not removed yet.
 /// - `attention_bwd_varlen__{f16,bf16}_128_2` (60 bytes): the packed
 ///   backward at head dim 128, on the dense one's edge (above): its
 ///   sequence's span comes from `cu_seqlens` loads, not from parameters
@@ -259,8 +255,8 @@ fn blockscaled_fp8_kernel_has_its_instructions_and_register_budgets() {
 ///   K loop and reloaded after it (per tile); none in the compute
 ///   warpgroups' K loop.
 const KNOWN_SPILLS: [(&str, (u32, u32, u32)); 5] = [
-    ("attention_bwd__f16_128_2", (8, 8, 8)),
-    ("attention_bwd__bf16_128_2", (8, 8, 8)),
+    ("attention_bwd__f16_128_2", (8, 4, 4)),
+    ("attention_bwd__bf16_128_2", (8, 4, 4)),
     ("attention_bwd_varlen__f16_128_2", (32, 60, 84)),
     ("attention_bwd_varlen__bf16_128_2", (32, 60, 84)),
     ("grouped_matmul_fp8_blockscaled__4", (24, 20, 44)),

@@ -30,7 +30,7 @@ use kernel_device::math::{ex2_approx_ftz, LOG2_E};
 use kernel_device::prelude::*;
 use kernel_device::tma::{bulk, commit_group, wait_group, wait_group_read};
 use kernel_device::wgmma::{pin_entry_registers, setmaxnreg_dec, setmaxnreg_inc, wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaShape};
-use kernel_device::pipeline::Ring;
+use kernel_device::pipeline::{PhaseBits, Ring, Slot};
 use kernel_device::{bf16, f16, Barriers};
 
 use crate::attention::{p_fragments, AttnElem, Dense, Packed, Packing, QTileOf, Span};
@@ -381,15 +381,30 @@ pub fn attention_bwd_of<E: AttnElem, P: BwdPacking, KV: KvStore<E, D>, const D: 
                 k.load_at(k_bufs.at(t), [col, row, span.z], kv_loaded.as_ref());
                 v.load_at(v_bufs.at(t), [col, row, span.z], kv_loaded.as_ref());
             });
-            let mut producer = ring().producer();
-            for _ in 0..kv_group * g.per_head {
-                let slot = producer.acquire_tx(2 * <QStep<E, D> as TileLayout>::BYTES as u32 + bulk::bytes::<f32, { 2 * BWD_BM }>());
+            let bytes = 2 * <QStep<E, D> as TileLayout>::BYTES as u32 + bulk::bytes::<f32, { 2 * BWD_BM }>();
+            let fill = |slot: Slot<'_>| {
                 let (i, s, bar) = (slot.step(), slot.index(), slot.barrier());
                 let (h, m) = step(&g, i);
                 q.load_at(q_bufs.at(s), [h * D as u32, span.q0 + m * BWD_BM as u32, span.z], bar);
                 d_o.load_at(do_bufs.at(s), [h * D as u32, span.q0 + m * BWD_BM as u32, span.z], bar);
                 let row0 = pk.pad_row0(&span, b, h, heads, seq_pad) + m as usize * BWD_BM;
                 bulk::load(stats_bufs.at(s), stats, 2 * row0, bar);
+            };
+            // The parity: at D 128 one bit per slot (`PhaseBits`): with the
+            // parity derived from the step, ptxas spilled the SMEM base on
+            // this thread's 24 registers (one reload per step, 8 bytes of
+            // spill instead of 4); at D 64 derived from the step (the
+            // shorter loop there: 114 SASS instructions against 118).
+            if D == 128 {
+                let mut producer = ring().producer_with::<PhaseBits>();
+                for _ in 0..kv_group * g.per_head {
+                    fill(producer.acquire_tx(bytes));
+                }
+            } else {
+                let mut producer = ring().producer();
+                for _ in 0..kv_group * g.per_head {
+                    fill(producer.acquire_tx(bytes));
+                }
             }
         }
         return;
@@ -588,7 +603,7 @@ struct Geometry {
     block = warpgroups(3),
     arch = sm_90a,
     instances(E = [f16, bf16], (64, 2), (128, 2)),
-    allow_spills = "head dim 128: the step's dQ-reduction address base (hoisted out of the step loop) and the producer's SMEM window base are each reloaded once per step by one thread (8 bytes; KNOWN_SPILLS in kernel-ops/tests/ptx.rs)"
+    allow_spills = "head dim 128: the step's dQ-reduction address base, hoisted out of the step loop, is reloaded once per step by one thread (4 bytes; KNOWN_SPILLS in kernel-ops/tests/ptx.rs)"
 )]
 pub fn attention_bwd<E: AttnElem, const D: usize, const STAGES: usize>(
     q: Tma<QStep<E, D>, 3>,
