@@ -225,8 +225,8 @@ fn view_row_error(which: &str, row: usize, rows: usize, total: usize, mn_major: 
 
 /// Element types wgmma takes from SMEM with an f32 accumulator: 16-bit
 /// (`m64nNk16`) and FP8 (`m64nNk32`; both operands K-major, the hardware
-/// has no transpose for 8-bit types). A and B have the same type here
-/// (the hardware also mixes e4m3 with e5m2; not implemented).
+/// has no transpose for 8-bit types). A and B have the same type, or are
+/// e4m3 and e5m2 mixed ([`WgmmaWith`]).
 #[diagnostic::on_unimplemented(
     message = "wgmma does not take `{Self}` operands with an f32 accumulator here",
     note = "implemented: f16 and bf16 (m64nNk16), E4M3 and E5M2 (m64nNk32); the hardware also has tf32 (k8) and s8/u8 (k32), not implemented yet"
@@ -261,6 +261,19 @@ impl WgmmaInput for crate::E5M2 {
     const K: usize = WGMMA_K_FP8;
 }
 
+/// The B element types an A of this type multiplies with in one wgmma:
+/// the same type, and for FP8 the other FP8 type (`.e4m3.e5m2`,
+/// `.e5m2.e4m3`: PTX ISA §9.7.15.5, the FP8 training GEMMs' e5m2
+/// gradients times e4m3 weights or activations).
+#[diagnostic::on_unimplemented(
+    message = "wgmma does not multiply `{Self}` (A) by `{B}` (B)",
+    note = "A and B must have the same element type, except e4m3 with e5m2 (either order)"
+)]
+pub trait WgmmaWith<B: WgmmaInput>: WgmmaInput {}
+impl<T: WgmmaInput> WgmmaWith<T> for T {}
+impl WgmmaWith<crate::E5M2> for crate::E4M3 {}
+impl WgmmaWith<crate::E4M3> for crate::E5M2 {}
+
 /// `N` of `wgmma.m64nNk16` as a type, for [`WgmmaShape`].
 pub struct Cols<const N: usize>;
 
@@ -285,7 +298,7 @@ pub trait WgmmaShape {
     /// See [`Acc::mma`].
     /// `trans_a`: A is MN-major (`imm-trans-a = 1`); `trans_b`: B is
     /// MN-major (`imm-trans-b = 1`). 16-bit inputs only when either is set.
-    unsafe fn mma_f32<E: WgmmaInput>(d: &mut Self::F32Regs, a: SmemDescriptor, b: SmemDescriptor, scale_d: bool, trans_a: bool, trans_b: bool);
+    unsafe fn mma_f32<EA: WgmmaWith<EB>, EB: WgmmaInput>(d: &mut Self::F32Regs, a: SmemDescriptor, b: SmemDescriptor, scale_d: bool, trans_a: bool, trans_b: bool);
     /// # Safety
     /// A from registers (4 x b32 of f16x2 in the WGMMA A-fragment layout).
     /// `trans_b`: B is MN-major (`imm-trans-b = 1`; the RS form has no
@@ -358,7 +371,7 @@ macro_rules! wgmma_shape {
             }
             #[inline(always)]
             #[track_caller]
-            unsafe fn mma_f32<E: WgmmaInput>(d: &mut [f32; $regs], a: SmemDescriptor, b: SmemDescriptor, scale_d: bool, trans_a: bool, trans_b: bool) {
+            unsafe fn mma_f32<EA: WgmmaWith<EB>, EB: WgmmaInput>(d: &mut [f32; $regs], a: SmemDescriptor, b: SmemDescriptor, scale_d: bool, trans_a: bool, trans_b: bool) {
                 device!("wgmma.mma_async (SS, f32 accumulator)", {
                     let sd = scale_d as u32;
                     macro_rules! issue {
@@ -381,12 +394,12 @@ macro_rules! wgmma_shape {
                     // FP8: k32, and no transpose immediates (both operands
                     // K-major; `Acc::mma_kn` refuses FP8 at compile time).
                     macro_rules! issue_fp8 {
-                        ($ty:literal) => {
+                        ($ta:literal, $tb:literal) => {
                             // SAFETY: as `issue!`.
                             unsafe {
                                 core::arch::asm!(
                                     concat!(
-                                        "{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; wgmma.mma_async.sync.aligned.m64n", $n, "k32.f32.", $ty, ".", $ty,
+                                        "{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; wgmma.mma_async.sync.aligned.m64n", $n, "k32.f32.", $ta, ".", $tb,
                                         " {{{}, {}" $(, pair_tpl!($p))* , "}}, {da}, {db}, p, 1, 1; }}"
                                     ),
                                     inout(reg32) d[2 * $p0], inout(reg32) d[2 * $p0 + 1],
@@ -398,7 +411,7 @@ macro_rules! wgmma_shape {
                         };
                     }
                     // imm-trans-a, imm-trans-b: 1 for an MN-major operand.
-                    match (E::ELEM, trans_a, trans_b) {
+                    match (EA::ELEM, trans_a, trans_b) {
                         (Elem::F16, false, false) => issue!("f16", "0", "0"),
                         (Elem::F16, false, true) => issue!("f16", "0", "1"),
                         (Elem::F16, true, false) => issue!("f16", "1", "0"),
@@ -407,14 +420,20 @@ macro_rules! wgmma_shape {
                         (Elem::Bf16, false, true) => issue!("bf16", "0", "1"),
                         (Elem::Bf16, true, false) => issue!("bf16", "1", "0"),
                         (Elem::Bf16, true, true) => issue!("bf16", "1", "1"),
-                        (Elem::E4M3, _, _) => issue_fp8!("e4m3"),
-                        (Elem::E5M2, _, _) => issue_fp8!("e5m2"),
+                        (Elem::E4M3, _, _) => match EB::ELEM {
+                            Elem::E5M2 => issue_fp8!("e4m3", "e5m2"),
+                            _ => issue_fp8!("e4m3", "e4m3"),
+                        },
+                        (Elem::E5M2, _, _) => match EB::ELEM {
+                            Elem::E4M3 => issue_fp8!("e5m2", "e4m3"),
+                            _ => issue_fp8!("e5m2", "e5m2"),
+                        },
                         // No `WgmmaInput` has another element.
                         _ => {}
                     }
                 }, host |op| {
                     let a = if trans_a { kernel_emu::wgmma::A::SmemMnMajor(a) } else { kernel_emu::wgmma::A::Smem(a) };
-                    kernel_emu::wgmma::mma_f32(d, a, b, scale_d, trans_b, E::ELEM, op)
+                    kernel_emu::wgmma::mma_f32_mixed(d, a, b, scale_d, trans_b, (EA::ELEM, EB::ELEM), op)
                 })
             }
             #[inline(always)]
@@ -726,19 +745,21 @@ where
     /// `accumulate = false` the first MMA overwrites the accumulator.
     ///
     /// `A` and `B` are swizzled K-major tiles of the same element type
-    /// ([`WgmmaInput`]: f16, bf16, or FP8 with `k32` MMAs) and the same K. Warpgroup-collective: all 128 threads of a warpgroup
+    /// ([`WgmmaInput`]: f16, bf16, or FP8 with `k32` MMAs), or of e4m3
+    /// and e5m2 mixed ([`WgmmaWith`]), and the same K. Warpgroup-collective: all 128 threads of a warpgroup
     /// call it with the same arguments. `a_row`, `b_row` are multiples of 8.
     #[inline(always)]
     #[track_caller]
-    pub fn mma<E, A, B>(&mut self, a: Smem<A>, a_row: usize, b: Smem<B>, b_row: usize, accumulate: bool)
+    pub fn mma<EA, EB, A, B>(&mut self, a: Smem<A>, a_row: usize, b: Smem<B>, b_row: usize, accumulate: bool)
     where
-        E: WgmmaInput,
-        A: TileLayout<Elem = E>,
-        B: TileLayout<Elem = E>,
+        EA: WgmmaWith<EB>,
+        EB: WgmmaInput,
+        A: TileLayout<Elem = EA>,
+        B: TileLayout<Elem = EB>,
     {
         const {
             assert!(A::COLS == B::COLS, "wgmma: A and B tiles must have the same K (columns)");
-            assert!(A::COLS % E::K == 0, "wgmma: K must be a multiple of one MMA's K (16 for 16-bit inputs, 32 for FP8)");
+            assert!(A::COLS % EA::K == 0, "wgmma: K must be a multiple of one MMA's K (16 for 16-bit inputs, 32 for FP8)");
             assert!(A::ROWS >= WGMMA_M, "wgmma: the A tile needs at least 64 rows (M = 64)");
             assert!(B::ROWS >= N, "wgmma: the B tile needs at least N rows");
             assert!(
@@ -747,7 +768,7 @@ where
             );
         };
         let b_addr = b.smem_addr();
-        self.issue_k_steps::<E, A>(a, a_row, |k| SmemDescriptor::k_major::<B>(b_addr, b_row, k), false, accumulate);
+        self.issue_k_steps::<EA, EB, A>(a, a_row, |k| SmemDescriptor::k_major::<B>(b_addr, b_row, k), false, accumulate);
     }
 
     /// `wgmma.fence`, then one MMA per `E::K` columns of A's K, with A's K-major
@@ -756,7 +777,7 @@ where
     /// [`Acc::mma_kn`], whose callers checked the shapes.
     #[inline(always)]
     #[track_caller]
-    fn issue_k_steps<E: WgmmaInput, A: TileLayout<Elem = E>>(
+    fn issue_k_steps<EA: WgmmaWith<EB>, EB: WgmmaInput, A: TileLayout<Elem = EA>>(
         &mut self,
         a: Smem<A>,
         a_row: usize,
@@ -771,8 +792,8 @@ where
             let da = SmemDescriptor::k_major::<A>(a_addr, a_row, k);
             // SAFETY: all threads of the warpgroup issue the same MMA after the
             // fence; descriptors address the given tiles.
-            unsafe { <Cols<N>>::mma_f32::<E>(&mut self.regs, da, b_desc(k), accumulate || k > 0, false, trans_b) };
-            k += E::K;
+            unsafe { <Cols<N>>::mma_f32::<EA, EB>(&mut self.regs, da, b_desc(k), accumulate || k > 0, false, trans_b) };
+            k += EA::K;
         }
     }
 
@@ -801,7 +822,7 @@ where
         };
         let b_addr = b.smem_addr();
         // B MN-major: imm-trans-b = 1.
-        self.issue_k_steps::<E, A>(a, a_row, |k| SmemDescriptor::mn_major::<B>(b_addr, k, b_col), true, accumulate);
+        self.issue_k_steps::<E, E, A>(a, a_row, |k| SmemDescriptor::mn_major::<B>(b_addr, k, b_col), true, accumulate);
     }
 
     /// `acc (+)= A[a_row .. a_row + 64, 0 .. K] · B[b_row .. b_row + N, 0 .. K]ᵀ`
@@ -852,7 +873,7 @@ where
             // SAFETY: all threads of the warpgroup issue the same MMA after the
             // fence; the descriptors address the given tiles, in bounds.
             unsafe {
-                <Cols<N>>::mma_f32::<E>(&mut self.regs, a.descriptor::<SmemDescriptor>(a_row, k), b.descriptor::<SmemDescriptor>(b_row, k), accumulate || k > 0, OA::MN_MAJOR, OB::MN_MAJOR)
+                <Cols<N>>::mma_f32::<E, E>(&mut self.regs, a.descriptor::<SmemDescriptor>(a_row, k), b.descriptor::<SmemDescriptor>(b_row, k), accumulate || k > 0, OA::MN_MAJOR, OB::MN_MAJOR)
             };
             k += E::K;
         }

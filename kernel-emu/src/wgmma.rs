@@ -152,10 +152,16 @@ fn warp_values(op: &'static str, value: u64) -> [u64; 32] {
 /// proxy's view and recorded in its open wgmma group
 /// ([`crate::wgmma_operand_reads`]).
 #[track_caller]
-fn mma(pairs: usize, a: A, b: SmemDescriptor, trans_b: bool, elem: Elem, op: &str, mut out: impl FnMut(usize, f32, f32)) {
+fn mma(pairs: usize, a: A, b: SmemDescriptor, trans_b: bool, (elem, elem_b): (Elem, Elem), op: &str, mut out: impl FnMut(usize, f32, f32)) {
     assert!(
         matches!(elem, Elem::F16 | Elem::Bf16 | Elem::E4M3 | Elem::E5M2),
         "{op}: {elem:?} inputs are not emulated (f16, bf16, e4m3, e5m2 are)"
+    );
+    // PTX ISA: A and B have the same type, except that the FP8 types mix
+    // (`.e4m3.e5m2`, `.e5m2.e4m3`).
+    assert!(
+        elem == elem_b || (matches!(elem, Elem::E4M3 | Elem::E5M2) && matches!(elem_b, Elem::E4M3 | Elem::E5M2)),
+        "{op}: A {elem:?} with B {elem_b:?}: wgmma mixes only e4m3 with e5m2"
     );
     assert!(!trans_b || elem.bits() == 16, "{op}: an MN-major B needs 16-bit inputs (PTX ISA: no transpose for 8-bit types)");
     let kk = k_of(elem);
@@ -204,7 +210,7 @@ fn mma(pairs: usize, a: A, b: SmemDescriptor, trans_b: bool, elem: Elem, op: &st
         let mut bcol = [[0f32; 32]; 2];
         for (j, col) in bcol.iter_mut().enumerate() {
             for (k, v) in col.iter_mut().take(kk).enumerate() {
-                *v = value(smem, size, b.0.offset(b.1, c + j, k, bytes, op, "wgmma"), elem, &mut seen);
+                *v = value(smem, size, b.0.offset(b.1, c + j, k, bytes, op, "wgmma"), elem_b, &mut seen);
             }
         }
         for h in 0..2 {
@@ -222,7 +228,15 @@ fn mma(pairs: usize, a: A, b: SmemDescriptor, trans_b: bool, elem: Elem, op: &st
 /// type; `op` names the form in reports.
 #[track_caller]
 pub fn mma_f32(d: &mut [f32], a: A, b: SmemDescriptor, scale_d: bool, trans_b: bool, elem: Elem, op: &str) {
-    mma(d.len() / 2, a, b, trans_b, elem, op, |p, v0, v1| {
+    mma_f32_mixed(d, a, b, scale_d, trans_b, (elem, elem), op)
+}
+
+/// [`mma_f32`] with A's and B's element types apart (`elems = (A, B)`):
+/// `m64nNk32.f32.e4m3.e5m2` and `.e5m2.e4m3`, the FP8 types mixed (both
+/// the same: [`mma_f32`]).
+#[track_caller]
+pub fn mma_f32_mixed(d: &mut [f32], a: A, b: SmemDescriptor, scale_d: bool, trans_b: bool, elems: (Elem, Elem), op: &str) {
+    mma(d.len() / 2, a, b, trans_b, elems, op, |p, v0, v1| {
         if scale_d {
             d[2 * p] += v0;
             d[2 * p + 1] += v1;
@@ -237,7 +251,7 @@ pub fn mma_f32(d: &mut [f32], a: A, b: SmemDescriptor, scale_d: bool, trans_b: b
 /// thread: its `d.len()` f16x2 registers (register `p` holds pair `p`).
 #[track_caller]
 pub fn mma_f16(d: &mut [u32], a: SmemDescriptor, b: SmemDescriptor, scale_d: bool, op: &str) {
-    mma(d.len(), A::Smem(a), b, false, Elem::F16, op, |p, v0, v1| {
+    mma(d.len(), A::Smem(a), b, false, (Elem::F16, Elem::F16), op, |p, v0, v1| {
         let (lo, hi) = if scale_d {
             (half::f16::from_bits(d[p] as u16).to_f32(), half::f16::from_bits((d[p] >> 16) as u16).to_f32())
         } else {

@@ -1,5 +1,5 @@
 //! FP8 GEMM with per-tensor scales: `c = (scale_a · scale_b) · a · bᵀ`
-//! (a `M x K`, b `N x K`, both e4m3 row-major, i.e. K-major as FP8 wgmma
+//! (a `M x K`, b `N x K`, both e4m3 (or one of them e5m2) row-major, i.e. K-major as FP8 wgmma
 //! requires and as cuBLASLt's FP8 "TN" layout stores them; c `M x N` f16;
 //! f32 accumulation): [`matmul_fp8`] on a GPU or the CPU emulator,
 //! [`quantize`] (per-tensor amax scaling to e4m3) and the CPU
@@ -23,28 +23,100 @@
 //! # Ok(()) }
 //! ```
 use crate::{Ctas, Error};
-use kernel_device::{f16, E4M3};
+use kernel_device::launch::HostEntry;
+use kernel_device::tma::TensorMapParam;
+use kernel_device::{f16, GmemRef, E4M3, E5M2};
 use kernel_host::{Buffer, Device, Program, TileMap};
 use kernel_ops_kernels::gemm_multi::EpiTileOf;
-use kernel_ops_kernels::matmul_fp8::{matmul_fp8 as kernel, A8TileOf, B8TileOf, TK8};
+use kernel_ops_kernels::matmul_fp8::{matmul_fp8 as kernel, Fp8TileOf, TK8};
 
-/// The instance [`matmul_fp8`] runs: `128 x 256` tiles, 4 stages,
-/// planar-snake width 8.
-pub type Instance = kernel<128, 256, 4, 8>;
+/// The instance [`matmul_fp8`] runs on e4m3 operands: `128 x 256` tiles,
+/// 4 stages, planar-snake width 8.
+pub type Instance = kernel<E4M3, E4M3, 128, 256, 4, 8>;
 const BM: usize = 128;
 const BN: usize = 256;
 
 /// The largest finite e4m3 value (`S.1111.110`).
 pub const E4M3_MAX: f32 = 448.0;
+/// The largest finite e5m2 value (`S.11110.11`).
+pub const E5M2_MAX: f32 = 57344.0;
+
+/// An FP8 element type (e4m3 or e5m2), as the quantizers and references
+/// use it: its largest finite value and its conversions.
+pub trait Fp8: Copy + 'static {
+    /// The largest finite value.
+    const MAX: f32;
+    /// `x` rounded to the nearest value (ties to even), saturating (the
+    /// quantizers scale `x` into range first).
+    fn from_f32(x: f32) -> Self;
+    /// The value.
+    fn to_f32(self) -> f32;
+}
+impl Fp8 for E4M3 {
+    const MAX: f32 = E4M3_MAX;
+    fn from_f32(x: f32) -> Self {
+        E4M3::from_f32(x)
+    }
+    fn to_f32(self) -> f32 {
+        E4M3::to_f32(&self)
+    }
+}
+impl Fp8 for E5M2 {
+    const MAX: f32 = E5M2_MAX;
+    fn from_f32(x: f32) -> Self {
+        E5M2::from_f32(x)
+    }
+    fn to_f32(self) -> f32 {
+        E5M2::to_f32(&self)
+    }
+}
+
+/// The operand types `(A, B)` [`matmul_fp8`] is built for, with its two
+/// instances (planar-snake widths 8 and 16): e4m3 times e4m3 (forward
+/// GEMMs), and e5m2 with e4m3 in either order (the FP8 training recipes'
+/// backward GEMMs: e5m2 gradients times e4m3 weights or activations). Two
+/// e5m2 operands are not built (no recipe multiplies two gradients).
+#[diagnostic::on_unimplemented(
+    message = "matmul_fp8 is not built for A of `{A}` with B of this type",
+    note = "built: (E4M3, E4M3), (E5M2, E4M3), (E4M3, E5M2)"
+)]
+pub trait Fp8Operands<A: Fp8>: Fp8 + kernel_host::TmaElement {
+    /// Planar-snake width 8.
+    type W8: HostEntry<Params = Fp8Params<A, Self>>;
+    /// Planar-snake width 16.
+    type W16: HostEntry<Params = Fp8Params<A, Self>>;
+}
+
+/// The parameters of `matmul_fp8<A, B, 128, 256, ..>`: the maps of A, B and
+/// C, the scales, `m_tiles`, `n_tiles`, `k_steps`.
+pub type Fp8Params<A, B> = (TensorMapParam<Fp8TileOf<A, BM>>, TensorMapParam<Fp8TileOf<B, BN>>, TensorMapParam<EpiTileOf<BM>>, GmemRef<f32>, u32, u32, u32);
+impl Fp8Operands<E4M3> for E4M3 {
+    type W8 = Instance;
+    type W16 = kernel<E4M3, E4M3, 128, 256, 4, 16>;
+}
+impl Fp8Operands<E5M2> for E4M3 {
+    type W8 = kernel<E5M2, E4M3, 128, 256, 4, 8>;
+    type W16 = kernel<E5M2, E4M3, 128, 256, 4, 16>;
+}
+impl Fp8Operands<E4M3> for E5M2 {
+    type W8 = kernel<E4M3, E5M2, 128, 256, 4, 8>;
+    type W16 = kernel<E4M3, E5M2, 128, 256, 4, 16>;
+}
 
 /// Per-tensor quantization: `x / scale` rounded to e4m3 (round to nearest
 /// even), with `scale = amax(|x|) / 448` so the largest magnitude maps to
 /// e4m3's largest finite value (1 for an all-zero `x`). Returns the values
 /// and `scale` (what [`matmul_fp8`] multiplies back).
 pub fn quantize(x: &[f32]) -> (Vec<E4M3>, f32) {
+    quantize_to::<E4M3>(x)
+}
+
+/// [`quantize`] to either FP8 type: `scale = amax(|x|) / T::MAX` (e5m2:
+/// 57344).
+pub fn quantize_to<T: Fp8>(x: &[f32]) -> (Vec<T>, f32) {
     let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
-    let scale = if amax > 0.0 && amax.is_finite() { amax / E4M3_MAX } else { 1.0 };
-    (x.iter().map(|&v| E4M3::from_f32(v / scale)).collect(), scale)
+    let scale = if amax > 0.0 && amax.is_finite() { amax / T::MAX } else { 1.0 };
+    (x.iter().map(|&v| T::from_f32(v / scale)).collect(), scale)
 }
 
 /// Checks an FP8 GEMM problem before anything is launched: `a` holds
@@ -81,9 +153,12 @@ pub fn check_fp8(m: usize, n: usize, k: usize, lens: [(&str, usize); 4]) -> Resu
 /// computed on the GPU need no round trip). Asynchronous on a GPU's stream.
 /// Checks everything first ([`check_fp8`]). The grid is persistent:
 /// [`Ctas::EvenWaves`] over the `ceil(M / 128) x ceil(N / 256)` tiles.
+///
+/// `a` and `b` are e4m3, or one of them e5m2 ([`Fp8Operands`]: the
+/// backward GEMMs of FP8 training); the instance is picked by their types.
 #[allow(clippy::too_many_arguments)]
-pub fn matmul_fp8(dev: &Device, ops: &Program, a: &Buffer<E4M3>, b: &Buffer<E4M3>, scales: &Buffer<f32>, c: &mut Buffer<f16>, (m, n, k): (usize, usize, usize)) -> Result<(), Error> {
-    launch::<Instance>(dev, ops, a, b, scales, c, (m, n, k), Ctas::default())
+pub fn matmul_fp8<A: Fp8 + kernel_host::TmaElement, B: Fp8Operands<A>>(dev: &Device, ops: &Program, a: &Buffer<A>, b: &Buffer<B>, scales: &Buffer<f32>, c: &mut Buffer<f16>, (m, n, k): (usize, usize, usize)) -> Result<(), Error> {
+    launch::<A, B, B::W8>(dev, ops, a, b, scales, c, (m, n, k), Ctas::default())
 }
 
 /// The planar-snake widths the kernel is built for ([`matmul_fp8_with`]).
@@ -93,10 +168,10 @@ pub const GRID_WIDTHS: [u32; 2] = [8, 16];
 /// 16) and the grid sized by `ctas` (default [`Ctas::EvenWaves`]): for
 /// benchmarks and tuning.
 #[allow(clippy::too_many_arguments)]
-pub fn matmul_fp8_with(dev: &Device, ops: &Program, a: &Buffer<E4M3>, b: &Buffer<E4M3>, scales: &Buffer<f32>, c: &mut Buffer<f16>, shape: (usize, usize, usize), grid_w: u32, ctas: Ctas) -> Result<(), Error> {
+pub fn matmul_fp8_with<A: Fp8 + kernel_host::TmaElement, B: Fp8Operands<A>>(dev: &Device, ops: &Program, a: &Buffer<A>, b: &Buffer<B>, scales: &Buffer<f32>, c: &mut Buffer<f16>, shape: (usize, usize, usize), grid_w: u32, ctas: Ctas) -> Result<(), Error> {
     match grid_w {
-        8 => launch::<Instance>(dev, ops, a, b, scales, c, shape, ctas),
-        16 => launch::<kernel<128, 256, 4, 16>>(dev, ops, a, b, scales, c, shape, ctas),
+        8 => launch::<A, B, B::W8>(dev, ops, a, b, scales, c, shape, ctas),
+        16 => launch::<A, B, B::W16>(dev, ops, a, b, scales, c, shape, ctas),
         w => Err(Error::Shape { op: "matmul_fp8", problem: format!("grid_w = {w}: the kernel is built for planar-snake widths {GRID_WIDTHS:?}") }),
     }
 }
@@ -105,16 +180,16 @@ pub fn matmul_fp8_with(dev: &Device, ops: &Program, a: &Buffer<E4M3>, b: &Buffer
 /// [`TK8`]): the tensor maps of `a` (`M x K`), `b` (`N x K`) and `c` (`M x
 /// N`, stored to), the tile counts `(m_tiles, n_tiles, k_steps)` and the
 /// persistent grid (`ctas` over the `m_tiles x n_tiles` tiles).
-struct Fp8Launch<'a, const BM: usize, const BN: usize> {
-    a: TileMap<'a, A8TileOf<BM>>,
-    b: TileMap<'a, B8TileOf<BN>>,
+struct Fp8Launch<'a, A: Copy, B: Copy, const BM: usize, const BN: usize> {
+    a: TileMap<'a, Fp8TileOf<A, BM>>,
+    b: TileMap<'a, Fp8TileOf<B, BN>>,
     c: TileMap<'a, EpiTileOf<BM>>,
     tiles: (u32, u32, u32),
     grid: u32,
 }
 
-impl<'a, const BM: usize, const BN: usize> Fp8Launch<'a, BM, BN> {
-    fn new(dev: &Device, a: &'a Buffer<E4M3>, b: &'a Buffer<E4M3>, c: &'a mut Buffer<f16>, (m, n, k): (usize, usize, usize), ctas: Ctas) -> Result<Self, Error> {
+impl<'a, A: Fp8 + kernel_host::TmaElement, B: Fp8 + kernel_host::TmaElement, const BM: usize, const BN: usize> Fp8Launch<'a, A, B, BM, BN> {
+    fn new(dev: &Device, a: &'a Buffer<A>, b: &'a Buffer<B>, c: &'a mut Buffer<f16>, (m, n, k): (usize, usize, usize), ctas: Ctas) -> Result<Self, Error> {
         let tiles = (m.div_ceil(BM) as u32, n.div_ceil(BN) as u32, k.div_ceil(TK8) as u32);
         let grid = ctas.grid(tiles.0 * tiles.1, dev.sm_count());
         Ok(Fp8Launch { a: TileMap::new_2d(a, m, k)?, b: TileMap::new_2d(b, n, k)?, c: TileMap::new_2d_mut(c, m, n)?, tiles, grid })
@@ -122,27 +197,28 @@ impl<'a, const BM: usize, const BN: usize> Fp8Launch<'a, BM, BN> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn launch<K>(dev: &Device, ops: &Program, a: &Buffer<E4M3>, b: &Buffer<E4M3>, scales: &Buffer<f32>, c: &mut Buffer<f16>, (m, n, k): (usize, usize, usize), ctas: Ctas) -> Result<(), Error>
+fn launch<A: Fp8 + kernel_host::TmaElement, B: Fp8 + kernel_host::TmaElement, K>(dev: &Device, ops: &Program, a: &Buffer<A>, b: &Buffer<B>, scales: &Buffer<f32>, c: &mut Buffer<f16>, (m, n, k): (usize, usize, usize), ctas: Ctas) -> Result<(), Error>
 where
-    K: kernel_device::launch::HostEntry<Params = <Instance as kernel_device::KernelSpec>::Params>,
+    K: HostEntry<Params = Fp8Params<A, B>>,
     K::Params: kernel_host::runtime::ParamList,
 {
     check_fp8(m, n, k, [("a", a.len()), ("b", b.len()), ("c", c.len()), ("scales", scales.len())])?;
-    let l = Fp8Launch::<BM, BN>::new(dev, a, b, c, (m, n, k), ctas)?;
+    let l = Fp8Launch::<A, B, BM, BN>::new(dev, a, b, c, (m, n, k), ctas)?;
     let (mt, nt, ks) = l.tiles;
     ops.kernel::<K>()?.launch(l.grid, (&l.a, &l.b, &l.c, scales, mt, nt, ks))?;
     Ok(())
 }
 
 /// The CPU reference: `scale_a · scale_b · Σ_k a[i, k] b[j, k]` over the
-/// e4m3 values (exact products, summed in f64), rounded once to f32.
+/// FP8 values (e4m3 or e5m2; exact products, summed in f64), rounded once
+/// to f32.
 /// Returns `M x N` row-major.
 ///
 /// # Panics
 /// When an operand does not hold exactly its shape's elements.
-pub fn reference(a: &[E4M3], b: &[E4M3], (scale_a, scale_b): (f32, f32), m: usize, n: usize, k: usize) -> Vec<f32> {
+pub fn reference<A: Fp8, B: Fp8>(a: &[A], b: &[B], (scale_a, scale_b): (f32, f32), m: usize, n: usize, k: usize) -> Vec<f32> {
     assert!(a.len() == m * k && b.len() == n * k, "fp8::reference: a holds {}, b {} elements; M x K = {}, N x K = {} needed", a.len(), b.len(), m * k, n * k);
-    let (af, bf): (Vec<f64>, Vec<f64>) = (a.iter().map(|v| f64::from(v.to_f32())).collect(), b.iter().map(|v| f64::from(v.to_f32())).collect());
+    let (af, bf): (Vec<f64>, Vec<f64>) = (a.iter().map(|v| f64::from(Fp8::to_f32(*v))).collect(), b.iter().map(|v| f64::from(Fp8::to_f32(*v))).collect());
     let s = f64::from(scale_a) * f64::from(scale_b);
     (0..m * n)
         .map(|i| {
@@ -251,7 +327,7 @@ pub fn matmul_fp8_rowwise(
 ) -> Result<(), Error> {
     check_scaled("matmul_fp8_rowwise", (m, n, k), [a.len(), b.len(), c.len()], [("a_scales", a_scales.len(), "M", m), ("b_scales", b_scales.len(), "N", n)], "one f32 per row of a, per row of b")?;
     use kernel_ops_kernels::matmul_fp8::{RW_BM, RW_BN};
-    let l = Fp8Launch::<RW_BM, RW_BN>::new(dev, a, b, c, (m, n, k), Ctas::default())?;
+    let l = Fp8Launch::<E4M3, E4M3, RW_BM, RW_BN>::new(dev, a, b, c, (m, n, k), Ctas::default())?;
     let (mt, nt, ks) = l.tiles;
     ops.kernel::<RowwiseInstance>()?.launch(l.grid, (&l.a, &l.b, &l.c, a_scales, b_scales, m as u32, n as u32, mt, nt, ks))?;
     Ok(())
@@ -306,7 +382,7 @@ pub fn matmul_fp8_blockscaled(
     let (kb, nb) = (k.div_ceil(BLOCK), n.div_ceil(BLOCK));
     check_scaled("matmul_fp8_blockscaled", (m, n, k), [a.len(), b.len(), c.len()], [("a_scales", a_scales.len(), "ceil(K / 128) x M", kb * m), ("b_scales", b_scales.len(), "ceil(N / 128) x ceil(K / 128)", nb * kb)], "one f32 per block of 128")?;
     use kernel_ops_kernels::matmul_fp8::{BS_BM, BS_BN};
-    let l = Fp8Launch::<BS_BM, BS_BN>::new(dev, a, b, c, (m, n, k), Ctas::default())?;
+    let l = Fp8Launch::<E4M3, E4M3, BS_BM, BS_BN>::new(dev, a, b, c, (m, n, k), Ctas::default())?;
     let (mt, nt, ks) = l.tiles;
     ops.kernel::<BlockScaledInstance>()?.launch(l.grid, (&l.a, &l.b, &l.c, a_scales, b_scales, m as u32, mt, nt, ks))?;
     Ok(())

@@ -11,7 +11,7 @@
 //! | [`norms`] | [`norms::softmax`], [`norms::layer_norm`], [`norms::rms_norm`], [`norms::add_rms_norm`], [`norms::add_layer_norm`] | `kernel_ops_kernels::norms` |
 //! | [`matmul`] | [`Matmul::matmul`] (`c = a · bᵀ`, f16 or bf16, autotuned per shape and type) | `kernel_ops_kernels::matmul` |
 //! | [`swiglu`] | [`swiglu::swiglu`] (`out = silu(x · w1ᵀ) * (x · w3ᵀ)`, f16, GPU or emulator) and [`swiglu::swiglu_reference`] | `kernel_ops_kernels::swiglu` (on `kernel_ops_kernels::gemm_multi`) |
-//! | [`fp8`] | [`fp8::matmul_fp8`] (`c = (scale_a scale_b) a · bᵀ`, e4m3 in, f16 out, GPU or emulator), [`fp8::matmul_fp8_blockscaled`] (1 x 128 / 128 x 128 block scales), the quantizers and CPU references | `kernel_ops_kernels::matmul_fp8` (on `kernel_ops_kernels::gemm_multi`) |
+//! | [`fp8`] | [`fp8::matmul_fp8`] (`c = (scale_a scale_b) a · bᵀ`, e4m3 in or e5m2 with e4m3, f16 out, GPU or emulator), [`fp8::matmul_fp8_blockscaled`] (1 x 128 / 128 x 128 block scales), the quantizers and CPU references | `kernel_ops_kernels::matmul_fp8` (on `kernel_ops_kernels::gemm_multi`) |
 //! | [`attention`] | [`attention::attention`] (`o = softmax(scale q kᵀ) v` and the log-sum-exp, f16/bf16, `[batch, seq, heads, head_dim]`, head_dim 64/128/256, causal, GQA; GPU or emulator) and [`attention::reference`] | `kernel_ops_kernels::attention` |
 //! | [`blaslt`] | [`blaslt::BlasLt`] (the cuBLASLt baseline of the `bench` binary) | cuBLASLt |
 

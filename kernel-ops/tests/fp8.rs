@@ -39,6 +39,45 @@ fn matmul_fp8_matches_the_cpu_reference_on_the_emulator() {
     }
 }
 
+/// e5m2 with e4m3 in either order (the FP8 training backward's
+/// `m64nNk32.f32.e5m2.e4m3` and `.e4m3.e5m2` wgmmas), each operand decoded
+/// as its own type: a kernel reading e5m2 bytes as e4m3 would be off by
+/// orders of magnitude.
+#[test]
+fn matmul_fp8_mixes_e5m2_with_e4m3_on_the_emulator() {
+    use kernel_device::E5M2;
+    use kernel_ops::fp8::quantize_to;
+    let (m, n, k) = (136, 264, 144); // partial tiles in M and N, K steps 128 + 16
+    let (a4, sa4) = quantize(&randn(m * k, 41));
+    let (b4, sb4) = quantize(&randn(n * k, 42));
+    let (a5, sa5) = quantize_to::<E5M2>(&randn(m * k, 43));
+    let (b5, sb5) = quantize_to::<E5M2>(&randn(n * k, 44));
+    let dev = Device::emulator_with(Emulator::new(5).sms(2));
+    let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    // A e5m2, B e4m3.
+    let want = reference(&a5, &b4, (sa5, sb4), m, n, k);
+    let (da, db, ds) = (dev.upload(&a5).unwrap(), dev.upload(&b4).unwrap(), dev.upload(&[sa5, sb4]).unwrap());
+    let mut c = dev.upload(&vec![f16::NAN; m * n]).unwrap();
+    matmul_fp8(&dev, &ops, &da, &db, &ds, &mut c, (m, n, k)).unwrap();
+    let err = rel_err(&dev.download(&c).unwrap(), &want);
+    assert!(err < 1e-3, "e5m2 x e4m3: relative Frobenius error {err:.2e}");
+    // A e4m3, B e5m2.
+    let want = reference(&a4, &b5, (sa4, sb5), m, n, k);
+    let (da, db, ds) = (dev.upload(&a4).unwrap(), dev.upload(&b5).unwrap(), dev.upload(&[sa4, sb5]).unwrap());
+    let mut c = dev.upload(&vec![f16::NAN; m * n]).unwrap();
+    matmul_fp8(&dev, &ops, &da, &db, &ds, &mut c, (m, n, k)).unwrap();
+    let err = rel_err(&dev.download(&c).unwrap(), &want);
+    assert!(err < 1e-3, "e4m3 x e5m2: relative Frobenius error {err:.2e}");
+    // e5m2 keeps 2 mantissa bits: its quantization error is what sets it
+    // apart from e4m3 (about 4x e4m3's), not the GEMM.
+    let x = randn(4096, 45);
+    let q_err = |q: Vec<f32>| (q.iter().zip(&x).map(|(a, b)| f64::from(a - b).powi(2)).sum::<f64>() / x.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>()).sqrt();
+    let (q4, s4) = quantize(&x);
+    let (q5, s5) = quantize_to::<E5M2>(&x);
+    let (e4, e5) = (q_err(q4.iter().map(|v| v.to_f32() * s4).collect()), q_err(q5.iter().map(|v| v.to_f32() * s5).collect()));
+    assert!(e5 > 2.0 * e4 && e5 < 0.1, "quantization errors: e4m3 {e4:.2e}, e5m2 {e5:.2e}");
+}
+
 #[test]
 fn matmul_fp8_refuses_bad_inputs_naming_the_rule() {
     let dev = Device::emulator();

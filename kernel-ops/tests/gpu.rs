@@ -162,6 +162,37 @@ fn fp8_matmul_matches_the_cpu_at_ragged_shapes() {
     }
 }
 
+/// The FP8 GEMM with e5m2 mixed with e4m3, both orders (the backward GEMMs
+/// of FP8 training), on the GPU at ragged shapes: against the CPU
+/// reference over each operand's own type.
+#[test]
+#[ignore = "needs a Hopper GPU"]
+fn fp8_matmul_mixes_e5m2_with_e4m3_at_ragged_shapes() {
+    use kernel_device::E5M2;
+    use kernel_ops::fp8::{matmul_fp8, quantize, quantize_to, reference};
+    let gpu = gpu_device();
+    let ops = gpu.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    let randn = |len: usize, seed: u64| -> Vec<f32> { randn_f16(len, seed).iter().map(|x| x.to_f32()).collect() };
+    for (m, n, k) in [(1000, 1000, 1008), (1, 8, 16), (257, 264, 4112)] {
+        let (a5, sa5) = quantize_to::<E5M2>(&randn(m * k, 61));
+        let (b4, sb4) = quantize(&randn(n * k, 62));
+        let (da, db, ds) = (gpu.upload(&a5).unwrap(), gpu.upload(&b4).unwrap(), gpu.upload(&[sa5, sb4]).unwrap());
+        let mut c = gpu.upload(&vec![f16::NAN; m * n]).unwrap();
+        matmul_fp8(&gpu, &ops, &da, &db, &ds, &mut c, (m, n, k)).unwrap();
+        let err = rel_frobenius_error(&gpu.download(&c).unwrap(), &reference(&a5, &b4, (sa5, sb4), m, n, k));
+        eprintln!("matmul_fp8 e5m2 x e4m3 {m}x{n}x{k}: relative Frobenius error {err:.2e}");
+        assert!(err < 5e-3, "e5m2 x e4m3 {m}x{n}x{k}: relative Frobenius error {err:.2e}");
+        let (a4, sa4) = quantize(&randn(m * k, 63));
+        let (b5, sb5) = quantize_to::<E5M2>(&randn(n * k, 64));
+        let (da, db, ds) = (gpu.upload(&a4).unwrap(), gpu.upload(&b5).unwrap(), gpu.upload(&[sa4, sb5]).unwrap());
+        let mut c = gpu.upload(&vec![f16::NAN; m * n]).unwrap();
+        matmul_fp8(&gpu, &ops, &da, &db, &ds, &mut c, (m, n, k)).unwrap();
+        let err = rel_frobenius_error(&gpu.download(&c).unwrap(), &reference(&a4, &b5, (sa4, sb5), m, n, k));
+        eprintln!("matmul_fp8 e4m3 x e5m2 {m}x{n}x{k}: relative Frobenius error {err:.2e}");
+        assert!(err < 5e-3, "e4m3 x e5m2 {m}x{n}x{k}: relative Frobenius error {err:.2e}");
+    }
+}
+
 /// The block-scaled FP8 GEMM on the GPU at ragged shapes, against its CPU
 /// reference (promotion every 128 of K keeps the error near f16 rounding
 /// even at large K).

@@ -52,7 +52,7 @@ use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
 use kernel_device::tma::{commit_group, wait_group};
 use kernel_device::pipeline::Ring;
-use kernel_device::wgmma::{setmaxnreg_inc, Acc, Cols, WgmmaInput, WgmmaShape};
+use kernel_device::wgmma::{setmaxnreg_inc, Acc, Cols, WgmmaInput, WgmmaShape, WgmmaWith};
 use kernel_device::layout::Tile;
 use kernel_device::Barriers;
 
@@ -212,15 +212,15 @@ where
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 #[track_caller]
-pub fn gemm_multi_of<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM: usize, const BN: usize, const NW: usize, const STAGES: usize, const GRID_W: u32>(
+pub fn gemm_multi_of<E: WgmmaWith<EB>, EB: WgmmaInput, const TKE: usize, const OPS: usize, const BM: usize, const BN: usize, const NW: usize, const STAGES: usize, const GRID_W: u32>(
     a: Tma<InTile<E, BM, TKE>>,
-    b: [Tma<InTile<E, BN, TKE>>; OPS],
+    b: [Tma<InTile<EB, BN, TKE>>; OPS],
     c: Tma<EpiTileOf<BM>>,
     m_tiles: u32,
     n_tiles: u32,
     k_steps: u32,
     a_bufs: Smem<[InTile<E, BM, TKE>; STAGES]>,
-    b_bufs: Smem<[[InTile<E, BN, TKE>; OPS]; STAGES]>,
+    b_bufs: Smem<[[InTile<EB, BN, TKE>; OPS]; STAGES]>,
     epi: Smem<[EpiTileOf<BM>; 2]>,
     loaded: Barriers<STAGES>,
     consumed: Barriers<STAGES>,
@@ -241,7 +241,7 @@ pub fn gemm_multi_of<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM
     let tile = |i: u32| planar_snake(i, (m_tiles, n_tiles), 0, GRID_W);
     let ring = Ring::new(&loaded, &consumed, 256);
     if warpgroup_idx() == 2 {
-        produce::<E, TKE, OPS, BM, BN, STAGES, GRID_W, MEMORY_REGS>(&a, &b, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, ring);
+        produce::<E, EB, TKE, OPS, BM, BN, STAGES, GRID_W, MEMORY_REGS>(&a, &b, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, ring);
     } else {
         setmaxnreg_inc::<COMPUTE_REGS>();
         let row0 = warpgroup_idx_sync() as usize * BM / 2;
@@ -258,7 +258,7 @@ pub fn gemm_multi_of<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM
                 // SAFETY: the slot's `OPS` B tiles are adjacent (an array),
                 // `OPS x BN = NW` rows of 128 bytes from a 1024-aligned
                 // address: byte for byte the `NW x 64` tile (checked above).
-                let b_all: Smem<InTile<E, NW, TKE>> = unsafe { b_bufs.at(slot.index()).cast_at(0) };
+                let b_all: Smem<InTile<EB, NW, TKE>> = unsafe { b_bufs.at(slot.index()).cast_at(0) };
                 unroll(blocks(BM), |r| acc[r].mma(a_bufs.at(slot.index()), row0 + 64 * r, b_all, 0, k > 0));
             });
             consumer.release_after_wgmma::<0>();
@@ -300,7 +300,7 @@ pub fn gemm_multi<const OPS: usize, const BM: usize, const BN: usize, const NW: 
     Cols<NW>: WgmmaShape,
     Wgmma<BN>: ArrayLayout,
 {
-    gemm_multi_of::<kernel_device::f16, TK, OPS, BM, BN, NW, STAGES, GRID_W>(a, b, c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed, epilogue)
+    gemm_multi_of::<kernel_device::f16, kernel_device::f16, TK, OPS, BM, BN, NW, STAGES, GRID_W>(a, b, c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed, epilogue)
 }
 
 /// The memory warpgroup's part of [`gemm_multi_of`] (and of the kernels
@@ -315,14 +315,14 @@ pub fn gemm_multi<const OPS: usize, const BM: usize, const BN: usize, const NW: 
 #[inline(always)]
 #[track_caller]
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn produce<E: WgmmaInput, const TKE: usize, const OPS: usize, const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32, const REGS: u32>(
+pub(crate) fn produce<E: WgmmaInput, EB: WgmmaInput, const TKE: usize, const OPS: usize, const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32, const REGS: u32>(
     a: &Tma<InTile<E, BM, TKE>>,
-    b: &[Tma<InTile<E, BN, TKE>>; OPS],
+    b: &[Tma<InTile<EB, BN, TKE>>; OPS],
     m_tiles: u32,
     n_tiles: u32,
     k_steps: u32,
     a_bufs: Smem<[InTile<E, BM, TKE>; STAGES]>,
-    b_bufs: Smem<[[InTile<E, BN, TKE>; OPS]; STAGES]>,
+    b_bufs: Smem<[[InTile<EB, BN, TKE>; OPS]; STAGES]>,
     ring: Ring<'_, STAGES>,
 ) {
     kernel_device::wgmma::setmaxnreg_dec::<REGS>();
@@ -331,7 +331,7 @@ pub(crate) fn produce<E: WgmmaInput, const TKE: usize, const OPS: usize, const B
         nd_loop([m_tiles * n_tiles], Collective::Blocks, |info| {
             let (pm, pn) = planar_snake(info.index[0], (m_tiles, n_tiles), 0, GRID_W);
             for k in 0..k_steps {
-                let slot = producer.acquire_tx(Tma::<InTile<E, BM, TKE>>::BYTES + OPS as u32 * Tma::<InTile<E, BN, TKE>>::BYTES);
+                let slot = producer.acquire_tx(Tma::<InTile<E, BM, TKE>>::BYTES + OPS as u32 * Tma::<InTile<EB, BN, TKE>>::BYTES);
                 a.load(a_bufs.at(slot.index()), pm * BM as u32, k * TKE as u32, slot.barrier());
                 let bs = b_bufs.at(slot.index());
                 unroll(OPS, |o| b[o].load(bs.at(o), pn * BN as u32, k * TKE as u32, slot.barrier()));

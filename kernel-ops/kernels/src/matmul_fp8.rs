@@ -12,9 +12,9 @@ use kernel_device::array::{Array, ArrayLayout, TileAt, Wgmma};
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
 use kernel_device::tma::wait_group;
-use kernel_device::wgmma::{pin_entry_registers, setmaxnreg_inc, Cols, WgmmaShape};
+use kernel_device::wgmma::{pin_entry_registers, setmaxnreg_inc, Cols, WgmmaInput, WgmmaShape, WgmmaWith};
 use kernel_device::pipeline::Ring;
-use kernel_device::{Barriers, E4M3};
+use kernel_device::{Barriers, E4M3, E5M2};
 
 /// K elements per step: one 128-byte swizzle span of e4m3.
 pub const TK8: usize = 128;
@@ -22,8 +22,13 @@ pub const TK8: usize = 128;
 pub type A8TileOf<const BM: usize> = InTile<E4M3, BM, TK8>;
 /// B's tile: `BN x 128` e4m3 of `B (N x K)`.
 pub type B8TileOf<const BN: usize> = InTile<E4M3, BN, TK8>;
+/// An FP8 operand tile of element `E` (e4m3 or e5m2): `R x 128`.
+pub type Fp8TileOf<E, const R: usize> = InTile<E, R, TK8>;
 
-/// `C = (scale_a · scale_b) · A · Bᵀ` in FP8 (e4m3), f16 out.
+/// `C = (scale_a · scale_b) · A · Bᵀ` in FP8, f16 out: A of `EA` and B of
+/// `EB`, each e4m3 or e5m2 (e5m2 is the FP8 training recipes' gradient
+/// type: a backward GEMM multiplies e5m2 gradients by e4m3 weights or
+/// activations, one `m64nNk32.f32.e5m2.e4m3` wgmma per K step of 32).
 ///
 /// This kernel works as follows: it is [`gemm_multi_of`] with one B operand
 /// (whose header describes the schedule: persistent, warp-specialized,
@@ -45,17 +50,28 @@ pub type B8TileOf<const BN: usize> = InTile<E4M3, BN, TK8>;
 /// 0`; `BM x BN = 128 x 256`, 4 stages (SMEM `4 x 48 KB + 32 KB`); the
 /// hardware's FP8 MMA accumulates with less precision than f32 (no
 /// promotion here: per-tensor scaling).
-#[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 256, 4, 8), (128, 256, 4, 16)))]
-pub fn matmul_fp8<const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
-    a: Tma<A8TileOf<BM>>,
-    b: Tma<B8TileOf<BN>>,
+#[kernel(
+    block = warpgroups(3),
+    arch = sm_90a,
+    instances(
+        (E4M3, E4M3, 128, 256, 4, 8),
+        (E4M3, E4M3, 128, 256, 4, 16),
+        (E5M2, E4M3, 128, 256, 4, 8),
+        (E5M2, E4M3, 128, 256, 4, 16),
+        (E4M3, E5M2, 128, 256, 4, 8),
+        (E4M3, E5M2, 128, 256, 4, 16)
+    )
+)]
+pub fn matmul_fp8<EA: WgmmaWith<EB>, EB: WgmmaInput, const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
+    a: Tma<Fp8TileOf<EA, BM>>,
+    b: Tma<Fp8TileOf<EB, BN>>,
     c: Tma<EpiTileOf<BM>>,
     scales: GmemRef<f32>,
     m_tiles: u32,
     n_tiles: u32,
     k_steps: u32,
-    #[scratch] a_bufs: Smem<[A8TileOf<BM>; STAGES]>,
-    #[scratch] b_bufs: Smem<[[B8TileOf<BN>; 1]; STAGES]>,
+    #[scratch] a_bufs: Smem<[Fp8TileOf<EA, BM>; STAGES]>,
+    #[scratch] b_bufs: Smem<[[Fp8TileOf<EB, BN>; 1]; STAGES]>,
     #[scratch] epi: Smem<[EpiTileOf<BM>; 2]>,
     #[scratch] loaded: Barriers<STAGES>,
     #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
@@ -63,9 +79,12 @@ pub fn matmul_fp8<const BM: usize, const BN: usize, const STAGES: usize, const G
     Cols<BN>: WgmmaShape,
     Wgmma<BN>: ArrayLayout,
 {
-    const { assert!(BN % EPI_N == 0, "matmul_fp8: BN must be whole 64-column epilogue sub-tiles") };
+    const {
+        assert!(BN % EPI_N == 0, "matmul_fp8: BN must be whole 64-column epilogue sub-tiles");
+        assert!(EA::K == kernel_device::wgmma::WGMMA_K_FP8, "matmul_fp8: A and B must be FP8 (e4m3 or e5m2)");
+    };
     let scale = scales.read(0) * scales.read(1);
-    gemm_multi_of::<E4M3, TK8, 1, BM, BN, BN, STAGES, GRID_W>(
+    gemm_multi_of::<EA, EB, TK8, 1, BM, BN, BN, STAGES, GRID_W>(
         a, [b], c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed,
         |_: TileAt, [acc]: [AccBlock<BN>; 1]| acc * scale,
     );
@@ -170,7 +189,7 @@ pub fn matmul_fp8_rowwise<const STAGES: usize, const GRID_W: u32>(
     #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
 ) {
     let epilogue = RowwiseScales { a_scales, b_scales, m, n, smem: scales };
-    gemm_multi_of::<E4M3, TK8, 1, RW_BM, RW_BN, RW_BN, STAGES, GRID_W>(a, [b], c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed, epilogue);
+    gemm_multi_of::<E4M3, E4M3, TK8, 1, RW_BM, RW_BN, RW_BN, STAGES, GRID_W>(a, [b], c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed, epilogue);
 }
 
 /// K (and, for B, N) of one scale block: A has one scale per row and 128
@@ -366,7 +385,7 @@ pub fn matmul_fp8_blockscaled<const STAGES: usize, const GRID_W: u32>(
     let ring = Ring::new(&loaded, &consumed, 256);
     if warpgroup_idx() == 2 {
         let b = [b];
-        produce::<E4M3, TK8, 1, BM, BN, STAGES, GRID_W, BS_MEMORY_REGS>(&a, &b, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, ring);
+        produce::<E4M3, E4M3, TK8, 1, BM, BN, STAGES, GRID_W, BS_MEMORY_REGS>(&a, &b, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, ring);
         return;
     }
     setmaxnreg_inc::<BS_COMPUTE_REGS>();
