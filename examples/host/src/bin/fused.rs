@@ -64,8 +64,10 @@ fn main() -> ExitCode {
         Err(e) => (ok, _) = (false, println!("FAIL  reglu: {e}")),
     }
     if !dev.is_gpu() {
-        match bias_relu(&dev, 128, 256, 128) {
-            Ok(e) if e < 1e-2 => println!("ok    matmul_bias_relu 128 x 256 x 128: rel. Frobenius error {e:.2e}{on}"),
+        // K = 5 x 64: one step more than the ring's 4 stages, so a slot is
+        // refilled after its release (the emulator warns when none is).
+        match bias_relu(&dev, 128, 256, 320) {
+            Ok(e) if e < 1e-2 => println!("ok    matmul_bias_relu 128 x 256 x 320: rel. Frobenius error {e:.2e}{on}"),
             Ok(e) => (ok, _) = (false, println!("FAIL  matmul_bias_relu: rel. Frobenius error {e:.2e}")),
             Err(e) => (ok, _) = (false, println!("FAIL  matmul_bias_relu: {e}")),
         }
