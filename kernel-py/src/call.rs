@@ -179,7 +179,6 @@ impl<'py> Call<'py> {
             return Ok(());
         }
         self.place = same_place(&all)?;
-        self.checked = true;
         for (i, (w, written)) in self.arrays.iter().enumerate() {
             if !written {
                 continue;
@@ -195,6 +194,7 @@ impl<'py> Call<'py> {
                 }
             }
         }
+        self.checked = true;
         Ok(())
     }
 

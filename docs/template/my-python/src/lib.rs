@@ -1,9 +1,9 @@
 //! my-kernels' kernels as Python functions: `my_python.axpy(x, y, a)`,
 //! `my_python.row_sums(x, sums)` and `my_python.normalize_rows(x, out)`,
-//! which launches two kernels through a scratch array. Arrays come in through DLPack, with no
-//! copy: NumPy arrays run on the CPU emulator (a race report is raised as
-//! `my_python.EmulatorReport`), CUDA arrays (torch, JAX, CuPy) on their
-//! GPU, on the caller's stream (`stream=`). Dtypes and shapes are checked
+//! which launches two kernels through a scratch array. Arrays come in
+//! through DLPack, with no copy: NumPy arrays run on the CPU emulator (a
+//! race report is raised as `my_python.EmulatorReport`), CUDA arrays
+//! (torch, JAX, CuPy) on their GPU, on the caller's stream (`stream=`). Dtypes and shapes are checked
 //! before the launch; the launch is typed, so an argument that does not
 //! fit its kernel parameter does not compile.
 use pyo3::prelude::*;
