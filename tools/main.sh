@@ -15,7 +15,7 @@ cargo build --release -p kernel-ops --bin norms_bench
 target/release/first_kernels
 target/release/simt
 target/release/fused --quick
-target/release/norms_bench --quick
+target/release/norms_bench --quick --csv target/norms_bench.csv
 target/release/blackwell
 target/release/attention_ladder --out target/attention-ladder
 exec target/release/hopper "$@"

@@ -83,24 +83,21 @@ impl From<kernel_host::Error> for Error {
 }
 
 /// The `main` of this crate's benchmark binaries (`swiglu_bench`,
-/// `fp8_bench`): parse the arguments, open the GPU (or the emulator), run,
-/// and exit 0 only if every output matched its CPU reference; errors are
-/// printed, not panicked.
-pub fn bench_main<A>(args: Result<A, String>, run: impl FnOnce(&kernel_host::Device, &A) -> Result<bool, Box<dyn std::error::Error>>) -> std::process::ExitCode {
+/// `fp8_bench`, ...): takes their parsed arguments (clap has already
+/// answered `--help` and exited 2 on a usage error), opens the GPU (or the
+/// emulator), runs, and exits 0 only if every output matched its CPU
+/// reference; errors are printed, not panicked.
+pub fn bench_main<A>(args: A, run: impl FnOnce(&kernel_host::Device, &A) -> Result<bool, Box<dyn std::error::Error>>) -> std::process::ExitCode {
     use std::process::ExitCode;
     let fail = |e: &dyn std::fmt::Display| {
         eprintln!("error: {e}");
         ExitCode::FAILURE
     };
-    let a = match args {
-        Ok(a) => a,
-        Err(e) => return fail(&e),
-    };
     let dev = match kernel_host::Device::gpu_or_emulator() {
         Ok(d) => d,
         Err(e) => return fail(&e),
     };
-    match run(&dev, &a) {
+    match run(&dev, &args) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => {
             eprintln!("FAIL: an output differs from the CPU reference");
@@ -110,9 +107,29 @@ pub fn bench_main<A>(args: Result<A, String>, run: impl FnOnce(&kernel_host::Dev
     }
 }
 
+/// Parses a GEMM shape `MxNxK` (`4096x8192x4096`), as the benchmark
+/// binaries' `--shape` takes it: a clap value parser, so a malformed shape
+/// is a usage error naming the flag.
+pub fn parse_mnk(s: &str) -> Result<(usize, usize, usize), String> {
+    let dims: Vec<usize> = s.split('x').map(|d| d.trim().parse::<usize>().map_err(|e| format!("`{d}` in `{s}`: {e}"))).collect::<Result<_, _>>()?;
+    match dims[..] {
+        [m, n, k] if m > 0 && n > 0 && k > 0 => Ok((m, n, k)),
+        [_, _, _] => Err(format!("`{s}`: M, N and K must be positive")),
+        _ => Err(format!("`{s}` is not MxNxK (three sizes joined by `x`, as 4096x8192x4096)")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Ctas;
+    use super::{parse_mnk, Ctas};
+
+    #[test]
+    fn shapes_parse_as_m_x_n_x_k() {
+        assert_eq!(parse_mnk("4096x8192x1024"), Ok((4096, 8192, 1024)));
+        for bad in ["4096x8192", "4096x8192x1024x2", "4096xx1024", "0x8x8", "axbxc", ""] {
+            assert!(parse_mnk(bad).is_err(), "{bad:?} parsed");
+        }
+    }
 
     #[test]
     fn even_waves_keep_the_wave_count_with_the_fewest_ctas() {

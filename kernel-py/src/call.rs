@@ -60,6 +60,11 @@ pub struct Call<'py> {
     arrays: Vec<(Arr<'py>, bool)>,
     dims: Vec<NamedDim>,
     place: Place,
+    /// The first array argument as the caller passed it: scratch arrays
+    /// are made by its framework ([`Call::scratch`]).
+    like: Option<Bound<'py, PyAny>>,
+    /// Whether [`Call::check`] passed.
+    checked: bool,
 }
 
 fn shape_str(dims: &[Dim]) -> String {
@@ -76,7 +81,7 @@ fn shape_str(dims: &[Dim]) -> String {
 impl<'py> Call<'py> {
     /// A call of the Python function `function`.
     pub fn new(function: &'static str) -> Call<'py> {
-        Call { function, arrays: Vec::new(), dims: Vec::new(), place: Place::Cpu }
+        Call { function, arrays: Vec::new(), dims: Vec::new(), place: Place::Cpu, like: None, checked: false }
     }
 
     /// Imports `obj` as array argument `name` of element type `T` and
@@ -122,7 +127,39 @@ impl<'py> Call<'py> {
                 },
             }
         }
+        if self.like.is_none() {
+            self.like = Some(obj.clone());
+        }
         self.arrays.push((a, written));
+        Ok(ArrayArg { index: self.arrays.len() - 1, _t: PhantomData })
+    }
+
+    /// After [`Call::check`]: a new scratch array `name` of element type
+    /// `T` and `shape`, made by the framework of the first array argument
+    /// on its device ([`crate::empty_like`]: `new_empty` for torch,
+    /// `numpy.empty` for NumPy), uninitialized, for the kernels of this
+    /// call to pass data through. The call holds it, and it goes back to
+    /// the framework's allocator when the Python function returns.
+    ///
+    /// On a GPU the framework's allocator orders its memory by the
+    /// framework's current stream (torch's caching allocator, CuPy's
+    /// pool): it hands the memory out, and takes it back, assuming the
+    /// work on it is queued on that stream. So launch on that stream: the
+    /// default for torch tensors ([`crate::stream_for`]), and what a CuPy
+    /// or JAX caller passes as `stream=`.
+    pub fn scratch<T: Element>(&mut self, name: &'static str, shape: &[usize]) -> PyResult<ArrayArg<T>> {
+        let f = self.function;
+        let (Some(like), true) = (&self.like, self.checked) else {
+            return Err(PyValueError::new_err(format!(
+                "{f}(): scratch `{name}` needs the array arguments imported and checked first (`Call::array`, then `Call::check`)"
+            )));
+        };
+        let obj = crate::empty_like(like, shape, T::DTYPE)?;
+        let a = import(name, &obj)?;
+        if a.place != self.place || a.dtype != T::DTYPE || a.shape != shape {
+            return Err(PyValueError::new_err(format!("{f}(): scratch {} is not the {} {shape:?} array asked for on the arguments' device", a.describe(), T::DTYPE.name())));
+        }
+        self.arrays.push((a, true));
         Ok(ArrayArg { index: self.arrays.len() - 1, _t: PhantomData })
     }
 
@@ -138,6 +175,7 @@ impl<'py> Call<'py> {
     pub fn check(&mut self) -> PyResult<()> {
         let all: Vec<&Arr> = self.arrays.iter().map(|(a, _)| a).collect();
         if all.is_empty() {
+            self.checked = true;
             return Ok(());
         }
         self.place = same_place(&all)?;
@@ -156,6 +194,7 @@ impl<'py> Call<'py> {
                 }
             }
         }
+        self.checked = true;
         Ok(())
     }
 

@@ -164,6 +164,12 @@ pub fn import<'py>(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Arr<
     if is_torch_tensor(obj)? {
         return import_torch(name, obj);
     }
+    // NumPy has no DLPack code for the `ml_dtypes.bfloat16` arrays JAX
+    // and friends make on the CPU (a dtype of kind 'V'): read their
+    // `__array_interface__` instead.
+    if let Some(arr) = import_numpy_bfloat16(name, obj)? {
+        return Ok(arr);
+    }
     if !obj.hasattr("__dlpack__")? {
         let ty = obj.get_type().name()?;
         return Err(PyTypeError::new_err(format!(
@@ -217,6 +223,39 @@ pub fn import<'py>(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Arr<
     checked(capsule, name, ptr, place, dtype, shape, strides, false)
 }
 
+/// A NumPy array of `ml_dtypes.bfloat16` (dtype kind 'V', name
+/// `bfloat16`, 2 bytes), which NumPy's `__dlpack__` refuses: its data
+/// pointer, shape and strides from `__array_interface__`. `None` for
+/// anything else (other NumPy dtypes go through DLPack, which names what
+/// it refuses).
+fn import_numpy_bfloat16<'py>(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Option<Arr<'py>>> {
+    let py = obj.py();
+    if obj.get_type().module()?.to_cow()? != "numpy" {
+        return Ok(None);
+    }
+    let Ok(dtype) = obj.getattr(intern!(py, "dtype")) else { return Ok(None) };
+    if dtype.getattr(intern!(py, "kind"))?.extract::<String>()? != "V" {
+        return Ok(None);
+    }
+    let (dname, itemsize): (String, usize) = (dtype.getattr("name")?.extract()?, dtype.getattr("itemsize")?.extract()?);
+    if dname != "bfloat16" || itemsize != 2 {
+        return Err(PyTypeError::new_err(format!(
+            "`{name}`: NumPy dtype {dname} ({itemsize} bytes) is not supported: a float, bfloat16 (ml_dtypes), int or uint type"
+        )));
+    }
+    let iface = obj.getattr("__array_interface__")?;
+    let (ptr, readonly): (usize, bool) = iface.get_item("data")?.extract()?;
+    if readonly {
+        return Err(PyValueError::new_err(format!("`{name}`: a read-only NumPy array; pass a writable one (`numpy.array(x)` copies)")));
+    }
+    let shape: Vec<usize> = iface.get_item("shape")?.extract()?;
+    let byte_strides: Option<Vec<i64>> = iface.get_item("strides")?.extract()?;
+    // In elements, as `checked` wants them (an odd byte stride is no
+    // element stride: it fails the row-major check as -1).
+    let strides = byte_strides.map(|s| s.iter().map(|&b| if b % 2 == 0 { b / 2 } else { -1 }).collect());
+    checked(obj.clone(), name, ptr as *mut u8, Place::Cpu, Dtype::Bf16, shape, strides, false).map(Some)
+}
+
 /// `torch.Tensor`, once an argument showed that torch is in use.
 static TORCH_TENSOR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
@@ -224,7 +263,7 @@ static TORCH_TENSOR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 /// check against `torch.Tensor` once one was seen. Until then, and for
 /// any other object, its type's module name decides (`torch`, with a
 /// `data_ptr`), so that importing `kernel_ops` never imports torch.
-fn is_torch_tensor(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+pub(crate) fn is_torch_tensor(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
     let py = obj.py();
     if let Some(t) = TORCH_TENSOR.get(py) {
         if obj.is_instance(t.bind(py))? {

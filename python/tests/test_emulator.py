@@ -37,6 +37,27 @@ def test_matmul_takes_bfloat16():
         kernel_ops.matmul(a, b.half())
 
 
+def test_bfloat16_numpy_arrays_of_ml_dtypes():
+    # NumPy has no bfloat16 of its own, and its __dlpack__ refuses
+    # ml_dtypes' (a dtype of kind 'V'): they are read through
+    # __array_interface__, so bfloat16 runs on the emulator without torch.
+    # (tools/python-venv.sh installs ml_dtypes; a machine without it skips
+    # this test visibly.)
+    bf16 = pytest.importorskip("ml_dtypes").bfloat16
+    a, b = randn(70, 72, dtype=bf16), randn(40, 72, dtype=bf16)
+    c = kernel_ops.matmul(a, b)
+    assert c.shape == (70, 40) and c.dtype == bf16
+    assert rel_err(c, a.astype(np.float64) @ b.astype(np.float64).T) < 8e-3
+    x, g = randn(3, 1024, dtype=bf16), randn(1024, dtype=bf16)
+    xf = x.astype(np.float64)
+    rms = xf / np.sqrt((xf ** 2).mean(-1, keepdims=True) + 1e-6) * g.astype(np.float64)
+    assert rel_err(kernel_ops.rms_norm(x, g), rms) < 8e-3
+    with pytest.raises(TypeError, match="differ in dtype: they must be the same"):
+        kernel_ops.matmul(a, b.astype(np.float16))
+    with pytest.raises(ValueError, match="not row-major"):
+        kernel_ops.rms_norm(randn(3, 2048, dtype=bf16)[:, ::2], g)
+
+
 def test_grouped_matmul_matches_numpy_with_ragged_groups():
     sizes = np.array([37, 0, 150, 5], dtype=np.int32)
     m, n, k = int(sizes.sum()), 136, 72

@@ -1,6 +1,8 @@
 //! Benchmark helpers (see DESIGN.md, "Performance method"): seeded iid
-//! N(0, 1) f16 inputs, CPU reference products, the relative Frobenius error,
-//! CUDA-event timing of each iteration, and TFLOP/s.
+//! N(0, 1) inputs of every element type ([`randn`], [`randn_f16`],
+//! [`randn_bf16`], [`randn_f32`]), CPU reference products, the relative
+//! Frobenius error, CUDA-event timing of each iteration on a [`Gpu`] or a
+//! [`Device`](crate::Device) ([`time_kernel`]), and TFLOP/s.
 //!
 //! ```no_run
 //! # use kernel_host::*;
@@ -23,7 +25,8 @@ use super::error::{Error, Result};
 use super::gpu::Gpu;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::CudaEvent;
-use half::f16;
+use half::{bf16, f16};
+use kernel_device::{E4M3, E5M2};
 use std::fmt;
 
 /// splitmix64 (Steele, Lea, Flood 2014): a 64-bit state advanced by a
@@ -47,7 +50,7 @@ impl SplitMix64 {
 }
 
 /// `n` iid N(0, 1) samples in f64 from `seed` (Box–Muller on splitmix64).
-fn randn_f64(n: usize, seed: u64, mut sink: impl FnMut(f64)) {
+fn randn_into(n: usize, seed: u64, mut sink: impl FnMut(f64)) {
     let mut rng = SplitMix64(seed);
     let mut produced = 0;
     while produced < n {
@@ -65,20 +68,57 @@ fn randn_f64(n: usize, seed: u64, mut sink: impl FnMut(f64)) {
     }
 }
 
-/// `n` iid N(0, 1) samples rounded to f16, the same for the same `seed` on
-/// every machine (splitmix64 + Box–Muller in f64). Different seeds give
-/// independent-looking streams; use one seed per operand.
-pub fn randn_f16(n: usize, seed: u64) -> Vec<f16> {
+/// An element type [`randn`] makes samples of: an f64 rounded to it (to
+/// nearest, as `half` and `float8` round; FP8 saturates at its largest
+/// finite value, which N(0, 1) samples of E4M3 (448) never reach).
+pub trait Randn: Copy {
+    /// `x` rounded to this type.
+    fn from_f64(x: f64) -> Self;
+}
+
+macro_rules! randn_elems {
+    ($($t:ty => |$x:ident| $e:expr),* $(,)?) => {$(
+        impl Randn for $t {
+            fn from_f64($x: f64) -> Self {
+                $e
+            }
+        }
+    )*};
+}
+randn_elems!(
+    f64 => |x| x,
+    f32 => |x| x as f32,
+    f16 => |x| f16::from_f64(x),
+    bf16 => |x| bf16::from_f64(x),
+    E4M3 => |x| E4M3::from_f64(x),
+    E5M2 => |x| E5M2::from_f64(x),
+);
+
+/// `n` iid N(0, 1) samples rounded to `T` (f16, bf16, f32, f64, E4M3,
+/// E5M2), the same for the same `seed` on every machine (splitmix64 +
+/// Box–Muller in f64): every element type rounds the same f64 stream, so
+/// `randn::<bf16>(n, s)` is `randn::<f64>(n, s)` rounded to bf16.
+/// Different seeds give independent-looking streams; use one seed per
+/// operand.
+pub fn randn<T: Randn>(n: usize, seed: u64) -> Vec<T> {
     let mut out = Vec::with_capacity(n);
-    randn_f64(n, seed, |x| out.push(f16::from_f64(x)));
+    randn_into(n, seed, |x| out.push(T::from_f64(x)));
     out
 }
 
-/// As [`randn_f16`], in f32 (not rounded to f16).
+/// `n` iid N(0, 1) samples rounded to f16: [`randn`]`::<f16>`.
+pub fn randn_f16(n: usize, seed: u64) -> Vec<f16> {
+    randn(n, seed)
+}
+
+/// `n` iid N(0, 1) samples rounded to bf16: [`randn`]`::<bf16>`.
+pub fn randn_bf16(n: usize, seed: u64) -> Vec<bf16> {
+    randn(n, seed)
+}
+
+/// As [`randn_f16`], in f32 (not rounded to f16): [`randn`]`::<f32>`.
 pub fn randn_f32(n: usize, seed: u64) -> Vec<f32> {
-    let mut out = Vec::with_capacity(n);
-    randn_f64(n, seed, |x| out.push(x as f32));
-    out
+    randn(n, seed)
 }
 
 /// `n` deterministic pseudo-random floats in [-4, 4) (xorshift64*, 24
@@ -347,8 +387,38 @@ pub fn tflops(m: usize, n: usize, k: usize, ms: f64) -> f64 {
     2.0 * m as f64 * n as f64 * k as f64 / (ms * 1e-3) / 1e12
 }
 
+/// What the timing functions ([`time_kernel`], [`warm_up`],
+/// [`time_at_steady_clock`]) run on: a [`Gpu`], or a
+/// [`Device`](crate::Device), which on the CPU emulator makes them return
+/// [`Error::GpuOnly`] (it has no clock to time by), so a program written
+/// for a `Device` times on a GPU with no `as_gpu` of its own.
+pub trait Timed {
+    /// The GPU whose stream the timed work is queued on.
+    fn timed_gpu(&self) -> Result<&Gpu>;
+}
+
+impl Timed for Gpu {
+    fn timed_gpu(&self) -> Result<&Gpu> {
+        Ok(self)
+    }
+}
+
+impl Timed for crate::Device {
+    fn timed_gpu(&self) -> Result<&Gpu> {
+        self.require_gpu("timing with CUDA events (time_kernel)")
+    }
+}
+
+impl<T: Timed + ?Sized> Timed for &T {
+    fn timed_gpu(&self) -> Result<&Gpu> {
+        (**self).timed_gpu()
+    }
+}
+
 /// Times `f`, which queues GPU work on `gpu`'s stream (a kernel launch, a
-/// [`Blas`](super::Blas) call), with CUDA events.
+/// [`Blas`](super::Blas) call), with CUDA events. `gpu` is a [`Gpu`] or a
+/// [`Device`](crate::Device) ([`Timed`]: [`Error::GpuOnly`] on the
+/// emulator).
 ///
 /// Calls `f` `warmup` times untimed (module load, handle creation and clock
 /// ramp-up stay out), synchronizes, then `iters` times each between two
@@ -364,11 +434,12 @@ pub fn tflops(m: usize, n: usize, k: usize, ms: f64) -> f64 {
 /// returns, and [`Error::Cuda`] when an event call or synchronization fails
 /// (a kernel fault shows up there).
 pub fn time_kernel<F: FnMut() -> Result<()>>(
-    gpu: &Gpu,
+    gpu: &impl Timed,
     warmup: usize,
     iters: usize,
     mut f: F,
 ) -> Result<Timing> {
+    let gpu = gpu.timed_gpu()?;
     if iters == 0 {
         return Err(Error::InvalidArgument {
             function: "time_kernel",
@@ -442,6 +513,28 @@ mod tests {
         let z = randn_f32(7, 5);
         assert_eq!(f16s(&z), randn_f16(7, 5));
         assert!(randn_f16(0, 1).is_empty());
+    }
+
+    #[test]
+    fn every_element_type_rounds_the_same_stream() {
+        let x = randn::<f64>(9, 7);
+        assert_eq!(randn_bf16(9, 7), x.iter().map(|&v| bf16::from_f64(v)).collect::<Vec<_>>());
+        assert_eq!(randn::<E4M3>(9, 7), x.iter().map(|&v| E4M3::from_f64(v)).collect::<Vec<_>>());
+        assert_eq!(randn::<E5M2>(9, 7), x.iter().map(|&v| E5M2::from_f64(v)).collect::<Vec<_>>());
+        assert_eq!(randn_f32(9, 7), x.iter().map(|&v| v as f32).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn timing_on_the_emulator_is_gpu_only() {
+        let dev = crate::Device::emulator();
+        let mut ran = false;
+        let r = time_kernel(&dev, 1, 1, || {
+            ran = true;
+            Ok(())
+        });
+        assert!(matches!(r, Err(Error::GpuOnly { .. })), "{r:?}");
+        assert!(!ran, "nothing runs when there is no GPU to time on");
+        assert!(matches!(time_at_steady_clock(&&dev, 1.0, 1, || Ok(())), Err(Error::GpuOnly { .. })));
     }
 
     #[test]
@@ -650,7 +743,8 @@ mod gpu_tests {
 /// 8 runs), so that the GPU reaches the clock it holds under this load: an
 /// H100 at its power cap settles near 1.3 GHz under tensor-core work, while
 /// a launch right after idle runs at 1.55 GHz or more. Time after this.
-pub fn warm_up<F: FnMut() -> Result<()>>(gpu: &Gpu, ms: f64, mut f: F) -> Result<()> {
+pub fn warm_up<F: FnMut() -> Result<()>>(gpu: &impl Timed, ms: f64, mut f: F) -> Result<()> {
+    let gpu = gpu.timed_gpu()?;
     let start = std::time::Instant::now();
     while start.elapsed().as_secs_f64() * 1e3 < ms {
         for _ in 0..8 {
@@ -666,7 +760,8 @@ pub fn warm_up<F: FnMut() -> Result<()>>(gpu: &Gpu, ms: f64, mut f: F) -> Result
 /// [`ClockSampler`] running), then [`time_kernel`] over `iters` runs, still
 /// sampled. Returns the timing and the clock and power sampled (`None`
 /// without `nvidia-smi`).
-pub fn time_at_steady_clock<F: FnMut() -> Result<()>>(gpu: &Gpu, warmup_ms: f64, iters: usize, mut f: F) -> Result<(Timing, Option<ClockPower>)> {
+pub fn time_at_steady_clock<F: FnMut() -> Result<()>>(gpu: &impl Timed, warmup_ms: f64, iters: usize, mut f: F) -> Result<(Timing, Option<ClockPower>)> {
+    let gpu = gpu.timed_gpu()?;
     warm_up(gpu, (warmup_ms - 200.0).max(0.0), &mut f)?;
     let sampler = ClockSampler::start(gpu.ordinal());
     warm_up(gpu, warmup_ms.min(200.0), &mut f)?;

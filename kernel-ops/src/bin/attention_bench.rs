@@ -32,6 +32,7 @@
 //! ```text
 //! attention_bench [--backward | --varlen] [--iters N] [--warmup-ms MS] [--out DIR] [--dump DIR] [--only S,D]
 //! ```
+use clap::Parser;
 use kernel_device::f16;
 use kernel_host::{randn_f16, time_at_steady_clock, Device};
 use kernel_ops::attention::{attention, attention_backward, attention_with, configs, reference_backward, reference_row, Options, Shape, BWD_HEAD_DIMS};
@@ -45,37 +46,42 @@ const O_BOUND: f64 = 5e-3;
 /// Absolute error bound of the log-sum-exp.
 const LSE_BOUND: f64 = 5e-3;
 
+/// Times the attention forward (or, with `--backward`, the backward; with
+/// `--varlen`, packed variable-length sequences) on FlashAttention-3's
+/// shapes against the f64 CPU reference, on a GPU; without one it checks
+/// small ragged problems on the CPU emulator (no timing). Writes
+/// `attention_bench.csv` (or `attention_bwd_bench.csv`) into `--out`.
+#[derive(Parser)]
+#[command(name = "attention_bench")]
 struct Args {
+    /// CUDA-event-timed runs per shape; the median is reported.
+    #[arg(long, value_name = "N", default_value_t = 30)]
     iters: usize,
+    /// Milliseconds of untimed runs first, so the GPU holds its steady clock.
+    #[arg(long, value_name = "MS", default_value_t = 500.0)]
     warmup_ms: f64,
+    /// Directory the CSV is written to.
+    #[arg(long, value_name = "DIR", default_value = ".")]
     out: std::path::PathBuf,
+    /// Write each shape's inputs (raw little-endian f16) and `shapes.csv`
+    /// here, for `bench/attention_baselines.py` to run on the same inputs.
+    #[arg(long, value_name = "DIR")]
     dump: Option<std::path::PathBuf>,
+    /// Only the shapes of this sequence length and head dim.
+    #[arg(long, value_name = "SEQ,HEAD_DIM", value_parser = parse_only)]
     only: Option<(usize, usize)>,
+    /// Measure the backward pass (dQ, dK, dV; head dims 64 and 128).
+    #[arg(long, conflicts_with = "varlen")]
     backward: bool,
+    /// Measure packed variable-length sequences against the dense kernels.
+    #[arg(long)]
     varlen: bool,
 }
 
-fn args() -> Result<Args, String> {
-    let mut a = Args { iters: 30, warmup_ms: 500.0, out: ".".into(), dump: None, only: None, backward: false, varlen: false };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
-        match flag.as_str() {
-            "--iters" => a.iters = val("--iters")?.parse().map_err(|e| format!("--iters: {e}"))?,
-            "--warmup-ms" => a.warmup_ms = val("--warmup-ms")?.parse().map_err(|e| format!("--warmup-ms: {e}"))?,
-            "--out" => a.out = val("--out")?.into(),
-            "--dump" => a.dump = Some(val("--dump")?.into()),
-            "--backward" => a.backward = true,
-            "--varlen" => a.varlen = true,
-            "--only" => {
-                let v = val("--only")?;
-                let (s, d) = v.split_once(',').ok_or("--only is SEQ,HEAD_DIM")?;
-                a.only = Some((s.parse().map_err(|e| format!("--only: {e}"))?, d.parse().map_err(|e| format!("--only: {e}"))?));
-            }
-            other => return Err(format!("unknown argument `{other}`; see the doc comment of attention_bench.rs")),
-        }
-    }
-    Ok(a)
+/// `--only SEQ,HEAD_DIM`.
+fn parse_only(v: &str) -> Result<(usize, usize), String> {
+    let (s, d) = v.split_once(',').ok_or("want SEQ,HEAD_DIM (as 4096,128)")?;
+    Ok((s.trim().parse().map_err(|e| format!("SEQ `{s}`: {e}"))?, d.trim().parse().map_err(|e| format!("HEAD_DIM `{d}`: {e}"))?))
 }
 
 /// The benchmark's problems: `(name, shape, causal)`.
@@ -278,5 +284,5 @@ fn run_backward(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Erro
 }
 
 fn main() -> ExitCode {
-    kernel_ops::bench_main(args(), run)
+    kernel_ops::bench_main(Args::parse(), run)
 }

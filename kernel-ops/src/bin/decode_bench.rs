@@ -24,6 +24,7 @@
 //! `--splits 0,4,8` times every row at each split count of the list (0:
 //! the plan's own choice, `decode::splits_for`; counts above the cache's
 //! blocks of 64 keys are skipped), to tune that choice.
+use clap::Parser;
 use kernel_device::{bf16, E4M3};
 use kernel_host::{randn_f32, time_at_steady_clock, Buffer, Device, Program};
 use kernel_ops::attention::decode::{reference_row, CacheElem, CacheLayout, Decode, DecodeOptions, DecodeShape, KvCache};
@@ -33,30 +34,31 @@ use std::process::ExitCode;
 const O_BOUND: f32 = 2e-2;
 const LSE_BOUND: f32 = 1e-2;
 
+/// Times decode attention (bf16 queries, head dim 128) on issue 38's
+/// shapes, then a paged cache, an FP8 cache and several query tokens per
+/// sequence, each checked against the f64 CPU reference first, on a GPU;
+/// without one it checks small ragged problems on the CPU emulator (no
+/// timing). Writes `decode_bench.csv` into `--out`.
+#[derive(Parser)]
+#[command(name = "decode_bench")]
 struct Args {
+    /// CUDA-event-timed runs per row; the median is reported.
+    #[arg(long, value_name = "N", default_value_t = 50)]
     iters: usize,
+    /// Milliseconds of untimed runs first, so the GPU holds its steady clock.
+    #[arg(long, value_name = "MS", default_value_t = 500.0)]
     warmup_ms: f64,
+    /// Directory `decode_bench.csv` is written to.
+    #[arg(long, value_name = "DIR", default_value = ".")]
     out: std::path::PathBuf,
+    /// Only the rows whose name contains this.
+    #[arg(long, value_name = "NAME_SUBSTRING")]
     only: Option<String>,
-    /// Split counts to time each row at (0: the plan's choice).
+    /// Time every row at each split count of this comma-separated list (0:
+    /// the plan's own choice; counts above the cache's blocks of 64 keys
+    /// are skipped), to tune that choice.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "0")]
     splits: Vec<usize>,
-}
-
-fn args() -> Result<Args, String> {
-    let mut a = Args { iters: 50, warmup_ms: 500.0, out: ".".into(), only: None, splits: vec![0] };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
-        match flag.as_str() {
-            "--iters" => a.iters = val("--iters")?.parse().map_err(|e| format!("--iters: {e}"))?,
-            "--warmup-ms" => a.warmup_ms = val("--warmup-ms")?.parse().map_err(|e| format!("--warmup-ms: {e}"))?,
-            "--out" => a.out = val("--out")?.into(),
-            "--only" => a.only = Some(val("--only")?),
-            "--splits" => a.splits = val("--splits")?.split(',').map(|x| x.trim().parse::<usize>().map_err(|e| format!("--splits: {e}"))).collect::<Result<_, _>>()?,
-            other => return Err(format!("unknown argument `{other}`; see the doc comment of decode_bench.rs")),
-        }
-    }
-    Ok(a)
 }
 
 /// One row of the benchmark.
@@ -285,5 +287,5 @@ fn run(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
 }
 
 fn main() -> ExitCode {
-    kernel_ops::bench_main(args(), run)
+    kernel_ops::bench_main(Args::parse(), run)
 }

@@ -27,6 +27,7 @@
 //! Default shapes (M x N x K): 4096 x 8192 x 4096 (the Hopper ladder's seed
 //! shape, M x K x N = 4096 x 4096 x 8192), 8192³, 4096³, 8192 x 8192 x 1024,
 //! 8192 x 14336 x 4096.
+use clap::Parser;
 use kernel_device::{f16, E4M3};
 use kernel_host::{rel_frobenius_error, time_at_steady_clock, time_kernel, Buffer, ClockPower, Device};
 use kernel_ops::blaslt::BlasLt;
@@ -39,36 +40,40 @@ use std::process::ExitCode;
 /// MMA's narrower-than-f32 accumulation.
 const TOLERANCE: f64 = 5e-3;
 
+/// Times the FP8 GEMMs of `kernel_ops::fp8` (per-tensor, row-wise and
+/// block-scaled scales) against cuBLASLt's FP8 matmul on the same
+/// quantized inputs, each checked against the CPU reference first, on a
+/// GPU; without one it checks ours on the CPU emulator at a small ragged
+/// shape (no timing, no cuBLASLt).
+#[derive(Parser)]
+#[command(name = "fp8_bench")]
 struct Args {
+    /// A problem `MxNxK` (repeatable); default: 4096x8192x4096, 8192x8192x8192,
+    /// 4096x4096x4096, 8192x8192x1024 and 8192x14336x4096.
+    #[arg(long = "shape", value_name = "MxNxK", value_parser = kernel_ops::parse_mnk)]
     shapes: Vec<(usize, usize, usize)>,
+    /// CUDA-event-timed runs per round; the median is reported.
+    #[arg(long, value_name = "N", default_value_t = 50)]
     iters: usize,
+    /// Interleaved rounds over every contender; a contender's time is the
+    /// median of its round medians.
+    #[arg(long, value_name = "N", default_value_t = 3)]
     rounds: usize,
+    /// Milliseconds of untimed runs first, so the GPU holds its steady clock.
+    #[arg(long, value_name = "MS", default_value_t = 500.0)]
     warmup_ms: f64,
+    /// Directory the results are written to.
+    #[arg(long, value_name = "DIR", default_value = ".")]
     out: std::path::PathBuf,
 }
 
-fn args() -> Result<Args, String> {
-    let mut a = Args { shapes: Vec::new(), iters: 50, rounds: 3, warmup_ms: 500.0, out: ".".into() };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
-        match flag.as_str() {
-            "--shape" => {
-                let v: Vec<usize> = val("--shape")?.split('x').map(|s| s.parse().map_err(|e| format!("--shape: {e}"))).collect::<Result<_, _>>()?;
-                let [m, n, k] = v[..] else { return Err("--shape is MxNxK".into()) };
-                a.shapes.push((m, n, k));
-            }
-            "--iters" => a.iters = val("--iters")?.parse().map_err(|e| format!("--iters: {e}"))?,
-            "--rounds" => a.rounds = val("--rounds")?.parse().map_err(|e| format!("--rounds: {e}"))?,
-            "--warmup-ms" => a.warmup_ms = val("--warmup-ms")?.parse().map_err(|e| format!("--warmup-ms: {e}"))?,
-            "--out" => a.out = val("--out")?.into(),
-            other => return Err(format!("unknown argument `{other}`; see the doc comment of fp8_bench.rs")),
-        }
-    }
+/// The parsed command line, with the default shapes if none was given.
+fn args() -> Args {
+    let mut a = Args::parse();
     if a.shapes.is_empty() {
         a.shapes = vec![(4096, 8192, 4096), (8192, 8192, 8192), (4096, 4096, 4096), (8192, 8192, 1024), (8192, 14336, 4096)];
     }
-    Ok(a)
+    a
 }
 
 fn median(v: &[f64]) -> f64 {

@@ -38,7 +38,13 @@ mod grouped_args;
 use grouped_args::{parse, sizes, Args};
 
 fn main() -> std::process::ExitCode {
-    kernel_ops::bench_main(parse(), run)
+    kernel_ops::bench_main(
+        parse(
+            "grouped_fp8_bench",
+            "Times the grouped block-scaled FP8 GEMM of mixture-of-experts layers (1 x 128 token scales, 128 x 128 weight scales) against a loop of cuBLASLt FP8 calls, one per non-empty group, on the same values, each checked against an f64 CPU reference of its own quantized inputs first, on a GPU. Writes grouped_fp8_bench.md and grouped_fp8_bench.csv into --out",
+        ),
+        run,
+    )
 }
 
 fn host_err(e: kernel_ops::Error) -> kernel_host::Error {

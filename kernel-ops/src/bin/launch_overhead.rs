@@ -25,6 +25,7 @@
 //! - `rms_norm, borrowed buffers`: the same with the three buffers made by
 //!   `Buffer::borrow_gpu` on every call, as `kernel_ops._native.rms_norm`
 //!   does for the arrays Python hands it.
+use clap::Parser;
 use kernel_device::f16;
 use kernel_host::cudarc::driver::{sys, DevicePtr};
 use kernel_host::{Buffer, Device, Gpu};
@@ -206,7 +207,16 @@ fn run() -> Result<(), String> {
     Ok(())
 }
 
+/// Measures the host time of one kernel launch on a GPU at each layer,
+/// from the CUDA driver's floor (`cuCtxGetCurrent`, `cuLaunchKernel` of an
+/// empty kernel) up to `kernel_ops::norms::rms_norm` on borrowed buffers as
+/// the Python package calls it. A GPU is required; there are no options.
+#[derive(Parser)]
+#[command(name = "launch_overhead")]
+struct Args {}
+
 fn main() -> ExitCode {
+    Args::parse();
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -16,6 +16,7 @@
 //! swiglu_bench [--shape MxNxK] [--iters N] [--rounds N] [--warmup-ms MS] [--out DIR]
 //! ```
 //! Default shape 8192 x 8192 x 4096 (M x N x K: X is M x K, W1 and W3 N x K).
+use clap::Parser;
 use kernel_device::f16;
 use kernel_host::{randn_f16, reference_gemm_nt, rel_frobenius_error, time_at_steady_clock, Buffer, ClockPower, Device, Program};
 use kernel_ops::swiglu::{swiglu, swiglu_reference, swiglu_with};
@@ -25,33 +26,29 @@ use std::process::ExitCode;
 /// Relative Frobenius error accepted for f16 outputs with f32 accumulation.
 const TOLERANCE: f64 = 2e-3;
 
+/// Times the fused SwiGLU (`silu(X·W1ᵀ) * (X·W3ᵀ)` in one kernel) against
+/// two autotuned `kernel_ops::Matmul` calls on the same inputs, each
+/// checked against the CPU first, on a GPU; without one it checks both on
+/// the CPU emulator at a small ragged shape (no timing).
+#[derive(Parser)]
+#[command(name = "swiglu_bench")]
 struct Args {
+    /// The problem `MxNxK`: X is M x K, W1 and W3 are N x K.
+    #[arg(long, value_name = "MxNxK", value_parser = kernel_ops::parse_mnk, default_value = "8192x8192x4096")]
     shape: (usize, usize, usize),
+    /// CUDA-event-timed runs per round; the median is reported.
+    #[arg(long, value_name = "N", default_value_t = 50)]
     iters: usize,
+    /// Interleaved rounds over every contender; a contender's time is the
+    /// median of its round medians.
+    #[arg(long, value_name = "N", default_value_t = 3)]
     rounds: usize,
+    /// Milliseconds of untimed runs first, so the GPU holds its steady clock.
+    #[arg(long, value_name = "MS", default_value_t = 500.0)]
     warmup_ms: f64,
+    /// Directory the results are written to.
+    #[arg(long, value_name = "DIR", default_value = ".")]
     out: std::path::PathBuf,
-}
-
-fn args() -> Result<Args, String> {
-    let mut a = Args { shape: (8192, 8192, 4096), iters: 50, rounds: 3, warmup_ms: 500.0, out: ".".into() };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
-        match flag.as_str() {
-            "--shape" => {
-                let v: Vec<usize> = val("--shape")?.split('x').map(|s| s.parse().map_err(|e| format!("--shape: {e}"))).collect::<Result<_, _>>()?;
-                let [m, n, k] = v[..] else { return Err("--shape is MxNxK".into()) };
-                a.shape = (m, n, k);
-            }
-            "--iters" => a.iters = val("--iters")?.parse().map_err(|e| format!("--iters: {e}"))?,
-            "--rounds" => a.rounds = val("--rounds")?.parse().map_err(|e| format!("--rounds: {e}"))?,
-            "--warmup-ms" => a.warmup_ms = val("--warmup-ms")?.parse().map_err(|e| format!("--warmup-ms: {e}"))?,
-            "--out" => a.out = val("--out")?.into(),
-            other => return Err(format!("unknown argument `{other}`; see the doc comment of swiglu_bench.rs")),
-        }
-    }
-    Ok(a)
 }
 
 /// The problem on the device, and the rows of it checked against the CPU.
@@ -209,5 +206,5 @@ fn run(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
 }
 
 fn main() -> ExitCode {
-    kernel_ops::bench_main(args(), run)
+    kernel_ops::bench_main(Args::parse(), run)
 }

@@ -1,5 +1,6 @@
 """my_python on NumPy arrays (the CPU emulator): each kernel against
 NumPy, and the checks that run before a launch."""
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -23,6 +24,21 @@ def test_row_sums_match_numpy():
     sums = np.zeros(37, np.float32)
     my_python.row_sums(x, sums)
     assert (sums == x.sum(axis=1)).all()
+
+
+def test_normalize_rows_matches_numpy_in_bfloat16():
+    # Two kernels and a scratch array in one call; the bfloat16 output is an
+    # ml_dtypes array (NumPy has no bfloat16 of its own).
+    x = inputs(37 * 100, 4).reshape(37, 100) + 0.25
+    out = np.zeros((37, 100), ml_dtypes.bfloat16)
+    my_python.normalize_rows(x, out)
+    want = (x / x.sum(axis=1, keepdims=True)).astype(ml_dtypes.bfloat16)
+    assert (out.view(np.uint16) == want.view(np.uint16)).all()
+
+
+def test_a_bfloat16_parameter_refuses_float32():
+    with pytest.raises(TypeError, match=r"normalize_rows\(\): `out` has dtype float32, bfloat16 expected"):
+        my_python.normalize_rows(np.ones((4, 8), np.float32), np.zeros((4, 8), np.float32))
 
 
 def test_a_wrong_dtype_is_a_type_error_naming_the_parameter():

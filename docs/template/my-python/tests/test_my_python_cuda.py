@@ -43,3 +43,10 @@ def test_a_wrong_dtype_is_a_type_error_on_cuda_too():
     x = torch.randn(16, device="cuda", dtype=torch.float64)
     with pytest.raises(TypeError, match="float32 expected"):
         my_python.axpy(x, x.clone(), 1.0)
+
+
+def test_normalize_rows_on_cuda_tensors():
+    x = torch.rand(300, 257, device="cuda") + 0.5
+    out = torch.empty(300, 257, device="cuda", dtype=torch.bfloat16)
+    my_python.normalize_rows(x, out)
+    assert torch.allclose(out.float(), x / x.sum(1, keepdim=True), rtol=1e-2, atol=1e-4)

@@ -29,6 +29,7 @@
 //! dense f16 peak, ratio to cuBLAS and to the best cuBLASLt) and `bench.csv`
 //! (every contender) to `--out` (default `.`), and prints the tables.
 //! Exit status 0 only if every contender was correct.
+use clap::{Parser, ValueEnum};
 use examples::hopper::{prepare_matmul, Problem};
 use examples::ladder;
 use kernel_device::{bf16, f16};
@@ -101,23 +102,61 @@ impl Row {
     }
 }
 
+/// The Hopper GEMM benchmark: every ladder step, the autotuned
+/// `kernel_ops` matmul, cuBLAS and cuBLASLt in one process on the same
+/// inputs, each checked against an f64 CPU reference on a NaN-poisoned C,
+/// then timed at the GPU's steady clock in interleaved rounds. Writes
+/// `bench.md` and `bench.csv` into `--out`. A GPU is required.
+#[derive(Parser)]
+#[command(name = "bench")]
 struct Args {
+    /// Only the first shape (the seed's), unless `--shape` is given.
+    #[arg(long)]
     quick: bool,
+    /// Autotune `kernel_ops::matmul` again instead of using its cache.
+    #[arg(long)]
     retune: bool,
+    /// CUDA-event-timed runs per contender and round; the median is reported.
+    #[arg(long, value_name = "N", default_value_t = 50)]
     iters: usize,
+    /// Untimed runs after the warm-up time, before the timed ones.
+    #[arg(long, value_name = "N", default_value_t = 5)]
     warmup: usize,
+    /// Directory `bench.md` and `bench.csv` are written to.
+    #[arg(long, value_name = "DIR", default_value = ".")]
     out: std::path::PathBuf,
+    /// A problem `MxNxK` (repeatable); default: the shape suite.
+    #[arg(long = "shape", value_name = "MxNxK", value_parser = kernel_ops::parse_mnk)]
+    shape_args: Vec<(usize, usize, usize)>,
+    /// The problems, with their labels: `--shape`s or the suite.
+    #[arg(skip)]
     shapes: Vec<(usize, usize, usize, String)>,
+    /// Only the contenders whose name contains this (repeatable).
+    #[arg(long, value_name = "SUBSTRING")]
     only: Vec<String>,
+    /// Rounds over every contender, each starting at another; a
+    /// contender's time is the median of its round medians.
+    #[arg(long, value_name = "N", default_value_t = 3)]
     rounds: usize,
+    /// Milliseconds each contender runs before it is timed, so every one is
+    /// timed at the GPU's steady, power-limited clock.
+    #[arg(long, value_name = "MS", default_value_t = 300.0)]
     warmup_ms: f64,
-    /// `--dtype`: "f16" (the default) or "bf16".
-    dtype: &'static str,
+    /// The element type timed: f16 (every contender) or bf16 (no ladder steps).
+    #[arg(long, value_name = "TYPE", value_enum, default_value_t = Dtype::F16)]
+    dtype: Dtype,
+}
+
+/// `--dtype`: the element type of A, B and C.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Dtype {
+    F16,
+    Bf16,
 }
 
 impl Args {
     fn tolerance(&self) -> f64 {
-        if self.dtype == "bf16" { TOLERANCE_BF16 } else { TOLERANCE }
+        if self.dtype == Dtype::Bf16 { TOLERANCE_BF16 } else { TOLERANCE }
     }
 }
 
@@ -149,53 +188,19 @@ impl BenchElem for bf16 {
     }
 }
 
-fn parse_args() -> Result<Args, String> {
-    let mut a = Args { quick: false, retune: false, iters: 50, warmup: 5, out: ".".into(), shapes: Vec::new(), only: Vec::new(), rounds: 3, warmup_ms: 300.0, dtype: "f16" };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
-        match arg.as_str() {
-            "--quick" => a.quick = true,
-            "--retune" => a.retune = true,
-            "--iters" => a.iters = val("--iters")?.parse().map_err(|e| format!("--iters: {e}"))?,
-            "--warmup" => a.warmup = val("--warmup")?.parse().map_err(|e| format!("--warmup: {e}"))?,
-            "--out" => a.out = val("--out")?.into(),
-            "--warmup-ms" => a.warmup_ms = val("--warmup-ms")?.parse().map_err(|e| format!("--warmup-ms: {e}"))?,
-            "--rounds" => a.rounds = val("--rounds")?.parse().map_err(|e| format!("--rounds: {e}"))?,
-            "--only" => a.only.push(val("--only")?),
-            "--dtype" => {
-                a.dtype = match val("--dtype")?.as_str() {
-                    "f16" => "f16",
-                    "bf16" => "bf16",
-                    other => return Err(format!("--dtype {other}: the benchmark times f16 or bf16")),
-                }
-            }
-            "--shape" => {
-                let s = val("--shape")?;
-                let d: Vec<usize> = s.split('x').map(|x| x.parse().map_err(|e| format!("--shape {s}: {e}"))).collect::<Result<_, _>>()?;
-                if d.len() != 3 {
-                    return Err(format!("--shape {s}: want MxNxK"));
-                }
-                a.shapes.push((d[0], d[1], d[2], format!("{}x{}x{}", d[0], d[1], d[2])));
-            }
-            other => return Err(format!("unknown argument `{other}`; see the doc comment of examples/host/src/bin/bench.rs")),
-        }
-    }
+/// The parsed command line, with the problems to run.
+fn parse_args() -> Args {
+    let mut a = Args::parse();
+    a.shapes = a.shape_args.iter().map(|&(m, n, k)| (m, n, k, format!("{m}x{n}x{k}"))).collect();
     if a.shapes.is_empty() {
         let n = if a.quick { 1 } else { SHAPES.len() };
         a.shapes = SHAPES[..n].iter().map(|&(m, n, k, l)| (m, n, k, l.to_string())).collect();
     }
-    Ok(a)
+    a
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let args = parse_args();
     // GPU-only: timing and cuBLAS. On the emulator `require_gpu` in `run`
     // says so (`Error::GpuOnly`).
     let dev = match Device::gpu_or_emulator() {
@@ -233,14 +238,14 @@ fn run(dev: &Device, args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     let (warmup, iters) = (args.warmup, args.iters);
     for (m, n, k, label) in &args.shapes {
         let shape = (*m, *n, *k);
-        let shape_rows = if args.dtype == "bf16" { bench_shape::<bf16>(dev, gpu, blas, ops, args, shape, label)? } else { bench_shape::<f16>(dev, gpu, blas, ops, args, shape, label)? };
+        let shape_rows = if args.dtype == Dtype::Bf16 { bench_shape::<bf16>(dev, gpu, blas, ops, args, shape, label)? } else { bench_shape::<f16>(dev, gpu, blas, ops, args, shape, label)? };
         ok &= shape_rows.iter().all(|r| r.rel_err < args.tolerance());
         print!("{}", table(&shape_rows, args.tolerance()));
         rows.extend(shape_rows);
     }
     std::fs::create_dir_all(&args.out)?;
     let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let (title, tol) = (if args.dtype == "bf16" { "Hopper GEMM benchmark, bf16" } else { "Hopper GEMM benchmark" }, args.tolerance());
+    let (title, tol) = (if args.dtype == Dtype::Bf16 { "Hopper GEMM benchmark, bf16" } else { "Hopper GEMM benchmark" }, args.tolerance());
     let mut md = format!("# {title}\n\ndevice: {device}\ncommand: `{command}`\nper contender and round: {} ms of warm-up runs (steady clock), {warmup} more, median of {iters} CUDA-event-timed runs; median of {} rounds (all contenders in turn, rotating the start); correctness: relative Frobenius error of sampled rows < {tol:e} for every contender (NaN-poisoned C)\n\n", args.warmup_ms, args.rounds);
     let mut by_shape: Vec<String> = Vec::new();
     for r in &rows {

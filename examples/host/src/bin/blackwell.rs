@@ -15,6 +15,7 @@
 //! blackwell
 //! ```
 //! Exit status 0 only if every instance is correct.
+use clap::Parser;
 use examples::blackwell::{matmul, MATMULS, TOLERANCE};
 use examples::blackwell_ladder::{self as ladder, INSTANCES};
 use kernel_host::emulate::Emulator;
@@ -22,7 +23,17 @@ use kernel_host::Device;
 use kernels::blackwell::matmul0;
 use std::process::ExitCode;
 
+/// Runs the Blackwell matmul tutorial's steps 0-6 and the
+/// cluster-launch-control variant against a CPU reference: on an sm_100
+/// GPU at 1024 x 1024 x 1024; on any other machine it says why and runs the
+/// same host code on the CPU emulator (an emulated device of 4 SMs, small
+/// shapes, correctness only). There are no options.
+#[derive(Parser)]
+#[command(name = "blackwell")]
+struct Args {}
+
 fn main() -> ExitCode {
+    Args::parse();
     let dev = match Device::gpu_or_emulator() {
         Ok(dev) => dev,
         Err(e) => {

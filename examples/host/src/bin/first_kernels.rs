@@ -10,19 +10,26 @@
 //! CTAs, a non-portable size) (default: all). `KERNEL_DEVICE=emulator`
 //! picks the emulator on a GPU machine too. Exit status 0 only if every
 //! example ran and matched the reference.
+use clap::builder::PossibleValuesParser;
+use clap::Parser;
 use examples::FIRST_EXAMPLES;
 use kernel_host::Device;
 use std::process::ExitCode;
 
+/// Runs the seed reference's first examples on the GPU, or on the CPU
+/// emulator when there is none (small sizes; it checks deadlocks, races and
+/// barrier misuse), and checks each against a CPU reference.
+/// `KERNEL_DEVICE=emulator` picks the emulator on a GPU machine too.
+#[derive(Parser)]
+#[command(name = "first_kernels")]
+struct Args {
+    /// The examples to run (default: all).
+    #[arg(value_name = "NAME", value_parser = PossibleValuesParser::new(FIRST_EXAMPLES.map(|(name, _)| name)))]
+    wanted: Vec<String>,
+}
+
 fn main() -> ExitCode {
-    let wanted: Vec<String> = std::env::args().skip(1).collect();
-    for w in &wanted {
-        if !FIRST_EXAMPLES.iter().any(|(n, _)| n == w) {
-            let names: Vec<&str> = FIRST_EXAMPLES.iter().map(|(n, _)| *n).collect();
-            eprintln!("unknown example `{w}`; known: {}", names.join(", "));
-            return ExitCode::from(2);
-        }
-    }
+    let Args { wanted } = Args::parse();
     let dev = match Device::gpu_or_emulator() {
         Ok(dev) => dev,
         Err(e) => {

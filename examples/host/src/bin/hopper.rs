@@ -3,14 +3,17 @@
 //! accumulate, f16 out) checked against a CPU reference and timed against
 //! cuBLAS on the same iid N(0, 1) inputs (CUDA events, median of `ITERS`
 //! runs after warm-up), and the wgmma variants. Without a GPU the same
-//! functions run on the CPU emulator: every matmul at 256 x 256 x 256,
-//! correctness only (the timing and cuBLAS are GPU-only; it says so).
+//! functions run on the CPU emulator: every matmul at `EMULATED` (128 x
+//! 256 x 512: 8 K steps, so every stage of the 4-stage rings is refilled
+//! after its release, the reuse the pipelines exist for), correctness only
+//! (the timing and cuBLAS are GPU-only; it says so).
 //!
 //! ```text
 //! hopper [--quick]
 //! ```
 //! Exit status 0 only if everything is correct (relative Frobenius error
 //! below 1e-2 for every contender).
+use clap::Parser;
 use examples::hopper::{bench_shape, matmul, multicast_copy, warp_roles, wgmma_fp8, wgmma_transposed, wgmma_variants, MATMULS};
 use kernel_host::{Blas, Device};
 use std::process::ExitCode;
@@ -23,9 +26,28 @@ const SHAPES: [(usize, usize, usize, usize); 4] = [
     (2048, 2048, 2048, 512),
 ];
 const TOLERANCE: f64 = 1e-2;
+/// (M, N, K) of the matmuls on the emulator: K = 8 x `TILE_K`, more steps
+/// than the deepest ring (4) has stages, so every slot is reused (the
+/// emulator warns about a pipeline that never reuses one); M x N is one
+/// warp-specialized tile, two one-warpgroup ones.
+const EMULATED: (usize, usize, usize) = (128, 256, 512);
+
+/// Runs the Hopper examples: the TMA multicast copy, the TMA warp roles,
+/// the pipelining guide's matmuls (f16 in, f32 accumulate, f16 out) checked
+/// against a CPU reference and, on a GPU, timed against cuBLAS on the same
+/// inputs, and the wgmma variants. Without a GPU the same functions run on
+/// the CPU emulator at 128 x 256 x 512 (8 K steps, more than any ring has
+/// stages; correctness only, no timing).
+#[derive(Parser)]
+#[command(name = "hopper")]
+struct Args {
+    /// Time the pipelining guide's shape only, with 10 runs instead of 50.
+    #[arg(long)]
+    quick: bool,
+}
 
 fn main() -> ExitCode {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let Args { quick } = Args::parse();
     let dev = match Device::gpu_or_emulator() {
         Ok(dev) => dev,
         Err(e) => {
@@ -79,10 +101,11 @@ fn main() -> ExitCode {
                 }
             }
         } else {
-            println!("skipped: timing against cuBLAS (GPU-only: CUDA events and cuBLAS); the matmuls run at 256 x 256 x 256 for correctness");
+            let (m, n, k) = EMULATED;
+            println!("skipped: timing against cuBLAS (GPU-only: CUDA events and cuBLAS); the matmuls run at {m} x {n} x {k} for correctness");
             for name in MATMULS {
-                match matmul(&dev, name, 256, 256, 256, 42) {
-                    Ok(e) if e < TOLERANCE => println!("ok    {name}: 256 x 256 x 256, rel. Frobenius error {e:.2e}{on}"),
+                match matmul(&dev, name, m, n, k, 42) {
+                    Ok(e) if e < TOLERANCE => println!("ok    {name}: {m} x {n} x {k}, rel. Frobenius error {e:.2e}{on}"),
                     Ok(e) => {
                         ok = false;
                         println!("FAIL  {name}: rel. Frobenius error {e:.2e}{on}");

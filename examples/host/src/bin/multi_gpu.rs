@@ -24,6 +24,7 @@
 //! ```
 //! Writes `multi_gpu.md` and `multi_gpu.csv` to `--out` (default `.`).
 //! Exit status 0 only if every contender was correct.
+use clap::Parser;
 use kernel_device::f16;
 use kernel_host::group::{DeviceGroup, PeerBuffer};
 use kernel_host::nccl::Nccl;
@@ -37,37 +38,34 @@ use std::time::Instant;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
+/// Benchmarks a group of GPUs with peer access: the seed's shard exchange
+/// and our ring all-gather against NCCL's all-gather, then the all-gather
+/// matmul (`kernel_ops::collective::AllGatherMatmul`) against NCCL then
+/// cuBLAS, every contender checked on the same inputs first. Writes
+/// `multi_gpu.md` and `multi_gpu.csv` into `--out`. Needs at least
+/// `--devices` GPUs (there is no emulator path).
+#[derive(Parser)]
+#[command(name = "multi_gpu")]
 struct Opts {
+    /// How many GPUs of the host to use (GPUs 0 .. N-1).
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
     devices: usize,
+    /// Timed runs per round; the median is reported.
+    #[arg(long, value_name = "N", default_value_t = 50)]
     iters: usize,
+    /// Interleaved rounds over every contender; a contender's time is the
+    /// median of its round medians.
+    #[arg(long, value_name = "N", default_value_t = 3)]
     rounds: usize,
+    /// Milliseconds of untimed runs first, so the GPUs hold their steady clock.
+    #[arg(long, value_name = "MS", default_value_t = 400.0)]
     warmup_ms: f64,
+    /// Directory the Markdown and CSV results are written to.
+    #[arg(long, value_name = "DIR", default_value = ".")]
     out: String,
+    /// One shard size (16 MiB) and a smaller matmul (1024 x 2048 x 2048).
+    #[arg(long)]
     quick: bool,
-}
-
-fn opts() -> Opts {
-    let mut o = Opts { devices: 2, iters: 50, rounds: 3, warmup_ms: 400.0, out: ".".into(), quick: false };
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut i = 0;
-    while i < args.len() {
-        let v = args.get(i + 1).cloned().unwrap_or_default();
-        match args[i].as_str() {
-            "--devices" => o.devices = v.parse().expect("--devices N"),
-            "--iters" => o.iters = v.parse().expect("--iters N"),
-            "--rounds" => o.rounds = v.parse().expect("--rounds N"),
-            "--warmup-ms" => o.warmup_ms = v.parse().expect("--warmup-ms MS"),
-            "--out" => o.out = v,
-            "--quick" => {
-                o.quick = true;
-                i += 1;
-                continue;
-            }
-            other => panic!("unknown argument {other}; see the module docs"),
-        }
-        i += 2;
-    }
-    o
 }
 
 /// One contender's timing: median wall ms, clock and power.
@@ -139,7 +137,7 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Res<bool> {
-    let o = opts();
+    let o = Opts::parse();
     let group = DeviceGroup::gpus(o.devices)?;
     let p = group.len();
     let nccl = Nccl::new(&group)?;

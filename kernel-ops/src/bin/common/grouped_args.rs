@@ -2,38 +2,36 @@
 //! share: their arguments and the problems' group sizes. Included by both
 //! with `#[path]` (a file of `src/bin/common/` is no binary of its own).
 
-/// The command line: `[--quick] [--iters N] [--rounds N] [--warmup-ms MS]
-/// [--out DIR]`.
+use clap::{CommandFactory, FromArgMatches, Parser};
+
+/// The command line of both (each binary gives its own name and `about`
+/// to [`parse`]).
+#[derive(Parser)]
 pub struct Args {
+    /// Small problems only (total M 8192 at K x N = 2048 x 1536): a quick
+    /// look, not the suite.
+    #[arg(long)]
     pub quick: bool,
+    /// CUDA-event-timed runs per round; the median is reported.
+    #[arg(long, value_name = "N", default_value_t = 30)]
     pub iters: usize,
+    /// Interleaved rounds over every contender; a contender's time is the
+    /// median of its round medians.
+    #[arg(long, value_name = "N", default_value_t = 3)]
     pub rounds: usize,
+    /// Milliseconds of untimed runs first, so the GPU holds its steady clock.
+    #[arg(long, value_name = "MS", default_value_t = 300.0)]
     pub warmup_ms: f64,
+    /// Directory the Markdown and CSV results are written to.
+    #[arg(long, value_name = "DIR", default_value = ".")]
     pub out: String,
 }
 
-/// Parses the command line (defaults: 30 iterations, 3 rounds, 300 ms).
-pub fn parse() -> Result<Args, String> {
-    let mut a = Args { quick: false, iters: 30, rounds: 3, warmup_ms: 300.0, out: ".".into() };
-    let v: Vec<String> = std::env::args().skip(1).collect();
-    let mut i = 0;
-    while i < v.len() {
-        let val = || v.get(i + 1).cloned().ok_or(format!("{} needs a value", v[i]));
-        match v[i].as_str() {
-            "--quick" => {
-                a.quick = true;
-                i += 1;
-                continue;
-            }
-            "--iters" => a.iters = val()?.parse().map_err(|e| format!("--iters: {e}"))?,
-            "--rounds" => a.rounds = val()?.parse().map_err(|e| format!("--rounds: {e}"))?,
-            "--warmup-ms" => a.warmup_ms = val()?.parse().map_err(|e| format!("--warmup-ms: {e}"))?,
-            "--out" => a.out = val()?,
-            other => return Err(format!("unknown argument {other}: see the module docs")),
-        }
-        i += 2;
-    }
-    Ok(a)
+/// Parses the command line of the binary `name` (its `--help` opens with
+/// `about`); a usage error exits 2 with clap's message.
+pub fn parse(name: &'static str, about: &'static str) -> Args {
+    let matches = Args::command().name(name).about(about).get_matches();
+    Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 /// Group sizes adding up to `m`: equal, or about `(g + 1)^-1.2`.
