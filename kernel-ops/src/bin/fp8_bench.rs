@@ -12,7 +12,9 @@
 //! on them quantized with one scale per row of A and of B (checked
 //! against its own reference); the per-tensor GEMM also at planar-snake
 //! width 16 and with a CTA on every SM (`kernel_ops::Ctas::EverySm`, the
-//! grid before even waves). Every contender is
+//! grid before even waves), and with A quantized to e5m2 instead (the
+//! FP8 training backward's e5m2 gradient times e4m3 weights,
+//! `m64nNk32.f32.e5m2.e4m3`; checked against its own reference). Every contender is
 //! checked against the CPU reference on rows spread over M (relative
 //! Frobenius error), then timed in interleaved rounds: `--warmup-ms`
 //! (default 500) of runs so the GPU holds its steady, power-limited clock,
@@ -28,11 +30,11 @@
 //! shape, M x K x N = 4096 x 4096 x 8192), 8192³, 4096³, 8192 x 8192 x 1024,
 //! 8192 x 14336 x 4096.
 use clap::Parser;
-use kernel_device::{f16, E4M3};
+use kernel_device::{f16, E4M3, E5M2};
 use kernel_host::{rel_frobenius_error, time_at_steady_clock, time_kernel, Buffer, ClockPower, Device};
 use kernel_ops::blaslt::BlasLt;
 use kernel_ops::Ctas;
-use kernel_ops::fp8::{matmul_fp8_blockscaled, matmul_fp8_rowwise, matmul_fp8_with, quantize, quantize_128x128, quantize_1x128, quantize_rowwise, reference, reference_blockscaled, reference_rowwise};
+use kernel_ops::fp8::{matmul_fp8_blockscaled, matmul_fp8_rowwise, matmul_fp8_with, quantize, quantize_128x128, quantize_1x128, quantize_rowwise, quantize_to, reference, reference_blockscaled, reference_rowwise};
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
@@ -115,6 +117,11 @@ fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -
     let arr: Vec<E4M3> = rows.iter().flat_map(|&r| arh[r * k..(r + 1) * k].iter().copied()).collect();
     let arsr: Vec<f32> = rows.iter().map(|&r| ars[r]).collect();
     let want_rw = reference_rowwise(&arr, &arsr, &brh, &brs, rows.len(), n, k);
+    // And A in e5m2 (a gradient), B in e4m3.
+    let (agh, sag) = quantize_to::<E5M2>(&a32);
+    let agr: Vec<E5M2> = rows.iter().flat_map(|&r| agh[r * k..(r + 1) * k].iter().copied()).collect();
+    let want_g = reference(&agr, &bh, (sag, sb), rows.len(), n, k);
+    let (dag, dsg) = (dev.upload(&agh)?, dev.upload(&[sag, sb])?);
     let (dar, dars, dbr, dbrs) = (dev.upload(&arh)?, dev.upload(&ars)?, dev.upload(&brh)?, dev.upload(&brs)?);
     let (dab, dabs, dbb, dbbs) = (dev.upload(&abh)?, dev.upload(&abs)?, dev.upload(&bbh)?, dev.upload(&bbs)?);
     let (da, db, ds): (Buffer<E4M3>, Buffer<E4M3>, Buffer<f32>) = (dev.upload(&ah)?, dev.upload(&bh)?, dev.upload(&[sa, sb])?);
@@ -139,7 +146,10 @@ fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -
         matmul_fp8_rowwise(dev, &ops, &dar, &dars, &dbr, &dbrs, &mut c, (m, n, k)).map_err(host_err)?;
         let err_rw = err_of(&c, &want_rw)?;
         println!("{label}: matmul_fp8_rowwise on the CPU emulator: relative Frobenius error {err_rw:.2e} (no timing)");
-        return Ok((err < TOLERANCE && err_bs < TOLERANCE && err_rw < TOLERANCE, String::new(), String::new()));
+        matmul_fp8_with(dev, &ops, &dag, &db, &dsg, &mut c, (m, n, k), 8, Ctas::EvenWaves).map_err(host_err)?;
+        let err_g = err_of(&c, &want_g)?;
+        println!("{label}: matmul_fp8 e5m2 x e4m3 on the CPU emulator: relative Frobenius error {err_g:.2e} (no timing)");
+        return Ok((err < TOLERANCE && err_bs < TOLERANCE && err_rw < TOLERANCE && err_g < TOLERANCE, String::new(), String::new()));
     };
     // cuBLASLt's scale pointers: one allocation each (16-byte aligned).
     let (lt_sa, lt_sb) = (gpu.upload(&[sa])?, gpu.upload(&[sb])?);
@@ -173,6 +183,7 @@ fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -
         Ours(u32, Ctas),
         Blocks,
         Rows,
+        Grad,
     }
     let names: Vec<String> = lts.iter().map(|l| l.2.clone()).collect();
     let mut run_one = |who: &Who, c: &mut Buffer<f16>| -> kernel_host::Result<()> {
@@ -184,6 +195,7 @@ fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -
             Who::Ours(w, ctas) => matmul_fp8_with(dev, &ops, &da, &db, &ds, c, (m, n, k), *w, *ctas).map_err(host_err),
             Who::Blocks => matmul_fp8_blockscaled(dev, &ops, &dab, &dabs, &dbb, &dbbs, c, (m, n, k)).map_err(host_err),
             Who::Rows => matmul_fp8_rowwise(dev, &ops, &dar, &dars, &dbr, &dbrs, c, (m, n, k)).map_err(host_err),
+            Who::Grad => matmul_fp8_with(dev, &ops, &dag, &db, &dsg, c, (m, n, k), 8, Ctas::EvenWaves).map_err(host_err),
         }
     };
     let row = |name: String| Row { name, err: 0.0, rounds_ms: Vec::new(), clock: Vec::new() };
@@ -194,6 +206,7 @@ fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -
     contenders.push((row("kernel_ops::fp8::matmul_fp8 (128x256 s4 w8, a CTA on every SM)".into()), Who::Ours(8, Ctas::EverySm)));
     contenders.push((row("kernel_ops::fp8::matmul_fp8_blockscaled (1x128 / 128x128 scales, 128x256 s4 w8)".into()), Who::Blocks));
     contenders.push((row("kernel_ops::fp8::matmul_fp8_rowwise (per-row / per-column scales, 128x256 s4 w8)".into()), Who::Rows));
+    contenders.push((row("kernel_ops::fp8::matmul_fp8 e5m2 x e4m3 (128x256 s4 w8)".into()), Who::Grad));
     let mut ok = true;
     for (row, who) in contenders.iter_mut() {
         dev.write(&mut c, &vec![f16::NAN; m * n])?;
@@ -202,6 +215,7 @@ fn shape(dev: &Device, a: &Args, (m, n, k): (usize, usize, usize), date: &str) -
         row.err = err_of(&c, match who {
             Who::Blocks => &want_bs,
             Who::Rows => &want_rw,
+            Who::Grad => &want_g,
             _ => &want,
         })?;
         ok &= row.err < TOLERANCE;
