@@ -33,7 +33,7 @@ use kernel_device::launch::HostEntry;
 use kernel_device::tma::TensorMapParam;
 use kernel_device::{bf16, f16, Gmem};
 use kernel_host::{Buffer, Device, Program, TileMap};
-use kernel_ops_kernels::attention::{attention_fwd, attention_fwd_wg3, KvTile, QTile, QTileOf, BM};
+use kernel_ops_kernels::attention::{attention_fwd, attention_fwd_ext, attention_fwd_wg3, KvTile, QTile, QTileOf, BM, NO_LIMIT};
 use kernel_ops_kernels::attention_bwd::{attention_bwd, attention_bwd_dq, attention_bwd_pre, KHalf, QStep, BWD_BM, BWD_BN};
 
 /// The sizes of one attention problem.
@@ -209,6 +209,125 @@ pub fn attention_with<T: AttnType>(
     }
 }
 
+/// The variants models use beyond causal and GQA ([`attention_variant`]):
+/// any combination of a sliding window, logit soft-capping and attention
+/// sinks. `Variant::default()` is none of them.
+#[derive(Clone, Copy, Default)]
+pub struct Variant<'a> {
+    /// `Some((left, right))`: query `i` sees keys `i - left ..= i + right`
+    /// only (Mistral's, Gemma's local layers': `(w - 1, 0)` with causal);
+    /// with [`Options::causal`] the right bound is 0 whatever `right` is.
+    /// `None`: every key (or up to the diagonal with causal).
+    pub window: Option<(usize, usize)>,
+    /// `Some(cap)`: the scaled scores become `cap · tanh(scale q·k / cap)`
+    /// before the softmax (Gemma 2's logit soft-capping; `cap` finite and
+    /// positive).
+    pub softcap: Option<f32>,
+    /// `Some(sinks)`: one learned logit per Q head (`heads` f32, in the
+    /// units of the scaled scores: gpt-oss's attention sinks), one more term
+    /// `exp(sinks[h])` of each row's softmax sum with no value; `lse`
+    /// includes it.
+    pub sinks: Option<&'a Buffer<f32>>,
+}
+
+/// The head dimensions [`attention_variant`] is built for.
+pub const VARIANT_HEAD_DIMS: [usize; 2] = [64, 128];
+
+/// [`attention`] with the variants of `variant` (a sliding window, a
+/// soft-cap, sinks: [`Variant`]), in one kernel of the forward's family
+/// (`attention_fwd_ext`, 80-key blocks): the K/V blocks wholly outside a
+/// Q block's window are neither loaded nor computed.
+///
+/// Errors (nothing is launched): everything [`check_attention`] checks; a
+/// head dim outside [`VARIANT_HEAD_DIMS`]; a soft-cap that is not finite
+/// and positive; a window bound above 2^31 - 1; `sinks` not holding
+/// `heads` values.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_variant<T: AttnType>(
+    dev: &Device,
+    ops: &Program,
+    q: &Buffer<T>,
+    k: &Buffer<T>,
+    v: &Buffer<T>,
+    o: &mut Buffer<T>,
+    lse: &mut Buffer<f32>,
+    shape: Shape,
+    opts: Options,
+    variant: Variant<'_>,
+) -> Result<(), Error> {
+    check_attention(shape, opts, [("q", q.len()), ("k", k.len()), ("v", v.len()), ("o", o.len()), ("lse", lse.len())])?;
+    let err = |problem: String| Error::Shape { op: "attention_variant", problem };
+    if !VARIANT_HEAD_DIMS.contains(&shape.head_dim) {
+        return Err(err(format!("head_dim = {}: the variants are built for head_dim in {VARIANT_HEAD_DIMS:?}", shape.head_dim)));
+    }
+    if let Some(cap) = variant.softcap {
+        if !(cap.is_finite() && cap > 0.0) {
+            return Err(err(format!("softcap = {cap}: the soft-cap must be finite and positive (None for no soft-cap)")));
+        }
+    }
+    if let Some((left, right)) = variant.window {
+        for (name, w) in [("left", left), ("right", right)] {
+            if w > i32::MAX as usize {
+                return Err(err(format!("window {name} = {w}: at most 2^31 - 1 (a larger bound is no bound: None)")));
+            }
+        }
+    }
+    if let Some(sinks) = variant.sinks {
+        if sinks.len() != shape.heads {
+            return Err(err(format!("`sinks` holds {} values; one per Q head ({}) expected", sinks.len(), shape.heads)));
+        }
+    }
+    match T::EXT.iter().find(|(d, _)| *d == shape.head_dim) {
+        Some((_, launch)) => launch(dev, ops, [q, k, v], o, lse, shape, opts, variant),
+        None => Err(err(format!("head_dim = {}: not built for this element type", shape.head_dim))),
+    }
+}
+
+/// The CPU reference of [`attention_variant`] over f32 copies of the
+/// inputs (f64 arithmetic): `(o, lse)` in [`attention`]'s layouts; `sinks`
+/// as the variant's, on the host.
+///
+/// # Panics
+/// When a slice does not hold its layout's elements.
+pub fn reference_variant(q: &[f32], k: &[f32], v: &[f32], shape: Shape, opts: Options, window: Option<(usize, usize)>, softcap: Option<f32>, sinks: Option<&[f32]>) -> (Vec<f32>, Vec<f32>) {
+    let Shape { batch, seq, heads, kv_heads, head_dim: d } = shape;
+    assert!(q.len() == shape.q_len() && k.len() == shape.kv_len() && v.len() == shape.kv_len(), "attention::reference_variant: slices do not match {shape:?}");
+    let scale = f64::from(opts.scale_for(d));
+    let (mut o, mut lse) = (vec![0f32; shape.q_len()], vec![0f32; shape.lse_len()]);
+    for b in 0..batch {
+        for h in 0..heads {
+            let kh = h / (heads / kv_heads);
+            for i in 0..seq {
+                let qrow = &q[((b * seq + i) * heads + h) * d..][..d];
+                let krow = |j: usize| ((b * seq + j) * kv_heads + kh) * d;
+                let (lo, hi) = match window {
+                    Some((l, r)) => (i.saturating_sub(l), (i + if opts.causal { 0 } else { r }).min(seq - 1)),
+                    None => (0, if opts.causal { i } else { seq - 1 }),
+                };
+                let s: Vec<f64> = (lo..=hi)
+                    .map(|j| {
+                        let x = qrow.iter().zip(&k[krow(j)..krow(j) + d]).map(|(a, c)| f64::from(*a) * f64::from(*c)).sum::<f64>() * scale;
+                        softcap.map_or(x, |c| f64::from(c) * (x / f64::from(c)).tanh())
+                    })
+                    .collect();
+                let sink = sinks.map(|s| f64::from(s[h]));
+                let mx = s.iter().copied().chain(sink).fold(f64::NEG_INFINITY, f64::max);
+                let p: Vec<f64> = s.iter().map(|x| (x - mx).exp()).collect();
+                let sum: f64 = p.iter().sum::<f64>() + sink.map_or(0.0, |x| (x - mx).exp());
+                let orow = &mut o[((b * seq + i) * heads + h) * d..][..d];
+                for (jj, pj) in p.iter().enumerate() {
+                    let vr = &v[krow(lo + jj)..][..d];
+                    for (ox, vx) in orow.iter_mut().zip(vr) {
+                        *ox += (pj / sum * f64::from(*vx)) as f32;
+                    }
+                }
+                lse[(b * heads + h) * seq + i] = (mx + sum.ln()) as f32;
+            }
+        }
+    }
+    (o, lse)
+}
+
 /// The head dimensions the backward pass is built for.
 pub const BWD_HEAD_DIMS: [usize; 2] = [64, 128];
 
@@ -303,6 +422,8 @@ mod sealed {
 
 /// The forward launch of one instance, after the checks.
 type FwdLaunch<E> = fn(&Program, [&Buffer<E>; 3], &mut Buffer<E>, &mut Buffer<f32>, Shape, Options) -> Result<(), Error>;
+/// The variants' launch at one head dim, after the checks.
+type ExtLaunch<E> = fn(&Device, &Program, [&Buffer<E>; 3], &mut Buffer<E>, &mut Buffer<f32>, Shape, Options, Variant<'_>) -> Result<(), Error>;
 /// The backward's launches at one head dim, after the checks.
 type BwdLaunch<E> = fn(&Device, &Program, [&Buffer<E>; 5], &Buffer<f32>, [&mut Buffer<E>; 3], Shape, Options) -> Result<(), Error>;
 
@@ -319,6 +440,9 @@ pub trait AttnType: sealed::Sealed + Copy + kernel_host::TmaElement + 'static {
     /// The backward's: `(head_dim, launch)`.
     #[doc(hidden)]
     const BWD: [(usize, BwdLaunch<Self>); 2];
+    /// The variants' (`attention_fwd_ext`): `(head_dim, launch)`.
+    #[doc(hidden)]
+    const EXT: [(usize, ExtLaunch<Self>); 2];
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     fn launch_wg3(_ops: &Program, _qkv: [&Buffer<Self>; 3], _o: &mut Buffer<Self>, _lse: &mut Buffer<f32>, shape: Shape, _opts: Options, _stages: usize) -> Result<(), Error> {
@@ -330,6 +454,7 @@ impl AttnType for f16 {
     const WG3: bool = true;
     const FWD: [((usize, usize, usize), FwdLaunch<Self>); 6] = fwd_table::<Self>();
     const BWD: [(usize, BwdLaunch<Self>); 2] = bwd_table::<Self>();
+    const EXT: [(usize, ExtLaunch<Self>); 2] = ext_table::<Self>();
     fn launch_wg3(ops: &Program, [q, k, v]: [&Buffer<f16>; 3], o: &mut Buffer<f16>, lse: &mut Buffer<f32>, shape: Shape, opts: Options, stages: usize) -> Result<(), Error> {
         let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
         let grid = (seq.div_ceil(192) as u32, heads as u32, batch as u32);
@@ -351,6 +476,84 @@ impl AttnType for f16 {
 impl AttnType for bf16 {
     const FWD: [((usize, usize, usize), FwdLaunch<Self>); 6] = fwd_table::<Self>();
     const BWD: [(usize, BwdLaunch<Self>); 2] = bwd_table::<Self>();
+    const EXT: [(usize, ExtLaunch<Self>); 2] = ext_table::<Self>();
+}
+
+/// The parameters of `attention_fwd_ext<E, D, BN, ..>`: the forward's,
+/// then the window, the soft-cap and the sinks.
+type ExtParams<E, const D: usize, const BN: usize> = (
+    TensorMapParam<QTile<E, D>, 3>,
+    TensorMapParam<KvTile<E, BN, D>, 3>,
+    TensorMapParam<KvTile<E, BN, D>, 3>,
+    TensorMapParam<QTile<E, D>, 3>,
+    Gmem<f32>,
+    u32,
+    u32,
+    f32,
+    u32,
+    u32,
+    u32,
+    f32,
+    f32,
+    GmemRef<f32>,
+    u32,
+);
+
+/// The variants' instances on `E`.
+const fn ext_table<E: AttnType>() -> [(usize, ExtLaunch<E>); 2]
+where
+    attention_fwd_ext<E, 64, 80, 5, 3>: HostEntry<Params = ExtParams<E, 64, 80>>,
+    attention_fwd_ext<E, 128, 80, 5, 2>: HostEntry<Params = ExtParams<E, 128, 80>>,
+{
+    [(64, ext::<E, 64, 80, 5, 3>), (128, ext::<E, 128, 80, 5, 2>)]
+}
+
+/// The launch of `attention_fwd_ext<E, D, BN, KC, STAGES>`.
+#[allow(clippy::too_many_arguments)]
+fn ext<E: AttnType, const D: usize, const BN: usize, const KC: usize, const STAGES: usize>(
+    dev: &Device,
+    ops: &Program,
+    [q, k, v]: [&Buffer<E>; 3],
+    o: &mut Buffer<E>,
+    lse: &mut Buffer<f32>,
+    shape: Shape,
+    opts: Options,
+    variant: Variant<'_>,
+) -> Result<(), Error>
+where
+    attention_fwd_ext<E, D, BN, KC, STAGES>: HostEntry<Params = ExtParams<E, D, BN>>,
+{
+    let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
+    let grid = (seq.div_ceil(BM) as u32, heads as u32, batch as u32);
+    let scale = opts.scale_for(head_dim);
+    let log2e = std::f32::consts::LOG2_E;
+    // With a soft-cap the kernel computes `cap log2 e · tanh(s · scale /
+    // cap)` itself: the softmax's scale is then 1.
+    let (scale_log2, cap_in, cap_out) = match variant.softcap {
+        Some(cap) => (1.0, scale / cap, cap * log2e),
+        None => (scale * log2e, 0.0, 0.0),
+    };
+    let bound = |w: usize| (w.min(NO_LIMIT as usize)) as u32;
+    let (left, right) = match variant.window {
+        Some((l, r)) => (bound(l), if opts.causal { 0 } else { bound(r) }),
+        None => (NO_LIMIT, if opts.causal { 0 } else { NO_LIMIT }),
+    };
+    let (group, causal) = ((heads / kv_heads) as u32, opts.causal as u32);
+    let qm = TileMap::<QTile<E, D>, 3>::new_batched(q, batch, seq, heads * head_dim)?;
+    let km = TileMap::<KvTile<E, BN, D>, 3>::new_batched(k, batch, seq, kv_heads * head_dim)?;
+    let vm = TileMap::<KvTile<E, BN, D>, 3>::new_batched(v, batch, seq, kv_heads * head_dim)?;
+    let om = TileMap::<QTile<E, D>, 3>::new_batched_mut(o, batch, seq, heads * head_dim)?;
+    // No sinks: a one-value stand-in the kernel never reads (`n_sinks = 0`).
+    let none;
+    let (sinks, n_sinks) = match variant.sinks {
+        Some(s) => (s, heads as u32),
+        None => {
+            none = dev.zeros::<f32>(1)?;
+            (&none, 0)
+        }
+    };
+    ops.kernel::<attention_fwd_ext<E, D, BN, KC, STAGES>>()?.launch(grid, (&qm, &km, &vm, &om, lse, seq as u32, group, scale_log2, causal, left, right, cap_in, cap_out, sinks, n_sinks))?;
+    Ok(())
 }
 
 /// The parameters of `attention_fwd<E, D, BN, ..>`.

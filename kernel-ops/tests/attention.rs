@@ -139,3 +139,76 @@ fn both_d64_instance_families_match_the_reference() {
         assert!(o_err < O_BOUND && lse_err < LSE_BOUND, "{config:?} causal {causal}: O error {o_err:.2e}, lse error {lse_err:.2e}");
     }
 }
+
+/// The variants (`attention_variant`, `attention_fwd_ext`) against
+/// `reference_variant`: a sliding window that skips whole K/V blocks on
+/// both sides of a Q block (80-key blocks: Q block 2 of `seq` 300 starts
+/// at block 2 with `left = 37`, Q block 0 stops after block 1 with `right
+/// = 5`), a soft-cap that bends the scores (0.9, against scores of about
+/// N(0, 1)), sinks on some heads, GQA; causal with a left window and sinks
+/// at D 128; no variant at all (the plain softmax through the variant
+/// kernel).
+#[test]
+fn attention_variants_match_the_cpu_reference_on_the_emulator() {
+    use kernel_ops::attention::{attention_variant, reference_variant, Variant};
+    let cases: [(Shape, Options, Option<(usize, usize)>, Option<f32>, Option<Vec<f32>>); 3] = [
+        (Shape { batch: 1, seq: 300, heads: 2, kv_heads: 1, head_dim: 64 }, Options::default(), Some((37, 5)), Some(0.9), Some(vec![0.5, -1.0])),
+        (Shape { batch: 1, seq: 260, heads: 2, kv_heads: 2, head_dim: 128 }, Options { causal: true, scale: None }, Some((100, 7)), None, Some(vec![3.0, -20.0])),
+        (Shape { batch: 2, seq: 90, heads: 1, kv_heads: 1, head_dim: 64 }, Options { causal: true, scale: Some(0.3) }, None, None, None),
+    ];
+    for (i, (shape, opts, window, softcap, sinks)) in cases.into_iter().enumerate() {
+        let (q, k, v) = (randn(shape.q_len(), 11), randn(shape.kv_len(), 12), randn(shape.kv_len(), 13));
+        let (want_o, want_lse) = reference_variant(&to_f32(&q), &to_f32(&k), &to_f32(&v), shape, opts, window, softcap, sinks.as_deref());
+        if i < 2 {
+            // The variants change the result (so the check below can fail).
+            let (plain_o, _) = reference(&to_f32(&q), &to_f32(&k), &to_f32(&v), shape, opts);
+            let apart = plain_o.iter().zip(&want_o).map(|(a, b)| f64::from(a - b).powi(2)).sum::<f64>().sqrt() / want_o.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>().sqrt();
+            assert!(apart > 0.05, "case {i}: the variant's reference is {apart:.2e} from the plain one");
+        }
+        let dev = Device::emulator_with(Emulator::new(i as u64));
+        let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+        let (dq, dk, dv) = (dev.upload(&q).unwrap(), dev.upload(&k).unwrap(), dev.upload(&v).unwrap());
+        let ds = sinks.as_ref().map(|s| dev.upload(s).unwrap());
+        let mut o = dev.upload(&vec![f16::NAN; shape.q_len()]).unwrap();
+        let mut lse = dev.upload(&vec![f32::NAN; shape.lse_len()]).unwrap();
+        let variant = Variant { window, softcap, sinks: ds.as_ref() };
+        attention_variant(&dev, &ops, &dq, &dk, &dv, &mut o, &mut lse, shape, opts, variant).unwrap_or_else(|e| panic!("case {i}: {e}"));
+        let o = dev.download(&o).unwrap();
+        assert!(o.iter().all(|x| !x.is_nan()), "case {i}: an output element was not written");
+        let lse = dev.download(&lse).unwrap();
+        let lse_err = lse.iter().zip(&want_lse).map(|(a, b)| f64::from((a - b).abs())).fold(0.0, f64::max);
+        let o_err = kernel_host::rel_frobenius_error(&o, &want_o);
+        // tanh.approx's relative 2^-11 on the capped scores adds to P's f16
+        // rounding.
+        assert!(o_err < O_BOUND && lse_err < LSE_BOUND, "case {i} {shape:?} {opts:?}: O error {o_err:.2e}, lse error {lse_err:.2e}");
+    }
+}
+
+/// The variants' rules: a soft-cap that is not positive, sinks of the wrong
+/// count, a head dim not built; nothing launched, O untouched.
+#[test]
+fn attention_variant_refuses_bad_parameters_naming_the_rule() {
+    use kernel_ops::attention::{attention_variant, Variant};
+    let dev = Device::emulator();
+    let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    let shape = Shape { batch: 1, seq: 8, heads: 2, kv_heads: 2, head_dim: 64 };
+    let (q, k) = (dev.upload(&randn(shape.q_len(), 1)).unwrap(), dev.upload(&randn(shape.kv_len(), 2)).unwrap());
+    let mut o = dev.upload(&vec![f16::NAN; shape.q_len()]).unwrap();
+    let mut lse = dev.upload(&vec![f32::NAN; shape.lse_len()]).unwrap();
+    let three = dev.upload(&[0f32; 3]).unwrap();
+    for (variant, want) in [
+        (Variant { softcap: Some(0.0), ..Variant::default() }, "softcap = 0: the soft-cap must be finite and positive"),
+        (Variant { softcap: Some(f32::NAN), ..Variant::default() }, "must be finite and positive"),
+        (Variant { sinks: Some(&three), ..Variant::default() }, "`sinks` holds 3 values; one per Q head (2) expected"),
+        (Variant { window: Some((1 << 31, 0)), ..Variant::default() }, "window left = 2147483648: at most 2^31 - 1"),
+    ] {
+        let e = attention_variant(&dev, &ops, &q, &k, &k, &mut o, &mut lse, shape, Options::default(), variant).expect_err(want).to_string();
+        assert!(e.contains(want), "{e}");
+    }
+    let s256 = Shape { head_dim: 256, ..shape };
+    let (q2, k2) = (dev.upload(&randn(s256.q_len(), 1)).unwrap(), dev.upload(&randn(s256.kv_len(), 2)).unwrap());
+    let mut o2 = dev.upload(&vec![f16::NAN; s256.q_len()]).unwrap();
+    let e = attention_variant(&dev, &ops, &q2, &k2, &k2, &mut o2, &mut lse, s256, Options::default(), Variant::default()).unwrap_err().to_string();
+    assert!(e.contains("head_dim = 256: the variants are built for head_dim in [64, 128]"), "{e}");
+    assert!(dev.download(&o).unwrap().iter().all(|x| x.is_nan()), "O was written");
+}

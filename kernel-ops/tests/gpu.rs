@@ -409,3 +409,33 @@ fn attention_backward_matches_the_cpu_at_ragged_shapes() {
         assert!(e.iter().all(|x| *x < 1e-2), "{shape:?} causal {causal}: {e:?}");
     }
 }
+
+/// The forward's variants (sliding window, soft-cap, sinks; GQA, causal and
+/// not) on the GPU at ragged shapes against `reference_variant`.
+#[test]
+#[ignore = "needs a Hopper GPU"]
+fn attention_variants_match_the_cpu_reference_on_the_gpu() {
+    use kernel_ops::attention::{attention_variant, reference_variant, Options, Shape, Variant};
+    let gpu = gpu_device();
+    let ops = gpu.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    let f = |x: &[f16]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
+    for (shape, causal, window, softcap) in [
+        (Shape { batch: 2, seq: 1000, heads: 4, kv_heads: 2, head_dim: 64 }, false, Some((300, 40)), Some(1.5)),
+        (Shape { batch: 1, seq: 1037, heads: 2, kv_heads: 2, head_dim: 128 }, true, Some((255, 0)), Some(30.0)),
+        (Shape { batch: 1, seq: 777, heads: 2, kv_heads: 1, head_dim: 128 }, true, None, None),
+    ] {
+        let (q, k, v) = (randn_f16(shape.q_len(), 71), randn_f16(shape.kv_len(), 72), randn_f16(shape.kv_len(), 73));
+        let sinks: Vec<f32> = (0..shape.heads).map(|h| h as f32 - 1.0).collect();
+        let opts = Options { causal, scale: None };
+        let (want_o, want_lse) = reference_variant(&f(&q), &f(&k), &f(&v), shape, opts, window, softcap, Some(&sinks));
+        let (dq, dk, dv, ds) = (gpu.upload(&q).unwrap(), gpu.upload(&k).unwrap(), gpu.upload(&v).unwrap(), gpu.upload(&sinks).unwrap());
+        let mut o = gpu.upload(&vec![f16::NAN; shape.q_len()]).unwrap();
+        let mut lse = gpu.upload(&vec![f32::NAN; shape.lse_len()]).unwrap();
+        attention_variant(&gpu, &ops, &dq, &dk, &dv, &mut o, &mut lse, shape, opts, Variant { window, softcap, sinks: Some(&ds) }).unwrap();
+        let got = gpu.download(&o).unwrap();
+        let err = rel_frobenius_error(&got, &want_o);
+        let lse_err = gpu.download(&lse).unwrap().iter().zip(&want_lse).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        eprintln!("attention_variant {shape:?} causal {causal} window {window:?} softcap {softcap:?}: O error {err:.2e}, lse error {lse_err:.2e}");
+        assert!(err < 4e-3 && lse_err < 2e-3, "{shape:?}: O error {err:.2e}, lse error {lse_err:.2e}");
+    }
+}

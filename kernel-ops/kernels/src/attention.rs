@@ -293,6 +293,110 @@ impl<E: AttnElem + Pack16, const QM: usize, const D: usize> OStore<E, QM, D> for
 /// (`TurnOrder`): 2 and up, one per consumer (1 is [`CONSUMER_BARRIER_ID`]).
 pub const TURN_BARRIERS: u32 = 2;
 
+/// A window bound that does not limit ([`Variant`]'s `left`/`right`): no
+/// key is that far from its query (sequences are below 2^31).
+pub const NO_LIMIT: u32 = 0x7fff_ffff;
+
+/// What the forward computes beyond `softmax(scale Q Kᵀ [+ causal]) V`:
+/// [`Plain`] (nothing: the code of the plain kernels, every `X::ON` branch
+/// gone) or a [`Variant`] (sliding window, logit soft-capping, attention
+/// sinks, decided at run time by its fields).
+pub trait Extras: Copy {
+    /// Whether any variant is compiled in.
+    const ON: bool;
+    /// `(left, right)`: query `i` sees keys `i - left ..= i + right`
+    /// ([`NO_LIMIT`]: unbounded; causal is `right = 0`).
+    fn window(&self) -> (u32, u32);
+    /// `Some((scale / cap, cap log2 e))`: scores become `cap tanh(scale s /
+    /// cap)` (in log2 units); `None`: no soft-cap.
+    fn softcap(&self) -> Option<(f32, f32)>;
+    /// Head `h`'s sink logit in log2 units (`-inf`: no sink).
+    fn sink_log2(&self, h: u32) -> f32;
+}
+
+/// No variant.
+#[derive(Clone, Copy)]
+pub struct Plain;
+
+impl Extras for Plain {
+    const ON: bool = false;
+    #[inline(always)]
+    fn window(&self) -> (u32, u32) {
+        (NO_LIMIT, NO_LIMIT)
+    }
+    #[inline(always)]
+    fn softcap(&self) -> Option<(f32, f32)> {
+        None
+    }
+    #[inline(always)]
+    fn sink_log2(&self, _h: u32) -> f32 {
+        f32::NEG_INFINITY
+    }
+}
+
+/// The variants of [`attention_fwd_ext`], from its parameters: a sliding
+/// window (`left`, `right`, [`NO_LIMIT`] for none; causal is folded in as
+/// `right = 0` by the host), a soft-cap (`cap_in = scale / cap`, `cap_out =
+/// cap log2 e`; `cap_in = 0`: none) and per-head sink logits (`sinks`, one
+/// per Q head in natural-log units of the scaled scores, gpt-oss's: the
+/// first `n_sinks` of `sinks`, 0 for none).
+#[derive(Clone, Copy)]
+pub struct Variant {
+    pub left: u32,
+    pub right: u32,
+    pub cap_in: f32,
+    pub cap_out: f32,
+    pub sinks: GmemRef<f32>,
+    pub n_sinks: u32,
+}
+
+impl Extras for Variant {
+    const ON: bool = true;
+    #[inline(always)]
+    fn window(&self) -> (u32, u32) {
+        (self.left, self.right)
+    }
+    #[inline(always)]
+    fn softcap(&self) -> Option<(f32, f32)> {
+        if self.cap_in != 0.0 {
+            Some((self.cap_in, self.cap_out))
+        } else {
+            None
+        }
+    }
+    #[inline(always)]
+    fn sink_log2(&self, h: u32) -> f32 {
+        if h < self.n_sinks {
+            self.sinks.read_nc(h as usize) * kernel_device::math::LOG2_E
+        } else {
+            f32::NEG_INFINITY
+        }
+    }
+}
+
+/// The first K/V block Q block `mb` (of `bm` rows) reads: 0, or with a
+/// left window bound the block of its first row's first key.
+#[inline(always)]
+pub fn first_kv_block<X: Extras>(mb: u32, bm: u32, bn: u32, x: &X) -> u32 {
+    if X::ON {
+        (mb * bm).saturating_sub(x.window().0) / bn
+    } else {
+        0
+    }
+}
+
+/// [`kv_blocks`] with a right window bound: no block past the last row's
+/// last key.
+#[inline(always)]
+pub fn end_kv_block<X: Extras>(mb: u32, bm: u32, seq: u32, bn: u32, causal: bool, x: &X) -> u32 {
+    let n = kv_blocks(mb, bm, seq, bn, causal);
+    if X::ON {
+        n.min(((mb + 1) * bm).saturating_add(x.window().1).div_ceil(bn))
+    } else {
+        n
+    }
+}
+
 /// What the softmax of a consumer thread needs about its two rows.
 ///
 /// Positions are `u32` (the host keeps sequences below 2^31): the mask's
@@ -325,17 +429,36 @@ pub struct SoftmaxState {
 /// `2^(m_old - m_new)` for O.
 #[inline(always)]
 pub fn online_softmax<const BN: usize>(sr: &mut [f32], key0: u32, rows: &Rows, st: &mut SoftmaxState) -> [f32; 2] {
+    online_softmax_with::<BN, Plain>(sr, key0, rows, st, &Plain)
+}
+
+/// [`online_softmax`] with the variants of `x` ([`Extras`]): the scores
+/// soft-capped first, the window's keys masked too.
+#[inline(always)]
+pub fn online_softmax_with<const BN: usize, X: Extras>(sr: &mut [f32], key0: u32, rows: &Rows, st: &mut SoftmaxState, x: &X) -> [f32; 2] {
     let t = kernel_device::thread_in_warpgroup();
     let l = t % 32;
     let first_row = rows.wg_first_row + 16 * (t / 32) + l / 4;
     let bn = BN as u32;
-    // Masks: only blocks that reach past `seq` or the diagonal.
-    if key0 + bn > rows.seq || (rows.causal && key0 + bn > rows.wg_first_row + 1) {
+    // Soft-cap (a variant): `cap tanh(scale s / cap)` in log2 units (the
+    // host passes `scale_log2 = 1` then).
+    if X::ON {
+        if let Some((cap_in, cap_out)) = x.softcap() {
+            unroll(BN / 2, |i| sr[i] = kernel_device::math::tanh_approx(sr[i] * cap_in) * cap_out);
+        }
+    }
+    // Masks: only blocks that reach past `seq` or the diagonal (or, with a
+    // window, past the warpgroup's first row's last key or before its last
+    // row's first key).
+    let (left, right) = x.window();
+    let windowed = X::ON && (key0 + bn > rows.wg_first_row + right + 1 || key0 + left < rows.wg_first_row + 63);
+    if key0 + bn > rows.seq || (rows.causal && key0 + bn > rows.wg_first_row + 1) || windowed {
         unroll(BN / 2, |i| {
             let iu = i as u32;
             let key = key0 + 8 * (iu / 4) + 2 * (l % 4) + iu % 2;
             let row = first_row + 8 * ((iu / 2) % 2);
-            if key >= rows.seq || (rows.causal && key > row) {
+            let outside = X::ON && (key + left < row || key > row + right);
+            if key >= rows.seq || (rows.causal && key > row) || outside {
                 sr[i] = f32::NEG_INFINITY;
             }
         });
@@ -419,7 +542,8 @@ pub fn p_fragments<E: AttnElem, const KC: usize>(sr: &[f32], frag: &mut [[u32; 4
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 #[track_caller]
-pub fn attention_fwd_of<E: AttnElem, P: Packing, O: OStore<E, QM, D>, const D: usize, const BN: usize, const KC: usize, const STAGES: usize, const QM: usize, const NC: u32>(
+pub fn attention_fwd_of<E: AttnElem, P: Packing, O: OStore<E, QM, D>, X: Extras, const D: usize, const BN: usize, const KC: usize, const STAGES: usize, const QM: usize, const NC: u32>(
+    x: X,
     q: Tma<QTileOf<E, QM, D>, 3>,
     k: Tma<KvTile<E, BN, D>, 3>,
     v: Tma<KvTile<E, BN, D>, 3>,
@@ -472,7 +596,10 @@ pub fn attention_fwd_of<E: AttnElem, P: Packing, O: OStore<E, QM, D>, const D: u
         }
         return;
     }
-    let n_blocks = if P::VARLEN { kv_blocks_span(mb, QM as u32, &span, BN as u32, causal) } else { kv_blocks(mb, QM as u32, span.lk, BN as u32, causal) };
+    let n_blocks = if P::VARLEN { kv_blocks_span(mb, QM as u32, &span, BN as u32, causal) } else { end_kv_block(mb, QM as u32, span.lk, BN as u32, causal, &x) };
+    // The first block (a variant's left window bound skips the blocks
+    // before it: they are not loaded, not computed).
+    let j0 = if P::VARLEN { 0 } else { first_kv_block(mb, QM as u32, BN as u32, &x) };
     // K and V each have their own ring: K's slot is free as soon as its S
     // GEMM is done, before V's `P V` is.
     let k_ring = Ring::new(&k_loaded, &k_consumed, 128 * NC);
@@ -488,7 +615,7 @@ pub fn attention_fwd_of<E: AttnElem, P: Packing, O: OStore<E, QM, D>, const D: u
             q_loaded.arrive_expect_tx(<QTileOf<E, QM, D> as TileLayout>::BYTES as u32);
             q.load_at(q_buf, [h * D as u32, span.q0 + mb * QM as u32, span.z], q_loaded.as_ref());
             let (mut kp, mut vp) = (k_ring.producer(), v_ring.producer());
-            for j in 0..n_blocks {
+            for j in j0..n_blocks {
                 let tile_bytes = <KvTile<E, BN, D> as TileLayout>::BYTES as u32;
                 let ks = kp.acquire_tx(tile_bytes);
                 k.load_at(k_bufs.at(ks.index()), [kv_col, span.k0 + j * BN as u32, span.z], ks.barrier());
@@ -532,24 +659,24 @@ pub fn attention_fwd_of<E: AttnElem, P: Packing, O: OStore<E, QM, D>, const D: u
     wgmma_wait::<0>();
     kc.release_slot(k0);
     acc_s.fence_operands();
-    let _ = online_softmax::<BN>(acc_s.regs.as_mut(), key_shift, &rows, &mut st);
+    let _ = online_softmax_with::<BN, X>(acc_s.regs.as_mut(), j0 * BN as u32 + key_shift, &rows, &mut st, &x);
     let mut frag = [[0u32; 4]; KC];
     p_fragments::<E, KC>(acc_s.regs.as_ref(), &mut frag);
-    for j in 1..n_blocks {
+    for j in j0 + 1..n_blocks {
         let ks = kc.wait();
         // On the tensor pipe in turn: S_j = Q K_jᵀ, then O += P_(j-1) V_(j-1).
         turns.wait_turn(wg);
         acc_s.mma(q_buf, row0, k_bufs.at(ks.index()), 0, false);
         wgmma_commit_group();
         let vs = vc.wait();
-        acc_o.mma_rs_kn_chain(&frag, v_bufs.at(vs.index()), 0, j > 1);
+        acc_o.mma_rs_kn_chain(&frag, v_bufs.at(vs.index()), 0, j > j0 + 1);
         wgmma_commit_group();
         turns.pass_turn(wg);
         // S_j's softmax while P V runs (and the other warpgroup's GEMMs).
         wgmma_wait::<1>();
         kc.release_slot(ks);
         acc_s.fence_operands();
-        let alpha = online_softmax::<BN>(acc_s.regs.as_mut(), j * BN as u32 + key_shift, &rows, &mut st);
+        let alpha = online_softmax_with::<BN, X>(acc_s.regs.as_mut(), j * BN as u32 + key_shift, &rows, &mut st, &x);
         wgmma_wait::<0>();
         vc.release_slot(vs);
         acc_o.fence_operands();
@@ -562,7 +689,7 @@ pub fn attention_fwd_of<E: AttnElem, P: Packing, O: OStore<E, QM, D>, const D: u
     // The last block's O += P V.
     let vs = vc.wait();
     turns.wait_turn(wg);
-    acc_o.mma_rs_kn_chain(&frag, v_bufs.at(vs.index()), 0, n_blocks > 1);
+    acc_o.mma_rs_kn_chain(&frag, v_bufs.at(vs.index()), 0, n_blocks > j0 + 1);
     wgmma_commit_group();
     turns.pass_turn(wg);
     wgmma_wait::<0>();
@@ -577,14 +704,33 @@ pub fn attention_fwd_of<E: AttnElem, P: Packing, O: OStore<E, QM, D>, const D: u
     acc_o.fence_operands();
     // The quad's partial sums, then O / l and the log-sum-exp.
     let mut inv = [0f32; 2];
+    // A sink (a variant): one more term `2^(sink - m)` of each row's sum,
+    // with no value: the sum and the max taken over it too.
+    let sink = x.sink_log2(h);
     unroll(2, |hh| {
         let v1 = row_l[hh] + kernel_device::warp::shfl_xor(row_l[hh], 1);
         let total = v1 + kernel_device::warp::shfl_xor(v1, 2);
-        inv[hh] = if total > 0.0 { 1.0 / total } else { 0.0 };
-        let row = my_row(hh);
-        if l % 4 == 0 && row < span.lq as usize {
-            let lse_v = if total > 0.0 { (m[hh] + lg2_approx_ftz(total)) * LN_2 } else { f32::NEG_INFINITY };
-            lse.write(pk.lse_at(&span, b, h, heads, row), lse_v);
+        if X::ON && sink != f32::NEG_INFINITY {
+            // O holds `Σ 2^(s - m) v`: over the sum with the sink, taken
+            // at `mx = max(m, sink)`, its factor is `2^(m - mx) / total`.
+            let mx = max(m[hh], sink);
+            let o_factor = ex2_approx_ftz(m[hh] - mx);
+            let total = total * o_factor + ex2_approx_ftz(sink - mx);
+            inv[hh] = o_factor / total;
+            let row = my_row(hh);
+            if l % 4 == 0 && row < span.lq as usize {
+                lse.write(pk.lse_at(&span, b, h, heads, row), (mx + lg2_approx_ftz(total)) * LN_2);
+            }
+        } else {
+            // (Written as in the plain kernels, whose epilogue this is: at
+            // 160 registers ptxas serializes the three-consumer kernel's
+            // wgmmas for less.)
+            inv[hh] = if total > 0.0 { 1.0 / total } else { 0.0 };
+            let row = my_row(hh);
+            if l % 4 == 0 && row < span.lq as usize {
+                let lse_v = if total > 0.0 { (m[hh] + lg2_approx_ftz(total)) * LN_2 } else { f32::NEG_INFINITY };
+                lse.write(pk.lse_at(&span, b, h, heads, row), lse_v);
+            }
         }
     });
     // O over this warpgroup's Q rows (its own GEMMs, which read them, are
@@ -632,7 +778,7 @@ pub fn attention_fwd<E: AttnElem, const D: usize, const BN: usize, const KC: usi
     Cols<D>: WgmmaShape,
     Cols<BN>: WgmmaShape,
 {
-    attention_fwd_of::<E, _, _, D, BN, KC, STAGES, BM, 2>(q, k, v, o, lse, Dense { seq }, None, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
+    attention_fwd_of::<E, _, _, _, D, BN, KC, STAGES, BM, 2>(Plain, q, k, v, o, lse, Dense { seq }, None, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
 }
 
 /// Attention forward with THREE consumer warpgroups (192 Q rows per CTA,
@@ -665,7 +811,58 @@ pub fn attention_fwd_wg3<const D: usize, const BN: usize, const KC: usize, const
     Cols<D>: WgmmaShape,
     Cols<BN>: WgmmaShape,
 {
-    attention_fwd_of::<f16, _, _, D, BN, KC, STAGES, 192, 3>(q, k, v, o, lse, Dense { seq }, None, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
+    attention_fwd_of::<f16, _, _, _, D, BN, KC, STAGES, 192, 3>(Plain, q, k, v, o, lse, Dense { seq }, None, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
+}
+
+/// Attention forward with the variants models use ([`Variant`]): a
+/// sliding window (query `i` sees keys `i - left ..= i + right`; with
+/// `causal`, `right` is 0), logit soft-capping (Gemma 2: scores `cap
+/// tanh(scale s / cap)`), and attention sinks (gpt-oss: a learned logit per
+/// Q head, `sinks[h]`, one more term of each row's softmax sum with no
+/// value; `lse` includes it). [`attention_fwd_of`]'s schedule; the K/V
+/// blocks wholly outside a CTA's window are not loaded or computed. Plain
+/// `scale_log2` is `scale log2 e`, or 1 with a soft-cap (`cap_in = scale /
+/// cap`, `cap_out = cap log2 e`; `cap_in = 0`: no soft-cap); `left`,
+/// `right` [`NO_LIMIT`] for no bound; `sinks[..n_sinks]` (`n_sinks` 0 or
+/// `heads`).
+///
+/// Launch: as [`attention_fwd`]. Instances `(E, D, BN, KC, STAGES)`: head
+/// dims 64 and 128 on 80-key blocks (the window's bounds, the soft-cap and
+/// the sink take registers: on the plain kernels' 128-key blocks ptxas
+/// spilled at D 64 and serialized the wgmmas at D 128; 80 keys leave them
+/// room, measured spill-free).
+#[kernel(block = warpgroups(3), arch = sm_90a, instances(E = [f16, bf16], (64, 80, 5, 3), (128, 80, 5, 2)))]
+#[allow(clippy::too_many_arguments)]
+pub fn attention_fwd_ext<E: AttnElem, const D: usize, const BN: usize, const KC: usize, const STAGES: usize>(
+    q: Tma<QTile<E, D>, 3>,
+    k: Tma<KvTile<E, BN, D>, 3>,
+    v: Tma<KvTile<E, BN, D>, 3>,
+    o: Tma<QTile<E, D>, 3>,
+    lse: Gmem<f32>,
+    seq: u32,
+    kv_group: u32,
+    scale_log2: f32,
+    causal: u32,
+    left: u32,
+    right: u32,
+    cap_in: f32,
+    cap_out: f32,
+    sinks: GmemRef<f32>,
+    n_sinks: u32,
+    #[scratch] q_buf: Smem<QTile<E, D>>,
+    #[scratch] k_bufs: Smem<[KvTile<E, BN, D>; STAGES]>,
+    #[scratch] v_bufs: Smem<[KvTile<E, BN, D>; STAGES]>,
+    #[scratch] q_loaded: Barrier,
+    #[scratch] k_loaded: Barriers<STAGES>,
+    #[scratch] v_loaded: Barriers<STAGES>,
+    #[scratch(arrivals = 256)] k_consumed: Barriers<STAGES>,
+    #[scratch(arrivals = 256)] v_consumed: Barriers<STAGES>,
+) where
+    Cols<D>: WgmmaShape,
+    Cols<BN>: WgmmaShape,
+{
+    let x = Variant { left, right, cap_in, cap_out, sinks, n_sinks };
+    attention_fwd_of::<E, _, _, _, D, BN, KC, STAGES, BM, 2>(x, q, k, v, o, lse, Dense { seq }, None, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
 }
 
 /// Attention forward over packed variable-length sequences (the serving
@@ -717,5 +914,5 @@ pub fn attention_fwd_varlen<E: AttnElem + Pack16, const D: usize, const BN: usiz
 {
     let pk = Packed::new(cu_seqlens_q, cu_seqlens_k, totals, max_seqlens);
     let out = PackedOut { o, heads: grid_dim().y };
-    attention_fwd_of::<E, _, _, D, BN, KC, STAGES, BM, 2>(q, k, v, out, lse, pk, Some(errors), kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
+    attention_fwd_of::<E, _, _, _, D, BN, KC, STAGES, BM, 2>(Plain, q, k, v, out, lse, pk, Some(errors), kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
 }

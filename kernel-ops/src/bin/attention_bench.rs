@@ -27,10 +27,12 @@
 //! problems against `reference_backward`.
 //!
 //! `--varlen` measures attention over packed variable-length sequences
-//! against the dense kernels at the same total tokens (module `varlen`).
+//! against the dense kernels at the same total tokens (module `varlen`);
+//! `--variants` the forward's variants (sliding window, soft-cap, sinks)
+//! beside the plain forward (module `variants`).
 //!
 //! ```text
-//! attention_bench [--backward | --varlen] [--iters N] [--warmup-ms MS] [--out DIR] [--dump DIR] [--only S,D]
+//! attention_bench [--backward | --varlen | --variants] [--iters N] [--warmup-ms MS] [--out DIR] [--dump DIR] [--only S,D]
 //! ```
 use clap::Parser;
 use kernel_device::f16;
@@ -40,6 +42,8 @@ use std::process::ExitCode;
 
 #[path = "attention_bench/varlen.rs"]
 mod varlen;
+#[path = "attention_bench/variants.rs"]
+mod variants;
 
 /// Relative error bound of O (f16 P and f16 output: ~1e-3 typical).
 const O_BOUND: f64 = 5e-3;
@@ -74,8 +78,12 @@ struct Args {
     #[arg(long, conflicts_with = "varlen")]
     backward: bool,
     /// Measure packed variable-length sequences against the dense kernels.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "variants")]
     varlen: bool,
+    /// Measure the forward's variants (sliding window, soft-cap, sinks)
+    /// beside the plain forward.
+    #[arg(long, conflicts_with = "backward")]
+    variants: bool,
 }
 
 /// `--only SEQ,HEAD_DIM`.
@@ -115,6 +123,9 @@ fn run(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     println!("device: {}", dev.describe());
     if a.backward {
         return run_backward(dev, a);
+    }
+    if a.variants {
+        return variants::run(dev, a.iters, a.warmup_ms, &a.out);
     }
     if a.varlen {
         return varlen::run(dev, a.iters, a.warmup_ms, &a.out);
