@@ -129,18 +129,38 @@ def rms_norm(x, gamma, eps=1e-6, out=None, stream=None):
     return out
 
 
-def attention(q, k, v, causal=False, scale=None, out=None, lse=None, stream=None):
+def attention(q, k, v, causal=False, scale=None, out=None, lse=None, stream=None, *, window=None, softcap=None, sinks=None):
     """Attention forward: ``o = softmax(scale q kᵀ [+ causal mask]) v``.
 
     q: ``[batch, seq, heads, head_dim]``; k, v: ``[batch, seq, kv_heads,
     head_dim]`` (kv_heads divides heads: GQA/MQA); float16 or bfloat16;
     head_dim 64, 128 or 256; scale defaults to ``1 / sqrt(head_dim)``. Returns
     ``(o, lse)``: o like q, lse ``[batch, heads, seq]`` float32 (natural
-    log)."""
+    log).
+
+    Variants (head_dim 64 and 128, forward only: ``attention_backward``
+    does not take them): ``window=(left, right)``, query ``i`` sees keys
+    ``i - left ..= i + right`` (-1 or None: no bound on that side; with
+    ``causal`` the right bound is 0); ``softcap=cap``, scores ``cap ·
+    tanh(scale q·k / cap)``; ``sinks``, float32 ``[heads]`` logits, one
+    more term of each row's softmax sum with no value (lse includes it)."""
     _arrays(q=q, k=k, v=v)
     o = out if out is not None else _empty(q, q.shape)
     lse_out = lse if lse is not None else _empty(q, (q.shape[0], q.shape[2], q.shape[1]), _f32(q))
-    _native.attention(q, k, v, o, lse_out, bool(causal), scale, stream)
+    if window is None and softcap is None and sinks is None:
+        _native.attention(q, k, v, o, lse_out, bool(causal), scale, stream)
+        return o, lse_out
+    if window is not None:
+        left, right = window
+        def side(x, name):
+            if x is None or x == -1:
+                return None
+            if int(x) < 0:
+                raise ValueError(f"window {name} = {x}: a bound must be >= 0, or -1 / None for no bound")
+            return int(x)
+        window = (side(left, "left"), side(right, "right"))
+    _native.attention_variant(q, k, v, o, lse_out, bool(causal), scale, window,
+                              None if softcap is None else float(softcap), sinks, stream)
     return o, lse_out
 
 

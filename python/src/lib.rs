@@ -295,6 +295,63 @@ fn attention(
     })
 }
 
+/// Attention forward with variants (`kernel_ops::attention::attention_variant`):
+/// `window` `(left, right)` (each `None` for no bound), `softcap`, `sinks`
+/// (float32 `[heads]`, on the same device); the rest as [`attention`].
+#[pyfunction]
+#[pyo3(signature = (q, k, v, o, lse, causal = false, scale = None, window = None, softcap = None, sinks = None, stream = None))]
+#[allow(clippy::too_many_arguments)]
+fn attention_variant(
+    q: &Bound<'_, PyAny>,
+    k: &Bound<'_, PyAny>,
+    v: &Bound<'_, PyAny>,
+    o: &Bound<'_, PyAny>,
+    lse: &Bound<'_, PyAny>,
+    causal: bool,
+    scale: Option<f32>,
+    window: Option<(Option<usize>, Option<usize>)>,
+    softcap: Option<f32>,
+    sinks: Option<&Bound<'_, PyAny>>,
+    stream: Option<u64>,
+) -> PyResult<()> {
+    let (q, k, v, o, l) = (import("q", q)?, import("k", k)?, import("v", v)?, import("o", o)?, import("lse", lse)?);
+    let sk = sinks.map(|s| import("sinks", s)).transpose()?;
+    let mut all = vec![&q, &k, &v, &o, &l];
+    if let Some(s) = &sk {
+        all.push(s);
+    }
+    let place = same_place(&all)?;
+    let dt = same_dtype(&[&q, &k, &v, &o], &[Dtype::F16, Dtype::Bf16])?;
+    same_dtype(&[&l], &[Dtype::F32])?;
+    let shape = attention_shape(&q, &k)?;
+    want_shape(&k, &[shape.batch, shape.seq, shape.kv_heads, shape.head_dim])?;
+    want_shape(&v, &k.shape)?;
+    want_shape(&o, &q.shape)?;
+    want_shape(&l, &[shape.batch, shape.heads, shape.seq])?;
+    if let Some(s) = &sk {
+        same_dtype(&[s], &[Dtype::F32])?;
+        want_shape(s, &[shape.heads])?;
+    }
+    // An unbounded side is 2^31 - 1 keys away: no key is farther.
+    let unbounded = i32::MAX as usize;
+    let window = window.map(|(l, r)| (l.unwrap_or(unbounded), r.unwrap_or(unbounded)));
+    let opts = kernel_ops::attention::Options { causal, scale };
+    let (dev, ops) = (device(place)?, OPS.get(place)?);
+    with_norm_type!(dt, T => {
+        // SAFETY: as in `matmul`.
+        let (bq, bk, bv, mut bo, mut bl) = unsafe { (borrow::<T>(dev, &q)?, borrow::<T>(dev, &k)?, borrow::<T>(dev, &v)?, borrow::<T>(dev, &o)?, borrow::<f32>(dev, &l)?) };
+        // SAFETY: as above; sinks are only read.
+        let bs = match &sk {
+            Some(s) => Some(unsafe { borrow::<f32>(dev, s)? }),
+            None => None,
+        };
+        run_op(dev, &q, stream, move || {
+            let variant = kernel_ops::attention::Variant { window, softcap, sinks: bs.as_ref() };
+            kernel_ops::attention::attention_variant(dev, ops, &bq, &bk, &bv, &mut bo, &mut bl, shape, opts, variant)
+        })
+    })
+}
+
 /// Attention backward: from q, k, v, the forward's o and lse and the
 /// gradient d_o of the loss with respect to o, writes dq, dk, dv (the
 /// layouts of q, k, v). `causal` and `scale` must be the forward's.
@@ -377,6 +434,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(layer_norm, m)?)?;
     m.add_function(wrap_pyfunction!(rms_norm, m)?)?;
     m.add_function(wrap_pyfunction!(attention, m)?)?;
+    m.add_function(wrap_pyfunction!(attention_variant, m)?)?;
     m.add_function(wrap_pyfunction!(attention_backward, m)?)?;
     m.add_function(wrap_pyfunction!(grouped_matmul, m)?)?;
     m.add_function(wrap_pyfunction!(serving::attention_decode, m)?)?;

@@ -130,6 +130,29 @@ def test_attention_matches_numpy_causal_gqa_ragged():
     assert np.abs(lse - want_lse).max() < 5e-3
 
 
+def test_attention_variants_match_numpy():
+    # A sliding window (left 20, causal), a soft-cap, sinks; GQA; head dim 64.
+    b, s, h, d = 1, 90, 2, 64
+    q, k, v = randn(b, s, h, d), randn(b, s, 1, d), randn(b, s, 1, d)
+    sinks = np.array([0.5, -2.0], np.float32)
+    o, lse = kernel_ops.attention(q, k, v, causal=True, window=(20, -1), softcap=1.5, sinks=sinks)
+    scale = 1 / 8
+    for hi in range(h):
+        qq, kk, vv = (x.astype(np.float64) for x in (q[0, :, hi], k[0, :, 0], v[0, :, 0]))
+        sc = 1.5 * np.tanh(qq @ kk.T * scale / 1.5)
+        i, j = np.arange(s)[:, None], np.arange(s)[None, :]
+        sc = np.where((j > i) | (j < i - 20), -np.inf, sc)
+        m = np.maximum(sc.max(-1, keepdims=True), sinks[hi])
+        p = np.exp(sc - m)
+        tot = p.sum(-1, keepdims=True) + np.exp(sinks[hi] - m)
+        assert rel_err(o[0, :, hi], p @ vv / tot) < 5e-3
+        assert np.abs(lse[0, hi] - (m + np.log(tot))[:, 0]).max() < 5e-3
+    with pytest.raises(ValueError, match="a bound must be >= 0"):
+        kernel_ops.attention(q, k, v, window=(-3, 0))
+    with pytest.raises(ValueError, match="the soft-cap must be finite and positive"):
+        kernel_ops.attention(q, k, v, softcap=0.0)
+
+
 def attention_backward_reference(q, k, v, d_o, causal, scale):
     b, s, h, d = q.shape
     group = h // k.shape[2]

@@ -69,6 +69,23 @@ def test_attention_matches_sdpa(causal):
     assert (lse - torch.logsumexp(s, -1)).abs().max() < 5e-3
 
 
+def test_attention_variants_match_torch():
+    # Causal with a 256-key window, a soft-cap of 20 and sinks, bf16, D 128.
+    q = torch.randn(1, 1000, 4, 128, device="cuda", dtype=torch.bfloat16)
+    k, v = torch.randn_like(q), torch.randn_like(q)
+    sinks = torch.linspace(-2, 2, 4, device="cuda", dtype=torch.float32)
+    o, lse = kernel_ops.attention(q, k, v, causal=True, window=(255, 0), softcap=20.0, sinks=sinks)
+    s = (q.transpose(1, 2).float() @ k.transpose(1, 2).float().transpose(-1, -2)) / math.sqrt(128)
+    s = 20.0 * torch.tanh(s / 20.0)
+    i = torch.arange(1000, device="cuda")
+    s = s.masked_fill((i[None, :] > i[:, None]) | (i[None, :] < i[:, None] - 255), float("-inf"))
+    s = torch.cat([s, sinks[None, :, None, None].expand(1, 4, 1000, 1)], -1)
+    p = torch.softmax(s, -1)[..., :1000]
+    want = (p @ v.transpose(1, 2).float()).transpose(1, 2)
+    assert rel(o, want) < 1e-2
+    assert (lse - torch.logsumexp(s, -1)).abs().max() < 5e-3
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_autograd_matches_sdpa(causal):
     # GQA (4 Q heads over 2 K/V heads), a ragged length, head_dim 128.
