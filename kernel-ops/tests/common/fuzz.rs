@@ -206,6 +206,11 @@ fn bytes<T: Copy>(s: &[T]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<u8>(), std::mem::size_of_val(s)) }
 }
 
+/// Whether `a` and `b` hold the same bits.
+pub fn same_bits<T: Copy>(a: &[T], b: &[T]) -> bool {
+    bytes(a) == bytes(b)
+}
+
 /// A buffer of the emulator that is a view into a larger host allocation
 /// whose other bytes hold [`Canary::CANARY`]: at least 64 bytes before the
 /// view (whose start is 256-byte aligned, as a device allocation, or only
