@@ -23,7 +23,12 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_SEED: u64 = 20261201;
 
 /// The choices of one case, from its seed.
-pub struct Rng(SplitMix64);
+pub struct Rng {
+    g: SplitMix64,
+    /// The next [`Guarded`] buffer of this name starts one element past a
+    /// 16-byte boundary (a refusal's broken rule), once.
+    pub misalign: Option<&'static str>,
+}
 
 /// Primes up to 300: sizes that divide no tile.
 const PRIMES: [usize; 62] = [
@@ -33,15 +38,15 @@ const PRIMES: [usize; 62] = [
 
 impl Rng {
     pub fn new(seed: u64) -> Self {
-        Rng(SplitMix64::new(seed))
+        Rng { g: SplitMix64::new(seed), misalign: None }
     }
     /// A seed for test data.
     pub fn seed(&mut self) -> u64 {
-        self.0.next_u64()
+        self.g.next_u64()
     }
     /// Uniform in `0..n` (`n > 0`).
     pub fn below(&mut self, n: usize) -> usize {
-        (self.0.next_u64() % n as u64) as usize
+        (self.g.next_u64() % n as u64) as usize
     }
     /// Uniform in `lo..=hi`.
     pub fn range(&mut self, lo: usize, hi: usize) -> usize {
@@ -49,14 +54,14 @@ impl Rng {
     }
     /// True with probability `p`.
     pub fn chance(&mut self, p: f64) -> bool {
-        self.0.next_f64() < p
+        self.g.next_f64() < p
     }
     pub fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
         xs[self.below(xs.len())]
     }
     /// Uniform in `[lo, hi)`.
     pub fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
-        lo + (hi - lo) * self.0.next_f64() as f32
+        lo + (hi - lo) * self.g.next_f64() as f32
     }
     /// A size in `lo..=hi` that is a multiple of `unit` (`lo`, `hi`
     /// multiples of it): one of the edges, a prime number of units, a
@@ -214,7 +219,8 @@ pub fn same_bits<T: Copy>(a: &[T], b: &[T]) -> bool {
 /// A buffer of the emulator that is a view into a larger host allocation
 /// whose other bytes hold [`Canary::CANARY`]: at least 64 bytes before the
 /// view (whose start is 256-byte aligned, as a device allocation, or only
-/// 16-byte aligned, as a slice of one), and 64 to 127 after it. The entry
+/// 16-byte aligned, as a slice of one: a TMA map or a 16-byte access
+/// needs no more), and 64 to 127 after it. The entry
 /// points take it as any [`Buffer`] of its length: a write past either end
 /// of it lands on a canary.
 pub struct Guarded<T: Canary> {
@@ -231,13 +237,25 @@ impl<T: Canary> Guarded<T> {
     /// A view holding `data`, named `name` in reports, on `dev` (the emulator).
     pub fn new(dev: &Device, rng: &mut Rng, name: &'static str, data: &[T]) -> Self {
         let size = std::mem::size_of::<T>();
+        let skew = if rng.misalign == Some(name) {
+            rng.misalign = None;
+            16 * rng.range(0, 15) + size * rng.range(1, 16 / size - 1)
+        } else if rng.chance(0.5) {
+            0
+        } else {
+            16 * rng.range(1, 15)
+        };
+        Self::at(dev, rng, name, data, skew)
+    }
+
+    /// [`Guarded::new`] with the view's start `skew` bytes past a 256-byte
+    /// boundary (a multiple of the element's size).
+    pub fn at(dev: &Device, rng: &mut Rng, name: &'static str, data: &[T], skew: usize) -> Self {
+        let size = std::mem::size_of::<T>();
         let (pre, align) = (64 / size, 256 / size);
         let post = (64 + 16 * rng.below(4)) / size;
         let total = pre + align + data.len() + post;
         let mut all = vec![T::CANARY; total].into_boxed_slice();
-        // A start 256-byte aligned, or 16 bytes past it (a TMA map or a
-        // 16-byte access needs no more).
-        let skew = if rng.chance(0.5) { 0 } else { 16 * rng.range(1, 15) };
         let addr = all.as_ptr() as usize + pre * size;
         let shift = ((256 - addr % 256) % 256 + skew) % 256;
         assert_eq!(shift % size, 0, "an allocation aligned to its element");
