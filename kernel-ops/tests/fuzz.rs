@@ -266,11 +266,14 @@ fn fp8_scale_lens(v: Fp8, (m, n, k): (usize, usize, usize)) -> (usize, usize) {
 
 /// A `rows x cols` matrix of N(0, 1) samples scaled by 2^e, e varying by
 /// row and by 128-column block within 2^-3..2^3 (so that a scale applied
-/// to the wrong row or block is a large error), as f32.
+/// to the wrong row or block is a large error), sometimes one row all
+/// zero, as f32.
 fn ragged_magnitudes(rng: &mut Rng, rows: usize, cols: usize) -> Vec<f32> {
     let (er, ec): (Vec<i32>, Vec<i32>) = ((0..5).map(|_| rng.range(0, 3) as i32 - 2).collect(), (0..3).map(|_| rng.range(0, 2) as i32 - 1).collect());
+    // Sometimes a row of zeros (its scales are 1).
+    let zero = (rows > 0 && rng.chance(0.2)).then(|| rng.below(rows));
     let x = kernel_host::randn_f32(rows * cols, rng.seed());
-    x.iter().enumerate().map(|(i, v)| v * 2f32.powi(er[(i / cols) % 5] + ec[(i % cols) / 128 % 3])).collect()
+    x.iter().enumerate().map(|(i, v)| if Some(i / cols) == zero { 0.0 } else { v * 2f32.powi(er[(i / cols) % 5] + ec[(i % cols) / 128 % 3]) }).collect()
 }
 
 #[test]
@@ -396,11 +399,11 @@ fn fuzz_grouped() {
     });
 }
 
-/// `g` ragged group sizes (empty ones, one row, primes, a 128-row block
+/// 1 to 8 ragged group sizes (empty ones, one row, primes, a 128-row block
 /// and one row either side, any) of at most `cap` rows in all; sometimes
 /// all empty.
 fn group_sizes(rng: &mut Rng, cap: usize) -> Vec<u32> {
-    let g = rng.range(1, 5);
+    let g = rng.range(1, 8);
     if rng.chance(0.1) {
         return vec![0; g];
     }
@@ -689,7 +692,14 @@ fn norms_case<T: Half + kernel_ops::norms::NormElem>(rng: &mut Rng, note: &Note)
         kernel_host::uniform_f32(len, rng.seed()).into_iter().map(|v| T::of(add + scale * v)).collect()
     };
     let magnitude = 2f32.powi(rng.range(0, 6) as i32 - 3);
-    let (xh, rh) = (data(rng, n, magnitude, 0.0), data(rng, n, magnitude, 0.0));
+    let (mut xh, mut rh) = (data(rng, n, magnitude, 0.0), data(rng, n, magnitude, 0.0));
+    // Sometimes a constant row (variance 0: a layer norm that computes
+    // E[x²] - E[x]² can go negative there), zero included.
+    let constant = rng.chance(0.3).then(|| (rng.below(rows), rng.pick(&[0.0, 0.1, -3.0, magnitude])));
+    if let Some((r, c)) = constant {
+        xh[r * cols..][..cols].fill(T::of(c));
+        rh[r * cols..][..cols].fill(T::of(c / 2.0));
+    }
     let (gh, bh) = (data(rng, cols, 1.0 / 32.0, 1.0), data(rng, cols, 0.25, 0.0));
     let (xf, rf, gf, bf) = (f32s(&xh), f32s(&rh), f32s(&gh), f32s(&bh));
     let round = |v: f32| T::of(v).into();
@@ -705,7 +715,7 @@ fn norms_case<T: Half + kernel_ops::norms::NormElem>(rng: &mut Rng, note: &Note)
         NormOp::Add { layer, fp8: Some(Fp8Scale::PerTensor(_)) } => NormOp::Add { layer, fp8: Some(Fp8Scale::PerTensor(amax(&want_y) / rng.uniform(380.0, 440.0))) },
         op => op,
     };
-    note.set(format!("{} {op:?}, {rows} x {cols}, eps {eps:e}, inputs x {magnitude}, y {extra} longer", T::TY));
+    note.set(format!("{} {op:?}, {rows} x {cols}, eps {eps:e}, inputs x {magnitude}, (row, constant) {constant:?}, y {extra} longer", T::TY));
     let nan = T::of(f32::NAN);
     let scales = if let NormOp::Add { fp8: Some(Fp8Scale::PerRow), .. } = op { rows } else { 1 };
     let mut bufs = NormBufs {
@@ -733,16 +743,24 @@ fn norms_case<T: Half + kernel_ops::norms::NormElem>(rng: &mut Rng, note: &Note)
             let (q, s) = (b.q.get(), b.s.get());
             for row in 0..rows {
                 let want = &want_y[row * cols..][..cols];
+                // An all-zero row or tensor is scaled by 1 (`Fp8Scale`'s docs).
+                let of_amax = |a: f32| if a > 0.0 { a / 448.0 } else { 1.0 };
                 let sc = match scale {
-                    Fp8Scale::PerRow => amax(want) / 448.0,
+                    Fp8Scale::PerRow => of_amax(amax(want)),
                     Fp8Scale::PerTensor(s) => s,
-                    Fp8Scale::PerTensorDynamic => amax(&want_y) / 448.0,
+                    Fp8Scale::PerTensorDynamic => of_amax(amax(&want_y)),
                 };
                 let got_scale = s[if scale == Fp8Scale::PerRow { row } else { 0 }];
                 if !((got_scale / sc - 1.0).abs() < 1e-2) {
                     return Err(format!("row {row}: scale {got_scale}, {sc} expected"));
                 }
                 let deq: Vec<f32> = q[row * cols..][..cols].iter().map(|v| v.to_f32() * got_scale).collect();
+                if amax(want) == 0.0 {
+                    if deq.iter().any(|&v| v != 0.0) {
+                        return Err(format!("row {row} of q: not all zero, as y is"));
+                    }
+                    continue;
+                }
                 within(&format!("row {row} of q, dequantized"), norms::max_rel_error(&deq.iter().map(|&v| T::of(v)).collect::<Vec<T>>(), want), 0.07)?;
             }
         }
