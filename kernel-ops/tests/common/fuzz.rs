@@ -9,7 +9,7 @@
 //! |---|---|---|
 //! | `KERNEL_FUZZ_SEED` | the base seed of every op's case stream | [`DEFAULT_SEED`] |
 //! | `KERNEL_FUZZ_CASES` | cases per op | each op's CI count |
-//! | `KERNEL_FUZZ_REPLAY` | `op:seed`: run that one case of that op (printed by a failing case) | none |
+//! | `KERNEL_FUZZ_REPLAY` | `op:case:seed`: run that one case of that op (printed by a failing case) | none |
 //! | `KERNEL_FUZZ_TIMEOUT` | seconds a case may run before the process is stopped as hung | 300 |
 use kernel_device::{bf16, f16, E4M3};
 use kernel_host::{Buffer, Device, SplitMix64};
@@ -25,6 +25,8 @@ pub const DEFAULT_SEED: u64 = 20261201;
 /// The choices of one case, from its seed.
 pub struct Rng {
     g: SplitMix64,
+    /// The case's index in its op's stream ([`Rng::cycle`]).
+    case: usize,
     /// The next [`Guarded`] buffer of this name starts one element past a
     /// 16-byte boundary (a refusal's broken rule), once.
     pub misalign: Option<&'static str>,
@@ -38,7 +40,16 @@ const PRIMES: [usize; 62] = [
 
 impl Rng {
     pub fn new(seed: u64) -> Self {
-        Rng { g: SplitMix64::new(seed), misalign: None }
+        Self::case(0, seed)
+    }
+    /// Case `case`'s choices, from `seed`.
+    pub fn case(case: usize, seed: u64) -> Self {
+        Rng { g: SplitMix64::new(seed), case, misalign: None }
+    }
+    /// `xs[case % xs.len()]`: the main variant of a case goes round its
+    /// values with the case index, so that a short run covers each.
+    pub fn cycle<T: Copy>(&self, xs: &[T]) -> T {
+        xs[self.case % xs.len()]
     }
     /// A seed for test data.
     pub fn seed(&mut self) -> u64 {
@@ -135,21 +146,28 @@ pub fn fuzz(op: &str, ci_cases: usize, mut case: impl FnMut(&mut Rng, &Note) -> 
     let base = env("KERNEL_FUZZ_SEED").unwrap_or(DEFAULT_SEED);
     let cases = env("KERNEL_FUZZ_CASES").map_or(ci_cases, |n| n as usize);
     let timeout = Duration::from_secs(env("KERNEL_FUZZ_TIMEOUT").unwrap_or(300));
-    let seeds: Vec<(String, u64)> = match std::env::var("KERNEL_FUZZ_REPLAY") {
-        Ok(r) => match r.split_once(':') {
-            Some((o, s)) if o == op => vec![("replayed".into(), parse(s).unwrap_or_else(|| panic!("KERNEL_FUZZ_REPLAY = {r:?}: op:seed expected")))],
-            Some(_) => vec![],
-            None => panic!("KERNEL_FUZZ_REPLAY = {r:?}: op:seed expected (as a failing case prints it)"),
-        },
-        Err(_) => (0..cases).map(|i| (format!("case {i} of base seed {base}"), case_seed(base, op, i))).collect(),
+    let seeds: Vec<(String, usize, u64)> = match std::env::var("KERNEL_FUZZ_REPLAY") {
+        Ok(r) => {
+            let parts: Vec<&str> = r.split(':').collect();
+            let bad = || -> u64 { panic!("KERNEL_FUZZ_REPLAY = {r:?}: op:case:seed expected (as a failing case prints it)") };
+            match parts[..] {
+                [o, case, seed] if o == op => vec![("replayed".into(), parse(case).unwrap_or_else(bad) as usize, parse(seed).unwrap_or_else(bad))],
+                [_, _, _] => vec![],
+                _ => {
+                    bad();
+                    vec![]
+                }
+            }
+        }
+        Err(_) => (0..cases).map(|i| (format!("case {i} of base seed {base}"), i, case_seed(base, op, i))).collect(),
     };
-    let replay = |seed: u64| format!("replay: KERNEL_FUZZ_REPLAY={op}:{seed:#x} cargo test -p kernel-ops --test fuzz -- --nocapture");
+    let replay = |i: usize, seed: u64| format!("replay: KERNEL_FUZZ_REPLAY={op}:{i}:{seed:#x} cargo test -p kernel-ops --test fuzz -- --nocapture");
     let (start, mut failures) = (Instant::now(), Vec::new());
-    for (which, seed) in &seeds {
+    for (which, i, seed) in &seeds {
         let note = Note::default();
         // The watchdog: a case that hangs stops the process, saying which.
         let (done, wait) = mpsc::channel::<()>();
-        let (n, w, r) = (note.clone(), format!("fuzz {op} {which}, seed {seed:#x}"), replay(*seed));
+        let (n, w, r) = (note.clone(), format!("fuzz {op} {which}, seed {seed:#x}"), replay(*i, *seed));
         let dog = std::thread::spawn(move || {
             if let Err(mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(timeout) {
                 eprintln!("{w}: no result after {timeout:?} (hung?): {}\n  {r}", n.get());
@@ -157,7 +175,7 @@ pub fn fuzz(op: &str, ci_cases: usize, mut case: impl FnMut(&mut Rng, &Note) -> 
             }
         });
         let t = Instant::now();
-        let result = catch_unwind(AssertUnwindSafe(|| case(&mut Rng::new(*seed), &note)));
+        let result = catch_unwind(AssertUnwindSafe(|| case(&mut Rng::case(*i, *seed), &note)));
         let _ = done.send(());
         let _ = dog.join();
         let failure = match result {
@@ -167,7 +185,7 @@ pub fn fuzz(op: &str, ci_cases: usize, mut case: impl FnMut(&mut Rng, &Note) -> 
         };
         eprintln!("fuzz {op} {which}, seed {seed:#x}: {} ({:.1?}){}", note.get(), t.elapsed(), if failure.is_some() { ": FAILED" } else { "" });
         if let Some(f) = failure {
-            failures.push(format!("fuzz {op} {which}, seed {seed:#x}: {}\n  {f}\n  {}", note.get(), replay(*seed)));
+            failures.push(format!("fuzz {op} {which}, seed {seed:#x}: {}\n  {f}\n  {}", note.get(), replay(*i, *seed)));
         }
     }
     eprintln!("fuzz {op}: {} cases in {:.1?}", seeds.len(), start.elapsed());
