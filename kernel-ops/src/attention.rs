@@ -27,7 +27,7 @@
 //! # Ok(()) }
 //! ```
 pub mod decode;
-use crate::Error;
+use crate::{at, Error};
 use kernel_device::gmem::GmemRef;
 use kernel_device::launch::HostEntry;
 use kernel_device::tma::TensorMapParam;
@@ -200,6 +200,7 @@ pub fn attention_with<T: AttnType>(
     config: Config,
 ) -> Result<(), Error> {
     check_attention(shape, opts, [("q", q.len()), ("k", k.len()), ("v", v.len()), ("o", o.len()), ("lse", lse.len())])?;
+    crate::check_aligned("attention", &[at("q", q), at("k", k), at("v", v), at("o", o), at("lse", lse)])?;
     let _ = dev;
     let key = (shape.head_dim, config.stages, config.block_n);
     match T::FWD.iter().find(|(k, _)| *k == key) {
@@ -276,7 +277,9 @@ pub fn attention_variant<T: AttnType>(
         if sinks.len() != shape.heads {
             return Err(err(format!("`sinks` holds {} values; one per Q head ({}) expected", sinks.len(), shape.heads)));
         }
+        crate::check_aligned("attention_variant", &[at("sinks", sinks)])?;
     }
+    crate::check_aligned("attention_variant", &[at("q", q), at("k", k), at("v", v), at("o", o), at("lse", lse)])?;
     match T::EXT.iter().find(|(d, _)| *d == shape.head_dim) {
         Some((_, launch)) => launch(dev, ops, [q, k, v], o, lse, shape, opts, variant),
         None => Err(err(format!("head_dim = {}: not built for this element type", shape.head_dim))),
@@ -365,6 +368,7 @@ pub fn attention_backward<T: AttnType>(
     opts: Options,
 ) -> Result<(), Error> {
     check_backward(shape, opts, [q, k, v, o, d_o], lse, [&*dq, &*dk, &*dv])?;
+    crate::check_aligned("attention_backward", &[at("q", q), at("k", k), at("v", v), at("o", o), at("lse", lse), at("d_o", d_o), at("dq", dq), at("dk", dk), at("dv", dv)])?;
     match T::BWD.iter().find(|(d, _)| *d == shape.head_dim) {
         Some((_, launch)) => launch(dev, ops, [q, k, v, o, d_o], lse, [dq, dk, dv], shape, opts),
         None => Err(Error::Shape { op: "attention_backward", problem: format!("head_dim = {}: the backward pass is built for head_dim in {BWD_HEAD_DIMS:?}", shape.head_dim) }),

@@ -22,7 +22,7 @@
 //! assert!(dev.download(&c)?.iter().all(|v| (v.to_f32() - 4.0).abs() < 1e-2)); // 32 x 0.5 x 0.25
 //! # Ok(()) }
 //! ```
-use crate::{Ctas, Error};
+use crate::{at, Ctas, Error};
 use kernel_device::launch::HostEntry;
 use kernel_device::tma::TensorMapParam;
 use kernel_device::{f16, GmemRef, E4M3, E5M2};
@@ -203,6 +203,7 @@ where
     K::Params: kernel_host::runtime::ParamList,
 {
     check_fp8(m, n, k, [("a", a.len()), ("b", b.len()), ("c", c.len()), ("scales", scales.len())])?;
+    crate::check_aligned("matmul_fp8", &[at("a", a), at("b", b), at("scales", scales), at("c", c)])?;
     let l = Fp8Launch::<A, B, BM, BN>::new(dev, a, b, c, (m, n, k), ctas)?;
     let (mt, nt, ks) = l.tiles;
     ops.kernel::<K>()?.launch(l.grid, (&l.a, &l.b, &l.c, scales, mt, nt, ks))?;
@@ -326,6 +327,7 @@ pub fn matmul_fp8_rowwise(
     (m, n, k): (usize, usize, usize),
 ) -> Result<(), Error> {
     check_scaled("matmul_fp8_rowwise", (m, n, k), [a.len(), b.len(), c.len()], [("a_scales", a_scales.len(), "M", m), ("b_scales", b_scales.len(), "N", n)], "one f32 per row of a, per row of b")?;
+    crate::check_aligned("matmul_fp8_rowwise", &[at("a", a), at("a_scales", a_scales), at("b", b), at("b_scales", b_scales), at("c", c)])?;
     use kernel_ops_kernels::matmul_fp8::{RW_BM, RW_BN};
     let l = Fp8Launch::<E4M3, E4M3, RW_BM, RW_BN>::new(dev, a, b, c, (m, n, k), Ctas::default())?;
     let (mt, nt, ks) = l.tiles;
@@ -381,6 +383,7 @@ pub fn matmul_fp8_blockscaled(
 ) -> Result<(), Error> {
     let (kb, nb) = (k.div_ceil(BLOCK), n.div_ceil(BLOCK));
     check_scaled("matmul_fp8_blockscaled", (m, n, k), [a.len(), b.len(), c.len()], [("a_scales", a_scales.len(), "ceil(K / 128) x M", kb * m), ("b_scales", b_scales.len(), "ceil(N / 128) x ceil(K / 128)", nb * kb)], "one f32 per block of 128")?;
+    crate::check_aligned("matmul_fp8_blockscaled", &[at("a", a), at("a_scales", a_scales), at("b", b), at("b_scales", b_scales), at("c", c)])?;
     use kernel_ops_kernels::matmul_fp8::{BS_BM, BS_BN};
     let l = Fp8Launch::<E4M3, E4M3, BS_BM, BS_BN>::new(dev, a, b, c, (m, n, k), Ctas::default())?;
     let (mt, nt, ks) = l.tiles;

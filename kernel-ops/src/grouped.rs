@@ -19,7 +19,7 @@
 //! Inputs: f16 or bf16 ([`GroupedMatmul::run`]), or e4m3 with block
 //! scales, 1 x 128 for `A` and 128 x 128 per expert for `B`, f16 out
 //! ([`GroupedMatmul::run_fp8_blockscaled`]).
-use crate::Error;
+use crate::{at, Error};
 use kernel_device::gmem::GmemRef;
 use kernel_device::launch::HostEntry;
 use kernel_device::tma::TensorMapParam;
@@ -118,6 +118,7 @@ impl<'d> GroupedMatmul<'d> {
     #[allow(clippy::too_many_arguments)]
     pub fn run_with<E: GroupedElem>(&self, tiles: Tiles, a: &Buffer<E>, b: &Buffer<E>, sizes: &Buffer<u32>, c: &mut Buffer<E>, (m, n, k): (usize, usize, usize), groups: usize) -> Result<(), Error> {
         check_grouped(m, n, k, groups, [("a", a.len()), ("b", b.len()), ("sizes", sizes.len()), ("c", c.len())])?;
+        crate::check_aligned("grouped_matmul", &[at("a", a), at("b", b), at("sizes", sizes), at("c", c)])?;
         if m == 0 {
             // No rows: nothing to compute (the sizes are not read).
             self.dev.write(&mut self.status.borrow_mut(), &[STATUS_OK])?;
@@ -153,6 +154,7 @@ impl<'d> GroupedMatmul<'d> {
     ) -> Result<(), Error> {
         const OP: &str = "grouped_matmul_fp8_blockscaled";
         check_grouped_of(OP, 1, m, n, k, groups, [("a", a.len()), ("b", b.len()), ("sizes", sizes.len()), ("c", c.len())])?;
+        crate::check_aligned(OP, &[at("a", a), at("a_scales", a_scales), at("b", b), at("b_scales", b_scales), at("sizes", sizes), at("c", c)])?;
         let (kb, nb) = (k.div_ceil(SCALE_BLOCK), n.div_ceil(SCALE_BLOCK));
         for (name, got, what, want) in [("a_scales", a_scales.len(), "ceil(K / 128) x M", kb * m), ("b_scales", b_scales.len(), "G x ceil(N / 128) x ceil(K / 128)", groups * nb * kb)] {
             if got != want {

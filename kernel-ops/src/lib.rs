@@ -82,6 +82,35 @@ impl From<kernel_host::Error> for Error {
     }
 }
 
+/// Checks that every buffer of an entry point (`(name, start address,
+/// elements)`, [`at`]) that holds elements starts at a multiple of 16
+/// bytes ([`kernel_host::GLOBAL_ALIGN`]): TMA's `globalAddress` rule, and
+/// the kernels' 16-byte vector loads and stores (`ld/st.global.v4`), which
+/// trap on the GPU at a misaligned address. A [`Device`](kernel_host::Device)'s
+/// allocations are 256-byte aligned; a view borrowed at an offset
+/// ([`kernel_host::Buffer::borrow_gpu`], [`kernel_host::Buffer::borrow_host`])
+/// may not be. (The Python package checks the same rule on its arrays.)
+pub fn check_aligned(op: &'static str, bufs: &[(&str, u64, usize)]) -> Result<(), Error> {
+    match bufs.iter().find(|(_, addr, len)| *len > 0 && addr % kernel_host::GLOBAL_ALIGN != 0) {
+        None => Ok(()),
+        Some((name, addr, _)) => Err(Error::Shape { op, problem: misaligned(name, *addr) }),
+    }
+}
+
+/// The problem of a buffer `name` starting at `addr`, not a multiple of 16.
+pub(crate) fn misaligned(name: &str, addr: u64) -> String {
+    let align = kernel_host::GLOBAL_ALIGN;
+    format!(
+        "`{name}` starts at {addr:#x}, {} bytes past a multiple of {align}: every buffer must start at a multiple of {align} bytes (TMA and the kernels' 16-byte vector accesses need it); pass a fresh allocation, or a view at an aligned offset",
+        addr % align
+    )
+}
+
+/// A buffer's name, start address and length, for [`check_aligned`].
+pub fn at<'a, T>(name: &'a str, buf: &kernel_host::Buffer<T>) -> (&'a str, u64, usize) {
+    (name, buf.address(), buf.len())
+}
+
 /// The `main` of this crate's benchmark binaries (`swiglu_bench`,
 /// `fp8_bench`, ...): takes their parsed arguments (clap has already
 /// answered `--help` and exited 2 on a usage error), opens the GPU (or the

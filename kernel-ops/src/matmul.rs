@@ -35,8 +35,9 @@
 //!   no-op in the aligned case) and clips the stores.
 //! * **Errors** ([`MatmulError`]): a dimension of 0, A's and B's K that
 //!   differ, a buffer whose length is not its shape's, a stride TMA cannot
-//!   take, a dimension over TMA's `i32` coordinates: each names the rule
-//!   and the values, before anything is launched.
+//!   take, a dimension over TMA's `i32` coordinates, a buffer that does
+//!   not start at a multiple of 16 bytes: each names the rule and the
+//!   values, before anything is launched.
 //! * **Instance choice**: the winner of an autotuning sweep for the device,
 //!   element type and shape, read from the cache file ([`TuneCache`]);
 //!   without one, a default by problem size ([`default_instance`]).
@@ -69,6 +70,9 @@ pub enum MatmulError {
     MisalignedStride { name: &'static str, dim: &'static str, value: usize, dtype: &'static str },
     /// A dimension over TMA's signed 32-bit coordinates.
     TooLarge { dim: &'static str, value: usize },
+    /// A buffer that does not start at a multiple of 16 bytes
+    /// ([`crate::check_aligned`]: a view borrowed at an offset).
+    Misaligned { name: &'static str, address: u64 },
     /// No listed instance has this name.
     UnknownInstance { name: String },
     /// A CUDA, cuBLAS or launch error, or a report of the CPU emulator.
@@ -97,6 +101,7 @@ impl fmt::Display for MatmulError {
             MatmulError::TooLarge { dim, value } => {
                 write!(f, "matmul: {dim} = {value} is over TMA's coordinate range (at most {})", i32::MAX)
             }
+            MatmulError::Misaligned { name, address } => write!(f, "matmul: {}", crate::misaligned(name, *address)),
             MatmulError::UnknownInstance { name } => write!(
                 f,
                 "matmul: no instance `{name}`; instances: {}",
@@ -488,6 +493,11 @@ impl<'d> Matmul<'d> {
 
     #[allow(clippy::too_many_arguments)]
     fn run<E: MatmulElem>(&self, inst: &'static Instance, a: &Buffer<E>, b: &Buffer<E>, c: &mut Buffer<E>, m: usize, n: usize, k: usize) -> Result<(), MatmulError> {
+        for (name, buf) in [("a", a), ("b", b), ("c", &*c)] {
+            if crate::check_aligned("matmul", &[crate::at(name, buf)]).is_err() {
+                return Err(MatmulError::Misaligned { name, address: buf.address() });
+            }
+        }
         let key = (inst.name, [a.address(), b.address(), c.address()], [m, n, k]);
         let prepared = E::prepared(&self.prepared);
         if !prepared.borrow().contains_key(&key) {

@@ -22,7 +22,7 @@
 //! assert!(dev.download(&y)?.iter().all(|v| (v.to_f32() - 1.0 / 1024.0).abs() < 1e-5));
 //! # Ok(()) }
 //! ```
-use crate::Error;
+use crate::{at, Error};
 use kernel_device::{bf16, f16, Gmem, E4M3};
 use kernel_host::{Arg, Buffer, Program};
 use kernel_ops_kernels::norms as k;
@@ -211,6 +211,7 @@ impl NormElem for bf16 {
 /// run to completion on the emulator).
 pub fn softmax<T: NormElem>(ops: &Program, x: &Buffer<T>, y: &mut Buffer<T>, rows: usize, cols: usize) -> Result<(), Error> {
     let shape = check("softmax", rows, cols, &[("x", x.len(), rows * cols), ("y", y.len(), rows * cols)])?;
+    crate::check_aligned("softmax", &[at("x", x), at("y", y)])?;
     T::launch(ops, shape, rows, cols, Call::Softmax { x, y })
 }
 
@@ -218,12 +219,14 @@ pub fn softmax<T: NormElem>(ops: &Program, x: &Buffer<T>, y: &mut Buffer<T>, row
 #[allow(clippy::too_many_arguments)]
 pub fn layer_norm<T: NormElem>(ops: &Program, x: &Buffer<T>, gamma: &Buffer<T>, beta: &Buffer<T>, y: &mut Buffer<T>, eps: f32, rows: usize, cols: usize) -> Result<(), Error> {
     let shape = check("layer_norm", rows, cols, &[("x", x.len(), rows * cols), ("gamma", gamma.len(), cols), ("beta", beta.len(), cols), ("y", y.len(), rows * cols)])?;
+    crate::check_aligned("layer_norm", &[at("x", x), at("gamma", gamma), at("beta", beta), at("y", y)])?;
     T::launch(ops, shape, rows, cols, Call::LayerNorm { x, g: gamma, b: beta, y, eps })
 }
 
 /// `y[r] = x[r] / sqrt(mean(x[r]²) + eps) * gamma` for each row.
 pub fn rms_norm<T: NormElem>(ops: &Program, x: &Buffer<T>, gamma: &Buffer<T>, y: &mut Buffer<T>, eps: f32, rows: usize, cols: usize) -> Result<(), Error> {
     let shape = check("rms_norm", rows, cols, &[("x", x.len(), rows * cols), ("gamma", gamma.len(), cols), ("y", y.len(), rows * cols)])?;
+    crate::check_aligned("rms_norm", &[at("x", x), at("gamma", gamma), at("y", y)])?;
     T::launch(ops, shape, rows, cols, Call::RmsNorm { x, g: gamma, y, eps })
 }
 
@@ -269,17 +272,24 @@ fn add_norm<T: NormElem>(
 ) -> Result<(), Error> {
     let n = rows * cols;
     let mut lens = vec![("x", x.len(), n), ("residual", residual.len(), n), ("gamma", gamma.len(), cols), ("new_residual", new_residual.len(), n)];
+    let mut starts = vec![at("x", x), at("residual", residual), at("gamma", gamma), at("new_residual", new_residual)];
     if let Some(b) = beta {
         lens.push(("beta", b.len(), cols));
+        starts.push(at("beta", b));
     }
     match &out {
-        NormOut::Y(y) => lens.push(("y", y.len(), n)),
+        NormOut::Y(y) => {
+            lens.push(("y", y.len(), n));
+            starts.push(at("y", y));
+        }
         NormOut::Fp8 { q, scales, scale } => {
             lens.push(("q", q.len(), n));
             lens.push(("scales", scales.len(), if *scale == Fp8Scale::PerRow { rows } else { 1 }));
+            starts.extend([at("q", q), at("scales", scales)]);
         }
     }
     let shape = check(op, rows, cols, &lens)?;
+    crate::check_aligned(op, &starts)?;
     let call = |new_r: &mut Buffer<T>, y: Option<&mut Buffer<T>>, q: Option<(&mut Buffer<E4M3>, &mut Buffer<f32>)>, fp8: u32| {
         T::launch(ops, shape, rows, cols, Call::Add { x, r: residual, g: gamma, b: beta, new_r, y, q, fp8, eps })
     };

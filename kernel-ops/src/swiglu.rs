@@ -20,7 +20,7 @@
 //! assert!(dev.download(&out)?.iter().all(|v| (v.to_f32() - want).abs() < 1e-3));
 //! # Ok(()) }
 //! ```
-use crate::{Ctas, Error};
+use crate::{at, Ctas, Error};
 use kernel_device::f16;
 use kernel_host::{Buffer, Device, Program, TileMap};
 use kernel_ops_kernels::gemm_multi::{ATileOf, BTileOf, EpiTileOf, TK};
@@ -93,6 +93,7 @@ where
     K::Params: kernel_host::runtime::ParamList,
 {
     check_swiglu(m, n, k, [("x", x.len()), ("w1", w1.len()), ("w3", w3.len()), ("out", out.len())])?;
+    crate::check_aligned("swiglu", &[at("x", x), at("w1", w1), at("w3", w3), at("out", out)])?;
     let (mt, nt, ks) = (m.div_ceil(BM) as u32, n.div_ceil(BN) as u32, k.div_ceil(TK) as u32);
     let grid = ctas.grid(mt * nt, dev.sm_count());
     let xm = TileMap::<ATileOf<BM>>::new_2d(x, m, k)?;

@@ -31,11 +31,19 @@ use std::fmt;
 
 /// splitmix64 (Steele, Lea, Flood 2014): a 64-bit state advanced by a
 /// constant, then mixed; every seed, 0 included, gives a full-period stream.
+/// The generator of [`randn_f16`] and [`randn_f32`], and of the shapes the
+/// fuzz tests of `kernel-ops` draw (the same stream on every machine).
 #[derive(Clone, Debug)]
-struct SplitMix64(u64);
+pub struct SplitMix64(u64);
 
 impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
+    /// The stream of `seed`.
+    pub fn new(seed: u64) -> Self {
+        SplitMix64(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -44,14 +52,14 @@ impl SplitMix64 {
     }
 
     /// Uniform in [0, 1), 53 random bits.
-    fn next_f64(&mut self) -> f64 {
+    pub fn next_f64(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 }
 
 /// `n` iid N(0, 1) samples in f64 from `seed` (Box–Muller on splitmix64).
 fn randn_into(n: usize, seed: u64, mut sink: impl FnMut(f64)) {
-    let mut rng = SplitMix64(seed);
+    let mut rng = SplitMix64::new(seed);
     let mut produced = 0;
     while produced < n {
         // u1 in (0, 1] so that ln(u1) is finite.

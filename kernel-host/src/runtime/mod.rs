@@ -38,7 +38,7 @@
 //! | `tma` | [`TensorMap`], [`TensorMapSpec`]: TMA tensor maps, validated, for `Tma<Tl>` parameters |
 //! | `error` | [`Error`], [`CudaError`], [`LaunchProblem`] |
 //! | `blas` | [`Blas`]: cuBLAS f16 GEMM baseline on row-major matrices |
-//! | `bench` | [`time_kernel`] (on a [`Gpu`] or a GPU [`Device`](crate::Device): [`Timed`]), [`randn`] (every element type), CPU reference GEMMs, [`rel_frobenius_error`] |
+//! | `bench` | [`time_kernel`] (on a [`Gpu`] or a GPU [`Device`](crate::Device): [`Timed`]), [`randn`] (every element type, on [`SplitMix64`]), CPU reference GEMMs, [`rel_frobenius_error`] |
 
 mod args;
 mod bench;
@@ -55,7 +55,7 @@ mod gpu_tests;
 pub use args::{ArgSink, KernelArg, KernelArgs, ParamList};
 pub use bench::{
     parse_clock_power, time_at_steady_clock, warm_up, ClockPower, ClockSampler, randn, randn_bf16, randn_f16, randn_f32, Randn, Timed, reference_gemm_nn, reference_gemm_nt, rel_frobenius_error,
-    rel_frobenius_error_f32, tflops, time_kernel, uniform_f32, Timing,
+    rel_frobenius_error_f32, tflops, time_kernel, uniform_f32, SplitMix64, Timing,
 };
 pub use blas::{Blas, BlasElem};
 pub use error::{CudaError, Error, LaunchProblem, Result};

@@ -52,7 +52,7 @@
 //! plan.check(&dev)?;
 //! # Ok(()) }
 //! ```
-use crate::Error;
+use crate::{at, Error};
 use kernel_device::launch::HostEntry;
 use kernel_device::tma::TensorMapParam;
 use kernel_device::{bf16, f16, Gmem, GmemRef, E4M3};
@@ -387,6 +387,10 @@ impl Decode {
                 return Err(shape_err(format!("`{name}` holds {got} elements; {what} = {want} expected for {shape:?}, {:?}", self.layout)));
             }
         }
+        let mut starts = vec![at("q", q), at("k", cache.k), at("v", cache.v), at("lens", lens), at("out", out), at("lse", lse)];
+        starts.extend(cache.block_table.map(|t| at("block_table", t)));
+        starts.extend(cache.scales.map(|s| at("scales", s)));
+        crate::check_aligned("decode", &starts)?;
         let scale_heads = match (self.fp8, cache.scales) {
             (false, None) => 0,
             (false, Some(_)) => return Err(shape_err("scales were passed for a 16-bit cache: only an FP8 (E4M3) cache takes scales".into())),

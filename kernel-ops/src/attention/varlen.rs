@@ -42,7 +42,7 @@
 //! # Ok(()) }
 //! ```
 use super::{AttnType, Options, BWD_HEAD_DIMS, HEAD_DIMS};
-use crate::Error;
+use crate::{at, Error};
 use kernel_device::gmem::GmemRef;
 use kernel_device::launch::HostEntry;
 use kernel_device::tma::TensorMapParam;
@@ -268,8 +268,9 @@ pub fn attention_varlen<T: VarlenType, I: CuSeqlens>(
             ("cu_seqlens_k", cu_seqlens_k.len(), cu, "batch + 1"),
         ],
     )?;
-    let _ = dev;
     let (cq, ck) = (I::as_u32(cu_seqlens_q), I::as_u32(cu_seqlens_k));
+    crate::check_aligned("attention_varlen", &[at("q", q), at("k", k), at("v", v), at("o", o), at("lse", lse), at("cu_seqlens_q", cq), at("cu_seqlens_k", ck)])?;
+    let _ = dev;
     // `check_varlen` admitted only built head dims.
     let (_, launch) = T::VARLEN_FWD.into_iter().find(|(d, _)| *d == shape.head_dim).expect("a built head dim");
     launch(ops, [q, k, v], o, lse, [cq, ck], &mut errors.words, shape, opts)
@@ -532,6 +533,8 @@ pub fn attention_varlen_backward<T: VarlenType, I: CuSeqlens>(
         ],
     )?;
     let (cq, ck) = (I::as_u32(cu_seqlens_q), I::as_u32(cu_seqlens_k));
+    let starts = [at("q", q), at("k", k), at("v", v), at("o", o), at("lse", lse), at("d_o", d_o), at("dq", dq), at("dk", dk), at("dv", dv), at("cu_seqlens_q", cq), at("cu_seqlens_k", ck)];
+    crate::check_aligned("attention_varlen_backward", &starts)?;
     let (_, launch) = T::VARLEN_BWD.into_iter().find(|(d, _)| *d == shape.head_dim).expect("a built head dim");
     launch(dev, ops, [q, k, v, o, d_o], lse, [cq, ck], &mut errors.words, [dq, dk, dv], shape, opts)
 }
