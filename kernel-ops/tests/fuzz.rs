@@ -237,7 +237,7 @@ fn bump(len: usize, delta: isize) -> usize {
 /// The FP8 GEMMs: per-tensor scales (with a planar-snake width and grid
 /// policy), row-wise scales, block scales.
 #[derive(Clone, Copy, Debug)]
-enum Fp8 {
+enum Fp8Kind {
     Tensor { grid_w: u32, ctas: kernel_ops::Ctas },
     Rowwise,
     Block,
@@ -246,21 +246,21 @@ enum Fp8 {
 /// One call of variant `v`; `sa` is `[scale_a, scale_b]` for per-tensor
 /// scales (`sb` unused), else A's scales and `sb` B's.
 #[allow(clippy::too_many_arguments)]
-fn fp8_call(dev: &Device, ops: &kernel_host::Program, v: Fp8, a: &Guarded<E4M3>, sa: &Guarded<f32>, b: &Guarded<E4M3>, sb: &Guarded<f32>, c: &mut Guarded<f16>, shape: (usize, usize, usize)) -> Result<(), kernel_ops::Error> {
+fn fp8_call(dev: &Device, ops: &kernel_host::Program, v: Fp8Kind, a: &Guarded<E4M3>, sa: &Guarded<f32>, b: &Guarded<E4M3>, sb: &Guarded<f32>, c: &mut Guarded<f16>, shape: (usize, usize, usize)) -> Result<(), kernel_ops::Error> {
     use kernel_ops::fp8::*;
     match v {
-        Fp8::Tensor { grid_w, ctas } => matmul_fp8_with(dev, ops, a.buf(), b.buf(), sa.buf(), c.buf_mut(), shape, grid_w, ctas),
-        Fp8::Rowwise => matmul_fp8_rowwise(dev, ops, a.buf(), sa.buf(), b.buf(), sb.buf(), c.buf_mut(), shape),
-        Fp8::Block => matmul_fp8_blockscaled(dev, ops, a.buf(), sa.buf(), b.buf(), sb.buf(), c.buf_mut(), shape),
+        Fp8Kind::Tensor { grid_w, ctas } => matmul_fp8_with(dev, ops, a.buf(), b.buf(), sa.buf(), c.buf_mut(), shape, grid_w, ctas),
+        Fp8Kind::Rowwise => matmul_fp8_rowwise(dev, ops, a.buf(), sa.buf(), b.buf(), sb.buf(), c.buf_mut(), shape),
+        Fp8Kind::Block => matmul_fp8_blockscaled(dev, ops, a.buf(), sa.buf(), b.buf(), sb.buf(), c.buf_mut(), shape),
     }
 }
 
 /// The lengths of the scale buffers of variant `v` at `m x n x k`.
-fn fp8_scale_lens(v: Fp8, (m, n, k): (usize, usize, usize)) -> (usize, usize) {
+fn fp8_scale_lens(v: Fp8Kind, (m, n, k): (usize, usize, usize)) -> (usize, usize) {
     match v {
-        Fp8::Tensor { .. } => (2, 0),
-        Fp8::Rowwise => (m, n),
-        Fp8::Block => (k.div_ceil(128) * m, n.div_ceil(128) * k.div_ceil(128)),
+        Fp8Kind::Tensor { .. } => (2, 0),
+        Fp8Kind::Rowwise => (m, n),
+        Fp8Kind::Block => (k.div_ceil(128) * m, n.div_ceil(128) * k.div_ceil(128)),
     }
 }
 
@@ -284,9 +284,9 @@ fn fuzz_fp8() {
 fn fp8_case(rng: &mut Rng, note: &Note) -> Result<(), String> {
     use kernel_ops::fp8::*;
     let v = match rng.cycle(&[0, 2, 3, 1]) {
-        0 | 1 => Fp8::Tensor { grid_w: rng.pick(&GRID_WIDTHS), ctas: rng.pick(&[kernel_ops::Ctas::EvenWaves, kernel_ops::Ctas::EverySm]) },
-        2 => Fp8::Rowwise,
-        _ => Fp8::Block,
+        0 | 1 => Fp8Kind::Tensor { grid_w: rng.pick(&GRID_WIDTHS), ctas: rng.pick(&[kernel_ops::Ctas::EvenWaves, kernel_ops::Ctas::EverySm]) },
+        2 => Fp8Kind::Rowwise,
+        _ => Fp8Kind::Block,
     };
     let (m, n, k) = (rng.size(1, 300, 1, &[128, 256]), rng.size(8, 272, 8, &[128, 256]), rng.size(16, 288, 16, &[128, 256]));
     let sms = rng.range(1, 4);
@@ -295,17 +295,17 @@ fn fp8_case(rng: &mut Rng, note: &Note) -> Result<(), String> {
     note.set(format!("{v:?} M x N x K = {m} x {n} x {k}, {sms} SMs"));
     let (af, bf) = (ragged_magnitudes(rng, m, k), ragged_magnitudes(rng, n, k));
     let (qa, qb, sa, sb, want) = match v {
-        Fp8::Tensor { .. } => {
+        Fp8Kind::Tensor { .. } => {
             let ((qa, sa), (qb, sb)) = (quantize(&af), quantize(&bf));
             let want = reference(&qa, &qb, (sa, sb), m, n, k);
             (qa, qb, vec![sa, sb], vec![], want)
         }
-        Fp8::Rowwise => {
+        Fp8Kind::Rowwise => {
             let ((qa, sa), (qb, sb)) = (quantize_rowwise(&af, m, k), quantize_rowwise(&bf, n, k));
             let want = reference_rowwise(&qa, &sa, &qb, &sb, m, n, k);
             (qa, qb, sa, sb, want)
         }
-        Fp8::Block => {
+        Fp8Kind::Block => {
             let ((qa, sa), (qb, sb)) = (quantize_1x128(&af, m, k), quantize_128x128(&bf, n, k));
             let want = reference_blockscaled(&qa, &sa, &qb, &sb, m, n, k);
             (qa, qb, sa, sb, want)
@@ -326,7 +326,7 @@ fn fp8_case(rng: &mut Rng, note: &Note) -> Result<(), String> {
             "must be a multiple of 16"
         }
         6 => {
-            let scales: &[&'static str] = if let Fp8::Tensor { .. } = v { &["a_scales"] } else { &["a_scales", "b_scales"] };
+            let scales: &[&'static str] = if let Fp8Kind::Tensor { .. } = v { &["a_scales"] } else { &["a_scales", "b_scales"] };
             rng.misalign = Some(rng.pick(&[["a", "b", "c"].as_slice(), scales].concat()));
             "multiple of 16"
         }
@@ -344,11 +344,11 @@ fn fp8_case(rng: &mut Rng, note: &Note) -> Result<(), String> {
         }
         4 => {
             lens[3] = rng.pick(&[-1, 1]);
-            if let Fp8::Tensor { .. } = v { "`scales` holds" } else { "`a_scales` holds" }
+            if let Fp8Kind::Tensor { .. } = v { "`scales` holds" } else { "`a_scales` holds" }
         }
         _ => match v {
-            Fp8::Tensor { ctas, .. } => {
-                let v = Fp8::Tensor { grid_w: 12, ctas };
+            Fp8Kind::Tensor { ctas, .. } => {
+                let v = Fp8Kind::Tensor { grid_w: 12, ctas };
                 return fp8_refusal(&dev, &ops, rng, note, v, shape, lens, "planar-snake widths");
             }
             _ => {
@@ -377,7 +377,7 @@ impl ZeroOne for (usize, usize, usize) {
 /// Variant `v` at `shape` with the lengths of a, b, c, A's and B's scales
 /// changed by `lens`: refused with `rule`, nothing written.
 #[allow(clippy::too_many_arguments)]
-fn fp8_refusal(dev: &Device, ops: &kernel_host::Program, rng: &mut Rng, note: &Note, v: Fp8, (m, n, k): (usize, usize, usize), lens: [isize; 5], rule: &str) -> Result<(), String> {
+fn fp8_refusal(dev: &Device, ops: &kernel_host::Program, rng: &mut Rng, note: &Note, v: Fp8Kind, (m, n, k): (usize, usize, usize), lens: [isize; 5], rule: &str) -> Result<(), String> {
     let (lsa, lsb) = fp8_scale_lens(v, (m, n, k));
     let one = E4M3::from_f32(1.0);
     let (a, b) = (Guarded::new(dev, rng, "a", &vec![one; bump(m * k, lens[0])]), Guarded::new(dev, rng, "b", &vec![one; bump(n * k, lens[1])]));
