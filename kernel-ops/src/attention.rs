@@ -232,7 +232,7 @@ pub struct Variant<'a> {
 }
 
 /// The head dimensions [`attention_variant`] is built for.
-pub const VARIANT_HEAD_DIMS: [usize; 2] = [64, 128];
+pub const VARIANT_HEAD_DIMS: [usize; 1] = [64];
 
 /// [`attention`] with the variants of `variant` (a sliding window, a
 /// soft-cap, sinks: [`Variant`]), in one kernel of the forward's family
@@ -446,7 +446,7 @@ pub trait AttnType: sealed::Sealed + Copy + kernel_host::TmaElement + 'static {
     const BWD: [(usize, BwdLaunch<Self>); 2];
     /// The variants' (`attention_fwd_ext`): `(head_dim, launch)`.
     #[doc(hidden)]
-    const EXT: [(usize, ExtLaunch<Self>); 2];
+    const EXT: [(usize, ExtLaunch<Self>); 1];
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     fn launch_wg3(_ops: &Program, _qkv: [&Buffer<Self>; 3], _o: &mut Buffer<Self>, _lse: &mut Buffer<f32>, shape: Shape, _opts: Options, _stages: usize) -> Result<(), Error> {
@@ -458,7 +458,7 @@ impl AttnType for f16 {
     const WG3: bool = true;
     const FWD: [((usize, usize, usize), FwdLaunch<Self>); 6] = fwd_table::<Self>();
     const BWD: [(usize, BwdLaunch<Self>); 2] = bwd_table::<Self>();
-    const EXT: [(usize, ExtLaunch<Self>); 2] = ext_table::<Self>();
+    const EXT: [(usize, ExtLaunch<Self>); 1] = ext_table::<Self>();
     fn launch_wg3(ops: &Program, [q, k, v]: [&Buffer<f16>; 3], o: &mut Buffer<f16>, lse: &mut Buffer<f32>, shape: Shape, opts: Options, stages: usize) -> Result<(), Error> {
         let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
         let grid = (seq.div_ceil(192) as u32, heads as u32, batch as u32);
@@ -480,7 +480,7 @@ impl AttnType for f16 {
 impl AttnType for bf16 {
     const FWD: [((usize, usize, usize), FwdLaunch<Self>); 6] = fwd_table::<Self>();
     const BWD: [(usize, BwdLaunch<Self>); 2] = bwd_table::<Self>();
-    const EXT: [(usize, ExtLaunch<Self>); 2] = ext_table::<Self>();
+    const EXT: [(usize, ExtLaunch<Self>); 1] = ext_table::<Self>();
 }
 
 /// The parameters of `attention_fwd_ext<E, D, BN, ..>`: the forward's,
@@ -504,12 +504,11 @@ type ExtParams<E, const D: usize, const BN: usize> = (
 );
 
 /// The variants' instances on `E`.
-const fn ext_table<E: AttnType>() -> [(usize, ExtLaunch<E>); 2]
+const fn ext_table<E: AttnType>() -> [(usize, ExtLaunch<E>); 1]
 where
     attention_fwd_ext<E, 64, 80, 5, 3>: HostEntry<Params = ExtParams<E, 64, 80>>,
-    attention_fwd_ext<E, 128, 80, 5, 2>: HostEntry<Params = ExtParams<E, 128, 80>>,
 {
-    [(64, ext::<E, 64, 80, 5, 3>), (128, ext::<E, 128, 80, 5, 2>)]
+    [(64, ext::<E, 64, 80, 5, 3>)]
 }
 
 /// The launch of `attention_fwd_ext<E, D, BN, KC, STAGES>`.

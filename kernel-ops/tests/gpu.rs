@@ -421,8 +421,8 @@ fn attention_variants_match_the_cpu_reference_on_the_gpu() {
     let f = |x: &[f16]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
     for (shape, causal, window, softcap) in [
         (Shape { batch: 2, seq: 1000, heads: 4, kv_heads: 2, head_dim: 64 }, false, Some((300, 40)), Some(1.5)),
-        (Shape { batch: 1, seq: 1037, heads: 2, kv_heads: 2, head_dim: 128 }, true, Some((255, 0)), Some(30.0)),
-        (Shape { batch: 1, seq: 777, heads: 2, kv_heads: 1, head_dim: 128 }, true, None, None),
+        (Shape { batch: 1, seq: 1037, heads: 2, kv_heads: 2, head_dim: 64 }, true, Some((255, 0)), Some(30.0)),
+        (Shape { batch: 1, seq: 777, heads: 2, kv_heads: 1, head_dim: 64 }, true, None, None),
     ] {
         let (q, k, v) = (randn_f16(shape.q_len(), 71), randn_f16(shape.kv_len(), 72), randn_f16(shape.kv_len(), 73));
         let sinks: Vec<f32> = (0..shape.heads).map(|h| h as f32 - 1.0).collect();

@@ -138,7 +138,7 @@ def attention(q, k, v, causal=False, scale=None, out=None, lse=None, stream=None
     ``(o, lse)``: o like q, lse ``[batch, heads, seq]`` float32 (natural
     log).
 
-    Variants (head_dim 64 and 128, forward only: ``attention_backward``
+    Variants (head_dim 64, forward only: ``attention_backward``
     does not take them): ``window=(left, right)``, query ``i`` sees keys
     ``i - left ..= i + right`` (-1 or None: no bound on that side; with
     ``causal`` the right bound is 0); ``softcap=cap``, scores ``cap ·

@@ -827,11 +827,13 @@ pub fn attention_fwd_wg3<const D: usize, const BN: usize, const KC: usize, const
 /// `heads`).
 ///
 /// Launch: as [`attention_fwd`]. Instances `(E, D, BN, KC, STAGES)`: head
-/// dims 64 and 128 on 80-key blocks (the window's bounds, the soft-cap and
+/// dim 64 on 80-key blocks (head dim 128 on 80-key blocks spilled 4 bytes
+/// and lost its `setmaxnreg`, C7508, once the sink count became a
+/// parameter: not built until it fits) (the window's bounds, the soft-cap and
 /// the sink take registers: on the plain kernels' 128-key blocks ptxas
 /// spilled at D 64 and serialized the wgmmas at D 128; 80 keys leave them
 /// room, measured spill-free).
-#[kernel(block = warpgroups(3), arch = sm_90a, instances(E = [f16, bf16], (64, 80, 5, 3), (128, 80, 5, 2)))]
+#[kernel(block = warpgroups(3), arch = sm_90a, instances(E = [f16, bf16], (64, 80, 5, 3)))]
 #[allow(clippy::too_many_arguments)]
 pub fn attention_fwd_ext<E: AttnElem, const D: usize, const BN: usize, const KC: usize, const STAGES: usize>(
     q: Tma<QTile<E, D>, 3>,
@@ -861,6 +863,9 @@ pub fn attention_fwd_ext<E: AttnElem, const D: usize, const BN: usize, const KC:
     Cols<D>: WgmmaShape,
     Cols<BN>: WgmmaShape,
 {
+    // Without it ptxas drops this kernel's setmaxnreg (C7508) and the
+    // consumers run on the launch's flat count.
+    kernel_device::wgmma::pin_entry_registers();
     let x = Variant { left, right, cap_in, cap_out, sinks, n_sinks };
     attention_fwd_of::<E, _, _, _, D, BN, KC, STAGES, BM, 2>(x, q, k, v, o, lse, Dense { seq }, None, kv_group, scale_log2, causal, q_buf, k_bufs, v_bufs, q_loaded, k_loaded, v_loaded, k_consumed, v_consumed);
 }
