@@ -598,6 +598,16 @@ pub fn smem_size() -> usize {
     info("smem_size", |e, _| e.smem_bytes)
 }
 
+/// The dynamic shared memory buffer (start, bytes) of the CTA of this run
+/// whose buffer holds `ptr` (any CTA: distributed shared memory), if any:
+/// the bounds of a shared-memory pointer made from a bare one
+/// (`kernel_device::ptr::SmemPtr::from_raw`).
+pub fn smem_buffer_of(ptr: *const u8) -> Option<(*const u8, usize)> {
+    info("smem_buffer_of", |e, _| {
+        e.smem_locate(ptr as usize).map(|(cta, _)| (e.ctas[cta].smem.ptr as *const u8, e.smem_bytes))
+    })
+}
+
 /// The `.shared::cta` address (byte offset) of a pointer into this CTA's
 /// buffer (one past the end allowed). Misuse otherwise.
 #[track_caller]
