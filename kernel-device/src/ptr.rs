@@ -185,7 +185,7 @@ impl<T, M: Memory> Ptr<T, M> {
     /// outside them is reported where it happens).
     ///
     /// # Safety
-    /// As [`pointer::add`]: the result lies in (or one past) the allocation.
+    /// As `<*mut T>::add`: the result lies in (or one past) the allocation.
     /// On the emulator the arithmetic wraps and the access is checked.
     #[inline(always)]
     pub unsafe fn add(self, count: usize) -> Self {

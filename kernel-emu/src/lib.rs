@@ -118,10 +118,15 @@
 //!     threads of one warpgroup at different `setmaxnreg`s, a count that is
 //!     not a multiple of 8 in 24..=256, a CTA that is not whole warpgroups;
 //!   - warp collectives (`shfl`, `vote`, `redux`, `match` through
-//!     [`warp_exchange`]): lanes of one warp at different operations or call
-//!     sites ("warp collective not converged", listing where each lane is), a
-//!     lane that exited while its warp waits at one ("warp collective with an
-//!     exited lane"), a warp of fewer than 32 lanes;
+//!     [`warp_exchange`] / [`warp_exchange_mask`], with a member mask: only
+//!     the mask's lanes meet, and only their clocks are joined): lanes of the
+//!     mask at different operations or call sites ("warp collective not
+//!     converged", listing where each lane is), a lane that exited while the
+//!     mask's lanes wait at one ("warp collective with an exited lane"), a
+//!     lane outside the mask it passes, different masks at one call site, a
+//!     mask naming lanes the warp does not have, a shuffle reading a lane
+//!     outside its mask; a lane of the mask that never arrives ends the run
+//!     as a deadlock naming the collective and its mask;
 //!   - at the end of a run that finished: an mbarrier whose current phase has
 //!     some but not all arrivals ("arrivals pending when the kernel ended") or
 //!     announced bytes not completed;
@@ -145,8 +150,12 @@
 //!   seeded scheduling point between their issue and the first wait that
 //!   needs them, so a kernel that reads too early also gets seed-dependent
 //!   values. The happens-before edges and the shadow state are described in
-//!   [`race`]. Not seen: raw pointer dereferences (`*ptr`, `Smem::as_ptr`,
-//!   `map_rank` pointers) and host code.
+//!   [`race`]. A `tcgen05.ld` reads its tensor memory until its
+//!   `tcgen05.wait::ld` ([`tmem`]): its read counts at both. Not seen: plain
+//!   dereferences of bare pointers (`*ptr` of an `#[unchecked]` kernel
+//!   parameter or of `kernel_device::ptr::Ptr::as_raw_unchecked`; the
+//!   pointers the device API's handles give, `Gmem::ptr`, `Smem::elem_ptr`,
+//!   ..., report themselves) and host code.
 //!
 //! # Threads
 //!
@@ -983,7 +992,7 @@ pub fn warn_unless(key: String, ok: bool, text: impl FnOnce() -> String) {
 /// says nothing about them.
 pub fn warn_unchecked_pointers(kernel: &str, params: &str) {
     warn_once(format!(
-        "kernel `{kernel}`: raw-pointer parameter(s) {params}: their dereferences were not race-checked (the detector sees `Gmem`/`GmemRef`, tiles, TMA maps and `kernel_device::gmem::raw::{{load, load_nc, store}}`); use `Gmem<T>` (`GmemRef<T>` read-only) to have them bounds- and race-checked, or `gmem::raw` to have them race-checked"
+        "kernel `{kernel}`: raw-pointer parameter(s) {params}: their dereferences were not race-checked (the detector sees `Gmem`/`GmemRef` and the pointers they hand out, tiles, TMA maps and `kernel_device::gmem::raw::{{load, load_nc, store}}`); use `Gmem<T>` (`GmemRef<T>` read-only) to have them bounds- and race-checked, or `gmem::raw` to have them race-checked"
     ));
 }
 
@@ -1165,8 +1174,9 @@ pub fn smem_access(ptr: *const u8, len: usize, write: bool) {
 /// An ordinary access by the calling thread of `len` bytes of global memory
 /// at host address `ptr` (`Gmem` accessors, vector loads and stores):
 /// checked and recorded as by [`smem_access`]. Not a scheduling point.
-/// Plain raw-pointer dereferences in kernels do not reach the emulator and
-/// are not checked; `kernel_device::gmem::raw`'s loads and stores call this.
+/// `kernel_device::ptr::GmemPtr`'s accesses and `kernel_device::gmem::raw`'s
+/// loads and stores call this; plain dereferences of bare pointers do not
+/// reach the emulator.
 #[track_caller]
 pub fn gmem_access(ptr: *const u8, len: usize, write: bool) {
     let loc = Location::caller();
