@@ -4,12 +4,21 @@
 //! accessors check the index: on the GPU an out-of-bounds access traps (the
 //! launch fails, named by the host runtime); on the CPU emulator it is
 //! reported as "out-of-bounds global-memory access" with the thread and the
-//! kernel's source line. Raw `*const T`/`*mut T` parameters are not checked
-//! (dereferencing them is the kernel's `unsafe`). The emulator also checks
-//! every `Gmem` access for races (happens-before) against other threads'
-//! accesses and TMA copies; a plain raw-pointer dereference cannot be
-//! hooked, but the loads and stores of [`raw`] (4, 8 or 16 bytes at a raw
-//! pointer) report themselves.
+//! kernel's source line. The emulator also checks every `Gmem` access for
+//! races (happens-before) against other threads' accesses and TMA copies.
+//!
+//! The pointer escape hatch, [`Gmem::ptr`] / [`GmemRef::ptr`], gives a
+//! [`GmemPtr<T>`](crate::ptr::GmemPtr): a bare pointer on the GPU, which on
+//! the emulator carries the view's bounds, so that its `read`/`write`
+//! are bounds-, alignment- and race-checked with no call of the kernel's
+//! own ([`crate::ptr`]); [`Gmem::from_ptr`] makes a view (of another
+//! element type, say) from one, checked against its bounds. The bare
+//! pointer is reachable only through the explicitly unchecked
+//! [`Ptr::as_raw_unchecked`](crate::ptr::Ptr::as_raw_unchecked). Raw
+//! `*const T`/`*mut T` kernel parameters (`#[unchecked]`) are not checked:
+//! a plain dereference cannot be hooked; the loads and stores of [`raw`]
+//! (4, 8 or 16 bytes at a raw pointer) report themselves to the race
+//! detector, without bounds.
 //!
 //! | access | `GmemRef<T>` | `Gmem<T>` |
 //! |---|---|---|
@@ -62,12 +71,35 @@ impl<T: Copy> Gmem<T> {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
-    /// The start pointer (unchecked accesses are the caller's `unsafe`).
-    /// Access it with [`raw::load`]/[`raw::store`] (4, 8 or 16 bytes) rather
-    /// than a dereference, so that the emulator's race detector sees the
-    /// access.
+    /// A pointer to element 0, bounded by the view
+    /// ([`GmemPtr`](crate::ptr::GmemPtr)): on the emulator every access
+    /// through it (and through pointers computed from it) is bounds-,
+    /// alignment- and race-checked at the kernel's line; on the GPU it is
+    /// the bare pointer.
     #[inline(always)]
-    pub fn as_ptr(&self) -> *mut T {
+    pub fn ptr(&self) -> crate::ptr::GmemPtr<T> {
+        crate::ptr::Ptr::within(self.ptr, self.ptr as *const u8, self.len.wrapping_mul(core::mem::size_of::<T>()))
+    }
+    /// The view of `len` elements at `p`, e.g. of another element type
+    /// (`Gmem::<u32>::from_ptr(x.ptr().cast(), x.len() / 2)`). On the
+    /// emulator the view is checked to lie inside `p`'s bounds (an
+    /// out-of-bounds report at the caller's line otherwise).
+    ///
+    /// # Safety
+    /// `p` is aligned for `T` and points to `len` elements of `T` that the
+    /// kernel may read and write.
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn from_ptr(p: crate::ptr::GmemPtr<T>, len: usize) -> Self {
+        #[cfg(not(target_arch = "nvptx64"))]
+        p.check_view(len);
+        // SAFETY: the caller's contract.
+        Gmem { ptr: unsafe { p.as_raw_unchecked() }, len }
+    }
+    /// The start pointer, for the crate's own instructions that take an
+    /// address (TMA, atomics).
+    #[inline(always)]
+    pub(crate) fn as_ptr(&self) -> *mut T {
         self.ptr
     }
     #[inline(always)]
@@ -170,6 +202,15 @@ unsafe impl<T> DeviceParam for GmemRef<T> {
     }
 }
 
+/// The same elements, read-only: what a `GmemRef<T>` parameter of a
+/// function takes from a writable view.
+impl<T> From<Gmem<T>> for GmemRef<T> {
+    #[inline(always)]
+    fn from(g: Gmem<T>) -> Self {
+        GmemRef { ptr: g.ptr, len: g.len }
+    }
+}
+
 /// A 32-bit element of an 8-byte vector access (`.v2.b32`): `f32`, `u32`,
 /// `i32`. 16-byte accesses take any element type: [`Pack16`].
 pub trait Word32: Copy {
@@ -221,12 +262,30 @@ impl<T: Copy> GmemRef<T> {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
-    /// The start pointer (unchecked accesses are the caller's `unsafe`).
-    /// Read through it with [`raw::load`]/[`raw::load_nc`] (4, 8 or 16
-    /// bytes) rather than a dereference, so that the emulator's race
-    /// detector sees the access.
+    /// A pointer to element 0, bounded by the view (as [`Gmem::ptr`]).
+    /// The data must not be written during the kernel (what `GmemRef`
+    /// promises): write only through a [`Gmem`].
     #[inline(always)]
-    pub fn as_ptr(&self) -> *const T {
+    pub fn ptr(&self) -> crate::ptr::GmemPtr<T> {
+        crate::ptr::Ptr::within(self.ptr as *mut T, self.ptr as *const u8, self.len.wrapping_mul(core::mem::size_of::<T>()))
+    }
+    /// The read-only view of `len` elements at `p` (as [`Gmem::from_ptr`]).
+    ///
+    /// # Safety
+    /// `p` is aligned for `T` and points to `len` elements of `T` not
+    /// written during the kernel.
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn from_ptr(p: crate::ptr::GmemPtr<T>, len: usize) -> Self {
+        #[cfg(not(target_arch = "nvptx64"))]
+        p.check_view(len);
+        // SAFETY: the caller's contract.
+        GmemRef { ptr: unsafe { p.as_raw_unchecked() }, len }
+    }
+    /// The start pointer, for the crate's own instructions that take an
+    /// address (TMA).
+    #[inline(always)]
+    pub(crate) fn as_ptr(&self) -> *const T {
         self.ptr
     }
     /// Element `i` (checked), an ordinary load (`ld.global`).
@@ -578,6 +637,21 @@ impl<T: Atomic> Gmem<T> {
     #[track_caller]
     pub fn atomic(&self, scope: Scope, op: AtomicOp, i: usize, v: T, cmp: T) -> T {
         T::rmw(self.atomic_ptr(i), scope, op, v, cmp)
+    }
+}
+
+impl Gmem<u32> {
+    /// Element `i` as a [`Semaphore`](crate::Semaphore) (checked: a trap
+    /// on the GPU, a reported misuse on the emulator): a buffer of
+    /// counters, one per group of CTAs. The element is then used only
+    /// through the semaphore (atomics) during the launch.
+    #[inline(always)]
+    #[track_caller]
+    pub fn semaphore(&self, i: usize) -> crate::Semaphore {
+        check_range(i, 1, self.len);
+        // SAFETY: in bounds (checked), 4-byte aligned (a `u32` of a device
+        // allocation); the caller uses the element only as a semaphore.
+        unsafe { crate::Semaphore::from_ptr(self.ptr.add(i)) }
     }
 }
 

@@ -144,14 +144,19 @@ impl<T: Copy, const R: usize, const C: usize, L: Layout> Tile<T, R, C, L> {
 }
 
 impl<T: Copy, const R: usize, const C: usize, L: Layout> crate::smem::Smem<Tile<T, R, C, L>> {
-    /// Generic pointer to element `(row, col)` (swizzle applied; panics, i.e.
-    /// traps, out of bounds). Access through it with
-    /// [`smem::raw::load`](crate::smem::raw::load) /
-    /// [`store`](crate::smem::raw::store) rather than a dereference, so that
-    /// the emulator's race detector sees the access.
+    /// A pointer to element `(row, col)` (swizzle applied; panics, i.e.
+    /// traps, out of bounds), bounded by the tile
+    /// ([`SmemPtr`](crate::ptr::SmemPtr): bounds-, alignment- and
+    /// race-checked on the emulator).
     #[inline(always)]
     #[track_caller]
-    pub fn elem_ptr_2d(&self, row: usize, col: usize) -> *mut T {
+    pub fn elem_ptr_2d(&self, row: usize, col: usize) -> crate::ptr::SmemPtr<T> {
+        let p = self.raw_elem_2d(row, col);
+        crate::ptr::Ptr::within(p, self.as_ptr() as *const u8, <Tile<T, R, C, L> as TileLayout>::BYTES)
+    }
+    #[inline(always)]
+    #[track_caller]
+    fn raw_elem_2d(&self, row: usize, col: usize) -> *mut T {
         assert!(row < R && col < C, "tile index out of bounds");
         // SAFETY: in bounds of the tile.
         unsafe { (self.as_ptr() as *mut u8).add(Tile::<T, R, C, L>::offset_of(row, col)).cast() }
@@ -160,7 +165,7 @@ impl<T: Copy, const R: usize, const C: usize, L: Layout> crate::smem::Smem<Tile<
     #[inline(always)]
     #[track_caller]
     pub fn get(&self, row: usize, col: usize) -> T {
-        let p = self.elem_ptr_2d(row, col);
+        let p = self.raw_elem_2d(row, col);
         #[cfg(not(target_arch = "nvptx64"))]
         kernel_emu::smem_access(p as *const u8, core::mem::size_of::<T>(), false);
         // SAFETY: `elem_ptr_2d` checked bounds; ordering per `Smem` docs.
@@ -170,7 +175,7 @@ impl<T: Copy, const R: usize, const C: usize, L: Layout> crate::smem::Smem<Tile<
     #[inline(always)]
     #[track_caller]
     pub fn set(&self, row: usize, col: usize, v: T) {
-        let p = self.elem_ptr_2d(row, col);
+        let p = self.raw_elem_2d(row, col);
         #[cfg(not(target_arch = "nvptx64"))]
         kernel_emu::smem_access(p as *const u8, core::mem::size_of::<T>(), true);
         // SAFETY: as `get`.

@@ -15,9 +15,16 @@
 //! through `Smem::load`/`store`/`read`/`write`, the 16-byte
 //! `read_v4`/`write_v4`, the tile accessors (`get`/`set`, `get_v4`/`set_v4`)
 //! and the raw-pointer loads and stores of [`raw`] is checked for races
-//! (happens-before); plain dereferences of raw pointers (`as_ptr`,
-//! `elem_ptr`, `map_rank`) are not: access them through [`raw::load`] /
-//! [`raw::store`].
+//! (happens-before). The pointer escape hatches, [`Smem::ptr`],
+//! [`Smem::elem_ptr`] and a tile's [`Smem::elem_ptr_2d`], give an
+//! [`SmemPtr<T>`](crate::ptr::SmemPtr): the bare pointer on the GPU, which
+//! on the emulator carries the allocation's bounds (the scratch region, or
+//! the slot of [`Smem::at`]), so that every `read`/`write` through it is
+//! bounds-, alignment- and race-checked at the kernel's line
+//! ([`crate::ptr`]); [`Smem::map_rank`] gives the handle of the same
+//! allocation in another CTA of the cluster. The bare pointer is reachable
+//! only through the explicitly unchecked
+//! [`Ptr::as_raw_unchecked`](crate::ptr::Ptr::as_raw_unchecked).
 use core::marker::PhantomData;
 
 use crate::pack::Pack16;
@@ -184,11 +191,20 @@ impl<T> Smem<T> {
     pub unsafe fn from_ptr(ptr: *mut T) -> Self {
         Smem { ptr, _t: PhantomData }
     }
-    /// Generic pointer to the value. Access through it with [`raw::load`] /
-    /// [`raw::store`] (4, 8 or 16 bytes) rather than a dereference, so that
-    /// the emulator's race detector sees the access.
+    /// A pointer to the value, bounded by this allocation
+    /// ([`SmemPtr`](crate::ptr::SmemPtr)): on the emulator every access
+    /// through it (and through pointers computed from it) is bounds-,
+    /// alignment- and race-checked at the kernel's line; on the GPU it is
+    /// the bare generic pointer (`ld.shared`/`st.shared` once the compiler
+    /// sees its address space).
     #[inline(always)]
-    pub fn as_ptr(&self) -> *mut T {
+    pub fn ptr(&self) -> crate::ptr::SmemPtr<T> {
+        crate::ptr::Ptr::within(self.ptr, self.ptr as *const u8, core::mem::size_of::<T>())
+    }
+    /// Generic pointer to the value, for the crate's own instructions that
+    /// take an address.
+    #[inline(always)]
+    pub(crate) fn as_ptr(&self) -> *mut T {
         self.ptr
     }
     /// The 32-bit `.shared::cta` address (for mbarrier/TMA/MMA operands).
@@ -207,16 +223,21 @@ impl<T> Smem<T> {
         // SAFETY: forwarded contract.
         Smem { ptr: unsafe { (self.ptr as *mut u8).add(byte_offset) }.cast(), _t: PhantomData }
     }
-    /// Generic pointer to the same allocation in CTA `rank` of this cluster
-    /// (distributed shared memory, `mapa`).
+    /// The same allocation in CTA `rank` of this cluster (distributed
+    /// shared memory, `mapa` on its generic address): its accessors
+    /// (`read`, `write`, [`Smem::ptr`]) reach the other CTA's copy, and the
+    /// emulator checks them for races as it does local ones. Instructions
+    /// that take a `.shared::cta` address ([`Smem::smem_addr`]: barriers,
+    /// TMA) do not take it: they use `mapa.shared::cluster` addresses.
     ///
     /// # Safety
-    /// `rank < cluster_size()`; dereference only while CTA `rank` runs, and
-    /// order accesses with a cluster barrier (or a cluster-scope mbarrier).
+    /// `rank < cluster_size()`; access it only while CTA `rank` runs, and
+    /// order the accesses with a cluster barrier (or a cluster-scope
+    /// mbarrier).
     #[inline(always)]
-    pub unsafe fn map_rank(&self, rank: u32) -> *mut T {
+    pub unsafe fn map_rank(&self, rank: u32) -> Smem<T> {
         // SAFETY: forwarded contract.
-        unsafe { crate::cluster::map_shared_rank(self.ptr, rank) }
+        Smem { ptr: unsafe { crate::cluster::map_shared_rank(self.ptr, rank) }, _t: PhantomData }
     }
 }
 
@@ -262,12 +283,18 @@ impl<E: Copy, const N: usize> Smem<[E; N]> {
     pub const fn is_empty(&self) -> bool {
         N == 0
     }
-    /// Generic pointer to element `i` (panics, i.e. traps, if `i >= N`).
-    /// Access through it with [`raw::load`] / [`raw::store`] rather than a
-    /// dereference, so that the emulator's race detector sees the access.
+    /// A pointer to element `i` (panics, i.e. traps, if `i >= N`), bounded
+    /// by the whole array (as [`Smem::ptr`]).
     #[inline(always)]
     #[track_caller]
-    pub fn elem_ptr(&self, i: usize) -> *mut E {
+    pub fn elem_ptr(&self, i: usize) -> crate::ptr::SmemPtr<E> {
+        let p = self.raw_elem(i);
+        crate::ptr::Ptr::within(p, self.ptr as *const u8, core::mem::size_of::<[E; N]>())
+    }
+    /// Generic pointer to element `i` (panics, i.e. traps, if `i >= N`).
+    #[inline(always)]
+    #[track_caller]
+    fn raw_elem(&self, i: usize) -> *mut E {
         assert!(i < N, "Smem index out of bounds");
         // SAFETY: in bounds.
         unsafe { self.ptr.cast::<E>().add(i) }
@@ -276,28 +303,22 @@ impl<E: Copy, const N: usize> Smem<[E; N]> {
     #[inline(always)]
     #[track_caller]
     pub fn read(&self, i: usize) -> E {
-        let p = self.elem_ptr(i);
+        let p = self.raw_elem(i);
         #[cfg(not(target_arch = "nvptx64"))]
         kernel_emu::smem_access(p as *const u8, core::mem::size_of::<E>(), false);
         // SAFETY: `elem_ptr` checked the index; see `load` for ordering.
         unsafe { p.read() }
     }
     /// Read element `i` of this allocation in CTA `rank` of this cluster
-    /// (distributed shared memory through `mapa`; checked for races on the
-    /// emulator, unlike a dereference of [`Smem::map_rank`]'s pointer).
+    /// (distributed shared memory through `mapa`: `self.map_rank(rank).read(i)`).
     ///
     /// # Safety
     /// As [`Smem::map_rank`].
     #[inline(always)]
     #[track_caller]
     pub unsafe fn read_rank(&self, rank: u32, i: usize) -> E {
-        assert!(i < N, "Smem index out of bounds");
-        // SAFETY: forwarded contract; in bounds.
-        let p = unsafe { (self.map_rank(rank) as *mut E).add(i) };
-        #[cfg(not(target_arch = "nvptx64"))]
-        kernel_emu::smem_access(p as *const u8, core::mem::size_of::<E>(), false);
-        // SAFETY: as above; ordering per the module docs.
-        unsafe { p.read() }
+        // SAFETY: forwarded contract.
+        unsafe { self.map_rank(rank) }.read(i)
     }
     /// Write element `i` of this allocation in CTA `rank` of this cluster
     /// (see [`Smem::read_rank`]).
@@ -307,19 +328,14 @@ impl<E: Copy, const N: usize> Smem<[E; N]> {
     #[inline(always)]
     #[track_caller]
     pub unsafe fn write_rank(&self, rank: u32, i: usize, v: E) {
-        assert!(i < N, "Smem index out of bounds");
-        // SAFETY: forwarded contract; in bounds.
-        let p = unsafe { (self.map_rank(rank) as *mut E).add(i) };
-        #[cfg(not(target_arch = "nvptx64"))]
-        kernel_emu::smem_access(p as *const u8, core::mem::size_of::<E>(), true);
-        // SAFETY: as above.
-        unsafe { p.write(v) }
+        // SAFETY: forwarded contract.
+        unsafe { self.map_rank(rank) }.write(i, v)
     }
     /// Write element `i` (bounds-checked).
     #[inline(always)]
     #[track_caller]
     pub fn write(&self, i: usize, v: E) {
-        let p = self.elem_ptr(i);
+        let p = self.raw_elem(i);
         #[cfg(not(target_arch = "nvptx64"))]
         kernel_emu::smem_access(p as *const u8, core::mem::size_of::<E>(), true);
         // SAFETY: as `read`.
@@ -366,25 +382,23 @@ impl<E: Pack16, const N: usize> Smem<[E; N]> {
     }
 }
 
-/// A 4-byte store to shared memory through a raw pointer (a packed pair of
-/// 16-bit values at a swizzled offset the kernel computed), as the
-/// emulator's race detector sees it: this thread's write of those 4 bytes.
-/// On the GPU, exactly `st.shared.b32` (no check). For fragment stores that
-/// [`crate::array::Array::store_tile`] does not cover. ([`raw::store`] is
-/// the general form: 4, 8 or 16 bytes, with the emulator also checking
-/// the address.)
+/// A 4-byte store to shared memory at a byte pointer (a packed pair of
+/// 16-bit values at a swizzled offset the kernel computed:
+/// `write_word(tile.ptr().cast::<u8>().add(off), w)`), which is
+/// `ptr.cast::<u32>().write(v)`: on the GPU exactly `st.shared.b32` (no
+/// check), on the emulator bounds-, alignment- and race-checked as every
+/// [`SmemPtr`](crate::ptr::SmemPtr) access. For fragment stores that
+/// [`crate::array::Array::store_tile`] does not cover.
 ///
 /// # Safety
-/// `ptr` points into this CTA's shared memory, 4-byte aligned, and the
+/// `ptr` points into its shared-memory allocation, 4-byte aligned, and the
 /// word is this thread's to write (ordered with other threads' accesses by
 /// the kernel's barriers).
 #[inline(always)]
 #[track_caller]
-pub unsafe fn write_word(ptr: *mut u8, v: u32) {
-    #[cfg(not(target_arch = "nvptx64"))]
-    kernel_emu::smem_access(ptr, 4, true);
-    // SAFETY: the caller's contract.
-    unsafe { (ptr as *mut u32).write(v) }
+pub unsafe fn write_word(ptr: crate::ptr::SmemPtr<u8>, v: u32) {
+    // SAFETY: the caller's contract (checked on the emulator).
+    unsafe { ptr.cast::<u32>().write(v) }
 }
 
 #[cold]

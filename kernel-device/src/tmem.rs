@@ -865,12 +865,13 @@ pub fn store_row_f16<const N: usize, const R: usize, const C: usize, L: crate::l
 ) {
     const { assert!(N % 2 == 0, "store_row_f16: an even number of columns") };
     assert!(row < R && col0 + N <= C && col0 % 2 == 0, "store_row_f16: the row segment lies outside the tile");
-    let base = dst.as_ptr() as *mut u8;
+    let base = dst.ptr().cast::<u8>();
     let mut i = 0;
     while i < N {
         let off = crate::layout::Tile::<half::f16, R, C, L>::offset_of(row, col0 + i);
         // SAFETY: inside the tile (asserted); 4-byte aligned (even column).
-        unsafe { (base.add(off) as *mut u32).write(crate::wgmma::pack_f16x2(vals[i], vals[i + 1])) };
+        // The emulator sees the word as this thread's write.
+        unsafe { base.add(off).cast::<u32>().write(crate::wgmma::pack_f16x2(vals[i], vals[i + 1])) };
         i += 2;
     }
 }

@@ -19,6 +19,9 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 
 mod asyncop;
 mod regs;
+mod warp;
+
+use warp::WarpBar;
 
 /// A source location (of the kernel call that reached the emulator).
 pub(crate) type Loc = &'static Location<'static>;
@@ -150,14 +153,6 @@ struct NamedBar {
     /// Arrived threads blocked in `bar.sync`.
     waiters: Vec<usize>,
     /// Join of the arrivals' clocks in the current phase.
-    clk: Clk,
-}
-
-/// The barrier of one warp (`bar.warp.sync`, `elect.sync`).
-#[derive(Default)]
-struct WarpBar {
-    arrived: Vec<usize>,
-    waiters: Vec<usize>,
     clk: Clk,
 }
 
@@ -683,6 +678,10 @@ impl Emu {
     // ----- reports -------------------------------------------------------
 
     fn deadlock(&self, g: &State) -> EmuError {
+        // Lanes of a collective that diverged: the divergence is the bug.
+        if let Some(e) = self.diverged_collective(g) {
+            return e;
+        }
         // Threads of one warp (and CTA) waiting on the same thing share a
         // description: computed once (a CTA of 1024 blocked threads would
         // otherwise cost a billion steps).
@@ -804,17 +803,7 @@ impl Emu {
                     self.missing(g, self.cta_threads(cta), &b.arrived, !whole)
                 )
             }
-            Wait::Warp(op) => {
-                let w = self.threads[t].warp;
-                let b = &g.warps[cta * self.warps_per_cta + w];
-                let lanes = self.cta_threads(cta).skip(w * WARP).take(WARP);
-                format!(
-                    "{op} (warp barrier) of warp {w}: {} of {} lanes arrived{}",
-                    b.arrived.len(),
-                    self.lanes_in_warp(w),
-                    self.missing(g, lanes, &b.arrived, false)
-                )
-            }
+            Wait::Warp(op) => self.describe_warp(g, t, op),
             Wait::Cluster => {
                 let cl = self.ctas[cta].cluster;
                 let b = &g.cluster_bars[cl];
@@ -1057,39 +1046,6 @@ impl Emu {
             drop(self.block(g, tid, Wait::Bar(id), loc));
         } else {
             drop(self.switch(g, tid));
-        }
-    }
-
-    // ----- warp barrier -------------------------------------------------------
-
-    fn lanes_in_warp(&self, w: usize) -> usize {
-        (self.tpc - w * WARP).min(WARP)
-    }
-
-    /// A barrier among the existing lanes of the calling warp.
-    pub(crate) fn warp_sync(&self, tid: usize, loc: Loc, op: &'static str) {
-        let mut g = self.begin();
-        g.note(tid, op, loc);
-        let t = &self.threads[tid];
-        let expected = self.lanes_in_warp(t.warp);
-        let slot = t.cta * self.warps_per_cta + t.warp;
-        let st = &mut *g;
-        st.race.release(tid, &mut st.warps[slot].clk);
-        let b = &mut st.warps[slot];
-        b.arrived.push(tid);
-        if b.arrived.len() == expected {
-            b.arrived.clear();
-            let rel = std::mem::take(&mut b.clk);
-            let waiters = std::mem::take(&mut b.waiters);
-            for w in waiters {
-                g.race.clk[w].join(&rel);
-                g.wake(w);
-            }
-            g.race.clk[tid].join(&rel);
-            drop(self.switch(g, tid));
-        } else {
-            b.waiters.push(tid);
-            drop(self.block(g, tid, Wait::Warp(op), loc));
         }
     }
 

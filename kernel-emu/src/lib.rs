@@ -118,10 +118,15 @@
 //!     threads of one warpgroup at different `setmaxnreg`s, a count that is
 //!     not a multiple of 8 in 24..=256, a CTA that is not whole warpgroups;
 //!   - warp collectives (`shfl`, `vote`, `redux`, `match` through
-//!     [`warp_exchange`]): lanes of one warp at different operations or call
-//!     sites ("warp collective not converged", listing where each lane is), a
-//!     lane that exited while its warp waits at one ("warp collective with an
-//!     exited lane"), a warp of fewer than 32 lanes;
+//!     [`warp_exchange`] / [`warp_exchange_mask`], with a member mask: only
+//!     the mask's lanes meet, and only their clocks are joined): lanes of the
+//!     mask at different operations or call sites ("warp collective not
+//!     converged", listing where each lane is), a lane that exited while the
+//!     mask's lanes wait at one ("warp collective with an exited lane"), a
+//!     lane outside the mask it passes, different masks at one call site, a
+//!     mask naming lanes the warp does not have, a shuffle reading a lane
+//!     outside its mask; a lane of the mask that never arrives ends the run
+//!     as a deadlock naming the collective and its mask;
 //!   - at the end of a run that finished: an mbarrier whose current phase has
 //!     some but not all arrivals ("arrivals pending when the kernel ended") or
 //!     announced bytes not completed;
@@ -145,8 +150,12 @@
 //!   seeded scheduling point between their issue and the first wait that
 //!   needs them, so a kernel that reads too early also gets seed-dependent
 //!   values. The happens-before edges and the shadow state are described in
-//!   [`race`]. Not seen: raw pointer dereferences (`*ptr`, `Smem::as_ptr`,
-//!   `map_rank` pointers) and host code.
+//!   [`race`]. A `tcgen05.ld` reads its tensor memory until its
+//!   `tcgen05.wait::ld` ([`tmem`]): its read counts at both. Not seen: plain
+//!   dereferences of bare pointers (`*ptr` of an `#[unchecked]` kernel
+//!   parameter or of `kernel_device::ptr::Ptr::as_raw_unchecked`; the
+//!   pointers the device API's handles give, `Gmem::ptr`, `Smem::elem_ptr`,
+//!   ..., report themselves) and host code.
 //!
 //! # Threads
 //!
@@ -263,8 +272,6 @@ impl LaunchConfig {
 struct Ctx {
     emu: Arc<Emu>,
     tid: usize,
-    /// The run's warp exchange buffers (`warp_ops`).
-    xch: Arc<warp_ops::Exchange>,
 }
 
 thread_local! {
@@ -291,23 +298,6 @@ fn enter(name: &str) -> Option<(Arc<Emu>, usize)> {
         return None;
     }
     Some(ctx(name))
-}
-
-/// As [`enter`], with the run's warp exchange buffers.
-fn enter_x(name: &str) -> Option<(Arc<Emu>, usize, Arc<warp_ops::Exchange>)> {
-    if std::thread::panicking() {
-        return None;
-    }
-    Some(
-        CTX.with(|c| c.borrow().as_ref().map(|c| (c.emu.clone(), c.tid, c.xch.clone())))
-            .unwrap_or_else(|| ctx_missing(name)),
-    )
-}
-
-#[cold]
-fn ctx_missing(name: &str) -> ! {
-    let _ = ctx(name);
-    unreachable!("ctx() panics outside an emulated thread")
 }
 
 /// True on an emulated GPU thread (inside [`run`]).
@@ -427,7 +417,6 @@ pub fn run(cfg: &LaunchConfig, thread_fn: &(dyn Fn() + Sync)) -> Result<RunRepor
     validate(cfg)?;
     install_panic_hook();
     let emu = Arc::new(Emu::new(cfg));
-    let xch = Arc::new(warp_ops::Exchange::new(&emu));
     let n = emu.threads.len();
     clc::hold_back(&emu, cfg.resident_clusters);
     emu.start();
@@ -435,7 +424,6 @@ pub fn run(cfg: &LaunchConfig, thread_fn: &(dyn Fn() + Sync)) -> Result<RunRepor
     std::thread::scope(|s| {
         for tid in 0..n {
             let e = emu.clone();
-            let x = xch.clone();
             let name = {
                 let t = &emu.threads[tid];
                 let c = emu.ctas[t.cta].idx;
@@ -448,7 +436,7 @@ pub fn run(cfg: &LaunchConfig, thread_fn: &(dyn Fn() + Sync)) -> Result<RunRepor
             let spawned = std::thread::Builder::new()
                 .name(name)
                 .stack_size(stack)
-                .spawn_scoped(s, move || thread_main(e, x, tid, thread_fn));
+                .spawn_scoped(s, move || thread_main(e, tid, thread_fn));
             if let Err(err) = spawned {
                 let mut g = emu.lock();
                 let detail = format!(
@@ -500,20 +488,14 @@ pub fn run(cfg: &LaunchConfig, thread_fn: &(dyn Fn() + Sync)) -> Result<RunRepor
 }
 
 /// The body of each OS thread: wait for the baton, run the kernel, report.
-fn thread_main(emu: Arc<Emu>, xch: Arc<warp_ops::Exchange>, tid: usize, thread_fn: &(dyn Fn() + Sync)) {
-    CTX.with(|c| {
-        *c.borrow_mut() = Some(Ctx {
-            emu: emu.clone(),
-            tid,
-            xch: xch.clone(),
-        })
-    });
+fn thread_main(emu: Arc<Emu>, tid: usize, thread_fn: &(dyn Fn() + Sync)) {
+    CTX.with(|c| *c.borrow_mut() = Some(Ctx { emu: emu.clone(), tid }));
     let result = catch_unwind(AssertUnwindSafe(|| {
         emu.first_turn(tid);
         // A cluster canceled by cluster launch control never runs.
         if !clc::canceled(&emu, tid) {
             thread_fn();
-            warp_ops::exiting(&emu, &xch, tid);
+            emu.warp_exiting(tid);
             emu.exit_checks(tid);
         }
     }));
@@ -596,6 +578,16 @@ pub fn smem_base() -> *mut u8 {
 /// Bytes of dynamic shared memory per CTA.
 pub fn smem_size() -> usize {
     info("smem_size", |e, _| e.smem_bytes)
+}
+
+/// The dynamic shared memory buffer (start, bytes) of the CTA of this run
+/// whose buffer holds `ptr` (any CTA: distributed shared memory), if any:
+/// the bounds of a shared-memory pointer made from a bare one
+/// (`kernel_device::ptr::SmemPtr::from_raw`).
+pub fn smem_buffer_of(ptr: *const u8) -> Option<(*const u8, usize)> {
+    info("smem_buffer_of", |e, _| {
+        e.smem_locate(ptr as usize).map(|(cta, _)| (e.ctas[cta].smem.ptr as *const u8, e.smem_bytes))
+    })
 }
 
 /// The `.shared::cta` address (byte offset) of a pointer into this CTA's
@@ -759,8 +751,21 @@ pub fn bar_arrive(id: u32, count: u32) {
 #[track_caller]
 pub fn warp_sync() {
     let loc = Location::caller();
-    if let Some((e, tid, x)) = enter_x("warp_sync") {
-        warp_ops::collective(&e, &x, tid, loc, "bar.warp.sync", false, 0);
+    if let Some((e, tid)) = enter("warp_sync") {
+        e.warp_sync(tid, loc, "bar.warp.sync");
+    }
+}
+
+/// `bar.warp.sync membermask`: a barrier among the lanes of `mask` (the
+/// calling lane among them): only they meet, and only they are ordered
+/// with each other (a happens-before edge among the mask's lanes). The
+/// lanes of the mask must all call it, with the same mask; checked as the
+/// data collectives are ([`warp_exchange_mask`]).
+#[track_caller]
+pub fn warp_sync_mask(mask: u32) {
+    let loc = Location::caller();
+    if let Some((e, tid)) = enter("warp_sync_mask") {
+        warp_ops::collective(&e, tid, loc, "bar.warp.sync", true, mask, 0);
     }
 }
 
@@ -769,9 +774,9 @@ pub fn warp_sync() {
 #[track_caller]
 pub fn elect_one() -> bool {
     let loc = Location::caller();
-    match enter_x("elect_one") {
-        Some((e, tid, x)) => {
-            warp_ops::collective(&e, &x, tid, loc, "elect.sync", false, 0);
+    match enter("elect_one") {
+        Some((e, tid)) => {
+            warp_ops::collective(&e, tid, loc, "elect.sync", false, !0, 0);
             e.threads[tid].lane == 0
         }
         None => false,
@@ -987,7 +992,7 @@ pub fn warn_unless(key: String, ok: bool, text: impl FnOnce() -> String) {
 /// says nothing about them.
 pub fn warn_unchecked_pointers(kernel: &str, params: &str) {
     warn_once(format!(
-        "kernel `{kernel}`: raw-pointer parameter(s) {params}: their dereferences were not race-checked (the detector sees `Gmem`/`GmemRef`, tiles, TMA maps and `kernel_device::gmem::raw::{{load, load_nc, store}}`); use `Gmem<T>` (`GmemRef<T>` read-only) to have them bounds- and race-checked, or `gmem::raw` to have them race-checked"
+        "kernel `{kernel}`: raw-pointer parameter(s) {params}: their dereferences were not race-checked (the detector sees `Gmem`/`GmemRef` and the pointers they hand out, tiles, TMA maps and `kernel_device::gmem::raw::{{load, load_nc, store}}`); use `Gmem<T>` (`GmemRef<T>` read-only) to have them bounds- and race-checked, or `gmem::raw` to have them race-checked"
     ));
 }
 
@@ -1169,8 +1174,9 @@ pub fn smem_access(ptr: *const u8, len: usize, write: bool) {
 /// An ordinary access by the calling thread of `len` bytes of global memory
 /// at host address `ptr` (`Gmem` accessors, vector loads and stores):
 /// checked and recorded as by [`smem_access`]. Not a scheduling point.
-/// Plain raw-pointer dereferences in kernels do not reach the emulator and
-/// are not checked; `kernel_device::gmem::raw`'s loads and stores call this.
+/// `kernel_device::ptr::GmemPtr`'s accesses and `kernel_device::gmem::raw`'s
+/// loads and stores call this; plain dereferences of bare pointers do not
+/// reach the emulator.
 #[track_caller]
 pub fn gmem_access(ptr: *const u8, len: usize, write: bool) {
     let loc = Location::caller();
@@ -1285,22 +1291,35 @@ pub fn bulk_wait_group(n: u32, read_only: bool) {
 // ----- warp collectives with data (warp_ops) ---------------------------------
 
 pub use warp_ops::{
-    ballot_result, match_all_result, match_any_result, redux_result, shfl_result, ReduxOp, ShflMode,
+    ballot_result, match_all_result, match_all_result_mask, match_any_result, match_any_result_mask, redux_result,
+    redux_result_mask, shfl_result, shfl_source, ReduxOp, ShflMode,
 };
 
 /// One warp collective of the calling lane: every lane of the warp (full
 /// mask) deposits `value` and gets the 32 lanes' values (index = lane) once
 /// all have arrived. `op` names the operation (`"shfl.sync.bfly.b32"`) for
 /// the convergence check and its reports: every lane must reach the same
-/// `op` at the same call site (see the module docs of `warp_ops` in the
-/// crate docs: "warp collective not converged", "warp collective with an
-/// exited lane"). A scheduling point. The building block of user-defined
-/// warp operations' emulator bodies.
+/// `op` at the same call site ("warp collective not converged", "warp
+/// collective with an exited lane"). A scheduling point. The building block
+/// of user-defined warp operations' emulator bodies.
 #[track_caller]
 pub fn warp_exchange(op: &'static str, value: u64) -> [u64; 32] {
+    warp_exchange_mask(op, !0, value)
+}
+
+/// [`warp_exchange`] among the lanes of the member mask `mask` only (bit
+/// `l`: lane `l`; the calling lane among them): they meet, each gets the
+/// mask's lanes' values (0 for lanes outside it), and lanes outside the
+/// mask do not take part. Reported: a calling lane outside its mask, a mask
+/// naming lanes the warp does not have, lanes of the mask at different
+/// operations or sites, or passing different masks at one site, a lane of
+/// the mask that exited (and, as a deadlock, one that never arrives). A
+/// scheduling point, and a happens-before edge among the mask's lanes.
+#[track_caller]
+pub fn warp_exchange_mask(op: &'static str, mask: u32, value: u64) -> [u64; 32] {
     let loc = Location::caller();
-    match enter_x("warp_exchange") {
-        Some((e, tid, x)) => warp_ops::collective(&e, &x, tid, loc, op, true, value),
+    match enter("warp_exchange") {
+        Some((e, tid)) => warp_ops::collective(&e, tid, loc, op, true, mask, value),
         None => [value; 32],
     }
 }
@@ -1309,33 +1328,82 @@ pub fn warp_exchange(op: &'static str, value: u64) -> [u64; 32] {
 /// calling lane: `(d, p)`.
 #[track_caller]
 pub fn shfl_sync(op: &'static str, mode: ShflMode, a: u32, b: u32, c: u32) -> (u32, bool) {
-    let values = warp_exchange(op, a as u64);
-    shfl_result(mode, &values, lane_id(), b, c)
+    shfl_sync_mask(op, mode, a, b, c, !0)
+}
+
+/// `shfl.sync.{mode}.b32 d|p, a, b, c, membermask`: as [`shfl_sync`] among
+/// the lanes of `mask`; a source lane outside the mask (in range) is
+/// reported ("shfl.sync reads a lane outside its member mask": undefined
+/// on the GPU).
+#[track_caller]
+pub fn shfl_sync_mask(op: &'static str, mode: ShflMode, a: u32, b: u32, c: u32, mask: u32) -> (u32, bool) {
+    let values = warp_exchange_mask(op, mask, a as u64);
+    let lane = lane_id();
+    let (j, p) = shfl_source(mode, lane, b, c);
+    if p && mask & (1 << j) == 0 {
+        misuse(
+            "shfl.sync reads a lane outside its member mask (the value is undefined on the GPU)",
+            format_args!(
+                "lane {lane}'s {op} (b = {b}, c = {c:#x}) reads lane {j}, which member mask {mask:#010x} leaves out: keep \
+                 the source lanes inside the mask (a segment width, `c = ((32 - width) << 8) | 0x1f`, clamps them), or \
+                 widen the mask"
+            ),
+        );
+    }
+    (values[j as usize] as u32, p)
 }
 
 /// `vote.sync.ballot.b32 d, p, 0xffffffff` (PTX ISA §9.7.13.7): bit `l` of
 /// the result is lane `l`'s predicate. `vote.all/any/uni` derive from it.
 #[track_caller]
 pub fn vote_ballot(op: &'static str, pred: bool) -> u32 {
-    ballot_result(&warp_exchange(op, pred as u64))
+    vote_ballot_mask(op, pred, !0)
+}
+
+/// `vote.sync.ballot.b32 d, p, membermask`: the predicates of the lanes of
+/// `mask` (bits outside it are 0). `vote.all/any/uni` with a mask derive
+/// from it (over the mask's lanes).
+#[track_caller]
+pub fn vote_ballot_mask(op: &'static str, pred: bool, mask: u32) -> u32 {
+    ballot_result(&warp_exchange_mask(op, mask, pred as u64)) & mask
 }
 
 /// `redux.sync.{op} d, a, 0xffffffff` (PTX ISA §9.7.13.10).
 #[track_caller]
 pub fn redux_sync(name: &'static str, op: ReduxOp, a: u32) -> u32 {
-    redux_result(op, &warp_exchange(name, a as u64))
+    redux_sync_mask(name, op, a, !0)
+}
+
+/// `redux.sync.{op} d, a, membermask`: the reduction over the lanes of `mask`.
+#[track_caller]
+pub fn redux_sync_mask(name: &'static str, op: ReduxOp, a: u32, mask: u32) -> u32 {
+    redux_result_mask(op, &warp_exchange_mask(name, mask, a as u64), mask)
 }
 
 /// `match.any.sync.b64 d, a, 0xffffffff` (PTX ISA §9.7.13.8; `.b32` values
 /// are zero-extended): the mask of lanes holding the calling lane's value.
 #[track_caller]
 pub fn match_any_sync(op: &'static str, a: u64) -> u32 {
-    match_any_result(&warp_exchange(op, a), lane_id())
+    match_any_sync_mask(op, a, !0)
+}
+
+/// `match.any.sync.b64 d, a, membermask`: the lanes of `mask` holding the
+/// calling lane's value.
+#[track_caller]
+pub fn match_any_sync_mask(op: &'static str, a: u64, mask: u32) -> u32 {
+    match_any_result_mask(&warp_exchange_mask(op, mask, a), lane_id(), mask)
 }
 
 /// `match.all.sync.b64 d|p, a, 0xffffffff`: `(0xffffffff, true)` when every
 /// lane holds the same value, else `(0, false)`.
 #[track_caller]
 pub fn match_all_sync(op: &'static str, a: u64) -> (u32, bool) {
-    match_all_result(&warp_exchange(op, a))
+    match_all_sync_mask(op, a, !0)
+}
+
+/// `match.all.sync.b64 d|p, a, membermask`: `(mask, true)` when every lane
+/// of `mask` holds the same value, else `(0, false)`.
+#[track_caller]
+pub fn match_all_sync_mask(op: &'static str, a: u64, mask: u32) -> (u32, bool) {
+    match_all_result_mask(&warp_exchange_mask(op, mask, a), mask)
 }

@@ -232,6 +232,9 @@ pub(crate) struct Acc {
     /// Bytes of the word (bit i: byte i).
     pub(crate) mask: u8,
     pub(crate) write: bool,
+    /// A read of a load that was in flight until this epoch, its wait
+    /// (`tcgen05.ld` until `tcgen05.wait::ld`): `loc` is the load's.
+    pub(crate) inflight: bool,
 }
 
 const PAGE_WORDS: u64 = 1024;
@@ -252,6 +255,8 @@ pub(crate) struct Accessor<'a> {
     /// For accesses by the async proxy to shared memory: its proxy clock;
     /// slots below `threads` are ordinary threads.
     pub(crate) proxy: Option<(&'a Vc, u32)>,
+    /// The read of a load in flight until now ([`Acc::inflight`]).
+    pub(crate) inflight: bool,
 }
 
 /// A conflict found by [`Shadow::access`].
@@ -337,6 +342,7 @@ fn check_word(
         loc: who.loc,
         mask,
         write,
+        inflight: who.inflight,
     });
     Ok(())
 }
@@ -424,7 +430,7 @@ mod tests {
     use std::panic::Location;
 
     fn who<'a>(slot: u32, vc: &'a Vc) -> Accessor<'a> {
-        Accessor { slot, clock: vc.get(slot as usize), vc, loc: Location::caller(), proxy: None }
+        Accessor { slot, clock: vc.get(slot as usize), vc, loc: Location::caller(), proxy: None, inflight: false }
     }
 
     #[test]
@@ -476,7 +482,7 @@ mod tests {
         let mut op = t.clone();
         op.set(5, 2);
         let unfenced = Vc::default();
-        let acc = Accessor { slot: 5, clock: 1, vc: &op, loc: Location::caller(), proxy: Some((&unfenced, 4)) };
+        let acc = Accessor { slot: 5, clock: 1, vc: &op, loc: Location::caller(), proxy: Some((&unfenced, 4)), inflight: false };
         assert!(matches!(s.access(Space::Smem { cta: 0 }, 0, 16, false, &acc), Err(Finding::Proxy { .. })));
         let acc = Accessor { proxy: Some((&t, 4)), ..acc };
         s.access(Space::Smem { cta: 0 }, 0, 16, false, &acc).unwrap();

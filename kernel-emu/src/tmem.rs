@@ -21,7 +21,12 @@
 //!   (the ISA's lane-access rule of `tcgen05.ld`/`st`): a 32-lane shape
 //!   from lane `32 (w % 4)`, a 16-lane shape from lane `32 (w % 4)` or
 //!   `32 (w % 4) + 16`. The data moves at issue. A load is *in flight*
-//!   until its thread calls [`wait_ld`] (`tcgen05.wait::ld`), a store until
+//!   until its thread calls [`wait_ld`] (`tcgen05.wait::ld`): it reads its
+//!   cells from the issue to the wait, so the race detector records its
+//!   read at both (a write ordered after the issue but not after the wait,
+//!   e.g. handed over by an arrival that comes before the wait, is a race
+//!   on every schedule), and a store or MMA over the cells before the wait
+//!   is reported at once (below). A store is in flight until
 //!   [`wait_st`] (`tcgen05.wait::st`, Pallas's `commit_tmem`). Both waits
 //!   are `.sync.aligned`, so the emulator makes each a warp barrier (after
 //!   the thread's loads end, or its stores complete): a lane is then
@@ -1041,18 +1046,28 @@ pub fn wait_ld() {
     let Some((e, tid)) = enter("tmem::wait_ld") else { return };
     e.yield_point(tid, "tcgen05.wait::ld", loc);
     let clock = e.clock_of(tid, tid);
-    with_cta(&e, tid, loc, |run, cta| {
+    let ended = with_cta(&e, tid, loc, |run, cta| {
         let c = run.ctas.get_mut(&cta).expect("created");
         let (mine, rest): (Vec<Access>, Vec<Access>) = c.loads.drain(..).partition(|l| l.tid == tid);
         c.loads = rest;
+        let ended: Vec<(Region, Loc)> = mine.iter().map(|l| (l.region, l.loc)).collect();
         for l in mine {
             // A newer finished load of the same cells by the same thread
             // replaces the older one.
             c.done_loads.retain(|(d, _)| !(d.tid == tid && l.region.covers(&d.region)));
             c.done_loads.push((l, clock));
         }
-        Ok(())
+        Ok(ended)
     });
+    // Each load read its cells from its issue until now: its read counts
+    // at this clock too, so a write handed over by a synchronization before
+    // this wait (not after it) races with the load on every schedule
+    // (module docs, "Loads and stores").
+    let cta = e.threads[tid].cta;
+    for (r, lloc) in ended {
+        let (lo, hi) = lane_bytes(r.lanes.0, r.cols);
+        e.inflight_read_end(tid, lloc, Space::Tmem { cta }, lo, hi);
+    }
     e.warp_sync(tid, loc, "tcgen05.wait::ld");
 }
 

@@ -1,245 +1,34 @@
 //! Warp collectives with data: `shfl.sync`, `vote.sync`, `redux.sync`,
-//! `match.sync` (PTX ISA §9.7.9.6, §9.7.13.5-9.7.13.7, §9.7.13.10), and the
-//! convergence check every warp collective goes through.
+//! `match.sync` (PTX ISA §9.7.9.6, §9.7.13.5-9.7.13.7, §9.7.13.10), with
+//! a member mask: the results as pure functions of the lanes' operands.
 //!
 //! # How a collective runs
 //!
-//! Each lane deposits its operand in its warp's exchange buffer, then meets
-//! the other lanes at the warp barrier of the engine (the one `bar.warp.sync`
-//! uses); after it, every lane reads all 32 operands and computes its own
-//! result. Buffers alternate between two generations, so a lane that goes on
-//! to the next collective cannot overwrite operands a slower lane still
-//! reads (it cannot pass the next barrier before every lane has read).
+//! Each lane of the member mask deposits its operand and meets the mask's
+//! other lanes at the engine's warp rendezvous (`engine::warp`: the
+//! membership, convergence and exited-lane checks and the happens-before
+//! edge among the mask's lanes live there); then every lane computes its
+//! own result from the operands of the mask's lanes (the others read as
+//! 0). The full-mask forms are the masked ones with `0xffffffff`.
 //!
-//! # Convergence check
+//! Results, per the ISA, for a member mask `m`:
 //!
-//! The data collectives ([`exchange`]) name their operation and call site.
-//! Every lane of the warp must reach the same operation at the same call
-//! site (the kernel's line, through `#[track_caller]` wrappers):
-//!
-//! - lanes at different collectives (another call site, another operation,
-//!   or `bar.warp.sync` / `elect.sync` while others shuffle) are reported as
-//!   the misuse "warp collective not converged", listing where each lane is;
-//! - a lane that exits while the others wait at a collective, or lanes that
-//!   reach a collective after a lane of their warp exited, are reported as
-//!   "warp collective with an exited lane";
-//! - a lane blocked elsewhere (e.g. at `bar.sync`) leaves the warp barrier
-//!   waiting: the run ends as a deadlock naming the collective and the lanes
-//!   that did not arrive.
-//!
-//! The collectives use the full mask (`0xffffffff`): a warp with fewer than
-//! 32 threads (a block size that is not a multiple of 32) is reported.
-//! `bar.warp.sync` and `elect.sync` ([`crate::warp_sync`],
-//! [`crate::elect_one`]) take part in the generation count but are not
-//! checked among themselves (lanes may reach them at different sites).
+//! - `shfl.sync`: the source lane is computed as without a mask; a source
+//!   lane outside `m` (while in range) is reported ("shfl.sync reads a lane
+//!   outside its member mask": undefined on the GPU);
+//! - `vote.sync.ballot`: the predicates of `m`'s lanes (0 elsewhere);
+//!   `.all`/`.any`/`.uni` over `m`'s lanes;
+//! - `redux.sync`: the reduction over `m`'s lanes;
+//! - `match.any.sync`: the lanes of `m` holding the calling lane's value;
+//!   `match.all.sync`: `(m, true)` when every lane of `m` holds the same
+//!   value, else `(0, false)`.
 use crate::engine::{Emu, Loc, WARP};
-use std::panic::Location;
-use std::sync::Mutex;
 
-/// One lane's operand of one collective.
-#[derive(Clone, Copy)]
-struct Slot {
-    /// Generation (collectives completed by this lane before this one, plus 1).
-    gen: u64,
-    op: &'static str,
-    loc: Option<Loc>,
-    /// Checked (a data collective) or not (`bar.warp.sync`, `elect.sync`).
-    checked: bool,
-    value: u64,
-}
-
-const EMPTY: Slot = Slot {
-    gen: 0,
-    op: "(none)",
-    loc: None,
-    checked: false,
-    value: 0,
-};
-
-struct WarpSlots {
-    gen: [u64; WARP],
-    exited: [bool; WARP],
-    slots: [[Slot; WARP]; 2],
-}
-
-/// The exchange buffers of every warp of a run.
-pub(crate) struct Exchange {
-    warps: Mutex<Vec<WarpSlots>>,
-}
-
-impl Exchange {
-    pub(crate) fn new(emu: &Emu) -> Exchange {
-        let n = emu.ctas.len() * emu.tpc.div_ceil(WARP);
-        Exchange {
-            warps: Mutex::new(
-                (0..n)
-                    .map(|_| WarpSlots {
-                        gen: [0; WARP],
-                        exited: [false; WARP],
-                        slots: [[EMPTY; WARP]; 2],
-                    })
-                    .collect(),
-            ),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<WarpSlots>> {
-        self.warps.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-fn warp_index(e: &Emu, tid: usize) -> usize {
-    let t = &e.threads[tid];
-    t.cta * e.tpc.div_ceil(WARP) + t.warp
-}
-
-fn lanes(e: &Emu, tid: usize) -> usize {
-    (e.tpc - e.threads[tid].warp * WARP).min(WARP)
-}
-
-/// The thread id of lane `l` of `tid`'s warp.
-fn lane_tid(e: &Emu, tid: usize, l: usize) -> usize {
-    tid - e.threads[tid].lane as usize + l
-}
-
-fn site(s: &Slot) -> String {
-    match s.loc {
-        Some(l) => format!("{} (at {l})", s.op),
-        None => s.op.to_string(),
-    }
-}
-
-/// Runs one warp collective for the calling lane: deposits `value`, waits
-/// for every lane of the warp, checks convergence (see the module docs) and
-/// returns the 32 lanes' values (index = lane).
-pub(crate) fn collective(
-    e: &Emu,
-    x: &Exchange,
-    tid: usize,
-    loc: Loc,
-    op: &'static str,
-    checked: bool,
-    value: u64,
-) -> [u64; WARP] {
-    let w = warp_index(e, tid);
-    let lane = e.threads[tid].lane as usize;
-    let n = lanes(e, tid);
-    if checked && n < WARP {
-        let detail = format!(
-            "{op} with membermask 0xffffffff in warp {} of a {}-thread CTA, which has {n} lanes \
-             (lanes {n}..31 do not exist): make the block size a multiple of 32",
-            e.threads[tid].warp, e.tpc
-        );
-        e.misuse(e.lock(), tid, loc, "warp collective over lanes that do not exist", detail);
-    }
-    let gen = {
-        let mut g = x.lock();
-        let ws = &mut g[w];
-        if checked {
-            if let Some(gone) = (0..n).find(|&l| ws.exited[l]) {
-                drop(g);
-                let detail = format!(
-                    "lane {gone} of this warp exited before reaching {op}; every lane of the \
-                     membermask must execute it (an exited lane makes shfl/vote/redux/match undefined)"
-                );
-                e.misuse(e.lock(), tid, loc, "warp collective with an exited lane", detail);
-            }
-        }
-        ws.gen[lane] += 1;
-        let gen = ws.gen[lane];
-        ws.slots[(gen % 2) as usize][lane] = Slot {
-            gen,
-            op,
-            loc: Some(loc),
-            checked,
-            value,
-        };
-        gen
-    };
-    e.warp_sync(tid, loc, op);
-    let g = x.lock();
-    let ws = &g[w];
-    let row = ws.slots[(gen % 2) as usize];
-    let any_checked = row[..n].iter().any(|s| s.checked);
-    let converged = row[..n].iter().all(|s| {
-        s.gen == gen && (!any_checked || (s.op == op && s.loc.map(|l| l as *const _) == Some(loc as *const _)))
-    });
-    if !converged {
-        // Group lanes by where they are.
-        let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
-        for l in 0..n {
-            let s = if row[l].gen == gen { row[l] } else { ws.slots[(ws.gen[l] % 2) as usize][l] };
-            let at = site(&s);
-            match groups.iter_mut().find(|(a, _)| *a == at) {
-                Some((_, v)) => v.push(l),
-                None => groups.push((at, vec![l])),
-            }
-        }
-        drop(g);
-        let detail = groups
-            .iter()
-            .map(|(at, ls)| format!("lanes {} at {at}", lane_list(ls)))
-            .collect::<Vec<_>>()
-            .join("; ");
-        e.misuse(
-            e.lock(),
-            tid,
-            loc,
-            "warp collective not converged: every lane of the mask must reach the same warp operation \
-             at the same call site (no divergent branches around shfl/vote/redux/match)",
-            detail,
-        );
-    }
-    let mut out = [0u64; WARP];
-    for l in 0..n {
-        out[l] = row[l].value;
-    }
-    out
-}
-
-/// `"0-15, 17"`.
-fn lane_list(ls: &[usize]) -> String {
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < ls.len() {
-        let mut j = i;
-        while j + 1 < ls.len() && ls[j + 1] == ls[j] + 1 {
-            j += 1;
-        }
-        parts.push(if i == j { format!("{}", ls[i]) } else { format!("{}-{}", ls[i], ls[j]) });
-        i = j + 1;
-    }
-    parts.join(", ")
-}
-
-/// Called when lane `tid` finishes the kernel: a lane of its warp waiting
-/// at a checked collective can never complete it.
-pub(crate) fn exiting(e: &Emu, x: &Exchange, tid: usize) {
-    let w = warp_index(e, tid);
-    let lane = e.threads[tid].lane as usize;
-    let n = lanes(e, tid);
-    let mut g = x.lock();
-    let ws = &mut g[w];
-    ws.exited[lane] = true;
-    // Lanes that deposited a collective this lane never reached wait forever.
-    let waiter = (0..n).find(|&l| {
-        l != lane && ws.gen[l] > ws.gen[lane] && ws.slots[(ws.gen[l] % 2) as usize][l].checked
-    });
-    if let Some(l) = waiter {
-        let s = ws.slots[(ws.gen[l] % 2) as usize][l];
-        drop(g);
-        let detail = format!(
-            "lane {lane} exited without reaching {}; every lane of the membermask must execute it",
-            site(&s)
-        );
-        e.misuse(
-            e.lock(),
-            lane_tid(e, tid, l),
-            s.loc.unwrap_or(Location::caller()),
-            "warp collective with an exited lane",
-            detail,
-        );
-    }
+/// Runs one warp collective of lane `tid` over the lanes of `mask` (see the
+/// module docs of `engine::warp`) and returns the lanes' values (index =
+/// lane; 0 outside the mask).
+pub(crate) fn collective(e: &Emu, tid: usize, loc: Loc, op: &'static str, checked: bool, mask: u32, value: u64) -> [u64; WARP] {
+    e.warp_collective(tid, loc, op, checked, mask, value)
 }
 
 // ----- semantics (pure functions of the 32 operands) ------------------------
@@ -262,6 +51,13 @@ pub enum ShflMode {
 /// `d` the lane's own value) when the source lane is out of range. `c`
 /// packs the clamp value (bits 0..4) and the segment mask (bits 8..12).
 pub fn shfl_result(mode: ShflMode, values: &[u64; WARP], lane: u32, b: u32, c: u32) -> (u32, bool) {
+    let (j, p) = shfl_source(mode, lane, b, c);
+    (values[j as usize] as u32, p)
+}
+
+/// The lane `lane`'s `shfl.sync` reads (its own when out of range) and
+/// whether it is in range (`p`), PTX ISA §9.7.9.6.
+pub fn shfl_source(mode: ShflMode, lane: u32, b: u32, c: u32) -> (u32, bool) {
     let lane = (lane & 31) as i32;
     let bval = (b & 31) as i32;
     let cval = (c & 31) as i32;
@@ -286,13 +82,17 @@ pub fn shfl_result(mode: ShflMode, values: &[u64; WARP], lane: u32, b: u32, c: u
             (j, j <= max_lane)
         }
     };
-    let j = if p { j } else { lane };
-    (values[j as usize] as u32, p)
+    (if p { j } else { lane } as u32, p)
 }
 
 /// `vote.sync.ballot.b32`: bit `l` set when lane `l`'s predicate is true.
 pub fn ballot_result(values: &[u64; WARP]) -> u32 {
     (0..WARP).filter(|&l| values[l] != 0).fold(0, |m, l| m | (1 << l))
+}
+
+/// The values of the lanes of `mask`.
+fn members(values: &[u64; WARP], mask: u32) -> impl Iterator<Item = u64> + '_ {
+    (0..WARP).filter(move |&l| mask & (1 << l) != 0).map(move |l| values[l])
 }
 
 /// The operation of a `redux.sync`.
@@ -318,7 +118,12 @@ pub enum ReduxOp {
 
 /// `redux.sync.op d, a, 0xffffffff` over every lane's `a` (PTX ISA §9.7.13.10).
 pub fn redux_result(op: ReduxOp, values: &[u64; WARP]) -> u32 {
-    let v = values.iter().map(|&x| x as u32);
+    redux_result_mask(op, values, !0)
+}
+
+/// `redux.sync.op d, a, membermask` over the `a` of the lanes of `mask`.
+pub fn redux_result_mask(op: ReduxOp, values: &[u64; WARP], mask: u32) -> u32 {
+    let v = members(values, mask).map(|x| x as u32);
     match op {
         ReduxOp::Add => v.fold(0u32, u32::wrapping_add),
         ReduxOp::MinU32 => v.min().unwrap_or(0),
@@ -333,15 +138,29 @@ pub fn redux_result(op: ReduxOp, values: &[u64; WARP]) -> u32 {
 
 /// `match.any.sync.b64`: the lanes whose value equals lane `lane`'s.
 pub fn match_any_result(values: &[u64; WARP], lane: u32) -> u32 {
+    match_any_result_mask(values, lane, !0)
+}
+
+/// `match.any.sync.b64 d, a, membermask`: the lanes of `mask` whose value
+/// equals lane `lane`'s.
+pub fn match_any_result_mask(values: &[u64; WARP], lane: u32, mask: u32) -> u32 {
     let mine = values[(lane & 31) as usize];
-    (0..WARP).filter(|&l| values[l] == mine).fold(0, |m, l| m | (1 << l))
+    (0..WARP).filter(|&l| mask & (1 << l) != 0 && values[l] == mine).fold(0, |m, l| m | (1 << l))
 }
 
 /// `match.all.sync.b64 d|p`: `(0xffffffff, true)` when every lane holds
 /// the same value, `(0, false)` otherwise.
 pub fn match_all_result(values: &[u64; WARP]) -> (u32, bool) {
-    if values.iter().all(|&v| v == values[0]) {
-        (!0, true)
+    match_all_result_mask(values, !0)
+}
+
+/// `match.all.sync.b64 d|p, a, membermask`: `(mask, true)` when every lane
+/// of `mask` holds the same value, `(0, false)` otherwise.
+pub fn match_all_result_mask(values: &[u64; WARP], mask: u32) -> (u32, bool) {
+    let mut m = members(values, mask);
+    let first = m.next();
+    if m.all(|v| Some(v) == first) {
+        (mask, true)
     } else {
         (0, false)
     }
@@ -352,7 +171,7 @@ mod tests {
     use super::*;
     use crate::{run, EmuError, LaunchConfig, RunReport};
     use std::sync::mpsc;
-    use std::sync::Arc;
+    use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
     fn run_t(block: u32, f: impl Fn() + Send + Sync + 'static) -> Result<RunReport, EmuError> {
@@ -462,6 +281,132 @@ mod tests {
         })
         .unwrap_err();
         assert!(e.to_string().contains("warp collective over lanes that do not exist"), "{e}");
+    }
+
+    #[test]
+    fn partial_masks_meet_only_their_lanes_and_compute_over_them() {
+        // Two half-warps at once, each with its own mask and call site; then
+        // lanes 0-19 with the mask of a branch.
+        let out = Arc::new(Mutex::new(vec![[0u32; 7]; 32]));
+        let o = out.clone();
+        run_t(32, move || {
+            let t = tid();
+            let half = if t < 16 { 0x0000_ffff } else { 0xffff_0000 };
+            let (sum, all, any, ballot, mall) = if t < 16 {
+                (
+                    crate::redux_sync_mask("redux.sync.add.u32", ReduxOp::Add, t, half),
+                    crate::vote_ballot_mask("vote.sync.all.pred", t < 100, half) == half,
+                    crate::vote_ballot_mask("vote.sync.any.pred", t == 3, half) != 0,
+                    crate::vote_ballot_mask("vote.sync.ballot.b32", t % 2 == 0, half),
+                    crate::match_all_sync_mask("match.all.sync.b32", 5, half).0,
+                )
+            } else {
+                crate::yield_point("spin");
+                (
+                    crate::redux_sync_mask("redux.sync.add.u32", ReduxOp::Add, t, half),
+                    crate::vote_ballot_mask("vote.sync.all.pred", t < 20, half) == half,
+                    crate::vote_ballot_mask("vote.sync.any.pred", t == 3, half) != 0,
+                    crate::vote_ballot_mask("vote.sync.ballot.b32", t % 2 == 0, half),
+                    crate::match_all_sync_mask("match.all.sync.b32", t as u64, half).0,
+                )
+            };
+            let same = crate::match_any_sync_mask("match.any.sync.b32", (t % 3) as u64, !0);
+            o.lock().unwrap()[t as usize] = [sum, all as u32, any as u32, ballot, mall, 0, same];
+            if t < 20 {
+                let m = (1u32 << 20) - 1;
+                let (v, p) = crate::shfl_sync_mask("shfl.sync.idx.b32", ShflMode::Idx, 100 + t, 19 - t, 0x1f, m);
+                o.lock().unwrap()[t as usize][5] = v | (p as u32) << 31;
+            }
+        })
+        .unwrap();
+        let out = out.lock().unwrap();
+        for t in 0..32u32 {
+            let r = out[t as usize];
+            let half: u32 = if t < 16 { 0xffff } else { 0xffff_0000 };
+            let lanes = if t < 16 { 0..16u32 } else { 16..32 };
+            assert_eq!(r[0], lanes.clone().sum::<u32>(), "redux t{t}");
+            assert_eq!(r[1], (t < 16) as u32, "vote.all t{t}");
+            assert_eq!(r[3], lanes.clone().filter(|l| l % 2 == 0).fold(0, |m, l| m | 1 << l) & half, "ballot t{t}");
+            assert_eq!(r[4], if t < 16 { half } else { 0 }, "match.all t{t}");
+            assert_eq!(r[2], (t < 16) as u32, "vote.any t{t}");
+            assert_eq!(r[6], (0..32).filter(|&k| k % 3 == t % 3).fold(0u32, |m, k| m | 1 << k), "match.any t{t}");
+            if t < 20 {
+                assert_eq!(r[5], (100 + 19 - t) | 1 << 31, "shfl t{t}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_lane_outside_its_mask_or_a_source_outside_it_is_reported() {
+        let e = run_t(32, || {
+            let t = tid();
+            if t < 20 {
+                crate::redux_sync_mask("redux.sync.add.u32", ReduxOp::Add, t, 0xffff);
+            }
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("warp collective from a lane outside its member mask"), "{e}");
+        let e = run_t(32, || {
+            let t = tid();
+            if t < 16 {
+                crate::shfl_sync_mask("shfl.sync.down.b32", ShflMode::Down, t, 8, 0x1f, 0xffff);
+            }
+        })
+        .unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("shfl.sync reads a lane outside its member mask") && msg.contains("member mask 0x0000ffff"), "{msg}");
+        // Lanes 0-15 pass one mask, lanes 16-31 another naming them all.
+        let e = run_t(32, || {
+            let t = tid();
+            let m = if t < 16 { 0xffff } else { !0 };
+            crate::redux_sync_mask("redux.sync.add.u32", ReduxOp::Add, t, m);
+        })
+        .unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("different member masks") || msg.contains("not converged") || msg.contains("exited lane"), "{msg}");
+        // A 48-thread block: a mask of the second warp's 16 lanes is fine.
+        run_t(48, || {
+            let t = tid();
+            let m = if t < 32 { !0 } else { 0xffff };
+            crate::redux_sync_mask("redux.sync.add.u32", ReduxOp::Add, t, m);
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn a_half_warp_barrier_orders_its_half_only() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        // Lanes write a word of shared memory each, meet in halves, then
+        // read the other half's words: a race, which the full barrier fixes.
+        for (mask_of, racy) in [(None, false), (Some(()), true)] {
+            let cell = Arc::new(AtomicUsize::new(0));
+            let c = cell.clone();
+            let r = {
+                let (tx, rx) = mpsc::channel();
+                std::thread::spawn(move || {
+                    let mut cfg = LaunchConfig::new("warp_ops", [1, 1, 1], [32, 1, 1]);
+                    cfg.smem_bytes = 128;
+                    cfg.seed = 3;
+                    let _ = tx.send(run(&cfg, &move || {
+                        let t = tid() as usize;
+                        let base = crate::smem_base();
+                        crate::smem_access(base.wrapping_add(4 * t), 4, true);
+                        match mask_of {
+                            Some(()) => crate::warp_sync_mask(if t < 16 { 0xffff } else { 0xffff_0000 }),
+                            None => crate::warp_sync(),
+                        }
+                        crate::smem_access(base.wrapping_add(4 * (31 - t)), 4, false);
+                        c.fetch_add(1, Ordering::Relaxed);
+                    }));
+                });
+                rx.recv_timeout(Duration::from_secs(30)).expect("run() returned")
+            };
+            match (r, racy) {
+                (Ok(_), false) => assert_eq!(cell.load(Ordering::Relaxed), 32),
+                (Err(e), true) => assert!(matches!(e, EmuError::Race { .. }), "{e}"),
+                (r, racy) => panic!("racy {racy}: {:?}", r.map(|_| ()).map_err(|e| e.to_string())),
+            }
+        }
     }
 
     #[test]

@@ -140,8 +140,8 @@ fn quad_fragments(mine: [u32; 4]) -> [[u32; 4]; 4] {
 #[track_caller]
 fn warp_values(op: &'static str, value: u64) -> [u64; 32] {
     let loc = Location::caller();
-    match crate::enter_x(op) {
-        Some((e, tid, x)) => crate::warp_ops::collective(&e, &x, tid, loc, op, false, value),
+    match crate::enter(op) {
+        Some((e, tid)) => crate::warp_ops::collective(&e, tid, loc, op, false, !0, value),
         None => [value; 32],
     }
 }

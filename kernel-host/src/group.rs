@@ -434,10 +434,9 @@ impl<T: Copy> Arg<kernel_device::GmemRef<T>> for PeerArg<'_, T> {
 }
 
 fn local_ref<T: Copy>(p: &PeerGmem<T>) -> kernel_device::GmemRef<T> {
-    let g = p.local();
-    // SAFETY: the launching device's own part, `len` elements, alive for the
-    // launch (the `&PeerBuffer` borrow).
-    unsafe { kernel_device::GmemRef::from_raw_parts(g.as_ptr(), g.len()) }
+    // The launching device's own part, alive for the launch (the
+    // `&PeerBuffer` borrow).
+    p.local().into()
 }
 
 /// A kernels crate's device code loaded on every device of a group.

@@ -133,6 +133,41 @@ fn raw_pointer_accesses_are_not_race_checked_and_the_report_says_so() {
     assert!(matches!(e, EmuError::Race { .. }) && msg.contains("write-write race on global memory") && msg.contains("planted.rs"), "{msg}");
 }
 
+/// The pointer escape hatches check themselves on the emulator (issue 42,
+/// item 1): a write-write race through `Gmem::ptr` / `Smem::elem_ptr` is a
+/// race report naming the kernel's line, and a read one past a `GmemRef`
+/// view or past a scratch array (into the next allocation) is an
+/// out-of-bounds report naming the allocation and the line, in both
+/// memories, with no call of the kernel's own to the emulator.
+#[test]
+fn pointer_races_and_out_of_bounds_reads_are_reported_in_both_memories() {
+    let run = |which: u32| {
+        let mut x = vec![1f32; 32];
+        let mut y = vec![0f32; 32];
+        Emulator::new(7)
+            .launch::<planted::pointer_misuse, _>(1u32, (&mut x[..], &mut y[..], which))
+            .expect_err("the pointer's access must be reported")
+    };
+    for (which, space) in [(planted::PTR_GMEM_RACE, "global memory"), (planted::PTR_SMEM_RACE, "shared memory")] {
+        let e = run(which);
+        let msg = e.to_string();
+        assert!(matches!(e, EmuError::Race { .. }), "{which}: {msg}");
+        assert!(msg.contains(&format!("write-write race on {space}")) && msg.contains("planted.rs"), "{which}: {msg}");
+    }
+    let e = run(planted::PTR_GMEM_OOB_READ);
+    let msg = e.to_string();
+    assert!(matches!(e, EmuError::Misuse { .. }), "{msg}");
+    for want in ["out-of-bounds global-memory access through a pointer", "byte offset 128 of a 128-byte Gmem view", "thread (31,0,0)", "planted.rs"] {
+        assert!(msg.contains(want), "the report lacks `{want}`: {msg}");
+    }
+    let e = run(planted::PTR_SMEM_OOB_READ);
+    let msg = e.to_string();
+    assert!(matches!(e, EmuError::Misuse { .. }), "{msg}");
+    for want in ["out-of-bounds shared-memory access through a pointer", "of a 256-byte shared-memory allocation", "planted.rs"] {
+        assert!(msg.contains(want), "the report lacks `{want}`: {msg}");
+    }
+}
+
 /// The FP8 wgmma forms (`m64n256k32.f32.e4m3.e4m3` and `.e5m2.e5m2`):
 /// exact products summed in f32 against the f64 sum, on 4 schedules.
 #[test]

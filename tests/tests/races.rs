@@ -5,6 +5,7 @@
 use kernel_device::{bf16, f16};
 use kernel_host::emulate::{EmuError, EmuTensorMap, Emulator, RunReport};
 use kernel_fixtures::races::{self as k, RTile, RT};
+use kernel_fixtures::races_lanes as kl;
 
 const SEEDS: [u64; 4] = [1, 2, 3, 0xDEAD_BEEF];
 
@@ -375,6 +376,75 @@ fn vec16(emu: &Emulator, racy: bool, which: &str) -> Outcome {
     }
 }
 
+/// The partial-mask collectives, the pointer escape hatches and the loads
+/// in flight (`kernel_fixtures::races_lanes`), each with its reference.
+fn lanes(emu: &Emulator, racy: bool, which: &str) -> Outcome {
+    macro_rules! run {
+        ($kernel:ident, $grid:expr, $args:expr) => {
+            if racy {
+                emu.launch::<kl::$kernel<true>, _>($grid, $args)
+            } else {
+                emu.launch::<kl::$kernel<false>, _>($grid, $args)
+            }
+        };
+    }
+    let mut x = xs(64, 20);
+    match which {
+        "half_warp_sync" => {
+            let want: Vec<f32> = (0..32).map(|t| 2.0 * x[31 - t]).collect();
+            let mut y = vec![f32::NAN; 32];
+            let r = run!(half_warp_sync_misses_other_half, 1u32, (&mut x[..32], &mut y[..]));
+            outcome(r, &y, &want)
+        }
+        "shfl_outside_mask" => {
+            let want = vec![x[..16].iter().sum::<f32>()];
+            let mut y = vec![f32::NAN; 1];
+            let r = run!(half_warp_shfl_reads_outside_mask, 1u32, (&mut x[..32], &mut y[..]));
+            outcome(r, &y, &want)
+        }
+        "constant_mask" => {
+            let n = x[..20].iter().filter(|v| **v > 2.0).count() as f32;
+            let mut y = vec![f32::NAN; 20];
+            let r = run!(masked_redux_constant_mask, 1u32, (&mut x[..32], &mut y[..]));
+            outcome(r, &y, &[n; 20])
+        }
+        "lane_skips" => {
+            let want = vec![x[..16].iter().map(|v| *v as u32).sum::<u32>() as f32];
+            let mut y = vec![f32::NAN; 1];
+            let r = run!(masked_redux_lane_skips, 1u32, (&mut x[..32], &mut y[..]));
+            outcome(r, &y, &want)
+        }
+        "smem_pointer" => {
+            let want: Vec<f32> = (0..32).map(|t| 2.0 * x[t ^ 1]).collect();
+            let mut y = vec![f32::NAN; 32];
+            let r = run!(smem_pointer_read_without_sync, 1u32, (&mut x[..32], &mut y[..]));
+            outcome(r, &y, &want)
+        }
+        "gmem_pointer" => {
+            let want = scaled(&x, 2.0);
+            let mut y = vec![f32::NAN; 64];
+            let r = run!(gmem_pointer_same_element_in_two_ctas, 2u32, (&mut x[..], &mut y[..]));
+            if racy && r.is_ok() {
+                return outcome(r, &y[..32], &want[32..]);
+            }
+            outcome(r, &y, &want)
+        }
+        "bulk_source" => {
+            let want = x[..32].to_vec();
+            let mut y = vec![f32::NAN; 32];
+            let r = run!(bulk_load_source_reused_before_wait, 1u32, (&mut x[..32], &mut y[..]));
+            outcome(r, &y, &want)
+        }
+        "tmem_load" => {
+            let want = x[..32].to_vec();
+            let mut y = vec![f32::NAN; 32];
+            let r = run!(tmem_load_wait_after_handoff, 1u32, (&mut x[..32], &mut y[..]));
+            outcome(r, &y, &want)
+        }
+        _ => unreachable!("{which}"),
+    }
+}
+
 // ----- the table -----------------------------------------------------------------
 
 /// The report that counts as catching a bug: its kind, read from the
@@ -402,6 +472,15 @@ enum Want {
     /// The mbarrier protocol check: more arrivals than the count in a phase,
     /// or a skipped phase.
     PhaseAccounting,
+    /// A warp collective's member mask broken: a lane outside the mask it
+    /// passes, or a shuffle reading a lane outside it.
+    MemberMask,
+    /// A lane of a collective's member mask that never arrives: the run's
+    /// deadlock report names the collective and its mask.
+    MaskLaneMissing,
+    /// Tensor memory overwritten while a `tcgen05.ld` still reads it (before
+    /// its wait), or a race with the load's read at its wait.
+    LoadInFlight,
 }
 use Want::*;
 
@@ -415,6 +494,12 @@ fn is(e: &EmuError, w: Want) -> bool {
         (EmuError::Misuse { rule, .. }, Outstanding) => rule.contains("bulk async-groups outstanding"),
         (EmuError::Misuse { rule, .. }, WgmmaInFlight) => rule.contains("in-flight wgmma"),
         (EmuError::Misuse { rule, .. }, PhaseAccounting) => rule.contains("more arrivals than the count") || rule.contains("skipped a phase"),
+        (EmuError::Misuse { rule, .. }, MemberMask) => rule.contains("outside its member mask"),
+        (EmuError::Deadlock { blocked, .. }, MaskLaneMissing) => blocked.iter().any(|b| b.contains("member mask") && b.contains("not arrived")),
+        (EmuError::Misuse { rule, .. }, LoadInFlight) => rule.contains("in-flight tcgen05.ld"),
+        (EmuError::Race { rule, first, second, .. }, LoadInFlight) => {
+            rule.contains("race on tensor memory") && (first.contains("in flight until its wait") || second.contains("in flight until its wait"))
+        }
         _ => false,
     }
 }
@@ -490,6 +575,14 @@ fn cases() -> Vec<Case> {
         case("tma_tile_read_v4_without_wait", "TMA load, 16-byte SMEM reads (get_v4)", &[AsyncRace], |e, r| vec16(e, r, "tma_tile_read_v4_without_wait")),
         case("smem_raw_v4_read_without_sync", "SMEM, 16-byte raw-pointer reads", &[SmemRace], |e, r| vec16(e, r, "smem_raw_v4_read_without_sync")),
         case("gmem_v4_same_pack_in_two_ctas", "GMEM write-write, 16-byte stores", &[GmemRace], |e, r| vec16(e, r, "gmem_v4_same_pack_in_two_ctas")),
+        case("half_warp_sync_misses_other_half", "partial mask: half-warp barrier", &[SmemRace], |e, r| lanes(e, r, "half_warp_sync")),
+        case("half_warp_shfl_reads_outside_mask", "partial mask: shuffle source outside", &[MemberMask], |e, r| lanes(e, r, "shfl_outside_mask")),
+        case("masked_redux_constant_mask", "partial mask: lane outside its mask", &[MemberMask], |e, r| lanes(e, r, "constant_mask")),
+        case("masked_redux_lane_skips", "partial mask: a lane never arrives", &[MaskLaneMissing], |e, r| lanes(e, r, "lane_skips")),
+        case("smem_pointer_read_without_sync", "SMEM through Smem::elem_ptr pointers", &[SmemRace], |e, r| lanes(e, r, "smem_pointer")),
+        case("gmem_pointer_same_element_in_two_ctas", "GMEM write-write through Gmem::ptr", &[GmemRace], |e, r| lanes(e, r, "gmem_pointer")),
+        case("bulk_load_source_reused_before_wait", "bulk load: source reused before its wait", &[AsyncRace], |e, r| lanes(e, r, "bulk_source")),
+        case("tmem_load_wait_after_handoff", "tcgen05.ld: handed over before its wait", &[LoadInFlight], |e, r| lanes(e, r, "tmem_load")),
     ]
 }
 
@@ -578,4 +671,28 @@ fn racy_kernels_are_reported_on_every_seed() {
     // Every one: a racy kernel that goes unreported on some schedule is a
     // blind spot of the detector, not noise.
     assert!(caught == total, "only {caught} of {total} racy kernels were reported on every seed (every one must be; the `cargo test -- --nocapture` table names the misses)");
+}
+
+/// A load in flight until its wait (issue 42, item 3): the producer hands
+/// the source over (an arrival) before it waits for its load, and the
+/// consumer overwrites the source after the hand-over. Reported on every one
+/// of 16 schedules, for a `tcgen05.ld` (TMEM) and a bulk copy's global
+/// source; the twins, which wait before the arrival, run clean and right on
+/// all 16.
+#[test]
+fn loads_in_flight_until_their_wait_are_reported_on_16_seeds() {
+    for (which, want) in [("tmem_load", LoadInFlight), ("bulk_source", AsyncRace)] {
+        for seed in 0..16 {
+            let emu = Emulator::new(1000 + seed);
+            match lanes(&emu, true, which) {
+                Outcome::Reported(e) => assert!(is(&e, want), "{which}, seed {seed}: reported as something else:\n{e}"),
+                Outcome::Clean | Outcome::Wrong(_) => panic!("{which}, seed {seed}: the racy kernel was not reported"),
+            }
+            match lanes(&emu, false, which) {
+                Outcome::Clean => {}
+                Outcome::Wrong(w) => panic!("{which} (twin), seed {seed}: wrong output, {w}"),
+                Outcome::Reported(e) => panic!("{which} (twin), seed {seed}: false alarm:\n{e}"),
+            }
+        }
+    }
 }

@@ -72,8 +72,9 @@ fn misaligned_and_out_of_range_16_byte_accesses_are_reported() {
         (5, 4, &["tile 16-byte access (get_v4/set_v4) out of bounds or misaligned", "element (0, 4) of a 8 x 64 tile", "multiple of 8"]),
         (6, 8, &["tile 16-byte access (get_v4/set_v4) out of bounds or misaligned", "element (8, 0)", "row below 8"]),
         (7, 4, &["misaligned shared-memory access through a raw pointer", "16 bytes", "not 16-byte aligned"]),
-        (7, 1 << 20, &["not a shared-memory address"]),
+        (7, 1 << 20, &["out-of-bounds shared-memory access through a pointer", "byte offset 1048576 of a 128-byte shared-memory allocation"]),
         (8, 4, &["misaligned global-memory access through a raw pointer", "16 bytes", "not 16-byte aligned"]),
+        (8, 128, &["out-of-bounds global-memory access through a pointer", "byte offset 128 of a 128-byte Gmem view"]),
     ];
     for &(which, at, want) in cases {
         let msg = misuse(which, at);

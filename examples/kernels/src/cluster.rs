@@ -46,7 +46,7 @@ pub fn cluster_allreduce(
         for px in 0..2 {
             // SAFETY: rank `px + 2 * cy` is in the 2 x 2 cluster, which runs
             // until the epilogue's cluster barrier.
-            let peer = unsafe { Smem::from_ptr(row_in.map_rank(px + 2 * me.y)) };
+            let peer = unsafe { row_in.map_rank(px + 2 * me.y) };
             peer.at(me.x as usize).write(t, v);
         }
         sync_threads();
@@ -57,7 +57,7 @@ pub fn cluster_allreduce(
         let r = row_in.at(0).read(t) + row_in.at(1).read(t);
         for py in 0..2 {
             // SAFETY: as above, rank `cx + 2 * py`.
-            let peer = unsafe { Smem::from_ptr(col_in.map_rank(me.x + 2 * py)) };
+            let peer = unsafe { col_in.map_rank(me.x + 2 * py) };
             peer.at(me.y as usize).write(t, r);
         }
         sync_threads();
@@ -104,11 +104,11 @@ pub fn cluster_axis_sums(
             let (x, yy, z) = coords(r);
             if x == mx {
                 // SAFETY: `r` is a rank of the 8-CTA cluster, running until the epilogue.
-                unsafe { Smem::from_ptr(plane.map_rank(r)) }.write(me as usize, me + 1);
+                unsafe { plane.map_rank(r) }.write(me as usize, me + 1);
             }
             if yy == my && z == mz {
                 // SAFETY: as above.
-                unsafe { Smem::from_ptr(row.map_rank(r)) }.write(me as usize, me + 1);
+                unsafe { row.map_rank(r) }.write(me as usize, me + 1);
             }
         }
         plane_done.arrive();
@@ -193,7 +193,7 @@ pub fn cluster_allreduce16(
         // 1. Reduce-scatter: element t to its owner.
         // SAFETY: `owner < 16` is a rank of the cluster, which runs until
         // the epilogue's cluster barrier.
-        let theirs = unsafe { Smem::from_ptr(parts.map_rank(owner)) };
+        let theirs = unsafe { parts.map_rank(owner) };
         theirs.at(me as usize).write(slot, x.read(i));
         cluster_sync();
         // 2. All-gather: the owner's columns, summed in rank order, to every CTA.
@@ -205,7 +205,7 @@ pub fn cluster_allreduce16(
             let col = me as usize * ALLREDUCE16_OWN + t;
             for r in 0..ALLREDUCE16_CTAS as u32 {
                 // SAFETY: as above, rank `r < 16`.
-                unsafe { Smem::from_ptr(sums.map_rank(r)) }.write(col, acc);
+                unsafe { sums.map_rank(r) }.write(col, acc);
             }
         }
         cluster_sync();

@@ -46,7 +46,7 @@ pub fn producer_consumer(
     #[scratch(arrivals = 128)] consumed: Barriers<QUEUE_SLOTS>,
 ) {
     let t = thread_in_warpgroup() as usize;
-    let base = queue.as_ptr() as *mut f32;
+    let base = queue.ptr().cast::<f32>();
     for s in 0..steps as usize {
         let slot = s % QUEUE_SLOTS;
         // SAFETY: `slot < QUEUE_SLOTS`, `t < QUEUE_ITEM`: inside `queue`.
@@ -56,12 +56,12 @@ pub fn producer_consumer(
                 consumed.at(slot).wait();
             }
             // SAFETY: the slot is free (waited above).
-            unsafe { *cell = x.read(s * QUEUE_ITEM + t) + 1.0 };
+            unsafe { cell.write(x.read(s * QUEUE_ITEM + t) + 1.0) };
             produced.at(slot).arrive();
         } else {
             produced.at(slot).wait();
             // SAFETY: the slot is filled (waited above).
-            y.write(s * QUEUE_ITEM + t, unsafe { *cell } + 1.0);
+            y.write(s * QUEUE_ITEM + t, unsafe { cell.read() } + 1.0);
             consumed.at(slot).arrive();
         }
     }
@@ -89,9 +89,8 @@ pub fn cluster_exchange(x: GmemRef<f32>, y: Gmem<f32>, #[scratch] inbox: Smem<[f
     let t = thread_idx().x as usize;
     let me = block_idx().x as usize;
     // SAFETY: `peer < 2 == cluster size`; the peer runs until the epilogue barrier.
-    let remote = unsafe { inbox.map_rank(peer) } as *mut f32;
-    // SAFETY: `t < 128` is inside the peer's inbox.
-    unsafe { *remote.add(t) = x.read(me * EXCHANGE_LEN + t) * 2.0 + rank as f32 };
+    let remote = unsafe { inbox.map_rank(peer) };
+    remote.write(t, x.read(me * EXCHANGE_LEN + t) * 2.0 + rank as f32);
     cluster_sync();
     y.write(me * EXCHANGE_LEN + t, inbox.read(t));
 }

@@ -114,8 +114,8 @@ pub fn ring_all_gather(
             // The shard of device `me - s` arrived from the previous device.
             sems.wait(b, 1);
             let from = (me + n - s) % n;
-            // SAFETY: this device's part, read-only here until the kernel ends.
-            let recv = unsafe { GmemRef::from_raw_parts(local.as_ptr() as *const f32, local.len()) };
+            // This device's part, read-only here until the kernel ends.
+            let recv = GmemRef::from(local);
             copy_chunks(recv, from * shard, out.remote(next), from * shard, b, grid, chunks, bufs, &loaded);
             sems.signal(next, b, 1);
         }

@@ -16,6 +16,7 @@ use super::layout::{ArrayLayout, Strided, Wgmma, WgmmaCol, WgmmaRow};
 use super::regs::{unroll, RegStorage};
 use super::{Array, Scalar};
 use crate::gmem::{Gmem, GmemRef};
+use crate::ptr::{Bounds, GmemPtr, Ptr};
 
 /// A global-memory vector arrays load from: a [`Gmem<T>`] or a read-only
 /// [`GmemRef<T>`] (which the host passes as `&[T]` / `&CudaSlice<T>`).
@@ -24,9 +25,20 @@ pub trait GmemSrc<T>: Copy {
     fn len(&self) -> usize;
     /// Pointer to element `start`, after checking that `start .. start + n`
     /// lies in the view (a trap on the GPU, a reported misuse on the
-    /// emulator).
+    /// emulator), bounded by those `n` elements: on the emulator every
+    /// access through it is checked against them and race-recorded
+    /// ([`crate::ptr`]).
     #[track_caller]
-    fn checked(&self, start: usize, n: usize) -> *const T;
+    fn checked(&self, start: usize, n: usize) -> GmemPtr<T>;
+}
+
+/// The pointer to element `start` of the view at `base`, bounded by
+/// `start .. start + n` (checked against `len` by the caller).
+#[inline(always)]
+fn range_ptr<T>(base: *mut T, start: usize, n: usize) -> GmemPtr<T> {
+    // SAFETY: `start + n <= len` (checked by the caller).
+    let p = unsafe { base.add(start) };
+    Ptr::within(p, p as *const u8, n.wrapping_mul(core::mem::size_of::<T>()))
 }
 impl<T: Copy> GmemSrc<T> for Gmem<T> {
     #[inline(always)]
@@ -35,10 +47,9 @@ impl<T: Copy> GmemSrc<T> for Gmem<T> {
     }
     #[inline(always)]
     #[track_caller]
-    fn checked(&self, start: usize, n: usize) -> *const T {
+    fn checked(&self, start: usize, n: usize) -> GmemPtr<T> {
         crate::gmem::check_range(start, n, Gmem::len(self));
-        // SAFETY: in bounds (checked).
-        unsafe { self.as_ptr().add(start) }
+        range_ptr(self.as_ptr(), start, n)
     }
 }
 impl<T: Copy> GmemSrc<T> for GmemRef<T> {
@@ -48,10 +59,9 @@ impl<T: Copy> GmemSrc<T> for GmemRef<T> {
     }
     #[inline(always)]
     #[track_caller]
-    fn checked(&self, start: usize, n: usize) -> *const T {
+    fn checked(&self, start: usize, n: usize) -> GmemPtr<T> {
         crate::gmem::check_range(start, n, GmemRef::len(self));
-        // SAFETY: in bounds (checked).
-        unsafe { self.as_ptr().add(start) }
+        range_ptr(self.as_ptr() as *mut T, start, n)
     }
 }
 use crate::layout::{Layout, Tile};
@@ -117,16 +127,14 @@ where
     pub fn store_tile_pairs<U: Scalar, const R: usize, const C: usize, L: Layout>(&self, dst: Smem<Tile<U, R, C, L>>, row0: usize, col0: usize) {
         assert!(row0 + 64 <= R && col0 + N <= C && col0 % 2 == 0, "Array::store_tile_pairs: the 64 x N block at (row0, col0) is outside the tile (or col0 is odd)");
         let t = crate::index::thread_in_warpgroup() as usize;
-        let base = dst.as_ptr() as *mut u8;
+        let base = dst.ptr().cast::<u8>();
         unroll(N / 4, |p| {
             let (r, c) = Wgmma::<N>::coords(t, 2 * p);
             let off = Tile::<U, R, C, L>::offset_of(row0 + r, col0 + c);
-            // The emulator's race detector sees the pair as this thread's write.
-            #[cfg(not(target_arch = "nvptx64"))]
-            kernel_emu::smem_access(base.wrapping_add(off), 2 * core::mem::size_of::<U>(), true);
             // SAFETY: inside the tile (asserted); pair-aligned (even column,
-            // swizzle moves 16-byte chunks).
-            unsafe { U::write_pair(base.add(off) as *mut U, self.regs.get(2 * p).to_f32(), self.regs.get(2 * p + 1).to_f32()) };
+            // swizzle moves 16-byte chunks). The emulator sees the pair as
+            // this thread's write.
+            unsafe { U::write_pair(base.add(off).cast::<U>(), self.regs.get(2 * p).to_f32(), self.regs.get(2 * p + 1).to_f32()) };
         });
     }
 
@@ -137,13 +145,13 @@ where
     pub fn load_tile<U: Scalar, const R: usize, const C: usize, L: Layout>(src: Smem<Tile<U, R, C, L>>, row0: usize, col0: usize) -> Self {
         assert!(row0 + 64 <= R && col0 + N <= C && col0 % 2 == 0, "Array::load_tile: the 64 x N block at (row0, col0) is outside the tile (or col0 is odd)");
         let t = crate::index::thread_in_warpgroup() as usize;
-        let base = src.as_ptr() as *const u8;
+        let base = src.ptr().cast::<u8>();
         let mut out = Self::splat(T::default());
         unroll(N / 4, |p| {
             let (r, c) = Wgmma::<N>::coords(t, 2 * p);
             let off = Tile::<U, R, C, L>::offset_of(row0 + r, col0 + c);
             // SAFETY: as `store_tile`.
-            let (a, b) = unsafe { U::read_pair(base.add(off) as *const U) };
+            let (a, b) = unsafe { U::read_pair(base.add(off).cast::<U>()) };
             out.regs.set(2 * p, T::from_f32(a));
             out.regs.set(2 * p + 1, T::from_f32(b));
         });
@@ -267,6 +275,22 @@ unsafe fn write_vec<U: Copy, const VEC: usize>(p: *mut U, v: [U; VEC]) {
     }
 }
 
+/// The emulator's checks (bounds, alignment) and race record of the
+/// `VEC`-element access [`read_vec`] / [`write_vec`] makes at `p`, as every
+/// [`Ptr`] access gets them. (The GPU path keeps the bare pointer: the
+/// vector moves exactly as the instruction list above says.)
+#[cfg(not(target_arch = "nvptx64"))]
+#[inline(always)]
+#[track_caller]
+fn emu_vec<U: Copy, const VEC: usize>(b: Bounds, p: *const U, write: bool) {
+    match VEC * core::mem::size_of::<U>() {
+        16 => b.check(p as *const A16<[U; VEC]>, write),
+        8 => b.check(p as *const A8<[U; VEC]>, write),
+        4 => b.check(p as *const A4<[U; VEC]>, write),
+        _ => b.check(p as *const [U; VEC], write),
+    }
+}
+
 /// The alignment a `VEC`-element access of `U` needs.
 const fn vec_align<U, const VEC: usize>() -> usize {
     match VEC * core::mem::size_of::<U>() {
@@ -296,9 +320,9 @@ impl<T: Copy + Default, const THREADS: usize, const VECS: usize, const VEC: usiz
     #[inline(always)]
     #[track_caller]
     pub fn load_gmem(src: impl GmemSrc<T>, off: usize) -> Self {
-        let p = src.checked(off, Self::LEN);
+        let (p, b) = src.checked(off, Self::LEN).split();
         // SAFETY: in bounds (checked); `strided_read` checks the alignment.
-        unsafe { Self::strided_read(p, Self::LEN, T::default(), "Array::load_gmem") }
+        unsafe { Self::strided_read(p, b, Self::LEN, T::default(), "Array::load_gmem") }
     }
     /// Elements `off .. off + len` of `src`, `len <= LEN` a multiple of
     /// `VEC`: as [`Array::load_gmem`], with the vectors that start at or
@@ -309,17 +333,17 @@ impl<T: Copy + Default, const THREADS: usize, const VECS: usize, const VEC: usiz
     #[track_caller]
     pub fn load_gmem_masked(src: impl GmemSrc<T>, off: usize, len: usize, fill: T) -> Self {
         assert!(len <= Self::LEN && len % VEC == 0, "Array::load_gmem_masked: len must be a multiple of VEC and at most THREADS * VECS * VEC");
-        let p = src.checked(off, len);
+        let (p, b) = src.checked(off, len).split();
         // SAFETY: the vectors below `len` are in bounds (checked); alignment checked by `strided_read`.
-        unsafe { Self::strided_read(p, len, fill, "Array::load_gmem_masked") }
+        unsafe { Self::strided_read(p, b, len, fill, "Array::load_gmem_masked") }
     }
     /// Writes the array to `dst[off .. off + LEN]` (as [`Array::load_gmem`]).
     #[inline(always)]
     #[track_caller]
     pub fn store_gmem(&self, dst: Gmem<T>, off: usize) {
-        let p = GmemSrc::checked(&dst, off, Self::LEN) as *mut T;
+        let (p, b) = GmemSrc::checked(&dst, off, Self::LEN).split();
         // SAFETY: in bounds (checked); `strided_write` checks the alignment.
-        unsafe { self.strided_write(p, Self::LEN, "Array::store_gmem") }
+        unsafe { self.strided_write(p, b, Self::LEN, "Array::store_gmem") }
     }
     /// Writes the elements below `len` (a multiple of `VEC`, at most
     /// `LEN`) to `dst[off .. off + len]`: the vectors of
@@ -328,9 +352,9 @@ impl<T: Copy + Default, const THREADS: usize, const VECS: usize, const VEC: usiz
     #[track_caller]
     pub fn store_gmem_masked(&self, dst: Gmem<T>, off: usize, len: usize) {
         assert!(len <= Self::LEN && len % VEC == 0, "Array::store_gmem_masked: len must be a multiple of VEC and at most THREADS * VECS * VEC");
-        let p = GmemSrc::checked(&dst, off, len) as *mut T;
+        let (p, b) = GmemSrc::checked(&dst, off, len).split();
         // SAFETY: the vectors below `len` are in bounds (checked); `strided_write` checks the alignment.
-        unsafe { self.strided_write(p, len, "Array::store_gmem_masked") }
+        unsafe { self.strided_write(p, b, len, "Array::store_gmem_masked") }
     }
     /// Elements `off .. off + LEN` of an SMEM vector (as [`Array::load_gmem`]).
     #[inline(always)]
@@ -338,7 +362,9 @@ impl<T: Copy + Default, const THREADS: usize, const VECS: usize, const VEC: usiz
     pub fn load_smem<const M: usize>(src: Smem<[T; M]>, off: usize) -> Self {
         assert!(off + Self::LEN <= M, "Array::load_smem: elements off .. off + LEN outside the SMEM vector");
         // SAFETY: in bounds (asserted); alignment checked by `strided_read`.
-        unsafe { Self::strided_read((src.as_ptr() as *const T).add(off), Self::LEN, T::default(), "Array::load_smem") }
+        let (p, b) = src.ptr().cast::<T>().split();
+        // SAFETY: as above.
+        unsafe { Self::strided_read(p.add(off), b, Self::LEN, T::default(), "Array::load_smem") }
     }
     /// Writes the array to an SMEM vector at `off` (as [`Array::load_gmem`]).
     #[inline(always)]
@@ -346,7 +372,9 @@ impl<T: Copy + Default, const THREADS: usize, const VECS: usize, const VEC: usiz
     pub fn store_smem<const M: usize>(&self, dst: Smem<[T; M]>, off: usize) {
         assert!(off + Self::LEN <= M, "Array::store_smem: elements off .. off + LEN outside the SMEM vector");
         // SAFETY: as `load_smem`.
-        unsafe { self.strided_write((dst.as_ptr() as *mut T).add(off), Self::LEN, "Array::store_smem") }
+        let (p, b) = dst.ptr().cast::<T>().split();
+        // SAFETY: as above.
+        unsafe { self.strided_write(p.add(off), b, Self::LEN, "Array::store_smem") }
     }
     /// Elements at or beyond `len` of the layout set to `fill` (this
     /// thread's vectors that start there; `len` a multiple of `VEC`): what
@@ -368,7 +396,7 @@ impl<T: Copy + Default, const THREADS: usize, const VECS: usize, const VEC: usiz
     /// `p` is valid for `len` elements (`len` a multiple of `VEC`).
     #[inline(always)]
     #[track_caller]
-    unsafe fn strided_read(p: *const T, len: usize, fill: T, what: &'static str) -> Self {
+    unsafe fn strided_read(p: *const T, b: Bounds, len: usize, fill: T, what: &'static str) -> Self {
         // `len == LEN` (a constant at every unmasked call) reads every vector.
         let masked = len != Self::LEN;
         let _ = Strided::<THREADS, VECS, VEC>::GROUP_OK;
@@ -381,17 +409,21 @@ impl<T: Copy + Default, const THREADS: usize, const VECS: usize, const VEC: usiz
         unroll(VECS, |j| {
             let e = (THREADS * j + g) * VEC;
             if !masked || e < len {
+                #[cfg(not(target_arch = "nvptx64"))]
+                emu_vec::<T, VEC>(b, p.wrapping_add(e), false);
                 // SAFETY: vector j of thread g lies inside the `len` elements; aligned (checked).
                 out.regs.0[j] = unsafe { read_vec::<T, VEC>(p.add(e)) };
             }
         });
+        #[cfg(target_arch = "nvptx64")]
+        let _ = b;
         out
     }
     /// # Safety
     /// `p` is valid for writing `len` elements (`len` a multiple of `VEC`).
     #[inline(always)]
     #[track_caller]
-    unsafe fn strided_write(&self, p: *mut T, len: usize, what: &'static str) {
+    unsafe fn strided_write(&self, p: *mut T, b: Bounds, len: usize, what: &'static str) {
         let masked = len != Self::LEN;
         let _ = Strided::<THREADS, VECS, VEC>::GROUP_OK;
         let align = vec_align::<T, VEC>();
@@ -402,10 +434,14 @@ impl<T: Copy + Default, const THREADS: usize, const VECS: usize, const VEC: usiz
         unroll(VECS, |j| {
             let e = (THREADS * j + g) * VEC;
             if !masked || e < len {
+                #[cfg(not(target_arch = "nvptx64"))]
+                emu_vec::<T, VEC>(b, p.wrapping_add(e), true);
                 // SAFETY: as `strided_read`.
                 unsafe { write_vec::<T, VEC>(p.add(e), self.regs.0[j]) };
             }
         });
+        #[cfg(target_arch = "nvptx64")]
+        let _ = b;
     }
 }
 
@@ -421,7 +457,7 @@ where
     #[track_caller]
     pub fn store_gmem<U: Scalar>(&self, dst: Gmem<U>, ld: usize, row0: usize, col0: usize) {
         assert!(ld % 2 == 0 && col0 % 2 == 0 && col0 + N <= ld, "Array::store_gmem: ld and col0 must be even (pair stores) and col0 + N <= ld");
-        let base = GmemSrc::checked(&dst, row0 * ld + col0, 63 * ld + N) as *mut U;
+        let base = GmemSrc::checked(&dst, row0 * ld + col0, 63 * ld + N);
         let t = crate::index::thread_in_warpgroup() as usize;
         unroll(N / 4, |p| {
             let (r, c) = Wgmma::<N>::coords(t, 2 * p);

@@ -37,6 +37,7 @@ pub mod reduce;
 pub mod regs;
 pub mod tile;
 
+use crate::ptr::{Memory, Ptr};
 use core::ops::{Add, Div, Mul, Neg, Sub};
 pub use layout::{ArrayLayout, BroadcastTo, SameLayout, Strided, WgSplat, WgStrided, Wgmma, WgmmaCol, WgmmaRow};
 pub use mem::GmemSrc;
@@ -241,16 +242,19 @@ pub trait Scalar: Copy + Default + 'static {
     /// Round to nearest even.
     fn from_f32(x: f32) -> Self;
     /// Two f32 as a pair of `Self` in one word (4 bytes for 16-bit types,
-    /// one `cvt.rn.f16x2.f32`), written to `dst` (aligned to the pair).
+    /// one `cvt.rn.f16x2.f32`), written to `dst` (aligned to the pair; on
+    /// the emulator checked and race-recorded as every [`Ptr`] access).
     ///
     /// # Safety
     /// `dst` is valid for writing two `Self`, aligned to `2 * size_of::<Self>()`.
-    unsafe fn write_pair(dst: *mut Self, a: f32, b: f32);
+    #[track_caller]
+    unsafe fn write_pair<M: Memory>(dst: Ptr<Self, M>, a: f32, b: f32);
     /// The pair at `src` (aligned to the pair) as f32.
     ///
     /// # Safety
     /// `src` is valid for reading two `Self`, aligned to `2 * size_of::<Self>()`.
-    unsafe fn read_pair(src: *const Self) -> (f32, f32);
+    #[track_caller]
+    unsafe fn read_pair<M: Memory>(src: Ptr<Self, M>) -> (f32, f32);
     /// Two f32 as the one 4-byte word of a pair of `Self` (lower element in
     /// bits 0..16) for the 16-bit types; `None` for f32, whose pair is 8
     /// bytes (the test [`Array::store_tile`] takes its `stmatrix` path on).
@@ -264,9 +268,10 @@ pub trait Scalar: Copy + Default + 'static {
     /// # Safety
     /// As [`Scalar::read_pair`].
     #[inline(always)]
-    unsafe fn read_pair_raw(src: *const Self) -> [Self; 2] {
+    #[track_caller]
+    unsafe fn read_pair_raw<M: Memory>(src: Ptr<Self, M>) -> [Self; 2] {
         // SAFETY: the caller's contract.
-        unsafe { (src as *const [Self; 2]).read() }
+        unsafe { src.cast::<[Self; 2]>().checked(false).read() }
     }
     /// `max.f32` semantics (a NaN operand is ignored).
     #[inline(always)]
@@ -289,14 +294,16 @@ impl Scalar for f32 {
         x
     }
     #[inline(always)]
-    unsafe fn write_pair(dst: *mut f32, a: f32, b: f32) {
+    #[track_caller]
+    unsafe fn write_pair<M: Memory>(dst: Ptr<f32, M>, a: f32, b: f32) {
         // SAFETY: the caller's contract (8-byte aligned pair).
-        unsafe { (dst as *mut [f32; 2]).write([a, b]) }
+        unsafe { dst.cast::<[f32; 2]>().checked(true).write([a, b]) }
     }
     #[inline(always)]
-    unsafe fn read_pair(src: *const f32) -> (f32, f32) {
+    #[track_caller]
+    unsafe fn read_pair<M: Memory>(src: Ptr<f32, M>) -> (f32, f32) {
         // SAFETY: the caller's contract.
-        let [a, b] = unsafe { (src as *const [f32; 2]).read() };
+        let [a, b] = unsafe { src.cast::<[f32; 2]>().checked(false).read() };
         (a, b)
     }
     #[inline(always)]
@@ -319,24 +326,27 @@ impl Scalar for half::f16 {
         cvt::f32_to_f16(x)
     }
     #[inline(always)]
-    unsafe fn write_pair(dst: *mut Self, a: f32, b: f32) {
+    #[track_caller]
+    unsafe fn write_pair<M: Memory>(dst: Ptr<Self, M>, a: f32, b: f32) {
         // SAFETY: the caller's contract (4-byte aligned pair).
-        unsafe { (dst as *mut u32).write(crate::cvt::pack_f16x2(a, b)) }
+        unsafe { dst.cast::<u32>().write(crate::cvt::pack_f16x2(a, b)) }
     }
     #[inline(always)]
     fn pair_word(a: f32, b: f32) -> Option<u32> {
         Some(crate::cvt::pack_f16x2(a, b))
     }
     #[inline(always)]
-    unsafe fn read_pair(src: *const Self) -> (f32, f32) {
+    #[track_caller]
+    unsafe fn read_pair<M: Memory>(src: Ptr<Self, M>) -> (f32, f32) {
         // SAFETY: the caller's contract (4-byte aligned pair): one 32-bit load.
-        let w = unsafe { (src as *const u32).read() };
+        let w = unsafe { src.cast::<u32>().read() };
         (Scalar::to_f32(Self::from_bits(w as u16)), Scalar::to_f32(Self::from_bits((w >> 16) as u16)))
     }
     #[inline(always)]
-    unsafe fn read_pair_raw(src: *const Self) -> [Self; 2] {
+    #[track_caller]
+    unsafe fn read_pair_raw<M: Memory>(src: Ptr<Self, M>) -> [Self; 2] {
         // SAFETY: the caller's contract (4-byte aligned pair): one 32-bit load.
-        let w = unsafe { (src as *const u32).read() };
+        let w = unsafe { src.cast::<u32>().read() };
         [Self::from_bits(w as u16), Self::from_bits((w >> 16) as u16)]
     }
 }
@@ -351,24 +361,27 @@ impl Scalar for half::bf16 {
         cvt::f32_to_bf16(x)
     }
     #[inline(always)]
-    unsafe fn write_pair(dst: *mut Self, a: f32, b: f32) {
+    #[track_caller]
+    unsafe fn write_pair<M: Memory>(dst: Ptr<Self, M>, a: f32, b: f32) {
         // SAFETY: the caller's contract (4-byte aligned pair).
-        unsafe { (dst as *mut u32).write(crate::cvt::pack_bf16x2(a, b)) }
+        unsafe { dst.cast::<u32>().write(crate::cvt::pack_bf16x2(a, b)) }
     }
     #[inline(always)]
     fn pair_word(a: f32, b: f32) -> Option<u32> {
         Some(crate::cvt::pack_bf16x2(a, b))
     }
     #[inline(always)]
-    unsafe fn read_pair(src: *const Self) -> (f32, f32) {
+    #[track_caller]
+    unsafe fn read_pair<M: Memory>(src: Ptr<Self, M>) -> (f32, f32) {
         // SAFETY: the caller's contract (4-byte aligned pair): one 32-bit load.
-        let w = unsafe { (src as *const u32).read() };
+        let w = unsafe { src.cast::<u32>().read() };
         (Scalar::to_f32(Self::from_bits(w as u16)), Scalar::to_f32(Self::from_bits((w >> 16) as u16)))
     }
     #[inline(always)]
-    unsafe fn read_pair_raw(src: *const Self) -> [Self; 2] {
+    #[track_caller]
+    unsafe fn read_pair_raw<M: Memory>(src: Ptr<Self, M>) -> [Self; 2] {
         // SAFETY: the caller's contract (4-byte aligned pair): one 32-bit load.
-        let w = unsafe { (src as *const u32).read() };
+        let w = unsafe { src.cast::<u32>().read() };
         [Self::from_bits(w as u16), Self::from_bits((w >> 16) as u16)]
     }
 }

@@ -15,8 +15,10 @@
 //! On the CPU emulator every access is reported to the race detector as the
 //! calling thread's read or write of those bytes (exactly as `Gmem`'s
 //! accessors are, and at the kernel's line), and a misaligned address is
-//! reported; the bounds are not checked (the emulator does not know which
-//! allocation a raw pointer belongs to: use `Gmem`/`GmemRef` for that).
+//! reported; the bounds are not checked (a bare pointer carries none: the
+//! pointers `Gmem::ptr`/`GmemRef::ptr` give, [`GmemPtr`](crate::ptr::GmemPtr),
+//! carry their view's, and their `read_v`/`write_v` are these operations
+//! after a bounds check).
 //! `Gmem`/`GmemRef`'s vector accessors are these functions after their
 //! checks.
 

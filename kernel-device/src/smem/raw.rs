@@ -17,7 +17,10 @@
 //! CTA's shared memory with the whole access, aligned to its size) and
 //! reported to the race detector as the calling thread's read or write of
 //! those bytes, at the kernel's line: exactly what `Smem::read`/`write` and
-//! the tile accessors do, without calling the emulator by hand.
+//! the tile accessors do, without calling the emulator by hand. (The
+//! pointers the handles give, [`SmemPtr`](crate::ptr::SmemPtr), also check
+//! that the access lies inside their allocation: `read_v`/`write_v` are
+//! these operations after that check.)
 //! `Smem`'s and `Tile`'s 16-byte accessors are these operations after their
 //! checks.
 

@@ -57,9 +57,14 @@ impl Emu {
     }
 
     fn acc_desc(&self, g: &State, slot: usize, write: bool, loc: Loc) -> String {
+        self.acc_desc_as(g, slot, write, loc, false)
+    }
+
+    fn acc_desc_as(&self, g: &State, slot: usize, write: bool, loc: Loc, inflight: bool) -> String {
         let what = if write { "write" } else { "read" };
         if slot < self.threads.len() {
-            format!("{what} by {} at {loc}", self.who_lane(slot))
+            let until = if inflight { " (a load in flight until its wait, tcgen05.wait::ld)" } else { "" };
+            format!("{what} by {} at {loc}{until}", self.who_lane(slot))
         } else {
             let op = &g.race.ops[slot - self.threads.len()];
             format!(
@@ -84,9 +89,10 @@ impl Emu {
         slot: usize,
         write: bool,
         loc: Loc,
+        inflight: bool,
     ) -> EmuError {
         let n = self.threads.len();
-        let second = self.acc_desc(g, slot, write, loc);
+        let second = self.acc_desc_as(g, slot, write, loc, inflight);
         match f {
             Finding::Proxy { prev, addr } => EmuError::Misuse {
                 kernel: self.kernel.clone(),
@@ -112,6 +118,17 @@ impl Emu {
                     (false, _) => "read-write",
                 };
                 let fix = match (p_op.map(|o| o.done), c_op.map(|o| o.done)) {
+                    _ if prev.inflight || inflight => {
+                        "a tcgen05.ld reads its tensor-memory cells until its thread's tcgen05.wait::ld (the load's \
+                         `.wait()`, `wait_load_tmem`), not until its issue: wait for the load before the \
+                         synchronization that hands the cells to a writer (the arrival, the barrier), then \
+                         tcgen05.fence::before_thread_sync (a `Barrier<TensorCore>`'s arrive issues it)"
+                    }
+                    (Some(OpDone::MBarTx { .. }), None) if !prev.write => {
+                        "the TMA load (or bulk copy) may still be reading its source: it reads it until its \
+                         mbarrier phase completes, so the issuing thread waits on that phase before it hands the \
+                         source over (an arrival, a barrier) to whoever rewrites it"
+                    }
                     (Some(OpDone::MBarTx { .. }), None) => {
                         "the TMA load may still be in flight: wait on its mbarrier phase (or synchronize with a \
                          thread that waited) before touching its destination"
@@ -187,7 +204,7 @@ impl Emu {
                 EmuError::Race {
                     kernel: self.kernel.clone(),
                     rule: format!("{kind} race on {region}"),
-                    first: self.acc_desc(g, prev.slot as usize, prev.write, prev.loc),
+                    first: self.acc_desc_as(g, prev.slot as usize, prev.write, prev.loc, prev.inflight),
                     second,
                     range: if hi - lo > 4 {
                         format!("{} (first conflicting word {:#x})", self.fmt_addr(space, lo, hi), addr)
@@ -203,6 +220,23 @@ impl Emu {
     /// An ordinary access by `tid` of `lo..hi` of `space`: checked against
     /// the shadow state, then recorded. Not a scheduling point.
     pub(crate) fn ordinary_access(&self, tid: usize, loc: Loc, space: Space, lo: u64, hi: u64, write: bool) {
+        self.access_as(tid, loc, space, lo, hi, write, false)
+    }
+
+    /// The end of a load of `tid` that read `lo..hi` of `space` from its
+    /// issue (at `loc`) until now, its wait (`tcgen05.wait::ld`): the read
+    /// is checked and recorded again at the thread's clock now, so an
+    /// overwrite that is ordered after the issue but not after this wait
+    /// (a hand-over that arrives before the wait) is a race on every
+    /// schedule: before the wait it is checked against the read recorded
+    /// here, after it this read is checked against the overwrite. (An
+    /// overwrite while the load is in flight is the caller's own report.)
+    pub(crate) fn inflight_read_end(&self, tid: usize, loc: Loc, space: Space, lo: u64, hi: u64) {
+        self.access_as(tid, loc, space, lo, hi, false, true)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn access_as(&self, tid: usize, loc: Loc, space: Space, lo: u64, hi: u64, write: bool, inflight: bool) {
         let mut g = self.begin();
         if !g.race.shadow_on {
             return;
@@ -227,9 +261,10 @@ impl Emu {
             vc: &clk.vc,
             loc,
             proxy: None,
+            inflight,
         };
         if let Err(f) = st.race.shadow.access(space, lo, hi, write, &who) {
-            let err = self.finding_error(&g, f, space, lo, hi, tid, write, loc);
+            let err = self.finding_error(&g, f, space, lo, hi, tid, write, loc, inflight);
             self.fail(g, err);
         }
     }
@@ -250,11 +285,12 @@ impl Emu {
             vc: &clk.vc,
             loc,
             proxy: Some((&clk.pvc, self.threads.len() as u32)),
+            inflight: false,
         };
         for &(lo, hi) in ranges {
             let space = Space::Smem { cta };
             if let Err(f) = st.race.shadow.access(space, lo as u64, hi as u64, false, &who) {
-                let err = self.finding_error(&g, f, space, lo as u64, hi as u64, tid, false, loc);
+                let err = self.finding_error(&g, f, space, lo as u64, hi as u64, tid, false, loc, false);
                 self.fail(g, err);
             }
         }
@@ -602,9 +638,10 @@ impl Emu {
                 vc: &clk.vc,
                 loc,
                 proxy: proxy_space(space).then_some((&clk.pvc, nt as u32)),
+                inflight: false,
             };
             if let Err(f) = st.race.shadow.access(space, lo, hi, write, &who) {
-                return Err(self.finding_error(g, f, space, lo, hi, slot, write, loc));
+                return Err(self.finding_error(g, f, space, lo, hi, slot, write, loc, false));
             }
         }
         for c in &copies {

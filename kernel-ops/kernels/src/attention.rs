@@ -735,7 +735,7 @@ pub fn attention_fwd_of<E: AttnElem, P: Packing, O: OStore<E, QM, D>, X: Extras,
     });
     // O over this warpgroup's Q rows (its own GEMMs, which read them, are
     // complete), then one TMA store of the tile.
-    let base = q_buf.as_ptr() as *mut u8;
+    let base = q_buf.ptr().cast::<u8>();
     let regs = acc_o.regs.as_ref();
     unroll(D / 4, |p| {
         let (r, c) = (row0 + 16 * w + l / 4 + 8 * (p % 2), 8 * (p / 2) + 2 * (l % 4));

@@ -442,7 +442,7 @@ pub fn attention_bwd_of<E: AttnElem, P: BwdPacking, KV: KvStore<E, D>, const D: 
         // Their `(lse log2 e, delta)` pairs, in the slot's SMEM copy, read
         // where each value is used (no registers held across the waits;
         // the SASS loads only the floats used, one `LDS` each).
-        let st = stats_bufs.at(s).as_ptr() as *const Quad;
+        let st = stats_bufs.at(s).ptr().cast::<Quad>();
         // SAFETY: 16-byte aligned (the copy is; 8 c + 2 (l % 4) is even), in
         // the slot's 128 floats (c < 8).
         let pair = |c: usize| unsafe { st.add((8 * c + 2 * (l % 4)) / 2).read().0 };
@@ -491,7 +491,7 @@ pub fn attention_bwd_of<E: AttnElem, P: BwdPacking, KV: KvStore<E, D>, const D: 
         // dSᵀ into this warpgroup's tile of the step's parity.
         let parity = 2 * (i as usize % 2);
         let ds = ds_bufs.at(parity + w);
-        let base = ds.as_ptr() as *mut u8;
+        let base = ds.ptr().cast::<u8>();
         unroll(BWD_BM / 4, |p| {
             let (r, c) = (16 * (t / 32) + l / 4 + 8 * (p % 2), 8 * (p / 2) + 2 * (l % 4));
             let off = DsTile::<E>::offset_of(r, c);
@@ -554,7 +554,7 @@ pub fn attention_bwd_of<E: AttnElem, P: BwdPacking, KV: KvStore<E, D>, const D: 
     let l = t % 32;
     acc_dk.fence_operands();
     acc_dv.fence_operands();
-    let (kb, vb) = (k_bufs.at(w).as_ptr() as *mut u8, v_bufs.at(w).as_ptr() as *mut u8);
+    let (kb, vb) = (k_bufs.at(w).ptr().cast::<u8>(), v_bufs.at(w).ptr().cast::<u8>());
     let (dkr, dvr) = (acc_dk.regs.as_ref(), acc_dv.regs.as_ref());
     // Packed, a sequence without queries: no step ran, dK = dV = 0.
     let empty = P::VARLEN && g.per_head == 0;

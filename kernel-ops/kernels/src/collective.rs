@@ -60,10 +60,12 @@ impl RowSource for ShardRows {
             return;
         }
         assert!((j as usize) < self.arrived.len(), "allgather_matmul_ws: arrived holds fewer flags than shards");
-        let flag = self.arrived.as_ptr().wrapping_add(j as usize);
+        let flag = self.arrived.ptr().wrapping_add(j as usize);
         // SAFETY: `flag` lies inside `arrived` (asserted), a 4-byte-aligned
-        // global u32 written only by the host's queued copies.
-        while unsafe { ld_acquire_sys(flag) } != self.epoch {
+        // global u32 written only by the host's queued copies; read by an
+        // acquire load (an atomic, which the race detector orders by, not
+        // a checked access: the bare address).
+        while unsafe { ld_acquire_sys(flag.as_raw_unchecked()) } != self.epoch {
             nanosleep(64);
         }
         // The shard's bytes are read by TMA (the async proxy) after the

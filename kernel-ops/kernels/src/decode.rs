@@ -520,9 +520,9 @@ fn combine_if_last<E: DecodeElem, const D: usize>(outs: Outs<E>, d: &Dims, w: &W
     let group = (w.b * grid_dim().y + block_idx().y) as usize;
     if thread_linear() == 0 {
         assert!(group < outs.counters.len());
-        // SAFETY: an in-bounds, aligned u32 of the counter buffer, used
-        // only as this semaphore during the launch.
-        let sem = unsafe { kernel_device::semaphore::Semaphore::from_ptr(outs.counters.as_ptr().add(group)) };
+        // The counter buffer's element `group`, used only as this
+        // semaphore during the launch.
+        let sem = outs.counters.semaphore(group);
         let seen = sem.fetch_signal(1);
         outs.last.write(0, (seen + 1 == w.splits) as u32);
     }

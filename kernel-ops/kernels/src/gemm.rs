@@ -245,7 +245,7 @@ where
             let t = thread_in_warpgroup() as usize;
             let (w, l) = (t / 32, t % 32);
             let (row, col) = (row0 + 16 * w + l / 4, 2 * (l % 4));
-            let base = dst.as_ptr() as *mut u8;
+            let base = dst.ptr().cast::<u8>();
             <Cols<N>>::for_each_pair(&acc.regs, |p, v0, v1| {
                 let c = 8 * (p / 2);
                 if c / EPI_N == j {

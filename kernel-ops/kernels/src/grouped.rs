@@ -112,15 +112,15 @@ fn store_partial<E: Copy, const BM: usize>(buf: Smem<EpiTile<E, BM>>, c: Gmem<E>
     }
     // SAFETY: `C`'s memory as `u32`s (its base is 4-byte aligned); element
     // pairs start at even indices (N and `col` are even).
-    let c2 = unsafe { Gmem::<u32>::from_raw_parts(c.as_ptr() as *mut u32, c.len() / 2) };
-    let base = buf.as_ptr() as *const u8;
+    let c2 = unsafe { Gmem::<u32>::from_ptr(c.ptr().cast(), c.len() / 2) };
+    let base = buf.ptr().cast::<u8>();
     let mut i = thread_linear() as usize;
     while i < tile.rows as usize * (EPI_N / 2) {
         let (r, cc) = (i / (EPI_N / 2), 2 * (i % (EPI_N / 2)));
         if cc < cols {
             let off = EpiTile::<E, BM>::offset_of(r, cc);
             // SAFETY: inside the sub-tile (r < BM, cc < 64), 4-byte aligned.
-            let v = unsafe { *(base.add(off) as *const u32) };
+            let v = unsafe { base.add(off).cast::<u32>().read() };
             let at = (tile.row0 as usize + r) * n as usize + col as usize + cc;
             // SAFETY: `at + 1 <= last`, checked above.
             unsafe { c2.write_unchecked(at / 2, v) };

@@ -117,7 +117,7 @@ pub type Words<const G: usize, const V: usize> = Array<u32, Strided<G, V, 4>>;
 #[track_caller]
 fn load_words<T: Elem, const G: usize, const V: usize>(src: GmemRef<T>, off: usize, cols: usize, fill: f32) -> Words<G, V> {
     // SAFETY: the same memory as 16-bit pairs; `off` and `cols` are even.
-    let w = unsafe { GmemRef::<u32>::from_raw_parts(src.as_ptr() as *const u32, src.len() / 2) };
+    let w = unsafe { GmemRef::<u32>::from_ptr(src.ptr().cast(), src.len() / 2) };
     let f = T::pack(fill, fill);
     Words::<G, V>::load_gmem_masked(w, off / 2, cols / 2, f)
 }
@@ -137,7 +137,7 @@ fn store_f32<T: Elem, const G: usize, const V: usize>(a: Array<f32, Strided<G, V
     let mut w = Words::<G, V>::splat(0);
     unroll(V, |j| unroll(4, |k| w.regs.0[j][k] = T::pack(a.regs.0[j][2 * k], a.regs.0[j][2 * k + 1])));
     // SAFETY: the same memory as 16-bit pairs; `off` and `cols` are even.
-    let d = unsafe { Gmem::<u32>::from_raw_parts(dst.as_ptr() as *mut u32, dst.len() / 2) };
+    let d = unsafe { Gmem::<u32>::from_ptr(dst.ptr().cast(), dst.len() / 2) };
     w.store_gmem_masked(d, off / 2, cols / 2);
 }
 
@@ -398,7 +398,7 @@ fn add_residual<T: Elem, const G: usize, const V: usize>(x: GmemRef<T>, residual
     });
     if out.fp8 != FP8_TENSOR_AMAX {
         // SAFETY: the same memory as 16-bit pairs; `off` and `cols` are even.
-        let w = unsafe { Gmem::<u32>::from_raw_parts(out.new_residual.as_ptr() as *mut u32, out.new_residual.len() / 2) };
+        let w = unsafe { Gmem::<u32>::from_ptr(out.new_residual.ptr().cast(), out.new_residual.len() / 2) };
         s.store_gmem_masked(w, off / 2, cols / 2);
     }
     s
@@ -425,7 +425,7 @@ fn store_out<T: Elem, const G: usize, const V: usize, const W: usize>(res: impl 
         if out.fp8 == FP8_TENSOR_AMAX {
             if first {
                 // SAFETY: f32 and u32 have one layout; amax >= 0 orders as its bits.
-                let bits = unsafe { Gmem::<u32>::from_raw_parts(out.scales.as_ptr() as *mut u32, out.scales.len()) };
+                let bits = unsafe { Gmem::<u32>::from_ptr(out.scales.ptr().cast(), out.scales.len()) };
                 bits.atomic_max(0, amax.to_bits());
             }
             return;
@@ -445,7 +445,7 @@ fn store_out<T: Elem, const G: usize, const V: usize, const W: usize>(res: impl 
         q.regs.0[j] = [p(0) | (p(2) << 16), p(4) | (p(6) << 16)];
     });
     // SAFETY: e4m3 bytes as words: `rows * cols` bytes, `cols % 8 == 0`, so each row's start is 8-byte aligned.
-    let words = unsafe { Gmem::<u32>::from_raw_parts(out.q.as_ptr() as *mut u32, out.q.len() / 4) };
+    let words = unsafe { Gmem::<u32>::from_ptr(out.q.ptr().cast(), out.q.len() / 4) };
     q.store_gmem_masked(words, at.off() / 4, at.cols / 4);
 }
 

@@ -55,7 +55,7 @@ where
     });
     acc_o.fence_operands();
     let (w, l) = (kernel_device::thread_in_warpgroup() as usize / 32, kernel_device::thread_in_warpgroup() as usize % 32);
-    let base = dst.as_ptr() as *mut u8;
+    let base = dst.ptr().cast::<u8>();
     let regs = acc_o.regs.as_ref();
     kernel_device::array::regs::unroll(N / 4, |p| {
         let (r, c) = (row0 + 16 * w + l / 4 + 8 * (p % 2), 8 * (p / 2) + 2 * (l % 4));
