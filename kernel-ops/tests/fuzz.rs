@@ -112,9 +112,9 @@ fn canaries_report_writes_outside_and_inside_a_view() {
 
 /// Found by fuzzing: a buffer whose start is not a multiple of 16 bytes
 /// (a view borrowed at an offset) reached the kernels, whose 16-byte
-/// vector accesses trap on a GPU (the emulator reported a misuse after
-/// other threads had written). Every entry point now refuses it first,
-/// naming the buffer (`kernel_ops::check_aligned`), nothing written.
+/// vector accesses trap on a GPU (the emulator reported the misuse from
+/// inside the kernel, `Error::Runtime`). Every entry point now refuses it
+/// before launching, naming the buffer (`kernel_ops::check_aligned`).
 #[test]
 fn found_misaligned_views_are_refused_before_any_launch() {
     use kernel_ops::attention::{attention_varlen, Options, VarlenErrors, VarlenShape};
@@ -335,7 +335,7 @@ fn fp8_case(rng: &mut Rng, note: &Note) -> Result<(), String> {
             "must be a multiple of 8"
         }
         2 => {
-            shape.rng_zero(rng);
+            shape = zero_one(rng, shape);
             "every dimension must be at least 1"
         }
         3 => {
@@ -360,17 +360,12 @@ fn fp8_case(rng: &mut Rng, note: &Note) -> Result<(), String> {
     fp8_refusal(&dev, &ops, rng, note, v, shape, lens, rule)
 }
 
-/// Sets one of three dimensions to 0.
-trait ZeroOne {
-    fn rng_zero(&mut self, rng: &mut Rng);
-}
-impl ZeroOne for (usize, usize, usize) {
-    fn rng_zero(&mut self, rng: &mut Rng) {
-        match rng.below(3) {
-            0 => self.0 = 0,
-            1 => self.1 = 0,
-            _ => self.2 = 0,
-        }
+/// `shape` with one of its three dimensions set to 0.
+fn zero_one(rng: &mut Rng, (m, n, k): (usize, usize, usize)) -> (usize, usize, usize) {
+    match rng.below(3) {
+        0 => (0, n, k),
+        1 => (m, 0, k),
+        _ => (m, n, 0),
     }
 }
 
@@ -588,7 +583,7 @@ fn swiglu_case(rng: &mut Rng, note: &Note) -> Result<(), String> {
             "must be a multiple of 8"
         }
         3 => {
-            shape.rng_zero(rng);
+            shape = zero_one(rng, shape);
             "every dimension must be at least 1"
         }
         4 => {
