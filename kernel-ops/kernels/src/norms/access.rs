@@ -202,6 +202,24 @@ fn store_parts<T: Elem, const G: usize, const V: usize, const P: usize>(a: RowF3
     }
 }
 
+/// As [`store_parts`], only the pieces `j0 .. j1` (one chunk of a store:
+/// see [`Access::store_pieces`]).
+#[inline(always)]
+#[track_caller]
+fn store_piece_range<T: Elem, const G: usize, const V: usize, const P: usize>(a: RowF32<G, V>, dst: Gmem<T>, off: usize, len: usize, j0: usize, j1: usize) {
+    if len > 0 {
+        let p = slice_start::<T, P>(dst, off, len) as *mut T;
+        each_access::<G, V, P>(len, |s, j, e| {
+            if j0 <= j && j < j1 {
+                let mut v = [T::default(); P];
+                unroll(P, |i| v[i] = T::from_f32(a.regs.0[j][s * P + i]));
+                // SAFETY: as in `load_parts`.
+                unsafe { write_p::<T, P>(p.add(e), v) };
+            }
+        });
+    }
+}
+
 /// Elements of part `s` of a slice of `len` split into parts of `P G V`
 /// elements (`Strided<G, V, P>` each): 0 for a part wholly beyond `len`.
 #[inline(always)]
@@ -259,6 +277,8 @@ fn mask_parts<const G: usize, const V: usize, const P: usize>(a: RowF32<G, V>, l
 
 /// How a row slice of `T` is read and written (the module docs' table).
 pub trait Access<T: Elem>: 'static {
+    /// Elements per access: 8 (16-bit [`Vec16`]), 4 (f32 [`Vec16`]), 1 ([`Single`]).
+    const PER_ACCESS: usize;
     /// The registers of a slice as loaded: 16-bit words for [`Vec16`] of
     /// f16 / bf16 (half the registers of f32), f32 otherwise.
     type Raw<const G: usize, const V: usize>: Copy;
@@ -274,6 +294,10 @@ pub trait Access<T: Elem>: 'static {
     fn store<const G: usize, const V: usize>(a: RowF32<G, V>, dst: Gmem<T>, off: usize, len: usize);
     /// `a` with the elements at or beyond `len` set to `fill`.
     fn mask_beyond<const G: usize, const V: usize>(a: RowF32<G, V>, len: usize, fill: f32) -> RowF32<G, V>;
+    /// As [`Access::store`], only the pieces `j0 .. j1` of `a` (`j0 <= j1 <=
+    /// V`, constants after inlining): the other pieces of `a` are not
+    /// needed, so what computes them is dead code.
+    fn store_pieces<const G: usize, const V: usize>(a: RowF32<G, V>, dst: Gmem<T>, off: usize, len: usize, j0: usize, j1: usize);
 }
 
 /// 16-byte vector accesses: 8 f16 / bf16 or 4 f32 per access. The slice
@@ -284,6 +308,7 @@ pub struct Vec16;
 pub struct Single;
 
 impl<T: Pairs> Access<T> for Vec16 {
+    const PER_ACCESS: usize = VEC;
     type Raw<const G: usize, const V: usize> = [[u32; 4]; V];
     #[inline(always)]
     #[track_caller]
@@ -309,6 +334,25 @@ impl<T: Pairs> Access<T> for Vec16 {
     fn mask_beyond<const G: usize, const V: usize>(a: RowF32<G, V>, len: usize, fill: f32) -> RowF32<G, V> {
         a.mask_beyond(len, fill)
     }
+    #[inline(always)]
+    #[track_caller]
+    fn store_pieces<const G: usize, const V: usize>(a: RowF32<G, V>, dst: Gmem<T>, off: usize, len: usize, j0: usize, j1: usize) {
+        if len == 0 {
+            return;
+        }
+        // SAFETY: the same memory as 16-bit pairs; `off` and `len` are even.
+        let d = unsafe { Gmem::<u32>::from_raw_parts(dst.as_ptr() as *mut u32, dst.len() / 2) };
+        let p = slice_start::<u32, 4>(d, off / 2, len / 2) as *mut u32;
+        let g = thread_linear() as usize % G;
+        unroll(V, |j| {
+            let e = (G * j + g) * VEC;
+            if j0 <= j && j < j1 && e < len {
+                let w: [u32; 4] = core::array::from_fn(|k| T::pack(a.regs.0[j][2 * k], a.regs.0[j][2 * k + 1]));
+                // SAFETY: the piece's 8 elements lie in the checked slice (`len % 8 == 0`); 16-byte aligned (checked start, `e % 8 == 0`).
+                unsafe { write_p::<u32, 4>(p.add(e / 2), w) };
+            }
+        });
+    }
 }
 
 /// The accesses whose registers are f32 as loaded: `P` elements per
@@ -316,6 +360,7 @@ impl<T: Pairs> Access<T> for Vec16 {
 macro_rules! f32_access {
     ($(impl$(<$t:ident: Elem>)? Access<$ty:ty> for $a:ty, $p:literal, $load:ident, $store:ident;)*) => {$(
         impl$(<$t: Elem>)? Access<$ty> for $a {
+            const PER_ACCESS: usize = $p;
             type Raw<const G: usize, const V: usize> = RowF32<G, V>;
             #[inline(always)]
             #[track_caller]
@@ -338,6 +383,11 @@ macro_rules! f32_access {
             #[inline(always)]
             fn mask_beyond<const G: usize, const V: usize>(a: RowF32<G, V>, len: usize, fill: f32) -> RowF32<G, V> {
                 mask_parts::<G, V, $p>(a, len, fill)
+            }
+            #[inline(always)]
+            #[track_caller]
+            fn store_pieces<const G: usize, const V: usize>(a: RowF32<G, V>, dst: Gmem<$ty>, off: usize, len: usize, j0: usize, j1: usize) {
+                store_piece_range::<$ty, G, V, $p>(a, dst, off, len, j0, j1)
             }
         }
     )*};

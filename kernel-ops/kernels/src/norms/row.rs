@@ -222,6 +222,29 @@ impl<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, const V: usize> RowOu
     }
 }
 
+/// Pieces per chunk of [`store_chunked`] (ptxas, sm_90a, registers of
+/// the 512-thread kernels with chunks of 1 / 2 / the whole row: f16 layer
+/// norm at `V` = 3: 63 / 72 / 66, at `V` = 4: 83 / 106 / 100; f32 RMS norm
+/// at `V` = 4: 56 / 76 / 74).
+pub const CHUNK: usize = 1;
+
+/// Computes and stores `out`'s `y` [`CHUNK`] pieces at a time: each
+/// chunk's gamma (and beta) are loaded after the previous chunk's stores,
+/// which they may alias, so neither LLVM nor ptxas moves them earlier, and
+/// only a chunk of them is live at once: a 512-thread CTA needs at most 64
+/// registers per thread for two CTAs per SM, and ptxas, given the whole
+/// row's gamma and beta, loads and converts them all at once beside the
+/// row. The price: an L2 round trip per chunk after the first, which the
+/// other CTA of the SM can hide.
+#[inline(always)]
+#[track_caller]
+fn store_chunked<T: Elem, A: Access<T>, const G: usize, const V: usize>(out: impl RowOut<G, V>, y: Gmem<T>, off: usize, len: usize) {
+    unroll(V.div_ceil(CHUNK), |c| {
+        let j1 = if CHUNK * c + CHUNK < V { CHUNK * c + CHUNK } else { V };
+        A::store_pieces(out.refresh().y(), y, off, len, CHUNK * c, j1);
+    });
+}
+
 /// `y = (x - mean) / sqrt(var + eps) * gamma + beta` of the group's row slice.
 #[inline(always)]
 #[track_caller]
@@ -243,6 +266,12 @@ pub fn layer_norm_row<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, cons
         let (g, b) = (A::load::<G, V>(gamma, at.start, at.len, 0.0), A::load::<G, V>(beta, at.start, at.len, 0.0));
         let out = LayerNormOut::<T, A, K, G, V>::new(v, gamma, beta, eps, at);
         A::store(out.refresh().y_with(A::f32(g), A::f32(b)), y, at.off(), at.len);
+    } else if G >= 512 && A::PER_ACCESS > 1 {
+        // A CTA of 512 threads (`_wide`, `_cluster`): gamma and beta by
+        // chunks. (Not for `Single`: there LLVM leaves the f32 row in local
+        // memory across the chunks.)
+        let out = LayerNormOut::<T, A, K, G, V>::new(v, gamma, beta, eps, at);
+        store_chunked::<T, A, G, V>(out, y, at.off(), at.len);
     } else {
         let out = LayerNormOut::<T, A, K, G, V>::new(v, gamma, beta, eps, at);
         A::store(out.refresh().y(), y, at.off(), at.len);
@@ -255,5 +284,12 @@ pub fn layer_norm_row<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, cons
 pub fn rms_norm_row<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, const V: usize, const W: usize, R: Reach>(x: GmemRef<T>, gamma: GmemRef<T>, y: Gmem<T>, eps: f32, at: RowAt<W, R>) {
     let v = K::load::<G, V>(x, at.off(), at.len, 0.0);
     let out = RmsOut::<T, A, K, G, V>::new(v, gamma, eps, at);
-    A::store(out.refresh().y(), y, at.off(), at.len);
+    if G >= 512 && size_of::<K::Row<G, V>>() == size_of::<RowF32<G, V>>() {
+        // A CTA of 512 threads holding its row in f32 (f32 or one element
+        // per access): gamma by chunks. (The 16-bit rows, kept as words,
+        // need no chunks for two CTAs per SM.)
+        store_chunked::<T, A, G, V>(out, y, at.off(), at.len);
+    } else {
+        A::store(out.refresh().y(), y, at.off(), at.len);
+    }
 }
