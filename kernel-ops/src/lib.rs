@@ -8,7 +8,7 @@
 //!
 //! | module | entry point | kernels |
 //! |---|---|---|
-//! | [`norms`] | [`norms::softmax`], [`norms::layer_norm`], [`norms::rms_norm`], [`norms::add_rms_norm`], [`norms::add_layer_norm`] | `kernel_ops_kernels::norms` |
+//! | [`norms`] | [`norms::softmax`], [`norms::layer_norm`], [`norms::rms_norm`] (f16, bf16, f32; any width up to 65536), [`norms::add_rms_norm`], [`norms::add_layer_norm`] (f16, bf16; multiples of 8 up to 16384) | `kernel_ops_kernels::norms` |
 //! | [`matmul`] | [`Matmul::matmul`] (`c = a · bᵀ`, f16 or bf16, autotuned per shape and type) | `kernel_ops_kernels::matmul` |
 //! | [`swiglu`] | [`swiglu::swiglu`] (`out = silu(x · w1ᵀ) * (x · w3ᵀ)`, f16, GPU or emulator) and [`swiglu::swiglu_reference`] | `kernel_ops_kernels::swiglu` (on `kernel_ops_kernels::gemm_multi`) |
 //! | [`fp8`] | [`fp8::matmul_fp8`] (`c = (scale_a scale_b) a · bᵀ`, e4m3 in or e5m2 with e4m3, f16 out, GPU or emulator), [`fp8::matmul_fp8_blockscaled`] (1 x 128 / 128 x 128 block scales), the quantizers and CPU references | `kernel_ops_kernels::matmul_fp8` (on `kernel_ops_kernels::gemm_multi`) |

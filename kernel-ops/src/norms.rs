@@ -1,13 +1,20 @@
-//! Row softmax, layer norm (forward), RMS norm and the fused residual norms
-//! ([`add_rms_norm`], [`add_layer_norm`], optionally with an FP8 e4m3
-//! output and its scales) over f16 / bf16 rows of any length that is a
-//! multiple of 8 up to [`MAX_COLS`] (16384), any row count: host entry
-//! points and CPU references. Rows not a multiple of 8 are refused (no
-//! scalar tail: a 16-byte piece per access keeps every row at the copy
-//! rate; the error says to pad). f32 inputs are not built.
-//! Kernels: `kernel_ops_kernels::norms`. The entry points take the kernels
+//! Row softmax, layer norm (forward) and RMS norm over f16 / bf16 / f32
+//! rows of any width from 1 to [`MAX_COLS`] (65536) and any row count, and
+//! the fused residual norms ([`add_rms_norm`], [`add_layer_norm`],
+//! optionally with an FP8 e4m3 output and its scales) over f16 / bf16 rows
+//! of a multiple of 8 up to [`FUSED_MAX_COLS`] (16384): host entry points
+//! and CPU references. Kernels: `kernel_ops_kernels::norms` (its docs give
+//! the scheme of each width range). The entry points take the kernels
 //! loaded on a [`Device`](kernel_host::Device) and run on a GPU or on the
 //! CPU emulator alike.
+//!
+//! Element types: `x`, `y`, `gamma` and `beta` are all of the one type `T`
+//! ([`NormElem`]: f16, bf16 or f32; the weights in the input's type); the
+//! statistics and arithmetic are f32, `y` rounded to `T` once. Widths that
+//! are a multiple of 16 bytes (8 f16 / bf16, 4 f32) move in 16-byte
+//! accesses at the copy rate; other widths (whose rows do not start
+//! 16-byte aligned) move one element per access ([`RowAccess::Single`]),
+//! never outside the row.
 //!
 //! ```
 //! # fn main() -> Result<(), kernel_ops::Error> {
@@ -27,70 +34,149 @@ use kernel_device::{bf16, f16, Gmem, E4M3};
 use kernel_host::{Arg, Buffer, Program};
 use kernel_ops_kernels::norms as k;
 
-/// The widest row the kernels take. Wider rows are not implemented yet
-/// (their registers spilled: see `kernel_ops_kernels::norms`).
-pub const MAX_COLS: usize = 16384;
-/// Row lengths are multiples of this (16-byte pieces of 16-bit elements).
+/// The widest row of [`softmax`], [`layer_norm`] and [`rms_norm`]: a
+/// cluster of 4 CTAs' slices of 16384 columns (`kernel_ops_kernels::norms`).
+pub const MAX_COLS: usize = k::MAX_COLS;
+/// The widest row of the fused residual norms (one CTA's registers).
+pub const FUSED_MAX_COLS: usize = 16384;
+/// The fused residual norms' row lengths are multiples of this (16-byte
+/// pieces of 16-bit elements; no scalar tail).
 pub const COLS_MULTIPLE: usize = 8;
 /// The row lengths the benchmark and the tests cover: the hidden sizes of
 /// common models, the former fixed set and odd multiples of 8.
 pub const BENCH_COLS: [usize; 12] = [768, 1024, 2048, 2560, 4096, 5120, 7168, 8192, 12288, 16384, 1000, 24];
+/// Rows wider than one CTA's registers, split over a cluster: the benchmark's widest.
+pub const WIDE_BENCH_COLS: [usize; 2] = [32768, 65536];
 
-/// Which kernel family serves a row length, and its `V` (pieces per thread).
+/// Which kernel family serves a row length, and its `V` (8-element pieces
+/// per thread; the same for every element type).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RowShape {
     /// One row per warp, 4 per CTA: `cols <= 256 V`, `V` in 1..=4 (below 1024 columns).
     Warp(usize),
     /// One row per warpgroup CTA: `cols <= 1024 V`, `V` in 1..=8 (1024..=8192).
     Warpgroup(usize),
-    /// One row per CTA of 4 warpgroups: `cols <= 4096 V`, `V` in 3..=4 (8200..=16384).
+    /// One row per CTA of 4 warpgroups: `cols <= 4096 V`, `V` in 3..=4 (8193..=16384).
     Wide(usize),
+    /// One row per cluster of 4 CTAs of 4 warpgroups, a slice of at most
+    /// `4096 V` columns per CTA: `V` 2 or 4 (16385..=65536).
+    Cluster(usize),
 }
 
 impl RowShape {
-    /// The shape for `cols` (a multiple of 8 in `8..=MAX_COLS`).
+    /// The shape for `cols` (in `1..=MAX_COLS`) with 16-byte accesses.
     pub fn of(cols: usize) -> RowShape {
         if cols < 1024 {
             RowShape::Warp(cols.div_ceil(256))
         } else if cols <= 8192 {
             RowShape::Warpgroup(cols.div_ceil(1024))
-        } else {
+        } else if cols <= 16384 {
             RowShape::Wide(cols.div_ceil(4096).max(3))
+        } else {
+            // Each CTA's slice: a quarter of the row, rounded up to 8 columns.
+            let slice = cols.div_ceil(k::CLUSTER * k::VEC) * k::VEC;
+            RowShape::Cluster(slice.div_ceil(4096).next_power_of_two())
         }
     }
     /// The launch grid for `rows` rows.
     fn grid(self, rows: usize) -> u32 {
         match self {
             RowShape::Warp(_) => rows.div_ceil(k::WARP_ROWS) as u32,
+            RowShape::Cluster(_) => (rows * k::CLUSTER) as u32,
             _ => rows as u32,
+        }
+    }
+    /// The most rows one launch takes (the grid's x extent, 2^31 - 1).
+    fn max_rows(self) -> usize {
+        match self {
+            RowShape::Cluster(_) => i32::MAX as usize / k::CLUSTER,
+            _ => i32::MAX as usize,
         }
     }
 }
 
-/// Checks `cols` and the buffer lengths; returns the row shape.
-fn check(op: &'static str, rows: usize, cols: usize, lens: &[(&str, usize, usize)]) -> Result<RowShape, Error> {
-    if cols % COLS_MULTIPLE != 0 || cols == 0 {
-        return Err(Error::Shape {
-            op,
-            problem: format!(
-                "cols = {cols}: the kernels take rows of a non-zero multiple of {COLS_MULTIPLE} elements (16-byte pieces; no scalar tail); \
-                 pad the rows to {} columns (and the statistics change: mask or rescale), or use another implementation for this width",
-                cols.next_multiple_of(COLS_MULTIPLE).max(COLS_MULTIPLE)
-            ),
-        });
+/// How the kernels access a row: 16-byte vectors, or one element at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowAccess {
+    /// `k::Vec16`: 16 bytes per access; the row length is a multiple of 16
+    /// bytes (8 f16 / bf16, 4 f32), so every row starts 16-byte aligned.
+    Vec16,
+    /// `k::Single`: one element per access, for the other lengths (rows
+    /// not 16-byte aligned); fewer instances (`V` rounded up).
+    Single,
+}
+
+/// The kernel instance that serves rows of `cols` elements of `T`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowKernel {
+    pub shape: RowShape,
+    pub access: RowAccess,
+}
+
+impl RowKernel {
+    /// The instance for `cols` (in `1..=MAX_COLS`) of `T`: 16-byte accesses
+    /// when `cols` is a multiple of 16 bytes, else one element per access
+    /// with `V` rounded up to the [`RowAccess::Single`] instances' (1, 2, 4
+    /// per warp; 2, 4, 8 per warpgroup; 4 per 4 warpgroups; 2, 4 per cluster).
+    pub fn of<T: NormElem>(cols: usize) -> RowKernel {
+        let shape = RowShape::of(cols);
+        if (cols * size_of::<T>()) % 16 == 0 {
+            return RowKernel { shape, access: RowAccess::Vec16 };
+        }
+        let shape = match shape {
+            RowShape::Warp(v) => RowShape::Warp(v.next_power_of_two()),
+            RowShape::Warpgroup(v) => RowShape::Warpgroup(v.next_power_of_two().max(2)),
+            RowShape::Wide(_) => RowShape::Wide(4),
+            RowShape::Cluster(v) => RowShape::Cluster(v),
+        };
+        RowKernel { shape, access: RowAccess::Single }
     }
-    if cols > MAX_COLS {
-        return Err(Error::Shape { op, problem: format!("cols = {cols}: rows of more than {MAX_COLS} columns are not implemented yet (planned: a two-pass kernel over L2)") });
-    }
-    if rows == 0 || rows > i32::MAX as usize {
-        return Err(Error::Shape { op, problem: format!("rows = {rows}: must be in 1..=2^31-1 (the grid's x extent)") });
+}
+
+/// Checks `rows` and the buffer lengths against a row shape.
+fn check_lens(op: &'static str, shape: RowShape, rows: usize, cols: usize, lens: &[(&str, usize, usize)]) -> Result<(), Error> {
+    if rows == 0 || rows > shape.max_rows() {
+        return Err(Error::Shape { op, problem: format!("rows = {rows}: must be in 1..={} (the grid's x extent, {} CTAs per row)", shape.max_rows(), shape.grid(1)) });
     }
     for &(name, len, want) in lens {
         if len < want {
             return Err(Error::Shape { op, problem: format!("`{name}` holds {len} elements; {want} needed for {rows} x {cols}") });
         }
     }
-    Ok(RowShape::of(cols))
+    Ok(())
+}
+
+/// Checks `cols` and the buffer lengths of a plain norm; returns its kernel.
+fn check<T: NormElem>(op: &'static str, rows: usize, cols: usize, lens: &[(&str, usize, usize)]) -> Result<RowKernel, Error> {
+    if cols == 0 || cols > MAX_COLS {
+        return Err(Error::Shape {
+            op,
+            problem: format!("cols = {cols}: rows of 1 to {MAX_COLS} columns are implemented (a cluster of 4 CTAs per row at most); split wider rows and combine their statistics"),
+        });
+    }
+    let kernel = RowKernel::of::<T>(cols);
+    check_lens(op, kernel.shape, rows, cols, lens)?;
+    Ok(kernel)
+}
+
+/// Checks `cols` and the buffer lengths of a fused norm; returns its shape.
+fn check_fused(op: &'static str, rows: usize, cols: usize, lens: &[(&str, usize, usize)]) -> Result<RowShape, Error> {
+    if cols % COLS_MULTIPLE != 0 || cols == 0 {
+        return Err(Error::Shape {
+            op,
+            problem: format!(
+                "cols = {cols}: the fused norms take rows of a non-zero multiple of {COLS_MULTIPLE} elements (16-byte pieces; no scalar tail); \
+                 pad the rows to {} columns (and the statistics change: mask or rescale), or call add and the plain norm, which take any width",
+                cols.next_multiple_of(COLS_MULTIPLE).max(COLS_MULTIPLE)
+            ),
+        });
+    }
+    if cols > FUSED_MAX_COLS {
+        return Err(Error::Shape { op, problem: format!("cols = {cols}: the fused norms take rows of at most {FUSED_MAX_COLS} columns (one CTA); call add and the plain norm, which take up to {MAX_COLS}") });
+    }
+    let shape = RowShape::of(cols);
+    check_lens(op, shape, rows, cols, lens)?;
+    Ok(shape)
 }
 
 /// An unused buffer parameter (the fused kernels' `y` when quantizing, or
@@ -110,80 +196,156 @@ impl<T: Copy> Arg<Gmem<T>> for Unused {
     }
 }
 
-/// One launch of a norm kernel: the op and its buffers.
+/// One launch of a plain norm kernel: the op and its buffers.
 #[doc(hidden)]
 pub enum Call<'a, T> {
     Softmax { x: &'a Buffer<T>, y: &'a mut Buffer<T> },
     LayerNorm { x: &'a Buffer<T>, g: &'a Buffer<T>, b: &'a Buffer<T>, y: &'a mut Buffer<T>, eps: f32 },
     RmsNorm { x: &'a Buffer<T>, g: &'a Buffer<T>, y: &'a mut Buffer<T>, eps: f32 },
-    /// The fused norms (`b` given: layer norm); `y` or `(q, scales)` by `fp8` (a `k::FP8_*` mode).
-    Add { x: &'a Buffer<T>, r: &'a Buffer<T>, g: &'a Buffer<T>, b: Option<&'a Buffer<T>>, new_r: &'a mut Buffer<T>, y: Option<&'a mut Buffer<T>>, q: Option<(&'a mut Buffer<E4M3>, &'a mut Buffer<f32>)>, fp8: u32, eps: f32 },
 }
 
-/// Launches `$call` on the instances `V = $v` of the kernels `$sm`, `$ln`,
-/// `$rms`, `$arn`, `$aln` (`[rows]` for the `_warp` family, which takes the
-/// row count). A macro: each `(T, V)` instance is its own concrete type.
+/// One launch of a fused norm kernel (`b` given: layer norm); `y` or
+/// `(q, scales)` by `fp8` (a `k::FP8_*` mode).
+#[doc(hidden)]
+pub struct AddCall<'a, T> {
+    x: &'a Buffer<T>,
+    r: &'a Buffer<T>,
+    g: &'a Buffer<T>,
+    b: Option<&'a Buffer<T>>,
+    new_r: &'a mut Buffer<T>,
+    y: Option<&'a mut Buffer<T>>,
+    q: Option<(&'a mut Buffer<E4M3>, &'a mut Buffer<f32>)>,
+    fp8: u32,
+    eps: f32,
+}
+
+/// Launches `$call` on the instance `<$t, $a, $v>` of the kernels `$sm`,
+/// `$ln`, `$rms` (`[rows]` for the `_warp` family, which takes the row
+/// count). A macro: each `(T, A, V)` instance is its own concrete type.
 macro_rules! launch_one {
-    ($p:ident, $grid:ident, $rows:ident, $cols:ident, $call:ident, $t:ty, $v:literal, $sm:ident, $ln:ident, $rms:ident, $arn:ident, $aln:ident, [$($wr:ident)?]) => {{
+    ($p:ident, $grid:ident, $rows:ident, $cols:ident, $call:ident, $t:ty, $a:ident, $v:literal, $sm:ident, $ln:ident, $rms:ident, [$($wr:ident)?]) => {{
         let c = $cols as u32;
         $(let $wr = $rows as u32;)?
         match $call {
-            Call::Softmax { x, y } => $p.kernel::<k::$sm<$t, $v>>()?.launch($grid, (x, y, $($wr,)? c)).map(drop),
-            Call::LayerNorm { x, g, b, y, eps } => $p.kernel::<k::$ln<$t, $v>>()?.launch($grid, (x, g, b, y, eps, $($wr,)? c)).map(drop),
-            Call::RmsNorm { x, g, y, eps } => $p.kernel::<k::$rms<$t, $v>>()?.launch($grid, (x, g, y, eps, $($wr,)? c)).map(drop),
-            Call::Add { x, r, g, b, new_r, y, q, fp8, eps } => match (b, y, q) {
-                (None, Some(y), None) => $p.kernel::<k::$arn<$t, $v>>()?.launch($grid, (x, r, g, new_r, y, Unused, Unused, fp8, eps, $($wr,)? c)).map(drop),
-                (None, None, Some((q, s))) => $p.kernel::<k::$arn<$t, $v>>()?.launch($grid, (x, r, g, new_r, Unused, q, s, fp8, eps, $($wr,)? c)).map(drop),
-                (Some(b), Some(y), None) => $p.kernel::<k::$aln<$t, $v>>()?.launch($grid, (x, r, g, b, new_r, y, Unused, Unused, fp8, eps, $($wr,)? c)).map(drop),
-                (Some(b), None, Some((q, s))) => $p.kernel::<k::$aln<$t, $v>>()?.launch($grid, (x, r, g, b, new_r, Unused, q, s, fp8, eps, $($wr,)? c)).map(drop),
-                _ => unreachable!("the entry points pass y or (q, scales)"),
-            },
+            Call::Softmax { x, y } => $p.kernel::<k::$sm<$t, k::$a, $v>>()?.launch($grid, (x, y, $($wr,)? c)).map(drop),
+            Call::LayerNorm { x, g, b, y, eps } => $p.kernel::<k::$ln<$t, k::$a, $v>>()?.launch($grid, (x, g, b, y, eps, $($wr,)? c)).map(drop),
+            Call::RmsNorm { x, g, y, eps } => $p.kernel::<k::$rms<$t, k::$a, $v>>()?.launch($grid, (x, g, y, eps, $($wr,)? c)).map(drop),
         }
     }};
 }
 
-/// Every instance of `T`, by shape and `V`.
+/// Every instance of `T`, by shape, access and `V` (the kernels' table).
 macro_rules! launch_elem {
-    ($t:ty, $p:ident, $shape:ident, $rows:ident, $cols:ident, $call:ident) => {{
-        let grid = $shape.grid($rows);
-        let r: kernel_host::Result<()> = match $shape {
-            RowShape::Warp(1) => launch_one!($p, grid, $rows, $cols, $call, $t, 1, softmax_warp, layer_norm_warp, rms_norm_warp, add_rms_norm_warp, add_layer_norm_warp, [rows]),
-            RowShape::Warp(2) => launch_one!($p, grid, $rows, $cols, $call, $t, 2, softmax_warp, layer_norm_warp, rms_norm_warp, add_rms_norm_warp, add_layer_norm_warp, [rows]),
-            RowShape::Warp(3) => launch_one!($p, grid, $rows, $cols, $call, $t, 3, softmax_warp, layer_norm_warp, rms_norm_warp, add_rms_norm_warp, add_layer_norm_warp, [rows]),
-            RowShape::Warp(4) => launch_one!($p, grid, $rows, $cols, $call, $t, 4, softmax_warp, layer_norm_warp, rms_norm_warp, add_rms_norm_warp, add_layer_norm_warp, [rows]),
-            RowShape::Warpgroup(1) => launch_one!($p, grid, $rows, $cols, $call, $t, 1, softmax, layer_norm, rms_norm, add_rms_norm, add_layer_norm, []),
-            RowShape::Warpgroup(2) => launch_one!($p, grid, $rows, $cols, $call, $t, 2, softmax, layer_norm, rms_norm, add_rms_norm, add_layer_norm, []),
-            RowShape::Warpgroup(3) => launch_one!($p, grid, $rows, $cols, $call, $t, 3, softmax, layer_norm, rms_norm, add_rms_norm, add_layer_norm, []),
-            RowShape::Warpgroup(4) => launch_one!($p, grid, $rows, $cols, $call, $t, 4, softmax, layer_norm, rms_norm, add_rms_norm, add_layer_norm, []),
-            RowShape::Warpgroup(5) => launch_one!($p, grid, $rows, $cols, $call, $t, 5, softmax, layer_norm, rms_norm, add_rms_norm, add_layer_norm, []),
-            RowShape::Warpgroup(6) => launch_one!($p, grid, $rows, $cols, $call, $t, 6, softmax, layer_norm, rms_norm, add_rms_norm, add_layer_norm, []),
-            RowShape::Warpgroup(7) => launch_one!($p, grid, $rows, $cols, $call, $t, 7, softmax, layer_norm, rms_norm, add_rms_norm, add_layer_norm, []),
-            RowShape::Warpgroup(8) => launch_one!($p, grid, $rows, $cols, $call, $t, 8, softmax, layer_norm, rms_norm, add_rms_norm, add_layer_norm, []),
-            RowShape::Wide(3) => launch_one!($p, grid, $rows, $cols, $call, $t, 3, softmax_wide, layer_norm_wide, rms_norm_wide, add_rms_norm_wide, add_layer_norm_wide, []),
-            RowShape::Wide(4) => launch_one!($p, grid, $rows, $cols, $call, $t, 4, softmax_wide, layer_norm_wide, rms_norm_wide, add_rms_norm_wide, add_layer_norm_wide, []),
-            other => unreachable!("no instance for {other:?} (checked)"),
+    ($t:ty, $p:ident, $kernel:ident, $rows:ident, $cols:ident, $call:ident) => {{
+        use RowAccess::{Single, Vec16};
+        use RowShape::{Cluster, Warp, Warpgroup, Wide};
+        let grid = $kernel.shape.grid($rows);
+        let r: kernel_host::Result<()> = match ($kernel.access, $kernel.shape) {
+            (Vec16, Warp(1)) => launch_one!($p, grid, $rows, $cols, $call, $t, Vec16, 1, softmax_warp, layer_norm_warp, rms_norm_warp, [rows]),
+            (Vec16, Warp(2)) => launch_one!($p, grid, $rows, $cols, $call, $t, Vec16, 2, softmax_warp, layer_norm_warp, rms_norm_warp, [rows]),
+            (Vec16, Warp(3)) => launch_one!($p, grid, $rows, $cols, $call, $t, Vec16, 3, softmax_warp, layer_norm_warp, rms_norm_warp, [rows]),
+            (Vec16, Warp(4)) => launch_one!($p, grid, $rows, $cols, $call, $t, Vec16, 4, softmax_warp, layer_norm_warp, rms_norm_warp, [rows]),
+            (Vec16, Warpgroup(1)) => launch_one!($p, grid, $rows, $cols, $call, $t, Vec16, 1, softmax, layer_norm, rms_norm, []),
+            (Vec16, Warpgroup(2)) => launch_one!($p, grid, $rows, $cols, $call, $t, Vec16, 2, softmax, layer_norm, rms_norm, []),
+            (Vec16, Warpgroup(3)) => launch_one!($p, grid, $rows, $cols, $call, $t, Vec16, 3, softmax, layer_norm, rms_norm, []),
+            (Vec16, Warpgroup(4)) => launch_one!($p, grid, $rows, $cols, $call, $t, Vec16, 4, softmax, layer_norm, rms_norm, []),
+            (Vec16, Warpgroup(5)) => launch_one!($p, grid, $rows, $cols, $call, $t, Vec16, 5, softmax, layer_norm, rms_norm, []),
+            (Vec16, Warpgroup(6)) => launch_one!($p, grid, $rows, $cols, $call, $t, Vec16, 6, softmax, layer_norm, rms_norm, []),
+            (Vec16, Warpgroup(7)) => launch_one!($p, grid, $rows, $cols, $call, $t, Vec16, 7, softmax, layer_norm, rms_norm, []),
+            (Vec16, Warpgroup(8)) => launch_one!($p, grid, $rows, $cols, $call, $t, Vec16, 8, softmax, layer_norm, rms_norm, []),
+            (Vec16, Wide(3)) => launch_one!($p, grid, $rows, $cols, $call, $t, Vec16, 3, softmax_wide, layer_norm_wide, rms_norm_wide, []),
+            (Vec16, Wide(4)) => launch_one!($p, grid, $rows, $cols, $call, $t, Vec16, 4, softmax_wide, layer_norm_wide, rms_norm_wide, []),
+            (Vec16, Cluster(2)) => launch_one!($p, grid, $rows, $cols, $call, $t, Vec16, 2, softmax_cluster, layer_norm_cluster, rms_norm_cluster, []),
+            (Vec16, Cluster(4)) => launch_one!($p, grid, $rows, $cols, $call, $t, Vec16, 4, softmax_cluster, layer_norm_cluster, rms_norm_cluster, []),
+            (Single, Warp(1)) => launch_one!($p, grid, $rows, $cols, $call, $t, Single, 1, softmax_warp, layer_norm_warp, rms_norm_warp, [rows]),
+            (Single, Warp(2)) => launch_one!($p, grid, $rows, $cols, $call, $t, Single, 2, softmax_warp, layer_norm_warp, rms_norm_warp, [rows]),
+            (Single, Warp(4)) => launch_one!($p, grid, $rows, $cols, $call, $t, Single, 4, softmax_warp, layer_norm_warp, rms_norm_warp, [rows]),
+            (Single, Warpgroup(2)) => launch_one!($p, grid, $rows, $cols, $call, $t, Single, 2, softmax, layer_norm, rms_norm, []),
+            (Single, Warpgroup(4)) => launch_one!($p, grid, $rows, $cols, $call, $t, Single, 4, softmax, layer_norm, rms_norm, []),
+            (Single, Warpgroup(8)) => launch_one!($p, grid, $rows, $cols, $call, $t, Single, 8, softmax, layer_norm, rms_norm, []),
+            (Single, Wide(4)) => launch_one!($p, grid, $rows, $cols, $call, $t, Single, 4, softmax_wide, layer_norm_wide, rms_norm_wide, []),
+            (Single, Cluster(2)) => launch_one!($p, grid, $rows, $cols, $call, $t, Single, 2, softmax_cluster, layer_norm_cluster, rms_norm_cluster, []),
+            (Single, Cluster(4)) => launch_one!($p, grid, $rows, $cols, $call, $t, Single, 4, softmax_cluster, layer_norm_cluster, rms_norm_cluster, []),
+            other => unreachable!("no instance for {other:?} (RowKernel::of gives only built ones)"),
         };
         Ok(r?)
     }};
 }
 
-/// f16 and bf16: the element types the norm kernels are built for.
+/// Launches the fused `$call` on the instances `V = $v` of `$arn`, `$aln`
+/// (`[rows]` for the `_warp` family).
+macro_rules! launch_fused_one {
+    ($p:ident, $grid:ident, $rows:ident, $cols:ident, $call:ident, $t:ty, $v:literal, $arn:ident, $aln:ident, [$($wr:ident)?]) => {{
+        let c = $cols as u32;
+        $(let $wr = $rows as u32;)?
+        let AddCall { x, r, g, b, new_r, y, q, fp8, eps } = $call;
+        match (b, y, q) {
+            (None, Some(y), None) => $p.kernel::<k::$arn<$t, $v>>()?.launch($grid, (x, r, g, new_r, y, Unused, Unused, fp8, eps, $($wr,)? c)).map(drop),
+            (None, None, Some((q, s))) => $p.kernel::<k::$arn<$t, $v>>()?.launch($grid, (x, r, g, new_r, Unused, q, s, fp8, eps, $($wr,)? c)).map(drop),
+            (Some(b), Some(y), None) => $p.kernel::<k::$aln<$t, $v>>()?.launch($grid, (x, r, g, b, new_r, y, Unused, Unused, fp8, eps, $($wr,)? c)).map(drop),
+            (Some(b), None, Some((q, s))) => $p.kernel::<k::$aln<$t, $v>>()?.launch($grid, (x, r, g, b, new_r, Unused, q, s, fp8, eps, $($wr,)? c)).map(drop),
+            _ => unreachable!("the entry points pass y or (q, scales)"),
+        }
+    }};
+}
+
+/// Every fused instance of `T`, by shape and `V`.
+macro_rules! launch_fused_elem {
+    ($t:ty, $p:ident, $shape:ident, $rows:ident, $cols:ident, $call:ident) => {{
+        let grid = $shape.grid($rows);
+        let r: kernel_host::Result<()> = match $shape {
+            RowShape::Warp(1) => launch_fused_one!($p, grid, $rows, $cols, $call, $t, 1, add_rms_norm_warp, add_layer_norm_warp, [rows]),
+            RowShape::Warp(2) => launch_fused_one!($p, grid, $rows, $cols, $call, $t, 2, add_rms_norm_warp, add_layer_norm_warp, [rows]),
+            RowShape::Warp(3) => launch_fused_one!($p, grid, $rows, $cols, $call, $t, 3, add_rms_norm_warp, add_layer_norm_warp, [rows]),
+            RowShape::Warp(4) => launch_fused_one!($p, grid, $rows, $cols, $call, $t, 4, add_rms_norm_warp, add_layer_norm_warp, [rows]),
+            RowShape::Warpgroup(1) => launch_fused_one!($p, grid, $rows, $cols, $call, $t, 1, add_rms_norm, add_layer_norm, []),
+            RowShape::Warpgroup(2) => launch_fused_one!($p, grid, $rows, $cols, $call, $t, 2, add_rms_norm, add_layer_norm, []),
+            RowShape::Warpgroup(3) => launch_fused_one!($p, grid, $rows, $cols, $call, $t, 3, add_rms_norm, add_layer_norm, []),
+            RowShape::Warpgroup(4) => launch_fused_one!($p, grid, $rows, $cols, $call, $t, 4, add_rms_norm, add_layer_norm, []),
+            RowShape::Warpgroup(5) => launch_fused_one!($p, grid, $rows, $cols, $call, $t, 5, add_rms_norm, add_layer_norm, []),
+            RowShape::Warpgroup(6) => launch_fused_one!($p, grid, $rows, $cols, $call, $t, 6, add_rms_norm, add_layer_norm, []),
+            RowShape::Warpgroup(7) => launch_fused_one!($p, grid, $rows, $cols, $call, $t, 7, add_rms_norm, add_layer_norm, []),
+            RowShape::Warpgroup(8) => launch_fused_one!($p, grid, $rows, $cols, $call, $t, 8, add_rms_norm, add_layer_norm, []),
+            RowShape::Wide(3) => launch_fused_one!($p, grid, $rows, $cols, $call, $t, 3, add_rms_norm_wide, add_layer_norm_wide, []),
+            RowShape::Wide(4) => launch_fused_one!($p, grid, $rows, $cols, $call, $t, 4, add_rms_norm_wide, add_layer_norm_wide, []),
+            other => unreachable!("no fused instance for {other:?} (checked)"),
+        };
+        Ok(r?)
+    }};
+}
+
+/// f16, bf16 and f32: the element types of [`softmax`], [`layer_norm`]
+/// and [`rms_norm`] (inputs, weights and outputs of one type).
 pub trait NormElem: Copy + kernel_host::DeviceRepr + Default + 'static + sealed::Sealed {
+    /// The type's name (`"f16"`, `"bf16"`, `"f32"`).
+    const NAME: &'static str;
+    /// The [`max_rel_error`] the tests and the benchmark accept: a few
+    /// roundings of the output type (f16: 4e-3, bf16: 2e-2, f32: 2e-5).
+    const TOLERANCE: f64;
     #[doc(hidden)]
-    fn launch(p: &Program, shape: RowShape, rows: usize, cols: usize, call: Call<'_, Self>) -> Result<(), Error>;
+    fn launch(p: &Program, kernel: RowKernel, rows: usize, cols: usize, call: Call<'_, Self>) -> Result<(), Error>;
     fn to_f32(self) -> f32;
     fn from_f32(x: f32) -> Self;
+}
+
+/// f16 and bf16: the element types of the fused residual norms.
+pub trait FusedNormElem: NormElem {
+    #[doc(hidden)]
+    fn launch_fused(p: &Program, shape: RowShape, rows: usize, cols: usize, call: AddCall<'_, Self>) -> Result<(), Error>;
 }
 
 mod sealed {
     pub trait Sealed {}
     impl Sealed for kernel_device::f16 {}
     impl Sealed for kernel_device::bf16 {}
+    impl Sealed for f32 {}
 }
 
 impl NormElem for f16 {
-    fn launch(p: &Program, shape: RowShape, rows: usize, cols: usize, call: Call<'_, Self>) -> Result<(), Error> {
-        launch_elem!(f16, p, shape, rows, cols, call)
+    const NAME: &'static str = "f16";
+    const TOLERANCE: f64 = 4e-3;
+    fn launch(p: &Program, kernel: RowKernel, rows: usize, cols: usize, call: Call<'_, Self>) -> Result<(), Error> {
+        launch_elem!(f16, p, kernel, rows, cols, call)
     }
     fn to_f32(self) -> f32 {
         f16::to_f32(self)
@@ -192,10 +354,17 @@ impl NormElem for f16 {
         f16::from_f32(x)
     }
 }
+impl FusedNormElem for f16 {
+    fn launch_fused(p: &Program, shape: RowShape, rows: usize, cols: usize, call: AddCall<'_, Self>) -> Result<(), Error> {
+        launch_fused_elem!(f16, p, shape, rows, cols, call)
+    }
+}
 
 impl NormElem for bf16 {
-    fn launch(p: &Program, shape: RowShape, rows: usize, cols: usize, call: Call<'_, Self>) -> Result<(), Error> {
-        launch_elem!(bf16, p, shape, rows, cols, call)
+    const NAME: &'static str = "bf16";
+    const TOLERANCE: f64 = 2e-2;
+    fn launch(p: &Program, kernel: RowKernel, rows: usize, cols: usize, call: Call<'_, Self>) -> Result<(), Error> {
+        launch_elem!(bf16, p, kernel, rows, cols, call)
     }
     fn to_f32(self) -> f32 {
         bf16::to_f32(self)
@@ -204,30 +373,49 @@ impl NormElem for bf16 {
         bf16::from_f32(x)
     }
 }
+impl FusedNormElem for bf16 {
+    fn launch_fused(p: &Program, shape: RowShape, rows: usize, cols: usize, call: AddCall<'_, Self>) -> Result<(), Error> {
+        launch_fused_elem!(bf16, p, shape, rows, cols, call)
+    }
+}
 
-/// `y[r] = softmax(x[r])` for each of `rows` rows of `cols` (a multiple of
-/// 8 up to [`MAX_COLS`]), with `ops` the kernels of `kernel_ops_kernels`
+impl NormElem for f32 {
+    const NAME: &'static str = "f32";
+    const TOLERANCE: f64 = 2e-5;
+    fn launch(p: &Program, kernel: RowKernel, rows: usize, cols: usize, call: Call<'_, Self>) -> Result<(), Error> {
+        launch_elem!(f32, p, kernel, rows, cols, call)
+    }
+    fn to_f32(self) -> f32 {
+        self
+    }
+    fn from_f32(x: f32) -> Self {
+        x
+    }
+}
+
+/// `y[r] = softmax(x[r])` for each of `rows` rows of `cols` (1 to
+/// [`MAX_COLS`]), with `ops` the kernels of `kernel_ops_kernels`
 /// loaded on the device that holds the buffers (queued on a GPU's stream;
 /// run to completion on the emulator).
 pub fn softmax<T: NormElem>(ops: &Program, x: &Buffer<T>, y: &mut Buffer<T>, rows: usize, cols: usize) -> Result<(), Error> {
-    let shape = check("softmax", rows, cols, &[("x", x.len(), rows * cols), ("y", y.len(), rows * cols)])?;
+    let kernel = check::<T>("softmax", rows, cols, &[("x", x.len(), rows * cols), ("y", y.len(), rows * cols)])?;
     crate::check_aligned("softmax", &[at("x", x), at("y", y)])?;
-    T::launch(ops, shape, rows, cols, Call::Softmax { x, y })
+    T::launch(ops, kernel, rows, cols, Call::Softmax { x, y })
 }
 
 /// `y[r] = (x[r] - mean) / sqrt(var + eps) * gamma + beta` for each row.
 #[allow(clippy::too_many_arguments)]
 pub fn layer_norm<T: NormElem>(ops: &Program, x: &Buffer<T>, gamma: &Buffer<T>, beta: &Buffer<T>, y: &mut Buffer<T>, eps: f32, rows: usize, cols: usize) -> Result<(), Error> {
-    let shape = check("layer_norm", rows, cols, &[("x", x.len(), rows * cols), ("gamma", gamma.len(), cols), ("beta", beta.len(), cols), ("y", y.len(), rows * cols)])?;
+    let kernel = check::<T>("layer_norm", rows, cols, &[("x", x.len(), rows * cols), ("gamma", gamma.len(), cols), ("beta", beta.len(), cols), ("y", y.len(), rows * cols)])?;
     crate::check_aligned("layer_norm", &[at("x", x), at("gamma", gamma), at("beta", beta), at("y", y)])?;
-    T::launch(ops, shape, rows, cols, Call::LayerNorm { x, g: gamma, b: beta, y, eps })
+    T::launch(ops, kernel, rows, cols, Call::LayerNorm { x, g: gamma, b: beta, y, eps })
 }
 
 /// `y[r] = x[r] / sqrt(mean(x[r]²) + eps) * gamma` for each row.
 pub fn rms_norm<T: NormElem>(ops: &Program, x: &Buffer<T>, gamma: &Buffer<T>, y: &mut Buffer<T>, eps: f32, rows: usize, cols: usize) -> Result<(), Error> {
-    let shape = check("rms_norm", rows, cols, &[("x", x.len(), rows * cols), ("gamma", gamma.len(), cols), ("y", y.len(), rows * cols)])?;
+    let kernel = check::<T>("rms_norm", rows, cols, &[("x", x.len(), rows * cols), ("gamma", gamma.len(), cols), ("y", y.len(), rows * cols)])?;
     crate::check_aligned("rms_norm", &[at("x", x), at("gamma", gamma), at("y", y)])?;
-    T::launch(ops, shape, rows, cols, Call::RmsNorm { x, g: gamma, y, eps })
+    T::launch(ops, kernel, rows, cols, Call::RmsNorm { x, g: gamma, y, eps })
 }
 
 /// How the fused norms scale their FP8 output `q = e4m3(y / scale)`.
@@ -260,7 +448,7 @@ pub enum NormOut<'a, T> {
 /// without), both in one pass over the rows: `x` and `residual` read once,
 /// `new_residual` and `y` (or its FP8 form) written once.
 #[allow(clippy::too_many_arguments)]
-fn add_norm<T: NormElem>(
+fn add_norm<T: FusedNormElem>(
     op: &'static str,
     ops: &Program,
     (x, residual, gamma, beta): (&Buffer<T>, &Buffer<T>, &Buffer<T>, Option<&Buffer<T>>),
@@ -288,10 +476,10 @@ fn add_norm<T: NormElem>(
             starts.extend([at("q", q), at("scales", scales)]);
         }
     }
-    let shape = check(op, rows, cols, &lens)?;
+    let shape = check_fused(op, rows, cols, &lens)?;
     crate::check_aligned(op, &starts)?;
     let call = |new_r: &mut Buffer<T>, y: Option<&mut Buffer<T>>, q: Option<(&mut Buffer<E4M3>, &mut Buffer<f32>)>, fp8: u32| {
-        T::launch(ops, shape, rows, cols, Call::Add { x, r: residual, g: gamma, b: beta, new_r, y, q, fp8, eps })
+        T::launch_fused(ops, shape, rows, cols, AddCall { x, r: residual, g: gamma, b: beta, new_r, y, q, fp8, eps })
     };
     match out {
         NormOut::Y(y) => call(new_residual, Some(y), None, k::FP8_NONE),
@@ -318,7 +506,7 @@ fn scale_step(ops: &Program, scales: &mut Buffer<f32>, op: u32, value: f32) -> R
 /// (see [`NormOut`] for the FP8 form), one pass (two for
 /// [`Fp8Scale::PerTensorDynamic`]).
 #[allow(clippy::too_many_arguments)]
-pub fn add_rms_norm<T: NormElem>(
+pub fn add_rms_norm<T: FusedNormElem>(
     ops: &Program,
     x: &Buffer<T>,
     residual: &Buffer<T>,
@@ -335,7 +523,7 @@ pub fn add_rms_norm<T: NormElem>(
 /// `new_residual = x + residual`, `y = layer_norm(new_residual) * gamma +
 /// beta` (see [`NormOut`] for the FP8 form), one pass.
 #[allow(clippy::too_many_arguments)]
-pub fn add_layer_norm<T: NormElem>(
+pub fn add_layer_norm<T: FusedNormElem>(
     ops: &Program,
     x: &Buffer<T>,
     residual: &Buffer<T>,
@@ -401,7 +589,7 @@ pub fn rms_norm_reference(x: &[f32], gamma: &[f32], eps: f32, cols: usize) -> Ve
 /// `max |got - want| / max |want|` (a normwise relative error: f16 outputs
 /// of a softmax over 8192 columns are mostly f16 subnormals, whose
 /// elementwise relative error is large by construction). The tests and the
-/// benchmark accept f16 below 4e-3, bf16 below 2e-2.
+/// benchmark accept [`NormElem::TOLERANCE`].
 pub fn max_rel_error<T: NormElem>(got: &[T], want: &[f32]) -> f64 {
     let scale = want.iter().fold(0f64, |m, &w| m.max(w.abs() as f64));
     let err = got.iter().zip(want).map(|(&g, &w)| (g.to_f32() as f64 - w as f64).abs()).fold(0.0, |m: f64, e| if e.is_nan() { f64::INFINITY } else { m.max(e) });

@@ -7,6 +7,7 @@ mod common;
 use kernel_device::{bf16, f16};
 use kernel_host::{randn_f16, reference_gemm_nt, rel_frobenius_error, Buffer, Device, Gpu};
 use kernel_ops::matmul::{instance, INSTANCES};
+use kernel_ops::norms::NormElem;
 use kernel_ops::{Matmul, MatmulError};
 
 fn gpu_device() -> Device {
@@ -98,6 +99,11 @@ fn the_emulator_tests_host_code_passes_on_the_gpu() {
     common::check_all::<f16>(4e-3, 64, 1024, &gpu);
     common::check_all::<f16>(4e-3, 16, 8192, &gpu);
     common::check_all::<bf16>(2e-2, 64, 2048, &gpu);
+    // f32, a width that is not a multiple of 8, rows split over a cluster.
+    common::check_all::<f32>(f32::TOLERANCE, 16, 4096, &gpu);
+    common::check_all::<f16>(f16::TOLERANCE, 33, 1001, &gpu);
+    common::check_all::<bf16>(bf16::TOLERANCE, 8, 65536, &gpu);
+    common::check_all::<f32>(f32::TOLERANCE, 8, 50257, &gpu);
     common::check_matmul(&gpu, (200, 136, 72), true);
     common::check_matmul(&gpu, (2048, 1024, 512), true);
 }

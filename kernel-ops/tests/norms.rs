@@ -1,8 +1,10 @@
 //! The norm kernels on the CPU emulator against the CPU (float64)
 //! references: a few rows of every row length of the list
-//! (`norms::BENCH_COLS`: 768 .. 16384 and odd multiples of 8) and of each
-//! row shape (a warp, a warpgroup, 4 warpgroups per row), both element
-//! types, through the same entry points a GPU program calls
+//! (`norms::BENCH_COLS`: 768 .. 16384 and odd multiples of 8) in f16 and
+//! f32, each row shape (a warp, a warpgroup, 4 warpgroups per row, a
+//! cluster of 4 CTAs per row up to 65536 columns), widths that are not a
+//! multiple of 8 (one element per access, rows at every alignment), all
+//! three element types, through the same entry points a GPU program calls
 //! (`tests/gpu.rs` runs them there); the fused residual norms with `y` and
 //! with each FP8 scaling.
 mod common;
@@ -11,7 +13,7 @@ use common::check_all;
 use kernel_device::{bf16, f16, E4M3};
 use kernel_host::emulate::Emulator;
 use kernel_host::{uniform_f32 as inputs, Device};
-use kernel_ops::norms::{self, Fp8Scale, NormElem, NormOut, RowShape};
+use kernel_ops::norms::{self, FusedNormElem, Fp8Scale, NormElem, NormOut, RowAccess, RowKernel, RowShape};
 
 #[test]
 fn f16_norms_match_the_cpu_reference_at_every_listed_width() {
@@ -19,10 +21,10 @@ fn f16_norms_match_the_cpu_reference_at_every_listed_width() {
     for cols in norms::BENCH_COLS {
         // 5 rows: a partial CTA of the one-row-per-warp kernels.
         let rows = if cols <= 2048 { 5 } else { 1 };
-        check_all::<f16>(4e-3, rows, cols, &dev);
+        check_all::<f16>(f16::TOLERANCE, rows, cols, &dev);
     }
     for emu in Emulator::schedules(1, 2) {
-        check_all::<f16>(4e-3, 2, 1024, &Device::emulator_with(emu));
+        check_all::<f16>(f16::TOLERANCE, 2, 1024, &Device::emulator_with(emu));
     }
 }
 
@@ -30,8 +32,45 @@ fn f16_norms_match_the_cpu_reference_at_every_listed_width() {
 fn bf16_norms_match_the_cpu_reference_on_each_row_shape() {
     let dev = Device::emulator();
     for cols in [8, 776, 2048, 8200, 16384] {
-        check_all::<bf16>(2e-2, 2, cols, &dev);
+        check_all::<bf16>(bf16::TOLERANCE, 2, cols, &dev);
     }
+}
+
+#[test]
+fn f32_norms_match_the_f64_reference_at_every_listed_width() {
+    let dev = Device::emulator();
+    for cols in norms::BENCH_COLS {
+        let rows = if cols <= 2048 { 3 } else { 1 };
+        check_all::<f32>(f32::TOLERANCE, rows, cols, &dev);
+    }
+}
+
+#[test]
+fn odd_widths_move_one_element_per_access_and_stay_in_their_rows() {
+    // Rows of these widths start at every alignment (row r at element r *
+    // cols): one element per access, masked at the row's end; `check_all`
+    // sees no read or write past the buffers.
+    let dev = Device::emulator();
+    for cols in [1, 7, 13, 1001] {
+        check_all::<f16>(f16::TOLERANCE, 5, cols, &dev);
+        check_all::<bf16>(bf16::TOLERANCE, 3, cols, &dev);
+        check_all::<f32>(f32::TOLERANCE, 3, cols, &dev);
+    }
+    // 16-byte accesses for f32 (a multiple of 4), one element for f16.
+    check_all::<f32>(f32::TOLERANCE, 2, 1004, &dev);
+    check_all::<f16>(f16::TOLERANCE, 2, 1004, &dev);
+    // A warpgroup and 4 warpgroups per row.
+    check_all::<bf16>(bf16::TOLERANCE, 2, 4099, &dev);
+    check_all::<f32>(f32::TOLERANCE, 1, 9001, &dev);
+}
+
+#[test]
+fn rows_wider_than_one_cta_are_split_over_a_cluster() {
+    let dev = Device::emulator();
+    check_all::<bf16>(bf16::TOLERANCE, 1, 32768, &dev);
+    check_all::<f32>(f32::TOLERANCE, 1, 65536, &dev);
+    check_all::<f16>(f16::TOLERANCE, 2, 16385, &dev);
+    check_all::<f32>(f32::TOLERANCE, 1, 65535, &dev);
 }
 
 #[test]
@@ -45,6 +84,21 @@ fn row_shapes_cover_each_width_with_the_fewest_pieces() {
     assert_eq!(RowShape::of(8200), RowShape::Wide(3));
     assert_eq!(RowShape::of(12288), RowShape::Wide(3));
     assert_eq!(RowShape::of(16384), RowShape::Wide(4));
+    assert_eq!(RowShape::of(16392), RowShape::Cluster(2));
+    assert_eq!(RowShape::of(32768), RowShape::Cluster(2));
+    assert_eq!(RowShape::of(32776), RowShape::Cluster(4));
+    assert_eq!(RowShape::of(65536), RowShape::Cluster(4));
+    // 16-byte accesses where the width is a multiple of 16 bytes, else one
+    // element per access, `V` rounded up to the instances built.
+    let (vec16, single) = (RowAccess::Vec16, RowAccess::Single);
+    assert_eq!(RowKernel::of::<f16>(1000), RowKernel { shape: RowShape::Warp(4), access: vec16 });
+    assert_eq!(RowKernel::of::<f32>(1004), RowKernel { shape: RowShape::Warp(4), access: vec16 });
+    assert_eq!(RowKernel::of::<bf16>(1004), RowKernel { shape: RowShape::Warp(4), access: single });
+    assert_eq!(RowKernel::of::<f32>(515), RowKernel { shape: RowShape::Warp(4), access: single });
+    assert_eq!(RowKernel::of::<f16>(1025), RowKernel { shape: RowShape::Warpgroup(2), access: single });
+    assert_eq!(RowKernel::of::<f16>(5001), RowKernel { shape: RowShape::Warpgroup(8), access: single });
+    assert_eq!(RowKernel::of::<f32>(9001), RowKernel { shape: RowShape::Wide(4), access: single });
+    assert_eq!(RowKernel::of::<f16>(40001), RowKernel { shape: RowShape::Cluster(4), access: single });
 }
 
 #[test]
@@ -53,16 +107,24 @@ fn unsupported_row_lengths_and_short_buffers_are_errors_naming_the_rule() {
     let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
     let x = dev.zeros::<f16>(1004).unwrap();
     let mut y = dev.zeros::<f16>(1004).unwrap();
-    let e = norms::softmax(&ops, &x, &mut y, 1, 1004).unwrap_err().to_string();
-    assert!(e.contains("cols = 1004") && e.contains("multiple of 8") && e.contains("pad the rows to 1008"), "{e}");
-    let e = norms::softmax(&ops, &x, &mut y, 1, 16392).unwrap_err().to_string();
-    assert!(e.contains("cols = 16392") && e.contains("not implemented yet"), "{e}");
+    let e = norms::softmax(&ops, &x, &mut y, 1, 0).unwrap_err().to_string();
+    assert!(e.contains("cols = 0") && e.contains("1 to 65536 columns"), "{e}");
+    let e = norms::softmax(&ops, &x, &mut y, 1, 65537).unwrap_err().to_string();
+    assert!(e.contains("cols = 65537") && e.contains("1 to 65536 columns"), "{e}");
     let e = norms::softmax(&ops, &x, &mut y, 1, 1024).unwrap_err().to_string();
     assert!(e.contains("`x` holds 1004 elements; 1024 needed"), "{e}");
+    let e = norms::softmax(&ops, &x, &mut y, 0, 8).unwrap_err().to_string();
+    assert!(e.contains("rows = 0"), "{e}");
+    // The fused norms: multiples of 8 up to 16384.
+    let mut r = dev.zeros::<f16>(1004).unwrap();
+    let e = norms::add_rms_norm(&ops, &x, &x, &x, &mut r, NormOut::Y(&mut y), 1e-5, 1, 1004).unwrap_err().to_string();
+    assert!(e.contains("cols = 1004") && e.contains("multiple of 8") && e.contains("pad the rows to 1008"), "{e}");
+    let e = norms::add_rms_norm(&ops, &x, &x, &x, &mut r, NormOut::Y(&mut y), 1e-5, 1, 16392).unwrap_err().to_string();
+    assert!(e.contains("cols = 16392") && e.contains("at most 16384"), "{e}");
 }
 
 /// `x` and `residual` rounded to `T`, as f32.
-fn input<T: NormElem>(n: usize, seed: u64) -> (Vec<T>, Vec<f32>) {
+fn input<T: FusedNormElem>(n: usize, seed: u64) -> (Vec<T>, Vec<f32>) {
     let t: Vec<T> = inputs(n, seed).into_iter().map(|v| T::from_f32(4.0 * v)).collect();
     let f = t.iter().map(|v| v.to_f32()).collect();
     (t, f)
@@ -76,7 +138,7 @@ fn rel(got: &[f32], want: &[f32]) -> f64 {
 
 /// The fused norm (layer norm when `layer`) at `rows x cols` with `y`
 /// out and with each FP8 scaling, against [`norms::add_norm_reference`].
-fn check_fused<T: NormElem>(tol: f64, rows: usize, cols: usize, layer: bool, dev: &Device) {
+fn check_fused<T: FusedNormElem>(tol: f64, rows: usize, cols: usize, layer: bool, dev: &Device) {
     let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
     let n = rows * cols;
     let ((xh, xf), (rh, rf)) = (input::<T>(n, 1), input::<T>(n, 2));
@@ -133,9 +195,9 @@ fn fused_residual_norms_match_the_f64_reference_with_y_and_fp8_outputs() {
     let dev = Device::emulator();
     for cols in [24, 768, 2560, 12288] {
         let rows = if cols <= 2560 { 3 } else { 1 };
-        check_fused::<bf16>(2e-2, rows, cols, false, &dev);
-        check_fused::<f16>(4e-3, rows, cols, true, &dev);
+        check_fused::<bf16>(bf16::TOLERANCE, rows, cols, false, &dev);
+        check_fused::<f16>(f16::TOLERANCE, rows, cols, true, &dev);
     }
-    check_fused::<f16>(4e-3, 2, 1000, false, &dev);
-    check_fused::<bf16>(2e-2, 2, 1024, true, &dev);
+    check_fused::<f16>(f16::TOLERANCE, 2, 1000, false, &dev);
+    check_fused::<bf16>(bf16::TOLERANCE, 2, 1024, true, &dev);
 }

@@ -1,7 +1,8 @@
 //! The norm kernels build for sm_90a and sm_100a, assemble with ptxas 13.0
 //! with no stack frame and no spills, keep the row in registers (no local
-//! memory) and move it with 16-byte vector accesses (one per piece, masked
-//! at the row's end).
+//! memory) and move it with 16-byte vector accesses (one per piece of 8
+//! f16 / bf16, two per piece of 8 f32, masked at the row's end), or one
+//! element per access for widths that are not a multiple of 16 bytes.
 use kernel_device::launch::DeviceImage;
 
 fn image(arch: &str) -> &'static DeviceImage {
@@ -35,7 +36,10 @@ fn norm_kernels_assemble_without_spills_for_both_architectures() {
             assert!(line.contains("0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"), "{arch} {name}: {line}");
             entries += 1;
         }
-        assert_eq!(entries, 141, "{arch}: 5 ops x 2 types x (4 warp + 8 warpgroup + 2 wide) row shapes, and fp8_tensor_scale:\n{report}");
+        // softmax, layer norm, RMS norm: 3 types x (7 warp + 11 warpgroup +
+        // 3 wide + 4 cluster) instances (16-byte and one-element accesses);
+        // the fused norms: 2 types x (4 warp + 8 warpgroup + 2 wide).
+        assert_eq!(entries, 3 * 3 * (7 + 11 + 3 + 4) + 2 * 2 * (4 + 8 + 2) + 1, "{arch}: the norm instances and fp8_tensor_scale:\n{report}");
     }
 }
 
@@ -44,15 +48,34 @@ fn rows_stay_in_registers_and_move_in_16_byte_accesses() {
     for arch in ["sm_90a", "sm_100a"] {
         let ptx = image(arch).ptx;
         for (op, extra_loads) in [("softmax", 0), ("layer_norm", 2), ("rms_norm", 1)] {
-            for t in ["f16", "bf16"] {
-                for (family, vecs) in [("", 1), ("", 2), ("", 3), ("", 4), ("", 8), ("_warp", 3), ("_warp", 4), ("_wide", 3), ("_wide", 4)] {
-                    let name = format!("{op}{family}__{t}_{vecs}");
+            // (type, 16-byte accesses per 8-element piece)
+            for (t, per_piece) in [("f16", 1), ("bf16", 1), ("f32", 2)] {
+                for (family, vecs) in [("", 1), ("", 2), ("", 3), ("", 4), ("", 8), ("_warp", 3), ("_warp", 4), ("_wide", 3), ("_wide", 4), ("_cluster", 2), ("_cluster", 4)] {
+                    let name = format!("{op}{family}__{t}_Vec16_{vecs}");
                     let body = entry(ptx, &name);
                     assert!(!body.contains(".local"), "{arch} {name}: local memory");
-                    // x, plus gamma (and beta): `vecs` 16-byte loads each; `vecs` 16-byte stores of y.
-                    assert_eq!(count(body, "ld.v4.b32") + count(body, "ld.global.v4"), vecs * (1 + extra_loads), "{arch} {name}: vector loads");
-                    assert_eq!(count(body, "st.v4.b32") + count(body, "st.global.v4"), vecs, "{arch} {name}: vector stores");
+                    // x, plus gamma (and beta): `vecs` pieces each; `vecs` pieces of y.
+                    let pieces = per_piece * vecs;
+                    assert_eq!(count(body, "ld.v4.b32") + count(body, "ld.global.v4"), pieces * (1 + extra_loads), "{arch} {name}: vector loads");
+                    assert_eq!(count(body, "st.v4.b32") + count(body, "st.global.v4"), pieces, "{arch} {name}: vector stores");
                     assert!(body.contains("shfl.sync.bfly.b32"), "{arch} {name}: warp butterfly");
+                    if family == "_cluster" {
+                        // The partials through distributed shared memory.
+                        assert!(body.contains("mapa.u64") && body.contains("barrier.cluster.wait.acquire"), "{arch} {name}: cluster reduction");
+                    }
+                }
+            }
+            // One element per access: 8 per piece, each one load (x, gamma, beta) or store (y).
+            for (t, bits) in [("f16", 16), ("bf16", 16), ("f32", 32)] {
+                for (family, vecs) in [("_warp", 1), ("", 2), ("_wide", 4), ("_cluster", 2)] {
+                    let name = format!("{op}{family}__{t}_Single_{vecs}");
+                    let body = entry(ptx, &name);
+                    assert!(!body.contains(".local"), "{arch} {name}: local memory");
+                    assert_eq!(count(body, &format!("ld.b{bits}")), 8 * vecs * (1 + extra_loads), "{arch} {name}: element loads");
+                    // (A cluster's partials are one `st.b32` per `mapa`.)
+                    let partials = if bits == 32 { count(body, "mapa.u64") } else { 0 };
+                    assert_eq!(count(body, &format!("st.b{bits}")), 8 * vecs + partials, "{arch} {name}: element stores");
+                    assert_eq!(count(body, "ld.v4.b32") + count(body, "st.v4.b32"), 0, "{arch} {name}: no vector access");
                 }
             }
         }

@@ -100,8 +100,8 @@ def grouped_matmul(a, b, sizes, out=None, check=True, stream=None):
 
 
 def softmax(x, out=None, stream=None):
-    """``softmax(x)`` over the last dimension (float16 or bfloat16; the
-    last dimension a multiple of 1024, at most 8192)."""
+    """``softmax(x)`` over the last dimension (float16, bfloat16 or
+    float32; the last dimension 1 to 65536)."""
     if out is None:
         _arrays(x=x)
         out = _empty(x, x.shape)
@@ -111,7 +111,8 @@ def softmax(x, out=None, stream=None):
 
 def layer_norm(x, gamma, beta, eps=1e-5, out=None, stream=None):
     """Layer norm over the last dimension, scaled by gamma and shifted by
-    beta (float16 or bfloat16)."""
+    beta (float16, bfloat16 or float32, gamma and beta in x's dtype; the
+    last dimension 1 to 65536)."""
     if out is None:
         _arrays(x=x)
         out = _empty(x, x.shape)
@@ -120,8 +121,8 @@ def layer_norm(x, gamma, beta, eps=1e-5, out=None, stream=None):
 
 
 def rms_norm(x, gamma, eps=1e-6, out=None, stream=None):
-    """RMS norm over the last dimension, scaled by gamma (float16 or
-    bfloat16)."""
+    """RMS norm over the last dimension, scaled by gamma (float16, bfloat16
+    or float32, gamma in x's dtype; the last dimension 1 to 65536)."""
     if out is None:
         _arrays(x=x)
         out = _empty(x, x.shape)

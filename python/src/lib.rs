@@ -60,6 +60,31 @@ macro_rules! with_norm_type {
     };
 }
 
+/// The dtypes of the norms (softmax, layer norm, RMS norm): every array of
+/// one call in the same one.
+const NORM_DTYPES: [Dtype; 3] = [Dtype::F16, Dtype::Bf16, Dtype::F32];
+
+/// Runs `$body` with `$T` the element type of dtype `$dt` (f16, bf16 or
+/// f32: [`NORM_DTYPES`]).
+macro_rules! with_norm_elem {
+    ($dt:expr, $T:ident => $body:expr) => {
+        match $dt {
+            Dtype::F16 => {
+                type $T = f16;
+                $body
+            }
+            Dtype::Bf16 => {
+                type $T = bf16;
+                $body
+            }
+            _ => {
+                type $T = f32;
+                $body
+            }
+        }
+    };
+}
+
 /// `c = a · bᵀ` (a `M x K`, b `N x K`, c `M x N`, float16 or bfloat16,
 /// f32 accumulation), autotuned per shape and dtype on a GPU.
 #[pyfunction]
@@ -156,43 +181,46 @@ fn rows_cols(x: &Arr) -> PyResult<(usize, usize)> {
 }
 
 
-/// `y = softmax(x)` over the last dimension.
+/// `y = softmax(x)` over the last dimension (float16, bfloat16 or float32,
+/// any width up to 65536).
 #[pyfunction]
 #[pyo3(signature = (x, y, stream = None))]
 fn softmax(x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, stream: Option<u64>) -> PyResult<()> {
     let (x, y) = (import("x", x)?, import("y", y)?);
     let place = same_place(&[&x, &y])?;
-    let dt = same_dtype(&[&x, &y], &[Dtype::F16, Dtype::Bf16])?;
+    let dt = same_dtype(&[&x, &y], &NORM_DTYPES)?;
     let (rows, cols) = rows_cols(&x)?;
     want_shape(&y, &x.shape)?;
     let (dev, ops) = (device(place)?, OPS.get(place)?);
-    with_norm_type!(dt, T => {
+    with_norm_elem!(dt, T => {
         // SAFETY: as in `matmul`.
         let (bx, mut by) = unsafe { (borrow::<T>(dev, &x)?, borrow::<T>(dev, &y)?) };
         run_op(dev, &x, stream, move || kernel_ops::norms::softmax(ops, &bx, &mut by, rows, cols))
     })
 }
 
-/// `y = (x - mean) / sqrt(var + eps) * gamma + beta` over the last dimension.
+/// `y = (x - mean) / sqrt(var + eps) * gamma + beta` over the last dimension
+/// (gamma and beta in x's dtype).
 #[pyfunction]
 #[pyo3(signature = (x, gamma, beta, y, eps = 1e-5, stream = None))]
 fn layer_norm(x: &Bound<'_, PyAny>, gamma: &Bound<'_, PyAny>, beta: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, eps: f32, stream: Option<u64>) -> PyResult<()> {
     let (x, g, b, y) = (import("x", x)?, import("gamma", gamma)?, import("beta", beta)?, import("y", y)?);
     let place = same_place(&[&x, &g, &b, &y])?;
-    let dt = same_dtype(&[&x, &g, &b, &y], &[Dtype::F16, Dtype::Bf16])?;
+    let dt = same_dtype(&[&x, &g, &b, &y], &NORM_DTYPES)?;
     let (rows, cols) = rows_cols(&x)?;
     want_shape(&g, &[cols])?;
     want_shape(&b, &[cols])?;
     want_shape(&y, &x.shape)?;
     let (dev, ops) = (device(place)?, OPS.get(place)?);
-    with_norm_type!(dt, T => {
+    with_norm_elem!(dt, T => {
         // SAFETY: as in `matmul`.
         let (bx, bg, bb, mut by) = unsafe { (borrow::<T>(dev, &x)?, borrow::<T>(dev, &g)?, borrow::<T>(dev, &b)?, borrow::<T>(dev, &y)?) };
         run_op(dev, &x, stream, move || kernel_ops::norms::layer_norm(ops, &bx, &bg, &bb, &mut by, eps, rows, cols))
     })
 }
 
-/// `y = x / sqrt(mean(x²) + eps) * gamma` over the last dimension.
+/// `y = x / sqrt(mean(x²) + eps) * gamma` over the last dimension (gamma
+/// in x's dtype).
 #[pyfunction]
 #[pyo3(signature = (x, gamma, y, eps = 1e-6, stream = None))]
 fn rms_norm(x: &Bound<'_, PyAny>, gamma: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, eps: f32, stream: Option<u64>) -> PyResult<()> {
@@ -217,12 +245,12 @@ fn rms_norm_up_to(x: &Bound<'_, PyAny>, gamma: &Bound<'_, PyAny>, y: &Bound<'_, 
         return Ok(());
     }
     let place = same_place(&[&x, &g, &y])?;
-    let dt = same_dtype(&[&x, &g, &y], &[Dtype::F16, Dtype::Bf16])?;
+    let dt = same_dtype(&[&x, &g, &y], &NORM_DTYPES)?;
     let (rows, cols) = rows_cols(&x)?;
     want_shape(&g, &[cols])?;
     want_shape(&y, &x.shape)?;
     let (dev, ops) = (device(place)?, OPS.get(place)?);
-    with_norm_type!(dt, T => {
+    with_norm_elem!(dt, T => {
         // SAFETY: as in `matmul`.
         let (bx, bg, mut by) = unsafe { (borrow::<T>(dev, &x)?, borrow::<T>(dev, &g)?, borrow::<T>(dev, &y)?) };
         if stage == Stage::Prepare {

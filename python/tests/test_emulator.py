@@ -101,6 +101,52 @@ def test_norms_match_numpy():
     assert rel_err(kernel_ops.softmax(x), e / e.sum(-1, keepdims=True)) < 2e-3
 
 
+NORM_WIDTHS = [768, 1024, 2048, 2560, 4096, 5120, 7168, 8192, 12288, 16384]
+
+
+def norm_references(x, g, b):
+    """softmax, layer norm (eps 1e-5) and RMS norm (eps 1e-6) of x in float64."""
+    xf = x.astype(np.float64)
+    gf, bf = g.astype(np.float64), b.astype(np.float64)
+    e = np.exp(xf - xf.max(-1, keepdims=True))
+    mu, var = xf.mean(-1, keepdims=True), xf.var(-1, keepdims=True)
+    return (e / e.sum(-1, keepdims=True),
+            (xf - mu) / np.sqrt(var + 1e-5) * gf + bf,
+            xf / np.sqrt((xf ** 2).mean(-1, keepdims=True) + 1e-6) * gf)
+
+
+def check_norms(rows, cols, dtype, tol):
+    x, g, b = randn(rows, cols, dtype=dtype), randn(cols, dtype=dtype), randn(cols, dtype=dtype)
+    sm, ln, rms = norm_references(x, g, b)
+    for name, got, want in [("softmax", kernel_ops.softmax(x), sm),
+                            ("layer_norm", kernel_ops.layer_norm(x, g, b), ln),
+                            ("rms_norm", kernel_ops.rms_norm(x, g), rms)]:
+        assert got.dtype == x.dtype and got.shape == x.shape
+        assert rel_err(got, want) < tol, f"{name} {np.dtype(dtype).name} {rows} x {cols}: {rel_err(got, want)}"
+
+
+@pytest.mark.parametrize("cols", NORM_WIDTHS)
+def test_norms_match_float64_at_every_listed_width_in_float32_and_float16(cols):
+    check_norms(2 if cols <= 2048 else 1, cols, np.float32, 1e-5)
+    check_norms(1, cols, np.float16, 2e-3)
+
+
+@pytest.mark.parametrize("cols", [1, 7, 13, 1001])
+def test_norms_take_widths_that_are_not_a_multiple_of_8(cols):
+    # Row r starts at element r * cols: every alignment, one element per access.
+    check_norms(3, cols, np.float32, 1e-5)
+    check_norms(3, cols, np.float16, 2e-3)
+    bf16 = pytest.importorskip("ml_dtypes").bfloat16
+    check_norms(2, cols, bf16, 8e-3)
+
+
+@pytest.mark.parametrize("cols", [16385, 65536])
+def test_norms_take_rows_split_over_a_cluster(cols):
+    # Above 16384 columns a row is split over a cluster of 4 CTAs (the
+    # emulator runs 2048 threads per row: one row).
+    check_norms(1, cols, np.float32, 1e-5)
+
+
 def attention_reference(q, k, v, causal, scale):
     b, s, h, d = q.shape
     group = h // k.shape[2]
@@ -202,7 +248,9 @@ def test_outputs_can_be_given():
     (lambda: kernel_ops.rms_norm([[1.0] * 1024], randn(1024), out=randn(1, 1024)), TypeError, "`x`: a list is not an array with `__dlpack__`"),
     (lambda: kernel_ops.matmul(randn(16, 64), "b", out=randn(16, 8)), TypeError, "`b`: a str is not an array with `__dlpack__`"),
     (lambda: kernel_ops.rms_norm(randn(3, 1024), randn(512)), ValueError, "shape [1024] expected"),
-    (lambda: kernel_ops.rms_norm(randn(3, 1001), randn(1001)), ValueError, "1001"),
+    (lambda: kernel_ops.rms_norm(randn(1, 65537), randn(65537)), ValueError, "rows of 1 to 65536 columns"),
+    (lambda: kernel_ops.rms_norm(randn(3, 64, dtype=np.float32), randn(64)), TypeError, "differ in dtype"),
+    (lambda: kernel_ops.softmax(randn(3, 64, dtype=np.float64)), TypeError, "float32"),
     (lambda: kernel_ops.attention(randn(1, 16, 3, 64), randn(1, 16, 2, 64), randn(1, 16, 2, 64)), ValueError, "kv_heads must divide heads"),
     (lambda: kernel_ops.attention(randn(1, 16, 2, 96), randn(1, 16, 2, 96), randn(1, 16, 2, 96)), ValueError, "head_dim = 96"),
     (lambda: kernel_ops.attention_backward(*(randn(1, 16, 2, 256) for _ in range(4)), np.zeros((1, 2, 16), np.float32), randn(1, 16, 2, 256)), ValueError, "the backward pass is built for head_dim in [64, 128]"),

@@ -4,7 +4,7 @@
 //!
 //! | module | kernels | host entry point |
 //! |---|---|---|
-//! | [`norms`] | `softmax`, `layer_norm`, `rms_norm`, `add_rms_norm`, `add_layer_norm` (`<T, V>`: f16 or bf16, any multiple of 8 columns up to 16384; one row per warp (`_warp`), per warpgroup, or per 4 warpgroups (`_wide`); the fused ones optionally FP8 e4m3 out), `fp8_tensor_scale` | `kernel_ops::norms` |
+//! | [`norms`] | `softmax`, `layer_norm`, `rms_norm` (`<T, A, V>`: f16, bf16 or f32, any width up to 65536: 16-byte accesses (`Vec16`) or one element per access (`Single`) for widths not a multiple of 16 bytes; one row per warp (`_warp`), per warpgroup, per 4 warpgroups (`_wide`), or per cluster of 4 CTAs (`_cluster`)), `add_rms_norm`, `add_layer_norm` (`<T, V>`: f16 or bf16, multiples of 8 up to 16384, optionally FP8 e4m3 out), `fp8_tensor_scale` | `kernel_ops::norms` |
 //! | [`matmul`] | `matmul_persistent_ws`, `matmul_persistent_ws_cluster` (the Hopper ladder's steps 4 and 5 re-export them as `matmul_epilogue_overlap` and `matmul_cluster_multicast`), each generic over the element type (f16, bf16) | `kernel_ops::matmul` |
 //! | [`gemm`] | none: the building blocks of the warp-specialized Hopper GEMMs (tile types, per-warpgroup accumulators [`gemm::WgAcc`], the sub-tile epilogue store, role constants), shared with the Hopper ladder | |
 //! | [`gemm_multi`] | none: the multi-operand GEMM (`gemm_multi`, a generic function kernels call with their register-array epilogue) | |

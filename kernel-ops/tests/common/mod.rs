@@ -17,28 +17,34 @@ fn back<T: NormElem>(v: &[T]) -> Vec<f32> {
 }
 
 /// Runs the three norms on `dev` at `rows x cols` and checks them against
-/// the CPU references (normwise relative error below `tol`).
+/// the CPU references (normwise relative error below `tol`). `x`, `gamma`
+/// and `beta` hold exactly their elements (a read past them is an error of
+/// the emulator's bounds check) and `y` is followed by 8 sentinels that
+/// must stay NaN (no write past the last row).
 pub fn check_all<T: NormElem>(tol: f64, rows: usize, cols: usize, dev: &Device) {
     let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
-    let xh: Vec<T> = to(&inputs(rows * cols, cols as u64));
+    let n = rows * cols;
+    let xh: Vec<T> = to(&inputs(n, cols as u64));
     let gh: Vec<T> = to(&inputs(cols, 7).iter().map(|v| 1.0 + v / 8.0).collect::<Vec<_>>());
     let bh: Vec<T> = to(&inputs(cols, 8));
     let (xf, gf, bf) = (back(&xh), back(&gh), back(&bh));
     let (x, g, b) = (dev.upload(&xh).unwrap(), dev.upload(&gh).unwrap(), dev.upload(&bh).unwrap());
     let eps = 1e-5;
-    let mut y = dev.upload(&vec![T::from_f32(f32::NAN); rows * cols]).unwrap();
+    let mut y = dev.upload(&vec![T::from_f32(f32::NAN); n + 8]).unwrap();
+    let what = format!("{} {rows} x {cols} ({:?})", T::NAME, norms::RowKernel::of::<T>(cols));
+    let check = |op: &str, y: &kernel_host::Buffer<T>, want: Vec<f32>| {
+        let got = dev.download(y).unwrap();
+        let e = norms::max_rel_error(&got[..n], &want);
+        assert!(e < tol, "{op} {what}: max rel error {e}");
+        assert!(got[n..].iter().all(|v| v.to_f32().is_nan()), "{op} {what}: wrote past the last row");
+    };
 
     norms::softmax(&ops, &x, &mut y, rows, cols).unwrap();
-    let e = norms::max_rel_error(&dev.download(&y).unwrap(), &norms::softmax_reference(&xf, cols));
-    assert!(e < tol, "softmax {cols} cols: max rel error {e}");
-
+    check("softmax", &y, norms::softmax_reference(&xf, cols));
     norms::layer_norm(&ops, &x, &g, &b, &mut y, eps, rows, cols).unwrap();
-    let e = norms::max_rel_error(&dev.download(&y).unwrap(), &norms::layer_norm_reference(&xf, &gf, &bf, eps, cols));
-    assert!(e < tol, "layer_norm {cols} cols: max rel error {e}");
-
+    check("layer_norm", &y, norms::layer_norm_reference(&xf, &gf, &bf, eps, cols));
     norms::rms_norm(&ops, &x, &g, &mut y, eps, rows, cols).unwrap();
-    let e = norms::max_rel_error(&dev.download(&y).unwrap(), &norms::rms_norm_reference(&xf, &gf, eps, cols));
-    assert!(e < tol, "rms_norm {cols} cols: max rel error {e}");
+    check("rms_norm", &y, norms::rms_norm_reference(&xf, &gf, eps, cols));
 }
 
 /// An element type of the matmul checks: the tolerance of the relative
