@@ -24,7 +24,7 @@ use kernel_device::array::regs::{opaque_u32, unroll};
 use kernel_device::array::{Array, GmemSrc, Scalar, Strided};
 use kernel_device::gmem::GmemRef;
 use kernel_device::prelude::*;
-use kernel_device::{bf16, f16};
+use kernel_device::{bf16, f16, GmemPtr};
 
 /// Elements per register piece of a row: 8 (16 bytes of f16 / bf16).
 pub const VEC: usize = 8;
@@ -114,13 +114,14 @@ struct A16<X>(X);
 /// # Safety
 /// `p` is valid for `P` elements and, when they are 16 bytes, 16-byte aligned.
 #[inline(always)]
-unsafe fn read_p<T: Copy, const P: usize>(p: *const T) -> [T; P] {
-    // SAFETY: the caller's contract.
+unsafe fn read_p<T: Copy, const P: usize>(p: GmemPtr<T>) -> [T; P] {
+    // SAFETY: the caller's contract (bounds, alignment and races checked
+    // on the emulator by `Ptr::read`).
     unsafe {
         if P * size_of::<T>() == 16 {
-            (p as *const A16<[T; P]>).read().0
+            p.cast::<A16<[T; P]>>().read().0
         } else {
-            (p as *const [T; P]).read()
+            p.cast::<[T; P]>().read()
         }
     }
 }
@@ -129,13 +130,13 @@ unsafe fn read_p<T: Copy, const P: usize>(p: *const T) -> [T; P] {
 /// # Safety
 /// As [`read_p`], for writing.
 #[inline(always)]
-unsafe fn write_p<T: Copy, const P: usize>(p: *mut T, v: [T; P]) {
-    // SAFETY: the caller's contract.
+unsafe fn write_p<T: Copy, const P: usize>(p: GmemPtr<T>, v: [T; P]) {
+    // SAFETY: the caller's contract (checked on the emulator by `Ptr::write`).
     unsafe {
         if P * size_of::<T>() == 16 {
-            (p as *mut A16<[T; P]>).write(A16(v))
+            p.cast::<A16<[T; P]>>().write(A16(v))
         } else {
-            (p as *mut [T; P]).write(v)
+            p.cast::<[T; P]>().write(v)
         }
     }
 }
@@ -162,9 +163,9 @@ fn each_access<const G: usize, const V: usize, const P: usize>(len: usize, mut f
 /// elements when they make 16 bytes.
 #[inline(always)]
 #[track_caller]
-fn slice_start<T: Copy, const P: usize>(src: impl GmemSrc<T>, off: usize, len: usize) -> *const T {
+fn slice_start<T: Copy, const P: usize>(src: impl GmemSrc<T>, off: usize, len: usize) -> GmemPtr<T> {
     let p = src.checked(off, len);
-    assert!(P * size_of::<T>() != 16 || p as usize % 16 == 0, "norms: a 16-byte access at an address that is not a multiple of 16 (rows of 16-byte accesses must start aligned)");
+    assert!(P * size_of::<T>() != 16 || p.addr() % 16 == 0, "norms: a 16-byte access at an address that is not a multiple of 16 (rows of 16-byte accesses must start aligned)");
     p
 }
 
@@ -192,7 +193,7 @@ fn load_parts<T: Elem, const G: usize, const V: usize, const P: usize>(src: Gmem
 #[track_caller]
 fn store_parts<T: Elem, const G: usize, const V: usize, const P: usize>(a: RowF32<G, V>, dst: Gmem<T>, off: usize, len: usize) {
     if len > 0 {
-        let p = slice_start::<T, P>(dst, off, len) as *mut T;
+        let p = slice_start::<T, P>(dst, off, len);
         each_access::<G, V, P>(len, |s, j, e| {
             let mut v = [T::default(); P];
             unroll(P, |i| v[i] = T::from_f32(a.regs.0[j][s * P + i]));
@@ -208,7 +209,7 @@ fn store_parts<T: Elem, const G: usize, const V: usize, const P: usize>(a: RowF3
 #[track_caller]
 fn store_piece_range<T: Elem, const G: usize, const V: usize, const P: usize>(a: RowF32<G, V>, dst: Gmem<T>, off: usize, len: usize, j0: usize, j1: usize) {
     if len > 0 {
-        let p = slice_start::<T, P>(dst, off, len) as *mut T;
+        let p = slice_start::<T, P>(dst, off, len);
         each_access::<G, V, P>(len, |s, j, e| {
             if j0 <= j && j < j1 {
                 let mut v = [T::default(); P];
@@ -342,7 +343,7 @@ impl<T: Pairs> Access<T> for Vec16 {
         }
         // SAFETY: the same memory as 16-bit pairs; `off` and `len` are even.
         let d = unsafe { Gmem::<u32>::from_ptr(dst.ptr().cast(), dst.len() / 2) };
-        let p = slice_start::<u32, 4>(d, off / 2, len / 2) as *mut u32;
+        let p = slice_start::<u32, 4>(d, off / 2, len / 2);
         let g = thread_linear() as usize % G;
         unroll(V, |j| {
             let e = (G * j + g) * VEC;

@@ -50,7 +50,7 @@ impl<const C: usize> Reach for Cluster<C> {
             // SAFETY: `t < C` is a rank of this cluster of `C` CTAs, all of
             // which run until the kernel's closing cluster barrier; the
             // store is ordered before the reads by the barrier below.
-            unsafe { Smem::from_ptr(slot.map_rank(t)) }.write(cluster_ctarank() as usize, v);
+            unsafe { slot.map_rank(t) }.write(cluster_ctarank() as usize, v);
         }
         cluster_sync();
         let mut r = slot.read(0);
