@@ -631,7 +631,7 @@ struct NormBufs<T: Canary> {
     s: Guarded<f32>,
 }
 
-impl<T: Half + kernel_ops::norms::NormElem> NormBufs<T> {
+impl<T: Half + kernel_ops::norms::FusedNormElem> NormBufs<T> {
     fn call(&mut self, ops: &kernel_host::Program, op: NormOp, eps: f32, rows: usize, cols: usize) -> Result<(), kernel_ops::Error> {
         use kernel_ops::norms::{self, NormOut};
         let NormBufs { x, r, g, b, new_r, y, q, s } = self;
@@ -662,8 +662,8 @@ fn fuzz_norms() {
     fuzz("norms", 20, |rng, note| either_type!(rng, norms_case(rng, note)));
 }
 
-fn norms_case<T: Half + kernel_ops::norms::NormElem>(rng: &mut Rng, note: &Note) -> Result<(), String> {
-    use kernel_ops::norms::{self, Fp8Scale, MAX_COLS};
+fn norms_case<T: Half + kernel_ops::norms::FusedNormElem>(rng: &mut Rng, note: &Note) -> Result<(), String> {
+    use kernel_ops::norms::{self, Fp8Scale, FUSED_MAX_COLS, MAX_COLS};
     let fp8 = [None, None, Some(Fp8Scale::PerRow), Some(Fp8Scale::PerTensor(0.0)), Some(Fp8Scale::PerTensorDynamic)];
     let op = match rng.cycle(&[0, 1, 2, 3, 4]) {
         0 => NormOp::Softmax,
@@ -671,7 +671,14 @@ fn norms_case<T: Half + kernel_ops::norms::NormElem>(rng: &mut Rng, note: &Note)
         2 => NormOp::RmsNorm,
         _ => NormOp::Add { layer: rng.chance(0.5), fp8: rng.pick(&fp8) },
     };
-    let cols = rng.size(8, MAX_COLS, 8, &[256, 512, 768, 1024, 2048, 4096, 8192, 12288, MAX_COLS]);
+    // The plain norms take any width up to `MAX_COLS` (a cluster per row
+    // above 16384); the fused ones a multiple of 8 up to `FUSED_MAX_COLS`.
+    let fused = matches!(op, NormOp::Add { .. });
+    let cols = if fused {
+        rng.size(8, FUSED_MAX_COLS, 8, &[256, 512, 768, 1024, 2048, 4096, 8192, 12288, FUSED_MAX_COLS])
+    } else {
+        rng.size(1, MAX_COLS, 1, &[768, 1000, 4096, 12288, 16384, 16392, 32768, MAX_COLS])
+    };
     let rows = match cols {
         ..1024 => rng.range(1, 9),
         ..=8192 => rng.range(1, 3),
@@ -770,9 +777,9 @@ fn norms_case<T: Half + kernel_ops::norms::NormElem>(rng: &mut Rng, note: &Note)
 
     let (mut rows, mut cols, mut short) = (rows, cols, "");
     let rule = match rng.below(8) {
-        0 => {
+        0 if fused => {
             cols -= rng.range(1, 7);
-            "the kernels take rows of a non-zero multiple of 8"
+            "the fused norms take rows of a non-zero multiple of 8"
         }
         7 => {
             rng.misalign = Some(rng.pick(match op {
@@ -787,15 +794,23 @@ fn norms_case<T: Half + kernel_ops::norms::NormElem>(rng: &mut Rng, note: &Note)
         }
         1 => {
             cols = 0;
-            "cols = 0: the kernels take rows of a non-zero multiple of 8"
+            if fused {
+                "cols = 0: the fused norms take rows of a non-zero multiple of 8"
+            } else {
+                "cols = 0: rows of 1 to 65536 columns are implemented"
+            }
         }
-        2 => {
-            cols = MAX_COLS + 8;
-            "columns are not implemented yet"
+        2 if fused => {
+            cols = FUSED_MAX_COLS + 8;
+            "the fused norms take rows of at most 16384 columns"
+        }
+        0 | 2 => {
+            cols = MAX_COLS + rng.range(1, 9);
+            "rows of 1 to 65536 columns are implemented"
         }
         3 => {
             rows = 0;
-            "rows = 0: must be in 1..=2^31-1"
+            "rows = 0: must be in 1..="
         }
         4 => {
             short = "x";
