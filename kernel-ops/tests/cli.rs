@@ -6,7 +6,7 @@ use std::process::Command;
 
 /// Each binary, and a command line it must refuse for a malformed or
 /// missing value.
-const BINS: [(&str, &str, &[&str]); 8] = [
+const BINS: [(&str, &str, &[&str]); 9] = [
     ("attention_bench", env!("CARGO_BIN_EXE_attention_bench"), &["--only", "4096"]),
     ("decode_bench", env!("CARGO_BIN_EXE_decode_bench"), &["--splits", "0,x"]),
     ("fp8_bench", env!("CARGO_BIN_EXE_fp8_bench"), &["--shape", "4096x4096"]),
@@ -15,6 +15,7 @@ const BINS: [(&str, &str, &[&str]); 8] = [
     ("launch_overhead", env!("CARGO_BIN_EXE_launch_overhead"), &["extra"]),
     ("norms_bench", env!("CARGO_BIN_EXE_norms_bench"), &["--csv"]),
     ("swiglu_bench", env!("CARGO_BIN_EXE_swiglu_bench"), &["--shape", "8192x0x4096"]),
+    ("soak", env!("CARGO_BIN_EXE_soak"), &["--check-every", "0"]),
 ];
 
 /// Runs `exe args`, returning (exit code, stdout, stderr).
@@ -39,4 +40,18 @@ fn help_exits_zero_and_bad_arguments_exit_two() {
         assert_usage_error(name, &["--no-such-flag"], run(exe, &["--no-such-flag"]));
         assert_usage_error(name, bad, run(exe, bad));
     }
+}
+
+/// The soak's mix runs (a few seconds; on the emulator without a GPU),
+/// checks every step and ends with its count of failures; an unknown op is
+/// a usage error.
+#[test]
+fn soak_runs_its_mix_and_refuses_unknown_ops() {
+    let exe = env!("CARGO_BIN_EXE_soak");
+    let (code, out, err) = run(exe, &["--seconds", "4", "--ops", "norm,matmul,add_rms_norm", "--seed", "5"]);
+    assert_eq!(code, Some(0), "soak: exit {code:?}\nstdout: {out}\nstderr: {err}");
+    assert!(out.contains(", 0 failed") && out.contains("norm "), "soak printed no summary:\n{out}");
+    let (code, _, err) = run(exe, &["--ops", "norm,bogus"]);
+    assert_eq!(code, Some(2), "soak --ops bogus: exit {code:?}\n{err}");
+    assert!(err.starts_with("error: --ops: unknown op `bogus`"), "{err}");
 }

@@ -202,6 +202,15 @@ pub enum Error {
         smem_bytes: u32,
         cuda: CudaError,
     },
+    /// A driver call returned a sticky error: a kernel queued earlier
+    /// faulted while it ran (its launch had returned). `recent` names the
+    /// launches since the last completed [`Gpu::synchronize`](super::Gpu::synchronize)
+    /// (the last few, oldest first): the faulting one is among them.
+    AsyncFault {
+        call: &'static str,
+        cuda: CudaError,
+        recent: Vec<String>,
+    },
     /// cuBLAS could not be loaded, or a cuBLAS call failed (see
     /// [`Blas`](super::Blas)).
     Cublas {
@@ -291,6 +300,7 @@ impl Error {
             | Error::ModuleLoad { cuda, .. }
             | Error::Launch { cuda, .. }
             | Error::KernelFault { cuda, .. }
+            | Error::AsyncFault { cuda, .. }
             | Error::TensorMapEncode { cuda, .. } => Some(cuda),
             _ => None,
         }
@@ -298,9 +308,13 @@ impl Error {
 
     /// A [`Error::Cuda`] for the driver call `call`.
     pub(crate) fn cuda_call(call: &'static str) -> impl FnOnce(DriverError) -> Error {
-        move |e| Error::Cuda {
-            call,
-            cuda: CudaError::from_driver(e),
+        move |e| {
+            let cuda = CudaError::from_driver(e);
+            if cuda.is_sticky() {
+                Error::AsyncFault { call, cuda, recent: super::gpu::recent_launches() }
+            } else {
+                Error::Cuda { call, cuda }
+            }
         }
     }
 }
@@ -380,6 +394,15 @@ impl fmt::Display for Error {
                 "no CUDA device with ordinal {ordinal}: the driver reports {count} device(s); \
                  pass an ordinal below {count}"
             ),
+            Error::AsyncFault { call, cuda, recent } => {
+                write!(f, "{call} failed: {cuda}: a kernel faulted while it ran, after its launch had returned; ")?;
+                if recent.is_empty() {
+                    write!(f, "no launch of this program's kernels since the last completed synchronization (another library's kernel, or one launched before it)")?;
+                } else {
+                    write!(f, "it is one of the launches since the last completed synchronization (oldest first): {}", recent.join(", "))?;
+                }
+                write!(f, "; {STICKY_HINT}")
+            }
             Error::Cuda { call, cuda } => {
                 write!(f, "{call} failed: {cuda}")?;
                 if cuda.is_sticky() {
@@ -648,6 +671,24 @@ mod tests {
         let msg = launch(CUDA_ERROR_ILLEGAL_ADDRESS).to_string();
         assert!(msg.contains("comes from an earlier kernel"), "{msg}");
         assert!(msg.contains("launch_sync"), "{msg}");
+    }
+
+    #[test]
+    fn sticky_errors_of_later_calls_name_the_launches_since_the_last_sync() {
+        // A non-sticky error stays a plain `Cuda` error.
+        let plain = Error::cuda_call("cuMemcpyDtoHAsync")(DriverError(CUDA_ERROR_INVALID_VALUE));
+        assert!(matches!(plain, Error::Cuda { .. }), "{plain:?}");
+        super::super::gpu::record_launch("attention_fwd", Dim3::new(4, 8, 2));
+        let e = Error::cuda_call("cuStreamSynchronize (Gpu::synchronize)")(DriverError(CUDA_ERROR_ILLEGAL_ADDRESS));
+        let msg = e.to_string();
+        assert!(matches!(e, Error::AsyncFault { .. }), "{e:?}");
+        assert!(msg.starts_with("cuStreamSynchronize (Gpu::synchronize) failed: CUDA_ERROR_ILLEGAL_ADDRESS (700"), "{msg}");
+        assert!(msg.contains("one of the launches since the last completed synchronization (oldest first): "), "{msg}");
+        assert!(msg.contains("`attention_fwd` (grid (4, 8, 2))"), "{msg}");
+        assert!(msg.contains("this error is sticky"), "{msg}");
+        assert_eq!(e.cuda().map(|c| c.result), Some(CUDA_ERROR_ILLEGAL_ADDRESS));
+        let none = Error::AsyncFault { call: "cuStreamSynchronize", cuda: cuda(CUDA_ERROR_ILLEGAL_ADDRESS), recent: vec![] };
+        assert!(none.to_string().contains("no launch of this program's kernels since the last completed synchronization"), "{none}");
     }
 
     #[test]

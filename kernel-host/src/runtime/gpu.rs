@@ -114,6 +114,36 @@ fn check_driver(
     Ok(count)
 }
 
+/// How many recent launches [`record_launch`] keeps.
+const RECENT_LAUNCHES: usize = 8;
+
+/// The process's most recent kernel launches since the last completed
+/// [`Gpu::synchronize`] (at most [`RECENT_LAUNCHES`], oldest first): a
+/// kernel that faults while running (after its launch returned) is
+/// reported at a later call, and these name the candidates
+/// ([`Error::AsyncFault`]).
+static RECENT: std::sync::Mutex<std::collections::VecDeque<(&'static str, kernel_device::Dim3)>> = std::sync::Mutex::new(std::collections::VecDeque::new());
+
+/// Records a queued launch of `kernel` over `grid` (see [`RECENT`]).
+pub(crate) fn record_launch(kernel: &'static str, grid: kernel_device::Dim3) {
+    let mut r = RECENT.lock().unwrap_or_else(|e| e.into_inner());
+    if r.len() == RECENT_LAUNCHES {
+        r.pop_front();
+    }
+    r.push_back((kernel, grid));
+}
+
+/// The recorded launches, oldest first, as `name (grid (x, y, z))`.
+pub(crate) fn recent_launches() -> Vec<String> {
+    let r = RECENT.lock().unwrap_or_else(|e| e.into_inner());
+    r.iter().map(|(k, g)| format!("`{k}` (grid ({}, {}, {}))", g.x, g.y, g.z)).collect()
+}
+
+/// Forgets the recorded launches: every one has completed.
+fn launches_completed() {
+    RECENT.lock().unwrap_or_else(|e| e.into_inner()).clear();
+}
+
 /// One CUDA device: its primary context and the stream that uploads,
 /// downloads and launches go to (the context's default stream, so work is
 /// ordered without events).
@@ -269,7 +299,9 @@ impl Gpu {
     pub fn synchronize(&self) -> Result<()> {
         self.stream
             .synchronize()
-            .map_err(Error::cuda_call("cuStreamSynchronize (Gpu::synchronize)"))
+            .map_err(Error::cuda_call("cuStreamSynchronize (Gpu::synchronize)"))?;
+        launches_completed();
+        Ok(())
     }
 
     /// Copies `data` into a new device buffer.

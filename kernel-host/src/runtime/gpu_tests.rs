@@ -587,6 +587,19 @@ const TRAP_CHILD: &str = "KERNEL_HOST_RUNTIME_TRAP_CHILD";
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_trap_is_a_kernel_fault() {
+    if std::env::var_os(TRAP_CHILD).is_some_and(|v| v == "async") {
+        // Launched without waiting: the fault surfaces at the next
+        // synchronization, which names the launches it may come from.
+        let gpu = gpu();
+        let kernel = ok(module(&gpu).kernel::<TrapKernel>());
+        ok(gpu.synchronize());
+        ok(kernel.launch((2, 1, 1), ()));
+        match gpu.synchronize() {
+            Err(e @ Error::AsyncFault { .. }) => println!("ASYNC_RESULT: {e}"),
+            other => panic!("expected AsyncFault, got {other:?}"),
+        }
+        return;
+    }
     if std::env::var_os(TRAP_CHILD).is_some() {
         let gpu = gpu();
         let kernel = ok(module(&gpu).kernel::<TrapKernel>());
@@ -620,17 +633,30 @@ fn gpu_trap_is_a_kernel_fault() {
         .to_string()
         + "::gpu_trap_is_a_kernel_fault";
     let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
-    let out = std::process::Command::new(exe)
-        .args([
-            &name,
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(TRAP_CHILD, "1")
-        .output()
-        .unwrap_or_else(|e| panic!("running the child test: {e}"));
+    let child = |mode: &str| {
+        std::process::Command::new(&exe)
+            .args([
+                &name,
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(TRAP_CHILD, mode)
+            .output()
+            .unwrap_or_else(|e| panic!("running the child test: {e}"))
+    };
+    let out = child("async");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("async child stdout:\n{stdout}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "async child failed");
+    assert!(
+        stdout.contains("ASYNC_RESULT: cuStreamSynchronize (Gpu::synchronize) failed")
+            && stdout.contains("one of the launches since the last completed synchronization (oldest first): `trap_kernel` (grid (2, 1, 1))")
+            && stdout.contains("this error is sticky"),
+        "the asynchronous fault does not name its launch"
+    );
+    let out = child("1");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     eprintln!("child stdout:\n{stdout}\nchild stderr:\n{stderr}");

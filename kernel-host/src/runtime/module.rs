@@ -662,6 +662,9 @@ impl<K: KernelSpec> Kernel<K> {
         drop(sink);
         drop(global_guard);
         drop(global);
+        if result == sys::CUresult::CUDA_SUCCESS {
+            super::gpu::record_launch(K::NAME, grid);
+        }
         result.result().map_err(|e| {
             let cuda = CudaError::from_driver(e);
             if is_cluster_refusal(ctas, &cuda) {
