@@ -1244,16 +1244,24 @@ fn varlen_case<T: Half + kernel_ops::attention::varlen::VarlenType>(rng: &mut Rn
         // Offsets only the device sees, broken: clamped, nothing written
         // outside the outputs, reported by `VarlenErrors::check`.
         let (mut cu_q, mut cu_k, mut shape) = (cu_q, cu_k, shape);
-        // Only the last offset of a pass's outputs' rows (the one case
-        // that cannot make sequences overlap; see
+        // Any offset: past the total, or swapped with the next one (a
+        // decrease midway: `varlen_offsets` keeps the sequences apart; see
         // `found_varlen_offsets_that_decrease_midway_make_sequences_race`).
+        let broken = |rng: &mut Rng, cu: &mut Vec<u32>, total: usize| {
+            let b = rng.range(1, batch);
+            if b < batch && cu[b] < cu[b + 1] && rng.chance(0.5) {
+                cu.swap(b, b + 1);
+            } else {
+                cu[b] = (total + rng.range(1, 40)) as u32;
+            }
+        };
         let rule = match rng.below(4) {
             0 => {
-                cu_q[batch] = (shape.total_q + rng.range(1, 40)) as u32;
+                broken(rng, &mut cu_q, shape.total_q);
                 "cu_seqlens_q"
             }
             1 => {
-                cu_k[if backward { batch } else { rng.range(1, batch) }] = (shape.total_k + rng.range(1, 40)) as u32;
+                broken(rng, &mut cu_k, shape.total_k);
                 "cu_seqlens_k"
             }
             2 if max_q > 1 => {
@@ -1336,13 +1344,11 @@ fn varlen_case<T: Half + kernel_ops::attention::varlen::VarlenType>(rng: &mut Rn
 /// an error instead of the documented clamp and flag (on a GPU: unordered
 /// stores, so those rows hold either sequence's values, while
 /// `VarlenErrors::check` names only sequence 1). Nothing outside the
-/// outputs is written. Making the clamp monotone (a sequence starts no
-/// earlier than the previous one ends) is a kernel change (`Packed::range`
-/// in `kernel_ops_kernels::attention`, used by both passes); until then
-/// the fuzz cases break only the last offset (or, in the forward, which
-/// only reads keys, any key offset) and the maxima.
+/// outputs is written. Fixed: `varlen_offsets` makes the offsets
+/// non-decreasing (a running maximum, clamped to the total) before the
+/// kernels read them, so sequences cannot overlap; this is its regression
+/// test, and the fuzz cases now break offsets anywhere.
 #[test]
-#[ignore = "kernel bug found by fuzzing: varlen sequences that overlap after the offset clamp race (see the comment)"]
 fn found_varlen_offsets_that_decrease_midway_make_sequences_race() {
     use kernel_ops::attention::{attention_varlen, attention_varlen_backward, Options, VarlenErrors, VarlenShape};
     let dev = Device::emulator_with(kernel_host::emulate::Emulator::new(1));

@@ -171,6 +171,57 @@ pub const ERR_K_LEN: usize = 3;
 /// Words of the error buffer.
 pub const VARLEN_ERROR_WORDS: usize = 4;
 
+/// The varlen kernels' offsets made safe before they run: CTA 0 reads
+/// `cu_seqlens_q` (`batch + 1` offsets), CTA 1 `cu_seqlens_k`, and each
+/// writes `clean[i] = min(total, max(cu[0 ..= i]))`: non-decreasing and at
+/// most `total`, so no two sequences share a row however broken `cu` is
+/// (offsets that decrease midway, e.g. `[0, 50, 30, 80]`, made sequence 2
+/// overlap sequence 0 under the per-sequence clamp of [`Packed::range`],
+/// and their CTAs raced on its rows: found by fuzzing). Valid offsets are
+/// copied unchanged. Each CTA also records its rule's word in `errors`
+/// (`1 +` the last sequence `b` with `cu[b + 1] < cu[b]` or `cu[b + 1] >
+/// total`: [`ERR_Q_OFFSETS`], [`ERR_K_OFFSETS`]). One warp per array: lane
+/// `l` takes a contiguous chunk, the chunks' maxima are combined by a warp
+/// scan. Launch: grid 2, 32 threads; the varlen kernels then read `clean`.
+#[kernel(block = threads(32))]
+#[allow(clippy::too_many_arguments)]
+pub fn varlen_offsets(cu_q: GmemRef<u32>, cu_k: GmemRef<u32>, clean_q: Gmem<u32>, clean_k: Gmem<u32>, errors: Gmem<u32>, batch: u32, totals: u64) {
+    let keys = block_idx().x == 1;
+    let (cu, clean, total, word) = if keys { (cu_k, clean_k, (totals >> 32) as u32, ERR_K_OFFSETS) } else { (cu_q, clean_q, totals as u32, ERR_Q_OFFSETS) };
+    let n = batch + 1;
+    let (lane, chunk) = (thread_linear(), n.div_ceil(32));
+    let (lo, hi) = ((lane * chunk).min(n), (lane * chunk + chunk).min(n));
+    let (mut m, mut bad) = (0u32, 0u32);
+    for i in lo..hi {
+        let a = cu.read_nc(i as usize);
+        m = m.max(a);
+        if i < batch {
+            let e = cu.read_nc(i as usize + 1);
+            if e < a || e > total {
+                bad = i + 1;
+            }
+        }
+    }
+    // Inclusive max-scan of the chunks' maxima, then this chunk's start.
+    let mut d = 1;
+    while d < 32 {
+        let o = kernel_device::warp::shfl_up(m, d);
+        if lane >= d {
+            m = m.max(o);
+        }
+        d *= 2;
+    }
+    let before = kernel_device::warp::shfl_up(m, 1);
+    let mut run = if lane == 0 { 0 } else { before };
+    for i in lo..hi {
+        run = run.max(cu.read_nc(i as usize));
+        clean.write(i as usize, run.min(total));
+    }
+    if bad > 0 {
+        errors.atomic_max(word, bad);
+    }
+}
+
 /// Two `u32` in one `u64` parameter (`lo` in bits 0..32): the varlen
 /// kernels' `(total_q, total_k)` and `(max_seqlen_q, max_seqlen_k)`.
 pub const fn pair_u64(lo: u32, hi: u32) -> u64 {

@@ -49,7 +49,7 @@ use kernel_device::tma::TensorMapParam;
 use kernel_device::{bf16, f16, Gmem};
 use kernel_host::{Buffer, Device, Program, TileMap};
 use kernel_ops_kernels::attention_bwd::{attention_bwd_dq_varlen, attention_bwd_pre_varlen, attention_bwd_varlen, varlen_pad_rows, KHalf, QStep, BWD_BM, BWD_BN};
-use kernel_ops_kernels::attention::{attention_fwd_varlen, pair_u64, KvTile, QTile, BM, ERR_K_LEN, ERR_K_OFFSETS, ERR_Q_LEN, ERR_Q_OFFSETS, VARLEN_ERROR_WORDS};
+use kernel_ops_kernels::attention::{attention_fwd_varlen, pair_u64, varlen_offsets, KvTile, QTile, BM, ERR_K_LEN, ERR_K_OFFSETS, ERR_Q_LEN, ERR_Q_OFFSETS, VARLEN_ERROR_WORDS};
 
 /// The sizes of one packed problem (the host-known ones: the offsets
 /// themselves stay on the device).
@@ -137,12 +137,32 @@ impl CuSeqlens for u32 {
 /// ([`VarlenErrors::check`]) waits for the queued work; the calls never do.
 pub struct VarlenErrors {
     words: Buffer<u32>,
+    /// The offsets the kernels read (`varlen_offsets`'s output: `cu_q`
+    /// and `cu_k` made non-decreasing and clamped), `batch + 1` each;
+    /// made at the first call of a batch size.
+    clean: Option<(Buffer<u32>, Buffer<u32>)>,
 }
 
 impl VarlenErrors {
     /// Zeroed error words on `dev`.
     pub fn new(dev: &Device) -> Result<Self, Error> {
-        Ok(VarlenErrors { words: dev.zeros(VARLEN_ERROR_WORDS)? })
+        Ok(VarlenErrors { words: dev.zeros(VARLEN_ERROR_WORDS)?, clean: None })
+    }
+
+    /// Queues `varlen_offsets` (one launch of 2 x 32 threads): the
+    /// offsets made safe for the kernels (see its docs: no two sequences
+    /// can share a row however broken `cu_q`/`cu_k` are; valid ones are
+    /// copied unchanged), their broken rules recorded. Returns the clean
+    /// offsets and the error words.
+    fn prepare(&mut self, dev: &Device, ops: &Program, [cu_q, cu_k]: [&Buffer<u32>; 2], shape: VarlenShape) -> Result<([&Buffer<u32>; 2], &mut Buffer<u32>), Error> {
+        let n = shape.batch + 1;
+        if self.clean.as_ref().is_none_or(|(q, _)| q.len() != n) {
+            self.clean = Some((dev.zeros(n)?, dev.zeros(n)?));
+        }
+        let (clean_q, clean_k) = self.clean.as_mut().expect("made above");
+        let totals = pair_u64(shape.total_q as u32, shape.total_k as u32);
+        ops.kernel::<varlen_offsets>()?.launch(2, (cu_q, cu_k, &mut *clean_q, &mut *clean_k, &mut self.words, shape.batch as u32, totals))?;
+        Ok(([clean_q, clean_k], &mut self.words))
     }
 
     /// Zeroes the words again (asynchronous on a GPU).
@@ -270,10 +290,10 @@ pub fn attention_varlen<T: VarlenType, I: CuSeqlens>(
     )?;
     let (cq, ck) = (I::as_u32(cu_seqlens_q), I::as_u32(cu_seqlens_k));
     crate::check_aligned("attention_varlen", &[at("q", q), at("k", k), at("v", v), at("o", o), at("lse", lse), at("cu_seqlens_q", cq), at("cu_seqlens_k", ck)])?;
-    let _ = dev;
     // `check_varlen` admitted only built head dims.
     let (_, launch) = T::VARLEN_FWD.into_iter().find(|(d, _)| *d == shape.head_dim).expect("a built head dim");
-    launch(ops, [q, k, v], o, lse, [cq, ck], &mut errors.words, shape, opts)
+    let (clean, words) = errors.prepare(dev, ops, [cq, ck], shape)?;
+    launch(ops, [q, k, v], o, lse, clean, words, shape, opts)
 }
 
 /// The parameters of `attention_fwd_varlen<E, D, BN, ..>`.
@@ -536,7 +556,8 @@ pub fn attention_varlen_backward<T: VarlenType, I: CuSeqlens>(
     let starts = [at("q", q), at("k", k), at("v", v), at("o", o), at("lse", lse), at("d_o", d_o), at("dq", dq), at("dk", dk), at("dv", dv), at("cu_seqlens_q", cq), at("cu_seqlens_k", ck)];
     crate::check_aligned("attention_varlen_backward", &starts)?;
     let (_, launch) = T::VARLEN_BWD.into_iter().find(|(d, _)| *d == shape.head_dim).expect("a built head dim");
-    launch(dev, ops, [q, k, v, o, d_o], lse, [cq, ck], &mut errors.words, [dq, dk, dv], shape, opts)
+    let (clean, words) = errors.prepare(dev, ops, [cq, ck], shape)?;
+    launch(dev, ops, [q, k, v, o, d_o], lse, clean, words, [dq, dk, dv], shape, opts)
 }
 
 /// The forward's instances on `E` (`attention_fwd_varlen`'s
