@@ -40,9 +40,10 @@ TARGETS = {op: f"kernel_ops_{op}" for op in _native._xla_ffi_targets()}
 
 
 def _register():
-    # The handlers answer XLA's metadata query with the FFI API version
-    # they follow (0.3); registering for "CUDA" without a CUDA plugin is
-    # kept by JAX for a plugin loaded later, and costs nothing.
+    # The handlers answer XLA's metadata query with FFI API version 0.1,
+    # which every jaxlib from 0.5 on accepts. Registering for "CUDA"
+    # without a CUDA plugin is kept by JAX for a plugin loaded later, and
+    # costs nothing.
     for op, (cpu, cuda) in _native._xla_ffi_targets().items():
         jax.ffi.register_ffi_target(TARGETS[op], cpu, platform="cpu", api_version=1)
         jax.ffi.register_ffi_target(TARGETS[op], cuda, platform="CUDA", api_version=1)

@@ -1,5 +1,6 @@
 //! The part of XLA's FFI C API (`xla/ffi/api/c_api.h`, API version 0.3,
-//! as jaxlib 0.10 ships it under `jax.ffi.include_dir()`) that the
+//! as jaxlib 0.10 ships it under `jax.ffi.include_dir()`; the handlers
+//! report 0.1, see [`API_MINOR`]) that the
 //! `kernel_ops.jax` targets use: the call frame XLA hands a handler (its
 //! stage, argument and result buffers, attributes), the stream of a GPU
 //! call, errors made through the API, and the metadata query XLA sends
@@ -27,12 +28,22 @@ use std::ffi::{c_char, c_void, CString};
 use std::mem::{offset_of, size_of};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-/// The API version these definitions follow, which a handler reports to
-/// XLA in the metadata query (XLA refuses to register a handler whose
-/// version is outside the range it supports: 0.1 to its own in jaxlib
-/// 0.10).
+/// The API version a handler reports to XLA in the metadata query: 0.1,
+/// the oldest XLA accepts (jaxlib 0.5 is at 0.1, jaxlib 0.10 at 0.3 and
+/// still accepts 0.1). The handlers read only what API 0.1 has (the call
+/// frame, buffers, scalar attributes, `XLA_FFI_Error_Create`,
+/// `XLA_FFI_Stream_Get`, all at the offsets 0.1 gave them); the one later
+/// function they use, `XLA_FFI_DeviceOrdinal_Get`, is read only when XLA's
+/// API table says it is 0.3 or later and is large enough to hold it.
+/// Reporting 0.3 would make a jaxlib of API 0.1 refuse the registration
+/// (and with it JAX's whole CPU backend: checked with jax 0.5.3).
 pub const API_MAJOR: i32 = 0;
-pub const API_MINOR: i32 = 3;
+pub const API_MINOR: i32 = 1;
+
+/// The API version whose `XLA_FFI_Api` layout [`Api`] follows past
+/// `XLA_FFI_Stream_Get` (0.3 inserted `XLA_FFI_ThreadPool_NumThreads`
+/// before the futures, so later offsets differ between versions).
+const LAYOUT_MINOR: i32 = 3;
 
 /// `XLA_FFI_Extension_Base`.
 #[repr(C)]
@@ -103,8 +114,10 @@ type ErrorCreateFn = unsafe extern "C" fn(*mut ErrorCreateArgs) -> *mut FfiError
 type StreamGetFn = unsafe extern "C" fn(*mut StreamGetArgs) -> *mut FfiError;
 type DeviceOrdinalGetFn = unsafe extern "C" fn(*mut DeviceOrdinalGetArgs) -> *mut FfiError;
 
-/// `XLA_FFI_Api`, up to `XLA_FFI_DeviceOrdinal_Get` (the last function of
-/// API 0.3; later versions append more).
+/// `XLA_FFI_Api` of API 0.3, up to `XLA_FFI_DeviceOrdinal_Get` (its last
+/// function; later versions append more). The first five functions have
+/// had these offsets since 0.1; the rest only from 0.3 (see
+/// [`LAYOUT_MINOR`]).
 #[repr(C)]
 pub struct Api {
     pub struct_size: usize,
@@ -444,7 +457,9 @@ impl<'a> Frame<'a> {
     /// The device ordinal of the call (`XLA_FFI_DeviceOrdinal_Get`, API
     /// 0.3), or `None` with an older XLA.
     pub fn device_ordinal(&self) -> Option<i32> {
-        let covers = self.api.struct_size >= offset_of!(Api, device_ordinal_get) + size_of::<Option<DeviceOrdinalGetFn>>();
+        let v = &self.api.api_version;
+        let layout = v.struct_size >= API_VERSION_SIZE && v.major_version == 0 && v.minor_version >= LAYOUT_MINOR;
+        let covers = layout && self.api.struct_size >= offset_of!(Api, device_ordinal_get) + size_of::<Option<DeviceOrdinalGetFn>>();
         let get = self.api.device_ordinal_get.filter(|_| covers)?;
         let mut args = DeviceOrdinalGetArgs { struct_size: DEVICE_ORDINAL_GET_ARGS_SIZE, extension_start: std::ptr::null_mut(), ctx: self.raw.ctx, device_ordinal: -1 };
         // SAFETY: as in `stream`.
