@@ -19,6 +19,14 @@ CPU = jax.devices("cpu")[0]
 rng = np.random.default_rng(11)
 
 
+@pytest.fixture(autouse=True)
+def on_the_cpu():
+    # Every array and computation on JAX's CPU backend, also where a GPU
+    # is JAX's default (the GPU machine runs this file too).
+    with jax.default_device(CPU):
+        yield
+
+
 def randn(*shape, dtype=np.float16):
     return rng.standard_normal(shape).astype(dtype)
 
