@@ -82,27 +82,27 @@ def test_attention_gradient_on_the_gpu(d):
 
 
 def test_the_op_runs_in_order_with_xlas_stream():
-    # A long jnp computation makes the op's input, and jnp ops consume its
-    # output, in one jitted computation; 20 rounds, each round's input the
-    # previous round's output, with no synchronization until the end: the
-    # kernels must wait for XLA's work on its stream, and XLA's work must
-    # wait for them. Each round is compared with the same round with
-    # jax.nn.softmax, on the same input (queued too, unsynchronized).
+    # In one jitted computation a long jnp computation makes the op's
+    # input and jnp ops consume its output; 20 rounds, each round's input
+    # the previous round's output, with no synchronization until the end:
+    # the kernels must wait for XLA's work on its stream, and XLA's work
+    # must wait for them. Each round also computes jax.nn.softmax of the
+    # same tensor, in the same computation: the reference.
     a = jax.device_put(jnp.asarray(randn(2048, 2048, dtype=np.float32) / 45), GPU)
     x = jax.device_put(jnp.asarray(randn(256, 2048, dtype=np.float32)), GPU)
 
-    def step(x, sm):
+    @jax.jit
+    def step(x):
         for _ in range(4):
             x = jnp.tanh(x @ a)
-        return sm(x * 8) * 2048
+        s = x * 8
+        return kj.softmax(s) * 2048, jax.nn.softmax(s, axis=-1) * 2048
 
-    ours = jax.jit(lambda x: step(x, kj.softmax))
-    ref = jax.jit(lambda x: step(x, lambda y: jax.nn.softmax(y, axis=-1)))
     pairs = []
     for _ in range(20):
-        y = ours(x)
-        pairs.append((y, ref(x)))
-        x = y
+        ours, ref = step(x)
+        pairs.append((ours, ref))
+        x = ours
     for i, (got, want) in enumerate(pairs):
         got, want = np.asarray(got), np.asarray(want)
         assert np.isfinite(got).all() and rel_err(got, want) < 1e-4, f"round {i}: {rel_err(got, want)}"
