@@ -167,3 +167,20 @@ def test_importing_kernel_ops_does_not_import_jax():
     import sys
     code = "import sys, kernel_ops; assert 'jax' not in sys.modules, 'kernel_ops imported jax'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.skipif(__import__("ctypes.util").util.find_library("cuda") is not None,
+                    reason="libcuda is present: a CUDA handler on host buffers would reach the GPU")
+def test_a_cuda_handler_without_a_gpu_fails_naming_the_op():
+    # The CUDA handler of rms_norm registered for the CPU under another
+    # name: it cannot open a GPU here, and says so through XLA (the message
+    # of kernel_py's device error is read with the GIL, from XLA's thread,
+    # while the caller waits: no deadlock, no crash).
+    from kernel_ops import _native
+    jax.ffi.register_ffi_target("kernel_ops_test_cuda_rms_norm_on_cpu", _native._xla_ffi_targets()["rms_norm"][1],
+                                platform="cpu", api_version=1)
+    x, g = jnp.ones((2, 16), jnp.float32), jnp.ones(16, jnp.float32)
+    call = jax.ffi.ffi_call("kernel_ops_test_cuda_rms_norm_on_cpu", jax.ShapeDtypeStruct(x.shape, x.dtype))
+    with pytest.raises(Exception) as e:
+        jax.block_until_ready(jax.jit(lambda x, g: call(x, g, eps=np.float32(1e-6)))(x, g))
+    assert "kernel_ops.jax.rms_norm:" in str(e.value) and "no CUDA GPU found" in str(e.value), str(e.value)
