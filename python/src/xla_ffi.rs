@@ -59,6 +59,7 @@ const EXTENSION_METADATA: i32 = 1;
 
 /// `XLA_FFI_Api_Version`.
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct ApiVersion {
     pub struct_size: usize,
     pub extension_start: *mut ExtensionBase,
@@ -352,7 +353,27 @@ impl Array {
 /// least the size of the version it is read as.
 pub struct Frame<'a> {
     raw: &'a CallFrame,
-    api: &'a Api,
+    /// XLA's API table, non-null; read only through [`api_field`] (its
+    /// version may be shorter than [`Api`]).
+    api: *const Api,
+}
+
+/// The field at byte `offset` of XLA's API table `api`, when the table's
+/// `struct_size` covers it (an older XLA's table is shorter: then `None`).
+/// Read through the raw pointer: no reference to the whole table is made.
+///
+/// # Safety
+/// `api` is XLA's non-null API table (alive for the process) and `T` the
+/// type of the field at `offset` in [`Api`], in the table's version.
+unsafe fn api_field<T: Copy>(api: *const Api, offset: usize) -> Option<T> {
+    // SAFETY: `struct_size` is the first field of every version.
+    let size = unsafe { (*api).struct_size };
+    if size < offset + size_of::<T>() {
+        return None;
+    }
+    // SAFETY: the table holds `size` bytes, which cover the field; the
+    // caller names its type.
+    Some(unsafe { (api as *const u8).add(offset).cast::<T>().read() })
 }
 
 impl<'a> Frame<'a> {
@@ -366,13 +387,15 @@ impl<'a> Frame<'a> {
             if ty != ARG_BUFFER {
                 return Err(Failure::invalid(format!("{what} {i} is not a buffer (XLA type {ty}): the op takes arrays only")));
             }
+            let p = p as *const RawBuffer;
             // SAFETY: a buffer entry points to an `XLA_FFI_Buffer` that
-            // lives for the call; its `struct_size` is read first and the
-            // rest only when it covers our definition.
-            let b = unsafe { &*(p as *const RawBuffer) };
-            if b.struct_size < BUFFER_SIZE {
-                return Err(Failure::internal(format!("{what} {i}: XLA_FFI_Buffer of {} bytes, {BUFFER_SIZE} expected (an XLA older than the FFI API 0.1?)", b.struct_size)));
+            // lives for the call; its first field is `struct_size`.
+            let size = unsafe { (*p).struct_size };
+            if size < BUFFER_SIZE {
+                return Err(Failure::internal(format!("{what} {i}: XLA_FFI_Buffer of {size} bytes, {BUFFER_SIZE} expected (an XLA older than the FFI API 0.1?)")));
             }
+            // SAFETY: as above, and it holds all of `RawBuffer` (checked).
+            let b = unsafe { &*p };
             let rank = usize::try_from(b.rank).map_err(|_| Failure::internal(format!("{what} {i}: rank {}", b.rank)))?;
             // SAFETY: `dims` holds `rank` entries (c_api.h: "length == rank").
             let dims = (0..rank).map(|d| unsafe { *b.dims.add(d) }.max(0) as usize).collect();
@@ -440,8 +463,9 @@ impl<'a> Frame<'a> {
 
     /// The call's CUDA stream (`XLA_FFI_Stream_Get`), as a raw `CUstream`.
     pub fn stream(&self) -> Result<u64, Failure> {
-        let covers = self.api.struct_size >= offset_of!(Api, stream_get) + size_of::<Option<StreamGetFn>>();
-        let Some(get) = self.api.stream_get.filter(|_| covers) else {
+        // SAFETY: `api` is XLA's table; Stream_Get has had this offset and
+        // type since API 0.1.
+        let Some(Some(get)) = (unsafe { api_field::<Option<StreamGetFn>>(self.api, offset_of!(Api, stream_get)) }) else {
             return Err(Failure::internal("XLA's FFI API has no XLA_FFI_Stream_Get"));
         };
         let mut args = StreamGetArgs { struct_size: STREAM_GET_ARGS_SIZE, extension_start: std::ptr::null_mut(), ctx: self.raw.ctx, stream: std::ptr::null_mut() };
@@ -457,10 +481,15 @@ impl<'a> Frame<'a> {
     /// The device ordinal of the call (`XLA_FFI_DeviceOrdinal_Get`, API
     /// 0.3), or `None` with an older XLA.
     pub fn device_ordinal(&self) -> Option<i32> {
-        let v = &self.api.api_version;
-        let layout = v.struct_size >= API_VERSION_SIZE && v.major_version == 0 && v.minor_version >= LAYOUT_MINOR;
-        let covers = layout && self.api.struct_size >= offset_of!(Api, device_ordinal_get) + size_of::<Option<DeviceOrdinalGetFn>>();
-        let get = self.api.device_ordinal_get.filter(|_| covers)?;
+        // SAFETY: `api` is XLA's table; its version struct has had this
+        // offset since API 0.1.
+        let v = unsafe { api_field::<ApiVersion>(self.api, offset_of!(Api, api_version)) }?;
+        if !(v.struct_size >= API_VERSION_SIZE && v.major_version == 0 && v.minor_version >= LAYOUT_MINOR) {
+            return None;
+        }
+        // SAFETY: a table of version 0.3 or later has [`Api`]'s layout up
+        // to DeviceOrdinal_Get (`api_field` checks that it reaches it).
+        let get = unsafe { api_field::<Option<DeviceOrdinalGetFn>>(self.api, offset_of!(Api, device_ordinal_get)) }??;
         let mut args = DeviceOrdinalGetArgs { struct_size: DEVICE_ORDINAL_GET_ARGS_SIZE, extension_start: std::ptr::null_mut(), ctx: self.raw.ctx, device_ordinal: -1 };
         // SAFETY: as in `stream`.
         let err = unsafe { get(&mut args) };
@@ -481,22 +510,33 @@ impl<'a> Frame<'a> {
 /// # Safety
 /// `ext` is the call frame's non-null `extension_start`, of type metadata.
 unsafe fn answer_metadata(ext: *mut ExtensionBase) -> Result<(), String> {
-    // SAFETY: the caller's contract: a metadata extension starts with its
-    // base, so the pointer is one to the whole extension.
-    let ext = unsafe { &*(ext as *const MetadataExtension) };
-    if ext.extension_base.struct_size < METADATA_EXTENSION_SIZE || ext.metadata.is_null() {
-        return Err(format!("XLA_FFI_Metadata_Extension of {} bytes, {METADATA_EXTENSION_SIZE} expected", ext.extension_base.struct_size));
+    // SAFETY: the caller's contract: an extension starts with its base.
+    let size = unsafe { (*ext).struct_size };
+    if size < METADATA_EXTENSION_SIZE {
+        return Err(format!("XLA_FFI_Metadata_Extension of {size} bytes, {METADATA_EXTENSION_SIZE} expected"));
     }
-    // SAFETY: non-null, XLA's metadata struct, alive for the query.
-    let md = unsafe { &mut *ext.metadata };
-    if md.struct_size < METADATA_SIZE {
-        return Err(format!("XLA_FFI_Metadata of {} bytes, {METADATA_SIZE} expected", md.struct_size));
+    // SAFETY: a metadata extension (the caller's contract) of at least
+    // our size (checked): its `metadata` field can be read.
+    let md = unsafe { (*(ext as *const MetadataExtension)).metadata };
+    if md.is_null() {
+        return Err("XLA_FFI_Metadata_Extension without its metadata".into());
     }
-    md.api_version = ApiVersion { struct_size: API_VERSION_SIZE, extension_start: std::ptr::null_mut(), major_version: API_MAJOR, minor_version: API_MINOR };
-    md.traits = 0;
-    if md.struct_size >= offset_of!(Metadata, state_type_id) + size_of::<TypeId>() {
-        // No state: XLA_FFI_UNKNOWN_TYPE_ID.
-        md.state_type_id = TypeId { type_id: 0 };
+    // SAFETY: non-null, XLA's metadata struct, alive for the query;
+    // `struct_size` is its first field.
+    let md_size = unsafe { (*md).struct_size };
+    if md_size < METADATA_SIZE {
+        return Err(format!("XLA_FFI_Metadata of {md_size} bytes, {METADATA_SIZE} expected"));
+    }
+    // SAFETY (the three writes): the fields lie within the `md_size`
+    // bytes of XLA's struct (checked against their ends), written as raw
+    // places (no reference to the whole struct).
+    unsafe {
+        (*md).api_version = ApiVersion { struct_size: API_VERSION_SIZE, extension_start: std::ptr::null_mut(), major_version: API_MAJOR, minor_version: API_MINOR };
+        (*md).traits = 0;
+        if md_size >= offset_of!(Metadata, state_type_id) + size_of::<TypeId>() {
+            // No state: XLA_FFI_UNKNOWN_TYPE_ID.
+            (*md).state_type_id = TypeId { type_id: 0 };
+        }
     }
     Ok(())
 }
@@ -509,9 +549,9 @@ fn make_error(api: *const Api, code: i32, message: &str) -> *mut FfiError {
     // An interior NUL would cut the message short, not fail.
     let text = CString::new(message.replace('\0', " ")).expect("NULs replaced");
     // SAFETY: `api` is the call frame's API pointer: null, or XLA's API
-    // table for the life of the process, whose size is checked before the
-    // function is read.
-    let create = unsafe { api.as_ref() }.filter(|a| a.struct_size >= offset_of!(Api, error_create) + size_of::<Option<ErrorCreateFn>>()).and_then(|a| a.error_create);
+    // table for the life of the process; Error_Create has had this offset
+    // and type since API 0.1.
+    let create = if api.is_null() { None } else { unsafe { api_field::<Option<ErrorCreateFn>>(api, offset_of!(Api, error_create)) }.flatten() };
     let Some(create) = create else {
         eprintln!("kernel_ops.jax: {message} (XLA's FFI API could not take this error)");
         return std::ptr::null_mut();
@@ -535,40 +575,44 @@ fn make_error(api: *const Api, code: i32, message: &str) -> *mut FfiError {
 /// call.
 pub unsafe fn handle(frame: *mut CallFrame, op: &str, body: impl FnOnce(&Frame) -> Result<(), Failure>) -> *mut FfiError {
     let run = || -> Result<(), (*const Api, Failure)> {
-        // SAFETY: the caller's contract; `struct_size` and
-        // `extension_start` are the first fields of every version.
-        let raw = unsafe { frame.as_ref() }.ok_or((std::ptr::null(), Failure::internal("a null call frame")))?;
-        let ext = raw.extension_start;
+        if frame.is_null() {
+            return Err((std::ptr::null(), Failure::internal("a null call frame")));
+        }
+        // SAFETY: the caller's contract: a live call frame; `struct_size`,
+        // `extension_start` and `api` are at these offsets in every version
+        // (read as places through the raw pointer: no reference yet).
+        let (size, ext, api) = unsafe { ((*frame).struct_size, (*frame).extension_start, (*frame).api) };
         // SAFETY: a non-null extension pointer addresses an extension,
         // which starts with its base (c_api.h).
         if !ext.is_null() && unsafe { (*ext).kind } == EXTENSION_METADATA {
             // SAFETY: checked: a metadata extension.
-            return unsafe { answer_metadata(ext) }.map_err(|m| (raw.api, Failure::internal(m)));
+            return unsafe { answer_metadata(ext) }.map_err(|m| (api, Failure::internal(m)));
         }
-        if raw.struct_size < CALL_FRAME_SIZE {
-            return Err((raw.api, Failure::internal(format!("XLA_FFI_CallFrame of {} bytes, {CALL_FRAME_SIZE} expected: an XLA older than the FFI API 0.1", raw.struct_size))));
+        if size < CALL_FRAME_SIZE {
+            return Err((api, Failure::internal(format!("XLA_FFI_CallFrame of {size} bytes, {CALL_FRAME_SIZE} expected: an XLA older than the FFI API 0.1"))));
         }
+        // SAFETY: the frame holds every field up to `attrs` (checked), and
+        // `future` after them, which every version since 0.1 declares
+        // (and which is never read here).
+        let raw = unsafe { &*frame };
         if raw.stage != STAGE_EXECUTE {
             return Ok(());
         }
-        // SAFETY: in the execute stage `api` is XLA's API table, alive for
-        // the process.
-        let api = unsafe { raw.api.as_ref() }.ok_or((raw.api, Failure::internal("a call frame without its API")))?;
-        if api.struct_size < offset_of!(Api, stream_get) + size_of::<Option<StreamGetFn>>() {
-            return Err((raw.api, Failure::internal(format!("XLA_FFI_Api of {} bytes: an XLA older than the FFI API 0.1", api.struct_size))));
+        if api.is_null() {
+            return Err((api, Failure::internal("a call frame without its API")));
         }
         for (what, size, want) in [("XLA_FFI_Args", raw.args.struct_size, ARGS_SIZE), ("XLA_FFI_Rets", raw.rets.struct_size, RETS_SIZE), ("XLA_FFI_Attrs", raw.attrs.struct_size, ATTRS_SIZE)] {
             if size < want {
-                return Err((raw.api, Failure::internal(format!("{what} of {size} bytes, {want} expected"))));
+                return Err((api, Failure::internal(format!("{what} of {size} bytes, {want} expected"))));
             }
         }
-        body(&Frame { raw, api }).map_err(|f| (raw.api, f))
+        body(&Frame { raw, api }).map_err(|f| (api, f))
     };
     let outcome = catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|panic| {
         let what = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "a panic".into());
         // SAFETY: the caller's contract (read again: the closure that had
-        // it unwound).
-        let api = unsafe { frame.as_ref() }.map_or(std::ptr::null(), |f| f.api);
+        // it unwound); `api` is at this offset in every version.
+        let api = if frame.is_null() { std::ptr::null() } else { unsafe { (*frame).api } };
         Err((api, Failure::internal(format!("panicked: {what} (a bug of kernel_ops: please report it)"))))
     });
     match outcome {
