@@ -17,9 +17,10 @@ check them again (and the kernels' own rules, alignment included) and
 fail the computation with an ``XlaRuntimeError`` naming the op otherwise.
 
 ``attention`` is differentiable (``jax.custom_vjp``: the backward pass is
-the ``kernel_ops_attention_backward`` target). The other ops have no
-derivative rule, and none of the ops has a batching rule (``jax.vmap``):
-JAX refuses those transformations with its own error.
+the ``kernel_ops_attention_backward`` target); the other ops have no
+derivative rule (JAX refuses ``jax.grad`` of them with its own error).
+Under ``jax.vmap`` every op runs once per batch element, in a loop
+(``vmap_method="sequential"``).
 
 ``import kernel_ops`` does not import JAX; this module needs it (``jax >=
 0.5``, whose ``jax.ffi`` it uses).
@@ -56,6 +57,14 @@ _NORM = (jnp.float16, jnp.bfloat16, jnp.float32)
 _MAX_COLS = 65536
 _HEAD_DIMS = (64, 128, 256)
 _BWD_HEAD_DIMS = (64, 128)
+
+
+def _call(op, results):
+    """The FFI call of ``op``'s target with ``results`` (shapes and dtypes).
+    Under ``jax.vmap`` it runs once per batch element (``sequential``: a
+    loop of calls of the unbatched op, whose shapes the trace-time checks
+    saw)."""
+    return jax.ffi.ffi_call(TARGETS[op], results, vmap_method="sequential")
 
 
 def _names(dtypes):
@@ -102,7 +111,7 @@ def matmul(a, b):
         if v % 8:
             raise ValueError(f"kernel_ops.jax.matmul: {dim} = {v} is not a multiple of 8: the rows of {what} must be "
                              f"multiples of 16 bytes (TMA); pad {dim} with zeros to {-(-v // 8) * 8}")
-    return jax.ffi.ffi_call(TARGETS["matmul"], jax.ShapeDtypeStruct((m, n), dt))(a, b)
+    return _call("matmul", jax.ShapeDtypeStruct((m, n), dt))(a, b)
 
 
 def _rows(op, x):
@@ -129,7 +138,7 @@ def softmax(x):
     x = jnp.asarray(x)
     _dtype("softmax", {"x": x}, _NORM)
     _rows("softmax", x)
-    return jax.ffi.ffi_call(TARGETS["softmax"], jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+    return _call("softmax", jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
 
 
 def layer_norm(x, gamma, beta, eps=1e-5):
@@ -141,7 +150,7 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     cols = _rows("layer_norm", x)
     _vector("layer_norm", "gamma", gamma, cols)
     _vector("layer_norm", "beta", beta, cols)
-    return jax.ffi.ffi_call(TARGETS["layer_norm"], jax.ShapeDtypeStruct(x.shape, x.dtype))(
+    return _call("layer_norm", jax.ShapeDtypeStruct(x.shape, x.dtype))(
         x, gamma, beta, eps=np.float32(eps))
 
 
@@ -152,7 +161,7 @@ def rms_norm(x, gamma, eps=1e-6):
     _dtype("rms_norm", {"x": x, "gamma": gamma}, _NORM)
     cols = _rows("rms_norm", x)
     _vector("rms_norm", "gamma", gamma, cols)
-    return jax.ffi.ffi_call(TARGETS["rms_norm"], jax.ShapeDtypeStruct(x.shape, x.dtype))(x, gamma, eps=np.float32(eps))
+    return _call("rms_norm", jax.ShapeDtypeStruct(x.shape, x.dtype))(x, gamma, eps=np.float32(eps))
 
 
 def _attention_checks(op, q, k, v, scale, head_dims):
@@ -182,8 +191,8 @@ def _attention_checks(op, q, k, v, scale, head_dims):
 
 def _attention_fwd_call(q, k, v, causal, scale):
     b, s, h, _ = q.shape
-    return jax.ffi.ffi_call(
-        TARGETS["attention"],
+    return _call(
+        "attention",
         (jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct((b, h, s), jnp.float32)),
     )(q, k, v, causal=bool(causal), scale=scale)
 
@@ -228,8 +237,8 @@ def _attention_bwd(causal, scale, res, d_o):
     # The backward kernels take fewer head dims than the forward's: refused
     # here, when jax.grad traces the backward pass.
     _attention_checks("attention_backward", q, k, v, scale, _BWD_HEAD_DIMS)
-    return tuple(jax.ffi.ffi_call(
-        TARGETS["attention_backward"],
+    return tuple(_call(
+        "attention_backward",
         (jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct(k.shape, k.dtype),
          jax.ShapeDtypeStruct(v.shape, v.dtype)),
     )(q, k, v, o, lse, d_o.astype(o.dtype), causal=causal, scale=np.float32(scale)))

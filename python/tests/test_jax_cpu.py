@@ -124,6 +124,20 @@ def test_a_jitted_call_twice_gives_the_same_result_and_chains_with_jnp():
     assert rel_err(np.asarray(y1), e / e.sum(-1, keepdims=True) + 1) < 2e-3
 
 
+def test_vmap_runs_the_op_per_batch_element():
+    # gamma batched too (one per element), and a matmul with b shared:
+    # each element is the unbatched op's result.
+    x, g = randn(3, 2, 16, dtype=np.float32), randn(3, 16, dtype=np.float32)
+    y = jax.jit(jax.vmap(kj.rms_norm))(*put(x, g))
+    for i in range(3):
+        want = norm_references(x[i], g[i], g[i])[2]
+        assert rel_err(np.asarray(y[i]), want) < 1e-5
+    a, b = randn(2, 8, 16), randn(8, 16)
+    c = jax.jit(jax.vmap(kj.matmul, in_axes=(0, None)))(*put(a, b))
+    want = np.einsum("imk,nk->imn", a.astype(np.float64), b.astype(np.float64))
+    assert c.shape == (2, 8, 8) and rel_err(np.asarray(c), want) < 2e-3
+
+
 @pytest.mark.parametrize("call, exc, rule", [
     (lambda: kj.matmul(jnp.zeros((8, 16), jnp.float32), jnp.zeros((8, 16), jnp.float32)), TypeError, "the op takes float16 or bfloat16"),
     (lambda: kj.matmul(jnp.zeros((8, 16), jnp.float16), jnp.zeros((8, 16), jnp.bfloat16)), TypeError, "every array of the op has one dtype"),
