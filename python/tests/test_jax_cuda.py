@@ -68,6 +68,16 @@ def test_attention_on_the_gpu(causal, d):
     assert np.abs(np.asarray(lse) - want_lse).max() < 5e-3
 
 
+def test_bfloat16_attention_on_the_gpu():
+    # bfloat16 inputs (rounded from float32), the float64 reference of the
+    # rounded values; test_torch_cuda's bfloat16 tolerance.
+    q, k, v = (jnp.asarray(randn(1, 1000, 4 if i == 0 else 2, 64, dtype=np.float32), jnp.bfloat16) for i in range(3))
+    o, lse = jax.jit(lambda q, k, v: kj.attention_with_lse(q, k, v, causal=True))(*put(q, k, v))
+    want_o, want_lse = attention_reference(*(np.asarray(x, np.float32) for x in (q, k, v)), True, 1 / 8)
+    assert o.dtype == jnp.bfloat16 and rel_err(np.asarray(o, np.float32), want_o) < 1e-2
+    assert np.abs(np.asarray(lse) - want_lse).max() < 5e-3
+
+
 @pytest.mark.parametrize("d", [64, 128])
 def test_attention_gradient_on_the_gpu(d):
     q, k, v, w = randn(1, 300, 4, d), randn(1, 300, 2, d), randn(1, 300, 2, d), randn(1, 300, 4, d)
