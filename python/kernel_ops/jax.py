@@ -14,7 +14,9 @@ Every shape and dtype rule is checked at trace time: a call that breaks
 one raises ``TypeError`` (dtype) or ``ValueError`` (shape) naming the rule,
 the values and the fix, before anything is compiled. The Rust handlers
 check them again (and the kernels' own rules, alignment included) and
-fail the computation with an ``XlaRuntimeError`` naming the op otherwise.
+fail the computation otherwise, with JAX's runtime error (``JaxRuntimeError``,
+``XlaRuntimeError`` in older JAX) whose message starts
+``kernel_ops.jax.<op>:``.
 
 ``attention`` is differentiable (``jax.custom_vjp``: the backward pass is
 the ``kernel_ops_attention_backward`` target); the other ops have no

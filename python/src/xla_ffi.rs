@@ -310,7 +310,7 @@ pub mod dtype {
 /// Why a handler failed.
 pub enum Failure {
     /// Ours: an absl status code and the message XLA raises (as
-    /// `XlaRuntimeError` in Python), after the op's name.
+    /// `JaxRuntimeError` in Python), after the op's name.
     Op { code: i32, message: String },
     /// An error an API function returned (owned here: handed back to XLA
     /// as the call's error, which destroys it).
