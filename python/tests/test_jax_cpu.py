@@ -5,9 +5,14 @@ tolerances of test_emulator.py; the attention gradient (jax.grad through
 the custom VJP) against a float64 reference; the trace-time checks; an
 error of a handler raised through XLA. Tiny shapes: the emulator is slow.
 Skips visibly without JAX (tools/python-venv.sh installs it)."""
+import os
+
 import numpy as np
 import pytest
 
+# JAX takes 75% of a GPU's memory at its first use unless told not to: the
+# torch tests of the same pytest run need theirs.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
 pytest.importorskip("jax.ffi")

@@ -4,9 +4,14 @@ Each op against a float64 reference; jax.grad of attention; chains of
 jitted jnp ops and kernel_ops ops with no explicit synchronization (the
 stream order is the only thing that makes them right). Skips visibly
 without a CUDA JAX device (the CPU machines of CI)."""
+import os
+
 import numpy as np
 import pytest
 
+# JAX takes 75% of a GPU's memory at its first use unless told not to: the
+# torch tests of the same pytest run need theirs.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
 kj = pytest.importorskip("kernel_ops.jax")
