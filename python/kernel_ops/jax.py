@@ -214,7 +214,9 @@ def attention(q, k, v, causal=False, scale=None):
     q ``[batch, seq, heads, head_dim]``; k, v ``[batch, seq, kv_heads,
     head_dim]`` (kv_heads divides heads: GQA/MQA); float16 or bfloat16;
     head_dim 64, 128 or 256 (64 or 128 under ``jax.grad``); ``scale``
-    defaults to ``1 / sqrt(head_dim)``. Returns o, like q.
+    defaults to ``1 / sqrt(head_dim)``. ``causal`` and ``scale`` are Python
+    values, static under ``jax.jit`` (a traced one is refused by JAX when
+    it is converted). Returns o, like q.
 
     Differentiable: ``jax.grad`` runs the ``attention_backward`` kernels
     on the forward's saved o and log-sum-exp."""
