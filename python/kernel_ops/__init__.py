@@ -20,6 +20,9 @@ device, ``numpy.empty``) unless ``out=`` is given; JAX and CuPy callers pass
 When torch is importable, ``kernel_ops.torch_ops`` registers the ops with
 ``torch.library.custom_op`` (``torch.ops.kernel_ops.matmul``, ...) with fake
 (meta) implementations, so ``torch.compile`` traces through them.
+
+``kernel_ops.jax`` (imported on its own: this module never imports JAX)
+registers the ops as XLA FFI targets and offers them inside ``jax.jit``.
 """
 from . import _native
 from ._native import EmulatorReport

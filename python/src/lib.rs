@@ -452,7 +452,9 @@ fn _testing_transpose(x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, racy: bool) ->
     })
 }
 
+mod jax_ffi;
 mod serving;
+mod xla_ffi;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -468,6 +470,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(serving::attention_decode, m)?)?;
     m.add_function(wrap_pyfunction!(serving::attention_varlen, m)?)?;
     m.add_function(wrap_pyfunction!(serving::attention_varlen_backward, m)?)?;
+    m.add_function(wrap_pyfunction!(jax_ffi::_xla_ffi_targets, m)?)?;
     #[cfg(feature = "testing")]
     m.add_function(wrap_pyfunction!(_testing_transpose, m)?)?;
     #[cfg(feature = "testing")]
