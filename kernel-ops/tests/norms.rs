@@ -201,3 +201,190 @@ fn fused_residual_norms_match_the_f64_reference_with_y_and_fp8_outputs() {
     check_fused::<f16>(f16::TOLERANCE, 2, 1000, false, &dev);
     check_fused::<bf16>(bf16::TOLERANCE, 2, 1024, true, &dev);
 }
+
+// ------------------------------------------------------------- backward
+
+/// Inputs of a backward test: `x`, `gamma` (near 1), `dy`, in `T` and as f32.
+struct BwdInputs<T> {
+    x: (Vec<T>, Vec<f32>),
+    g: (Vec<T>, Vec<f32>),
+    dy: (Vec<T>, Vec<f32>),
+}
+
+fn bwd_inputs<T: NormElem>(rows: usize, cols: usize) -> BwdInputs<T> {
+    let round = |v: Vec<f32>| {
+        let t: Vec<T> = v.into_iter().map(T::from_f32).collect();
+        let f = t.iter().map(|v| v.to_f32()).collect();
+        (t, f)
+    };
+    // x with an offset (a mean the layer norm must remove), dy of both signs.
+    let x = round(inputs(rows * cols, 31 + cols as u64).into_iter().map(|v| 2.0 * v + 0.5).collect());
+    let g = round(inputs(cols, 32).into_iter().map(|v| 1.0 + v / 4.0).collect());
+    let dy = round(inputs(rows * cols, 33 + rows as u64));
+    BwdInputs { x, g, dy }
+}
+
+/// `max |got - want| / max |want|` of an f32 result.
+fn rel32(got: &[f32], want: &[f32]) -> f64 {
+    rel(got, want)
+}
+
+/// Both backwards on `dev` at `rows x cols` against the f64 references:
+/// `dx` (normwise relative error below `T::TOLERANCE` times 2: `dx` is a
+/// difference of terms of the size of `dy`) and `dgamma` / `dbeta` (f32
+/// sums: `5e-5` normwise); `dx` is followed by sentinels that must stay NaN.
+fn check_bwd<T: NormElem>(rows: usize, cols: usize, dev: &Device) {
+    let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    let n = rows * cols;
+    let inp = bwd_inputs::<T>(rows, cols);
+    let (x, g, dy) = (dev.upload(&inp.x.0).unwrap(), dev.upload(&inp.g.0).unwrap(), dev.upload(&inp.dy.0).unwrap());
+    let eps = 1e-5;
+    let what = format!("{} {rows} x {cols} ({:?}, {} groups)", T::NAME, norms::backward_shape(cols), norms::backward_groups(rows));
+    let tol = 2.0 * T::TOLERANCE;
+    let mut dx = dev.upload(&vec![T::from_f32(f32::NAN); n + 8]).unwrap();
+    let mut dg = dev.upload(&vec![f32::NAN; cols]).unwrap();
+    let mut db = dev.upload(&vec![f32::NAN; cols]).unwrap();
+    let check_dx = |op: &str, dx: &kernel_host::Buffer<T>, want: &[f32]| {
+        let got = dev.download(dx).unwrap();
+        let e = norms::max_rel_error(&got[..n], want);
+        assert!(e < tol, "{op} {what}: dx's max rel error {e}");
+        assert!(got[n..].iter().all(|v| v.to_f32().is_nan()), "{op} {what}: wrote past the last row");
+    };
+    let check_w = |op: &str, name: &str, b: &kernel_host::Buffer<f32>, want: &[f32]| {
+        let e = rel32(&dev.download(b).unwrap(), want);
+        assert!(e < 5e-5, "{op} {what}: {name}'s max rel error {e}");
+    };
+
+    norms::rms_norm_backward(dev, &ops, &x, &g, &dy, &mut dx, &mut dg, eps, rows, cols).unwrap();
+    let (want_dx, want_dg) = norms::rms_norm_backward_reference(&inp.x.1, &inp.g.1, &inp.dy.1, eps, cols);
+    check_dx("rms_norm_backward", &dx, &want_dx);
+    check_w("rms_norm_backward", "dgamma", &dg, &want_dg);
+
+    dev.write(&mut dg, &vec![f32::NAN; cols]).unwrap();
+    norms::layer_norm_backward(dev, &ops, &x, &g, &dy, &mut dx, &mut dg, &mut db, eps, rows, cols).unwrap();
+    let (want_dx, want_dg, want_db) = norms::layer_norm_backward_reference(&inp.x.1, &inp.g.1, &inp.dy.1, eps, cols);
+    check_dx("layer_norm_backward", &dx, &want_dx);
+    check_w("layer_norm_backward", "dgamma", &dg, &want_dg);
+    check_w("layer_norm_backward", "dbeta", &db, &want_db);
+}
+
+#[test]
+fn backward_kernels_match_the_f64_reference_on_each_row_shape() {
+    let dev = Device::emulator();
+    // 1 row; 3 rows (one group); 17 rows (5 groups of up to 4 rows: each
+    // group's loop adds to its partial row).
+    for (rows, cols) in [(17, 8), (3, 768), (1, 1000), (17, 1024), (3, 2056), (3, 4096), (1, 8192), (2, 12288), (1, 16384)] {
+        check_bwd::<f16>(rows, cols, &dev);
+        check_bwd::<bf16>(rows, cols, &dev);
+        if cols <= norms::BWD_MAX_COLS_F32 {
+            check_bwd::<f32>(rows, cols, &dev);
+        }
+    }
+    // f32 rows of a multiple of 4 (16-byte accesses of 4 f32).
+    check_bwd::<f32>(17, 100, &dev);
+    check_bwd::<f32>(3, 8188, &dev);
+    for emu in Emulator::schedules(1, 2) {
+        check_bwd::<f16>(9, 264, &Device::emulator_with(emu));
+    }
+}
+
+#[test]
+fn backward_groups_take_every_row_once() {
+    // 61 groups (16 CTAs of 4 warps), the last one short of rows.
+    let dev = Device::emulator();
+    assert_eq!(norms::backward_groups(243), 61);
+    check_bwd::<bf16>(243, 16, &dev);
+    check_bwd::<f32>(243, 16, &dev);
+    assert_eq!(norms::backward_groups(1), 1);
+    assert_eq!(norms::backward_groups(17), 5);
+    // Beyond 4096 rows the groups stop growing and take more rows each
+    // (a grid the emulator does not run: the GPU tests do).
+    assert_eq!(norms::backward_groups(4 * norms::BWD_MAX_GROUPS + 5), norms::BWD_MAX_GROUPS);
+}
+
+/// The f64 reference's gradients against central differences of the f64
+/// forward (the loss `sum(y * dy)`), on a tiny problem.
+#[test]
+fn backward_references_match_finite_differences() {
+    let (rows, cols, eps) = (2, 5, 1e-3f32);
+    let x: Vec<f32> = inputs(rows * cols, 41).into_iter().map(|v| 2.0 * v + 0.3).collect();
+    let g: Vec<f32> = inputs(cols, 42).into_iter().map(|v| 1.0 + v / 2.0).collect();
+    let b: Vec<f32> = inputs(cols, 43);
+    let dy: Vec<f32> = inputs(rows * cols, 44);
+    // The forwards in f64 (the f32 references round their outputs).
+    let rms = |x: &[f64], g: &[f64]| -> f64 {
+        x.chunks(cols).zip(dy.chunks(cols)).map(|(r, d)| {
+            let s = 1.0 / (r.iter().map(|v| v * v).sum::<f64>() / cols as f64 + eps as f64).sqrt();
+            (0..cols).map(|i| r[i] * s * g[i] * d[i] as f64).sum::<f64>()
+        }).sum()
+    };
+    let ln = |x: &[f64], g: &[f64], b: &[f64]| -> f64 {
+        x.chunks(cols).zip(dy.chunks(cols)).map(|(r, d)| {
+            let m = r.iter().sum::<f64>() / cols as f64;
+            let s = 1.0 / (r.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / cols as f64 + eps as f64).sqrt();
+            (0..cols).map(|i| ((r[i] - m) * s * g[i] + b[i]) * d[i] as f64).sum::<f64>()
+        }).sum()
+    };
+    let f64s = |v: &[f32]| v.iter().map(|&a| a as f64).collect::<Vec<f64>>();
+    let (xd, gd, bd) = (f64s(&x), f64s(&g), f64s(&b));
+    let h = 1e-6;
+    // d loss / d v[i] by central differences of `f` over `v`.
+    let diff = |v: &[f64], i: usize, f: &dyn Fn(&[f64]) -> f64| {
+        let (mut p, mut m) = (v.to_vec(), v.to_vec());
+        p[i] += h;
+        m[i] -= h;
+        (f(&p) - f(&m)) / (2.0 * h)
+    };
+    let close = |what: &str, got: &[f32], want: Vec<f64>| {
+        for (i, (&a, w)) in got.iter().zip(&want).enumerate() {
+            assert!((a as f64 - w).abs() < 1e-5 * (1.0 + w.abs()), "{what}[{i}]: reference {a}, finite difference {w}");
+        }
+    };
+    let (dx, dg) = norms::rms_norm_backward_reference(&x, &g, &dy, eps, cols);
+    close("rms dx", &dx, (0..rows * cols).map(|i| diff(&xd, i, &|v| rms(v, &gd))).collect());
+    close("rms dgamma", &dg, (0..cols).map(|i| diff(&gd, i, &|v| rms(&xd, v))).collect());
+    let (dx, dg, db) = norms::layer_norm_backward_reference(&x, &g, &dy, eps, cols);
+    close("layer dx", &dx, (0..rows * cols).map(|i| diff(&xd, i, &|v| ln(v, &gd, &bd))).collect());
+    close("layer dgamma", &dg, (0..cols).map(|i| diff(&gd, i, &|v| ln(&xd, v, &bd))).collect());
+    close("layer dbeta", &db, (0..cols).map(|i| diff(&bd, i, &|v| ln(&xd, &gd, v))).collect());
+}
+
+#[test]
+fn backward_refusals_name_the_rule_and_launch_nothing() {
+    let dev = Device::emulator();
+    let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    let x = dev.zeros::<f16>(2 * 1004).unwrap();
+    let g = dev.zeros::<f16>(1004).unwrap();
+    let mut dx = dev.upload(&vec![f16::from_f32(f32::NAN); 2 * 1004]).unwrap();
+    let mut dg = dev.upload(&vec![f32::NAN; 16392]).unwrap();
+    let mut db = dev.upload(&vec![f32::NAN; 16392]).unwrap();
+    let untouched = |dx: &kernel_host::Buffer<f16>, dg: &kernel_host::Buffer<f32>| {
+        assert!(dev.download(dx).unwrap().iter().all(|v| v.to_f32().is_nan()), "dx written on an error");
+        assert!(dev.download(dg).unwrap().iter().all(|v| v.is_nan()), "dgamma written on an error");
+    };
+    // A width that is not a multiple of 8 f16 (16 bytes).
+    let e = norms::rms_norm_backward(&dev, &ops, &x, &g, &x, &mut dx, &mut dg, 1e-5, 2, 1004).unwrap_err().to_string();
+    assert!(e.contains("rms_norm_backward") && e.contains("cols = 1004") && e.contains("multiple of 8") && e.contains("pad the rows to 1008"), "{e}");
+    // f32 takes multiples of 4.
+    let xf = dev.zeros::<f32>(2 * 1004).unwrap();
+    let mut dxf = dev.zeros::<f32>(2 * 1004).unwrap();
+    norms::rms_norm_backward(&dev, &ops, &xf, &xf, &xf, &mut dxf, &mut dg, 1e-5, 2, 1004).unwrap();
+    dev.write(&mut dg, &vec![f32::NAN; 16392]).unwrap();
+    let e = norms::layer_norm_backward(&dev, &ops, &xf, &xf, &xf, &mut dxf, &mut dg, &mut db, 1e-5, 1, 1002).unwrap_err().to_string();
+    assert!(e.contains("cols = 1002") && e.contains("multiple of 4"), "{e}");
+    // Too wide, zero rows, short buffers.
+    let e = norms::layer_norm_backward(&dev, &ops, &x, &g, &x, &mut dx, &mut dg, &mut db, 1e-5, 1, 16392).unwrap_err().to_string();
+    assert!(e.contains("cols = 16392") && e.contains("at most 16384"), "{e}");
+    let e = norms::rms_norm_backward(&dev, &ops, &xf, &xf, &xf, &mut dxf, &mut dg, 1e-5, 1, 8196).unwrap_err().to_string();
+    assert!(e.contains("cols = 8196") && e.contains("f32 rows of at most 8192"), "{e}");
+    let e = norms::rms_norm_backward(&dev, &ops, &x, &g, &x, &mut dx, &mut dg, 1e-5, 0, 8).unwrap_err().to_string();
+    assert!(e.contains("rows = 0"), "{e}");
+    let e = norms::rms_norm_backward(&dev, &ops, &x, &g, &x, &mut dx, &mut dg, 1e-5, 3, 1000).unwrap_err().to_string();
+    assert!(e.contains("`x` holds 2008 elements; 3000 needed for 3 x 1000"), "{e}");
+    let e = norms::rms_norm_backward(&dev, &ops, &x, &g, &x, &mut dx, &mut dg, 1e-5, 1, 1008).unwrap_err().to_string();
+    assert!(e.contains("`gamma` holds 1004 elements; 1008 needed"), "{e}");
+    let mut short = dev.zeros::<f32>(8).unwrap();
+    let e = norms::layer_norm_backward(&dev, &ops, &x, &g, &x, &mut dx, &mut dg, &mut short, 1e-5, 2, 1000).unwrap_err().to_string();
+    assert!(e.contains("`dbeta` holds 8 elements; 1000 needed"), "{e}");
+    untouched(&dx, &dg);
+}
