@@ -332,33 +332,40 @@ pub struct BwdCall<'a, T> {
 /// Launches the backward `$call` on the instance `<$t, Vec16, $v>` of
 /// `$rms` / `$ln`.
 macro_rules! launch_bwd_one {
-    ($p:ident, $grid:ident, $call:ident, $t:ty, $v:literal, $rms:ident, $ln:ident) => {{
+    ($p:ident, $grid:ident, $call:ident, $t:ty, $a:ident, $v:literal, $rms:ident, $ln:ident) => {{
         let BwdCall { x, dy, g, dx, dg, db, eps, groups, rows, cols } = $call;
         let (groups, rows, cols) = (groups as u32, rows as u32, cols as u32);
         match db {
-            None => $p.kernel::<k::$rms<$t, k::Vec16, $v>>()?.launch($grid, (x, dy, g, dx, dg, eps, groups, rows, cols)).map(drop),
-            Some(db) => $p.kernel::<k::$ln<$t, k::Vec16, $v>>()?.launch($grid, (x, dy, g, dx, dg, db, eps, groups, rows, cols)).map(drop),
+            None => $p.kernel::<k::$rms<$t, k::$a, $v>>()?.launch($grid, (x, dy, g, dx, dg, eps, groups, rows, cols)).map(drop),
+            Some(db) => $p.kernel::<k::$ln<$t, k::$a, $v>>()?.launch($grid, (x, dy, g, dx, dg, db, eps, groups, rows, cols)).map(drop),
         }
     }};
 }
 
-/// Every backward instance of `T`, by shape ([`backward_shape`]).
+/// Every backward instance of `T`, by access and shape ([`backward_kernel`]).
 macro_rules! launch_bwd_elem {
-    ($t:ty, $p:ident, $shape:ident, $call:ident $(, $rwide:ident, $lwide:ident)?) => {{
-        let grid = match $shape {
-            RowShape::Warp(_) => $call.groups.div_ceil(k::WARP_ROWS) as u32,
+    ($t:ty, $p:ident, $kernel:ident, $call:ident $(, $rwide:ident, $lwide:ident)?) => {{
+        use RowAccess::{Single, Vec16};
+        use RowShape::{Warp, Warpgroup};
+        let grid = match $kernel.shape {
+            Warp(_) => $call.groups.div_ceil(k::WARP_ROWS) as u32,
             _ => $call.groups as u32,
         };
-        let r: kernel_host::Result<()> = match $shape {
-            RowShape::Warp(1) => launch_bwd_one!($p, grid, $call, $t, 1, rms_norm_bwd_warp, layer_norm_bwd_warp),
-            RowShape::Warp(2) => launch_bwd_one!($p, grid, $call, $t, 2, rms_norm_bwd_warp, layer_norm_bwd_warp),
-            RowShape::Warp(4) => launch_bwd_one!($p, grid, $call, $t, 4, rms_norm_bwd_warp, layer_norm_bwd_warp),
-            RowShape::Warpgroup(1) => launch_bwd_one!($p, grid, $call, $t, 1, rms_norm_bwd, layer_norm_bwd),
-            RowShape::Warpgroup(2) => launch_bwd_one!($p, grid, $call, $t, 2, rms_norm_bwd, layer_norm_bwd),
-            RowShape::Warpgroup(4) => launch_bwd_one!($p, grid, $call, $t, 4, rms_norm_bwd, layer_norm_bwd),
-            RowShape::Warpgroup(8) => launch_bwd_one!($p, grid, $call, $t, 8, rms_norm_bwd, layer_norm_bwd),
-            $(RowShape::Wide(4) => launch_bwd_one!($p, grid, $call, $t, 4, $rwide, $lwide),)?
-            other => unreachable!("no backward instance for {other:?} (backward_shape gives only built ones)"),
+        let r: kernel_host::Result<()> = match ($kernel.access, $kernel.shape) {
+            (Vec16, Warp(1)) => launch_bwd_one!($p, grid, $call, $t, Vec16, 1, rms_norm_bwd_warp, layer_norm_bwd_warp),
+            (Vec16, Warp(2)) => launch_bwd_one!($p, grid, $call, $t, Vec16, 2, rms_norm_bwd_warp, layer_norm_bwd_warp),
+            (Vec16, Warp(4)) => launch_bwd_one!($p, grid, $call, $t, Vec16, 4, rms_norm_bwd_warp, layer_norm_bwd_warp),
+            (Vec16, Warpgroup(1)) => launch_bwd_one!($p, grid, $call, $t, Vec16, 1, rms_norm_bwd, layer_norm_bwd),
+            (Vec16, Warpgroup(2)) => launch_bwd_one!($p, grid, $call, $t, Vec16, 2, rms_norm_bwd, layer_norm_bwd),
+            (Vec16, Warpgroup(4)) => launch_bwd_one!($p, grid, $call, $t, Vec16, 4, rms_norm_bwd, layer_norm_bwd),
+            (Vec16, Warpgroup(8)) => launch_bwd_one!($p, grid, $call, $t, Vec16, 8, rms_norm_bwd, layer_norm_bwd),
+            (Single, Warp(1)) => launch_bwd_one!($p, grid, $call, $t, Single, 1, rms_norm_bwd_warp, layer_norm_bwd_warp),
+            (Single, Warp(2)) => launch_bwd_one!($p, grid, $call, $t, Single, 2, rms_norm_bwd_warp, layer_norm_bwd_warp),
+            (Single, Warp(4)) => launch_bwd_one!($p, grid, $call, $t, Single, 4, rms_norm_bwd_warp, layer_norm_bwd_warp),
+            (Single, Warpgroup(2)) => launch_bwd_one!($p, grid, $call, $t, Single, 2, rms_norm_bwd, layer_norm_bwd),
+            (Single, Warpgroup(4)) => launch_bwd_one!($p, grid, $call, $t, Single, 4, rms_norm_bwd, layer_norm_bwd),
+            $((Vec16, RowShape::Wide(4)) => launch_bwd_one!($p, grid, $call, $t, Vec16, 4, $rwide, $lwide),)?
+            other => unreachable!("no backward instance for {other:?} (backward_kernel gives only built ones)"),
         };
         Ok(r?)
     }};
@@ -375,7 +382,7 @@ pub trait NormElem: Copy + kernel_host::DeviceRepr + Default + 'static + sealed:
     #[doc(hidden)]
     fn launch(p: &Program, kernel: RowKernel, rows: usize, cols: usize, call: Call<'_, Self>) -> Result<(), Error>;
     #[doc(hidden)]
-    fn launch_bwd(p: &Program, shape: RowShape, call: BwdCall<'_, Self>) -> Result<(), Error>;
+    fn launch_bwd(p: &Program, kernel: RowKernel, call: BwdCall<'_, Self>) -> Result<(), Error>;
     fn to_f32(self) -> f32;
     fn from_f32(x: f32) -> Self;
 }
@@ -399,8 +406,8 @@ impl NormElem for f16 {
     fn launch(p: &Program, kernel: RowKernel, rows: usize, cols: usize, call: Call<'_, Self>) -> Result<(), Error> {
         launch_elem!(f16, p, kernel, rows, cols, call)
     }
-    fn launch_bwd(p: &Program, shape: RowShape, call: BwdCall<'_, Self>) -> Result<(), Error> {
-        launch_bwd_elem!(f16, p, shape, call, rms_norm_bwd_wide, layer_norm_bwd_wide)
+    fn launch_bwd(p: &Program, kernel: RowKernel, call: BwdCall<'_, Self>) -> Result<(), Error> {
+        launch_bwd_elem!(f16, p, kernel, call, rms_norm_bwd_wide, layer_norm_bwd_wide)
     }
     fn to_f32(self) -> f32 {
         f16::to_f32(self)
@@ -421,8 +428,8 @@ impl NormElem for bf16 {
     fn launch(p: &Program, kernel: RowKernel, rows: usize, cols: usize, call: Call<'_, Self>) -> Result<(), Error> {
         launch_elem!(bf16, p, kernel, rows, cols, call)
     }
-    fn launch_bwd(p: &Program, shape: RowShape, call: BwdCall<'_, Self>) -> Result<(), Error> {
-        launch_bwd_elem!(bf16, p, shape, call, rms_norm_bwd_wide, layer_norm_bwd_wide)
+    fn launch_bwd(p: &Program, kernel: RowKernel, call: BwdCall<'_, Self>) -> Result<(), Error> {
+        launch_bwd_elem!(bf16, p, kernel, call, rms_norm_bwd_wide, layer_norm_bwd_wide)
     }
     fn to_f32(self) -> f32 {
         bf16::to_f32(self)
@@ -443,8 +450,8 @@ impl NormElem for f32 {
     fn launch(p: &Program, kernel: RowKernel, rows: usize, cols: usize, call: Call<'_, Self>) -> Result<(), Error> {
         launch_elem!(f32, p, kernel, rows, cols, call)
     }
-    fn launch_bwd(p: &Program, shape: RowShape, call: BwdCall<'_, Self>) -> Result<(), Error> {
-        launch_bwd_elem!(f32, p, shape, call)
+    fn launch_bwd(p: &Program, kernel: RowKernel, call: BwdCall<'_, Self>) -> Result<(), Error> {
+        launch_bwd_elem!(f32, p, kernel, call)
     }
     fn to_f32(self) -> f32 {
         self
@@ -487,7 +494,12 @@ pub const BWD_MAX_COLS: usize = 16384;
 /// rows of `x` and `dy` in f32 over 512 threads spill).
 pub const BWD_MAX_COLS_F32: usize = 8192;
 
-/// The widest row of the backward for `T`.
+/// The widest row of the backward whose width is not a multiple of 16
+/// bytes (one element per access: the wider such rows spill).
+pub const BWD_MAX_COLS_SINGLE: usize = 4096;
+
+/// The widest row of the backward for `T` (at a width that is a multiple
+/// of 16 bytes).
 pub fn backward_max_cols<T: NormElem>() -> usize {
     if size_of::<T>() == 4 { BWD_MAX_COLS_F32 } else { BWD_MAX_COLS }
 }
@@ -500,16 +512,21 @@ const BWD_REDUCE_EMU_CTAS: usize = 32;
 /// fewer partial rows to sum, each group's loop over its rows.
 pub const BWD_ROWS_PER_GROUP: usize = 4;
 
-/// The backward kernel's row shape for `cols` (checked: a multiple of 16
-/// bytes, at most [`BWD_MAX_COLS`]): [`RowShape::of`]'s, with `V` rounded
-/// up to the instances built (1, 2, 4 per warp; 1, 2, 4, 8 per
-/// warpgroup; 4 per 4 warpgroups: a thread's extra pieces are masked).
-pub fn backward_shape(cols: usize) -> RowShape {
-    match RowShape::of(cols) {
+/// The backward kernel for rows of `cols` (checked: at most
+/// [`backward_max_cols`]) of `T`: the forward's access ([`RowKernel::of`]:
+/// 16-byte accesses for a multiple of 16 bytes, else one element per
+/// access) and shape, with `V` rounded up to the instances built (1, 2, 4
+/// per warp; 1, 2, 4, 8 per warpgroup, 2, 4 for one element per access;
+/// 4 per 4 warpgroups): a thread's extra pieces are masked.
+pub fn backward_kernel<T: NormElem>(cols: usize) -> RowKernel {
+    let k = RowKernel::of::<T>(cols);
+    let shape = match k.shape {
         RowShape::Warp(v) => RowShape::Warp(v.next_power_of_two()),
-        RowShape::Warpgroup(v) => RowShape::Warpgroup(v.next_power_of_two()),
+        RowShape::Warpgroup(v) if k.access == RowAccess::Vec16 => RowShape::Warpgroup(v.next_power_of_two()),
+        RowShape::Warpgroup(v) => RowShape::Warpgroup(v.next_power_of_two().max(2)),
         _ => RowShape::Wide(4),
-    }
+    };
+    RowKernel { shape, access: k.access }
 }
 
 /// The backward's groups for `rows` rows: `ceil(rows / 4)`, at most
@@ -520,18 +537,9 @@ pub fn backward_groups(rows: usize) -> usize {
 }
 
 /// Checks a backward's `cols` and buffer lengths; returns its shape.
-fn check_bwd<T: NormElem>(op: &'static str, rows: usize, cols: usize, lens: &[(&str, usize, usize)]) -> Result<RowShape, Error> {
-    let per16 = 16 / size_of::<T>();
-    if cols == 0 || cols % per16 != 0 {
-        return Err(Error::Shape {
-            op,
-            problem: format!(
-                "cols = {cols}: the backward takes {} rows of a non-zero multiple of {per16} elements (16-byte accesses; not implemented for other widths yet); \
-                 pad the rows to {} columns with zeros in x, dy and gamma (the statistics change: rescale eps and the mean) or use the framework's own backward",
-                T::NAME,
-                cols.next_multiple_of(per16).max(per16)
-            ),
-        });
+fn check_bwd<T: NormElem>(op: &'static str, rows: usize, cols: usize, lens: &[(&str, usize, usize)]) -> Result<RowKernel, Error> {
+    if cols == 0 {
+        return Err(Error::Shape { op, problem: "cols = 0: rows of at least 1 column".into() });
     }
     let max = backward_max_cols::<T>();
     if cols > max {
@@ -540,9 +548,22 @@ fn check_bwd<T: NormElem>(op: &'static str, rows: usize, cols: usize, lens: &[(&
             problem: format!("cols = {cols}: the backward takes {} rows of at most {max} columns (one CTA per row; not implemented for wider rows yet)", T::NAME),
         });
     }
-    let shape = backward_shape(cols);
-    check_lens(op, shape, rows, cols, lens)?;
-    Ok(shape)
+    let per16 = 16 / size_of::<T>();
+    if cols % per16 != 0 && cols > BWD_MAX_COLS_SINGLE {
+        return Err(Error::Shape {
+            op,
+            problem: format!(
+                "cols = {cols}: the backward takes {} rows wider than {BWD_MAX_COLS_SINGLE} columns only at a multiple of {per16} (16-byte accesses; \
+                 one element per access spills there: not implemented yet); pad the rows to {} columns with zeros in x, dy and gamma \
+                 (the statistics change: rescale the mean and eps) or use the framework's own backward",
+                T::NAME,
+                cols.next_multiple_of(per16)
+            ),
+        });
+    }
+    let kernel = backward_kernel::<T>(cols);
+    check_lens(op, kernel.shape, rows, cols, lens)?;
+    Ok(kernel)
 }
 
 /// The backward's launches: the row kernel into per-group partials, then
@@ -567,7 +588,7 @@ fn norm_backward<T: NormElem>(
         lens.push(("dbeta", b.len(), cols));
         starts.push(at("dbeta", b));
     }
-    let shape = check_bwd::<T>(op, rows, cols, &lens)?;
+    let kernel = check_bwd::<T>(op, rows, cols, &lens)?;
     crate::check_aligned(op, &starts)?;
     let groups = backward_groups(rows);
     let mut dg_part = dev.zeros::<f32>(groups * cols)?;
@@ -575,7 +596,7 @@ fn norm_backward<T: NormElem>(
         Some(_) => Some(dev.zeros::<f32>(groups * cols)?),
         None => None,
     };
-    T::launch_bwd(ops, shape, BwdCall { x, dy, g: gamma, dx, dg: &mut dg_part, db: db_part.as_mut(), eps, groups, rows, cols })?;
+    T::launch_bwd(ops, kernel, BwdCall { x, dy, g: gamma, dx, dg: &mut dg_part, db: db_part.as_mut(), eps, groups, rows, cols })?;
     // A thread per column on a GPU; at most 32 CTAs (4096 threads, the
     // emulator's limit) on the emulator, each thread taking several columns.
     let ctas = cols.div_ceil(k::REDUCE_THREADS).min(if dev.is_gpu() { usize::MAX } else { BWD_REDUCE_EMU_CTAS }) as u32;
@@ -594,9 +615,11 @@ fn norm_backward<T: NormElem>(
 /// `dgamma` (f32, summed over the rows). The statistics are recomputed
 /// from `x` (the forward saves none). Rows of a multiple of 16 bytes (8
 /// f16 / bf16, 4 f32) up to [`BWD_MAX_COLS`] (f16 / bf16) or
-/// [`BWD_MAX_COLS_F32`] (f32); two or three launches (the rows,
-/// the sums of the per-group partials) and one `groups x cols` f32
-/// workspace ([`backward_groups`]) allocated on `dev`.
+/// [`BWD_MAX_COLS_F32`] (f32), other widths up to [`BWD_MAX_COLS_SINGLE`],
+/// with the forward's accesses ([`backward_kernel`]); a launch over the rows, one
+/// more per weight gradient (the sum of the groups' partials), and a
+/// `groups x cols` f32 workspace per weight gradient
+/// ([`backward_groups`]) allocated on `dev`.
 #[allow(clippy::too_many_arguments)]
 pub fn rms_norm_backward<T: NormElem>(
     dev: &Device,

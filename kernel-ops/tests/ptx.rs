@@ -40,10 +40,11 @@ fn norm_kernels_assemble_without_spills_for_both_architectures() {
         // 3 wide + 4 cluster) instances (16-byte and one-element accesses);
         // the fused norms: 2 types x (4 warp + 8 warpgroup + 2 wide); the
         // backwards (RMS and layer norm): 3 types x (3 warp + 4 warpgroup)
-        // + 2 types x 1 wide, and their reduce kernel.
+        // + 2 types x 1 wide with 16-byte accesses, 3 types x (3 warp + 2
+        // warpgroup) with one element per access, and their reduce kernel.
         assert_eq!(
             entries,
-            3 * 3 * (7 + 11 + 3 + 4) + 2 * 2 * (4 + 8 + 2) + 1 + 2 * (3 * (3 + 4) + 2) + 1,
+            3 * 3 * (7 + 11 + 3 + 4) + 2 * 2 * (4 + 8 + 2) + 1 + 2 * (3 * (3 + 4) + 2 + 3 * (3 + 2)) + 1,
             "{arch}: the norm instances, fp8_tensor_scale and the backwards:\n{report}"
         );
     }

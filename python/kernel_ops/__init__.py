@@ -140,8 +140,8 @@ def rms_norm_backward(x, gamma, dy, eps=1e-6, dx=None, dgamma=None, stream=None)
     output, returns ``(dx, dgamma)``: dx like x, dgamma float32 ``[cols]``
     (summed over the rows in float32; cast it to gamma's dtype if needed).
     The row statistics are recomputed from x. Rows of a multiple of 16
-    bytes (8 float16 / bfloat16, 4 float32), up to 16384 columns (8192 for
-    float32)."""
+    bytes (8 float16 / bfloat16, 4 float32) up to 16384 columns (8192 for
+    float32), other widths up to 4096."""
     _arrays(x=x, gamma=gamma, dy=dy)
     dx = dx if dx is not None else _empty(x, x.shape)
     dgamma = dgamma if dgamma is not None else _empty(x, (x.shape[-1],), _f32(x))

@@ -264,7 +264,7 @@ fn rms_norm_up_to(x: &Bound<'_, PyAny>, gamma: &Bound<'_, PyAny>, y: &Bound<'_, 
 /// The RMS norm's backward over the last dimension: from x, gamma and dy
 /// (x's dtype, float16, bfloat16 or float32), writes dx (x's dtype) and
 /// dgamma (float32 `[cols]`, summed over the rows). Rows of a multiple of
-/// 16 bytes, up to 16384 columns (8192 for float32).
+/// 16 bytes up to 16384 columns (8192 for float32), other widths up to 4096.
 #[pyfunction]
 #[pyo3(signature = (x, gamma, dy, dx, dgamma, eps = 1e-6, stream = None))]
 #[allow(clippy::too_many_arguments)]

@@ -84,7 +84,7 @@ pub fn check_bwd<T: NormElem>(rows: usize, cols: usize, dev: &Device) {
     let inp = bwd_inputs::<T>(rows, cols);
     let (x, g, dy) = (dev.upload(&inp.x.0).unwrap(), dev.upload(&inp.g.0).unwrap(), dev.upload(&inp.dy.0).unwrap());
     let eps = 1e-5;
-    let what = format!("{} {rows} x {cols} ({:?}, {} groups)", T::NAME, norms::backward_shape(cols), norms::backward_groups(rows));
+    let what = format!("{} {rows} x {cols} ({:?}, {} groups)", T::NAME, norms::backward_kernel::<T>(cols), norms::backward_groups(rows));
     let tol = 2.0 * T::TOLERANCE;
     let mut dx = dev.upload(&vec![T::from_f32(f32::NAN); n + 8]).unwrap();
     let mut dg = dev.upload(&vec![f32::NAN; cols]).unwrap();

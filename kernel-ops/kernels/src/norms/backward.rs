@@ -25,9 +25,10 @@
 //! 4. [`norm_bwd_reduce`] sums the `groups` partial rows of each column in
 //!    group order (f32, deterministic): `dgamma` (and `dbeta`) in f32.
 //!
-//! Constraints: the forward's [`Vec16`](super::Vec16) rows (16-byte
-//! accesses: `cols % 8 == 0` for f16 / bf16, `cols % 4 == 0` for f32) of
-//! at most 16384 columns for f16 / bf16 (one CTA per row: the warp,
+//! Constraints: the forward's rows, [`Vec16`](super::Vec16) (16-byte
+//! accesses: `cols % 8 == 0` for f16 / bf16, `cols % 4 == 0` for f32) or
+//! [`Single`](super::Single) (any width, up to 4096 columns: the wider
+//! `Single` rows spill), of at most 16384 columns for f16 / bf16 (one CTA per row: the warp,
 //! warpgroup and `_wide` shapes), 8192 for f32 (no `_wide` f32 instances:
 //! `x` and `dy` in f32 over 512 threads spill); `x`, `dy`, `dx` hold `rows * cols` elements, `gamma` `cols`,
 //! the partials `groups * cols` f32 (groups: warps for the `_warp`

@@ -294,9 +294,11 @@ pub fn add_layer_norm_wide<T: Pairs, const V: usize>(
 }
 
 // The backward kernels (`backward`'s module docs): the forward's row
-// shapes below 16384 columns with 16-byte accesses, `V` rounded up to a
-// power of two (1, 2, 4 per warp; 1, 2, 4, 8 per warpgroup; 4 per 4
-// warpgroups, f16 / bf16 only: f32 rows of `x` and `dy` held by 512
+// shapes up to 16384 columns, `V` rounded up to a power of two (1, 2, 4
+// per warp; 1, 2, 4, 8 per warpgroup; 4 per 4 warpgroups); `Single` (one
+// element per access) up to 4096 columns only (1, 2, 4 per warp; 2, 4 per
+// warpgroup: `Single` at 8 per warpgroup or 4 per 4 warpgroups spills,
+// sm_90a, 24 to 1712 bytes); no f32 `_wide` instances either: f32 rows of `x` and `dy` held by 512
 // threads spill, sm_90a, 96 bytes for the layer norm). Grid: `ceil(groups / 4)` for `_warp` (a group per warp),
 // `groups` otherwise (a group per CTA).
 
@@ -315,7 +317,7 @@ fn cta_group(groups: u32, rows: u32) -> GroupRows {
 }
 
 /// RMS norm backward, rows of at most `256 V` columns, a group per warp (see [`backward`]).
-#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 4)))]
+#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 4), (Single, 1), (Single, 2), (Single, 4)))]
 #[allow(clippy::too_many_arguments)]
 pub fn rms_norm_bwd_warp<T: Elem, A: Access<T>, const V: usize>(
     x: GmemRef<T>, dy: GmemRef<T>, gamma: GmemRef<T>, dx: Gmem<T>, dgamma_part: Gmem<f32>, eps: f32, groups: u32, rows: u32, cols: u32,
@@ -327,7 +329,7 @@ pub fn rms_norm_bwd_warp<T: Elem, A: Access<T>, const V: usize>(
     }
 }
 /// RMS norm backward, rows of at most `1024 V` columns, a group per CTA (see [`backward`]).
-#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 4), (Vec16, 8)))]
+#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 4), (Vec16, 8), (Single, 2), (Single, 4)))]
 #[allow(clippy::too_many_arguments)]
 pub fn rms_norm_bwd<T: Elem, A: Access<T>, const V: usize>(
     x: GmemRef<T>, dy: GmemRef<T>, gamma: GmemRef<T>, dx: Gmem<T>, dgamma_part: Gmem<f32>, eps: f32, groups: u32, rows: u32, cols: u32,
@@ -348,7 +350,7 @@ pub fn rms_norm_bwd_wide<T: Elem, A: Access<T>, const V: usize>(
 }
 
 /// Layer norm backward, rows of at most `256 V` columns, a group per warp (see [`backward`]).
-#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 4)))]
+#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 4), (Single, 1), (Single, 2), (Single, 4)))]
 #[allow(clippy::too_many_arguments)]
 pub fn layer_norm_bwd_warp<T: Elem, A: Access<T>, const V: usize>(
     x: GmemRef<T>, dy: GmemRef<T>, gamma: GmemRef<T>, dx: Gmem<T>, dgamma_part: Gmem<f32>, dbeta_part: Gmem<f32>, eps: f32, groups: u32, rows: u32, cols: u32,
@@ -360,7 +362,7 @@ pub fn layer_norm_bwd_warp<T: Elem, A: Access<T>, const V: usize>(
     }
 }
 /// Layer norm backward, rows of at most `1024 V` columns, a group per CTA (see [`backward`]).
-#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 4), (Vec16, 8)))]
+#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 4), (Vec16, 8), (Single, 2), (Single, 4)))]
 #[allow(clippy::too_many_arguments)]
 pub fn layer_norm_bwd<T: Elem, A: Access<T>, const V: usize>(
     x: GmemRef<T>, dy: GmemRef<T>, gamma: GmemRef<T>, dx: Gmem<T>, dgamma_part: Gmem<f32>, dbeta_part: Gmem<f32>, eps: f32, groups: u32, rows: u32, cols: u32,
