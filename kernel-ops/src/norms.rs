@@ -2,10 +2,12 @@
 //! rows of any width from 1 to [`MAX_COLS`] (65536) and any row count, and
 //! the fused residual norms ([`add_rms_norm`], [`add_layer_norm`],
 //! optionally with an FP8 e4m3 output and its scales) over f16 / bf16 rows
-//! of a multiple of 8 up to [`FUSED_MAX_COLS`] (16384): host entry points
-//! and CPU references. Kernels: `kernel_ops_kernels::norms` (its docs give
+//! of a multiple of 8 up to [`FUSED_MAX_COLS`] (16384), and the backwards
+//! of the RMS norm and the layer norm ([`rms_norm_backward`],
+//! [`layer_norm_backward`]: `dx` and the weights' gradients, up to
+//! [`BWD_MAX_COLS`] columns): host entry points and CPU references. Kernels: `kernel_ops_kernels::norms` (its docs give
 //! the scheme of each width range). The entry points take the kernels
-//! loaded on a [`Device`](kernel_host::Device) and run on a GPU or on the
+//! loaded on a [`Device`] and run on a GPU or on the
 //! CPU emulator alike.
 //!
 //! Element types: `x`, `y`, `gamma` and `beta` are all of the one type `T`
