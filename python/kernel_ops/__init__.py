@@ -161,27 +161,62 @@ def layer_norm_backward(x, gamma, dy, eps=1e-5, dx=None, dgamma=None, dbeta=None
     return dx, dgamma, dbeta
 
 
-def add_rms_norm(x, residual, gamma, eps=1e-6, out=None, residual_out=None, stream=None):
+_FP8_MODES = {"row": 0, "tensor": 1, "dynamic": 2}
+
+
+def _add_norm(x, residual, gamma, beta, eps, out, residual_out, fp8, scale, stream):
+    _arrays(x=x, residual=residual, gamma=gamma)
+    new_residual = residual_out if residual_out is not None else _empty(x, x.shape)
+    if fp8 is None:
+        y = out if out is not None else _empty(x, x.shape)
+        _native.add_norm(x, residual, gamma, beta, y, new_residual, eps, stream=stream)
+        return y, new_residual
+    if fp8 not in _FP8_MODES:
+        raise ValueError(f"fp8 = {fp8!r}: 'row' (a scale per row), 'tensor' (the given scale=) or 'dynamic' (the tensor's amax / 448)")
+    if fp8 == "tensor" and scale is None:
+        raise ValueError("fp8 = 'tensor' takes scale= (the per-tensor scale: q = e4m3(y / scale))")
+    import numpy as np
+
+    rows = int(np.prod(x.shape[:-1]))
+    q = out if out is not None else _empty(x, x.shape, _u8(x))
+    q_bytes, _ = _fp8_bytes(q)
+    scales = _empty(x, (rows if fp8 == "row" else 1,), _f32(x))
+    _native.add_norm(x, residual, gamma, beta, None, new_residual, eps, q=q_bytes, scales=scales,
+                     scale_mode=_FP8_MODES[fp8], scale=float(scale or 1.0), stream=stream)
+    return (q, scales), new_residual
+
+
+def _u8(like):
+    if _is_torch(like):
+        import torch
+
+        return torch.uint8
+    import numpy as np
+
+    return np.uint8
+
+
+def add_rms_norm(x, residual, gamma, eps=1e-6, out=None, residual_out=None, stream=None, *, fp8=None, scale=None):
     """The fused residual RMS norm: ``new_residual = x + residual`` (rounded
     to x's dtype) and ``y = rms_norm(new_residual, gamma, eps)`` in one pass
     over the rows; returns ``(y, new_residual)``. float16 or bfloat16 (all
-    alike), the last dimension a multiple of 8 up to 16384."""
-    _arrays(x=x, residual=residual, gamma=gamma)
-    y = out if out is not None else _empty(x, x.shape)
-    new_residual = residual_out if residual_out is not None else _empty(x, x.shape)
-    _native.add_norm(x, residual, gamma, None, y, new_residual, eps, stream)
-    return y, new_residual
+    alike), the last dimension a multiple of 8 up to 16384.
+
+    ``fp8=`` quantizes y to FP8 e4m3 instead, ``q = e4m3(y / scale)``
+    (uint8 bytes; ``out=`` may be a torch float8_e4m3fn tensor), and returns
+    ``((q, scales), new_residual)``: ``'row'`` a scale per row
+    (``amax / 448``, float32 ``[rows]``), ``'tensor'`` the given
+    ``scale=``, ``'dynamic'`` the tensor's ``amax / 448`` (two passes;
+    float32 ``[1]``)."""
+    return _add_norm(x, residual, gamma, None, eps, out, residual_out, fp8, scale, stream)
 
 
-def add_layer_norm(x, residual, gamma, beta, eps=1e-5, out=None, residual_out=None, stream=None):
+def add_layer_norm(x, residual, gamma, beta, eps=1e-5, out=None, residual_out=None, stream=None, *, fp8=None, scale=None):
     """The fused residual layer norm: ``new_residual = x + residual`` and
     ``y = layer_norm(new_residual, gamma, beta, eps)``; returns ``(y,
-    new_residual)``; as :func:`add_rms_norm`."""
-    _arrays(x=x, residual=residual, gamma=gamma, beta=beta)
-    y = out if out is not None else _empty(x, x.shape)
-    new_residual = residual_out if residual_out is not None else _empty(x, x.shape)
-    _native.add_norm(x, residual, gamma, beta, y, new_residual, eps, stream)
-    return y, new_residual
+    new_residual)`` (or the FP8 form); as :func:`add_rms_norm`."""
+    _arrays(beta=beta)
+    return _add_norm(x, residual, gamma, beta, eps, out, residual_out, fp8, scale, stream)
 
 
 def attention(q, k, v, causal=False, scale=None, out=None, lse=None, stream=None, *, window=None, softcap=None, sinks=None):

@@ -197,3 +197,25 @@ def test_torch_autograd_of_the_fused_residual_norms():
         ((yr * dy.double()).sum() + (s * dres.double()).sum()).backward()
         for a, w in zip(args, ref):
             assert rel_err(a.grad.float().numpy(), w.grad.numpy()) < 1e-2
+
+
+def test_fused_residual_norms_fp8_output():
+    ml_dtypes = pytest.importorskip("ml_dtypes")  # e4m3 bytes to floats
+    x, res = rng.standard_normal((3, 768)).astype(np.float16), rng.standard_normal((3, 768)).astype(np.float16)
+    g, b = (1 + rng.standard_normal(768) / 4).astype(np.float16), rng.standard_normal(768).astype(np.float16)
+    s = (x.astype(np.float32) + res.astype(np.float32)).astype(np.float16)
+    for layer, want in ((False, rms_ref(s, g, 1e-6)), (True, ln_ref(s, g, b, 1e-5))):
+        for mode, scale in (("row", None), ("tensor", float(np.abs(want).max()) / 400), ("dynamic", None)):
+            args = (x, res, g, b) if layer else (x, res, g)
+            (q, scales), new_res = (kernel_ops.add_layer_norm if layer else kernel_ops.add_rms_norm)(*args, fp8=mode, scale=scale)
+            assert q.dtype == np.uint8 and q.shape == x.shape and np.array_equal(new_res, s)
+            assert scales.shape == ((3,) if mode == "row" else (1,))
+            deq = q.view(ml_dtypes.float8_e4m3fn).astype(np.float64) * (scales[:, None] if mode == "row" else scales[0])
+            want_scale = {"row": np.abs(want).max(-1) / 448, "tensor": scale, "dynamic": np.abs(want).max() / 448}[mode]
+            np.testing.assert_allclose(scales if mode == "row" else scales[0], want_scale, rtol=1e-2)
+            for r in range(3):
+                assert rel_err(deq[r], want[r]) < 0.07, (layer, mode, r)
+    with pytest.raises(ValueError, match="fp8 = 'bad'"):
+        kernel_ops.add_rms_norm(x, res, g, fp8="bad")
+    with pytest.raises(ValueError, match="takes scale="):
+        kernel_ops.add_rms_norm(x, res, g, fp8="tensor")
