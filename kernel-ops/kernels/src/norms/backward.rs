@@ -23,7 +23,7 @@
 //!    race, a fixed order); the group's first row stores it, the next ones
 //!    read, add and store;
 //! 4. [`norm_bwd_reduce`] sums the `groups` partial rows of each column in
-//!    group order (f32, deterministic): `dgamma` (and `dbeta`) in f32.
+//!    a fixed order (f32, deterministic): `dgamma` (and `dbeta`) in f32.
 //!
 //! Constraints: the forward's rows, [`Vec16`](super::Vec16) (16-byte
 //! accesses: `cols % 8 == 0` for f16 / bf16, `cols % 4 == 0` for f32) or
@@ -36,6 +36,7 @@
 use super::access::{Access, Elem, Keep, RowF32};
 use super::row::RowAt;
 use kernel_device::gmem::GmemRef;
+use kernel_device::array::regs::unroll;
 use kernel_device::math::rsqrt_approx;
 use kernel_device::prelude::*;
 
@@ -122,21 +123,33 @@ pub fn layer_norm_bwd_rows<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize,
 /// Threads per CTA of [`norm_bwd_reduce`]: one column each.
 pub const REDUCE_THREADS: usize = 128;
 
-/// `out[c] = sum over p < groups of part[p * cols + c]`, in group order
-/// (f32): one thread per column, `ctas` CTAs of 128 threads (the grid)
-/// taking columns `128 ctas` apart in turn.
+/// Independent partial sums per thread of [`norm_bwd_reduce`] (loads in flight).
+pub const REDUCE_LANES: usize = 8;
+
+/// `out[c] = sum over p < groups of part[p * cols + c]` (f32): one thread
+/// per column, `ctas` CTAs of 128 threads (the grid) taking columns
+/// `128 ctas` apart in turn. The groups go [`REDUCE_LANES`] at a time into
+/// as many running sums (so that 8 loads are in flight), combined in lane
+/// order at the end: a fixed order, the same result on every run.
 #[kernel(block = threads(128))]
 pub fn norm_bwd_reduce(part: GmemRef<f32>, out: Gmem<f32>, groups: u32, cols: u32, ctas: u32) {
-    let cols = cols as usize;
+    let (cols, groups) = (cols as usize, groups as usize);
     let mut c = block_idx().x as usize * REDUCE_THREADS + thread_linear() as usize;
     while c < cols {
-        let mut s = 0.0f32;
+        let mut s = [0.0f32; REDUCE_LANES];
         let mut p = 0;
-        while p < groups as usize {
-            s += part.read(p * cols + c);
-            p += 1;
+        while p + REDUCE_LANES <= groups {
+            unroll(REDUCE_LANES, |l| s[l] += part.read((p + l) * cols + c));
+            p += REDUCE_LANES;
         }
-        out.write(c, s);
+        unroll(REDUCE_LANES, |l| {
+            if p + l < groups {
+                s[l] += part.read((p + l) * cols + c);
+            }
+        });
+        let mut total = 0.0f32;
+        unroll(REDUCE_LANES, |l| total += s[l]);
+        out.write(c, total);
         c += ctas as usize * REDUCE_THREADS;
     }
 }
