@@ -2,10 +2,12 @@
 //! rows of any width from 1 to [`MAX_COLS`] (65536) and any row count, and
 //! the fused residual norms ([`add_rms_norm`], [`add_layer_norm`],
 //! optionally with an FP8 e4m3 output and its scales) over f16 / bf16 rows
-//! of a multiple of 8 up to [`FUSED_MAX_COLS`] (16384): host entry points
-//! and CPU references. Kernels: `kernel_ops_kernels::norms` (its docs give
+//! of a multiple of 8 up to [`FUSED_MAX_COLS`] (16384), and the backwards
+//! of the RMS norm and the layer norm ([`rms_norm_backward`],
+//! [`layer_norm_backward`]: `dx` and the weights' gradients, up to
+//! [`BWD_MAX_COLS`] columns): host entry points and CPU references. Kernels: `kernel_ops_kernels::norms` (its docs give
 //! the scheme of each width range). The entry points take the kernels
-//! loaded on a [`Device`](kernel_host::Device) and run on a GPU or on the
+//! loaded on a [`Device`] and run on a GPU or on the
 //! CPU emulator alike.
 //!
 //! Element types: `x`, `y`, `gamma` and `beta` are all of the one type `T`
@@ -31,7 +33,7 @@
 //! ```
 use crate::{at, Error};
 use kernel_device::{bf16, f16, Gmem, E4M3};
-use kernel_host::{Arg, Buffer, Program};
+use kernel_host::{Arg, Buffer, Device, Program};
 use kernel_ops_kernels::norms as k;
 
 /// The widest row of [`softmax`], [`layer_norm`] and [`rms_norm`]: a
@@ -314,6 +316,63 @@ macro_rules! launch_fused_elem {
     }};
 }
 
+/// One launch of a backward kernel (`db` given: layer norm).
+#[doc(hidden)]
+pub struct BwdCall<'a, T> {
+    x: &'a Buffer<T>,
+    dy: &'a Buffer<T>,
+    g: &'a Buffer<T>,
+    dx: &'a mut Buffer<T>,
+    dg: &'a mut Buffer<f32>,
+    db: Option<&'a mut Buffer<f32>>,
+    eps: f32,
+    groups: usize,
+    rows: usize,
+    cols: usize,
+}
+
+/// Launches the backward `$call` on the instance `<$t, Vec16, $v>` of
+/// `$rms` / `$ln`.
+macro_rules! launch_bwd_one {
+    ($p:ident, $grid:ident, $call:ident, $t:ty, $a:ident, $v:literal, $rms:ident, $ln:ident) => {{
+        let BwdCall { x, dy, g, dx, dg, db, eps, groups, rows, cols } = $call;
+        let (groups, rows, cols) = (groups as u32, rows as u32, cols as u32);
+        match db {
+            None => $p.kernel::<k::$rms<$t, k::$a, $v>>()?.launch($grid, (x, dy, g, dx, dg, eps, groups, rows, cols)).map(drop),
+            Some(db) => $p.kernel::<k::$ln<$t, k::$a, $v>>()?.launch($grid, (x, dy, g, dx, dg, db, eps, groups, rows, cols)).map(drop),
+        }
+    }};
+}
+
+/// Every backward instance of `T`, by access and shape ([`backward_kernel`]).
+macro_rules! launch_bwd_elem {
+    ($t:ty, $p:ident, $kernel:ident, $call:ident $(, $rwide:ident, $lwide:ident)?) => {{
+        use RowAccess::{Single, Vec16};
+        use RowShape::{Warp, Warpgroup};
+        let grid = match $kernel.shape {
+            Warp(_) => $call.groups.div_ceil(k::WARP_ROWS) as u32,
+            _ => $call.groups as u32,
+        };
+        let r: kernel_host::Result<()> = match ($kernel.access, $kernel.shape) {
+            (Vec16, Warp(1)) => launch_bwd_one!($p, grid, $call, $t, Vec16, 1, rms_norm_bwd_warp, layer_norm_bwd_warp),
+            (Vec16, Warp(2)) => launch_bwd_one!($p, grid, $call, $t, Vec16, 2, rms_norm_bwd_warp, layer_norm_bwd_warp),
+            (Vec16, Warp(4)) => launch_bwd_one!($p, grid, $call, $t, Vec16, 4, rms_norm_bwd_warp, layer_norm_bwd_warp),
+            (Vec16, Warpgroup(1)) => launch_bwd_one!($p, grid, $call, $t, Vec16, 1, rms_norm_bwd, layer_norm_bwd),
+            (Vec16, Warpgroup(2)) => launch_bwd_one!($p, grid, $call, $t, Vec16, 2, rms_norm_bwd, layer_norm_bwd),
+            (Vec16, Warpgroup(4)) => launch_bwd_one!($p, grid, $call, $t, Vec16, 4, rms_norm_bwd, layer_norm_bwd),
+            (Vec16, Warpgroup(8)) => launch_bwd_one!($p, grid, $call, $t, Vec16, 8, rms_norm_bwd, layer_norm_bwd),
+            (Single, Warp(1)) => launch_bwd_one!($p, grid, $call, $t, Single, 1, rms_norm_bwd_warp, layer_norm_bwd_warp),
+            (Single, Warp(2)) => launch_bwd_one!($p, grid, $call, $t, Single, 2, rms_norm_bwd_warp, layer_norm_bwd_warp),
+            (Single, Warp(4)) => launch_bwd_one!($p, grid, $call, $t, Single, 4, rms_norm_bwd_warp, layer_norm_bwd_warp),
+            (Single, Warpgroup(2)) => launch_bwd_one!($p, grid, $call, $t, Single, 2, rms_norm_bwd, layer_norm_bwd),
+            (Single, Warpgroup(4)) => launch_bwd_one!($p, grid, $call, $t, Single, 4, rms_norm_bwd, layer_norm_bwd),
+            $((Vec16, RowShape::Wide(4)) => launch_bwd_one!($p, grid, $call, $t, Vec16, 4, $rwide, $lwide),)?
+            other => unreachable!("no backward instance for {other:?} (backward_kernel gives only built ones)"),
+        };
+        Ok(r?)
+    }};
+}
+
 /// f16, bf16 and f32: the element types of [`softmax`], [`layer_norm`]
 /// and [`rms_norm`] (inputs, weights and outputs of one type).
 pub trait NormElem: Copy + kernel_host::DeviceRepr + Default + 'static + sealed::Sealed {
@@ -324,6 +383,8 @@ pub trait NormElem: Copy + kernel_host::DeviceRepr + Default + 'static + sealed:
     const TOLERANCE: f64;
     #[doc(hidden)]
     fn launch(p: &Program, kernel: RowKernel, rows: usize, cols: usize, call: Call<'_, Self>) -> Result<(), Error>;
+    #[doc(hidden)]
+    fn launch_bwd(p: &Program, kernel: RowKernel, call: BwdCall<'_, Self>) -> Result<(), Error>;
     fn to_f32(self) -> f32;
     fn from_f32(x: f32) -> Self;
 }
@@ -347,6 +408,9 @@ impl NormElem for f16 {
     fn launch(p: &Program, kernel: RowKernel, rows: usize, cols: usize, call: Call<'_, Self>) -> Result<(), Error> {
         launch_elem!(f16, p, kernel, rows, cols, call)
     }
+    fn launch_bwd(p: &Program, kernel: RowKernel, call: BwdCall<'_, Self>) -> Result<(), Error> {
+        launch_bwd_elem!(f16, p, kernel, call, rms_norm_bwd_wide, layer_norm_bwd_wide)
+    }
     fn to_f32(self) -> f32 {
         f16::to_f32(self)
     }
@@ -366,6 +430,9 @@ impl NormElem for bf16 {
     fn launch(p: &Program, kernel: RowKernel, rows: usize, cols: usize, call: Call<'_, Self>) -> Result<(), Error> {
         launch_elem!(bf16, p, kernel, rows, cols, call)
     }
+    fn launch_bwd(p: &Program, kernel: RowKernel, call: BwdCall<'_, Self>) -> Result<(), Error> {
+        launch_bwd_elem!(bf16, p, kernel, call, rms_norm_bwd_wide, layer_norm_bwd_wide)
+    }
     fn to_f32(self) -> f32 {
         bf16::to_f32(self)
     }
@@ -384,6 +451,9 @@ impl NormElem for f32 {
     const TOLERANCE: f64 = 2e-5;
     fn launch(p: &Program, kernel: RowKernel, rows: usize, cols: usize, call: Call<'_, Self>) -> Result<(), Error> {
         launch_elem!(f32, p, kernel, rows, cols, call)
+    }
+    fn launch_bwd(p: &Program, kernel: RowKernel, call: BwdCall<'_, Self>) -> Result<(), Error> {
+        launch_bwd_elem!(f32, p, kernel, call)
     }
     fn to_f32(self) -> f32 {
         self
@@ -416,6 +486,220 @@ pub fn rms_norm<T: NormElem>(ops: &Program, x: &Buffer<T>, gamma: &Buffer<T>, y:
     let kernel = check::<T>("rms_norm", rows, cols, &[("x", x.len(), rows * cols), ("gamma", gamma.len(), cols), ("y", y.len(), rows * cols)])?;
     crate::check_aligned("rms_norm", &[at("x", x), at("gamma", gamma), at("y", y)])?;
     T::launch(ops, kernel, rows, cols, Call::RmsNorm { x, g: gamma, y, eps })
+}
+
+/// The widest row of [`rms_norm_backward`] and [`layer_norm_backward`]
+/// for f16 / bf16 (one CTA per row: the warp, warpgroup and 4-warpgroup
+/// shapes).
+pub const BWD_MAX_COLS: usize = 16384;
+/// The widest f32 row of the backward (no 4-warpgroup f32 instances: the
+/// rows of `x` and `dy` in f32 over 512 threads spill).
+pub const BWD_MAX_COLS_F32: usize = 8192;
+
+/// The widest row of the backward whose width is not a multiple of 16
+/// bytes (one element per access: the wider such rows spill).
+pub const BWD_MAX_COLS_SINGLE: usize = 4096;
+
+/// The widest row of the backward for `T` (at a width that is a multiple
+/// of 16 bytes).
+pub fn backward_max_cols<T: NormElem>() -> usize {
+    if size_of::<T>() == 4 { BWD_MAX_COLS_F32 } else { BWD_MAX_COLS }
+}
+/// The most groups (warps or CTAs, each with its own partial row of the
+/// weights' gradients) of one backward launch.
+pub const BWD_MAX_GROUPS: usize = 1024;
+/// The most CTAs of the partials' sum on the emulator (4096 threads).
+const BWD_REDUCE_EMU_CTAS: usize = 32;
+/// The fewest rows a backward group takes (when there are enough rows):
+/// fewer partial rows to sum, each group's loop over its rows.
+pub const BWD_ROWS_PER_GROUP: usize = 4;
+
+/// The backward kernel for rows of `cols` (checked: at most
+/// [`backward_max_cols`]) of `T`: the forward's access ([`RowKernel::of`]:
+/// 16-byte accesses for a multiple of 16 bytes, else one element per
+/// access) and shape, with `V` rounded up to the instances built (1, 2, 4
+/// per warp; 1, 2, 4, 8 per warpgroup, 2, 4 for one element per access;
+/// 4 per 4 warpgroups): a thread's extra pieces are masked.
+pub fn backward_kernel<T: NormElem>(cols: usize) -> RowKernel {
+    let k = RowKernel::of::<T>(cols);
+    let shape = match k.shape {
+        RowShape::Warp(v) => RowShape::Warp(v.next_power_of_two()),
+        RowShape::Warpgroup(v) if k.access == RowAccess::Vec16 => RowShape::Warpgroup(v.next_power_of_two()),
+        RowShape::Warpgroup(v) => RowShape::Warpgroup(v.next_power_of_two().max(2)),
+        _ => RowShape::Wide(4),
+    };
+    RowKernel { shape, access: k.access }
+}
+
+/// The backward's groups for `rows` rows: `ceil(rows / 4)`, at most
+/// [`BWD_MAX_GROUPS`] (so every group has a row, and at most 1024 partial
+/// rows are summed).
+pub fn backward_groups(rows: usize) -> usize {
+    rows.div_ceil(BWD_ROWS_PER_GROUP).min(BWD_MAX_GROUPS)
+}
+
+/// Checks a backward's `cols` and buffer lengths; returns its shape.
+fn check_bwd<T: NormElem>(op: &'static str, rows: usize, cols: usize, lens: &[(&str, usize, usize)]) -> Result<RowKernel, Error> {
+    if cols == 0 {
+        return Err(Error::Shape { op, problem: "cols = 0: rows of at least 1 column".into() });
+    }
+    let max = backward_max_cols::<T>();
+    if cols > max {
+        return Err(Error::Shape {
+            op,
+            problem: format!("cols = {cols}: the backward takes {} rows of at most {max} columns (one CTA per row; not implemented for wider rows yet)", T::NAME),
+        });
+    }
+    let per16 = 16 / size_of::<T>();
+    if cols % per16 != 0 && cols > BWD_MAX_COLS_SINGLE {
+        return Err(Error::Shape {
+            op,
+            problem: format!(
+                "cols = {cols}: the backward takes {} rows wider than {BWD_MAX_COLS_SINGLE} columns only at a multiple of {per16} (16-byte accesses; \
+                 one element per access spills there: not implemented yet); pad the rows to {} columns with zeros in x, dy and gamma \
+                 (the statistics change: rescale the mean and eps) or use the framework's own backward",
+                T::NAME,
+                cols.next_multiple_of(per16)
+            ),
+        });
+    }
+    let kernel = backward_kernel::<T>(cols);
+    check_lens(op, kernel.shape, rows, cols, lens)?;
+    Ok(kernel)
+}
+
+/// The backward's launches: the row kernel into per-group partials, then
+/// their sums into `dgamma` (and `dbeta`).
+#[allow(clippy::too_many_arguments)]
+fn norm_backward<T: NormElem>(
+    op: &'static str,
+    dev: &Device,
+    ops: &Program,
+    (x, gamma, dy): (&Buffer<T>, &Buffer<T>, &Buffer<T>),
+    dx: &mut Buffer<T>,
+    dgamma: &mut Buffer<f32>,
+    dbeta: Option<&mut Buffer<f32>>,
+    eps: f32,
+    rows: usize,
+    cols: usize,
+) -> Result<(), Error> {
+    let n = rows * cols;
+    let mut lens = vec![("x", x.len(), n), ("gamma", gamma.len(), cols), ("dy", dy.len(), n), ("dx", dx.len(), n), ("dgamma", dgamma.len(), cols)];
+    let mut starts = vec![at("x", x), at("gamma", gamma), at("dy", dy), at("dx", dx), at("dgamma", dgamma)];
+    if let Some(b) = &dbeta {
+        lens.push(("dbeta", b.len(), cols));
+        starts.push(at("dbeta", b));
+    }
+    let kernel = check_bwd::<T>(op, rows, cols, &lens)?;
+    crate::check_aligned(op, &starts)?;
+    let groups = backward_groups(rows);
+    let mut dg_part = dev.zeros::<f32>(groups * cols)?;
+    let mut db_part = match dbeta {
+        Some(_) => Some(dev.zeros::<f32>(groups * cols)?),
+        None => None,
+    };
+    T::launch_bwd(ops, kernel, BwdCall { x, dy, g: gamma, dx, dg: &mut dg_part, db: db_part.as_mut(), eps, groups, rows, cols })?;
+    // A thread per column on a GPU; at most 32 CTAs (4096 threads, the
+    // emulator's limit) on the emulator, each thread taking several columns.
+    let ctas = cols.div_ceil(k::REDUCE_THREADS).min(if dev.is_gpu() { usize::MAX } else { BWD_REDUCE_EMU_CTAS }) as u32;
+    let reduce = |part: &Buffer<f32>, out: &mut Buffer<f32>| -> Result<(), Error> {
+        Ok(ops.kernel::<k::norm_bwd_reduce>()?.launch(ctas, (part, out, groups as u32, cols as u32, ctas)).map(drop)?)
+    };
+    reduce(&dg_part, dgamma)?;
+    if let (Some(part), Some(out)) = (&db_part, dbeta) {
+        reduce(part, out)?;
+    }
+    Ok(())
+}
+
+/// The RMS norm's backward: from the forward's `x` and `gamma` and the
+/// loss's gradient `dy` with respect to `y`, writes `dx` (in `T`) and
+/// `dgamma` (f32, summed over the rows). The statistics are recomputed
+/// from `x` (the forward saves none). Rows of a multiple of 16 bytes (8
+/// f16 / bf16, 4 f32) up to [`BWD_MAX_COLS`] (f16 / bf16) or
+/// [`BWD_MAX_COLS_F32`] (f32), other widths up to [`BWD_MAX_COLS_SINGLE`],
+/// with the forward's accesses ([`backward_kernel`]); a launch over the rows, one
+/// more per weight gradient (the sum of the groups' partials), and a
+/// `groups x cols` f32 workspace per weight gradient
+/// ([`backward_groups`]) allocated on `dev`.
+#[allow(clippy::too_many_arguments)]
+pub fn rms_norm_backward<T: NormElem>(
+    dev: &Device,
+    ops: &Program,
+    x: &Buffer<T>,
+    gamma: &Buffer<T>,
+    dy: &Buffer<T>,
+    dx: &mut Buffer<T>,
+    dgamma: &mut Buffer<f32>,
+    eps: f32,
+    rows: usize,
+    cols: usize,
+) -> Result<(), Error> {
+    norm_backward("rms_norm_backward", dev, ops, (x, gamma, dy), dx, dgamma, None, eps, rows, cols)
+}
+
+/// The layer norm's backward: `dx` (in `T`), `dgamma` and `dbeta` (f32,
+/// summed over the rows); as [`rms_norm_backward`] (`beta` does not enter
+/// the backward).
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm_backward<T: NormElem>(
+    dev: &Device,
+    ops: &Program,
+    x: &Buffer<T>,
+    gamma: &Buffer<T>,
+    dy: &Buffer<T>,
+    dx: &mut Buffer<T>,
+    dgamma: &mut Buffer<f32>,
+    dbeta: &mut Buffer<f32>,
+    eps: f32,
+    rows: usize,
+    cols: usize,
+) -> Result<(), Error> {
+    norm_backward("layer_norm_backward", dev, ops, (x, gamma, dy), dx, dgamma, Some(dbeta), eps, rows, cols)
+}
+
+/// CPU reference of [`rms_norm_backward`] (f64 arithmetic): `(dx,
+/// dgamma)` with `r = 1 / sqrt(mean(x²) + eps)`, `dx = r dy g - x r³
+/// mean(dy g x)`, `dgamma = sum over rows of dy x r`.
+pub fn rms_norm_backward_reference(x: &[f32], gamma: &[f32], dy: &[f32], eps: f32, cols: usize) -> (Vec<f32>, Vec<f32>) {
+    let mut dx = Vec::with_capacity(x.len());
+    let mut dg = vec![0f64; cols];
+    for (row, d) in x.chunks(cols).zip(dy.chunks(cols)) {
+        let n = cols as f64;
+        let r = 1.0 / (row.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / n + eps as f64).sqrt();
+        let c = (0..cols).map(|i| d[i] as f64 * gamma[i] as f64 * row[i] as f64).sum::<f64>() / n;
+        for i in 0..cols {
+            let (xi, di, gi) = (row[i] as f64, d[i] as f64, gamma[i] as f64);
+            dx.push((r * di * gi - xi * r * r * r * c) as f32);
+            dg[i] += di * xi * r;
+        }
+    }
+    (dx, dg.into_iter().map(|v| v as f32).collect())
+}
+
+/// CPU reference of [`layer_norm_backward`] (f64 arithmetic): `(dx,
+/// dgamma, dbeta)` with `xhat = (x - mean) r`, `r = 1 / sqrt(var + eps)`,
+/// `dx = r (dy g - mean(dy g) - xhat mean(dy g xhat))`, `dgamma = sum over
+/// rows of dy xhat`, `dbeta = sum over rows of dy`.
+pub fn layer_norm_backward_reference(x: &[f32], gamma: &[f32], dy: &[f32], eps: f32, cols: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let mut dx = Vec::with_capacity(x.len());
+    let (mut dg, mut db) = (vec![0f64; cols], vec![0f64; cols]);
+    for (row, d) in x.chunks(cols).zip(dy.chunks(cols)) {
+        let n = cols as f64;
+        let mean = row.iter().map(|&v| v as f64).sum::<f64>() / n;
+        let r = 1.0 / (row.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n + eps as f64).sqrt();
+        let xhat: Vec<f64> = row.iter().map(|&v| (v as f64 - mean) * r).collect();
+        let w: Vec<f64> = (0..cols).map(|i| d[i] as f64 * gamma[i] as f64).collect();
+        let mw = w.iter().sum::<f64>() / n;
+        let mwx = (0..cols).map(|i| w[i] * xhat[i]).sum::<f64>() / n;
+        for i in 0..cols {
+            dx.push((r * (w[i] - mw - xhat[i] * mwx)) as f32);
+            dg[i] += d[i] as f64 * xhat[i];
+            db[i] += d[i] as f64;
+        }
+    }
+    let f = |v: Vec<f64>| v.into_iter().map(|v| v as f32).collect();
+    (dx, f(dg), f(db))
 }
 
 /// How the fused norms scale their FP8 output `q = e4m3(y / scale)`.

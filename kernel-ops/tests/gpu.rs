@@ -445,3 +445,18 @@ fn attention_variants_match_the_cpu_reference_on_the_gpu() {
         assert!(err < 4e-3 && lse_err < 2e-3, "{shape:?}: O error {err:.2e}, lse error {lse_err:.2e}");
     }
 }
+
+#[test]
+#[ignore = "needs a Hopper GPU"]
+fn norm_backwards_match_the_f64_reference_on_the_gpu() {
+    // The emulator tests' check (tests/norms.rs) at the GPU's sizes: every
+    // row shape, and enough rows that the groups stop at 1024 and loop.
+    let gpu = gpu_device();
+    for (rows, cols) in [(17, 8), (3, 768), (4100, 1000), (300, 2056), (5000, 4096), (64, 8192), (9, 12288), (4099, 16384)] {
+        common::check_bwd::<f16>(rows, cols, &gpu);
+        common::check_bwd::<bf16>(rows, cols, &gpu);
+        if cols <= kernel_ops::norms::BWD_MAX_COLS_F32 {
+            common::check_bwd::<f32>(rows, cols, &gpu);
+        }
+    }
+}

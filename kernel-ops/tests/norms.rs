@@ -9,7 +9,7 @@
 //! with each FP8 scaling.
 mod common;
 
-use common::check_all;
+use common::{check_all, check_bwd};
 use kernel_device::{bf16, f16, E4M3};
 use kernel_host::emulate::Emulator;
 use kernel_host::{uniform_f32 as inputs, Device};
@@ -200,4 +200,144 @@ fn fused_residual_norms_match_the_f64_reference_with_y_and_fp8_outputs() {
     }
     check_fused::<f16>(f16::TOLERANCE, 2, 1000, false, &dev);
     check_fused::<bf16>(bf16::TOLERANCE, 2, 1024, true, &dev);
+}
+
+// ------------------------------------------------------------- backward
+
+#[test]
+fn backward_kernels_match_the_f64_reference_on_each_row_shape() {
+    let dev = Device::emulator();
+    // 1 row; 3 rows (one group); 17 rows (5 groups of up to 4 rows: each
+    // group's loop adds to its partial row).
+    for (rows, cols) in [(17, 8), (3, 768), (1, 1000), (17, 1024), (3, 2056), (3, 4096), (1, 8192), (2, 12288), (1, 16384)] {
+        check_bwd::<f16>(rows, cols, &dev);
+        check_bwd::<bf16>(rows, cols, &dev);
+        if cols <= norms::BWD_MAX_COLS_F32 {
+            check_bwd::<f32>(rows, cols, &dev);
+        }
+    }
+    // f32 rows of a multiple of 4 (16-byte accesses of 4 f32).
+    check_bwd::<f32>(17, 100, &dev);
+    check_bwd::<f32>(3, 8188, &dev);
+    for emu in Emulator::schedules(1, 2) {
+        check_bwd::<f16>(9, 264, &Device::emulator_with(emu));
+    }
+}
+
+#[test]
+fn backward_of_odd_widths_moves_one_element_per_access() {
+    // Rows at every alignment (one element per access, as the forward):
+    // each row shape, and the f32 partial rows with the same map. (Not 1
+    // column: there dx is 0 for the layer norm and all cancellation for
+    // the RMS norm, `eps / (x² + eps)`, no normwise relative error.)
+    let dev = Device::emulator();
+    for (rows, cols) in [(5, 3), (9, 7), (3, 13), (17, 1001), (2, 1025), (2, 4095)] {
+        check_bwd::<f16>(rows, cols, &dev);
+        check_bwd::<bf16>(rows, cols, &dev);
+        check_bwd::<f32>(rows, cols, &dev);
+    }
+    check_bwd::<f16>(1, 1004, &dev); // f16: not a multiple of 8; f32: 16-byte accesses
+    check_bwd::<f32>(3, 1004, &dev);
+    assert_eq!(norms::backward_kernel::<f16>(13), RowKernel { shape: RowShape::Warp(1), access: RowAccess::Single });
+    assert_eq!(norms::backward_kernel::<f16>(1025), RowKernel { shape: RowShape::Warpgroup(2), access: RowAccess::Single });
+    assert_eq!(norms::backward_kernel::<f16>(768), RowKernel { shape: RowShape::Warp(4), access: RowAccess::Vec16 });
+    assert_eq!(norms::backward_kernel::<f32>(3072), RowKernel { shape: RowShape::Warpgroup(4), access: RowAccess::Vec16 });
+}
+
+#[test]
+fn backward_groups_take_every_row_once() {
+    // 61 groups (16 CTAs of 4 warps), the last one short of rows.
+    let dev = Device::emulator();
+    assert_eq!(norms::backward_groups(243), 61);
+    check_bwd::<bf16>(243, 16, &dev);
+    check_bwd::<f32>(243, 16, &dev);
+    assert_eq!(norms::backward_groups(1), 1);
+    assert_eq!(norms::backward_groups(17), 5);
+    // Beyond 4096 rows the groups stop growing and take more rows each
+    // (a grid the emulator does not run: the GPU tests do).
+    assert_eq!(norms::backward_groups(4 * norms::BWD_MAX_GROUPS + 5), norms::BWD_MAX_GROUPS);
+}
+
+/// The f64 reference's gradients against central differences of the f64
+/// forward (the loss `sum(y * dy)`), on a tiny problem.
+#[test]
+fn backward_references_match_finite_differences() {
+    let (rows, cols, eps) = (2, 5, 1e-3f32);
+    let x: Vec<f32> = inputs(rows * cols, 41).into_iter().map(|v| 2.0 * v + 0.3).collect();
+    let g: Vec<f32> = inputs(cols, 42).into_iter().map(|v| 1.0 + v / 2.0).collect();
+    let b: Vec<f32> = inputs(cols, 43);
+    let dy: Vec<f32> = inputs(rows * cols, 44);
+    // The forwards in f64 (the f32 references round their outputs).
+    let rms = |x: &[f64], g: &[f64]| -> f64 {
+        x.chunks(cols).zip(dy.chunks(cols)).map(|(r, d)| {
+            let s = 1.0 / (r.iter().map(|v| v * v).sum::<f64>() / cols as f64 + eps as f64).sqrt();
+            (0..cols).map(|i| r[i] * s * g[i] * d[i] as f64).sum::<f64>()
+        }).sum()
+    };
+    let ln = |x: &[f64], g: &[f64], b: &[f64]| -> f64 {
+        x.chunks(cols).zip(dy.chunks(cols)).map(|(r, d)| {
+            let m = r.iter().sum::<f64>() / cols as f64;
+            let s = 1.0 / (r.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / cols as f64 + eps as f64).sqrt();
+            (0..cols).map(|i| ((r[i] - m) * s * g[i] + b[i]) * d[i] as f64).sum::<f64>()
+        }).sum()
+    };
+    let f64s = |v: &[f32]| v.iter().map(|&a| a as f64).collect::<Vec<f64>>();
+    let (xd, gd, bd) = (f64s(&x), f64s(&g), f64s(&b));
+    let h = 1e-6;
+    // d loss / d v[i] by central differences of `f` over `v`.
+    let diff = |v: &[f64], i: usize, f: &dyn Fn(&[f64]) -> f64| {
+        let (mut p, mut m) = (v.to_vec(), v.to_vec());
+        p[i] += h;
+        m[i] -= h;
+        (f(&p) - f(&m)) / (2.0 * h)
+    };
+    let close = |what: &str, got: &[f32], want: Vec<f64>| {
+        for (i, (&a, w)) in got.iter().zip(&want).enumerate() {
+            assert!((a as f64 - w).abs() < 1e-5 * (1.0 + w.abs()), "{what}[{i}]: reference {a}, finite difference {w}");
+        }
+    };
+    let (dx, dg) = norms::rms_norm_backward_reference(&x, &g, &dy, eps, cols);
+    close("rms dx", &dx, (0..rows * cols).map(|i| diff(&xd, i, &|v| rms(v, &gd))).collect());
+    close("rms dgamma", &dg, (0..cols).map(|i| diff(&gd, i, &|v| rms(&xd, v))).collect());
+    let (dx, dg, db) = norms::layer_norm_backward_reference(&x, &g, &dy, eps, cols);
+    close("layer dx", &dx, (0..rows * cols).map(|i| diff(&xd, i, &|v| ln(v, &gd, &bd))).collect());
+    close("layer dgamma", &dg, (0..cols).map(|i| diff(&gd, i, &|v| ln(&xd, v, &bd))).collect());
+    close("layer dbeta", &db, (0..cols).map(|i| diff(&bd, i, &|v| ln(&xd, &gd, v))).collect());
+}
+
+#[test]
+fn backward_refusals_name_the_rule_and_launch_nothing() {
+    let dev = Device::emulator();
+    let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    let x = dev.zeros::<f16>(2 * 1004).unwrap();
+    let g = dev.zeros::<f16>(1004).unwrap();
+    let mut dx = dev.upload(&vec![f16::from_f32(f32::NAN); 2 * 1004]).unwrap();
+    let mut dg = dev.upload(&vec![f32::NAN; 16392]).unwrap();
+    let mut db = dev.upload(&vec![f32::NAN; 16392]).unwrap();
+    let untouched = |dx: &kernel_host::Buffer<f16>, dg: &kernel_host::Buffer<f32>| {
+        assert!(dev.download(dx).unwrap().iter().all(|v| v.to_f32().is_nan()), "dx written on an error");
+        assert!(dev.download(dg).unwrap().iter().all(|v| v.is_nan()), "dgamma written on an error");
+    };
+    let xf = dev.zeros::<f32>(2 * 1004).unwrap();
+    let mut dxf = dev.zeros::<f32>(2 * 1004).unwrap();
+    let e = norms::rms_norm_backward(&dev, &ops, &x, &g, &x, &mut dx, &mut dg, 1e-5, 2, 0).unwrap_err().to_string();
+    assert!(e.contains("rms_norm_backward") && e.contains("cols = 0"), "{e}");
+    // Odd widths above 4096 (one element per access would spill).
+    let e = norms::rms_norm_backward(&dev, &ops, &x, &g, &x, &mut dx, &mut dg, 1e-5, 1, 4099).unwrap_err().to_string();
+    assert!(e.contains("cols = 4099") && e.contains("wider than 4096 columns only at a multiple of 8") && e.contains("pad the rows to 4104"), "{e}");
+    // Too wide, zero rows, short buffers.
+    let e = norms::layer_norm_backward(&dev, &ops, &x, &g, &x, &mut dx, &mut dg, &mut db, 1e-5, 1, 16392).unwrap_err().to_string();
+    assert!(e.contains("cols = 16392") && e.contains("at most 16384"), "{e}");
+    let e = norms::rms_norm_backward(&dev, &ops, &xf, &xf, &xf, &mut dxf, &mut dg, 1e-5, 1, 8196).unwrap_err().to_string();
+    assert!(e.contains("cols = 8196") && e.contains("f32 rows of at most 8192"), "{e}");
+    let e = norms::rms_norm_backward(&dev, &ops, &x, &g, &x, &mut dx, &mut dg, 1e-5, 0, 8).unwrap_err().to_string();
+    assert!(e.contains("rows = 0"), "{e}");
+    let e = norms::rms_norm_backward(&dev, &ops, &x, &g, &x, &mut dx, &mut dg, 1e-5, 3, 1000).unwrap_err().to_string();
+    assert!(e.contains("`x` holds 2008 elements; 3000 needed for 3 x 1000"), "{e}");
+    let e = norms::rms_norm_backward(&dev, &ops, &x, &g, &x, &mut dx, &mut dg, 1e-5, 1, 1008).unwrap_err().to_string();
+    assert!(e.contains("`gamma` holds 1004 elements; 1008 needed"), "{e}");
+    let mut short = dev.zeros::<f32>(8).unwrap();
+    let e = norms::layer_norm_backward(&dev, &ops, &x, &g, &x, &mut dx, &mut dg, &mut short, 1e-5, 2, 1000).unwrap_err().to_string();
+    assert!(e.contains("`dbeta` holds 8 elements; 1000 needed"), "{e}");
+    untouched(&dx, &dg);
 }

@@ -27,7 +27,8 @@ registers the ops as XLA FFI targets and offers them inside ``jax.jit``.
 from . import _native
 from ._native import EmulatorReport
 
-__all__ = ["matmul", "grouped_matmul", "softmax", "layer_norm", "rms_norm", "attention", "attention_backward",
+__all__ = ["matmul", "grouped_matmul", "softmax", "layer_norm", "rms_norm", "rms_norm_backward", "layer_norm_backward",
+           "add_rms_norm", "add_layer_norm", "attention", "attention_backward",
            "attention_decode", "attention_varlen", "attention_varlen_backward", "EmulatorReport"]
 
 
@@ -131,6 +132,91 @@ def rms_norm(x, gamma, eps=1e-6, out=None, stream=None):
         out = _empty(x, x.shape)
     _native.rms_norm(x, gamma, out, eps, stream)
     return out
+
+
+def rms_norm_backward(x, gamma, dy, eps=1e-6, dx=None, dgamma=None, stream=None):
+    """The backward of :func:`rms_norm`: from the forward's ``x`` and
+    ``gamma`` and ``dy``, the gradient of the loss with respect to its
+    output, returns ``(dx, dgamma)``: dx like x, dgamma float32 ``[cols]``
+    (summed over the rows in float32; cast it to gamma's dtype if needed).
+    The row statistics are recomputed from x. Rows of a multiple of 16
+    bytes (8 float16 / bfloat16, 4 float32) up to 16384 columns (8192 for
+    float32), other widths up to 4096."""
+    _arrays(x=x, gamma=gamma, dy=dy)
+    dx = dx if dx is not None else _empty(x, x.shape)
+    dgamma = dgamma if dgamma is not None else _empty(x, (x.shape[-1],), _f32(x))
+    _native.rms_norm_backward(x, gamma, dy, dx, dgamma, eps, stream)
+    return dx, dgamma
+
+
+def layer_norm_backward(x, gamma, dy, eps=1e-5, dx=None, dgamma=None, dbeta=None, stream=None):
+    """The backward of :func:`layer_norm` (beta does not enter it): returns
+    ``(dx, dgamma, dbeta)``, dgamma and dbeta float32 ``[cols]``; as
+    :func:`rms_norm_backward`."""
+    _arrays(x=x, gamma=gamma, dy=dy)
+    dx = dx if dx is not None else _empty(x, x.shape)
+    dgamma = dgamma if dgamma is not None else _empty(x, (x.shape[-1],), _f32(x))
+    dbeta = dbeta if dbeta is not None else _empty(x, (x.shape[-1],), _f32(x))
+    _native.layer_norm_backward(x, gamma, dy, dx, dgamma, dbeta, eps, stream)
+    return dx, dgamma, dbeta
+
+
+_FP8_MODES = {"row": 0, "tensor": 1, "dynamic": 2}
+
+
+def _add_norm(x, residual, gamma, beta, eps, out, residual_out, fp8, scale, stream):
+    _arrays(x=x, residual=residual, gamma=gamma)
+    new_residual = residual_out if residual_out is not None else _empty(x, x.shape)
+    if fp8 is None:
+        y = out if out is not None else _empty(x, x.shape)
+        _native.add_norm(x, residual, gamma, beta, y, new_residual, eps, stream=stream)
+        return y, new_residual
+    if fp8 not in _FP8_MODES:
+        raise ValueError(f"fp8 = {fp8!r}: 'row' (a scale per row), 'tensor' (the given scale=) or 'dynamic' (the tensor's amax / 448)")
+    if fp8 == "tensor" and scale is None:
+        raise ValueError("fp8 = 'tensor' takes scale= (the per-tensor scale: q = e4m3(y / scale))")
+    import numpy as np
+
+    rows = int(np.prod(x.shape[:-1]))
+    q = out if out is not None else _empty(x, x.shape, _u8(x))
+    q_bytes, _ = _fp8_bytes(q)
+    scales = _empty(x, (rows if fp8 == "row" else 1,), _f32(x))
+    _native.add_norm(x, residual, gamma, beta, None, new_residual, eps, q=q_bytes, scales=scales,
+                     scale_mode=_FP8_MODES[fp8], scale=float(scale or 1.0), stream=stream)
+    return (q, scales), new_residual
+
+
+def _u8(like):
+    if _is_torch(like):
+        import torch
+
+        return torch.uint8
+    import numpy as np
+
+    return np.uint8
+
+
+def add_rms_norm(x, residual, gamma, eps=1e-6, out=None, residual_out=None, stream=None, *, fp8=None, scale=None):
+    """The fused residual RMS norm: ``new_residual = x + residual`` (rounded
+    to x's dtype) and ``y = rms_norm(new_residual, gamma, eps)`` in one pass
+    over the rows; returns ``(y, new_residual)``. float16 or bfloat16 (all
+    alike), the last dimension a multiple of 8 up to 16384.
+
+    ``fp8=`` quantizes y to FP8 e4m3 instead, ``q = e4m3(y / scale)``
+    (uint8 bytes; ``out=`` may be a torch float8_e4m3fn tensor), and returns
+    ``((q, scales), new_residual)``: ``'row'`` a scale per row
+    (``amax / 448``, float32 ``[rows]``), ``'tensor'`` the given
+    ``scale=``, ``'dynamic'`` the tensor's ``amax / 448`` (two passes;
+    float32 ``[1]``)."""
+    return _add_norm(x, residual, gamma, None, eps, out, residual_out, fp8, scale, stream)
+
+
+def add_layer_norm(x, residual, gamma, beta, eps=1e-5, out=None, residual_out=None, stream=None, *, fp8=None, scale=None):
+    """The fused residual layer norm: ``new_residual = x + residual`` and
+    ``y = layer_norm(new_residual, gamma, beta, eps)``; returns ``(y,
+    new_residual)`` (or the FP8 form); as :func:`add_rms_norm`."""
+    _arrays(beta=beta)
+    return _add_norm(x, residual, gamma, beta, eps, out, residual_out, fp8, scale, stream)
 
 
 def attention(q, k, v, causal=False, scale=None, out=None, lse=None, stream=None, *, window=None, softcap=None, sinks=None):

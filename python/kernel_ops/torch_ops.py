@@ -6,7 +6,8 @@ input's device), implemented for the CUDA and CPU
 dispatch keys (CPU tensors run on the emulator), and given a fake
 implementation (``torch.library.register_fake``) that only computes the
 output's shape and dtype, so ``torch.compile`` traces through it with no
-graph break; attention's backward is registered with
+graph break; the backwards of attention, the RMS norm, the layer norm
+and the fused residual norms are registered with
 ``torch.library.register_autograd``. Import this module to register them
 (torch >= 2.4)::
 
@@ -58,6 +59,93 @@ layer_norm = _define(
     lambda x, gamma, beta, eps=1e-5: _k.layer_norm(x, gamma, beta, eps),
     lambda x, gamma, beta, eps=1e-5: torch.empty_like(x),
 )
+
+# The norms' backwards: ``(dx, dgamma[, dbeta])``, the weights' gradients
+# float32 (summed over the rows).
+rms_norm_backward = _define(
+    "rms_norm_backward(Tensor x, Tensor gamma, Tensor dy, float eps=1e-06) -> (Tensor, Tensor)",
+    lambda x, gamma, dy, eps=1e-6: _k.rms_norm_backward(x, gamma, dy.contiguous(), eps),
+    lambda x, gamma, dy, eps=1e-6: (torch.empty_like(x), x.new_empty((x.shape[-1],), dtype=torch.float32)),
+)
+
+layer_norm_backward = _define(
+    "layer_norm_backward(Tensor x, Tensor gamma, Tensor dy, float eps=1e-05) -> (Tensor, Tensor, Tensor)",
+    lambda x, gamma, dy, eps=1e-5: _k.layer_norm_backward(x, gamma, dy.contiguous(), eps),
+    lambda x, gamma, dy, eps=1e-5: (torch.empty_like(x), x.new_empty((x.shape[-1],), dtype=torch.float32),
+                                    x.new_empty((x.shape[-1],), dtype=torch.float32)),
+)
+
+# The fused residual norms: ``(y, new_residual)`` with ``new_residual = x +
+# residual`` (float16 or bfloat16).
+add_rms_norm = _define(
+    "add_rms_norm(Tensor x, Tensor residual, Tensor gamma, float eps=1e-06) -> (Tensor, Tensor)",
+    lambda x, residual, gamma, eps=1e-6: _k.add_rms_norm(x, residual, gamma, eps),
+    lambda x, residual, gamma, eps=1e-6: (torch.empty_like(x), torch.empty_like(x)),
+)
+
+add_layer_norm = _define(
+    "add_layer_norm(Tensor x, Tensor residual, Tensor gamma, Tensor beta, float eps=1e-05) -> (Tensor, Tensor)",
+    lambda x, residual, gamma, beta, eps=1e-5: _k.add_layer_norm(x, residual, gamma, beta, eps),
+    lambda x, residual, gamma, beta, eps=1e-5: (torch.empty_like(x), torch.empty_like(x)),
+)
+
+
+def _rms_setup(ctx, inputs, output):
+    x, gamma, eps = inputs
+    ctx.save_for_backward(x, gamma)
+    ctx.eps = eps
+
+
+def _rms_grad(ctx, dy):
+    x, gamma = ctx.saved_tensors
+    dx, dgamma = rms_norm_backward(x, gamma, dy, ctx.eps)
+    return dx, dgamma.to(gamma.dtype), None
+
+
+def _ln_setup(ctx, inputs, output):
+    x, gamma, _beta, eps = inputs
+    ctx.save_for_backward(x, gamma)
+    ctx.eps = eps
+
+
+def _ln_grad(ctx, dy):
+    x, gamma = ctx.saved_tensors
+    dx, dgamma, dbeta = layer_norm_backward(x, gamma, dy, ctx.eps)
+    return dx, dgamma.to(gamma.dtype), dbeta.to(gamma.dtype), None
+
+
+def _add_setup(ctx, inputs, output):
+    # The norm's input is the returned new_residual (x + residual, rounded):
+    # the fused op's y is exactly the norm of it.
+    gamma, eps = inputs[2], inputs[-1]
+    ctx.save_for_backward(output[1], gamma)
+    ctx.eps = eps
+
+
+def _add_grad(ctx, dy, d_new_residual, layer):
+    """``d(x) = d(residual) = d_new_residual + norm_backward(dy)``; the
+    rounding of ``x + residual`` is taken as the identity."""
+    s, gamma = ctx.saved_tensors
+    if dy is None:
+        ds, dgamma, dbeta = d_new_residual, torch.zeros_like(gamma), torch.zeros_like(gamma)
+    elif layer:
+        ds, dgamma, dbeta = layer_norm_backward(s, gamma, dy, ctx.eps)
+    else:
+        (ds, dgamma), dbeta = rms_norm_backward(s, gamma, dy, ctx.eps), None
+    if dy is not None and d_new_residual is not None:
+        ds = ds + d_new_residual
+    grads = (ds, ds, dgamma.to(gamma.dtype))
+    return grads + ((dbeta.to(gamma.dtype), None) if layer else (None,))
+
+
+# Autograd of the norms: the backward kernels (statistics recomputed from
+# the saved input).
+torch.library.register_autograd("kernel_ops::rms_norm", _rms_grad, setup_context=_rms_setup, lib=_lib)
+torch.library.register_autograd("kernel_ops::layer_norm", _ln_grad, setup_context=_ln_setup, lib=_lib)
+torch.library.register_autograd("kernel_ops::add_rms_norm", lambda ctx, dy, dr: _add_grad(ctx, dy, dr, False),
+                                setup_context=_add_setup, lib=_lib)
+torch.library.register_autograd("kernel_ops::add_layer_norm", lambda ctx, dy, dr: _add_grad(ctx, dy, dr, True),
+                                setup_context=_add_setup, lib=_lib)
 
 # Softmax over the last dimension.
 softmax = _define(

@@ -261,6 +261,185 @@ fn rms_norm_up_to(x: &Bound<'_, PyAny>, gamma: &Bound<'_, PyAny>, y: &Bound<'_, 
     })
 }
 
+/// The RMS norm's backward over the last dimension: from x, gamma and dy
+/// (x's dtype, float16, bfloat16 or float32), writes dx (x's dtype) and
+/// dgamma (float32 `[cols]`, summed over the rows). Rows of a multiple of
+/// 16 bytes up to 16384 columns (8192 for float32), other widths up to 4096.
+#[pyfunction]
+#[pyo3(signature = (x, gamma, dy, dx, dgamma, eps = 1e-6, stream = None))]
+#[allow(clippy::too_many_arguments)]
+fn rms_norm_backward(x: &Bound<'_, PyAny>, gamma: &Bound<'_, PyAny>, dy: &Bound<'_, PyAny>, dx: &Bound<'_, PyAny>, dgamma: &Bound<'_, PyAny>, eps: f32, stream: Option<u64>) -> PyResult<()> {
+    norm_backward(x, gamma, dy, dx, dgamma, None, eps, stream)
+}
+
+/// The layer norm's backward over the last dimension: as
+/// [`rms_norm_backward`], with dbeta (float32 `[cols]`) too.
+#[pyfunction]
+#[pyo3(signature = (x, gamma, dy, dx, dgamma, dbeta, eps = 1e-5, stream = None))]
+#[allow(clippy::too_many_arguments)]
+fn layer_norm_backward(
+    x: &Bound<'_, PyAny>,
+    gamma: &Bound<'_, PyAny>,
+    dy: &Bound<'_, PyAny>,
+    dx: &Bound<'_, PyAny>,
+    dgamma: &Bound<'_, PyAny>,
+    dbeta: &Bound<'_, PyAny>,
+    eps: f32,
+    stream: Option<u64>,
+) -> PyResult<()> {
+    norm_backward(x, gamma, dy, dx, dgamma, Some(dbeta), eps, stream)
+}
+
+/// [`rms_norm_backward`] and [`layer_norm_backward`] (`dbeta` given: the layer norm).
+#[allow(clippy::too_many_arguments)]
+fn norm_backward(
+    x: &Bound<'_, PyAny>,
+    gamma: &Bound<'_, PyAny>,
+    dy: &Bound<'_, PyAny>,
+    dx: &Bound<'_, PyAny>,
+    dgamma: &Bound<'_, PyAny>,
+    dbeta: Option<&Bound<'_, PyAny>>,
+    eps: f32,
+    stream: Option<u64>,
+) -> PyResult<()> {
+    let (x, g, d, gx, gg) = (import("x", x)?, import("gamma", gamma)?, import("dy", dy)?, import("dx", dx)?, import("dgamma", dgamma)?);
+    let gb = dbeta.map(|b| import("dbeta", b)).transpose()?;
+    let mut all = vec![&x, &g, &d, &gx, &gg];
+    let mut weights = vec![&gg];
+    if let Some(b) = &gb {
+        all.push(b);
+        weights.push(b);
+    }
+    let place = same_place(&all)?;
+    let dt = same_dtype(&[&x, &g, &d, &gx], &NORM_DTYPES)?;
+    same_dtype(&weights, &[Dtype::F32])?;
+    let (rows, cols) = rows_cols(&x)?;
+    want_shape(&g, &[cols])?;
+    for a in [&d, &gx] {
+        want_shape(a, &x.shape)?;
+    }
+    for a in &weights {
+        want_shape(a, &[cols])?;
+    }
+    let (dev, ops) = (device(place)?, OPS.get(place)?);
+    with_norm_elem!(dt, T => {
+        // SAFETY: as in `matmul`.
+        let (bx, bg, bd, mut bdx, mut bdg) = unsafe { (borrow::<T>(dev, &x)?, borrow::<T>(dev, &g)?, borrow::<T>(dev, &d)?, borrow::<T>(dev, &gx)?, borrow::<f32>(dev, &gg)?) };
+        // SAFETY: as in `matmul`.
+        let bdb = match &gb {
+            Some(b) => Some(unsafe { borrow::<f32>(dev, b)? }),
+            None => None,
+        };
+        run_op(dev, &x, stream, move || match bdb {
+            Some(mut bdb) => kernel_ops::norms::layer_norm_backward(dev, ops, &bx, &bg, &bd, &mut bdx, &mut bdg, &mut bdb, eps, rows, cols),
+            None => kernel_ops::norms::rms_norm_backward(dev, ops, &bx, &bg, &bd, &mut bdx, &mut bdg, eps, rows, cols),
+        })
+    })
+}
+
+/// The fused residual norms: `new_residual = x + residual` (rounded to
+/// x's dtype), `y = rms_norm(new_residual) * gamma` (or the layer norm
+/// with `beta`), one pass; float16 or bfloat16, rows of a multiple of 8 up
+/// to 16384 columns. With `q` and `scales` (instead of `y`): the FP8 e4m3
+/// form `q = e4m3(y / scale)` (uint8 bytes), `scale_mode` 0 a scale per
+/// row (`scales` float32 `[rows]`), 1 the given per-tensor `scale`, 2 the
+/// tensor's `amax / 448` (`scales` float32 `[1]`, two passes).
+#[pyfunction]
+#[pyo3(signature = (x, residual, gamma, beta, y, new_residual, eps, q = None, scales = None, scale_mode = 0, scale = 1.0, stream = None))]
+#[allow(clippy::too_many_arguments)]
+fn add_norm(
+    x: &Bound<'_, PyAny>,
+    residual: &Bound<'_, PyAny>,
+    gamma: &Bound<'_, PyAny>,
+    beta: Option<&Bound<'_, PyAny>>,
+    y: Option<&Bound<'_, PyAny>>,
+    new_residual: &Bound<'_, PyAny>,
+    eps: f32,
+    q: Option<&Bound<'_, PyAny>>,
+    scales: Option<&Bound<'_, PyAny>>,
+    scale_mode: u32,
+    scale: f32,
+    stream: Option<u64>,
+) -> PyResult<()> {
+    use kernel_ops::norms::{Fp8Scale, NormOut};
+    let (x, r, g, nr) = (import("x", x)?, import("residual", residual)?, import("gamma", gamma)?, import("new_residual", new_residual)?);
+    let b = beta.map(|b| import("beta", b)).transpose()?;
+    let y = y.map(|y| import("y", y)).transpose()?;
+    let fp8 = match (q, scales) {
+        (Some(q), Some(s)) => Some((import("q", q)?, import("scales", s)?)),
+        (None, None) => None,
+        _ => return Err(PyValueError::new_err("q and scales: pass both (the FP8 output) or neither")),
+    };
+    let mut typed = vec![&x, &r, &g, &nr];
+    typed.extend(b.iter());
+    typed.extend(y.iter());
+    let mut all = typed.clone();
+    if let Some((q, s)) = &fp8 {
+        all.extend([q, s]);
+    }
+    let place = same_place(&all)?;
+    let dt = same_dtype(&typed, &[Dtype::F16, Dtype::Bf16])?;
+    let (rows, cols) = rows_cols(&x)?;
+    for a in [&r, &nr] {
+        want_shape(a, &x.shape)?;
+    }
+    want_shape(&g, &[cols])?;
+    if let Some(b) = &b {
+        want_shape(b, &[cols])?;
+    }
+    let fp8_scale = match (&y, &fp8) {
+        (Some(y), None) => {
+            want_shape(y, &x.shape)?;
+            None
+        }
+        (None, Some((q, s))) => {
+            same_dtype(&[q], &[Dtype::U8])?;
+            same_dtype(&[s], &[Dtype::F32])?;
+            want_shape(q, &x.shape)?;
+            let (mode, n) = match scale_mode {
+                0 => (Fp8Scale::PerRow, rows),
+                1 => (Fp8Scale::PerTensor(scale), 1),
+                2 => (Fp8Scale::PerTensorDynamic, 1),
+                m => return Err(PyValueError::new_err(format!("scale_mode = {m}: 0 (per row), 1 (a given per-tensor scale) or 2 (per tensor, from its amax)"))),
+            };
+            want_shape(s, &[n])?;
+            Some(mode)
+        }
+        _ => return Err(PyValueError::new_err("pass y (the output in x's dtype) or q and scales (FP8), not both")),
+    };
+    let (dev, ops) = (device(place)?, OPS.get(place)?);
+    with_norm_type!(dt, T => {
+        // SAFETY: as in `matmul`.
+        let (bx, br, bg, mut bnr) = unsafe { (borrow::<T>(dev, &x)?, borrow::<T>(dev, &r)?, borrow::<T>(dev, &g)?, borrow::<T>(dev, &nr)?) };
+        // SAFETY: as in `matmul`.
+        let bb = match &b {
+            Some(b) => Some(unsafe { borrow::<T>(dev, b)? }),
+            None => None,
+        };
+        // SAFETY: as in `matmul` (uint8 checked for the e4m3 bytes).
+        let mut by = match &y {
+            Some(y) => Some(unsafe { borrow::<T>(dev, y)? }),
+            None => None,
+        };
+        // SAFETY: as above.
+        let mut bq = match &fp8 {
+            Some((q, s)) => Some(unsafe { (borrow::<kernel_device::E4M3>(dev, q)?, borrow::<f32>(dev, s)?) }),
+            None => None,
+        };
+        run_op(dev, &x, stream, move || {
+            let out = match (&mut by, &mut bq, fp8_scale) {
+                (Some(y), _, _) => NormOut::Y(y),
+                (None, Some((q, scales)), Some(scale)) => NormOut::Fp8 { q, scales, scale },
+                _ => unreachable!("checked above: y or (q, scales)"),
+            };
+            match &bb {
+                Some(bb) => kernel_ops::norms::add_layer_norm(ops, &bx, &br, &bg, bb, &mut bnr, out, eps, rows, cols),
+                None => kernel_ops::norms::add_rms_norm(ops, &bx, &br, &bg, &mut bnr, out, eps, rows, cols),
+            }
+        })
+    })
+}
+
 /// Host-overhead probes (the `testing` feature): [`rms_norm`]'s call with
 /// its arguments, stopped at `stage` (0: nothing done, the interpreter's
 /// call alone; 1: after the three arrays' import; 2: before the launch).
@@ -463,6 +642,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(softmax, m)?)?;
     m.add_function(wrap_pyfunction!(layer_norm, m)?)?;
     m.add_function(wrap_pyfunction!(rms_norm, m)?)?;
+    m.add_function(wrap_pyfunction!(rms_norm_backward, m)?)?;
+    m.add_function(wrap_pyfunction!(layer_norm_backward, m)?)?;
+    m.add_function(wrap_pyfunction!(add_norm, m)?)?;
     m.add_function(wrap_pyfunction!(attention, m)?)?;
     m.add_function(wrap_pyfunction!(attention_variant, m)?)?;
     m.add_function(wrap_pyfunction!(attention_backward, m)?)?;

@@ -56,6 +56,73 @@ def test_norms_match_torch():
     assert rel(kernel_ops.softmax(x), torch.softmax(x.float(), -1)) < 1e-2
 
 
+def _rms_ref(x, g, eps):
+    return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * g
+
+
+def _grads_of(f, args, dys):
+    """The gradients of ``sum(f(*args) * dy)`` (each output with its dy)
+    with respect to args."""
+    for a in args:
+        a.grad = None
+    outs = f(*args)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    sum((o.double() * d.double()).sum() for o, d in zip(outs, dys)).backward()
+    return [a.grad for a in args]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("shape", [(4100, 1000), (300, 4096), (33, 16384)])
+def test_norm_autograd_matches_float64_autograd(dtype, shape):
+    if dtype == torch.float32 and shape[-1] > 8192:
+        x = torch.ones(shape, device="cuda")
+        with pytest.raises(ValueError, match="f32 rows of at most 8192"):
+            kernel_ops.rms_norm_backward(x, torch.ones(shape[-1], device="cuda"), x)
+        return
+    cols = shape[-1]
+    x = (torch.randn(shape, device="cuda") * 2 + 0.5).to(dtype).requires_grad_()
+    g = (1 + torch.randn(cols, device="cuda") / 4).to(dtype).requires_grad_()
+    b = torch.randn(cols, device="cuda").to(dtype).requires_grad_()
+    dy = torch.randn(shape, device="cuda").to(dtype)
+    f64 = [a.detach().double().requires_grad_() for a in (x, g, b)]
+    dx_tol = {torch.float16: 1e-2, torch.bfloat16: 4e-2, torch.float32: 1e-4}[dtype]
+    got = _grads_of(lambda x, g: torch.ops.kernel_ops.rms_norm(x, g, 1e-6), [x, g], [dy])
+    want = _grads_of(lambda x, g: _rms_ref(x, g, 1e-6), f64[:2], [dy])
+    assert got[0].dtype == dtype and got[1].dtype == dtype
+    assert rel(got[0], want[0]) < dx_tol and rel(got[1], want[1]) < max(dx_tol, 1e-3)
+    got = _grads_of(lambda x, g, b: torch.ops.kernel_ops.layer_norm(x, g, b, 1e-5), [x, g, b], [dy])
+    want = _grads_of(lambda x, g, b: torch.nn.functional.layer_norm(x, (cols,), g, b, 1e-5), f64, [dy])
+    for a, w in zip(got, want):
+        assert rel(a, w) < max(dx_tol, 1e-3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_fused_residual_norm_autograd_matches_float64_autograd(dtype):
+    shape, cols = (700, 2048), 2048
+    tol = {torch.float16: 1e-2, torch.bfloat16: 4e-2}[dtype]
+    for layer in (False, True):
+        x = torch.randn(shape, device="cuda", dtype=dtype).requires_grad_()
+        r = torch.randn(shape, device="cuda", dtype=dtype).requires_grad_()
+        g = (1 + torch.randn(cols, device="cuda") / 4).to(dtype).requires_grad_()
+        b = torch.randn(cols, device="cuda", dtype=dtype).requires_grad_()
+        dy, dres = torch.randn(shape, device="cuda", dtype=dtype), torch.randn(shape, device="cuda", dtype=dtype)
+        args = [x, r, g, b] if layer else [x, r, g]
+        op = (lambda *a: torch.ops.kernel_ops.add_layer_norm(*a, 1e-5)) if layer else (lambda *a: torch.ops.kernel_ops.add_rms_norm(*a, 1e-6))
+        y, nr = op(*args)
+        s = x.double() + r.double()
+        want_y = torch.nn.functional.layer_norm(s, (cols,), g.double(), b.double(), 1e-5) if layer else _rms_ref(s, g.double(), 1e-6)
+        assert rel(y, want_y) < tol and rel(nr, s) < 1e-2
+        got = _grads_of(op, args, [dy, dres])
+
+        def ref(x, r, g, b=None):
+            s = x + r
+            y = torch.nn.functional.layer_norm(s, (cols,), g, b, 1e-5) if layer else _rms_ref(s, g, 1e-6)
+            return y, s
+        want = _grads_of(ref, [a.detach().double().requires_grad_() for a in args], [dy, dres])
+        for a, w in zip(got, want):
+            assert rel(a, w) < tol
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_matches_sdpa(causal):
     q = torch.randn(2, 1000, 4, 128, device="cuda", dtype=torch.float16)

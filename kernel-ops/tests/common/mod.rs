@@ -47,6 +47,72 @@ pub fn check_all<T: NormElem>(tol: f64, rows: usize, cols: usize, dev: &Device) 
     check("rms_norm", &y, norms::rms_norm_reference(&xf, &gf, eps, cols));
 }
 
+/// Inputs of a backward test: `x`, `gamma` (near 1), `dy`, in `T` and as f32.
+struct BwdInputs<T> {
+    x: (Vec<T>, Vec<f32>),
+    g: (Vec<T>, Vec<f32>),
+    dy: (Vec<T>, Vec<f32>),
+}
+
+fn bwd_inputs<T: NormElem>(rows: usize, cols: usize) -> BwdInputs<T> {
+    let round = |v: Vec<f32>| {
+        let t: Vec<T> = v.into_iter().map(T::from_f32).collect();
+        let f = t.iter().map(|v| v.to_f32()).collect();
+        (t, f)
+    };
+    // x with an offset (a mean the layer norm must remove), dy of both signs.
+    let x = round(inputs(rows * cols, 31 + cols as u64).into_iter().map(|v| 2.0 * v + 0.5).collect());
+    let g = round(inputs(cols, 32).into_iter().map(|v| 1.0 + v / 4.0).collect());
+    let dy = round(inputs(rows * cols, 33 + rows as u64));
+    BwdInputs { x, g, dy }
+}
+
+/// `max |got - want| / max |want|` of an f32 result.
+fn rel32(got: &[f32], want: &[f32]) -> f64 {
+    let scale = want.iter().fold(0f64, |m, &w| m.max(w.abs() as f64));
+    got.iter().zip(want).fold(0f64, |m, (&g, &w)| m.max(if g.is_nan() { f64::INFINITY } else { ((g - w) as f64).abs() })) / scale
+}
+
+/// Both backwards (`kernel_ops::norms::rms_norm_backward`,
+/// `layer_norm_backward`) on `dev` at `rows x cols` against the f64 references:
+/// `dx` (normwise relative error below `T::TOLERANCE` times 2: `dx` is a
+/// difference of terms of the size of `dy`) and `dgamma` / `dbeta` (f32
+/// sums: `5e-5` normwise); `dx` is followed by sentinels that must stay NaN.
+pub fn check_bwd<T: NormElem>(rows: usize, cols: usize, dev: &Device) {
+    let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    let n = rows * cols;
+    let inp = bwd_inputs::<T>(rows, cols);
+    let (x, g, dy) = (dev.upload(&inp.x.0).unwrap(), dev.upload(&inp.g.0).unwrap(), dev.upload(&inp.dy.0).unwrap());
+    let eps = 1e-5;
+    let what = format!("{} {rows} x {cols} ({:?}, {} groups)", T::NAME, norms::backward_kernel::<T>(cols), norms::backward_groups(rows));
+    let tol = 2.0 * T::TOLERANCE;
+    let mut dx = dev.upload(&vec![T::from_f32(f32::NAN); n + 8]).unwrap();
+    let mut dg = dev.upload(&vec![f32::NAN; cols]).unwrap();
+    let mut db = dev.upload(&vec![f32::NAN; cols]).unwrap();
+    let check_dx = |op: &str, dx: &kernel_host::Buffer<T>, want: &[f32]| {
+        let got = dev.download(dx).unwrap();
+        let e = norms::max_rel_error(&got[..n], want);
+        assert!(e < tol, "{op} {what}: dx's max rel error {e}");
+        assert!(got[n..].iter().all(|v| v.to_f32().is_nan()), "{op} {what}: wrote past the last row");
+    };
+    let check_w = |op: &str, name: &str, b: &kernel_host::Buffer<f32>, want: &[f32]| {
+        let e = rel32(&dev.download(b).unwrap(), want);
+        assert!(e < 5e-5, "{op} {what}: {name}'s max rel error {e}");
+    };
+
+    norms::rms_norm_backward(dev, &ops, &x, &g, &dy, &mut dx, &mut dg, eps, rows, cols).unwrap();
+    let (want_dx, want_dg) = norms::rms_norm_backward_reference(&inp.x.1, &inp.g.1, &inp.dy.1, eps, cols);
+    check_dx("rms_norm_backward", &dx, &want_dx);
+    check_w("rms_norm_backward", "dgamma", &dg, &want_dg);
+
+    dev.write(&mut dg, &vec![f32::NAN; cols]).unwrap();
+    norms::layer_norm_backward(dev, &ops, &x, &g, &dy, &mut dx, &mut dg, &mut db, eps, rows, cols).unwrap();
+    let (want_dx, want_dg, want_db) = norms::layer_norm_backward_reference(&inp.x.1, &inp.g.1, &inp.dy.1, eps, cols);
+    check_dx("layer_norm_backward", &dx, &want_dx);
+    check_w("layer_norm_backward", "dgamma", &dg, &want_dg);
+    check_w("layer_norm_backward", "dbeta", &db, &want_db);
+}
+
 /// An element type of the matmul checks: the tolerance of the relative
 /// Frobenius error (the output's rounding: 2^-11 for f16, 2^-8 for bf16).
 pub trait MatmulTestElem: MatmulElem {

@@ -174,7 +174,7 @@ fn slice_start<T: Copy, const P: usize>(src: impl GmemSrc<T>, off: usize, len: u
 /// [`Vec16`] of f32.
 #[inline(always)]
 #[track_caller]
-fn load_parts<T: Elem, const G: usize, const V: usize, const P: usize>(src: GmemRef<T>, off: usize, len: usize, fill: f32) -> RowF32<G, V> {
+fn load_parts<T: Elem, const G: usize, const V: usize, const P: usize>(src: impl GmemSrc<T>, off: usize, len: usize, fill: f32) -> RowF32<G, V> {
     let mut out = RowF32::<G, V>::splat(fill);
     if len > 0 {
         let p = slice_start::<T, P>(src, off, len);
@@ -241,7 +241,7 @@ const fn part_len<const G: usize, const V: usize, const P: usize>(s: usize, len:
 /// per-element predicates).
 #[inline(always)]
 #[track_caller]
-fn load_by_parts<T: Elem, const G: usize, const V: usize, const P: usize>(src: GmemRef<T>, off: usize, len: usize, fill: f32) -> RowF32<G, V> {
+fn load_by_parts<T: Elem, const G: usize, const V: usize, const P: usize>(src: impl GmemSrc<T>, off: usize, len: usize, fill: f32) -> RowF32<G, V> {
     let mut out = RowF32::<G, V>::splat(fill);
     unroll(VEC / P, |s| {
         let l = part_len::<G, V, P>(s, len);
@@ -299,6 +299,13 @@ pub trait Access<T: Elem>: 'static {
     /// V`, constants after inlining): the other pieces of `a` are not
     /// needed, so what computes them is dead code.
     fn store_pieces<const G: usize, const V: usize>(a: RowF32<G, V>, dst: Gmem<T>, off: usize, len: usize, j0: usize, j1: usize);
+    /// `src[off .. off + len]` of an f32 buffer with this access's map (the
+    /// backward's f32 partial sums, which pair with the row's registers):
+    /// elements beyond `len` are 0.
+    fn load_f32<const G: usize, const V: usize>(src: Gmem<f32>, off: usize, len: usize) -> RowF32<G, V>;
+    /// Stores `a`'s elements below `len` to the f32 buffer `dst[off ..]`
+    /// with this access's map.
+    fn store_f32<const G: usize, const V: usize>(a: RowF32<G, V>, dst: Gmem<f32>, off: usize, len: usize);
 }
 
 /// 16-byte vector accesses: 8 f16 / bf16 or 4 f32 per access. The slice
@@ -354,6 +361,22 @@ impl<T: Pairs> Access<T> for Vec16 {
             }
         });
     }
+    #[inline(always)]
+    #[track_caller]
+    fn load_f32<const G: usize, const V: usize>(src: Gmem<f32>, off: usize, len: usize) -> RowF32<G, V> {
+        // The 16-bit map (element `(G j + g) 8 + i`) is `Strided<G, V, 8>`'s own.
+        if len == 0 {
+            return RowF32::<G, V>::splat(0.0);
+        }
+        RowF32::<G, V>::load_gmem_masked(src, off, len, 0.0)
+    }
+    #[inline(always)]
+    #[track_caller]
+    fn store_f32<const G: usize, const V: usize>(a: RowF32<G, V>, dst: Gmem<f32>, off: usize, len: usize) {
+        if len > 0 {
+            a.store_gmem_masked(dst, off, len);
+        }
+    }
 }
 
 /// The accesses whose registers are f32 as loaded: `P` elements per
@@ -389,6 +412,16 @@ macro_rules! f32_access {
             #[track_caller]
             fn store_pieces<const G: usize, const V: usize>(a: RowF32<G, V>, dst: Gmem<$ty>, off: usize, len: usize, j0: usize, j1: usize) {
                 store_piece_range::<$ty, G, V, $p>(a, dst, off, len, j0, j1)
+            }
+            #[inline(always)]
+            #[track_caller]
+            fn load_f32<const G: usize, const V: usize>(src: Gmem<f32>, off: usize, len: usize) -> RowF32<G, V> {
+                $load::<f32, G, V, $p>(src, off, len, 0.0)
+            }
+            #[inline(always)]
+            #[track_caller]
+            fn store_f32<const G: usize, const V: usize>(a: RowF32<G, V>, dst: Gmem<f32>, off: usize, len: usize) {
+                $store::<f32, G, V, $p>(a, dst, off, len)
             }
         }
     )*};

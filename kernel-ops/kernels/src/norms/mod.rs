@@ -76,10 +76,12 @@
 //! `rows * cols` elements (row-major, starting 16-byte aligned), `gamma` /
 //! `beta` `cols`. The host entry points in `kernel-ops` check these.
 pub mod access;
+pub mod backward;
 mod fused;
 mod row;
 
 pub use access::{Access, AsLoaded, Elem, FromWords, InF32, Keep, Pairs, RowF32, Single, Vec16, Words, VEC};
+pub use backward::{layer_norm_bwd_rows, norm_bwd_reduce, rms_norm_bwd_rows, BwdIo, GroupRows, REDUCE_THREADS};
 pub use fused::{add_layer_norm_row, add_rms_norm_row, FusedOut};
 pub use row::{layer_norm_row, rms_norm_row, softmax_row, Cluster, Cta, LayerNormOut, Reach, RmsOut, RowAt, RowOut};
 
@@ -289,6 +291,95 @@ pub fn add_layer_norm_wide<T: Pairs, const V: usize>(
     #[scratch] red: Smem<[f32; 16]>,
 ) {
     add_layer_norm_row::<T, AsLoaded, WIDE_THREADS, V, 16>(x, residual, gamma, beta, FusedOut { new_residual, y, q, scales, fp8 }, eps, wide_row(cols, red));
+}
+
+// The backward kernels (`backward`'s module docs): the forward's row
+// shapes up to 16384 columns, `V` rounded up to a power of two (1, 2, 4
+// per warp; 1, 2, 4, 8 per warpgroup; 4 per 4 warpgroups); `Single` (one
+// element per access) up to 4096 columns only (1, 2, 4 per warp; 2, 4 per
+// warpgroup: `Single` at 8 per warpgroup or 4 per 4 warpgroups spills,
+// sm_90a, 24 to 1712 bytes); no f32 `_wide` instances either: f32 rows of `x` and `dy` held by 512
+// threads spill, sm_90a, 96 bytes for the layer norm). Grid: `ceil(groups / 4)` for `_warp` (a group per warp),
+// `groups` otherwise (a group per CTA).
+
+/// The `_warp` backward kernels' group: the warp's (`None` past the last).
+#[inline(always)]
+fn warp_group(groups: u32, rows: u32, cols: u32, red: Smem<[f32; 1]>) -> Option<(GroupRows, RowAt<1>)> {
+    let group = block_idx().x as usize * WARP_ROWS + warp_idx() as usize;
+    let cols = cols as usize;
+    let at = RowAt { row: group, cols, start: 0, len: cols, red, bar: NamedBarrier::new(1, 32), reach: Cta };
+    (group < groups as usize).then_some((GroupRows { group, groups: groups as usize, rows: rows as usize }, at))
+}
+/// A CTA's backward group (a warpgroup or 4).
+#[inline(always)]
+fn cta_group(groups: u32, rows: u32) -> GroupRows {
+    GroupRows { group: block_idx().x as usize, groups: groups as usize, rows: rows as usize }
+}
+
+/// RMS norm backward, rows of at most `256 V` columns, a group per warp (see [`backward`]).
+#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 4), (Single, 1), (Single, 2), (Single, 4)))]
+#[allow(clippy::too_many_arguments)]
+pub fn rms_norm_bwd_warp<T: Elem, A: Access<T>, const V: usize>(
+    x: GmemRef<T>, dy: GmemRef<T>, gamma: GmemRef<T>, dx: Gmem<T>, dgamma_part: Gmem<f32>, eps: f32, groups: u32, rows: u32, cols: u32,
+    #[scratch] red: Smem<[f32; 1]>,
+) {
+    if let Some((gr, at)) = warp_group(groups, rows, cols, red) {
+        let io = BwdIo { x, dy, gamma, dx, dgamma_part, dbeta_part: dgamma_part };
+        rms_norm_bwd_rows::<T, A, InF32, 32, V, 1>(io, eps, gr, at);
+    }
+}
+/// RMS norm backward, rows of at most `1024 V` columns, a group per CTA (see [`backward`]).
+#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 4), (Vec16, 8), (Single, 2), (Single, 4)))]
+#[allow(clippy::too_many_arguments)]
+pub fn rms_norm_bwd<T: Elem, A: Access<T>, const V: usize>(
+    x: GmemRef<T>, dy: GmemRef<T>, gamma: GmemRef<T>, dx: Gmem<T>, dgamma_part: Gmem<f32>, eps: f32, groups: u32, rows: u32, cols: u32,
+    #[scratch] red: Smem<[f32; 4]>,
+) {
+    let io = BwdIo { x, dy, gamma, dx, dgamma_part, dbeta_part: dgamma_part };
+    rms_norm_bwd_rows::<T, A, InF32, 128, V, 4>(io, eps, cta_group(groups, rows), wg_row(cols, red));
+}
+/// RMS norm backward, rows of at most `4096 V` columns, a group per CTA of 4 warpgroups (see [`backward`]).
+#[kernel(block = warpgroups(4), instances(T = [f16, bf16], (Vec16, 4)))]
+#[allow(clippy::too_many_arguments)]
+pub fn rms_norm_bwd_wide<T: Elem, A: Access<T>, const V: usize>(
+    x: GmemRef<T>, dy: GmemRef<T>, gamma: GmemRef<T>, dx: Gmem<T>, dgamma_part: Gmem<f32>, eps: f32, groups: u32, rows: u32, cols: u32,
+    #[scratch] red: Smem<[f32; 16]>,
+) {
+    let io = BwdIo { x, dy, gamma, dx, dgamma_part, dbeta_part: dgamma_part };
+    rms_norm_bwd_rows::<T, A, AsLoaded, WIDE_THREADS, V, 16>(io, eps, cta_group(groups, rows), wide_row(cols, red));
+}
+
+/// Layer norm backward, rows of at most `256 V` columns, a group per warp (see [`backward`]).
+#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 4), (Single, 1), (Single, 2), (Single, 4)))]
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm_bwd_warp<T: Elem, A: Access<T>, const V: usize>(
+    x: GmemRef<T>, dy: GmemRef<T>, gamma: GmemRef<T>, dx: Gmem<T>, dgamma_part: Gmem<f32>, dbeta_part: Gmem<f32>, eps: f32, groups: u32, rows: u32, cols: u32,
+    #[scratch] red: Smem<[f32; 1]>,
+) {
+    if let Some((gr, at)) = warp_group(groups, rows, cols, red) {
+        let io = BwdIo { x, dy, gamma, dx, dgamma_part, dbeta_part };
+        layer_norm_bwd_rows::<T, A, InF32, 32, V, 1>(io, eps, gr, at);
+    }
+}
+/// Layer norm backward, rows of at most `1024 V` columns, a group per CTA (see [`backward`]).
+#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 4), (Vec16, 8), (Single, 2), (Single, 4)))]
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm_bwd<T: Elem, A: Access<T>, const V: usize>(
+    x: GmemRef<T>, dy: GmemRef<T>, gamma: GmemRef<T>, dx: Gmem<T>, dgamma_part: Gmem<f32>, dbeta_part: Gmem<f32>, eps: f32, groups: u32, rows: u32, cols: u32,
+    #[scratch] red: Smem<[f32; 4]>,
+) {
+    let io = BwdIo { x, dy, gamma, dx, dgamma_part, dbeta_part };
+    layer_norm_bwd_rows::<T, A, InF32, 128, V, 4>(io, eps, cta_group(groups, rows), wg_row(cols, red));
+}
+/// Layer norm backward, rows of at most `4096 V` columns, a group per CTA of 4 warpgroups (see [`backward`]).
+#[kernel(block = warpgroups(4), instances(T = [f16, bf16], (Vec16, 4)))]
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm_bwd_wide<T: Elem, A: Access<T>, const V: usize>(
+    x: GmemRef<T>, dy: GmemRef<T>, gamma: GmemRef<T>, dx: Gmem<T>, dgamma_part: Gmem<f32>, dbeta_part: Gmem<f32>, eps: f32, groups: u32, rows: u32, cols: u32,
+    #[scratch] red: Smem<[f32; 16]>,
+) {
+    let io = BwdIo { x, dy, gamma, dx, dgamma_part, dbeta_part };
+    layer_norm_bwd_rows::<T, A, AsLoaded, WIDE_THREADS, V, 16>(io, eps, cta_group(groups, rows), wide_row(cols, red));
 }
 
 /// The per-tensor FP8 scale's first and last step (one thread): `op` 0

@@ -81,7 +81,7 @@ impl<const W: usize, R: Reach> RowAt<W, R> {
         self.row * self.cols + self.start
     }
     #[inline(always)]
-    fn inv_cols(&self) -> f32 {
+    pub fn inv_cols(&self) -> f32 {
         // 1 ulp (`rcp.approx.ftz`): no division subroutine.
         rcp_approx_ftz(self.cols as f32)
     }
