@@ -1287,7 +1287,7 @@ mod tests {
     /// A kernel taking a tensor map: `launch` type-checks with the map of
     /// its tile type (this function is compiled, not run).
     #[kernel_device::kernel]
-    pub fn tma_probe(a: kernel_device::Tma<Tile<f16, 128, 64, Swizzled<128>>>, out: *mut f32) {
+    pub fn tma_probe(a: kernel_device::Tma<Tile<f16, 128, 64, Swizzled<128>>>, #[unchecked] out: *mut f32) {
         let _ = (a, out);
     }
 
