@@ -209,8 +209,12 @@ fn backward_kernels_match_the_f64_reference_on_each_row_shape() {
     let dev = Device::emulator();
     // 1 row; 3 rows (one group); 17 rows (5 groups of up to 4 rows: each
     // group's loop adds to its partial row).
-    for (rows, cols) in [(17, 8), (3, 768), (1, 1000), (17, 1024), (3, 2056), (3, 4096), (1, 8192), (2, 12288), (1, 16384)] {
-        check_bwd::<f16>(rows, cols, &dev);
+    // (f16 and bf16 share every line but the conversions: the widest rows,
+    // slow on the emulator, run in bf16 only.)
+    for (rows, cols) in [(17, 8), (3, 768), (1, 1000), (5, 1024), (3, 2056), (3, 4096), (1, 8192), (2, 12288), (1, 16384)] {
+        if cols < 8192 {
+            check_bwd::<f16>(rows, cols, &dev);
+        }
         check_bwd::<bf16>(rows, cols, &dev);
         if cols <= norms::BWD_MAX_COLS_F32 {
             check_bwd::<f32>(rows, cols, &dev);
@@ -231,11 +235,12 @@ fn backward_of_odd_widths_moves_one_element_per_access() {
     // column: there dx is 0 for the layer norm and all cancellation for
     // the RMS norm, `eps / (x² + eps)`, no normwise relative error.)
     let dev = Device::emulator();
-    for (rows, cols) in [(5, 3), (9, 7), (3, 13), (17, 1001), (2, 1025), (2, 4095)] {
+    for (rows, cols) in [(5, 3), (9, 7), (3, 13), (5, 1001), (2, 1025)] {
         check_bwd::<f16>(rows, cols, &dev);
         check_bwd::<bf16>(rows, cols, &dev);
         check_bwd::<f32>(rows, cols, &dev);
     }
+    check_bwd::<bf16>(2, 4095, &dev);
     check_bwd::<f16>(1, 1004, &dev); // f16: not a multiple of 8; f32: 16-byte accesses
     check_bwd::<f32>(3, 1004, &dev);
     assert_eq!(norms::backward_kernel::<f16>(13), RowKernel { shape: RowShape::Warp(1), access: RowAccess::Single });
