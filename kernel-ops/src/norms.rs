@@ -507,12 +507,18 @@ pub fn backward_max_cols<T: NormElem>() -> usize {
 }
 /// The most groups (warps or CTAs, each with its own partial row of the
 /// weights' gradients) of one backward launch.
-pub const BWD_MAX_GROUPS: usize = 1024;
+pub const BWD_MAX_GROUPS: usize = 4096;
 /// The most CTAs of the partials' sum on the emulator (4096 threads).
-const BWD_REDUCE_EMU_CTAS: usize = 32;
+const BWD_REDUCE_EMU_CTAS: usize = 4096 / k::REDUCE_THREADS;
+/// Partial rows summed per CTA in the first of the GPU's two summing
+/// launches (64: 8 rounds of 8 loads in flight per thread).
+const BWD_REDUCE_CHUNK: usize = 64;
+/// The same on the emulator (small problems: so that its tests take both launches).
+const BWD_REDUCE_EMU_CHUNK: usize = 8;
 /// The fewest rows a backward group takes (when there are enough rows):
-/// fewer partial rows to sum, each group's loop over its rows.
-pub const BWD_ROWS_PER_GROUP: usize = 4;
+/// its partial row (`cols` f32, written once and read once by the sum)
+/// costs at most a sixth of the rows' own traffic (16-bit `x`, `dy`, `dx`).
+pub const BWD_ROWS_PER_GROUP: usize = 8;
 
 /// The backward kernel for rows of `cols` (checked: at most
 /// [`backward_max_cols`]) of `T`: the forward's access ([`RowKernel::of`]:
@@ -531,9 +537,9 @@ pub fn backward_kernel<T: NormElem>(cols: usize) -> RowKernel {
     RowKernel { shape, access: k.access }
 }
 
-/// The backward's groups for `rows` rows: `ceil(rows / 4)`, at most
-/// [`BWD_MAX_GROUPS`] (so every group has a row, and at most 1024 partial
-/// rows are summed).
+/// The backward's groups for `rows` rows: `ceil(rows / 8)`, at most
+/// [`BWD_MAX_GROUPS`] (so every group has a row, and at most 4096 partial
+/// rows are summed: 4096 warps are about what 132 SMs hold at once).
 pub fn backward_groups(rows: usize) -> usize {
     rows.div_ceil(BWD_ROWS_PER_GROUP).min(BWD_MAX_GROUPS)
 }
@@ -599,11 +605,26 @@ fn norm_backward<T: NormElem>(
         None => None,
     };
     T::launch_bwd(ops, kernel, BwdCall { x, dy, g: gamma, dx, dg: &mut dg_part, db: db_part.as_mut(), eps, groups, rows, cols })?;
-    // A thread per column on a GPU; at most 32 CTAs (4096 threads, the
-    // emulator's limit) on the emulator, each thread taking several columns.
-    let ctas = cols.div_ceil(k::REDUCE_THREADS).min(if dev.is_gpu() { usize::MAX } else { BWD_REDUCE_EMU_CTAS }) as u32;
-    let reduce = |part: &Buffer<f32>, out: &mut Buffer<f32>| -> Result<(), Error> {
-        Ok(ops.kernel::<k::norm_bwd_reduce>()?.launch(ctas, (part, out, groups as u32, cols as u32, ctas)).map(drop)?)
+    // A thread per column, over chunks of groups (then a second launch over
+    // the chunks' sums); on the emulator at most 32 CTAs in all (4096
+    // threads, its limit), each thread taking several columns.
+    let emu_chunks = |n: usize| if dev.is_gpu() || n <= BWD_REDUCE_EMU_CTAS { n } else { 1 };
+    let chunk = if dev.is_gpu() { BWD_REDUCE_CHUNK } else { BWD_REDUCE_EMU_CHUNK };
+    let chunks = emu_chunks(groups.div_ceil(chunk));
+    let chunk = groups.div_ceil(chunks);
+    let ctas = cols.div_ceil(k::REDUCE_THREADS).min(if dev.is_gpu() { usize::MAX } else { BWD_REDUCE_EMU_CTAS / chunks }) as u32;
+    let mut sums = if chunks > 1 { Some(dev.zeros::<f32>(chunks * cols)?) } else { None };
+    let mut reduce = |part: &Buffer<f32>, out: &mut Buffer<f32>| -> Result<(), Error> {
+        let sum = |part: &Buffer<f32>, out: &mut Buffer<f32>, groups: usize, chunk: usize, chunks: usize| -> Result<(), Error> {
+            Ok(ops.kernel::<k::norm_bwd_reduce>()?.launch((ctas, chunks as u32, 1), (part, out, groups as u32, cols as u32, ctas, chunk as u32)).map(drop)?)
+        };
+        match sums.as_mut() {
+            Some(s) => {
+                sum(part, s, groups, chunk, chunks)?;
+                sum(s, out, chunks, chunks, 1)
+            }
+            None => sum(part, out, groups, groups, 1),
+        }
     };
     reduce(&dg_part, dgamma)?;
     if let (Some(part), Some(out)) = (&db_part, dbeta) {
@@ -618,10 +639,12 @@ fn norm_backward<T: NormElem>(
 /// from `x` (the forward saves none). Rows of a multiple of 16 bytes (8
 /// f16 / bf16, 4 f32) up to [`BWD_MAX_COLS`] (f16 / bf16) or
 /// [`BWD_MAX_COLS_F32`] (f32), other widths up to [`BWD_MAX_COLS_SINGLE`],
-/// with the forward's accesses ([`backward_kernel`]); a launch over the rows, one
-/// more per weight gradient (the sum of the groups' partials), and a
-/// `groups x cols` f32 workspace per weight gradient
-/// ([`backward_groups`]) allocated on `dev`.
+/// with the forward's accesses ([`backward_kernel`]); a launch over the rows,
+/// one or two more per weight gradient (the sum of the groups' partials:
+/// over chunks of 64 groups, then over the chunks, when there are more than
+/// 64), and a `groups x cols` f32 workspace per weight gradient
+/// ([`backward_groups`]; `ceil(groups / 64) x cols` more for the chunks'
+/// sums) allocated on `dev`.
 #[allow(clippy::too_many_arguments)]
 pub fn rms_norm_backward<T: NormElem>(
     dev: &Device,

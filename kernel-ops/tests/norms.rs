@@ -251,16 +251,16 @@ fn backward_of_odd_widths_moves_one_element_per_access() {
 
 #[test]
 fn backward_groups_take_every_row_once() {
-    // 61 groups (16 CTAs of 4 warps), the last one short of rows.
+    // 31 groups of 7 or 8 rows (8 CTAs of 4 warps, the last with 3).
     let dev = Device::emulator();
-    assert_eq!(norms::backward_groups(243), 61);
+    assert_eq!(norms::backward_groups(243), 31);
     check_bwd::<bf16>(243, 16, &dev);
     check_bwd::<f32>(243, 16, &dev);
     assert_eq!(norms::backward_groups(1), 1);
-    assert_eq!(norms::backward_groups(17), 5);
-    // Beyond 4096 rows the groups stop growing and take more rows each
+    assert_eq!(norms::backward_groups(17), 3);
+    // Beyond 8 x 4096 rows the groups stop growing and take more rows each
     // (a grid the emulator does not run: the GPU tests do).
-    assert_eq!(norms::backward_groups(4 * norms::BWD_MAX_GROUPS + 5), norms::BWD_MAX_GROUPS);
+    assert_eq!(norms::backward_groups(8 * norms::BWD_MAX_GROUPS + 5), norms::BWD_MAX_GROUPS);
 }
 
 /// The f64 reference's gradients against central differences of the f64

@@ -16,12 +16,12 @@
 //!    RMS norm `dx = r w - x r³ mean(w x)`; layer norm, with
 //!    `xhat = (x - mean) r`, `dx = r (w - mean(w) - xhat mean(w xhat))`;
 //! 3. the row's contribution to the weights' gradients, `dy x r` (RMS
-//!    norm) or `dy xhat` and `dy` (layer norm), is added to the group's
-//!    partial row in f32 (`dgamma_part[group]`, `dbeta_part[group]`: one
-//!    row of `cols` f32 per group, each element read and written by the one
-//!    thread that owns its column, with the row's map: no atomics, no
-//!    race, a fixed order); the group's first row stores it, the next ones
-//!    read, add and store;
+//!    norm) or `dy xhat` and `dy` (layer norm), is added to the thread's
+//!    running sums in SMEM ([`PartSmem`]: f32, one cell per register, each
+//!    read and written only by its thread: no barrier, no race, a fixed
+//!    order); after the group's last row they are stored once, with the
+//!    row's map, as the group's partial row (`dgamma_part[group]`,
+//!    `dbeta_part[group]`: `cols` f32);
 //! 4. [`norm_bwd_reduce`] sums the `groups` partial rows of each column in
 //!    a fixed order (f32, deterministic): `dgamma` (and `dbeta`) in f32.
 //!
@@ -61,19 +61,64 @@ pub struct GroupRows {
     pub rows: usize,
 }
 
-/// Adds the row's contribution `c` to the group's partial row `part[off
-/// .. off + len]` (stores it for the group's first row).
+/// A group's running sums of a weight's gradient, in SMEM: registers `(j,
+/// 4 h .. 4 h + 4)` of the CTA's thread `t` at `[j][h][4 t .. 4 t + 4]`
+/// (`F = 4 x` the CTA's threads), one 16-byte access each (consecutive
+/// threads, consecutive 16 bytes: no bank conflict); each thread reads and
+/// writes only its own cells (no barrier, no race, a fixed order).
+pub type PartSmem<const F: usize, const V: usize> = Smem<[[[f32; F]; 2]; V]>;
+
+/// The thread's first cell in each `[f32; F]` of a [`PartSmem`] (bounded
+/// by `F`, a multiple of 4, so the compiler sees the 16-byte accesses in
+/// bounds and aligned: no check left per access).
+#[inline(always)]
+fn cell_of<const F: usize>() -> usize {
+    4 * (thread_linear() as usize % (F / 4))
+}
+
+/// Zeroes the thread's running sums (before the group's first row).
+#[inline(always)]
+fn clear<const V: usize, const F: usize>(acc: PartSmem<F, V>) {
+    let t = cell_of::<F>();
+    unroll(V, |j| unroll(2, |h| acc.at(j).at(h).write_v4(t, [0.0; 4])));
+}
+
+/// Adds the row's contribution `c` to the thread's running sums.
+#[inline(always)]
+fn accumulate<const G: usize, const V: usize, const F: usize>(acc: PartSmem<F, V>, c: RowF32<G, V>) {
+    let t = cell_of::<F>();
+    unroll(V, |j| {
+        unroll(2, |h| {
+            let cell = acc.at(j).at(h);
+            let old = cell.read_v4(t);
+            cell.write_v4(t, core::array::from_fn(|k| old[k] + c.regs.0[j][4 * h + k]));
+        })
+    });
+}
+
+/// Stores the thread's running sums to the group's partial row `part[off ..
+/// off + len]` (once, after the group's last row), with the row's map.
 #[inline(always)]
 #[track_caller]
-fn accumulate<T: Elem, A: Access<T>, const G: usize, const V: usize>(part: Gmem<f32>, off: usize, len: usize, c: RowF32<G, V>, first: bool) {
-    let sum = if first { c } else { A::load_f32::<G, V>(part, off, len) + c };
+fn store_partial<T: Elem, A: Access<T>, const G: usize, const V: usize, const F: usize>(acc: PartSmem<F, V>, part: Gmem<f32>, off: usize, len: usize) {
+    let t = cell_of::<F>();
+    let mut sum = RowF32::<G, V>::splat(0.0);
+    unroll(V, |j| {
+        unroll(2, |h| {
+            let v = acc.at(j).at(h).read_v4(t);
+            unroll(4, |k| sum.regs.0[j][4 * h + k] = v[k]);
+        })
+    });
     A::store_f32::<G, V>(sum, part, off, len);
 }
 
 /// The RMS norm's backward over the group's rows (see the module docs).
 #[inline(always)]
 #[track_caller]
-pub fn rms_norm_bwd_rows<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, const V: usize, const W: usize>(io: BwdIo<T>, eps: f32, gr: GroupRows, at: RowAt<W>) {
+pub fn rms_norm_bwd_rows<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, const V: usize, const W: usize, const F: usize>(
+    io: BwdIo<T>, eps: f32, gr: GroupRows, at: RowAt<W>, acc: PartSmem<F, V>,
+) {
+    clear(acc);
     let mut row = gr.group;
     while row < gr.rows {
         let mut at = RowAt { row, ..at };
@@ -85,15 +130,20 @@ pub fn rms_norm_bwd_rows<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, c
         let c = at.sum(w * K::f32(K::refresh(v))) * at.inv_cols();
         let (x, d) = (K::f32(K::refresh(v)), K::f32(K::refresh(d)));
         A::store(w * r - x * (r * r * r * c), io.dx, at.off(), at.len);
-        accumulate::<T, A, G, V>(io.dgamma_part, gr.group * at.cols + at.start, at.len, d * x * r, row == gr.group);
+        accumulate::<G, V, F>(acc, d * x * r);
         row += gr.groups;
     }
+    store_partial::<T, A, G, V, F>(acc, io.dgamma_part, gr.group * at.cols + at.start, at.len);
 }
 
 /// The layer norm's backward over the group's rows (see the module docs).
 #[inline(always)]
 #[track_caller]
-pub fn layer_norm_bwd_rows<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, const V: usize, const W: usize>(io: BwdIo<T>, eps: f32, gr: GroupRows, at: RowAt<W>) {
+pub fn layer_norm_bwd_rows<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, const V: usize, const W: usize, const F: usize>(
+    io: BwdIo<T>, eps: f32, gr: GroupRows, at: RowAt<W>, (acc_g, acc_b): (PartSmem<F, V>, PartSmem<F, V>),
+) {
+    clear(acc_g);
+    clear(acc_b);
     let mut row = gr.group;
     while row < gr.rows {
         let mut at = RowAt { row, ..at };
@@ -113,11 +163,13 @@ pub fn layer_norm_bwd_rows<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize,
         let mwx = at.sum(K::f32(K::refresh(d)) * gamma() * (K::f32(K::refresh(v)) - mean)) * at.inv_cols() * r;
         let (xhat, dr) = ((K::f32(K::refresh(v)) - mean) * r, K::f32(K::refresh(d)));
         A::store((dr * gamma() - mw - xhat * mwx) * r, io.dx, at.off(), at.len);
-        let (first, off) = (row == gr.group, gr.group * at.cols + at.start);
-        accumulate::<T, A, G, V>(io.dgamma_part, off, at.len, dr * xhat, first);
-        accumulate::<T, A, G, V>(io.dbeta_part, off, at.len, dr, first);
+        accumulate::<G, V, F>(acc_g, dr * xhat);
+        accumulate::<G, V, F>(acc_b, dr);
         row += gr.groups;
     }
+    let off = gr.group * at.cols + at.start;
+    store_partial::<T, A, G, V, F>(acc_g, io.dgamma_part, off, at.len);
+    store_partial::<T, A, G, V, F>(acc_b, io.dbeta_part, off, at.len);
 }
 
 /// Threads per CTA of [`norm_bwd_reduce`]: one column each.
@@ -126,30 +178,36 @@ pub const REDUCE_THREADS: usize = 128;
 /// Independent partial sums per thread of [`norm_bwd_reduce`] (loads in flight).
 pub const REDUCE_LANES: usize = 8;
 
-/// `out[c] = sum over p < groups of part[p * cols + c]` (f32): one thread
-/// per column, `ctas` CTAs of 128 threads (the grid) taking columns
-/// `128 ctas` apart in turn. The groups go [`REDUCE_LANES`] at a time into
-/// as many running sums (so that 8 loads are in flight), combined in lane
-/// order at the end: a fixed order, the same result on every run.
+/// `out[y * cols + c] = sum over p in chunk y of part[p * cols + c]` (f32),
+/// chunk `y` (the grid's `y`) being the groups `y chunk .. min(groups, (y +
+/// 1) chunk)`: one thread per column, `ctas` CTAs of 128 threads (the
+/// grid's `x`) taking columns `128 ctas` apart in turn. A chunk's groups go
+/// [`REDUCE_LANES`] at a time into as many running sums (8 loads in
+/// flight), combined in lane order at the end: a fixed order, the same
+/// result on every run. The host sums many groups in two launches (chunks
+/// of partial rows, then the chunks' rows: both in parallel over the
+/// chunks), a few in one (`chunk = groups`, a grid `y` of 1); no barrier.
 #[kernel(block = threads(128))]
-pub fn norm_bwd_reduce(part: GmemRef<f32>, out: Gmem<f32>, groups: u32, cols: u32, ctas: u32) {
-    let (cols, groups) = (cols as usize, groups as usize);
+pub fn norm_bwd_reduce(part: GmemRef<f32>, out: Gmem<f32>, groups: u32, cols: u32, ctas: u32, chunk: u32) {
+    let (cols, chunk) = (cols as usize, chunk as usize);
+    let y = block_idx().y as usize;
+    let (p0, p1) = (y * chunk, (groups as usize).min((y + 1) * chunk));
     let mut c = block_idx().x as usize * REDUCE_THREADS + thread_linear() as usize;
     while c < cols {
         let mut s = [0.0f32; REDUCE_LANES];
-        let mut p = 0;
-        while p + REDUCE_LANES <= groups {
+        let mut p = p0;
+        while p + REDUCE_LANES <= p1 {
             unroll(REDUCE_LANES, |l| s[l] += part.read((p + l) * cols + c));
             p += REDUCE_LANES;
         }
         unroll(REDUCE_LANES, |l| {
-            if p + l < groups {
+            if p + l < p1 {
                 s[l] += part.read((p + l) * cols + c);
             }
         });
         let mut total = 0.0f32;
         unroll(REDUCE_LANES, |l| total += s[l]);
-        out.write(c, total);
+        out.write(y * cols + c, total);
         c += ctas as usize * REDUCE_THREADS;
     }
 }

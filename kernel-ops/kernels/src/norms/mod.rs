@@ -81,7 +81,7 @@ mod fused;
 mod row;
 
 pub use access::{Access, AsLoaded, Elem, FromWords, InF32, Keep, Pairs, RowF32, Single, Vec16, Words, VEC};
-pub use backward::{layer_norm_bwd_rows, norm_bwd_reduce, rms_norm_bwd_rows, BwdIo, GroupRows, REDUCE_THREADS};
+pub use backward::{layer_norm_bwd_rows, norm_bwd_reduce, rms_norm_bwd_rows, BwdIo, GroupRows, PartSmem, REDUCE_THREADS};
 pub use fused::{add_layer_norm_row, add_rms_norm_row, FusedOut};
 pub use row::{layer_norm_row, rms_norm_row, softmax_row, Cluster, Cta, LayerNormOut, Reach, RmsOut, RowAt, RowOut};
 
@@ -321,11 +321,11 @@ fn cta_group(groups: u32, rows: u32) -> GroupRows {
 #[allow(clippy::too_many_arguments)]
 pub fn rms_norm_bwd_warp<T: Elem, A: Access<T>, const V: usize>(
     x: GmemRef<T>, dy: GmemRef<T>, gamma: GmemRef<T>, dx: Gmem<T>, dgamma_part: Gmem<f32>, eps: f32, groups: u32, rows: u32, cols: u32,
-    #[scratch] red: Smem<[f32; 1]>,
+    #[scratch] red: Smem<[f32; 1]>, #[scratch] acc: PartSmem<512, V>,
 ) {
     if let Some((gr, at)) = warp_group(groups, rows, cols, red) {
         let io = BwdIo { x, dy, gamma, dx, dgamma_part, dbeta_part: dgamma_part };
-        rms_norm_bwd_rows::<T, A, InF32, 32, V, 1>(io, eps, gr, at);
+        rms_norm_bwd_rows::<T, A, InF32, 32, V, 1, 512>(io, eps, gr, at, acc);
     }
 }
 /// RMS norm backward, rows of at most `1024 V` columns, a group per CTA (see [`backward`]).
@@ -333,20 +333,20 @@ pub fn rms_norm_bwd_warp<T: Elem, A: Access<T>, const V: usize>(
 #[allow(clippy::too_many_arguments)]
 pub fn rms_norm_bwd<T: Elem, A: Access<T>, const V: usize>(
     x: GmemRef<T>, dy: GmemRef<T>, gamma: GmemRef<T>, dx: Gmem<T>, dgamma_part: Gmem<f32>, eps: f32, groups: u32, rows: u32, cols: u32,
-    #[scratch] red: Smem<[f32; 4]>,
+    #[scratch] red: Smem<[f32; 4]>, #[scratch] acc: PartSmem<512, V>,
 ) {
     let io = BwdIo { x, dy, gamma, dx, dgamma_part, dbeta_part: dgamma_part };
-    rms_norm_bwd_rows::<T, A, InF32, 128, V, 4>(io, eps, cta_group(groups, rows), wg_row(cols, red));
+    rms_norm_bwd_rows::<T, A, InF32, 128, V, 4, 512>(io, eps, cta_group(groups, rows), wg_row(cols, red), acc);
 }
 /// RMS norm backward, rows of at most `4096 V` columns, a group per CTA of 4 warpgroups (see [`backward`]).
 #[kernel(block = warpgroups(4), instances(T = [f16, bf16], (Vec16, 4)))]
 #[allow(clippy::too_many_arguments)]
 pub fn rms_norm_bwd_wide<T: Elem, A: Access<T>, const V: usize>(
     x: GmemRef<T>, dy: GmemRef<T>, gamma: GmemRef<T>, dx: Gmem<T>, dgamma_part: Gmem<f32>, eps: f32, groups: u32, rows: u32, cols: u32,
-    #[scratch] red: Smem<[f32; 16]>,
+    #[scratch] red: Smem<[f32; 16]>, #[scratch] acc: PartSmem<{ 4 * WIDE_THREADS }, V>,
 ) {
     let io = BwdIo { x, dy, gamma, dx, dgamma_part, dbeta_part: dgamma_part };
-    rms_norm_bwd_rows::<T, A, AsLoaded, WIDE_THREADS, V, 16>(io, eps, cta_group(groups, rows), wide_row(cols, red));
+    rms_norm_bwd_rows::<T, A, AsLoaded, WIDE_THREADS, V, 16, { 4 * WIDE_THREADS }>(io, eps, cta_group(groups, rows), wide_row(cols, red), acc);
 }
 
 /// Layer norm backward, rows of at most `256 V` columns, a group per warp (see [`backward`]).
@@ -354,11 +354,11 @@ pub fn rms_norm_bwd_wide<T: Elem, A: Access<T>, const V: usize>(
 #[allow(clippy::too_many_arguments)]
 pub fn layer_norm_bwd_warp<T: Elem, A: Access<T>, const V: usize>(
     x: GmemRef<T>, dy: GmemRef<T>, gamma: GmemRef<T>, dx: Gmem<T>, dgamma_part: Gmem<f32>, dbeta_part: Gmem<f32>, eps: f32, groups: u32, rows: u32, cols: u32,
-    #[scratch] red: Smem<[f32; 1]>,
+    #[scratch] red: Smem<[f32; 1]>, #[scratch] acc_g: PartSmem<512, V>, #[scratch] acc_b: PartSmem<512, V>,
 ) {
     if let Some((gr, at)) = warp_group(groups, rows, cols, red) {
         let io = BwdIo { x, dy, gamma, dx, dgamma_part, dbeta_part };
-        layer_norm_bwd_rows::<T, A, InF32, 32, V, 1>(io, eps, gr, at);
+        layer_norm_bwd_rows::<T, A, InF32, 32, V, 1, 512>(io, eps, gr, at, (acc_g, acc_b));
     }
 }
 /// Layer norm backward, rows of at most `1024 V` columns, a group per CTA (see [`backward`]).
@@ -366,20 +366,20 @@ pub fn layer_norm_bwd_warp<T: Elem, A: Access<T>, const V: usize>(
 #[allow(clippy::too_many_arguments)]
 pub fn layer_norm_bwd<T: Elem, A: Access<T>, const V: usize>(
     x: GmemRef<T>, dy: GmemRef<T>, gamma: GmemRef<T>, dx: Gmem<T>, dgamma_part: Gmem<f32>, dbeta_part: Gmem<f32>, eps: f32, groups: u32, rows: u32, cols: u32,
-    #[scratch] red: Smem<[f32; 4]>,
+    #[scratch] red: Smem<[f32; 4]>, #[scratch] acc_g: PartSmem<512, V>, #[scratch] acc_b: PartSmem<512, V>,
 ) {
     let io = BwdIo { x, dy, gamma, dx, dgamma_part, dbeta_part };
-    layer_norm_bwd_rows::<T, A, InF32, 128, V, 4>(io, eps, cta_group(groups, rows), wg_row(cols, red));
+    layer_norm_bwd_rows::<T, A, InF32, 128, V, 4, 512>(io, eps, cta_group(groups, rows), wg_row(cols, red), (acc_g, acc_b));
 }
 /// Layer norm backward, rows of at most `4096 V` columns, a group per CTA of 4 warpgroups (see [`backward`]).
 #[kernel(block = warpgroups(4), instances(T = [f16, bf16], (Vec16, 4)))]
 #[allow(clippy::too_many_arguments)]
 pub fn layer_norm_bwd_wide<T: Elem, A: Access<T>, const V: usize>(
     x: GmemRef<T>, dy: GmemRef<T>, gamma: GmemRef<T>, dx: Gmem<T>, dgamma_part: Gmem<f32>, dbeta_part: Gmem<f32>, eps: f32, groups: u32, rows: u32, cols: u32,
-    #[scratch] red: Smem<[f32; 16]>,
+    #[scratch] red: Smem<[f32; 16]>, #[scratch] acc_g: PartSmem<{ 4 * WIDE_THREADS }, V>, #[scratch] acc_b: PartSmem<{ 4 * WIDE_THREADS }, V>,
 ) {
     let io = BwdIo { x, dy, gamma, dx, dgamma_part, dbeta_part };
-    layer_norm_bwd_rows::<T, A, AsLoaded, WIDE_THREADS, V, 16>(io, eps, cta_group(groups, rows), wide_row(cols, red));
+    layer_norm_bwd_rows::<T, A, AsLoaded, WIDE_THREADS, V, 16, { 4 * WIDE_THREADS }>(io, eps, cta_group(groups, rows), wide_row(cols, red), (acc_g, acc_b));
 }
 
 /// The per-tensor FP8 scale's first and last step (one thread): `op` 0
