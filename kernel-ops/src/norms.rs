@@ -14,9 +14,9 @@
 //! ([`NormElem`]: f16, bf16 or f32; the weights in the input's type); the
 //! statistics and arithmetic are f32, `y` rounded to `T` once. Widths that
 //! are a multiple of 16 bytes (8 f16 / bf16, 4 f32) move in 16-byte
-//! accesses at the copy rate; other widths (whose rows do not start
-//! 16-byte aligned) move one element per access ([`RowAccess::Single`]),
-//! never outside the row.
+//! accesses; other widths (whose rows do not start 16-byte aligned) move
+//! each row's body in 16-byte accesses and its first and last partial
+//! chunks by element ([`RowAccess::Peel`]), never outside the row.
 //!
 //! ```
 //! # fn main() -> Result<(), kernel_ops::Error> {
@@ -68,16 +68,24 @@ pub enum RowShape {
 impl RowShape {
     /// The shape for `cols` (in `1..=MAX_COLS`) with 16-byte accesses.
     pub fn of(cols: usize) -> RowShape {
-        if cols < 1024 {
-            RowShape::Warp(cols.div_ceil(256))
-        } else if cols <= 8192 {
-            RowShape::Warpgroup(cols.div_ceil(1024))
-        } else if cols <= 16384 {
-            RowShape::Wide(cols.div_ceil(4096).max(3))
+        RowShape::of_window(cols, 0)
+    }
+    /// The shape for `cols` whose row slices need `slack` elements more
+    /// than their length in registers ([`RowAccess::Peel`]: a slice's
+    /// window starts up to `slack` elements before it). `V` may exceed the
+    /// instances built ([`RowKernel::of`] checks).
+    pub fn of_window(cols: usize, slack: usize) -> RowShape {
+        let w = cols + slack;
+        if w < 1024 {
+            RowShape::Warp(w.div_ceil(256))
+        } else if w <= 8192 {
+            RowShape::Warpgroup(w.div_ceil(1024))
+        } else if w <= 16384 {
+            RowShape::Wide(w.div_ceil(4096).max(3))
         } else {
             // Each CTA's slice: a quarter of the row, rounded up to 8 columns.
             let slice = cols.div_ceil(k::CLUSTER * k::VEC) * k::VEC;
-            RowShape::Cluster(slice.div_ceil(4096).next_power_of_two())
+            RowShape::Cluster((slice + slack).div_ceil(4096).next_power_of_two())
         }
     }
     /// The launch grid for `rows` rows.
@@ -97,16 +105,42 @@ impl RowShape {
     }
 }
 
-/// How the kernels access a row: 16-byte vectors, or one element at a time.
+/// How the kernels access a row: 16-byte vectors (aligned rows, or the
+/// body of unaligned ones), or one element at a time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RowAccess {
     /// `k::Vec16`: 16 bytes per access; the row length is a multiple of 16
     /// bytes (8 f16 / bf16, 4 f32), so every row starts 16-byte aligned.
     Vec16,
-    /// `k::Single`: one element per access, for the other lengths (rows
-    /// not 16-byte aligned); fewer instances (`V` rounded up).
+    /// `k::Peel`: for the other lengths (rows not 16-byte aligned), 16 bytes
+    /// per access for each row's body, the chunks across its ends by
+    /// element; a row slice takes up to [`peel_slack`] elements more room
+    /// in registers than its length.
+    Peel,
+    /// `k::Single`: one element per access. The forward's fallback where
+    /// [`RowAccess::Peel`]'s room does not fit (the cluster kernels' widest
+    /// rows: slices of 16384 columns) and the backward's access for the
+    /// lengths that are not a multiple of 16 bytes.
     Single,
 }
+
+/// The elements a [`RowAccess::Peel`] slice of `T` needs beyond its length
+/// (its window starts up to one 16-byte chunk less one element before it).
+pub fn peel_slack<T: NormElem>() -> usize {
+    16 / size_of::<T>() - 1
+}
+/// The largest `V` of the `k::Peel` warpgroup instances (a thread's
+/// pieces beyond 6 spilled in the f32 layer norm: rows whose window needs
+/// more go to the 4-warpgroup shape).
+pub const PEEL_MAX_WARPGROUP_V: usize = 6;
+/// The largest `V` of the f32 `k::Peel` cluster instances of every op
+/// (the f32 layer norm's `V` = 4 per 512 threads spilled; there is no
+/// f32 `Wide(4)` `k::Peel` instance of it either: those rows go to
+/// `Cluster(2)`).
+pub const PEEL_F32_MAX_CLUSTER_V: usize = 2;
+/// The largest `V` of the cluster instances (`k::MAX_COLS` is a cluster's
+/// 4 slices of `4096 V` columns at this `V`).
+pub const CLUSTER_MAX_V: usize = k::MAX_COLS / (k::CLUSTER * 4096);
 
 /// The kernel instance that serves rows of `cols` elements of `T`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,21 +151,25 @@ pub struct RowKernel {
 
 impl RowKernel {
     /// The instance for `cols` (in `1..=MAX_COLS`) of `T`: 16-byte accesses
-    /// when `cols` is a multiple of 16 bytes, else one element per access
-    /// with `V` rounded up to the [`RowAccess::Single`] instances' (1, 2, 4
-    /// per warp; 2, 4, 8 per warpgroup; 4 per 4 warpgroups; 2, 4 per cluster).
+    /// when `cols` is a multiple of 16 bytes; else the peeled 16-byte
+    /// accesses, with the shape of `cols` plus [`peel_slack`] (warpgroup
+    /// `V` above [`PEEL_MAX_WARPGROUP_V`]: the 4-warpgroup shape; f32
+    /// `Wide(4)`: `Cluster(2)`), or, where a cluster's slice and its slack
+    /// exceed `V` = [`CLUSTER_MAX_V`] (the last few columns below
+    /// [`MAX_COLS`]; f32: [`PEEL_F32_MAX_CLUSTER_V`]), one element per access.
     pub fn of<T: NormElem>(cols: usize) -> RowKernel {
-        let shape = RowShape::of(cols);
         if (cols * size_of::<T>()) % 16 == 0 {
-            return RowKernel { shape, access: RowAccess::Vec16 };
+            return RowKernel { shape: RowShape::of(cols), access: RowAccess::Vec16 };
         }
-        let shape = match shape {
-            RowShape::Warp(v) => RowShape::Warp(v.next_power_of_two()),
-            RowShape::Warpgroup(v) => RowShape::Warpgroup(v.next_power_of_two().max(2)),
-            RowShape::Wide(_) => RowShape::Wide(4),
-            RowShape::Cluster(v) => RowShape::Cluster(v),
-        };
-        RowKernel { shape, access: RowAccess::Single }
+        let f32 = size_of::<T>() == 4;
+        let peel = |shape| RowKernel { shape, access: RowAccess::Peel };
+        let single = RowKernel { shape: RowShape::Cluster(CLUSTER_MAX_V), access: RowAccess::Single };
+        match RowShape::of_window(cols, peel_slack::<T>()) {
+            RowShape::Warpgroup(v) if v > PEEL_MAX_WARPGROUP_V => peel(RowShape::Wide(3)),
+            RowShape::Wide(4) if f32 => peel(RowShape::Cluster(2)),
+            RowShape::Cluster(v) if v > CLUSTER_MAX_V || (f32 && v > PEEL_F32_MAX_CLUSTER_V) => single,
+            shape => peel(shape),
+        }
     }
 }
 
@@ -238,8 +276,8 @@ macro_rules! launch_one {
 
 /// Every instance of `T`, by shape, access and `V` (the kernels' table).
 macro_rules! launch_elem {
-    ($t:ty, $p:ident, $kernel:ident, $rows:ident, $cols:ident, $call:ident) => {{
-        use RowAccess::{Single, Vec16};
+    ($t:ty, $p:ident, $kernel:ident, $rows:ident, $cols:ident, $call:ident $(, $peel4:ident)?) => {{
+        use RowAccess::{Peel, Single, Vec16};
         use RowShape::{Cluster, Warp, Warpgroup, Wide};
         let grid = $kernel.shape.grid($rows);
         let r: kernel_host::Result<()> = match ($kernel.access, $kernel.shape) {
@@ -259,14 +297,21 @@ macro_rules! launch_elem {
             (Vec16, Wide(4)) => launch_one!($p, grid, $rows, $cols, $call, $t, Vec16, 4, softmax_wide, layer_norm_wide, rms_norm_wide, []),
             (Vec16, Cluster(2)) => launch_one!($p, grid, $rows, $cols, $call, $t, Vec16, 2, softmax_cluster, layer_norm_cluster, rms_norm_cluster, []),
             (Vec16, Cluster(4)) => launch_one!($p, grid, $rows, $cols, $call, $t, Vec16, 4, softmax_cluster, layer_norm_cluster, rms_norm_cluster, []),
-            (Single, Warp(1)) => launch_one!($p, grid, $rows, $cols, $call, $t, Single, 1, softmax_warp, layer_norm_warp, rms_norm_warp, [rows]),
-            (Single, Warp(2)) => launch_one!($p, grid, $rows, $cols, $call, $t, Single, 2, softmax_warp, layer_norm_warp, rms_norm_warp, [rows]),
-            (Single, Warp(4)) => launch_one!($p, grid, $rows, $cols, $call, $t, Single, 4, softmax_warp, layer_norm_warp, rms_norm_warp, [rows]),
-            (Single, Warpgroup(2)) => launch_one!($p, grid, $rows, $cols, $call, $t, Single, 2, softmax, layer_norm, rms_norm, []),
-            (Single, Warpgroup(4)) => launch_one!($p, grid, $rows, $cols, $call, $t, Single, 4, softmax, layer_norm, rms_norm, []),
-            (Single, Warpgroup(8)) => launch_one!($p, grid, $rows, $cols, $call, $t, Single, 8, softmax, layer_norm, rms_norm, []),
-            (Single, Wide(4)) => launch_one!($p, grid, $rows, $cols, $call, $t, Single, 4, softmax_wide, layer_norm_wide, rms_norm_wide, []),
-            (Single, Cluster(2)) => launch_one!($p, grid, $rows, $cols, $call, $t, Single, 2, softmax_cluster, layer_norm_cluster, rms_norm_cluster, []),
+            (Peel, Warp(1)) => launch_one!($p, grid, $rows, $cols, $call, $t, Peel, 1, softmax_warp, layer_norm_warp, rms_norm_warp, [rows]),
+            (Peel, Warp(2)) => launch_one!($p, grid, $rows, $cols, $call, $t, Peel, 2, softmax_warp, layer_norm_warp, rms_norm_warp, [rows]),
+            (Peel, Warp(3)) => launch_one!($p, grid, $rows, $cols, $call, $t, Peel, 3, softmax_warp, layer_norm_warp, rms_norm_warp, [rows]),
+            (Peel, Warp(4)) => launch_one!($p, grid, $rows, $cols, $call, $t, Peel, 4, softmax_warp, layer_norm_warp, rms_norm_warp, [rows]),
+            (Peel, Warpgroup(1)) => launch_one!($p, grid, $rows, $cols, $call, $t, Peel, 1, softmax, layer_norm, rms_norm, []),
+            (Peel, Warpgroup(2)) => launch_one!($p, grid, $rows, $cols, $call, $t, Peel, 2, softmax, layer_norm, rms_norm, []),
+            (Peel, Warpgroup(3)) => launch_one!($p, grid, $rows, $cols, $call, $t, Peel, 3, softmax, layer_norm, rms_norm, []),
+            (Peel, Warpgroup(4)) => launch_one!($p, grid, $rows, $cols, $call, $t, Peel, 4, softmax, layer_norm, rms_norm, []),
+            (Peel, Warpgroup(5)) => launch_one!($p, grid, $rows, $cols, $call, $t, Peel, 5, softmax, layer_norm, rms_norm, []),
+            (Peel, Warpgroup(6)) => launch_one!($p, grid, $rows, $cols, $call, $t, Peel, 6, softmax, layer_norm, rms_norm, []),
+            (Peel, Wide(3)) => launch_one!($p, grid, $rows, $cols, $call, $t, Peel, 3, softmax_wide, layer_norm_wide, rms_norm_wide, []),
+            // (`Peel` at `V` = 4 per 512 threads: f16 and bf16 only, `$peel4`.)
+            $((Peel, Wide(4)) if stringify!($peel4) == "peel4" => launch_one!($p, grid, $rows, $cols, $call, $t, Peel, 4, softmax_wide, layer_norm_wide, rms_norm_wide, []),)?
+            (Peel, Cluster(2)) => launch_one!($p, grid, $rows, $cols, $call, $t, Peel, 2, softmax_cluster, layer_norm_cluster, rms_norm_cluster, []),
+            $((Peel, Cluster(4)) if stringify!($peel4) == "peel4" => launch_one!($p, grid, $rows, $cols, $call, $t, Peel, 4, softmax_cluster, layer_norm_cluster, rms_norm_cluster, []),)?
             (Single, Cluster(4)) => launch_one!($p, grid, $rows, $cols, $call, $t, Single, 4, softmax_cluster, layer_norm_cluster, rms_norm_cluster, []),
             other => unreachable!("no instance for {other:?} (RowKernel::of gives only built ones)"),
         };
@@ -406,7 +451,7 @@ impl NormElem for f16 {
     const NAME: &'static str = "f16";
     const TOLERANCE: f64 = 4e-3;
     fn launch(p: &Program, kernel: RowKernel, rows: usize, cols: usize, call: Call<'_, Self>) -> Result<(), Error> {
-        launch_elem!(f16, p, kernel, rows, cols, call)
+        launch_elem!(f16, p, kernel, rows, cols, call, peel4)
     }
     fn launch_bwd(p: &Program, kernel: RowKernel, call: BwdCall<'_, Self>) -> Result<(), Error> {
         launch_bwd_elem!(f16, p, kernel, call, rms_norm_bwd_wide, layer_norm_bwd_wide)
@@ -428,7 +473,7 @@ impl NormElem for bf16 {
     const NAME: &'static str = "bf16";
     const TOLERANCE: f64 = 2e-2;
     fn launch(p: &Program, kernel: RowKernel, rows: usize, cols: usize, call: Call<'_, Self>) -> Result<(), Error> {
-        launch_elem!(bf16, p, kernel, rows, cols, call)
+        launch_elem!(bf16, p, kernel, rows, cols, call, peel4)
     }
     fn launch_bwd(p: &Program, kernel: RowKernel, call: BwdCall<'_, Self>) -> Result<(), Error> {
         launch_bwd_elem!(bf16, p, kernel, call, rms_norm_bwd_wide, layer_norm_bwd_wide)
@@ -521,20 +566,20 @@ const BWD_REDUCE_EMU_CHUNK: usize = 8;
 pub const BWD_ROWS_PER_GROUP: usize = 8;
 
 /// The backward kernel for rows of `cols` (checked: at most
-/// [`backward_max_cols`]) of `T`: the forward's access ([`RowKernel::of`]:
-/// 16-byte accesses for a multiple of 16 bytes, else one element per
-/// access) and shape, with `V` rounded up to the instances built (1, 2, 4
+/// [`backward_max_cols`]) of `T`: 16-byte accesses for a multiple of 16
+/// bytes, else one element per access ([`RowAccess::Single`]), and the
+/// forward's shape of `cols` ([`RowShape::of`]), with `V` rounded up to the instances built (1, 2, 4
 /// per warp; 1, 2, 4, 8 per warpgroup, 2, 4 for one element per access;
 /// 4 per 4 warpgroups): a thread's extra pieces are masked.
 pub fn backward_kernel<T: NormElem>(cols: usize) -> RowKernel {
-    let k = RowKernel::of::<T>(cols);
-    let shape = match k.shape {
+    let access = if (cols * size_of::<T>()) % 16 == 0 { RowAccess::Vec16 } else { RowAccess::Single };
+    let shape = match RowShape::of(cols) {
         RowShape::Warp(v) => RowShape::Warp(v.next_power_of_two()),
-        RowShape::Warpgroup(v) if k.access == RowAccess::Vec16 => RowShape::Warpgroup(v.next_power_of_two()),
+        RowShape::Warpgroup(v) if access == RowAccess::Vec16 => RowShape::Warpgroup(v.next_power_of_two()),
         RowShape::Warpgroup(v) => RowShape::Warpgroup(v.next_power_of_two().max(2)),
         _ => RowShape::Wide(4),
     };
-    RowKernel { shape, access: k.access }
+    RowKernel { shape, access }
 }
 
 /// The backward's groups for `rows` rows: `ceil(rows / 8)`, at most

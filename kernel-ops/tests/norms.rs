@@ -3,7 +3,7 @@
 //! (`norms::BENCH_COLS`: 768 .. 16384 and odd multiples of 8) in f16 and
 //! f32, each row shape (a warp, a warpgroup, 4 warpgroups per row, a
 //! cluster of 4 CTAs per row up to 65536 columns), widths that are not a
-//! multiple of 8 (one element per access, rows at every alignment), all
+//! multiple of 8 (peeled 16-byte accesses, rows at every alignment), all
 //! three element types, through the same entry points a GPU program calls
 //! (`tests/gpu.rs` runs them there); the fused residual norms with `y` and
 //! with each FP8 scaling.
@@ -46,21 +46,24 @@ fn f32_norms_match_the_f64_reference_at_every_listed_width() {
 }
 
 #[test]
-fn odd_widths_move_one_element_per_access_and_stay_in_their_rows() {
+fn odd_widths_move_their_bodies_in_16_byte_accesses_and_stay_in_their_rows() {
     // Rows of these widths start at every alignment (row r at element r *
-    // cols): one element per access, masked at the row's end; `check_all`
-    // sees no read or write past the buffers.
+    // cols): 16-byte accesses for each row's body, its partial chunks at
+    // both ends by element, gamma and beta shifted to the row's alignment;
+    // `check_all` sees no read or write past the buffers.
     let dev = Device::emulator();
     for cols in [1, 7, 13, 1001] {
         check_all::<f16>(f16::TOLERANCE, 5, cols, &dev);
         check_all::<bf16>(bf16::TOLERANCE, 3, cols, &dev);
         check_all::<f32>(f32::TOLERANCE, 3, cols, &dev);
     }
-    // 16-byte accesses for f32 (a multiple of 4), one element for f16.
+    // 16-byte accesses for f32 (a multiple of 4), peeled for f16.
     check_all::<f32>(f32::TOLERANCE, 2, 1004, &dev);
     check_all::<f16>(f16::TOLERANCE, 2, 1004, &dev);
-    // A warpgroup and 4 warpgroups per row.
+    // A warpgroup and 4 warpgroups per row (7001: a warpgroup's `V` of 7
+    // goes to 4 warpgroups).
     check_all::<bf16>(bf16::TOLERANCE, 2, 4099, &dev);
+    check_all::<bf16>(bf16::TOLERANCE, 2, 7001, &dev);
     check_all::<f32>(f32::TOLERANCE, 1, 9001, &dev);
 }
 
@@ -88,17 +91,25 @@ fn row_shapes_cover_each_width_with_the_fewest_pieces() {
     assert_eq!(RowShape::of(32768), RowShape::Cluster(2));
     assert_eq!(RowShape::of(32776), RowShape::Cluster(4));
     assert_eq!(RowShape::of(65536), RowShape::Cluster(4));
-    // 16-byte accesses where the width is a multiple of 16 bytes, else one
-    // element per access, `V` rounded up to the instances built.
-    let (vec16, single) = (RowAccess::Vec16, RowAccess::Single);
+    // 16-byte accesses where the width is a multiple of 16 bytes, else
+    // peeled ones (the shape of the width plus 7 elements for 16-bit
+    // types, 3 for f32), or one element per access where a cluster's
+    // slice has no room for the peel.
+    let (vec16, peel, single) = (RowAccess::Vec16, RowAccess::Peel, RowAccess::Single);
     assert_eq!(RowKernel::of::<f16>(1000), RowKernel { shape: RowShape::Warp(4), access: vec16 });
     assert_eq!(RowKernel::of::<f32>(1004), RowKernel { shape: RowShape::Warp(4), access: vec16 });
-    assert_eq!(RowKernel::of::<bf16>(1004), RowKernel { shape: RowShape::Warp(4), access: single });
-    assert_eq!(RowKernel::of::<f32>(515), RowKernel { shape: RowShape::Warp(4), access: single });
-    assert_eq!(RowKernel::of::<f16>(1025), RowKernel { shape: RowShape::Warpgroup(2), access: single });
-    assert_eq!(RowKernel::of::<f16>(5001), RowKernel { shape: RowShape::Warpgroup(8), access: single });
-    assert_eq!(RowKernel::of::<f32>(9001), RowKernel { shape: RowShape::Wide(4), access: single });
-    assert_eq!(RowKernel::of::<f16>(40001), RowKernel { shape: RowShape::Cluster(4), access: single });
+    assert_eq!(RowKernel::of::<bf16>(1004), RowKernel { shape: RowShape::Warp(4), access: peel });
+    assert_eq!(RowKernel::of::<f32>(515), RowKernel { shape: RowShape::Warp(3), access: peel });
+    assert_eq!(RowKernel::of::<bf16>(1017), RowKernel { shape: RowShape::Warpgroup(1), access: peel });
+    assert_eq!(RowKernel::of::<f16>(1025), RowKernel { shape: RowShape::Warpgroup(2), access: peel });
+    assert_eq!(RowKernel::of::<f16>(5001), RowKernel { shape: RowShape::Warpgroup(5), access: peel });
+    assert_eq!(RowKernel::of::<bf16>(7001), RowKernel { shape: RowShape::Wide(3), access: peel });
+    assert_eq!(RowKernel::of::<f32>(9001), RowKernel { shape: RowShape::Wide(3), access: peel });
+    assert_eq!(RowKernel::of::<f16>(16383), RowKernel { shape: RowShape::Cluster(2), access: peel });
+    assert_eq!(RowKernel::of::<f16>(40001), RowKernel { shape: RowShape::Cluster(4), access: peel });
+    assert_eq!(RowKernel::of::<bf16>(65501), RowKernel { shape: RowShape::Cluster(4), access: peel });
+    assert_eq!(RowKernel::of::<bf16>(65505), RowKernel { shape: RowShape::Cluster(4), access: single });
+    assert_eq!(RowKernel::of::<f32>(65535), RowKernel { shape: RowShape::Cluster(4), access: single });
 }
 
 #[test]

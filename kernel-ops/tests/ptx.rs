@@ -1,8 +1,9 @@
 //! The norm kernels build for sm_90a and sm_100a, assemble with ptxas 13.0
 //! with no stack frame and no spills, keep the row in registers (no local
 //! memory) and move it with 16-byte vector accesses (one per piece of 8
-//! f16 / bf16, two per piece of 8 f32, masked at the row's end), or one
-//! element per access for widths that are not a multiple of 16 bytes.
+//! f16 / bf16, two per piece of 8 f32, masked at the row's end), also for
+//! widths that are not a multiple of 16 bytes (peeled: the rows' partial
+//! chunks by element), or, in the cluster fallback, one element per access.
 use kernel_device::launch::DeviceImage;
 
 fn image(arch: &str) -> &'static DeviceImage {
@@ -36,15 +37,17 @@ fn norm_kernels_assemble_without_spills_for_both_architectures() {
             assert!(line.contains("0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"), "{arch} {name}: {line}");
             entries += 1;
         }
-        // softmax, layer norm, RMS norm: 3 types x (7 warp + 11 warpgroup +
-        // 3 wide + 4 cluster) instances (16-byte and one-element accesses);
+        // softmax, layer norm, RMS norm: 3 types x (8 warp + 14 warpgroup +
+        // 4 wide + 5 cluster) instances (16-byte, peeled and, in a cluster,
+        // one-element accesses), less the f32 layer norm's peeled `V` = 4
+        // per 512 threads (wide and cluster);
         // the fused norms: 2 types x (4 warp + 8 warpgroup + 2 wide); the
         // backwards (RMS and layer norm): 3 types x (3 warp + 4 warpgroup)
         // + 2 types x 1 wide with 16-byte accesses, 3 types x (3 warp + 2
         // warpgroup) with one element per access, and their reduce kernel.
         assert_eq!(
             entries,
-            3 * 3 * (7 + 11 + 3 + 4) + 2 * 2 * (4 + 8 + 2) + 1 + 2 * (3 * (3 + 4) + 2 + 3 * (3 + 2)) + 1,
+            3 * 3 * (8 + 14 + 4 + 5) - 2 + 2 * 2 * (4 + 8 + 2) + 1 + 2 * (3 * (3 + 4) + 2 + 3 * (3 + 2)) + 1,
             "{arch}: the norm instances, fp8_tensor_scale and the backwards:\n{report}"
         );
     }
@@ -72,9 +75,23 @@ fn rows_stay_in_registers_and_move_in_16_byte_accesses() {
                     }
                 }
             }
+            // Peeled 16-byte accesses (widths not a multiple of 16 bytes): x
+            // and y as above, each gamma (and beta) piece two 16-byte
+            // chunks (shifted to the row's alignment); the element
+            // accesses of the rows' partial chunks beside them.
+            for (t, per_piece) in [("f16", 1), ("bf16", 1), ("f32", 2)] {
+                for (family, vecs) in [("_warp", 1), ("", 3), ("", 6), ("_wide", 3), ("_cluster", 2)] {
+                    let name = format!("{op}{family}__{t}_Peel_{vecs}");
+                    let body = entry(ptx, &name);
+                    assert!(!body.contains(".local"), "{arch} {name}: local memory");
+                    let pieces = per_piece * vecs;
+                    assert_eq!(count(body, "ld.v4.b32") + count(body, "ld.global.v4"), pieces * (1 + 2 * extra_loads), "{arch} {name}: vector loads");
+                    assert_eq!(count(body, "st.v4.b32") + count(body, "st.global.v4"), pieces, "{arch} {name}: vector stores");
+                }
+            }
             // One element per access: 8 per piece, each one load (x, gamma, beta) or store (y).
             for (t, bits) in [("f16", 16), ("bf16", 16), ("f32", 32)] {
-                for (family, vecs) in [("_warp", 1), ("", 2), ("_wide", 4), ("_cluster", 2)] {
+                for (family, vecs) in [("_cluster", 4)] {
                     let name = format!("{op}{family}__{t}_Single_{vecs}");
                     let body = entry(ptx, &name);
                     assert!(!body.contains(".local"), "{arch} {name}: local memory");

@@ -4,7 +4,7 @@ torch, on the same tensors: ``kernel_ops.rms_norm``, ``layer_norm`` and
 ``softmax`` beside torch's own ops and a copy (``y.copy_(x)``: the rate a
 kernel that reads and writes each element once can approach). The widths
 of issue 41 (768 .. 16384), 32768 and 65536 (a cluster per row), 1001 and
-50257 (not a multiple of 8: one element per access); bfloat16, float16 and
+50257 (not a multiple of 8: peeled 16-byte accesses); bfloat16, float16 and
 float32 (``--dtype``, comma-separated); rows such that each problem is 2^25
 elements (at least 1 row). Each contender warmed to the steady clock
 (``--warmup-ms``, default 300) before each timing, CUDA events around each

@@ -280,6 +280,12 @@ fn mask_parts<const G: usize, const V: usize, const P: usize>(a: RowF32<G, V>, l
 pub trait Access<T: Elem>: 'static {
     /// Elements per access: 8 (16-bit [`Vec16`]), 4 (f32 [`Vec16`]), 1 ([`Single`]).
     const PER_ACCESS: usize;
+    /// Whether the 512-thread rows store `y` by pieces
+    /// ([`Access::store_pieces`] with the weights loaded per piece, to save
+    /// registers): not for [`Peel`](super::Peel), whose shifted weights
+    /// per piece stay calls (LLVM does not inline the closures), their
+    /// registers in local memory.
+    const STORE_BY_PIECES: bool = true;
     /// The registers of a slice as loaded: 16-bit words for [`Vec16`] of
     /// f16 / bf16 (half the registers of f32), f32 otherwise.
     type Raw<const G: usize, const V: usize>: Copy;
@@ -293,8 +299,19 @@ pub trait Access<T: Elem>: 'static {
     fn refresh<const G: usize, const V: usize>(r: Self::Raw<G, V>) -> Self::Raw<G, V>;
     /// Rounds `a` to `T` and stores its elements below `len` to `dst[off ..]`.
     fn store<const G: usize, const V: usize>(a: RowF32<G, V>, dst: Gmem<T>, off: usize, len: usize);
-    /// `a` with the elements at or beyond `len` set to `fill`.
-    fn mask_beyond<const G: usize, const V: usize>(a: RowF32<G, V>, len: usize, fill: f32) -> RowF32<G, V>;
+    /// `src[off .. off + len]` (weights: elements beyond `len` are 0)
+    /// with the map of the row slice at `row_off` of `x`, so that they
+    /// pair with its registers; the same as [`Access::load`] for the
+    /// accesses whose map does not depend on the slice's alignment.
+    #[inline(always)]
+    #[track_caller]
+    fn load_weights<const G: usize, const V: usize>(src: GmemRef<T>, off: usize, len: usize, row_off: usize) -> Self::Raw<G, V> {
+        let _ = row_off;
+        Self::load::<G, V>(src, off, len, 0.0)
+    }
+    /// `a` with the elements outside the slice (at `off`, `len` long) set
+    /// to `fill`.
+    fn mask_beyond<const G: usize, const V: usize>(a: RowF32<G, V>, off: usize, len: usize, fill: f32) -> RowF32<G, V>;
     /// As [`Access::store`], only the pieces `j0 .. j1` of `a` (`j0 <= j1 <=
     /// V`, constants after inlining): the other pieces of `a` are not
     /// needed, so what computes them is dead code.
@@ -339,7 +356,7 @@ impl<T: Pairs> Access<T> for Vec16 {
         store_words::<T, G, V>(a, dst, off, len)
     }
     #[inline(always)]
-    fn mask_beyond<const G: usize, const V: usize>(a: RowF32<G, V>, len: usize, fill: f32) -> RowF32<G, V> {
+    fn mask_beyond<const G: usize, const V: usize>(a: RowF32<G, V>, _off: usize, len: usize, fill: f32) -> RowF32<G, V> {
         a.mask_beyond(len, fill)
     }
     #[inline(always)]
@@ -405,7 +422,7 @@ macro_rules! f32_access {
                 $store::<$ty, G, V, $p>(a, dst, off, len)
             }
             #[inline(always)]
-            fn mask_beyond<const G: usize, const V: usize>(a: RowF32<G, V>, len: usize, fill: f32) -> RowF32<G, V> {
+            fn mask_beyond<const G: usize, const V: usize>(a: RowF32<G, V>, _off: usize, len: usize, fill: f32) -> RowF32<G, V> {
                 mask_parts::<G, V, $p>(a, len, fill)
             }
             #[inline(always)]

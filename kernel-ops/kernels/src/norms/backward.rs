@@ -125,7 +125,7 @@ pub fn rms_norm_bwd_rows<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, c
         let (v, d) = (K::load::<G, V>(io.x, at.off(), at.len, 0.0), K::load::<G, V>(io.dy, at.off(), at.len, 0.0));
         let x = K::f32(v);
         let r = rsqrt_approx(at.sum(x * x) * at.inv_cols() + eps);
-        let g = A::f32::<G, V>(A::load::<G, V>(io.gamma, at.start, at.len, 0.0));
+        let g = A::f32::<G, V>(A::load_weights::<G, V>(io.gamma, at.start, at.len, at.off()));
         let w = K::f32(d) * g;
         let c = at.sum(w * K::f32(K::refresh(v))) * at.inv_cols();
         let (x, d) = (K::f32(K::refresh(v)), K::f32(K::refresh(d)));
@@ -151,14 +151,14 @@ pub fn layer_norm_bwd_rows<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize,
         let mean = at.sum(K::f32(v)) * at.inv_cols();
         // Elements beyond the slice are 0 in `x`, `dy` and `gamma`: masked
         // for the variance; `w` is 0 there, so the other sums need no mask.
-        let dev = A::mask_beyond(K::f32(K::refresh(v)) - mean, at.len, 0.0);
+        let dev = A::mask_beyond(K::f32(K::refresh(v)) - mean, at.off(), at.len, 0.0);
         let r = rsqrt_approx(at.sum(dev * dev) * at.inv_cols() + eps);
         // gamma is loaded again at each use (L1 hits after the first; each
         // reduction's barrier keeps them loads), so that neither `w` nor
         // `xhat` stays live across a reduction beside `x` and `dy` (the f32
         // 512-thread rows would spill).
-        let (start, len) = (at.start, at.len);
-        let gamma = || A::f32::<G, V>(A::load::<G, V>(io.gamma, start, len, 0.0));
+        let (start, len, off) = (at.start, at.len, at.off());
+        let gamma = || A::f32::<G, V>(A::load_weights::<G, V>(io.gamma, start, len, off));
         let mw = at.sum(K::f32(K::refresh(d)) * gamma()) * at.inv_cols();
         let mwx = at.sum(K::f32(K::refresh(d)) * gamma() * (K::f32(K::refresh(v)) - mean)) * at.inv_cols() * r;
         let (xhat, dr) = ((K::f32(K::refresh(v)) - mean) * r, K::f32(K::refresh(d)));

@@ -8,12 +8,15 @@
 //! 1. a group of `G` threads owns one row (or one slice of a row split
 //!    over a cluster) and loads it as [`RowF32<G, V>`]: `8 V` elements per
 //!    thread, with 16-byte accesses ([`Vec16`]: rows whose starts are
-//!    16-byte aligned, i.e. widths of a multiple of 8 elements, 4 for f32)
-//!    or one element per access ([`Single`]: any width, any alignment), so
+//!    16-byte aligned, i.e. widths of a multiple of 8 elements, 4 for f32;
+//!    [`Peel`]: the other widths, each row's body in 16-byte accesses, the
+//!    partial 16-byte chunks at its ends by element, gamma and beta
+//!    shifted to the row's alignment) or one element per access
+//!    ([`Single`]: any width, any alignment; the peel's fallback), so
 //!    that each load instruction of the group reads consecutive addresses
-//!    (the map of each access: [`access`]). Accesses at or beyond the
-//!    slice's end are not made (masked: filled with 0, or `-inf` for the
-//!    softmax's maximum). The row stays in registers, as f32 ([`InF32`])
+//!    (the map of each access: [`access`], [`peel`]). Accesses at or beyond
+//!    the slice's ends are not made (masked: filled with 0, or `-inf` for
+//!    the softmax's maximum). The row stays in registers, as f32 ([`InF32`])
 //!    or, for the wide 16-bit rows, as loaded ([`AsLoaded`]: 16-bit words,
 //!    half the registers, converted again at each use);
 //! 2. the row statistics are reductions ([`RowAt::sum`], [`RowAt::max`]:
@@ -29,14 +32,24 @@
 //!
 //! Four row shapes cover the widths, picked by the host
 //! (`kernel_ops::norms`) from `cols` (capacities in elements, for every
-//! element type: `V` counts 8-element pieces per thread):
+//! element type: `V` counts 8-element pieces per thread; a [`Peel`] row
+//! needs room for `cols` plus up to 7 elements, 3 for f32: its first
+//! 16-byte chunk starts before it):
 //!
-//! | kernels | group | rows per CTA | `V` ([`Vec16`]) | `V` ([`Single`]) | columns |
+//! | kernels | group | rows per CTA | `V` ([`Vec16`]) | `V` ([`Peel`]) | columns |
 //! |---|---|---|---|---|---|
-//! | `{op}_warp<T, A, V>` | a warp (32 threads) | 4 | 1..=4 | 1, 2, 4 | `cols <= 256 V`, used below 1024 |
-//! | `{op}<T, A, V>` | a warpgroup (128) | 1 | 1..=8 | 2, 4, 8 | `cols <= 1024 V`, 1024..=8192 |
-//! | `{op}_wide<T, A, V>` | 4 warpgroups (512) | 1 | 3, 4 | 4 | `cols <= 4096 V`, 8193..=16384 |
-//! | `{op}_cluster<T, A, V>` | a cluster of 4 CTAs of 4 warpgroups | 1 per cluster | 2, 4 | 2, 4 | `cols <= 16384 V`, 16385..=65536 |
+//! | `{op}_warp<T, A, V>` | a warp (32 threads) | 4 | 1..=4 | 1..=4 | `cols <= 256 V`, used below 1024 |
+//! | `{op}<T, A, V>` | a warpgroup (128) | 1 | 1..=8 | 1..=6 | `cols <= 1024 V`, 1024..=8192 |
+//! | `{op}_wide<T, A, V>` | 4 warpgroups (512) | 1 | 3, 4 | 3, 4 | `cols <= 4096 V`, 8193..=16384 (and [`Peel`] rows that need `V` 7, 8 per warpgroup) |
+//! | `{op}_cluster<T, A, V>` | a cluster of 4 CTAs of 4 warpgroups | 1 per cluster | 2, 4 | 2, 4 ([`Single`]: 4) | `cols <= 16384 V`, 16385..=65536 |
+//!
+//! (The [`Peel`] warpgroup instances stop at `V` = 6: the f32 layer norm's
+//! shifted gamma and beta spilled at 7 and 8; for the same reason the f32
+//! layer norm has no [`Peel`] instance at `V` = 4 for 512 threads, and the
+//! host gives f32 [`Peel`] rows at most `V` = 3 per 4 warpgroups and 2 per
+//! cluster CTA. The [`Single`] cluster instance serves the widths whose
+//! slices leave no room for the peel: the last few below 65536, and f32
+//! beyond 2 pieces per cluster thread.)
 //!
 //! Narrow rows go one per warp so that a CTA moves 4 rows and each thread
 //! has up to 4 loads in flight (a warpgroup per 768-column row would leave
@@ -54,10 +67,7 @@
 //!
 //! Element types: `x`, `y`, `gamma` and `beta` are all of one type `T`
 //! (f16, bf16 or f32); the statistics and the arithmetic are f32, and `y`
-//! is rounded to `T` once. The [`Single`] instances have fewer `V`s (the
-//! host rounds `V` up: a thread's extra pieces are masked): they serve the
-//! widths that are not a multiple of 8 (4 for f32), whose rows' starts are
-//! not 16-byte aligned.
+//! is rounded to `T` once.
 //!
 //! The fused residual norms compute `s = x + residual` in f32, round it to
 //! `T` (the new residual, stored), and normalize that rounded `s`, so `y`
@@ -72,17 +82,20 @@
 //!
 //! Constraints: `1 <= cols <= the shape's maximum` (`cols % 8 == 0` for
 //! 16-bit [`Vec16`] and the fused kernels, `cols % 4 == 0` for f32
-//! [`Vec16`]); `x`, `y` (and `residual`, `new_residual`, `q`) hold
+//! [`Vec16`]; `cols` plus the peel's 7 (f32: 3) elements for [`Peel`]);
+//! `x`, `y` (and `residual`, `new_residual`, `q`) hold
 //! `rows * cols` elements (row-major, starting 16-byte aligned), `gamma` /
 //! `beta` `cols`. The host entry points in `kernel-ops` check these.
 pub mod access;
 pub mod backward;
 mod fused;
+pub mod peel;
 mod row;
 
 pub use access::{Access, AsLoaded, Elem, FromWords, InF32, Keep, Pairs, RowF32, Single, Vec16, Words, VEC};
 pub use backward::{layer_norm_bwd_rows, norm_bwd_reduce, rms_norm_bwd_rows, BwdIo, GroupRows, PartSmem, REDUCE_THREADS};
 pub use fused::{add_layer_norm_row, add_rms_norm_row, FusedOut};
+pub use peel::Peel;
 pub use row::{layer_norm_row, rms_norm_row, softmax_row, Cluster, Cta, LayerNormOut, Reach, RmsOut, RowAt, RowOut};
 
 use kernel_device::gmem::GmemRef;
@@ -154,30 +167,30 @@ fn cluster_row(cols: u32, red: Smem<[f32; 16]>, slots: Smem<[[f32; CLUSTER]; 2]>
 // `_cluster`.
 
 /// Row softmax, one row of at most `256 V` columns per warp (see the [module docs](self)).
-#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 3), (Vec16, 4), (Single, 1), (Single, 2), (Single, 4)))]
+#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 3), (Vec16, 4), (Peel, 1), (Peel, 2), (Peel, 3), (Peel, 4)))]
 pub fn softmax_warp<T: Elem, A: Access<T>, const V: usize>(x: GmemRef<T>, y: Gmem<T>, rows: u32, cols: u32, #[scratch] red: Smem<[f32; 1]>) {
     if let Some(at) = warp_row(rows, cols, red) {
         softmax_row::<T, A, InF32, 32, V, 1, Cta>(x, y, at);
     }
 }
 /// Row softmax, one row of at most `1024 V` columns per CTA (see the [module docs](self)).
-#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 3), (Vec16, 4), (Vec16, 5), (Vec16, 6), (Vec16, 7), (Vec16, 8), (Single, 2), (Single, 4), (Single, 8)))]
+#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 3), (Vec16, 4), (Vec16, 5), (Vec16, 6), (Vec16, 7), (Vec16, 8), (Peel, 1), (Peel, 2), (Peel, 3), (Peel, 4), (Peel, 5), (Peel, 6)))]
 pub fn softmax<T: Elem, A: Access<T>, const V: usize>(x: GmemRef<T>, y: Gmem<T>, cols: u32, #[scratch] red: Smem<[f32; 4]>) {
     softmax_row::<T, A, InF32, 128, V, 4, Cta>(x, y, wg_row(cols, red));
 }
 /// Row softmax, one row of at most `4096 V` columns per CTA of 4 warpgroups (see the [module docs](self)).
-#[kernel(block = warpgroups(4), instances(T = [f16, bf16, f32], (Vec16, 3), (Vec16, 4), (Single, 4)))]
+#[kernel(block = warpgroups(4), instances(T = [f16, bf16, f32], (Vec16, 3), (Vec16, 4), (Peel, 3), (Peel, 4)))]
 pub fn softmax_wide<T: Elem, A: Access<T>, const V: usize>(x: GmemRef<T>, y: Gmem<T>, cols: u32, #[scratch] red: Smem<[f32; 16]>) {
     softmax_row::<T, A, AsLoaded, WIDE_THREADS, V, 16, Cta>(x, y, wide_row(cols, red));
 }
 /// Row softmax, one row of at most `16384 V` columns per cluster of 4 CTAs of 4 warpgroups (see the [module docs](self)).
-#[kernel(block = warpgroups(4), cluster = 4, instances(T = [f16, bf16, f32], (Vec16, 2), (Vec16, 4), (Single, 2), (Single, 4)))]
+#[kernel(block = warpgroups(4), cluster = 4, instances(T = [f16, bf16, f32], (Vec16, 2), (Vec16, 4), (Peel, 2), (Peel, 4), (Single, 4)))]
 pub fn softmax_cluster<T: Elem, A: Access<T>, const V: usize>(x: GmemRef<T>, y: Gmem<T>, cols: u32, #[scratch] red: Smem<[f32; 16]>, #[scratch] slots: Smem<[[f32; CLUSTER]; 2]>) {
     softmax_row::<T, A, AsLoaded, WIDE_THREADS, V, 16, Cluster<CLUSTER>>(x, y, cluster_row(cols, red, slots));
 }
 
 /// Layer norm, one row of at most `256 V` columns per warp (see the [module docs](self)).
-#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 3), (Vec16, 4), (Single, 1), (Single, 2), (Single, 4)))]
+#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 3), (Vec16, 4), (Peel, 1), (Peel, 2), (Peel, 3), (Peel, 4)))]
 #[allow(clippy::too_many_arguments)]
 pub fn layer_norm_warp<T: Elem, A: Access<T>, const V: usize>(x: GmemRef<T>, gamma: GmemRef<T>, beta: GmemRef<T>, y: Gmem<T>, eps: f32, rows: u32, cols: u32, #[scratch] red: Smem<[f32; 1]>) {
     if let Some(at) = warp_row(rows, cols, red) {
@@ -185,17 +198,28 @@ pub fn layer_norm_warp<T: Elem, A: Access<T>, const V: usize>(x: GmemRef<T>, gam
     }
 }
 /// Layer norm, one row of at most `1024 V` columns per CTA (see the [module docs](self)).
-#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 3), (Vec16, 4), (Vec16, 5), (Vec16, 6), (Vec16, 7), (Vec16, 8), (Single, 2), (Single, 4), (Single, 8)))]
+#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 3), (Vec16, 4), (Vec16, 5), (Vec16, 6), (Vec16, 7), (Vec16, 8), (Peel, 1), (Peel, 2), (Peel, 3), (Peel, 4), (Peel, 5), (Peel, 6)))]
 pub fn layer_norm<T: Elem, A: Access<T>, const V: usize>(x: GmemRef<T>, gamma: GmemRef<T>, beta: GmemRef<T>, y: Gmem<T>, eps: f32, cols: u32, #[scratch] red: Smem<[f32; 4]>) {
     layer_norm_row::<T, A, InF32, 128, V, 4, Cta>(x, gamma, beta, y, eps, wg_row(cols, red));
 }
 /// Layer norm, one row of at most `4096 V` columns per CTA of 4 warpgroups (see the [module docs](self)).
-#[kernel(block = warpgroups(4), instances(T = [f16, bf16, f32], (Vec16, 3), (Vec16, 4), (Single, 4)))]
+// (No f32 `Peel` at `V` = 4 for the layer norm: its shifted gamma and
+// beta beside an f32 row of 512 threads spilled, 44 bytes, sm_90a.)
+#[kernel(block = warpgroups(4), instances(
+    (f16, Vec16, 3), (f16, Vec16, 4), (f16, Peel, 3), (f16, Peel, 4),
+    (bf16, Vec16, 3), (bf16, Vec16, 4), (bf16, Peel, 3), (bf16, Peel, 4),
+    (f32, Vec16, 3), (f32, Vec16, 4), (f32, Peel, 3),
+))]
 pub fn layer_norm_wide<T: Elem, A: Access<T>, const V: usize>(x: GmemRef<T>, gamma: GmemRef<T>, beta: GmemRef<T>, y: Gmem<T>, eps: f32, cols: u32, #[scratch] red: Smem<[f32; 16]>) {
     layer_norm_row::<T, A, AsLoaded, WIDE_THREADS, V, 16, Cta>(x, gamma, beta, y, eps, wide_row(cols, red));
 }
 /// Layer norm, one row of at most `16384 V` columns per cluster of 4 CTAs of 4 warpgroups (see the [module docs](self)).
-#[kernel(block = warpgroups(4), cluster = 4, instances(T = [f16, bf16, f32], (Vec16, 2), (Vec16, 4), (Single, 2), (Single, 4)))]
+// (No f32 `Peel` at `V` = 4: see `layer_norm_wide`; 68 bytes.)
+#[kernel(block = warpgroups(4), cluster = 4, instances(
+    (f16, Vec16, 2), (f16, Vec16, 4), (f16, Peel, 2), (f16, Peel, 4), (f16, Single, 4),
+    (bf16, Vec16, 2), (bf16, Vec16, 4), (bf16, Peel, 2), (bf16, Peel, 4), (bf16, Single, 4),
+    (f32, Vec16, 2), (f32, Vec16, 4), (f32, Peel, 2), (f32, Single, 4),
+))]
 #[allow(clippy::too_many_arguments)]
 pub fn layer_norm_cluster<T: Elem, A: Access<T>, const V: usize>(
     x: GmemRef<T>, gamma: GmemRef<T>, beta: GmemRef<T>, y: Gmem<T>, eps: f32, cols: u32,
@@ -205,24 +229,24 @@ pub fn layer_norm_cluster<T: Elem, A: Access<T>, const V: usize>(
 }
 
 /// RMS norm, one row of at most `256 V` columns per warp (see the [module docs](self)).
-#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 3), (Vec16, 4), (Single, 1), (Single, 2), (Single, 4)))]
+#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 3), (Vec16, 4), (Peel, 1), (Peel, 2), (Peel, 3), (Peel, 4)))]
 pub fn rms_norm_warp<T: Elem, A: Access<T>, const V: usize>(x: GmemRef<T>, gamma: GmemRef<T>, y: Gmem<T>, eps: f32, rows: u32, cols: u32, #[scratch] red: Smem<[f32; 1]>) {
     if let Some(at) = warp_row(rows, cols, red) {
         rms_norm_row::<T, A, InF32, 32, V, 1, Cta>(x, gamma, y, eps, at);
     }
 }
 /// RMS norm, one row of at most `1024 V` columns per CTA (see the [module docs](self)).
-#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 3), (Vec16, 4), (Vec16, 5), (Vec16, 6), (Vec16, 7), (Vec16, 8), (Single, 2), (Single, 4), (Single, 8)))]
+#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 3), (Vec16, 4), (Vec16, 5), (Vec16, 6), (Vec16, 7), (Vec16, 8), (Peel, 1), (Peel, 2), (Peel, 3), (Peel, 4), (Peel, 5), (Peel, 6)))]
 pub fn rms_norm<T: Elem, A: Access<T>, const V: usize>(x: GmemRef<T>, gamma: GmemRef<T>, y: Gmem<T>, eps: f32, cols: u32, #[scratch] red: Smem<[f32; 4]>) {
     rms_norm_row::<T, A, InF32, 128, V, 4, Cta>(x, gamma, y, eps, wg_row(cols, red));
 }
 /// RMS norm, one row of at most `4096 V` columns per CTA of 4 warpgroups (see the [module docs](self)).
-#[kernel(block = warpgroups(4), instances(T = [f16, bf16, f32], (Vec16, 3), (Vec16, 4), (Single, 4)))]
+#[kernel(block = warpgroups(4), instances(T = [f16, bf16, f32], (Vec16, 3), (Vec16, 4), (Peel, 3), (Peel, 4)))]
 pub fn rms_norm_wide<T: Elem, A: Access<T>, const V: usize>(x: GmemRef<T>, gamma: GmemRef<T>, y: Gmem<T>, eps: f32, cols: u32, #[scratch] red: Smem<[f32; 16]>) {
     rms_norm_row::<T, A, AsLoaded, WIDE_THREADS, V, 16, Cta>(x, gamma, y, eps, wide_row(cols, red));
 }
 /// RMS norm, one row of at most `16384 V` columns per cluster of 4 CTAs of 4 warpgroups (see the [module docs](self)).
-#[kernel(block = warpgroups(4), cluster = 4, instances(T = [f16, bf16, f32], (Vec16, 2), (Vec16, 4), (Single, 2), (Single, 4)))]
+#[kernel(block = warpgroups(4), cluster = 4, instances(T = [f16, bf16, f32], (Vec16, 2), (Vec16, 4), (Peel, 2), (Peel, 4), (Single, 4)))]
 #[allow(clippy::too_many_arguments)]
 pub fn rms_norm_cluster<T: Elem, A: Access<T>, const V: usize>(
     x: GmemRef<T>, gamma: GmemRef<T>, y: Gmem<T>, eps: f32, cols: u32,

@@ -2,7 +2,7 @@
 //! cluster ([`Reach`]), and the row algorithms: [`softmax_row`],
 //! [`layer_norm_row`], [`rms_norm_row`].
 use super::access::{Access, Elem, Keep, RowF32};
-use kernel_device::array::regs::unroll;
+use kernel_device::array::regs::{opaque_u32, unroll};
 use kernel_device::gmem::GmemRef;
 use kernel_device::math::{ex2_approx, lg2_approx, rcp_approx_ftz, rsqrt_approx, LOG2_E};
 use kernel_device::prelude::*;
@@ -141,6 +141,8 @@ pub struct LayerNormOut<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, co
     beta: GmemRef<T>,
     start: usize,
     len: usize,
+    /// The row slice's first element in `x` (the weights' map: [`Access::load_weights`]).
+    off: usize,
 }
 impl<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, const V: usize> Clone for LayerNormOut<T, A, K, G, V> {
     #[inline(always)]
@@ -159,9 +161,9 @@ impl<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, const V: usize> Layer
     #[track_caller]
     pub fn new<const W: usize, R: Reach>(v: K::Row<G, V>, gamma: GmemRef<T>, beta: GmemRef<T>, eps: f32, mut at: RowAt<W, R>) -> Self {
         let mean = at.sum(K::f32(v)) * at.inv_cols();
-        let d = A::mask_beyond(K::f32(K::refresh(v)) - mean, at.len, 0.0);
+        let d = A::mask_beyond(K::f32(K::refresh(v)) - mean, at.off(), at.len, 0.0);
         let var = at.sum(d * d) * at.inv_cols();
-        LayerNormOut { v, mean, r: rsqrt_approx(var + eps), gamma, beta, start: at.start, len: at.len }
+        LayerNormOut { v, mean, r: rsqrt_approx(var + eps), gamma, beta, start: at.start, len: at.len, off: at.off() }
     }
 }
 impl<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, const V: usize> LayerNormOut<T, A, K, G, V> {
@@ -175,8 +177,16 @@ impl<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, const V: usize> RowOu
     #[inline(always)]
     #[track_caller]
     fn y(self) -> RowF32<G, V> {
-        let g = A::f32::<G, V>(A::load::<G, V>(self.gamma, self.start, self.len, 0.0));
-        let b = A::f32::<G, V>(A::load::<G, V>(self.beta, self.start, self.len, 0.0));
+        let g = A::f32::<G, V>(A::load_weights::<G, V>(self.gamma, self.start, self.len, self.off));
+        if G >= 512 && !A::STORE_BY_PIECES {
+            // 512 threads, the whole row's weights at once ([`Peel`](super::Peel)):
+            // gamma's product made opaque before beta is loaded, so that
+            // gamma and beta (two chunks each, for the shift) are not live
+            // together (f32 rows spilled).
+            let t = ((K::f32(self.v) - self.mean) * self.r * g).map(|a| f32::from_bits(opaque_u32(a.to_bits())));
+            return t + A::f32::<G, V>(A::load_weights::<G, V>(self.beta, self.start, self.len, self.off));
+        }
+        let b = A::f32::<G, V>(A::load_weights::<G, V>(self.beta, self.start, self.len, self.off));
         self.y_with(g, b)
     }
     #[inline(always)]
@@ -192,6 +202,7 @@ pub struct RmsOut<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, const V:
     gamma: GmemRef<T>,
     start: usize,
     len: usize,
+    off: usize,
 }
 impl<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, const V: usize> Clone for RmsOut<T, A, K, G, V> {
     #[inline(always)]
@@ -207,14 +218,14 @@ impl<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, const V: usize> RmsOu
     #[track_caller]
     pub fn new<const W: usize, R: Reach>(v: K::Row<G, V>, gamma: GmemRef<T>, eps: f32, mut at: RowAt<W, R>) -> Self {
         let f = K::f32(v);
-        RmsOut { v, r: rsqrt_approx(at.sum(f * f) * at.inv_cols() + eps), gamma, start: at.start, len: at.len }
+        RmsOut { v, r: rsqrt_approx(at.sum(f * f) * at.inv_cols() + eps), gamma, start: at.start, len: at.len, off: at.off() }
     }
 }
 impl<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, const V: usize> RowOut<G, V> for RmsOut<T, A, K, G, V> {
     #[inline(always)]
     #[track_caller]
     fn y(self) -> RowF32<G, V> {
-        K::f32(self.v) * self.r * A::f32::<G, V>(A::load::<G, V>(self.gamma, self.start, self.len, 0.0))
+        K::f32(self.v) * self.r * A::f32::<G, V>(A::load_weights::<G, V>(self.gamma, self.start, self.len, self.off))
     }
     #[inline(always)]
     fn refresh(self) -> Self {
@@ -263,10 +274,10 @@ pub fn layer_norm_row<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, cons
         // gamma and beta loaded with the row (8 registers more, the same
         // occupancy for a warpgroup), their latency hidden behind the row's
         // and the two reductions instead of added after them.
-        let (g, b) = (A::load::<G, V>(gamma, at.start, at.len, 0.0), A::load::<G, V>(beta, at.start, at.len, 0.0));
+        let (g, b) = (A::load_weights::<G, V>(gamma, at.start, at.len, at.off()), A::load_weights::<G, V>(beta, at.start, at.len, at.off()));
         let out = LayerNormOut::<T, A, K, G, V>::new(v, gamma, beta, eps, at);
         A::store(out.refresh().y_with(A::f32(g), A::f32(b)), y, at.off(), at.len);
-    } else if G >= 512 && A::PER_ACCESS > 1 {
+    } else if G >= 512 && A::PER_ACCESS > 1 && A::STORE_BY_PIECES {
         // A CTA of 512 threads (`_wide`, `_cluster`): gamma and beta by
         // chunks. (Not for `Single`: there LLVM leaves the f32 row in local
         // memory across the chunks.)
@@ -284,7 +295,7 @@ pub fn layer_norm_row<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, cons
 pub fn rms_norm_row<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, const V: usize, const W: usize, R: Reach>(x: GmemRef<T>, gamma: GmemRef<T>, y: Gmem<T>, eps: f32, at: RowAt<W, R>) {
     let v = K::load::<G, V>(x, at.off(), at.len, 0.0);
     let out = RmsOut::<T, A, K, G, V>::new(v, gamma, eps, at);
-    if G >= 512 && size_of::<K::Row<G, V>>() == size_of::<RowF32<G, V>>() {
+    if G >= 512 && size_of::<K::Row<G, V>>() == size_of::<RowF32<G, V>>() && A::STORE_BY_PIECES {
         // A CTA of 512 threads holding its row in f32 (f32 or one element
         // per access): gamma by chunks. (The 16-bit rows, kept as words,
         // need no chunks for two CTAs per SM.)
