@@ -118,9 +118,9 @@ pub enum RowAccess {
     /// in registers than its length.
     Peel,
     /// `k::Single`: one element per access. The forward's fallback where
-    /// [`RowAccess::Peel`]'s room does not fit (the cluster kernels' widest
-    /// rows: slices of 16384 columns) and the backward's access for the
-    /// lengths that are not a multiple of 16 bytes.
+    /// [`RowAccess::Peel`]'s room does not fit or was measured slower
+    /// ([`RowKernel::of`]) and the backward's access for the lengths that
+    /// are not a multiple of 16 bytes.
     Single,
 }
 
@@ -153,21 +153,29 @@ impl RowKernel {
     /// The instance for `cols` (in `1..=MAX_COLS`) of `T`: 16-byte accesses
     /// when `cols` is a multiple of 16 bytes; else the peeled 16-byte
     /// accesses, with the shape of `cols` plus [`peel_slack`] (warpgroup
-    /// `V` above [`PEEL_MAX_WARPGROUP_V`]: the 4-warpgroup shape; f32
-    /// `Wide(4)`: `Cluster(2)`), or, where a cluster's slice and its slack
-    /// exceed `V` = [`CLUSTER_MAX_V`] (the last few columns below
-    /// [`MAX_COLS`]; f32: [`PEEL_F32_MAX_CLUSTER_V`]), one element per access.
+    /// `V` above [`PEEL_MAX_WARPGROUP_V`]: the 4-warpgroup shape), or one
+    /// element per access: f32 rows of warpgroup `V` above
+    /// [`PEEL_MAX_WARPGROUP_V`] (`Warpgroup(8)`) and of `Wide(4)`, rows of
+    /// at most 16384 columns whose slack would make them a cluster's
+    /// (`Wide(4)`), and where a cluster's slice and its slack exceed `V` =
+    /// [`CLUSTER_MAX_V`] (the last few columns below [`MAX_COLS`]; f32:
+    /// [`PEEL_F32_MAX_CLUSTER_V`]).
     pub fn of<T: NormElem>(cols: usize) -> RowKernel {
         if (cols * size_of::<T>()) % 16 == 0 {
             return RowKernel { shape: RowShape::of(cols), access: RowAccess::Vec16 };
         }
         let f32 = size_of::<T>() == 4;
         let peel = |shape| RowKernel { shape, access: RowAccess::Peel };
-        let single = RowKernel { shape: RowShape::Cluster(CLUSTER_MAX_V), access: RowAccess::Single };
+        let single = |shape| RowKernel { shape, access: RowAccess::Single };
+        // The routes away from `Peel` are measured (H200, 2026-11-28,
+        // RESULTS.md): one element per access in a warpgroup or 4 was
+        // faster there than `Peel` in the next larger shape.
         match RowShape::of_window(cols, peel_slack::<T>()) {
+            RowShape::Warpgroup(v) if v > PEEL_MAX_WARPGROUP_V && f32 => single(RowShape::Warpgroup(8)),
             RowShape::Warpgroup(v) if v > PEEL_MAX_WARPGROUP_V => peel(RowShape::Wide(3)),
-            RowShape::Wide(4) if f32 => peel(RowShape::Cluster(2)),
-            RowShape::Cluster(v) if v > CLUSTER_MAX_V || (f32 && v > PEEL_F32_MAX_CLUSTER_V) => single,
+            RowShape::Wide(4) if f32 => single(RowShape::Wide(4)),
+            RowShape::Cluster(_) if cols <= k::WIDE_THREADS * k::VEC * 4 => single(RowShape::Wide(4)),
+            RowShape::Cluster(v) if v > CLUSTER_MAX_V || (f32 && v > PEEL_F32_MAX_CLUSTER_V) => single(RowShape::Cluster(CLUSTER_MAX_V)),
             shape => peel(shape),
         }
     }
@@ -312,6 +320,8 @@ macro_rules! launch_elem {
             $((Peel, Wide(4)) if stringify!($peel4) == "peel4" => launch_one!($p, grid, $rows, $cols, $call, $t, Peel, 4, softmax_wide, layer_norm_wide, rms_norm_wide, []),)?
             (Peel, Cluster(2)) => launch_one!($p, grid, $rows, $cols, $call, $t, Peel, 2, softmax_cluster, layer_norm_cluster, rms_norm_cluster, []),
             $((Peel, Cluster(4)) if stringify!($peel4) == "peel4" => launch_one!($p, grid, $rows, $cols, $call, $t, Peel, 4, softmax_cluster, layer_norm_cluster, rms_norm_cluster, []),)?
+            (Single, Warpgroup(8)) => launch_one!($p, grid, $rows, $cols, $call, $t, Single, 8, softmax, layer_norm, rms_norm, []),
+            (Single, Wide(4)) => launch_one!($p, grid, $rows, $cols, $call, $t, Single, 4, softmax_wide, layer_norm_wide, rms_norm_wide, []),
             (Single, Cluster(4)) => launch_one!($p, grid, $rows, $cols, $call, $t, Single, 4, softmax_cluster, layer_norm_cluster, rms_norm_cluster, []),
             other => unreachable!("no instance for {other:?} (RowKernel::of gives only built ones)"),
         };

@@ -65,6 +65,11 @@ fn odd_widths_move_their_bodies_in_16_byte_accesses_and_stay_in_their_rows() {
     check_all::<bf16>(bf16::TOLERANCE, 2, 4099, &dev);
     check_all::<bf16>(bf16::TOLERANCE, 2, 7001, &dev);
     check_all::<f32>(f32::TOLERANCE, 1, 9001, &dev);
+    // One element per access where it was measured faster than the peel:
+    // f32 at a warpgroup's `V` of 7, 16-bit rows whose peel would need a
+    // cluster.
+    check_all::<f32>(f32::TOLERANCE, 1, 7001, &dev);
+    check_all::<f16>(f16::TOLERANCE, 1, 16383, &dev);
 }
 
 #[test]
@@ -94,7 +99,7 @@ fn row_shapes_cover_each_width_with_the_fewest_pieces() {
     // 16-byte accesses where the width is a multiple of 16 bytes, else
     // peeled ones (the shape of the width plus 7 elements for 16-bit
     // types, 3 for f32), or one element per access where a cluster's
-    // slice has no room for the peel.
+    // slice has no room for the peel or the peel was measured slower.
     let (vec16, peel, single) = (RowAccess::Vec16, RowAccess::Peel, RowAccess::Single);
     assert_eq!(RowKernel::of::<f16>(1000), RowKernel { shape: RowShape::Warp(4), access: vec16 });
     assert_eq!(RowKernel::of::<f32>(1004), RowKernel { shape: RowShape::Warp(4), access: vec16 });
@@ -105,7 +110,10 @@ fn row_shapes_cover_each_width_with_the_fewest_pieces() {
     assert_eq!(RowKernel::of::<f16>(5001), RowKernel { shape: RowShape::Warpgroup(5), access: peel });
     assert_eq!(RowKernel::of::<bf16>(7001), RowKernel { shape: RowShape::Wide(3), access: peel });
     assert_eq!(RowKernel::of::<f32>(9001), RowKernel { shape: RowShape::Wide(3), access: peel });
-    assert_eq!(RowKernel::of::<f16>(16383), RowKernel { shape: RowShape::Cluster(2), access: peel });
+    assert_eq!(RowKernel::of::<f32>(7001), RowKernel { shape: RowShape::Warpgroup(8), access: single });
+    assert_eq!(RowKernel::of::<f32>(12291), RowKernel { shape: RowShape::Wide(4), access: single });
+    assert_eq!(RowKernel::of::<f16>(16383), RowKernel { shape: RowShape::Wide(4), access: single });
+    assert_eq!(RowKernel::of::<f16>(16385), RowKernel { shape: RowShape::Cluster(2), access: peel });
     assert_eq!(RowKernel::of::<f16>(40001), RowKernel { shape: RowShape::Cluster(4), access: peel });
     assert_eq!(RowKernel::of::<bf16>(65501), RowKernel { shape: RowShape::Cluster(4), access: peel });
     assert_eq!(RowKernel::of::<bf16>(65505), RowKernel { shape: RowShape::Cluster(4), access: single });

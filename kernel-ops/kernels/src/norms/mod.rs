@@ -39,8 +39,8 @@
 //! | kernels | group | rows per CTA | `V` ([`Vec16`]) | `V` ([`Peel`]) | columns |
 //! |---|---|---|---|---|---|
 //! | `{op}_warp<T, A, V>` | a warp (32 threads) | 4 | 1..=4 | 1..=4 | `cols <= 256 V`, used below 1024 |
-//! | `{op}<T, A, V>` | a warpgroup (128) | 1 | 1..=8 | 1..=6 | `cols <= 1024 V`, 1024..=8192 |
-//! | `{op}_wide<T, A, V>` | 4 warpgroups (512) | 1 | 3, 4 | 3, 4 | `cols <= 4096 V`, 8193..=16384 (and [`Peel`] rows that need `V` 7, 8 per warpgroup) |
+//! | `{op}<T, A, V>` | a warpgroup (128) | 1 | 1..=8 | 1..=6 ([`Single`]: 8) | `cols <= 1024 V`, 1024..=8192 |
+//! | `{op}_wide<T, A, V>` | 4 warpgroups (512) | 1 | 3, 4 | 3, 4 ([`Single`]: 4) | `cols <= 4096 V`, 8193..=16384 (and 16-bit [`Peel`] rows that need `V` 7, 8 per warpgroup) |
 //! | `{op}_cluster<T, A, V>` | a cluster of 4 CTAs of 4 warpgroups | 1 per cluster | 2, 4 | 2, 4 ([`Single`]: 4) | `cols <= 16384 V`, 16385..=65536 |
 //!
 //! (The [`Peel`] warpgroup instances stop at `V` = 6: the f32 layer norm's
@@ -49,7 +49,10 @@
 //! host gives f32 [`Peel`] rows at most `V` = 3 per 4 warpgroups and 2 per
 //! cluster CTA. The [`Single`] cluster instance serves the widths whose
 //! slices leave no room for the peel: the last few below 65536, and f32
-//! beyond 2 pieces per cluster thread.)
+//! beyond 2 pieces per cluster thread. The [`Single`] warpgroup and
+//! 4-warpgroup instances serve where the peel was measured slower, H200:
+//! f32 rows of `V` 7, 8 per warpgroup and of 4 per 4 warpgroups, and the
+//! last few widths below 16384, whose peel would need a cluster.)
 //!
 //! Narrow rows go one per warp so that a CTA moves 4 rows and each thread
 //! has up to 4 loads in flight (a warpgroup per 768-column row would leave
@@ -174,12 +177,12 @@ pub fn softmax_warp<T: Elem, A: Access<T>, const V: usize>(x: GmemRef<T>, y: Gme
     }
 }
 /// Row softmax, one row of at most `1024 V` columns per CTA (see the [module docs](self)).
-#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 3), (Vec16, 4), (Vec16, 5), (Vec16, 6), (Vec16, 7), (Vec16, 8), (Peel, 1), (Peel, 2), (Peel, 3), (Peel, 4), (Peel, 5), (Peel, 6)))]
+#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 3), (Vec16, 4), (Vec16, 5), (Vec16, 6), (Vec16, 7), (Vec16, 8), (Peel, 1), (Peel, 2), (Peel, 3), (Peel, 4), (Peel, 5), (Peel, 6), (Single, 8)))]
 pub fn softmax<T: Elem, A: Access<T>, const V: usize>(x: GmemRef<T>, y: Gmem<T>, cols: u32, #[scratch] red: Smem<[f32; 4]>) {
     softmax_row::<T, A, InF32, 128, V, 4, Cta>(x, y, wg_row(cols, red));
 }
 /// Row softmax, one row of at most `4096 V` columns per CTA of 4 warpgroups (see the [module docs](self)).
-#[kernel(block = warpgroups(4), instances(T = [f16, bf16, f32], (Vec16, 3), (Vec16, 4), (Peel, 3), (Peel, 4)))]
+#[kernel(block = warpgroups(4), instances(T = [f16, bf16, f32], (Vec16, 3), (Vec16, 4), (Peel, 3), (Peel, 4), (Single, 4)))]
 pub fn softmax_wide<T: Elem, A: Access<T>, const V: usize>(x: GmemRef<T>, y: Gmem<T>, cols: u32, #[scratch] red: Smem<[f32; 16]>) {
     softmax_row::<T, A, AsLoaded, WIDE_THREADS, V, 16, Cta>(x, y, wide_row(cols, red));
 }
@@ -198,7 +201,7 @@ pub fn layer_norm_warp<T: Elem, A: Access<T>, const V: usize>(x: GmemRef<T>, gam
     }
 }
 /// Layer norm, one row of at most `1024 V` columns per CTA (see the [module docs](self)).
-#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 3), (Vec16, 4), (Vec16, 5), (Vec16, 6), (Vec16, 7), (Vec16, 8), (Peel, 1), (Peel, 2), (Peel, 3), (Peel, 4), (Peel, 5), (Peel, 6)))]
+#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 3), (Vec16, 4), (Vec16, 5), (Vec16, 6), (Vec16, 7), (Vec16, 8), (Peel, 1), (Peel, 2), (Peel, 3), (Peel, 4), (Peel, 5), (Peel, 6), (Single, 8)))]
 pub fn layer_norm<T: Elem, A: Access<T>, const V: usize>(x: GmemRef<T>, gamma: GmemRef<T>, beta: GmemRef<T>, y: Gmem<T>, eps: f32, cols: u32, #[scratch] red: Smem<[f32; 4]>) {
     layer_norm_row::<T, A, InF32, 128, V, 4, Cta>(x, gamma, beta, y, eps, wg_row(cols, red));
 }
@@ -206,9 +209,9 @@ pub fn layer_norm<T: Elem, A: Access<T>, const V: usize>(x: GmemRef<T>, gamma: G
 // (No f32 `Peel` at `V` = 4 for the layer norm: its shifted gamma and
 // beta beside an f32 row of 512 threads spilled, 44 bytes, sm_90a.)
 #[kernel(block = warpgroups(4), instances(
-    (f16, Vec16, 3), (f16, Vec16, 4), (f16, Peel, 3), (f16, Peel, 4),
-    (bf16, Vec16, 3), (bf16, Vec16, 4), (bf16, Peel, 3), (bf16, Peel, 4),
-    (f32, Vec16, 3), (f32, Vec16, 4), (f32, Peel, 3),
+    (f16, Vec16, 3), (f16, Vec16, 4), (f16, Peel, 3), (f16, Peel, 4), (f16, Single, 4),
+    (bf16, Vec16, 3), (bf16, Vec16, 4), (bf16, Peel, 3), (bf16, Peel, 4), (bf16, Single, 4),
+    (f32, Vec16, 3), (f32, Vec16, 4), (f32, Peel, 3), (f32, Single, 4),
 ))]
 pub fn layer_norm_wide<T: Elem, A: Access<T>, const V: usize>(x: GmemRef<T>, gamma: GmemRef<T>, beta: GmemRef<T>, y: Gmem<T>, eps: f32, cols: u32, #[scratch] red: Smem<[f32; 16]>) {
     layer_norm_row::<T, A, AsLoaded, WIDE_THREADS, V, 16, Cta>(x, gamma, beta, y, eps, wide_row(cols, red));
@@ -236,12 +239,12 @@ pub fn rms_norm_warp<T: Elem, A: Access<T>, const V: usize>(x: GmemRef<T>, gamma
     }
 }
 /// RMS norm, one row of at most `1024 V` columns per CTA (see the [module docs](self)).
-#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 3), (Vec16, 4), (Vec16, 5), (Vec16, 6), (Vec16, 7), (Vec16, 8), (Peel, 1), (Peel, 2), (Peel, 3), (Peel, 4), (Peel, 5), (Peel, 6)))]
+#[kernel(block = warpgroups(1), instances(T = [f16, bf16, f32], (Vec16, 1), (Vec16, 2), (Vec16, 3), (Vec16, 4), (Vec16, 5), (Vec16, 6), (Vec16, 7), (Vec16, 8), (Peel, 1), (Peel, 2), (Peel, 3), (Peel, 4), (Peel, 5), (Peel, 6), (Single, 8)))]
 pub fn rms_norm<T: Elem, A: Access<T>, const V: usize>(x: GmemRef<T>, gamma: GmemRef<T>, y: Gmem<T>, eps: f32, cols: u32, #[scratch] red: Smem<[f32; 4]>) {
     rms_norm_row::<T, A, InF32, 128, V, 4, Cta>(x, gamma, y, eps, wg_row(cols, red));
 }
 /// RMS norm, one row of at most `4096 V` columns per CTA of 4 warpgroups (see the [module docs](self)).
-#[kernel(block = warpgroups(4), instances(T = [f16, bf16, f32], (Vec16, 3), (Vec16, 4), (Peel, 3), (Peel, 4)))]
+#[kernel(block = warpgroups(4), instances(T = [f16, bf16, f32], (Vec16, 3), (Vec16, 4), (Peel, 3), (Peel, 4), (Single, 4)))]
 pub fn rms_norm_wide<T: Elem, A: Access<T>, const V: usize>(x: GmemRef<T>, gamma: GmemRef<T>, y: Gmem<T>, eps: f32, cols: u32, #[scratch] red: Smem<[f32; 16]>) {
     rms_norm_row::<T, A, AsLoaded, WIDE_THREADS, V, 16, Cta>(x, gamma, y, eps, wide_row(cols, red));
 }
