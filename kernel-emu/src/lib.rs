@@ -161,7 +161,11 @@
 //!
 //! The OS threads get small stacks, 256 KiB by default; set the environment
 //! variable `KERNEL_EMU_STACK_KIB` to change it (e.g. for debug builds of
-//! kernels with large register arrays). Entry points are `#[track_caller]`:
+//! kernels with large register arrays). The OS threads are kept between
+//! runs (module `pool`: idle ones end after 5 s). A run's OS threads share one CPU
+//! (the least used one allowed; Linux, module `pin`: hand-offs without
+//! cross-CPU wake-ups, the same schedule); `KERNEL_EMU_PIN=0` leaves them
+//! to the OS scheduler. Entry points are `#[track_caller]`:
 //! errors and deadlock lines name the source location of the call (which is
 //! in the kernel when the host bodies are `#[track_caller]` too). Library
 //! code that issues operations for the user (a pipeline) is
@@ -182,6 +186,8 @@ pub mod clc;
 pub mod race;
 pub mod tmem;
 mod operand;
+mod pin;
+mod pool;
 pub mod tcgen05;
 pub mod tma;
 pub mod wgmma;
@@ -421,38 +427,30 @@ pub fn run(cfg: &LaunchConfig, thread_fn: &(dyn Fn() + Sync)) -> Result<RunRepor
     clc::hold_back(&emu, cfg.resident_clusters);
     emu.start();
     let stack = stack_bytes();
-    std::thread::scope(|s| {
-        for tid in 0..n {
-            let e = emu.clone();
-            let name = {
-                let t = &emu.threads[tid];
-                let c = emu.ctas[t.cta].idx;
-                let x = t.tidx;
-                format!(
-                    "emu b{},{},{} t{},{},{}",
-                    c[0], c[1], c[2], x[0], x[1], x[2]
-                )
-            };
-            let spawned = std::thread::Builder::new()
-                .name(name)
-                .stack_size(stack)
-                .spawn_scoped(s, move || thread_main(e, tid, thread_fn));
-            if let Err(err) = spawned {
-                let mut g = emu.lock();
-                let detail = format!(
-                    "could not start the OS thread for emulated thread {tid} of {n} (one per GPU thread): {err}"
-                );
-                emu.stop(
-                    &mut g,
-                    EmuError::TooLarge {
-                        kernel: cfg.kernel.clone(),
-                        detail,
-                    },
-                );
-                break;
-            }
+    // One OS thread per emulated thread, from the pool, all on the run's CPU.
+    let cpu = pin::take_cpu();
+    let jobs = pool::Jobs::new(cpu.cpu);
+    let wait = jobs.guard();
+    for tid in 0..n {
+        let e = emu.clone();
+        if let Err(err) = jobs.start(stack, Box::new(move || thread_main(e, tid, thread_fn))) {
+            let mut g = emu.lock();
+            let detail = format!(
+                "could not start the OS thread for emulated thread {tid} of {n} (one per GPU thread): {err}"
+            );
+            emu.stop(
+                &mut g,
+                EmuError::TooLarge {
+                    kernel: cfg.kernel.clone(),
+                    detail,
+                },
+            );
+            break;
         }
-    });
+    }
+    wait.finish();
+    // Every job has returned: the CPU is free for another run.
+    drop(cpu);
     let failed = emu.lock().error.is_some();
     let canceled_clusters = clc::end_run(&emu);
     // Forget the run's TMEM state; report allocations not freed.
