@@ -635,39 +635,52 @@ fn hopper_ladder_handles_ragged_shapes() {
 
 // ----- Blackwell II: collective MMA, persistent and dynamically scheduled ladders -----
 
-/// One Blackwell ladder instance (steps 3 to 6 and the dynamically
-/// scheduled variant) on the emulator against the CPU reference, with the
-/// race and tensor-memory checks on.
-fn emulated_blackwell(name: &str, (m, n, k): (usize, usize, usize), sms: u32, seed: u64) {
-    let t = std::time::Instant::now();
-    let a = kernel_host::randn_f16(m * k, 70 + seed);
-    let b = kernel_host::randn_f16(k * n, 71 + seed);
-    let dev = Device::emulator_with(Emulator::new(seed).sms(sms));
-    let c = examples::blackwell_ladder::run(&dev, name, &a, &b, m, n, k).unwrap_or_else(|e| panic!("seed {seed}: {name}: {e}"));
-    let err = kernel_host::rel_frobenius_error(&c, &kernel_host::reference_gemm_nn(m, n, k, &a, &b));
-    eprintln!("{name} {m}x{n}x{k} on {sms} SMs, seed {seed}: rel err {err:.2e}, {:.2?}", t.elapsed());
-    assert!(err < 1e-2, "seed {seed}: {name} at {m}x{n}x{k}: relative Frobenius error {err}");
+/// Blackwell ladder instances (steps 3 to 6) on the emulator under the
+/// schedules `seeds`, each against the CPU reference, with the race and
+/// tensor-memory checks on.
+fn emulated_blackwell(names: &[&str], (m, n, k): (usize, usize, usize), sms: u32, seeds: std::ops::Range<u64>) {
+    // One input and one reference for every kernel and schedule (the seed
+    // picks the schedule; the reference GEMM is most of a debug build's time).
+    let a = kernel_host::randn_f16(m * k, 70 + seeds.start);
+    let b = kernel_host::randn_f16(k * n, 71 + seeds.start);
+    let want = kernel_host::reference_gemm_nn(m, n, k, &a, &b);
+    for name in names {
+        for seed in seeds.clone() {
+            let t = std::time::Instant::now();
+            let dev = Device::emulator_with(Emulator::new(seed).sms(sms));
+            let c = examples::blackwell_ladder::run(&dev, name, &a, &b, m, n, k).unwrap_or_else(|e| panic!("seed {seed}: {name}: {e}"));
+            let err = kernel_host::rel_frobenius_error(&c, &want);
+            eprintln!("{name} {m}x{n}x{k} on {sms} SMs, seed {seed}: rel err {err:.2e}, {:.2?}", t.elapsed());
+            assert!(err < 1e-2, "seed {seed}: {name} at {m}x{n}x{k}: relative Frobenius error {err}");
+        }
+    }
 }
 
 /// matmul3 (one cluster per 256 x 256 tile): 512 x 512 x 256 (4 clusters,
 /// 4 K steps) under 4 schedules.
 #[test]
 fn blackwell_matmul3_collective_mma_matches_the_cpu_reference() {
-    for seed in 0..4 {
-        emulated_blackwell("matmul3 256x256 s4", (512, 512, 256), 4, 300 + seed);
-    }
+    emulated_blackwell(&["matmul3 256x256 s4"], (512, 512, 256), 4, 300..304);
 }
 
-/// The persistent steps at 1024 x 512 x 256 on a 4-SM emulated device: 8
-/// pair tiles on 2 clusters, so each cluster runs 4 tiles (the slots and
-/// the accumulator halves wrap), under 4 schedules each.
+// The persistent steps at 1024 x 512 x 256 on a 4-SM emulated device: 8
+// pair tiles on 2 clusters, so each cluster runs 4 tiles (the slots and
+// the accumulator halves wrap), under 4 schedules each (one test per step:
+// they run in parallel).
+
 #[test]
-fn blackwell_persistent_ladder_matches_the_cpu_reference() {
-    for name in ["matmul4 256x256 s4", "matmul5 256x256 s4", "matmul6 256x256 s4"] {
-        for seed in 0..4 {
-            emulated_blackwell(name, (1024, 512, 256), 4, 400 + seed);
-        }
-    }
+fn blackwell_persistent_matmul4_matches_the_cpu_reference() {
+    emulated_blackwell(&["matmul4 256x256 s4"], (1024, 512, 256), 4, 400..404);
+}
+
+#[test]
+fn blackwell_persistent_matmul5_matches_the_cpu_reference() {
+    emulated_blackwell(&["matmul5 256x256 s4"], (1024, 512, 256), 4, 400..404);
+}
+
+#[test]
+fn blackwell_persistent_matmul6_matches_the_cpu_reference() {
+    emulated_blackwell(&["matmul6 256x256 s4"], (1024, 512, 256), 4, 400..404);
 }
 
 /// matmul_dynamic at 1024 x 512 x 256 (8 clusters) on a 4-SM emulated
