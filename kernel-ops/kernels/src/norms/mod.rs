@@ -25,8 +25,9 @@
 //!    cluster the CTAs' partials through distributed shared memory and a
 //!    cluster barrier, [`Cluster`]): softmax takes the max and the sum of
 //!    `exp(x - max)`, layer norm the mean and the variance of `x - mean`
-//!    (two passes over the registers, no cancellation), RMS norm the mean
-//!    of `x²`;
+//!    (two passes over the registers, no cancellation; over a cluster,
+//!    each CTA's slice's, combined in one exchange: [`Reach::moments`]),
+//!    RMS norm the mean of `x²`;
 //! 3. the result is computed in f32, rounded to `T` (`cvt.rn`), and stored
 //!    with the loads' accesses: each element is read once and written once.
 //!
@@ -99,7 +100,7 @@ pub use access::{Access, AsLoaded, Elem, FromWords, InF32, Keep, Pairs, RowF32, 
 pub use backward::{layer_norm_bwd_rows, norm_bwd_reduce, rms_norm_bwd_rows, BwdIo, GroupRows, PartSmem, REDUCE_THREADS};
 pub use fused::{add_layer_norm_row, add_rms_norm_row, FusedOut};
 pub use peel::Peel;
-pub use row::{layer_norm_row, rms_norm_row, softmax_row, Cluster, Cta, LayerNormOut, Reach, RmsOut, RowAt, RowOut};
+pub use row::{cluster_slice, layer_norm_row, rms_norm_row, softmax_row, Cluster, Cta, LayerNormOut, Reach, RmsOut, RowAt, RowOut};
 
 use kernel_device::gmem::GmemRef;
 use kernel_device::prelude::*;
@@ -157,7 +158,7 @@ fn wide_row(cols: u32, red: Smem<[f32; 16]>) -> RowAt<16> {
 #[inline(always)]
 fn cluster_row(cols: u32, red: Smem<[f32; 16]>, slots: Smem<[[f32; CLUSTER]; 2]>) -> RowAt<16, Cluster<CLUSTER>> {
     let cols = cols as usize;
-    let slice = cols.div_ceil(CLUSTER * VEC) * VEC;
+    let slice = row::cluster_slice(cols, CLUSTER);
     let start = cluster_ctarank() as usize * slice;
     let len = cols.saturating_sub(start).min(slice);
     let bar = NamedBarrier::new(1, WIDE_THREADS as u32);

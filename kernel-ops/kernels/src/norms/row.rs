@@ -1,7 +1,7 @@
 //! A group's row slice ([`RowAt`]), its reductions over the CTA or the
 //! cluster ([`Reach`]), and the row algorithms: [`softmax_row`],
 //! [`layer_norm_row`], [`rms_norm_row`].
-use super::access::{Access, Elem, Keep, RowF32};
+use super::access::{Access, Elem, Keep, RowF32, VEC};
 use kernel_device::array::regs::{opaque_u32, unroll};
 use kernel_device::gmem::GmemRef;
 use kernel_device::math::{ex2_approx, lg2_approx, rcp_approx_ftz, rsqrt_approx, LOG2_E};
@@ -13,6 +13,20 @@ pub trait Reach: Copy {
     /// The reduction of the CTA's partial `v` (the same value in every
     /// thread of the CTA) with the other CTAs' of the row.
     fn combine<Op: ReduceOp<f32>>(&mut self, v: f32) -> f32;
+    /// The row's mean and sum of squared deviations (`m2`) from the CTA's
+    /// slice's (`mean` and `m2` about it, the same in every thread of the
+    /// CTA) and the other CTAs': all in one exchange, combined as Chan,
+    /// Golub and LeVeque's pairwise update (`m2 = Σ m2ₖ + lenₖ (meanₖ -
+    /// mean)²`, no cancellation). The row's last exchange.
+    fn moments(&mut self, mean: f32, m2: f32, cols: usize) -> (f32, f32);
+}
+
+/// The columns of each CTA's slice of a `cols`-column row split over `c`
+/// CTAs: a multiple of 8, so that every slice of a row of a multiple of 8
+/// starts 16-byte aligned (the last slice is shorter).
+#[inline(always)]
+pub fn cluster_slice(cols: usize, c: usize) -> usize {
+    cols.div_ceil(c * VEC) * VEC
 }
 
 /// The row lies in one CTA: nothing to combine.
@@ -22,6 +36,10 @@ impl Reach for Cta {
     #[inline(always)]
     fn combine<Op: ReduceOp<f32>>(&mut self, v: f32) -> f32 {
         v
+    }
+    #[inline(always)]
+    fn moments(&mut self, mean: f32, m2: f32, _cols: usize) -> (f32, f32) {
+        (mean, m2)
     }
 }
 
@@ -57,6 +75,36 @@ impl<const C: usize> Reach for Cluster<C> {
         unroll(C - 1, |k| r = Op::combine(r, slot.read(k + 1)));
         r
     }
+    /// Both slots at once (the means in one, the `m2`s in the other), so
+    /// no reduction may follow in the row: its stores would not be ordered
+    /// after these reads.
+    #[inline(always)]
+    #[track_caller]
+    fn moments(&mut self, mean: f32, m2: f32, cols: usize) -> (f32, f32) {
+        let (means, m2s) = (self.slots.at(0), self.slots.at(1));
+        self.n += 2;
+        let t = thread_linear();
+        if (t as usize) < C {
+            let me = cluster_ctarank() as usize;
+            // SAFETY: as in `combine`: `t < C` is a rank of this cluster,
+            // whose CTAs all run until the kernel's closing cluster barrier;
+            // the stores are ordered before the reads by the barrier below.
+            unsafe { means.map_rank(t) }.write(me, mean);
+            unsafe { m2s.map_rank(t) }.write(me, m2);
+        }
+        cluster_sync();
+        let slice = cluster_slice(cols, C);
+        let len = |k: usize| cols.saturating_sub(k * slice).min(slice) as f32;
+        let mut sum = 0.0;
+        unroll(C, |k| sum += len(k) * means.read(k));
+        let mean = sum * rcp_approx_ftz(cols as f32);
+        let mut q = 0.0;
+        unroll(C, |k| {
+            let d = means.read(k) - mean;
+            q += m2s.read(k) + len(k) * d * d;
+        });
+        (mean, q)
+    }
 }
 
 /// Where a group's row slice is: the row, its width, the slice
@@ -84,6 +132,17 @@ impl<const W: usize, R: Reach> RowAt<W, R> {
     pub fn inv_cols(&self) -> f32 {
         // 1 ulp (`rcp.approx.ftz`): no division subroutine.
         rcp_approx_ftz(self.cols as f32)
+    }
+    /// `1 / len` (the slice's columns; the row's in one CTA).
+    #[inline(always)]
+    pub fn inv_len(&self) -> f32 {
+        rcp_approx_ftz(self.len as f32)
+    }
+    /// The sum over the group's slice (the group's reduction only).
+    #[inline(always)]
+    #[track_caller]
+    pub fn sum_slice<const G: usize, const V: usize>(&mut self, a: RowF32<G, V>) -> f32 {
+        a.sum(self.red, self.bar)
     }
     /// The sum over the row (group reduction, then the reach's).
     #[inline(always)]
@@ -154,16 +213,19 @@ impl<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, const V: usize> Copy 
 
 impl<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, const V: usize> LayerNormOut<T, A, K, G, V> {
     /// The statistics of the row `v` (elements beyond the slice are 0):
-    /// two passes, no cancellation. A row kept as loaded is converted
+    /// two passes over the slice, no cancellation. A row kept as loaded is converted
     /// again for the second pass ([`Keep::refresh`]), so that no f32 copy
     /// of it stays live across the first reduction.
     #[inline(always)]
     #[track_caller]
     pub fn new<const W: usize, R: Reach>(v: K::Row<G, V>, gamma: GmemRef<T>, beta: GmemRef<T>, eps: f32, mut at: RowAt<W, R>) -> Self {
-        let mean = at.sum(K::f32(v)) * at.inv_cols();
+        // The slice's moments, then the row's ([`Reach::moments`]: for a
+        // row split over a cluster, one exchange instead of one per pass).
+        let mean = at.sum_slice(K::f32(v)) * at.inv_len();
         let d = A::mask_beyond(K::f32(K::refresh(v)) - mean, at.off(), at.len, 0.0);
-        let var = at.sum(d * d) * at.inv_cols();
-        LayerNormOut { v, mean, r: rsqrt_approx(var + eps), gamma, beta, start: at.start, len: at.len, off: at.off() }
+        let m2 = at.sum_slice(d * d);
+        let (mean, m2) = at.reach.moments(mean, m2, at.cols);
+        LayerNormOut { v, mean, r: rsqrt_approx(m2 * at.inv_cols() + eps), gamma, beta, start: at.start, len: at.len, off: at.off() }
     }
 }
 impl<T: Elem, A: Access<T>, K: Keep<T, A>, const G: usize, const V: usize> LayerNormOut<T, A, K, G, V> {
