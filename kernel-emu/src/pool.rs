@@ -118,8 +118,9 @@ pub(crate) struct Wait(Arc<Jobs>);
 impl Wait {
     /// Waits now, and re-raises a panic that escaped a job.
     pub(crate) fn finish(self) {
+        // (The drop's wait then returns at once.)
         let escaped = self.0.wait();
-        std::mem::forget(self);
+        drop(self);
         if let Some(p) = escaped {
             std::panic::resume_unwind(p);
         }
