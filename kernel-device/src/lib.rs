@@ -58,6 +58,7 @@ pub mod launch;
 pub mod layout;
 pub mod ldst_matrix;
 pub mod mbarrier;
+pub mod mma;
 pub mod pack;
 pub mod pipeline;
 pub mod peer;

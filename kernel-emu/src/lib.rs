@@ -199,6 +199,7 @@ mod tests_tmem_shapes;
 mod tests_setmaxnreg;
 mod warp_ops;
 pub mod ldst_matrix;
+pub mod mma;
 pub mod fmath;
 
 pub use error::{EmuError, RunReport};

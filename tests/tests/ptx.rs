@@ -94,6 +94,7 @@ const EXPECTED: &[(&str, &[&str])] = &[
             "ldmatrix.sync.aligned.m8n8.x4.shared.b16", "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16", "ldmatrix.sync.aligned.m8n8.x1.shared.b16", "bar.warp.sync",
         ],
     ),
+    ("warp_mma", &["mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"]),
     ("softmax_rows", &["ld.global.nc.v4.b32", "shfl.sync.bfly.b32", "ex2.approx.f32", "rcp.rn.f32", "st.global.v4.b32"]),
     (
         "bf16_vectors",

@@ -450,11 +450,44 @@ pub fn split_kv_decode(dev: &Device) -> Result<Outcome> {
     check_tol("split_kv_decode", &got, &want, |_| Some(1.5e-2))
 }
 
+/// The warp-level MMA on one warp (see the kernel's docs): bf16 and f16
+/// `a · b + c` against an f64 reference of the rounded inputs. Products of
+/// 16-bit values are exact in f32; the tensor core's f32 sums differ from
+/// exact in the low bits, so the bound is 2^-20 of `|c| + Σ |a b|` (about
+/// 16 ulps of it).
+pub fn warp_mma(dev: &Device) -> Result<Outcome> {
+    let (a, b, c) = (inputs(256, 81), inputs(128, 82), inputs(128, 83));
+    let (a_bf, b_bf): (Vec<bf16>, Vec<bf16>) = (a.iter().map(|&x| bf16::from_f32(x)).collect(), b.iter().map(|&x| bf16::from_f32(x)).collect());
+    let (a_h, b_h): (Vec<f16>, Vec<f16>) = (a.iter().map(|&x| f16::from_f32(x)).collect(), b.iter().map(|&x| f16::from_f32(x)).collect());
+    let mut dout = crate::poisoned(dev, simt::MMA_OUTS)?;
+    let (da, db, dah, dbh, dc) = (dev.upload(&a_bf)?, dev.upload(&b_bf)?, dev.upload(&a_h)?, dev.upload(&b_h)?, dev.upload(&c)?);
+    dev.load(&kernels::DEVICE_CODE)?.kernel::<simt::warp_mma>()?.launch_sync(1u32, (&da, &db, &dah, &dbh, &dc, &mut dout))?;
+    let got = dev.download(&dout)?;
+    let mut want = vec![0f32; simt::MMA_OUTS];
+    let mut bound = vec![0f64; simt::MMA_OUTS];
+    let (ab, bb): (Vec<f64>, Vec<f64>) = (a_bf.iter().map(|x| x.to_f32() as f64).collect(), b_bf.iter().map(|x| x.to_f32() as f64).collect());
+    let (ah, bh): (Vec<f64>, Vec<f64>) = (a_h.iter().map(|x| x.to_f32() as f64).collect(), b_h.iter().map(|x| x.to_f32() as f64).collect());
+    for (base, (a, b)) in [(0usize, (&ab, &bb)), (128, (&ah, &bh))] {
+        for r in 0..16 {
+            for n in 0..8 {
+                let (mut s, mut m) = (c[8 * r + n] as f64, (c[8 * r + n] as f64).abs());
+                for k in 0..16 {
+                    s += a[16 * r + k] * b[8 * k + n];
+                    m += (a[16 * r + k] * b[8 * k + n]).abs();
+                }
+                want[base + 8 * r + n] = s as f32;
+                bound[base + 8 * r + n] = m * 2f64.powi(-20);
+            }
+        }
+    }
+    check_tol("warp_mma", &got, &want, |i| Some(bound[i]))
+}
+
 /// Every SIMT example, by name.
 pub type SimtExample = (&'static str, fn(&Device) -> Result<Outcome>);
 
 /// The SIMT examples.
-pub const SIMT_EXAMPLES: [SimtExample; 10] = [
+pub const SIMT_EXAMPLES: [SimtExample; 11] = [
     ("warp_collectives", warp_collectives),
     ("warpgroup_indices", warpgroup_indices),
     ("block_reductions", block_reductions),
@@ -465,4 +498,5 @@ pub const SIMT_EXAMPLES: [SimtExample; 10] = [
     ("smem_matrices", smem_matrices),
     ("bf16_vectors", bf16_vectors),
     ("split_kv_decode", split_kv_decode),
+    ("warp_mma", warp_mma),
 ];

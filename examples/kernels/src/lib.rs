@@ -33,6 +33,7 @@
 //! | [`simt`] | `reduce_adds` | `st.shared.v4`, bulk reductions from SMEM (`cp.reduce.async.bulk .add.f32`), `red.global.add.v2.f32` |
 //! | [`simt`] | `softmax_rows` | row softmax with one warp per row, no SMEM |
 //! | [`simt`] | `smem_matrices` | `stmatrix` and `ldmatrix` (`.x1`, `.x2`, `.x4`, `.trans`) between registers and shared memory |
+//! | [`simt`] | `warp_mma` | the warp-level tensor-core MMA (`mma.sync.m16n8k16`, bf16 and f16 into f32), operands in registers |
 //! | [`simt`] | `bf16_vectors` | 16-byte vector memory on bf16 (8 per access): `ld.global.nc.v4`, `ld.global.v4`, `st.global.v4`, `Smem::read_v4`/`write_v4`, a swizzled tile's `get_v4`/`set_v4` |
 //! | [`arrays`] | `array_wgmma_ops`, `array_strided_ops` | register arrays in the WGMMA / WGMMA_ROW / WGMMA_COL / WG_STRIDED layouts |
 //! | [`fused`] | `matmul_bias_relu` | `matmul_warp_specialized` + a fused bias/ReLU epilogue on the register tile |

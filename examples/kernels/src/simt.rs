@@ -396,3 +396,50 @@ pub fn bf16_vectors(
     let f = cvt::bf16_to_f32;
     y.write_v4(i, core::array::from_fn(|k| cvt::f32_to_bf16(f(xv[k]) * f(sv[k]) + f(yv[k]))));
 }
+
+/// Outputs (f32) of [`warp_mma`]: `16 x 8` for bf16 inputs,
+/// then `16 x 8` for f16.
+pub const MMA_OUTS: usize = 2 * 16 * 8;
+
+/// The warp-level tensor-core MMA (`kernel_device::mma`), bf16 and f16 on
+/// one warp: `d = a · b + c` with `a` `16 x 16` and `b` `16 x 8` (both
+/// row-major in global memory), `c` `16 x 8` f32.
+///
+/// This kernel works as follows: lane `l` (`g = l / 4`, `t = l % 4`) packs
+/// its A registers (rows `g`, `g + 8`, columns `2 t`, `2 t + 8` and their
+/// neighbours) and B registers (rows `2 t`, `2 t + 8` and their
+/// neighbours of column `g`) from the inputs, its four C elements (rows
+/// `g`, `g + 8`, columns `2 t`, `2 t + 1`), runs one
+/// `mma.sync.m16n8k16` per type, and writes its four outputs where they
+/// belong: `out[r 8 + n]` (bf16), `out[128 + r 8 + n]` (f16).
+///
+/// Constraints: 32 threads; `a_*` 256 elements, `b_*` and `c` 128, `out`
+/// [`MMA_OUTS`].
+#[kernel(block = threads(32))]
+pub fn warp_mma(a_bf: GmemRef<bf16>, b_bf: GmemRef<bf16>, a_h: GmemRef<kernel_device::f16>, b_h: GmemRef<kernel_device::f16>, c: GmemRef<f32>, out: Gmem<f32>) {
+    use kernel_device::mma::{mma_m16n8k16, MmaInput};
+    // Two 16-bit values as one register, the first in the low half.
+    fn pair<E: Copy>(x: GmemRef<E>, i: usize, j: usize, bits: impl Fn(E) -> u16) -> u32 {
+        u32::from(bits(x.read(i))) | u32::from(bits(x.read(j))) << 16
+    }
+    fn run<E: MmaInput>(a: GmemRef<E>, b: GmemRef<E>, c: GmemRef<f32>, out: Gmem<f32>, base: usize, bits: impl Fn(E) -> u16 + Copy) {
+        let l = lane_id() as usize;
+        let (g, t) = (l / 4, l % 4);
+        let ra: [u32; 4] = core::array::from_fn(|i| {
+            let (r, k) = (g + 8 * (i % 2), 2 * t + 8 * (i / 2));
+            pair(a, 16 * r + k, 16 * r + k + 1, bits)
+        });
+        let rb: [u32; 2] = core::array::from_fn(|i| {
+            let k = 2 * t + 8 * i;
+            pair(b, 8 * k + g, 8 * (k + 1) + g, bits)
+        });
+        let at = |i: usize| 8 * (g + 8 * (i / 2)) + 2 * t + i % 2;
+        let rc: [f32; 4] = core::array::from_fn(|i| c.read(at(i)));
+        let d = mma_m16n8k16::<E>(ra, rb, rc);
+        for (i, v) in d.into_iter().enumerate() {
+            out.write(base + at(i), v);
+        }
+    }
+    run(a_bf, b_bf, c, out, 0, |x: bf16| x.to_bits());
+    run(a_h, b_h, c, out, 128, |x: kernel_device::f16| x.to_bits());
+}
