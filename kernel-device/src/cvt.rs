@@ -9,6 +9,7 @@
 //! | [`f16_to_f32`], [`bf16_to_f32`] | `cvt.f32.f16`, `cvt.f32.bf16` | exact |
 //! | [`pack_f16x2`], [`pack_bf16x2`] (+ `_satfinite`) | `cvt.rn{.satfinite}.{f16x2,bf16x2}.f32 d, hi, lo` | as the scalar forms; `lo` in bits 0..16 |
 //! | [`pack_e4m3x2`] | `cvt.rn.satfinite.e4m3x2.f32 d, hi, lo` | nearest even, clamped to ±448; NaN stays NaN; `lo` in bits 0..8 |
+//! | [`prmt`] | `prmt.b32 d, a, b, sel` | none: byte `i` of `d` is byte `sel[4 i ..+ 3]` of `{b, a}` (packing 8-bit values into 16-bit places before a bit-level conversion) |
 //! | [`F16x2`], [`Bf16x2`]: `+`, `-`, `*`, `fma`, `max`, `min` | `{add,sub,mul,fma}.rn.{f16x2,bf16x2}`, `{max,min}.{f16x2,bf16x2}` | nearest even per lane |
 //!
 //! The emulator's bodies use `half`'s correctly rounded conversions and
@@ -144,6 +145,29 @@ pub fn pack_e4m3x2(lo: f32, hi: f32) -> u16 {
     })
 }
 
+/// `prmt.b32 d, a, b, sel;` (PTX ISA §9.7.8.7, the default mode): byte
+/// `i` of `d` is byte `sel >> (4 i) & 7` of the eight bytes `{b, a}`
+/// (0-3 are `a`'s, 4-7 `b`'s); bit 3 of each selector nibble (the sign
+/// replicate) is not used here and must be 0 (checked on the emulator).
+/// One instruction: the byte moves of FP8 unpacking.
+#[inline(always)]
+#[track_caller]
+pub fn prmt(a: u32, b: u32, sel: u32) -> u32 {
+    device!("prmt.b32", {
+        let d: u32;
+        // SAFETY: register-only byte permute.
+        unsafe {
+            core::arch::asm!("prmt.b32 {0}, {1}, {2}, {3};", out(reg32) d, in(reg32) a, in(reg32) b, in(reg32) sel,
+                options(pure, nomem, nostack, preserves_flags))
+        };
+        d
+    }, host: {
+        assert!(sel & 0x8888 == 0, "prmt: selector {sel:#x} uses the sign-replicate bit (bit 3 of a nibble), which this wrapper does not model");
+        let bytes = (u64::from(b) << 32 | u64::from(a)).to_le_bytes();
+        (0..4).fold(0u32, |d, i| d | u32::from(bytes[((sel >> (4 * i)) & 7) as usize]) << (8 * i))
+    })
+}
+
 /// The two halves of a packed pair: `(bits 0..16, bits 16..32)`.
 #[inline(always)]
 fn halves(v: u32) -> (u16, u16) {
@@ -260,6 +284,14 @@ packed_ops!(Bf16x2, bf16, ".bf16x2", pack_bf16x2, bf16_to_f32);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prmt_picks_bytes_of_b_a() {
+        let (a, b) = (0x4433_2211, 0x8877_6655);
+        assert_eq!(prmt(a, b, 0x3210), a);
+        assert_eq!(prmt(a, b, 0x7654), b);
+        assert_eq!(prmt(a, b, 0x4051), 0x5511_6622);
+    }
 
     #[test]
     fn scalar_conversions_round_to_nearest_even_and_saturate() {

@@ -62,6 +62,15 @@ pack16! {
     16: E4M3, E5M2, u8, i8;
 }
 
+/// A pack's 16 bytes as four 32-bit words (word `i` = bytes `4 i ..`, little
+/// endian): for bit-level work on a vector load, such as pairing 16-bit
+/// values as MMA fragments or unpacking FP8 bytes.
+#[inline(always)]
+pub fn pack_words<T: Pack16>(p: T::Pack) -> [u32; 4] {
+    // SAFETY: `Pack16`'s contract: `T::Pack` is 16 bytes of plain data.
+    unsafe { core::mem::transmute_copy(&p) }
+}
+
 // ----- the raw accesses' width and words (`gmem::raw`, `smem::raw`) -----------
 
 /// Compile-time check of the access width.
@@ -102,5 +111,11 @@ mod tests {
             T::LANES
         }
         assert_eq!([lanes::<f32>(), lanes::<bf16>(), lanes::<f16>(), lanes::<E4M3>(), lanes::<E5M2>(), lanes::<u64>()], [4, 8, 8, 16, 16, 2]);
+    }
+
+    #[test]
+    fn pack_words_are_little_endian() {
+        let p: [u16; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
+        assert_eq!(pack_words::<u16>(p), [0x0002_0001, 0x0004_0003, 0x0006_0005, 0x0008_0007]);
     }
 }

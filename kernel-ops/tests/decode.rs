@@ -287,6 +287,15 @@ fn more_rows_than_one_wgmma_take_two_row_groups() {
 }
 
 #[test]
+fn fp8_rows_in_groups_of_16() {
+    // The FP8 kernel takes 16 query rows per CTA: G 8 x T 3 = 24 rows,
+    // two row groups (the second half padding), D 128, 2 splits, a length
+    // that ends inside a warp's 16 keys.
+    let p = Problem { shape: shape(1, 8, 1, 128, 3), layout: CacheLayout::Contiguous { max_len: 140 }, lens: vec![133], store: Store::Fp8 { per_head: false }, splits: Some(2) };
+    check::<bf16>(p, 12);
+}
+
+#[test]
 fn device_values_out_of_range_are_clamped_and_flagged() {
     // A length above max_len: clamped (the reference clamps too), flagged.
     let p = Problem { shape: shape(2, 2, 1, 64, 1), layout: CacheLayout::Contiguous { max_len: 70 }, lens: vec![1000, 5], store: Store::Same, splits: Some(2) };

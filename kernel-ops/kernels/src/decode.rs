@@ -10,7 +10,8 @@
 //!    read on the device: the grid depends only on host-known sizes) for
 //!    one KV head, and the `G * T` query rows that share that head (`G =
 //!    heads / kv_heads` query heads times `T` query tokens; row `r = t G +
-//!    g`), 64 rows per row group: those rows share ONE pass over K and V;
+//!    g`), 64 rows per row group (16 for FP8): those rows share ONE pass
+//!    over K and V;
 //! 2. warp 4 is the producer: one lane streams the chunk's blocks of
 //!    [`DEC_BN`] keys of K and V into an `S`-slot ring ([`Ring`], one full
 //!    barrier per slot expecting both tiles' bytes). A block is `BN / P`
@@ -36,8 +37,10 @@
 //!    (`combine_row`): one launch per step, no second kernel.
 //!
 //! FP8 ([`decode_split_fp8`]): the ring holds e4m3 tiles (half the bytes);
-//! the consumers convert each block into 16-bit staging tiles (exact: every
-//! e4m3 value is an f16 and a bf16) and release the slot at once; the
+//! a CTA takes 16 query rows on warp-level MMAs (`mma.sync.m16n8k16`), each
+//! consumer warp 16 keys of every block, read into registers, converted
+//! there (exact: every e4m3 value is an f16 and a bf16) and the slot
+//! released at once; the warps merge their softmax states at the end; the
 //! per-KV-head scales multiply the softmax scale (K) and the output (V).
 //!
 //! Bad device values never reach outside the buffers: a length above
@@ -55,6 +58,8 @@ use kernel_device::prelude::*;
 use kernel_device::tma::raw as tma_raw;
 use kernel_device::warp::shfl_xor;
 use kernel_device::wgmma::{wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaShape};
+use kernel_device::mma::{mma_m16n8k16, MmaInput};
+use kernel_device::pack::pack_words;
 use kernel_device::{bf16, f16, Barriers, Pack16, E4M3};
 
 use crate::attention::{p_fragments, AttnElem};
@@ -94,44 +99,32 @@ pub type DecFp8Piece<const P: usize, const D: usize> = Tile<E4M3, P, D, Fp8Sw<D>
 
 /// The 16-bit element types decode runs on (Q, O, and the cache unless
 /// FP8), with the exact conversion of e4m3 into them.
-pub trait DecodeElem: AttnElem + Pack16<Pack = [Self; 8]> {
-    /// Sixteen e4m3 values as two packs of `Self`, exactly (every e4m3
-    /// value is an f16 and a bf16; e4m3's NaN becomes ±480): per pair, the
-    /// sign and the 7 low bits moved to the 16-bit format's places, then
-    /// one packed multiply by `2^(bias difference)` (which also makes
-    /// e4m3's subnormals right).
-    fn from_e4m3x16(x: [E4M3; 16]) -> [[Self; 8]; 2];
-}
-
-/// Bytes `0` and `1` of `w` at bits 0..8 and 16..24.
-#[inline(always)]
-fn spread(w: u32) -> u32 {
-    (w & 0xFF) | ((w & 0xFF00) << 8)
+pub trait DecodeElem: AttnElem + MmaInput + Pack16<Pack = [Self; 8]> {
+    /// Two e4m3 values, in bits 8..16 and 24..32 of `x` (the low byte of
+    /// each half is ignored), as a packed pair of `Self` (the first in bits
+    /// 0..16), exactly: every e4m3 value is an f16 and a bf16, and e4m3's
+    /// NaN becomes ±480. Per half, the sign stays in place and the 7 low
+    /// bits move to the 16-bit format's exponent and mantissa (one shift,
+    /// one mask), then one packed multiply by `2^(bias difference)`, which
+    /// also makes e4m3's subnormals right.
+    fn from_e4m3_hi(x: u32) -> u32;
 }
 
 macro_rules! decode_elem {
-    ($t:ty, $pair:ident, $shift:literal, $bias:literal) => {
+    ($t:ty, $pair:ident, $shift:literal, $mask:literal, $bias:literal) => {
         impl DecodeElem for $t {
             #[inline(always)]
-            fn from_e4m3x16(x: [E4M3; 16]) -> [[Self; 8]; 2] {
-                // SAFETY: 16 bytes of plain data either way.
-                let w: [u32; 4] = unsafe { core::mem::transmute(x) };
-                let cv = |x: u32| ($pair(((x & 0x007F_007F) << $shift) | ((x & 0x0080_0080) << 8)) * $pair($bias)).0;
-                let mut o = [0u32; 8];
-                unroll(4, |j| {
-                    o[2 * j] = cv(spread(w[j]));
-                    o[2 * j + 1] = cv(spread(w[j] >> 16));
-                });
-                // SAFETY: 32 bytes of plain data either way.
-                unsafe { core::mem::transmute(o) }
+            fn from_e4m3_hi(x: u32) -> u32 {
+                ($pair((x & 0x8000_8000) | ((x >> $shift) & $mask)) * $pair($bias)).0
             }
         }
     };
 }
-// f16: exponent bias 15 vs e4m3's 7, `x 2^8` (0x5C00); bf16: 127 vs 7,
-// `x 2^120` (0x7B80).
-decode_elem!(f16, F16x2, 7, 0x5C00_5C00);
-decode_elem!(bf16, Bf16x2, 4, 0x7B80_7B80);
+// f16: the 7 bits to bits 7..14 (`>> 1`), exponent bias 15 vs e4m3's 7,
+// `x 2^8` (0x5C00); bf16: to bits 4..11 (`>> 4`), bias 127 vs 7, `x 2^120`
+// (0x7B80).
+decode_elem!(f16, F16x2, 1, 0x3F80_3F80, 0x5C00_5C00);
+decode_elem!(bf16, Bf16x2, 4, 0x07F0_07F0, 0x7B80_7B80);
 
 /// The rules of every instance (compile time): `D` 64 or 128; `P` 16 or
 /// 64 keys per box (a divisor of [`DEC_BN`], a multiple of 8); at least 2
@@ -345,13 +338,12 @@ fn zero_rows<E: DecodeElem, const D: usize>(tile: Smem<DecKvTile<E, D>>, from: u
     NamedBarrier::new(DEC_BARRIER, 128).sync();
 }
 
-/// The consumer warpgroup (module docs, step 3 and 4): `tiles(slot)` gives
-/// the 16-bit K and V tiles of a waited-for slot (the slot's own, or FP8's
-/// staging tiles, in which case `STAGED` and the slot is released at once);
-/// `scale_log2` includes K's scale, `o_scale` is V's.
+/// The consumer warpgroup of [`decode_split`] (module docs, step 3 and 4):
+/// `tiles(slot)` gives the K and V tiles of a waited-for slot; `scale_log2`
+/// is the softmax scale times `log2 e`, `o_scale` multiplies O.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn consume<E: DecodeElem, const D: usize, const S: usize, const STAGED: bool>(
+fn consume<E: DecodeElem, const D: usize, const S: usize>(
     q: GmemRef<E>,
     q_buf: Smem<DecQTile<E, D>>,
     ring: Ring<'_, S>,
@@ -388,9 +380,6 @@ fn consume<E: DecodeElem, const D: usize, const S: usize, const STAGED: bool>(
         let key0 = w.start + s * DEC_BN as u32;
         let slot = consumer.wait();
         let (kt, vt) = tiles(slot.index());
-        if STAGED {
-            consumer.release_slot(slot);
-        }
         let mut acc_s = Acc::<DEC_BN>::undefined();
         acc_s.mma(q_buf, 0, kt, 0, false);
         wgmma_commit_group();
@@ -440,9 +429,7 @@ fn consume<E: DecodeElem, const D: usize, const S: usize, const STAGED: bool>(
         wgmma_commit_group();
         wgmma_wait::<0>();
         acc_o.fence_operands();
-        if !STAGED {
-            consumer.release_slot(slot);
-        }
+        consumer.release_slot(slot);
     }
     // The quad's partial sums, O / l, the log-sum-exp.
     let mut inv = [0f32; 2];
@@ -487,7 +474,7 @@ fn consume<E: DecodeElem, const D: usize, const S: usize, const STAGED: bool>(
         }
     });
     if !single {
-        combine_if_last::<E, D>(outs, d, w);
+        combine_if_last::<E, D>(outs, DEC_ROWS, d, w);
     }
 }
 
@@ -513,7 +500,7 @@ struct Outs<E> {
 /// ([`combine_row`], a warp per row) and resets the counter for the next
 /// launch. No second kernel, so no launch gap.
 #[inline(always)]
-fn combine_if_last<E: DecodeElem, const D: usize>(outs: Outs<E>, d: &Dims, w: &Work) {
+fn combine_if_last<E: DecodeElem, const D: usize>(outs: Outs<E>, rows: usize, d: &Dims, w: &Work) {
     let barrier = NamedBarrier::new(DEC_BARRIER, 128);
     kernel_device::fence::fence_acq_rel_gpu();
     barrier.sync();
@@ -532,8 +519,8 @@ fn combine_if_last<E: DecodeElem, const D: usize>(outs: Outs<E>, d: &Dims, w: &W
     }
     kernel_device::fence::fence_acq_rel_gpu();
     let gt = (d.group * d.t_q) as usize;
-    let first = w.rg as usize * DEC_ROWS;
-    let rows_here = gt.saturating_sub(first).min(DEC_ROWS);
+    let first = w.rg as usize * rows;
+    let rows_here = gt.saturating_sub(first).min(rows);
     let mut r = warp_idx() as usize;
     while r < rows_here {
         let rr = first + r;
@@ -594,7 +581,7 @@ pub fn decode_split<E: DecodeElem, const D: usize, const P: usize, const S: usiz
         }
         return;
     }
-    consume::<E, D, S, false>(q, q_buf, ring, |i| (k_bufs.at(i), v_bufs.at(i)), Outs { out, lse, o_part, lse_part, counters, last }, d.scale_log2, 1.0, &d, &w);
+    consume::<E, D, S>(q, q_buf, ring, |i| (k_bufs.at(i), v_bufs.at(i)), Outs { out, lse, o_part, lse_part, counters, last }, d.scale_log2, 1.0, &d, &w);
 }
 
 /// The first CTA of each sequence reports a length above `max_len`.
@@ -609,29 +596,104 @@ fn report_len(lens: GmemRef<u32>, errors: Gmem<u32>, d: &Dims, w: &Work) {
     }
 }
 
-/// Converts an FP8 slot tile into a 16-bit staging tile (consumer
-/// threads, 16 e4m3 at a time).
+/// Query rows per CTA of the FP8 kernel ([`decode_split_fp8`]): the M of
+/// `mma.sync.m16n8k16`.
+pub const DEC_MMA_ROWS: usize = 16;
+/// Keys of a ring step each consumer warp of [`decode_split_fp8`] takes
+/// (one k16 of `P V`).
+const WARP_KEYS: usize = DEC_BN / 4;
+
+/// The `D / 16` A fragments of this lane's Q rows `g`, `g + 8` (rows past
+/// `G T` zero) for `S = Q Kᵀ` over a permuted head dimension: k16 step `kk`
+/// takes dimensions `(D / 4) t + 4 kk ..+ 4` (lane `t = l % 4`; positions
+/// `2 t, 2 t + 1` the first two, `2 t + 8, 2 t + 9` the last two), the
+/// order [`k_pairs`] reads K in (the sum over the dimension is the same in
+/// any order).
 #[inline(always)]
-fn dequant<E: DecodeElem, const D: usize>(src: Smem<DecFp8Tile<D>>, dst: Smem<DecKvTile<E, D>>)
-where
-    Fp8Sw<D>: Layout,
-{
-    let per_row = D / 16;
-    let mut i = thread_linear() as usize;
-    while i < DEC_BN * per_row {
-        let (r, c) = (i / per_row, 16 * (i % per_row));
-        let [lo, hi] = E::from_e4m3x16(src.get_v4(r, c));
-        dst.set_v4(r, c, lo);
-        dst.set_v4(r, c + 8, hi);
-        i += 128;
-    }
+fn q_fragments<E: DecodeElem, const D: usize>(q: GmemRef<E>, d: &Dims, w: &Work) -> [[u32; 4]; 16] {
+    let l = lane_id() as usize;
+    let (g, t) = (l / 4, l % 4);
+    let gt = (d.group * d.t_q) as usize;
+    // Row `g + 8 hh`'s `D / 4` elements as `D / 8` pairs, all loads issued
+    // before the first use.
+    let mut words = [[0u32; 16]; 2];
+    unroll(2, |hh| {
+        let rr = w.rg as usize * DEC_MMA_ROWS + g + 8 * hh;
+        if rr < gt {
+            let (tok, gi) = (rr / d.group as usize, rr % d.group as usize);
+            let h = w.kvh as usize * d.group as usize + gi;
+            let base = ((w.b as usize * d.t_q as usize + tok) * d.heads as usize + h) * D + (D / 4) * t;
+            unroll(D / 32, |j| {
+                let v = pack_words::<E>(q.read_nc_v4(base + 8 * j));
+                unroll(4, |x| words[hh][4 * j + x] = v[x]);
+            });
+        }
+    });
+    let mut qa = [[0u32; 4]; 16];
+    unroll(D / 16, |kk| qa[kk] = [words[0][2 * kk], words[1][2 * kk], words[0][2 * kk + 1], words[1][2 * kk + 1]]);
+    qa
 }
 
-/// Phase 1 on an FP8 e4m3 cache ([`decode_split`]'s launch and layouts,
-/// the cache in bytes): each slot converted into the 16-bit staging tiles
-/// `k_stage`, `v_stage` and released at once; `kv_scale` `[2, kv_heads]`
-/// f32 (K's scales, then V's; `scale_heads` each). Instances `(E, D, P, S)`.
-#[kernel(block = threads(160), arch = sm_90a, min_blocks_per_sm = 2, instances(E = [f16, bf16], (64, 64, 6), (64, 16, 6), (128, 64, 4), (128, 16, 4)))]
+/// Four e4m3 bytes `[b0, b1, b2, b3]` of one K row as the two B registers
+/// of a k16 step: `(b0, b1)` and `(b2, b3)` as 16-bit pairs (`prmt` puts
+/// each byte in the high byte of its half, [`DecodeElem::from_e4m3_hi`]
+/// converts).
+#[inline(always)]
+fn k_pairs<E: DecodeElem>(w: u32) -> [u32; 2] {
+    [E::from_e4m3_hi(prmt(w, w, 0x1000)), E::from_e4m3_hi(prmt(w, w, 0x3020))]
+}
+
+/// `prmt.b32 d, a, b, sel` (PTX ISA §9.7.8.7, default mode): byte `i` of
+/// `d` is byte `sel[4 i .. 4 i + 3]` of `{b, a}` (0-3 from `a`, 4-7 from
+/// `b`).
+#[inline(always)]
+fn prmt(a: u32, b: u32, sel: u32) -> u32 {
+    kernel_device::cvt::prmt(a, b, sel)
+}
+
+/// One consumer warp's state over its rows (lane `l`: rows `l / 4` and
+/// `l / 4 + 8`): the running maximum (log2 units) and partial sum, and
+/// O's `D / 8` n8 blocks (block `nd`, column `n` is head dimension
+/// `(D / 8) n + nd`: [`decode_split_fp8`]'s V order).
+struct WarpO {
+    m: [f32; 2],
+    l: [f32; 2],
+    o: [[f32; 4]; 16],
+}
+
+/// Phase 1 on an FP8 e4m3 cache, on warp-level MMAs (`mma.sync.m16n8k16`)
+/// with the cache dequantized in registers ([`decode_split`]'s launch and
+/// layouts, the cache in bytes; `kv_scale` `[2, kv_heads]` f32: K's
+/// scales, then V's, `scale_heads` each). A CTA takes [`DEC_MMA_ROWS`]
+/// query rows (`row_groups = ceil(G T / 16)`): a decode step has a few
+/// query rows per KV head, which wgmma's 64 would mostly pad.
+///
+/// This kernel works as follows. Warp 4 streams K and V into the ring as
+/// [`decode_split`]'s does. Consumer warp `wp` (0-3) takes keys `16 wp ..
+/// 16 wp + 16` of every step of 64, with its own running maximum, sum and
+/// O over the CTA's 16 rows:
+/// 1. `S = Q Kᵀ` (16 x 16: two n8 blocks of keys, `D / 16` k16 steps):
+///    lane `(g, t)` reads `D / 4` bytes of key row `16 wp + 8 nb + g` at
+///    `(D / 4) t` (16-byte loads) and turns each 4 bytes into a k16 step's
+///    B registers ([`k_pairs`]); Q's A fragments ([`q_fragments`]) take
+///    the head dimension in the same permuted order;
+/// 2. V: lane `(g, t)` reads `D / 8` bytes at `(D / 8) g` of key rows `2 t,
+///    2 t + 1, 2 t + 8, 2 t + 9` (of its warp's 16): byte `nd` of a pair
+///    of rows is the B register pair of O's n8 block `nd` (`prmt` then the
+///    conversion), so O's column `n` of block `nd` is head dimension `(D /
+///    8) n + nd`. Rows past the sequence's end are zeroed in registers
+///    (the cache may hold NaN there). The slot goes back to the producer
+///    as soon as the bytes are in registers;
+/// 3. the online softmax on S (keys masked per row as in [`decode_split`]),
+///    P rounded to the element type is the A fragment of `O += P V` (one
+///    k16 step, `D / 8` n8 blocks);
+/// 4. the warps merge: maxima and sums through shared memory, each warp's
+///    O scaled by `2^(m_w - M) / L` and summed over the warps (each warp
+///    sums a quarter of the registers), written as [`decode_split`]'s
+///    (O, log-sum-exp, or the split's partials and the last CTA's combine).
+///
+/// Instances `(E, D, P, S)`.
+#[kernel(block = threads(160), arch = sm_90a, min_blocks_per_sm = 2, instances(E = [f16, bf16], (64, 64, 8), (64, 16, 8), (128, 64, 4), (128, 16, 4)))]
 #[allow(clippy::too_many_arguments)]
 pub fn decode_split_fp8<E: DecodeElem, const D: usize, const P: usize, const S: usize>(
     q: GmemRef<E>,
@@ -647,16 +709,14 @@ pub fn decode_split_fp8<E: DecodeElem, const D: usize, const P: usize, const S: 
     counters: Gmem<u32>,
     errors: Gmem<u32>,
     d: DecodeDims,
-    #[scratch] q_buf: Smem<DecQTile<E, D>>,
-    #[scratch] k_stage: Smem<DecKvTile<E, D>>,
-    #[scratch] v_stage: Smem<DecKvTile<E, D>>,
     #[scratch] k_bufs: Smem<[DecFp8Tile<D>; S]>,
     #[scratch] v_bufs: Smem<[DecFp8Tile<D>; S]>,
+    #[scratch] merge: Smem<[f32; 4 * 64 * 32]>,
+    #[scratch] stats: Smem<[f32; 2 * 4 * DEC_MMA_ROWS]>,
     #[scratch] full: Barriers<S>,
     #[scratch(arrivals = 128)] empty: Barriers<S>,
     #[scratch] last: Smem<[u32; 1]>,
 ) where
-    Cols<D>: WgmmaShape,
     Fp8Sw<D>: Layout,
 {
     const { check_decode(D, P, S) };
@@ -671,17 +731,194 @@ pub fn decode_split_fp8<E: DecodeElem, const D: usize, const P: usize, const S: 
     }
     let sh = d.scale_heads;
     let (ks, vs) = (kv_scale.read((w.kvh % sh) as usize), kv_scale.read((sh + w.kvh % sh) as usize));
-    let stage = |i: usize| {
-        // The previous step's wgmmas (every warp's) are done with the
-        // staging tiles.
-        NamedBarrier::new(DEC_BARRIER, 128).sync();
-        dequant::<E, D>(k_bufs.at(i), k_stage);
-        dequant::<E, D>(v_bufs.at(i), v_stage);
-        commit_smem();
-        NamedBarrier::new(DEC_BARRIER, 128).sync();
-        (k_stage, v_stage)
+    let scale_log2 = d.scale_log2 * ks;
+    let qa = q_fragments::<E, D>(q, &d, &w);
+    let wp = warp_idx() as usize;
+    let l = lane_id() as usize;
+    let (g, t) = (l / 4, l % 4);
+    let gt = d.group * d.t_q;
+    // This lane's two rows: their last visible key (exclusive) within the
+    // split; 0 for padding rows.
+    let mut lim = [0u32; 2];
+    unroll(2, |hh| {
+        let rr = w.rg * DEC_MMA_ROWS as u32 + (g + 8 * hh) as u32;
+        if rr < gt {
+            let tok = rr / d.group;
+            lim[hh] = (w.len + 1 + tok).saturating_sub(d.t_q).min(w.end);
+        }
+    });
+    let lim_min = lim[0].min(lim[1]);
+    let mut st = WarpO { m: [f32::NEG_INFINITY; 2], l: [0.0; 2], o: [[0.0; 4]; 16] };
+    let mut consumer = ring.consumer();
+    // V: this lane's byte offset in a row, and its 16-byte chunk.
+    let v_col = (D / 8) * g;
+    let (v_chunk, v_word) = (v_col / 16 * 16, (v_col % 16) / 4);
+    for s in 0..w.steps {
+        let key0 = w.start + s * DEC_BN as u32 + (WARP_KEYS * wp) as u32;
+        let slot = consumer.wait();
+        let (kt, vt) = (k_bufs.at(slot.index()), v_bufs.at(slot.index()));
+        // Every byte this step needs, loads issued before the first use.
+        let mut kw = [[0u32; 8]; 2];
+        unroll(2, |nb| {
+            unroll(D / 64, |c| {
+                let x = pack_words::<E4M3>(kt.get_v4(WARP_KEYS * wp + 8 * nb + g, (D / 4) * t + 16 * c));
+                unroll(4, |i| kw[nb][4 * c + i] = x[i]);
+            });
+        });
+        let mut vw = [[0u32; 4]; 4];
+        unroll(4, |r| {
+            let row = WARP_KEYS * wp + 2 * t + (r % 2) + 8 * (r / 2);
+            let x = pack_words::<E4M3>(vt.get_v4(row, v_chunk));
+            // D = 64: the lane's 8 bytes are the chunk's first or last half.
+            unroll(D / 32, |i| vw[r][i] = if v_word == 0 { x[i] } else { x[(i + 2) % 4] });
+        });
+        consumer.release_slot(slot);
+        if key0 + WARP_KEYS as u32 > w.len {
+            unroll(4, |r| {
+                if key0 + (2 * t + (r % 2) + 8 * (r / 2)) as u32 >= w.len {
+                    vw[r] = [0; 4];
+                }
+            });
+        }
+        // S = Q Kᵀ: two n8 blocks of keys.
+        let mut sr = [[0f32; 4]; 2];
+        unroll(2, |nb| {
+            unroll(D / 16, |kk| {
+                sr[nb] = mma_m16n8k16::<E>(qa[kk], k_pairs::<E>(kw[nb][kk]), sr[nb]);
+            });
+        });
+        if key0 + WARP_KEYS as u32 > lim_min {
+            unroll(8, |i| {
+                let (nb, x) = (i / 4, i % 4);
+                let key = key0 + (8 * nb + 2 * t + x % 2) as u32;
+                if key >= lim[x / 2] {
+                    sr[nb][x] = f32::NEG_INFINITY;
+                }
+            });
+        }
+        let mut mx = [f32::NEG_INFINITY; 2];
+        unroll(8, |i| mx[(i % 4) / 2] = max(mx[(i % 4) / 2], sr[i / 4][i % 4]));
+        let mut alpha = [0f32; 2];
+        let mut neg_m = [0f32; 2];
+        unroll(2, |hh| {
+            let v1 = max(mx[hh], shfl_xor(mx[hh], 1));
+            let v2 = max(v1, shfl_xor(v1, 2));
+            let m_new = max(st.m[hh], v2 * scale_log2);
+            // A row with every key masked so far keeps m = -inf: use 0 so
+            // that 2^(-inf - 0) = 0 rather than NaN.
+            let ms = if m_new == f32::NEG_INFINITY { 0.0 } else { m_new };
+            alpha[hh] = ex2_approx_ftz(st.m[hh] - ms);
+            neg_m[hh] = -ms;
+            st.m[hh] = m_new;
+        });
+        let mut sum = [0f32; 2];
+        unroll(8, |i| {
+            let hh = (i % 4) / 2;
+            let p = ex2_approx_ftz(sr[i / 4][i % 4].fma(scale_log2, neg_m[hh]));
+            sr[i / 4][i % 4] = p;
+            sum[hh] += p;
+        });
+        unroll(2, |hh| st.l[hh] = st.l[hh] * alpha[hh] + sum[hh]);
+        // P as the A fragment of its 16 keys.
+        let pa = [E::pack(sr[0][0], sr[0][1]), E::pack(sr[0][2], sr[0][3]), E::pack(sr[1][0], sr[1][1]), E::pack(sr[1][2], sr[1][3])];
+        unroll(D / 8, |nd| {
+            let (i, byte) = (nd / 4, (nd % 4) as u32);
+            // Rows (2t, 2t+1) and (2t+8, 2t+9): byte `nd` of each in the
+            // high byte of its half.
+            let sel = (byte << 4) | ((byte + 4) << 12);
+            let b = [E::from_e4m3_hi(prmt(vw[0][i], vw[1][i], sel)), E::from_e4m3_hi(prmt(vw[2][i], vw[3][i], sel))];
+            let o = &mut st.o[nd];
+            unroll(4, |x| o[x] *= alpha[x / 2]);
+            *o = mma_m16n8k16::<E>(pa, b, *o);
+        });
+    }
+    let outs = Outs { out, lse, o_part, lse_part, counters, last };
+    merge_warps::<E, D>(st, merge, stats, outs, vs, &d, &w);
+}
+
+/// Step 4 of [`decode_split_fp8`]: the four consumer warps' states merged
+/// and written (see there).
+#[inline(always)]
+fn merge_warps<E: DecodeElem, const D: usize>(st: WarpO, merge: Smem<[f32; 4 * 64 * 32]>, stats: Smem<[f32; 2 * 4 * DEC_MMA_ROWS]>, outs: Outs<E>, o_scale: f32, d: &Dims, w: &Work) {
+    let wp = warp_idx() as usize;
+    let l = lane_id() as usize;
+    let (g, t) = (l / 4, l % 4);
+    let barrier = NamedBarrier::new(DEC_BARRIER, 128);
+    let mut lsum = [0f32; 2];
+    unroll(2, |hh| {
+        let v1 = st.l[hh] + shfl_xor(st.l[hh], 1);
+        lsum[hh] = v1 + shfl_xor(v1, 2);
+    });
+    if t == 0 {
+        unroll(2, |hh| {
+            stats.write(DEC_MMA_ROWS * wp + g + 8 * hh, st.m[hh]);
+            stats.write(4 * DEC_MMA_ROWS + DEC_MMA_ROWS * wp + g + 8 * hh, lsum[hh]);
+        });
+    }
+    barrier.sync();
+    // Per row: the maximum M over the warps, the total L, and this warp's
+    // weight 2^(m_w - M) / L (0 for a warp, or a row, with no key).
+    let (mut big, mut total, mut mine) = ([f32::NEG_INFINITY; 2], [0f32; 2], [0f32; 2]);
+    unroll(2, |hh| {
+        let r = g + 8 * hh;
+        unroll(4, |x| big[hh] = max(big[hh], stats.read(DEC_MMA_ROWS * x + r)));
+        let ms = if big[hh] == f32::NEG_INFINITY { 0.0 } else { big[hh] };
+        unroll(4, |x| {
+            let mx = stats.read(DEC_MMA_ROWS * x + r);
+            let wt = if mx == f32::NEG_INFINITY { 0.0 } else { ex2_approx_ftz(mx - ms) };
+            total[hh] += stats.read(4 * DEC_MMA_ROWS + DEC_MMA_ROWS * x + r) * wt;
+            if x == wp {
+                mine[hh] = wt;
+            }
+        });
+        if total[hh] > 0.0 {
+            mine[hh] = mine[hh] * o_scale / total[hh];
+        }
+    });
+    let regs = D / 2;
+    unroll(D / 8, |nd| unroll(4, |x| merge.write((wp * regs + 4 * nd + x) * 32 + l, st.o[nd][x] * mine[x / 2])));
+    barrier.sync();
+    let (heads, t_q, group) = (d.heads as usize, d.t_q as usize, d.group as usize);
+    let gt = group * t_q;
+    // Row `r` of the CTA: `(token, query head)`, or None for padding.
+    let row_at = |r: usize| {
+        let rr = w.rg as usize * DEC_MMA_ROWS + r;
+        (rr < gt).then(|| (rr / group, w.kvh as usize * group + rr % group))
     };
-    consume::<E, D, S, true>(q, q_buf, ring, stage, Outs { out, lse, o_part, lse_part, counters, last }, d.scale_log2 * ks, vs, &d, &w);
+    let single = w.splits == 1;
+    if wp == 0 && t == 0 {
+        unroll(2, |hh| {
+            if let Some((tok, h)) = row_at(g + 8 * hh) {
+                let row = (w.b as usize * heads + h) * t_q + tok;
+                let lse2 = if total[hh] > 0.0 { big[hh] + lg2_approx_ftz(total[hh]) } else { f32::NEG_INFINITY };
+                if single {
+                    outs.lse.write(row, if lse2 == f32::NEG_INFINITY { lse2 } else { lse2 * LN_2 });
+                } else {
+                    outs.lse_part.write(row * w.splits as usize + w.split as usize, lse2);
+                }
+            }
+        });
+    }
+    // This warp sums registers `wp regs / 4 ..` of every warp.
+    unroll(regs / 4, |j| {
+        let i = wp * (regs / 4) + j;
+        let mut v = 0f32;
+        unroll(4, |x| v += merge.read((x * regs + i) * 32 + l));
+        let (nd, x) = (i / 4, i % 4);
+        let (r, n) = (g + 8 * (x / 2), 2 * t + x % 2);
+        let c = (D / 8) * n + nd;
+        if let Some((tok, h)) = row_at(r) {
+            if single {
+                outs.out.write(((w.b as usize * t_q + tok) * heads + h) * D + c, E::from_f32(v));
+            } else {
+                let row = (w.b as usize * heads + h) * t_q + tok;
+                outs.o_part.write((row * w.splits as usize + w.split as usize) * D + c, v);
+            }
+        }
+    });
+    if !single {
+        combine_if_last::<E, D>(outs, DEC_MMA_ROWS, d, w);
+    }
 }
 
 /// Phase 2 for one row `(b, h, t)` (`row = (b heads + h) T + t`), by one

@@ -57,7 +57,7 @@ use kernel_device::launch::HostEntry;
 use kernel_device::tma::TensorMapParam;
 use kernel_device::{bf16, f16, Gmem, GmemRef, E4M3};
 use kernel_host::{Arg, ArgSink, Buffer, Device, Program, TileMap, TmaElement};
-use kernel_ops_kernels::decode::{decode_split, decode_split_fp8, DecFp8Piece, DecPiece, DecodeDims, DecodeElem, DEC_BN, DEC_ROWS, ERR_LEN, ERR_PAGE, ERR_WORDS};
+use kernel_ops_kernels::decode::{decode_split, decode_split_fp8, DecFp8Piece, DecPiece, DecodeDims, DecodeElem, DEC_BN, DEC_MMA_ROWS, DEC_ROWS, ERR_LEN, ERR_PAGE, ERR_WORDS};
 
 /// The sizes of a decode step besides the cache's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,9 +86,11 @@ impl DecodeShape {
     pub fn group(&self) -> usize {
         self.heads / self.kv_heads.max(1)
     }
-    /// Query rows per KV head a CTA's wgmmas take (of 64 each).
-    fn row_groups(&self) -> usize {
-        (self.group() * self.tokens).div_ceil(DEC_ROWS)
+    /// CTAs per KV head (and split): the KV head's `G T` query rows in
+    /// groups of 64 (the 16-bit kernel's wgmmas) or 16 (the FP8 kernel's
+    /// warp MMAs).
+    fn row_groups(&self, fp8: bool) -> usize {
+        (self.group() * self.tokens).div_ceil(if fp8 { DEC_MMA_ROWS } else { DEC_ROWS })
     }
 }
 
@@ -299,7 +301,7 @@ impl Decode {
     /// and the error flags (zeroed).
     pub fn new<T: DecodeType, C: CacheElem<T>>(dev: &Device, ops: &Program, shape: DecodeShape, layout: CacheLayout, opts: DecodeOptions) -> Result<Self, Error> {
         check_plan(shape, layout, opts)?;
-        let ctas = shape.batch * shape.kv_heads * shape.row_groups();
+        let ctas = shape.batch * shape.kv_heads * shape.row_groups(C::FP8);
         let sms = dev.sm_count().max(1) as usize;
         // The split count aims at one CTA per SM for a 16-bit cache in
         // boxes of 64 keys, and at the kernel's occupancy (2) for FP8 and
@@ -404,7 +406,7 @@ impl Decode {
             heads: shape.heads as u32,
             group: shape.group() as u32,
             t_q: shape.tokens as u32,
-            row_groups: shape.row_groups() as u32,
+            row_groups: shape.row_groups(self.fp8) as u32,
             chunk: self.chunk as u32,
             page_size: page_size as u32,
             max_pages: max_pages as u32,
@@ -412,7 +414,7 @@ impl Decode {
             scale_heads: scale_heads as u32,
             scale_log2: self.scale * std::f32::consts::LOG2_E,
         };
-        let grid = (self.splits as u32, (shape.kv_heads * shape.row_groups()) as u32, shape.batch as u32);
+        let grid = (self.splits as u32, (shape.kv_heads * shape.row_groups(self.fp8)) as u32, shape.batch as u32);
         let rows = self.layout.rows(shape.batch);
         let args = SplitArgs { q, k: cache.k, v: cache.v, scales: cache.scales, rows, lens, table, out: &mut *out, lse: &mut *lse, o_part: &mut self.o_part, lse_part: &mut self.lse_part, counters: &mut self.counters, errors: &mut self.errors, dims, grid };
         C::launch(ops, shape, self.layout.piece(), args)?;
@@ -636,12 +638,12 @@ where
 /// `decode_split_fp8`'s instances on `E`.
 const fn split_fp8_table<E: DecodeType>() -> [((usize, usize), SplitFn<E, E4M3>); 4]
 where
-    decode_split_fp8<E, 64, 64, 6>: HostEntry<Params = SplitFp8Params<E, 64, 64>>,
-    decode_split_fp8<E, 64, 16, 6>: HostEntry<Params = SplitFp8Params<E, 16, 64>>,
+    decode_split_fp8<E, 64, 64, 8>: HostEntry<Params = SplitFp8Params<E, 64, 64>>,
+    decode_split_fp8<E, 64, 16, 8>: HostEntry<Params = SplitFp8Params<E, 16, 64>>,
     decode_split_fp8<E, 128, 64, 4>: HostEntry<Params = SplitFp8Params<E, 64, 128>>,
     decode_split_fp8<E, 128, 16, 4>: HostEntry<Params = SplitFp8Params<E, 16, 128>>,
 {
-    [((64, 64), split_fp8::<E, 64, 64, 6>), ((64, 16), split_fp8::<E, 64, 16, 6>), ((128, 64), split_fp8::<E, 128, 64, 4>), ((128, 16), split_fp8::<E, 128, 16, 4>)]
+    [((64, 64), split_fp8::<E, 64, 64, 8>), ((64, 16), split_fp8::<E, 64, 16, 8>), ((128, 64), split_fp8::<E, 128, 64, 4>), ((128, 16), split_fp8::<E, 128, 16, 4>)]
 }
 
 fn split16<E: DecodeType, const D: usize, const P: usize, const S: usize>(ops: &Program, a: SplitArgs<'_, E, E>) -> Result<(), Error>
