@@ -9,6 +9,7 @@
 //! | [`f16_to_f32`], [`bf16_to_f32`] | `cvt.f32.f16`, `cvt.f32.bf16` | exact |
 //! | [`pack_f16x2`], [`pack_bf16x2`] (+ `_satfinite`) | `cvt.rn{.satfinite}.{f16x2,bf16x2}.f32 d, hi, lo` | as the scalar forms; `lo` in bits 0..16 |
 //! | [`pack_e4m3x2`] | `cvt.rn.satfinite.e4m3x2.f32 d, hi, lo` | nearest even, clamped to ±448; NaN stays NaN; `lo` in bits 0..8 |
+//! | [`e4m3x2_to_f16x2`] | `cvt.rn.f16x2.e4m3x2 d, a` | exact (every e4m3 value is an f16; NaN stays NaN); byte 0 of `a` to bits 0..16 |
 //! | [`prmt`] | `prmt.b32 d, a, b, sel` | none: byte `i` of `d` is byte `sel[4 i ..+ 3]` of `{b, a}` (packing 8-bit values into 16-bit places before a bit-level conversion) |
 //! | [`F16x2`], [`Bf16x2`]: `+`, `-`, `*`, `fma`, `max`, `min` | `{add,sub,mul,fma}.rn.{f16x2,bf16x2}`, `{max,min}.{f16x2,bf16x2}` | nearest even per lane |
 //!
@@ -142,6 +143,27 @@ pub fn pack_e4m3x2(lo: f32, hi: f32) -> u16 {
         // float8's conversion is nearest even and saturating (`SatFinite`).
         let c = |x: f32| u16::from(crate::E4M3::from_f32(x).to_bits());
         (c(hi) << 8) | c(lo)
+    })
+}
+
+/// `cvt.rn.f16x2.e4m3x2 d, a;` (PTX ISA 7.8, sm_89+; §9.7.9.21): two e4m3
+/// values (byte 0 of `x` to bits 0..16 of the result, byte 1 to 16..32) as
+/// a packed f16x2, exactly: every e4m3 value is an f16, subnormals
+/// included; NaN gives NaN. One instruction per pair: the FP8 operands of
+/// f16 tensor-core MMAs, dequantized in registers.
+#[inline(always)]
+pub fn e4m3x2_to_f16x2(x: u16) -> u32 {
+    device!("cvt.rn.f16x2.e4m3x2", {
+        let d: u32;
+        // SAFETY: register-only conversion.
+        unsafe {
+            core::arch::asm!("cvt.rn.f16x2.e4m3x2 {0}, {1};", out(reg32) d, in(reg16) x,
+                options(pure, nomem, nostack, preserves_flags))
+        };
+        d
+    }, host: {
+        let c = |b: u16| u32::from(f16::from_f32(crate::E4M3::from_bits(b as u8).to_f32()).to_bits());
+        c(x & 0xFF) | c(x >> 8) << 16
     })
 }
 
@@ -284,6 +306,15 @@ packed_ops!(Bf16x2, bf16, ".bf16x2", pack_bf16x2, bf16_to_f32);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn e4m3_pairs_convert_exactly_to_f16() {
+        // 1.0 (0x38), -448 (0xFE), the smallest subnormal 2^-9 (0x01), 0.
+        let one_neg448 = e4m3x2_to_f16x2(0xFE38);
+        assert_eq!(one_neg448, 0xDF00_3C00);
+        assert_eq!(e4m3x2_to_f16x2(0x0001), 0x0000_1800);
+        assert!(f16::from_bits((e4m3x2_to_f16x2(0x7F00) >> 16) as u16).is_nan());
+    }
 
     #[test]
     fn prmt_picks_bytes_of_b_a() {

@@ -51,6 +51,8 @@ struct Problem {
     lens: Vec<u32>,
     store: Store,
     splits: Option<usize>,
+    /// Q's magnitude: N(0, 1) times this.
+    q_scale: f32,
 }
 
 fn randn(n: usize, seed: u64) -> Vec<f32> {
@@ -117,7 +119,7 @@ fn run<T: Elem>(dev: &Device, p: &Problem, seed: u64) -> (f64, f64, DecodeErrors
     let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
     let (shape, layout) = (p.shape, p.layout);
     let n = layout.cache_len(&shape);
-    let q: Vec<T> = randn(shape.q_len(), seed).into_iter().map(T::from).collect();
+    let q: Vec<T> = randn(shape.q_len(), seed).into_iter().map(|x| T::from(x * p.q_scale)).collect();
     let qf: Vec<f32> = q.iter().map(|x| x.to()).collect();
     let table = match layout {
         CacheLayout::Paged { num_pages, page_size, max_pages } => Some(block_table(&p.lens, num_pages, page_size, max_pages, seed)),
@@ -235,10 +237,10 @@ fn contiguous_ragged_lengths_two_splits_bf16() {
     // G = 1: an empty sequence, a one-key one, a full one (200 = 3 blocks
     // + 8), a 77-key one; 2 splits of 128 keys (the second split of the
     // short sequences has no key: lse -inf, weight 0 in the combine).
-    let p = Problem { shape: shape(4, 2, 2, 64, 1), layout: CacheLayout::Contiguous { max_len: 200 }, lens: vec![0, 1, 200, 77], store: Store::Same, splits: Some(2) };
+    let p = Problem { shape: shape(4, 2, 2, 64, 1), layout: CacheLayout::Contiguous { max_len: 200 }, lens: vec![0, 1, 200, 77], store: Store::Same, splits: Some(2), q_scale: 1.0 };
     check::<bf16>(p, 1);
     // 10 splits of one block: the combine takes its splits 8 at a time.
-    let p = Problem { shape: shape(1, 2, 1, 64, 1), layout: CacheLayout::Contiguous { max_len: 640 }, lens: vec![601], store: Store::Same, splits: Some(10) };
+    let p = Problem { shape: shape(1, 2, 1, 64, 1), layout: CacheLayout::Contiguous { max_len: 640 }, lens: vec![601], store: Store::Same, splits: Some(10), q_scale: 1.0 };
     check::<bf16>(p, 11);
 }
 
@@ -248,7 +250,7 @@ fn the_ring_wraps_with_gqa_4_and_3_tokens_f16() {
     // twice); 3 causal tokens x 4 query heads = 12 rows; a 130-key
     // sequence ends 2 keys into its third block; a 2-key one leaves its
     // first token without keys.
-    let p = Problem { shape: shape(3, 4, 1, 128, 3), layout: CacheLayout::Contiguous { max_len: 448 }, lens: vec![448, 130, 2], store: Store::Same, splits: Some(1) };
+    let p = Problem { shape: shape(3, 4, 1, 128, 3), layout: CacheLayout::Contiguous { max_len: 448 }, lens: vec![448, 130, 2], store: Store::Same, splits: Some(1), q_scale: 1.0 };
     check::<f16>(p, 2);
 }
 
@@ -256,15 +258,15 @@ fn the_ring_wraps_with_gqa_4_and_3_tokens_f16() {
 fn paged_16_shuffled_table_gqa_8_bf16() {
     // Pages of 16 keys (4 boxes per block of 64), shuffled; 2 splits; a
     // 37-key sequence ends inside its third page.
-    let p = Problem { shape: shape(2, 8, 1, 64, 1), layout: CacheLayout::Paged { num_pages: 20, page_size: 16, max_pages: 8 }, lens: vec![37, 128], store: Store::Same, splits: Some(2) };
+    let p = Problem { shape: shape(2, 8, 1, 64, 1), layout: CacheLayout::Paged { num_pages: 20, page_size: 16, max_pages: 8 }, lens: vec![37, 128], store: Store::Same, splits: Some(2), q_scale: 1.0 };
     check::<bf16>(p, 3);
 }
 
 #[test]
 fn paged_64_and_32_tokens_3_f16() {
-    let p = Problem { shape: shape(2, 4, 2, 64, 3), layout: CacheLayout::Paged { num_pages: 6, page_size: 64, max_pages: 3 }, lens: vec![150, 65], store: Store::Same, splits: Some(1) };
+    let p = Problem { shape: shape(2, 4, 2, 64, 3), layout: CacheLayout::Paged { num_pages: 6, page_size: 64, max_pages: 3 }, lens: vec![150, 65], store: Store::Same, splits: Some(1), q_scale: 1.0 };
     check::<f16>(p, 4);
-    let p = Problem { shape: shape(1, 2, 2, 128, 1), layout: CacheLayout::Paged { num_pages: 9, page_size: 32, max_pages: 6 }, lens: vec![161], store: Store::Same, splits: Some(2) };
+    let p = Problem { shape: shape(1, 2, 2, 128, 1), layout: CacheLayout::Paged { num_pages: 9, page_size: 32, max_pages: 6 }, lens: vec![161], store: Store::Same, splits: Some(2), q_scale: 1.0 };
     check::<f16>(p, 5);
 }
 
@@ -272,9 +274,9 @@ fn paged_64_and_32_tokens_3_f16() {
 fn fp8_cache_with_scales() {
     // Per-KV-head scales, pages of 32, bf16 out; then one scale per tensor,
     // contiguous, D 128, f16 out, splits picked by the plan.
-    let p = Problem { shape: shape(2, 8, 2, 64, 1), layout: CacheLayout::Paged { num_pages: 8, page_size: 32, max_pages: 4 }, lens: vec![100, 33], store: Store::Fp8 { per_head: true }, splits: Some(2) };
+    let p = Problem { shape: shape(2, 8, 2, 64, 1), layout: CacheLayout::Paged { num_pages: 8, page_size: 32, max_pages: 4 }, lens: vec![100, 33], store: Store::Fp8 { per_head: true }, splits: Some(2), q_scale: 1.0 };
     check::<bf16>(p, 6);
-    let p = Problem { shape: shape(1, 4, 1, 128, 1), layout: CacheLayout::Contiguous { max_len: 150 }, lens: vec![150], store: Store::Fp8 { per_head: false }, splits: None };
+    let p = Problem { shape: shape(1, 4, 1, 128, 1), layout: CacheLayout::Contiguous { max_len: 150 }, lens: vec![150], store: Store::Fp8 { per_head: false }, splits: None, q_scale: 1.0 };
     check::<f16>(p, 7);
 }
 
@@ -282,7 +284,7 @@ fn fp8_cache_with_scales() {
 fn more_rows_than_one_wgmma_take_two_row_groups() {
     // G 16 x T 5 = 80 rows: two CTAs per KV head, rows 64.. in the
     // second; 2 splits, so each row group's last CTA combines its rows.
-    let p = Problem { shape: shape(1, 16, 1, 64, 5), layout: CacheLayout::Contiguous { max_len: 70 }, lens: vec![70], store: Store::Same, splits: Some(2) };
+    let p = Problem { shape: shape(1, 16, 1, 64, 5), layout: CacheLayout::Contiguous { max_len: 70 }, lens: vec![70], store: Store::Same, splits: Some(2), q_scale: 1.0 };
     check::<bf16>(p, 8);
 }
 
@@ -291,14 +293,28 @@ fn fp8_rows_in_groups_of_16() {
     // The FP8 kernel takes 16 query rows per CTA: G 8 x T 3 = 24 rows,
     // two row groups (the second half padding), D 128, 2 splits, a length
     // that ends inside a warp's 16 keys.
-    let p = Problem { shape: shape(1, 8, 1, 128, 3), layout: CacheLayout::Contiguous { max_len: 140 }, lens: vec![133], store: Store::Fp8 { per_head: false }, splits: Some(2) };
+    let p = Problem { shape: shape(1, 8, 1, 128, 3), layout: CacheLayout::Contiguous { max_len: 140 }, lens: vec![133], store: Store::Fp8 { per_head: false }, splits: Some(2), q_scale: 1.0 };
     check::<bf16>(p, 12);
+}
+
+#[test]
+fn fp8_bf16_queries_beyond_f16_range() {
+    // The FP8 kernel's MMAs are f16: each Q row is scaled by a power of
+    // two into f16's range first. |q| up to ~1e6 (f16's largest is 65504).
+    // The log-sum-exp is near the largest score (~1e6 here): its bound is
+    // relative, a few f32 ulps of it.
+    let p = Problem { shape: shape(1, 4, 1, 128, 1), layout: CacheLayout::Contiguous { max_len: 100 }, lens: vec![100], store: Store::Fp8 { per_head: false }, splits: Some(1), q_scale: 3e5 };
+    let (o, l, errors) = run::<bf16>(&emulator(13), &p, 13);
+    assert!(o < bound::<bf16>() && l < 1.0, "{p:?}: O error {o:.2e}, lse error {l:.2e}");
+    assert_eq!(errors, DecodeErrors::default());
+    let p = Problem { shape: shape(1, 4, 1, 64, 1), layout: CacheLayout::Contiguous { max_len: 100 }, lens: vec![77], store: Store::Fp8 { per_head: false }, splits: Some(2), q_scale: 1e-4 };
+    check::<bf16>(p, 14);
 }
 
 #[test]
 fn device_values_out_of_range_are_clamped_and_flagged() {
     // A length above max_len: clamped (the reference clamps too), flagged.
-    let p = Problem { shape: shape(2, 2, 1, 64, 1), layout: CacheLayout::Contiguous { max_len: 70 }, lens: vec![1000, 5], store: Store::Same, splits: Some(2) };
+    let p = Problem { shape: shape(2, 2, 1, 64, 1), layout: CacheLayout::Contiguous { max_len: 70 }, lens: vec![1000, 5], store: Store::Same, splits: Some(2), q_scale: 1.0 };
     let dev = emulator(9);
     let (o, _, errors) = run::<bf16>(&dev, &p, 9);
     assert!(o < bound::<bf16>(), "O error {o:.2e}");

@@ -50,15 +50,16 @@
 //! Empty sequences (`lens[b] = 0`), and query tokens that see no key (`t <
 //! T - len`), give O = 0 and log-sum-exp `-inf`.
 use kernel_device::array::regs::unroll;
-use kernel_device::cvt::{Bf16x2, F16x2};
-use kernel_device::layout::{Layout, Swizzled, Tile};
+use kernel_device::layout::{Layout, Swizzled, Tile, Unswizzled};
 use kernel_device::math::{ex2_approx_ftz, lg2_approx_ftz, max, LN_2};
 use kernel_device::pipeline::Ring;
 use kernel_device::prelude::*;
 use kernel_device::tma::raw as tma_raw;
 use kernel_device::warp::shfl_xor;
 use kernel_device::wgmma::{wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaShape};
-use kernel_device::mma::{mma_m16n8k16, MmaInput};
+use kernel_device::cvt::{e4m3x2_to_f16x2, pack_f16x2};
+use kernel_device::mma::mma_m16n8k16;
+use kernel_device::warp::vote_all;
 use kernel_device::pack::pack_words;
 use kernel_device::{bf16, f16, Barriers, Pack16, E4M3};
 
@@ -98,33 +99,10 @@ pub type DecFp8Tile<const D: usize> = Tile<E4M3, DEC_BN, D, Fp8Sw<D>>;
 pub type DecFp8Piece<const P: usize, const D: usize> = Tile<E4M3, P, D, Fp8Sw<D>>;
 
 /// The 16-bit element types decode runs on (Q, O, and the cache unless
-/// FP8), with the exact conversion of e4m3 into them.
-pub trait DecodeElem: AttnElem + MmaInput + Pack16<Pack = [Self; 8]> {
-    /// Two e4m3 values, in bits 8..16 and 24..32 of `x` (the low byte of
-    /// each half is ignored), as a packed pair of `Self` (the first in bits
-    /// 0..16), exactly: every e4m3 value is an f16 and a bf16, and e4m3's
-    /// NaN becomes ±480. Per half, the sign stays in place and the 7 low
-    /// bits move to the 16-bit format's exponent and mantissa (one shift,
-    /// one mask), then one packed multiply by `2^(bias difference)`, which
-    /// also makes e4m3's subnormals right.
-    fn from_e4m3_hi(x: u32) -> u32;
-}
-
-macro_rules! decode_elem {
-    ($t:ty, $pair:ident, $shift:literal, $mask:literal, $bias:literal) => {
-        impl DecodeElem for $t {
-            #[inline(always)]
-            fn from_e4m3_hi(x: u32) -> u32 {
-                ($pair((x & 0x8000_8000) | ((x >> $shift) & $mask)) * $pair($bias)).0
-            }
-        }
-    };
-}
-// f16: the 7 bits to bits 7..14 (`>> 1`), exponent bias 15 vs e4m3's 7,
-// `x 2^8` (0x5C00); bf16: to bits 4..11 (`>> 4`), bias 127 vs 7, `x 2^120`
-// (0x7B80).
-decode_elem!(f16, F16x2, 1, 0x3F80_3F80, 0x5C00_5C00);
-decode_elem!(bf16, Bf16x2, 4, 0x07F0_07F0, 0x7B80_7B80);
+/// FP8).
+pub trait DecodeElem: AttnElem + Pack16<Pack = [Self; 8]> {}
+impl DecodeElem for f16 {}
+impl DecodeElem for bf16 {}
 
 /// The rules of every instance (compile time): `D` 64 or 128; `P` 16 or
 /// 64 keys per box (a divisor of [`DEC_BN`], a multiple of 8); at least 2
@@ -599,24 +577,31 @@ fn report_len(lens: GmemRef<u32>, errors: Gmem<u32>, d: &Dims, w: &Work) {
 /// Query rows per CTA of the FP8 kernel ([`decode_split_fp8`]): the M of
 /// `mma.sync.m16n8k16`.
 pub const DEC_MMA_ROWS: usize = 16;
+/// Q's A fragments in [`decode_split_fp8`]: row `32 kk + lane` holds lane
+/// `lane`'s four registers of k16 step `kk` (at most 16 steps, `D = 256`).
+pub type DecQFrags = Tile<u32, { 16 * 32 }, 4, Unswizzled>;
 /// Keys of a ring step each consumer warp of [`decode_split_fp8`] takes
 /// (one k16 of `P V`).
 const WARP_KEYS: usize = DEC_BN / 4;
 
-/// The `D / 16` A fragments of this lane's Q rows `g`, `g + 8` (rows past
-/// `G T` zero) for `S = Q Kᵀ` over a permuted head dimension: k16 step `kk`
-/// takes dimensions `(D / 4) t + 4 kk ..+ 4` (lane `t = l % 4`; positions
-/// `2 t, 2 t + 1` the first two, `2 t + 8, 2 t + 9` the last two), the
-/// order [`k_pairs`] reads K in (the sum over the dimension is the same in
-/// any order).
+/// The `D / 16` f16 A fragments of this lane's Q rows `g`, `g + 8` (rows
+/// past `G T` zero) for `S = Q Kᵀ` over a permuted head dimension, and each
+/// row's scale: k16 step `kk` takes dimensions `(D / 4) t + 4 kk ..+ 4`
+/// (lane `t = l % 4`; positions `2 t, 2 t + 1` the first two, `2 t + 8, 2
+/// t + 9` the last two), the order [`k_pairs`] reads K in (the sum over the
+/// dimension is the same in any order). Each row is multiplied by a power
+/// of two `2^-e` that puts its largest magnitude in `[2^14, 2^15)` before
+/// the rounding to f16, so a bf16 query keeps its 8 significant bits at any
+/// magnitude (f16 has 11, and the range to `2^-24` below the row's
+/// largest); `2^e` comes back to multiply the row's scores.
 #[inline(always)]
-fn q_fragments<E: DecodeElem, const D: usize>(q: GmemRef<E>, d: &Dims, w: &Work) -> [[u32; 4]; 16] {
+fn q_fragments<E: DecodeElem, const D: usize>(q: GmemRef<E>, d: &Dims, w: &Work) -> ([[u32; 4]; 16], [f32; 2]) {
     let l = lane_id() as usize;
     let (g, t) = (l / 4, l % 4);
     let gt = (d.group * d.t_q) as usize;
-    // Row `g + 8 hh`'s `D / 4` elements as `D / 8` pairs, all loads issued
-    // before the first use.
-    let mut words = [[0u32; 16]; 2];
+    // Row `g + 8 hh`'s `D / 4` elements, all loads issued before the first
+    // use.
+    let mut x = [[0f32; 32]; 2];
     unroll(2, |hh| {
         let rr = w.rg as usize * DEC_MMA_ROWS + g + 8 * hh;
         if rr < gt {
@@ -624,23 +609,40 @@ fn q_fragments<E: DecodeElem, const D: usize>(q: GmemRef<E>, d: &Dims, w: &Work)
             let h = w.kvh as usize * d.group as usize + gi;
             let base = ((w.b as usize * d.t_q as usize + tok) * d.heads as usize + h) * D + (D / 4) * t;
             unroll(D / 32, |j| {
-                let v = pack_words::<E>(q.read_nc_v4(base + 8 * j));
-                unroll(4, |x| words[hh][4 * j + x] = v[x]);
+                let v = q.read_nc_v4(base + 8 * j);
+                unroll(8, |e| x[hh][8 * j + e] = v[e].to_f32());
             });
         }
     });
+    let mut scale = [1f32; 2];
+    let mut inv = [1f32; 2];
+    unroll(2, |hh| {
+        let mut m = 0f32;
+        unroll(D / 4, |e| m = max(m, x[hh][e].abs()));
+        m = max(m, shfl_xor(m, 1));
+        m = max(m, shfl_xor(m, 2));
+        if m > 0.0 && m.is_finite() {
+            // `m` in [2^k, 2^(k+1)): e = k - 14, as exact powers of two.
+            let k = ((m.to_bits() >> 23) & 0xFF) as i32 - 127;
+            let e = (k - 14).clamp(-126, 127);
+            scale[hh] = f32::from_bits(((e + 127) as u32) << 23);
+            inv[hh] = f32::from_bits(((127 - e).clamp(1, 254) as u32) << 23);
+        }
+    });
     let mut qa = [[0u32; 4]; 16];
-    unroll(D / 16, |kk| qa[kk] = [words[0][2 * kk], words[1][2 * kk], words[0][2 * kk + 1], words[1][2 * kk + 1]]);
-    qa
+    unroll(D / 16, |kk| {
+        let pair = |hh: usize, i: usize| pack_f16x2(x[hh][4 * kk + i] * inv[hh], x[hh][4 * kk + i + 1] * inv[hh]);
+        qa[kk] = [pair(0, 0), pair(1, 0), pair(0, 2), pair(1, 2)];
+    });
+    (qa, scale)
 }
 
-/// Four e4m3 bytes `[b0, b1, b2, b3]` of one K row as the two B registers
-/// of a k16 step: `(b0, b1)` and `(b2, b3)` as 16-bit pairs (`prmt` puts
-/// each byte in the high byte of its half, [`DecodeElem::from_e4m3_hi`]
-/// converts).
+/// Four e4m3 bytes `[b0, b1, b2, b3]` of one K row as the two f16 B
+/// registers of a k16 step: `(b0, b1)` and `(b2, b3)`, one exact
+/// conversion each.
 #[inline(always)]
-fn k_pairs<E: DecodeElem>(w: u32) -> [u32; 2] {
-    [E::from_e4m3_hi(prmt(w, w, 0x1000)), E::from_e4m3_hi(prmt(w, w, 0x3020))]
+fn k_pairs(w: u32) -> [u32; 2] {
+    [e4m3x2_to_f16x2(w as u16), e4m3x2_to_f16x2((w >> 16) as u16)]
 }
 
 /// `prmt.b32 d, a, b, sel` (PTX ISA §9.7.8.7, default mode): byte `i` of
@@ -668,25 +670,34 @@ struct WarpO {
 /// query rows (`row_groups = ceil(G T / 16)`): a decode step has a few
 /// query rows per KV head, which wgmma's 64 would mostly pad.
 ///
+/// The MMAs are f16 whatever `E` is: e4m3 converts to f16 exactly in one
+/// instruction per pair (`cvt.rn.f16x2.e4m3x2`), P in `[0, 1]` is finer in
+/// f16 than in bf16, and Q is scaled per row by a power of two into f16's
+/// range ([`q_fragments`]; the power multiplies the row's scores back).
+///
 /// This kernel works as follows. Warp 4 streams K and V into the ring as
-/// [`decode_split`]'s does. Consumer warp `wp` (0-3) takes keys `16 wp ..
-/// 16 wp + 16` of every step of 64, with its own running maximum, sum and
-/// O over the CTA's 16 rows:
+/// [`decode_split`]'s does. Warp 0 builds Q's A fragments once into shared
+/// memory (`q_frags`, the rows' scales in `q_scale`). Consumer warp `wp`
+/// (0-3) takes keys `16 wp .. 16 wp + 16` of every step of 64, with its own
+/// running maximum, sum and O over the CTA's 16 rows:
 /// 1. `S = Q Kᵀ` (16 x 16: two n8 blocks of keys, `D / 16` k16 steps):
 ///    lane `(g, t)` reads `D / 4` bytes of key row `16 wp + 8 nb + g` at
 ///    `(D / 4) t` (16-byte loads) and turns each 4 bytes into a k16 step's
-///    B registers ([`k_pairs`]); Q's A fragments ([`q_fragments`]) take
-///    the head dimension in the same permuted order;
+///    B registers ([`k_pairs`]); Q's A fragments take the head dimension in
+///    the same permuted order. K is read one step ahead: step `s + 1`'s
+///    slot is waited for and its K loads issued before step `s`'s MMAs;
 /// 2. V: lane `(g, t)` reads `D / 8` bytes at `(D / 8) g` of key rows `2 t,
 ///    2 t + 1, 2 t + 8, 2 t + 9` (of its warp's 16): byte `nd` of a pair
-///    of rows is the B register pair of O's n8 block `nd` (`prmt` then the
-///    conversion), so O's column `n` of block `nd` is head dimension `(D /
-///    8) n + nd`. Rows past the sequence's end are zeroed in registers
-///    (the cache may hold NaN there). The slot goes back to the producer
-///    as soon as the bytes are in registers;
-/// 3. the online softmax on S (keys masked per row as in [`decode_split`]),
-///    P rounded to the element type is the A fragment of `O += P V` (one
-///    k16 step, `D / 8` n8 blocks);
+///    of rows is the B register pair of O's n8 block `nd` (`prmt`
+///    interleaves two blocks' bytes, then one conversion per pair), so O's
+///    column `n` of block `nd` is head dimension `(D / 8) n + nd`. Rows
+///    past the sequence's end are zeroed in registers (the cache may hold
+///    NaN there). The slot goes back to the producer once its bytes are in
+///    registers;
+/// 3. the online softmax on S (keys masked per row as in [`decode_split`];
+///    O's rescale skipped while no row of the warp has a new maximum), P
+///    as the f16 A fragment of `O += P V` (one k16 step, `D / 8` n8
+///    blocks);
 /// 4. the warps merge: maxima and sums through shared memory, each warp's
 ///    O scaled by `2^(m_w - M) / L` and summed over the warps (each warp
 ///    sums a quarter of the registers), written as [`decode_split`]'s
@@ -711,6 +722,8 @@ pub fn decode_split_fp8<E: DecodeElem, const D: usize, const P: usize, const S: 
     d: DecodeDims,
     #[scratch] k_bufs: Smem<[DecFp8Tile<D>; S]>,
     #[scratch] v_bufs: Smem<[DecFp8Tile<D>; S]>,
+    #[scratch] q_frags: Smem<DecQFrags>,
+    #[scratch] q_scale: Smem<[f32; DEC_MMA_ROWS]>,
     #[scratch] merge: Smem<[f32; 4 * 64 * 32]>,
     #[scratch] stats: Smem<[f32; 2 * 4 * DEC_MMA_ROWS]>,
     #[scratch] full: Barriers<S>,
@@ -732,10 +745,23 @@ pub fn decode_split_fp8<E: DecodeElem, const D: usize, const P: usize, const S: 
     let sh = d.scale_heads;
     let (ks, vs) = (kv_scale.read((w.kvh % sh) as usize), kv_scale.read((sh + w.kvh % sh) as usize));
     let scale_log2 = d.scale_log2 * ks;
-    let qa = q_fragments::<E, D>(q, &d, &w);
     let wp = warp_idx() as usize;
     let l = lane_id() as usize;
+    // Q's A fragments, the same in every consumer warp: built once by warp
+    // 0 into shared memory (row `32 kk + lane`), read back per step (one
+    // 16-byte load per k16 step) rather than held in 32 registers.
     let (g, t) = (l / 4, l % 4);
+    if wp == 0 {
+        let (qa, qs) = q_fragments::<E, D>(q, &d, &w);
+        unroll(D / 16, |kk| q_frags.set_v4(32 * kk + l, 0, qa[kk]));
+        if t == 0 {
+            unroll(2, |hh| q_scale.write(g + 8 * hh, qs[hh]));
+        }
+    }
+    NamedBarrier::new(DEC_BARRIER, 128).sync();
+    // Each row's scores times the softmax scale (log2 units) and the
+    // row's power of two from the f16 rounding of Q.
+    let row_scale = [scale_log2 * q_scale.read(g), scale_log2 * q_scale.read(g + 8)];
     let gt = d.group * d.t_q;
     // This lane's two rows: their last visible key (exclusive) within the
     // split; 0 for padding rows.
@@ -753,11 +779,9 @@ pub fn decode_split_fp8<E: DecodeElem, const D: usize, const P: usize, const S: 
     // V: this lane's byte offset in a row, and its 16-byte chunk.
     let v_col = (D / 8) * g;
     let (v_chunk, v_word) = (v_col / 16 * 16, (v_col % 16) / 4);
-    for s in 0..w.steps {
-        let key0 = w.start + s * DEC_BN as u32 + (WARP_KEYS * wp) as u32;
-        let slot = consumer.wait();
-        let (kt, vt) = (k_bufs.at(slot.index()), v_bufs.at(slot.index()));
-        // Every byte this step needs, loads issued before the first use.
+    // K's bytes of a waited-for slot (step 1), and V's (step 2).
+    let load_k = |i: usize| {
+        let kt = k_bufs.at(i);
         let mut kw = [[0u32; 8]; 2];
         unroll(2, |nb| {
             unroll(D / 64, |c| {
@@ -765,6 +789,10 @@ pub fn decode_split_fp8<E: DecodeElem, const D: usize, const P: usize, const S: 
                 unroll(4, |i| kw[nb][4 * c + i] = x[i]);
             });
         });
+        kw
+    };
+    let load_v = |i: usize| {
+        let vt = v_bufs.at(i);
         let mut vw = [[0u32; 4]; 4];
         unroll(4, |r| {
             let row = WARP_KEYS * wp + 2 * t + (r % 2) + 8 * (r / 2);
@@ -772,6 +800,29 @@ pub fn decode_split_fp8<E: DecodeElem, const D: usize, const P: usize, const S: 
             // D = 64: the lane's 8 bytes are the chunk's first or last half.
             unroll(D / 32, |i| vw[r][i] = if v_word == 0 { x[i] } else { x[(i + 2) % 4] });
         });
+        vw
+    };
+    // K is read one step ahead: step `s + 1`'s slot is waited for and its
+    // K loads issued before step `s`'s MMAs, which hide their latency (V's
+    // loads hide under `S = Q Kᵀ` and the softmax).
+    let steps = w.steps;
+    // (An empty split has no step: its state stays empty.)
+    let mut cur = if steps > 0 { Some(consumer.wait()) } else { None };
+    let mut kw_next = match &cur {
+        Some(c) => load_k(c.index()),
+        None => [[0u32; 8]; 2],
+    };
+    let mut s = 0;
+    while let Some(slot) = cur.take() {
+        let key0 = w.start + s * DEC_BN as u32 + (WARP_KEYS * wp) as u32;
+        let mut vw = load_v(slot.index());
+        let kw = kw_next;
+        let more = s + 1 < steps;
+        if more {
+            let next = consumer.wait();
+            kw_next = load_k(next.index());
+            cur = Some(next);
+        }
         consumer.release_slot(slot);
         if key0 + WARP_KEYS as u32 > w.len {
             unroll(4, |r| {
@@ -780,12 +831,11 @@ pub fn decode_split_fp8<E: DecodeElem, const D: usize, const P: usize, const S: 
                 }
             });
         }
-        // S = Q Kᵀ: two n8 blocks of keys.
+        // S = Q Kᵀ: two n8 blocks of keys (two chains of dependent MMAs).
         let mut sr = [[0f32; 4]; 2];
-        unroll(2, |nb| {
-            unroll(D / 16, |kk| {
-                sr[nb] = mma_m16n8k16::<E>(qa[kk], k_pairs::<E>(kw[nb][kk]), sr[nb]);
-            });
+        unroll(D / 16, |kk| {
+            let qa = q_frags.get_v4(32 * kk + l, 0);
+            unroll(2, |nb| sr[nb] = mma_m16n8k16::<f16>(qa, k_pairs(kw[nb][kk]), sr[nb]));
         });
         if key0 + WARP_KEYS as u32 > lim_min {
             unroll(8, |i| {
@@ -803,7 +853,7 @@ pub fn decode_split_fp8<E: DecodeElem, const D: usize, const P: usize, const S: 
         unroll(2, |hh| {
             let v1 = max(mx[hh], shfl_xor(mx[hh], 1));
             let v2 = max(v1, shfl_xor(v1, 2));
-            let m_new = max(st.m[hh], v2 * scale_log2);
+            let m_new = max(st.m[hh], v2 * row_scale[hh]);
             // A row with every key masked so far keeps m = -inf: use 0 so
             // that 2^(-inf - 0) = 0 rather than NaN.
             let ms = if m_new == f32::NEG_INFINITY { 0.0 } else { m_new };
@@ -814,23 +864,32 @@ pub fn decode_split_fp8<E: DecodeElem, const D: usize, const P: usize, const S: 
         let mut sum = [0f32; 2];
         unroll(8, |i| {
             let hh = (i % 4) / 2;
-            let p = ex2_approx_ftz(sr[i / 4][i % 4].fma(scale_log2, neg_m[hh]));
+            let p = ex2_approx_ftz(sr[i / 4][i % 4].fma(row_scale[hh], neg_m[hh]));
             sr[i / 4][i % 4] = p;
             sum[hh] += p;
         });
         unroll(2, |hh| st.l[hh] = st.l[hh] * alpha[hh] + sum[hh]);
-        // P as the A fragment of its 16 keys.
-        let pa = [E::pack(sr[0][0], sr[0][1]), E::pack(sr[0][2], sr[0][3]), E::pack(sr[1][0], sr[1][1]), E::pack(sr[1][2], sr[1][3])];
-        unroll(D / 8, |nd| {
-            let (i, byte) = (nd / 4, (nd % 4) as u32);
-            // Rows (2t, 2t+1) and (2t+8, 2t+9): byte `nd` of each in the
-            // high byte of its half.
-            let sel = (byte << 4) | ((byte + 4) << 12);
-            let b = [E::from_e4m3_hi(prmt(vw[0][i], vw[1][i], sel)), E::from_e4m3_hi(prmt(vw[2][i], vw[3][i], sel))];
-            let o = &mut st.o[nd];
-            unroll(4, |x| o[x] *= alpha[x / 2]);
-            *o = mma_m16n8k16::<E>(pa, b, *o);
+        // P (f16: in [0, 1], finer than bf16) as the A fragment of its 16
+        // keys.
+        let pa = [pack_f16x2(sr[0][0], sr[0][1]), pack_f16x2(sr[0][2], sr[0][3]), pack_f16x2(sr[1][0], sr[1][1]), pack_f16x2(sr[1][2], sr[1][3])];
+        // O's rescale, skipped while no row of the warp has a new maximum
+        // (the common case once a long sequence's first blocks are in).
+        if !vote_all(alpha[0] == 1.0 && alpha[1] == 1.0) {
+            unroll(D / 8, |nd| unroll(4, |x| st.o[nd][x] *= alpha[x / 2]));
+        }
+        unroll(D / 16, |np| {
+            let (i, b) = (np / 2, 2 * (np % 2) as u32);
+            // Rows (2t, 2t+1) and (2t+8, 2t+9): bytes `b` and `b + 1` of
+            // each pair of rows interleaved, `[A_b, B_b, A_b+1, B_b+1]`:
+            // the B registers of n8 blocks `2 np` (low half) and `2 np + 1`.
+            let sel = b | ((b + 4) << 4) | ((b + 1) << 8) | ((b + 5) << 12);
+            let (lo, hi) = (prmt(vw[0][i], vw[1][i], sel), prmt(vw[2][i], vw[3][i], sel));
+            let b0 = [e4m3x2_to_f16x2(lo as u16), e4m3x2_to_f16x2(hi as u16)];
+            let b1 = [e4m3x2_to_f16x2((lo >> 16) as u16), e4m3x2_to_f16x2((hi >> 16) as u16)];
+            st.o[2 * np] = mma_m16n8k16::<f16>(pa, b0, st.o[2 * np]);
+            st.o[2 * np + 1] = mma_m16n8k16::<f16>(pa, b1, st.o[2 * np + 1]);
         });
+        s += 1;
     }
     let outs = Outs { out, lse, o_part, lse_part, counters, last };
     merge_warps::<E, D>(st, merge, stats, outs, vs, &d, &w);
