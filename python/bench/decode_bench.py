@@ -20,7 +20,13 @@ f32 torch reference. Rows: the issue's shapes (32 query heads, head dim
 block table) and 4 speculative tokens at 8 x 8 x 8192 (ours only, beside our
 contiguous bf16 decode).
 
-    python3 decode_bench.py OUT_DIR [--warmup-ms MS] [--iters N] [--rounds N] [--quick]
+    python3 decode_bench.py OUT_DIR [--warmup-ms MS] [--iters N] [--rounds N] [--quick] [--graph]
+
+Each timing brackets one call with CUDA events, so a call whose host work
+outlasts the previous call's kernel is timed with that host work (the
+GPU idles between the events): what an eager Python loop gets. With
+``--graph`` every contender is timed as 20 calls captured in a CUDA graph
+and replayed (time per call), as servers run decode steps.
 
 Writes OUT_DIR/decode_bench.csv and prints a Markdown table.
 """
@@ -97,6 +103,41 @@ def gpu_ms(fn, warmup_ms, iters):
     return statistics.median(a.elapsed_time(b) for a, b in events), t_start - 0.2, time.time()
 
 
+PER_GRAPH = 20
+
+
+def gpu_ms_graph(fn, warmup_ms, iters):
+    """As ``gpu_ms``, with ``PER_GRAPH`` calls captured in one CUDA graph
+    and the graph replayed: the time per call without the host's per-call
+    work (how a server runs its decode steps), for every contender alike.
+    The capture stream gets three calls first (a plan is made at the first
+    call of a shape on a stream)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        for _ in range(PER_GRAPH):
+            fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    while (time.perf_counter() - t0) * 1e3 < warmup_ms:
+        g.replay()
+        torch.cuda.synchronize()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
+    t_start = time.time()
+    for a, b in events:
+        a.record()
+        g.replay()
+        b.record()
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) for a, b in events) / PER_GRAPH, t_start - 0.2, time.time()
+
+
 def rel(got, want):
     return float((got.float() - want.float()).norm() / want.float().norm())
 
@@ -124,6 +165,9 @@ def main():
     opt = lambda flag, default: type(default)(args[args.index(flag) + 1]) if flag in args else default
     warmup_ms, iters, rounds = opt("--warmup-ms", 400.0), opt("--iters", 50), opt("--rounds", 3)
     quick = "--quick" in args
+    global gpu_ms
+    if "--graph" in args:
+        gpu_ms = gpu_ms_graph
     out_dir = args[0] if args and not args[0].startswith("--") else "."
     os.makedirs(out_dir, exist_ok=True)
     dev = torch.device("cuda")
@@ -144,7 +188,7 @@ def main():
 
     shapes = SHAPES[:2] if quick else SHAPES
     for (batch, kvh, length) in shapes:
-        case = f"{batch}x{kvh}x{length} bf16 G={HEADS // kvh}"
+        case = f"{batch}x{kvh}x{length} bf16 G={HEADS // kvh}" + (" [graph]" if "--graph" in args else "")
         q = torch.randn(batch, 1, HEADS, D, device=dev, dtype=torch.bfloat16)
         k = torch.randn(batch, length, kvh, D, device=dev, dtype=torch.bfloat16)
         v = torch.randn(batch, length, kvh, D, device=dev, dtype=torch.bfloat16)

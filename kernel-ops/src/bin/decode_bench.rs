@@ -3,8 +3,9 @@
 //! 8x8x8192, 64x8x2048, 8x4x8192 (8 query heads per KV head), 1x8x32768,
 //! 128x8x1024, every sequence full length (as the table); then at
 //! 8x8x8192 a paged cache (pages of 16, 64 and 256 keys, shuffled block
-//! table over the same memory), an FP8 e4m3 cache (contiguous and pages of
-//! 64) and 4 query tokens per sequence. Each row is run once and checked
+//! table over the same memory); an FP8 e4m3 cache at every shape (and at
+//! 8x8x8192 with pages of 64 and 16, and with 4 query tokens); 4 query
+//! tokens per sequence. Each row is run once and checked
 //! against the CPU (f64) on 16 `(b, h, t)` rows spread over the problem,
 //! then timed: `--warmup-ms` (default 500) of runs to the steady clock, the
 //! median of `--iters` (default 50) CUDA-event-timed runs, SM clock and
@@ -126,8 +127,13 @@ fn rows(gpu: bool) -> Vec<Row> {
     for ps in [16, 64, 256] {
         v.push(Row { page: Some(ps), ..r(8, 8, 8192) });
     }
-    v.push(Row { fp8: true, ..r(8, 8, 8192) });
+    // FP8 at every shape (its "vs bf16" beside the same shape's bf16 row).
+    for (b, kvh, len) in [(8, 8, 8192), (64, 8, 2048), (8, 4, 8192), (1, 8, 32768), (128, 8, 1024)] {
+        v.push(Row { fp8: true, ..r(b, kvh, len) });
+    }
     v.push(Row { fp8: true, page: Some(64), ..r(8, 8, 8192) });
+    v.push(Row { fp8: true, page: Some(16), ..r(8, 8, 8192) });
+    v.push(Row { fp8: true, tokens: 4, ..r(8, 8, 8192) });
     v.push(Row { tokens: 4, ..r(8, 8, 8192) });
     v
 }
