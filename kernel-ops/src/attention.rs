@@ -34,7 +34,7 @@ use kernel_device::tma::TensorMapParam;
 use kernel_device::{bf16, f16, Gmem};
 use kernel_host::{Buffer, Device, Program, TileMap};
 use kernel_ops_kernels::attention::{attention_fwd, attention_fwd_ext, attention_fwd_wg3, KvTile, QTile, QTileOf, BM, NO_LIMIT};
-use kernel_ops_kernels::attention_bwd::{attention_bwd, attention_bwd_dq, attention_bwd_pre, KHalf, QStep, BWD_BM, BWD_BN};
+use kernel_ops_kernels::attention_bwd::{attention_bwd, attention_bwd_dq, attention_bwd_ext, attention_bwd_pre, attention_bwd_sinks, KHalf, QStep, BWD_BM, BWD_BN};
 
 /// The sizes of one attention problem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -257,7 +257,20 @@ pub fn attention_variant<T: AttnType>(
     variant: Variant<'_>,
 ) -> Result<(), Error> {
     check_attention(shape, opts, [("q", q.len()), ("k", k.len()), ("v", v.len()), ("o", o.len()), ("lse", lse.len())])?;
-    let err = |problem: String| Error::Shape { op: "attention_variant", problem };
+    check_variant("attention_variant", shape, &variant)?;
+    crate::check_aligned("attention_variant", &[at("q", q), at("k", k), at("v", v), at("o", o), at("lse", lse)])?;
+    match T::EXT.iter().find(|(d, _)| *d == shape.head_dim) {
+        Some((_, launch)) => launch(dev, ops, [q, k, v], o, lse, shape, opts, variant),
+        None => Err(Error::Shape { op: "attention_variant", problem: format!("head_dim = {}: not built for this element type", shape.head_dim) }),
+    }
+}
+
+/// A [`Variant`]'s rules, for the forward and the backward (`op` names
+/// the entry point in the error): the head dim one of
+/// [`VARIANT_HEAD_DIMS`], a soft-cap finite and positive, window bounds
+/// at most 2^31 - 1, one sink per Q head.
+fn check_variant(op: &'static str, shape: Shape, variant: &Variant<'_>) -> Result<(), Error> {
+    let err = |problem: String| Error::Shape { op, problem };
     if !VARIANT_HEAD_DIMS.contains(&shape.head_dim) {
         return Err(err(format!("head_dim = {}: the variants are built for head_dim in {VARIANT_HEAD_DIMS:?}", shape.head_dim)));
     }
@@ -277,12 +290,145 @@ pub fn attention_variant<T: AttnType>(
         if sinks.len() != shape.heads {
             return Err(err(format!("`sinks` holds {} values; one per Q head ({}) expected", sinks.len(), shape.heads)));
         }
-        crate::check_aligned("attention_variant", &[at("sinks", sinks)])?;
+        crate::check_aligned(op, &[at("sinks", sinks)])?;
     }
-    crate::check_aligned("attention_variant", &[at("q", q), at("k", k), at("v", v), at("o", o), at("lse", lse)])?;
-    match T::EXT.iter().find(|(d, _)| *d == shape.head_dim) {
-        Some((_, launch)) => launch(dev, ops, [q, k, v], o, lse, shape, opts, variant),
+    Ok(())
+}
+
+/// The backward of [`attention_variant`]: from the forward's inputs, its
+/// `o` and `lse` (which include the sinks) and `d_o`, writes `dq`, `dk`,
+/// `dv` as [`attention_backward`] does and, with sinks, their gradient
+/// `d_sinks` (`heads` f32: `-Σ exp(sinks[h] - lse) rowsum(dO ⊙ O)` over
+/// the rows of Q head `h`). `opts` and `variant` must be the forward's.
+/// Kernels: `attention_bwd_pre`, `attention_bwd_ext` (the plain backward's
+/// schedule; the Q blocks wholly outside a key block's window are not
+/// loaded; `P` recomputed through the soft-cap and `dS` times its
+/// derivative `1 - tanh²`), `attention_bwd_dq`, then with sinks
+/// `attention_bwd_sinks` (one CTA per Q head, a fixed summation order:
+/// deterministic).
+///
+/// Errors (nothing is launched): everything [`attention_backward`] and
+/// [`attention_variant`] check, and `d_sinks` given without sinks, missing
+/// with them, or not holding `heads` values.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_variant_backward<T: AttnType>(
+    dev: &Device,
+    ops: &Program,
+    q: &Buffer<T>,
+    k: &Buffer<T>,
+    v: &Buffer<T>,
+    o: &Buffer<T>,
+    lse: &Buffer<f32>,
+    d_o: &Buffer<T>,
+    dq: &mut Buffer<T>,
+    dk: &mut Buffer<T>,
+    dv: &mut Buffer<T>,
+    d_sinks: Option<&mut Buffer<f32>>,
+    shape: Shape,
+    opts: Options,
+    variant: Variant<'_>,
+) -> Result<(), Error> {
+    const OP: &str = "attention_variant_backward";
+    let rename = |e: Error| match e {
+        Error::Shape { problem, .. } => Error::Shape { op: OP, problem },
+        e => e,
+    };
+    check_variant(OP, shape, &variant)?;
+    check_backward(shape, opts, [q, k, v, o, d_o], lse, [&*dq, &*dk, &*dv]).map_err(rename)?;
+    let err = |problem: String| Error::Shape { op: OP, problem };
+    match (&variant.sinks, &d_sinks) {
+        (Some(_), None) => return Err(err("sinks given without `d_sinks`: their gradient needs a buffer of `heads` f32".into())),
+        (None, Some(_)) => return Err(err("`d_sinks` given without sinks: pass None (no sink, no gradient)".into())),
+        (Some(_), Some(ds)) if ds.len() != shape.heads => return Err(err(format!("`d_sinks` holds {} values; one per Q head ({}) expected", ds.len(), shape.heads))),
+        _ => {}
+    }
+    if let Some(ds) = &d_sinks {
+        crate::check_aligned(OP, &[at("d_sinks", &**ds)])?;
+    }
+    crate::check_aligned(OP, &[at("q", q), at("k", k), at("v", v), at("o", o), at("lse", lse), at("d_o", d_o), at("dq", dq), at("dk", dk), at("dv", dv)])?;
+    match T::BWD_EXT.iter().find(|(d, _)| *d == shape.head_dim) {
+        Some((_, launch)) => launch(dev, ops, [q, k, v, o, d_o], lse, [dq, dk, dv], d_sinks, shape, opts, variant),
         None => Err(err(format!("head_dim = {}: not built for this element type", shape.head_dim))),
+    }
+}
+
+/// The CPU reference of [`attention_variant_backward`] over f32 copies of
+/// the inputs (f64 arithmetic, the softmax exact): returns `(dq, dk, dv,
+/// d_sinks)` (`d_sinks` empty without sinks).
+///
+/// # Panics
+/// When a slice does not hold its layout's elements.
+#[allow(clippy::too_many_arguments)]
+pub fn reference_variant_backward(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    d_o: &[f32],
+    shape: Shape,
+    opts: Options,
+    window: Option<(usize, usize)>,
+    softcap: Option<f32>,
+    sinks: Option<&[f32]>,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>) {
+    let Shape { batch, seq, heads, kv_heads, head_dim: d } = shape;
+    assert!(
+        q.len() == shape.q_len() && d_o.len() == shape.q_len() && k.len() == shape.kv_len() && v.len() == shape.kv_len(),
+        "attention::reference_variant_backward: slices do not match {shape:?}"
+    );
+    let scale = f64::from(opts.scale_for(d));
+    let (mut dq, mut dk, mut dv) = (vec![0f64; shape.q_len()], vec![0f64; shape.kv_len()], vec![0f64; shape.kv_len()]);
+    let mut d_sinks = vec![0f64; if sinks.is_some() { heads } else { 0 }];
+    let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum::<f64>();
+    for b in 0..batch {
+        for h in 0..heads {
+            let kh = h / (heads / kv_heads);
+            let qi = |i: usize| ((b * seq + i) * heads + h) * d;
+            let kj = |j: usize| ((b * seq + j) * kv_heads + kh) * d;
+            for i in 0..seq {
+                let (lo, hi) = visible_range(i, seq, opts.causal, window);
+                // The scores, and each one's derivative by its scaled dot
+                // product (the soft-cap's `1 - tanh²`, or 1).
+                let (s, ds_dx): (Vec<f64>, Vec<f64>) = (lo..=hi)
+                    .map(|j| {
+                        let x = dot(&q[qi(i)..][..d], &k[kj(j)..][..d]) * scale;
+                        softcap.map_or((x, 1.0), |c| {
+                            let t = (x / f64::from(c)).tanh();
+                            (f64::from(c) * t, 1.0 - t * t)
+                        })
+                    })
+                    .unzip();
+                let sink = sinks.map(|s| f64::from(s[h]));
+                let mx = s.iter().copied().chain(sink).fold(f64::NEG_INFINITY, f64::max);
+                let sum: f64 = s.iter().map(|x| (x - mx).exp()).sum::<f64>() + sink.map_or(0.0, |x| (x - mx).exp());
+                let p: Vec<f64> = s.iter().map(|x| (x - mx).exp() / sum).collect();
+                let dp: Vec<f64> = (lo..=hi).map(|j| dot(&d_o[qi(i)..][..d], &v[kj(j)..][..d])).collect();
+                // delta = dO · O (the sink adds no value).
+                let delta: f64 = p.iter().zip(&dp).map(|(a, b)| a * b).sum();
+                if let Some(x) = sink {
+                    d_sinks[h] -= (x - mx).exp() / sum * delta;
+                }
+                for (jj, j) in (lo..=hi).enumerate() {
+                    let ds = p[jj] * (dp[jj] - delta) * ds_dx[jj] * scale;
+                    for x in 0..d {
+                        dq[qi(i) + x] += ds * f64::from(k[kj(j) + x]);
+                        dk[kj(j) + x] += ds * f64::from(q[qi(i) + x]);
+                        dv[kj(j) + x] += p[jj] * f64::from(d_o[qi(i) + x]);
+                    }
+                }
+            }
+        }
+    }
+    let f = |x: Vec<f64>| x.into_iter().map(|v| v as f32).collect();
+    (f(dq), f(dk), f(dv), f(d_sinks))
+}
+
+/// The keys `lo ..= hi` query `i` of a `seq`-long sequence sees: up to the
+/// diagonal with `causal` (the window's right bound then 0), inside
+/// `window` `(left, right)` when there is one.
+fn visible_range(i: usize, seq: usize, causal: bool, window: Option<(usize, usize)>) -> (usize, usize) {
+    match window {
+        Some((l, r)) => (i.saturating_sub(l), (i + if causal { 0 } else { r }).min(seq - 1)),
+        None => (0, if causal { i } else { seq - 1 }),
     }
 }
 
@@ -303,10 +449,7 @@ pub fn reference_variant(q: &[f32], k: &[f32], v: &[f32], shape: Shape, opts: Op
             for i in 0..seq {
                 let qrow = &q[((b * seq + i) * heads + h) * d..][..d];
                 let krow = |j: usize| ((b * seq + j) * kv_heads + kh) * d;
-                let (lo, hi) = match window {
-                    Some((l, r)) => (i.saturating_sub(l), (i + if opts.causal { 0 } else { r }).min(seq - 1)),
-                    None => (0, if opts.causal { i } else { seq - 1 }),
-                };
+                let (lo, hi) = visible_range(i, seq, opts.causal, window);
                 let s: Vec<f64> = (lo..=hi)
                     .map(|j| {
                         let x = qrow.iter().zip(&k[krow(j)..krow(j) + d]).map(|(a, c)| f64::from(*a) * f64::from(*c)).sum::<f64>() * scale;
@@ -430,6 +573,8 @@ type FwdLaunch<E> = fn(&Program, [&Buffer<E>; 3], &mut Buffer<E>, &mut Buffer<f3
 type ExtLaunch<E> = fn(&Device, &Program, [&Buffer<E>; 3], &mut Buffer<E>, &mut Buffer<f32>, Shape, Options, Variant<'_>) -> Result<(), Error>;
 /// The backward's launches at one head dim, after the checks.
 type BwdLaunch<E> = fn(&Device, &Program, [&Buffer<E>; 5], &Buffer<f32>, [&mut Buffer<E>; 3], Shape, Options) -> Result<(), Error>;
+/// The variants' backward launches at one head dim, after the checks.
+type BwdExtLaunch<E> = fn(&Device, &Program, [&Buffer<E>; 5], &Buffer<f32>, [&mut Buffer<E>; 3], Option<&mut Buffer<f32>>, Shape, Options, Variant<'_>) -> Result<(), Error>;
 
 /// The element types of q, k, v and o: `f16` and `bf16` (the kernels are
 /// generic over it: `attention_fwd<E, ..>`, `attention_bwd<E, ..>`). Sealed.
@@ -447,6 +592,9 @@ pub trait AttnType: sealed::Sealed + Copy + kernel_host::TmaElement + 'static {
     /// The variants' (`attention_fwd_ext`): `(head_dim, launch)`.
     #[doc(hidden)]
     const EXT: [(usize, ExtLaunch<Self>); 1];
+    /// The variants' backward (`attention_bwd_ext`): `(head_dim, launch)`.
+    #[doc(hidden)]
+    const BWD_EXT: [(usize, BwdExtLaunch<Self>); 1];
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     fn launch_wg3(_ops: &Program, _qkv: [&Buffer<Self>; 3], _o: &mut Buffer<Self>, _lse: &mut Buffer<f32>, shape: Shape, _opts: Options, _stages: usize) -> Result<(), Error> {
@@ -459,6 +607,7 @@ impl AttnType for f16 {
     const FWD: [((usize, usize, usize), FwdLaunch<Self>); 6] = fwd_table::<Self>();
     const BWD: [(usize, BwdLaunch<Self>); 2] = bwd_table::<Self>();
     const EXT: [(usize, ExtLaunch<Self>); 1] = ext_table::<Self>();
+    const BWD_EXT: [(usize, BwdExtLaunch<Self>); 1] = bwd_ext_table::<Self>();
     fn launch_wg3(ops: &Program, [q, k, v]: [&Buffer<f16>; 3], o: &mut Buffer<f16>, lse: &mut Buffer<f32>, shape: Shape, opts: Options, stages: usize) -> Result<(), Error> {
         let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
         let grid = (seq.div_ceil(192) as u32, heads as u32, batch as u32);
@@ -481,6 +630,7 @@ impl AttnType for bf16 {
     const FWD: [((usize, usize, usize), FwdLaunch<Self>); 6] = fwd_table::<Self>();
     const BWD: [(usize, BwdLaunch<Self>); 2] = bwd_table::<Self>();
     const EXT: [(usize, ExtLaunch<Self>); 1] = ext_table::<Self>();
+    const BWD_EXT: [(usize, BwdExtLaunch<Self>); 1] = bwd_ext_table::<Self>();
 }
 
 /// The parameters of `attention_fwd_ext<E, D, BN, ..>`: the forward's,
@@ -511,6 +661,32 @@ where
     [(64, ext::<E, 64, 80, 5, 3>)]
 }
 
+/// A [`Variant`]'s kernel parameters (`attention_fwd_ext`'s and
+/// `attention_bwd_ext`'s): the window's bounds ([`NO_LIMIT`] for none,
+/// causal folded in as `right = 0`) and the soft-cap's `scale / cap` and
+/// `cap log2 e` (0 and 0: none).
+struct VariantArgs {
+    left: u32,
+    right: u32,
+    cap_in: f32,
+    cap_out: f32,
+}
+
+impl VariantArgs {
+    fn of(variant: &Variant<'_>, opts: Options, scale: f32) -> Self {
+        let (cap_in, cap_out) = match variant.softcap {
+            Some(cap) => (scale / cap, cap * std::f32::consts::LOG2_E),
+            None => (0.0, 0.0),
+        };
+        let bound = |w: usize| (w.min(NO_LIMIT as usize)) as u32;
+        let (left, right) = match variant.window {
+            Some((l, r)) => (bound(l), if opts.causal { 0 } else { bound(r) }),
+            None => (NO_LIMIT, if opts.causal { 0 } else { NO_LIMIT }),
+        };
+        VariantArgs { left, right, cap_in, cap_out }
+    }
+}
+
 /// The launch of `attention_fwd_ext<E, D, BN, KC, STAGES>`.
 #[allow(clippy::too_many_arguments)]
 fn ext<E: AttnType, const D: usize, const BN: usize, const KC: usize, const STAGES: usize>(
@@ -529,18 +705,10 @@ where
     let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
     let grid = (seq.div_ceil(BM) as u32, heads as u32, batch as u32);
     let scale = opts.scale_for(head_dim);
-    let log2e = std::f32::consts::LOG2_E;
+    let VariantArgs { left, right, cap_in, cap_out } = VariantArgs::of(&variant, opts, scale);
     // With a soft-cap the kernel computes `cap log2 e · tanh(s · scale /
     // cap)` itself: the softmax's scale is then 1.
-    let (scale_log2, cap_in, cap_out) = match variant.softcap {
-        Some(cap) => (1.0, scale / cap, cap * log2e),
-        None => (scale * log2e, 0.0, 0.0),
-    };
-    let bound = |w: usize| (w.min(NO_LIMIT as usize)) as u32;
-    let (left, right) = match variant.window {
-        Some((l, r)) => (bound(l), if opts.causal { 0 } else { bound(r) }),
-        None => (NO_LIMIT, if opts.causal { 0 } else { NO_LIMIT }),
-    };
+    let scale_log2 = if variant.softcap.is_some() { 1.0 } else { scale * std::f32::consts::LOG2_E };
     let (group, causal) = ((heads / kv_heads) as u32, opts.causal as u32);
     let qm = TileMap::<QTile<E, D>, 3>::new_batched(q, batch, seq, heads * head_dim)?;
     let km = TileMap::<KvTile<E, BN, D>, 3>::new_batched(k, batch, seq, kv_heads * head_dim)?;
@@ -636,6 +804,36 @@ type BwdParams<E, const D: usize> = (
     u32,
 );
 type DqParams<E> = (GmemRef<f32>, Gmem<E>, u32, u32, f32);
+/// The parameters of `attention_bwd_ext<E, D, 2>`: `attention_bwd`'s, then
+/// the window and the soft-cap.
+type BwdExtParams<E, const D: usize> = (
+    TensorMapParam<QStep<E, D>, 3>,
+    TensorMapParam<KHalf<E, D>, 3>,
+    TensorMapParam<KHalf<E, D>, 3>,
+    TensorMapParam<QStep<E, D>, 3>,
+    TensorMapParam<KHalf<E, D>, 3>,
+    TensorMapParam<KHalf<E, D>, 3>,
+    GmemRef<f32>,
+    Gmem<f32>,
+    u32,
+    u32,
+    f32,
+    u32,
+    u32,
+    u32,
+    f32,
+    f32,
+);
+
+/// The variants' backward instances on `E`.
+const fn bwd_ext_table<E: AttnType>() -> [(usize, BwdExtLaunch<E>); 1]
+where
+    attention_bwd_pre<E, 64>: HostEntry<Params = PreParams<E>>,
+    attention_bwd_ext<E, 64, 2>: HostEntry<Params = BwdExtParams<E, 64>>,
+    attention_bwd_dq<E, 64>: HostEntry<Params = DqParams<E>>,
+{
+    [(64, bwd_ext::<E, 64>)]
+}
 
 /// The backward's instances on `E` (`instances(E = [f16, bf16], ..)` of
 /// its three kernels).
@@ -648,20 +846,41 @@ where
     attention_bwd<E, 128, 2>: HostEntry<Params = BwdParams<E, 128>>,
     attention_bwd_dq<E, 128>: HostEntry<Params = DqParams<E>>,
 {
-    [(64, bwd::<E, 64>), (128, bwd::<E, 128>)]
+    [(64, bwd_plain::<E, 64>), (128, bwd_plain::<E, 128>)]
 }
 
-/// The backward's three launches at head dim `D`.
+/// The TMA maps of the backward's main kernel at head dim `D`.
+struct BwdMaps<'a, E: AttnType, const D: usize> {
+    q: TileMap<'a, QStep<E, D>, 3>,
+    k: TileMap<'a, KHalf<E, D>, 3>,
+    v: TileMap<'a, KHalf<E, D>, 3>,
+    d_o: TileMap<'a, QStep<E, D>, 3>,
+    dk: TileMap<'a, KHalf<E, D>, 3>,
+    dv: TileMap<'a, KHalf<E, D>, 3>,
+}
+
+/// The backward's three launches at head dim `D`, the main kernel's by
+/// `main` (`attention_bwd` or `attention_bwd_ext`: given the grid, the maps,
+/// the statistics and dQ's accumulator); returns the statistics `(lse log2
+/// e, delta)` (`[batch, heads, seq_pad]` pairs), which the sinks' gradient
+/// reads.
 #[allow(clippy::too_many_arguments)]
-fn bwd<E: AttnType, const D: usize>(dev: &Device, ops: &Program, [q, k, v, o, d_o]: [&Buffer<E>; 5], lse: &Buffer<f32>, [dq, dk, dv]: [&mut Buffer<E>; 3], shape: Shape, opts: Options) -> Result<(), Error>
+fn bwd<E: AttnType, const D: usize>(
+    dev: &Device,
+    ops: &Program,
+    [q, k, v, o, d_o]: [&Buffer<E>; 5],
+    lse: &Buffer<f32>,
+    [dq, dk, dv]: [&mut Buffer<E>; 3],
+    shape: Shape,
+    opts: Options,
+    main: impl FnOnce((u32, u32, u32), &BwdMaps<'_, E, D>, &Buffer<f32>, &mut Buffer<f32>) -> Result<(), Error>,
+) -> Result<Buffer<f32>, Error>
 where
     attention_bwd_pre<E, D>: HostEntry<Params = PreParams<E>>,
-    attention_bwd<E, D, 2>: HostEntry<Params = BwdParams<E, D>>,
     attention_bwd_dq<E, D>: HostEntry<Params = DqParams<E>>,
 {
     let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
     let scale = opts.scale_for(head_dim);
-    let (group, causal) = ((heads / kv_heads) as u32, opts.causal as u32);
     // Scratch: the per-query statistics `(lse log2 e, delta)` over
     // `[batch, heads, seq_pad]`, and dQ's f32 accumulator, which the main
     // kernel adds into (zeroed; its chunks' layout is
@@ -675,17 +894,70 @@ where
     // (one OS thread per emulated thread) there.
     let cap = |ctas: usize| (if dev.is_gpu() { ctas } else { ctas.min(8) }).max(1) as u32;
     ops.kernel::<attention_bwd_pre<E, D>>()?.launch((cap(rows.div_ceil(4)), 1, 1), (o, d_o, lse, &mut stats, batch as u32, seq as u32, heads as u32, seq_pad as u32))?;
-    let qm = TileMap::<QStep<E, D>, 3>::new_batched(q, batch, seq, heads * head_dim)?;
-    let dom = TileMap::<QStep<E, D>, 3>::new_batched(d_o, batch, seq, heads * head_dim)?;
-    let km = TileMap::<KHalf<E, D>, 3>::new_batched(k, batch, seq, kv_heads * head_dim)?;
-    let vm = TileMap::<KHalf<E, D>, 3>::new_batched(v, batch, seq, kv_heads * head_dim)?;
-    let dkm = TileMap::<KHalf<E, D>, 3>::new_batched_mut(dk, batch, seq, kv_heads * head_dim)?;
-    let dvm = TileMap::<KHalf<E, D>, 3>::new_batched_mut(dv, batch, seq, kv_heads * head_dim)?;
+    let maps = BwdMaps {
+        q: TileMap::new_batched(q, batch, seq, heads * head_dim)?,
+        d_o: TileMap::new_batched(d_o, batch, seq, heads * head_dim)?,
+        k: TileMap::new_batched(k, batch, seq, kv_heads * head_dim)?,
+        v: TileMap::new_batched(v, batch, seq, kv_heads * head_dim)?,
+        dk: TileMap::new_batched_mut(dk, batch, seq, kv_heads * head_dim)?,
+        dv: TileMap::new_batched_mut(dv, batch, seq, kv_heads * head_dim)?,
+    };
     let grid = (seq.div_ceil(BWD_BN) as u32, kv_heads as u32, batch as u32);
-    let args = (&qm, &km, &vm, &dom, &dkm, &dvm, &stats, &mut dq_acc, seq as u32, group, scale * std::f32::consts::LOG2_E, causal);
-    // Two Q/dO slots: three measured no faster (RESULTS.md).
-    ops.kernel::<attention_bwd<E, D, 2>>()?.launch(grid, args)?;
+    main(grid, &maps, &stats, &mut dq_acc)?;
     ops.kernel::<attention_bwd_dq<E, D>>()?.launch((cap((acc_len / 4).div_ceil(128)), 1, 1), (&dq_acc, dq, seq as u32, heads as u32, scale))?;
+    Ok(stats)
+}
+
+/// The plain backward at head dim `D` ([`bwd`] with `attention_bwd`).
+#[allow(clippy::too_many_arguments)]
+fn bwd_plain<E: AttnType, const D: usize>(dev: &Device, ops: &Program, inputs: [&Buffer<E>; 5], lse: &Buffer<f32>, grads: [&mut Buffer<E>; 3], shape: Shape, opts: Options) -> Result<(), Error>
+where
+    attention_bwd_pre<E, D>: HostEntry<Params = PreParams<E>>,
+    attention_bwd<E, D, 2>: HostEntry<Params = BwdParams<E, D>>,
+    attention_bwd_dq<E, D>: HostEntry<Params = DqParams<E>>,
+{
+    let scale_log2 = opts.scale_for(shape.head_dim) * std::f32::consts::LOG2_E;
+    let (seq, group, causal) = (shape.seq as u32, (shape.heads / shape.kv_heads) as u32, opts.causal as u32);
+    bwd::<E, D>(dev, ops, inputs, lse, grads, shape, opts, |grid, m, stats, acc| {
+        // Two Q/dO slots: three measured no faster (RESULTS.md).
+        ops.kernel::<attention_bwd<E, D, 2>>()?.launch(grid, (&m.q, &m.k, &m.v, &m.d_o, &m.dk, &m.dv, stats, acc, seq, group, scale_log2, causal))?;
+        Ok(())
+    })?;
+    Ok(())
+}
+
+/// The variants' backward at head dim `D` ([`bwd`] with
+/// `attention_bwd_ext`, then `attention_bwd_sinks` when there are sinks).
+#[allow(clippy::too_many_arguments)]
+fn bwd_ext<E: AttnType, const D: usize>(
+    dev: &Device,
+    ops: &Program,
+    inputs: [&Buffer<E>; 5],
+    lse: &Buffer<f32>,
+    grads: [&mut Buffer<E>; 3],
+    d_sinks: Option<&mut Buffer<f32>>,
+    shape: Shape,
+    opts: Options,
+    variant: Variant<'_>,
+) -> Result<(), Error>
+where
+    attention_bwd_pre<E, D>: HostEntry<Params = PreParams<E>>,
+    attention_bwd_ext<E, D, 2>: HostEntry<Params = BwdExtParams<E, D>>,
+    attention_bwd_dq<E, D>: HostEntry<Params = DqParams<E>>,
+{
+    let scale = opts.scale_for(shape.head_dim);
+    let scale_log2 = scale * std::f32::consts::LOG2_E;
+    let (seq, group, causal) = (shape.seq as u32, (shape.heads / shape.kv_heads) as u32, opts.causal as u32);
+    let VariantArgs { left, right, cap_in, cap_out } = VariantArgs::of(&variant, opts, scale);
+    let stats = bwd::<E, D>(dev, ops, inputs, lse, grads, shape, opts, |grid, m, stats, acc| {
+        let args = (&m.q, &m.k, &m.v, &m.d_o, &m.dk, &m.dv, stats, acc, seq, group, scale_log2, causal, left, right, cap_in, cap_out);
+        ops.kernel::<attention_bwd_ext<E, D, 2>>()?.launch(grid, args)?;
+        Ok(())
+    })?;
+    if let (Some(sinks), Some(d_sinks)) = (variant.sinks, d_sinks) {
+        let seq_pad = shape.seq.div_ceil(BWD_BM) * BWD_BM;
+        ops.kernel::<attention_bwd_sinks>()?.launch((shape.heads as u32, 1, 1), (&stats, sinks, d_sinks, shape.batch as u32, seq_pad as u32))?;
+    }
     Ok(())
 }
 

@@ -20,6 +20,12 @@
 //!    element type, from the accumulator's layout ([`dq_acc_chunk`]) to
 //!    dQ's.
 //!
+//! The forward's variants (sliding window, soft-cap, sinks) have their
+//! backward in the same family: [`attention_bwd_ext`] is step 2 with the
+//! window (Q blocks outside it skipped, [`window_q_blocks`]) and the
+//! soft-cap's derivative, and [`attention_bwd_sinks`] the sinks' gradient
+//! from step 1's statistics.
+//!
 //! With `S = scale Q Kᵀ`, `P = softmax(S)` (recomputed from the saved
 //! log-sum-exp), `dV = Pᵀ dO`, `dP = dO Vᵀ`, `dS = P ⊙ (dP − delta)`,
 //! `dQ = scale dS K`, `dK = scale dSᵀ Q`.
@@ -33,7 +39,7 @@ use kernel_device::wgmma::{pin_entry_registers, setmaxnreg_dec, setmaxnreg_inc, 
 use kernel_device::pipeline::{PhaseBits, Ring, Slot};
 use kernel_device::{bf16, f16, Barriers};
 
-use crate::attention::{p_fragments, AttnElem, Dense, Packed, Packing, QTileOf, Span};
+use crate::attention::{p_fragments, AttnElem, Dense, Extras, Packed, Packing, Plain, QTileOf, Span, Variant};
 use kernel_device::Pack16;
 
 /// Keys per CTA: two consumer warpgroups of 64 keys each.
@@ -86,6 +92,23 @@ pub const fn check_attention_bwd(d: usize, stages: usize) {
 pub fn q_blocks(nb: u32, seq: u32, causal: bool) -> (u32, u32) {
     let first = if causal { nb * BWD_BN as u32 / BWD_BM as u32 } else { 0 };
     (first, seq.div_ceil(BWD_BM as u32))
+}
+
+/// [`q_blocks`]'s range `m_first .. m_end` narrowed to the Q blocks key
+/// block `nb` meets under a variant's window (query `i` sees keys `i - left
+/// ..= i + right`, so key `j` is seen by queries `j - right ..= j + left`);
+/// unchanged for [`Plain`]. The range may come out empty (`m_end ==
+/// m_first`).
+#[inline(always)]
+pub fn window_q_blocks<X: Extras>(nb: u32, m_first: u32, m_end: u32, x: &X) -> (u32, u32) {
+    if !X::ON {
+        return (m_first, m_end);
+    }
+    let (left, right) = x.window();
+    let (k_lo, k_hi) = (nb * BWD_BN as u32, nb * BWD_BN as u32 + BWD_BN as u32 - 1);
+    let first = m_first.max(k_lo.saturating_sub(right) / BWD_BM as u32);
+    let end = m_end.min(k_hi.saturating_add(left) / BWD_BM as u32 + 1);
+    (first, end.max(first))
 }
 
 /// Floats of one chunk of `dq_acc`: 64 query rows x 64 columns of dQ.
@@ -316,7 +339,8 @@ pub fn attention_bwd_dq_of<E: Scalar, const D: usize>(acc: GmemRef<f32>, dq: Gme
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 #[track_caller]
-pub fn attention_bwd_of<E: AttnElem, P: BwdPacking, KV: KvStore<E, D>, const D: usize, const STAGES: usize>(
+pub fn attention_bwd_of<E: AttnElem, X: Extras, P: BwdPacking, KV: KvStore<E, D>, const D: usize, const STAGES: usize>(
+    x: X,
     q: Tma<QStep<E, D>, 3>,
     k: Tma<KHalf<E, D>, 3>,
     v: Tma<KHalf<E, D>, 3>,
@@ -358,7 +382,10 @@ pub fn attention_bwd_of<E: AttnElem, P: BwdPacking, KV: KvStore<E, D>, const D: 
         let (nb, hk, b) = (block_idx().x, block_idx().y, block_idx().z);
         let span = pk.span(b);
         let (m_first, m_end) = if P::VARLEN { q_blocks_span(nb, &span, causal != 0) } else { q_blocks(nb, span.lq, causal != 0) };
-        Geometry { nb, hk, b, heads: grid_dim().y * kv_group, m_first, per_head: m_end - m_first, seq_pad: m_end as usize * BWD_BM, col: hk * D as u32, span }
+        // The statistics' padded rows: every Q block's, whatever the window.
+        let seq_pad = m_end as usize * BWD_BM;
+        let (m_first, m_end) = window_q_blocks(nb, m_first, m_end, &x);
+        Geometry { nb, hk, b, heads: grid_dim().y * kv_group, m_first, per_head: m_end - m_first, seq_pad, col: hk * D as u32, span }
     };
     // Step `i`: Q head `hk kv_group + g`, Q block `m`.
     let step = |g: &Geometry, i: u32| (g.hk * kv_group + i / g.per_head, g.m_first + i % g.per_head);
@@ -431,6 +458,8 @@ pub fn attention_bwd_of<E: AttnElem, P: BwdPacking, KV: KvStore<E, D>, const D: 
         let s = slot.index();
         // Sᵀ = K_w Qᵀ, dPᵀ = V_w dOᵀ.
         let mut acc_s = Acc::<BWD_BM>::undefined();
+        // The soft-cap's derivative per score (a variant with a cap only).
+        let mut dcap = [1f32; BWD_BM / 2];
         acc_s.mma(k_bufs.at(w), 0, q_bufs.at(s), 0, false);
         wgmma_commit_group();
         let mut acc_dp = Acc::<BWD_BM>::undefined();
@@ -460,18 +489,22 @@ pub fn attention_bwd_of<E: AttnElem, P: BwdPacking, KV: KvStore<E, D>, const D: 
         let qcol = |c: usize, e: usize| q0 + (8 * c + 2 * (l % 4) + e) as u32;
         {
             let sr = acc_s.regs.as_mut();
-            // Register `i`: key (row) `key0 + 16 (t / 32) + l / 4 + 8 ((i / 2) % 2)`,
-            // query (column) `qcol(i / 4, i % 2)`. Two copies of the loop:
-            // the mask's compares and selects only on the blocks it cuts.
-            let masked = key0 + 64 > seq_u || (causal && key0 + 63 > q0);
-            if masked {
-                unroll(BWD_BM / 2, |r| {
-                    let key = key0 + (16 * (t / 32) + l / 4 + 8 * ((r / 2) % 2)) as u32;
-                    let p = ex2_approx_ftz(sr[r].fma(scale_log2, -pair(r / 4)[2 * (r % 2)]));
-                    sr[r] = if key >= seq_u || (causal && key > qcol(r / 4, r % 2)) { 0.0 } else { p };
-                });
+            if X::ON {
+                variant_probabilities(sr, &mut dcap, &x, scale_log2, key0, q0, seq_u, causal, |r| pair(r / 4)[2 * (r % 2)]);
             } else {
-                unroll(BWD_BM / 2, |r| sr[r] = ex2_approx_ftz(sr[r].fma(scale_log2, -pair(r / 4)[2 * (r % 2)])));
+                // Register `i`: key (row) `key0 + 16 (t / 32) + l / 4 + 8 ((i / 2) % 2)`,
+                // query (column) `qcol(i / 4, i % 2)`. Two copies of the loop:
+                // the mask's compares and selects only on the blocks it cuts.
+                let masked = key0 + 64 > seq_u || (causal && key0 + 63 > q0);
+                if masked {
+                    unroll(BWD_BM / 2, |r| {
+                        let key = key0 + (16 * (t / 32) + l / 4 + 8 * ((r / 2) % 2)) as u32;
+                        let p = ex2_approx_ftz(sr[r].fma(scale_log2, -pair(r / 4)[2 * (r % 2)]));
+                        sr[r] = if key >= seq_u || (causal && key > qcol(r / 4, r % 2)) { 0.0 } else { p };
+                    });
+                } else {
+                    unroll(BWD_BM / 2, |r| sr[r] = ex2_approx_ftz(sr[r].fma(scale_log2, -pair(r / 4)[2 * (r % 2)])));
+                }
             }
         }
         wgmma_wait::<0>();
@@ -479,6 +512,9 @@ pub fn attention_bwd_of<E: AttnElem, P: BwdPacking, KV: KvStore<E, D>, const D: 
         {
             let (pr, dr) = (acc_s.regs.as_ref(), acc_dp.regs.as_mut());
             unroll(BWD_BM / 2, |r| dr[r] = pr[r] * (dr[r] - pair(r / 4)[2 * (r % 2) + 1]));
+            if X::ON && x.softcap().is_some() {
+                unroll(BWD_BM / 2, |r| dr[r] *= dcap[r]);
+            }
         }
         let mut pf = [[0u32; 4]; KC];
         let mut dsf = [[0u32; 4]; KC];
@@ -557,7 +593,8 @@ pub fn attention_bwd_of<E: AttnElem, P: BwdPacking, KV: KvStore<E, D>, const D: 
     let (kb, vb) = (k_bufs.at(w).ptr().cast::<u8>(), v_bufs.at(w).ptr().cast::<u8>());
     let (dkr, dvr) = (acc_dk.regs.as_ref(), acc_dv.regs.as_ref());
     // Packed, a sequence without queries: no step ran, dK = dV = 0.
-    let empty = P::VARLEN && g.per_head == 0;
+    // A window can leave a key block none either.
+    let empty = (P::VARLEN || X::ON) && g.per_head == 0;
     unroll(D / 4, |p| {
         let (r, c) = (16 * (t / 32) + l / 4 + 8 * (p % 2), 8 * (p / 2) + 2 * (l % 4));
         let off = KHalf::<E, D>::offset_of(r, c);
@@ -571,6 +608,48 @@ pub fn attention_bwd_of<E: AttnElem, P: BwdPacking, KV: KvStore<E, D>, const D: 
     wg_bar.sync();
     if KV::ALL_THREADS || thread_in_warpgroup() == 0 {
         dkv.store(k_bufs.at(w), v_bufs.at(w), col, nb * BWD_BN as u32 + 64 * w as u32, &pk.span(block_idx().z));
+    }
+}
+
+/// A variant's `Pᵀ` block in place of the scores `sr` of one consumer
+/// thread ([`attention_bwd_of`]'s register layout: register `r` is key
+/// `key0 + 16 (t / 32) + l / 4 + 8 ((r / 2) % 2)` and query `q0 + 8 (r / 4)
+/// + 2 (l % 4) + r % 2`; `lse(r)` its query's `lse log2 e`): with a
+/// soft-cap the score is `cap tanh(scale s / cap)` (`t cap_out` in log2
+/// units) and `dcap[r]` its derivative's `1 - t²` (the `scale` is applied
+/// at the end, as without a cap); keys past `seq`, after the query
+/// (causal) or outside the window get 0. The mask's compares only on the
+/// blocks it cuts.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn variant_probabilities<X: Extras>(sr: &mut [f32], dcap: &mut [f32; BWD_BM / 2], x: &X, scale_log2: f32, key0: u32, q0: u32, seq: u32, causal: bool, lse: impl Fn(usize) -> f32) {
+    let t = thread_in_warpgroup() as usize;
+    let l = t % 32;
+    let score_scale = match x.softcap() {
+        Some((cap_in, cap_out)) => {
+            unroll(BWD_BM / 2, |r| {
+                let th = kernel_device::math::tanh_approx(sr[r] * cap_in);
+                dcap[r] = th.fma(-th, 1.0);
+                sr[r] = th * cap_out;
+            });
+            1.0
+        }
+        None => scale_log2,
+    };
+    let (left, right) = x.window();
+    // A window cuts this block: some key past the first query's right
+    // bound or before the last query's left bound.
+    let windowed = key0 + 63 > q0 + right || key0 + left < q0 + 63;
+    if key0 + 64 > seq || (causal && key0 + 63 > q0) || windowed {
+        unroll(BWD_BM / 2, |r| {
+            let key = key0 + (16 * (t / 32) + l / 4 + 8 * ((r / 2) % 2)) as u32;
+            let query = q0 + (8 * (r / 4) + 2 * (l % 4) + r % 2) as u32;
+            let p = ex2_approx_ftz(sr[r].fma(score_scale, -lse(r)));
+            let outside = key + left < query || key > query + right;
+            sr[r] = if key >= seq || (causal && key > query) || outside { 0.0 } else { p };
+        });
+    } else {
+        unroll(BWD_BM / 2, |r| sr[r] = ex2_approx_ftz(sr[r].fma(score_scale, -lse(r))));
     }
 }
 
@@ -631,9 +710,88 @@ pub fn attention_bwd<E: AttnElem, const D: usize, const STAGES: usize>(
 ) where
     Cols<D>: WgmmaShape,
 {
-    attention_bwd_of::<E, _, _, D, STAGES>(
-        q, k, v, d_o, (dk, dv), stats, dq_acc, Dense { seq }, kv_group, scale_log2, causal, k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, stats_bufs, dq_bufs, kv_loaded, qdo_loaded, qdo_consumed,
+    attention_bwd_of::<E, _, _, _, D, STAGES>(
+        Plain, q, k, v, d_o, (dk, dv), stats, dq_acc, Dense { seq }, kv_group, scale_log2, causal, k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, stats_bufs, dq_bufs, kv_loaded, qdo_loaded, qdo_consumed,
     );
+}
+
+/// The backward of [`attention_fwd_ext`](crate::attention::attention_fwd_ext)'s
+/// variants: [`attention_bwd_of`] with a sliding window (`left`, `right`
+/// as the forward's, causal folded in as `right = 0`; the Q blocks wholly
+/// outside a key block's window are not loaded: [`window_q_blocks`]) and
+/// a soft-cap (`cap_in = scale / cap`, `cap_out = cap log2 e`, `cap_in =
+/// 0` for none: `P` recomputed through the cap, `dS` times its derivative
+/// `1 - tanh²`). `scale_log2` is `scale log2 e` with or without a cap (it
+/// scales dK here and dQ in [`attention_bwd_dq`]). Sinks change nothing
+/// here (the forward's `lse` includes them; their gradient is
+/// [`attention_bwd_sinks`]'s). Launch and constraints: as
+/// [`attention_bwd`]. Instances `(E, D, STAGES)`: the variants' forward's
+/// head dim.
+#[kernel(block = warpgroups(3), arch = sm_90a, instances(E = [f16, bf16], (64, 2)))]
+#[allow(clippy::too_many_arguments)]
+pub fn attention_bwd_ext<E: AttnElem, const D: usize, const STAGES: usize>(
+    q: Tma<QStep<E, D>, 3>,
+    k: Tma<KHalf<E, D>, 3>,
+    v: Tma<KHalf<E, D>, 3>,
+    d_o: Tma<QStep<E, D>, 3>,
+    dk: Tma<KHalf<E, D>, 3>,
+    dv: Tma<KHalf<E, D>, 3>,
+    stats: GmemRef<f32>,
+    dq_acc: Gmem<f32>,
+    seq: u32,
+    kv_group: u32,
+    scale_log2: f32,
+    causal: u32,
+    left: u32,
+    right: u32,
+    cap_in: f32,
+    cap_out: f32,
+    #[scratch] k_bufs: Smem<[KHalf<E, D>; 2]>,
+    #[scratch] v_bufs: Smem<[KHalf<E, D>; 2]>,
+    #[scratch] q_bufs: Smem<[QStep<E, D>; STAGES]>,
+    #[scratch] do_bufs: Smem<[QStep<E, D>; STAGES]>,
+    #[scratch] ds_bufs: Smem<[DsTile<E>; 4]>,
+    #[scratch] stats_bufs: Smem<[[f32; 2 * BWD_BM]; STAGES]>,
+    #[scratch] dq_bufs: Smem<[[f32; DQ_CHUNK]; 2]>,
+    #[scratch] kv_loaded: Barrier,
+    #[scratch] qdo_loaded: Barriers<STAGES>,
+    #[scratch(arrivals = 256)] qdo_consumed: Barriers<STAGES>,
+) where
+    Cols<D>: WgmmaShape,
+{
+    // No sink is read here (`n_sinks = 0`): `stats` stands in for the
+    // sinks' pointer.
+    let x = Variant { left, right, cap_in, cap_out, sinks: stats, n_sinks: 0 };
+    attention_bwd_of::<E, _, _, _, D, STAGES>(
+        x, q, k, v, d_o, (dk, dv), stats, dq_acc, Dense { seq }, kv_group, scale_log2, causal, k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, stats_bufs, dq_bufs, kv_loaded, qdo_loaded, qdo_consumed,
+    );
+}
+
+/// The sinks' gradient: with `p_h = exp(sinks[h] - lse)` the sink's share
+/// of a row's softmax (no value: `O = Σ_j p_j v_j`), `∂L/∂sinks[h] = -Σ
+/// p_h delta` over the rows of Q head `h` (every batch and query; `delta
+/// = rowsum(dO ⊙ O)`), from [`attention_bwd_pre`]'s statistics (padding
+/// rows `(+inf, 0)` add 0). CTA `h` sums its head's rows in a fixed order
+/// (each thread a strided partial, then a block sum: deterministic) into
+/// `d_sinks[h]`. Launch: grid `(heads, 1, 1)`, one warpgroup.
+#[kernel(block = warpgroups(1))]
+pub fn attention_bwd_sinks(stats: GmemRef<f32>, sinks: GmemRef<f32>, d_sinks: Gmem<f32>, batch: u32, seq_pad: u32, #[scratch] partials: Smem<[f32; 32]>) {
+    let (h, heads) = (block_idx().x, grid_dim().x);
+    let sink_log2 = sinks.read_nc(h as usize) * LOG2_E;
+    let mut acc = 0f32;
+    for b in 0..batch {
+        let row0 = ((b * heads + h) * seq_pad) as usize;
+        let mut s = thread_in_warpgroup() as usize;
+        while s < seq_pad as usize {
+            let [lse_log2, delta] = stats.read_nc_v2(2 * (row0 + s));
+            acc = ex2_approx_ftz(sink_log2 - lse_log2).fma(-delta, acc);
+            s += 128;
+        }
+    }
+    let total = kernel_device::reduce::block_sum(acc, partials);
+    if thread_in_warpgroup() == 0 {
+        d_sinks.write(h as usize, total);
+    }
 }
 
 /// The statistics `(lse log2 e, rowsum(dO ⊙ O))` per query, on element
@@ -698,8 +856,8 @@ pub fn attention_bwd_varlen<E: AttnElem + Pack16, const D: usize, const STAGES: 
 {
     let pk = Packed::new(cu_seqlens_q, cu_seqlens_k, totals, max_seqlens);
     let dkv = PackedKvOut { dk, dv, kv_heads: grid_dim().y };
-    attention_bwd_of::<E, _, _, D, STAGES>(
-        q, k, v, d_o, dkv, stats, dq_acc, pk, kv_group, scale_log2, causal, k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, stats_bufs, dq_bufs, kv_loaded, qdo_loaded, qdo_consumed,
+    attention_bwd_of::<E, _, _, _, D, STAGES>(
+        Plain, q, k, v, d_o, dkv, stats, dq_acc, pk, kv_group, scale_log2, causal, k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, stats_bufs, dq_bufs, kv_loaded, qdo_loaded, qdo_consumed,
     );
 }
 
