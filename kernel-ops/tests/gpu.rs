@@ -417,11 +417,13 @@ fn attention_backward_matches_the_cpu_at_ragged_shapes() {
 }
 
 /// The forward's variants (sliding window, soft-cap, sinks; GQA, causal and
-/// not) on the GPU at ragged shapes against `reference_variant`.
+/// not) on the GPU at ragged shapes against `reference_variant`, and their
+/// backward (dQ, dK, dV, the sinks' gradient; twice, so the second call
+/// must not see the first's scratch) against `reference_variant_backward`.
 #[test]
 #[ignore = "needs a Hopper GPU"]
 fn attention_variants_match_the_cpu_reference_on_the_gpu() {
-    use kernel_ops::attention::{attention_variant, reference_variant, Options, Shape, Variant};
+    use kernel_ops::attention::{attention_variant, attention_variant_backward, reference_variant, reference_variant_backward, Options, Shape, Variant};
     let gpu = gpu_device();
     let ops = gpu.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
     let f = |x: &[f16]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
@@ -443,6 +445,22 @@ fn attention_variants_match_the_cpu_reference_on_the_gpu() {
         let lse_err = gpu.download(&lse).unwrap().iter().zip(&want_lse).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
         eprintln!("attention_variant {shape:?} causal {causal} window {window:?} softcap {softcap:?}: O error {err:.2e}, lse error {lse_err:.2e}");
         assert!(err < 4e-3 && lse_err < 2e-3, "{shape:?}: O error {err:.2e}, lse error {lse_err:.2e}");
+        // The backward, from this forward's o and lse.
+        let d_o = randn_f16(shape.q_len(), 74);
+        let (wq, wk, wv, wds) = reference_variant_backward(&f(&q), &f(&k), &f(&v), &f(&d_o), shape, opts, window, softcap, Some(&sinks));
+        let bdo = gpu.upload(&d_o).unwrap();
+        let nan = |n: usize| gpu.upload(&vec![f16::NAN; n]).unwrap();
+        let (mut gq, mut gk, mut gv) = (nan(shape.q_len()), nan(shape.kv_len()), nan(shape.kv_len()));
+        let mut gds = gpu.upload(&vec![f32::NAN; shape.heads]).unwrap();
+        for _ in 0..2 {
+            let variant = Variant { window, softcap, sinks: Some(&ds) };
+            attention_variant_backward(&gpu, &ops, &dq, &dk, &dv, &o, &lse, &bdo, &mut gq, &mut gk, &mut gv, Some(&mut gds), shape, opts, variant).unwrap();
+        }
+        let e = [rel_frobenius_error(&gpu.download(&gq).unwrap(), &wq), rel_frobenius_error(&gpu.download(&gk).unwrap(), &wk), rel_frobenius_error(&gpu.download(&gv).unwrap(), &wv)];
+        let big = wds.iter().fold(0f32, |m, x| m.max(x.abs()));
+        let ds_err = gpu.download(&gds).unwrap().iter().zip(&wds).map(|(a, b)| (a - b).abs() / big).fold(0f32, f32::max);
+        eprintln!("attention_variant_backward {shape:?} causal {causal} window {window:?} softcap {softcap:?}: dq, dk, dv errors {:.2e} {:.2e} {:.2e}, d_sinks {ds_err:.2e}", e[0], e[1], e[2]);
+        assert!(e.iter().all(|x| *x < 1e-2) && ds_err < 1e-2, "{shape:?}: dq, dk, dv errors {e:?}, d_sinks {ds_err:.2e}");
     }
 }
 
