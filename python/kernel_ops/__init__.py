@@ -228,8 +228,8 @@ def attention(q, k, v, causal=False, scale=None, out=None, lse=None, stream=None
     ``(o, lse)``: o like q, lse ``[batch, heads, seq]`` float32 (natural
     log).
 
-    Variants (head_dim 64, forward only: ``attention_backward``
-    does not take them): ``window=(left, right)``, query ``i`` sees keys
+    Variants (head_dim 64; :func:`attention_backward` takes the same
+    keywords): ``window=(left, right)``, query ``i`` sees keys
     ``i - left ..= i + right`` (-1 or None: no bound on that side; with
     ``causal`` the right bound is 0); ``softcap=cap``, scores ``cap ·
     tanh(scale q·k / cap)``; ``sinks``, float32 ``[heads]`` logits, one
@@ -240,32 +240,58 @@ def attention(q, k, v, causal=False, scale=None, out=None, lse=None, stream=None
     if window is None and softcap is None and sinks is None:
         _native.attention(q, k, v, o, lse_out, bool(causal), scale, stream)
         return o, lse_out
-    if window is not None:
-        left, right = window
-        def side(x, name):
-            if x is None or x == -1:
-                return None
-            if int(x) < 0:
-                raise ValueError(f"window {name} = {x}: a bound must be >= 0, or -1 / None for no bound")
-            return int(x)
-        window = (side(left, "left"), side(right, "right"))
-    _native.attention_variant(q, k, v, o, lse_out, bool(causal), scale, window,
+    _native.attention_variant(q, k, v, o, lse_out, bool(causal), scale, _window(window),
                               None if softcap is None else float(softcap), sinks, stream)
     return o, lse_out
 
 
-def attention_backward(q, k, v, o, lse, d_o, causal=False, scale=None, dq=None, dk=None, dv=None, stream=None):
+def _window(window):
+    """A ``window=(left, right)`` argument as the native calls take it:
+    ``None``, or a pair of ints ``>= 0`` and ``None`` (-1 or None: no bound
+    on that side)."""
+    if window is None:
+        return None
+    left, right = window
+
+    def side(x, name):
+        if x is None or x == -1:
+            return None
+        if int(x) < 0:
+            raise ValueError(f"window {name} = {x}: a bound must be >= 0, or -1 / None for no bound")
+        return int(x)
+    return (side(left, "left"), side(right, "right"))
+
+
+def attention_backward(q, k, v, o, lse, d_o, causal=False, scale=None, dq=None, dk=None, dv=None, stream=None, *,
+                       window=None, softcap=None, sinks=None, d_sinks=None):
     """Attention backward: from q, k, v, the forward's ``o`` and ``lse``
     (as :func:`attention` returned them) and ``d_o``, the gradient of the
     loss with respect to ``o``, returns ``(dq, dk, dv)`` shaped like q, k, v
     (with GQA, dk and dv sum over the Q heads of each K/V head). ``causal``
-    and ``scale`` must be the forward's; head_dim 64 or 128."""
+    and ``scale`` must be the forward's; head_dim 64 or 128.
+
+    The variants' backward (head_dim 64): ``window``, ``softcap`` and
+    ``sinks`` as :func:`attention` took them (they must be the forward's;
+    ``o`` and ``lse`` its outputs, lse including the sinks). Without
+    ``sinks`` the return is ``(dq, dk, dv)`` as above; with ``sinks`` it is
+    ``(dq, dk, dv, d_sinks)``, ``d_sinks`` float32 ``[heads]`` the gradient
+    of the loss with respect to the sinks (``-Σ exp(sinks[h] - lse)
+    rowsum(d_o ⊙ o)`` over the rows of Q head ``h``), written into the
+    ``d_sinks=`` array when given (which is refused without ``sinks``)."""
     _arrays(q=q, k=k, v=v, o=o, lse=lse, d_o=d_o)
     dq = dq if dq is not None else _empty(q, q.shape)
     dk = dk if dk is not None else _empty(k, k.shape)
     dv = dv if dv is not None else _empty(v, v.shape)
-    _native.attention_backward(q, k, v, o, lse, d_o, dq, dk, dv, bool(causal), scale, stream)
-    return dq, dk, dv
+    if window is None and softcap is None and sinks is None and d_sinks is None:
+        _native.attention_backward(q, k, v, o, lse, d_o, dq, dk, dv, bool(causal), scale, stream)
+        return dq, dk, dv
+    if sinks is not None:
+        _arrays(sinks=sinks)
+        if d_sinks is None:
+            d_sinks = _empty(q, (q.shape[2],), _f32(q))
+    _native.attention_variant_backward(q, k, v, o, lse, d_o, dq, dk, dv, d_sinks, bool(causal), scale, _window(window),
+                                       None if softcap is None else float(softcap), sinks, stream)
+    return (dq, dk, dv) if sinks is None else (dq, dk, dv, d_sinks)
 
 
 def _fp8_bytes(x):

@@ -604,6 +604,85 @@ fn attention_backward(
     })
 }
 
+/// The backward of [`attention_variant`]
+/// (`kernel_ops::attention::attention_variant_backward`): from the
+/// forward's inputs, its o and lse (which include the sinks) and d_o,
+/// writes dq, dk, dv and, with `sinks`, their gradient `d_sinks` (float32
+/// `[heads]`; given exactly when `sinks` is). `causal`, `scale`, `window`,
+/// `softcap` and `sinks` must be the forward's; the rest as
+/// [`attention_backward`].
+#[pyfunction]
+#[pyo3(signature = (q, k, v, o, lse, d_o, dq, dk, dv, d_sinks = None, causal = false, scale = None, window = None, softcap = None, sinks = None, stream = None))]
+#[allow(clippy::too_many_arguments)]
+fn attention_variant_backward(
+    q: &Bound<'_, PyAny>,
+    k: &Bound<'_, PyAny>,
+    v: &Bound<'_, PyAny>,
+    o: &Bound<'_, PyAny>,
+    lse: &Bound<'_, PyAny>,
+    d_o: &Bound<'_, PyAny>,
+    dq: &Bound<'_, PyAny>,
+    dk: &Bound<'_, PyAny>,
+    dv: &Bound<'_, PyAny>,
+    d_sinks: Option<&Bound<'_, PyAny>>,
+    causal: bool,
+    scale: Option<f32>,
+    window: Option<(Option<usize>, Option<usize>)>,
+    softcap: Option<f32>,
+    sinks: Option<&Bound<'_, PyAny>>,
+    stream: Option<u64>,
+) -> PyResult<()> {
+    let (q, k, v, o, l) = (import("q", q)?, import("k", k)?, import("v", v)?, import("o", o)?, import("lse", lse)?);
+    let (g, gq, gk, gv) = (import("d_o", d_o)?, import("dq", dq)?, import("dk", dk)?, import("dv", dv)?);
+    let sk = sinks.map(|s| import("sinks", s)).transpose()?;
+    let gs = d_sinks.map(|s| import("d_sinks", s)).transpose()?;
+    // d_sinks given without sinks, or missing with them: refused by
+    // `attention_variant_backward` itself (a ValueError naming the rule).
+    let mut all = vec![&q, &k, &v, &o, &l, &g, &gq, &gk, &gv];
+    all.extend(sk.iter().chain(gs.iter()));
+    let place = same_place(&all)?;
+    let dt = same_dtype(&[&q, &k, &v, &o, &g, &gq, &gk, &gv], &[Dtype::F16, Dtype::Bf16])?;
+    same_dtype(&[&l], &[Dtype::F32])?;
+    let shape = attention_shape(&q, &k)?;
+    want_shape(&k, &[shape.batch, shape.seq, shape.kv_heads, shape.head_dim])?;
+    for x in [&v, &gk, &gv] {
+        want_shape(x, &k.shape)?;
+    }
+    for x in [&o, &g, &gq] {
+        want_shape(x, &q.shape)?;
+    }
+    want_shape(&l, &[shape.batch, shape.heads, shape.seq])?;
+    for s in sk.iter().chain(gs.iter()) {
+        same_dtype(&[s], &[Dtype::F32])?;
+        want_shape(s, &[shape.heads])?;
+    }
+    // An unbounded side is 2^31 - 1 keys away, as in `attention_variant`.
+    let unbounded = i32::MAX as usize;
+    let window = window.map(|(l, r)| (l.unwrap_or(unbounded), r.unwrap_or(unbounded)));
+    let opts = kernel_ops::attention::Options { causal, scale };
+    let (dev, ops) = (device(place)?, OPS.get(place)?);
+    with_norm_type!(dt, T => {
+        // SAFETY: as in `matmul`.
+        let (bq, bk, bv, bo, bl, bg) = unsafe { (borrow::<T>(dev, &q)?, borrow::<T>(dev, &k)?, borrow::<T>(dev, &v)?, borrow::<T>(dev, &o)?, borrow::<f32>(dev, &l)?, borrow::<T>(dev, &g)?) };
+        // SAFETY: as in `matmul`.
+        let (mut bdq, mut bdk, mut bdv) = unsafe { (borrow::<T>(dev, &gq)?, borrow::<T>(dev, &gk)?, borrow::<T>(dev, &gv)?) };
+        // SAFETY: as above; sinks are only read, d_sinks only written.
+        let bs = match &sk {
+            Some(s) => Some(unsafe { borrow::<f32>(dev, s)? }),
+            None => None,
+        };
+        // SAFETY: as above.
+        let mut bds = match &gs {
+            Some(s) => Some(unsafe { borrow::<f32>(dev, s)? }),
+            None => None,
+        };
+        run_op(dev, &q, stream, move || {
+            let variant = kernel_ops::attention::Variant { window, softcap, sinks: bs.as_ref() };
+            kernel_ops::attention::attention_variant_backward(dev, ops, &bq, &bk, &bv, &bo, &bl, &bg, &mut bdq, &mut bdk, &mut bdv, bds.as_mut(), shape, opts, variant)
+        })
+    })
+}
+
 /// Launches the race detector's planted racy kernel (an `8 x 8` SMEM
 /// transpose without its barrier, `races::smem_transpose_without_sync`)
 /// on the emulator over `x` and `y` (64 float32 each, NumPy): with
@@ -648,6 +727,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(attention, m)?)?;
     m.add_function(wrap_pyfunction!(attention_variant, m)?)?;
     m.add_function(wrap_pyfunction!(attention_backward, m)?)?;
+    m.add_function(wrap_pyfunction!(attention_variant_backward, m)?)?;
     m.add_function(wrap_pyfunction!(grouped_matmul, m)?)?;
     m.add_function(wrap_pyfunction!(serving::attention_decode, m)?)?;
     m.add_function(wrap_pyfunction!(serving::attention_varlen, m)?)?;

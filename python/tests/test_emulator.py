@@ -230,6 +230,132 @@ def test_attention_backward_matches_numpy_causal_gqa_ragged():
         assert rel_err(got, w) < 1e-2
 
 
+def attention_variant_reference(q, k, v, d_o, causal, scale, window=None, softcap=None, sinks=None):
+    """float64 NumPy forward and backward of attention with variants: the
+    window ``(left, right)`` (None: no bound), scores ``cap tanh(x / cap)``
+    of the scaled dot products x, the sinks an extra logit column (no value)
+    dropped after the softmax. Returns ``(o, lse, dq, dk, dv, d_sinks)``."""
+    b, s, h, d = q.shape
+    group = h // k.shape[2]
+    o, lse = np.zeros(q.shape), np.zeros((b, h, s))
+    dq, dk, dv, d_sinks = np.zeros(q.shape), np.zeros(k.shape), np.zeros(v.shape), np.zeros(h)
+    i, j = np.arange(s)[:, None], np.arange(s)[None, :]
+    hidden = (j > i) if causal else np.zeros((s, s), bool)
+    if window is not None:
+        left, right = window
+        if left is not None:
+            hidden |= j < i - left
+        if right is not None:
+            hidden |= j > i + right
+    for bi in range(b):
+        for hi in range(h):
+            kh = hi // group
+            qq, kk, vv, g = (x.astype(np.float64) for x in (q[bi, :, hi], k[bi, :, kh], v[bi, :, kh], d_o[bi, :, hi]))
+            x = qq @ kk.T * scale
+            t, dt_dx = (softcap * np.tanh(x / softcap), 1 - np.tanh(x / softcap) ** 2) if softcap else (x, np.ones_like(x))
+            t = np.where(hidden, -np.inf, t)
+            sink = np.full((s, 1), -np.inf if sinks is None else float(sinks[hi]))
+            full = np.concatenate([t, sink], 1)
+            m = full.max(-1, keepdims=True)
+            e = np.exp(full - m)
+            l = m + np.log(e.sum(-1, keepdims=True))
+            p = np.exp(full - l)
+            pk, ps = p[:, :s], p[:, s]
+            out = pk @ vv
+            o[bi, :, hi], lse[bi, hi] = out, l[:, 0]
+            dp = g @ vv.T
+            rowsum = (g * out).sum(-1, keepdims=True)  # = sum_j P dP over the keys
+            dx = pk * (dp - rowsum) * dt_dx
+            dq[bi, :, hi] = dx @ kk * scale
+            dk[bi, :, kh] += dx.T @ qq * scale
+            dv[bi, :, kh] += pk.T @ g
+            d_sinks[hi] = -(ps * rowsum[:, 0]).sum()
+    return o, lse, dq, dk, dv, d_sinks
+
+
+def test_the_variant_reference_matches_finite_differences():
+    # The reference's gradients against central differences of its own
+    # float64 forward (loss = sum(o * d_o)), at a few coordinates.
+    r = np.random.default_rng(3)
+    q, k, v, g = (r.standard_normal((1, 12, 2, 8)) for _ in range(4))
+    k, v = k[:, :, :1], v[:, :, :1]
+    sinks = np.array([0.3, -1.0])
+    args = dict(causal=True, scale=0.4, window=(4, None), softcap=1.2)
+    _, _, dq, dk, dv, ds = attention_variant_reference(q, k, v, g, sinks=sinks, **args)
+    loss = lambda q, k, v, sinks: float((attention_variant_reference(q, k, v, g, sinks=sinks, **args)[0] * g).sum())
+    eps = 1e-6
+    for which, grad, at in ((0, dq, (0, 7, 1, 3)), (1, dk, (0, 5, 0, 2)), (2, dv, (0, 9, 0, 6)), (3, ds, (1,))):
+        xs = [q, k, v, sinks]
+        plus, minus = [x.copy() for x in xs], [x.copy() for x in xs]
+        plus[which][at] += eps
+        minus[which][at] -= eps
+        assert abs((loss(*plus) - loss(*minus)) / (2 * eps) - grad[at]) < 1e-6
+
+
+def test_attention_variant_backward_matches_numpy_window_softcap_sinks():
+    # A two-sided window (left 30, right 10, not causal), a soft-cap of 1.5,
+    # sinks; GQA (2 Q heads over 1 K/V head); a ragged length; f16.
+    b, s, h, d = 1, 100, 2, 64
+    q, k, v, d_o = randn(b, s, h, d), randn(b, s, 1, d), randn(b, s, 1, d), randn(b, s, h, d)
+    sinks = np.array([0.5, -2.0], np.float32)
+    kw = dict(window=(30, 10), softcap=1.5, sinks=sinks)
+    o, lse = kernel_ops.attention(q, k, v, **kw)
+    got = kernel_ops.attention_backward(q, k, v, o, lse, d_o, **kw)
+    assert len(got) == 4
+    want = attention_variant_reference(q, k, v, d_o, False, 1 / 8, **kw)
+    for g, w in zip(got[:3], want[2:5]):
+        assert g.shape == w.shape and g.dtype == np.float16
+        assert rel_err(g, w) < 1e-2
+    assert got[3].shape == (h,) and got[3].dtype == np.float32
+    assert np.abs(got[3] - want[5]).max() < 1e-2 * np.abs(want[5]).max()
+    # d_sinks= given: written in place and returned.
+    ds = np.full(h, 7.0, np.float32)
+    assert kernel_ops.attention_backward(q, k, v, o, lse, d_o, **kw, d_sinks=ds)[3] is ds
+    assert np.abs(ds - want[5]).max() < 1e-2 * np.abs(want[5]).max()
+
+
+def test_attention_variant_backward_matches_numpy_causal_window_bfloat16():
+    # Causal with a 33-key window (left 32), no sinks: the plain return
+    # (dq, dk, dv); bfloat16 through ml_dtypes; a length of 130.
+    bf16 = pytest.importorskip("ml_dtypes").bfloat16
+    b, s, h, d = 1, 130, 1, 64
+    q, k, v, d_o = (randn(b, s, h, d, dtype=bf16) for _ in range(4))
+    o, lse = kernel_ops.attention(q, k, v, causal=True, window=(32, None))
+    got = kernel_ops.attention_backward(q, k, v, o, lse, d_o, causal=True, window=(32, -1))
+    assert len(got) == 3
+    want = attention_variant_reference(q, k, v, d_o, True, 1 / 8, window=(32, None))
+    assert rel_err(o, want[0]) < 1e-2
+    for g, w in zip(got, want[2:5]):
+        assert g.shape == w.shape and g.dtype == bf16
+        assert rel_err(g, w) < 2e-2
+
+
+def test_attention_variant_backward_refusals():
+    b, s, h, d = 1, 16, 2, 64
+    q, k, v, d_o = randn(b, s, h, d), randn(b, s, h, d), randn(b, s, h, d), randn(b, s, h, d)
+    o, lse = randn(b, s, h, d), np.zeros((b, h, s), np.float32)
+    dq, dk, dv = (np.empty_like(x) for x in (q, k, v))
+    sinks, ds = np.zeros(h, np.float32), np.zeros(h, np.float32)
+    native = _native.attention_variant_backward
+    with pytest.raises(ValueError, match="`d_sinks` given without sinks"):
+        native(q, k, v, o, lse, d_o, dq, dk, dv, ds)
+    with pytest.raises(ValueError, match="`d_sinks` given without sinks"):
+        kernel_ops.attention_backward(q, k, v, o, lse, d_o, window=(4, 0), d_sinks=ds)
+    with pytest.raises(ValueError, match="sinks given without `d_sinks`"):
+        native(q, k, v, o, lse, d_o, dq, dk, dv, sinks=sinks)
+    with pytest.raises(ValueError, match=r"shape \[2\] expected"):
+        native(q, k, v, o, lse, d_o, dq, dk, dv, np.zeros(3, np.float32), sinks=sinks)
+    with pytest.raises(TypeError, match="float32"):
+        native(q, k, v, o, lse, d_o, dq, dk, dv, np.zeros(h, np.float16), sinks=sinks)
+    with pytest.raises(ValueError, match="a bound must be >= 0"):
+        kernel_ops.attention_backward(q, k, v, o, lse, d_o, window=(-3, 0))
+    with pytest.raises(ValueError, match="the soft-cap must be finite and positive"):
+        kernel_ops.attention_backward(q, k, v, o, lse, d_o, softcap=-1.0)
+    big = [randn(b, s, h, 128) for _ in range(4)]
+    with pytest.raises(ValueError, match=r"head_dim = 128: the variants are built for head_dim in \[64\]"):
+        kernel_ops.attention_backward(*big[:3], big[0], lse, big[3], softcap=5.0)
+
+
 def test_outputs_can_be_given():
     a, b = randn(16, 64), randn(8, 64)
     c = np.full((16, 8), 7.0, np.float16)
