@@ -6,7 +6,8 @@ input's device), implemented for the CUDA and CPU
 dispatch keys (CPU tensors run on the emulator), and given a fake
 implementation (``torch.library.register_fake``) that only computes the
 output's shape and dtype, so ``torch.compile`` traces through it with no
-graph break; the backwards of attention, the RMS norm, the layer norm
+graph break; the backwards of attention (and of its variants,
+``attention_variant``: sliding window, soft-cap, sinks), the RMS norm, the layer norm
 and the fused residual norms are registered with
 ``torch.library.register_autograd``. Import this module to register them
 (torch >= 2.4)::
@@ -189,6 +190,72 @@ def _attention_grad(ctx, d_o, _d_lse):
 # Autograd: `o` is differentiable through the backward kernels (the
 # log-sum-exp output is not: its gradient is ignored).
 torch.library.register_autograd("kernel_ops::attention", _attention_grad, setup_context=_attention_setup, lib=_lib)
+
+# Attention with variants (head dim 64): ``window`` ``[left, right]``, query
+# ``i`` sees keys ``i - left ..= i + right`` (-1: no bound on that side;
+# ``[-1, -1]``: no window; with ``causal`` the right bound is 0);
+# ``softcap > 0``: scores ``softcap * tanh(scale q.k / softcap)`` (0 or
+# negative: no soft-cap); ``sinks``: float32 ``[heads]`` logits, one more term
+# of each row's softmax with no value (lse includes it). ``(o, lse)``.
+# Autograd: dq, dk, dv and the sinks' gradient.
+_VARIANT_ARGS = "bool causal=False, float scale=-1.0, int[2] window=[-1, -1], float softcap=0.0, Tensor? sinks=None"
+
+
+def _variant_kwargs(causal, scale, window, softcap, sinks):
+    """The keywords of ``kernel_ops.attention``/``attention_backward`` for
+    the ops' arguments (their "none" values mapped to None)."""
+    left, right = window
+    return dict(causal=causal, scale=None if scale < 0 else scale,
+                window=None if left < 0 and right < 0 else (left, right),
+                softcap=softcap if softcap > 0 else None, sinks=sinks)
+
+
+def _lse_like(q):
+    return q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
+
+
+attention_variant = _define(
+    f"attention_variant(Tensor q, Tensor k, Tensor v, {_VARIANT_ARGS}) -> (Tensor, Tensor)",
+    lambda q, k, v, causal=False, scale=-1.0, window=(-1, -1), softcap=0.0, sinks=None: _k.attention(
+        q, k, v, **_variant_kwargs(causal, scale, window, softcap, sinks)),
+    lambda q, k, v, causal=False, scale=-1.0, window=(-1, -1), softcap=0.0, sinks=None: (torch.empty_like(q), _lse_like(q)),
+)
+
+
+def _variant_backward(q, k, v, o, lse, d_o, causal=False, scale=-1.0, window=(-1, -1), softcap=0.0, sinks=None):
+    grads = _k.attention_backward(q, k, v, o, lse, d_o.contiguous(), **_variant_kwargs(causal, scale, window, softcap, sinks))
+    # Without sinks: an empty d_sinks (a schema returns no optional tensor).
+    return grads if sinks is not None else grads + (q.new_empty((0,), dtype=torch.float32),)
+
+
+# The variants' backward: ``(dq, dk, dv, d_sinks)``, d_sinks float32
+# ``[heads]`` (``[0]`` without sinks).
+attention_variant_backward = _define(
+    f"attention_variant_backward(Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, Tensor d_o, {_VARIANT_ARGS})"
+    " -> (Tensor, Tensor, Tensor, Tensor)",
+    _variant_backward,
+    lambda q, k, v, o, lse, d_o, causal=False, scale=-1.0, window=(-1, -1), softcap=0.0, sinks=None: (
+        torch.empty_like(q), torch.empty_like(k), torch.empty_like(v),
+        q.new_empty((q.shape[2] if sinks is not None else 0,), dtype=torch.float32)),
+)
+
+
+def _variant_setup(ctx, inputs, output):
+    q, k, v, causal, scale, window, softcap, sinks = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse, sinks)
+    ctx.rest = (causal, scale, window, softcap)
+
+
+def _variant_grad(ctx, d_o, _d_lse):
+    q, k, v, o, lse, sinks = ctx.saved_tensors
+    dq, dk, dv, d_sinks = attention_variant_backward(q, k, v, o, lse, d_o, *ctx.rest, sinks)
+    return dq, dk, dv, None, None, None, None, (d_sinks if sinks is not None else None)
+
+
+# Autograd of the variants: as `kernel_ops::attention`'s, with the sinks'
+# gradient (float32, as the sinks are).
+torch.library.register_autograd("kernel_ops::attention_variant", _variant_grad, setup_context=_variant_setup, lib=_lib)
 
 # Grouped GEMM for mixture of experts: rows of ``a`` grouped by expert
 # (``sizes``, int32, on the device), ``b`` ``G x N x K``; asynchronous

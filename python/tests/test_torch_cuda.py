@@ -170,6 +170,88 @@ def test_attention_autograd_matches_sdpa(causal):
         assert rel(g, w) < 1e-2
 
 
+def variant_reference(q, k, v, causal, window, softcap, sinks):
+    """Attention with variants, straightforwardly (for float64 autograd):
+    q ``[b, s, h, d]``, k, v ``[b, s, kv_heads, d]``; ``window`` ``(left,
+    right)`` (-1: no bound), ``softcap`` (0: none) as ``cap tanh(x / cap)``
+    of the scaled scores, ``sinks`` ``[h]`` an extra logit column dropped
+    after the softmax."""
+    b, s, h, d = q.shape
+    g = h // k.shape[2]
+    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2).repeat_interleave(g, 1), v.transpose(1, 2).repeat_interleave(g, 1)
+    x = qt @ kt.transpose(-1, -2) / math.sqrt(d)
+    if softcap > 0:
+        x = softcap * torch.tanh(x / softcap)
+    i = torch.arange(s, device=q.device)
+    j, i = i[None, :], i[:, None]
+    hidden = (j > i) if causal else torch.zeros(s, s, dtype=torch.bool, device=q.device)
+    if window[0] >= 0:
+        hidden = hidden | (j < i - window[0])
+    if window[1] >= 0:
+        hidden = hidden | (j > i + window[1])
+    x = x.masked_fill(hidden, float("-inf"))
+    if sinks is not None:
+        x = torch.cat([x, sinks.to(x.dtype)[None, :, None, None].expand(b, h, s, 1)], -1)
+    p = torch.softmax(x, -1)[..., :s]
+    return (p @ vt).transpose(1, 2)
+
+
+VARIANTS = {
+    "causal window 100 + soft-cap 3 + sinks": (True, (99, -1), 3.0, True),
+    "window (64, 32) + sinks": (False, (64, 32), 0.0, True),
+    "causal soft-cap 3": (True, (-1, -1), 3.0, False),
+    "causal window 128": (True, (127, 0), 0.0, False),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_attention_variant_autograd_matches_float64_autograd(variant, dtype):
+    # A ragged length (300), GQA (4 Q heads over 2 K/V heads), head_dim 64.
+    causal, window, softcap, with_sinks = VARIANTS[variant]
+    torch.manual_seed(0)
+    b, s, h, kvh, d = 2, 300, 4, 2, 64
+    q = torch.randn(b, s, h, d, device="cuda", dtype=dtype, requires_grad=True)
+    k = torch.randn(b, s, kvh, d, device="cuda", dtype=dtype, requires_grad=True)
+    v = torch.randn(b, s, kvh, d, device="cuda", dtype=dtype, requires_grad=True)
+    sinks = torch.linspace(-1, 2, h, device="cuda", dtype=torch.float32).requires_grad_() if with_sinks else None
+    d_o = torch.randn(b, s, h, d, device="cuda", dtype=dtype)
+    o, lse = kernel_ops.torch_ops.attention_variant(q, k, v, causal, -1.0, window, softcap, sinks)
+    inputs = (q, k, v) + ((sinks,) if with_sinks else ())
+    grads = torch.autograd.grad(o, inputs, d_o)
+    ref_in = [t.detach().double().requires_grad_() for t in inputs]
+    want = variant_reference(*ref_in[:3], causal, window, softcap, ref_in[3] if with_sinks else None)
+    wants = torch.autograd.grad(want, ref_in, d_o.double())
+    tol = 1e-2 if dtype == torch.float16 else 2e-2
+    assert o.dtype == dtype and rel(o.detach(), want.detach()) < tol
+    for got, w in zip(grads, wants):
+        assert got.shape == w.shape and got.dtype == (torch.float32 if got.dim() == 1 else dtype)
+        assert rel(got, w) < tol, variant
+    # The plain call's (dq, dk, dv), and d_sinks too with sinks.
+    assert len(kernel_ops.attention_backward(q.detach(), k.detach(), v.detach(), o.detach(), lse, d_o, causal=causal, window=window,
+                                             softcap=softcap or None, sinks=sinks.detach() if with_sinks else None)) == 3 + with_sinks
+
+
+def test_attention_variant_compiles_forward_and_backward():
+    # torch.compile(fullgraph=True) through the op and its autograd (the
+    # backward op's fake implementation), with and without sinks.
+    q = torch.randn(1, 300, 4, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    k = torch.randn(1, 300, 2, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    v = torch.randn(1, 300, 2, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    sinks = torch.zeros(4, device="cuda", dtype=torch.float32, requires_grad=True)
+
+    def f(q, k, v, sinks):
+        o, _ = torch.ops.kernel_ops.attention_variant(q, k, v, True, -1.0, [127, 0], 20.0, sinks)
+        o2, _ = torch.ops.kernel_ops.attention_variant(q, k, v, causal=True, softcap=10.0)
+        return (o.float() ** 2).sum() + (o2.float() * 0.5).sum()
+
+    compiled = torch.compile(f, fullgraph=True)  # fullgraph: a graph break is an error
+    got = torch.autograd.grad(compiled(q, k, v, sinks), (q, k, v, sinks))
+    want = torch.autograd.grad(f(q, k, v, sinks), (q, k, v, sinks))
+    for g, w in zip(got, want):
+        assert rel(g, w) < 1e-3
+
+
 def test_runs_in_order_on_a_side_stream():
     a = torch.randn(512, 512, device="cuda", dtype=torch.float16)
     b = torch.randn(512, 512, device="cuda", dtype=torch.float16)
