@@ -236,7 +236,7 @@ pub const VARIANT_HEAD_DIMS: [usize; 1] = [64];
 
 /// [`attention`] with the variants of `variant` (a sliding window, a
 /// soft-cap, sinks: [`Variant`]), in one kernel of the forward's family
-/// (`attention_fwd_ext`, 80-key blocks): the K/V blocks wholly outside a
+/// (`attention_fwd_ext`, 128-key blocks): the K/V blocks wholly outside a
 /// Q block's window are neither loaded nor computed.
 ///
 /// Errors (nothing is launched): everything [`check_attention`] checks; a
@@ -656,9 +656,9 @@ type ExtParams<E, const D: usize, const BN: usize> = (
 /// The variants' instances on `E`.
 const fn ext_table<E: AttnType>() -> [(usize, ExtLaunch<E>); 1]
 where
-    attention_fwd_ext<E, 64, 80, 5, 3>: HostEntry<Params = ExtParams<E, 64, 80>>,
+    attention_fwd_ext<E, 64, 128, 8, 3>: HostEntry<Params = ExtParams<E, 64, 128>>,
 {
-    [(64, ext::<E, 64, 80, 5, 3>)]
+    [(64, ext::<E, 64, 128, 8, 3>)]
 }
 
 /// A [`Variant`]'s kernel parameters (`attention_fwd_ext`'s and

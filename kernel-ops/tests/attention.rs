@@ -142,9 +142,9 @@ fn both_d64_instance_families_match_the_reference() {
 
 /// The variants (`attention_variant`, `attention_fwd_ext`) against
 /// `reference_variant`: a sliding window that skips whole K/V blocks on
-/// both sides of a Q block (80-key blocks: Q block 2 of `seq` 300 starts
-/// at block 2 with `left = 37`, Q block 0 stops after block 1 with `right
-/// = 5`), a soft-cap that bends the scores (0.9, against scores of about
+/// both sides of a Q block (128-row Q blocks, 128-key blocks: Q block 2 of
+/// `seq` 300 starts at key block 1 with `left = 37`, Q block 0 stops after
+/// key block 1 with `right = 5`), a soft-cap that bends the scores (0.9, against scores of about
 /// N(0, 1)), sinks on some heads, GQA; causal with a left window and sinks
 /// at D 128; no variant at all (the plain softmax through the variant
 /// kernel).

@@ -661,7 +661,12 @@ pub fn attention_fwd_of<E: AttnElem, P: Packing, O: OStore<E, QM, D>, X: Extras,
         } else {
             setmaxnreg_dec::<PRODUCER_REGS_3>();
         }
-        if thread_in_warpgroup() == 0 {
+        // The issuing thread. A variant's: one elected lane of warp 0 (with
+        // `thread_in_warpgroup() == 0`, whose thread index LLVM computes
+        // once for both roles, ptxas spilled that index across this
+        // role's `setmaxnreg` on the variants' 128-key blocks).
+        let issuer = if X::ON { kernel_device::warp_in_warpgroup() == 0 && kernel_device::warp::elect_one() } else { thread_in_warpgroup() == 0 };
+        if issuer {
             let kv_col = (h / kv_group) * D as u32;
             q_loaded.arrive_expect_tx(<QTileOf<E, QM, D> as TileLayout>::BYTES as u32);
             q.load_at(q_buf, [h * D as u32, span.q0 + mb * QM as u32, span.z], q_loaded.as_ref());
@@ -878,13 +883,12 @@ pub fn attention_fwd_wg3<const D: usize, const BN: usize, const KC: usize, const
 /// `heads`).
 ///
 /// Launch: as [`attention_fwd`]. Instances `(E, D, BN, KC, STAGES)`: head
-/// dim 64 on 80-key blocks (head dim 128 on 80-key blocks spilled 4 bytes
-/// and lost its `setmaxnreg`, C7508, once the sink count became a
-/// parameter: not built until it fits) (the window's bounds, the soft-cap and
-/// the sink take registers: on the plain kernels' 128-key blocks ptxas
-/// spilled at D 64 and serialized the wgmmas at D 128; 80 keys leave them
-/// room, measured spill-free).
-#[kernel(block = warpgroups(3), arch = sm_90a, instances(E = [f16, bf16], (64, 80, 5, 3)))]
+/// dim 64 on the plain kernels' 128-key blocks (1.09-1.14x the 80-key
+/// blocks it ran before on an H200, RESULTS.md 2026-11-29; those spilled
+/// 4 bytes until the producer's issuing thread became an elected lane).
+/// Head dim 128 still spills (12 bytes on 80-key blocks; on 128 ptxas
+/// serializes the wgmmas): not built until it fits.
+#[kernel(block = warpgroups(3), arch = sm_90a, instances(E = [f16, bf16], (64, 128, 8, 3)))]
 #[allow(clippy::too_many_arguments)]
 pub fn attention_fwd_ext<E: AttnElem, const D: usize, const BN: usize, const KC: usize, const STAGES: usize>(
     q: Tma<QTile<E, D>, 3>,
