@@ -232,11 +232,15 @@ pub struct Variant<'a> {
 }
 
 /// The head dimensions [`attention_variant`] is built for.
-pub const VARIANT_HEAD_DIMS: [usize; 1] = [64];
+pub const VARIANT_HEAD_DIMS: [usize; 2] = [64, 128];
+/// The head dimensions [`attention_variant_backward`] is built for (at 128
+/// its kernel spills: not built until it fits).
+pub const VARIANT_BWD_HEAD_DIMS: [usize; 1] = [64];
 
 /// [`attention`] with the variants of `variant` (a sliding window, a
 /// soft-cap, sinks: [`Variant`]), in one kernel of the forward's family
-/// (`attention_fwd_ext`, 128-key blocks): the K/V blocks wholly outside a
+/// (`attention_fwd_ext`: 128-key blocks at head dim 64, 64-key blocks at
+/// 128): the K/V blocks wholly outside a
 /// Q block's window are neither loaded nor computed.
 ///
 /// Errors (nothing is launched): everything [`check_attention`] checks; a
@@ -267,12 +271,13 @@ pub fn attention_variant<T: AttnType>(
 
 /// A [`Variant`]'s rules, for the forward and the backward (`op` names
 /// the entry point in the error): the head dim one of
-/// [`VARIANT_HEAD_DIMS`], a soft-cap finite and positive, window bounds
+/// [`VARIANT_HEAD_DIMS`] (the backward's: [`VARIANT_BWD_HEAD_DIMS`]), a soft-cap finite and positive, window bounds
 /// at most 2^31 - 1, one sink per Q head.
 fn check_variant(op: &'static str, shape: Shape, variant: &Variant<'_>) -> Result<(), Error> {
     let err = |problem: String| Error::Shape { op, problem };
-    if !VARIANT_HEAD_DIMS.contains(&shape.head_dim) {
-        return Err(err(format!("head_dim = {}: the variants are built for head_dim in {VARIANT_HEAD_DIMS:?}", shape.head_dim)));
+    let (dims, what): (&[usize], &str) = if op == "attention_variant" { (&VARIANT_HEAD_DIMS, "the variants are") } else { (&VARIANT_BWD_HEAD_DIMS, "the variants' backward is") };
+    if !dims.contains(&shape.head_dim) {
+        return Err(err(format!("head_dim = {}: {what} built for head_dim in {dims:?}", shape.head_dim)));
     }
     if let Some(cap) = variant.softcap {
         if !(cap.is_finite() && cap > 0.0) {
@@ -308,7 +313,8 @@ fn check_variant(op: &'static str, shape: Shape, variant: &Variant<'_>) -> Resul
 /// deterministic).
 ///
 /// Errors (nothing is launched): everything [`attention_backward`] and
-/// [`attention_variant`] check, and `d_sinks` given without sinks, missing
+/// [`attention_variant`] check, a head dim outside
+/// [`VARIANT_BWD_HEAD_DIMS`], and `d_sinks` given without sinks, missing
 /// with them, or not holding `heads` values.
 #[allow(clippy::too_many_arguments)]
 pub fn attention_variant_backward<T: AttnType>(
@@ -591,7 +597,7 @@ pub trait AttnType: sealed::Sealed + Copy + kernel_host::TmaElement + 'static {
     const BWD: [(usize, BwdLaunch<Self>); 2];
     /// The variants' (`attention_fwd_ext`): `(head_dim, launch)`.
     #[doc(hidden)]
-    const EXT: [(usize, ExtLaunch<Self>); 1];
+    const EXT: [(usize, ExtLaunch<Self>); 2];
     /// The variants' backward (`attention_bwd_ext`): `(head_dim, launch)`.
     #[doc(hidden)]
     const BWD_EXT: [(usize, BwdExtLaunch<Self>); 1];
@@ -606,7 +612,7 @@ impl AttnType for f16 {
     const WG3: bool = true;
     const FWD: [((usize, usize, usize), FwdLaunch<Self>); 6] = fwd_table::<Self>();
     const BWD: [(usize, BwdLaunch<Self>); 2] = bwd_table::<Self>();
-    const EXT: [(usize, ExtLaunch<Self>); 1] = ext_table::<Self>();
+    const EXT: [(usize, ExtLaunch<Self>); 2] = ext_table::<Self>();
     const BWD_EXT: [(usize, BwdExtLaunch<Self>); 1] = bwd_ext_table::<Self>();
     fn launch_wg3(ops: &Program, [q, k, v]: [&Buffer<f16>; 3], o: &mut Buffer<f16>, lse: &mut Buffer<f32>, shape: Shape, opts: Options, stages: usize) -> Result<(), Error> {
         let Shape { batch, seq, heads, kv_heads, head_dim } = shape;
@@ -629,7 +635,7 @@ impl AttnType for f16 {
 impl AttnType for bf16 {
     const FWD: [((usize, usize, usize), FwdLaunch<Self>); 6] = fwd_table::<Self>();
     const BWD: [(usize, BwdLaunch<Self>); 2] = bwd_table::<Self>();
-    const EXT: [(usize, ExtLaunch<Self>); 1] = ext_table::<Self>();
+    const EXT: [(usize, ExtLaunch<Self>); 2] = ext_table::<Self>();
     const BWD_EXT: [(usize, BwdExtLaunch<Self>); 1] = bwd_ext_table::<Self>();
 }
 
@@ -654,11 +660,12 @@ type ExtParams<E, const D: usize, const BN: usize> = (
 );
 
 /// The variants' instances on `E`.
-const fn ext_table<E: AttnType>() -> [(usize, ExtLaunch<E>); 1]
+const fn ext_table<E: AttnType>() -> [(usize, ExtLaunch<E>); 2]
 where
     attention_fwd_ext<E, 64, 128, 8, 3>: HostEntry<Params = ExtParams<E, 64, 128>>,
+    attention_fwd_ext<E, 128, 64, 4, 2>: HostEntry<Params = ExtParams<E, 128, 64>>,
 {
-    [(64, ext::<E, 64, 128, 8, 3>)]
+    [(64, ext::<E, 64, 128, 8, 3>), (128, ext::<E, 128, 64, 4, 2>)]
 }
 
 /// A [`Variant`]'s kernel parameters (`attention_fwd_ext`'s and

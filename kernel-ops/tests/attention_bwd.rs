@@ -230,7 +230,13 @@ fn attention_variant_backward_refuses_bad_inputs_naming_the_rule() {
         let e = attention_variant_backward(&dev, &ops, &q, &k, &k, &o, &lse, &q, &mut dq, &mut dk, &mut dv, d_sinks, shape, Options::default(), variant).expect_err(rule).to_string();
         assert!(e.contains("attention_variant_backward") && e.contains(rule), "{e}");
     }
-    for g in [&dq, &dk, &dv] {
+    // Head dim 128: the variants' forward is built, their backward is not.
+    let s128 = Shape { head_dim: 128, ..shape };
+    let (q2, k2) = (buf(s128.q_len()), buf(s128.kv_len()));
+    let (mut dq2, mut dk2, mut dv2) = (seven(s128.q_len()), seven(s128.kv_len()), seven(s128.kv_len()));
+    let e = attention_variant_backward(&dev, &ops, &q2, &k2, &k2, &q2, &lse, &q2, &mut dq2, &mut dk2, &mut dv2, None, s128, Options::default(), Variant::default()).unwrap_err().to_string();
+    assert!(e.contains("head_dim = 128: the variants' backward is built for head_dim in [64]"), "{e}");
+    for g in [&dq, &dk, &dv, &dq2, &dk2, &dv2] {
         assert!(dev.download(g).unwrap().iter().all(|v| v.to_f32() == 7.0), "a gradient was written");
     }
     assert!(dev.download(&ds2).unwrap().iter().chain(&dev.download(&ds3).unwrap()).all(|v| *v == 7.0), "d_sinks was written");

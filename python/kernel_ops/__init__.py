@@ -228,7 +228,7 @@ def attention(q, k, v, causal=False, scale=None, out=None, lse=None, stream=None
     ``(o, lse)``: o like q, lse ``[batch, heads, seq]`` float32 (natural
     log).
 
-    Variants (head_dim 64; :func:`attention_backward` takes the same
+    Variants (head_dim 64 or 128; :func:`attention_backward` takes the same
     keywords): ``window=(left, right)``, query ``i`` sees keys
     ``i - left ..= i + right`` (-1 or None: no bound on that side; with
     ``causal`` the right bound is 0); ``softcap=cap``, scores ``cap ·

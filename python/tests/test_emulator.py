@@ -352,7 +352,7 @@ def test_attention_variant_backward_refusals():
     with pytest.raises(ValueError, match="the soft-cap must be finite and positive"):
         kernel_ops.attention_backward(q, k, v, o, lse, d_o, softcap=-1.0)
     big = [randn(b, s, h, 128) for _ in range(4)]
-    with pytest.raises(ValueError, match=r"head_dim = 128: the variants are built for head_dim in \[64\]"):
+    with pytest.raises(ValueError, match=r"head_dim = 128: the variants' backward is built for head_dim in \[64\]"):
         kernel_ops.attention_backward(*big[:3], big[0], lse, big[3], softcap=5.0)
 
 

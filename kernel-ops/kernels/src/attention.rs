@@ -886,9 +886,9 @@ pub fn attention_fwd_wg3<const D: usize, const BN: usize, const KC: usize, const
 /// dim 64 on the plain kernels' 128-key blocks (1.09-1.14x the 80-key
 /// blocks it ran before on an H200, RESULTS.md 2026-11-29; those spilled
 /// 4 bytes until the producer's issuing thread became an elected lane).
-/// Head dim 128 still spills (12 bytes on 80-key blocks; on 128 ptxas
-/// serializes the wgmmas): not built until it fits.
-#[kernel(block = warpgroups(3), arch = sm_90a, instances(E = [f16, bf16], (64, 128, 8, 3)))]
+/// Head dim 128 on 64-key blocks (on 80 ptxas spilled 12 bytes, on 128
+/// it serialized the wgmmas).
+#[kernel(block = warpgroups(3), arch = sm_90a, instances(E = [f16, bf16], (64, 128, 8, 3), (128, 64, 4, 2)))]
 #[allow(clippy::too_many_arguments)]
 pub fn attention_fwd_ext<E: AttnElem, const D: usize, const BN: usize, const KC: usize, const STAGES: usize>(
     q: Tma<QTile<E, D>, 3>,
