@@ -261,7 +261,7 @@ pub fn attention_variant<T: AttnType>(
     variant: Variant<'_>,
 ) -> Result<(), Error> {
     check_attention(shape, opts, [("q", q.len()), ("k", k.len()), ("v", v.len()), ("o", o.len()), ("lse", lse.len())])?;
-    check_variant("attention_variant", shape, &variant)?;
+    check_variant("attention_variant", VARIANT_BUILT, shape, &variant)?;
     crate::check_aligned("attention_variant", &[at("q", q), at("k", k), at("v", v), at("o", o), at("lse", lse)])?;
     match T::EXT.iter().find(|(d, _)| *d == shape.head_dim) {
         Some((_, launch)) => launch(dev, ops, [q, k, v], o, lse, shape, opts, variant),
@@ -269,13 +269,17 @@ pub fn attention_variant<T: AttnType>(
     }
 }
 
+/// What is built of the variants, as [`check_variant`] names it: the
+/// forward's head dims, the backward's.
+const VARIANT_BUILT: (&[usize], &str) = (&VARIANT_HEAD_DIMS, "the variants are");
+const VARIANT_BWD_BUILT: (&[usize], &str) = (&VARIANT_BWD_HEAD_DIMS, "the variants' backward is");
+
 /// A [`Variant`]'s rules, for the forward and the backward (`op` names
-/// the entry point in the error): the head dim one of
-/// [`VARIANT_HEAD_DIMS`] (the backward's: [`VARIANT_BWD_HEAD_DIMS`]), a soft-cap finite and positive, window bounds
+/// the entry point in the error): the head dim one of `built` (the
+/// forward's [`VARIANT_HEAD_DIMS`], the backward's [`VARIANT_BWD_HEAD_DIMS`]), a soft-cap finite and positive, window bounds
 /// at most 2^31 - 1, one sink per Q head.
-fn check_variant(op: &'static str, shape: Shape, variant: &Variant<'_>) -> Result<(), Error> {
+fn check_variant(op: &'static str, (dims, what): (&[usize], &str), shape: Shape, variant: &Variant<'_>) -> Result<(), Error> {
     let err = |problem: String| Error::Shape { op, problem };
-    let (dims, what): (&[usize], &str) = if op == "attention_variant" { (&VARIANT_HEAD_DIMS, "the variants are") } else { (&VARIANT_BWD_HEAD_DIMS, "the variants' backward is") };
     if !dims.contains(&shape.head_dim) {
         return Err(err(format!("head_dim = {}: {what} built for head_dim in {dims:?}", shape.head_dim)));
     }
@@ -335,12 +339,8 @@ pub fn attention_variant_backward<T: AttnType>(
     variant: Variant<'_>,
 ) -> Result<(), Error> {
     const OP: &str = "attention_variant_backward";
-    let rename = |e: Error| match e {
-        Error::Shape { problem, .. } => Error::Shape { op: OP, problem },
-        e => e,
-    };
-    check_variant(OP, shape, &variant)?;
-    check_backward(shape, opts, [q, k, v, o, d_o], lse, [&*dq, &*dk, &*dv]).map_err(rename)?;
+    check_variant(OP, VARIANT_BWD_BUILT, shape, &variant)?;
+    check_backward(OP, shape, opts, [q, k, v, o, d_o], lse, [&*dq, &*dk, &*dv])?;
     let err = |problem: String| Error::Shape { op: OP, problem };
     match (&variant.sinks, &d_sinks) {
         (Some(_), None) => return Err(err("sinks given without `d_sinks`: their gradient needs a buffer of `heads` f32".into())),
@@ -516,7 +516,7 @@ pub fn attention_backward<T: AttnType>(
     shape: Shape,
     opts: Options,
 ) -> Result<(), Error> {
-    check_backward(shape, opts, [q, k, v, o, d_o], lse, [&*dq, &*dk, &*dv])?;
+    check_backward("attention_backward", shape, opts, [q, k, v, o, d_o], lse, [&*dq, &*dk, &*dv])?;
     crate::check_aligned("attention_backward", &[at("q", q), at("k", k), at("v", v), at("o", o), at("lse", lse), at("d_o", d_o), at("dq", dq), at("dk", dk), at("dv", dv)])?;
     match T::BWD.iter().find(|(d, _)| *d == shape.head_dim) {
         Some((_, launch)) => launch(dev, ops, [q, k, v, o, d_o], lse, [dq, dk, dv], shape, opts),
@@ -524,18 +524,15 @@ pub fn attention_backward<T: AttnType>(
     }
 }
 
-/// [`attention_backward`]'s checks (see its errors).
-fn check_backward<T: AttnType>(shape: Shape, opts: Options, [q, k, v, o, d_o]: [&Buffer<T>; 5], lse: &Buffer<f32>, [dq, dk, dv]: [&Buffer<T>; 3]) -> Result<(), Error> {
+/// [`attention_backward`]'s checks (see its errors), reported as `op`'s.
+fn check_backward<T: AttnType>(op: &'static str, shape: Shape, opts: Options, [q, k, v, o, d_o]: [&Buffer<T>; 5], lse: &Buffer<f32>, [dq, dk, dv]: [&Buffer<T>; 3]) -> Result<(), Error> {
     let rename = |e: Error| match e {
-        Error::Shape { problem, .. } => Error::Shape { op: "attention_backward", problem },
+        Error::Shape { problem, .. } => Error::Shape { op, problem },
         e => e,
     };
     check_attention(shape, opts, [("q", q.len()), ("k", k.len()), ("v", v.len()), ("o", o.len()), ("lse", lse.len())]).map_err(rename)?;
     if !BWD_HEAD_DIMS.contains(&shape.head_dim) {
-        return Err(Error::Shape {
-            op: "attention_backward",
-            problem: format!("head_dim = {}: the backward pass is built for head_dim in {BWD_HEAD_DIMS:?}", shape.head_dim),
-        });
+        return Err(Error::Shape { op, problem: format!("head_dim = {}: the backward pass is built for head_dim in {BWD_HEAD_DIMS:?}", shape.head_dim) });
     }
     let (ql, kl) = (shape.q_len(), shape.kv_len());
     for (name, got, want, what) in [
@@ -545,7 +542,7 @@ fn check_backward<T: AttnType>(shape: Shape, opts: Options, [q, k, v, o, d_o]: [
         ("dv", dv.len(), kl, "batch x seq x kv_heads x head_dim"),
     ] {
         if got != want {
-            return Err(Error::Shape { op: "attention_backward", problem: format!("`{name}` holds {got} elements; {what} = {want} expected for {shape:?}") });
+            return Err(Error::Shape { op, problem: format!("`{name}` holds {got} elements; {what} = {want} expected for {shape:?}") });
         }
     }
     Ok(())

@@ -535,13 +535,8 @@ fn attention_variant(
     want_shape(&v, &k.shape)?;
     want_shape(&o, &q.shape)?;
     want_shape(&l, &[shape.batch, shape.heads, shape.seq])?;
-    if let Some(s) = &sk {
-        same_dtype(&[s], &[Dtype::F32])?;
-        want_shape(s, &[shape.heads])?;
-    }
-    // An unbounded side is 2^31 - 1 keys away: no key is farther.
-    let unbounded = i32::MAX as usize;
-    let window = window.map(|(l, r)| (l.unwrap_or(unbounded), r.unwrap_or(unbounded)));
+    check_sinks(&sk.iter().collect::<Vec<_>>(), shape.heads)?;
+    let window = variant_window(window);
     let opts = kernel_ops::attention::Options { causal, scale };
     let (dev, ops) = (device(place)?, OPS.get(place)?);
     with_norm_type!(dt, T => {
@@ -557,6 +552,22 @@ fn attention_variant(
             kernel_ops::attention::attention_variant(dev, ops, &bq, &bk, &bv, &mut bo, &mut bl, shape, opts, variant)
         })
     })
+}
+
+/// A variant's window as `kernel_ops` takes it: an unbounded side (None)
+/// is 2^31 - 1 keys away (no key is farther).
+fn variant_window(window: Option<(Option<usize>, Option<usize>)>) -> Option<(usize, usize)> {
+    let unbounded = i32::MAX as usize;
+    window.map(|(l, r)| (l.unwrap_or(unbounded), r.unwrap_or(unbounded)))
+}
+
+/// The sinks (and their gradient): float32 `[heads]` each.
+fn check_sinks(sinks: &[&Arr], heads: usize) -> PyResult<()> {
+    for s in sinks {
+        same_dtype(&[s], &[Dtype::F32])?;
+        want_shape(s, &[heads])?;
+    }
+    Ok(())
 }
 
 /// Attention backward: from q, k, v, the forward's o and lse and the
@@ -579,29 +590,7 @@ fn attention_backward(
     scale: Option<f32>,
     stream: Option<u64>,
 ) -> PyResult<()> {
-    let (q, k, v, o, l) = (import("q", q)?, import("k", k)?, import("v", v)?, import("o", o)?, import("lse", lse)?);
-    let (g, gq, gk, gv) = (import("d_o", d_o)?, import("dq", dq)?, import("dk", dk)?, import("dv", dv)?);
-    let place = same_place(&[&q, &k, &v, &o, &l, &g, &gq, &gk, &gv])?;
-    let dt = same_dtype(&[&q, &k, &v, &o, &g, &gq, &gk, &gv], &[Dtype::F16, Dtype::Bf16])?;
-    same_dtype(&[&l], &[Dtype::F32])?;
-    let shape = attention_shape(&q, &k)?;
-    want_shape(&k, &[shape.batch, shape.seq, shape.kv_heads, shape.head_dim])?;
-    for x in [&v, &gk, &gv] {
-        want_shape(x, &k.shape)?;
-    }
-    for x in [&o, &g, &gq] {
-        want_shape(x, &q.shape)?;
-    }
-    want_shape(&l, &[shape.batch, shape.heads, shape.seq])?;
-    let opts = kernel_ops::attention::Options { causal, scale };
-    let (dev, ops) = (device(place)?, OPS.get(place)?);
-    with_norm_type!(dt, T => {
-        // SAFETY: as in `matmul`.
-        let (bq, bk, bv, bo, bl, bg) = unsafe { (borrow::<T>(dev, &q)?, borrow::<T>(dev, &k)?, borrow::<T>(dev, &v)?, borrow::<T>(dev, &o)?, borrow::<f32>(dev, &l)?, borrow::<T>(dev, &g)?) };
-        // SAFETY: as in `matmul`.
-        let (mut bdq, mut bdk, mut bdv) = unsafe { (borrow::<T>(dev, &gq)?, borrow::<T>(dev, &gk)?, borrow::<T>(dev, &gv)?) };
-        run_op(dev, &q, stream, move || kernel_ops::attention::attention_backward(dev, ops, &bq, &bk, &bv, &bo, &bl, &bg, &mut bdq, &mut bdk, &mut bdv, shape, opts))
-    })
+    backward_of(q, k, v, o, lse, d_o, [dq, dk, dv], None, causal, scale, stream)
 }
 
 /// The backward of [`attention_variant`]
@@ -632,12 +621,38 @@ fn attention_variant_backward(
     sinks: Option<&Bound<'_, PyAny>>,
     stream: Option<u64>,
 ) -> PyResult<()> {
+    let variant = (variant_window(window), softcap, sinks, d_sinks);
+    backward_of(q, k, v, o, lse, d_o, [dq, dk, dv], Some(variant), causal, scale, stream)
+}
+
+/// A variant's parameters in the bindings: the window (as
+/// [`variant_window`] makes it), the soft-cap, the sinks and their gradient.
+type VariantArgs<'a, 'py> = (Option<(usize, usize)>, Option<f32>, Option<&'a Bound<'py, PyAny>>, Option<&'a Bound<'py, PyAny>>);
+
+/// [`attention_backward`] (`variant` None) and
+/// [`attention_variant_backward`]: the checks once, then
+/// `kernel_ops::attention::attention_backward` or
+/// `attention_variant_backward`. d_sinks given without sinks, or missing
+/// with them, is refused by the latter (a ValueError naming the rule).
+#[allow(clippy::too_many_arguments)]
+fn backward_of(
+    q: &Bound<'_, PyAny>,
+    k: &Bound<'_, PyAny>,
+    v: &Bound<'_, PyAny>,
+    o: &Bound<'_, PyAny>,
+    lse: &Bound<'_, PyAny>,
+    d_o: &Bound<'_, PyAny>,
+    [dq, dk, dv]: [&Bound<'_, PyAny>; 3],
+    variant: Option<VariantArgs<'_, '_>>,
+    causal: bool,
+    scale: Option<f32>,
+    stream: Option<u64>,
+) -> PyResult<()> {
     let (q, k, v, o, l) = (import("q", q)?, import("k", k)?, import("v", v)?, import("o", o)?, import("lse", lse)?);
     let (g, gq, gk, gv) = (import("d_o", d_o)?, import("dq", dq)?, import("dk", dk)?, import("dv", dv)?);
+    let (window, softcap, sinks, d_sinks) = variant.unwrap_or((None, None, None, None));
     let sk = sinks.map(|s| import("sinks", s)).transpose()?;
     let gs = d_sinks.map(|s| import("d_sinks", s)).transpose()?;
-    // d_sinks given without sinks, or missing with them: refused by
-    // `attention_variant_backward` itself (a ValueError naming the rule).
     let mut all = vec![&q, &k, &v, &o, &l, &g, &gq, &gk, &gv];
     all.extend(sk.iter().chain(gs.iter()));
     let place = same_place(&all)?;
@@ -652,15 +667,10 @@ fn attention_variant_backward(
         want_shape(x, &q.shape)?;
     }
     want_shape(&l, &[shape.batch, shape.heads, shape.seq])?;
-    for s in sk.iter().chain(gs.iter()) {
-        same_dtype(&[s], &[Dtype::F32])?;
-        want_shape(s, &[shape.heads])?;
-    }
-    // An unbounded side is 2^31 - 1 keys away, as in `attention_variant`.
-    let unbounded = i32::MAX as usize;
-    let window = window.map(|(l, r)| (l.unwrap_or(unbounded), r.unwrap_or(unbounded)));
+    check_sinks(&sk.iter().chain(gs.iter()).collect::<Vec<_>>(), shape.heads)?;
     let opts = kernel_ops::attention::Options { causal, scale };
     let (dev, ops) = (device(place)?, OPS.get(place)?);
+    let is_variant = variant.is_some();
     with_norm_type!(dt, T => {
         // SAFETY: as in `matmul`.
         let (bq, bk, bv, bo, bl, bg) = unsafe { (borrow::<T>(dev, &q)?, borrow::<T>(dev, &k)?, borrow::<T>(dev, &v)?, borrow::<T>(dev, &o)?, borrow::<f32>(dev, &l)?, borrow::<T>(dev, &g)?) };
@@ -677,8 +687,12 @@ fn attention_variant_backward(
             None => None,
         };
         run_op(dev, &q, stream, move || {
-            let variant = kernel_ops::attention::Variant { window, softcap, sinks: bs.as_ref() };
-            kernel_ops::attention::attention_variant_backward(dev, ops, &bq, &bk, &bv, &bo, &bl, &bg, &mut bdq, &mut bdk, &mut bdv, bds.as_mut(), shape, opts, variant)
+            if is_variant {
+                let variant = kernel_ops::attention::Variant { window, softcap, sinks: bs.as_ref() };
+                kernel_ops::attention::attention_variant_backward(dev, ops, &bq, &bk, &bv, &bo, &bl, &bg, &mut bdq, &mut bdk, &mut bdv, bds.as_mut(), shape, opts, variant)
+            } else {
+                kernel_ops::attention::attention_backward(dev, ops, &bq, &bk, &bv, &bo, &bl, &bg, &mut bdq, &mut bdk, &mut bdv, shape, opts)
+            }
         })
     })
 }
