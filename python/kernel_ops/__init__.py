@@ -76,14 +76,33 @@ def _f32(like):
     return np.float32
 
 
-def matmul(a, b, out=None, stream=None):
+def matmul(a, b, out=None, stream=None, tune=False):
     """``c = a @ b.T``: a ``M x K``, b ``N x K``, float16 or bfloat16 (all
     three alike), f32 accumulation; returns c (``M x N``, the inputs'
-    dtype). Autotuned per shape and dtype on a GPU."""
+    dtype).
+
+    The kernel instance (tiles and pipeline) is the cached tuning winner for
+    this GPU, dtype and shape when the tuning cache has one, else the
+    library's built-in choice for the shape class (see the book's matmul
+    chapter). The cache is the file ``$KERNEL_OPS_CACHE``, else
+    ``~/.cache/kernel-ops/matmul.tsv``, read by each thread's first call.
+
+    ``tune=True`` on a GPU first tunes this shape and dtype, unless a winner
+    is cached already: every instance is timed on scratch buffers of the
+    shape (iid N(0, 1) inputs, 3 warm-up and 10 timed runs each, a progress
+    bar on stderr), and the fastest is written to the cache file and runs
+    this call and every later one of this shape and dtype on this thread
+    (other processes read it from the file). So the sweep runs once per
+    shape; it is synchronous and done before the matmul is queued on the
+    stream. On the CPU emulator (NumPy arrays) ``tune=True`` is ignored: the
+    emulator cannot time kernels, and the built-in choice runs.
+    ``torch.ops.kernel_ops.matmul`` never tunes: call this once with
+    ``tune=True`` per shape to tune it.
+    """
     if out is None:
         _arrays(a=a, b=b)
         out = _empty(a, (a.shape[0], b.shape[0]))
-    _native.matmul(a, b, out, stream)
+    _native.matmul(a, b, out, stream, tune)
     return out
 
 

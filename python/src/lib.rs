@@ -85,11 +85,26 @@ macro_rules! with_norm_elem {
     };
 }
 
+/// A matmul error as kernel-ops reports it: CUDA failures as runtime
+/// errors, the rest (shape, stride, alignment) as the op's input rule.
+fn matmul_err(e: kernel_ops::MatmulError) -> kernel_ops::Error {
+    match e {
+        kernel_ops::MatmulError::Cuda(e) => kernel_ops::Error::Runtime(e),
+        other => kernel_ops::Error::Shape { op: "matmul", problem: other.to_string() },
+    }
+}
+
 /// `c = a · bᵀ` (a `M x K`, b `N x K`, c `M x N`, float16 or bfloat16,
-/// f32 accumulation), autotuned per shape and dtype on a GPU.
+/// f32 accumulation). The instance is the cached tuning winner for this
+/// GPU, dtype and shape, else the library's built-in choice for the shape
+/// class (`kernel_ops::Matmul::instance_for_elem`). With `tune` on a GPU,
+/// `Matmul::tune_elem` first sweeps the instances for this shape and dtype
+/// (3 warm-up and 10 timed runs each, on scratch buffers on the library's
+/// stream, a progress bar on stderr; nothing when a winner is cached) and
+/// caches the winner; on the emulator `tune` is ignored.
 #[pyfunction]
-#[pyo3(signature = (a, b, c, stream = None))]
-fn matmul(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, c: &Bound<'_, PyAny>, stream: Option<u64>) -> PyResult<()> {
+#[pyo3(signature = (a, b, c, stream = None, tune = false))]
+fn matmul(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, c: &Bound<'_, PyAny>, stream: Option<u64>, tune: bool) -> PyResult<()> {
     let (a, b, c) = (import("a", a)?, import("b", b)?, import("c", c)?);
     let place = same_place(&[&a, &b, &c])?;
     let dt = same_dtype(&[&a, &b, &c], &[Dtype::F16, Dtype::Bf16])?;
@@ -112,15 +127,15 @@ fn matmul(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, c: &Bound<'_, PyAny>, stre
         }
         let mm = cache[slot].as_ref().expect("set above");
         with_norm_type!(dt, T => {
+            // Tuning times the instances on its own scratch buffers, so it
+            // needs nothing of the caller's stream; the emulator cannot time.
+            if tune && dev.as_gpu().is_some() {
+                mm.tune_elem::<T>(m, n, k, false, 3, 10).map_err(|e| ops_err(matmul_err(e)))?;
+            }
             // SAFETY: the arrays live for this call (their capsules are held) and
             // the caller hands them over until the launch is ordered on `stream`.
             let (ba, bb, mut bc) = unsafe { (borrow::<T>(dev, &a)?, borrow::<T>(dev, &b)?, borrow::<T>(dev, &c)?) };
-            run_op(dev, &a, stream, move || {
-                mm.matmul(&ba, (m, k), &bb, (n, k), &mut bc).map_err(|e| match e {
-                    kernel_ops::MatmulError::Cuda(e) => kernel_ops::Error::Runtime(e),
-                    other => kernel_ops::Error::Shape { op: "matmul", problem: other.to_string() },
-                })
-            })
+            run_op(dev, &a, stream, move || mm.matmul(&ba, (m, k), &bb, (n, k), &mut bc).map_err(matmul_err))
         })
     })
 }

@@ -26,6 +26,15 @@ def test_matmul_matches_numpy_at_a_ragged_shape():
     assert rel_err(c, a.astype(np.float32) @ b.astype(np.float32).T) < 2e-3
 
 
+def test_matmul_tune_is_accepted_and_ignored_on_the_emulator():
+    # tune=True sweeps the instances on a GPU; the emulator cannot time
+    # kernels, so there it runs the built-in choice and raises nothing.
+    a, b = randn(70, 72), randn(40, 72)
+    c = kernel_ops.matmul(a, b, tune=True)
+    assert c.shape == (70, 40) and c.dtype == np.float16
+    assert rel_err(c, a.astype(np.float32) @ b.astype(np.float32).T) < 2e-3
+
+
 def test_matmul_takes_bfloat16():
     torch = pytest.importorskip("torch")  # CPU bfloat16 tensors (NumPy has no bfloat16)
     a, b = torch.randn(70, 72, dtype=torch.bfloat16), torch.randn(40, 72, dtype=torch.bfloat16)
