@@ -90,9 +90,9 @@ def matmul(a, b, out=None, stream=None, tune=False):
     ``tune=True`` on a GPU first tunes this shape and dtype, unless a winner
     is cached already: every instance is timed on scratch buffers of the
     shape (iid N(0, 1) inputs, 3 warm-up and 10 timed runs each, a progress
-    bar on stderr), and the fastest is written to the cache file and runs
-    this call and every later one of this shape and dtype on this thread
-    (other processes read it from the file). So the sweep runs once per
+    bar on stderr when it is a terminal), and the fastest is written to the
+    cache file and runs this call and every later one of this shape and
+    dtype on this thread (other processes read it from the file). So the sweep runs once per
     shape; it is synchronous and done before the matmul is queued on the
     stream. On the CPU emulator (NumPy arrays) ``tune=True`` is ignored: the
     emulator cannot time kernels, and the built-in choice runs.

@@ -100,8 +100,9 @@ fn matmul_err(e: kernel_ops::MatmulError) -> kernel_ops::Error {
 /// class (`kernel_ops::Matmul::instance_for_elem`). With `tune` on a GPU,
 /// `Matmul::tune_elem` first sweeps the instances for this shape and dtype
 /// (3 warm-up and 10 timed runs each, on scratch buffers on the library's
-/// stream, a progress bar on stderr; nothing when a winner is cached) and
-/// caches the winner; on the emulator `tune` is ignored.
+/// stream, a progress bar on stderr when it is a terminal; nothing when a
+/// winner is cached) and caches the winner; on the emulator `tune` is
+/// ignored.
 #[pyfunction]
 #[pyo3(signature = (a, b, c, stream = None, tune = false))]
 fn matmul(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, c: &Bound<'_, PyAny>, stream: Option<u64>, tune: bool) -> PyResult<()> {
