@@ -40,7 +40,18 @@
 //!   values, before anything is launched.
 //! * **Instance choice**: the winner of an autotuning sweep for the device,
 //!   element type and shape, read from the cache file ([`TuneCache`]);
-//!   without one, a default by problem size ([`default_instance`]).
+//!   without one, the shipped table's winner for the shape's class on this
+//!   GPU ([`table_instance`]: tuned on an H200 over `M` 64-16384, `N`
+//!   1024-16384, `K` 512-16384); on a GPU the table does not have, a
+//!   default by problem size ([`default_instance`]).
+//! * **Split-K** (`splitk 128x128 s6`,
+//!   `kernel_ops_kernels::matmul::matmul_splitk`): for shapes with fewer
+//!   `128 x 128` tiles than half the SMs (the decode rows, `M` = 64-256,
+//!   against a weight), each tile's K steps are split over up to 16 CTAs
+//!   ([`splitk_splits`]), and the last CTA of a tile sums the f32 partials
+//!   in split order: no second kernel, deterministic bits. Its workspace
+//!   (one f32 `128 x 128` tile per SM, about 8.6 MB on 132 SMs) is
+//!   allocated at its first launch and kept by the [`Matmul`].
 //!   [`Matmul::tune`] (f16) and [`Matmul::tune_elem`] (either type) run the
 //!   sweep (a progress bar on stderr), `retune = true` ignores the cache.
 //! * **Tensor maps** are encoded once per (instance, buffers, shape) and
@@ -50,7 +61,8 @@ use kernel_device::tma::TensorMapParam;
 use kernel_device::{bf16, f16};
 use kernel_host::{time_kernel, Buffer, Device, MapArg, Program, TileMap};
 use crate::Ctas;
-use kernel_ops_kernels::matmul::{matmul_persistent_ws, matmul_persistent_ws_cluster, ATile, BTile, EpiTile, TK};
+use kernel_device::Gmem;
+use kernel_ops_kernels::matmul::{matmul_persistent_ws, matmul_persistent_ws_cluster, matmul_splitk, ATile, BTile, EpiTile, TK};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
@@ -169,6 +181,34 @@ pub enum Grid {
     /// CTAs in clusters of 2, one pair per two tile rows: twice
     /// [`Ctas::grid`] of `ceil(m_tiles / 2) n_tiles` pairs on `SMs / 2`.
     ClusterPairs,
+    /// One CTA per tile and K split: `m_tiles n_tiles` times
+    /// [`splitk_splits`] CTAs (`kernel_ops_kernels::matmul::matmul_splitk`),
+    /// for shapes with fewer tiles than SMs.
+    SplitK,
+}
+
+/// The most K splits of a split-K instance.
+pub const SPLITK_MAX: u32 = 16;
+/// The fewest K steps (of 64) a split takes: shorter splits spend more on
+/// their partial tile's round trip than they save.
+pub const SPLITK_MIN_STEPS: u32 = 4;
+/// The fewest K steps for which [`default_instance`] splits K: on the
+/// H200, the split-K kernel lost to `ws 128x128` (1.03-1.66x slower) at
+/// every shape of `K <= 2048` with few tiles, and won from `K = 4096` up
+/// (`kernel-ops/data/matmul_table.tsv`).
+pub const SPLITK_DEFAULT_MIN_K_STEPS: u32 = 64;
+
+/// The K splits a split-K instance uses for `tiles` output tiles of
+/// `k_steps` K steps on `sms` SMs: as many as fill the SMs once
+/// (`tiles x splits <= sms`), at most [`SPLITK_MAX`], each split at least
+/// [`SPLITK_MIN_STEPS`] steps; 1 (no split) when the tiles alone fill
+/// half the SMs or K is short. The split-K workspace holds `sms` partial
+/// tiles, which `tiles x splits <= sms` keeps it within.
+pub fn splitk_splits(tiles: u32, k_steps: u32, sms: u32) -> u32 {
+    if tiles == 0 || 2 * tiles > sms {
+        return 1;
+    }
+    (sms / tiles).min(k_steps / SPLITK_MIN_STEPS).clamp(1, SPLITK_MAX)
 }
 
 /// One kernel instance the entry point can run.
@@ -189,6 +229,31 @@ pub const INSTANCES: &[Instance] = &instances(&table::<f16>());
 /// `n_tiles`, `k_steps`.
 type GemmParams<E, const BM: usize, const BH: usize> = (TensorMapParam<ATile<E, BM>>, TensorMapParam<BTile<E, BH>>, TensorMapParam<EpiTile<E, BM>>, u32, u32, u32);
 
+/// The parameters of the split-K kernel: the three maps, the workspace's
+/// partial tiles and counters, `m_tiles`, `n_tiles`, `k_steps`, `splits`.
+type SplitKParams<E, const BM: usize, const BN: usize> = (TensorMapParam<ATile<E, BM>>, TensorMapParam<BTile<E, BN>>, TensorMapParam<EpiTile<E, BM>>, Gmem<f32>, Gmem<u32>, u32, u32, u32, u32);
+
+/// The split-K kernels' scratch in global memory, allocated at the first
+/// split-K launch and reused: room for one `128 x 128` f32 partial tile
+/// per SM, and one arrival counter per tile (zero between launches: the
+/// kernel leaves them so). The launches of one [`Matmul`] are ordered on
+/// its device's stream, so they never share it at the same time.
+#[doc(hidden)]
+pub struct Workspace {
+    partials: Buffer<f32>,
+    counters: Buffer<u32>,
+}
+
+/// The largest split-K tile (`BM x BN`) the workspace is sized for.
+const SPLITK_TILE: usize = 128 * 128;
+
+impl Workspace {
+    fn new(dev: &Device) -> kernel_host::Result<Self> {
+        let sms = dev.sm_count().max(1) as usize;
+        Ok(Workspace { partials: dev.zeros::<f32>(sms * SPLITK_TILE)?, counters: dev.zeros::<u32>(sms)? })
+    }
+}
+
 /// Encodes instance `inst`'s tensor maps for these buffers and returns its
 /// launch (shape already checked).
 type Prepare<E> = fn(&Matmul<'_>, &'static Instance, &Buffer<E>, &Buffer<E>, &mut Buffer<E>, (usize, usize, usize)) -> Result<Launch<E>, MatmulError>;
@@ -208,7 +273,7 @@ pub struct Row<E: 'static> {
 /// CTA loads) and its grid. The `where` clause says each listed kernel is
 /// compiled for `E` (it is, for f16 and bf16: `instances(E = [f16, bf16],
 /// ..)`), which the generic launch needs.
-const fn table<E: MatmulElem>() -> [Row<E>; 8]
+const fn table<E: MatmulElem>() -> [Row<E>; 9]
 where
     matmul_persistent_ws<E, 128, 256, 4, 8>: HostEntry<Params = GemmParams<E, 128, 256>>,
     matmul_persistent_ws<E, 128, 256, 4, 16>: HostEntry<Params = GemmParams<E, 128, 256>>,
@@ -218,8 +283,10 @@ where
     matmul_persistent_ws_cluster<E, 128, 256, 128, 4, 8>: HostEntry<Params = GemmParams<E, 128, 128>>,
     matmul_persistent_ws_cluster<E, 128, 256, 128, 4, 16>: HostEntry<Params = GemmParams<E, 128, 128>>,
     matmul_persistent_ws_cluster<E, 256, 128, 64, 3, 8>: HostEntry<Params = GemmParams<E, 256, 64>>,
+    matmul_splitk<E, 128, 128, 6>: HostEntry<Params = SplitKParams<E, 128, 128>>,
 {
     use Grid::{ClusterPairs, Persistent};
+    const { assert!(128 * 128 <= SPLITK_TILE, "the split-K workspace holds one partial tile per SM") };
     [
         row::<E, matmul_persistent_ws<E, 128, 256, 4, 8>, 128, 256, 256>("ws 128x256 s4 w8", Persistent),
         row::<E, matmul_persistent_ws<E, 128, 256, 4, 16>, 128, 256, 256>("ws 128x256 s4 w16", Persistent),
@@ -229,6 +296,7 @@ where
         row::<E, matmul_persistent_ws_cluster<E, 128, 256, 128, 4, 8>, 128, 256, 128>("cluster2 128x256 s4 w8", ClusterPairs),
         row::<E, matmul_persistent_ws_cluster<E, 128, 256, 128, 4, 16>, 128, 256, 128>("cluster2 128x256 s4 w16", ClusterPairs),
         row::<E, matmul_persistent_ws_cluster<E, 256, 128, 64, 3, 8>, 256, 128, 64>("cluster2 256x128 s3 w8", ClusterPairs),
+        Row { inst: Instance { name: "splitk 128x128 s6", bm: 128, bn: 128, grid: Grid::SplitK }, prepare: prepare_splitk::<E, matmul_splitk<E, 128, 128, 6>, 128, 128>, smem_bytes: <matmul_splitk<E, 128, 128, 6> as kernel_device::launch::KernelSpec>::SMEM_BYTES },
     ]
 }
 
@@ -250,7 +318,24 @@ where
     let bmap = TileMap::<BTile<E, BH>>::new_2d(b, n, k)?.param();
     let cm = TileMap::<EpiTile<E, BM>>::new_2d_mut(c, m, n)?.param();
     let kernel = mm.prog.kernel::<K>()?;
-    Ok(Box::new(move |a, b, c| kernel.launch(grid, (MapArg::read(am, a), MapArg::read(bmap, b), MapArg::write(cm, c), mt, nt, ks)).map(drop)))
+    Ok(Box::new(move |a, b, c, _| kernel.launch(grid, (MapArg::read(am, a), MapArg::read(bmap, b), MapArg::write(cm, c), mt, nt, ks)).map(drop)))
+}
+
+/// The launch of split-K kernel `K` on these buffers and the workspace.
+fn prepare_splitk<E: MatmulElem, K, const BM: usize, const BN: usize>(mm: &Matmul<'_>, inst: &'static Instance, a: &Buffer<E>, b: &Buffer<E>, c: &mut Buffer<E>, (m, n, k): (usize, usize, usize)) -> Result<Launch<E>, MatmulError>
+where
+    K: HostEntry<Params = SplitKParams<E, BM, BN>> + 'static,
+{
+    let (grid, mt, nt, ks) = launch_dims(inst, m, n, k, mm.dev.sm_count(), mm.ctas);
+    let splits = grid / (mt * nt);
+    let am = TileMap::<ATile<E, BM>>::new_2d(a, m, k)?.param();
+    let bmap = TileMap::<BTile<E, BN>>::new_2d(b, n, k)?.param();
+    let cm = TileMap::<EpiTile<E, BM>>::new_2d_mut(c, m, n)?.param();
+    let kernel = mm.prog.kernel::<K>()?;
+    Ok(Box::new(move |a, b, c, ws| {
+        let ws = ws.expect("a split-K launch gets the workspace");
+        kernel.launch(grid, (MapArg::read(am, a), MapArg::read(bmap, b), MapArg::write(cm, c), &mut ws.partials, &mut ws.counters, mt, nt, ks, splits)).map(drop)
+    }))
 }
 
 /// The instances of a table's rows.
@@ -271,16 +356,28 @@ pub fn launch_dims(inst: &Instance, m: usize, n: usize, k: usize, sms: u32, ctas
     let grid = match inst.grid {
         Grid::Persistent => ctas.grid(mt * nt, sms),
         Grid::ClusterPairs => 2 * ctas.grid(mt.div_ceil(2) * nt, sms / 2),
+        Grid::SplitK => mt * nt * splitk_splits(mt * nt, ks, sms),
     };
     (grid, mt, nt, ks)
 }
 
 /// The instance used when no tuned winner is cached: 128 x 256 tiles
 /// (the tuner's winner at every shape of the suite on an H100, runs 1-3 in
-/// RESULTS.md) unless that leaves most SMs idle, then 128 x 128.
-pub fn default_instance(m: usize, n: usize, _k: usize, sms: u32) -> &'static Instance {
+/// RESULTS.md) unless that leaves most SMs idle; then the split-K kernel
+/// when its tiles of 128 x 128 fill less than half the SMs and K is at
+/// least [`SPLITK_DEFAULT_MIN_K_STEPS`] steps ([`splitk_splits`]: the
+/// decode rows, M = 64-256); else 128 x 128. On a GPU the shipped table
+/// has ([`table_instance`]) the table decides instead.
+pub fn default_instance(m: usize, n: usize, k: usize, sms: u32) -> &'static Instance {
     let big_tiles = m.div_ceil(128) * n.div_ceil(256);
-    let name = if 2 * big_tiles >= sms as usize { "ws 128x256 s4 w8" } else { "ws 128x128 s4 w8" };
+    let tiles = (m.div_ceil(128) * n.div_ceil(128)).min(u32::MAX as usize) as u32;
+    let name = if 2 * big_tiles >= sms as usize {
+        "ws 128x256 s4 w8"
+    } else if k.div_ceil(TK) as u32 >= SPLITK_DEFAULT_MIN_K_STEPS && splitk_splits(tiles, k.div_ceil(TK) as u32, sms) > 1 {
+        "splitk 128x128 s6"
+    } else {
+        "ws 128x128 s4 w8"
+    };
     instance(name).expect("listed")
 }
 
@@ -316,21 +413,26 @@ impl TuneCache {
 
     /// Reads `path` (a missing file is an empty cache; malformed lines are skipped).
     pub fn load(path: PathBuf) -> TuneCache {
+        let entries = std::fs::read_to_string(&path).map(|text| Self::parse(&text)).unwrap_or_default();
+        TuneCache { path, entries }
+    }
+
+    /// The entries of a cache file's text (malformed lines, `#` comments
+    /// among them, are skipped).
+    fn parse(text: &str) -> HashMap<CacheKey, (String, f64)> {
         let mut entries = HashMap::new();
-        if let Ok(text) = std::fs::read_to_string(&path) {
-            for line in text.lines() {
-                let f: Vec<&str> = line.split('\t').collect();
-                let dtype = match f.len() {
-                    6 => "f16",
-                    7 => f[6],
-                    _ => continue,
-                };
-                if let (Ok(m), Ok(n), Ok(k), Ok(t)) = (f[1].parse(), f[2].parse(), f[3].parse(), f[5].parse()) {
-                    entries.insert((f[0].to_string(), dtype.to_string(), m, n, k), (f[4].to_string(), t));
-                }
+        for line in text.lines() {
+            let f: Vec<&str> = line.split('\t').collect();
+            let dtype = match f.len() {
+                6 => "f16",
+                7 => f[6],
+                _ => continue,
+            };
+            if let (Ok(m), Ok(n), Ok(k), Ok(t)) = (f[1].parse(), f[2].parse(), f[3].parse(), f[5].parse()) {
+                entries.insert((f[0].to_string(), dtype.to_string(), m, n, k), (f[4].to_string(), t));
             }
         }
-        TuneCache { path, entries }
+        entries
     }
 
     /// The cached winner for `device`, element type `dtype` (`"f16"`,
@@ -353,8 +455,42 @@ impl TuneCache {
     }
 }
 
+/// The tuned choices shipped with the library (`kernel-ops/data/matmul_table.tsv`,
+/// in the tuning cache's format): the tuner's winner for each shape class
+/// of a grid (`M` 64 to 16384, `N` 1024 to 16384, `K` 512 to 16384, powers
+/// of two), per device, written on that device by the `matmul_table`
+/// binary. Only the devices measured are in it (an H200 so far).
+pub const SHIPPED_TABLE: &str = include_str!("../data/matmul_table.tsv");
+
+/// The shipped table's winner for the shape class of `m x n x k` on
+/// `device`: the entry of that device and element type (an f16 entry when
+/// the table has none of `dtype`: the bf16 kernels are the f16 ones but for
+/// the MMA's input type and the epilogue's conversion) nearest in
+/// `|log2(m / m')| + |log2(n / n')| + |log2(k / k')|`, which on the table's
+/// grid of powers of two is the class of the shape's nearest power of two
+/// in each dimension. `None` for a device the table does not have.
+pub fn table_instance(device: &str, dtype: &str, m: usize, n: usize, k: usize) -> Option<&'static Instance> {
+    static TABLE: std::sync::OnceLock<Vec<(CacheKey, &'static Instance)>> = std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let mut rows: Vec<(CacheKey, &'static Instance)> =
+            TuneCache::parse(SHIPPED_TABLE).into_iter().filter_map(|(key, (name, _))| instance(&name).map(|i| (key, i))).collect();
+        rows.sort_by(|x, y| x.0.cmp(&y.0));
+        rows
+    });
+    let log = |x: usize| (x.max(1) as f64).log2();
+    let pick = |dt: &str| {
+        table
+            .iter()
+            .filter(|((d, e, ..), _)| d == device && e == dt)
+            .map(|((.., tm, tn, tk), inst)| ((log(m) - log(*tm)).abs() + (log(n) - log(*tn)).abs() + (log(k) - log(*tk)).abs(), *inst))
+            .min_by(|x, y| x.0.total_cmp(&y.0))
+            .map(|(_, inst)| inst)
+    };
+    pick(dtype).or_else(|| pick("f16"))
+}
+
 /// A prepared launch of one instance on buffers of element type `E`.
-type Launch<E> = Box<dyn Fn(&Buffer<E>, &Buffer<E>, &mut Buffer<E>) -> kernel_host::Result<()>>;
+type Launch<E> = Box<dyn Fn(&Buffer<E>, &Buffer<E>, &mut Buffer<E>, Option<&mut Workspace>) -> kernel_host::Result<()>>;
 
 /// A prepared launch's key: instance, buffer addresses, shape.
 type PreparedKey = (&'static str, [u64; 3], [usize; 3]);
@@ -431,6 +567,8 @@ pub struct Matmul<'d> {
     prog: Program,
     cache: RefCell<TuneCache>,
     prepared: Prepared,
+    /// The split-K kernels' workspace (allocated at their first launch).
+    workspace: RefCell<Option<Workspace>>,
     /// How the persistent grids are sized.
     ctas: Ctas,
 }
@@ -445,7 +583,7 @@ impl<'d> Matmul<'d> {
     /// As [`Matmul::new`] with the tuning cache at `path`.
     pub fn with_cache(dev: &'d Device, path: PathBuf) -> Result<Self, MatmulError> {
         let prog = dev.load(&kernel_ops_kernels::DEVICE_CODE)?;
-        Ok(Matmul { dev, prog, cache: RefCell::new(TuneCache::load(path)), prepared: Prepared::default(), ctas: Ctas::default() })
+        Ok(Matmul { dev, prog, cache: RefCell::new(TuneCache::load(path)), prepared: Prepared::default(), workspace: RefCell::new(None), ctas: Ctas::default() })
     }
 
     /// This matmul with its persistent grids sized by `ctas` (default
@@ -457,8 +595,8 @@ impl<'d> Matmul<'d> {
     }
 
     /// The instance [`Matmul::matmul`] runs for this f16 shape: the cached
-    /// winner for this GPU, else [`default_instance`] (always on the
-    /// emulator). [`Matmul::instance_for_elem`] for either type.
+    /// winner for this GPU, else the shipped table's ([`table_instance`]),
+    /// else [`default_instance`] (always on the emulator). [`Matmul::instance_for_elem`] for either type.
     pub fn instance_for(&self, m: usize, n: usize, k: usize) -> &'static Instance {
         self.instance_for_elem::<f16>(m, n, k)
     }
@@ -466,11 +604,13 @@ impl<'d> Matmul<'d> {
     /// [`Matmul::instance_for`] on element type `E` (each type has its own
     /// tuned winners).
     pub fn instance_for_elem<E: MatmulElem>(&self, m: usize, n: usize, k: usize) -> &'static Instance {
-        let cached = self.dev.as_gpu().and_then(|gpu| self.cache.borrow().get(gpu.name(), E::NAME, m, n, k));
-        match cached {
-            Some((inst, _)) => inst,
-            None => default_instance(m, n, k, self.dev.sm_count()),
+        let Some(gpu) = self.dev.as_gpu() else {
+            return default_instance(m, n, k, self.dev.sm_count());
+        };
+        if let Some((inst, _)) = self.cache.borrow().get(gpu.name(), E::NAME, m, n, k) {
+            return inst;
         }
+        table_instance(gpu.name(), E::NAME, m, n, k).unwrap_or_else(|| default_instance(m, n, k, self.dev.sm_count()))
     }
 
     /// `c = a · bᵀ`: `a` is `M x K` (`a_shape = (M, K)`), `b` is `N x K`,
@@ -505,8 +645,12 @@ impl<'d> Matmul<'d> {
             let launch = (row.prepare)(self, inst, a, b, c, (m, n, k))?;
             prepared.borrow_mut().insert(key, launch);
         }
+        let mut ws = self.workspace.borrow_mut();
+        if inst.grid == Grid::SplitK && ws.is_none() {
+            *ws = Some(Workspace::new(self.dev)?);
+        }
         let prepared = prepared.borrow();
-        Ok(prepared[&key](a, b, c)?)
+        Ok(prepared[&key](a, b, c, ws.as_mut())?)
     }
 
     /// Autotunes the f16 shape on a GPU: runs every instance on scratch
@@ -534,12 +678,23 @@ impl<'d> Matmul<'d> {
         let a = self.dev.upload(&E::randn(m * k, 1))?;
         let b = self.dev.upload(&E::randn(n * k, 2))?;
         let mut c = self.dev.zeros::<E>(m * n)?;
+        self.tune_buffers(&a, &b, &mut c, (m, n, k), warmup, iters)
+    }
+
+    /// The sweep of [`Matmul::tune_elem`] on buffers the caller made (`a`
+    /// `M x K`, `b` `N x K`, `c` `M x N`, checked as [`Matmul::matmul`];
+    /// their contents are the inputs, so fill `a` and `b` as the shape's
+    /// users would): runs every instance, records the fastest in the cache
+    /// file and returns `(instance, TFLOP/s)` for each. GPU only.
+    pub fn tune_buffers<E: MatmulElem>(&self, a: &Buffer<E>, b: &Buffer<E>, c: &mut Buffer<E>, (m, n, k): (usize, usize, usize), warmup: usize, iters: usize) -> Result<Vec<(&'static Instance, f64)>, MatmulError> {
+        let gpu = self.dev.require_gpu("Matmul::tune (autotuning times the kernels)")?;
+        check_problem_for::<E>((m, k), (n, k), (a.len(), b.len(), c.len()))?;
         let bar = indicatif::ProgressBar::new(INSTANCES.len() as u64);
         bar.set_style(indicatif::ProgressStyle::with_template("tuning {msg:>40} [{bar:30}] {pos}/{len}").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
         let mut results = Vec::new();
         for inst in INSTANCES {
             bar.set_message(format!("{m}x{n}x{k} {} {}", E::NAME, inst.name));
-            let t = time_kernel(gpu, warmup, iters, || self.run(inst, &a, &b, &mut c, m, n, k).map_err(|e| match e {
+            let t = time_kernel(gpu, warmup, iters, || self.run(inst, a, b, c, m, n, k).map_err(|e| match e {
                 MatmulError::Cuda(e) => e,
                 other => kernel_host::Error::InvalidArgument { function: "Matmul::tune", problem: other.to_string() },
             }))?;
@@ -640,7 +795,20 @@ mod tests {
         assert_eq!(INSTANCES.len(), f16::TABLE.len());
         assert_eq!(default_instance(8192, 8192, 8192, 132).name, "ws 128x256 s4 w8");
         assert_eq!(default_instance(2048, 2048, 2048, 132).name, "ws 128x256 s4 w8");
+        // 64 tiles of 128 x 128 on 132 SMs: K = 1024 is too short to split,
+        // K = 4096 is split (4 ways at 32 tiles).
         assert_eq!(default_instance(1024, 1024, 1024, 132).name, "ws 128x128 s4 w8");
+        assert_eq!(default_instance(1024, 1024, 4096, 132).name, "splitk 128x128 s6");
+        assert_eq!(default_instance(64, 4096, 4096, 132).name, "splitk 128x128 s6");
+        // 112 tiles: no room to split; K of one step: nothing to split.
+        assert_eq!(default_instance(128, 14336, 4096, 132).name, "ws 128x128 s4 w8");
+        assert_eq!(default_instance(1024, 1024, 64, 132).name, "ws 128x128 s4 w8");
+        // Splits fill the SMs once, each at least 4 K steps, at most 16.
+        assert_eq!(splitk_splits(32, 64, 132), 4);
+        assert_eq!(splitk_splits(32, 8, 132), 2);
+        assert_eq!(splitk_splits(1, 1000, 132), SPLITK_MAX);
+        assert_eq!(splitk_splits(67, 1000, 132), 1);
+        assert_eq!(splitk_splits(8, 3, 132), 1);
         // Persistent grids never exceed the SM count; cluster grids are even.
         for inst in INSTANCES {
             for ctas in [Ctas::EverySm, Ctas::EvenWaves] {
@@ -655,6 +823,29 @@ mod tests {
         assert_eq!(launch_dims(ws, 8192, 8192, 8192, 132, Ctas::EvenWaves).0, 128);
         let pairs = instance("cluster2 128x256 s4 w8").unwrap();
         assert_eq!(launch_dims(pairs, 8192, 8192, 8192, 132, Ctas::EvenWaves).0, 128);
+    }
+
+    #[test]
+    fn the_shipped_table_is_complete_names_instances_and_picks_the_nearest_class() {
+        let rows = TuneCache::parse(SHIPPED_TABLE);
+        let h200: Vec<_> = rows.iter().filter(|((d, e, ..), _)| d == "NVIDIA H200" && e == "f16").collect();
+        // The grid of `matmul_table`'s defaults: 9 M x 5 N x 6 K.
+        assert_eq!(h200.len(), 9 * 5 * 6, "the H200's f16 grid is complete");
+        for ((.., m, n, k), (name, t)) in &rows {
+            assert!(instance(name).is_some(), "{m}x{n}x{k}: `{name}` is not an instance (renamed? retune the table)");
+            assert!(*t > 0.0, "{m}x{n}x{k}: {t} TFLOP/s");
+        }
+        let pick = |m, n, k| table_instance("NVIDIA H200", "f16", m, n, k).map(|i| i.name);
+        let entry = |m, n, k| rows.get(&("NVIDIA H200".to_string(), "f16".to_string(), m, n, k)).map(|(i, _)| i.as_str());
+        // A grid point is its own class; other shapes take the nearest
+        // power of two in each dimension.
+        assert_eq!(pick(64, 4096, 4096), entry(64, 4096, 4096));
+        assert_eq!(pick(64, 4096, 4096), Some("splitk 128x128 s6"), "the decode rows split K on the H200");
+        assert_eq!(pick(100, 4000, 5000), entry(128, 4096, 4096));
+        assert_eq!(pick(30000, 100, 100_000), entry(16384, 1024, 16384));
+        // bf16 takes the f16 winners; another GPU has no table.
+        assert_eq!(table_instance("NVIDIA H200", "bf16", 64, 4096, 4096).map(|i| i.name), pick(64, 4096, 4096));
+        assert!(table_instance("NVIDIA H100 80GB HBM3", "f16", 64, 4096, 4096).is_none());
     }
 
     #[test]

@@ -6,13 +6,14 @@ use std::process::Command;
 
 /// Each binary, and a command line it must refuse for a malformed or
 /// missing value.
-const BINS: [(&str, &str, &[&str]); 9] = [
+const BINS: [(&str, &str, &[&str]); 10] = [
     ("attention_bench", env!("CARGO_BIN_EXE_attention_bench"), &["--only", "4096"]),
     ("decode_bench", env!("CARGO_BIN_EXE_decode_bench"), &["--splits", "0,x"]),
     ("fp8_bench", env!("CARGO_BIN_EXE_fp8_bench"), &["--shape", "4096x4096"]),
     ("grouped_bench", env!("CARGO_BIN_EXE_grouped_bench"), &["--iters", "many"]),
     ("grouped_fp8_bench", env!("CARGO_BIN_EXE_grouped_fp8_bench"), &["--warmup-ms", "long"]),
     ("launch_overhead", env!("CARGO_BIN_EXE_launch_overhead"), &["extra"]),
+    ("matmul_table", env!("CARGO_BIN_EXE_matmul_table"), &["--out", "t.tsv", "--m", "64,x"]),
     ("norms_bench", env!("CARGO_BIN_EXE_norms_bench"), &["--csv"]),
     ("swiglu_bench", env!("CARGO_BIN_EXE_swiglu_bench"), &["--shape", "8192x0x4096"]),
     ("soak", env!("CARGO_BIN_EXE_soak"), &["--check-every", "0"]),

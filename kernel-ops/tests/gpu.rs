@@ -46,6 +46,34 @@ fn ragged_1000_cubed_and_other_edges_match_the_cpu_for_every_instance() {
     }
 }
 
+/// The split-K kernel at decode rows (M = 64, N = 4096, K = 8192: 32
+/// tiles, 4 splits on 132 SMs): the entry point picks it, it matches the
+/// CPU, and five runs give the same bits (the partials are summed in split
+/// order whichever CTA sums them).
+#[test]
+#[ignore = "needs a Hopper GPU"]
+fn split_k_at_decode_rows_matches_the_cpu_and_repeats_bit_for_bit() {
+    let gpu = gpu_device();
+    let mm = Matmul::with_cache(&gpu, std::env::temp_dir().join("kernel-ops-gpu-test-unused.tsv")).unwrap();
+    let (m, n, k) = (64, 4096, 8192);
+    let (a, b, da, db, mut dc) = problem(&gpu, m, n, k);
+    let splitk = instance("splitk 128x128 s6").unwrap();
+    let reference = reference_gemm_nt(m, n, k, &a, &b);
+    let mut first: Option<Vec<u16>> = None;
+    for _ in 0..5 {
+        gpu.write(&mut dc, &vec![f16::NAN; m * n]).unwrap();
+        mm.matmul_with(splitk, &da, &db, &mut dc, m, n, k).unwrap();
+        let got = gpu.download(&dc).unwrap();
+        let err = rel_frobenius_error(&got, &reference);
+        assert!(err < 2e-3, "split-K at {m}x{n}x{k}: relative Frobenius error {err}");
+        let bits: Vec<u16> = got.iter().map(|x| x.to_bits()).collect();
+        match &first {
+            None => first = Some(bits),
+            Some(f) => assert!(f == &bits, "split-K: a second run gave other bits"),
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs a Hopper GPU"]
 fn refused_shapes_return_the_documented_error_and_launch_nothing() {

@@ -52,3 +52,36 @@ fn refused_shapes_and_tuning_are_errors_on_the_emulator() {
     assert!(matches!(e, MatmulError::Cuda(kernel_host::Error::GpuOnly { .. })), "{e}");
     assert!(e.to_string().contains("needs a CUDA GPU"), "{e}");
 }
+
+/// The split-K kernel's K split over 3 CTAs per tile (13 K steps: 5, 4, 4)
+/// on 16 emulated SMs, a partial row block and column block: correct, the
+/// entry point picks it for this few-tile shape, and its result is the
+/// same bits under other schedules (the CTA that sums the partials
+/// differs; the sum's order does not).
+#[test]
+fn split_k_is_correct_chosen_for_few_tiles_and_deterministic_on_the_emulator() {
+    use kernel_ops::matmul::{instance, launch_dims, splitk_splits};
+    let (m, n, k) = (72, 136, 776);
+    assert_eq!(splitk_splits(2, 13, 16), 3);
+    let splitk = instance("splitk 128x128 s6").unwrap();
+    assert_eq!(launch_dims(splitk, m, n, k, 16, kernel_ops::Ctas::default()).0, 6);
+    let mut bits: Option<Vec<u16>> = None;
+    for emu in Emulator::schedules(31, 2) {
+        let dev = Device::emulator_with(emu.sms(16));
+        let mm = Matmul::with_cache(&dev, std::env::temp_dir().join("kernel-ops-emu-test-unused.tsv")).unwrap();
+        assert_eq!(mm.instance_for(m, n, k).name, "splitk 128x128 s6");
+        check_matmul(&dev, (m, n, k), false);
+        // Bits of one run of the split-K instance under this schedule.
+        let a = dev.upload(&kernel_host::randn_f16(m * k, 3)).unwrap();
+        let b = dev.upload(&kernel_host::randn_f16(n * k, 4)).unwrap();
+        let mut c = dev.zeros::<f16>(m * n).unwrap();
+        mm.matmul_with(splitk, &a, &b, &mut c, m, n, k).unwrap();
+        let got: Vec<u16> = dev.download(&c).unwrap().iter().map(|x| x.to_bits()).collect();
+        match &bits {
+            None => bits = Some(got),
+            Some(first) => assert!(first == &got, "split-K: another schedule gave other bits"),
+        }
+    }
+    // bf16 through the same kernel body.
+    check_matmul_of::<bf16>(&Device::emulator_with(Emulator::new(7).sms(16)), (72, 136, 776), false);
+}

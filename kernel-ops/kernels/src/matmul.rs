@@ -27,6 +27,8 @@ pub use crate::gemm::{
 
 mod cluster;
 mod persistent;
+mod splitk;
 
 pub use cluster::{matmul_persistent_ws_cluster, matmul_persistent_ws_cluster_of, CLUSTER_M};
 pub use persistent::{matmul_persistent_ws, matmul_persistent_ws_rows, AllRows, RowSource};
+pub use splitk::{matmul_splitk, split_steps, SPLITK_THREADS};
