@@ -273,7 +273,7 @@ pub struct Row<E: 'static> {
 /// CTA loads) and its grid. The `where` clause says each listed kernel is
 /// compiled for `E` (it is, for f16 and bf16: `instances(E = [f16, bf16],
 /// ..)`), which the generic launch needs.
-const fn table<E: MatmulElem>() -> [Row<E>; 9]
+const fn table<E: MatmulElem>() -> [Row<E>; 10]
 where
     matmul_persistent_ws<E, 128, 256, 4, 8>: HostEntry<Params = GemmParams<E, 128, 256>>,
     matmul_persistent_ws<E, 128, 256, 4, 16>: HostEntry<Params = GemmParams<E, 128, 256>>,
@@ -283,10 +283,11 @@ where
     matmul_persistent_ws_cluster<E, 128, 256, 128, 4, 8>: HostEntry<Params = GemmParams<E, 128, 128>>,
     matmul_persistent_ws_cluster<E, 128, 256, 128, 4, 16>: HostEntry<Params = GemmParams<E, 128, 128>>,
     matmul_persistent_ws_cluster<E, 256, 128, 64, 3, 8>: HostEntry<Params = GemmParams<E, 256, 64>>,
-    matmul_splitk<E, 128, 128, 6>: HostEntry<Params = SplitKParams<E, 128, 128>>,
+    matmul_splitk<E, 128, 128, 128, 6>: HostEntry<Params = SplitKParams<E, 128, 128>>,
+    matmul_splitk<E, 64, 128, 64, 8>: HostEntry<Params = SplitKParams<E, 64, 128>>,
 {
     use Grid::{ClusterPairs, Persistent};
-    const { assert!(128 * 128 <= SPLITK_TILE, "the split-K workspace holds one partial tile per SM") };
+    const { assert!(128 * 128 <= SPLITK_TILE && 64 * 128 <= SPLITK_TILE, "the split-K workspace holds one partial tile per SM") };
     [
         row::<E, matmul_persistent_ws<E, 128, 256, 4, 8>, 128, 256, 256>("ws 128x256 s4 w8", Persistent),
         row::<E, matmul_persistent_ws<E, 128, 256, 4, 16>, 128, 256, 256>("ws 128x256 s4 w16", Persistent),
@@ -296,7 +297,8 @@ where
         row::<E, matmul_persistent_ws_cluster<E, 128, 256, 128, 4, 8>, 128, 256, 128>("cluster2 128x256 s4 w8", ClusterPairs),
         row::<E, matmul_persistent_ws_cluster<E, 128, 256, 128, 4, 16>, 128, 256, 128>("cluster2 128x256 s4 w16", ClusterPairs),
         row::<E, matmul_persistent_ws_cluster<E, 256, 128, 64, 3, 8>, 256, 128, 64>("cluster2 256x128 s3 w8", ClusterPairs),
-        Row { inst: Instance { name: "splitk 128x128 s6", bm: 128, bn: 128, grid: Grid::SplitK }, prepare: prepare_splitk::<E, matmul_splitk<E, 128, 128, 6>, 128, 128>, smem_bytes: <matmul_splitk<E, 128, 128, 6> as kernel_device::launch::KernelSpec>::SMEM_BYTES },
+        row_splitk::<E, matmul_splitk<E, 128, 128, 128, 6>, 128, 128>("splitk 128x128 s6"),
+        row_splitk::<E, matmul_splitk<E, 64, 128, 64, 8>, 64, 128>("splitk 64x128 s8"),
     ]
 }
 
@@ -319,6 +321,14 @@ where
     let cm = TileMap::<EpiTile<E, BM>>::new_2d_mut(c, m, n)?.param();
     let kernel = mm.prog.kernel::<K>()?;
     Ok(Box::new(move |a, b, c, _| kernel.launch(grid, (MapArg::read(am, a), MapArg::read(bmap, b), MapArg::write(cm, c), mt, nt, ks)).map(drop)))
+}
+
+/// The row of split-K kernel `K` (tile `BM x BN`).
+const fn row_splitk<E: MatmulElem, K, const BM: usize, const BN: usize>(name: &'static str) -> Row<E>
+where
+    K: HostEntry<Params = SplitKParams<E, BM, BN>> + 'static,
+{
+    Row { inst: Instance { name, bm: BM, bn: BN, grid: Grid::SplitK }, prepare: prepare_splitk::<E, K, BM, BN>, smem_bytes: K::SMEM_BYTES }
 }
 
 /// The launch of split-K kernel `K` on these buffers and the workspace.
@@ -363,17 +373,22 @@ pub fn launch_dims(inst: &Instance, m: usize, n: usize, k: usize, sms: u32, ctas
 
 /// The instance used when no tuned winner is cached: 128 x 256 tiles
 /// (the tuner's winner at every shape of the suite on an H100, runs 1-3 in
-/// RESULTS.md) unless that leaves most SMs idle; then the split-K kernel
-/// when its tiles of 128 x 128 fill less than half the SMs and K is at
-/// least [`SPLITK_DEFAULT_MIN_K_STEPS`] steps ([`splitk_splits`]: the
-/// decode rows, M = 64-256); else 128 x 128. On a GPU the shipped table
-/// has ([`table_instance`]) the table decides instead.
+/// RESULTS.md) unless that leaves most SMs idle; then, for `M <= 64` and
+/// `K >= 2048`, the 64-row split-K kernel (the H200's winner at every such
+/// class of the shipped table); else the 128-row split-K kernel when its
+/// tiles of 128 x 128 fill less than half the SMs and K is at least
+/// [`SPLITK_DEFAULT_MIN_K_STEPS`] steps ([`splitk_splits`]); else 128 x
+/// 128. On a GPU the shipped table has ([`table_instance`]) the table
+/// decides instead.
 pub fn default_instance(m: usize, n: usize, k: usize, sms: u32) -> &'static Instance {
     let big_tiles = m.div_ceil(128) * n.div_ceil(256);
     let tiles = (m.div_ceil(128) * n.div_ceil(128)).min(u32::MAX as usize) as u32;
+    let k_steps = k.div_ceil(TK) as u32;
     let name = if 2 * big_tiles >= sms as usize {
         "ws 128x256 s4 w8"
-    } else if k.div_ceil(TK) as u32 >= SPLITK_DEFAULT_MIN_K_STEPS && splitk_splits(tiles, k.div_ceil(TK) as u32, sms) > 1 {
+    } else if m <= 64 && k >= 2048 {
+        "splitk 64x128 s8"
+    } else if k_steps >= SPLITK_DEFAULT_MIN_K_STEPS && splitk_splits(tiles, k_steps, sms) > 1 {
         "splitk 128x128 s6"
     } else {
         "ws 128x128 s4 w8"
@@ -799,7 +814,10 @@ mod tests {
         // K = 4096 is split (4 ways at 32 tiles).
         assert_eq!(default_instance(1024, 1024, 1024, 132).name, "ws 128x128 s4 w8");
         assert_eq!(default_instance(1024, 1024, 4096, 132).name, "splitk 128x128 s6");
-        assert_eq!(default_instance(64, 4096, 4096, 132).name, "splitk 128x128 s6");
+        assert_eq!(default_instance(64, 4096, 4096, 132).name, "splitk 64x128 s8");
+        assert_eq!(default_instance(64, 4096, 2048, 132).name, "splitk 64x128 s8");
+        assert_eq!(default_instance(64, 4096, 1024, 132).name, "ws 128x128 s4 w8");
+        assert_eq!(default_instance(128, 4096, 4096, 132).name, "splitk 128x128 s6");
         // 112 tiles: no room to split; K of one step: nothing to split.
         assert_eq!(default_instance(128, 14336, 4096, 132).name, "ws 128x128 s4 w8");
         assert_eq!(default_instance(1024, 1024, 64, 132).name, "ws 128x128 s4 w8");
@@ -828,9 +846,11 @@ mod tests {
     #[test]
     fn the_shipped_table_is_complete_names_instances_and_picks_the_nearest_class() {
         let rows = TuneCache::parse(SHIPPED_TABLE);
-        let h200: Vec<_> = rows.iter().filter(|((d, e, ..), _)| d == "NVIDIA H200" && e == "f16").collect();
-        // The grid of `matmul_table`'s defaults: 9 M x 5 N x 6 K.
-        assert_eq!(h200.len(), 9 * 5 * 6, "the H200's f16 grid is complete");
+        for dtype in ["f16", "bf16"] {
+            let h200 = rows.keys().filter(|(d, e, ..)| d == "NVIDIA H200" && e == dtype).count();
+            // The grid of `matmul_table`'s defaults: 9 M x 5 N x 6 K.
+            assert_eq!(h200, 9 * 5 * 6, "the H200's {dtype} grid is complete");
+        }
         for ((.., m, n, k), (name, t)) in &rows {
             assert!(instance(name).is_some(), "{m}x{n}x{k}: `{name}` is not an instance (renamed? retune the table)");
             assert!(*t > 0.0, "{m}x{n}x{k}: {t} TFLOP/s");
@@ -840,11 +860,12 @@ mod tests {
         // A grid point is its own class; other shapes take the nearest
         // power of two in each dimension.
         assert_eq!(pick(64, 4096, 4096), entry(64, 4096, 4096));
-        assert_eq!(pick(64, 4096, 4096), Some("splitk 128x128 s6"), "the decode rows split K on the H200");
+        assert_eq!(pick(64, 4096, 4096), Some("splitk 64x128 s8"), "the decode rows split K on the H200");
         assert_eq!(pick(100, 4000, 5000), entry(128, 4096, 4096));
         assert_eq!(pick(30000, 100, 100_000), entry(16384, 1024, 16384));
-        // bf16 takes the f16 winners; another GPU has no table.
-        assert_eq!(table_instance("NVIDIA H200", "bf16", 64, 4096, 4096).map(|i| i.name), pick(64, 4096, 4096));
+        // bf16 has its own winners; another GPU has no table.
+        let bf = |m, n, k| rows.get(&("NVIDIA H200".to_string(), "bf16".to_string(), m, n, k)).map(|(i, _)| i.as_str());
+        assert_eq!(table_instance("NVIDIA H200", "bf16", 8192, 8192, 8192).map(|i| i.name), bf(8192, 8192, 8192));
         assert!(table_instance("NVIDIA H100 80GB HBM3", "f16", 64, 4096, 4096).is_none());
     }
 

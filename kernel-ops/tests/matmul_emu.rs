@@ -53,35 +53,46 @@ fn refused_shapes_and_tuning_are_errors_on_the_emulator() {
     assert!(e.to_string().contains("needs a CUDA GPU"), "{e}");
 }
 
-/// The split-K kernel's K split over 3 CTAs per tile (13 K steps: 5, 4, 4)
-/// on 16 emulated SMs, a partial row block and column block: correct, the
-/// entry point picks it for this few-tile shape, and its result is the
-/// same bits under other schedules (the CTA that sums the partials
-/// differs; the sum's order does not).
+/// The split-K kernels, K split over 3 CTAs per tile (13 K steps: 5, 4,
+/// 4) on 16 emulated SMs, partial row and column blocks: `splitk 128x128`
+/// (two 64-row warpgroups) at M = 72 and `splitk 64x128` (two 64-column
+/// warpgroups) at M = 40, each against the CPU, and the same bits under
+/// another schedule (the CTA that sums the partials differs; the sum's
+/// order does not). The entry point splits K from 64 K steps on: a
+/// 64-row shape of K = 4096 takes the 64-row kernel.
 #[test]
-fn split_k_is_correct_chosen_for_few_tiles_and_deterministic_on_the_emulator() {
+fn split_k_is_correct_deterministic_and_chosen_for_few_tiles_on_the_emulator() {
+    use kernel_host::{randn_f16, reference_gemm_nt, rel_frobenius_error};
     use kernel_ops::matmul::{instance, launch_dims, splitk_splits};
-    let (m, n, k) = (72, 136, 776);
     assert_eq!(splitk_splits(2, 13, 16), 3);
-    let splitk = instance("splitk 128x128 s6").unwrap();
-    assert_eq!(launch_dims(splitk, m, n, k, 16, kernel_ops::Ctas::default()).0, 6);
-    let mut bits: Option<Vec<u16>> = None;
-    for emu in Emulator::schedules(31, 2) {
-        let dev = Device::emulator_with(emu.sms(16));
-        let mm = Matmul::with_cache(&dev, std::env::temp_dir().join("kernel-ops-emu-test-unused.tsv")).unwrap();
-        assert_eq!(mm.instance_for(m, n, k).name, "splitk 128x128 s6");
-        check_matmul(&dev, (m, n, k), false);
-        // Bits of one run of the split-K instance under this schedule.
-        let a = dev.upload(&kernel_host::randn_f16(m * k, 3)).unwrap();
-        let b = dev.upload(&kernel_host::randn_f16(n * k, 4)).unwrap();
-        let mut c = dev.zeros::<f16>(m * n).unwrap();
-        mm.matmul_with(splitk, &a, &b, &mut c, m, n, k).unwrap();
-        let got: Vec<u16> = dev.download(&c).unwrap().iter().map(|x| x.to_bits()).collect();
-        match &bits {
-            None => bits = Some(got),
-            Some(first) => assert!(first == &got, "split-K: another schedule gave other bits"),
+    for (name, (m, n, k)) in [("splitk 128x128 s6", (72, 136, 776)), ("splitk 64x128 s8", (40, 136, 776))] {
+        let inst = instance(name).unwrap();
+        assert_eq!(launch_dims(inst, m, n, k, 16, kernel_ops::Ctas::default()).0, 6, "{name}: 2 tiles x 3 splits");
+        let (ah, bh) = (randn_f16(m * k, 3), randn_f16(n * k, 4));
+        let reference = reference_gemm_nt(m, n, k, &ah, &bh);
+        let mut bits: Option<Vec<u16>> = None;
+        for emu in Emulator::schedules(31, 2) {
+            let dev = Device::emulator_with(emu.sms(16));
+            let mm = Matmul::with_cache(&dev, std::env::temp_dir().join("kernel-ops-emu-test-unused.tsv")).unwrap();
+            let (a, b) = (dev.upload(&ah).unwrap(), dev.upload(&bh).unwrap());
+            let mut c = dev.upload(&vec![f16::NAN; m * n]).unwrap();
+            mm.matmul_with(inst, &a, &b, &mut c, m, n, k).unwrap();
+            let got = dev.download(&c).unwrap();
+            let err = rel_frobenius_error(&got, &reference);
+            assert!(err < 2e-3, "{name} at {m}x{n}x{k} on {}: relative Frobenius error {err}", dev.describe());
+            let got: Vec<u16> = got.iter().map(|x| x.to_bits()).collect();
+            match &bits {
+                None => bits = Some(got),
+                Some(first) => assert!(first == &got, "{name}: another schedule gave other bits"),
+            }
         }
     }
-    // bf16 through the same kernel body.
-    check_matmul_of::<bf16>(&Device::emulator_with(Emulator::new(7).sms(16)), (72, 136, 776), false);
+    let dev = Device::emulator_with(Emulator::new(7).sms(16));
+    let mm = Matmul::with_cache(&dev, std::env::temp_dir().join("kernel-ops-emu-test-unused.tsv")).unwrap();
+    assert_eq!(mm.instance_for(40, 136, 4096).name, "splitk 64x128 s8");
+    assert_eq!(mm.instance_for(72, 136, 4096).name, "splitk 128x128 s6");
+    assert_eq!(mm.instance_for(72, 136, 776).name, "ws 128x128 s4 w8", "K = 776 is too short to split");
+    // bf16 through the same kernel bodies, on the entry point (8 SMs: 2
+    // tiles x 4 splits, within the emulator's 4096 threads).
+    check_matmul_of::<bf16>(&Device::emulator_with(Emulator::new(7).sms(8)), (40, 136, 4096), false);
 }

@@ -194,21 +194,25 @@ fn matmul_kernels_f16_and_bf16_have_their_wgmmas_and_no_spills() {
         }
     }
     assert_eq!(img.ptx.matches(".entry matmul_persistent_ws").count(), entries, "an unlisted matmul instance");
-    // The split-K kernel: the same mainloop and epilogue, plus the
+    // The split-K kernels: the same mainloop (a compute warpgroup per 64
+    // rows, or per 64 columns of a 64-row tile) and epilogue, plus the
     // partials' 16-byte stores and loads and the last CTA's count.
     for (ty, cvt) in [("f16", "cvt.rn.f16x2.f32"), ("bf16", "cvt.rn.bf16x2.f32")] {
-        let name = format!("matmul_splitk__{ty}_128_128_6");
-        let block = img.ptxas_report.split("Compiling entry function '").find(|b| b.starts_with(&format!("{name}'"))).unwrap_or_else(|| panic!("{name} not assembled"));
-        let line = block.lines().find(|l| l.contains("bytes stack frame")).unwrap();
-        assert!(line.contains("0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"), "{name}: {line}");
-        let body = entry(img.ptx, &name);
-        assert_eq!(body.matches(format!("wgmma.mma_async.sync.aligned.m64n128k16.f32.{ty}.{ty}").as_str()).count(), 4, "{name}: wgmmas");
-        assert!(body.contains(cvt) && body.contains("cp.async.bulk.wait_group.read 1"), "{name}: the plain kernels' epilogue");
-        assert!(body.contains("st.global.v4") && body.contains("ld.global.v4"), "{name}: the partials in 16-byte accesses");
-        assert!(body.contains("atom.acq_rel.gpu") && body.contains("fence.acq_rel.gpu"), "{name}: the last CTA's count and fences");
-        assert!(!body.contains(".local"), "{name}: local memory");
+        for (inst, wn) in [("128_128_128_6", 128), ("64_128_64_8", 64)] {
+            let name = format!("matmul_splitk__{ty}_{inst}");
+            let block = img.ptxas_report.split("Compiling entry function '").find(|b| b.starts_with(&format!("{name}'"))).unwrap_or_else(|| panic!("{name} not assembled"));
+            let line = block.lines().find(|l| l.contains("bytes stack frame")).unwrap();
+            assert!(line.contains("0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"), "{name}: {line}");
+            let body = entry(img.ptx, &name);
+            assert_eq!(body.matches("wgmma.mma_async").count(), 4, "{name}: wgmmas");
+            assert_eq!(body.matches(format!("wgmma.mma_async.sync.aligned.m64n{wn}k16.f32.{ty}.{ty}").as_str()).count(), 4, "{name}: wgmmas");
+            assert!(body.contains(cvt) && body.contains("cp.async.bulk.tensor"), "{name}: the epilogue's conversion and TMA store");
+            assert!(body.contains("st.global.v4") && body.contains("ld.global.v4"), "{name}: the partials in 16-byte accesses");
+            assert!(body.contains("atom.acq_rel.gpu") && body.contains("fence.acq_rel.gpu"), "{name}: the last CTA's count and fences");
+            assert!(!body.contains(".local"), "{name}: local memory");
+        }
     }
-    assert_eq!(img.ptx.matches(".entry matmul_splitk").count(), 2, "an unlisted split-K instance");
+    assert_eq!(img.ptx.matches(".entry matmul_splitk").count(), 4, "an unlisted split-K instance");
 }
 
 /// The attention backward kernel: its register budgets honoured (at D 64

@@ -16,12 +16,12 @@
 //! the tile with the plain kernels' epilogue, and resets the counter for
 //! the next launch. This is the decode attention's "last CTA combines"
 //! step (`crate::decode`) applied to a GEMM.
-use crate::gemm::{ATile, BTile, EpiTile, GemmElem, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, MEMORY_REGS, TK};
+use crate::gemm::{store_block_cols, ATile, BTile, EpiTile, GemmElem, Stores, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, MEMORY_REGS, TK};
 use kernel_device::fence::fence_acq_rel_gpu;
 use kernel_device::pipeline::Ring;
 use kernel_device::prelude::*;
-use kernel_device::tma::wait_group;
-use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, Cols, WgmmaShape};
+use kernel_device::tma::{commit_group, wait_group};
+use kernel_device::wgmma::{pin_entry_registers, setmaxnreg_dec, setmaxnreg_inc, Acc, Cols, WgmmaShape};
 use kernel_device::array::regs::unroll;
 use kernel_device::Barriers;
 use kernel_device::{bf16, f16};
@@ -49,27 +49,31 @@ pub fn split_steps(k_steps: u32, splits: u32, split: u32) -> (u32, u32) {
 ///    `s = i / tiles`, the K steps [`split_steps`]`(k_steps, splits, s)`;
 /// 2. one thread of warpgroup 2 (memory) issues the TMA loads of A
 ///    (`BM x 64`) and B (`BN x 64`) of those steps into a ring of
-///    `STAGES` slots; compute warpgroup `w` accumulates its `BM / 2 x BN`
-///    block ([`WgAcc`]), one wgmma group in flight;
-/// 3. with `splits = 1` the tile goes out as in the plain kernels
-///    ([`WgAcc::store_tile`]); else every compute thread writes its
-///    `BN / 2` accumulators to the tile's partial `s` in `partials`
-///    (element `r` of thread `t` at `(r / 4) * 1024 + 4 t + r % 4`:
-///    16-byte stores, 512 contiguous bytes per warp), the CTA fences
-///    (GPU scope) and meets, and thread 0 counts it in on `counters[t]`;
+///    `STAGES` slots; compute warpgroup `w` accumulates its block of the
+///    tile, one wgmma group in flight: with `BM = 128` rows `64 w ..` and
+///    every column (`WN = BN`), with `BM = 64` (an `M` of at most 64, the
+///    decode rows: no MMA on rows past `M`) every row and columns
+///    `WN w ..` (`WN = BN / 2`);
+/// 3. with `splits = 1` the tile goes out through SMEM and TMA stores as
+///    in the plain kernels; else every compute thread writes its `WN / 2`
+///    accumulators to the tile's partial `s` in `partials` (element `r` of
+///    thread `t` at `(r / 4) * 1024 + 4 t + r % 4`: 16-byte stores, 512
+///    contiguous bytes per warp), the CTA fences (GPU scope) and meets,
+///    and thread 0 counts it in on `counters[t]`;
 /// 4. the CTA that completes the count sums the `splits` partials in
-///    split order into its accumulators, stores the tile, and sets the
-///    counter back to 0; the others are done.
+///    split order into its accumulators (a split per iteration, its loads
+///    in flight together), stores the tile, and sets the counter back to
+///    0; the others are done.
 ///
-/// Constraints: `BM = 128` (one 64-row block per compute warpgroup),
-/// `BN` 64, 128 or 256, `STAGES >= 2`; `1 <= splits <= k_steps`;
-/// `partials` holds at least `grid x BM x BN` f32 when `splits > 1`
-/// (checked per access), `counters` `m_tiles x n_tiles` zeros (left zero);
-/// any grid of exactly `m_tiles * n_tiles * splits` CTAs (no CTA waits for
-/// another, so the CTAs need not be resident together).
-#[kernel(block = warpgroups(3), arch = sm_90a, instances(E = [f16, bf16], (128, 128, 6)))]
+/// Constraints: `(BM, BN, WN)` = `(128, 64 | 128 | 256, BN)` or
+/// `(64, 128, 64)`; `STAGES >= 2`; `1 <= splits <= k_steps`; `partials`
+/// holds at least `grid x BM x BN` f32 when `splits > 1` (checked per
+/// access), `counters` `m_tiles x n_tiles` zeros (left zero); any grid of
+/// exactly `m_tiles * n_tiles * splits` CTAs (no CTA waits for another,
+/// so the CTAs need not be resident together).
+#[kernel(block = warpgroups(3), arch = sm_90a, instances(E = [f16, bf16], (128, 128, 128, 6), (64, 128, 64, 8)))]
 #[allow(clippy::too_many_arguments)]
-pub fn matmul_splitk<E: GemmElem, const BM: usize, const BN: usize, const STAGES: usize>(
+pub fn matmul_splitk<E: GemmElem, const BM: usize, const BN: usize, const WN: usize, const STAGES: usize>(
     a: Tma<ATile<E, BM>>,
     b: Tma<BTile<E, BN>>,
     c: Tma<EpiTile<E, BM>>,
@@ -87,12 +91,18 @@ pub fn matmul_splitk<E: GemmElem, const BM: usize, const BN: usize, const STAGES
     #[scratch] last: Smem<[u32; 1]>,
 ) where
     Cols<BN>: WgmmaShape,
+    Cols<WN>: WgmmaShape,
 {
     const {
-        assert!(BM == 128, "matmul_splitk: BM must be 128 (one 64-row wgmma block per compute warpgroup: the partials are written by register)");
-        assert!(BN == 64 || BN == 128 || BN == 256, "matmul_splitk: BN must be 64, 128 or 256 (wgmma N)");
+        assert!(
+            (BM == 128 && WN == BN && (BN == 64 || BN == 128 || BN == 256)) || (BM == 64 && BN == 128 && WN == 64),
+            "matmul_splitk: (BM, BN, WN) must be (128, 64 | 128 | 256, BN) (a compute warpgroup per 64 rows) or (64, 128, 64) (a compute warpgroup per 64 columns)"
+        );
         assert!(STAGES >= 2, "matmul_splitk: at least 2 stages (a slot is released one step after its MMAs)");
     };
+    // One CTA per SM (its SMEM says so anyway), the register count at the
+    // entry pinned so ptxas keeps the roles' `setmaxnreg`.
+    pin_entry_registers();
     let tiles = m_tiles * n_tiles;
     let cta = block_idx().x;
     let (tile, split) = (cta % tiles, cta / tiles);
@@ -111,54 +121,97 @@ pub fn matmul_splitk<E: GemmElem, const BM: usize, const BN: usize, const STAGES
         }
     } else {
         setmaxnreg_inc::<COMPUTE_REGS>();
-        let row0 = warpgroup_idx_sync() as usize * BM / 2;
+        let w = warpgroup_idx_sync() as usize;
         let t = thread_linear() as usize;
         let leader = t == 0;
         let mut consumer = ring.consumer();
-        let mut acc = WgAcc::<BM, BN>::undefined();
-        consumer.mma_steps::<1>(steps, |k, slot| {
-            acc.mma(a_bufs.at(slot.index()), row0, b_bufs.at(slot.index()), k > 0);
-        });
-        consumer.release_after_wgmma::<0>();
-        if splits > 1 {
-            // This CTA's partial tile, by thread and register.
-            let tile_len = BM * BN;
+        if BM == 128 {
+            let row0 = w * 64;
+            let mut acc = WgAcc::<BM, BN>::undefined();
+            consumer.mma_steps::<1>(steps, |k, slot| {
+                acc.mma(a_bufs.at(slot.index()), row0, b_bufs.at(slot.index()), k > 0);
+            });
+            consumer.release_after_wgmma::<0>();
             acc.blocks[0].fence_operands();
-            let mine = cta as usize * tile_len;
-            let r = acc.blocks[0].regs;
-            let r = r.as_ref();
-            unroll(BN / 8, |q| partials.write_v4(mine + (q * SPLITK_THREADS + t) * 4, [r[4 * q], r[4 * q + 1], r[4 * q + 2], r[4 * q + 3]]));
-            fence_acq_rel_gpu();
-            COMPUTE_BARRIER.sync();
-            if leader {
-                let seen = counters.semaphore(tile as usize).fetch_signal(1);
-                last.write(0, (seen + 1 == splits) as u32);
-            }
-            COMPUTE_BARRIER.sync();
-            if last.read(0) == 0 {
+            if splits > 1 && !sum_splits(acc.blocks[0].regs.as_mut(), partials, counters, last, (cta, tile, tiles, splits), BM * BN) {
                 return;
             }
-            fence_acq_rel_gpu();
-            // The sum in split order, whichever CTA is last: each split's
-            // loads all in flight together (a split per iteration).
-            let regs = acc.blocks[0].regs.as_mut();
-            unroll(BN / 2, |i| regs[i] = 0.0);
-            let mut s = 0;
-            while s < splits {
-                let base = (s * tiles + tile) as usize * tile_len;
-                unroll(BN / 8, |q| {
-                    let v = partials.read_v4(base + (q * SPLITK_THREADS + t) * 4);
-                    unroll(4, |x| regs[4 * q + x] += v[x]);
-                });
-                s += 1;
+            acc.store_tile(&c, epi, (pm, pn), row0, 0);
+        } else {
+            let col0 = w * WN;
+            let mut acc = Acc::<WN>::undefined();
+            consumer.mma_steps::<1>(steps, |k, slot| {
+                acc.mma(a_bufs.at(slot.index()), 0, b_bufs.at(slot.index()), col0, k > 0);
+            });
+            consumer.release_after_wgmma::<0>();
+            acc.fence_operands();
+            if splits > 1 && !sum_splits(acc.regs.as_mut(), partials, counters, last, (cta, tile, tiles, splits), BM * BN) {
+                return;
             }
-            if leader {
-                counters.atomic_exch(tile as usize, 0);
+            // Warpgroup `w`'s 64 x 64 block: its own SMEM buffer, its own
+            // barrier, one TMA store.
+            let buf = epi.at(w);
+            store_block_cols(&mut acc, buf, 0, 0, Stores::Matrix);
+            commit_smem();
+            // Constant barrier ids (a run-time id makes ptxas reserve all 16).
+            if w == 0 {
+                NamedBarrier::new(2, 128).sync();
+            } else {
+                NamedBarrier::new(3, 128).sync();
             }
+            if thread_in_warpgroup() == 0 {
+                c.store(buf, pm * BM as u32, pn * BN as u32 + col0 as u32);
+                commit_group();
+                wait_group::<0>();
+            }
+            return;
         }
-        acc.store_tile(&c, epi, (pm, pn), row0, 0);
         if leader {
             wait_group::<0>();
         }
     }
+}
+
+/// Steps 3 and 4 of [`matmul_splitk`] for one compute thread whose
+/// accumulators are `regs` (after `wgmma_wait::<0>()` and the operand
+/// fence): writes them to this CTA's partial tile (`tile_len` f32, by
+/// thread and register), counts the CTA in, and returns `false` unless it
+/// completed its tile's count, in which case `regs` is replaced by the sum
+/// of the tile's `splits` partials in split order and the counter is reset.
+/// `(cta, tile, tiles, splits)`: this CTA, its tile, the tile count, the
+/// split count. Both compute warpgroups call it (it meets them on
+/// [`COMPUTE_BARRIER`]).
+#[inline(always)]
+fn sum_splits(regs: &mut [f32], partials: Gmem<f32>, counters: Gmem<u32>, last: Smem<[u32; 1]>, (cta, tile, tiles, splits): (u32, u32, u32, u32), tile_len: usize) -> bool {
+    let t = thread_linear() as usize;
+    let chunks = regs.len() / 4;
+    let mine = cta as usize * tile_len;
+    unroll(chunks, |q| partials.write_v4(mine + (q * SPLITK_THREADS + t) * 4, [regs[4 * q], regs[4 * q + 1], regs[4 * q + 2], regs[4 * q + 3]]));
+    fence_acq_rel_gpu();
+    COMPUTE_BARRIER.sync();
+    if t == 0 {
+        let seen = counters.semaphore(tile as usize).fetch_signal(1);
+        last.write(0, (seen + 1 == splits) as u32);
+    }
+    COMPUTE_BARRIER.sync();
+    if last.read(0) == 0 {
+        return false;
+    }
+    fence_acq_rel_gpu();
+    // The sum in split order, whichever CTA is last: each split's loads
+    // all in flight together (a split per iteration).
+    unroll(regs.len(), |i| regs[i] = 0.0);
+    let mut s = 0;
+    while s < splits {
+        let base = (s * tiles + tile) as usize * tile_len;
+        unroll(chunks, |q| {
+            let v = partials.read_v4(base + (q * SPLITK_THREADS + t) * 4);
+            unroll(4, |x| regs[4 * q + x] += v[x]);
+        });
+        s += 1;
+    }
+    if t == 0 {
+        counters.atomic_exch(tile as usize, 0);
+    }
+    true
 }
