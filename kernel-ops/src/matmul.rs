@@ -584,6 +584,10 @@ pub struct Matmul<'d> {
     prepared: Prepared,
     /// The split-K kernels' workspace (allocated at their first launch).
     workspace: RefCell<Option<Workspace>>,
+    /// The instance chosen per (element type, M, N, K), remembered: the
+    /// cache's and the table's lookups build strings and scan, which a
+    /// call of a few microseconds would otherwise pay every time.
+    chosen: RefCell<HashMap<(&'static str, usize, usize, usize), &'static Instance>>,
     /// How the persistent grids are sized.
     ctas: Ctas,
 }
@@ -598,7 +602,7 @@ impl<'d> Matmul<'d> {
     /// As [`Matmul::new`] with the tuning cache at `path`.
     pub fn with_cache(dev: &'d Device, path: PathBuf) -> Result<Self, MatmulError> {
         let prog = dev.load(&kernel_ops_kernels::DEVICE_CODE)?;
-        Ok(Matmul { dev, prog, cache: RefCell::new(TuneCache::load(path)), prepared: Prepared::default(), workspace: RefCell::new(None), ctas: Ctas::default() })
+        Ok(Matmul { dev, prog, cache: RefCell::new(TuneCache::load(path)), prepared: Prepared::default(), workspace: RefCell::new(None), chosen: RefCell::new(HashMap::new()), ctas: Ctas::default() })
     }
 
     /// This matmul with its persistent grids sized by `ctas` (default
@@ -619,6 +623,17 @@ impl<'d> Matmul<'d> {
     /// [`Matmul::instance_for`] on element type `E` (each type has its own
     /// tuned winners).
     pub fn instance_for_elem<E: MatmulElem>(&self, m: usize, n: usize, k: usize) -> &'static Instance {
+        let key = (E::NAME, m, n, k);
+        if let Some(inst) = self.chosen.borrow().get(&key) {
+            return inst;
+        }
+        let inst = self.choose::<E>(m, n, k);
+        self.chosen.borrow_mut().insert(key, inst);
+        inst
+    }
+
+    /// [`Matmul::instance_for_elem`]'s lookups: the cache, the table, the default.
+    fn choose<E: MatmulElem>(&self, m: usize, n: usize, k: usize) -> &'static Instance {
         let Some(gpu) = self.dev.as_gpu() else {
             return default_instance(m, n, k, self.dev.sm_count());
         };
@@ -686,6 +701,7 @@ impl<'d> Matmul<'d> {
         let gpu = self.dev.require_gpu("Matmul::tune (autotuning times the kernels)")?;
         if !retune {
             if let Some((inst, t)) = self.cache.borrow().get(gpu.name(), E::NAME, m, n, k) {
+                self.chosen.borrow_mut().insert((E::NAME, m, n, k), inst);
                 return Ok(vec![(inst, t)]);
             }
         }
@@ -721,6 +737,7 @@ impl<'d> Matmul<'d> {
         let scratch = [a.address(), b.address(), c.address()];
         E::prepared(&self.prepared).borrow_mut().retain(|key, _| key.1 != scratch);
         if let Some(&(best, t)) = results.iter().max_by(|x, y| x.1.total_cmp(&y.1)) {
+            self.chosen.borrow_mut().insert((E::NAME, m, n, k), best);
             if let Err(e) = self.cache.borrow_mut().put(gpu.name(), E::NAME, m, n, k, best, t) {
                 eprintln!("warning: could not write the tuning cache {}: {e}", self.cache.borrow().path.display());
             }
