@@ -83,9 +83,11 @@ def matmul(a, b, out=None, stream=None, tune=False):
 
     The kernel instance (tiles and pipeline) is the cached tuning winner for
     this GPU, dtype and shape when the tuning cache has one, else the
-    library's built-in choice for the shape class (see the book's matmul
-    chapter). The cache is the file ``$KERNEL_OPS_CACHE``, else
-    ``~/.cache/kernel-ops/matmul.tsv``, read by each thread's first call.
+    library's built-in choice for the shape class (the winners table
+    shipped for the GPU, an H200 so far, else a rule by size: the book's
+    performance chapter, "Few tiles"). The cache is the file
+    ``$KERNEL_OPS_CACHE``, else ``~/.cache/kernel-ops/matmul.tsv``, read
+    by each thread's first call.
 
     ``tune=True`` on a GPU first tunes this shape and dtype, unless a winner
     is cached already: every instance is timed on scratch buffers of the
