@@ -51,7 +51,12 @@
 //!   ([`splitk_splits`]), and the last CTA of a tile sums the f32 partials
 //!   in split order: no second kernel, deterministic bits. Its workspace
 //!   (one f32 `128 x 128` tile per SM, about 8.6 MB on 132 SMs) is
-//!   allocated at its first launch and kept by the [`Matmul`].
+//!   allocated at its first launch and kept by the [`Matmul`]; its launches
+//!   are ordered on the device's stream, so they never share it at once.
+//!   The one way they could: CUDA graphs captured with split-K matmuls of
+//!   one `Matmul` (one Python thread) replayed concurrently on two streams
+//!   share its workspace; replay them in order, or give each its own
+//!   `Matmul`.
 //!   [`Matmul::tune`] (f16) and [`Matmul::tune_elem`] (either type) run the
 //!   sweep (a progress bar on stderr), `retune = true` ignores the cache.
 //! * **Tensor maps** are encoded once per (instance, buffers, shape) and
