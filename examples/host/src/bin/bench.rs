@@ -47,7 +47,7 @@ const TOLERANCE_BF16: f64 = 8e-3;
 const PEAK_TFLOPS: f64 = 989.0;
 
 /// The shape suite as `(M, N, K, label)`; labels give the issue's `M x K x N`.
-const SHAPES: [(usize, usize, usize, &str); 8] = [
+const SHAPES: [(usize, usize, usize, &str); 14] = [
     (4096, 8192, 4096, "seed: M x K x N = 4096 x 4096 x 8192"),
     (8192, 8192, 8192, "8192^3"),
     (4096, 4096, 4096, "4096^3"),
@@ -56,6 +56,13 @@ const SHAPES: [(usize, usize, usize, &str); 8] = [
     (1024, 8192, 8192, "M x K x N = 1024 x 8192 x 8192"),
     (16896, 512, 640, "pipelining guide: M x K x N = 16896 x 640 x 512"),
     (8192, 14336, 4096, "LLM: M x K x N = 8192 x 4096 x 14336"),
+    // The decode rows (issue 40): a few tokens against a weight.
+    (64, 4096, 4096, "decode: M x K x N = 64 x 4096 x 4096"),
+    (64, 8192, 8192, "decode: M x K x N = 64 x 8192 x 8192"),
+    (128, 4096, 14336, "decode: M x K x N = 128 x 14336 x 4096"),
+    (128, 8192, 8192, "decode: M x K x N = 128 x 8192 x 8192"),
+    (256, 4096, 4096, "decode: M x K x N = 256 x 4096 x 4096"),
+    (256, 14336, 4096, "decode: M x K x N = 256 x 4096 x 14336"),
 ];
 
 /// Steps 0 and 1 of the ladder (in `examples::hopper`), with their steps.
