@@ -27,7 +27,8 @@ registers the ops as XLA FFI targets and offers them inside ``jax.jit``.
 from . import _native
 from ._native import EmulatorReport
 
-__all__ = ["matmul", "grouped_matmul", "softmax", "layer_norm", "rms_norm", "rms_norm_backward", "layer_norm_backward",
+__all__ = ["matmul", "grouped_matmul", "matmul_fp8", "matmul_fp8_rowwise", "matmul_fp8_blockscaled",
+           "grouped_matmul_fp8_blockscaled", "softmax", "layer_norm", "rms_norm", "rms_norm_backward", "layer_norm_backward",
            "add_rms_norm", "add_layer_norm", "attention", "attention_backward",
            "attention_decode", "attention_varlen", "attention_varlen_backward", "EmulatorReport"]
 
@@ -121,6 +122,158 @@ def grouped_matmul(a, b, sizes, out=None, check=True, stream=None):
         _arrays(a=a, b=b, sizes=sizes)
         out = _empty(a, (a.shape[0], b.shape[1]))
     _native.grouped_matmul(a, b, sizes, out, check, stream)
+    return out
+
+
+def _fp8_operand(x, name):
+    """``(bytes, is_e5m2)`` of an FP8 GEMM operand: a torch
+    ``float8_e4m3fn`` / ``float8_e5m2`` tensor or an ``ml_dtypes``
+    ``float8_e4m3fn`` / ``float8_e5m2`` NumPy array viewed as uint8 (DLPack
+    carries no FP8 type through the frameworks' exports), a uint8 array as
+    it is (e4m3 bytes). Anything else goes on unchanged, for the native
+    call to refuse naming its dtype."""
+    if _is_torch(x):
+        import torch
+
+        if x.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+            return x.view(torch.uint8), x.dtype == torch.float8_e5m2
+        fnuz = "float8" in str(x.dtype)
+    else:
+        dt = getattr(x, "dtype", None)
+        name_ = getattr(dt, "name", "")
+        if name_ in ("float8_e4m3fn", "float8_e5m2"):
+            import numpy as np
+
+            return x.view(np.uint8), name_ == "float8_e5m2"
+        fnuz = name_.startswith("float8")
+    if fnuz:
+        raise TypeError(f"`{name}`: dtype {x.dtype} is not supported: FP8 operands are float8_e4m3fn or float8_e5m2 "
+                        "(the OCP formats the H100's wgmma reads), or uint8 holding e4m3 bytes")
+    return x, False
+
+
+def _f16(like):
+    if _is_torch(like):
+        import torch
+
+        return torch.float16
+    import numpy as np
+
+    return np.float16
+
+
+def _fp8_out(a, b, out):
+    if out is not None:
+        return out
+    _arrays(a=a, b=b)
+    return _empty(a, (a.shape[0], b.shape[0]), _f16(a))
+
+
+def _scale_pair(like, scale_a, scale_b):
+    """The float32 ``[2]`` array ``[scale_a, scale_b]`` on `like`'s device
+    that the per-tensor FP8 kernel reads: each scale a Python float or a
+    float32 array of one element (on the device: concatenated there, no
+    host round trip)."""
+    def one(s, name):
+        if hasattr(s, "__dlpack__"):
+            size = s.numel() if _is_torch(s) else s.size
+            if size != 1 or "float32" not in str(s.dtype):
+                raise ValueError(f"`{name}`: a per-tensor scale is a float or a float32 array of 1 element, "
+                                 f"not {s.dtype} of shape {tuple(s.shape)}")
+            return s.reshape(1)
+        try:
+            v = float(s)
+        except (TypeError, ValueError):
+            raise TypeError(f"`{name}`: a per-tensor scale is a float or a float32 array of 1 element, "
+                            f"not a {type(s).__name__}") from None
+        if _is_torch(like):
+            import torch
+
+            return torch.full((1,), v, dtype=torch.float32, device=like.device)
+        import numpy as np
+
+        return np.full((1,), v, np.float32)
+    sa, sb = one(scale_a, "scale_a"), one(scale_b, "scale_b")
+    if _is_torch(like):
+        import torch
+
+        return torch.cat([sa, sb])
+    import numpy as np
+
+    pair = _empty(like, (2,), np.float32)
+    pair[0], pair[1] = sa[0], sb[0]
+    return pair
+
+
+def matmul_fp8(a, b, scale_a, scale_b, out=None, stream=None):
+    """FP8 GEMM with per-tensor scales: ``c = (scale_a * scale_b) * a @
+    b.T``, a ``M x K`` and b ``N x K`` FP8 (row-major, i.e. K-major, as
+    cuBLASLt's FP8 "TN" layout and ``torch._scaled_mm``'s ``a @ b.T`` take
+    them), f32 accumulation; returns c, ``M x N`` float16.
+
+    FP8 arrays: torch ``float8_e4m3fn`` / ``float8_e5m2`` tensors;
+    ``ml_dtypes.float8_e4m3fn`` / ``float8_e5m2`` NumPy arrays; or uint8
+    arrays holding e4m3 bytes. Both e4m3, or one e5m2 and the other e4m3
+    (the FP8 training recipes' backward GEMMs); two e5m2 operands raise
+    NotImplementedError. ``scale_a`` and ``scale_b`` are the dequantization
+    scales (``a ≈ scale_a * a_fp8``): Python floats or float32 arrays of one
+    element (torch ``_scaled_mm``'s); the kernel reads them from a float32
+    ``[2]`` array on the device (made with the inputs' framework, so scales
+    computed on the GPU need no host round trip). K must be a multiple of 16
+    and N of 8 (TMA rows of 16-byte multiples)."""
+    a8, a5 = _fp8_operand(a, "a")
+    b8, b5 = _fp8_operand(b, "b")
+    _arrays(a=a, b=b)
+    out = _fp8_out(a, b, out)
+    _native.matmul_fp8(a8, b8, _scale_pair(a, scale_a, scale_b), out, a5, b5, stream)
+    return out
+
+
+def matmul_fp8_rowwise(a, b, a_scales, b_scales, out=None, stream=None):
+    """FP8 GEMM with row-wise scales: ``c[i, j] = a_scales[i] * b_scales[j]
+    * (a @ b.T)[i, j]``, a ``M x K`` and b ``N x K`` e4m3 (as
+    :func:`matmul_fp8` takes them), ``a_scales`` float32 with M values (one
+    per row of a), ``b_scales`` float32 with N (one per row of b, i.e. per
+    column of c), each shaped ``[len]``, ``[len, 1]`` or ``[1, len]``
+    (``torch._scaled_mm``'s row-wise ``M x 1`` and ``1 x N`` work as they
+    are); returns c, ``M x N`` float16."""
+    a8, a5 = _fp8_operand(a, "a")
+    b8, b5 = _fp8_operand(b, "b")
+    out = _fp8_out(a, b, out)
+    _native.matmul_fp8_rowwise(a8, a_scales, b8, b_scales, out, a5, b5, stream)
+    return out
+
+
+def matmul_fp8_blockscaled(a, b, a_scales, b_scales, out=None, stream=None):
+    """Block-scaled FP8 GEMM (DeepSeek-V3's recipe): a ``M x K`` and b ``N
+    x K`` e4m3 (as :func:`matmul_fp8` takes them), a scale per row of a and
+    128 of K, one per 128 x 128 block of b; the partial sums are promoted
+    to f32 every 128 of K. ``a_scales`` float32 ``[ceil(K / 128), M]``
+    (K-block-major: the transpose of the ``M x K/128`` grid, as DeepGEMM
+    stores it; a torch ``M x K/128`` tensor in column-major is ``s.T`` of
+    this), ``b_scales`` float32 ``[ceil(N / 128), ceil(K / 128)]``; the
+    last block of K or N may be partial. Returns c, ``M x N`` float16."""
+    a8, a5 = _fp8_operand(a, "a")
+    b8, b5 = _fp8_operand(b, "b")
+    out = _fp8_out(a, b, out)
+    _native.matmul_fp8_blockscaled(a8, a_scales, b8, b_scales, out, a5, b5, stream)
+    return out
+
+
+def grouped_matmul_fp8_blockscaled(a, b, a_scales, b_scales, sizes, out=None, check=True, stream=None):
+    """Grouped block-scaled FP8 GEMM for mixture of experts: the rows of
+    ``a`` (``M x K`` e4m3) grouped by expert as in :func:`grouped_matmul`
+    (``sizes``, int32 or uint32 ``[G]`` on the device), ``b`` ``G x N x
+    K`` e4m3; scales as :func:`matmul_fp8_blockscaled` takes them,
+    ``a_scales`` float32 ``[ceil(K / 128), M]`` over all ``M`` rows,
+    ``b_scales`` float32 ``[G, ceil(N / 128), ceil(K / 128)]``. Returns c,
+    ``M x N`` float16. ``check`` as in :func:`grouped_matmul`."""
+    a8, a5 = _fp8_operand(a, "a")
+    b8, b5 = _fp8_operand(b, "b")
+    if out is None:
+        _arrays(a=a, b=b)
+        out = _empty(a, (a.shape[0], b.shape[1]), _f16(a))
+    _native.grouped_matmul_fp8_blockscaled(a8, a_scales, b8, b_scales, sizes, out, a5, b5, check, stream)
     return out
 
 

@@ -740,6 +740,7 @@ fn _testing_transpose(x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, racy: bool) ->
     })
 }
 
+mod fp8;
 mod jax_ffi;
 mod serving;
 mod xla_ffi;
@@ -759,6 +760,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(attention_backward, m)?)?;
     m.add_function(wrap_pyfunction!(attention_variant_backward, m)?)?;
     m.add_function(wrap_pyfunction!(grouped_matmul, m)?)?;
+    m.add_function(wrap_pyfunction!(fp8::matmul_fp8, m)?)?;
+    m.add_function(wrap_pyfunction!(fp8::matmul_fp8_rowwise, m)?)?;
+    m.add_function(wrap_pyfunction!(fp8::matmul_fp8_blockscaled, m)?)?;
+    m.add_function(wrap_pyfunction!(fp8::grouped_matmul_fp8_blockscaled, m)?)?;
     m.add_function(wrap_pyfunction!(serving::attention_decode, m)?)?;
     m.add_function(wrap_pyfunction!(serving::attention_varlen, m)?)?;
     m.add_function(wrap_pyfunction!(serving::attention_varlen_backward, m)?)?;
