@@ -205,7 +205,7 @@ def _scale_pair(like, scale_a, scale_b):
     return pair
 
 
-def matmul_fp8(a, b, scale_a, scale_b, out=None, stream=None):
+def matmul_fp8(a, b, scale_a, scale_b=None, out=None, stream=None):
     """FP8 GEMM with per-tensor scales: ``c = (scale_a * scale_b) * a @
     b.T``, a ``M x K`` and b ``N x K`` FP8 (row-major, i.e. K-major, as
     cuBLASLt's FP8 "TN" layout and ``torch._scaled_mm``'s ``a @ b.T`` take
@@ -219,13 +219,21 @@ def matmul_fp8(a, b, scale_a, scale_b, out=None, stream=None):
     scales (``a ≈ scale_a * a_fp8``): Python floats or float32 arrays of one
     element (torch ``_scaled_mm``'s); the kernel reads them from a float32
     ``[2]`` array on the device (made with the inputs' framework, so scales
-    computed on the GPU need no host round trip). K must be a multiple of 16
-    and N of 8 (TMA rows of 16-byte multiples)."""
+    computed on the GPU need no host round trip). With ``scale_b=None``,
+    ``scale_a`` is that float32 ``[2]`` array itself (``[scale_a,
+    scale_b]``, the Rust API's ``scales``), read as it is: no array is made
+    per call (one launch fewer). K must be a multiple of 16 and N of 8 (TMA
+    rows of 16-byte multiples)."""
     a8, a5 = _fp8_operand(a, "a")
     b8, b5 = _fp8_operand(b, "b")
     _arrays(a=a, b=b)
+    if scale_b is None:
+        _arrays(scale_a=scale_a)
+        scales = scale_a
+    else:
+        scales = _scale_pair(a, scale_a, scale_b)
     out = _fp8_out(a, b, out)
-    _native.matmul_fp8(a8, b8, _scale_pair(a, scale_a, scale_b), out, a5, b5, stream)
+    _native.matmul_fp8(a8, b8, scales, out, a5, b5, stream)
     return out
 
 

@@ -268,6 +268,45 @@ grouped_matmul = _define(
 )
 
 
+# FP8 GEMMs, ``c = scales * a @ b.T`` (a ``M x K``, b ``N x K``; float16 c
+# ``M x N``): a and b ``float8_e4m3fn`` (or, per-tensor, one of them
+# ``float8_e5m2``). Per-tensor: ``scale_a``, ``scale_b`` float32 tensors of
+# one element on the device (``torch._scaled_mm``'s); row-wise: ``a_scales``
+# M values, ``b_scales`` N (``[M, 1]`` and ``[1, N]`` work); block-scaled:
+# ``a_scales`` ``[ceil(K / 128), M]``, ``b_scales`` ``[ceil(N / 128), ceil(K
+# / 128)]`` (``kernel_ops.matmul_fp8_blockscaled``).
+def _fp8_out(a, b):
+    return a.new_empty((a.shape[0], b.shape[0]), dtype=torch.float16)
+
+
+matmul_fp8 = _define(
+    "matmul_fp8(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b) -> Tensor",
+    lambda a, b, scale_a, scale_b: _k.matmul_fp8(a, b, scale_a, scale_b),
+    lambda a, b, scale_a, scale_b: _fp8_out(a, b),
+)
+
+matmul_fp8_rowwise = _define(
+    "matmul_fp8_rowwise(Tensor a, Tensor b, Tensor a_scales, Tensor b_scales) -> Tensor",
+    lambda a, b, a_scales, b_scales: _k.matmul_fp8_rowwise(a, b, a_scales.contiguous(), b_scales.contiguous()),
+    lambda a, b, a_scales, b_scales: _fp8_out(a, b),
+)
+
+matmul_fp8_blockscaled = _define(
+    "matmul_fp8_blockscaled(Tensor a, Tensor b, Tensor a_scales, Tensor b_scales) -> Tensor",
+    lambda a, b, a_scales, b_scales: _k.matmul_fp8_blockscaled(a, b, a_scales, b_scales),
+    lambda a, b, a_scales, b_scales: _fp8_out(a, b),
+)
+
+# Grouped block-scaled FP8 (mixture of experts): rows of ``a`` grouped by
+# expert (``sizes``, int32, on the device), ``b`` ``G x N x K``, ``b_scales``
+# ``[G, ceil(N / 128), ceil(K / 128)]``; asynchronous (``check=False``, as
+# ``grouped_matmul``).
+grouped_matmul_fp8_blockscaled = _define(
+    "grouped_matmul_fp8_blockscaled(Tensor a, Tensor b, Tensor a_scales, Tensor b_scales, Tensor sizes) -> Tensor",
+    lambda a, b, a_scales, b_scales, sizes: _k.grouped_matmul_fp8_blockscaled(a, b, a_scales, b_scales, sizes, check=False),
+    lambda a, b, a_scales, b_scales, sizes: a.new_empty((a.shape[0], b.shape[1]), dtype=torch.float16),
+)
+
 # Decode attention against a K/V cache (contiguous, or paged with a block
 # table; FP8 e4m3 caches with ``kv_scales``): ``(out, lse)``. Lengths and
 # the block table stay on the device: capturable in a CUDA graph.

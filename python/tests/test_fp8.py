@@ -124,6 +124,8 @@ def test_matmul_fp8_matches_float64_at_ragged_shapes():
     out = np.full((m, n), np.nan, np.float16)
     got = kernel_ops.matmul_fp8(qa, qb, np.array([sa], np.float32), np.float32(sb).reshape(()), out=out)
     assert got is out and rel_err(out, want) < TOL
+    # Both scales in one float32 [2] array (scale_b=None), read as it is.
+    assert rel_err(kernel_ops.matmul_fp8(qa, qb, np.array([sa, sb], np.float32)), want) < TOL
 
 
 def test_matmul_fp8_takes_ml_dtypes_e4m3_and_e5m2_operands():
@@ -211,6 +213,8 @@ _S64, _S32 = np.ones(64, np.float32), np.ones(32, np.float32)
     (lambda: kernel_ops.matmul_fp8(_A, _B, np.ones(2, np.float32), 1.0), ValueError,
      "`scale_a`: a per-tensor scale is a float or a float32 array of 1 element"),
     (lambda: kernel_ops.matmul_fp8(_A, _B, "x", 1.0), TypeError, "`scale_a`: a per-tensor scale is a float"),
+    (lambda: kernel_ops.matmul_fp8(_A, _B, np.ones(3, np.float32)), ValueError, "`scales` (float32 [3] on the CPU): shape [2] expected"),
+    (lambda: kernel_ops.matmul_fp8(_A, _B, 1.0), TypeError, "`scale_a`: a float is not an array with `__dlpack__`"),
     (lambda: kernel_ops.matmul_fp8(_A, _B, 1.0, 1.0, out=np.empty((64, 32), np.float32)), TypeError, "the op takes float16"),
     (lambda: kernel_ops.matmul_fp8(_A, _B, 1.0, 1.0, out=np.empty((64, 40), np.float16)), ValueError, "shape [64, 32] expected"),
     (lambda: kernel_ops.matmul_fp8_rowwise(_A, _B, _S64[:63], _S32), ValueError, "64 scales expected (one per row of a: M)"),

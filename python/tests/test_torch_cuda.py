@@ -397,3 +397,114 @@ def test_matmul_norm_and_attention_replay_in_a_cuda_graph():
     assert rel(y, torch.nn.functional.rms_norm(x.float(), (4096,), g.float(), 1e-6)) < 1e-2
     want = torch.nn.functional.scaled_dot_product_attention(*(t.transpose(1, 2).float() for t in (q, k, v)), is_causal=True).transpose(1, 2)
     assert rel(o, want) < 5e-3
+
+
+# FP8 GEMMs: each op against the float32 product of the dequantized
+# inputs (FP8 values are exact in float32; the error is the float16
+# rounding of c).
+FP8_TOL = 2e-3
+
+
+def _fp8(x, scale, dtype=torch.float8_e4m3fn):
+    """``x / scale`` rounded to FP8 (``scale`` broadcast over x)."""
+    return (x / scale).to(dtype)
+
+
+def _block_scales(x, rows_per_block):
+    """Scales ``amax / 448`` per ``rows_per_block x 128`` block of x
+    (``[ceil(rows / rows_per_block), ceil(K / 128)]``, the last blocks
+    partial) and their expansion to x's shape."""
+    r, k = x.shape
+    rp, kp = -r % rows_per_block, -k % 128
+    blocks = torch.nn.functional.pad(x.float().abs(), (0, kp, 0, rp))
+    s = blocks.view((r + rp) // rows_per_block, rows_per_block, (k + kp) // 128, 128).amax((1, 3)) / 448
+    full = s.repeat_interleave(rows_per_block, 0).repeat_interleave(128, 1)[:r, :k]
+    return s.contiguous(), full
+
+
+def test_matmul_fp8_matches_torch_and_scaled_mm():
+    m, n, k = 1008, 528, 1024
+    a = torch.randn(m, k, device="cuda")
+    b = torch.randn(n, k, device="cuda")
+    sa, sb = a.abs().max() / 448, b.abs().max() / 448  # float32, 0-d, on the GPU
+    a8, b8 = _fp8(a, sa), _fp8(b, sb)
+    want = (a8.float() @ b8.float().T) * (sa * sb)
+    c = kernel_ops.matmul_fp8(a8, b8, sa, sb)
+    assert c.dtype == torch.float16 and c.shape == (m, n) and rel(c, want) < FP8_TOL
+    assert rel(kernel_ops.matmul_fp8(a8, b8, float(sa), float(sb)), want) < FP8_TOL
+    assert rel(torch.ops.kernel_ops.matmul_fp8(a8, b8, sa.reshape(1), sb.reshape(1)), want) < FP8_TOL
+    if hasattr(torch, "_scaled_mm"):
+        # cuBLASLt's FP8 GEMM on the same bytes and scales (b column-major).
+        ref = torch._scaled_mm(a8, b8.T, scale_a=sa, scale_b=sb, out_dtype=torch.float16)
+        assert rel(c, ref) < FP8_TOL
+
+
+def test_matmul_fp8_mixes_e5m2_with_e4m3():
+    m, n, k = 1000, 520, 1024
+    a, b = torch.randn(m, k, device="cuda"), torch.randn(n, k, device="cuda")
+    s4a, s4b = a.abs().max() / 448, b.abs().max() / 448
+    s5a, s5b = a.abs().max() / 57344, b.abs().max() / 57344
+    a4, b4 = _fp8(a, s4a), _fp8(b, s4b)
+    a5, b5 = _fp8(a, s5a, torch.float8_e5m2), _fp8(b, s5b, torch.float8_e5m2)
+    assert rel(kernel_ops.matmul_fp8(a5, b4, s5a, s4b), (a5.float() @ b4.float().T) * (s5a * s4b)) < FP8_TOL
+    assert rel(torch.ops.kernel_ops.matmul_fp8(a4, b5, s4a, s5b), (a4.float() @ b5.float().T) * (s4a * s5b)) < FP8_TOL
+    with pytest.raises(NotImplementedError, match="two e5m2 operands"):
+        kernel_ops.matmul_fp8(a5, b5, s5a, s5b)
+
+
+def test_matmul_fp8_rowwise_matches_torch():
+    m, n, k = 1000, 520, 1024
+    a = torch.randn(m, k, device="cuda") * torch.logspace(-3, 3, m, base=2, device="cuda")[:, None]
+    b = torch.randn(n, k, device="cuda") * torch.logspace(3, -3, n, base=2, device="cuda")[:, None]
+    sa = a.abs().amax(1, keepdim=True) / 448  # M x 1
+    sb = (b.abs().amax(1) / 448).reshape(1, n)  # 1 x N
+    a8, b8 = _fp8(a, sa), _fp8(b, sb.T)
+    want = (a8.float() @ b8.float().T) * sa * sb
+    c = kernel_ops.matmul_fp8_rowwise(a8, b8, sa, sb)
+    assert c.dtype == torch.float16 and rel(c, want) < FP8_TOL
+    assert rel(torch.ops.kernel_ops.matmul_fp8_rowwise(a8, b8, sa.reshape(m), sb.reshape(n)), want) < FP8_TOL
+
+
+def test_matmul_fp8_blockscaled_matches_torch():
+    m, n, k = 1000, 520, 1040  # partial last blocks in N (520 = 4 x 128 + 8) and K (1040 = 8 x 128 + 16)
+    a = torch.randn(m, k, device="cuda") * torch.logspace(-4, 4, k, base=2, device="cuda")[None, :]
+    b = torch.randn(n, k, device="cuda") * torch.logspace(2, -2, n, base=2, device="cuda")[:, None]
+    sa, sa_full = _block_scales(a, 1)
+    sb, sb_full = _block_scales(b, 128)
+    a8, b8 = _fp8(a, sa_full), _fp8(b, sb_full)
+    want = (a8.float() * sa_full) @ (b8.float() * sb_full).T
+    a_scales = sa.T.contiguous()  # [ceil(K / 128), M]: K-block-major
+    c = kernel_ops.matmul_fp8_blockscaled(a8, b8, a_scales, sb)
+    assert c.dtype == torch.float16 and rel(c, want) < FP8_TOL
+    assert rel(torch.ops.kernel_ops.matmul_fp8_blockscaled(a8, b8, a_scales, sb), want) < FP8_TOL
+
+
+def test_grouped_matmul_fp8_blockscaled_matches_a_loop_of_torch_matmuls():
+    sizes = torch.tensor([300, 0, 129, 1000, 7], device="cuda", dtype=torch.int32)
+    m, n, k, g = int(sizes.sum()), 512, 256, len(sizes)
+    a = torch.randn(m, k, device="cuda")
+    b = torch.randn(g, n, k, device="cuda") * torch.logspace(-3, 3, g, base=2, device="cuda")[:, None, None]
+    sa, sa_full = _block_scales(a, 1)
+    a8 = _fp8(a, sa_full)
+    experts = [_block_scales(b[e], 128) for e in range(g)]
+    b8 = torch.stack([_fp8(b[e], full) for e, (_, full) in enumerate(experts)])
+    sb = torch.stack([s for s, _ in experts])  # [G, N / 128, K / 128]
+    a_deq = a8.float() * sa_full
+    want = torch.cat([x @ (b8[e].float() * experts[e][1]).T for e, x in enumerate(a_deq.split(sizes.tolist()))])
+    a_scales = sa.T.contiguous()
+    c = kernel_ops.grouped_matmul_fp8_blockscaled(a8, b8, a_scales, sb, sizes)
+    assert c.dtype == torch.float16 and rel(c, want) < FP8_TOL
+    assert rel(torch.ops.kernel_ops.grouped_matmul_fp8_blockscaled(a8, b8, a_scales, sb, sizes), want) < FP8_TOL
+    with pytest.raises(ValueError, match="do not add up to M"):
+        kernel_ops.grouped_matmul_fp8_blockscaled(a8, b8, a_scales, sb, sizes - 1)
+
+
+def test_matmul_fp8_compiles_without_graph_breaks():
+    def f(a8, b8, sa, sb):
+        return torch.ops.kernel_ops.matmul_fp8(a8, b8, sa, sb).float().sum(1)
+
+    a, b = torch.randn(256, 512, device="cuda"), torch.randn(384, 512, device="cuda")
+    sa, sb = (a.abs().max() / 448).reshape(1), (b.abs().max() / 448).reshape(1)
+    a8, b8 = _fp8(a, sa), _fp8(b, sb)
+    compiled = torch.compile(f, fullgraph=True)  # fullgraph: a graph break is an error
+    assert torch.allclose(compiled(a8, b8, sa, sb), f(a8, b8, sa, sb), rtol=1e-3, atol=1e-2)
