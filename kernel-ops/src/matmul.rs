@@ -67,7 +67,7 @@ use kernel_device::{bf16, f16};
 use kernel_host::{time_kernel, Buffer, Device, MapArg, Program, TileMap};
 use crate::Ctas;
 use kernel_device::Gmem;
-use kernel_ops_kernels::matmul::{matmul_persistent_ws, matmul_persistent_ws_cluster, matmul_splitk, matmul_splitk_x2, ATile, BTile, EpiTile, TK};
+use kernel_ops_kernels::matmul::{matmul_persistent_ws, matmul_persistent_ws_cluster, matmul_splitk, ATile, BTile, EpiTile, TK};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
@@ -187,10 +187,9 @@ pub enum Grid {
     /// [`Ctas::grid`] of `ceil(m_tiles / 2) n_tiles` pairs on `SMs / 2`.
     ClusterPairs,
     /// One CTA per tile and K split: `m_tiles n_tiles` times
-    /// [`splitk_splits`] CTAs for `per_sm` CTAs on each SM
-    /// (`kernel_ops_kernels::matmul::matmul_splitk`, 1;
-    /// `matmul_splitk_x2`, 2), for shapes with fewer tiles than SMs.
-    SplitK { per_sm: u32 },
+    /// [`splitk_splits`] CTAs (`kernel_ops_kernels::matmul::matmul_splitk`),
+    /// for shapes with fewer tiles than SMs.
+    SplitK,
 }
 
 /// The most K splits of a split-K instance.
@@ -241,8 +240,7 @@ type SplitKParams<E, const BM: usize, const BN: usize> = (TensorMapParam<ATile<E
 
 /// The split-K kernels' scratch in global memory, allocated at the first
 /// split-K launch and reused: room for one `128 x 128` f32 partial tile
-/// per SM (or two `64 x 128` ones, two CTAs per SM), and one arrival
-/// counter per tile (zero between launches: the
+/// per SM, and one arrival counter per tile (zero between launches: the
 /// kernel leaves them so). The launches of one [`Matmul`] are ordered on
 /// its device's stream, so they never share it at the same time.
 #[doc(hidden)]
@@ -280,7 +278,7 @@ pub struct Row<E: 'static> {
 /// CTA loads) and its grid. The `where` clause says each listed kernel is
 /// compiled for `E` (it is, for f16 and bf16: `instances(E = [f16, bf16],
 /// ..)`), which the generic launch needs.
-const fn table<E: MatmulElem>() -> [Row<E>; 11]
+const fn table<E: MatmulElem>() -> [Row<E>; 10]
 where
     matmul_persistent_ws<E, 128, 256, 4, 8>: HostEntry<Params = GemmParams<E, 128, 256>>,
     matmul_persistent_ws<E, 128, 256, 4, 16>: HostEntry<Params = GemmParams<E, 128, 256>>,
@@ -292,10 +290,9 @@ where
     matmul_persistent_ws_cluster<E, 256, 128, 64, 3, 8>: HostEntry<Params = GemmParams<E, 256, 64>>,
     matmul_splitk<E, 128, 128, 128, 6>: HostEntry<Params = SplitKParams<E, 128, 128>>,
     matmul_splitk<E, 64, 128, 64, 8>: HostEntry<Params = SplitKParams<E, 64, 128>>,
-    matmul_splitk_x2<E, 64, 128, 64, 4>: HostEntry<Params = SplitKParams<E, 64, 128>>,
 {
     use Grid::{ClusterPairs, Persistent};
-    const { assert!(128 * 128 <= SPLITK_TILE && 2 * 64 * 128 <= SPLITK_TILE, "the split-K workspace holds the partial tiles of the CTAs one wave runs on an SM") };
+    const { assert!(128 * 128 <= SPLITK_TILE && 64 * 128 <= SPLITK_TILE, "the split-K workspace holds one partial tile per SM") };
     [
         row::<E, matmul_persistent_ws<E, 128, 256, 4, 8>, 128, 256, 256>("ws 128x256 s4 w8", Persistent),
         row::<E, matmul_persistent_ws<E, 128, 256, 4, 16>, 128, 256, 256>("ws 128x256 s4 w16", Persistent),
@@ -305,9 +302,8 @@ where
         row::<E, matmul_persistent_ws_cluster<E, 128, 256, 128, 4, 8>, 128, 256, 128>("cluster2 128x256 s4 w8", ClusterPairs),
         row::<E, matmul_persistent_ws_cluster<E, 128, 256, 128, 4, 16>, 128, 256, 128>("cluster2 128x256 s4 w16", ClusterPairs),
         row::<E, matmul_persistent_ws_cluster<E, 256, 128, 64, 3, 8>, 256, 128, 64>("cluster2 256x128 s3 w8", ClusterPairs),
-        row_splitk::<E, matmul_splitk<E, 128, 128, 128, 6>, 128, 128, 1>("splitk 128x128 s6"),
-        row_splitk::<E, matmul_splitk<E, 64, 128, 64, 8>, 64, 128, 1>("splitk 64x128 s8"),
-        row_splitk::<E, matmul_splitk_x2<E, 64, 128, 64, 4>, 64, 128, 2>("splitk 64x128 s4 x2"),
+        row_splitk::<E, matmul_splitk<E, 128, 128, 128, 6>, 128, 128>("splitk 128x128 s6"),
+        row_splitk::<E, matmul_splitk<E, 64, 128, 64, 8>, 64, 128>("splitk 64x128 s8"),
     ]
 }
 
@@ -333,11 +329,11 @@ where
 }
 
 /// The row of split-K kernel `K` (tile `BM x BN`).
-const fn row_splitk<E: MatmulElem, K, const BM: usize, const BN: usize, const PER_SM: u32>(name: &'static str) -> Row<E>
+const fn row_splitk<E: MatmulElem, K, const BM: usize, const BN: usize>(name: &'static str) -> Row<E>
 where
     K: HostEntry<Params = SplitKParams<E, BM, BN>> + 'static,
 {
-    Row { inst: Instance { name, bm: BM, bn: BN, grid: Grid::SplitK { per_sm: PER_SM } }, prepare: prepare_splitk::<E, K, BM, BN>, smem_bytes: K::SMEM_BYTES }
+    Row { inst: Instance { name, bm: BM, bn: BN, grid: Grid::SplitK }, prepare: prepare_splitk::<E, K, BM, BN>, smem_bytes: K::SMEM_BYTES }
 }
 
 /// The launch of split-K kernel `K` on these buffers and the workspace.
@@ -375,7 +371,7 @@ pub fn launch_dims(inst: &Instance, m: usize, n: usize, k: usize, sms: u32, ctas
     let grid = match inst.grid {
         Grid::Persistent => ctas.grid(mt * nt, sms),
         Grid::ClusterPairs => 2 * ctas.grid(mt.div_ceil(2) * nt, sms / 2),
-        Grid::SplitK { per_sm } => mt * nt * splitk_splits(mt * nt, ks, sms * per_sm),
+        Grid::SplitK => mt * nt * splitk_splits(mt * nt, ks, sms),
     };
     (grid, mt, nt, ks)
 }
@@ -685,7 +681,7 @@ impl<'d> Matmul<'d> {
             prepared.borrow_mut().insert(key, launch);
         }
         let mut ws = self.workspace.borrow_mut();
-        if matches!(inst.grid, Grid::SplitK { .. }) && ws.is_none() {
+        if inst.grid == Grid::SplitK && ws.is_none() {
             *ws = Some(Workspace::new(self.dev)?);
         }
         let prepared = prepared.borrow();
@@ -853,17 +849,11 @@ mod tests {
         assert_eq!(splitk_splits(1, 1000, 132), SPLITK_MAX);
         assert_eq!(splitk_splits(67, 1000, 132), 1);
         assert_eq!(splitk_splits(8, 3, 132), 1);
-        // Persistent grids never exceed the SM count; cluster grids are
-        // even; a split grid fills the CTAs one wave runs, and no more.
+        // Persistent grids never exceed the SM count; cluster grids are even.
         for inst in INSTANCES {
             for ctas in [Ctas::EverySm, Ctas::EvenWaves] {
                 let (grid, ..) = launch_dims(inst, 1000, 1000, 1000, 132, ctas);
-                let ok = match inst.grid {
-                    Grid::SplitK { per_sm } => grid <= 132 * per_sm && grid > 132 * per_sm / 2,
-                    Grid::ClusterPairs => grid <= 132 && grid % 2 == 0,
-                    Grid::Persistent => grid <= 132,
-                };
-                assert!(ok, "{} ({ctas:?}): grid {grid}", inst.name);
+                assert!(grid <= 132 && (inst.grid != Grid::ClusterPairs || grid % 2 == 0), "{} ({ctas:?}): grid {grid}", inst.name);
             }
         }
         // 8192 x 8192 in 128 x 256 tiles: 2048 tiles, 16 waves on 132 SMs

@@ -31,4 +31,4 @@ mod splitk;
 
 pub use cluster::{matmul_persistent_ws_cluster, matmul_persistent_ws_cluster_of, CLUSTER_M};
 pub use persistent::{matmul_persistent_ws, matmul_persistent_ws_rows, AllRows, RowSource};
-pub use splitk::{matmul_splitk, matmul_splitk_x2, split_steps, SPLITK_THREADS};
+pub use splitk::{matmul_splitk, split_steps, SPLITK_THREADS};

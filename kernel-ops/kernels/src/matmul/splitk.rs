@@ -103,68 +103,6 @@ pub fn matmul_splitk<E: GemmElem, const BM: usize, const BN: usize, const WN: us
     // One CTA per SM (its SMEM says so anyway), the register count at the
     // entry pinned so ptxas keeps the roles' `setmaxnreg`.
     pin_entry_registers();
-    splitk_body::<E, BM, BN, WN, STAGES, true>(a, b, c, partials, counters, (m_tiles, n_tiles, k_steps, splits), a_bufs, b_bufs, epi, loaded, consumed, last);
-}
-
-/// [`matmul_splitk`] at two CTAs per SM (`.minnctapersm 2`: 80 registers a
-/// thread, no `setmaxnreg`; at most 112 KB of SMEM each): while one CTA
-/// fills its ring or sums its tile's partials, the other's MMAs and loads
-/// run. The host sizes the splits for twice the SMs. Instances `(BM, BN,
-/// WN, STAGES)`: the 64-row tile, 4 stages.
-#[kernel(block = warpgroups(3), arch = sm_90a, min_blocks_per_sm = 2, instances(E = [f16, bf16], (64, 128, 64, 4)))]
-#[allow(clippy::too_many_arguments)]
-pub fn matmul_splitk_x2<E: GemmElem, const BM: usize, const BN: usize, const WN: usize, const STAGES: usize>(
-    a: Tma<ATile<E, BM>>,
-    b: Tma<BTile<E, BN>>,
-    c: Tma<EpiTile<E, BM>>,
-    partials: Gmem<f32>,
-    counters: Gmem<u32>,
-    m_tiles: u32,
-    n_tiles: u32,
-    k_steps: u32,
-    splits: u32,
-    #[scratch] a_bufs: Smem<[ATile<E, BM>; STAGES]>,
-    #[scratch] b_bufs: Smem<[BTile<E, BN>; STAGES]>,
-    #[scratch] epi: Smem<[EpiTile<E, BM>; 2]>,
-    #[scratch] loaded: Barriers<STAGES>,
-    #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
-    #[scratch] last: Smem<[u32; 1]>,
-) where
-    Cols<BN>: WgmmaShape,
-    Cols<WN>: WgmmaShape,
-{
-    const {
-        assert!(
-            (BM == 128 && WN == BN && (BN == 64 || BN == 128 || BN == 256)) || (BM == 64 && BN == 128 && WN == 64),
-            "matmul_splitk: (BM, BN, WN) must be (128, 64 | 128 | 256, BN) (a compute warpgroup per 64 rows) or (64, 128, 64) (a compute warpgroup per 64 columns)"
-        );
-        assert!(STAGES >= 2, "matmul_splitk: at least 2 stages (a slot is released one step after its MMAs)");
-    };
-    splitk_body::<E, BM, BN, WN, STAGES, false>(a, b, c, partials, counters, (m_tiles, n_tiles, k_steps, splits), a_bufs, b_bufs, epi, loaded, consumed, last);
-}
-
-/// The body of [`matmul_splitk`] and [`matmul_splitk_x2`]; `ROLES`: the
-/// memory and compute warpgroups move registers with `setmaxnreg` (one CTA
-/// per SM) or keep the launch's count (two).
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn splitk_body<E: GemmElem, const BM: usize, const BN: usize, const WN: usize, const STAGES: usize, const ROLES: bool>(
-    a: Tma<ATile<E, BM>>,
-    b: Tma<BTile<E, BN>>,
-    c: Tma<EpiTile<E, BM>>,
-    partials: Gmem<f32>,
-    counters: Gmem<u32>,
-    (m_tiles, n_tiles, k_steps, splits): (u32, u32, u32, u32),
-    a_bufs: Smem<[ATile<E, BM>; STAGES]>,
-    b_bufs: Smem<[BTile<E, BN>; STAGES]>,
-    epi: Smem<[EpiTile<E, BM>; 2]>,
-    loaded: Barriers<STAGES>,
-    consumed: Barriers<STAGES>,
-    last: Smem<[u32; 1]>,
-) where
-    Cols<BN>: WgmmaShape,
-    Cols<WN>: WgmmaShape,
-{
     let tiles = m_tiles * n_tiles;
     let cta = block_idx().x;
     let (tile, split) = (cta % tiles, cta / tiles);
@@ -172,9 +110,7 @@ fn splitk_body<E: GemmElem, const BM: usize, const BN: usize, const WN: usize, c
     let (k0, steps) = split_steps(k_steps, splits, split);
     let ring = Ring::new(&loaded, &consumed, 256);
     if warpgroup_idx() == 2 {
-        if ROLES {
-            setmaxnreg_dec::<MEMORY_REGS>();
-        }
+        setmaxnreg_dec::<MEMORY_REGS>();
         if thread_in_warpgroup() == 0 {
             let mut producer = ring.producer();
             for k in k0..k0 + steps {
@@ -184,9 +120,7 @@ fn splitk_body<E: GemmElem, const BM: usize, const BN: usize, const WN: usize, c
             }
         }
     } else {
-        if ROLES {
-            setmaxnreg_inc::<COMPUTE_REGS>();
-        }
+        setmaxnreg_inc::<COMPUTE_REGS>();
         let w = warpgroup_idx_sync() as usize;
         let t = thread_linear() as usize;
         let leader = t == 0;
