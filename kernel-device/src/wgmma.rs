@@ -278,11 +278,11 @@ impl WgmmaWith<crate::E4M3> for crate::E5M2 {}
 pub struct Cols<const N: usize>;
 
 /// The `N`s this crate implements, with their register arrays. The hardware
-/// allows N = 8..=256 in steps of 8 for 16-bit inputs; 64, 80, 128 and 256
-/// are implemented.
+/// allows N = 8..=256 in steps of 8 for 16-bit inputs; 32, 64, 80, 128 and
+/// 256 are implemented.
 #[diagnostic::on_unimplemented(
     message = "wgmma with N = {Self} is not implemented",
-    note = "the hardware allows N a multiple of 8 from 8 to 256; this crate implements N = 64, 80, 128 and 256 (f32 accumulators)"
+    note = "the hardware allows N a multiple of 8 from 8 to 256; this crate implements N = 32, 64, 80, 128 and 256 (f32 accumulators)"
 )]
 pub trait WgmmaShape {
     /// `N / 2` f32 accumulator registers per thread (an array: index it
@@ -574,6 +574,9 @@ macro_rules! wgmma_shape {
     };
 }
 
+// 32: narrow column blocks (a 64 x 32 output tile per warpgroup: the
+// decode GEMM's shape, where cuBLAS runs 64 x 32 tiles).
+wgmma_shape!(32, 16, [0, 1, 2, 3, 4, 5, 6, 7]);
 wgmma_shape!(64, 32, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]);
 // 80: attention's key blocks at head dim 256 (FlashAttention-3's choice).
 wgmma_shape!(80, 40, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]);

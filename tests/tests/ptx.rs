@@ -151,6 +151,7 @@ const SM90A_ONLY: &[(&str, &[&str])] = &[
         &[
             "wgmma.mma_async.sync.aligned.m64n128k16.f16.f16.f16",
             "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16",
+            "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16",
             "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
         ],
     ),

@@ -269,13 +269,14 @@ pub type VarA = Tile<f16, 64, 64, Sw>;
 /// B operand of [`wgmma_variants`]: `128 x 64` (N = 128), one matrix of a batch.
 pub type VarB = Tile<f16, 128, 64, Sw>;
 /// Outputs of [`wgmma_variants`], each `64 x 128` f16 row-major.
-pub const VARIANTS: usize = 3;
+pub const VARIANTS: usize = 4;
 
-/// One `64 x 128 x 64` product three ways, to check the wgmma forms against
+/// One `64 x 128 x 64` product four ways, to check the wgmma forms against
 /// each other and a CPU reference:
 /// 0. f32 accumulator, A and B from SMEM;
 /// 1. f16 accumulator (`.f16.f16.f16`), A and B from SMEM;
-/// 2. f32 accumulator, A from registers (fragments loaded from SMEM).
+/// 2. f32 accumulator, A from registers (fragments loaded from SMEM);
+/// 3. four `m64n32k16` column blocks (N = 32, B from its rows `32 q ..`).
 ///
 /// This kernel works as follows: thread 0 loads A (a 2-D map) and matrix
 /// `batch` of a batch of B matrices (a 3-D map, `load_at`) on one barrier;
@@ -283,7 +284,7 @@ pub const VARIANTS: usize = 3;
 /// `out[v]` (`64 x 128` f16, row-major).
 ///
 /// Constraints: grid 1; `a` is `64 x 64`; `b` is `batches x 128 x 64`;
-/// `out` holds `3 x 64 x 128` f16.
+/// `out` holds `4 x 64 x 128` f16.
 #[kernel(block = warpgroups(1), arch = sm_90a)]
 pub fn wgmma_variants(
     a: Tma<VarA>,
@@ -331,6 +332,12 @@ pub fn wgmma_variants(
     wgmma_commit_group();
     wgmma_wait::<0>();
     acc_rs.for_each_pair(|r, c, v0, v1| put(2, r, c, kernel_device::wgmma::pack_f16x2(v0, v1)));
+
+    let mut narrow = [Acc::<32>::undefined(), Acc::<32>::undefined(), Acc::<32>::undefined(), Acc::<32>::undefined()];
+    kernel_device::array::regs::unroll(4, |q| narrow[q].mma(a_s, 0, b_s, 32 * q, false));
+    wgmma_commit_group();
+    wgmma_wait::<0>();
+    kernel_device::array::regs::unroll(4, |q| narrow[q].for_each_pair(|r, c, v0, v1| put(3, r, 32 * q + c, kernel_device::wgmma::pack_f16x2(v0, v1))));
 }
 
 /// A stored `K x M` (`64 x 64` f16): the A operand of
