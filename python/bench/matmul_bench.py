@@ -54,6 +54,7 @@ import time
 import torch
 
 import kernel_ops
+from torch_bench import gpu_ms, rel  # the timing and error every Python bench here shares
 
 SHAPES = [(4096, 8192, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (8192, 14336, 4096), (16896, 512, 640)] + [
     (m, n, k) for m in (64, 128, 256) for n, k in ((4096, 4096), (14336, 4096), (4096, 14336), (8192, 8192))
@@ -63,32 +64,6 @@ MAX_REL_ERR = 1e-2
 TORCH = "torch.matmul (cuBLAS)"
 OURS = "kernel_ops.matmul"
 TUNED = "kernel_ops.matmul tune=True"
-
-
-def gpu_ms(fn, warmup_ms=300, iters=50):
-    """Median GPU milliseconds of one `fn()`, timed as the Rust benchmarks
-    time (`kernel_host::time_at_steady_clock`): `warmup_ms` of runs so the
-    GPU holds its steady clock, then `iters` runs queued back to back, each
-    between its own pair of CUDA events, one synchronization at the end (so
-    the host's launch time overlaps the previous run, as in a program)."""
-    t0 = time.perf_counter()
-    while (time.perf_counter() - t0) * 1e3 < warmup_ms:
-        for _ in range(4):
-            fn()
-        torch.cuda.synchronize()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-    for a, b in events:
-        a.record()
-        fn()
-        b.record()
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) for a, b in events)
-
-
-def rel(got, want):
-    """Relative Frobenius error of `got` against `want`, in float32."""
-    got, want = got.float(), want.float()
-    return float((got - want).norm() / want.norm())
 
 
 class Smi:

@@ -8,9 +8,9 @@
 //! `b_e5m2`; plain uint8 arrays are e4m3). Scales are float32 arrays on
 //! the operands' device: the kernels read them, so scales computed on the
 //! GPU need no round trip.
-use crate::{run_op, GROUPED, OPS};
+use crate::{grouped_problem, run_op, with_grouped, OPS};
 use kernel_device::{f16, E4M3, E5M2};
-use kernel_py::{borrow, device, import, runtime_err, same_dtype, same_place, want_shape, Arr, Dtype, Place};
+use kernel_py::{borrow, device, import, same_dtype, same_place, want_shape, Arr, Dtype};
 use pyo3::exceptions::{PyNotImplementedError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -137,16 +137,10 @@ pub fn matmul_fp8_rowwise(
     b_e5m2: bool,
     stream: Option<u64>,
 ) -> PyResult<()> {
-    let (a, sa, b, sb, c) = (import("a", a)?, import("a_scales", a_scales)?, import("b", b)?, import("b_scales", b_scales)?, import("c", c)?);
-    let place = same_place(&[&a, &sa, &b, &sb, &c])?;
-    let (m, n, k) = fp8_problem(&a, &b, &c)?;
-    e4m3_only("matmul_fp8_rowwise", a_e5m2, b_e5m2)?;
-    want_scale_vector(&sa, m, "one per row of a: M")?;
-    want_scale_vector(&sb, n, "one per row of b, i.e. per column of c: N")?;
-    let (dev, ops) = (device(place)?, OPS.get(place)?);
-    // SAFETY: as in `matmul_fp8`.
-    let (ba, bsa, bb, bsb, mut bc) = unsafe { (borrow::<E4M3>(dev, &a)?, borrow::<f32>(dev, &sa)?, borrow::<E4M3>(dev, &b)?, borrow::<f32>(dev, &sb)?, borrow::<f16>(dev, &c)?) };
-    run_op(dev, &a, stream, move || kernel_ops::fp8::matmul_fp8_rowwise(dev, ops, &ba, &bsa, &bb, &bsb, &mut bc, (m, n, k)))
+    scaled_of("matmul_fp8_rowwise", [a, a_scales, b, b_scales, c], (a_e5m2, b_e5m2), stream, kernel_ops::fp8::matmul_fp8_rowwise, |sa, sb, (m, n, _)| {
+        want_scale_vector(sa, m, "one per row of a: M")?;
+        want_scale_vector(sb, n, "one per row of b, i.e. per column of c: N")
+    })
 }
 
 /// Block-scaled FP8 (`kernel_ops::fp8::matmul_fp8_blockscaled`,
@@ -166,18 +160,40 @@ pub fn matmul_fp8_blockscaled(
     b_e5m2: bool,
     stream: Option<u64>,
 ) -> PyResult<()> {
+    scaled_of("matmul_fp8_blockscaled", [a, a_scales, b, b_scales, c], (a_e5m2, b_e5m2), stream, kernel_ops::fp8::matmul_fp8_blockscaled, |sa, sb, (m, n, k)| {
+        same_dtype(&[sa, sb], &[Dtype::F32])?;
+        let (kb, nb) = (k.div_ceil(BLOCK), n.div_ceil(BLOCK));
+        want_scale_grid(sa, &[kb, m], A_GRID)?;
+        want_scale_grid(sb, &[nb, kb], "ceil(N / 128) x ceil(K / 128): one per 128 x 128 block of b")
+    })
+}
+
+/// The row-wise and block-scaled GEMMs of `kernel_ops::fp8` (the same
+/// arguments, their own scale layouts).
+type ScaledRun = fn(&kernel_host::Device, &kernel_host::Program, &kernel_host::Buffer<E4M3>, &kernel_host::Buffer<f32>, &kernel_host::Buffer<E4M3>, &kernel_host::Buffer<f32>, &mut kernel_host::Buffer<f16>, (usize, usize, usize)) -> Result<(), kernel_ops::Error>;
+
+/// A GEMM of `kernel_ops::fp8` with scale arrays beside each e4m3 operand
+/// (`run`: the row-wise or the block-scaled one), bound for `op`: the
+/// operands `[a, a_scales, b, b_scales, c]` imported and checked
+/// ([`fp8_problem`], e4m3 only, then the scales by `check_scales(a_scales,
+/// b_scales, (M, N, K))`), then `run` ordered on `stream`.
+fn scaled_of(
+    op: &str,
+    [a, a_scales, b, b_scales, c]: [&Bound<'_, PyAny>; 5],
+    (a_e5m2, b_e5m2): (bool, bool),
+    stream: Option<u64>,
+    run: ScaledRun,
+    check_scales: impl FnOnce(&Arr, &Arr, (usize, usize, usize)) -> PyResult<()>,
+) -> PyResult<()> {
     let (a, sa, b, sb, c) = (import("a", a)?, import("a_scales", a_scales)?, import("b", b)?, import("b_scales", b_scales)?, import("c", c)?);
     let place = same_place(&[&a, &sa, &b, &sb, &c])?;
     let (m, n, k) = fp8_problem(&a, &b, &c)?;
-    e4m3_only("matmul_fp8_blockscaled", a_e5m2, b_e5m2)?;
-    same_dtype(&[&sa, &sb], &[Dtype::F32])?;
-    let (kb, nb) = (k.div_ceil(BLOCK), n.div_ceil(BLOCK));
-    want_scale_grid(&sa, &[kb, m], A_GRID)?;
-    want_scale_grid(&sb, &[nb, kb], "ceil(N / 128) x ceil(K / 128): one per 128 x 128 block of b")?;
+    e4m3_only(op, a_e5m2, b_e5m2)?;
+    check_scales(&sa, &sb, (m, n, k))?;
     let (dev, ops) = (device(place)?, OPS.get(place)?);
     // SAFETY: as in `matmul_fp8`.
     let (ba, bsa, bb, bsb, mut bc) = unsafe { (borrow::<E4M3>(dev, &a)?, borrow::<f32>(dev, &sa)?, borrow::<E4M3>(dev, &b)?, borrow::<f32>(dev, &sb)?, borrow::<f16>(dev, &c)?) };
-    run_op(dev, &a, stream, move || kernel_ops::fp8::matmul_fp8_blockscaled(dev, ops, &ba, &bsa, &bb, &bsb, &mut bc, (m, n, k)))
+    run_op(dev, &a, stream, move || run(dev, ops, &ba, &bsa, &bb, &bsb, &mut bc, (m, n, k)))
 }
 
 /// Grouped block-scaled FP8 for mixture of experts
@@ -207,34 +223,15 @@ pub fn grouped_matmul_fp8_blockscaled(
     want_fp8(&a)?;
     want_fp8(&b)?;
     e4m3_only("grouped_matmul_fp8_blockscaled", a_e5m2, b_e5m2)?;
-    same_dtype(&[&s], &[Dtype::I32, Dtype::U32])?;
     same_dtype(&[&sa, &sb], &[Dtype::F32])?;
     same_dtype(&[&c], &[Dtype::F16])?;
-    if a.shape.len() != 2 || b.shape.len() != 3 || s.shape.len() != 1 {
-        return Err(PyValueError::new_err(format!(
-            "{}, {}, {}: a is M x K, b is G x N x K (one weight per expert), sizes has G entries",
-            a.describe(),
-            b.describe(),
-            s.describe()
-        )));
-    }
-    let (m, k, g, n) = (a.shape[0], a.shape[1], b.shape[0], b.shape[1]);
-    if b.shape[2] != k {
-        return Err(PyValueError::new_err(format!("{} and {}: K differs ({k} vs {})", a.describe(), b.describe(), b.shape[2])));
-    }
+    let (m, k, g, n) = grouped_problem(&a, &b, &s)?;
     let (kb, nb) = (k.div_ceil(BLOCK), n.div_ceil(BLOCK));
-    want_shape(&s, &[g])?;
     want_scale_grid(&sa, &[kb, m], A_GRID)?;
     want_scale_grid(&sb, &[g, nb, kb], "G x ceil(N / 128) x ceil(K / 128): one per 128 x 128 block of each expert's b")?;
     want_shape(&c, &[m, n])?;
     let dev = device(place)?;
-    let slot = usize::from(place != Place::Cpu);
-    GROUPED.with(|cell| {
-        let mut cache = cell.borrow_mut();
-        if cache[slot].is_none() {
-            cache[slot] = Some(kernel_ops::grouped::GroupedMatmul::new(dev).map_err(runtime_err)?);
-        }
-        let gm = cache[slot].as_ref().expect("set above");
+    with_grouped(dev, place, |gm| {
         // SAFETY: as in `matmul_fp8`; int32 sizes are read as u32 (a
         // negative size is a huge one, which the kernel refuses).
         let (ba, bsa, bb, bsb) = unsafe { (borrow::<E4M3>(dev, &a)?, borrow::<f32>(dev, &sa)?, borrow::<E4M3>(dev, &b)?, borrow::<f32>(dev, &sb)?) };

@@ -152,7 +152,28 @@ fn grouped_matmul(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, sizes: &Bound<'_, 
     let (a, b, s, c) = (import("a", a)?, import("b", b)?, import("sizes", sizes)?, import("c", c)?);
     let place = same_place(&[&a, &b, &s, &c])?;
     let dt = same_dtype(&[&a, &b, &c], &[Dtype::F16, Dtype::Bf16])?;
-    same_dtype(&[&s], &[Dtype::I32, Dtype::U32])?;
+    let (m, k, g, n) = grouped_problem(&a, &b, &s)?;
+    want_shape(&c, &[m, n])?;
+    let dev = device(place)?;
+    with_grouped(dev, place, |gm| {
+        with_norm_type!(dt, T => {
+            // SAFETY: as in `matmul`; int32 sizes are read as u32 (a
+            // negative size is a huge one, which the kernel refuses).
+            let (ba, bb, bs, mut bc) = unsafe { (borrow::<T>(dev, &a)?, borrow::<T>(dev, &b)?, borrow::<u32>(dev, &s)?, borrow::<T>(dev, &c)?) };
+            run_op(dev, &a, stream, || gm.run(&ba, &bb, &bs, &mut bc, (m, n, k), g))?;
+        });
+        if check {
+            run_op(dev, &a, stream, || gm.status())?;
+        }
+        Ok(())
+    })
+}
+
+/// The grouped GEMMs' operands: `a` `M x K`, `b` `G x N x K` (one weight
+/// per expert), `sizes` int32 or uint32 with `G` entries; returns `(M, K,
+/// G, N)`.
+fn grouped_problem(a: &Arr, b: &Arr, s: &Arr) -> PyResult<(usize, usize, usize, usize)> {
+    same_dtype(&[s], &[Dtype::I32, Dtype::U32])?;
     if a.shape.len() != 2 || b.shape.len() != 3 || s.shape.len() != 1 {
         return Err(PyValueError::new_err(format!(
             "{}, {}, {}: a is M x K, b is G x N x K (one weight per expert), sizes has G entries",
@@ -165,26 +186,20 @@ fn grouped_matmul(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, sizes: &Bound<'_, 
     if b.shape[2] != k {
         return Err(PyValueError::new_err(format!("{} and {}: K differs ({k} vs {})", a.describe(), b.describe(), b.shape[2])));
     }
-    want_shape(&s, &[g])?;
-    want_shape(&c, &[m, n])?;
-    let dev = device(place)?;
+    want_shape(s, &[g])?;
+    Ok((m, k, g, n))
+}
+
+/// Runs `f` with this thread's `GroupedMatmul` for `place` (made at the
+/// first call: it holds the status word the size check reads).
+fn with_grouped<R>(dev: &'static kernel_host::Device, place: Place, f: impl FnOnce(&kernel_ops::grouped::GroupedMatmul<'static>) -> PyResult<R>) -> PyResult<R> {
     let slot = usize::from(place != Place::Cpu);
     GROUPED.with(|cell| {
         let mut cache = cell.borrow_mut();
         if cache[slot].is_none() {
             cache[slot] = Some(kernel_ops::grouped::GroupedMatmul::new(dev).map_err(runtime_err)?);
         }
-        let gm = cache[slot].as_ref().expect("set above");
-        with_norm_type!(dt, T => {
-            // SAFETY: as in `matmul`; int32 sizes are read as u32 (a
-            // negative size is a huge one, which the kernel refuses).
-            let (ba, bb, bs, mut bc) = unsafe { (borrow::<T>(dev, &a)?, borrow::<T>(dev, &b)?, borrow::<u32>(dev, &s)?, borrow::<T>(dev, &c)?) };
-            run_op(dev, &a, stream, || gm.run(&ba, &bb, &bs, &mut bc, (m, n, k), g))?;
-        });
-        if check {
-            run_op(dev, &a, stream, || gm.status())?;
-        }
-        Ok(())
+        f(cache[slot].as_ref().expect("set above"))
     })
 }
 
