@@ -321,11 +321,16 @@ where
     K: HostEntry<Params = GemmParams<E, BM, BH>> + 'static,
 {
     let (grid, mt, nt, ks) = launch_dims(inst, m, n, k, mm.dev.sm_count(), mm.ctas);
-    let am = TileMap::<ATile<E, BM>>::new_2d(a, m, k)?.param();
-    let bmap = TileMap::<BTile<E, BH>>::new_2d(b, n, k)?.param();
-    let cm = TileMap::<EpiTile<E, BM>>::new_2d_mut(c, m, n)?.param();
+    let (am, bmap, cm) = maps::<E, BM, BH>(a, b, c, (m, n, k))?;
     let kernel = mm.prog.kernel::<K>()?;
     Ok(Box::new(move |a, b, c, _| kernel.launch(grid, (MapArg::read(am, a), MapArg::read(bmap, b), MapArg::write(cm, c), mt, nt, ks)).map(drop)))
+}
+
+/// The tensor maps every matmul kernel takes: A in `BM`-row tiles, B in
+/// `BH`-row tiles, C in `BM x 64` epilogue sub-tiles.
+#[allow(clippy::type_complexity)]
+fn maps<E: MatmulElem, const BM: usize, const BH: usize>(a: &Buffer<E>, b: &Buffer<E>, c: &mut Buffer<E>, (m, n, k): (usize, usize, usize)) -> Result<(TensorMapParam<ATile<E, BM>>, TensorMapParam<BTile<E, BH>>, TensorMapParam<EpiTile<E, BM>>), MatmulError> {
+    Ok((TileMap::<ATile<E, BM>>::new_2d(a, m, k)?.param(), TileMap::<BTile<E, BH>>::new_2d(b, n, k)?.param(), TileMap::<EpiTile<E, BM>>::new_2d_mut(c, m, n)?.param()))
 }
 
 /// The row of split-K kernel `K` (tile `BM x BN`).
@@ -343,9 +348,7 @@ where
 {
     let (grid, mt, nt, ks) = launch_dims(inst, m, n, k, mm.dev.sm_count(), mm.ctas);
     let splits = grid / (mt * nt);
-    let am = TileMap::<ATile<E, BM>>::new_2d(a, m, k)?.param();
-    let bmap = TileMap::<BTile<E, BN>>::new_2d(b, n, k)?.param();
-    let cm = TileMap::<EpiTile<E, BM>>::new_2d_mut(c, m, n)?.param();
+    let (am, bmap, cm) = maps::<E, BM, BN>(a, b, c, (m, n, k))?;
     let kernel = mm.prog.kernel::<K>()?;
     Ok(Box::new(move |a, b, c, ws| {
         let ws = ws.expect("a split-K launch gets the workspace");
@@ -494,6 +497,7 @@ pub fn table_instance(device: &str, dtype: &str, m: usize, n: usize, k: usize) -
     let table = TABLE.get_or_init(|| {
         let mut rows: Vec<(CacheKey, &'static Instance)> =
             TuneCache::parse(SHIPPED_TABLE).into_iter().filter_map(|(key, (name, _))| instance(&name).map(|i| (key, i))).collect();
+        // In key order, so that a tie between classes always picks the same one.
         rows.sort_by(|x, y| x.0.cmp(&y.0));
         rows
     });
@@ -511,6 +515,9 @@ pub fn table_instance(device: &str, dtype: &str, m: usize, n: usize, k: usize) -
 
 /// A prepared launch of one instance on buffers of element type `E`.
 type Launch<E> = Box<dyn Fn(&Buffer<E>, &Buffer<E>, &mut Buffer<E>, Option<&mut Workspace>) -> kernel_host::Result<()>>;
+
+/// A remembered choice's key: element type (`MatmulElem::NAME`), M, N, K.
+type ChoiceKey = (&'static str, usize, usize, usize);
 
 /// A prepared launch's key: instance, buffer addresses, shape.
 type PreparedKey = (&'static str, [u64; 3], [usize; 3]);
@@ -592,7 +599,7 @@ pub struct Matmul<'d> {
     /// The instance chosen per (element type, M, N, K), remembered: the
     /// cache's and the table's lookups build strings and scan, which a
     /// call of a few microseconds would otherwise pay every time.
-    chosen: RefCell<HashMap<(&'static str, usize, usize, usize), &'static Instance>>,
+    chosen: RefCell<HashMap<ChoiceKey, &'static Instance>>,
     /// How the persistent grids are sized.
     ctas: Ctas,
 }
