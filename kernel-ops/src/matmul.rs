@@ -44,10 +44,10 @@
 //!   GPU ([`table_instance`]: tuned on an H200 over `M` 64-16384, `N`
 //!   1024-16384, `K` 512-16384); on a GPU the table does not have, a
 //!   default by problem size ([`default_instance`]).
-//! * **Split-K** (`splitk 128x128 s6`,
-//!   `kernel_ops_kernels::matmul::matmul_splitk`): for shapes with fewer
-//!   `128 x 128` tiles than half the SMs (the decode rows, `M` = 64-256,
-//!   against a weight), each tile's K steps are split over up to 16 CTAs
+//! * **Split-K** (`splitk 128x128 s6`, `splitk 128x64 s8`, `splitk 64x128
+//!   s8`, `splitk 64x64 s13`: `kernel_ops_kernels::matmul::matmul_splitk`):
+//!   for shapes with fewer tiles than half the SMs (the decode rows, `M` =
+//!   64-256, against a weight), each tile's K steps are split over up to 16 CTAs
 //!   ([`splitk_splits`]), and the last CTA of a tile sums the f32 partials
 //!   in split order: no second kernel, deterministic bits. Its workspace
 //!   (one f32 `128 x 128` tile per SM, about 8.6 MB on 132 SMs) is
@@ -278,7 +278,7 @@ pub struct Row<E: 'static> {
 /// CTA loads) and its grid. The `where` clause says each listed kernel is
 /// compiled for `E` (it is, for f16 and bf16: `instances(E = [f16, bf16],
 /// ..)`), which the generic launch needs.
-const fn table<E: MatmulElem>() -> [Row<E>; 10]
+const fn table<E: MatmulElem>() -> [Row<E>; 12]
 where
     matmul_persistent_ws<E, 128, 256, 4, 8>: HostEntry<Params = GemmParams<E, 128, 256>>,
     matmul_persistent_ws<E, 128, 256, 4, 16>: HostEntry<Params = GemmParams<E, 128, 256>>,
@@ -289,10 +289,12 @@ where
     matmul_persistent_ws_cluster<E, 128, 256, 128, 4, 16>: HostEntry<Params = GemmParams<E, 128, 128>>,
     matmul_persistent_ws_cluster<E, 256, 128, 64, 3, 8>: HostEntry<Params = GemmParams<E, 256, 64>>,
     matmul_splitk<E, 128, 128, 128, 6>: HostEntry<Params = SplitKParams<E, 128, 128>>,
+    matmul_splitk<E, 128, 64, 64, 8>: HostEntry<Params = SplitKParams<E, 128, 64>>,
     matmul_splitk<E, 64, 128, 64, 8>: HostEntry<Params = SplitKParams<E, 64, 128>>,
+    matmul_splitk<E, 64, 64, 32, 13>: HostEntry<Params = SplitKParams<E, 64, 64>>,
 {
     use Grid::{ClusterPairs, Persistent};
-    const { assert!(128 * 128 <= SPLITK_TILE && 64 * 128 <= SPLITK_TILE, "the split-K workspace holds one partial tile per SM") };
+    const { assert!(128 * 128 <= SPLITK_TILE, "the split-K workspace holds one partial tile per SM (of the largest split-K tile, 128 x 128)") };
     [
         row::<E, matmul_persistent_ws<E, 128, 256, 4, 8>, 128, 256, 256>("ws 128x256 s4 w8", Persistent),
         row::<E, matmul_persistent_ws<E, 128, 256, 4, 16>, 128, 256, 256>("ws 128x256 s4 w16", Persistent),
@@ -303,7 +305,9 @@ where
         row::<E, matmul_persistent_ws_cluster<E, 128, 256, 128, 4, 16>, 128, 256, 128>("cluster2 128x256 s4 w16", ClusterPairs),
         row::<E, matmul_persistent_ws_cluster<E, 256, 128, 64, 3, 8>, 256, 128, 64>("cluster2 256x128 s3 w8", ClusterPairs),
         row_splitk::<E, matmul_splitk<E, 128, 128, 128, 6>, 128, 128>("splitk 128x128 s6"),
+        row_splitk::<E, matmul_splitk<E, 128, 64, 64, 8>, 128, 64>("splitk 128x64 s8"),
         row_splitk::<E, matmul_splitk<E, 64, 128, 64, 8>, 64, 128>("splitk 64x128 s8"),
+        row_splitk::<E, matmul_splitk<E, 64, 64, 32, 13>, 64, 64>("splitk 64x64 s13"),
     ]
 }
 
@@ -382,7 +386,8 @@ pub fn launch_dims(inst: &Instance, m: usize, n: usize, k: usize, sms: u32, ctas
 /// The instance used when no tuned winner is cached: 128 x 256 tiles
 /// (the tuner's winner at every shape of the suite on an H100, runs 1-3 in
 /// RESULTS.md) unless that leaves most SMs idle; then, for `M <= 64` and
-/// `K >= 2048`, the 64-row split-K kernel (the H200's winner at every such
+/// `K >= 1024`, a 64-row split-K kernel, `64 x 64` tiles while they are
+/// no more than the SMs, else `64 x 128` (the H200's winners at every such
 /// class of the shipped table); else the 128-row split-K kernel when its
 /// tiles of 128 x 128 fill less than half the SMs and K is at least
 /// [`SPLITK_DEFAULT_MIN_K_STEPS`] steps ([`splitk_splits`]); else 128 x
@@ -394,8 +399,12 @@ pub fn default_instance(m: usize, n: usize, k: usize, sms: u32) -> &'static Inst
     let k_steps = k.div_ceil(TK) as u32;
     let name = if 2 * big_tiles >= sms as usize {
         "ws 128x256 s4 w8"
-    } else if m <= 64 && k >= 2048 {
-        "splitk 64x128 s8"
+    } else if m <= 64 && k >= 1024 {
+        if n.div_ceil(64) <= sms as usize {
+            "splitk 64x64 s13"
+        } else {
+            "splitk 64x128 s8"
+        }
     } else if k_steps >= SPLITK_DEFAULT_MIN_K_STEPS && splitk_splits(tiles, k_steps, sms) > 1 {
         "splitk 128x128 s6"
     } else {
@@ -843,9 +852,10 @@ mod tests {
         // K = 4096 is split (4 ways at 32 tiles).
         assert_eq!(default_instance(1024, 1024, 1024, 132).name, "ws 128x128 s4 w8");
         assert_eq!(default_instance(1024, 1024, 4096, 132).name, "splitk 128x128 s6");
-        assert_eq!(default_instance(64, 4096, 4096, 132).name, "splitk 64x128 s8");
-        assert_eq!(default_instance(64, 4096, 2048, 132).name, "splitk 64x128 s8");
-        assert_eq!(default_instance(64, 4096, 1024, 132).name, "ws 128x128 s4 w8");
+        assert_eq!(default_instance(64, 4096, 4096, 132).name, "splitk 64x64 s13");
+        assert_eq!(default_instance(64, 4096, 1024, 132).name, "splitk 64x64 s13");
+        assert_eq!(default_instance(64, 16384, 4096, 132).name, "splitk 64x128 s8");
+        assert_eq!(default_instance(64, 4096, 512, 132).name, "ws 128x128 s4 w8");
         assert_eq!(default_instance(128, 4096, 4096, 132).name, "splitk 128x128 s6");
         // 112 tiles: no room to split; K of one step: nothing to split.
         assert_eq!(default_instance(128, 14336, 4096, 132).name, "ws 128x128 s4 w8");
@@ -856,11 +866,13 @@ mod tests {
         assert_eq!(splitk_splits(1, 1000, 132), SPLITK_MAX);
         assert_eq!(splitk_splits(67, 1000, 132), 1);
         assert_eq!(splitk_splits(8, 3, 132), 1);
-        // Persistent grids never exceed the SM count; cluster grids are even.
+        // Persistent grids never exceed the SM count; split-K grids do
+        // only without splits (one CTA per tile); cluster grids are even.
         for inst in INSTANCES {
             for ctas in [Ctas::EverySm, Ctas::EvenWaves] {
-                let (grid, ..) = launch_dims(inst, 1000, 1000, 1000, 132, ctas);
-                assert!(grid <= 132 && (inst.grid != Grid::ClusterPairs || grid % 2 == 0), "{} ({ctas:?}): grid {grid}", inst.name);
+                let (grid, mt, nt, _) = launch_dims(inst, 1000, 1000, 1000, 132, ctas);
+                let fits = grid <= 132 || (inst.grid == Grid::SplitK && grid == mt * nt);
+                assert!(fits && (inst.grid != Grid::ClusterPairs || grid % 2 == 0), "{} ({ctas:?}): grid {grid}", inst.name);
             }
         }
         // 8192 x 8192 in 128 x 256 tiles: 2048 tiles, 16 waves on 132 SMs
@@ -889,7 +901,7 @@ mod tests {
         // A grid point is its own class; other shapes take the nearest
         // power of two in each dimension.
         assert_eq!(pick(64, 4096, 4096), entry(64, 4096, 4096));
-        assert_eq!(pick(64, 4096, 4096), Some("splitk 64x128 s8"), "the decode rows split K on the H200");
+        assert_eq!(pick(64, 4096, 4096), Some("splitk 64x64 s13"), "the decode rows split K on the H200");
         assert_eq!(pick(100, 4000, 5000), entry(128, 4096, 4096));
         assert_eq!(pick(30000, 100, 100_000), entry(16384, 1024, 16384));
         // bf16 has its own winners; another GPU has no table.

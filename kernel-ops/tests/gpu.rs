@@ -46,9 +46,9 @@ fn ragged_1000_cubed_and_other_edges_match_the_cpu_for_every_instance() {
     }
 }
 
-/// The split-K kernel at decode rows (M = 64, N = 4096, K = 8192: 32
-/// tiles, 4 splits on 132 SMs): the entry point picks it, it matches the
-/// CPU, and five runs give the same bits (the partials are summed in split
+/// The split-K kernels at decode rows (M = 64, N = 4096, K = 8192: 32
+/// tiles of 128 x 128, 4 splits on 132 SMs; 64 tiles of 64 x 64 or
+/// 128 x 64, 2 splits): each matches the CPU, and five runs give the same bits (the partials are summed in split
 /// order whichever CTA sums them).
 #[test]
 #[ignore = "needs a Hopper GPU"]
@@ -57,19 +57,21 @@ fn split_k_at_decode_rows_matches_the_cpu_and_repeats_bit_for_bit() {
     let mm = Matmul::with_cache(&gpu, std::env::temp_dir().join("kernel-ops-gpu-test-unused.tsv")).unwrap();
     let (m, n, k) = (64, 4096, 8192);
     let (a, b, da, db, mut dc) = problem(&gpu, m, n, k);
-    let splitk = instance("splitk 128x128 s6").unwrap();
     let reference = reference_gemm_nt(m, n, k, &a, &b);
-    let mut first: Option<Vec<u16>> = None;
-    for _ in 0..5 {
-        gpu.write(&mut dc, &vec![f16::NAN; m * n]).unwrap();
-        mm.matmul_with(splitk, &da, &db, &mut dc, m, n, k).unwrap();
-        let got = gpu.download(&dc).unwrap();
-        let err = rel_frobenius_error(&got, &reference);
-        assert!(err < 2e-3, "split-K at {m}x{n}x{k}: relative Frobenius error {err}");
-        let bits: Vec<u16> = got.iter().map(|x| x.to_bits()).collect();
-        match &first {
-            None => first = Some(bits),
-            Some(f) => assert!(f == &bits, "split-K: a second run gave other bits"),
+    for name in ["splitk 128x128 s6", "splitk 128x64 s8", "splitk 64x128 s8", "splitk 64x64 s13"] {
+        let splitk = instance(name).unwrap();
+        let mut first: Option<Vec<u16>> = None;
+        for _ in 0..5 {
+            gpu.write(&mut dc, &vec![f16::NAN; m * n]).unwrap();
+            mm.matmul_with(splitk, &da, &db, &mut dc, m, n, k).unwrap();
+            let got = gpu.download(&dc).unwrap();
+            let err = rel_frobenius_error(&got, &reference);
+            assert!(err < 2e-3, "{name} at {m}x{n}x{k}: relative Frobenius error {err}");
+            let bits: Vec<u16> = got.iter().map(|x| x.to_bits()).collect();
+            match &first {
+                None => first = Some(bits),
+                Some(f) => assert!(f == &bits, "{name}: a second run gave other bits"),
+            }
         }
     }
 }

@@ -12,9 +12,11 @@ use kernel_ops::{Matmul, MatmulError};
 
 #[test]
 fn ragged_shapes_match_the_cpu_for_every_instance_on_the_emulator() {
-    // 4 emulated SMs: the persistent grids wrap over the tiles.
+    // 4 emulated SMs. 120 columns: a partial column block in every tile
+    // width, and at most 10 CTAs (the emulator's 4096 threads) for the
+    // split-K kernels' one CTA per 64 x 64 tile.
     let dev = Device::emulator_with(Emulator::new(1).sms(4));
-    check_matmul(&dev, (200, 136, 72), true);
+    check_matmul(&dev, (200, 120, 72), true);
 }
 
 #[test]
@@ -55,8 +57,9 @@ fn refused_shapes_and_tuning_are_errors_on_the_emulator() {
 
 /// The split-K kernels, K split over 3 CTAs per tile (13 K steps: 5, 4,
 /// 4) on 16 emulated SMs, partial row and column blocks: `splitk 128x128`
-/// (two 64-row warpgroups) at M = 72 and `splitk 64x128` (two 64-column
-/// warpgroups) at M = 40, each against the CPU, and the same bits under
+/// and `splitk 128x64` (two 64-row warpgroups) at M = 72, `splitk 64x128`
+/// (two 64-column warpgroups) and `splitk 64x64` (two 32-column
+/// warpgroups, one shared epilogue sub-tile) at M = 40, each against the CPU, and the same bits under
 /// another schedule (the CTA that sums the partials differs; the sum's
 /// order does not). The entry point splits K from 64 K steps on: a
 /// 64-row shape of K = 4096 takes the 64-row kernel.
@@ -65,9 +68,10 @@ fn split_k_is_correct_deterministic_and_chosen_for_few_tiles_on_the_emulator() {
     use kernel_host::{randn_f16, reference_gemm_nt, rel_frobenius_error};
     use kernel_ops::matmul::{instance, launch_dims, splitk_splits};
     assert_eq!(splitk_splits(2, 13, 16), 3);
-    for (name, (m, n, k)) in [("splitk 128x128 s6", (72, 136, 776)), ("splitk 64x128 s8", (40, 136, 776))] {
+    for (name, (m, n, k)) in [("splitk 128x128 s6", (72, 136, 776)), ("splitk 128x64 s8", (72, 136, 776)), ("splitk 64x128 s8", (40, 136, 776)), ("splitk 64x64 s13", (40, 136, 776))] {
         let inst = instance(name).unwrap();
-        assert_eq!(launch_dims(inst, m, n, k, 16, kernel_ops::Ctas::default()).0, 6, "{name}: 2 tiles x 3 splits");
+        let tiles = 136usize.div_ceil(inst.bn) as u32;
+        assert_eq!(launch_dims(inst, m, n, k, 16, kernel_ops::Ctas::default()).0, 3 * tiles, "{name}: {tiles} tiles x 3 splits");
         let (ah, bh) = (randn_f16(m * k, 3), randn_f16(n * k, 4));
         let reference = reference_gemm_nt(m, n, k, &ah, &bh);
         let mut bits: Option<Vec<u16>> = None;
@@ -89,7 +93,7 @@ fn split_k_is_correct_deterministic_and_chosen_for_few_tiles_on_the_emulator() {
     }
     let dev = Device::emulator_with(Emulator::new(7).sms(16));
     let mm = Matmul::with_cache(&dev, std::env::temp_dir().join("kernel-ops-emu-test-unused.tsv")).unwrap();
-    assert_eq!(mm.instance_for(40, 136, 4096).name, "splitk 64x128 s8");
+    assert_eq!(mm.instance_for(40, 136, 4096).name, "splitk 64x64 s13");
     assert_eq!(mm.instance_for(72, 136, 4096).name, "splitk 128x128 s6");
     assert_eq!(mm.instance_for(72, 136, 776).name, "ws 128x128 s4 w8", "K = 776 is too short to split");
     // bf16 through the same kernel bodies, on the entry point (8 SMs: 2

@@ -195,10 +195,10 @@ fn matmul_kernels_f16_and_bf16_have_their_wgmmas_and_no_spills() {
     }
     assert_eq!(img.ptx.matches(".entry matmul_persistent_ws").count(), entries, "an unlisted matmul instance");
     // The split-K kernels: the same mainloop (a compute warpgroup per 64
-    // rows, or per 64 columns of a 64-row tile) and epilogue, plus the
+    // rows, or per 64 or 32 columns of a 64-row tile) and epilogue, plus the
     // partials' 16-byte stores and loads and the last CTA's count.
     for (ty, cvt) in [("f16", "cvt.rn.f16x2.f32"), ("bf16", "cvt.rn.bf16x2.f32")] {
-        for (inst, wn) in [("128_128_128_6", 128), ("64_128_64_8", 64)] {
+        for (inst, wn) in [("128_128_128_6", 128), ("128_64_64_8", 64), ("64_128_64_8", 64), ("64_64_32_13", 32)] {
             let name = format!("matmul_splitk__{ty}_{inst}");
             let block = img.ptxas_report.split("Compiling entry function '").find(|b| b.starts_with(&format!("{name}'"))).unwrap_or_else(|| panic!("{name} not assembled"));
             let line = block.lines().find(|l| l.contains("bytes stack frame")).unwrap();
@@ -212,7 +212,7 @@ fn matmul_kernels_f16_and_bf16_have_their_wgmmas_and_no_spills() {
             assert!(!body.contains(".local"), "{name}: local memory");
         }
     }
-    assert_eq!(img.ptx.matches(".entry matmul_splitk").count(), 4, "an unlisted split-K instance");
+    assert_eq!(img.ptx.matches(".entry matmul_splitk").count(), 8, "an unlisted split-K instance");
 }
 
 /// The attention backward kernel: its register budgets honoured (at D 64

@@ -16,7 +16,8 @@
 //! the tile with the plain kernels' epilogue, and resets the counter for
 //! the next launch. This is the decode attention's "last CTA combines"
 //! step (`crate::decode`) applied to a GEMM.
-use crate::gemm::{store_block_cols, ATile, BTile, EpiTile, GemmElem, Stores, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, MEMORY_REGS, TK};
+use crate::gemm::{store_block_cols, ATile, BTile, EpiTile, GemmElem, Stores, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
+use kernel_device::array::{Array, ArrayLayout, Wgmma};
 use kernel_device::fence::fence_acq_rel_gpu;
 use kernel_device::pipeline::Ring;
 use kernel_device::prelude::*;
@@ -53,7 +54,8 @@ pub fn split_steps(k_steps: u32, splits: u32, split: u32) -> (u32, u32) {
 ///    tile, one wgmma group in flight: with `BM = 128` rows `64 w ..` and
 ///    every column (`WN = BN`), with `BM = 64` (an `M` of at most 64, the
 ///    decode rows: no MMA on rows past `M`) every row and columns
-///    `WN w ..` (`WN = BN / 2`);
+///    `WN w ..` (`WN = BN / 2`: 64, or 32 for the `64 x 64` tile, whose
+///    two `64 x 32` blocks share one epilogue sub-tile and one TMA store);
 /// 3. with `splits = 1` the tile goes out through SMEM and TMA stores as
 ///    in the plain kernels; else every compute thread writes its `WN / 2`
 ///    accumulators to the tile's partial `s` in `partials` (element `r` of
@@ -65,13 +67,13 @@ pub fn split_steps(k_steps: u32, splits: u32, split: u32) -> (u32, u32) {
 ///    in flight together), stores the tile, and sets the counter back to
 ///    0; the others are done.
 ///
-/// Constraints: `(BM, BN, WN)` = `(128, 64 | 128 | 256, BN)` or
-/// `(64, 128, 64)`; `STAGES >= 2`; `1 <= splits <= k_steps`; `partials`
+/// Constraints: `(BM, BN, WN)` = `(128, 64 | 128 | 256, BN)`,
+/// `(64, 128, 64)` or `(64, 64, 32)`; `STAGES >= 2`; `1 <= splits <= k_steps`; `partials`
 /// holds at least `grid x BM x BN` f32 when `splits > 1` (checked per
 /// access), `counters` `m_tiles x n_tiles` zeros (left zero); any grid of
 /// exactly `m_tiles * n_tiles * splits` CTAs (no CTA waits for another,
 /// so the CTAs need not be resident together).
-#[kernel(block = warpgroups(3), arch = sm_90a, instances(E = [f16, bf16], (128, 128, 128, 6), (64, 128, 64, 8)))]
+#[kernel(block = warpgroups(3), arch = sm_90a, instances(E = [f16, bf16], (128, 128, 128, 6), (128, 64, 64, 8), (64, 128, 64, 8), (64, 64, 32, 13)))]
 #[allow(clippy::too_many_arguments)]
 pub fn matmul_splitk<E: GemmElem, const BM: usize, const BN: usize, const WN: usize, const STAGES: usize>(
     a: Tma<ATile<E, BM>>,
@@ -92,11 +94,12 @@ pub fn matmul_splitk<E: GemmElem, const BM: usize, const BN: usize, const WN: us
 ) where
     Cols<BN>: WgmmaShape,
     Cols<WN>: WgmmaShape,
+    Wgmma<WN>: ArrayLayout,
 {
     const {
         assert!(
-            (BM == 128 && WN == BN && (BN == 64 || BN == 128 || BN == 256)) || (BM == 64 && BN == 128 && WN == 64),
-            "matmul_splitk: (BM, BN, WN) must be (128, 64 | 128 | 256, BN) (a compute warpgroup per 64 rows) or (64, 128, 64) (a compute warpgroup per 64 columns)"
+            (BM == 128 && WN == BN && (BN == 64 || BN == 128 || BN == 256)) || (BM == 64 && BN == 2 * WN && (WN == 64 || WN == 32)),
+            "matmul_splitk: (BM, BN, WN) must be (128, 64 | 128 | 256, BN) (a compute warpgroup per 64 rows), (64, 128, 64) or (64, 64, 32) (a compute warpgroup per WN columns)"
         );
         assert!(STAGES >= 2, "matmul_splitk: at least 2 stages (a slot is released one step after its MMAs)");
     };
@@ -146,6 +149,25 @@ pub fn matmul_splitk<E: GemmElem, const BM: usize, const BN: usize, const WN: us
             consumer.release_after_wgmma::<0>();
             acc.fence_operands();
             if splits > 1 && !sum_splits(acc.regs.as_mut(), partials, counters, last, (cta, tile, tiles, splits), BM * BN) {
+                return;
+            }
+            if WN < EPI_N {
+                // The two warpgroups' 64 x WN blocks side by side in one
+                // 64 x 64 sub-tile: one TMA store, after both wrote.
+                let buf = epi.at(0);
+                let mut block = Array::<f32, Wgmma<WN>>::splat(0.0);
+                <Cols<WN>>::for_each_pair(&acc.regs, |p, v0, v1| {
+                    block.set(2 * p, v0);
+                    block.set(2 * p + 1, v1);
+                });
+                block.store_tile(buf, 0, col0);
+                commit_smem();
+                COMPUTE_BARRIER.sync();
+                if leader {
+                    c.store(buf, pm * BM as u32, pn * BN as u32);
+                    commit_group();
+                    wait_group::<0>();
+                }
                 return;
             }
             // Warpgroup `w`'s 64 x 64 block: its own SMEM buffer, its own
