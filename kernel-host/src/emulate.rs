@@ -37,7 +37,7 @@ use kernel_emu::tma as emu_map;
 use kernel_device::Semaphore;
 use std::marker::PhantomData;
 
-pub use kernel_emu::{EmuError, RunReport};
+pub use kernel_emu::{EmuError, RunReport, MAX_CTAS, MAX_THREADS};
 
 /// A host value passed for a kernel parameter of type `P` on the emulator.
 #[diagnostic::on_unimplemented(

@@ -154,9 +154,21 @@ fn fuzz_matmul() {
 fn matmul_case<E: Half + MatmulTestElem>(rng: &mut Rng, note: &Note) -> Result<(), String> {
     use kernel_ops::matmul::INSTANCES;
     use kernel_ops::Matmul;
-    let (m, n, k) = (rng.size(1, 300, 1, &[128, 256]), rng.size(8, 272, 8, &[128, 256]), rng.size(8, 200, 8, &[64, 128]));
+    let (mut m, mut n, k) = (rng.size(1, 300, 1, &[128, 256]), rng.size(8, 272, 8, &[128, 256]), rng.size(8, 200, 8, &[64, 128]));
     let sms = rng.range(1, 8);
     let inst = rng.chance(0.5).then(|| &INSTANCES[rng.below(INSTANCES.len())]);
+    // The split-K kernels run a CTA per tile and split, not a persistent
+    // grid: halve M, then N, until that grid fits the emulator.
+    if let Some(i) = inst {
+        let threads = |m, n| kernel_ops::matmul::launch_dims(i, m, n, k, sms as u32, kernel_ops::Ctas::default()).0 as usize * 384;
+        while threads(m, n) > kernel_host::emulate::MAX_THREADS {
+            if m > i.bm {
+                m = m.div_ceil(2);
+            } else {
+                n = (n / 2).max(8) / 8 * 8;
+            }
+        }
+    }
     let dev = emulator(rng, sms);
     let mm = Matmul::with_cache(&dev, std::env::temp_dir().join("kernel-ops-fuzz-no-cache.tsv")).map_err(|e| e.to_string())?;
     note.set(format!("{} M x N x K = {m} x {n} x {k}, instance {}, {sms} SMs", E::TY, inst.map_or("(default)", |i| i.name)));
