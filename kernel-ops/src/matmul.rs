@@ -387,8 +387,8 @@ pub fn launch_dims(inst: &Instance, m: usize, n: usize, k: usize, sms: u32, ctas
 /// (the tuner's winner at every shape of the suite on an H100, runs 1-3 in
 /// RESULTS.md) unless that leaves most SMs idle; then, for `M <= 64` and
 /// `K >= 1024`, a 64-row split-K kernel, `64 x 64` tiles while they are
-/// no more than the SMs, else `64 x 128` (the H200's winners at every such
-/// class of the shipped table); else the 128-row split-K kernel when its
+/// no more than the SMs, else `64 x 128` (the H200's winners at 49 of the
+/// 50 such classes of the shipped table); else the 128-row split-K kernel when its
 /// tiles of 128 x 128 fill less than half the SMs and K is at least
 /// [`SPLITK_DEFAULT_MIN_K_STEPS`] steps ([`splitk_splits`]); else 128 x
 /// 128. On a GPU the shipped table has ([`table_instance`]) the table
