@@ -37,7 +37,6 @@ table.
                          [--shape MxNxK ...]
 """
 import argparse
-import csv
 import os
 import statistics
 import sys
@@ -46,7 +45,7 @@ import time
 import torch
 
 import kernel_ops
-from matmul_bench import Smi, parse_shape, rel, timed_rounds
+from matmul_bench import Smi, check_timing, parse_shape, rel, timed_rounds, timing_args, write_csv
 
 SHAPES = [(4096, 8192, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (64, 4096, 4096), (128, 8192, 8192)]
 MAX_REL_ERR = 1e-2
@@ -127,15 +126,10 @@ def bench_shape(m, n, k, args, smi, seed, notes):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out_dir", help="where fp8_bench.csv goes")
-    p.add_argument("--warmup-ms", type=float, default=300.0, help="warm-up before each timing (default 300)")
-    p.add_argument("--iters", type=int, default=50, help="timed runs per timing, median taken (default 50)")
-    p.add_argument("--rounds", type=int, default=2, help="interleaved rounds, median taken (default 2)")
+    timing_args(p)
     p.add_argument("--shape", type=parse_shape, nargs="+", metavar="MxNxK", help="shapes to run (default: the issue's list)")
     args = p.parse_args()
-    if args.iters < 1 or args.rounds < 1:
-        p.error("--iters and --rounds must be at least 1")
-    if not torch.cuda.is_available():
-        sys.exit("fp8_bench.py needs a CUDA GPU (torch.cuda.is_available() is False)")
+    check_timing(p, args, "fp8_bench.py")
     if not hasattr(torch, "_scaled_mm"):
         sys.exit(f"fp8_bench.py needs torch._scaled_mm (torch {torch.__version__} has none)")
 
@@ -157,15 +151,8 @@ def main():
                 bad.append(f"{m}x{n}x{k} {name}: rel. error {err:.3e} > {MAX_REL_ERR:g}")
                 print(f"FAIL: {bad[-1]}", file=sys.stderr, flush=True)
 
-    path = os.path.join(args.out_dir, "fp8_bench.csv")
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(("date", "device", "scaling", "m", "n", "k", "contender", "ms", "tflops", "ratio_vs_torch", "rel_err", "sm_mhz", "power_w"))
-        w.writerows(rows)
-    print(f"\nwrote {path}")
-    if bad:
-        print(f"FAIL: {len(bad)} output(s) over the relative error {MAX_REL_ERR:g}:\n  " + "\n  ".join(bad), file=sys.stderr)
-        sys.exit(1)
+    header = ("date", "device", "scaling", "m", "n", "k", "contender", "ms", "tflops", "ratio_vs_torch", "rel_err", "sm_mhz", "power_w")
+    write_csv(os.path.join(args.out_dir, "fp8_bench.csv"), header, rows, bad, MAX_REL_ERR)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,6 @@ and prints a Markdown table.
                              [--dtype bf16|f16] [--problem GxMxNxK ...]
 """
 import argparse
-import csv
 import os
 import statistics
 import sys
@@ -51,7 +50,7 @@ import time
 import torch
 
 import kernel_ops
-from matmul_bench import DTYPES, Smi, rel, timed_rounds
+from matmul_bench import DTYPES, Smi, check_timing, rel, timed_rounds, timing_args, write_csv
 
 # (experts, tokens M, N, K): the issue's grouped problems.
 PROBLEMS = [(64, 16384, 4096, 7168), (64, 8192, 2048, 4096), (8, 16384, 4096, 4096), (8, 4096, 7168, 2048)]
@@ -164,16 +163,11 @@ def parse_problem(text):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out_dir", help="where grouped_bench.csv goes")
-    p.add_argument("--warmup-ms", type=float, default=300.0, help="warm-up before each timing (default 300)")
-    p.add_argument("--iters", type=int, default=50, help="timed runs per timing, median taken (default 50)")
-    p.add_argument("--rounds", type=int, default=2, help="interleaved rounds, median taken (default 2)")
+    timing_args(p)
     p.add_argument("--dtype", choices=tuple(DTYPES), default="bf16", help="element type (default bf16)")
     p.add_argument("--problem", type=parse_problem, nargs="+", metavar="GxMxNxK", help="problems to run (default: the issue's list)")
     args = p.parse_args()
-    if args.iters < 1 or args.rounds < 1:
-        p.error("--iters and --rounds must be at least 1")
-    if not torch.cuda.is_available():
-        sys.exit("grouped_bench.py needs a CUDA GPU (torch.cuda.is_available() is False)")
+    check_timing(p, args, "grouped_bench.py")
 
     os.makedirs(args.out_dir, exist_ok=True)
     torch.backends.cuda.matmul.allow_tf32 = False  # the float32 reference is float32
@@ -193,15 +187,8 @@ def main():
                 bad.append(f"{g}x{m}x{n}x{k} {name}: rel. error {err:.3e} > {MAX_REL_ERR:g}")
                 print(f"FAIL: {bad[-1]}", file=sys.stderr, flush=True)
 
-    path = os.path.join(args.out_dir, "grouped_bench.csv")
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(("date", "device", "dtype", "groups", "m", "n", "k", "contender", "ms", "tflops", "vs_grouped_mm", "vs_loop", "rel_err", "sm_mhz", "power_w"))
-        w.writerows(rows)
-    print(f"\nwrote {path}")
-    if bad:
-        print(f"FAIL: {len(bad)} output(s) over the relative error {MAX_REL_ERR:g}:\n  " + "\n  ".join(bad), file=sys.stderr)
-        sys.exit(1)
+    header = ("date", "device", "dtype", "groups", "m", "n", "k", "contender", "ms", "tflops", "vs_grouped_mm", "vs_loop", "rel_err", "sm_mhz", "power_w")
+    write_csv(os.path.join(args.out_dir, "grouped_bench.csv"), header, rows, bad, MAX_REL_ERR)
 
 
 if __name__ == "__main__":

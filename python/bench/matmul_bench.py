@@ -142,6 +142,34 @@ def bench_shape(dtype_name, m, n, k, args, smi, seed):
     return rows
 
 
+def timing_args(p):
+    """The timing options every benchmark of this directory takes."""
+    p.add_argument("--warmup-ms", type=float, default=300.0, help="warm-up before each timing (default 300)")
+    p.add_argument("--iters", type=int, default=50, help="timed runs per timing, median taken (default 50)")
+    p.add_argument("--rounds", type=int, default=2, help="interleaved rounds, median taken (default 2)")
+
+
+def check_timing(p, args, script):
+    """Refuses counts below 1 and a machine without CUDA (as `script`)."""
+    if args.iters < 1 or args.rounds < 1:
+        p.error("--iters and --rounds must be at least 1")
+    if not torch.cuda.is_available():
+        sys.exit(f"{script} needs a CUDA GPU (torch.cuda.is_available() is False)")
+
+
+def write_csv(path, header, rows, bad, max_rel_err, note=""):
+    """Writes `rows` under `header` to `path`, then, when outputs were over
+    `max_rel_err` (`bad`), lists them and exits with status 1."""
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+    print(f"\nwrote {path}{note}")
+    if bad:
+        print(f"FAIL: {len(bad)} output(s) over the relative error {max_rel_err:g}:\n  " + "\n  ".join(bad), file=sys.stderr)
+        sys.exit(1)
+
+
 def parse_shape(text):
     try:
         m, n, k = (int(x) for x in text.lower().split("x"))
@@ -155,16 +183,11 @@ def parse_shape(text):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out_dir", help="where matmul_bench.csv and the tuning cache matmul_tune.tsv go")
-    p.add_argument("--warmup-ms", type=float, default=300.0, help="warm-up before each timing (default 300)")
-    p.add_argument("--iters", type=int, default=50, help="timed runs per timing, median taken (default 50)")
-    p.add_argument("--rounds", type=int, default=2, help="interleaved rounds, median taken (default 2)")
+    timing_args(p)
     p.add_argument("--dtype", choices=("f16", "bf16", "both"), default="both")
     p.add_argument("--shape", type=parse_shape, nargs="+", metavar="MxNxK", help="shapes to run (default: the issue's list)")
     args = p.parse_args()
-    if args.iters < 1 or args.rounds < 1:
-        p.error("--iters and --rounds must be at least 1")
-    if not torch.cuda.is_available():
-        sys.exit("matmul_bench.py needs a CUDA GPU (torch.cuda.is_available() is False)")
+    check_timing(p, args, "matmul_bench.py")
 
     os.makedirs(args.out_dir, exist_ok=True)
     # A fresh tuning cache, set before the first kernel_ops.matmul call
@@ -194,15 +217,8 @@ def main():
                     bad.append(f"{dtype_name} {m}x{n}x{k} {name}: rel. error {err:.3e} > {MAX_REL_ERR:g}")
                     print(f"FAIL: {bad[-1]}", file=sys.stderr, flush=True)
 
-    path = os.path.join(args.out_dir, "matmul_bench.csv")
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(("date", "device", "dtype", "m", "n", "k", "contender", "ms", "tflops", "ratio_vs_torch", "rel_err", "sm_mhz", "power_w"))
-        w.writerows(rows)
-    print(f"\nwrote {path} (tuned winners: {cache})")
-    if bad:
-        print(f"FAIL: {len(bad)} output(s) over the relative error {MAX_REL_ERR:g}:\n  " + "\n  ".join(bad), file=sys.stderr)
-        sys.exit(1)
+    header = ("date", "device", "dtype", "m", "n", "k", "contender", "ms", "tflops", "ratio_vs_torch", "rel_err", "sm_mhz", "power_w")
+    write_csv(os.path.join(args.out_dir, "matmul_bench.csv"), header, rows, bad, MAX_REL_ERR, f" (tuned winners: {cache})")
 
 
 if __name__ == "__main__":
