@@ -40,12 +40,11 @@ import argparse
 import os
 import statistics
 import sys
-import time
 
 import torch
 
 import kernel_ops
-from matmul_bench import Smi, check_timing, parse_shape, rel, timed_rounds, timing_args, write_csv
+from matmul_bench import parse_shape, rel, start, timed_rounds, timing_args, write_csv
 
 SHAPES = [(4096, 8192, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (64, 4096, 4096), (128, 8192, 8192)]
 MAX_REL_ERR = 1e-2
@@ -129,15 +128,9 @@ def main():
     timing_args(p)
     p.add_argument("--shape", type=parse_shape, nargs="+", metavar="MxNxK", help="shapes to run (default: the issue's list)")
     args = p.parse_args()
-    check_timing(p, args, "fp8_bench.py")
     if not hasattr(torch, "_scaled_mm"):
         sys.exit(f"fp8_bench.py needs torch._scaled_mm (torch {torch.__version__} has none)")
-
-    os.makedirs(args.out_dir, exist_ok=True)
-    torch.backends.cuda.matmul.allow_tf32 = False  # the float32 reference is float32
-    device = torch.cuda.get_device_name()
-    date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    smi = Smi()
+    device, date, smi = start(p, args, "fp8_bench.py")
     rows, bad, notes = [], [], {}
     print(f"{device}, torch {torch.__version__}, warm-up {args.warmup_ms:g} ms, {args.iters} iters, {args.rounds} rounds\n")
     print("| scales | M | N | K | contender | ms | TFLOP/s | vs torch | rel. err | SM MHz | W |")

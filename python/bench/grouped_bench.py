@@ -45,12 +45,11 @@ import argparse
 import os
 import statistics
 import sys
-import time
 
 import torch
 
 import kernel_ops
-from matmul_bench import DTYPES, Smi, check_timing, rel, timed_rounds, timing_args, write_csv
+from matmul_bench import DTYPES, start, timed_rounds, timing_args, write_csv
 
 # (experts, tokens M, N, K): the grouped problems.
 PROBLEMS = [(64, 16384, 4096, 7168), (64, 8192, 2048, 4096), (8, 16384, 4096, 4096), (8, 4096, 7168, 2048)]
@@ -167,13 +166,7 @@ def main():
     p.add_argument("--dtype", choices=tuple(DTYPES), default="bf16", help="element type (default bf16)")
     p.add_argument("--problem", type=parse_problem, nargs="+", metavar="GxMxNxK", help="problems to run (default: the issue's list)")
     args = p.parse_args()
-    check_timing(p, args, "grouped_bench.py")
-
-    os.makedirs(args.out_dir, exist_ok=True)
-    torch.backends.cuda.matmul.allow_tf32 = False  # the float32 reference is float32
-    device = torch.cuda.get_device_name()
-    date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    smi = Smi()
+    device, date, smi = start(p, args, "grouped_bench.py")
     rows, bad, notes = [], [], {}
     print(f"{device}, torch {torch.__version__}, {args.dtype}, warm-up {args.warmup_ms:g} ms, {args.iters} iters, {args.rounds} rounds\n")
     print("| G | M | N | K | contender | ms | TFLOP/s | vs _grouped_mm | vs loop | rel. err | SM MHz | W |")

@@ -149,12 +149,17 @@ def timing_args(p):
     p.add_argument("--rounds", type=int, default=2, help="interleaved rounds, median taken (default 2)")
 
 
-def check_timing(p, args, script):
-    """Refuses counts below 1 and a machine without CUDA (as `script`)."""
+def start(p, args, script):
+    """Refuses counts below 1 and a machine without CUDA (as `script`),
+    makes `args.out_dir`, turns TF32 off (the float32 references are
+    float32) and returns `(device name, UTC date, Smi())`."""
     if args.iters < 1 or args.rounds < 1:
         p.error("--iters and --rounds must be at least 1")
     if not torch.cuda.is_available():
         sys.exit(f"{script} needs a CUDA GPU (torch.cuda.is_available() is False)")
+    os.makedirs(args.out_dir, exist_ok=True)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return torch.cuda.get_device_name(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), Smi()
 
 
 def write_csv(path, header, rows, bad, max_rel_err, note=""):
@@ -187,9 +192,7 @@ def main():
     p.add_argument("--dtype", choices=("f16", "bf16", "both"), default="both")
     p.add_argument("--shape", type=parse_shape, nargs="+", metavar="MxNxK", help="shapes to run (default: the issue's list)")
     args = p.parse_args()
-    check_timing(p, args, "matmul_bench.py")
-
-    os.makedirs(args.out_dir, exist_ok=True)
+    device, date, smi = start(p, args, "matmul_bench.py")
     # A fresh tuning cache, set before the first kernel_ops.matmul call
     # (each thread reads it then): the default contender must not run a
     # winner tuned by an earlier run.
@@ -197,13 +200,9 @@ def main():
     if os.path.exists(cache):
         os.remove(cache)
     os.environ["KERNEL_OPS_CACHE"] = cache
-    torch.backends.cuda.matmul.allow_tf32 = False  # the float32 reference is float32
 
     shapes = args.shape or SHAPES
     dtypes = ("f16", "bf16") if args.dtype == "both" else (args.dtype,)
-    device = torch.cuda.get_device_name()
-    date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    smi = Smi()
     rows, bad = [], []
     print(f"{device}, torch {torch.__version__}, warm-up {args.warmup_ms:g} ms, {args.iters} iters, {args.rounds} rounds\n")
     print("| dtype | M | N | K | contender | ms | TFLOP/s | vs torch | rel. err | SM MHz | W |")
