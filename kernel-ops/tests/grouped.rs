@@ -1,7 +1,8 @@
 //! `kernel_ops::grouped::GroupedMatmul` on the CPU emulator: ragged groups
 //! (an empty one, partial row blocks, a tail of N and K) against the CPU
-//! under 4 schedules and a wrapping persistent grid; the sizes check done by
-//! the kernel; the host's shape errors. The GPU run is in `tests/gpu.rs`.
+//! under 4 schedules (the block-scaled FP8 kernel under 2) and a wrapping
+//! persistent grid; the sizes check done by the kernel; the host's shape
+//! errors. The GPU run is in `tests/gpu.rs`.
 use kernel_device::f16;
 use kernel_host::emulate::Emulator;
 use kernel_host::{randn_f16, rel_frobenius_error, Device};
@@ -107,10 +108,32 @@ fn grouped_shape_errors_name_the_rule() {
 /// 128-blocks and a partial one of 16); rows, K blocks and experts whose
 /// magnitudes differ by up to 2^12 (so a scale of the wrong row, block or
 /// expert is a large error); 2 emulated SMs (each CTA runs several tiles
-/// through the 4 stage slots and the `tiles_at` ring); 4 schedules.
+/// through the 4 stage slots and the `tiles_at` ring); 2 schedules, one per
+/// test so that the test threads share them.
 #[test]
 fn blockscaled_fp8_groups_match_the_cpu_on_the_emulator() {
-    use kernel_device::E4M3;
+    blockscaled_fp8_groups_under_schedule(21);
+}
+
+/// Another schedule of the case above.
+#[test]
+fn blockscaled_fp8_groups_match_the_cpu_under_another_schedule() {
+    blockscaled_fp8_groups_under_schedule(22);
+}
+
+/// The case above: its quantized operands and scales, group sizes, shape
+/// and the CPU's result.
+struct BlockscaledCase {
+    qa: Vec<kernel_device::E4M3>,
+    sa: Vec<f32>,
+    qb: Vec<kernel_device::E4M3>,
+    sb: Vec<f32>,
+    sizes: [u32; 5],
+    mnk: (usize, usize, usize),
+    want: Vec<f32>,
+}
+
+fn blockscaled_case() -> BlockscaledCase {
     use kernel_ops::fp8::quantize_1x128;
     use kernel_ops::grouped::{grouped_reference_blockscaled, quantize_experts_128x128};
     let sizes = [37u32, 0, 200, 128, 5];
@@ -122,20 +145,33 @@ fn blockscaled_fp8_groups_match_the_cpu_on_the_emulator() {
     let (qa, sa) = quantize_1x128(&a, m, k);
     let (qb, sb) = quantize_experts_128x128(&b, g, n, k);
     let want = grouped_reference_blockscaled(&qa, &sa, &qb, &sb, &sizes, n, k);
-    for emu in Emulator::schedules(21, 4) {
-        let dev = Device::emulator_with(emu.sms(2));
-        let gm = GroupedMatmul::new(&dev).unwrap();
-        let (da, dsa, db, dsb, ds) = (dev.upload(&qa).unwrap(), dev.upload(&sa).unwrap(), dev.upload(&qb).unwrap(), dev.upload(&sb).unwrap(), dev.upload(&sizes).unwrap());
-        let mut dc = dev.upload(&vec![f16::NAN; m * n]).unwrap();
-        gm.run_fp8_blockscaled(&da, &dsa, &db, &dsb, &ds, &mut dc, (m, n, k), g).unwrap();
-        gm.status().unwrap();
-        let got = dev.download(&dc).unwrap();
-        assert!(got.iter().all(|x| x.is_finite()), "an element of C was never written");
-        let err = rel_frobenius_error(&got, &want);
-        // Exact products, f32 promotion, one f16 rounding (2^-11).
-        assert!(err < 1e-3, "{}: relative Frobenius error {err:.2e}", dev.describe());
-    }
-    // The rules, each refused before anything runs, C untouched.
+    BlockscaledCase { qa, sa, qb, sb, sizes, mnk: (m, n, k), want }
+}
+
+/// The case under the schedule of seed `seed`.
+fn blockscaled_fp8_groups_under_schedule(seed: u64) {
+    let BlockscaledCase { qa, sa, qb, sb, sizes, mnk: (m, n, k), want } = blockscaled_case();
+    let g = sizes.len();
+    let dev = Device::emulator_with(Emulator::new(seed).sms(2));
+    let gm = GroupedMatmul::new(&dev).unwrap();
+    let (da, dsa, db, dsb, ds) = (dev.upload(&qa).unwrap(), dev.upload(&sa).unwrap(), dev.upload(&qb).unwrap(), dev.upload(&sb).unwrap(), dev.upload(&sizes).unwrap());
+    let mut dc = dev.upload(&vec![f16::NAN; m * n]).unwrap();
+    gm.run_fp8_blockscaled(&da, &dsa, &db, &dsb, &ds, &mut dc, (m, n, k), g).unwrap();
+    gm.status().unwrap();
+    let got = dev.download(&dc).unwrap();
+    assert!(got.iter().all(|x| x.is_finite()), "an element of C was never written");
+    let err = rel_frobenius_error(&got, &want);
+    // Exact products, f32 promotion, one f16 rounding (2^-11).
+    assert!(err < 1e-3, "{}: relative Frobenius error {err:.2e}", dev.describe());
+}
+
+/// The block-scaled grouped GEMM's rules, each refused before anything
+/// runs, C untouched; and sizes that do not add up.
+#[test]
+fn blockscaled_fp8_groups_refuse_bad_inputs() {
+    use kernel_device::E4M3;
+    let BlockscaledCase { qa, sa, qb, sb, sizes, mnk: (m, n, k), .. } = blockscaled_case();
+    let g = sizes.len();
     let dev = Device::emulator_with(Emulator::new(1).sms(2));
     let gm = GroupedMatmul::new(&dev).unwrap();
     let (da, dsa, db, dsb, ds) = (dev.upload(&qa).unwrap(), dev.upload(&sa).unwrap(), dev.upload(&qb).unwrap(), dev.upload(&sb).unwrap(), dev.upload(&sizes).unwrap());

@@ -56,47 +56,68 @@ fn refused_shapes_and_tuning_are_errors_on_the_emulator() {
 }
 
 /// The split-K kernels, K split over 3 CTAs per tile (13 K steps: 5, 4,
-/// 4) on 16 emulated SMs, partial row and column blocks: `splitk 128x128`
-/// and `splitk 128x64` (two 64-row warpgroups) at M = 72, `splitk 64x128`
-/// (two 64-column warpgroups) and `splitk 64x64` (two 32-column
-/// warpgroups, one shared epilogue sub-tile) at M = 40, each against the CPU, and the same bits under
-/// another schedule (the CTA that sums the partials differs; the sum's
-/// order does not). The entry point splits K from 64 K steps on: a
-/// 64-row shape of K = 4096 takes the 64-row kernel.
-#[test]
-fn split_k_is_correct_deterministic_and_chosen_for_few_tiles_on_the_emulator() {
+/// 4) on 16 emulated SMs, partial row and column blocks, each against the
+/// CPU, and the same bits under another schedule (the CTA that sums the
+/// partials differs; the sum's order does not).
+fn check_split_k(name: &str, (m, n, k): (usize, usize, usize)) {
     use kernel_host::{randn_f16, reference_gemm_nt, rel_frobenius_error};
-    use kernel_ops::matmul::{instance, launch_dims, splitk_splits};
-    assert_eq!(splitk_splits(2, 13, 16), 3);
-    for (name, (m, n, k)) in [("splitk 128x128 s6", (72, 136, 776)), ("splitk 128x64 s8", (72, 136, 776)), ("splitk 64x128 s8", (40, 136, 776)), ("splitk 64x64 s13", (40, 136, 776))] {
-        let inst = instance(name).unwrap();
-        let tiles = 136usize.div_ceil(inst.bn) as u32;
-        assert_eq!(launch_dims(inst, m, n, k, 16, kernel_ops::Ctas::default()).0, 3 * tiles, "{name}: {tiles} tiles x 3 splits");
-        let (ah, bh) = (randn_f16(m * k, 3), randn_f16(n * k, 4));
-        let reference = reference_gemm_nt(m, n, k, &ah, &bh);
-        let mut bits: Option<Vec<u16>> = None;
-        for emu in Emulator::schedules(31, 2) {
-            let dev = Device::emulator_with(emu.sms(16));
-            let mm = Matmul::with_cache(&dev, std::env::temp_dir().join("kernel-ops-emu-test-unused.tsv")).unwrap();
-            let (a, b) = (dev.upload(&ah).unwrap(), dev.upload(&bh).unwrap());
-            let mut c = dev.upload(&vec![f16::NAN; m * n]).unwrap();
-            mm.matmul_with(inst, &a, &b, &mut c, m, n, k).unwrap();
-            let got = dev.download(&c).unwrap();
-            let err = rel_frobenius_error(&got, &reference);
-            assert!(err < 2e-3, "{name} at {m}x{n}x{k} on {}: relative Frobenius error {err}", dev.describe());
-            let got: Vec<u16> = got.iter().map(|x| x.to_bits()).collect();
-            match &bits {
-                None => bits = Some(got),
-                Some(first) => assert!(first == &got, "{name}: another schedule gave other bits"),
-            }
+    use kernel_ops::matmul::{instance, launch_dims};
+    let inst = instance(name).unwrap();
+    let tiles = n.div_ceil(inst.bn) as u32;
+    assert_eq!(launch_dims(inst, m, n, k, 16, kernel_ops::Ctas::default()).0, 3 * tiles, "{name}: {tiles} tiles x 3 splits");
+    let (ah, bh) = (randn_f16(m * k, 3), randn_f16(n * k, 4));
+    let reference = reference_gemm_nt(m, n, k, &ah, &bh);
+    let mut bits: Option<Vec<u16>> = None;
+    for emu in Emulator::schedules(31, 2) {
+        let dev = Device::emulator_with(emu.sms(16));
+        let mm = Matmul::with_cache(&dev, std::env::temp_dir().join("kernel-ops-emu-test-unused.tsv")).unwrap();
+        let (a, b) = (dev.upload(&ah).unwrap(), dev.upload(&bh).unwrap());
+        let mut c = dev.upload(&vec![f16::NAN; m * n]).unwrap();
+        mm.matmul_with(inst, &a, &b, &mut c, m, n, k).unwrap();
+        let got = dev.download(&c).unwrap();
+        let err = rel_frobenius_error(&got, &reference);
+        assert!(err < 2e-3, "{name} at {m}x{n}x{k} on {}: relative Frobenius error {err}", dev.describe());
+        let got: Vec<u16> = got.iter().map(|x| x.to_bits()).collect();
+        match &bits {
+            None => bits = Some(got),
+            Some(first) => assert!(first == &got, "{name}: another schedule gave other bits"),
         }
     }
+}
+
+/// `splitk 128x128` and `splitk 128x64` (two 64-row warpgroups) at M = 72.
+/// (The split-K tests are four, so that the test threads share them.)
+#[test]
+fn split_k_128_row_tiles_are_correct_and_deterministic_on_the_emulator() {
+    assert_eq!(kernel_ops::matmul::splitk_splits(2, 13, 16), 3);
+    for name in ["splitk 128x128 s6", "splitk 128x64 s8"] {
+        check_split_k(name, (72, 136, 776));
+    }
+}
+
+/// `splitk 64x128` (two 64-column warpgroups) at M = 40.
+#[test]
+fn split_k_64x128_tile_is_correct_and_deterministic_on_the_emulator() {
+    check_split_k("splitk 64x128 s8", (40, 136, 776));
+}
+
+/// `splitk 64x64` (two 32-column warpgroups, one shared epilogue
+/// sub-tile) at M = 40.
+#[test]
+fn split_k_64x64_tile_is_correct_and_deterministic_on_the_emulator() {
+    check_split_k("splitk 64x64 s13", (40, 136, 776));
+}
+
+/// The entry point splits K from 64 K steps on: a 64-row shape of K = 4096
+/// takes the 64-row kernel; and bf16 runs through the same kernel bodies.
+#[test]
+fn split_k_is_chosen_for_few_tiles_and_runs_bf16_on_the_emulator() {
     let dev = Device::emulator_with(Emulator::new(7).sms(16));
     let mm = Matmul::with_cache(&dev, std::env::temp_dir().join("kernel-ops-emu-test-unused.tsv")).unwrap();
     assert_eq!(mm.instance_for(40, 136, 4096).name, "splitk 64x64 s13");
     assert_eq!(mm.instance_for(72, 136, 4096).name, "splitk 128x128 s6");
     assert_eq!(mm.instance_for(72, 136, 776).name, "ws 128x128 s4 w8", "K = 776 is too short to split");
-    // bf16 through the same kernel bodies, on the entry point (8 SMs: 2
-    // tiles x 4 splits, within the emulator's 4096 threads).
+    // bf16 on the entry point (8 SMs: 2 tiles x 4 splits, within the
+    // emulator's 4096 threads).
     check_matmul_of::<bf16>(&Device::emulator_with(Emulator::new(7).sms(8)), (40, 136, 4096), false);
 }
