@@ -1752,6 +1752,10 @@ impl Emu {
         let shadow = &g.shadow[cta];
         for &(lo, hi) in ranges {
             let (lo, hi) = (lo as usize, hi as usize);
+            // The common case, unchanged bytes, in one comparison.
+            if real[lo..hi] == shadow[lo..hi] {
+                continue;
+            }
             let Some(first) = (lo..hi).find(|&i| real[i] != shadow[i]) else {
                 continue;
             };

@@ -64,7 +64,12 @@ pub(crate) fn read_bits(smem: *const u8, size: usize, off: usize, bytes: usize, 
         // Reports the out-of-bounds access (never returns here).
         crate::smem_ptr_range(off as u32, bytes);
     }
-    seen.push(off as u32 & !15);
+    // Neighbouring elements share a chunk: skip the repeat (the ranges
+    // are sorted and merged later; this only keeps the list short).
+    let chunk = off as u32 & !15;
+    if seen.last() != Some(&chunk) {
+        seen.push(chunk);
+    }
     // SAFETY: `off + bytes <= size`: inside the CTA's SMEM buffer, which
     // lives for the whole run; unaligned reads.
     unsafe {

@@ -102,9 +102,7 @@ impl Vc {
             self.0.resize(o.0.len(), 0);
         }
         for (a, b) in self.0.iter_mut().zip(&o.0) {
-            if *b > *a {
-                *a = *b;
-            }
+            *a = (*a).max(*b);
         }
     }
 }
