@@ -6,7 +6,7 @@ mod common;
 
 use kernel_device::{bf16, f16};
 use kernel_host::{randn_f16, reference_gemm_nt, rel_frobenius_error, Buffer, Device, Gpu};
-use kernel_ops::matmul::{instance, INSTANCES};
+use kernel_ops::matmul::{instance, Grid, Instance, INSTANCES};
 use kernel_ops::norms::NormElem;
 use kernel_ops::{Matmul, MatmulError};
 
@@ -58,8 +58,10 @@ fn split_k_at_decode_rows_matches_the_cpu_and_repeats_bit_for_bit() {
     let (m, n, k) = (64, 4096, 8192);
     let (a, b, da, db, mut dc) = problem(&gpu, m, n, k);
     let reference = reference_gemm_nt(m, n, k, &a, &b);
-    for name in ["splitk 128x128 s6", "splitk 128x64 s8", "splitk 64x128 s8", "splitk 64x64 s13"] {
-        let splitk = instance(name).unwrap();
+    let split: Vec<&Instance> = INSTANCES.iter().filter(|i| i.grid == Grid::SplitK).collect();
+    assert!(split.len() >= 4, "the split-K instances: {split:?}");
+    for splitk in split {
+        let name = splitk.name;
         let mut first: Option<Vec<u16>> = None;
         for _ in 0..5 {
             gpu.write(&mut dc, &vec![f16::NAN; m * n]).unwrap();
