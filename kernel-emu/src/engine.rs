@@ -258,6 +258,10 @@ pub(crate) struct State {
     shadow: Vec<Vec<u8>>,
     /// Per thread: the SMEM its in-flight wgmma groups read.
     wgmma: Vec<WgmmaGroups>,
+    /// Per CTA: how many of its threads have in-flight wgmma reads (the
+    /// overlap check skips a CTA with none: every Blackwell kernel, most
+    /// of a Hopper kernel's writes).
+    wgmma_busy: Vec<u32>,
     /// Per CTA: its register pool (`setmaxnreg`).
     regs: Vec<regs::RegPool>,
     /// Clocks, shadow memory, asynchronous operations.
@@ -274,6 +278,13 @@ struct WgmmaGroups {
     open: Vec<Range>,
     /// Committed groups not yet retired by a `wgmma.wait_group`, oldest first.
     committed: VecDeque<Vec<Range>>,
+}
+
+impl WgmmaGroups {
+    /// Whether any group, open or committed, still reads SMEM.
+    fn busy(&self) -> bool {
+        !self.open.is_empty() || self.committed.iter().any(|g| !g.is_empty())
+    }
 }
 
 /// Adds `more` to the sorted, disjoint ranges `set` (merging).
@@ -308,6 +319,16 @@ impl State {
         let r = self.next_rand();
         let i = ((r as u128 * self.runnable.len() as u128) >> 64) as usize;
         Some(self.runnable[i])
+    }
+
+    /// Keeps `wgmma_busy[cta]` in step after thread `t`'s wgmma groups
+    /// changed (`was`: whether they read SMEM before).
+    fn wgmma_count(&mut self, cta: usize, was: bool, t: usize) {
+        match (was, self.wgmma[t].busy()) {
+            (false, true) => self.wgmma_busy[cta] += 1,
+            (true, false) => self.wgmma_busy[cta] -= 1,
+            _ => {}
+        }
     }
 
     pub(crate) fn remove_runnable(&mut self, t: usize) {
@@ -454,6 +475,7 @@ impl Emu {
             next_epoch: 0,
             shadow: (0..n_ctas).map(|_| vec![0u8; cfg.smem_bytes]).collect(),
             wgmma: (0..n).map(|_| WgmmaGroups::default()).collect(),
+            wgmma_busy: vec![0; n_ctas],
             regs: (0..n_ctas).map(|_| regs::RegPool::new(tpc)).collect(),
             race: RaceState::new(n),
         };
@@ -1812,6 +1834,9 @@ impl Emu {
     /// Whether an async write of `lo..hi` of CTA `cta` overlaps SMEM read by
     /// an in-flight wgmma group of a thread of that CTA: the rule and detail.
     pub(crate) fn wgmma_overlap(&self, g: &State, cta: usize, lo: u32, hi: u32, op: &str) -> Option<(&'static str, String)> {
+        if g.wgmma_busy[cta] == 0 {
+            return None;
+        }
         let mut found = None;
         'threads: for t in cta * self.tpc..(cta + 1) * self.tpc {
             let w = &g.wgmma[t];
@@ -1878,7 +1903,9 @@ impl Emu {
         }
         let g = self.begin();
         let mut g = self.check_async_read(g, tid, loc, cta, ranges, op);
+        let was = g.wgmma[tid].busy();
         merge_ranges(&mut g.wgmma[tid].open, ranges);
+        g.wgmma_count(tid / self.tpc, was, tid);
         // The warpgroup's operands are the same for its 128 threads: its
         // first thread stands for it in the shadow state.
         if (tid % self.tpc) % 128 == 0 {
@@ -1892,15 +1919,18 @@ impl Emu {
         let w = &mut g.wgmma[tid];
         let open = std::mem::take(&mut w.open);
         w.committed.push_back(open);
+        // (Busy before and after: the ranges only moved.)
     }
 
     /// `wgmma.wait_group n` of `tid`: retires all but its newest `n` groups.
     pub(crate) fn wgmma_wait(&self, tid: usize, n: u32) {
         let mut g = self.begin();
+        let was = g.wgmma[tid].busy();
         let w = &mut g.wgmma[tid];
         while w.committed.len() > n as usize {
             w.committed.pop_front();
         }
+        g.wgmma_count(tid / self.tpc, was, tid);
     }
 }
 
