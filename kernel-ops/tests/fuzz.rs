@@ -160,7 +160,10 @@ fn matmul_case<E: Half + MatmulTestElem>(rng: &mut Rng, note: &Note) -> Result<(
     // The split-K kernels run a CTA per tile and split, not a persistent
     // grid: halve M, then N, until that grid fits the emulator.
     if let Some(i) = inst {
-        let threads = |m, n| kernel_ops::matmul::launch_dims(i, m, n, k, sms as u32, kernel_ops::Ctas::default()).0 as usize * 384;
+        use kernel_device::launch::KernelSpec;
+        // Every split-K instance has the same block (three warpgroups).
+        let block = <kernel_ops_kernels::matmul::matmul_splitk<f16, 64, 64, 32, 13> as KernelSpec>::BLOCK.volume() as usize;
+        let threads = |m, n| kernel_ops::matmul::launch_dims(i, m, n, k, sms as u32, kernel_ops::Ctas::default()).0 as usize * block;
         while threads(m, n) > kernel_host::emulate::MAX_THREADS {
             if m > i.bm {
                 m = m.div_ceil(2);
