@@ -2,20 +2,21 @@
 //! execution model and the rules checked here).
 //!
 //! Everything mutable lives in one [`State`] behind one mutex. The baton is
-//! `State::current`: the id of the one emulated thread allowed to run. A
-//! thread that does not hold it sleeps on its own condition variable
-//! (`Emu::cvs[tid]`) until `current == tid` or the run is aborted. Because
-//! every hand-over goes through the mutex, each run of kernel code
-//! happens-after the previous one: plain (non-atomic) accesses to shared
-//! memory and to host buffers from different emulated threads are ordered,
-//! and there are no data races at the Rust level.
+//! `State::current`: the id of the one emulated thread allowed to run. Each
+//! emulated thread is a coroutine on the run's OS thread (module `coro`); one
+//! that hands the baton on suspends, and the run's loop resumes the new
+//! holder (or, once the run is aborted, each thread in turn, to unwind). All
+//! kernel code of a run executes on one OS thread, one turn after another,
+//! so plain (non-atomic) accesses to shared memory and to host buffers from
+//! different emulated threads are ordered, and there are no data races at
+//! the Rust level.
 use crate::error::{fmt3, EmuError};
 use crate::race::{Clk, RaceState};
 use crate::LaunchConfig;
 use std::alloc::{alloc_zeroed, dealloc, handle_alloc_error, Layout};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::panic::Location;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
 mod asyncop;
 mod regs;
@@ -384,7 +385,6 @@ pub(crate) struct Emu {
     /// Emulated devices (each runs the whole grid).
     pub(crate) devices: u32,
     state: Mutex<State>,
-    cvs: Vec<Condvar>,
 }
 
 fn linear(i: [u32; 3], d: [u32; 3]) -> usize {
@@ -492,7 +492,6 @@ impl Emu {
             clusters,
             devices: devices as u32,
             state: Mutex::new(state),
-            cvs: (0..n).map(|_| Condvar::new()).collect(),
         }
     }
 
@@ -532,17 +531,15 @@ impl Emu {
         format!("{} at {loc}{}", self.who(tid), scope_note(g, tid))
     }
 
-    /// Records `err` (unless an earlier error stopped the run) and wakes
-    /// every thread so that it unwinds.
+    /// Records `err` (unless an earlier error stopped the run) and marks the
+    /// run stopped: the run's loop then resumes every thread so that it
+    /// unwinds.
     pub(crate) fn stop(&self, g: &mut State, mut err: EmuError) {
         if g.error.is_none() {
             add_early_phase_notes(g, &mut err);
             g.error = Some(err);
         }
         g.aborted = true;
-        for cv in &self.cvs {
-            cv.notify_one();
-        }
     }
 
     fn fail(&self, mut g: MutexGuard<'_, State>, err: EmuError) -> ! {
@@ -600,7 +597,6 @@ impl Emu {
         };
         g.current = next;
         if next != tid {
-            self.cvs[next].notify_one();
             g = self.wait_turn(g, tid);
         }
         g
@@ -609,7 +605,9 @@ impl Emu {
     /// Sleeps until `tid` holds the baton; unwinds if the run stops.
     fn wait_turn<'a>(&'a self, mut g: MutexGuard<'a, State>, tid: usize) -> MutexGuard<'a, State> {
         while g.current != tid && !g.aborted {
-            g = self.cvs[tid].wait(g).unwrap_or_else(|e| e.into_inner());
+            drop(g);
+            crate::suspend_thread();
+            g = self.lock();
         }
         if g.aborted {
             drop(g);
@@ -632,13 +630,20 @@ impl Emu {
         self.switch(g, tid)
     }
 
+    /// The baton's holder (`None`: no thread) and whether the run stopped
+    /// (read by the run's loop, `coro::drive`, between two threads' turns).
+    pub(crate) fn baton(&self) -> (Option<usize>, bool) {
+        let g = self.lock();
+        ((g.current != NONE).then_some(g.current), g.aborted)
+    }
+
     /// Picks the first thread to run (before any thread starts).
     pub(crate) fn start(&self) {
         let mut g = self.lock();
         g.current = g.pick().expect("a launch has at least one thread");
     }
 
-    /// A new OS thread waits here until its emulated thread first runs.
+    /// A new emulated thread starts here: it runs once it holds the baton.
     pub(crate) fn first_turn(&self, tid: usize) {
         let g = self.lock();
         drop(self.wait_turn(g, tid));
@@ -667,10 +672,7 @@ impl Emu {
             }
         }
         match next {
-            Some(next) => {
-                g.current = next;
-                self.cvs[next].notify_one();
-            }
+            Some(next) => g.current = next,
             None => {
                 g.current = NONE;
                 if g.status.iter().any(|s| matches!(s, Status::Blocked(..))) {

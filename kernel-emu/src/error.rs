@@ -59,7 +59,7 @@ pub enum EmuError {
         detail: String,
     },
     /// The launch is larger than the emulator runs (64 CTAs, 4096 threads),
-    /// or the host could not start the OS threads for it.
+    /// or the host could not map the stacks of its threads.
     TooLarge { kernel: String, detail: String },
     /// Two accesses to the same bytes, at least one a write, that no
     /// synchronization orders (happens-before; see `kernel_emu::race`).

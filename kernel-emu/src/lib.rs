@@ -9,7 +9,7 @@
 //!
 //! # Execution model
 //!
-//! [`run`] starts one OS thread per emulated GPU thread (every thread of every
+//! [`run`] makes one coroutine per emulated GPU thread (every thread of every
 //! CTA of the grid: all CTAs are resident at once, so grids are small: at most
 //! 64 CTAs and 4096 threads) and runs the kernel closure once in each. Only
 //! **one** emulated thread runs at a time: it holds the *baton*. It runs until
@@ -159,13 +159,12 @@
 //!
 //! # Threads
 //!
-//! The OS threads get small stacks, 256 KiB by default; set the environment
-//! variable `KERNEL_EMU_STACK_KIB` to change it (e.g. for debug builds of
-//! kernels with large register arrays). The OS threads are kept between
-//! runs (module `pool`: idle ones end after 5 s). A run's OS threads share one CPU
-//! (the least used one allowed; Linux, module `pin`: hand-offs without
-//! cross-CPU wake-ups, the same schedule); `KERNEL_EMU_PIN=0` leaves them
-//! to the OS scheduler. Entry points are `#[track_caller]`:
+//! Each emulated thread is a stackful coroutine on the OS thread that called
+//! [`run`] (module `coro`): handing the baton to another thread is a stack
+//! switch, not an OS context switch, and a run uses one CPU. The coroutines
+//! get small stacks, 256 KiB by default (with a guard page; kept between
+//! runs); set the environment variable `KERNEL_EMU_STACK_KIB` to change it
+//! (e.g. for debug builds of kernels with large register arrays). Entry points are `#[track_caller]`:
 //! errors and deadlock lines name the source location of the call (which is
 //! in the kernel when the host bodies are `#[track_caller]` too). Library
 //! code that issues operations for the user (a pipeline) is
@@ -186,8 +185,7 @@ pub mod clc;
 pub mod race;
 pub mod tmem;
 mod operand;
-mod pin;
-mod pool;
+mod coro;
 pub mod tcgen05;
 pub mod tma;
 pub mod wgmma;
@@ -215,7 +213,7 @@ use std::sync::{Arc, Once};
 pub const MAX_CTAS: usize = 64;
 /// Most threads the emulator runs in one grid.
 pub const MAX_THREADS: usize = 4096;
-/// Default stack size of each emulated thread's OS thread.
+/// Default stack size of each emulated thread (its coroutine's stack).
 pub const DEFAULT_STACK_BYTES: usize = 256 * 1024;
 
 /// A launch: kernel name (for messages), grid, block and cluster shapes,
@@ -279,6 +277,8 @@ impl LaunchConfig {
 struct Ctx {
     emu: Arc<Emu>,
     tid: usize,
+    /// The thread's coroutine handle (on its own stack; see `suspend_thread`).
+    suspender: *const coro::Suspender,
 }
 
 thread_local! {
@@ -402,7 +402,7 @@ fn validate(cfg: &LaunchConfig) -> Result<(), EmuError> {
             kernel: cfg.kernel.clone(),
             detail: format!(
                 "grid {:?} x block {:?}{devices} is {ctas} CTAs and {} threads; the emulator runs at most {MAX_CTAS} CTAs \
-                 and {MAX_THREADS} threads (one OS thread each): shrink the problem for emulation",
+                 and {MAX_THREADS} threads (one stack each): shrink the problem for emulation",
                 cfg.grid,
                 cfg.block,
                 ctas * tpc
@@ -428,30 +428,30 @@ pub fn run(cfg: &LaunchConfig, thread_fn: &(dyn Fn() + Sync)) -> Result<RunRepor
     clc::hold_back(&emu, cfg.resident_clusters);
     emu.start();
     let stack = stack_bytes();
-    // One OS thread per emulated thread, from the pool, all on the run's CPU.
-    let cpu = pin::take_cpu();
-    let jobs = pool::Jobs::new(cpu.cpu);
-    let wait = jobs.guard();
+    // One coroutine per emulated thread, all on this OS thread; the
+    // scheduler's baton says which one runs.
+    let mut threads: Vec<Option<coro::Thread>> = Vec::with_capacity(n);
     for tid in 0..n {
         let e = emu.clone();
-        if let Err(err) = jobs.start(stack, Box::new(move || thread_main(e, tid, thread_fn))) {
-            let mut g = emu.lock();
-            let detail = format!(
-                "could not start the OS thread for emulated thread {tid} of {n} (one per GPU thread): {err}"
-            );
-            emu.stop(
-                &mut g,
-                EmuError::TooLarge {
-                    kernel: cfg.kernel.clone(),
-                    detail,
-                },
-            );
-            break;
+        // SAFETY: `thread_fn` and `e` outlive the coroutine: `drive` below
+        // runs every coroutine to its end, and `threads` (which a panic of
+        // `drive` drops, unwinding the coroutines left) is dropped before
+        // `run` returns.
+        match unsafe { coro::spawn(stack, move |s| thread_main(e, tid, thread_fn, s)) } {
+            Ok(t) => threads.push(Some(t)),
+            Err(err) => {
+                let mut g = emu.lock();
+                let detail = format!(
+                    "could not map the {} KiB stack of emulated thread {tid} of {n} (one per GPU thread): {err}",
+                    stack / 1024
+                );
+                emu.stop(&mut g, EmuError::TooLarge { kernel: cfg.kernel.clone(), detail });
+                break;
+            }
         }
     }
-    wait.finish();
-    // Every job has returned: the CPU is free for another run.
-    drop(cpu);
+    coro::drive(&mut threads, || emu.baton());
+    drop(threads);
     let failed = emu.lock().error.is_some();
     let canceled_clusters = clc::end_run(&emu);
     // Forget the run's TMEM state; report allocations not freed.
@@ -486,9 +486,10 @@ pub fn run(cfg: &LaunchConfig, thread_fn: &(dyn Fn() + Sync)) -> Result<RunRepor
     Ok(RunReport { steps, threads: n, canceled_clusters, warnings })
 }
 
-/// The body of each OS thread: wait for the baton, run the kernel, report.
-fn thread_main(emu: Arc<Emu>, tid: usize, thread_fn: &(dyn Fn() + Sync)) {
-    CTX.with(|c| *c.borrow_mut() = Some(Ctx { emu: emu.clone(), tid }));
+/// The body of each emulated thread's coroutine: wait for the baton, run the
+/// kernel, report.
+fn thread_main(emu: Arc<Emu>, tid: usize, thread_fn: &(dyn Fn() + Sync), suspender: &coro::Suspender) {
+    CTX.with(|c| *c.borrow_mut() = Some(Ctx { emu: emu.clone(), tid, suspender }));
     let result = catch_unwind(AssertUnwindSafe(|| {
         emu.first_turn(tid);
         // A cluster canceled by cluster launch control never runs.
@@ -507,6 +508,18 @@ fn thread_main(emu: Arc<Emu>, tid: usize, thread_fn: &(dyn Fn() + Sync)) {
         }
     }
     CTX.with(|c| c.borrow_mut().take());
+}
+
+/// Suspends the calling emulated thread until the run's loop resumes it
+/// (it has handed the baton on); its context is set again on return.
+pub(crate) fn suspend_thread() {
+    let ctx = CTX
+        .with(|c| c.borrow_mut().take())
+        .expect("kernel-emu bug: a thread without its context waited for the baton");
+    // SAFETY: the suspender lives on this coroutine's stack (in `coro`'s
+    // entry frame, below `thread_main`), which is the running stack.
+    coro::suspend(unsafe { &*ctx.suspender });
+    CTX.with(|c| *c.borrow_mut() = Some(ctx));
 }
 
 // ----- context ---------------------------------------------------------------

@@ -1682,3 +1682,38 @@ fn an_mma_over_other_threads_finished_loads_needs_both_fences() {
         );
     }
 }
+
+/// Recurses without end: each frame keeps 4 KiB live.
+#[inline(never)]
+#[allow(unconditional_recursion)]
+fn bottomless(n: u64) -> u64 {
+    let frame = std::hint::black_box([n; 512]);
+    bottomless(std::hint::black_box(n + 1)).wrapping_add(frame[7])
+}
+
+/// A kernel that overflows its coroutine's stack stops the process with a
+/// line naming `KERNEL_EMU_STACK_KIB` (not a bare segmentation fault). The
+/// overflow runs in a child process: this test binary again, running only
+/// this test, with `KERNEL_EMU_OVERFLOW_CHILD` set.
+#[test]
+#[cfg(unix)]
+fn stack_overflow_names_the_stack_size() {
+    if std::env::var_os("KERNEL_EMU_OVERFLOW_CHILD").is_some() {
+        let r = run(&cfg("bottomless", 1, 2), &|| {
+            bottomless(0);
+        });
+        panic!("the run returned instead of overflowing: {r:?}");
+    }
+    let out = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", "tests::stack_overflow_names_the_stack_size", "--nocapture", "--test-threads=1"])
+        .env("KERNEL_EMU_OVERFLOW_CHILD", "1")
+        .env("KERNEL_EMU_STACK_KIB", "64")
+        .output()
+        .expect("run the test binary");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the child succeeded: {stderr}");
+    assert!(
+        stderr.contains("an emulated GPU thread overflowed its stack (KERNEL_EMU_STACK_KIB"),
+        "stderr of the child: {stderr}"
+    );
+}

@@ -895,7 +895,7 @@ where
     let acc_len = batch * heads * seq_pad * head_dim;
     let mut dq_acc = dev.zeros::<f32>(acc_len)?;
     // The SIMT kernels stride over their rows: a grid the emulator runs
-    // (one OS thread per emulated thread) there.
+    // (one coroutine and stack per emulated thread) there.
     let cap = |ctas: usize| (if dev.is_gpu() { ctas } else { ctas.min(8) }).max(1) as u32;
     ops.kernel::<attention_bwd_pre<E, D>>()?.launch((cap(rows.div_ceil(4)), 1, 1), (o, d_o, lse, &mut stats, batch as u32, seq as u32, heads as u32, seq_pad as u32))?;
     let maps = BwdMaps {

@@ -884,7 +884,7 @@ fn attention_options(rng: &mut Rng) -> kernel_ops::attention::Options {
 }
 
 /// `(batch, heads, kv_heads)` with `batch x heads x blocks` at most
-/// `ctas` (the emulator's time: one OS thread per GPU thread), `kv_heads`
+/// `ctas` (the emulator's time grows with the GPU threads), `kv_heads`
 /// a divisor of `heads` (GQA, MQA, or multi-head).
 fn heads_for(rng: &mut Rng, blocks: usize, ctas: usize) -> (usize, usize, usize) {
     let most = (ctas / blocks.max(1)).max(1);
