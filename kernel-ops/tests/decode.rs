@@ -11,7 +11,7 @@
 use kernel_device::{bf16, f16, E4M3};
 use kernel_host::emulate::Emulator;
 use kernel_host::{Buffer, Device};
-use kernel_ops::attention::decode::{reference, reference_row, CacheElem, CacheLayout, Decode, DecodeErrors, DecodeOptions, DecodeShape, DecodeType, KvCache};
+use kernel_ops::attention::decode::{reference, reference_row, CacheElem, CacheLayout, Decode, DecodeErrors, DecodeKernel, DecodeOptions, DecodeShape, DecodeType, KvCache};
 
 /// The element types in the tests, from and to f32.
 trait Elem: DecodeType + CacheElem<Self> + kernel_host::DeviceRepr + Default {
@@ -113,9 +113,9 @@ fn poison(cache: &mut [f32], p: &Problem, table: Option<&[i32]>) {
     }
 }
 
-/// Runs `p` on `dev` and returns (O's relative Frobenius error, the
-/// largest lse error, the plan's flags).
-fn run<T: Elem>(dev: &Device, p: &Problem, seed: u64) -> (f64, f64, DecodeErrors) {
+/// Runs `p` on `dev` with `kernel` (a 16-bit cache's) and returns (O's
+/// relative Frobenius error, the largest lse error, the plan's flags).
+fn run<T: Elem>(dev: &Device, p: &Problem, seed: u64, kernel: DecodeKernel) -> (f64, f64, DecodeErrors) {
     let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
     let (shape, layout) = (p.shape, p.layout);
     let n = layout.cache_len(&shape);
@@ -130,7 +130,7 @@ fn run<T: Elem>(dev: &Device, p: &Problem, seed: u64) -> (f64, f64, DecodeErrors
     let table_buf = table.as_ref().map(|t| dev.upload(t).unwrap());
     let mut out = dev.upload(&vec![T::from(f32::NAN); shape.q_len()]).unwrap();
     let mut lse = dev.upload(&vec![f32::NAN; shape.lse_len()]).unwrap();
-    let opts = DecodeOptions { scale: None, splits: p.splits };
+    let opts = DecodeOptions { scale: None, splits: p.splits, kernel };
     let (mut want, errors) = match p.store {
         Store::Same => {
             let round = |x: &mut Vec<f32>| x.iter_mut().for_each(|v| *v = T::from(*v).to());
@@ -222,10 +222,19 @@ fn bound<T: Elem>() -> f64 {
     }
 }
 
+/// Checks `p` against the reference: a 16-bit cache on both kernels (the
+/// wgmma one and the warp-MMA one, whatever `Auto` would pick), an FP8
+/// cache on its own.
 fn check<T: Elem>(p: Problem, seed: u64) {
-    let (o, l, errors) = run::<T>(&emulator(seed), &p, seed);
-    assert!(o < bound::<T>() && l < 5e-3, "{p:?}: O error {o:.2e}, lse error {l:.2e}");
-    assert_eq!(errors, DecodeErrors::default(), "{p:?}: flags on good input");
+    let kernels: &[DecodeKernel] = match p.store {
+        Store::Same => &[DecodeKernel::Wgmma, DecodeKernel::WarpMma],
+        Store::Fp8 { .. } => &[DecodeKernel::Auto],
+    };
+    for &kernel in kernels {
+        let (o, l, errors) = run::<T>(&emulator(seed), &p, seed, kernel);
+        assert!(o < bound::<T>() && l < 5e-3, "{p:?}, {kernel:?}: O error {o:.2e}, lse error {l:.2e}");
+        assert_eq!(errors, DecodeErrors::default(), "{p:?}, {kernel:?}: flags on good input");
+    }
 }
 
 fn shape(batch: usize, heads: usize, kv_heads: usize, head_dim: usize, tokens: usize) -> DecodeShape {
@@ -304,7 +313,7 @@ fn fp8_bf16_queries_beyond_f16_range() {
     // The log-sum-exp is near the largest score (~1e6 here): its bound is
     // relative, a few f32 ulps of it.
     let p = Problem { shape: shape(1, 4, 1, 128, 1), layout: CacheLayout::Contiguous { max_len: 100 }, lens: vec![100], store: Store::Fp8 { per_head: false }, splits: Some(1), q_scale: 3e5 };
-    let (o, l, errors) = run::<bf16>(&emulator(13), &p, 13);
+    let (o, l, errors) = run::<bf16>(&emulator(13), &p, 13, DecodeKernel::Auto);
     assert!(o < bound::<bf16>() && l < 1.0, "{p:?}: O error {o:.2e}, lse error {l:.2e}");
     assert_eq!(errors, DecodeErrors::default());
     let p = Problem { shape: shape(1, 4, 1, 64, 1), layout: CacheLayout::Contiguous { max_len: 100 }, lens: vec![77], store: Store::Fp8 { per_head: false }, splits: Some(2), q_scale: 1e-4 };
@@ -316,7 +325,7 @@ fn device_values_out_of_range_are_clamped_and_flagged() {
     // A length above max_len: clamped (the reference clamps too), flagged.
     let p = Problem { shape: shape(2, 2, 1, 64, 1), layout: CacheLayout::Contiguous { max_len: 70 }, lens: vec![1000, 5], store: Store::Same, splits: Some(2), q_scale: 1.0 };
     let dev = emulator(9);
-    let (o, _, errors) = run::<bf16>(&dev, &p, 9);
+    let (o, _, errors) = run::<bf16>(&dev, &p, 9, DecodeKernel::Auto);
     assert!(o < bound::<bf16>(), "O error {o:.2e}");
     assert_eq!(errors, DecodeErrors { length_over_max: Some(1000), bad_page: None });
     // A block-table entry out of range for a key below the length: page 0
@@ -364,8 +373,8 @@ fn bad_host_inputs_are_refused_with_their_rule() {
         (new(shape(2, 8, 2, 64, 9), contiguous, DecodeOptions::default()), "at most 8 query tokens"),
         (new(shape(0, 8, 2, 64, 1), contiguous, DecodeOptions::default()), "batch = 0"),
         (new(good, CacheLayout::Paged { num_pages: 4, page_size: 48, max_pages: 2 }, DecodeOptions::default()), "page_size = 48"),
-        (new(good, contiguous, DecodeOptions { splits: Some(3), scale: None }), "splits = 3"),
-        (new(good, contiguous, DecodeOptions { splits: None, scale: Some(f32::NAN) }), "finite and positive"),
+        (new(good, contiguous, DecodeOptions { splits: Some(3), ..DecodeOptions::default() }), "splits = 3"),
+        (new(good, contiguous, DecodeOptions { scale: Some(f32::NAN), ..DecodeOptions::default() }), "finite and positive"),
     ];
     for (msg, want) in cases {
         assert!(msg.contains(want), "{msg:?} does not say {want:?}");
@@ -419,13 +428,15 @@ fn the_split_count_keeps_one_round_and_never_exceeds_the_blocks() {
 fn the_split_kernels_fit_two_ctas_per_sm() {
     // The split count and the ring depth assume 2 CTAs per SM (ptxas's
     // registers and the shared memory, by CUDA's occupancy rules).
-    use kernel_ops_kernels::decode::{decode_split, decode_split_fp8};
+    use kernel_ops_kernels::decode::{decode_split, decode_split_fp8, decode_split_warp};
     let dev = Device::emulator();
     let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
     let occ = [
         ops.kernel::<decode_split<bf16, 128, 64, 3>>().unwrap().occupancy().unwrap(),
         ops.kernel::<decode_split<f16, 64, 16, 6>>().unwrap().occupancy().unwrap(),
         ops.kernel::<decode_split_fp8<bf16, 128, 64, 4>>().unwrap().occupancy().unwrap(),
+        ops.kernel::<decode_split_warp<bf16, 128, 64, 2>>().unwrap().occupancy().unwrap(),
+        ops.kernel::<decode_split_warp<f16, 64, 16, 4>>().unwrap().occupancy().unwrap(),
     ];
     for o in occ {
         assert_eq!(o.blocks_per_sm, 2, "{o}");
@@ -458,35 +469,51 @@ fn gpu_case(batch: usize, kv_heads: usize, len: usize, tokens: usize, page: Opti
     let mut out = dev.zeros::<bf16>(shape.q_len()).unwrap();
     let mut lse = dev.zeros::<f32>(shape.lse_len()).unwrap();
     let scales = [0.02f32, 0.025];
-    let plan_errors;
+    let sc = fp8.then_some(&scales[..]);
+    // The cache as stored (FP8 with its scales, or bf16), and kf, vf its
+    // values for the reference.
+    let (k8, v8): (Vec<E4M3>, Vec<E4M3>) = if fp8 {
+        let k8 = kf.iter_mut().map(|x| { let e = E4M3::from_f32(*x / scales[0]); *x = e.to_f32(); e }).collect();
+        let v8 = vf.iter_mut().map(|x| { let e = E4M3::from_f32(*x / scales[1]); *x = e.to_f32(); e }).collect();
+        (k8, v8)
+    } else {
+        kf.iter_mut().chain(vf.iter_mut()).for_each(|x| *x = bf16::from_f32(*x).to_f32());
+        (Vec::new(), Vec::new())
+    };
+    // The plan's flags and rows spread over the problem, against the
+    // reference.
+    let verify = |out: &Buffer<bf16>, lse: &Buffer<f32>, plan_errors: DecodeErrors, kernel: DecodeKernel| {
+        assert_eq!(plan_errors, DecodeErrors::default(), "{kernel:?}");
+        let got = dev.download(out).unwrap();
+        let got_lse = dev.download(lse).unwrap();
+        for i in 0..16 {
+            let (b, h, t) = ((i * 37) % batch, (i * 11) % 32, i % tokens);
+            let (want, want_lse) = reference_row(&qf, &kf, &vf, &lens, table.as_deref(), sc, shape, layout, None, (b, h, t));
+            let at = ((b * tokens + t) * 32 + h) * 128;
+            let err = want.iter().zip(&got[at..at + 128]).map(|(a, b)| (a - b.to_f32()).abs()).fold(0f32, f32::max);
+            let lerr = (want_lse - got_lse[(b * 32 + h) * tokens + t]).abs();
+            assert!(err < 2e-2 && lerr < 1e-2, "{kernel:?}, row ({b}, {h}, {t}): O error {err}, lse error {lerr}");
+        }
+    };
     if fp8 {
-        let k8: Vec<E4M3> = kf.iter_mut().map(|x| { let e = E4M3::from_f32(*x / scales[0]); *x = e.to_f32(); e }).collect();
-        let v8: Vec<E4M3> = vf.iter_mut().map(|x| { let e = E4M3::from_f32(*x / scales[1]); *x = e.to_f32(); e }).collect();
         let (k, v, s) = (dev.upload(&k8).unwrap(), dev.upload(&v8).unwrap(), dev.upload(&scales).unwrap());
         let cache = cache_of(&k, &v, table_buf.as_ref(), Some(&s));
         let mut plan = Decode::new::<bf16, E4M3>(&dev, &ops, shape, layout, DecodeOptions::default()).unwrap();
         plan.run(&dev, &ops, &q, &cache, &lens_buf, &mut out, &mut lse).unwrap();
-        plan_errors = plan.errors(&dev).unwrap();
+        verify(&out, &lse, plan.errors(&dev).unwrap(), DecodeKernel::Auto);
     } else {
-        kf.iter_mut().chain(vf.iter_mut()).for_each(|x| *x = bf16::from_f32(*x).to_f32());
         let up = |x: &[f32]| dev.upload(&x.iter().map(|&v| bf16::from_f32(v)).collect::<Vec<_>>()).unwrap();
         let (k, v) = (up(&kf), up(&vf));
         let cache = cache_of(&k, &v, table_buf.as_ref(), None);
-        let mut plan = Decode::new::<bf16, bf16>(&dev, &ops, shape, layout, DecodeOptions::default()).unwrap();
-        plan.run(&dev, &ops, &q, &cache, &lens_buf, &mut out, &mut lse).unwrap();
-        plan_errors = plan.errors(&dev).unwrap();
-    }
-    assert_eq!(plan_errors, DecodeErrors::default());
-    let got = dev.download(&out).unwrap();
-    let got_lse = dev.download(&lse).unwrap();
-    let sc = fp8.then_some(&scales[..]);
-    for i in 0..16 {
-        let (b, h, t) = ((i * 37) % batch, (i * 11) % 32, i % tokens);
-        let (want, want_lse) = reference_row(&qf, &kf, &vf, &lens, table.as_deref(), sc, shape, layout, None, (b, h, t));
-        let at = ((b * tokens + t) * 32 + h) * 128;
-        let err = want.iter().zip(&got[at..at + 128]).map(|(a, b)| (a - b.to_f32()).abs()).fold(0f32, f32::max);
-        let lerr = (want_lse - got_lse[(b * 32 + h) * tokens + t]).abs();
-        assert!(err < 2e-2 && lerr < 1e-2, "row ({b}, {h}, {t}): O error {err}, lse error {lerr}");
+        // Both kernels of a 16-bit cache.
+        for kernel in [DecodeKernel::Wgmma, DecodeKernel::WarpMma] {
+            let opts = DecodeOptions { kernel, ..DecodeOptions::default() };
+            let mut plan = Decode::new::<bf16, bf16>(&dev, &ops, shape, layout, opts).unwrap();
+            let poisoned = vec![bf16::from_f32(f32::NAN); out.len()];
+            dev.write(&mut out, &poisoned).unwrap();
+            plan.run(&dev, &ops, &q, &cache, &lens_buf, &mut out, &mut lse).unwrap();
+            verify(&out, &lse, plan.errors(&dev).unwrap(), kernel);
+        }
     }
 }
 

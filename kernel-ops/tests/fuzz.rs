@@ -1450,10 +1450,14 @@ where
     T: Half + kernel_ops::attention::decode::DecodeType,
     C: CacheVal + kernel_ops::attention::decode::CacheElem<T>,
 {
-    use kernel_ops::attention::decode::{reference, CacheLayout, Decode, DecodeErrors, DecodeOptions, DecodeShape, KvCache, DECODE_HEAD_DIMS, PAGE_SIZES};
+    use kernel_ops::attention::decode::{reference, CacheLayout, Decode, DecodeErrors, DecodeKernel, DecodeOptions, DecodeShape, KvCache, DECODE_HEAD_DIMS, PAGE_SIZES};
     let fp8 = std::mem::size_of::<C>() == 1;
     let (head_dim, tokens, group): (usize, usize, usize) = (rng.pick(&DECODE_HEAD_DIMS), rng.pick(&[1, 1, 2, 3, 5, 8]), rng.pick(&[1, 2, 4, 8, 16]));
-    let row_groups = (group * tokens).div_ceil(64);
+    // A 16-bit cache on either kernel; the warp-MMA kernels (every FP8
+    // cache) take 16 query rows per CTA, the wgmma kernel 64.
+    let kernel = rng.pick(&[DecodeKernel::Auto, DecodeKernel::Wgmma, DecodeKernel::WarpMma]);
+    let warp = fp8 || kernel == DecodeKernel::WarpMma || (kernel == DecodeKernel::Auto && group * tokens <= 16);
+    let row_groups = (group * tokens).div_ceil(if warp { 16 } else { 64 });
     let (batch, kv_heads) = (rng.range(1, 3), rng.range(1, 2));
     let (batch, kv_heads) = if batch * kv_heads * row_groups > 6 { (1, 1) } else { (batch, kv_heads) };
     let shape = DecodeShape { batch, heads: group * kv_heads, kv_heads, head_dim, tokens };
@@ -1468,7 +1472,7 @@ where
     let blocks = max_len.div_ceil(64);
     // At most 12 CTAs (each split of each sequence, KV head and row group).
     let splits = rng.chance(0.5).then(|| rng.range(1, blocks.min((12 / (batch * kv_heads * row_groups)).max(1))));
-    let opts = DecodeOptions { scale: rng.chance(0.3).then(|| rng.uniform(0.05, 0.3)), splits };
+    let opts = DecodeOptions { scale: rng.chance(0.3).then(|| rng.uniform(0.05, 0.3)), splits, kernel };
     let mut lens: Vec<u32> = (0..batch)
         .map(|_| {
             let any = rng.size(1, max_len, 1, &[16, 64, 128]);

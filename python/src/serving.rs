@@ -138,7 +138,7 @@ pub fn attention_decode(
         splits,
         stream: stream_id,
     };
-    let opts = DecodeOptions { scale, splits };
+    let opts = DecodeOptions { scale, splits, ..DecodeOptions::default() };
     macro_rules! go {
         ($T:ty, $C:ty) => {{
             // SAFETY: as in `matmul` (lib.rs): the dtypes were checked

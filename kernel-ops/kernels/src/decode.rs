@@ -10,7 +10,7 @@
 //!    read on the device: the grid depends only on host-known sizes) for
 //!    one KV head, and the `G * T` query rows that share that head (`G =
 //!    heads / kv_heads` query heads times `T` query tokens; row `r = t G +
-//!    g`), 64 rows per row group (16 for FP8): those rows share ONE pass
+//!    g`), 64 rows per row group (16 on warp MMAs): those rows share ONE pass
 //!    over K and V;
 //! 2. warp 4 is the producer: one lane streams the chunk's blocks of
 //!    [`DEC_BN`] keys of K and V into an `S`-slot ring ([`Ring`], one full
@@ -36,11 +36,15 @@
 //!    splits by `2^(lse_i - max)` and writes O and the log-sum-exp
 //!    (`combine_row`): one launch per step, no second kernel.
 //!
-//! FP8 ([`decode_split_fp8`]): the ring holds e4m3 tiles (half the bytes);
-//! a CTA takes 16 query rows on warp-level MMAs (`mma.sync.m16n8k16`), each
-//! consumer warp 16 keys of every block, read into registers, converted
-//! there (exact: every e4m3 value is an f16 and a bf16) and the slot
-//! released at once; the warps merge their softmax states at the end; the
+//! On warp-level MMAs ([`decode_split_warp`] for a 16-bit cache,
+//! [`decode_split_fp8`] for FP8, one consumer body: [`warp_consume`]): a
+//! CTA takes 16 query rows (`mma.sync.m16n8k16`), each consumer warp 16
+//! keys of every block, read into registers ([`WarpKv`]: as loaded, or
+//! FP8 converted there, exact: every e4m3 value is an f16 and a bf16) and
+//! the slot released at once; the warps merge their softmax states at the
+//! end. Two CTAs share an SM. The host picks [`decode_split_warp`] for a
+//! 16-bit cache when a KV head's `G T` rows fit 16 (wgmma's 64 rows would
+//! be mostly padding), and [`decode_split_fp8`] for every FP8 cache, whose
 //! per-KV-head scales multiply the softmax scale (K) and the output (V).
 //!
 //! Bad device values never reach outside the buffers: a length above
@@ -57,8 +61,8 @@ use kernel_device::prelude::*;
 use kernel_device::tma::raw as tma_raw;
 use kernel_device::warp::shfl_xor;
 use kernel_device::wgmma::{wgmma_commit_group, wgmma_wait, Acc, Cols, WgmmaShape};
-use kernel_device::cvt::{e4m3x2_to_f16x2, pack_f16x2};
-use kernel_device::mma::mma_m16n8k16;
+use kernel_device::cvt::e4m3x2_to_f16x2;
+use kernel_device::mma::{mma_m16n8k16, MmaInput};
 use kernel_device::warp::vote_all;
 use kernel_device::pack::pack_words;
 use kernel_device::{bf16, f16, Barriers, Pack16, E4M3};
@@ -100,7 +104,7 @@ pub type DecFp8Piece<const P: usize, const D: usize> = Tile<E4M3, P, D, Fp8Sw<D>
 
 /// The 16-bit element types decode runs on (Q, O, and the cache unless
 /// FP8).
-pub trait DecodeElem: AttnElem + Pack16<Pack = [Self; 8]> {}
+pub trait DecodeElem: AttnElem + MmaInput + Pack16<Pack = [Self; 8]> {}
 impl DecodeElem for f16 {}
 impl DecodeElem for bf16 {}
 
@@ -584,18 +588,19 @@ pub type DecQFrags = Tile<u32, { 16 * 32 }, 4, Unswizzled>;
 /// (one k16 of `P V`).
 const WARP_KEYS: usize = DEC_BN / 4;
 
-/// The `D / 16` f16 A fragments of this lane's Q rows `g`, `g + 8` (rows
-/// past `G T` zero) for `S = Q Kᵀ` over a permuted head dimension, and each
-/// row's scale: k16 step `kk` takes dimensions `(D / 4) t + 4 kk ..+ 4`
-/// (lane `t = l % 4`; positions `2 t, 2 t + 1` the first two, `2 t + 8, 2
-/// t + 9` the last two), the order [`k_pairs`] reads K in (the sum over the
-/// dimension is the same in any order). Each row is multiplied by a power
-/// of two `2^-e` that puts its largest magnitude in `[2^14, 2^15)` before
-/// the rounding to f16, so a bf16 query keeps its 8 significant bits at any
-/// magnitude (f16 has 11, and the range to `2^-24` below the row's
-/// largest); `2^e` comes back to multiply the row's scores.
+/// The `D / 16` A fragments (of the MMAs' input type `M`) of this lane's Q
+/// rows `g`, `g + 8` (rows past `G T` zero) for `S = Q Kᵀ` over a permuted
+/// head dimension, and each row's scale: k16 step `kk` takes dimensions
+/// `(D / 4) t + 4 kk ..+ 4` (lane `t = l % 4`; positions `2 t, 2 t + 1`
+/// the first two, `2 t + 8, 2 t + 9` the last two), the order
+/// [`WarpKv::load_k`] reads K in (the sum over the dimension is the same in
+/// any order). Each row is multiplied by a power of two `2^-e` that puts
+/// its largest magnitude in `[2^14, 2^15)` before the rounding to `M`, so a
+/// bf16 query keeps its 8 significant bits at any magnitude in f16 (11
+/// bits, and the range to `2^-24` below the row's largest); `2^e` comes
+/// back to multiply the row's scores (exact: powers of two, in either `M`).
 #[inline(always)]
-fn q_fragments<E: DecodeElem, const D: usize>(q: GmemRef<E>, d: &Dims, w: &Work) -> ([[u32; 4]; 16], [f32; 2]) {
+fn q_fragments<E: DecodeElem, M: AttnElem, const D: usize>(q: GmemRef<E>, d: &Dims, w: &Work) -> ([[u32; 4]; 16], [f32; 2]) {
     let l = lane_id() as usize;
     let (g, t) = (l / 4, l % 4);
     let gt = (d.group * d.t_q) as usize;
@@ -631,7 +636,7 @@ fn q_fragments<E: DecodeElem, const D: usize>(q: GmemRef<E>, d: &Dims, w: &Work)
     });
     let mut qa = [[0u32; 4]; 16];
     unroll(D / 16, |kk| {
-        let pair = |hh: usize, i: usize| pack_f16x2(x[hh][4 * kk + i] * inv[hh], x[hh][4 * kk + i + 1] * inv[hh]);
+        let pair = |hh: usize, i: usize| M::pack(x[hh][4 * kk + i] * inv[hh], x[hh][4 * kk + i + 1] * inv[hh]);
         qa[kk] = [pair(0, 0), pair(1, 0), pair(0, 2), pair(1, 2)];
     });
     (qa, scale)
@@ -656,54 +661,410 @@ fn prmt(a: u32, b: u32, sel: u32) -> u32 {
 /// One consumer warp's state over its rows (lane `l`: rows `l / 4` and
 /// `l / 4 + 8`): the running maximum (log2 units) and partial sum, and
 /// O's `D / 8` n8 blocks (block `nd`, column `n` is head dimension
-/// `(D / 8) n + nd`: [`decode_split_fp8`]'s V order).
+/// `(D / 8) n + nd`: [`WarpKv::v_frags`]' V order).
 struct WarpO {
     m: [f32; 2],
     l: [f32; 2],
     o: [[f32; 4]; 16],
 }
 
-/// Phase 1 on an FP8 e4m3 cache, on warp-level MMAs (`mma.sync.m16n8k16`)
-/// with the cache dequantized in registers ([`decode_split`]'s launch and
-/// layouts, the cache in bytes; `kv_scale` `[2, kv_heads]` f32: K's
-/// scales, then V's, `scale_heads` each). A CTA takes [`DEC_MMA_ROWS`]
-/// query rows (`row_groups = ceil(G T / 16)`): a decode step has a few
-/// query rows per KV head, which wgmma's 64 would mostly pad.
+/// How the warp-MMA decode kernels ([`decode_split_warp`],
+/// [`decode_split_fp8`]) read a ring slot of their cache into the B
+/// fragments of `mma.sync.m16n8k16`: lane `(g, t)` (`g = l / 4`, `t = l %
+/// 4`) of consumer warp `wp`, whose keys are rows `row0 = 16 wp ..+ 16` of
+/// the slot.
 ///
-/// The MMAs are f16 whatever `E` is: e4m3 converts to f16 exactly in one
-/// instruction per pair (`cvt.rn.f16x2.e4m3x2`), P in `[0, 1]` is finer in
-/// f16 than in bf16, and Q is scaled per row by a power of two into f16's
-/// range ([`q_fragments`]; the power multiplies the row's scores back).
-///
-/// This kernel works as follows. Warp 4 streams K and V into the ring as
-/// [`decode_split`]'s does. Warp 0 builds Q's A fragments once into shared
-/// memory (`q_frags`, the rows' scales in `q_scale`). Consumer warp `wp`
-/// (0-3) takes keys `16 wp .. 16 wp + 16` of every step of 64, with its own
-/// running maximum, sum and O over the CTA's 16 rows:
-/// 1. `S = Q Kᵀ` (16 x 16: two n8 blocks of keys, `D / 16` k16 steps):
-///    lane `(g, t)` reads `D / 4` bytes of key row `16 wp + 8 nb + g` at
-///    `(D / 4) t` (16-byte loads) and turns each 4 bytes into a k16 step's
-///    B registers ([`k_pairs`]); Q's A fragments take the head dimension in
-///    the same permuted order. K is read one step ahead: step `s + 1`'s
-///    slot is waited for and its K loads issued before step `s`'s MMAs;
-/// 2. V: lane `(g, t)` reads `D / 8` bytes at `(D / 8) g` of key rows `2 t,
-///    2 t + 1, 2 t + 8, 2 t + 9` (of its warp's 16): byte `nd` of a pair
-///    of rows is the B register pair of O's n8 block `nd` (`prmt`
-///    interleaves two blocks' bytes, then one conversion per pair), so O's
-///    column `n` of block `nd` is head dimension `(D / 8) n + nd`. Rows
-///    past the sequence's end are zeroed in registers (the cache may hold
-///    NaN there). The slot goes back to the producer once its bytes are in
-///    registers;
+/// - K (`S = Q Kᵀ`, two n8 blocks of keys `nb`): the lane reads `D / 4`
+///   elements of key row `row0 + 8 nb + g` at `(D / 4) t`; k16 step `kk`
+///   takes its elements `4 kk ..+ 4` (the permuted head dimension of
+///   [`q_fragments`]);
+/// - V (`O += P V`, one k16 step of keys, `D / 8` n8 blocks): the lane
+///   reads `D / 8` elements at `(D / 8) g` of key rows `row0 + 2 t, + 1,
+///   + 8, + 9`; element `nd` of those rows is the B fragment of O's n8
+///   block `nd` (column `n` of block `nd` is head dimension `(D / 8) n +
+///   nd`).
+trait WarpKv<E: DecodeElem, const D: usize> {
+    /// A ring slot of K or V: [`DEC_BN`] keys x `D`.
+    type Tile: TileLayout;
+    /// The MMAs' input type (Q's and P's fragments too).
+    type M: AttnElem + MmaInput;
+    /// The lane's K words of a slot, per n8 block of keys.
+    type K: Copy;
+    /// The lane's V words of a slot, per key row (0-3).
+    type V: Copy;
+    /// Whether K is read one step ahead (step `s + 1`'s slot waited for
+    /// and its K loaded before step `s`'s MMAs, hiding the loads'
+    /// latency) and V before `S = Q Kᵀ`, at the cost of a second set of K
+    /// registers and V's beside them. Without, K is read at its step and V
+    /// after `S = Q Kᵀ` (one set of either live at a time).
+    const K_AHEAD: bool;
+    fn no_k() -> Self::K;
+    fn load_k(tile: Smem<Self::Tile>, row0: usize, g: usize, t: usize) -> Self::K;
+    /// The B fragment of k16 step `kk` of key block `nb`.
+    fn k_frag(k: &Self::K, nb: usize, kk: usize) -> [u32; 2];
+    fn load_v(tile: Smem<Self::Tile>, row0: usize, g: usize, t: usize) -> Self::V;
+    fn no_v() -> Self::V;
+    /// Zeroes key row `r` (0-3) of the lane's V (a key past the sequence's
+    /// end: the cache may hold NaN there).
+    fn zero_v(v: &mut Self::V, r: usize);
+    /// The B fragments of O's n8 blocks `2 np` and `2 np + 1`.
+    fn v_frags(v: &Self::V, np: usize) -> [[u32; 2]; 2];
+}
+
+/// A 16-bit cache (of the queries' type `E`): the MMAs run on `E`, the
+/// fragments are the cache's words as loaded (V's two rows of a fragment
+/// paired by one `prmt` each).
+struct Kv16;
+
+impl<E: DecodeElem, const D: usize> WarpKv<E, D> for Kv16 {
+    type Tile = DecKvTile<E, D>;
+    type M = E;
+    type K = [[u32; 16]; 2];
+    type V = [[u32; 8]; 4];
+    // Two sets of K (64 registers at D = 128) beside V and O spilled.
+    const K_AHEAD: bool = false;
+    #[inline(always)]
+    fn no_k() -> Self::K {
+        [[0; 16]; 2]
+    }
+    #[inline(always)]
+    fn load_k(tile: Smem<Self::Tile>, row0: usize, g: usize, t: usize) -> Self::K {
+        let mut kw = [[0u32; 16]; 2];
+        unroll(2, |nb| {
+            unroll(D / 32, |c| {
+                let x = pack_words::<E>(tile.get_v4(row0 + 8 * nb + g, (D / 4) * t + 8 * c));
+                unroll(4, |i| kw[nb][4 * c + i] = x[i]);
+            });
+        });
+        kw
+    }
+    #[inline(always)]
+    fn k_frag(k: &Self::K, nb: usize, kk: usize) -> [u32; 2] {
+        [k[nb][2 * kk], k[nb][2 * kk + 1]]
+    }
+    #[inline(always)]
+    fn load_v(tile: Smem<Self::Tile>, row0: usize, g: usize, t: usize) -> Self::V {
+        let mut vw = [[0u32; 8]; 4];
+        unroll(4, |r| {
+            let row = row0 + 2 * t + (r % 2) + 8 * (r / 2);
+            unroll(D / 64, |c| {
+                let x = pack_words::<E>(tile.get_v4(row, (D / 8) * g + 8 * c));
+                unroll(4, |i| vw[r][4 * c + i] = x[i]);
+            });
+        });
+        vw
+    }
+    #[inline(always)]
+    fn no_v() -> Self::V {
+        [[0; 8]; 4]
+    }
+    #[inline(always)]
+    fn zero_v(v: &mut Self::V, r: usize) {
+        v[r] = [0; 8];
+    }
+    #[inline(always)]
+    fn v_frags(v: &Self::V, np: usize) -> [[u32; 2]; 2] {
+        // Word `np` of a row holds its elements `2 np` (low half) and `2 np
+        // + 1`: the low halves of rows (2t, 2t+1) and (2t+8, 2t+9) make
+        // block `2 np`'s registers, the high halves block `2 np + 1`'s.
+        let pair = |a: u32, b: u32, sel: u32| prmt(a, b, sel);
+        [
+            [pair(v[0][np], v[1][np], 0x5410), pair(v[2][np], v[3][np], 0x5410)],
+            [pair(v[0][np], v[1][np], 0x7632), pair(v[2][np], v[3][np], 0x7632)],
+        ]
+    }
+}
+
+/// An FP8 e4m3 cache: the MMAs run on f16 whatever `E` is (e4m3 converts
+/// to f16 exactly in one instruction per pair, `cvt.rn.f16x2.e4m3x2`; P in
+/// `[0, 1]` is finer in f16 than in bf16; Q is scaled per row into f16's
+/// range by [`q_fragments`]).
+struct Fp8Kv;
+
+impl<E: DecodeElem, const D: usize> WarpKv<E, D> for Fp8Kv
+where
+    Fp8Sw<D>: Layout,
+{
+    type Tile = DecFp8Tile<D>;
+    type M = f16;
+    type K = [[u32; 8]; 2];
+    type V = [[u32; 4]; 4];
+    const K_AHEAD: bool = true;
+    #[inline(always)]
+    fn no_k() -> Self::K {
+        [[0; 8]; 2]
+    }
+    #[inline(always)]
+    fn load_k(tile: Smem<Self::Tile>, row0: usize, g: usize, t: usize) -> Self::K {
+        let mut kw = [[0u32; 8]; 2];
+        unroll(2, |nb| {
+            unroll(D / 64, |c| {
+                let x = pack_words::<E4M3>(tile.get_v4(row0 + 8 * nb + g, (D / 4) * t + 16 * c));
+                unroll(4, |i| kw[nb][4 * c + i] = x[i]);
+            });
+        });
+        kw
+    }
+    #[inline(always)]
+    fn k_frag(k: &Self::K, nb: usize, kk: usize) -> [u32; 2] {
+        k_pairs(k[nb][kk])
+    }
+    #[inline(always)]
+    fn load_v(tile: Smem<Self::Tile>, row0: usize, g: usize, t: usize) -> Self::V {
+        // This lane's byte offset in a row, and its 16-byte chunk.
+        let v_col = (D / 8) * g;
+        let (v_chunk, v_word) = (v_col / 16 * 16, (v_col % 16) / 4);
+        let mut vw = [[0u32; 4]; 4];
+        unroll(4, |r| {
+            let row = row0 + 2 * t + (r % 2) + 8 * (r / 2);
+            let x = pack_words::<E4M3>(tile.get_v4(row, v_chunk));
+            // D = 64: the lane's 8 bytes are the chunk's first or last half.
+            unroll(D / 32, |i| vw[r][i] = if v_word == 0 { x[i] } else { x[(i + 2) % 4] });
+        });
+        vw
+    }
+    #[inline(always)]
+    fn no_v() -> Self::V {
+        [[0; 4]; 4]
+    }
+    #[inline(always)]
+    fn zero_v(v: &mut Self::V, r: usize) {
+        v[r] = [0; 4];
+    }
+    #[inline(always)]
+    fn v_frags(v: &Self::V, np: usize) -> [[u32; 2]; 2] {
+        let (i, b) = (np / 2, 2 * (np % 2) as u32);
+        // Rows (2t, 2t+1) and (2t+8, 2t+9): bytes `b` and `b + 1` of each
+        // pair of rows interleaved, `[A_b, B_b, A_b+1, B_b+1]`: the B
+        // registers of n8 blocks `2 np` (low half) and `2 np + 1`.
+        let sel = b | ((b + 4) << 4) | ((b + 1) << 8) | ((b + 5) << 12);
+        let (lo, hi) = (prmt(v[0][i], v[1][i], sel), prmt(v[2][i], v[3][i], sel));
+        [
+            [e4m3x2_to_f16x2(lo as u16), e4m3x2_to_f16x2(hi as u16)],
+            [e4m3x2_to_f16x2((lo >> 16) as u16), e4m3x2_to_f16x2((hi >> 16) as u16)],
+        ]
+    }
+}
+
+/// The consumer warps (0-3) of the warp-MMA decode kernels: a CTA takes
+/// [`DEC_MMA_ROWS`] query rows (`row_groups = ceil(G T / 16)`), each warp
+/// 16 keys of every ring step, with its own running maximum, sum and O
+/// over the CTA's 16 rows:
+/// 0. warp 0 builds Q's A fragments once into shared memory (`q_frags`,
+///    the rows' scales in `q_scale`; [`q_fragments`]);
+/// 1. `S = Q Kᵀ` (16 x 16: two n8 blocks of keys, `D / 16` k16 steps), K
+///    read into registers, one step ahead where [`WarpKv::K_AHEAD`]: step
+///    `s + 1`'s slot is waited for and its K loads issued before step
+///    `s`'s MMAs;
+/// 2. V read into registers; rows past the sequence's end zeroed there
+///    (the cache may hold NaN). The slot goes back to the producer once
+///    its bytes are in registers;
 /// 3. the online softmax on S (keys masked per row as in [`decode_split`];
 ///    O's rescale skipped while no row of the warp has a new maximum), P
-///    as the f16 A fragment of `O += P V` (one k16 step, `D / 8` n8
-///    blocks);
-/// 4. the warps merge: maxima and sums through shared memory, each warp's
-///    O scaled by `2^(m_w - M) / L` and summed over the warps (each warp
-///    sums a quarter of the registers), written as [`decode_split`]'s
-///    (O, log-sum-exp, or the split's partials and the last CTA's combine).
-///
-/// Instances `(E, D, P, S)`.
+///    as the A fragment of `O += P V` (one k16 step, `D / 8` n8 blocks);
+/// 4. the warps merge ([`merge_warps`]). `ks` multiplies the scores
+///    (K's scale), `vs` the output (V's).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn warp_consume<E: DecodeElem, C: WarpKv<E, D>, const D: usize, const S: usize>(
+    q: GmemRef<E>,
+    ring: Ring<'_, S>,
+    k_bufs: Smem<[C::Tile; S]>,
+    v_bufs: Smem<[C::Tile; S]>,
+    q_frags: Smem<DecQFrags>,
+    q_scale: Smem<[f32; DEC_MMA_ROWS]>,
+    merge: Smem<[f32; 4 * 64 * 32]>,
+    stats: Smem<[f32; 2 * 4 * DEC_MMA_ROWS]>,
+    outs: Outs<E>,
+    (ks, vs): (f32, f32),
+    d: &Dims,
+    w: &Work,
+) {
+    let scale_log2 = d.scale_log2 * ks;
+    let wp = warp_idx() as usize;
+    let l = lane_id() as usize;
+    // Q's A fragments, the same in every consumer warp: built once by warp
+    // 0 into shared memory (row `32 kk + lane`), read back per step (one
+    // 16-byte load per k16 step) rather than held in 32 registers.
+    let (g, t) = (l / 4, l % 4);
+    if wp == 0 {
+        let (qa, qs) = q_fragments::<E, C::M, D>(q, d, w);
+        unroll(D / 16, |kk| q_frags.set_v4(32 * kk + l, 0, qa[kk]));
+        if t == 0 {
+            unroll(2, |hh| q_scale.write(g + 8 * hh, qs[hh]));
+        }
+    }
+    NamedBarrier::new(DEC_BARRIER, 128).sync();
+    // Each row's scores times the softmax scale (log2 units) and the
+    // row's power of two from the rounding of Q.
+    let row_scale = [scale_log2 * q_scale.read(g), scale_log2 * q_scale.read(g + 8)];
+    let gt = d.group * d.t_q;
+    // This lane's two rows: their last visible key (exclusive) within the
+    // split; 0 for padding rows.
+    let mut lim = [0u32; 2];
+    unroll(2, |hh| {
+        let rr = w.rg * DEC_MMA_ROWS as u32 + (g + 8 * hh) as u32;
+        if rr < gt {
+            let tok = rr / d.group;
+            lim[hh] = (w.len + 1 + tok).saturating_sub(d.t_q).min(w.end);
+        }
+    });
+    let lim_min = lim[0].min(lim[1]);
+    let mut st = WarpO { m: [f32::NEG_INFINITY; 2], l: [0.0; 2], o: [[0.0; 4]; 16] };
+    let mut consumer = ring.consumer();
+    let row0 = WARP_KEYS * wp;
+    // With `K_AHEAD`, K is read one step ahead: step `s + 1`'s slot is
+    // waited for and its K loads issued before step `s`'s MMAs, which hide
+    // their latency (V's loads hide under `S = Q Kᵀ` and the softmax).
+    // Without, each step waits for its slot, reads K and V and releases it.
+    let steps = w.steps;
+    // (An empty split has no step: its state stays empty.)
+    let mut cur = if steps > 0 { Some(consumer.wait()) } else { None };
+    let mut kw_next = match &cur {
+        Some(c) if C::K_AHEAD => C::load_k(k_bufs.at(c.index()), row0, g, t),
+        _ => C::no_k(),
+    };
+    let mut s = 0;
+    while let Some(slot) = cur.take() {
+        let key0 = w.start + s * DEC_BN as u32 + row0 as u32;
+        let idx = slot.index();
+        let mut held = Some(slot);
+        let v_early = if C::K_AHEAD { C::load_v(v_bufs.at(idx), row0, g, t) } else { C::no_v() };
+        let kw = if C::K_AHEAD { kw_next } else { C::load_k(k_bufs.at(idx), row0, g, t) };
+        let more = s + 1 < steps;
+        if C::K_AHEAD {
+            if more {
+                let next = consumer.wait();
+                kw_next = C::load_k(k_bufs.at(next.index()), row0, g, t);
+                cur = Some(next);
+            }
+            if let Some(sl) = held.take() {
+                consumer.release_slot(sl);
+            }
+        }
+        // S = Q Kᵀ: two n8 blocks of keys (two chains of dependent MMAs).
+        let mut sr = [[0f32; 4]; 2];
+        unroll(D / 16, |kk| {
+            let qa = q_frags.get_v4(32 * kk + l, 0);
+            unroll(2, |nb| sr[nb] = mma_m16n8k16::<C::M>(qa, C::k_frag(&kw, nb, kk), sr[nb]));
+        });
+        let mut vw = if C::K_AHEAD { v_early } else { C::load_v(v_bufs.at(idx), row0, g, t) };
+        if let Some(sl) = held.take() {
+            consumer.release_slot(sl);
+        }
+        if key0 + WARP_KEYS as u32 > w.len {
+            unroll(4, |r| {
+                if key0 + (2 * t + (r % 2) + 8 * (r / 2)) as u32 >= w.len {
+                    C::zero_v(&mut vw, r);
+                }
+            });
+        }
+        if key0 + WARP_KEYS as u32 > lim_min {
+            unroll(8, |i| {
+                let (nb, x) = (i / 4, i % 4);
+                let key = key0 + (8 * nb + 2 * t + x % 2) as u32;
+                if key >= lim[x / 2] {
+                    sr[nb][x] = f32::NEG_INFINITY;
+                }
+            });
+        }
+        let mut mx = [f32::NEG_INFINITY; 2];
+        unroll(8, |i| mx[(i % 4) / 2] = max(mx[(i % 4) / 2], sr[i / 4][i % 4]));
+        let mut alpha = [0f32; 2];
+        let mut neg_m = [0f32; 2];
+        unroll(2, |hh| {
+            let v1 = max(mx[hh], shfl_xor(mx[hh], 1));
+            let v2 = max(v1, shfl_xor(v1, 2));
+            let m_new = max(st.m[hh], v2 * row_scale[hh]);
+            // A row with every key masked so far keeps m = -inf: use 0 so
+            // that 2^(-inf - 0) = 0 rather than NaN.
+            let ms = if m_new == f32::NEG_INFINITY { 0.0 } else { m_new };
+            alpha[hh] = ex2_approx_ftz(st.m[hh] - ms);
+            neg_m[hh] = -ms;
+            st.m[hh] = m_new;
+        });
+        let mut sum = [0f32; 2];
+        unroll(8, |i| {
+            let hh = (i % 4) / 2;
+            let p = ex2_approx_ftz(sr[i / 4][i % 4].fma(row_scale[hh], neg_m[hh]));
+            sr[i / 4][i % 4] = p;
+            sum[hh] += p;
+        });
+        unroll(2, |hh| st.l[hh] = st.l[hh] * alpha[hh] + sum[hh]);
+        // P (in [0, 1]) as the A fragment of its 16 keys.
+        let pk = |a: f32, b: f32| <C::M as AttnElem>::pack(a, b);
+        let pa = [pk(sr[0][0], sr[0][1]), pk(sr[0][2], sr[0][3]), pk(sr[1][0], sr[1][1]), pk(sr[1][2], sr[1][3])];
+        // O's rescale, skipped while no row of the warp has a new maximum
+        // (the common case once a long sequence's first blocks are in).
+        if !vote_all(alpha[0] == 1.0 && alpha[1] == 1.0) {
+            unroll(D / 8, |nd| unroll(4, |x| st.o[nd][x] *= alpha[x / 2]));
+        }
+        unroll(D / 16, |np| {
+            let [b0, b1] = C::v_frags(&vw, np);
+            st.o[2 * np] = mma_m16n8k16::<C::M>(pa, b0, st.o[2 * np]);
+            st.o[2 * np + 1] = mma_m16n8k16::<C::M>(pa, b1, st.o[2 * np + 1]);
+        });
+        s += 1;
+        if !C::K_AHEAD && more {
+            cur = Some(consumer.wait());
+        }
+    }
+    merge_warps::<E, D>(st, merge, stats, outs, vs, d, w);
+}
+
+/// Phase 1 on a 16-bit cache, on warp-level MMAs (`mma.sync.m16n8k16` on
+/// `E`): [`decode_split`]'s launch, layouts and producer, with
+/// [`DEC_MMA_ROWS`] query rows per CTA (`row_groups = ceil(G T / 16)`)
+/// instead of a wgmma's 64, 2 CTAs per SM, and [`warp_consume`]'s four
+/// consumer warps. The host takes it when a KV head's `G T` query rows fit
+/// one CTA's 16 (a decode step's few rows, which wgmma's 64 would mostly
+/// pad), [`decode_split`] otherwise. Instances `(E, D, P, S)`.
+#[kernel(block = threads(160), arch = sm_90a, min_blocks_per_sm = 2, instances(E = [f16, bf16], (64, 64, 4), (64, 16, 4), (128, 64, 2), (128, 16, 2)))]
+#[allow(clippy::too_many_arguments)]
+pub fn decode_split_warp<E: DecodeElem, const D: usize, const P: usize, const S: usize>(
+    q: GmemRef<E>,
+    k: Tma<DecPiece<E, P, D>>,
+    v: Tma<DecPiece<E, P, D>>,
+    lens: GmemRef<u32>,
+    table: GmemRef<i32>,
+    out: Gmem<E>,
+    lse: Gmem<f32>,
+    o_part: Gmem<f32>,
+    lse_part: Gmem<f32>,
+    counters: Gmem<u32>,
+    errors: Gmem<u32>,
+    d: DecodeDims,
+    #[scratch] k_bufs: Smem<[DecKvTile<E, D>; S]>,
+    #[scratch] v_bufs: Smem<[DecKvTile<E, D>; S]>,
+    #[scratch] q_frags: Smem<DecQFrags>,
+    #[scratch] q_scale: Smem<[f32; DEC_MMA_ROWS]>,
+    #[scratch] merge: Smem<[f32; 4 * 64 * 32]>,
+    #[scratch] stats: Smem<[f32; 2 * 4 * DEC_MMA_ROWS]>,
+    #[scratch] full: Barriers<S>,
+    #[scratch(arrivals = 128)] empty: Barriers<S>,
+    #[scratch] last: Smem<[u32; 1]>,
+) {
+    const { check_decode(D, P, S) };
+    let w = d.work(lens);
+    report_len(lens, errors, &d, &w);
+    let ring = Ring::new(&full, &empty, 128);
+    if warp_idx() == 4 {
+        if lane_id() == 0 {
+            produce::<DecKvTile<E, D>, DecPiece<E, P, D>, S>(k, v, k_bufs, v_bufs, ring, table, errors, &d, &w);
+        }
+        return;
+    }
+    let outs = Outs { out, lse, o_part, lse_part, counters, last };
+    warp_consume::<E, Kv16, D, S>(q, ring, k_bufs, v_bufs, q_frags, q_scale, merge, stats, outs, (1.0, 1.0), &d, &w);
+}
+
+/// Phase 1 on an FP8 e4m3 cache, on warp-level MMAs ([`warp_consume`] with
+/// the cache dequantized in registers: [`Fp8Kv`]; [`decode_split`]'s
+/// launch and layouts, the cache in bytes; `kv_scale` `[2, kv_heads]`
+/// f32: K's scales, then V's, `scale_heads` each). A CTA takes
+/// [`DEC_MMA_ROWS`] query rows (`row_groups = ceil(G T / 16)`). Warp 4
+/// streams K and V into the ring as [`decode_split`]'s does. Instances
+/// `(E, D, P, S)`.
 #[kernel(block = threads(160), arch = sm_90a, min_blocks_per_sm = 2, instances(E = [f16, bf16], (64, 64, 8), (64, 16, 8), (128, 64, 4), (128, 16, 4)))]
 #[allow(clippy::too_many_arguments)]
 pub fn decode_split_fp8<E: DecodeElem, const D: usize, const P: usize, const S: usize>(
@@ -743,160 +1104,16 @@ pub fn decode_split_fp8<E: DecodeElem, const D: usize, const P: usize, const S: 
         return;
     }
     let sh = d.scale_heads;
-    let (ks, vs) = (kv_scale.read((w.kvh % sh) as usize), kv_scale.read((sh + w.kvh % sh) as usize));
-    let scale_log2 = d.scale_log2 * ks;
-    let wp = warp_idx() as usize;
-    let l = lane_id() as usize;
-    // Q's A fragments, the same in every consumer warp: built once by warp
-    // 0 into shared memory (row `32 kk + lane`), read back per step (one
-    // 16-byte load per k16 step) rather than held in 32 registers.
-    let (g, t) = (l / 4, l % 4);
-    if wp == 0 {
-        let (qa, qs) = q_fragments::<E, D>(q, &d, &w);
-        unroll(D / 16, |kk| q_frags.set_v4(32 * kk + l, 0, qa[kk]));
-        if t == 0 {
-            unroll(2, |hh| q_scale.write(g + 8 * hh, qs[hh]));
-        }
-    }
-    NamedBarrier::new(DEC_BARRIER, 128).sync();
-    // Each row's scores times the softmax scale (log2 units) and the
-    // row's power of two from the f16 rounding of Q.
-    let row_scale = [scale_log2 * q_scale.read(g), scale_log2 * q_scale.read(g + 8)];
-    let gt = d.group * d.t_q;
-    // This lane's two rows: their last visible key (exclusive) within the
-    // split; 0 for padding rows.
-    let mut lim = [0u32; 2];
-    unroll(2, |hh| {
-        let rr = w.rg * DEC_MMA_ROWS as u32 + (g + 8 * hh) as u32;
-        if rr < gt {
-            let tok = rr / d.group;
-            lim[hh] = (w.len + 1 + tok).saturating_sub(d.t_q).min(w.end);
-        }
-    });
-    let lim_min = lim[0].min(lim[1]);
-    let mut st = WarpO { m: [f32::NEG_INFINITY; 2], l: [0.0; 2], o: [[0.0; 4]; 16] };
-    let mut consumer = ring.consumer();
-    // V: this lane's byte offset in a row, and its 16-byte chunk.
-    let v_col = (D / 8) * g;
-    let (v_chunk, v_word) = (v_col / 16 * 16, (v_col % 16) / 4);
-    // K's bytes of a waited-for slot (step 1), and V's (step 2).
-    let load_k = |i: usize| {
-        let kt = k_bufs.at(i);
-        let mut kw = [[0u32; 8]; 2];
-        unroll(2, |nb| {
-            unroll(D / 64, |c| {
-                let x = pack_words::<E4M3>(kt.get_v4(WARP_KEYS * wp + 8 * nb + g, (D / 4) * t + 16 * c));
-                unroll(4, |i| kw[nb][4 * c + i] = x[i]);
-            });
-        });
-        kw
-    };
-    let load_v = |i: usize| {
-        let vt = v_bufs.at(i);
-        let mut vw = [[0u32; 4]; 4];
-        unroll(4, |r| {
-            let row = WARP_KEYS * wp + 2 * t + (r % 2) + 8 * (r / 2);
-            let x = pack_words::<E4M3>(vt.get_v4(row, v_chunk));
-            // D = 64: the lane's 8 bytes are the chunk's first or last half.
-            unroll(D / 32, |i| vw[r][i] = if v_word == 0 { x[i] } else { x[(i + 2) % 4] });
-        });
-        vw
-    };
-    // K is read one step ahead: step `s + 1`'s slot is waited for and its
-    // K loads issued before step `s`'s MMAs, which hide their latency (V's
-    // loads hide under `S = Q Kᵀ` and the softmax).
-    let steps = w.steps;
-    // (An empty split has no step: its state stays empty.)
-    let mut cur = if steps > 0 { Some(consumer.wait()) } else { None };
-    let mut kw_next = match &cur {
-        Some(c) => load_k(c.index()),
-        None => [[0u32; 8]; 2],
-    };
-    let mut s = 0;
-    while let Some(slot) = cur.take() {
-        let key0 = w.start + s * DEC_BN as u32 + (WARP_KEYS * wp) as u32;
-        let mut vw = load_v(slot.index());
-        let kw = kw_next;
-        let more = s + 1 < steps;
-        if more {
-            let next = consumer.wait();
-            kw_next = load_k(next.index());
-            cur = Some(next);
-        }
-        consumer.release_slot(slot);
-        if key0 + WARP_KEYS as u32 > w.len {
-            unroll(4, |r| {
-                if key0 + (2 * t + (r % 2) + 8 * (r / 2)) as u32 >= w.len {
-                    vw[r] = [0; 4];
-                }
-            });
-        }
-        // S = Q Kᵀ: two n8 blocks of keys (two chains of dependent MMAs).
-        let mut sr = [[0f32; 4]; 2];
-        unroll(D / 16, |kk| {
-            let qa = q_frags.get_v4(32 * kk + l, 0);
-            unroll(2, |nb| sr[nb] = mma_m16n8k16::<f16>(qa, k_pairs(kw[nb][kk]), sr[nb]));
-        });
-        if key0 + WARP_KEYS as u32 > lim_min {
-            unroll(8, |i| {
-                let (nb, x) = (i / 4, i % 4);
-                let key = key0 + (8 * nb + 2 * t + x % 2) as u32;
-                if key >= lim[x / 2] {
-                    sr[nb][x] = f32::NEG_INFINITY;
-                }
-            });
-        }
-        let mut mx = [f32::NEG_INFINITY; 2];
-        unroll(8, |i| mx[(i % 4) / 2] = max(mx[(i % 4) / 2], sr[i / 4][i % 4]));
-        let mut alpha = [0f32; 2];
-        let mut neg_m = [0f32; 2];
-        unroll(2, |hh| {
-            let v1 = max(mx[hh], shfl_xor(mx[hh], 1));
-            let v2 = max(v1, shfl_xor(v1, 2));
-            let m_new = max(st.m[hh], v2 * row_scale[hh]);
-            // A row with every key masked so far keeps m = -inf: use 0 so
-            // that 2^(-inf - 0) = 0 rather than NaN.
-            let ms = if m_new == f32::NEG_INFINITY { 0.0 } else { m_new };
-            alpha[hh] = ex2_approx_ftz(st.m[hh] - ms);
-            neg_m[hh] = -ms;
-            st.m[hh] = m_new;
-        });
-        let mut sum = [0f32; 2];
-        unroll(8, |i| {
-            let hh = (i % 4) / 2;
-            let p = ex2_approx_ftz(sr[i / 4][i % 4].fma(row_scale[hh], neg_m[hh]));
-            sr[i / 4][i % 4] = p;
-            sum[hh] += p;
-        });
-        unroll(2, |hh| st.l[hh] = st.l[hh] * alpha[hh] + sum[hh]);
-        // P (f16: in [0, 1], finer than bf16) as the A fragment of its 16
-        // keys.
-        let pa = [pack_f16x2(sr[0][0], sr[0][1]), pack_f16x2(sr[0][2], sr[0][3]), pack_f16x2(sr[1][0], sr[1][1]), pack_f16x2(sr[1][2], sr[1][3])];
-        // O's rescale, skipped while no row of the warp has a new maximum
-        // (the common case once a long sequence's first blocks are in).
-        if !vote_all(alpha[0] == 1.0 && alpha[1] == 1.0) {
-            unroll(D / 8, |nd| unroll(4, |x| st.o[nd][x] *= alpha[x / 2]));
-        }
-        unroll(D / 16, |np| {
-            let (i, b) = (np / 2, 2 * (np % 2) as u32);
-            // Rows (2t, 2t+1) and (2t+8, 2t+9): bytes `b` and `b + 1` of
-            // each pair of rows interleaved, `[A_b, B_b, A_b+1, B_b+1]`:
-            // the B registers of n8 blocks `2 np` (low half) and `2 np + 1`.
-            let sel = b | ((b + 4) << 4) | ((b + 1) << 8) | ((b + 5) << 12);
-            let (lo, hi) = (prmt(vw[0][i], vw[1][i], sel), prmt(vw[2][i], vw[3][i], sel));
-            let b0 = [e4m3x2_to_f16x2(lo as u16), e4m3x2_to_f16x2(hi as u16)];
-            let b1 = [e4m3x2_to_f16x2((lo >> 16) as u16), e4m3x2_to_f16x2((hi >> 16) as u16)];
-            st.o[2 * np] = mma_m16n8k16::<f16>(pa, b0, st.o[2 * np]);
-            st.o[2 * np + 1] = mma_m16n8k16::<f16>(pa, b1, st.o[2 * np + 1]);
-        });
-        s += 1;
-    }
+    let scales = (kv_scale.read((w.kvh % sh) as usize), kv_scale.read((sh + w.kvh % sh) as usize));
     let outs = Outs { out, lse, o_part, lse_part, counters, last };
-    merge_warps::<E, D>(st, merge, stats, outs, vs, &d, &w);
+    warp_consume::<E, Fp8Kv, D, S>(q, ring, k_bufs, v_bufs, q_frags, q_scale, merge, stats, outs, scales, &d, &w);
 }
 
-/// Step 4 of [`decode_split_fp8`]: the four consumer warps' states merged
-/// and written (see there).
+/// Step 4 of [`warp_consume`]: the four consumer warps' states merged and
+/// written: maxima and sums through shared memory, each warp's O scaled
+/// by `2^(m_w - M) / L` (times `o_scale`) and summed over the warps (each
+/// warp sums a quarter of the registers), written as [`decode_split`]'s
+/// (O, log-sum-exp, or the split's partials and the last CTA's combine).
 #[inline(always)]
 fn merge_warps<E: DecodeElem, const D: usize>(st: WarpO, merge: Smem<[f32; 4 * 64 * 32]>, stats: Smem<[f32; 2 * 4 * DEC_MMA_ROWS]>, outs: Outs<E>, o_scale: f32, d: &Dims, w: &Work) {
     let wp = warp_idx() as usize;

@@ -57,7 +57,7 @@ use kernel_device::launch::HostEntry;
 use kernel_device::tma::TensorMapParam;
 use kernel_device::{bf16, f16, Gmem, GmemRef, E4M3};
 use kernel_host::{Arg, ArgSink, Buffer, Device, Program, TileMap, TmaElement};
-use kernel_ops_kernels::decode::{decode_split, decode_split_fp8, DecFp8Piece, DecPiece, DecodeDims, DecodeElem, DEC_BN, DEC_MMA_ROWS, DEC_ROWS, ERR_LEN, ERR_PAGE, ERR_WORDS};
+use kernel_ops_kernels::decode::{decode_split, decode_split_fp8, decode_split_warp, DecFp8Piece, DecPiece, DecodeDims, DecodeElem, DEC_BN, DEC_MMA_ROWS, DEC_ROWS, ERR_LEN, ERR_PAGE, ERR_WORDS};
 
 /// The sizes of a decode step besides the cache's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,10 +87,9 @@ impl DecodeShape {
         self.heads / self.kv_heads.max(1)
     }
     /// CTAs per KV head (and split): the KV head's `G T` query rows in
-    /// groups of 64 (the 16-bit kernel's wgmmas) or 16 (the FP8 kernel's
-    /// warp MMAs).
-    fn row_groups(&self, fp8: bool) -> usize {
-        (self.group() * self.tokens).div_ceil(if fp8 { DEC_MMA_ROWS } else { DEC_ROWS })
+    /// groups of 64 (the wgmma kernel) or 16 (the warp-MMA kernels).
+    fn row_groups(&self, warp: bool) -> usize {
+        (self.group() * self.tokens).div_ceil(if warp { DEC_MMA_ROWS } else { DEC_ROWS })
     }
 }
 
@@ -175,6 +174,25 @@ pub struct DecodeOptions {
     /// and the device ([`splits_for`]). At most the cache's blocks of 64
     /// keys.
     pub splits: Option<usize>,
+    /// Which kernel runs a 16-bit cache ([`DecodeKernel::Auto`]: by the
+    /// shape). An FP8 cache always runs on warp MMAs.
+    pub kernel: DecodeKernel,
+}
+
+/// The kernel of a 16-bit cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DecodeKernel {
+    /// Warp MMAs when a KV head's query rows (`heads / kv_heads x tokens`)
+    /// are at most 16, the wgmma kernel otherwise.
+    #[default]
+    Auto,
+    /// `decode_split`: 64 query rows per CTA on wgmmas (one pass over K
+    /// and V for up to 64 rows), one CTA per SM.
+    Wgmma,
+    /// `decode_split_warp`: 16 query rows per CTA on `mma.sync` (wider
+    /// groups take several row groups, each reading K and V), two CTAs per
+    /// SM.
+    WarpMma,
 }
 
 /// What the kernels flagged on the device since the plan was made (or its
@@ -217,6 +235,9 @@ pub struct Decode {
     shape: DecodeShape,
     layout: CacheLayout,
     fp8: bool,
+    /// Warp MMAs (16 rows per CTA): an FP8 cache, or [`DecodeKernel`]'s
+    /// choice for a 16-bit one.
+    warp: bool,
     splits: usize,
     chunk: usize,
     scale: f32,
@@ -231,7 +252,7 @@ pub struct Decode {
 
 impl std::fmt::Debug for Decode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Decode {{ {:?}, {:?}, fp8: {}, splits: {} of {} keys }}", self.shape, self.layout, self.fp8, self.splits, self.chunk)
+        write!(f, "Decode {{ {:?}, {:?}, fp8: {}, warp MMAs: {}, splits: {} of {} keys }}", self.shape, self.layout, self.fp8, self.warp, self.splits, self.chunk)
     }
 }
 
@@ -301,12 +322,18 @@ impl Decode {
     /// and the error flags (zeroed).
     pub fn new<T: DecodeType, C: CacheElem<T>>(dev: &Device, ops: &Program, shape: DecodeShape, layout: CacheLayout, opts: DecodeOptions) -> Result<Self, Error> {
         check_plan(shape, layout, opts)?;
-        let ctas = shape.batch * shape.kv_heads * shape.row_groups(C::FP8);
+        let warp = C::FP8
+            || match opts.kernel {
+                DecodeKernel::Auto => shape.group() * shape.tokens <= DEC_MMA_ROWS,
+                DecodeKernel::Wgmma => false,
+                DecodeKernel::WarpMma => true,
+            };
+        let ctas = shape.batch * shape.kv_heads * shape.row_groups(warp);
         let sms = dev.sm_count().max(1) as usize;
-        // The split count aims at one CTA per SM for a 16-bit cache in
-        // boxes of 64 keys, and at the kernel's occupancy (2) for FP8 and
-        // pages of 16 or 32 keys ([`splits_for`]).
-        let per_sm = if C::FP8 || layout.piece() < DEC_BN { C::blocks_per_sm(ops, shape.head_dim, layout.piece()).unwrap_or(2).max(1) } else { 1 };
+        // The split count aims at one CTA per SM for the wgmma kernel in
+        // boxes of 64 keys, and at the kernel's occupancy (2) for the
+        // warp-MMA kernels and pages of 16 or 32 keys ([`splits_for`]).
+        let per_sm = if warp || layout.piece() < DEC_BN { C::blocks_per_sm(ops, shape.head_dim, layout.piece(), warp).unwrap_or(2).max(1) } else { 1 };
         let splits = match opts.splits {
             Some(s) => s,
             None => splits_for(ctas, layout.max_len(), sms, per_sm),
@@ -320,6 +347,7 @@ impl Decode {
             shape,
             layout,
             fp8: C::FP8,
+            warp,
             splits,
             chunk,
             scale: opts.scale.unwrap_or(1.0 / (shape.head_dim as f32).sqrt()),
@@ -406,7 +434,7 @@ impl Decode {
             heads: shape.heads as u32,
             group: shape.group() as u32,
             t_q: shape.tokens as u32,
-            row_groups: shape.row_groups(self.fp8) as u32,
+            row_groups: shape.row_groups(self.warp) as u32,
             chunk: self.chunk as u32,
             page_size: page_size as u32,
             max_pages: max_pages as u32,
@@ -414,10 +442,10 @@ impl Decode {
             scale_heads: scale_heads as u32,
             scale_log2: self.scale * std::f32::consts::LOG2_E,
         };
-        let grid = (self.splits as u32, (shape.kv_heads * shape.row_groups(self.fp8)) as u32, shape.batch as u32);
+        let grid = (self.splits as u32, (shape.kv_heads * shape.row_groups(self.warp)) as u32, shape.batch as u32);
         let rows = self.layout.rows(shape.batch);
         let args = SplitArgs { q, k: cache.k, v: cache.v, scales: cache.scales, rows, lens, table, out: &mut *out, lse: &mut *lse, o_part: &mut self.o_part, lse_part: &mut self.lse_part, counters: &mut self.counters, errors: &mut self.errors, dims, grid };
-        C::launch(ops, shape, self.layout.piece(), args)?;
+        C::launch(ops, shape, self.layout.piece(), self.warp, args)?;
         Ok(())
     }
 
@@ -526,9 +554,13 @@ type SplitFn<T, C> = fn(&Program, SplitArgs<'_, T, C>) -> Result<(), Error>;
 /// The query and output types: f16 and bf16 (the kernels are generic over
 /// it). Sealed.
 pub trait DecodeType: sealed::Sealed + DecodeElem + TmaElement + 'static {
-    /// The 16-bit cache's instances `((head_dim, keys per box), launch)`.
+    /// The 16-bit cache's wgmma instances `((head_dim, keys per box),
+    /// launch)`.
     #[doc(hidden)]
     const SPLIT16: [((usize, usize), SplitFn<Self, Self>); 4];
+    /// The 16-bit cache's warp-MMA instances.
+    #[doc(hidden)]
+    const SPLIT16_WARP: [((usize, usize), SplitFn<Self, Self>); 4];
     /// The FP8 cache's.
     #[doc(hidden)]
     const SPLIT_FP8: [((usize, usize), SplitFn<Self, E4M3>); 4];
@@ -539,31 +571,38 @@ pub trait DecodeType: sealed::Sealed + DecodeElem + TmaElement + 'static {
 pub trait CacheElem<T: DecodeType>: sealed::Sealed + Copy + TmaElement + 'static {
     /// Whether the cache is FP8.
     const FP8: bool;
+    /// The instances of the wgmma (`warp` false) or warp-MMA kernel.
     #[doc(hidden)]
-    fn table() -> [((usize, usize), SplitFn<T, Self>); 4];
+    fn table(warp: bool) -> [((usize, usize), SplitFn<T, Self>); 4];
     #[doc(hidden)]
-    fn launch(ops: &Program, shape: DecodeShape, piece: usize, args: SplitArgs<'_, T, Self>) -> Result<(), Error> {
-        match Self::table().iter().find(|(k, _)| *k == (shape.head_dim, piece)) {
+    fn launch(ops: &Program, shape: DecodeShape, piece: usize, warp: bool, args: SplitArgs<'_, T, Self>) -> Result<(), Error> {
+        match Self::table(warp).iter().find(|(k, _)| *k == (shape.head_dim, piece)) {
             Some((_, f)) => f(ops, args),
             None => Err(shape_err(format!("head_dim = {}, {piece} keys per box: not built", shape.head_dim))),
         }
     }
     /// CTAs of the split kernel per SM (the occupancy of the instance).
     #[doc(hidden)]
-    fn blocks_per_sm(ops: &Program, head_dim: usize, piece: usize) -> Option<usize>;
+    fn blocks_per_sm(ops: &Program, head_dim: usize, piece: usize, warp: bool) -> Option<usize>;
 }
 
 macro_rules! cache16 {
     ($t:ty) => {
         impl CacheElem<$t> for $t {
             const FP8: bool = false;
-            fn table() -> [((usize, usize), SplitFn<$t, $t>); 4] {
-                <$t as DecodeType>::SPLIT16
+            fn table(warp: bool) -> [((usize, usize), SplitFn<$t, $t>); 4] {
+                if warp {
+                    <$t as DecodeType>::SPLIT16_WARP
+                } else {
+                    <$t as DecodeType>::SPLIT16
+                }
             }
-            fn blocks_per_sm(ops: &Program, head_dim: usize, _piece: usize) -> Option<usize> {
-                let o = match head_dim {
-                    64 => ops.kernel::<decode_split<$t, 64, 64, 6>>().ok()?.occupancy().ok()?,
-                    _ => ops.kernel::<decode_split<$t, 128, 64, 3>>().ok()?.occupancy().ok()?,
+            fn blocks_per_sm(ops: &Program, head_dim: usize, _piece: usize, warp: bool) -> Option<usize> {
+                let o = match (head_dim, warp) {
+                    (64, false) => ops.kernel::<decode_split<$t, 64, 64, 6>>().ok()?.occupancy().ok()?,
+                    (_, false) => ops.kernel::<decode_split<$t, 128, 64, 3>>().ok()?.occupancy().ok()?,
+                    (64, true) => ops.kernel::<decode_split_warp<$t, 64, 64, 4>>().ok()?.occupancy().ok()?,
+                    (_, true) => ops.kernel::<decode_split_warp<$t, 128, 64, 2>>().ok()?.occupancy().ok()?,
                 };
                 Some(o.blocks_per_sm as usize)
             }
@@ -577,10 +616,10 @@ cache16!(bf16);
 
 impl<T: DecodeType> CacheElem<T> for E4M3 {
     const FP8: bool = true;
-    fn table() -> [((usize, usize), SplitFn<T, E4M3>); 4] {
+    fn table(_warp: bool) -> [((usize, usize), SplitFn<T, E4M3>); 4] {
         T::SPLIT_FP8
     }
-    fn blocks_per_sm(_ops: &Program, _head_dim: usize, _piece: usize) -> Option<usize> {
+    fn blocks_per_sm(_ops: &Program, _head_dim: usize, _piece: usize, _warp: bool) -> Option<usize> {
         // Built for 2 CTAs per SM (`min_blocks_per_sm = 2`).
         Some(2)
     }
@@ -588,10 +627,12 @@ impl<T: DecodeType> CacheElem<T> for E4M3 {
 
 impl DecodeType for f16 {
     const SPLIT16: [((usize, usize), SplitFn<Self, Self>); 4] = split16_table::<Self>();
+    const SPLIT16_WARP: [((usize, usize), SplitFn<Self, Self>); 4] = split16_warp_table::<Self>();
     const SPLIT_FP8: [((usize, usize), SplitFn<Self, E4M3>); 4] = split_fp8_table::<Self>();
 }
 impl DecodeType for bf16 {
     const SPLIT16: [((usize, usize), SplitFn<Self, Self>); 4] = split16_table::<Self>();
+    const SPLIT16_WARP: [((usize, usize), SplitFn<Self, Self>); 4] = split16_warp_table::<Self>();
     const SPLIT_FP8: [((usize, usize), SplitFn<Self, E4M3>); 4] = split_fp8_table::<Self>();
 }
 
@@ -635,6 +676,17 @@ where
     [((64, 64), split16::<E, 64, 64, 6>), ((64, 16), split16::<E, 64, 16, 6>), ((128, 64), split16::<E, 128, 64, 3>), ((128, 16), split16::<E, 128, 16, 3>)]
 }
 
+/// `decode_split_warp`'s instances on `E`.
+const fn split16_warp_table<E: DecodeType>() -> [((usize, usize), SplitFn<E, E>); 4]
+where
+    decode_split_warp<E, 64, 64, 4>: HostEntry<Params = Split16Params<E, 64, 64>>,
+    decode_split_warp<E, 64, 16, 4>: HostEntry<Params = Split16Params<E, 16, 64>>,
+    decode_split_warp<E, 128, 64, 2>: HostEntry<Params = Split16Params<E, 64, 128>>,
+    decode_split_warp<E, 128, 16, 2>: HostEntry<Params = Split16Params<E, 16, 128>>,
+{
+    [((64, 64), split16_warp::<E, 64, 64, 4>), ((64, 16), split16_warp::<E, 64, 16, 4>), ((128, 64), split16_warp::<E, 128, 64, 2>), ((128, 16), split16_warp::<E, 128, 16, 2>)]
+}
+
 /// `decode_split_fp8`'s instances on `E`.
 const fn split_fp8_table<E: DecodeType>() -> [((usize, usize), SplitFn<E, E4M3>); 4]
 where
@@ -654,6 +706,17 @@ where
     let km = TileMap::<DecPiece<E, P, D>>::new_2d(a.k, a.rows, cols)?;
     let vm = TileMap::<DecPiece<E, P, D>>::new_2d(a.v, a.rows, cols)?;
     ops.kernel::<decode_split<E, D, P, S>>()?.launch(a.grid, (a.q, &km, &vm, a.lens, a.table, a.out, a.lse, a.o_part, a.lse_part, a.counters, a.errors, DimsArg(a.dims)))?;
+    Ok(())
+}
+
+fn split16_warp<E: DecodeType, const D: usize, const P: usize, const S: usize>(ops: &Program, a: SplitArgs<'_, E, E>) -> Result<(), Error>
+where
+    decode_split_warp<E, D, P, S>: HostEntry<Params = Split16Params<E, P, D>>,
+{
+    let cols = a.dims.heads as usize / a.dims.group as usize * D;
+    let km = TileMap::<DecPiece<E, P, D>>::new_2d(a.k, a.rows, cols)?;
+    let vm = TileMap::<DecPiece<E, P, D>>::new_2d(a.v, a.rows, cols)?;
+    ops.kernel::<decode_split_warp<E, D, P, S>>()?.launch(a.grid, (a.q, &km, &vm, a.lens, a.table, a.out, a.lse, a.o_part, a.lse_part, a.counters, a.errors, DimsArg(a.dims)))?;
     Ok(())
 }
 

@@ -19,16 +19,19 @@
 //! timing).
 //!
 //! ```text
-//! decode_bench [--iters N] [--warmup-ms MS] [--out DIR] [--only NAME_SUBSTRING] [--splits LIST]
+//! decode_bench [--iters N] [--warmup-ms MS] [--out DIR] [--only NAME_SUBSTRING] [--splits LIST] [--kernels LIST]
 //! ```
 //!
 //! `--splits 0,4,8` times every row at each split count of the list (0:
 //! the plan's own choice, `decode::splits_for`; counts above the cache's
-//! blocks of 64 keys are skipped), to tune that choice.
+//! blocks of 64 keys are skipped), to tune that choice. `--kernels
+//! wgmma,warp` times each bf16-cache row on each kernel of the list
+//! (`auto`, `wgmma`, `warp`: `DecodeKernel`), in turn, in one process; the
+//! first one's time is the "vs bf16" base.
 use clap::Parser;
 use kernel_device::{bf16, E4M3};
 use kernel_host::{randn_f32, time_at_steady_clock, Buffer, Device, Program};
-use kernel_ops::attention::decode::{reference_row, CacheElem, CacheLayout, Decode, DecodeOptions, DecodeShape, KvCache};
+use kernel_ops::attention::decode::{reference_row, CacheElem, CacheLayout, Decode, DecodeKernel, DecodeOptions, DecodeShape, KvCache};
 use std::process::ExitCode;
 
 /// Largest absolute error of O allowed (bf16 P and output).
@@ -60,6 +63,28 @@ struct Args {
     /// are skipped), to tune that choice.
     #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "0")]
     splits: Vec<usize>,
+    /// Time each bf16-cache row on each kernel of this comma-separated list
+    /// (`auto`: the plan's choice; `wgmma`; `warp`: warp MMAs).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "auto")]
+    kernels: Vec<KernelArg>,
+}
+
+/// A `--kernels` entry.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum KernelArg {
+    Auto,
+    Wgmma,
+    Warp,
+}
+
+impl KernelArg {
+    fn kernel(self) -> DecodeKernel {
+        match self {
+            KernelArg::Auto => DecodeKernel::Auto,
+            KernelArg::Wgmma => DecodeKernel::Wgmma,
+            KernelArg::Warp => DecodeKernel::WarpMma,
+        }
+    }
 }
 
 /// One row of the benchmark.
@@ -173,7 +198,7 @@ fn data(dev: &Device, row: &Row, tokens_max: usize) -> Result<Data, Box<dyn std:
 /// Runs (and on a GPU times) `row`; returns (median ms, clock, max O error,
 /// max lse error, splits).
 #[allow(clippy::type_complexity, clippy::too_many_arguments)]
-fn measure<C: CacheElem<bf16>>(dev: &Device, ops: &Program, a: &Args, row: &Row, want_splits: usize, d: &Data, cache: KvCache<'_, C>, scales: Option<&[f32]>, kf: &[f32], vf: &[f32]) -> Result<(f64, Option<kernel_host::ClockPower>, f32, f32, usize), Box<dyn std::error::Error>> {
+fn measure<C: CacheElem<bf16>>(dev: &Device, ops: &Program, a: &Args, row: &Row, (want_splits, kernel): (usize, DecodeKernel), d: &Data, cache: KvCache<'_, C>, scales: Option<&[f32]>, kf: &[f32], vf: &[f32]) -> Result<(f64, Option<kernel_host::ClockPower>, f32, f32, usize), Box<dyn std::error::Error>> {
     let (shape, layout) = (row.shape(), row.layout());
     let lens = row.lens();
     let table = row.page.map(|ps| block_table(row.batch, row.len / ps, 7));
@@ -187,7 +212,7 @@ fn measure<C: CacheElem<bf16>>(dev: &Device, ops: &Program, a: &Args, row: &Row,
     let cache = KvCache { block_table: table_buf.as_ref(), ..cache };
     let mut out = dev.upload(&vec![bf16::from_f32(f32::NAN); shape.q_len()])?;
     let mut lse = dev.upload(&vec![f32::NAN; shape.lse_len()])?;
-    let mut plan = Decode::new::<bf16, C>(dev, ops, shape, layout, DecodeOptions { splits: (want_splits > 0).then_some(want_splits), ..DecodeOptions::default() })?;
+    let mut plan = Decode::new::<bf16, C>(dev, ops, shape, layout, DecodeOptions { splits: (want_splits > 0).then_some(want_splits), kernel, ..DecodeOptions::default() })?;
     let splits = plan.splits();
     plan.run(dev, ops, &q, &cache, &lens_buf, &mut out, &mut lse)?;
     dev.synchronize()?;
@@ -244,23 +269,27 @@ fn run(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
             data_cache = Some(data(dev, &row, 8)?);
         }
         let d = data_cache.as_ref().unwrap();
-        for &want_splits in &a.splits {
+        // An FP8 cache has one kernel.
+        let kernels = if row.fp8 { &[KernelArg::Auto][..] } else { &a.kernels[..] };
+        for (&want_splits, &kernel) in a.splits.iter().flat_map(|s| kernels.iter().map(move |k| (s, k))) {
             if want_splits > row.len.div_ceil(64) {
                 continue;
             }
+            let name = if kernels.len() > 1 { format!("{} [{kernel:?}]", row.name()) } else { row.name() };
+            let choice = (want_splits, kernel.kernel());
             let (ms, clock, err, lerr, splits) = if row.fp8 {
                 // Per-tensor scales; the reference reads the dequantized values.
                 let scales = [0.02f32, 0.025];
                 let quant = |x: &[f32], s: f32| -> (Vec<E4M3>, Vec<f32>) { x.iter().map(|&v| E4M3::from_f32(v / s)).map(|e| (e, e.to_f32())).unzip() };
                 let ((k8, kf), (v8, vf)) = (quant(&d.k, scales[0]), quant(&d.v, scales[1]));
                 let (k, v, s) = (dev.upload(&k8)?, dev.upload(&v8)?, dev.upload(&scales)?);
-                measure::<E4M3>(dev, &ops, a, &row, want_splits, d, KvCache::contiguous(&k, &v).with_scales(&s), Some(&scales), &kf, &vf)?
+                measure::<E4M3>(dev, &ops, a, &row, choice, d, KvCache::contiguous(&k, &v).with_scales(&s), Some(&scales), &kf, &vf)?
             } else {
-                measure::<bf16>(dev, &ops, a, &row, want_splits, d, KvCache::contiguous(&d.dk, &d.dv), None, &d.k, &d.v)?
+                measure::<bf16>(dev, &ops, a, &row, choice, d, KvCache::contiguous(&d.dk, &d.dv), None, &d.k, &d.v)?
             };
             let bytes = (row.batch * row.len * row.kv_heads * row.head_dim * 2) as f64 * if row.fp8 { 1.0 } else { 2.0 };
             let gbs = bytes / ms / 1e6;
-            if row.page.is_none() && !row.fp8 && row.tokens == 1 && want_splits == a.splits[0] {
+            if row.page.is_none() && !row.fp8 && row.tokens == 1 && want_splits == a.splits[0] && kernel as u8 == a.kernels[0] as u8 {
                 base_ms.push((row.base(), ms));
             }
             let vs = base_ms.iter().find(|(k, _)| *k == row.base()).map_or(f64::NAN, |(_, b)| b / ms);
