@@ -183,7 +183,11 @@ pub struct DecodeOptions {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DecodeKernel {
     /// Warp MMAs when a KV head's query rows (`heads / kv_heads x tokens`)
-    /// are at most 16, the wgmma kernel otherwise.
+    /// are at most 16 and either the cache is paged in pages of 16 or 32
+    /// keys or the plan has one split; the wgmma kernel otherwise. Measured
+    /// on the H200 (bf16, D 128, at the same split counts): warp MMAs 1.08x
+    /// with pages of 16 and 1.02-1.03x at one split (64 x 8 x 2048, 128 x 8
+    /// x 1024), within 1.5 % either way at the other shapes.
     #[default]
     Auto,
     /// `decode_split`: 64 query rows per CTA on wgmmas (one pass over K
@@ -322,22 +326,33 @@ impl Decode {
     /// and the error flags (zeroed).
     pub fn new<T: DecodeType, C: CacheElem<T>>(dev: &Device, ops: &Program, shape: DecodeShape, layout: CacheLayout, opts: DecodeOptions) -> Result<Self, Error> {
         check_plan(shape, layout, opts)?;
-        let warp = C::FP8
+        let fits = shape.group() * shape.tokens <= DEC_MMA_ROWS;
+        // Rows in groups of 16 (warp MMAs) or 64 (wgmma); at most 16 rows
+        // make one group either way, so the split count below does not
+        // depend on `Auto`'s choice.
+        let rows16 = C::FP8
             || match opts.kernel {
-                DecodeKernel::Auto => shape.group() * shape.tokens <= DEC_MMA_ROWS,
+                DecodeKernel::Auto => fits,
                 DecodeKernel::Wgmma => false,
                 DecodeKernel::WarpMma => true,
             };
-        let ctas = shape.batch * shape.kv_heads * shape.row_groups(warp);
+        let ctas = shape.batch * shape.kv_heads * shape.row_groups(rows16);
         let sms = dev.sm_count().max(1) as usize;
-        // The split count aims at one CTA per SM for the wgmma kernel in
-        // boxes of 64 keys, and at the kernel's occupancy (2) for the
-        // warp-MMA kernels and pages of 16 or 32 keys ([`splits_for`]).
-        let per_sm = if warp || layout.piece() < DEC_BN { C::blocks_per_sm(ops, shape.head_dim, layout.piece(), warp).unwrap_or(2).max(1) } else { 1 };
+        // The split count aims at one CTA per SM for a 16-bit cache in
+        // boxes of 64 keys (either kernel: the warp-MMA one measured slower
+        // at twice the splits), and at the kernel's occupancy (2) for FP8
+        // and pages of 16 or 32 keys ([`splits_for`]).
+        let per_sm = if C::FP8 || layout.piece() < DEC_BN { C::blocks_per_sm(ops, shape.head_dim, layout.piece(), rows16).unwrap_or(2).max(1) } else { 1 };
         let splits = match opts.splits {
             Some(s) => s,
             None => splits_for(ctas, layout.max_len(), sms, per_sm),
         };
+        let warp = C::FP8
+            || match opts.kernel {
+                DecodeKernel::Auto => fits && (layout.piece() < DEC_BN || splits == 1),
+                DecodeKernel::Wgmma => false,
+                DecodeKernel::WarpMma => true,
+            };
         let blocks = layout.max_len().div_ceil(DEC_BN);
         let chunk = blocks.div_ceil(splits) * DEC_BN;
         let splits = layout.max_len().div_ceil(chunk);
