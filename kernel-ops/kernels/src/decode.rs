@@ -37,15 +37,15 @@
 //!    (`combine_row`): one launch per step, no second kernel.
 //!
 //! On warp-level MMAs ([`decode_split_warp`] for a 16-bit cache,
-//! [`decode_split_fp8`] for FP8, one consumer body: [`warp_consume`]): a
+//! [`decode_split_fp8`] for FP8, one consumer body: `warp_consume`): a
 //! CTA takes 16 query rows (`mma.sync.m16n8k16`), each consumer warp 16
-//! keys of every block, read into registers ([`WarpKv`]: as loaded, or
+//! keys of every block, read into registers (trait `WarpKv`: as loaded, or
 //! FP8 converted there, exact: every e4m3 value is an f16 and a bf16) and
 //! the slot released at once; the warps merge their softmax states at the
-//! end. Two CTAs share an SM. The host picks [`decode_split_warp`] for a
-//! 16-bit cache when a KV head's `G T` rows fit 16 (wgmma's 64 rows would
-//! be mostly padding), and [`decode_split_fp8`] for every FP8 cache, whose
-//! per-KV-head scales multiply the softmax scale (K) and the output (V).
+//! end. Two CTAs share an SM. The host picks [`decode_split_fp8`] for
+//! every FP8 cache, whose per-KV-head scales multiply the softmax scale
+//! (K) and the output (V), and [`decode_split_warp`] for a 16-bit cache
+//! where it measured faster than the wgmma kernel (`DecodeOptions::kernel`).
 //!
 //! Bad device values never reach outside the buffers: a length above
 //! `max_len` is clamped to it, a page index outside `0..num_pages` to page
@@ -1015,10 +1015,11 @@ fn warp_consume<E: DecodeElem, C: WarpKv<E, D>, const D: usize, const S: usize>(
 /// Phase 1 on a 16-bit cache, on warp-level MMAs (`mma.sync.m16n8k16` on
 /// `E`): [`decode_split`]'s launch, layouts and producer, with
 /// [`DEC_MMA_ROWS`] query rows per CTA (`row_groups = ceil(G T / 16)`)
-/// instead of a wgmma's 64, 2 CTAs per SM, and [`warp_consume`]'s four
-/// consumer warps. The host takes it when a KV head's `G T` query rows fit
-/// one CTA's 16 (a decode step's few rows, which wgmma's 64 would mostly
-/// pad), [`decode_split`] otherwise. Instances `(E, D, P, S)`.
+/// instead of a wgmma's 64, 2 CTAs per SM, and `warp_consume`'s four
+/// consumer warps. The host (`DecodeOptions::kernel`, `Auto`) takes it
+/// where it measured faster than [`decode_split`] on the H200: a KV head's
+/// `G T` rows fit 16 and the cache is paged in pages of 16 or 32 keys, or
+/// the plan has one split. Instances `(E, D, P, S)`.
 #[kernel(block = threads(160), arch = sm_90a, min_blocks_per_sm = 2, instances(E = [f16, bf16], (64, 64, 4), (64, 16, 4), (128, 64, 2), (128, 16, 2)))]
 #[allow(clippy::too_many_arguments)]
 pub fn decode_split_warp<E: DecodeElem, const D: usize, const P: usize, const S: usize>(
@@ -1058,8 +1059,8 @@ pub fn decode_split_warp<E: DecodeElem, const D: usize, const P: usize, const S:
     warp_consume::<E, Kv16, D, S>(q, ring, k_bufs, v_bufs, q_frags, q_scale, merge, stats, outs, (1.0, 1.0), &d, &w);
 }
 
-/// Phase 1 on an FP8 e4m3 cache, on warp-level MMAs ([`warp_consume`] with
-/// the cache dequantized in registers: [`Fp8Kv`]; [`decode_split`]'s
+/// Phase 1 on an FP8 e4m3 cache, on warp-level MMAs (`warp_consume` with
+/// the cache dequantized in registers: `Fp8Kv`; [`decode_split`]'s
 /// launch and layouts, the cache in bytes; `kv_scale` `[2, kv_heads]`
 /// f32: K's scales, then V's, `scale_heads` each). A CTA takes
 /// [`DEC_MMA_ROWS`] query rows (`row_groups = ceil(G T / 16)`). Warp 4
