@@ -688,7 +688,12 @@ where
     decode_split<E, 128, 64, 3>: HostEntry<Params = Split16Params<E, 64, 128>>,
     decode_split<E, 128, 16, 3>: HostEntry<Params = Split16Params<E, 16, 128>>,
 {
-    [((64, 64), split16::<E, 64, 64, 6>), ((64, 16), split16::<E, 64, 16, 6>), ((128, 64), split16::<E, 128, 64, 3>), ((128, 16), split16::<E, 128, 16, 3>)]
+    [
+        ((64, 64), split16::<decode_split<E, 64, 64, 6>, E, 64, 64>),
+        ((64, 16), split16::<decode_split<E, 64, 16, 6>, E, 64, 16>),
+        ((128, 64), split16::<decode_split<E, 128, 64, 3>, E, 128, 64>),
+        ((128, 16), split16::<decode_split<E, 128, 16, 3>, E, 128, 16>),
+    ]
 }
 
 /// `decode_split_warp`'s instances on `E`.
@@ -699,7 +704,12 @@ where
     decode_split_warp<E, 128, 64, 2>: HostEntry<Params = Split16Params<E, 64, 128>>,
     decode_split_warp<E, 128, 16, 2>: HostEntry<Params = Split16Params<E, 16, 128>>,
 {
-    [((64, 64), split16_warp::<E, 64, 64, 4>), ((64, 16), split16_warp::<E, 64, 16, 4>), ((128, 64), split16_warp::<E, 128, 64, 2>), ((128, 16), split16_warp::<E, 128, 16, 2>)]
+    [
+        ((64, 64), split16::<decode_split_warp<E, 64, 64, 4>, E, 64, 64>),
+        ((64, 16), split16::<decode_split_warp<E, 64, 16, 4>, E, 64, 16>),
+        ((128, 64), split16::<decode_split_warp<E, 128, 64, 2>, E, 128, 64>),
+        ((128, 16), split16::<decode_split_warp<E, 128, 16, 2>, E, 128, 16>),
+    ]
 }
 
 /// `decode_split_fp8`'s instances on `E`.
@@ -713,25 +723,16 @@ where
     [((64, 64), split_fp8::<E, 64, 64, 8>), ((64, 16), split_fp8::<E, 64, 16, 8>), ((128, 64), split_fp8::<E, 128, 64, 4>), ((128, 16), split_fp8::<E, 128, 16, 4>)]
 }
 
-fn split16<E: DecodeType, const D: usize, const P: usize, const S: usize>(ops: &Program, a: SplitArgs<'_, E, E>) -> Result<(), Error>
+/// Launches `K`, one of the 16-bit cache's kernels (`decode_split` or
+/// `decode_split_warp`: the same parameters).
+fn split16<K, E: DecodeType, const D: usize, const P: usize>(ops: &Program, a: SplitArgs<'_, E, E>) -> Result<(), Error>
 where
-    decode_split<E, D, P, S>: HostEntry<Params = Split16Params<E, P, D>>,
+    K: HostEntry<Params = Split16Params<E, P, D>>,
 {
     let cols = a.dims.heads as usize / a.dims.group as usize * D;
     let km = TileMap::<DecPiece<E, P, D>>::new_2d(a.k, a.rows, cols)?;
     let vm = TileMap::<DecPiece<E, P, D>>::new_2d(a.v, a.rows, cols)?;
-    ops.kernel::<decode_split<E, D, P, S>>()?.launch(a.grid, (a.q, &km, &vm, a.lens, a.table, a.out, a.lse, a.o_part, a.lse_part, a.counters, a.errors, DimsArg(a.dims)))?;
-    Ok(())
-}
-
-fn split16_warp<E: DecodeType, const D: usize, const P: usize, const S: usize>(ops: &Program, a: SplitArgs<'_, E, E>) -> Result<(), Error>
-where
-    decode_split_warp<E, D, P, S>: HostEntry<Params = Split16Params<E, P, D>>,
-{
-    let cols = a.dims.heads as usize / a.dims.group as usize * D;
-    let km = TileMap::<DecPiece<E, P, D>>::new_2d(a.k, a.rows, cols)?;
-    let vm = TileMap::<DecPiece<E, P, D>>::new_2d(a.v, a.rows, cols)?;
-    ops.kernel::<decode_split_warp<E, D, P, S>>()?.launch(a.grid, (a.q, &km, &vm, a.lens, a.table, a.out, a.lse, a.o_part, a.lse_part, a.counters, a.errors, DimsArg(a.dims)))?;
+    ops.kernel::<K>()?.launch(a.grid, (a.q, &km, &vm, a.lens, a.table, a.out, a.lse, a.o_part, a.lse_part, a.counters, a.errors, DimsArg(a.dims)))?;
     Ok(())
 }
 
