@@ -425,6 +425,31 @@ fn the_split_count_keeps_one_round_and_never_exceeds_the_blocks() {
 }
 
 #[test]
+fn auto_takes_warp_mmas_where_they_measured_faster() {
+    // `DecodeKernel::Auto` on a 16-bit cache: warp MMAs when a KV head's
+    // rows fit 16, the head dimension is 128, and the cache is paged in
+    // pages of 16 or 32 keys or the plan has one split (the emulated
+    // device has 8 SMs: 8 groups of 256 keys make one split, one group of
+    // 1024 keys 8). An FP8 cache always runs on warp MMAs.
+    let dev = Device::emulator();
+    let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    let plan = |s: DecodeShape, layout: CacheLayout, fp8: bool| {
+        let opts = DecodeOptions::default();
+        let p = if fp8 { Decode::new::<bf16, E4M3>(&dev, &ops, s, layout, opts) } else { Decode::new::<bf16, bf16>(&dev, &ops, s, layout, opts) };
+        let p = p.unwrap();
+        (p.warp_mma(), p.splits())
+    };
+    let contiguous = |max_len| CacheLayout::Contiguous { max_len };
+    let paged16 = CacheLayout::Paged { num_pages: 64, page_size: 16, max_pages: 64 };
+    assert_eq!(plan(shape(8, 4, 1, 128, 1), contiguous(256), false), (true, 1));
+    assert_eq!(plan(shape(8, 4, 1, 64, 1), contiguous(256), false), (false, 1));
+    assert_eq!(plan(shape(1, 4, 1, 128, 1), contiguous(1024), false), (false, 8));
+    assert!(plan(shape(1, 4, 1, 128, 1), paged16, false).0);
+    assert!(!plan(shape(1, 8, 1, 128, 3), paged16, false).0, "24 rows per KV head");
+    assert!(plan(shape(1, 4, 1, 128, 1), contiguous(1024), true).0, "FP8");
+}
+
+#[test]
 fn the_split_kernels_fit_two_ctas_per_sm() {
     // The split count and the ring depth assume 2 CTAs per SM (ptxas's
     // registers and the shared memory, by CUDA's occupancy rules).

@@ -1018,8 +1018,8 @@ fn warp_consume<E: DecodeElem, C: WarpKv<E, D>, const D: usize, const S: usize>(
 /// instead of a wgmma's 64, 2 CTAs per SM, and `warp_consume`'s four
 /// consumer warps. The host (`DecodeOptions::kernel`, `Auto`) takes it
 /// where it measured faster than [`decode_split`] on the H200: a KV head's
-/// `G T` rows fit 16 and the cache is paged in pages of 16 or 32 keys, or
-/// the plan has one split. Instances `(E, D, P, S)`.
+/// `G T` rows fit 16, `D` is 128, and the cache is paged in pages of 16 or
+/// 32 keys or the plan has one split. Instances `(E, D, P, S)`.
 #[kernel(block = threads(160), arch = sm_90a, min_blocks_per_sm = 2, instances(E = [f16, bf16], (64, 64, 4), (64, 16, 4), (128, 64, 2), (128, 16, 2)))]
 #[allow(clippy::too_many_arguments)]
 pub fn decode_split_warp<E: DecodeElem, const D: usize, const P: usize, const S: usize>(

@@ -183,11 +183,12 @@ pub struct DecodeOptions {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DecodeKernel {
     /// Warp MMAs when a KV head's query rows (`heads / kv_heads x tokens`)
-    /// are at most 16 and either the cache is paged in pages of 16 or 32
-    /// keys or the plan has one split; the wgmma kernel otherwise. Measured
-    /// on the H200 (bf16, D 128, at the same split counts): warp MMAs 1.08x
-    /// with pages of 16 and 1.02-1.03x at one split (64 x 8 x 2048, 128 x 8
-    /// x 1024), within 1.5 % either way at the other shapes.
+    /// are at most 16, the head dimension is 128, and either the cache is
+    /// paged in pages of 16 or 32 keys or the plan has one split; the wgmma
+    /// kernel otherwise. Measured on the H200 (bf16, D 128, at the same
+    /// split counts): warp MMAs 1.09x with pages of 16 and 1.02x at one
+    /// split (64 x 8 x 2048, 128 x 8 x 1024), within 1.5 % either way at
+    /// the other shapes; head dimension 64 was not measured.
     #[default]
     Auto,
     /// `decode_split`: 64 query rows per CTA on wgmmas (one pass over K
@@ -349,7 +350,8 @@ impl Decode {
         };
         let warp = C::FP8
             || match opts.kernel {
-                DecodeKernel::Auto => fits && (layout.piece() < DEC_BN || splits == 1),
+                // (Measured at head dim 128 only: 64 keeps the wgmma kernel.)
+                DecodeKernel::Auto => fits && shape.head_dim == 128 && (layout.piece() < DEC_BN || splits == 1),
                 DecodeKernel::Wgmma => false,
                 DecodeKernel::WarpMma => true,
             };
@@ -374,6 +376,12 @@ impl Decode {
         })
     }
 
+    /// Whether the plan runs on warp MMAs (an FP8 cache, or
+    /// [`DecodeOptions::kernel`]'s choice for a 16-bit one) rather than the
+    /// wgmma kernel.
+    pub fn warp_mma(&self) -> bool {
+        self.warp
+    }
     /// Splits of each sequence's keys (1: no partial outputs, no combine).
     pub fn splits(&self) -> usize {
         self.splits
