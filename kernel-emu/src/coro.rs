@@ -189,18 +189,20 @@ mod overflow {
     unsafe impl Send for Previous {}
     static PREVIOUS: OnceLock<Previous> = OnceLock::new();
 
-    const MESSAGE: &[u8] = b"\nkernel-emu: an emulated GPU thread overflowed its stack (KERNEL_EMU_STACK_KIB, \
-256 KiB by default): run again with a larger one, e.g. KERNEL_EMU_STACK_KIB=2048 \
-(debug builds of kernels with large register arrays need more)\n";
+    /// The handler's line (made at [`install`]: the handler cannot
+    /// allocate).
+    static MESSAGE: OnceLock<String> = OnceLock::new();
 
     extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
         // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
         let addr = unsafe { (*info).si_addr() } as usize;
         let (lo, hi) = GUARD.try_with(Cell::get).unwrap_or((0, 0));
         if lo <= addr && addr < hi {
-            // SAFETY: write(2) and abort(3) are async-signal-safe.
+            let line = MESSAGE.get().map_or(&b"kernel-emu: an emulated GPU thread overflowed its stack\n"[..], |m| m.as_bytes());
+            // SAFETY: write(2) and abort(3) are async-signal-safe; `line`
+            // is static data.
             unsafe {
-                libc::write(2, MESSAGE.as_ptr().cast(), MESSAGE.len());
+                libc::write(2, line.as_ptr().cast(), line.len());
                 libc::abort();
             }
         }
@@ -216,6 +218,14 @@ mod overflow {
     /// thread has an alternate signal stack (the Rust runtime gives its own
     /// threads one; a thread started elsewhere, e.g. Python's, may have none).
     pub(super) fn install() {
+        MESSAGE.get_or_init(|| {
+            format!(
+                "\nkernel-emu: an emulated GPU thread overflowed its stack (KERNEL_EMU_STACK_KIB, {} KiB by default): \
+                 run again with a larger one, e.g. KERNEL_EMU_STACK_KIB=2048 (debug builds of kernels with large \
+                 register arrays need more)\n",
+                crate::DEFAULT_STACK_BYTES / 1024
+            )
+        });
         PREVIOUS.get_or_init(|| {
             // SAFETY: sigaction with a zeroed struct filled in here; the
             // previous actions are read into zeroed structs.

@@ -688,27 +688,36 @@ trait WarpKv<E: DecodeElem, const D: usize> {
     type Tile: TileLayout;
     /// The MMAs' input type (Q's and P's fragments too).
     type M: AttnElem + MmaInput;
-    /// The lane's K words of a slot, per n8 block of keys.
-    type K: Copy;
+    /// The lane's K words of a slot, per n8 block of keys (`Default`:
+    /// zeros).
+    type K: Copy + Default;
     /// The lane's V words of a slot, per key row (0-3).
-    type V: Copy;
+    type V: Copy + Default;
     /// Whether K is read one step ahead (step `s + 1`'s slot waited for
     /// and its K loaded before step `s`'s MMAs, hiding the loads'
     /// latency) and V before `S = Q Kᵀ`, at the cost of a second set of K
     /// registers and V's beside them. Without, K is read at its step and V
     /// after `S = Q Kᵀ` (one set of either live at a time).
     const K_AHEAD: bool;
-    fn no_k() -> Self::K;
     fn load_k(tile: Smem<Self::Tile>, row0: usize, g: usize, t: usize) -> Self::K;
     /// The B fragment of k16 step `kk` of key block `nb`.
     fn k_frag(k: &Self::K, nb: usize, kk: usize) -> [u32; 2];
     fn load_v(tile: Smem<Self::Tile>, row0: usize, g: usize, t: usize) -> Self::V;
-    fn no_v() -> Self::V;
     /// Zeroes key row `r` (0-3) of the lane's V (a key past the sequence's
     /// end: the cache may hold NaN there).
     fn zero_v(v: &mut Self::V, r: usize);
     /// The B fragments of O's n8 blocks `2 np` and `2 np + 1`.
     fn v_frags(v: &Self::V, np: usize) -> [[u32; 2]; 2];
+}
+
+/// Words `4 c ..= 4 c + 3` of `out` for `c < packs`: pack `c` of a lane's
+/// run of 16-byte packs (`pack(c)`, a shared-memory load), as words.
+#[inline(always)]
+fn run_words<T: Pack16>(packs: usize, out: &mut [u32], pack: impl Fn(usize) -> T::Pack) {
+    unroll(packs, |c| {
+        let x = pack_words::<T>(pack(c));
+        unroll(4, |i| out[4 * c + i] = x[i]);
+    });
 }
 
 /// A 16-bit cache (of the queries' type `E`): the MMAs run on `E`, the
@@ -724,18 +733,9 @@ impl<E: DecodeElem, const D: usize> WarpKv<E, D> for Kv16 {
     // Two sets of K (64 registers at D = 128) beside V and O spilled.
     const K_AHEAD: bool = false;
     #[inline(always)]
-    fn no_k() -> Self::K {
-        [[0; 16]; 2]
-    }
-    #[inline(always)]
     fn load_k(tile: Smem<Self::Tile>, row0: usize, g: usize, t: usize) -> Self::K {
         let mut kw = [[0u32; 16]; 2];
-        unroll(2, |nb| {
-            unroll(D / 32, |c| {
-                let x = pack_words::<E>(tile.get_v4(row0 + 8 * nb + g, (D / 4) * t + 8 * c));
-                unroll(4, |i| kw[nb][4 * c + i] = x[i]);
-            });
-        });
+        unroll(2, |nb| run_words::<E>(D / 32, &mut kw[nb], |c| tile.get_v4(row0 + 8 * nb + g, (D / 4) * t + 8 * c)));
         kw
     }
     #[inline(always)]
@@ -747,16 +747,9 @@ impl<E: DecodeElem, const D: usize> WarpKv<E, D> for Kv16 {
         let mut vw = [[0u32; 8]; 4];
         unroll(4, |r| {
             let row = row0 + 2 * t + (r % 2) + 8 * (r / 2);
-            unroll(D / 64, |c| {
-                let x = pack_words::<E>(tile.get_v4(row, (D / 8) * g + 8 * c));
-                unroll(4, |i| vw[r][4 * c + i] = x[i]);
-            });
+            run_words::<E>(D / 64, &mut vw[r], |c| tile.get_v4(row, (D / 8) * g + 8 * c));
         });
         vw
-    }
-    #[inline(always)]
-    fn no_v() -> Self::V {
-        [[0; 8]; 4]
     }
     #[inline(always)]
     fn zero_v(v: &mut Self::V, r: usize) {
@@ -791,18 +784,9 @@ where
     type V = [[u32; 4]; 4];
     const K_AHEAD: bool = true;
     #[inline(always)]
-    fn no_k() -> Self::K {
-        [[0; 8]; 2]
-    }
-    #[inline(always)]
     fn load_k(tile: Smem<Self::Tile>, row0: usize, g: usize, t: usize) -> Self::K {
         let mut kw = [[0u32; 8]; 2];
-        unroll(2, |nb| {
-            unroll(D / 64, |c| {
-                let x = pack_words::<E4M3>(tile.get_v4(row0 + 8 * nb + g, (D / 4) * t + 16 * c));
-                unroll(4, |i| kw[nb][4 * c + i] = x[i]);
-            });
-        });
+        unroll(2, |nb| run_words::<E4M3>(D / 64, &mut kw[nb], |c| tile.get_v4(row0 + 8 * nb + g, (D / 4) * t + 16 * c)));
         kw
     }
     #[inline(always)]
@@ -822,10 +806,6 @@ where
             unroll(D / 32, |i| vw[r][i] = if v_word == 0 { x[i] } else { x[(i + 2) % 4] });
         });
         vw
-    }
-    #[inline(always)]
-    fn no_v() -> Self::V {
-        [[0; 4]; 4]
     }
     #[inline(always)]
     fn zero_v(v: &mut Self::V, r: usize) {
@@ -922,14 +902,14 @@ fn warp_consume<E: DecodeElem, C: WarpKv<E, D>, const D: usize, const S: usize>(
     let mut cur = if steps > 0 { Some(consumer.wait()) } else { None };
     let mut kw_next = match &cur {
         Some(c) if C::K_AHEAD => C::load_k(k_bufs.at(c.index()), row0, g, t),
-        _ => C::no_k(),
+        _ => C::K::default(),
     };
     let mut s = 0;
     while let Some(slot) = cur.take() {
         let key0 = w.start + s * DEC_BN as u32 + row0 as u32;
         let idx = slot.index();
         let mut held = Some(slot);
-        let v_early = if C::K_AHEAD { C::load_v(v_bufs.at(idx), row0, g, t) } else { C::no_v() };
+        let v_early = if C::K_AHEAD { C::load_v(v_bufs.at(idx), row0, g, t) } else { C::V::default() };
         let kw = if C::K_AHEAD { kw_next } else { C::load_k(k_bufs.at(idx), row0, g, t) };
         let more = s + 1 < steps;
         if C::K_AHEAD {

@@ -70,7 +70,7 @@ struct Args {
 }
 
 /// A `--kernels` entry.
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, clap::ValueEnum)]
 enum KernelArg {
     Auto,
     Wgmma,
@@ -289,7 +289,7 @@ fn run(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
             };
             let bytes = (row.batch * row.len * row.kv_heads * row.head_dim * 2) as f64 * if row.fp8 { 1.0 } else { 2.0 };
             let gbs = bytes / ms / 1e6;
-            if row.page.is_none() && !row.fp8 && row.tokens == 1 && want_splits == a.splits[0] && kernel as u8 == a.kernels[0] as u8 {
+            if row.page.is_none() && !row.fp8 && row.tokens == 1 && want_splits == a.splits[0] && kernel == a.kernels[0] {
                 base_ms.push((row.base(), ms));
             }
             let vs = base_ms.iter().find(|(k, _)| *k == row.base()).map_or(f64::NAN, |(_, b)| b / ms);
