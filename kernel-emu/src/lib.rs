@@ -164,12 +164,14 @@
 //! switch, not an OS context switch, and a run uses one CPU. The coroutines
 //! get small stacks, 256 KiB by default (with a guard page; kept between
 //! runs); set the environment variable `KERNEL_EMU_STACK_KIB` to change it
-//! (e.g. for debug builds of kernels with large register arrays). Entry points are `#[track_caller]`:
-//! errors and deadlock lines name the source location of the call (which is
-//! in the kernel when the host bodies are `#[track_caller]` too). Library
-//! code that issues operations for the user (a pipeline) is
-//! `#[track_caller]` too, and enters a [`scope`]: its reports name the
-//! user's call and add "(inside `emit_pipeline` called at ...)".
+//! (e.g. for debug builds of kernels with large register arrays).
+//!
+//! Entry points are `#[track_caller]`: errors and deadlock lines name the
+//! source location of the call (which is in the kernel when the host bodies
+//! are `#[track_caller]` too). Library code that issues operations for the
+//! user (a pipeline) is `#[track_caller]` too, and enters a [`scope`]: its
+//! reports name the user's call and add "(inside `emit_pipeline` called at
+//! ...)".
 //!
 //! # Warnings
 //!
