@@ -34,7 +34,7 @@ use kernel_device::gmem::GmemRef;
 use kernel_device::launch::HostEntry;
 use kernel_device::tma::TensorMapParam;
 use kernel_device::f16;
-use kernel_ops_kernels::collective::allgather_matmul_ws;
+use kernel_ops_kernels::collective::{allgather_matmul_fwd, allgather_matmul_ws};
 use kernel_ops_kernels::matmul::{ATileOf, BTileOf, EpiTileOf, TK};
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
@@ -50,6 +50,10 @@ const PERSISTENT: [(&str, usize, PersistentLaunch); 3] = [
     ("ws 128x256 s4 w16", 128, launch_persistent::<128, 256, 4, 16>),
     ("ws 256x128 s3 w8", 256, launch_persistent::<256, 128, 3, 8>),
 ];
+
+/// The tile rows of [`AllGatherMatmul::run_forwarding`]'s kernel: shard
+/// rows must be a multiple.
+pub const FORWARDING_TILE_ROWS: usize = 128;
 
 /// `(name, BM)` of each instance `run_persistent` picks from;
 /// [`AllGatherMatmul::tune_persistent`] times them.
@@ -112,6 +116,12 @@ pub struct AllGatherMatmul<'g> {
     epoch_src: RefCell<PeerBuffer<u32>>,
     /// Index into [`PERSISTENT_INSTANCES`].
     persistent: Cell<usize>,
+    /// Per device, one arrival counter per tile row of the gathered `A`
+    /// (`run_forwarding`; made anew, and the epoch reset, when a call has
+    /// more tile rows).
+    fwd_arrived: RefCell<Option<PeerBuffer<u32>>>,
+    /// The value the counters reached at the last `run_forwarding`.
+    fwd_epoch: Cell<u32>,
 }
 
 fn invalid(problem: String) -> MatmulError {
@@ -142,7 +152,7 @@ impl<'g> AllGatherMatmul<'g> {
             .collect::<Result<Vec<_>, _>>()?;
         let arrived = RefCell::new(group.zeros::<u32>(group.len())?);
         let epoch_src = RefCell::new(group.zeros::<u32>(1)?);
-        Ok(AllGatherMatmul { group, matmuls, copy_streams, arrived, epoch: Cell::new(0), epoch_src, persistent: Cell::new(0) })
+        Ok(AllGatherMatmul { group, matmuls, copy_streams, arrived, epoch: Cell::new(0), epoch_src, persistent: Cell::new(0), fwd_arrived: RefCell::new(None), fwd_epoch: Cell::new(0) })
     }
 
     /// Autotunes each device's matmul for the `m x n x k` steps (the
@@ -313,6 +323,83 @@ impl<'g> AllGatherMatmul<'g> {
             }
             Ok(())
         }
+    }
+
+    /// Gathers `a` and multiplies with one persistent kernel per device
+    /// that also forwards the shards itself
+    /// ([`kernel_ops_kernels::collective::allgather_matmul_fwd`], Pallas's
+    /// collective matmul): the buffers and the result as
+    /// [`AllGatherMatmul::run_persistent`]'s (`m` a multiple of
+    /// [`FORWARDING_TILE_ROWS`]), but no copy engine and no host flag. The
+    /// CTAs that compute the tiles of a row of `A` that the next device
+    /// lacks store the row's A tiles there by TMA as they pass through
+    /// their pipelines (a share of the K steps each), then add 1 to the
+    /// row's arrival counter there (a system-scope release); a kernel reads
+    /// a row of another device's shard once its own counter says every
+    /// share has arrived. The kernels of the
+    /// group run at once (one group launch: every device's stream waits
+    /// for the others' earlier work, and later work for every kernel).
+    /// Asynchronous on GPUs (synchronize the group before reading `c`).
+    /// Errors name the buffer and the shape.
+    pub fn run_forwarding(&self, a: &mut PeerBuffer<f16>, b: &PeerBuffer<f16>, c: &mut PeerBuffer<f16>, (m, n, k): (usize, usize, usize)) -> Result<(), MatmulError> {
+        const BM: usize = FORWARDING_TILE_ROWS;
+        const BN: usize = 256;
+        let p = self.group.len();
+        for (what, devices) in [("a", a.devices()), ("b", b.devices()), ("c", c.devices())] {
+            if devices != p {
+                return Err(invalid(format!("{what} has parts on {devices} devices; the group has {p}")));
+            }
+        }
+        check_problem((p * m, k), (n, k), (a.len(), b.len(), c.len()))?;
+        if m % BM != 0 {
+            return Err(invalid(format!(
+                "run_forwarding: shard rows m = {m} are not a multiple of the kernel's {BM} tile rows; shards must align to tiles (use AllGatherMatmul::run for other m)"
+            )));
+        }
+        let (mt, nt, ks) = ((p * m / BM) as u32, n.div_ceil(BN) as u32, k.div_ceil(TK) as u32);
+        let mut fwd = self.fwd_arrived.borrow_mut();
+        if fwd.as_ref().is_none_or(|f| f.len() < mt as usize) {
+            *fwd = Some(self.group.zeros::<u32>(mt as usize)?);
+            self.fwd_epoch.set(0);
+        }
+        let arrived = fwd.as_ref().expect("made above");
+        let epoch = self.fwd_epoch.get().wrapping_add(1);
+        self.fwd_epoch.set(epoch);
+        // Device d's kernel reads its own `A` through a read map and stores
+        // into the next device's through that device's write map. A part
+        // cannot be borrowed for both at once, so each read map is over a
+        // second handle on the part, used by its own device only.
+        let mut aliases = Vec::with_capacity(p);
+        for d in 0..p {
+            let (dev, part) = (self.group.device(d), a.part(d));
+            // SAFETY: the part's own memory on its own device, alive while
+            // `a` is (borrowed mutably for this call), read through this
+            // handle by its owner's kernel only, ordered with every other
+            // use by the group launch's barriers.
+            aliases.push(unsafe {
+                if dev.is_gpu() {
+                    Buffer::<f16>::borrow_gpu(dev, part.address(), part.len())
+                } else {
+                    Buffer::<f16>::borrow_host(dev, part.address() as *mut f16, part.len())
+                }
+            }?);
+        }
+        let a_maps = aliases.iter().map(|buf| TileMap::<ATileOf<BM>>::new_2d(buf, p * m, k)).collect::<Result<Vec<_>, _>>()?;
+        let store_maps = a.parts_mut().map(|part| TileMap::<ATileOf<BM>>::new_2d_mut(part, p * m, k)).collect::<Result<Vec<_>, _>>()?;
+        let b_maps = (0..p).map(|d| TileMap::<BTileOf<BN>>::new_2d(b.part(d), n, k)).collect::<Result<Vec<_>, _>>()?;
+        let c_maps = c.parts_mut().map(|part| TileMap::<EpiTileOf<BM>>::new_2d_mut(part, p * m, n)).collect::<Result<Vec<_>, _>>()?;
+        // The same grid on every device, one CTA per SM at most (every CTA
+        // resident: the kernels wait for one another's rows).
+        let sms = (0..p).map(|d| self.group.device(d).sm_count()).min().unwrap_or(1);
+        let grid = Ctas::EvenWaves.grid(mt * nt, sms).max(1);
+        self.group
+            .load(&kernel_ops_kernels::DEVICE_CODE)?
+            .kernel::<allgather_matmul_fwd<BM, BN, 4, 8>>()?
+            .launch(grid, |r| {
+                let d = r.index();
+                (&a_maps[d], &store_maps[(d + 1) % p], &b_maps[d], &c_maps[d], arrived.on(r), epoch, mt, nt, ks)
+            })?;
+        Ok(())
     }
 
     /// Launches device `d`'s kernel on its stream.

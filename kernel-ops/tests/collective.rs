@@ -1,6 +1,7 @@
 //! `kernel_ops::collective::AllGatherMatmul`: on 2 and 3 emulated devices
 //! at a ragged shape against the CPU (the ring schedule's slots, copies and
-//! blocks), its input errors; and, ignored, on 2 GPUs with peer access
+//! blocks), the persistent and forwarding kernels on 2-4 emulated devices
+//! under the race detector, input errors; and, ignored, on 2 GPUs with peer access
 //! (and on 3, 4, ... when the machine has them).
 use kernel_device::f16;
 use kernel_host::emulate::Emulator;
@@ -36,7 +37,17 @@ fn check(group: &DeviceGroup, (m, n, k): (usize, usize, usize)) {
 /// `run_persistent` on `group`, twice (the second run's flags take a new
 /// epoch): A gathered on every device (NaN where a shard has not arrived),
 /// C = the gathered A times each device's B, against the CPU.
-fn check_persistent(group: &DeviceGroup, (m, n, k): (usize, usize, usize)) {
+fn check_persistent(group: &DeviceGroup, shape: (usize, usize, usize)) {
+    check_one_kernel(group, shape, false)
+}
+
+/// [`check_persistent`] for `run_forwarding` (the kernels forward the
+/// shards themselves; the second run's counters reach a new epoch).
+fn check_forwarding(group: &DeviceGroup, shape: (usize, usize, usize)) {
+    check_one_kernel(group, shape, true)
+}
+
+fn check_one_kernel(group: &DeviceGroup, (m, n, k): (usize, usize, usize), forwarding: bool) {
     let p = group.len();
     let shards: Vec<Vec<f16>> = (0..p).map(|j| randn_f16(m * k, 30 + j as u64)).collect();
     let bs: Vec<Vec<f16>> = (0..p).map(|d| randn_f16(n * k, 40 + d as u64)).collect();
@@ -49,7 +60,11 @@ fn check_persistent(group: &DeviceGroup, (m, n, k): (usize, usize, usize)) {
         let mut a = group.upload(&parts).unwrap();
         let b = group.upload(&bs).unwrap();
         let mut c = group.upload(&vec![vec![f16::NAN; p * m * n]; p]).unwrap();
-        agm.run_persistent(&mut a, &b, &mut c, (m, n, k)).unwrap();
+        if forwarding {
+            agm.run_forwarding(&mut a, &b, &mut c, (m, n, k)).unwrap();
+        } else {
+            agm.run_persistent(&mut a, &b, &mut c, (m, n, k)).unwrap();
+        }
         group.synchronize().unwrap();
         for (d, got) in group.download(&a).unwrap().iter().enumerate() {
             assert!(got.iter().zip(&full).all(|(x, y)| x.to_bits() == y.to_bits()), "run {run}: gathered A on device {d}");
@@ -74,6 +89,33 @@ fn persistent_all_gather_matmul_matches_the_cpu_on_emulated_devices() {
     for p in [2, 3] {
         check_persistent(&DeviceGroup::emulator_with(Emulator::new(5).max_steps(0), p).unwrap(), (128, 136, 96));
     }
+}
+
+/// The kernels forward the shards by TMA and signal each row on the next
+/// device, under the race detector, on 2, 3 and 4 devices: one column of
+/// tiles (one sender per row) with 5, 1 and 3 K steps (the forwarding lags
+/// its loads by 2 steps: slots are refilled while stores from them may
+/// still read them, and a row may be shorter than the lag); then two
+/// columns on 2 devices of 2 SMs each (two senders per row, each storing
+/// every other K step).
+#[test]
+fn forwarding_all_gather_matmul_matches_the_cpu_on_emulated_devices() {
+    for (p, k) in [(2, 320), (3, 64), (4, 192)] {
+        check_forwarding(&DeviceGroup::emulator_with(Emulator::new(7).max_steps(0), p).unwrap(), (128, 72, k));
+    }
+    check_forwarding(&DeviceGroup::emulator_with(Emulator::new(8).sms(2).max_steps(0), 2).unwrap(), (128, 264, 320));
+}
+
+#[test]
+fn forwarding_all_gather_matmul_refuses_unaligned_shards() {
+    let g = DeviceGroup::emulator(2).unwrap();
+    let agm = AllGatherMatmul::new(&g).unwrap();
+    let (m, n, k) = (96, 64, 64);
+    let mut a = g.zeros::<f16>(2 * m * k).unwrap();
+    let b = g.zeros::<f16>(n * k).unwrap();
+    let mut c = g.zeros::<f16>(2 * m * n).unwrap();
+    let e = agm.run_forwarding(&mut a, &b, &mut c, (m, n, k)).unwrap_err().to_string();
+    assert!(e.contains("m = 96") && e.contains("multiple of the kernel's 128 tile rows"), "{e}");
 }
 
 #[test]
@@ -121,6 +163,11 @@ fn all_gather_matmul_matches_the_cpu_on_two_gpus() {
                 check_persistent(&g, (256, 384, 192));
                 // Enough tiles to occupy every SM but the one left free.
                 check_persistent(&g, (512, 4096, 64));
+                // The kernels forward the shards: a launch on one GPU takes
+                // the next GPU's `A` (a store map), whose use it must not
+                // record as an event of its own stream.
+                check_forwarding(&g, (256, 384, 192));
+                check_forwarding(&g, (512, 4096, 320));
             }
             Err(kernel_host::Error::NoSuchDevice { .. }) if n > 2 => break,
             Err(e) => panic!("{e}"),

@@ -289,6 +289,28 @@ impl<'a, const S: usize, P: Parity> Producer<'a, S, P> {
         slot.full.arrive_expect_tx(bytes);
         slot
     }
+    /// Waits until the copies of an earlier `step` have landed in its
+    /// slot, and returns the slot's index: for a producer that also reads
+    /// what it loaded (the all-gather matmul forwards each A tile it
+    /// loaded to the next GPU with a TMA store from the slot). `step` must
+    /// have been handed out and its slot not handed out again since:
+    /// `step < self.step()` and `step + S >= self.step()`. Whatever reads
+    /// the slot must be done before the slot's next [`Producer::acquire`]
+    /// refills it (for a TMA store: `tma::wait_group_read`). On the
+    /// emulator a step outside that window is a reported misuse, and the
+    /// wait is checked against the barrier's phase like a consumer's.
+    #[inline(always)]
+    #[track_caller]
+    pub fn wait_full(&self, step: Step<S>) -> usize {
+        #[cfg(not(target_arch = "nvptx64"))]
+        emu::check_landed(step, self.next, self.ring.at);
+        let i = step.index();
+        let full = self.ring.full_at(i);
+        #[cfg(not(target_arch = "nvptx64"))]
+        let _scope = emu::check(full, step.lap() as u64, "Producer::wait_full", "producer of the `Ring`", step, self.ring.at);
+        wait_phase(full, step.parity());
+        i
+    }
 }
 
 /// How a [`Producer`] or [`Consumer`] knows the parity its next wait
@@ -730,6 +752,28 @@ mod emu {
                     "the consumer of the `Ring` made at {at} starts `mma_steps` at step {} while {pending} earlier step(s) \
                      are waited for and not released: release them first (`release_after_wgmma::<0>` or `release_all` \
                      after the previous loop)",
+                    next.count()
+                ),
+            );
+        }
+    }
+
+    /// `Producer::wait_full` waits for a step handed out whose slot was
+    /// not handed out again since.
+    #[track_caller]
+    pub(super) fn check_landed<const S: usize>(step: Step<S>, next: Step<S>, at: &Location<'_>) {
+        let _scope = kernel_emu::scope("Producer::wait_full");
+        if step.count() >= next.count() || step.count() + S as u32 <= next.count() - 1 {
+            kernel_emu::misuse(
+                "a wait for a slot's copies outside the ring's window",
+                format_args!(
+                    "the producer of the `Ring` made at {at} waits for the copies of step {} (slot {}) at step {}: \
+                     wait only for a step already handed out whose slot was not handed out again \
+                     (steps {}..{})",
+                    step.count(),
+                    step.index(),
+                    next.count(),
+                    next.count().saturating_sub(S as u32),
                     next.count()
                 ),
             );

@@ -45,6 +45,19 @@ impl<'a> ArgSink<'a> {
         }
     }
 
+    /// Keeps `guard` to record the buffer's use after the launch, or, for
+    /// a buffer of another context ([`records_use`] false), lets it go
+    /// without recording.
+    fn keep(&mut self, guard: SyncOnDrop<'a>, record: bool) {
+        if record {
+            self.guards.push(guard);
+        } else {
+            // A `SyncOnDrop` holds only references: forgetting it leaks
+            // nothing and skips its `cuEventRecord`.
+            std::mem::forget(guard);
+        }
+    }
+
     /// A sink with no launch stream, for packing scalars in tests.
     #[cfg(test)]
     pub(crate) fn detached() -> Self {
@@ -61,7 +74,7 @@ impl<'a> ArgSink<'a> {
         match self.stream {
             Some(stream) => {
                 let (ptr, guard) = buf.device_ptr(stream);
-                self.guards.push(guard);
+                self.keep(guard, records_use(buf.stream(), stream));
                 ptr
             }
             None => {
@@ -78,8 +91,9 @@ impl<'a> ArgSink<'a> {
     pub fn write<T, S: DevicePtrMut<T> + ?Sized>(&mut self, buf: &'a mut S) -> sys::CUdeviceptr {
         match self.stream {
             Some(stream) => {
+                let record = records_use(buf.stream(), stream);
                 let (ptr, guard) = buf.device_ptr_mut(stream);
-                self.guards.push(guard);
+                self.keep(guard, record);
                 ptr
             }
             None => {
@@ -89,6 +103,24 @@ impl<'a> ArgSink<'a> {
             }
         }
     }
+}
+
+/// Whether a launch on `launch` records its use of a buffer whose own
+/// stream is `buf`: only for a buffer of the launch's own context.
+///
+/// A kernel of one GPU of a group may take another GPU's buffer (a tensor
+/// map over the next device's part, which the all-gather matmul's kernels
+/// store to). cudarc would record that use as the buffer's event on the
+/// launch stream, which `cuEventRecord` refuses
+/// (`CUDA_ERROR_INVALID_CONTEXT`: the event belongs to the other
+/// device's context). Such a launch is ordered by the group launch's
+/// barriers instead (`kernel_host::group::GroupLauncher::launch`: every
+/// device waits for every other before, and after, the kernels), so its
+/// use of the buffer is not recorded; the launch stream still waits for
+/// the buffer's earlier writes (waiting on another context's event is
+/// allowed).
+pub(crate) fn records_use(buf: &CudaStream, launch: &CudaStream) -> bool {
+    buf.context().cu_ctx() == launch.context().cu_ctx()
 }
 
 /// A device address as a `*const T` (device addresses have no host

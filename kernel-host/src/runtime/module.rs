@@ -654,6 +654,13 @@ impl<K: KernelSpec> Kernel<K> {
         // `#[global_scratch]`, one to `global_addr` (the hidden `u64`
         // parameter `#[kernel]` appends), alive until after the call; no
         // `extra` is passed.
+        // The module's context again: packing may have bound another
+        // context (a buffer of another device of a group), and this
+        // module's function launched there is CUDA_ERROR_INVALID_HANDLE.
+        self.module
+            .ctx
+            .bind_to_thread()
+            .map_err(|e| Self::launch_error(grid, CudaError::from_driver(e)))?;
         let result = unsafe {
             sys::cuLaunchKernelEx(&config, self.func, kernel_params, std::ptr::null_mut())
         };

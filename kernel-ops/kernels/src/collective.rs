@@ -15,10 +15,22 @@
 //! has arrived. So one persistent kernel per device computes all of `C`
 //! while the gather runs under it: no launch per shard, no tail per
 //! shard.
-use crate::matmul::{matmul_persistent_ws_rows, ATileOf, BTileOf, EpiTileOf, RowSource};
+//!
+//! [`allgather_matmul_fwd`] takes the copy engines out as well (Pallas's
+//! collective matmul): the kernels forward the shards themselves. The
+//! CTAs that compute the tiles of a row of `A` that the next device lacks
+//! store the A tiles they loaded, a share of the row's K steps each, to
+//! the same place in the next device's `A` (TMA stores from their
+//! pipeline slots), then signal the row's arrival there ([`ForwardRows`]).
+use crate::gemm::{ATile, GemmElem};
+use crate::matmul::{matmul_persistent_ws_rows, ATileOf, BTileOf, EpiTileOf, RowSource, TK};
 use kernel_device::fence::fence_proxy_async_global;
+use kernel_device::grid::planar_snake;
+use kernel_device::peer::PeerGmem;
+use kernel_device::pipeline::{Producer, Step};
 use kernel_device::prelude::*;
-use kernel_device::semaphore::raw::{ld_acquire_sys, nanosleep};
+use kernel_device::semaphore::raw::{ld_acquire_sys, nanosleep, red_release_sys_add};
+use kernel_device::tma::{commit_group, wait_group, wait_group_read};
 use kernel_device::wgmma::{Cols, WgmmaShape};
 use kernel_device::Barriers;
 use kernel_device::f16;
@@ -45,7 +57,7 @@ impl ShardRows {
     }
 }
 
-impl RowSource for ShardRows {
+impl<E: GemmElem, const BM: usize> RowSource<E, BM> for ShardRows {
     #[inline(always)]
     fn m_tile(&self, pm: u32) -> u32 {
         let s = pm / self.shard_tiles;
@@ -105,4 +117,186 @@ pub fn allgather_matmul_ws<const BM: usize, const BN: usize, const STAGES: usize
 {
     let rows = ShardRows::new(arrived, epoch, rank, shards, m_tiles / shards);
     matmul_persistent_ws_rows::<f16, ShardRows, BM, BN, STAGES, GRID_W>(rows, a, b, c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed)
+}
+
+/// K steps a forwarding producer stays behind its loads before it stores a
+/// slot's A tile to the next device: by then the tile has almost surely
+/// landed (no wait in the steady state), and the store has `STAGES - LAG`
+/// steps to read the slot before the ring refills it.
+const LAG: u32 = 2;
+
+/// The shards of a gathered `A` in ring arrival order (as [`ShardRows`]),
+/// forwarded by the kernels themselves ([`RowSource`] of
+/// [`allgather_matmul_fwd`]).
+///
+/// - **Sending.** A row of `A` that the next device lacks (every shard but
+///   the next device's own) is sent by the `F = min(n_tiles, k_steps)`
+///   CTAs that compute its tiles `(row, 0..F)`: the one at column `pn`
+///   stores the row's K steps `k` with `k % F == pn`, each `LAG` steps
+///   after loading it (once [`Producer::wait_full`] says it landed), to the
+///   same place in the next device's `A` (a TMA store through `a_next`, a
+///   map over that device's buffer). Spread so, each tile stores
+///   `k_steps / F` tiles of A, and no CTA falls behind the others. Before
+///   the ring refills a slot that a store may still read, the producer
+///   waits for the stores' reads (`cp.async.bulk.wait_group.read 0`).
+///   After the row's last step it waits for its stores to complete
+///   (`wait_group 0`), orders them before its generic-proxy release
+///   (`fence.proxy.async.global`) and adds 1 to the row's counter on the
+///   next device (`red.release.sys`).
+/// - **Receiving.** A row of another device's shard may be read once this
+///   device's counter for it has reached `epoch x F` (`ld.acquire.sys`,
+///   then `fence.proxy.async.global`: TMA reads only what has arrived).
+///   Counters only grow, by `F` per call (compared with wrapping
+///   arithmetic).
+#[derive(Clone, Copy)]
+pub struct ForwardRows<const BM: usize> {
+    a_next: Tma<ATileOf<BM>>,
+    /// This device's counters and the next device's (taken from the
+    /// `PeerGmem` once, at the kernel's start).
+    own: Gmem<u32>,
+    theirs: Gmem<u32>,
+    rank: u32,
+    next: u32,
+    shards: u32,
+    epoch: u32,
+    shard_tiles: u32,
+    /// `F`: the CTAs that send each row, one signal each.
+    senders: u32,
+    /// Bit `i`: a store from slot `i` may still be reading it.
+    pending: u64,
+}
+
+impl<const BM: usize> ForwardRows<BM> {
+    #[inline(always)]
+    fn shard(&self, m_tile: u32) -> u32 {
+        m_tile / self.shard_tiles
+    }
+
+    /// Stores the A tile of ring step `step` (K step `k` of tile row
+    /// `m_tile`) to the next device once it has landed.
+    #[inline(always)]
+    fn forward<const S: usize>(&mut self, producer: &Producer<'_, S>, step: Step<S>, m_tile: u32, k: u32, a_bufs: Smem<[ATileOf<BM>; S]>) {
+        let i = producer.wait_full(step);
+        self.a_next.store(a_bufs.at(i), m_tile * BM as u32, k * TK as u32);
+        commit_group();
+        self.pending |= 1 << i;
+    }
+}
+
+impl<const BM: usize> RowSource<f16, BM> for ForwardRows<BM> {
+    #[inline(always)]
+    fn m_tile(&self, pm: u32) -> u32 {
+        let s = pm / self.shard_tiles;
+        let j = (self.rank + self.shards - s) % self.shards;
+        j * self.shard_tiles + pm % self.shard_tiles
+    }
+
+    /// Shard by shard in arrival order, the planar snake within each: a
+    /// CTA's tiles never go back to an earlier shard. The kernels wait for
+    /// one another's rows, so this is what keeps them free of deadlock: a
+    /// tile of the shard `s` steps up the ring waits only for a row that
+    /// the previous device forwards from a tile of step `s - 1`, which no
+    /// later tile of any CTA can hold up.
+    #[inline(always)]
+    fn order(&self, i: u32, (_m_tiles, n_tiles): (u32, u32), grid_w: u32) -> (u32, u32) {
+        let per_shard = self.shard_tiles * n_tiles;
+        let (pm, pn) = planar_snake(i % per_shard, (self.shard_tiles, n_tiles), 0, grid_w);
+        ((i / per_shard) * self.shard_tiles + pm, pn)
+    }
+
+    #[inline(always)]
+    fn ready(&mut self, m_tile: u32) {
+        if self.shard(m_tile) == self.rank {
+            return;
+        }
+        assert!((m_tile as usize) < self.own.len(), "allgather_matmul_fwd: arrived holds fewer counters than tile rows");
+        let flag = self.own.ptr().wrapping_add(m_tile as usize);
+        // SAFETY: `flag` lies inside this device's counters (asserted), a
+        // 4-byte-aligned global u32 only added to (by the previous
+        // device's kernel, `red.release.sys`).
+        let want = self.epoch.wrapping_mul(self.senders);
+        while (unsafe { ld_acquire_sys(flag.as_raw_unchecked()) }.wrapping_sub(want) as i32) < 0 {
+            nanosleep(64);
+        }
+        // The row's bytes are read by TMA (the async proxy) after the
+        // acquire above (generic proxy).
+        fence_proxy_async_global();
+    }
+
+    #[inline(always)]
+    fn loaded<const S: usize>(&mut self, producer: &Producer<'_, S>, step: Step<S>, (m_tile, pn): (u32, u32), (k, k_steps): (u32, u32), a_bufs: Smem<[ATile<f16, BM>; S]>) {
+        let f = self.senders;
+        if pn >= f || self.shard(m_tile) == self.next {
+            return;
+        }
+        if k >= LAG && (k - LAG) % f == pn {
+            self.forward(producer, Step::new(step.count() - LAG), m_tile, k - LAG, a_bufs);
+        }
+        if k + 1 == k_steps {
+            // This tile's share of the row's last LAG steps (of all of
+            // them when it has fewer).
+            let mut j = k_steps.saturating_sub(LAG);
+            while j < k_steps {
+                if j % f == pn {
+                    self.forward(producer, Step::new(step.count() - (k - j)), m_tile, j, a_bufs);
+                }
+                j += 1;
+            }
+            // The row is written on the next device; then its counter.
+            wait_group::<0>();
+            self.pending = 0;
+            fence_proxy_async_global();
+            assert!((m_tile as usize) < self.theirs.len(), "allgather_matmul_fwd: arrived holds fewer counters than tile rows");
+            // SAFETY: in bounds (asserted), an aligned u32 counter of the
+            // group's `arrived` on the next device (peer access enabled by
+            // the group).
+            unsafe { red_release_sys_add(self.theirs.ptr().wrapping_add(m_tile as usize).as_raw_unchecked(), 1) };
+        }
+    }
+
+    #[inline(always)]
+    fn refill(&mut self, slot: usize) {
+        if self.pending & (1 << slot) != 0 {
+            // The stores from this slot have read it before TMA refills it.
+            wait_group_read::<0>();
+            self.pending = 0;
+        }
+    }
+}
+
+/// `C = A · Bᵀ` over an `A` that the kernels of the group gather
+/// themselves while they run ([`ForwardRows`]): as
+/// [`allgather_matmul_ws`] (same layout: `A` and `C` of `shards x m` rows,
+/// this device's shard `rank` there at launch, shards aligned to tiles),
+/// but the shards reach the next device by TMA stores from this kernel's
+/// producing thread, and `arrived` (one counter per tile row on every
+/// device, zero at the group's first call, never reset) is added to by the
+/// previous device's kernel, not by the host; call `epoch` (1, 2, ..)
+/// waits for counters of `epoch x min(n_tiles, k_steps)`. `a_next` is a map over the next device's
+/// `A`, the shape of `a`. Every device's kernel must run at once (a group
+/// launch), each CTA resident (a grid of at most one CTA per SM).
+#[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 256, 4, 8)))]
+#[allow(clippy::too_many_arguments)]
+pub fn allgather_matmul_fwd<const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
+    a: Tma<ATileOf<BM>>,
+    a_next: Tma<ATileOf<BM>>,
+    b: Tma<BTileOf<BN>>,
+    c: Tma<EpiTileOf<BM>>,
+    arrived: PeerGmem<u32>,
+    epoch: u32,
+    m_tiles: u32,
+    n_tiles: u32,
+    k_steps: u32,
+    #[scratch] a_bufs: Smem<[ATileOf<BM>; STAGES]>,
+    #[scratch] b_bufs: Smem<[BTileOf<BN>; STAGES]>,
+    #[scratch] epi: Smem<[EpiTileOf<BM>; 2]>,
+    #[scratch] loaded: Barriers<STAGES>,
+    #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
+) where
+    Cols<BN>: WgmmaShape,
+{
+    const { assert!(STAGES as u32 > LAG, "allgather_matmul_fwd: STAGES must exceed LAG (a forwarded slot is read before its refill)") };
+    let (rank, next, shards) = (arrived.rank(), arrived.next(), arrived.count());
+    let rows = ForwardRows::<BM> { a_next, own: arrived.local(), theirs: arrived.remote(next), rank, next, shards, epoch, shard_tiles: m_tiles / shards, senders: n_tiles.min(k_steps), pending: 0 };
+    matmul_persistent_ws_rows::<f16, ForwardRows<BM>, BM, BN, STAGES, GRID_W>(rows, a, b, c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed)
 }

@@ -8,7 +8,7 @@ use crate::gemm::{check_tile, ATile, BTile, EpiTile, GemmElem, WgAcc, COMPUTE_RE
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::prelude::*;
 use kernel_device::tma::wait_group;
-use kernel_device::pipeline::Ring;
+use kernel_device::pipeline::{Producer, Ring, Step};
 use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, Cols, WgmmaShape};
 use kernel_device::Barriers;
 use kernel_device::{bf16, f16};
@@ -65,24 +65,45 @@ pub fn matmul_persistent_ws<E: GemmElem, const BM: usize, const BN: usize, const
     matmul_persistent_ws_rows::<E, AllRows, BM, BN, STAGES, GRID_W>(AllRows, a, b, c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed)
 }
 
-/// Where the tile rows of [`matmul_persistent_ws_rows`] come from: the
-/// order in which its CTAs visit the `m` tile rows, and when the A rows of
-/// one may be read (the producing thread calls [`RowSource::ready`] before
-/// its first TMA load of a tile).
-pub trait RowSource: Copy {
+/// Where the tile rows of [`matmul_persistent_ws_rows`] (elements `E`,
+/// `BM`-row tiles) come from: the order in which its CTAs visit the `m`
+/// tile rows, when the A rows of one may be read (the producing thread
+/// calls [`RowSource::ready`] before its first TMA load of a tile), and
+/// what else the producing thread does with the A tiles it loads
+/// ([`RowSource::loaded`] and [`RowSource::refill`]: nothing by default;
+/// the all-gather matmul's `ForwardRows` stores them to the next GPU).
+pub trait RowSource<E: GemmElem, const BM: usize>: Copy {
     /// The A/C tile row visited as the `pm`-th (a permutation of
     /// `0..m_tiles`).
     fn m_tile(&self, pm: u32) -> u32;
     /// Returns once the A rows of tile row `m_tile` may be read by TMA
     /// (may spin; called by the one producing thread).
     fn ready(&mut self, m_tile: u32);
+    /// The `(pm, pn)` of the `i`-th of the `m_tiles x n_tiles` tiles (`pm`
+    /// goes through [`RowSource::m_tile`]): by default
+    /// `planar_snake(i, (m_tiles, n_tiles), 0, grid_w)`.
+    #[inline(always)]
+    fn order(&self, i: u32, (m_tiles, n_tiles): (u32, u32), grid_w: u32) -> (u32, u32) {
+        planar_snake(i, (m_tiles, n_tiles), 0, grid_w)
+    }
+    /// Run by the producing thread right after it issued the TMA loads of
+    /// K step `k` of `k_steps` of tile `(m_tile, pn)` as ring step `step`:
+    /// A's tile lands in `a_bufs.at(step.index())`
+    /// ([`Producer::wait_full`] waits for it).
+    #[inline(always)]
+    fn loaded<const S: usize>(&mut self, _producer: &Producer<'_, S>, _step: Step<S>, _tile: (u32, u32), _k: (u32, u32), _a_bufs: Smem<[ATile<E, BM>; S]>) {}
+    /// Run by the producing thread after it acquired ring slot `slot` and
+    /// before its loads refill it: the place to wait for whatever still
+    /// reads the slot's previous A tile.
+    #[inline(always)]
+    fn refill(&mut self, _slot: usize) {}
 }
 
 /// Every A row is there at launch; tile rows in order (the plain matmul).
 #[derive(Clone, Copy)]
 pub struct AllRows;
 
-impl RowSource for AllRows {
+impl<E: GemmElem, const BM: usize> RowSource<E, BM> for AllRows {
     #[inline(always)]
     fn m_tile(&self, pm: u32) -> u32 {
         pm
@@ -96,7 +117,7 @@ impl RowSource for AllRows {
 /// in arrival order and waits for each).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub fn matmul_persistent_ws_rows<E: GemmElem, R: RowSource, const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
+pub fn matmul_persistent_ws_rows<E: GemmElem, R: RowSource<E, BM>, const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
     rows: R,
     a: Tma<ATile<E, BM>>,
     b: Tma<BTile<E, BN>>,
@@ -115,7 +136,7 @@ pub fn matmul_persistent_ws_rows<E: GemmElem, R: RowSource, const BM: usize, con
     const { check_tile(BM, BN) };
     let tiles = [m_tiles * n_tiles];
     let tile = |i: u32| {
-        let (pm, pn) = planar_snake(i, (m_tiles, n_tiles), 0, GRID_W);
+        let (pm, pn) = rows.order(i, (m_tiles, n_tiles), GRID_W);
         (rows.m_tile(pm), pn)
     };
     let ring = Ring::new(&loaded, &consumed, 256);
@@ -128,9 +149,12 @@ pub fn matmul_persistent_ws_rows<E: GemmElem, R: RowSource, const BM: usize, con
                 let (pm, pn) = tile(info.index[0]);
                 gate.ready(pm);
                 for k in 0..k_steps {
+                    let step = producer.step();
                     let slot = producer.acquire_tx(Tma::<ATile<E, BM>>::BYTES + Tma::<BTile<E, BN>>::BYTES);
+                    gate.refill(slot.index());
                     a.load(a_bufs.at(slot.index()), pm * BM as u32, k * TK as u32, slot.barrier());
                     b.load(b_bufs.at(slot.index()), pn * BN as u32, k * TK as u32, slot.barrier());
+                    gate.loaded(&producer, step, (pm, pn), (k, k_steps), a_bufs);
                 }
             });
         }
