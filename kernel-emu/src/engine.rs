@@ -1568,11 +1568,11 @@ impl Emu {
         let op = "mbarrier phase check";
         let off = self.own_mbar(tid, loc, addr, op);
         let cta = self.threads[tid].cta;
-        let g = self.lock();
+        let mut g = self.lock();
         let Some(b) = g.mbars.get(&(cta, off)) else {
             self.uninit(g, tid, loc, op, cta, off)
         };
-        let current = b.phase;
+        let (current, epoch) = (b.phase, b.epoch);
         if phase + 1 < current {
             let detail = format!(
                 "{} waits for phase {phase} of the mbarrier at smem+{off:#x}, which has already completed phase {} \
@@ -1593,6 +1593,11 @@ impl Emu {
             );
             self.misuse(g, tid, loc, "a wait on a phase ahead of the barrier", detail);
         }
+        // The wait that follows is for phase `phase`, checked above by its
+        // number: the "a thread skipped a phase" rule (for parity bits kept
+        // per thread) measures it from here, so a state that waits on some
+        // phases only (`Producer::wait_full`) is not a skip.
+        g.mbar_seen.insert((tid, cta, off), (epoch, phase as i64 - 1));
     }
 
     /// `mbarrier.try_wait.parity` (`blocking`: waits until the phase with

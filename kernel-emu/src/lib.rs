@@ -1065,7 +1065,9 @@ pub fn mbarrier_skip_phase(addr: u32) {
 /// with a misuse naming `who()` (the pipeline state's owner, formatted only
 /// for a report) and the caller's line. Not a scheduling point. Used by
 /// `kernel_device::pipeline`, whose states know the phase number, not only
-/// its parity.
+/// its parity; the thread's next wait on the barrier is then measured from
+/// `phase` by the "a thread skipped a phase" rule (a state may wait on some
+/// phases only).
 #[track_caller]
 pub fn mbarrier_check_phase(addr: u32, phase: u64, who: &dyn Fn() -> String) {
     let loc = Location::caller();

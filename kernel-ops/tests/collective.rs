@@ -95,15 +95,21 @@ fn persistent_all_gather_matmul_matches_the_cpu_on_emulated_devices() {
 /// device, under the race detector, on 2, 3 and 4 devices: one column of
 /// tiles (one sender per row) with 5, 1 and 3 K steps (the forwarding lags
 /// its loads by 2 steps: slots are refilled while stores from them may
-/// still read them, and a row may be shorter than the lag); then two
-/// columns on 2 devices of 2 SMs each (two senders per row, each storing
-/// every other K step).
+/// still read them, and a row may be shorter than the lag and the signal's
+/// delay).
 #[test]
 fn forwarding_all_gather_matmul_matches_the_cpu_on_emulated_devices() {
     for (p, k) in [(2, 320), (3, 64), (4, 192)] {
         check_forwarding(&DeviceGroup::emulator_with(Emulator::new(7).max_steps(0), p).unwrap(), (128, 72, k));
     }
-    check_forwarding(&DeviceGroup::emulator_with(Emulator::new(8).sms(2).max_steps(0), 2).unwrap(), (128, 264, 320));
+}
+
+/// Three columns of tiles on 2 devices of 2 SMs each: three senders per
+/// row, each sending a third of the row's 14 K steps from its own starting
+/// step, and signalling before its K loop ends.
+#[test]
+fn forwarding_all_gather_matmul_splits_rows_among_senders_on_emulated_devices() {
+    check_forwarding(&DeviceGroup::emulator_with(Emulator::new(8).sms(2).max_steps(0), 2).unwrap(), (128, 520, 896));
 }
 
 #[test]

@@ -282,6 +282,7 @@ fn allgather_matmul(group: &DeviceGroup, nccl: &Nccl, o: &Opts, (m, n, k): (usiz
     let mut c_ours_seq = group.zeros::<f16>(p * m * n)?;
     let mut c_alone = group.zeros::<f16>(p * m * n)?;
     let a_gathered = group.upload(&vec![shards.concat(); p])?;
+    let mut c_alone2 = group.zeros::<f16>(p * m * n)?;
     let mut c_shard = group.zeros::<f16>(m * n)?;
     let mut a_slots: Vec<PeerBuffer<f16>> = (0..p)
         .map(|j| group.upload(&(0..p).map(|d| if d == j { shards[j].clone() } else { vec![f16::ZERO; m * k] }).collect::<Vec<_>>()))
@@ -336,6 +337,12 @@ fn allgather_matmul(group: &DeviceGroup, nccl: &Nccl, o: &Opts, (m, n, k): (usiz
                     }
                     Ok(())
                 })),
+                ("kernel_ops::matmul alone on the gathered A (no communication)", Box::new(|| {
+                    for d in 0..p {
+                        mms[d].matmul(a_gathered.part(d), (p * m, k), b.part(d), (n, k), c_alone2.part_mut(d))?;
+                    }
+                    Ok(())
+                })),
                 ("cuBLAS on one shard, GPU 0 (x devices = the lower bound)", Box::new(|| {
                     blas[0].gemm_nt(m, n, k, a_shard.part(0).cuda()?, b.part(0).cuda()?, c_shard.part_mut(0).cuda_mut()?)?;
                     Ok(())
@@ -370,7 +377,7 @@ fn allgather_matmul(group: &DeviceGroup, nccl: &Nccl, o: &Opts, (m, n, k): (usiz
         .fold(0.0, f64::max);
     let shard_ref = kernel_host::reference_gemm_nt(m.min(64), n, k, &shards[0][..m.min(64) * k], &bs[0]);
     let err_shard = kernel_host::rel_frobenius_error(&group.download(&c_shard)?[0][..m.min(64) * n], &shard_ref);
-    let mut errs = vec![0.0, err(&c_ours_seq)?, err_overlap, err(&c_alone)?, err_shard];
+    let mut errs = vec![0.0, err(&c_ours_seq)?, err_overlap, err(&c_alone)?, err(&c_alone2)?, err_shard];
     if aligned {
         errs.push(err(&c_pers)?);
         errs.push(err(&c_fwd)?);
@@ -378,9 +385,11 @@ fn allgather_matmul(group: &DeviceGroup, nccl: &Nccl, o: &Opts, (m, n, k): (usiz
     let ok: Vec<bool> = errs.iter().map(|&e| e < 2e-3).collect();
     let mut fs = contenders!();
     let ts = rounds(group, o, &mut fs)?;
-    let bound_ms = p as f64 * ts[4].ms;
+    // The index of "cuBLAS on one shard".
+    const SHARD: usize = 5;
+    let bound_ms = p as f64 * ts[SHARD].ms;
     for (i, t) in ts.iter().enumerate() {
-        let tf = if i == 4 { 2.0 * m as f64 * n as f64 * k as f64 } else { flops } / (t.ms * 1e-3) / 1e12;
+        let tf = if i == SHARD { 2.0 * m as f64 * n as f64 * k as f64 } else { flops } / (t.ms * 1e-3) / 1e12;
         writeln!(md, "| {} | {:.4} | {:.1} | {:.0} % | {:.3}x | {} | {} ({:.1e}) |", fs[i].0, t.ms, tf, 100.0 * tf / PEAK_TFLOPS, ts[0].ms / t.ms, clock_text(&t.clock), if ok[i] { "yes" } else { "NO" }, errs[i])?;
         let c = t.clock.unwrap_or(ClockPower { sm_mhz: 0.0, power_w: 0.0, samples: 0 });
         writeln!(csv, "allgather_matmul,{},{p}x{m}x{n}x{k},{:.5},{:.1},{:.3},{:.0},{:.0},{}", fs[i].0, t.ms, tf, ts[0].ms / t.ms, c.sm_mhz, c.power_w, ok[i])?;
