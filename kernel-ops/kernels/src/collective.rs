@@ -180,9 +180,10 @@ pub struct ForwardRows<const BM: usize> {
     shard_tiles: u32,
     /// `F`: the CTAs that send each row, one signal each.
     senders: u32,
-    /// The current tile's share: its length in K steps (0: the tile sends
-    /// nothing; the share is the K loop's first `len` steps) and the K
-    /// step that signals.
+    /// The current tile's share: its first K block, its length in K steps
+    /// (0: the tile sends nothing; the share is the K loop's first `len`
+    /// steps) and the K step that signals.
+    lo: u32,
     len: u32,
     signal_at: u32,
     /// Bit `i`: a store from slot `i` may still be reading it.
@@ -273,29 +274,30 @@ impl<const BM: usize> RowSource<f16, BM> for ForwardRows<BM> {
     #[inline(always)]
     fn k_start(&mut self, tile: (u32, u32), k_steps: u32) -> u32 {
         let (lo, hi) = self.share(tile, k_steps).unwrap_or((0, 0));
+        self.lo = lo;
         self.len = hi - lo;
         self.signal_at = (self.len + LAG + SIGNAL_DELAY).min(k_steps) - 1;
         lo
     }
 
     #[inline(always)]
-    fn loaded<const S: usize>(&mut self, producer: &Producer<'_, S>, step: Step<S>, (m_tile, _pn): (u32, u32), (it, kb, _k_steps): (u32, u32, u32), a_bufs: Smem<[ATile<f16, BM>; S]>) {
+    fn loaded<const S: usize>(&mut self, producer: &Producer<'_, S>, step: Step<S>, (m_tile, _pn): (u32, u32), (it, _kb, _k_steps): (u32, u32, u32), a_bufs: Smem<[ATile<f16, BM>; S]>) {
         if self.len == 0 {
             return;
         }
-        // The share is the K loop's first `len` steps (`k_start`), whose K
-        // blocks do not wrap: step `j` of the loop is block `kb - (it - j)`.
-        let (len, signal_at) = (self.len, self.signal_at);
+        // The share is the K loop's first `len` steps (`k_start`): step `j`
+        // of the loop is K block `lo + j` (the loop wraps only after it).
+        let (lo, len, signal_at) = (self.lo, self.len, self.signal_at);
         if it < signal_at {
             if it >= LAG && it - LAG < len {
-                self.forward(producer, Step::new(step.count() - LAG), m_tile, kb - LAG, a_bufs);
+                self.forward(producer, Step::new(step.count() - LAG), m_tile, lo + it - LAG, a_bufs);
             }
         } else if it == signal_at {
             // What is left of the share (when the tile's K loop is too
             // short for the lag), then the signal.
             let mut j = signal_at.saturating_sub(LAG);
             while j < len {
-                self.forward(producer, Step::new(step.count() - (it - j)), m_tile, kb - (it - j), a_bufs);
+                self.forward(producer, Step::new(step.count() - (it - j)), m_tile, lo + j, a_bufs);
                 j += 1;
             }
             // The share is written on the next device; then the counter.
@@ -355,6 +357,6 @@ pub fn allgather_matmul_fwd<const BM: usize, const BN: usize, const STAGES: usiz
     assert!(arrived.len() >= m_tiles as usize, "allgather_matmul_fwd: arrived holds fewer counters than tile rows");
     let senders = n_tiles.min(k_steps);
     let (own, theirs) = (arrived.local().ptr(), arrived.remote(next).ptr());
-    let rows = ForwardRows::<BM> { a_next, own, theirs, rank, next, shards, want: epoch.wrapping_mul(senders), shard_tiles: m_tiles / shards, senders, len: 0, signal_at: 0, pending: 0 };
+    let rows = ForwardRows::<BM> { a_next, own, theirs, rank, next, shards, want: epoch.wrapping_mul(senders), shard_tiles: m_tiles / shards, senders, lo: 0, len: 0, signal_at: 0, pending: 0 };
     matmul_persistent_ws_rows::<f16, ForwardRows<BM>, BM, BN, STAGES, GRID_W>(rows, a, b, c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed)
 }
