@@ -54,52 +54,36 @@ pub fn recv_slot(sender: u32, owner: u32, p: u32) -> u32 {
     (sender + 2 * p - owner - 1) % p
 }
 
-/// Every device's part of a [`PeerGmem`] as values in registers: the
-/// device addresses read once from the parameter (by constant indices)
-/// and made opaque to the compiler, so that picking a device at run time
-/// ([`Parts::get`]) selects among registers. [`PeerGmem::remote`] with a
-/// run-time device inside this kernel's tile loop had the compiler load
-/// through a selected address instead, which copies the parameter to
-/// local memory (an 80-byte stack frame per `PeerGmem`).
-#[derive(Clone, Copy)]
-struct Parts<T> {
-    ptrs: [*mut T; MAX_PEER_DEVICES],
-    len: usize,
-}
-
-impl<T: Copy> Parts<T> {
-    #[inline(always)]
-    fn new(peers: &PeerGmem<T>) -> Self {
-        let mut ptrs = [core::ptr::null_mut::<T>(); MAX_PEER_DEVICES];
-        unroll(MAX_PEER_DEVICES, |d| {
-            if (d as u32) < peers.count() {
-                // SAFETY: only the address is taken; every access goes
-                // through a `Gmem` of the part's length (`get`).
-                let ptr = unsafe { peers.remote(d as u32).ptr().as_raw_unchecked() };
-                ptrs[d] = opaque_ptr(ptr);
-            }
-        });
-        Parts { ptrs, len: peers.len() }
-    }
-
-    /// Device `device`'s part (`device < count`, which the callers'
-    /// ranks are).
-    #[inline(always)]
-    fn get(&self, device: u32) -> Gmem<T> {
-        let mut ptr = self.ptrs[0];
-        unroll(MAX_PEER_DEVICES, |d| {
+/// Device `device`'s part of `peers` (`device < count`, which the
+/// callers' ranks are), as [`PeerGmem::remote`] but picked among values:
+/// each device's address is read from the parameter by a constant index
+/// (a constant-bank operand, no register held across the tile loop) and
+/// passes through [`opaque_ptr`] before the select. `remote` with a
+/// run-time device inside this kernel's tile loop had the compiler turn
+/// its select among the addresses into a load through a selected address,
+/// which copies the parameter to local memory (an 80-byte stack frame per
+/// `PeerGmem`).
+#[inline(always)]
+fn part<T: Copy>(peers: &PeerGmem<T>, device: u32) -> Gmem<T> {
+    let mut ptr = core::ptr::null_mut::<T>();
+    unroll(MAX_PEER_DEVICES, |d| {
+        if (d as u32) < peers.count() {
+            // SAFETY: only the address is taken; the access goes through
+            // a `Gmem` of the part's length (below).
+            let candidate = opaque_ptr(unsafe { peers.remote(d as u32).ptr().as_raw_unchecked() });
             if d as u32 == device {
-                ptr = self.ptrs[d];
+                ptr = candidate;
             }
-        });
-        // SAFETY: a part of the `PeerGmem` parameter (its address and
-        // length), which the host made valid for the kernel's lifetime.
-        unsafe { Gmem::from_raw_parts(ptr, self.len) }
-    }
+        }
+    });
+    // SAFETY: a part of the `PeerGmem` parameter (its address and length,
+    // valid for the kernel's lifetime), or for a device outside the group
+    // (never passed) a null view whose accesses fault.
+    unsafe { Gmem::from_raw_parts(ptr, peers.len()) }
 }
 
 /// `p`, which the compiler must treat as a value computed here (two
-/// [`opaque_u32`] halves on the GPU; `p` itself off it).
+/// `opaque_u32` halves on the GPU; `p` itself off it).
 #[inline(always)]
 fn opaque_ptr<T>(p: *mut T) -> *mut T {
     #[cfg(target_arch = "nvptx64")]
@@ -246,8 +230,6 @@ pub fn reduce_scatter_matmul_ws<const BM: usize, const BN: usize, const STAGES: 
         let tile_len = BM * BN;
         let mut consumer = ring.consumer();
         let mut sub_tiles = 0u32;
-        let (parts, words) = (Parts::new(&recv), Parts::new(&ready));
-        let (mine, my_words) = (parts.get(rank), words.get(rank));
         let slots = (block_tiles * n_tiles) as usize;
         nd_loop(tiles, Collective::Blocks, |info| {
             let (pm, pn) = tile(info.index[0]);
@@ -264,7 +246,7 @@ pub fn reduce_scatter_matmul_ws<const BM: usize, const BN: usize, const STAGES: 
             let regs: &mut [f32] = acc.blocks[0].regs.as_mut();
             let chunks = regs.len() / 4;
             if owner != rank {
-                let dst = parts.get(owner);
+                let dst = part(&recv, owner);
                 let base = (recv_slot(rank, owner, p) as usize * slots + local as usize) * tile_len;
                 assert!(base + tile_len <= dst.len(), "reduce_scatter_matmul_ws: the receive buffer is shorter than recv_len");
                 // SAFETY: `base + (q RS_THREADS + t) 4 + 4 <= base +
@@ -277,14 +259,15 @@ pub fn reduce_scatter_matmul_ws<const BM: usize, const BN: usize, const STAGES: 
                 // barrier orders them before thread 0's release).
                 COMPUTE_BARRIER.sync();
                 if leader {
-                    signal(words.get(owner), local as usize);
+                    signal(part(&ready, owner), local as usize);
                 }
             } else {
                 if leader {
-                    wait(my_words, local as usize, p - 1);
+                    wait(part(&ready, rank), local as usize, p - 1);
                 }
                 // Every compute thread reads after thread 0's acquire.
                 COMPUTE_BARRIER.sync();
+                let mine = part(&recv, rank);
                 let mut s = 0;
                 while s + 1 < p {
                     let base = (s as usize * slots + local as usize) * tile_len;
