@@ -49,7 +49,8 @@ fn emulated(p: usize, seed: u64) -> DeviceGroup {
 
 #[test]
 fn reduce_scatter_matmul_matches_the_cpu_on_two_emulated_devices() {
-    let g = emulated(2, 3);
+    // Three SMs per device: two CTAs of two tiles each.
+    let g = DeviceGroup::emulator_with(Emulator::new(3).max_steps(0).sms(3), 2).unwrap();
     let rs = ReduceScatterMatmul::new(&g).unwrap();
     // 128 x 256 tiles, a ragged N (the last tile's columns clipped) and a
     // ragged K shard (zero-filled).
@@ -131,6 +132,32 @@ fn reduce_scatter_matmul_matches_the_cpu_on_two_gpus() {
                 return;
             }
             Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+#[test]
+fn each_device_visits_every_tile_once_other_blocks_first() {
+    use kernel_ops_kernels::reduce_scatter::{recv_slot, rs_tile};
+    for p in 1..=4u32 {
+        for (block_tiles, n_tiles, grid_w) in [(1, 1, 8), (3, 5, 2), (16, 32, 8), (5, 3, 16)] {
+            let tiles = p * block_tiles * n_tiles;
+            let foreign = (p - 1) * block_tiles * n_tiles;
+            for rank in 0..p {
+                let mut seen = vec![false; tiles as usize];
+                for i in 0..tiles {
+                    let (pm, pn) = rs_tile(i, rank, p, block_tiles, n_tiles, grid_w);
+                    assert!(pm < p * block_tiles && pn < n_tiles, "tile {i} of rank {rank}: ({pm}, {pn}) out of range");
+                    assert!(!std::mem::replace(&mut seen[(pm * n_tiles + pn) as usize], true), "tile ({pm}, {pn}) visited twice");
+                    assert_eq!(pm / block_tiles == rank, i >= foreign, "rank {rank}, index {i}: its own block comes last");
+                }
+            }
+            // Each owner's p - 1 senders take distinct slots.
+            for owner in 0..p {
+                let mut slots: Vec<u32> = (0..p).filter(|&s| s != owner).map(|s| recv_slot(s, owner, p)).collect();
+                slots.sort();
+                assert_eq!(slots, (0..p - 1).collect::<Vec<_>>());
+            }
         }
     }
 }

@@ -23,14 +23,14 @@
 //! it owes has been sent: with every CTA of every device resident (a
 //! persistent grid of at most one CTA per SM, the group's kernels
 //! launched together) the waits always end.
-use crate::gemm::{check_tile, ATileOf, BTileOf, EpiTileOf, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, MEMORY_REGS, TK};
+use crate::gemm::{check_tile, ATileOf, BTileOf, EpiTileOf, Stores, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
 use kernel_device::array::regs::unroll;
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::peer::{PeerGmem, MAX_PEER_DEVICES};
 use kernel_device::semaphore::raw::{atom_cas_acquire_sys, ld_acquire_sys, nanosleep, red_release_sys_add};
 use kernel_device::pipeline::Ring;
 use kernel_device::prelude::*;
-use kernel_device::tma::wait_group;
+use kernel_device::tma::{commit_group, wait_group};
 use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, Cols, WgmmaShape};
 use kernel_device::Barriers;
 
@@ -151,7 +151,7 @@ pub fn rs_tile(i: u32, rank: u32, p: u32, block_tiles: u32, n_tiles: u32, grid_w
 /// (module docs): `a` maps this device's `A_d` (`M x K/p`, `M = p x
 /// block_tiles x BM`), `b` its `B_d` (`N x K/p`), `c` its output row block
 /// (`M/p x N`, f16); `recv` is every device's receive buffer (at least
-/// [`recv_len`] f32 each) and `ready` every device's tile counters (at
+/// [`recv_len`] f32 each) and `ready` every device's tile counters (u32, at
 /// least `block_tiles x n_tiles` each, zero at the launch and zero again
 /// when every device's kernel has returned: each wait consumes its
 /// counts, so repeated launches need no reset). The rank and the device
@@ -176,7 +176,8 @@ pub fn rs_tile(i: u32, rank: u32, p: u32, block_tiles: u32, n_tiles: u32, grid_w
 ///    compare-and-swap), the compute warpgroups meet, every thread adds
 ///    the `p - 1` partials from its receive buffer (in slot order) to its
 ///    accumulators, and the tile is stored as f16 through SMEM sub-tiles
-///    and TMA stores ([`WgAcc::store_tile`]).
+///    and TMA stores ([`WgAcc::store_tile_with`], the matmul's epilogue;
+///    pair stores into SMEM at `BN = 256`, `stmatrix` otherwise).
 ///
 /// Constraints: `BM = 128` (one 64-row accumulator block per compute
 /// warpgroup), `BN` 64, 128 or 256; `STAGES >= 2`; `n_tiles = ceil(N /
@@ -230,18 +231,20 @@ pub fn reduce_scatter_matmul_ws<const BM: usize, const BN: usize, const STAGES: 
         let tile_len = BM * BN;
         let mut consumer = ring.consumer();
         let mut sub_tiles = 0u32;
-        let slots = (block_tiles * n_tiles) as usize;
         nd_loop(tiles, Collective::Blocks, |info| {
-            let (pm, pn) = tile(info.index[0]);
-            let owner = pm / block_tiles;
-            // The tile's index inside its row block: its counter on the
-            // owner, and its place in the owner's receive slots.
-            let local = (pm - owner * block_tiles) * n_tiles + pn;
             let mut acc = WgAcc::<BM, BN>::undefined();
             consumer.mma_steps::<1>(k_steps, |k, slot| {
                 acc.mma(a_bufs.at(slot.index()), row0, b_bufs.at(slot.index()), k > 0);
             });
             consumer.release_after_wgmma::<0>();
+            // The tile, its owner and its index inside the owner's row
+            // block (its counter there, and its place in each receive
+            // slot), worked out after the K loop: nothing of them is live
+            // beside the accumulators while the wgmmas run.
+            let (pm, pn) = tile(info.index[0]);
+            let owner = pm / block_tiles;
+            let local = (pm - owner * block_tiles) * n_tiles + pn;
+            let slots = (block_tiles * n_tiles) as usize;
             acc.blocks[0].fence_operands();
             let regs: &mut [f32] = acc.blocks[0].regs.as_mut();
             let chunks = regs.len() / 4;
@@ -268,16 +271,29 @@ pub fn reduce_scatter_matmul_ws<const BM: usize, const BN: usize, const STAGES: 
                 // Every compute thread reads after thread 0's acquire.
                 COMPUTE_BARRIER.sync();
                 let mine = part(&recv, rank);
-                let mut s = 0;
-                while s + 1 < p {
-                    let base = (s as usize * slots + local as usize) * tile_len;
+                // This thread's first element of the tile in slot 0, then
+                // in each next slot.
+                let mut at = local as usize * tile_len + 4 * t;
+                let mut s = 1;
+                while s < p {
                     unroll(chunks, |q| {
-                        let v = mine.read_v4(base + (q * RS_THREADS + t) * 4);
+                        let v = mine.read_v4(at + q * RS_THREADS * 4);
                         unroll(4, |x| regs[4 * q + x] += v[x]);
                     });
+                    at += slots * tile_len;
                     s += 1;
                 }
-                sub_tiles = acc.store_tile(&c, epi, (pm - rank * block_tiles, pn), row0, sub_tiles);
+                // Pair stores into SMEM at `BN = 256`: `stmatrix` (as
+                // `WgAcc::store_tile` picks for 128-row tiles) spilled
+                // there, with the sum's registers beside the accumulators.
+                let stores = if BN == 256 { Stores::Pairs } else { Stores::Matrix };
+                let m_local = pm - rank * block_tiles;
+                sub_tiles = acc.store_tile_with(epi, row0, sub_tiles, stores, |buf, j| {
+                    if leader {
+                        c.store(buf, m_local * BM as u32, pn * BN as u32 + (j * EPI_N) as u32);
+                        commit_group();
+                    }
+                });
             }
         });
         if leader {
