@@ -231,20 +231,18 @@ pub fn reduce_scatter_matmul_ws<const BM: usize, const BN: usize, const STAGES: 
         let tile_len = BM * BN;
         let mut consumer = ring.consumer();
         let mut sub_tiles = 0u32;
+        let slots = (block_tiles * n_tiles) as usize;
         nd_loop(tiles, Collective::Blocks, |info| {
+            let (pm, pn) = tile(info.index[0]);
+            let owner = pm / block_tiles;
+            // The tile's index inside its row block: its counter on the
+            // owner, and its place in each of the owner's receive slots.
+            let local = (pm - owner * block_tiles) * n_tiles + pn;
             let mut acc = WgAcc::<BM, BN>::undefined();
             consumer.mma_steps::<1>(k_steps, |k, slot| {
                 acc.mma(a_bufs.at(slot.index()), row0, b_bufs.at(slot.index()), k > 0);
             });
             consumer.release_after_wgmma::<0>();
-            // The tile, its owner and its index inside the owner's row
-            // block (its counter there, and its place in each receive
-            // slot), worked out after the K loop: nothing of them is live
-            // beside the accumulators while the wgmmas run.
-            let (pm, pn) = tile(info.index[0]);
-            let owner = pm / block_tiles;
-            let local = (pm - owner * block_tiles) * n_tiles + pn;
-            let slots = (block_tiles * n_tiles) as usize;
             acc.blocks[0].fence_operands();
             let regs: &mut [f32] = acc.blocks[0].regs.as_mut();
             let chunks = regs.len() / 4;
@@ -271,16 +269,13 @@ pub fn reduce_scatter_matmul_ws<const BM: usize, const BN: usize, const STAGES: 
                 // Every compute thread reads after thread 0's acquire.
                 COMPUTE_BARRIER.sync();
                 let mine = part(&recv, rank);
-                // This thread's first element of the tile in slot 0, then
-                // in each next slot.
-                let mut at = local as usize * tile_len + 4 * t;
-                let mut s = 1;
-                while s < p {
+                let mut s = 0;
+                while s + 1 < p {
+                    let base = (s as usize * slots + local as usize) * tile_len;
                     unroll(chunks, |q| {
-                        let v = mine.read_v4(at + q * RS_THREADS * 4);
+                        let v = mine.read_v4(base + (q * RS_THREADS + t) * 4);
                         unroll(4, |x| regs[4 * q + x] += v[x]);
                     });
-                    at += slots * tile_len;
                     s += 1;
                 }
                 // Pair stores into SMEM at `BN = 256`: `stmatrix` (as
