@@ -98,6 +98,31 @@ fn opaque_ptr<T>(p: *mut T) -> *mut T {
     }
 }
 
+/// Four f32 of `g` from element `i` in one 16-byte load: as
+/// [`Gmem::read_v4`] without its per-access checks on the GPU (one range
+/// check per tile instead: with the 128 accumulators of a `128 x 256` tile
+/// live, the checks' registers spilled); checked, and seen by the race
+/// detector, on the emulator.
+///
+/// # Safety
+/// `i + 4 <= g.len()` and `i` is a multiple of 4 (the part starts 16-byte
+/// aligned, as every host buffer does).
+#[inline(always)]
+#[track_caller]
+unsafe fn read_v4_unchecked(g: Gmem<f32>, i: usize) -> [f32; 4] {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        #[repr(C, align(16))]
+        struct V4([f32; 4]);
+        // SAFETY: the caller's contract: in bounds and 16-byte aligned.
+        unsafe { (g.ptr().wrapping_add(i).as_raw_unchecked() as *const V4).read().0 }
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        g.read_v4(i)
+    }
+}
+
 /// Adds 1 to counter `slot` of `words` with a system-scope release
 /// (`red.release.sys`, as [`kernel_device::peer::PeerSemaphores::signal`]).
 #[inline(always)]
@@ -272,8 +297,11 @@ pub fn reduce_scatter_matmul_ws<const BM: usize, const BN: usize, const STAGES: 
                 let mut s = 0;
                 while s + 1 < p {
                     let base = (s as usize * slots + local as usize) * tile_len;
+                    assert!(base + tile_len <= mine.len(), "reduce_scatter_matmul_ws: the receive buffer is shorter than recv_len");
                     unroll(chunks, |q| {
-                        let v = mine.read_v4(base + (q * RS_THREADS + t) * 4);
+                        // SAFETY: `base + (q RS_THREADS + t) 4 + 4 <= base +
+                        // tile_len <= len` (asserted), a multiple of 4.
+                        let v = unsafe { read_v4_unchecked(mine, base + (q * RS_THREADS + t) * 4) };
                         unroll(4, |x| regs[4 * q + x] += v[x]);
                     });
                     s += 1;
