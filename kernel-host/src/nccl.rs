@@ -101,4 +101,31 @@ impl Nccl {
         cudarc::nccl::result::group_end().map_err(nccl_err("ncclGroupEnd"))?;
         Ok(())
     }
+
+    /// `recv` on device `d` = block `d` of the element-wise sum of every
+    /// device's `send` (`ncclReduceScatter`, in one group call): `send`
+    /// holds `count x recv.len()` elements per device, block `d` at
+    /// `d x recv.len()`.
+    pub fn reduce_scatter_sum<T: NcclType>(&self, send: &PeerBuffer<T>, recv: &mut PeerBuffer<T>) -> Result<()> {
+        self.check("Nccl::reduce_scatter_sum", send.devices())?;
+        self.check("Nccl::reduce_scatter_sum", recv.devices())?;
+        if send.len() != recv.len() * self.comms.len() {
+            return Err(Error::InvalidArgument {
+                function: "Nccl::reduce_scatter_sum",
+                problem: format!(
+                    "send holds {} elements per device; a reduce-scatter into {} elements on each of {} devices needs {}",
+                    send.len(),
+                    recv.len(),
+                    self.comms.len(),
+                    recv.len() * self.comms.len()
+                ),
+            });
+        }
+        cudarc::nccl::result::group_start().map_err(nccl_err("ncclGroupStart"))?;
+        for (d, comm) in self.comms.iter().enumerate() {
+            comm.reduce_scatter(send.part(d).cuda()?, recv.part_mut(d).cuda_mut()?, &ReduceOp::Sum).map_err(nccl_err("ncclReduceScatter"))?;
+        }
+        cudarc::nccl::result::group_end().map_err(nccl_err("ncclGroupEnd"))?;
+        Ok(())
+    }
 }

@@ -22,6 +22,7 @@ pub mod fp8;
 pub mod grouped;
 pub mod matmul;
 pub mod norms;
+pub mod reduce_scatter;
 pub mod swiglu;
 
 pub use matmul::{check_problem, check_problem_for, Matmul, MatmulElem, MatmulError};

@@ -6,7 +6,7 @@ use std::process::Command;
 
 /// Each binary, and a command line it must refuse for a malformed or
 /// missing value (or an argument it takes none of).
-const BINS: [(&str, &str, &[&str]); 8] = [
+const BINS: [(&str, &str, &[&str]); 9] = [
     ("attention_ladder", env!("CARGO_BIN_EXE_attention_ladder"), &["--iters", "x"]),
     ("bench", env!("CARGO_BIN_EXE_bench"), &["--dtype", "f32"]),
     ("blackwell", env!("CARGO_BIN_EXE_blackwell"), &["extra"]),
@@ -14,6 +14,7 @@ const BINS: [(&str, &str, &[&str]); 8] = [
     ("fused", env!("CARGO_BIN_EXE_fused"), &["--quick=yes"]),
     ("hopper", env!("CARGO_BIN_EXE_hopper"), &["extra"]),
     ("multi_gpu", env!("CARGO_BIN_EXE_multi_gpu"), &["--devices", "0"]),
+    ("reduce_scatter_bench", env!("CARGO_BIN_EXE_reduce_scatter_bench"), &["--devices", "0"]),
     ("simt", env!("CARGO_BIN_EXE_simt"), &["extra"]),
 ];
 

@@ -26,6 +26,7 @@ pub mod grouped;
 pub mod matmul;
 pub mod norms;
 pub mod matmul_fp8;
+pub mod reduce_scatter;
 pub mod swiglu;
 
 kernel_device::device_code!();

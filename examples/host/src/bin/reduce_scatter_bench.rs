@@ -1,0 +1,262 @@
+//! The reduce-scatter matmul benchmark (issue 43, part 2) on a group of
+//! GPUs with peer access: `C = A · Bᵀ` with K sharded across the `p`
+//! devices (device `d` holds `A_d`, `M x K/p`, and `B_d`, `N x K/p`),
+//! reduce-scattered by rows (device `d` receives row block `d` of `C`,
+//! `M/p x N`).
+//!
+//! Contenders, on the same iid N(0, 1) inputs:
+//! 1. **cuBLAS + NCCL**: each device's partial `A_d · B_dᵀ` (`M x N`, f16)
+//!    with cuBLAS, then NCCL's reduce-scatter (sum) of the partials;
+//! 2. **kernel_ops::matmul + NCCL**: the same with our matmul (autotuned);
+//! 3. **ReduceScatterMatmul::run** (ours): one persistent kernel per
+//!    device, the reduction inside the matmul's epilogue over NVLink.
+//!
+//! Every output is checked against cuBLAS on the unsharded problem (one
+//! GEMM over the whole K on GPU 0: f32 accumulation, one rounding),
+//! relative Frobenius error below 2e-3. Shapes `M x N x K` (K the total):
+//! 4096 x 8192 x 8192, and Pallas's 1024 p x 4096 x 4096 (`--quick`: 1024
+//! p x 2048 x 2048 only). Warmed to the steady clock (`--warmup-ms`), wall
+//! time of the work on every device (the group synchronized after each
+//! run), median of `--iters`, median of `--rounds` interleaved rounds.
+//!
+//! ```text
+//! reduce_scatter_bench [--devices N] [--iters N] [--rounds N] [--warmup-ms MS] [--out DIR] [--quick]
+//! ```
+//! Writes `reduce_scatter.md` and `reduce_scatter.csv` to `--out` (default
+//! `.`). Exit status 0 only if every contender was correct.
+use clap::Parser;
+use kernel_device::f16;
+use kernel_host::group::DeviceGroup;
+use kernel_host::nccl::Nccl;
+use kernel_host::{randn_f16, Blas, ClockPower, ClockSampler};
+use kernel_ops::reduce_scatter::{ReduceScatterMatmul, TILE_ROWS};
+use kernel_ops::Matmul;
+use std::fmt::Write as _;
+use std::process::ExitCode;
+use std::time::Instant;
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// Benchmarks the reduce-scatter matmul
+/// (`kernel_ops::reduce_scatter::ReduceScatterMatmul`) against per-device
+/// matmuls then NCCL's reduce-scatter, every contender checked against
+/// cuBLAS on the unsharded problem. Writes `reduce_scatter.md` and
+/// `reduce_scatter.csv` into `--out`. Needs at least `--devices` GPUs
+/// (there is no emulator path).
+#[derive(Parser)]
+#[command(name = "reduce_scatter_bench")]
+struct Opts {
+    /// How many GPUs of the host to use (GPUs 0 .. N-1).
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
+    devices: usize,
+    /// Timed runs per round; the median is reported.
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    iters: usize,
+    /// Interleaved rounds over every contender; a contender's time is the
+    /// median of its round medians.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    rounds: usize,
+    /// Milliseconds of untimed runs first, so the GPUs hold their steady clock.
+    #[arg(long, value_name = "MS", default_value_t = 400.0)]
+    warmup_ms: f64,
+    /// Directory the Markdown and CSV results are written to.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    out: String,
+    /// One small shape (1024 p x 2048 x 2048).
+    #[arg(long)]
+    quick: bool,
+}
+
+/// One contender's timing: median wall ms, clock and power.
+struct Timed {
+    ms: f64,
+    clock: Option<ClockPower>,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Warm up `f` for `warmup_ms`, then time `iters` runs (each followed by
+/// the group's synchronization): the median, with GPU 0's clock.
+fn time(group: &DeviceGroup, o: &Opts, f: &mut dyn FnMut() -> Res<()>) -> Res<Timed> {
+    let start = Instant::now();
+    while start.elapsed().as_secs_f64() * 1e3 < o.warmup_ms {
+        f()?;
+        group.synchronize()?;
+    }
+    let sampler = ClockSampler::start(0);
+    let mut samples = Vec::with_capacity(o.iters);
+    for _ in 0..o.iters {
+        let t = Instant::now();
+        f()?;
+        group.synchronize()?;
+        samples.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(Timed { ms: median(samples), clock: sampler.stop() })
+}
+
+/// Runs every contender once per round, starting at another one each
+/// round; a contender's time is the median of its round medians.
+fn rounds(group: &DeviceGroup, o: &Opts, fs: &mut [(&str, Box<dyn FnMut() -> Res<()> + '_>)]) -> Res<Vec<Timed>> {
+    let n = fs.len();
+    let mut per: Vec<Vec<Timed>> = (0..n).map(|_| Vec::new()).collect();
+    for r in 0..o.rounds {
+        for i in 0..n {
+            let c = (r + i) % n;
+            let t = time(group, o, &mut *fs[c].1)?;
+            eprintln!("  round {r}: {:<48} {:8.3} ms", fs[c].0, t.ms);
+            per[c].push(t);
+        }
+    }
+    Ok(per
+        .into_iter()
+        .map(|ts| {
+            let ms = median(ts.iter().map(|t| t.ms).collect());
+            let clock = ts.iter().find_map(|t| t.clock);
+            Timed { ms, clock }
+        })
+        .collect())
+}
+
+fn clock_text(c: &Option<ClockPower>) -> String {
+    c.map(|c| format!("{:.0} MHz, {:.0} W", c.sm_mhz, c.power_w)).unwrap_or_else(|| "-".into())
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The columns `d k .. (d + 1) k` of a row-major `rows x (p k)` matrix
+/// given as `p` shards of `rows x k`: the unsharded matrix.
+fn unshard(shards: &[Vec<f16>], rows: usize, k: usize) -> Vec<f16> {
+    let p = shards.len();
+    let mut full = Vec::with_capacity(rows * p * k);
+    for r in 0..rows {
+        for s in shards {
+            full.extend_from_slice(&s[r * k..(r + 1) * k]);
+        }
+    }
+    full
+}
+
+/// One shape: the contenders checked, then timed; rows into `md` and
+/// `csv`. Returns whether every contender was correct.
+#[allow(clippy::too_many_arguments)]
+fn shape(group: &DeviceGroup, o: &Opts, nccl: &Nccl, blas: &[Blas], rs: &ReduceScatterMatmul<'_>, (m, n, k_total): (usize, usize, usize), md: &mut String, csv: &mut String) -> Res<bool> {
+    let p = group.len();
+    let k = k_total / p;
+    let rows = m / p;
+    writeln!(md, "\n## M x N x K = {m} x {n} x {k_total} on {p} devices (K/p = {k} per device, {rows} output rows per device)\n")?;
+    if k_total % p != 0 || m % (p * TILE_ROWS) != 0 || k % 8 != 0 {
+        writeln!(md, "skipped: K must split into multiples of 8 and M into row blocks of a multiple of {TILE_ROWS} over {p} devices")?;
+        return Ok(true);
+    }
+    writeln!(md, "TFLOP/s per device: 2 x {m} x {n} x {k} / time.\n")?;
+    writeln!(md, "| contender | ms | TFLOP/s per device | vs cuBLAS + NCCL | clock, power | correct (rel. error vs unsharded cuBLAS) |")?;
+    writeln!(md, "|---|---:|---:|---:|---|---|")?;
+    let a_parts: Vec<Vec<f16>> = (0..p).map(|d| randn_f16(m * k, 500 + d as u64)).collect();
+    let b_parts: Vec<Vec<f16>> = (0..p).map(|d| randn_f16(n * k, 600 + d as u64)).collect();
+    // The reference: one GEMM over the whole K on GPU 0.
+    let reference: Vec<f32> = {
+        let dev = group.device(0);
+        let a_full = dev.upload(&unshard(&a_parts, m, k))?;
+        let b_full = dev.upload(&unshard(&b_parts, n, k))?;
+        let mut c_full = dev.zeros::<f16>(m * n)?;
+        blas[0].gemm_nt(m, n, k_total, a_full.cuda()?, b_full.cuda()?, c_full.cuda_mut()?)?;
+        dev.download(&c_full)?.iter().map(|x| x.to_f32()).collect()
+    };
+    let a = group.upload(&a_parts)?;
+    let b = group.upload(&b_parts)?;
+    let mut partial = group.zeros::<f16>(m * n)?;
+    let mut partial2 = group.zeros::<f16>(m * n)?;
+    // NaN until written: a row block a contender misses fails the check.
+    let nan_blocks = vec![vec![f16::NAN; rows * n]; p];
+    let mut c_blas = group.upload(&nan_blocks)?;
+    let mut c_mm = group.upload(&nan_blocks)?;
+    let mut c_ours = group.upload(&nan_blocks)?;
+    let mms: Vec<Matmul> = (0..p).map(|d| Matmul::new(group.device(d))).collect::<Result<_, _>>()?;
+    for mm in &mms {
+        mm.tune(m, n, k, false, 5, 20)?;
+    }
+    println!("  ReduceScatterMatmul instance: {}", kernel_ops::reduce_scatter::INSTANCE_NAMES[rs.instance_for((m, n, k))]);
+    let flops = 2.0 * m as f64 * n as f64 * k as f64;
+    macro_rules! contenders {
+        () => {{
+            let v: Vec<(&str, Box<dyn FnMut() -> Res<()> + '_>)> = vec![
+                ("cuBLAS partials + NCCL reduce-scatter", Box::new(|| {
+                    for d in 0..p {
+                        blas[d].gemm_nt(m, n, k, a.part(d).cuda()?, b.part(d).cuda()?, partial.part_mut(d).cuda_mut()?)?;
+                    }
+                    Ok(nccl.reduce_scatter_sum(&partial, &mut c_blas)?)
+                })),
+                ("kernel_ops::matmul partials + NCCL reduce-scatter", Box::new(|| {
+                    for d in 0..p {
+                        mms[d].matmul(a.part(d), (m, k), b.part(d), (n, k), partial2.part_mut(d))?;
+                    }
+                    Ok(nccl.reduce_scatter_sum(&partial2, &mut c_mm)?)
+                })),
+                ("ReduceScatterMatmul::run (one kernel per device, ours)", Box::new(|| Ok(rs.run(&a, &b, &mut c_ours, (m, n, k))?))),
+            ];
+            v
+        }};
+    }
+    // Correctness: each contender once (twice for ours: its counters
+    // carry over between calls), against the unsharded reference.
+    let mut fs = contenders!();
+    for f in fs.iter_mut() {
+        (f.1)()?;
+    }
+    (fs[2].1)()?;
+    group.synchronize()?;
+    drop(fs);
+    let mut errs = [0f64; 3];
+    for (i, c) in [&c_blas, &c_mm, &c_ours].into_iter().enumerate() {
+        for (d, got) in group.download(c)?.iter().enumerate() {
+            errs[i] = errs[i].max(kernel_host::rel_frobenius_error(got, &reference[d * rows * n..(d + 1) * rows * n]));
+        }
+    }
+    let ok = errs.map(|e| e < 2e-3);
+    let mut fs = contenders!();
+    let ts = rounds(group, o, &mut fs)?;
+    for (i, t) in ts.iter().enumerate() {
+        let tf = flops / (t.ms * 1e-3) / 1e12;
+        writeln!(md, "| {} | {:.3} | {:.1} | {:.3}x | {} | {} ({:.1e}) |", fs[i].0, t.ms, tf, ts[0].ms / t.ms, clock_text(&t.clock), if ok[i] { "yes" } else { "NO" }, errs[i])?;
+        let c = t.clock.unwrap_or(ClockPower { sm_mhz: 0.0, power_w: 0.0, samples: 0 });
+        writeln!(csv, "{},{p}x{m}x{n}x{k_total},{:.4},{:.1},{:.3},{:.0},{:.0},{:.2e},{}", fs[i].0, t.ms, tf, ts[0].ms / t.ms, c.sm_mhz, c.power_w, errs[i], ok[i])?;
+    }
+    Ok(ok.iter().all(|&x| x))
+}
+
+fn run() -> Res<bool> {
+    let o = Opts::parse();
+    let group = DeviceGroup::gpus(o.devices)?;
+    let p = group.len();
+    let nccl = Nccl::new(&group)?;
+    println!("{}", group.describe());
+    let blas: Vec<Blas> = (0..p).map(|d| Blas::new(group.device(d).as_gpu().expect("GPUs"))).collect::<Result<_, _>>()?;
+    let rs = ReduceScatterMatmul::new(&group)?;
+    let mut md = String::from("# Reduce-scatter matmul\n");
+    let mut csv = String::from("contender,shape,ms,tflops_per_device,speedup_vs_cublas_nccl,sm_mhz,power_w,rel_error,correct\n");
+    let shapes: Vec<(usize, usize, usize)> = if o.quick { vec![(1024 * p, 2048, 2048)] } else { vec![(4096, 8192, 8192), (1024 * p, 4096, 4096)] };
+    let mut all_ok = true;
+    for s in shapes {
+        all_ok &= shape(&group, &o, &nccl, &blas, &rs, s, &mut md, &mut csv)?;
+    }
+    println!("{md}");
+    std::fs::create_dir_all(&o.out)?;
+    std::fs::write(format!("{}/reduce_scatter.md", o.out), &md)?;
+    std::fs::write(format!("{}/reduce_scatter.csv", o.out), &csv)?;
+    if !all_ok {
+        eprintln!("error: a contender gave a wrong result (see the tables)");
+    }
+    Ok(all_ok)
+}

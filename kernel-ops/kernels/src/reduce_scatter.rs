@@ -1,0 +1,326 @@
+//! The reduce-scatter matmul's kernel: [`reduce_scatter_matmul_ws`], the
+//! ready matmul ([`crate::matmul::matmul_persistent_ws`]'s producer,
+//! ring and wgmma loop) over a K sharded across the `p` devices of a
+//! group, whose `M x N` result is summed over the devices and scattered
+//! by rows while it is computed.
+//!
+//! Device `d` holds `A_d` (`M x K/p`) and `B_d` (`N x K/p`) and computes
+//! every tile of its partial `A_d · B_dᵀ`; the sum over the devices of
+//! row block `o` (rows `o M/p ..`) belongs to device `o`. Each device
+//! visits the row blocks of the other devices first (`d + 1`, `d + 2`, ..
+//! mod `p`) and its own last. A tile of another device's block leaves as
+//! its f32 accumulators, written straight from the registers into the
+//! owner's receive buffer (a [`PeerGmem`], coalesced 16-byte stores over
+//! NVLink), and the owner's counter of that tile is signalled
+//! (system-scope release). A tile of its own block, once its own partial
+//! is in the registers, waits for its `p - 1` counts (system-scope
+//! acquire), adds the other devices' partials in f32 and goes out as f16
+//! through the matmul's TMA-store epilogue.
+//!
+//! Since every CTA runs all of its foreign tiles before any of its own
+//! (foreign tiles have the lower tile indices, and [`nd_loop`] runs a
+//! CTA's tiles in index order), no CTA waits before every foreign tile
+//! it owes has been sent: with every CTA of every device resident (a
+//! persistent grid of at most one CTA per SM, the group's kernels
+//! launched together) the waits always end.
+use crate::gemm::{check_tile, ATileOf, BTileOf, EpiTileOf, Stores, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
+use kernel_device::array::regs::unroll;
+use kernel_device::grid::{nd_loop, planar_snake, Collective};
+use kernel_device::peer::{PeerGmem, MAX_PEER_DEVICES};
+use kernel_device::semaphore::raw::{atom_cas_acquire_sys, ld_acquire_sys, nanosleep, red_release_sys_add};
+use kernel_device::pipeline::Ring;
+use kernel_device::prelude::*;
+use kernel_device::tma::{commit_group, wait_group};
+use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, Cols, WgmmaShape};
+use kernel_device::Barriers;
+
+/// The compute threads of a CTA (two warpgroups): a partial tile in the
+/// receive buffer is laid out by thread (element `r` of compute thread
+/// `t` at `(r / 4) * 1024 + 4 t + r % 4`), so each warp's 16-byte stores
+/// cover 512 contiguous bytes, and the owner, whose threads hold the same
+/// fragments, reads it back the same way.
+pub const RS_THREADS: usize = 256;
+
+/// Elements of the receive buffer of each device: `p - 1` slots (one per
+/// other device) of `block_tiles x n_tiles` tiles of `bm x bn` f32.
+pub const fn recv_len(p: usize, block_tiles: usize, n_tiles: usize, bm: usize, bn: usize) -> usize {
+    p.saturating_sub(1) * block_tiles * n_tiles * bm * bn
+}
+
+/// The receive slot on device `owner` of the tiles that device `sender`
+/// sends it: `(sender - owner - 1) mod p`, in `0..p - 1`.
+#[inline(always)]
+pub fn recv_slot(sender: u32, owner: u32, p: u32) -> u32 {
+    (sender + 2 * p - owner - 1) % p
+}
+
+/// Device `device`'s part of `peers` (`device < count`, which the
+/// callers' ranks are), as [`PeerGmem::remote`] but picked among values:
+/// each device's address is read from the parameter by a constant index
+/// (a constant-bank operand, no register held across the tile loop) and
+/// passes through [`opaque_ptr`] before the select. `remote` with a
+/// run-time device inside this kernel's tile loop had the compiler turn
+/// its select among the addresses into a load through a selected address,
+/// which copies the parameter to local memory (an 80-byte stack frame per
+/// `PeerGmem`).
+#[inline(always)]
+fn part<T: Copy>(peers: &PeerGmem<T>, device: u32) -> Gmem<T> {
+    let mut ptr = core::ptr::null_mut::<T>();
+    unroll(MAX_PEER_DEVICES, |d| {
+        if (d as u32) < peers.count() {
+            // SAFETY: only the address is taken; the access goes through
+            // a `Gmem` of the part's length (below).
+            let candidate = opaque_ptr(unsafe { peers.remote(d as u32).ptr().as_raw_unchecked() });
+            if d as u32 == device {
+                ptr = candidate;
+            }
+        }
+    });
+    // SAFETY: a part of the `PeerGmem` parameter (its address and length,
+    // valid for the kernel's lifetime), or for a device outside the group
+    // (never passed) a null view whose accesses fault.
+    unsafe { Gmem::from_raw_parts(ptr, peers.len()) }
+}
+
+/// `p`, which the compiler must treat as a value computed here (two
+/// `opaque_u32` halves on the GPU; `p` itself off it).
+#[inline(always)]
+fn opaque_ptr<T>(p: *mut T) -> *mut T {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        use kernel_device::array::regs::opaque_u32;
+        let a = p as u64;
+        (((opaque_u32((a >> 32) as u32) as u64) << 32) | opaque_u32(a as u32) as u64) as *mut T
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        p
+    }
+}
+
+/// Four f32 of `g` from element `i` in one 16-byte load: as
+/// [`Gmem::read_v4`] without its per-access checks on the GPU (one range
+/// check per tile instead: with the 128 accumulators of a `128 x 256` tile
+/// live, the checks' registers spilled); checked, and seen by the race
+/// detector, on the emulator.
+///
+/// # Safety
+/// `i + 4 <= g.len()` and `i` is a multiple of 4 (the part starts 16-byte
+/// aligned, as every host buffer does).
+#[inline(always)]
+#[track_caller]
+unsafe fn read_v4_unchecked(g: Gmem<f32>, i: usize) -> [f32; 4] {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        #[repr(C, align(16))]
+        struct V4([f32; 4]);
+        // SAFETY: the caller's contract: in bounds and 16-byte aligned.
+        unsafe { (g.ptr().wrapping_add(i).as_raw_unchecked() as *const V4).read().0 }
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        g.read_v4(i)
+    }
+}
+
+/// Adds 1 to counter `slot` of `words` with a system-scope release
+/// (`red.release.sys`, as [`kernel_device::peer::PeerSemaphores::signal`]).
+#[inline(always)]
+#[track_caller]
+fn signal(words: Gmem<u32>, slot: usize) {
+    assert!(slot < words.len(), "reduce_scatter_matmul_ws: fewer tile counters than tiles in a row block");
+    // SAFETY: an aligned u32 inside the counters (asserted), used only as a
+    // semaphore; an atomic, which the race detector orders by.
+    unsafe { red_release_sys_add(words.ptr().wrapping_add(slot).as_raw_unchecked(), 1) }
+}
+
+/// Spins until counter `slot` of `words` (this device's) holds at least
+/// `n`, then subtracts `n` (`ld.acquire.sys`, then `atom.acquire.sys.cas`,
+/// as [`kernel_device::peer::PeerSemaphores::wait`]).
+#[inline(always)]
+#[track_caller]
+fn wait(words: Gmem<u32>, slot: usize, n: u32) {
+    assert!(slot < words.len(), "reduce_scatter_matmul_ws: fewer tile counters than tiles in a row block");
+    // SAFETY: as in `signal`.
+    let w = unsafe { words.ptr().wrapping_add(slot).as_raw_unchecked() };
+    loop {
+        // SAFETY: as in `signal`.
+        let v = unsafe { ld_acquire_sys(w) };
+        // SAFETY: as above.
+        if v >= n && unsafe { atom_cas_acquire_sys(w, v, v - n) } == v {
+            return;
+        }
+        nanosleep(64);
+    }
+}
+
+/// Tile `i` of device `rank`'s `(p x block_tiles) x n_tiles` tiles in the
+/// order it visits them: `(m_tile, n_tile)`. The first `(p - 1) x
+/// block_tiles x n_tiles` indices are the other devices' row blocks
+/// (`rank + 1`, `rank + 2`, .. mod `p`), then its own block; within each
+/// part in planar-snake order, bands of `grid_w` tile rows.
+#[inline(always)]
+pub fn rs_tile(i: u32, rank: u32, p: u32, block_tiles: u32, n_tiles: u32, grid_w: u32) -> (u32, u32) {
+    let foreign = (p - 1) * block_tiles * n_tiles;
+    if i < foreign {
+        let (fm, pn) = planar_snake(i, ((p - 1) * block_tiles, n_tiles), 0, grid_w);
+        let owner = (rank + 1 + fm / block_tiles) % p;
+        (owner * block_tiles + fm % block_tiles, pn)
+    } else {
+        let (om, pn) = planar_snake(i - foreign, (block_tiles, n_tiles), 0, grid_w);
+        (rank * block_tiles + om, pn)
+    }
+}
+
+/// Device `rank`'s part of `C = Σ_d A_d · B_dᵀ` reduce-scattered by rows
+/// (module docs): `a` maps this device's `A_d` (`M x K/p`, `M = p x
+/// block_tiles x BM`), `b` its `B_d` (`N x K/p`), `c` its output row block
+/// (`M/p x N`, f16); `recv` is every device's receive buffer (at least
+/// [`recv_len`] f32 each) and `ready` every device's tile counters (u32, at
+/// least `block_tiles x n_tiles` each, zero at the launch and zero again
+/// when every device's kernel has returned: each wait consumes its
+/// counts, so repeated launches need no reset). The rank and the device
+/// count are `recv`'s.
+///
+/// This kernel works as follows:
+/// 1. CTA `q` of `Q` (at most one per SM, every one resident) runs tiles
+///    `q, q + Q, ..` of the `p x block_tiles x n_tiles` tiles in the order
+///    of [`rs_tile`]: the other devices' row blocks, then its own;
+/// 2. one thread of warpgroup 2 (memory) issues the TMA loads of A
+///    (`BM x 64`) and B (`BN x 64`) of every tile and K step into a ring of
+///    `STAGES` slots; the compute warpgroups accumulate their `BM / 2 x BN`
+///    halves with wgmma, as in [`crate::matmul::matmul_persistent_ws`];
+/// 3. a tile of device `o`'s block (`o != rank`): every compute thread
+///    writes its accumulators to slot [`recv_slot`]`(rank, o, p)` of `o`'s
+///    receive buffer, the compute warpgroups meet, and thread 0 signals
+///    `o`'s counter of the tile (`red.release.sys`: the CTA's writes,
+///    ordered before it by the barrier, are visible to whoever acquires
+///    the count);
+/// 4. a tile of its own block: thread 0 waits until the tile's counter
+///    holds `p - 1` counts and consumes them (`ld.acquire.sys`, then a
+///    compare-and-swap), the compute warpgroups meet, every thread adds
+///    the `p - 1` partials from its receive buffer (in slot order) to its
+///    accumulators, and the tile is stored as f16 through SMEM sub-tiles
+///    and TMA stores ([`WgAcc::store_tile_with`], the matmul's epilogue;
+///    pair stores into SMEM at `BN = 256`, `stmatrix` otherwise).
+///
+/// Constraints: `BM = 128` (one 64-row accumulator block per compute
+/// warpgroup), `BN` 64, 128 or 256; `STAGES >= 2`; `n_tiles = ceil(N /
+/// BN)`, `k_steps = ceil(K/p / 64) >= 1`.
+#[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 256, 4, 8), (128, 128, 4, 8)))]
+#[allow(clippy::too_many_arguments)]
+pub fn reduce_scatter_matmul_ws<const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
+    a: Tma<ATileOf<BM>>,
+    b: Tma<BTileOf<BN>>,
+    c: Tma<EpiTileOf<BM>>,
+    recv: PeerGmem<f32>,
+    ready: PeerGmem<u32>,
+    block_tiles: u32,
+    n_tiles: u32,
+    k_steps: u32,
+    #[scratch] a_bufs: Smem<[ATileOf<BM>; STAGES]>,
+    #[scratch] b_bufs: Smem<[BTileOf<BN>; STAGES]>,
+    #[scratch] epi: Smem<[EpiTileOf<BM>; 2]>,
+    #[scratch] loaded: Barriers<STAGES>,
+    #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
+) where
+    Cols<BN>: WgmmaShape,
+{
+    const {
+        check_tile(BM, BN);
+        assert!(BM == 128, "reduce_scatter_matmul_ws: BM must be 128 (the partial tiles travel as one 64-row accumulator block per compute warpgroup)");
+        assert!(STAGES >= 2, "reduce_scatter_matmul_ws: at least 2 stages");
+    };
+    let (rank, p) = (recv.rank(), recv.count());
+    let tiles = [p * block_tiles * n_tiles];
+    let tile = |i: u32| rs_tile(i, rank, p, block_tiles, n_tiles, GRID_W);
+    let ring = Ring::new(&loaded, &consumed, 256);
+    if warpgroup_idx() == 2 {
+        setmaxnreg_dec::<MEMORY_REGS>();
+        if thread_in_warpgroup() == 0 {
+            let mut producer = ring.producer();
+            nd_loop(tiles, Collective::Blocks, |info| {
+                let (pm, pn) = tile(info.index[0]);
+                for k in 0..k_steps {
+                    let slot = producer.acquire_tx(Tma::<ATileOf<BM>>::BYTES + Tma::<BTileOf<BN>>::BYTES);
+                    a.load(a_bufs.at(slot.index()), pm * BM as u32, k * TK as u32, slot.barrier());
+                    b.load(b_bufs.at(slot.index()), pn * BN as u32, k * TK as u32, slot.barrier());
+                }
+            });
+        }
+    } else {
+        setmaxnreg_inc::<COMPUTE_REGS>();
+        let row0 = warpgroup_idx_sync() as usize * BM / 2;
+        let t = thread_linear() as usize;
+        let leader = t == 0;
+        let tile_len = BM * BN;
+        let mut consumer = ring.consumer();
+        let mut sub_tiles = 0u32;
+        let slots = (block_tiles * n_tiles) as usize;
+        nd_loop(tiles, Collective::Blocks, |info| {
+            let (pm, pn) = tile(info.index[0]);
+            let owner = pm / block_tiles;
+            // The tile's index inside its row block: its counter on the
+            // owner, and its place in each of the owner's receive slots.
+            let local = (pm - owner * block_tiles) * n_tiles + pn;
+            let mut acc = WgAcc::<BM, BN>::undefined();
+            consumer.mma_steps::<1>(k_steps, |k, slot| {
+                acc.mma(a_bufs.at(slot.index()), row0, b_bufs.at(slot.index()), k > 0);
+            });
+            consumer.release_after_wgmma::<0>();
+            acc.blocks[0].fence_operands();
+            let regs: &mut [f32] = acc.blocks[0].regs.as_mut();
+            let chunks = regs.len() / 4;
+            if owner != rank {
+                let dst = part(&recv, owner);
+                let base = (recv_slot(rank, owner, p) as usize * slots + local as usize) * tile_len;
+                assert!(base + tile_len <= dst.len(), "reduce_scatter_matmul_ws: the receive buffer is shorter than recv_len");
+                // SAFETY: `base + (q RS_THREADS + t) 4 + 4 <= base +
+                // tile_len <= len` (asserted: `4 chunks RS_THREADS =
+                // tile_len`), a multiple of 4.
+                unroll(chunks, |q| unsafe {
+                    dst.write_v4_unchecked(base + (q * RS_THREADS + t) * 4, [regs[4 * q], regs[4 * q + 1], regs[4 * q + 2], regs[4 * q + 3]])
+                });
+                // Every compute thread's writes precede the signal (the
+                // barrier orders them before thread 0's release).
+                COMPUTE_BARRIER.sync();
+                if leader {
+                    signal(part(&ready, owner), local as usize);
+                }
+            } else {
+                if leader {
+                    wait(part(&ready, rank), local as usize, p - 1);
+                }
+                // Every compute thread reads after thread 0's acquire.
+                COMPUTE_BARRIER.sync();
+                let mine = part(&recv, rank);
+                let mut s = 0;
+                while s + 1 < p {
+                    let base = (s as usize * slots + local as usize) * tile_len;
+                    assert!(base + tile_len <= mine.len(), "reduce_scatter_matmul_ws: the receive buffer is shorter than recv_len");
+                    unroll(chunks, |q| {
+                        // SAFETY: `base + (q RS_THREADS + t) 4 + 4 <= base +
+                        // tile_len <= len` (asserted), a multiple of 4.
+                        let v = unsafe { read_v4_unchecked(mine, base + (q * RS_THREADS + t) * 4) };
+                        unroll(4, |x| regs[4 * q + x] += v[x]);
+                    });
+                    s += 1;
+                }
+                // Pair stores into SMEM at `BN = 256`: `stmatrix` (as
+                // `WgAcc::store_tile` picks for 128-row tiles) spilled
+                // there, with the sum's registers beside the accumulators.
+                let stores = if BN == 256 { Stores::Pairs } else { Stores::Matrix };
+                let m_local = pm - rank * block_tiles;
+                sub_tiles = acc.store_tile_with(epi, row0, sub_tiles, stores, |buf, j| {
+                    if leader {
+                        c.store(buf, m_local * BM as u32, pn * BN as u32 + (j * EPI_N) as u32);
+                        commit_group();
+                    }
+                });
+            }
+        });
+        if leader {
+            wait_group::<0>();
+        }
+    }
+}

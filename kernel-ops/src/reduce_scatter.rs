@@ -1,0 +1,222 @@
+//! A reduce-scatter matmul on several devices of one host: `C = A · Bᵀ`
+//! with K sharded across the `p` devices of a group, the result summed
+//! over the devices and scattered by rows (the output projection of a
+//! tensor-parallel layer: each device holds a column block of the
+//! activations and the matching block of the weights).
+//!
+//! Device `d` holds `A_d` (`M x K/p`, row-major f16) and `B_d` (`N x K/p`,
+//! row-major f16, the "NT" layout of [`crate::matmul`]); it receives row
+//! block `d` of `C = Σ_d A_d · B_dᵀ` (`M/p x N`, f16, summed in f32).
+//!
+//! [`ReduceScatterMatmul::run`] launches **one persistent kernel per
+//! device**, all together
+//! ([`kernel_ops_kernels::reduce_scatter::reduce_scatter_matmul_ws`]):
+//! each device computes the tiles of the other devices' row blocks first
+//! and writes each one's f32 accumulators straight into its owner's
+//! receive buffer over NVLink, signalling the owner's counter of that
+//! tile (system-scope release); then it computes its own block, and each
+//! of its tiles waits for the other devices' `p - 1` partials
+//! (system-scope acquire), adds them and stores the f16 sum. The
+//! reduction runs inside the matmul: no separate reduce-scatter, no f16
+//! rounding of the partials.
+//!
+//! The baseline it replaces is a matmul per device (each device's partial
+//! `C`, `M x N`) followed by an NCCL reduce-scatter.
+//!
+//! The counters are consumed by the waits, so they are zero again after
+//! each call: repeated calls need no reset. On emulated devices the
+//! group's kernels run in one emulator run, under its race detector.
+use crate::matmul::{check_problem, MatmulError};
+use crate::Ctas;
+use kernel_device::f16;
+use kernel_device::launch::HostEntry;
+use kernel_device::peer::PeerGmem;
+use kernel_device::tma::TensorMapParam;
+use kernel_host::group::{DeviceGroup, GroupProgram, PeerBuffer};
+use kernel_host::{Error, TileMap};
+use kernel_ops_kernels::matmul::{ATileOf, BTileOf, EpiTileOf, TK};
+use kernel_ops_kernels::reduce_scatter::{recv_len, reduce_scatter_matmul_ws};
+use std::cell::{Cell, RefCell};
+
+/// The kernel's tile rows: each device's row block (`m / p` rows) must be a
+/// multiple of it.
+pub const TILE_ROWS: usize = 128;
+
+/// Launches the group's kernels of one instance
+/// (`ReduceScatterMatmul`, `a`, `b`, `c`, `(m, n, k_shard)`).
+type Launch = fn(&ReduceScatterMatmul<'_>, &PeerBuffer<f16>, &PeerBuffer<f16>, &mut PeerBuffer<f16>, (usize, usize, usize)) -> Result<(), MatmulError>;
+
+/// The [`reduce_scatter_matmul_ws`] instances: name, tile columns, launch.
+const INSTANCES: [(&str, usize, Launch); 2] = [
+    ("ws 128x256 s4 w8", 256, launch::<128, 256, 4, 8>),
+    ("ws 128x128 s4 w8", 128, launch::<128, 128, 4, 8>),
+];
+
+/// The names of the kernel instances [`ReduceScatterMatmul`] picks from
+/// (by [`ReduceScatterMatmul::instance_for`], or
+/// [`ReduceScatterMatmul::force_instance`]).
+pub const INSTANCE_NAMES: [&str; INSTANCES.len()] = [INSTANCES[0].0, INSTANCES[1].0];
+
+/// The parameters of `reduce_scatter_matmul_ws<BM, BN, ..>`.
+type Params<const BM: usize, const BN: usize> =
+    (TensorMapParam<ATileOf<BM>>, TensorMapParam<BTileOf<BN>>, TensorMapParam<EpiTileOf<BM>>, PeerGmem<f32>, PeerGmem<u32>, u32, u32, u32);
+
+/// Launches `reduce_scatter_matmul_ws<BM, BN, STAGES, GRID_W>` on every
+/// device of the group (shapes checked by the caller).
+fn launch<const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
+    rs: &ReduceScatterMatmul<'_>,
+    a: &PeerBuffer<f16>,
+    b: &PeerBuffer<f16>,
+    c: &mut PeerBuffer<f16>,
+    (m, n, k): (usize, usize, usize),
+) -> Result<(), MatmulError>
+where
+    reduce_scatter_matmul_ws<BM, BN, STAGES, GRID_W>: HostEntry<Params = Params<BM, BN>>,
+{
+    let p = rs.group.len();
+    let rows = m / p;
+    let (block_tiles, n_tiles, k_steps) = (rows / BM, n.div_ceil(BN), k.div_ceil(TK));
+    // At most one CTA per SM (the kernel's SMEM allows no more) and never
+    // more CTAs than SMs: every CTA must be resident, since a CTA waiting
+    // for its own block's partials holds its SM.
+    let sms = (0..p).map(|d| rs.group.device(d).sm_count()).min().unwrap_or(1);
+    let tiles = (p * block_tiles * n_tiles) as u32;
+    let grid = Ctas::EvenWaves.grid(tiles, sms).max(1);
+    rs.ensure_buffers(recv_len(p, block_tiles, n_tiles, BM, BN), block_tiles * n_tiles)?;
+    let a_maps = (0..p).map(|d| TileMap::<ATileOf<BM>>::new_2d(a.part(d), m, k)).collect::<Result<Vec<_>, _>>()?;
+    let b_maps = (0..p).map(|d| TileMap::<BTileOf<BN>>::new_2d(b.part(d), n, k)).collect::<Result<Vec<_>, _>>()?;
+    let c_maps = c.parts_mut().map(|part| TileMap::<EpiTileOf<BM>>::new_2d_mut(part, rows, n)).collect::<Result<Vec<_>, _>>()?;
+    let recv = rs.recv.borrow();
+    let ready = rs.ready.borrow();
+    let (recv, ready) = (recv.as_ref().expect("allocated above"), ready.as_ref().expect("allocated above"));
+    let (bt, nt, ks) = (block_tiles as u32, n_tiles as u32, k_steps as u32);
+    rs.program
+        .kernel::<reduce_scatter_matmul_ws<BM, BN, STAGES, GRID_W>>()?
+        .launch(grid, |r| (&a_maps[r.index()], &b_maps[r.index()], &c_maps[r.index()], recv.on(r), ready.on(r), bt, nt, ks))?;
+    Ok(())
+}
+
+fn invalid(problem: String) -> MatmulError {
+    MatmulError::Cuda(Error::InvalidArgument { function: "ReduceScatterMatmul::run", problem })
+}
+
+/// The reduce-scatter matmul on a group (module docs): the kernels loaded
+/// on every device, and each device's receive buffer and tile counters
+/// (grown to the largest shape run so far).
+pub struct ReduceScatterMatmul<'g> {
+    group: &'g DeviceGroup,
+    program: GroupProgram,
+    /// Per device: `p - 1` slots of f32 partial tiles, one per sender.
+    recv: RefCell<Option<PeerBuffer<f32>>>,
+    /// Per device: one counter per tile of its row block, zero between
+    /// calls.
+    ready: RefCell<Option<PeerBuffer<u32>>>,
+    /// An index into [`INSTANCE_NAMES`] that every call uses, if set.
+    forced: Cell<Option<usize>>,
+}
+
+impl<'g> ReduceScatterMatmul<'g> {
+    /// Loads the kernels on every device of `group` (GPUs with peer access,
+    /// or emulated devices).
+    pub fn new(group: &'g DeviceGroup) -> Result<Self, MatmulError> {
+        let program = group.load(&kernel_ops_kernels::DEVICE_CODE)?;
+        Ok(ReduceScatterMatmul { group, program, recv: RefCell::new(None), ready: RefCell::new(None), forced: Cell::new(None) })
+    }
+
+    /// The instance (an index into [`INSTANCE_NAMES`]) a call of shape `(m,
+    /// n, _)` runs: `128 x 128` tiles when `N <= 128`, or when `128 x 256`
+    /// tiles would leave SMs idle (fewer tiles per device than SMs) and
+    /// `128 x 128` would not; `128 x 256` otherwise.
+    pub fn instance_for(&self, (m, n, _): (usize, usize, usize)) -> usize {
+        if let Some(i) = self.forced.get() {
+            return i;
+        }
+        let p = self.group.len();
+        let sms = (0..p).map(|d| self.group.device(d).sm_count()).min().unwrap_or(1) as usize;
+        let block_tiles = m / p / TILE_ROWS;
+        let wide = p * block_tiles * n.div_ceil(256);
+        let narrow = p * block_tiles * n.div_ceil(128);
+        if n <= 128 || (wide < sms && narrow > wide) {
+            1
+        } else {
+            0
+        }
+    }
+
+    /// Runs every later call with instance `name` (one of
+    /// [`INSTANCE_NAMES`]), or picks by shape again with `None`.
+    pub fn force_instance(&self, name: Option<&str>) -> Result<(), MatmulError> {
+        match name {
+            None => self.forced.set(None),
+            Some(name) => match INSTANCE_NAMES.iter().position(|x| *x == name) {
+                Some(i) => self.forced.set(Some(i)),
+                None => return Err(MatmulError::UnknownInstance { name: name.to_string() }),
+            },
+        }
+        Ok(())
+    }
+
+    /// `c.part(d)` = row block `d` (rows `d m/p ..`, `m/p x n`, f16) of
+    /// `Σ_j a.part(j) · b.part(j)ᵀ`, where `a.part(j)` is `m x k_shard` and
+    /// `b.part(j)` is `n x k_shard` (row-major f16) on device `j`; the sum
+    /// in f32. Asynchronous on GPUs (synchronize the group before reading
+    /// `c`).
+    ///
+    /// Errors, each naming the rule, the values and the fix: buffers not
+    /// made with this group; an empty dimension, a buffer length that is
+    /// not its shape's, or a `k_shard` or `n` that is not a multiple of 8
+    /// (those of [`check_problem`]); `m` not divisible by the device count;
+    /// a row block `m / p` that is not a multiple of [`TILE_ROWS`].
+    pub fn run(&self, a: &PeerBuffer<f16>, b: &PeerBuffer<f16>, c: &mut PeerBuffer<f16>, (m, n, k): (usize, usize, usize)) -> Result<(), MatmulError> {
+        let p = self.group.len();
+        for (what, devices) in [("a", a.devices()), ("b", b.devices()), ("c", c.devices())] {
+            if devices != p {
+                return Err(invalid(format!("{what} has parts on {devices} devices; the group has {p}: make the buffers with this group")));
+            }
+        }
+        check_problem((m, k), (n, k), (a.len(), b.len(), m * n))?;
+        if m % p != 0 {
+            return Err(invalid(format!(
+                "m = {m} rows cannot be split evenly over {p} devices (device d receives rows d m/p .. (d + 1) m/p): \
+                 make m a multiple of {p} (and of {} for the kernel's {TILE_ROWS}-row tiles), padding A with zero rows",
+                p * TILE_ROWS
+            )));
+        }
+        let rows = m / p;
+        if c.len() != rows * n {
+            return Err(MatmulError::BufferLength {
+                name: "c",
+                shape: format!("M/p x N = {rows} x {n} (each of the {p} devices receives its row block)"),
+                want: rows * n,
+                got: c.len(),
+                dtype: "f16",
+            });
+        }
+        if rows % TILE_ROWS != 0 {
+            return Err(invalid(format!(
+                "each device's row block m / p = {m} / {p} = {rows} rows is not a multiple of the kernel's {TILE_ROWS} tile rows \
+                 (a tile's partials go to one owner): make m a multiple of {}, padding A with zero rows",
+                p * TILE_ROWS
+            )));
+        }
+        let r = (INSTANCES[self.instance_for((m, n, k))].2)(self, a, b, c, (m, n, k));
+        if r.is_err() {
+            // A failed launch may have left counts behind: fresh counters
+            // for the next call.
+            self.ready.replace(None);
+        }
+        r
+    }
+
+    /// Grows the receive buffers to `recv` f32 and the counters to
+    /// `counters` words per device (zeroed when new).
+    fn ensure_buffers(&self, recv: usize, counters: usize) -> Result<(), MatmulError> {
+        if self.recv.borrow().as_ref().is_none_or(|x| x.len() < recv) {
+            self.recv.replace(Some(self.group.zeros::<f32>(recv.max(1))?));
+        }
+        if self.ready.borrow().as_ref().is_none_or(|x| x.len() < counters) {
+            self.ready.replace(Some(self.group.zeros::<u32>(counters.max(1))?));
+        }
+        Ok(())
+    }
+}

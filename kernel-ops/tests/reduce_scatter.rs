@@ -1,0 +1,163 @@
+//! `kernel_ops::reduce_scatter::ReduceScatterMatmul`: on 2, 3 and 4
+//! emulated devices (one emulator run per call, race detector on) at small
+//! shapes against the CPU, each twice in a row (the second call finds the
+//! counters the first one left); its input errors; and, ignored, on 2 GPUs
+//! with peer access (and on 3, 4, ... when the machine has them).
+use kernel_device::f16;
+use kernel_host::emulate::Emulator;
+use kernel_host::group::DeviceGroup;
+use kernel_host::{randn_f16, reference_gemm_nt};
+use kernel_ops::reduce_scatter::{ReduceScatterMatmul, INSTANCE_NAMES};
+
+/// The CPU's `C = Σ_d A_d · B_dᵀ` (f32), `m x n`.
+fn reference(p: usize, (m, n, k): (usize, usize, usize), a: &[Vec<f16>], b: &[Vec<f16>]) -> Vec<f32> {
+    let mut c = vec![0f32; m * n];
+    for d in 0..p {
+        for (x, y) in c.iter_mut().zip(reference_gemm_nt(m, n, k, &a[d], &b[d])) {
+            *x += y;
+        }
+    }
+    c
+}
+
+/// `run` on `group` at `(m, n, k_shard)`, `calls` times in a row on fresh
+/// inputs (C starts as NaN: a row block not written fails), each device's
+/// row block against the CPU.
+fn check(group: &DeviceGroup, rs: &ReduceScatterMatmul<'_>, (m, n, k): (usize, usize, usize), calls: usize, seed: u64) {
+    let p = group.len();
+    let rows = m / p;
+    for call in 0..calls {
+        let s = seed + 100 * call as u64;
+        let a_parts: Vec<Vec<f16>> = (0..p).map(|d| randn_f16(m * k, s + d as u64)).collect();
+        let b_parts: Vec<Vec<f16>> = (0..p).map(|d| randn_f16(n * k, s + 50 + d as u64)).collect();
+        let a = group.upload(&a_parts).unwrap();
+        let b = group.upload(&b_parts).unwrap();
+        let mut c = group.upload(&vec![vec![f16::NAN; rows * n]; p]).unwrap();
+        rs.run(&a, &b, &mut c, (m, n, k)).unwrap();
+        group.synchronize().unwrap();
+        let want = reference(p, (m, n, k), &a_parts, &b_parts);
+        for (d, got) in group.download(&c).unwrap().iter().enumerate() {
+            let err = kernel_host::rel_frobenius_error(got, &want[d * rows * n..(d + 1) * rows * n]);
+            assert!(err < 2e-3, "{} devices, call {call}: row block of device {d}: relative error {err}", p);
+        }
+    }
+}
+
+fn emulated(p: usize, seed: u64) -> DeviceGroup {
+    DeviceGroup::emulator_with(Emulator::new(seed).max_steps(0), p).unwrap()
+}
+
+#[test]
+fn reduce_scatter_matmul_matches_the_cpu_on_two_emulated_devices() {
+    // Three SMs per device: two CTAs of two tiles each.
+    let g = DeviceGroup::emulator_with(Emulator::new(3).max_steps(0).sms(3), 2).unwrap();
+    let rs = ReduceScatterMatmul::new(&g).unwrap();
+    // 128 x 256 tiles, a ragged N (the last tile's columns clipped) and a
+    // ragged K shard (zero-filled).
+    check(&g, &rs, (256, 264, 72), 2, 10);
+}
+
+#[test]
+fn reduce_scatter_matmul_matches_the_cpu_on_three_emulated_devices() {
+    let g = emulated(3, 5);
+    let rs = ReduceScatterMatmul::new(&g).unwrap();
+    // 128 x 128 tiles (N <= 128); two K steps.
+    check(&g, &rs, (384, 120, 128), 2, 20);
+}
+
+#[test]
+fn reduce_scatter_matmul_matches_the_cpu_on_four_emulated_devices() {
+    let g = emulated(4, 7);
+    let rs = ReduceScatterMatmul::new(&g).unwrap();
+    check(&g, &rs, (512, 128, 64), 2, 30);
+}
+
+#[test]
+fn reduce_scatter_matmul_runs_several_ctas_and_tiles_per_device() {
+    // Two SMs per emulated device: two CTAs per device, each with tiles of
+    // every row block (two row-block tiles per device, two column tiles).
+    let g = DeviceGroup::emulator_with(Emulator::new(9).max_steps(0).sms(2), 2).unwrap();
+    let rs = ReduceScatterMatmul::new(&g).unwrap();
+    rs.force_instance(Some(INSTANCE_NAMES[1])).unwrap();
+    check(&g, &rs, (512, 256, 64), 2, 40);
+}
+
+#[test]
+fn reduce_scatter_matmul_refuses_bad_shapes() {
+    let g = DeviceGroup::emulator(2).unwrap();
+    let rs = ReduceScatterMatmul::new(&g).unwrap();
+    let err = |m: usize, n: usize, k: usize, c_len: usize| {
+        let a = g.zeros::<f16>(m * k).unwrap();
+        let b = g.zeros::<f16>(n * k).unwrap();
+        let mut c = g.zeros::<f16>(c_len).unwrap();
+        rs.run(&a, &b, &mut c, (m, n, k)).unwrap_err().to_string()
+    };
+    let e = err(257, 64, 64, 128 * 64);
+    assert!(e.contains("m = 257") && e.contains("over 2 devices") && e.contains("multiple of 2"), "{e}");
+    let e = err(192, 64, 64, 96 * 64);
+    assert!(e.contains("m / p = 192 / 2 = 96") && e.contains("multiple of the kernel's 128 tile rows") && e.contains("multiple of 256"), "{e}");
+    let e = err(256, 64, 64, 256 * 64);
+    assert!(e.contains("M/p x N = 128 x 64"), "{e}");
+    let e = err(256, 64, 60, 128 * 64);
+    assert!(e.contains("K") && e.contains("60"), "{e}");
+    let three = DeviceGroup::emulator(3).unwrap();
+    let a3 = three.zeros::<f16>(256 * 64).unwrap();
+    let b = g.zeros::<f16>(64 * 64).unwrap();
+    let mut c = g.zeros::<f16>(128 * 64).unwrap();
+    let e = rs.run(&a3, &b, &mut c, (256, 64, 64)).unwrap_err().to_string();
+    assert!(e.contains("a has parts on 3 devices; the group has 2"), "{e}");
+    assert!(rs.force_instance(Some("no such")).is_err());
+}
+
+#[test]
+#[ignore = "needs 2 GPUs with peer access"]
+fn reduce_scatter_matmul_matches_the_cpu_on_two_gpus() {
+    // 2 GPUs, then 3, 4, ... as many as the machine has.
+    for p in 2..=8 {
+        match DeviceGroup::gpus(p) {
+            Ok(g) => {
+                let rs = ReduceScatterMatmul::new(&g).unwrap();
+                for name in INSTANCE_NAMES {
+                    rs.force_instance(Some(name)).unwrap();
+                    check(&g, &rs, (128 * p, 384, 192), 3, 1);
+                    // More tiles than SMs: several waves, every CTA resident.
+                    check(&g, &rs, (1024 * p, 4096, 512), 2, 2);
+                }
+                rs.force_instance(None).unwrap();
+                check(&g, &rs, (1024 * p, 2048, 1024), 2, 3);
+            }
+            Err(kernel_host::Error::NoSuchDevice { .. }) if p > 2 => break,
+            Err(e @ (kernel_host::Error::NoSuchDevice { .. } | kernel_host::Error::NoGpu { .. })) => {
+                eprintln!("SKIPPED: no group of 2 GPUs here ({e})");
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+#[test]
+fn each_device_visits_every_tile_once_other_blocks_first() {
+    use kernel_ops_kernels::reduce_scatter::{recv_slot, rs_tile};
+    for p in 1..=4u32 {
+        for (block_tiles, n_tiles, grid_w) in [(1, 1, 8), (3, 5, 2), (16, 32, 8), (5, 3, 16)] {
+            let tiles = p * block_tiles * n_tiles;
+            let foreign = (p - 1) * block_tiles * n_tiles;
+            for rank in 0..p {
+                let mut seen = vec![false; tiles as usize];
+                for i in 0..tiles {
+                    let (pm, pn) = rs_tile(i, rank, p, block_tiles, n_tiles, grid_w);
+                    assert!(pm < p * block_tiles && pn < n_tiles, "tile {i} of rank {rank}: ({pm}, {pn}) out of range");
+                    assert!(!std::mem::replace(&mut seen[(pm * n_tiles + pn) as usize], true), "tile ({pm}, {pn}) visited twice");
+                    assert_eq!(pm / block_tiles == rank, i >= foreign, "rank {rank}, index {i}: its own block comes last");
+                }
+            }
+            // Each owner's p - 1 senders take distinct slots.
+            for owner in 0..p {
+                let mut slots: Vec<u32> = (0..p).filter(|&s| s != owner).map(|s| recv_slot(s, owner, p)).collect();
+                slots.sort();
+                assert_eq!(slots, (0..p - 1).collect::<Vec<_>>());
+            }
+        }
+    }
+}
