@@ -22,6 +22,7 @@ cd /tmp/mgpu
 # never comes) is reported as a failure, and the rest still runs.
 [ -n "${SKIP_TESTS:-}${SKIP_PEER_TESTS:-}" ] || timeout 150 ./peer_tests --ignored --nocapture > "$logs/peer_tests.txt" 2>&1 || status=1
 [ -n "${SKIP_TESTS:-}" ] || timeout 150 ./collective_tests --ignored --nocapture > "$logs/collective_tests.txt" 2>&1 || status=1
+[ -n "${SKIP_TESTS:-}" ] || timeout 150 ./reduce_scatter_tests --ignored --nocapture > "$logs/reduce_scatter_tests.txt" 2>&1 || status=1
 # MULTI_GPU_DEVICES: the group sizes to benchmark, one run each (default 2).
 for n in ${MULTI_GPU_DEVICES:-2}; do
     mkdir -p "$logs/devices-$n"

@@ -105,8 +105,8 @@ fn forwarding_all_gather_matmul_matches_the_cpu_on_emulated_devices() {
 }
 
 /// Three columns of tiles on 2 devices of 2 SMs each: three senders per
-/// row, each sending a third of the row's 14 K steps from its own starting
-/// step, and signalling before its K loop ends.
+/// row, each sending every third of the row's 14 K steps (its producer
+/// waits for some slots' phases only).
 #[test]
 fn forwarding_all_gather_matmul_splits_rows_among_senders_on_emulated_devices() {
     check_forwarding(&DeviceGroup::emulator_with(Emulator::new(8).sms(2).max_steps(0), 2).unwrap(), (128, 520, 896));

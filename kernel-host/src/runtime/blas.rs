@@ -238,6 +238,10 @@ where
 #[derive(Debug)]
 pub struct Blas {
     blas: CudaBlas,
+    /// The GPU's context, bound before each call: cuBLAS launches into the
+    /// current context, and in a group of GPUs another device's may be
+    /// current (a call then fails with CUBLAS_STATUS_EXECUTION_FAILED).
+    ctx: std::sync::Arc<cudarc::driver::CudaContext>,
 }
 
 impl Blas {
@@ -246,7 +250,7 @@ impl Blas {
     pub fn new(gpu: &Gpu) -> Result<Blas> {
         let stream = gpu.stream().clone();
         let blas = create_handle(cublas_present(), || CudaBlas::new(stream))?;
-        Ok(Blas { blas })
+        Ok(Blas { blas, ctx: gpu.context().clone() })
     }
 
     /// The cudarc handle, for what this wrapper does not cover.
@@ -314,6 +318,7 @@ impl Blas {
         C: cudarc::driver::DevicePtrMut<T>,
     {
         let cfg = gemm_config::<T>(layout, dims, (a.len(), b.len(), c.len()))?;
+        self.ctx.bind_to_thread().map_err(Error::cuda_call("cuCtxSetCurrent (before cuBLAS)"))?;
         // cuBLAS's A is our `b` and its B our `a` (see the module docs).
         // SAFETY: `gemm_config` checked that each buffer holds exactly the
         // elements the configuration reads or writes (`lda`/`ldb`/`ldc` are

@@ -29,10 +29,9 @@ use kernel_device::grid::planar_snake;
 use kernel_device::peer::PeerGmem;
 use kernel_device::pipeline::{Producer, Step};
 use kernel_device::prelude::*;
-use kernel_device::ptr::GmemPtr;
 use kernel_device::semaphore::raw::{ld_acquire_sys, nanosleep, red_release_sys_add};
 use kernel_device::tma::{commit_group, wait_group, wait_group_read};
-use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, Cols, WgmmaShape};
+use kernel_device::wgmma::{Cols, WgmmaShape};
 use kernel_device::Barriers;
 use kernel_device::f16;
 
@@ -126,17 +125,6 @@ pub fn allgather_matmul_ws<const BM: usize, const BN: usize, const STAGES: usize
 /// steps to read the slot before the ring refills it.
 const LAG: u32 = 2;
 
-/// K steps a sending producer goes on after its share's last store before
-/// it waits for the stores to complete and signals: by then they almost
-/// surely have, so the wait does not hold up its loads (a stall of more
-/// than the ring's `STAGES` steps would starve the tensor cores).
-const SIGNAL_DELAY: u32 = 6;
-
-/// Registers per thread of [`allgather_matmul_fwd`]'s producing warpgroup
-/// and of each compute warpgroup (`setmaxnreg`).
-const FWD_REGS: (u32, u32) = (56, 224);
-const _: () = assert!(kernel_device::wgmma::counts_fit(&[FWD_REGS.1, FWD_REGS.1, FWD_REGS.0]), "FWD_REGS: three warpgroups must fit the SM's registers");
-
 /// The shards of a gathered `A` in ring arrival order (as [`ShardRows`]),
 /// forwarded by the kernels themselves ([`RowSource`] of
 /// [`allgather_matmul_fwd`]).
@@ -144,19 +132,15 @@ const _: () = assert!(kernel_device::wgmma::counts_fit(&[FWD_REGS.1, FWD_REGS.1,
 /// - **Sending.** A row of `A` that the next device lacks (every shard but
 ///   the next device's own) is sent by the `F = min(n_tiles, k_steps)`
 ///   CTAs that compute its tiles `(row, 0..F)`: the one at column `pn`
-///   sends the `pn`-th of `F` near-equal runs of the row's K blocks, and
-///   starts its K loop there ([`RowSource::k_start`]), so that every share
-///   leaves in the first `k_steps / F` steps of its tile and the row
-///   arrives long before the tile ends (a row sent as the K loop meets it
-///   arrives only when the loop ends: the next wave's tiles then wait). It
-///   stores each of those A tiles `LAG` steps after loading it (once
-///   [`Producer::wait_full`] says it landed) to the same place in the next
-///   device's `A` (a TMA store through `a_next`, a map over that device's
-///   buffer). Before the ring refills a slot that a store may still read,
-///   the producer waits for the stores' reads
-///   (`cp.async.bulk.wait_group.read 0`). `SIGNAL_DELAY` steps after its
-///   last store it waits for its stores to complete (`wait_group 0`),
-///   orders them before its generic-proxy release
+///   stores the row's K steps `k` with `k % F == pn`, each `LAG` steps
+///   after loading it (once [`Producer::wait_full`] says it landed), to the
+///   same place in the next device's `A` (a TMA store through `a_next`, a
+///   map over that device's buffer). Spread so, each tile stores
+///   `k_steps / F` tiles of A, and no CTA falls behind the others. Before
+///   the ring refills a slot that a store may still read, the producer
+///   waits for the stores' reads (`cp.async.bulk.wait_group.read 0`).
+///   After the row's last step it waits for its stores to complete
+///   (`wait_group 0`), orders them before its generic-proxy release
 ///   (`fence.proxy.async.global`) and adds 1 to the row's counter on the
 ///   next device (`red.release.sys`).
 /// - **Receiving.** A row of another device's shard may be read once this
@@ -167,45 +151,25 @@ const _: () = assert!(kernel_device::wgmma::counts_fit(&[FWD_REGS.1, FWD_REGS.1,
 #[derive(Clone, Copy)]
 pub struct ForwardRows<const BM: usize> {
     a_next: Tma<ATileOf<BM>>,
-    /// This device's counters and the next device's, `m_tiles` of each
-    /// (checked once, at the kernel's start: the producing thread runs on
-    /// 40 registers, and two lengths more made ptxas spill).
-    own: GmemPtr<u32>,
-    theirs: GmemPtr<u32>,
+    /// This device's counters and the next device's (taken from the
+    /// `PeerGmem` once, at the kernel's start).
+    own: Gmem<u32>,
+    theirs: Gmem<u32>,
     rank: u32,
     next: u32,
     shards: u32,
-    /// The counters' value this call waits for: `epoch x F`.
-    want: u32,
+    epoch: u32,
     shard_tiles: u32,
     /// `F`: the CTAs that send each row, one signal each.
     senders: u32,
-    /// The current tile's share: its first K block, its length in K steps
-    /// (0: the tile sends nothing; the share is the K loop's first `len`
-    /// steps) and the K step that signals.
-    lo: u32,
-    len: u32,
-    signal_at: u32,
     /// Bit `i`: a store from slot `i` may still be reading it.
-    pending: u32,
+    pending: u64,
 }
 
 impl<const BM: usize> ForwardRows<BM> {
     #[inline(always)]
     fn shard(&self, m_tile: u32) -> u32 {
         m_tile / self.shard_tiles
-    }
-
-    /// The K blocks `lo..hi` that tile `(m_tile, pn)` sends to the next
-    /// device, if it sends: the `pn`-th of `F` near-equal shares of the
-    /// row, for a row the next device lacks and `pn < F`.
-    #[inline(always)]
-    fn share(&self, (m_tile, pn): (u32, u32), k_steps: u32) -> Option<(u32, u32)> {
-        let f = self.senders;
-        if pn >= f || self.shard(m_tile) == self.next {
-            return None;
-        }
-        Some((pn * k_steps / f, (pn + 1) * k_steps / f))
     }
 
     /// Stores the A tile of ring step `step` (K step `k` of tile row
@@ -220,19 +184,6 @@ impl<const BM: usize> ForwardRows<BM> {
 }
 
 impl<const BM: usize> RowSource<f16, BM> for ForwardRows<BM> {
-    /// The producing thread holds the forwarding's state besides the
-    /// matmul's: at the matmul's 40 registers ptxas spilled 12-32 bytes.
-    /// [`FWD_REGS`]: 56 for it, 224 for the compute warpgroups.
-    #[inline(always)]
-    fn producer_regs() {
-        setmaxnreg_dec::<{ FWD_REGS.0 }>();
-    }
-
-    #[inline(always)]
-    fn compute_regs() {
-        setmaxnreg_inc::<{ FWD_REGS.1 }>();
-    }
-
     #[inline(always)]
     fn m_tile(&self, pm: u32) -> u32 {
         let s = pm / self.shard_tiles;
@@ -258,12 +209,13 @@ impl<const BM: usize> RowSource<f16, BM> for ForwardRows<BM> {
         if self.shard(m_tile) == self.rank {
             return;
         }
-        let flag = self.own.wrapping_add(m_tile as usize);
-        // SAFETY: `flag` lies inside this device's counters (`m_tile <
-        // m_tiles`, the counters' length checked at the start), a
+        assert!((m_tile as usize) < self.own.len(), "allgather_matmul_fwd: arrived holds fewer counters than tile rows");
+        let flag = self.own.ptr().wrapping_add(m_tile as usize);
+        // SAFETY: `flag` lies inside this device's counters (asserted), a
         // 4-byte-aligned global u32 only added to (by the previous
         // device's kernel, `red.release.sys`).
-        while (unsafe { ld_acquire_sys(flag.as_raw_unchecked()) }.wrapping_sub(self.want) as i32) < 0 {
+        let want = self.epoch.wrapping_mul(self.senders);
+        while (unsafe { ld_acquire_sys(flag.as_raw_unchecked()) }.wrapping_sub(want) as i32) < 0 {
             nanosleep(64);
         }
         // The row's bytes are read by TMA (the async proxy) after the
@@ -272,42 +224,33 @@ impl<const BM: usize> RowSource<f16, BM> for ForwardRows<BM> {
     }
 
     #[inline(always)]
-    fn k_start(&mut self, tile: (u32, u32), k_steps: u32) -> u32 {
-        let (lo, hi) = self.share(tile, k_steps).unwrap_or((0, 0));
-        self.lo = lo;
-        self.len = hi - lo;
-        self.signal_at = (self.len + LAG + SIGNAL_DELAY).min(k_steps) - 1;
-        lo
-    }
-
-    #[inline(always)]
-    fn loaded<const S: usize>(&mut self, producer: &Producer<'_, S>, step: Step<S>, (m_tile, _pn): (u32, u32), (it, _kb, _k_steps): (u32, u32, u32), a_bufs: Smem<[ATile<f16, BM>; S]>) {
-        if self.len == 0 {
+    fn loaded<const S: usize>(&mut self, producer: &Producer<'_, S>, step: Step<S>, (m_tile, pn): (u32, u32), (k, k_steps): (u32, u32), a_bufs: Smem<[ATile<f16, BM>; S]>) {
+        let f = self.senders;
+        if pn >= f || self.shard(m_tile) == self.next {
             return;
         }
-        // The share is the K loop's first `len` steps (`k_start`): step `j`
-        // of the loop is K block `lo + j` (the loop wraps only after it).
-        let (lo, len, signal_at) = (self.lo, self.len, self.signal_at);
-        if it < signal_at {
-            if it >= LAG && it - LAG < len {
-                self.forward(producer, Step::new(step.count() - LAG), m_tile, lo + it - LAG, a_bufs);
-            }
-        } else if it == signal_at {
-            // What is left of the share (when the tile's K loop is too
-            // short for the lag), then the signal.
-            let mut j = signal_at.saturating_sub(LAG);
-            while j < len {
-                self.forward(producer, Step::new(step.count() - (it - j)), m_tile, lo + j, a_bufs);
+        if k >= LAG && (k - LAG) % f == pn {
+            self.forward(producer, Step::new(step.count() - LAG), m_tile, k - LAG, a_bufs);
+        }
+        if k + 1 == k_steps {
+            // This tile's share of the row's last LAG steps (of all of
+            // them when it has fewer).
+            let mut j = k_steps.saturating_sub(LAG);
+            while j < k_steps {
+                if j % f == pn {
+                    self.forward(producer, Step::new(step.count() - (k - j)), m_tile, j, a_bufs);
+                }
                 j += 1;
             }
-            // The share is written on the next device; then the counter.
+            // The row is written on the next device; then its counter.
             wait_group::<0>();
             self.pending = 0;
             fence_proxy_async_global();
-            // SAFETY: in bounds (`m_tile < m_tiles`, checked at the start),
-            // an aligned u32 counter of the group's `arrived` on the next
-            // device (peer access enabled by the group).
-            unsafe { red_release_sys_add(self.theirs.wrapping_add(m_tile as usize).as_raw_unchecked(), 1) };
+            assert!((m_tile as usize) < self.theirs.len(), "allgather_matmul_fwd: arrived holds fewer counters than tile rows");
+            // SAFETY: in bounds (asserted), an aligned u32 counter of the
+            // group's `arrived` on the next device (peer access enabled by
+            // the group).
+            unsafe { red_release_sys_add(self.theirs.ptr().wrapping_add(m_tile as usize).as_raw_unchecked(), 1) };
         }
     }
 
@@ -354,9 +297,6 @@ pub fn allgather_matmul_fwd<const BM: usize, const BN: usize, const STAGES: usiz
 {
     const { assert!(STAGES as u32 > LAG, "allgather_matmul_fwd: STAGES must exceed LAG (a forwarded slot is read before its refill)") };
     let (rank, next, shards) = (arrived.rank(), arrived.next(), arrived.count());
-    assert!(arrived.len() >= m_tiles as usize, "allgather_matmul_fwd: arrived holds fewer counters than tile rows");
-    let senders = n_tiles.min(k_steps);
-    let (own, theirs) = (arrived.local().ptr(), arrived.remote(next).ptr());
-    let rows = ForwardRows::<BM> { a_next, own, theirs, rank, next, shards, want: epoch.wrapping_mul(senders), shard_tiles: m_tiles / shards, senders, lo: 0, len: 0, signal_at: 0, pending: 0 };
+    let rows = ForwardRows::<BM> { a_next, own: arrived.local(), theirs: arrived.remote(next), rank, next, shards, epoch, shard_tiles: m_tiles / shards, senders: n_tiles.min(k_steps), pending: 0 };
     matmul_persistent_ws_rows::<f16, ForwardRows<BM>, BM, BN, STAGES, GRID_W>(rows, a, b, c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed)
 }

@@ -20,7 +20,7 @@
 //! run), median of `--iters`, median of `--rounds` interleaved rounds.
 //!
 //! ```text
-//! reduce_scatter_bench [--devices N] [--iters N] [--rounds N] [--warmup-ms MS] [--out DIR] [--quick]
+//! reduce_scatter_bench [--devices N] [--iters N] [--rounds N] [--warmup-ms MS] [--out DIR] [--quick] [--reps N]
 //! ```
 //! Writes `reduce_scatter.md` and `reduce_scatter.csv` to `--out` (default
 //! `.`). Exit status 0 only if every contender was correct.
@@ -65,6 +65,11 @@ struct Opts {
     /// One small shape (1024 p x 2048 x 2048).
     #[arg(long)]
     quick: bool,
+    /// Back-to-back calls per timed sample (the group synchronized after
+    /// each sample): for calls of tens of microseconds, where a host
+    /// synchronization per call would dominate.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10000))]
+    reps: usize,
 }
 
 /// One contender's timing: median wall ms, clock and power.
@@ -90,9 +95,11 @@ fn time(group: &DeviceGroup, o: &Opts, f: &mut dyn FnMut() -> Res<()>) -> Res<Ti
     let mut samples = Vec::with_capacity(o.iters);
     for _ in 0..o.iters {
         let t = Instant::now();
-        f()?;
+        for _ in 0..o.reps {
+            f()?;
+        }
         group.synchronize()?;
-        samples.push(t.elapsed().as_secs_f64() * 1e3);
+        samples.push(t.elapsed().as_secs_f64() * 1e3 / o.reps as f64);
     }
     Ok(Timed { ms: median(samples), clock: sampler.stop() })
 }

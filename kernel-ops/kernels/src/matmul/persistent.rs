@@ -73,21 +73,6 @@ pub fn matmul_persistent_ws<E: GemmElem, const BM: usize, const BN: usize, const
 /// ([`RowSource::loaded`] and [`RowSource::refill`]: nothing by default;
 /// the all-gather matmul's `ForwardRows` stores them to the next GPU).
 pub trait RowSource<E: GemmElem, const BM: usize>: Copy {
-    /// Sets the registers per thread of the producing warpgroup (called by
-    /// it first): by default the matmul's [`MEMORY_REGS`]. A source whose
-    /// producing thread keeps more state asks for more here and gives them
-    /// up in [`RowSource::compute_regs`] (the three warpgroups must fit the
-    /// SM's 64K registers: `kernel_device::wgmma::counts_fit`).
-    #[inline(always)]
-    fn producer_regs() {
-        setmaxnreg_dec::<MEMORY_REGS>();
-    }
-    /// Sets the registers per thread of the compute warpgroups (called by
-    /// them first): by default the matmul's [`COMPUTE_REGS`].
-    #[inline(always)]
-    fn compute_regs() {
-        setmaxnreg_inc::<COMPUTE_REGS>();
-    }
     /// The A/C tile row visited as the `pm`-th (a permutation of
     /// `0..m_tiles`).
     fn m_tile(&self, pm: u32) -> u32;
@@ -101,20 +86,12 @@ pub trait RowSource<E: GemmElem, const BM: usize>: Copy {
     fn order(&self, i: u32, (m_tiles, n_tiles): (u32, u32), grid_w: u32) -> (u32, u32) {
         planar_snake(i, (m_tiles, n_tiles), 0, grid_w)
     }
-    /// The K block a tile's K loop starts at (`< k_steps`; the loop wraps
-    /// around): 0 by default. Called by the producing thread once per
-    /// tile, before the tile's loads. The sum over K is the same in any order (up
-    /// to f32 rounding).
-    #[inline(always)]
-    fn k_start(&mut self, _tile: (u32, u32), _k_steps: u32) -> u32 {
-        0
-    }
     /// Run by the producing thread right after it issued the TMA loads of
-    /// the `k`-th of the `k_steps` K steps of tile `(m_tile, pn)`, K block
-    /// `kb`, as ring step `step`: A's tile lands in
-    /// `a_bufs.at(step.index())` ([`Producer::wait_full`] waits for it).
+    /// K step `k` of `k_steps` of tile `(m_tile, pn)` as ring step `step`:
+    /// A's tile lands in `a_bufs.at(step.index())`
+    /// ([`Producer::wait_full`] waits for it).
     #[inline(always)]
-    fn loaded<const S: usize>(&mut self, _producer: &Producer<'_, S>, _step: Step<S>, _tile: (u32, u32), _k: (u32, u32, u32), _a_bufs: Smem<[ATile<E, BM>; S]>) {}
+    fn loaded<const S: usize>(&mut self, _producer: &Producer<'_, S>, _step: Step<S>, _tile: (u32, u32), _k: (u32, u32), _a_bufs: Smem<[ATile<E, BM>; S]>) {}
     /// Run by the producing thread after it acquired ring slot `slot` and
     /// before its loads refill it: the place to wait for whatever still
     /// reads the slot's previous A tile.
@@ -164,28 +141,25 @@ pub fn matmul_persistent_ws_rows<E: GemmElem, R: RowSource<E, BM>, const BM: usi
     };
     let ring = Ring::new(&loaded, &consumed, 256);
     if warpgroup_idx() == 2 {
-        R::producer_regs();
+        setmaxnreg_dec::<MEMORY_REGS>();
         if thread_in_warpgroup() == 0 {
             let mut gate = rows;
             let mut producer = ring.producer();
             nd_loop(tiles, Collective::Blocks, |info| {
                 let (pm, pn) = tile(info.index[0]);
                 gate.ready(pm);
-                let start = gate.k_start((pm, pn), k_steps);
                 for k in 0..k_steps {
-                    // K block `k + start`, wrapped (`start < k_steps`).
-                    let kb = if k >= k_steps - start { k - (k_steps - start) } else { k + start };
                     let step = producer.step();
                     let slot = producer.acquire_tx(Tma::<ATile<E, BM>>::BYTES + Tma::<BTile<E, BN>>::BYTES);
                     gate.refill(slot.index());
-                    a.load(a_bufs.at(slot.index()), pm * BM as u32, kb * TK as u32, slot.barrier());
-                    b.load(b_bufs.at(slot.index()), pn * BN as u32, kb * TK as u32, slot.barrier());
-                    gate.loaded(&producer, step, (pm, pn), (k, kb, k_steps), a_bufs);
+                    a.load(a_bufs.at(slot.index()), pm * BM as u32, k * TK as u32, slot.barrier());
+                    b.load(b_bufs.at(slot.index()), pn * BN as u32, k * TK as u32, slot.barrier());
+                    gate.loaded(&producer, step, (pm, pn), (k, k_steps), a_bufs);
                 }
             });
         }
     } else {
-        R::compute_regs();
+        setmaxnreg_inc::<COMPUTE_REGS>();
         let row0 = warpgroup_idx_sync() as usize * BM / 2;
         let leader = thread_linear() == 0;
         let mut consumer = ring.consumer();
