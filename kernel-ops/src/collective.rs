@@ -23,8 +23,15 @@
 //! order, spinning on each flag before its first TMA load from that shard.
 //! No SM copies, no launch or tail per shard.
 //!
-//! On emulated devices the same schedules run with host copies first
-//! (correctness only: the kernels find every flag already set).
+//! [`AllGatherMatmul::run_forwarding`] drops the copy engines: one
+//! persistent kernel per device
+//! ([`kernel_ops_kernels::collective::allgather_matmul_fwd`]) whose CTAs
+//! store the A tiles they load to the next device by TMA and signal each
+//! row there (Pallas's collective matmul); one group launch.
+//!
+//! On emulated devices `run` and `run_persistent` run with host copies
+//! first (correctness only: the kernels find every flag already set);
+//! `run_forwarding` runs as on GPUs, under the race detector.
 use crate::matmul::{check_problem, Matmul, MatmulError};
 use crate::Ctas;
 use kernel_host::cudarc::driver::{sys, CudaEvent, CudaStream};
