@@ -52,9 +52,8 @@ type PersistentLaunch = fn(&AllGatherMatmul<'_>, usize, &Buffer<f16>, &Buffer<f1
 
 /// The [`allgather_matmul_ws`] instances `run_persistent` picks from:
 /// name, BM, launch.
-const PERSISTENT: [(&str, usize, PersistentLaunch); 3] = [
+const PERSISTENT: [(&str, usize, PersistentLaunch); 2] = [
     ("ws 128x256 s4 w8", 128, launch_persistent::<128, 256, 4, 8>),
-    ("ws 128x256 s4 w16", 128, launch_persistent::<128, 256, 4, 16>),
     ("ws 256x128 s3 w8", 256, launch_persistent::<256, 128, 3, 8>),
 ];
 

@@ -13,6 +13,7 @@ pub mod gated;
 pub mod hopper;
 pub mod simt;
 pub mod peer;
+pub mod group_timing;
 pub mod attention_ladder;
 pub mod ladder;
 pub mod blackwell;

@@ -94,7 +94,7 @@ impl<E: GemmElem, const BM: usize> RowSource<E, BM> for ShardRows {
 /// [`crate::matmul::matmul_persistent_ws`]'s (same roles, pipeline and
 /// epilogue, same constraints); only the tile-row order and the gate
 /// differ.
-#[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 256, 4, 8), (128, 256, 4, 16), (256, 128, 3, 8)))]
+#[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 256, 4, 8), (256, 128, 3, 8)))]
 #[allow(clippy::too_many_arguments)]
 pub fn allgather_matmul_ws<const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
     a: Tma<ATileOf<BM>>,

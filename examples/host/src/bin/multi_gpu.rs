@@ -31,15 +31,14 @@ use clap::Parser;
 use kernel_device::f16;
 use kernel_host::group::{DeviceGroup, PeerBuffer};
 use kernel_host::nccl::Nccl;
-use kernel_host::{randn_f16, randn_f32, Blas, ClockPower, ClockSampler};
+use kernel_host::{randn_f16, randn_f32, Blas, ClockPower};
 use kernel_ops::collective::{AllGatherMatmul, FORWARDING_TILE_ROWS};
 use kernel_ops::Matmul;
 use kernels::peer;
 use std::fmt::Write as _;
 use std::process::ExitCode;
-use std::time::Instant;
 
-type Res<T> = Result<T, Box<dyn std::error::Error>>;
+use examples::group_timing::{clock_text, rounds, Contender, Res, Timing};
 
 /// Benchmarks a group of GPUs with peer access: the seed's shard exchange
 /// and our ring all-gather against NCCL's all-gather, then the all-gather
@@ -84,63 +83,10 @@ struct Opts {
     skip_exchange: bool,
 }
 
-/// One contender's timing: median wall ms, clock and power.
-struct Timed {
-    ms: f64,
-    clock: Option<ClockPower>,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// Warm up `f` for `warmup_ms`, then time `iters` runs (each followed by
-/// the group's synchronization): the median, with GPU 0's clock.
-fn time(group: &DeviceGroup, o: &Opts, f: &mut dyn FnMut() -> Res<()>) -> Res<Timed> {
-    let start = Instant::now();
-    while start.elapsed().as_secs_f64() * 1e3 < o.warmup_ms {
-        f()?;
-        group.synchronize()?;
+impl Opts {
+    fn timing(&self) -> Timing {
+        Timing { iters: self.iters, rounds: self.rounds, warmup_ms: self.warmup_ms, reps: self.reps }
     }
-    let sampler = ClockSampler::start(0);
-    let mut samples = Vec::with_capacity(o.iters);
-    for _ in 0..o.iters {
-        let t = Instant::now();
-        for _ in 0..o.reps {
-            f()?;
-        }
-        group.synchronize()?;
-        samples.push(t.elapsed().as_secs_f64() * 1e3 / o.reps as f64);
-    }
-    Ok(Timed { ms: median(samples), clock: sampler.stop() })
-}
-
-/// Runs every contender once per round, starting at another one each
-/// round; a contender's time is the median of its round medians.
-fn rounds(group: &DeviceGroup, o: &Opts, fs: &mut [(&str, Box<dyn FnMut() -> Res<()> + '_>)]) -> Res<Vec<Timed>> {
-    let n = fs.len();
-    let mut per: Vec<Vec<Timed>> = (0..n).map(|_| Vec::new()).collect();
-    for r in 0..o.rounds {
-        for i in 0..n {
-            let c = (r + i) % n;
-            let t = time(group, o, &mut *fs[c].1)?;
-            eprintln!("  round {r}: {:<40} {:8.3} ms", fs[c].0, t.ms);
-            per[c].push(t);
-        }
-    }
-    Ok(per
-        .into_iter()
-        .map(|ts| {
-            let ms = median(ts.iter().map(|t| t.ms).collect());
-            let clock = ts.iter().find_map(|t| t.clock);
-            Timed { ms, clock }
-        })
-        .collect())
-}
-
-fn clock_text(c: &Option<ClockPower>) -> String {
-    c.map(|c| format!("{:.0} MHz, {:.0} W", c.sm_mhz, c.power_w)).unwrap_or_else(|| "-".into())
 }
 
 fn main() -> ExitCode {
@@ -199,7 +145,7 @@ fn run() -> Res<bool> {
         let ok_ring = group.download(&ring_out)?.iter().all(|g| *g == want_gather);
         let ok_nccl = group.download(&gathered)?.iter().all(|g| *g == want_gather);
         all_ok &= ok_exchange && ok_ring && ok_nccl;
-        let mut fs: Vec<(&str, Box<dyn FnMut() -> Res<()> + '_>)> = vec![
+        let mut fs: Vec<Contender<'_>> = vec![
             ("NCCL all-gather", Box::new(|| Ok(nccl.all_gather(&x, &mut gathered)?))),
             ("exchange_shards (bulk copies, ours)", Box::new(|| {
                 exchange.launch(grid, |r| (x.on(r), y.on(r), sems.on(r)))?;
@@ -210,7 +156,7 @@ fn run() -> Res<bool> {
                 Ok(())
             })),
         ];
-        let ts = rounds(&group, &o, &mut fs)?;
+        let ts = rounds(&group, o.timing(), &mut fs)?;
         let names: Vec<&str> = fs.iter().map(|f| f.0).collect();
         let nccl_gbs = bytes_gather / (ts[0].ms * 1e-3) / 1e9;
         for (i, t) in ts.iter().enumerate() {
@@ -315,7 +261,7 @@ fn allgather_matmul(group: &DeviceGroup, nccl: &Nccl, o: &Opts, (m, n, k): (usiz
     // the timed rounds).
     macro_rules! contenders {
         () => {{
-            let mut v: Vec<(&str, Box<dyn FnMut() -> Res<()> + '_>)> = vec![
+            let mut v: Vec<Contender<'_>> = vec![
                 ("NCCL all-gather + cuBLAS", Box::new(|| {
                     nccl.all_gather(&a_shard, &mut a_full)?;
                     for d in 0..p {
@@ -384,7 +330,7 @@ fn allgather_matmul(group: &DeviceGroup, nccl: &Nccl, o: &Opts, (m, n, k): (usiz
     }
     let ok: Vec<bool> = errs.iter().map(|&e| e < 2e-3).collect();
     let mut fs = contenders!();
-    let ts = rounds(group, o, &mut fs)?;
+    let ts = rounds(group, o.timing(), &mut fs)?;
     // The index of "cuBLAS on one shard".
     const SHARD: usize = 5;
     let bound_ms = p as f64 * ts[SHARD].ms;

@@ -28,14 +28,13 @@ use clap::Parser;
 use kernel_device::f16;
 use kernel_host::group::DeviceGroup;
 use kernel_host::nccl::Nccl;
-use kernel_host::{randn_f16, Blas, ClockPower, ClockSampler};
+use kernel_host::{randn_f16, Blas, ClockPower};
 use kernel_ops::reduce_scatter::{ReduceScatterMatmul, TILE_ROWS};
 use kernel_ops::Matmul;
 use std::fmt::Write as _;
 use std::process::ExitCode;
-use std::time::Instant;
 
-type Res<T> = Result<T, Box<dyn std::error::Error>>;
+use examples::group_timing::{clock_text, rounds, Contender, Res, Timing};
 
 /// Benchmarks the reduce-scatter matmul
 /// (`kernel_ops::reduce_scatter::ReduceScatterMatmul`) against per-device
@@ -72,63 +71,10 @@ struct Opts {
     reps: usize,
 }
 
-/// One contender's timing: median wall ms, clock and power.
-struct Timed {
-    ms: f64,
-    clock: Option<ClockPower>,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// Warm up `f` for `warmup_ms`, then time `iters` runs (each followed by
-/// the group's synchronization): the median, with GPU 0's clock.
-fn time(group: &DeviceGroup, o: &Opts, f: &mut dyn FnMut() -> Res<()>) -> Res<Timed> {
-    let start = Instant::now();
-    while start.elapsed().as_secs_f64() * 1e3 < o.warmup_ms {
-        f()?;
-        group.synchronize()?;
+impl Opts {
+    fn timing(&self) -> Timing {
+        Timing { iters: self.iters, rounds: self.rounds, warmup_ms: self.warmup_ms, reps: self.reps }
     }
-    let sampler = ClockSampler::start(0);
-    let mut samples = Vec::with_capacity(o.iters);
-    for _ in 0..o.iters {
-        let t = Instant::now();
-        for _ in 0..o.reps {
-            f()?;
-        }
-        group.synchronize()?;
-        samples.push(t.elapsed().as_secs_f64() * 1e3 / o.reps as f64);
-    }
-    Ok(Timed { ms: median(samples), clock: sampler.stop() })
-}
-
-/// Runs every contender once per round, starting at another one each
-/// round; a contender's time is the median of its round medians.
-fn rounds(group: &DeviceGroup, o: &Opts, fs: &mut [(&str, Box<dyn FnMut() -> Res<()> + '_>)]) -> Res<Vec<Timed>> {
-    let n = fs.len();
-    let mut per: Vec<Vec<Timed>> = (0..n).map(|_| Vec::new()).collect();
-    for r in 0..o.rounds {
-        for i in 0..n {
-            let c = (r + i) % n;
-            let t = time(group, o, &mut *fs[c].1)?;
-            eprintln!("  round {r}: {:<48} {:8.3} ms", fs[c].0, t.ms);
-            per[c].push(t);
-        }
-    }
-    Ok(per
-        .into_iter()
-        .map(|ts| {
-            let ms = median(ts.iter().map(|t| t.ms).collect());
-            let clock = ts.iter().find_map(|t| t.clock);
-            Timed { ms, clock }
-        })
-        .collect())
-}
-
-fn clock_text(c: &Option<ClockPower>) -> String {
-    c.map(|c| format!("{:.0} MHz, {:.0} W", c.sm_mhz, c.power_w)).unwrap_or_else(|| "-".into())
 }
 
 fn main() -> ExitCode {
@@ -198,7 +144,7 @@ fn shape(group: &DeviceGroup, o: &Opts, nccl: &Nccl, blas: &[Blas], rs: &ReduceS
     let flops = 2.0 * m as f64 * n as f64 * k as f64;
     macro_rules! contenders {
         () => {{
-            let v: Vec<(&str, Box<dyn FnMut() -> Res<()> + '_>)> = vec![
+            let v: Vec<Contender<'_>> = vec![
                 ("cuBLAS partials + NCCL reduce-scatter", Box::new(|| {
                     for d in 0..p {
                         blas[d].gemm_nt(m, n, k, a.part(d).cuda()?, b.part(d).cuda()?, partial.part_mut(d).cuda_mut()?)?;
@@ -233,7 +179,7 @@ fn shape(group: &DeviceGroup, o: &Opts, nccl: &Nccl, blas: &[Blas], rs: &ReduceS
     }
     let ok = errs.map(|e| e < 2e-3);
     let mut fs = contenders!();
-    let ts = rounds(group, o, &mut fs)?;
+    let ts = rounds(group, o.timing(), &mut fs)?;
     for (i, t) in ts.iter().enumerate() {
         let tf = flops / (t.ms * 1e-3) / 1e12;
         writeln!(md, "| {} | {:.3} | {:.1} | {:.3}x | {} | {} ({:.1e}) |", fs[i].0, t.ms, tf, ts[0].ms / t.ms, clock_text(&t.clock), if ok[i] { "yes" } else { "NO" }, errs[i])?;
