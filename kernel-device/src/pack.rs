@@ -71,6 +71,16 @@ pub fn pack_words<T: Pack16>(p: T::Pack) -> [u32; 4] {
     unsafe { core::mem::transmute_copy(&p) }
 }
 
+/// The inverse of [`pack_words`]: four 32-bit words as a pack (word `i` =
+/// bytes `4 i ..`, little endian), such as four packed `f16x2` conversions
+/// ([`crate::cvt::pack_f16x2`]) as the 8 f16 of one 16-byte store.
+#[inline(always)]
+pub fn words_pack<T: Pack16>(w: [u32; 4]) -> T::Pack {
+    // SAFETY: `Pack16`'s contract: `T::Pack` is 16 bytes of plain data, for
+    // which every bit pattern is a value.
+    unsafe { core::mem::transmute_copy(&w) }
+}
+
 // ----- the raw accesses' width and words (`gmem::raw`, `smem::raw`) -----------
 
 /// Compile-time check of the access width.
@@ -117,5 +127,8 @@ mod tests {
     fn pack_words_are_little_endian() {
         let p: [u16; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
         assert_eq!(pack_words::<u16>(p), [0x0002_0001, 0x0004_0003, 0x0006_0005, 0x0008_0007]);
+        assert_eq!(words_pack::<u16>([0x0002_0001, 0x0004_0003, 0x0006_0005, 0x0008_0007]), p);
+        let h = [1.5f32, -2.0, 0.25, 3.0, 0.0, -0.5, 8.0, 65504.0].map(f16::from_f32);
+        assert_eq!(words_pack::<f16>(pack_words::<f16>(h)), h);
     }
 }

@@ -12,13 +12,16 @@
 //! device**, all together
 //! ([`kernel_ops_kernels::reduce_scatter::reduce_scatter_matmul_ws`]):
 //! each device computes the tiles of the other devices' row blocks first
-//! and writes each one's f32 accumulators straight into its owner's
-//! receive buffer over NVLink, signalling the owner's counter of that
-//! tile (system-scope release); then it computes its own block, and each
-//! of its tiles waits for the other devices' `p - 1` partials
-//! (system-scope acquire), adds them and stores the f16 sum. The
-//! reduction runs inside the matmul: no separate reduce-scatter, no f16
-//! rounding of the partials.
+//! and writes each one's accumulators, rounded to f16, straight into its
+//! owner's receive buffer over NVLink, signalling the owner's counter of
+//! that tile (system-scope release) once its next tile's MMAs are done;
+//! then it computes its own block, and each of its tiles waits for the
+//! other devices' `p - 1` partials (system-scope acquire), adds them to
+//! its own f32 accumulators in f32 and stores the f16 sum. The reduction
+//! runs inside the matmul: no separate reduce-scatter. Each other
+//! device's partial is rounded to f16 once, as in the baseline (a matmul
+//! writing f16, then a reduce-scatter of f16), and the sum is rounded
+//! once more; the device's own partial is not rounded.
 //!
 //! The baseline it replaces is a matmul per device (each device's partial
 //! `C`, `M x N`) followed by an NCCL reduce-scatter.
@@ -59,7 +62,7 @@ pub const INSTANCE_NAMES: [&str; INSTANCES.len()] = [INSTANCES[0].0, INSTANCES[1
 
 /// The parameters of `reduce_scatter_matmul_ws<BM, BN, ..>`.
 type Params<const BM: usize, const BN: usize> =
-    (TensorMapParam<ATileOf<BM>>, TensorMapParam<BTileOf<BN>>, TensorMapParam<EpiTileOf<BM>>, PeerGmem<f32>, PeerGmem<u32>, u32, u32, u32);
+    (TensorMapParam<ATileOf<BM>>, TensorMapParam<BTileOf<BN>>, TensorMapParam<EpiTileOf<BM>>, PeerGmem<f16>, PeerGmem<u32>, u32, u32, u32);
 
 /// Launches `reduce_scatter_matmul_ws<BM, BN, STAGES, GRID_W>` on every
 /// device of the group (shapes checked by the caller).
@@ -106,8 +109,8 @@ fn invalid(problem: String) -> MatmulError {
 pub struct ReduceScatterMatmul<'g> {
     group: &'g DeviceGroup,
     program: GroupProgram,
-    /// Per device: `p - 1` slots of f32 partial tiles, one per sender.
-    recv: RefCell<Option<PeerBuffer<f32>>>,
+    /// Per device: `p - 1` slots of f16 partial tiles, one per sender.
+    recv: RefCell<Option<PeerBuffer<f16>>>,
     /// Per device: one counter per tile of its row block, zero between
     /// calls.
     ready: RefCell<Option<PeerBuffer<u32>>>,
@@ -159,7 +162,8 @@ impl<'g> ReduceScatterMatmul<'g> {
     /// `c.part(d)` = row block `d` (rows `d m/p ..`, `m/p x n`, f16) of
     /// `Σ_j a.part(j) · b.part(j)ᵀ`, where `a.part(j)` is `m x k_shard` and
     /// `b.part(j)` is `n x k_shard` (row-major f16) on device `j`; the sum
-    /// in f32. Asynchronous on GPUs (synchronize the group before reading
+    /// in f32, of the other devices' partials each rounded to f16 (module
+    /// docs). Asynchronous on GPUs (synchronize the group before reading
     /// `c`).
     ///
     /// Errors, each naming the rule, the values and the fix: buffers not
@@ -208,11 +212,11 @@ impl<'g> ReduceScatterMatmul<'g> {
         r
     }
 
-    /// Grows the receive buffers to `recv` f32 and the counters to
+    /// Grows the receive buffers to `recv` f16 and the counters to
     /// `counters` words per device (zeroed when new).
     fn ensure_buffers(&self, recv: usize, counters: usize) -> Result<(), MatmulError> {
         if self.recv.borrow().as_ref().is_none_or(|x| x.len() < recv) {
-            self.recv.replace(Some(self.group.zeros::<f32>(recv.max(1))?));
+            self.recv.replace(Some(self.group.zeros::<f16>(recv.max(1))?));
         }
         if self.ready.borrow().as_ref().is_none_or(|x| x.len() < counters) {
             self.ready.replace(Some(self.group.zeros::<u32>(counters.max(1))?));

@@ -9,25 +9,32 @@
 //! row block `o` (rows `o M/p ..`) belongs to device `o`. Each device
 //! visits the row blocks of the other devices first (`d + 1`, `d + 2`, ..
 //! mod `p`) and its own last. A tile of another device's block leaves as
-//! its f32 accumulators, written straight from the registers into the
-//! owner's receive buffer (a [`PeerGmem`], coalesced 16-byte stores over
-//! NVLink), and the owner's counter of that tile is signalled
-//! (system-scope release). A tile of its own block, once its own partial
-//! is in the registers, waits for its `p - 1` counts (system-scope
-//! acquire), adds the other devices' partials in f32 and goes out as f16
-//! through the matmul's TMA-store epilogue.
+//! f16 (its f32 accumulators rounded once, as the partial `C` of a
+//! matmul followed by a reduce-scatter is), written straight from the
+//! registers into the owner's receive buffer (a [`PeerGmem`], coalesced
+//! 16-byte stores over NVLink), and the owner's counter of that tile is
+//! signalled (system-scope release) once the next tile's MMAs are done,
+//! so that the compute warps do not wait for NVLink's acknowledgements.
+//! A tile of its own block, once its own partial is in the registers,
+//! waits for its `p - 1` counts (system-scope acquire), adds the other
+//! devices' partials in f32 and goes out as f16 through the matmul's
+//! TMA-store epilogue.
 //!
 //! Since every CTA runs all of its foreign tiles before any of its own
 //! (foreign tiles have the lower tile indices, and [`nd_loop`] runs a
-//! CTA's tiles in index order), no CTA waits before every foreign tile
-//! it owes has been sent: with every CTA of every device resident (a
-//! persistent grid of at most one CTA per SM, the group's kernels
-//! launched together) the waits always end.
+//! CTA's tiles in index order), and signals its last foreign tile before
+//! its first wait, no CTA waits before every foreign tile it owes has
+//! been sent: with every CTA of every device resident (a persistent grid
+//! of at most one CTA per SM, the group's kernels launched together) the
+//! waits always end.
 use crate::gemm::{check_tile, ATileOf, BTileOf, EpiTileOf, Stores, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
 use kernel_device::array::regs::unroll;
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
 use kernel_device::peer::{PeerGmem, MAX_PEER_DEVICES};
 use kernel_device::semaphore::raw::{atom_cas_acquire_sys, ld_acquire_sys, nanosleep, red_release_sys_add};
+use kernel_device::cvt::{pack_f16x2, F16x2};
+use kernel_device::f16;
+use kernel_device::pack::{pack_words, words_pack, Pack16};
 use kernel_device::pipeline::Ring;
 use kernel_device::prelude::*;
 use kernel_device::tma::{commit_group, wait_group};
@@ -36,13 +43,13 @@ use kernel_device::Barriers;
 
 /// The compute threads of a CTA (two warpgroups): a partial tile in the
 /// receive buffer is laid out by thread (element `r` of compute thread
-/// `t` at `(r / 4) * 1024 + 4 t + r % 4`), so each warp's 16-byte stores
+/// `t` at `(r / 8) * 2048 + 8 t + r % 8`), so each warp's 16-byte stores
 /// cover 512 contiguous bytes, and the owner, whose threads hold the same
 /// fragments, reads it back the same way.
 pub const RS_THREADS: usize = 256;
 
 /// Elements of the receive buffer of each device: `p - 1` slots (one per
-/// other device) of `block_tiles x n_tiles` tiles of `bm x bn` f32.
+/// other device) of `block_tiles x n_tiles` tiles of `bm x bn` f16.
 pub const fn recv_len(p: usize, block_tiles: usize, n_tiles: usize, bm: usize, bn: usize) -> usize {
     p.saturating_sub(1) * block_tiles * n_tiles * bm * bn
 }
@@ -98,24 +105,24 @@ fn opaque_ptr<T>(p: *mut T) -> *mut T {
     }
 }
 
-/// Four f32 of `g` from element `i` in one 16-byte load: as
-/// [`Gmem::read_v4`] without its per-access checks on the GPU (one range
-/// check per tile instead: with the 128 accumulators of a `128 x 256` tile
-/// live, the checks' registers spilled); checked, and seen by the race
-/// detector, on the emulator.
+/// The 16 bytes of `g` from element `i` in one load: as [`Gmem::read_v4`]
+/// without its per-access checks on the GPU (one range check per tile
+/// instead: with the 128 accumulators of a `128 x 256` tile live, the
+/// checks' registers spilled); checked, and seen by the race detector, on
+/// the emulator.
 ///
 /// # Safety
-/// `i + 4 <= g.len()` and `i` is a multiple of 4 (the part starts 16-byte
-/// aligned, as every host buffer does).
+/// `i + T::LANES <= g.len()` and `i` is a multiple of `T::LANES` (the part
+/// starts 16-byte aligned, as every host buffer does).
 #[inline(always)]
 #[track_caller]
-unsafe fn read_v4_unchecked(g: Gmem<f32>, i: usize) -> [f32; 4] {
+unsafe fn read_v4_unchecked<T: Pack16>(g: Gmem<T>, i: usize) -> T::Pack {
     #[cfg(target_arch = "nvptx64")]
     {
         #[repr(C, align(16))]
-        struct V4([f32; 4]);
+        struct V4<P>(P);
         // SAFETY: the caller's contract: in bounds and 16-byte aligned.
-        unsafe { (g.ptr().wrapping_add(i).as_raw_unchecked() as *const V4).read().0 }
+        unsafe { (g.ptr().wrapping_add(i).as_raw_unchecked() as *const V4<T::Pack>).read().0 }
     }
     #[cfg(not(target_arch = "nvptx64"))]
     {
@@ -176,7 +183,7 @@ pub fn rs_tile(i: u32, rank: u32, p: u32, block_tiles: u32, n_tiles: u32, grid_w
 /// (module docs): `a` maps this device's `A_d` (`M x K/p`, `M = p x
 /// block_tiles x BM`), `b` its `B_d` (`N x K/p`), `c` its output row block
 /// (`M/p x N`, f16); `recv` is every device's receive buffer (at least
-/// [`recv_len`] f32 each) and `ready` every device's tile counters (u32, at
+/// [`recv_len`] f16 each) and `ready` every device's tile counters (u32, at
 /// least `block_tiles x n_tiles` each, zero at the launch and zero again
 /// when every device's kernel has returned: each wait consumes its
 /// counts, so repeated launches need no reset). The rank and the device
@@ -191,12 +198,16 @@ pub fn rs_tile(i: u32, rank: u32, p: u32, block_tiles: u32, n_tiles: u32, grid_w
 ///    `STAGES` slots; the compute warpgroups accumulate their `BM / 2 x BN`
 ///    halves with wgmma, as in [`crate::matmul::matmul_persistent_ws`];
 /// 3. a tile of device `o`'s block (`o != rank`): every compute thread
-///    writes its accumulators to slot [`recv_slot`]`(rank, o, p)` of `o`'s
-///    receive buffer, the compute warpgroups meet, and thread 0 signals
-///    `o`'s counter of the tile (`red.release.sys`: the CTA's writes,
-///    ordered before it by the barrier, are visible to whoever acquires
-///    the count);
-/// 4. a tile of its own block: thread 0 waits until the tile's counter
+///    writes its accumulators as f16 to slot [`recv_slot`]`(rank, o, p)`
+///    of `o`'s receive buffer and the compute warpgroups meet; thread 0
+///    signals `o`'s counter of the tile (`red.release.sys`: the CTA's
+///    writes, ordered before it by the barrier, are visible to whoever
+///    acquires the count) after the MMAs of the CTA's next tile, or before
+///    the CTA's first wait, or at its end, whichever comes first: by then
+///    the writes have crossed NVLink, and the release does not hold the
+///    warpgroup while they do;
+/// 4. a tile of its own block: thread 0 signals the tile it still owes,
+///    then waits until the tile's counter
 ///    holds `p - 1` counts and consumes them (`ld.acquire.sys`, then a
 ///    compare-and-swap), the compute warpgroups meet, every thread adds
 ///    the `p - 1` partials from its receive buffer (in slot order) to its
@@ -213,7 +224,7 @@ pub fn reduce_scatter_matmul_ws<const BM: usize, const BN: usize, const STAGES: 
     a: Tma<ATileOf<BM>>,
     b: Tma<BTileOf<BN>>,
     c: Tma<EpiTileOf<BM>>,
-    recv: PeerGmem<f32>,
+    recv: PeerGmem<f16>,
     ready: PeerGmem<u32>,
     block_tiles: u32,
     n_tiles: u32,
@@ -257,6 +268,9 @@ pub fn reduce_scatter_matmul_ws<const BM: usize, const BN: usize, const STAGES: 
         let mut consumer = ring.consumer();
         let mut sub_tiles = 0u32;
         let slots = (block_tiles * n_tiles) as usize;
+        // The foreign tile whose signal thread 0 still owes: `(owner,
+        // local)`, or `owner == rank` for none.
+        let mut owed = (rank, 0u32);
         nd_loop(tiles, Collective::Blocks, |info| {
             let (pm, pn) = tile(info.index[0]);
             let owner = pm / block_tiles;
@@ -269,24 +283,31 @@ pub fn reduce_scatter_matmul_ws<const BM: usize, const BN: usize, const STAGES: 
             });
             consumer.release_after_wgmma::<0>();
             acc.blocks[0].fence_operands();
+            // The previous foreign tile's writes were ordered before this
+            // thread by the barrier after them; a tile of MMAs later they
+            // have reached the owner, and the release is short.
+            if leader && owed.0 != rank {
+                signal(part(&ready, owed.0), owed.1 as usize);
+                owed = (rank, 0);
+            }
             let regs: &mut [f32] = acc.blocks[0].regs.as_mut();
-            let chunks = regs.len() / 4;
+            let chunks = regs.len() / 8;
             if owner != rank {
                 let dst = part(&recv, owner);
                 let base = (recv_slot(rank, owner, p) as usize * slots + local as usize) * tile_len;
                 assert!(base + tile_len <= dst.len(), "reduce_scatter_matmul_ws: the receive buffer is shorter than recv_len");
-                // SAFETY: `base + (q RS_THREADS + t) 4 + 4 <= base +
-                // tile_len <= len` (asserted: `4 chunks RS_THREADS =
-                // tile_len`), a multiple of 4.
-                unroll(chunks, |q| unsafe {
-                    dst.write_v4_unchecked(base + (q * RS_THREADS + t) * 4, [regs[4 * q], regs[4 * q + 1], regs[4 * q + 2], regs[4 * q + 3]])
+                unroll(chunks, |q| {
+                    let r = &regs[8 * q..8 * q + 8];
+                    let words = [pack_f16x2(r[0], r[1]), pack_f16x2(r[2], r[3]), pack_f16x2(r[4], r[5]), pack_f16x2(r[6], r[7])];
+                    // SAFETY: `base + (q RS_THREADS + t) 8 + 8 <= base +
+                    // tile_len <= len` (asserted: `8 chunks RS_THREADS =
+                    // tile_len`), a multiple of 8.
+                    unsafe { dst.write_v4_unchecked(base + (q * RS_THREADS + t) * 8, words_pack::<f16>(words)) }
                 });
                 // Every compute thread's writes precede the signal (the
                 // barrier orders them before thread 0's release).
                 COMPUTE_BARRIER.sync();
-                if leader {
-                    signal(part(&ready, owner), local as usize);
-                }
+                owed = (owner, local);
             } else {
                 if leader {
                     wait(part(&ready, rank), local as usize, p - 1);
@@ -299,10 +320,14 @@ pub fn reduce_scatter_matmul_ws<const BM: usize, const BN: usize, const STAGES: 
                     let base = (s as usize * slots + local as usize) * tile_len;
                     assert!(base + tile_len <= mine.len(), "reduce_scatter_matmul_ws: the receive buffer is shorter than recv_len");
                     unroll(chunks, |q| {
-                        // SAFETY: `base + (q RS_THREADS + t) 4 + 4 <= base +
-                        // tile_len <= len` (asserted), a multiple of 4.
-                        let v = unsafe { read_v4_unchecked(mine, base + (q * RS_THREADS + t) * 4) };
-                        unroll(4, |x| regs[4 * q + x] += v[x]);
+                        // SAFETY: `base + (q RS_THREADS + t) 8 + 8 <= base +
+                        // tile_len <= len` (asserted), a multiple of 8.
+                        let v = pack_words::<f16>(unsafe { read_v4_unchecked(mine, base + (q * RS_THREADS + t) * 8) });
+                        unroll(4, |x| {
+                            let (lo, hi) = F16x2(v[x]).to_f32();
+                            regs[8 * q + 2 * x] += lo;
+                            regs[8 * q + 2 * x + 1] += hi;
+                        });
                     });
                     s += 1;
                 }
@@ -320,6 +345,9 @@ pub fn reduce_scatter_matmul_ws<const BM: usize, const BN: usize, const STAGES: 
             }
         });
         if leader {
+            if owed.0 != rank {
+                signal(part(&ready, owed.0), owed.1 as usize);
+            }
             wait_group::<0>();
         }
     }
