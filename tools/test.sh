@@ -20,12 +20,13 @@ fi
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace
 # The ptxas report is printed by a documented command.
 tools/ptxas-report.sh kernels | grep -c "registers" > /dev/null
-# The template of the book's "Your own kernels crate" chapter, built from
-# a copy outside the repository (ptxas required, its report printed), its
-# host program and tests run, its Python crate's wheel built and its pytest
-# tests run on the emulator.
-tools/template-check.sh
 cargo test --workspace "$@"
 # The Python package (python/): the wheel built and its tests on the
 # emulator with NumPy arrays.
 tools/python-test.sh
+# The template of the book's "Your own kernels crate" chapter, built from
+# a copy outside the repository (ptxas required, its report printed), its
+# host program and tests run, its Python crate's wheel built and its pytest
+# tests run on the emulator. Last: its builds share the target directory,
+# and reuse the crates the steps above compiled with the same settings.
+tools/template-check.sh
