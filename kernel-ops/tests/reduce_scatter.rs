@@ -143,13 +143,29 @@ fn each_device_visits_every_tile_once_other_blocks_first() {
         for (block_tiles, n_tiles, grid_w) in [(1, 1, 8), (3, 5, 2), (16, 32, 8), (5, 3, 16)] {
             let tiles = p * block_tiles * n_tiles;
             let foreign = (p - 1) * block_tiles * n_tiles;
+            // index[rank][tile]: where device `rank` visits the tile.
+            let mut index = vec![vec![u32::MAX; tiles as usize]; p as usize];
             for rank in 0..p {
-                let mut seen = vec![false; tiles as usize];
                 for i in 0..tiles {
                     let (pm, pn) = rs_tile(i, rank, p, block_tiles, n_tiles, grid_w);
                     assert!(pm < p * block_tiles && pn < n_tiles, "tile {i} of rank {rank}: ({pm}, {pn}) out of range");
-                    assert!(!std::mem::replace(&mut seen[(pm * n_tiles + pn) as usize], true), "tile ({pm}, {pn}) visited twice");
+                    let seen = std::mem::replace(&mut index[rank as usize][(pm * n_tiles + pn) as usize], i);
+                    assert_eq!(seen, u32::MAX, "rank {rank}: tile ({pm}, {pn}) visited twice");
                     assert_eq!(pm / block_tiles == rank, i >= foreign, "rank {rank}, index {i}: its own block comes last");
+                }
+            }
+            // The kernel's deadlock freedom: an owner's wait for a tile
+            // needs only lower indices on the senders (module docs).
+            for owner in 0..p {
+                for t in 0..tiles {
+                    if t / n_tiles / block_tiles != owner {
+                        continue;
+                    }
+                    let mine = index[owner as usize][t as usize];
+                    for sender in (0..p).filter(|&s| s != owner) {
+                        let theirs = index[sender as usize][t as usize];
+                        assert!(theirs < mine, "p {p}: owner {owner} visits its tile {t} at {mine}, sender {sender} at {theirs}");
+                    }
                 }
             }
             // Each owner's p - 1 senders take distinct slots.
