@@ -11,8 +11,9 @@
 //! 3. **ReduceScatterMatmul::run** (ours): one persistent kernel per
 //!    device, the reduction inside the matmul's epilogue over NVLink;
 //!
-//! and, as the bound no overlap can beat, cuBLAS's partials alone (no
-//! reduce-scatter; its output is not a contender's and is not checked).
+//! and, as the bounds no overlap can beat, cuBLAS's partials alone and
+//! `kernel_ops::matmul`'s (no reduce-scatter; their outputs are not a
+//! contender's and are not checked).
 //!
 //! Every output is checked against cuBLAS on the unsharded problem (one
 //! GEMM over the whole K on GPU 0: f32 accumulation, one rounding),
@@ -135,6 +136,7 @@ fn shape(group: &DeviceGroup, o: &Opts, nccl: &Nccl, blas: &[Blas], rs: &ReduceS
     let mut partial = group.zeros::<f16>(m * n)?;
     let mut partial2 = group.zeros::<f16>(m * n)?;
     let mut partial3 = group.zeros::<f16>(m * n)?;
+    let mut partial4 = group.zeros::<f16>(m * n)?;
     // NaN until written: a row block a contender misses fails the check.
     let nan_blocks = vec![vec![f16::NAN; rows * n]; p];
     let mut c_blas = group.upload(&nan_blocks)?;
@@ -165,6 +167,12 @@ fn shape(group: &DeviceGroup, o: &Opts, nccl: &Nccl, blas: &[Blas], rs: &ReduceS
                 ("bound: cuBLAS partials alone, no reduce-scatter", Box::new(|| {
                     for d in 0..p {
                         blas[d].gemm_nt(m, n, k, a.part(d).cuda()?, b.part(d).cuda()?, partial3.part_mut(d).cuda_mut()?)?;
+                    }
+                    Ok(())
+                })),
+                ("bound: kernel_ops::matmul partials alone", Box::new(|| {
+                    for d in 0..p {
+                        mms[d].matmul(a.part(d), (m, k), b.part(d), (n, k), partial4.part_mut(d))?;
                     }
                     Ok(())
                 })),
