@@ -135,17 +135,40 @@ impl<T: Copy> PeerGmem<T> {
         }
         // A select per slot rather than `ptrs[device]`: a dynamic index
         // into a kernel parameter's array copies the parameter to local
-        // memory (a 80-byte stack frame per `PeerGmem`).
-        let mut ptr = self.ptrs[0];
+        // memory (an 80-byte stack frame per `PeerGmem`). Each address
+        // passes through `opaque_ptr` first: without it the compiler turned
+        // the selects back into that indexed load where `remote` ran inside
+        // a loop (the reduce-scatter matmul's tile loop).
+        let mut ptr = opaque_ptr(self.ptrs[0]);
         let mut i = 1;
         while i < MAX_PEER_DEVICES {
+            let candidate = opaque_ptr(self.ptrs[i]);
             if i as u32 == device {
-                ptr = self.ptrs[i];
+                ptr = candidate;
             }
             i += 1;
         }
         // SAFETY: `from_raw_parts`' contract for `device < count`.
         unsafe { Gmem::from_raw_parts(ptr, self.len) }
+    }
+}
+
+/// `p`, which the compiler must treat as a value computed here (an empty
+/// `asm!` with `p` in and out of one register: no instruction), so that a
+/// select among such values stays a select.
+#[inline(always)]
+fn opaque_ptr<T>(p: *mut T) -> *mut T {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let mut a = p as u64;
+        // SAFETY: no instruction; `a` stays in its register. Not `pure`, so
+        // it is neither merged with another nor hoisted.
+        unsafe { core::arch::asm!("// opaque {0}", inout(reg64) a, options(nomem, nostack, preserves_flags)) };
+        a as *mut T
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        p
     }
 }
 

@@ -15,6 +15,8 @@ export LD_LIBRARY_PATH="/tmp/mgpu/lib:${LD_LIBRARY_PATH:-}"
 { nvidia-smi; nvidia-smi topo -m; date -u; } > "$out/topology.txt" 2>&1
 cd /tmp/mgpu
 s=0
+timeout 150 ./collective_tests --ignored --nocapture > "$out/collective_tests.txt" 2>&1 || s=1
+tail -n 4 "$out/collective_tests.txt"
 timeout 150 ./reduce_scatter_tests --ignored --nocapture > "$out/reduce_scatter_tests.txt" 2>&1 || s=1
 tail -n 8 "$out/reduce_scatter_tests.txt"
 timeout 200 ./reduce_scatter_bench --devices 2 --reps 5 --iters 20 --rounds 3 --out "$out/rs" > "$out/rs/reduce_scatter.txt" 2>&1 || s=1

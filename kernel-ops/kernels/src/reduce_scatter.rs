@@ -30,7 +30,7 @@
 use crate::gemm::{check_tile, ATileOf, BTileOf, EpiTileOf, Stores, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
 use kernel_device::array::regs::unroll;
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
-use kernel_device::peer::{PeerGmem, MAX_PEER_DEVICES};
+use kernel_device::peer::PeerGmem;
 use kernel_device::semaphore::raw::{atom_cas_acquire_sys, ld_acquire_sys, nanosleep, red_release_sys_add};
 use kernel_device::cvt::{pack_f16x2, F16x2};
 use kernel_device::f16;
@@ -59,50 +59,6 @@ pub const fn recv_len(p: usize, block_tiles: usize, n_tiles: usize, bm: usize, b
 #[inline(always)]
 pub fn recv_slot(sender: u32, owner: u32, p: u32) -> u32 {
     (sender + 2 * p - owner - 1) % p
-}
-
-/// Device `device`'s part of `peers` (`device < count`, which the
-/// callers' ranks are), as [`PeerGmem::remote`] but picked among values:
-/// each device's address is read from the parameter by a constant index
-/// (a constant-bank operand, no register held across the tile loop) and
-/// passes through [`opaque_ptr`] before the select. `remote` with a
-/// run-time device inside this kernel's tile loop had the compiler turn
-/// its select among the addresses into a load through a selected address,
-/// which copies the parameter to local memory (an 80-byte stack frame per
-/// `PeerGmem`).
-#[inline(always)]
-fn part<T: Copy>(peers: &PeerGmem<T>, device: u32) -> Gmem<T> {
-    let mut ptr = core::ptr::null_mut::<T>();
-    unroll(MAX_PEER_DEVICES, |d| {
-        if (d as u32) < peers.count() {
-            // SAFETY: only the address is taken; the access goes through
-            // a `Gmem` of the part's length (below).
-            let candidate = opaque_ptr(unsafe { peers.remote(d as u32).ptr().as_raw_unchecked() });
-            if d as u32 == device {
-                ptr = candidate;
-            }
-        }
-    });
-    // SAFETY: a part of the `PeerGmem` parameter (its address and length,
-    // valid for the kernel's lifetime), or for a device outside the group
-    // (never passed) a null view whose accesses fault.
-    unsafe { Gmem::from_raw_parts(ptr, peers.len()) }
-}
-
-/// `p`, which the compiler must treat as a value computed here (two
-/// `opaque_u32` halves on the GPU; `p` itself off it).
-#[inline(always)]
-fn opaque_ptr<T>(p: *mut T) -> *mut T {
-    #[cfg(target_arch = "nvptx64")]
-    {
-        use kernel_device::array::regs::opaque_u32;
-        let a = p as u64;
-        (((opaque_u32((a >> 32) as u32) as u64) << 32) | opaque_u32(a as u32) as u64) as *mut T
-    }
-    #[cfg(not(target_arch = "nvptx64"))]
-    {
-        p
-    }
 }
 
 /// The 16 bytes of `g` from element `i` in one load: as [`Gmem::read_v4`]
@@ -287,13 +243,13 @@ pub fn reduce_scatter_matmul_ws<const BM: usize, const BN: usize, const STAGES: 
             // thread by the barrier after them; a tile of MMAs later they
             // have reached the owner, and the release is short.
             if leader && owed.0 != rank {
-                signal(part(&ready, owed.0), owed.1 as usize);
+                signal(ready.remote(owed.0), owed.1 as usize);
                 owed = (rank, 0);
             }
             let regs: &mut [f32] = acc.blocks[0].regs.as_mut();
             let chunks = regs.len() / 8;
             if owner != rank {
-                let dst = part(&recv, owner);
+                let dst = recv.remote(owner);
                 let base = (recv_slot(rank, owner, p) as usize * slots + local as usize) * tile_len;
                 assert!(base + tile_len <= dst.len(), "reduce_scatter_matmul_ws: the receive buffer is shorter than recv_len");
                 unroll(chunks, |q| {
@@ -310,11 +266,11 @@ pub fn reduce_scatter_matmul_ws<const BM: usize, const BN: usize, const STAGES: 
                 owed = (owner, local);
             } else {
                 if leader {
-                    wait(part(&ready, rank), local as usize, p - 1);
+                    wait(ready.local(), local as usize, p - 1);
                 }
                 // Every compute thread reads after thread 0's acquire.
                 COMPUTE_BARRIER.sync();
-                let mine = part(&recv, rank);
+                let mine = recv.local();
                 let mut s = 0;
                 while s + 1 < p {
                     let base = (s as usize * slots + local as usize) * tile_len;
@@ -346,7 +302,7 @@ pub fn reduce_scatter_matmul_ws<const BM: usize, const BN: usize, const STAGES: 
         });
         if leader {
             if owed.0 != rank {
-                signal(part(&ready, owed.0), owed.1 as usize);
+                signal(ready.remote(owed.0), owed.1 as usize);
             }
             wait_group::<0>();
         }
