@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # 2 x H200: the reduce-scatter matmul with f16 partials and the deferred
-# signal: its GPU tests (every group size the machine has), then its
+# signal: its GPU tests (every group size the machine has; run 5 also
+# the all-gather matmul's, after `PeerGmem::remote` changed), then its
 # benchmark at both shapes (5 back-to-back calls per sample), with the
 # cuBLAS partials alone as the bound.
 set -u
