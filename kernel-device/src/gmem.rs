@@ -428,6 +428,22 @@ impl<T: Pack16> Gmem<T> {
         // SAFETY: in bounds and aligned (checked above).
         unsafe { raw::store(p, v) }
     }
+    /// As [`Gmem::read_v4`] without the checks on the GPU (the emulator
+    /// still checks, and sees the read), for loads whose range the caller
+    /// checked once (a whole tile's, when the per-access checks' registers
+    /// would spill).
+    ///
+    /// # Safety
+    /// `i + T::LANES <= self.len()` and `i` is a multiple of `T::LANES` (the
+    /// view's start is 16-byte aligned, as every host buffer is).
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn read_v4_unchecked(&self, i: usize) -> T::Pack {
+        #[cfg(not(target_arch = "nvptx64"))]
+        checked_pack(self.as_ptr() as *const T, i, self.len());
+        // SAFETY: the caller's contract.
+        unsafe { raw::load(self.as_ptr().wrapping_add(i) as *const T::Pack) }
+    }
     /// As [`Gmem::write_v4`] without the checks on the GPU (the emulator
     /// still checks and reports), for stores whose range the caller checked
     /// once (see [`Gmem::write_unchecked`]).

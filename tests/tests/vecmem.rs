@@ -75,6 +75,10 @@ fn misaligned_and_out_of_range_16_byte_accesses_are_reported() {
         (7, 1 << 20, &["out-of-bounds shared-memory access through a pointer", "byte offset 1048576 of a 128-byte shared-memory allocation"]),
         (8, 4, &["misaligned global-memory access through a raw pointer", "16 bytes", "not 16-byte aligned"]),
         (8, 128, &["out-of-bounds global-memory access through a pointer", "byte offset 128 of a 128-byte Gmem view"]),
+        (9, 4, &["misaligned vector global-memory access", "index 4", "must be a multiple of 8"]),
+        (9, 64, &["out-of-bounds global-memory access", "index 71 of a Gmem of 64 elements"]),
+        (10, 12, &["misaligned vector global-memory access", "index 12", "must be a multiple of 8"]),
+        (10, 60, &["out-of-bounds global-memory access", "index 67 of a Gmem of 64 elements"]),
     ];
     for &(which, at, want) in cases {
         let msg = misuse(which, at);

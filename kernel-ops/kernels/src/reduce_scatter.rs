@@ -34,7 +34,7 @@ use kernel_device::peer::PeerGmem;
 use kernel_device::semaphore::raw::{atom_cas_acquire_sys, ld_acquire_sys, nanosleep, red_release_sys_add};
 use kernel_device::cvt::{pack_f16x2, F16x2};
 use kernel_device::f16;
-use kernel_device::pack::{pack_words, words_pack, Pack16};
+use kernel_device::pack::{pack_words, words_pack};
 use kernel_device::pipeline::Ring;
 use kernel_device::prelude::*;
 use kernel_device::tma::{commit_group, wait_group};
@@ -59,31 +59,6 @@ pub const fn recv_len(p: usize, block_tiles: usize, n_tiles: usize, bm: usize, b
 #[inline(always)]
 pub fn recv_slot(sender: u32, owner: u32, p: u32) -> u32 {
     (sender + 2 * p - owner - 1) % p
-}
-
-/// The 16 bytes of `g` from element `i` in one load: as [`Gmem::read_v4`]
-/// without its per-access checks on the GPU (one range check per tile
-/// instead: with the 128 accumulators of a `128 x 256` tile live, the
-/// checks' registers spilled); checked, and seen by the race detector, on
-/// the emulator.
-///
-/// # Safety
-/// `i + T::LANES <= g.len()` and `i` is a multiple of `T::LANES` (the part
-/// starts 16-byte aligned, as every host buffer does).
-#[inline(always)]
-#[track_caller]
-unsafe fn read_v4_unchecked<T: Pack16>(g: Gmem<T>, i: usize) -> T::Pack {
-    #[cfg(target_arch = "nvptx64")]
-    {
-        #[repr(C, align(16))]
-        struct V4<P>(P);
-        // SAFETY: the caller's contract: in bounds and 16-byte aligned.
-        unsafe { (g.ptr().wrapping_add(i).as_raw_unchecked() as *const V4<T::Pack>).read().0 }
-    }
-    #[cfg(not(target_arch = "nvptx64"))]
-    {
-        g.read_v4(i)
-    }
 }
 
 /// Adds 1 to counter `slot` of `words` with a system-scope release
@@ -278,7 +253,7 @@ pub fn reduce_scatter_matmul_ws<const BM: usize, const BN: usize, const STAGES: 
                     unroll(chunks, |q| {
                         // SAFETY: `base + (q RS_THREADS + t) 8 + 8 <= base +
                         // tile_len <= len` (asserted), a multiple of 8.
-                        let v = pack_words::<f16>(unsafe { read_v4_unchecked(mine, base + (q * RS_THREADS + t) * 8) });
+                        let v = pack_words::<f16>(unsafe { mine.read_v4_unchecked(base + (q * RS_THREADS + t) * 8) });
                         unroll(4, |x| {
                             let (lo, hi) = F16x2(v[x]).to_f32();
                             regs[8 * q + 2 * x] += lo;
