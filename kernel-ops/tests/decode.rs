@@ -222,11 +222,12 @@ fn bound<T: Elem>() -> f64 {
     }
 }
 
-/// Checks `p` against the reference: a 16-bit cache on both kernels (the
-/// wgmma one and the warp-MMA one, whatever `Auto` would pick), an FP8
-/// cache on its own.
+/// Checks `p` against the reference: a 16-bit cache on every kernel (the
+/// wgmma one and the warp-MMA ones, whatever `Auto` would pick; the 8-warp
+/// one at head dim 128), an FP8 cache on its own.
 fn check<T: Elem>(p: Problem, seed: u64) {
     let kernels: &[DecodeKernel] = match p.store {
+        Store::Same if p.shape.head_dim == 128 => &[DecodeKernel::Wgmma, DecodeKernel::WarpMma, DecodeKernel::WarpMma8],
         Store::Same => &[DecodeKernel::Wgmma, DecodeKernel::WarpMma],
         Store::Fp8 { .. } => &[DecodeKernel::Auto],
     };
@@ -427,26 +428,30 @@ fn the_split_count_keeps_one_round_and_never_exceeds_the_blocks() {
 #[test]
 fn auto_takes_warp_mmas_where_they_measured_faster() {
     // `DecodeKernel::Auto` on a 16-bit cache: warp MMAs when a KV head's
-    // rows fit 16, the head dimension is 128, and the cache is paged in
-    // pages of 16 or 32 keys or the plan has one split (the emulated
+    // rows fit 16 and the head dimension is 128, on 4 warps when the
+    // cache is paged in pages of 16 or 32 keys or the plan has one split,
+    // else on 8 (the emulated
     // device has 8 SMs: 8 groups of 256 keys make one split, one group of
     // 1024 keys 8). An FP8 cache always runs on warp MMAs.
     let dev = Device::emulator();
     let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    use DecodeKernel::{WarpMma, WarpMma8, Wgmma};
     let plan = |s: DecodeShape, layout: CacheLayout, fp8: bool| {
         let opts = DecodeOptions::default();
         let p = if fp8 { Decode::new::<bf16, E4M3>(&dev, &ops, s, layout, opts) } else { Decode::new::<bf16, bf16>(&dev, &ops, s, layout, opts) };
         let p = p.unwrap();
-        (p.warp_mma(), p.splits())
+        assert_eq!(p.warp_mma(), p.kernel() != Wgmma);
+        (p.kernel(), p.splits())
     };
     let contiguous = |max_len| CacheLayout::Contiguous { max_len };
     let paged16 = CacheLayout::Paged { num_pages: 64, page_size: 16, max_pages: 64 };
-    assert_eq!(plan(shape(8, 4, 1, 128, 1), contiguous(256), false), (true, 1));
-    assert_eq!(plan(shape(8, 4, 1, 64, 1), contiguous(256), false), (false, 1));
-    assert_eq!(plan(shape(1, 4, 1, 128, 1), contiguous(1024), false), (false, 8));
-    assert!(plan(shape(1, 4, 1, 128, 1), paged16, false).0);
-    assert!(!plan(shape(1, 8, 1, 128, 3), paged16, false).0, "24 rows per KV head");
-    assert!(plan(shape(1, 4, 1, 128, 1), contiguous(1024), true).0, "FP8");
+    assert_eq!(plan(shape(8, 4, 1, 128, 1), contiguous(256), false), (WarpMma, 1));
+    assert_eq!(plan(shape(8, 4, 1, 64, 1), contiguous(256), false), (Wgmma, 1));
+    assert_eq!(plan(shape(1, 4, 1, 128, 1), contiguous(1024), false), (WarpMma8, 8));
+    assert_eq!(plan(shape(1, 4, 1, 64, 1), contiguous(1024), false), (Wgmma, 8));
+    assert_eq!(plan(shape(1, 4, 1, 128, 1), paged16, false).0, WarpMma);
+    assert_eq!(plan(shape(1, 8, 1, 128, 3), paged16, false).0, Wgmma, "24 rows per KV head");
+    assert_eq!(plan(shape(1, 4, 1, 128, 1), contiguous(1024), true).0, WarpMma, "FP8");
 }
 
 #[test]
@@ -466,6 +471,27 @@ fn the_split_kernels_fit_two_ctas_per_sm() {
     for o in occ {
         assert_eq!(o.blocks_per_sm, 2, "{o}");
     }
+    // The 8-warp kernel: one CTA of 288 threads per SM (two slots of 128
+    // keys and its merge in shared memory).
+    use kernel_ops_kernels::decode::decode_split_warp8;
+    for o in [ops.kernel::<decode_split_warp8<bf16, 128, 64, 2>>().unwrap().occupancy().unwrap(), ops.kernel::<decode_split_warp8<f16, 128, 16, 2>>().unwrap().occupancy().unwrap()] {
+        assert_eq!(o.blocks_per_sm, 1, "{o}");
+    }
+}
+
+#[test]
+fn the_8_warp_kernel_is_refused_where_it_is_not_built() {
+    let dev = Device::emulator();
+    let ops = dev.load(&kernel_ops_kernels::DEVICE_CODE).unwrap();
+    let opts = DecodeOptions { kernel: DecodeKernel::WarpMma8, ..DecodeOptions::default() };
+    let layout = CacheLayout::Contiguous { max_len: 256 };
+    let e = Decode::new::<bf16, bf16>(&dev, &ops, shape(2, 4, 1, 64, 1), layout, opts).unwrap_err().to_string();
+    assert!(e.contains("head_dim 128") && e.contains("head_dim 64"), "{e}");
+    let e = Decode::new::<bf16, E4M3>(&dev, &ops, shape(2, 4, 1, 128, 1), layout, opts).unwrap_err().to_string();
+    assert!(e.contains("FP8"), "{e}");
+    // Its splits are whole 128-key steps.
+    let plan = Decode::new::<bf16, bf16>(&dev, &ops, shape(1, 4, 1, 128, 1), CacheLayout::Contiguous { max_len: 1000 }, opts).unwrap();
+    assert_eq!(plan.chunk() % 128, 0, "{plan:?}");
 }
 
 /// The GPU tests: the benchmark's shapes (bf16, D 128, 32 query heads),
@@ -530,8 +556,9 @@ fn gpu_case(batch: usize, kv_heads: usize, len: usize, tokens: usize, page: Opti
         let up = |x: &[f32]| dev.upload(&x.iter().map(|&v| bf16::from_f32(v)).collect::<Vec<_>>()).unwrap();
         let (k, v) = (up(&kf), up(&vf));
         let cache = cache_of(&k, &v, table_buf.as_ref(), None);
-        // Both kernels of a 16-bit cache.
-        for kernel in [DecodeKernel::Wgmma, DecodeKernel::WarpMma] {
+        // Every kernel of a 16-bit cache.
+        let kernels: &[DecodeKernel] = if shape.head_dim == 128 { &[DecodeKernel::Wgmma, DecodeKernel::WarpMma, DecodeKernel::WarpMma8] } else { &[DecodeKernel::Wgmma, DecodeKernel::WarpMma] };
+        for &kernel in kernels {
             let opts = DecodeOptions { kernel, ..DecodeOptions::default() };
             let mut plan = Decode::new::<bf16, bf16>(&dev, &ops, shape, layout, opts).unwrap();
             let poisoned = vec![bf16::from_f32(f32::NAN); out.len()];

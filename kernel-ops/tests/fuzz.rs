@@ -1453,10 +1453,12 @@ where
     use kernel_ops::attention::decode::{reference, CacheLayout, Decode, DecodeErrors, DecodeKernel, DecodeOptions, DecodeShape, KvCache, DECODE_HEAD_DIMS, PAGE_SIZES};
     let fp8 = std::mem::size_of::<C>() == 1;
     let (head_dim, tokens, group): (usize, usize, usize) = (rng.pick(&DECODE_HEAD_DIMS), rng.pick(&[1, 1, 2, 3, 5, 8]), rng.pick(&[1, 2, 4, 8, 16]));
-    // A 16-bit cache on either kernel; the warp-MMA kernels (every FP8
-    // cache) take 16 query rows per CTA, the wgmma kernel 64.
-    let kernel = rng.pick(&[DecodeKernel::Auto, DecodeKernel::Wgmma, DecodeKernel::WarpMma]);
-    let warp = fp8 || kernel == DecodeKernel::WarpMma || (kernel == DecodeKernel::Auto && group * tokens <= 16);
+    // A 16-bit cache on any kernel (the 8-warp one at head dim 128); the
+    // warp-MMA kernels (every FP8 cache) take 16 query rows per CTA, the
+    // wgmma kernel 64.
+    let kernel = rng.pick(&[DecodeKernel::Auto, DecodeKernel::Wgmma, DecodeKernel::WarpMma, DecodeKernel::WarpMma8]);
+    let kernel = if kernel == DecodeKernel::WarpMma8 && (fp8 || head_dim != 128) { DecodeKernel::WarpMma } else { kernel };
+    let warp = fp8 || matches!(kernel, DecodeKernel::WarpMma | DecodeKernel::WarpMma8) || (kernel == DecodeKernel::Auto && group * tokens <= 16);
     let row_groups = (group * tokens).div_ceil(if warp { 16 } else { 64 });
     let (batch, kv_heads) = (rng.range(1, 3), rng.range(1, 2));
     let (batch, kv_heads) = if batch * kv_heads * row_groups > 6 { (1, 1) } else { (batch, kv_heads) };

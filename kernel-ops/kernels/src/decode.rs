@@ -42,10 +42,12 @@
 //! keys of every block, read into registers (trait `WarpKv`: as loaded, or
 //! FP8 converted there, exact: every e4m3 value is an f16 and a bf16) and
 //! the slot released at once; the warps merge their softmax states at the
-//! end. Two CTAs share an SM. The host picks [`decode_split_fp8`] for
-//! every FP8 cache, whose per-KV-head scales multiply the softmax scale
-//! (K) and the output (V), and [`decode_split_warp`] for a 16-bit cache
-//! where it measured faster than the wgmma kernel (`DecodeOptions::kernel`).
+//! end. Two CTAs share an SM. [`decode_split_warp8`] is the same body on
+//! 8 consumer warps (steps of [`DEC_BN_WIDE`] = 128 keys, one CTA per SM).
+//! The host picks [`decode_split_fp8`] for every FP8 cache, whose
+//! per-KV-head scales multiply the softmax scale (K) and the output (V),
+//! and a warp-MMA kernel for a 16-bit cache where it measured faster than
+//! the wgmma kernel (`DecodeOptions::kernel`).
 //!
 //! Bad device values never reach outside the buffers: a length above
 //! `max_len` is clamped to it, a page index outside `0..num_pages` to page
@@ -171,8 +173,9 @@ unsafe impl kernel_device::launch::DeviceParam for DecodeDims {
 type Dims = DecodeDims;
 
 impl Dims {
+    /// The CTA's work, in steps of `bn` keys (the kernel's ring slot).
     #[inline(always)]
-    fn work(&self, lens: GmemRef<u32>) -> Work {
+    fn work(&self, lens: GmemRef<u32>, bn: usize) -> Work {
         let (split, y, b) = (block_idx().x, block_idx().y, block_idx().z);
         let raw = lens.read(b as usize);
         let len = raw.min(self.max_len);
@@ -187,13 +190,14 @@ impl Dims {
             len,
             start,
             end,
-            steps: end.saturating_sub(start).div_ceil(DEC_BN as u32),
+            steps: end.saturating_sub(start).div_ceil(bn as u32),
         }
     }
 }
 
-/// Producer (one lane of warp 4): for each step of `w`, the `BN / P`
-/// boxes of K and of V into the next slot (tiles `KT` of `BN` keys, boxes
+/// Producer (one lane of the producer warp): for each step of `w`, the
+/// `BN / P` (at most 8) boxes of K and of V into the next slot (tiles `KT`
+/// of `BN` keys, boxes
 /// `PT` of `P` keys placed at rows `P i` of each column block), one
 /// `expect_tx` of both tiles' bytes. Row of key `key`: `b max_len + key`
 /// (contiguous), `page P_size + key % P_size` with `page` the block
@@ -212,16 +216,16 @@ fn produce<KT: TileLayout, PT: TileLayout, const S: usize>(
     w: &Work,
 ) {
     const {
-        assert!(KT::ROWS == DEC_BN && PT::COLS == KT::COLS && KT::ROWS % PT::ROWS == 0 && PT::BLOCK_ROW_BYTES == KT::BLOCK_ROW_BYTES);
+        assert!(PT::COLS == KT::COLS && KT::ROWS % PT::ROWS == 0 && KT::ROWS / PT::ROWS <= 8 && PT::BLOCK_ROW_BYTES == KT::BLOCK_ROW_BYTES);
     }
     let pieces = KT::ROWS / PT::ROWS;
     let col = w.kvh * KT::COLS as u32;
-    // The rows of step `s`'s boxes (at most 4).
+    // The rows of step `s`'s boxes (at most 8).
     let rows_of = |s: u32| {
-        let mut rows = [0u32; 4];
-        unroll(4, |i| {
+        let mut rows = [0u32; 8];
+        unroll(8, |i| {
             if i < pieces {
-                let key = w.start + s * DEC_BN as u32 + (i * PT::ROWS) as u32;
+                let key = w.start + s * KT::ROWS as u32 + (i * PT::ROWS) as u32;
                 rows[i] = if d.page_size == 0 {
                     w.b * d.max_len + key
                 } else if key < w.len {
@@ -251,7 +255,7 @@ fn produce<KT: TileLayout, PT: TileLayout, const S: usize>(
         let slot = producer.acquire_tx(2 * KT::BYTES as u32);
         let (kd, vd) = (k_bufs.at(slot.index()).smem_addr(), v_bufs.at(slot.index()).smem_addr());
         let bar = slot.barrier().smem_addr();
-        unroll(4, |i| {
+        unroll(8, |i| {
             if i < pieces {
                 let piece = (i * PT::ROWS * PT::BLOCK_ROW_BYTES) as u32;
                 for j in 0..KT::BLOCKS {
@@ -456,7 +460,7 @@ fn consume<E: DecodeElem, const D: usize, const S: usize>(
         }
     });
     if !single {
-        combine_if_last::<E, D>(outs, DEC_ROWS, d, w);
+        combine_if_last::<E, D>(outs, DEC_ROWS, 128, d, w);
     }
 }
 
@@ -480,10 +484,11 @@ struct Outs<E> {
 /// acquire and release); the CTA that completes the count of its `(b,
 /// kv_head, row group)` combines that group's rows over the splits
 /// ([`combine_row`], a warp per row) and resets the counter for the next
-/// launch. No second kernel, so no launch gap.
+/// launch. No second kernel, so no launch gap. `threads`: the
+/// consumers (a multiple of 32), every one of which calls this.
 #[inline(always)]
-fn combine_if_last<E: DecodeElem, const D: usize>(outs: Outs<E>, rows: usize, d: &Dims, w: &Work) {
-    let barrier = NamedBarrier::new(DEC_BARRIER, 128);
+fn combine_if_last<E: DecodeElem, const D: usize>(outs: Outs<E>, rows: usize, threads: u32, d: &Dims, w: &Work) {
+    let barrier = NamedBarrier::new(DEC_BARRIER, threads);
     kernel_device::fence::fence_acq_rel_gpu();
     barrier.sync();
     let group = (w.b * grid_dim().y + block_idx().y) as usize;
@@ -509,7 +514,7 @@ fn combine_if_last<E: DecodeElem, const D: usize>(outs: Outs<E>, rows: usize, d:
         let (tok, h) = (rr / d.group as usize, w.kvh as usize * d.group as usize + rr % d.group as usize);
         let row = (w.b as usize * d.heads as usize + h) * d.t_q as usize + tok;
         combine_row::<E, D>(|i| outs.o_part.read(i), |i| outs.lse_part.read(i), outs.out, outs.lse, row as u32, w.splits, d.heads, d.t_q);
-        r += 4;
+        r += threads as usize / 32;
     }
     if thread_linear() == 0 {
         outs.counters.atomic_exch(group, 0);
@@ -554,7 +559,7 @@ pub fn decode_split<E: DecodeElem, const D: usize, const P: usize, const S: usiz
     Cols<D>: WgmmaShape,
 {
     const { check_decode(D, P, S) };
-    let w = d.work(lens);
+    let w = d.work(lens, DEC_BN);
     report_len(lens, errors, &d, &w);
     let ring = Ring::new(&full, &empty, 128);
     if warp_idx() == 4 {
@@ -584,9 +589,20 @@ pub const DEC_MMA_ROWS: usize = 16;
 /// Q's A fragments in [`decode_split_fp8`]: row `32 kk + lane` holds lane
 /// `lane`'s four registers of k16 step `kk` (at most 16 steps, `D = 256`).
 pub type DecQFrags = Tile<u32, { 16 * 32 }, 4, Unswizzled>;
-/// Keys of a ring step each consumer warp of [`decode_split_fp8`] takes
-/// (one k16 of `P V`).
-const WARP_KEYS: usize = DEC_BN / 4;
+/// Keys of a ring step each consumer warp of the warp-MMA kernels takes
+/// (one k16 of `P V`): a slot holds `16 W` keys for `W` consumer warps.
+const WARP_KEYS: usize = 16;
+/// Keys per ring step of [`decode_split_warp8`]: 16 for each of its 8
+/// consumer warps.
+pub const DEC_BN_WIDE: usize = 8 * WARP_KEYS;
+/// A ring slot of K or V of [`decode_split_warp8`].
+pub type DecWideTile<E, const D: usize> = Tile<E, DEC_BN_WIDE, D, Swizzled<128>>;
+/// [`merge_warps`]' shared memory per consumer warp: its O registers
+/// (at most 64, `D / 2`), 32 lanes each.
+type MergeSmem<const W: usize> = Smem<[[f32; 64 * 32]; W]>;
+/// [`merge_warps`]' per-warp row maxima (`[0, 16)`) and sums (`[16,
+/// 32)`).
+type StatsSmem<const W: usize> = Smem<[[f32; 2 * DEC_MMA_ROWS]; W]>;
 
 /// The `D / 16` A fragments (of the MMAs' input type `M`) of this lane's Q
 /// rows `g`, `g + 8` (rows past `G T` zero) for `S = Q Kᵀ` over a permuted
@@ -684,7 +700,7 @@ struct WarpO {
 ///   block `nd` (column `n` of block `nd` is head dimension `(D / 8) n +
 ///   nd`).
 trait WarpKv<E: DecodeElem, const D: usize> {
-    /// A ring slot of K or V: [`DEC_BN`] keys x `D`.
+    /// A ring slot of K or V: `16 W` keys x `D` (`W` consumer warps).
     type Tile: TileLayout;
     /// The MMAs' input type (Q's and P's fragments too).
     type M: AttnElem + MmaInput;
@@ -720,17 +736,18 @@ fn run_words<T: Pack16>(packs: usize, out: &mut [u32], pack: impl Fn(usize) -> T
     });
 }
 
-/// A 16-bit cache (of the queries' type `E`): the MMAs run on `E`, the
-/// fragments are the cache's words as loaded (V's two rows of a fragment
-/// paired by one `prmt` each).
-struct Kv16;
+/// A 16-bit cache (of the queries' type `E`) in slots of `BN` keys: the
+/// MMAs run on `E`, the fragments are the cache's words as loaded (V's two
+/// rows of a fragment paired by one `prmt` each).
+struct Kv16<const BN: usize>;
 
-impl<E: DecodeElem, const D: usize> WarpKv<E, D> for Kv16 {
-    type Tile = DecKvTile<E, D>;
+impl<E: DecodeElem, const D: usize, const BN: usize> WarpKv<E, D> for Kv16<BN> {
+    type Tile = Tile<E, BN, D, Swizzled<128>>;
     type M = E;
     type K = [[u32; 16]; 2];
     type V = [[u32; 8]; 4];
-    // Two sets of K (64 registers at D = 128) beside V and O spilled.
+    // Two sets of K (64 registers at D = 128) beside V and O spilled at 2
+    // CTAs per SM, and in the 8-warp kernel at one (244 bytes).
     const K_AHEAD: bool = false;
     #[inline(always)]
     fn load_k(tile: Smem<Self::Tile>, row0: usize, g: usize, t: usize) -> Self::K {
@@ -826,10 +843,10 @@ where
     }
 }
 
-/// The consumer warps (0-3) of the warp-MMA decode kernels: a CTA takes
-/// [`DEC_MMA_ROWS`] query rows (`row_groups = ceil(G T / 16)`), each warp
-/// 16 keys of every ring step, with its own running maximum, sum and O
-/// over the CTA's 16 rows:
+/// The `W` consumer warps (`0 .. W`) of the warp-MMA decode kernels: a
+/// CTA takes [`DEC_MMA_ROWS`] query rows (`row_groups = ceil(G T / 16)`),
+/// each warp 16 keys of every ring step (`16 W` keys a slot), with its own
+/// running maximum, sum and O over the CTA's 16 rows:
 /// 0. warp 0 builds Q's A fragments once into shared memory (`q_frags`,
 ///    the rows' scales in `q_scale`; [`q_fragments`]);
 /// 1. `S = Q Kᵀ` (16 x 16: two n8 blocks of keys, `D / 16` k16 steps), K
@@ -846,20 +863,22 @@ where
 ///    (K's scale), `vs` the output (V's).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn warp_consume<E: DecodeElem, C: WarpKv<E, D>, const D: usize, const S: usize>(
+fn warp_consume<E: DecodeElem, C: WarpKv<E, D>, const D: usize, const S: usize, const W: usize>(
     q: GmemRef<E>,
     ring: Ring<'_, S>,
     k_bufs: Smem<[C::Tile; S]>,
     v_bufs: Smem<[C::Tile; S]>,
     q_frags: Smem<DecQFrags>,
     q_scale: Smem<[f32; DEC_MMA_ROWS]>,
-    merge: Smem<[f32; 4 * 64 * 32]>,
-    stats: Smem<[f32; 2 * 4 * DEC_MMA_ROWS]>,
+    merge: MergeSmem<W>,
+    stats: StatsSmem<W>,
     outs: Outs<E>,
     (ks, vs): (f32, f32),
     d: &Dims,
     w: &Work,
 ) {
+    const { assert!(<C::Tile as TileLayout>::ROWS == WARP_KEYS * W, "warp_consume: a slot holds 16 keys per consumer warp") };
+    let bn = (WARP_KEYS * W) as u32;
     let scale_log2 = d.scale_log2 * ks;
     let wp = warp_idx() as usize;
     let l = lane_id() as usize;
@@ -874,7 +893,7 @@ fn warp_consume<E: DecodeElem, C: WarpKv<E, D>, const D: usize, const S: usize>(
             unroll(2, |hh| q_scale.write(g + 8 * hh, qs[hh]));
         }
     }
-    NamedBarrier::new(DEC_BARRIER, 128).sync();
+    NamedBarrier::new(DEC_BARRIER, 32 * W as u32).sync();
     // Each row's scores times the softmax scale (log2 units) and the
     // row's power of two from the rounding of Q.
     let row_scale = [scale_log2 * q_scale.read(g), scale_log2 * q_scale.read(g + 8)];
@@ -906,7 +925,7 @@ fn warp_consume<E: DecodeElem, C: WarpKv<E, D>, const D: usize, const S: usize>(
     };
     let mut s = 0;
     while let Some(slot) = cur.take() {
-        let key0 = w.start + s * DEC_BN as u32 + row0 as u32;
+        let key0 = w.start + s * bn + row0 as u32;
         let idx = slot.index();
         let mut held = Some(slot);
         let v_early = if C::K_AHEAD { C::load_v(v_bufs.at(idx), row0, g, t) } else { C::V::default() };
@@ -989,7 +1008,7 @@ fn warp_consume<E: DecodeElem, C: WarpKv<E, D>, const D: usize, const S: usize>(
             cur = Some(consumer.wait());
         }
     }
-    merge_warps::<E, D>(st, merge, stats, outs, vs, d, w);
+    merge_warps::<E, D, W>(st, merge, stats, outs, vs, d, w);
 }
 
 /// Phase 1 on a 16-bit cache, on warp-level MMAs (`mma.sync.m16n8k16` on
@@ -1019,14 +1038,14 @@ pub fn decode_split_warp<E: DecodeElem, const D: usize, const P: usize, const S:
     #[scratch] v_bufs: Smem<[DecKvTile<E, D>; S]>,
     #[scratch] q_frags: Smem<DecQFrags>,
     #[scratch] q_scale: Smem<[f32; DEC_MMA_ROWS]>,
-    #[scratch] merge: Smem<[f32; 4 * 64 * 32]>,
-    #[scratch] stats: Smem<[f32; 2 * 4 * DEC_MMA_ROWS]>,
+    #[scratch] merge: MergeSmem<4>,
+    #[scratch] stats: StatsSmem<4>,
     #[scratch] full: Barriers<S>,
     #[scratch(arrivals = 128)] empty: Barriers<S>,
     #[scratch] last: Smem<[u32; 1]>,
 ) {
     const { check_decode(D, P, S) };
-    let w = d.work(lens);
+    let w = d.work(lens, DEC_BN);
     report_len(lens, errors, &d, &w);
     let ring = Ring::new(&full, &empty, 128);
     if warp_idx() == 4 {
@@ -1036,7 +1055,55 @@ pub fn decode_split_warp<E: DecodeElem, const D: usize, const P: usize, const S:
         return;
     }
     let outs = Outs { out, lse, o_part, lse_part, counters, last };
-    warp_consume::<E, Kv16, D, S>(q, ring, k_bufs, v_bufs, q_frags, q_scale, merge, stats, outs, (1.0, 1.0), &d, &w);
+    warp_consume::<E, Kv16<DEC_BN>, D, S, 4>(q, ring, k_bufs, v_bufs, q_frags, q_scale, merge, stats, outs, (1.0, 1.0), &d, &w);
+}
+
+/// [`decode_split_warp`] with twice the consumer warps: 8, each taking
+/// 16 keys of every ring step of [`DEC_BN_WIDE`] (128) keys, and warp 8
+/// the producer; one CTA per SM (288 threads; at `D` = 128 two slots of K
+/// and V, 128 KB, and the 8 warps' merge, 64 KB). At the split counts
+/// that give one CTA per SM (the plan's for boxes of 64 keys), each SM
+/// scheduler then has two consumer warps to switch between instead of
+/// one (ncu of [`decode_split_warp`] at 8 x 4 x 8192, G 8: one eligible
+/// warp, stalled on its MMA and shared-memory chains 78 % of cycles).
+/// Instances `(E, D, P, S)`.
+#[kernel(block = threads(288), arch = sm_90a, min_blocks_per_sm = 1, instances(E = [f16, bf16], (128, 64, 2), (128, 16, 2)))]
+#[allow(clippy::too_many_arguments)]
+pub fn decode_split_warp8<E: DecodeElem, const D: usize, const P: usize, const S: usize>(
+    q: GmemRef<E>,
+    k: Tma<DecPiece<E, P, D>>,
+    v: Tma<DecPiece<E, P, D>>,
+    lens: GmemRef<u32>,
+    table: GmemRef<i32>,
+    out: Gmem<E>,
+    lse: Gmem<f32>,
+    o_part: Gmem<f32>,
+    lse_part: Gmem<f32>,
+    counters: Gmem<u32>,
+    errors: Gmem<u32>,
+    d: DecodeDims,
+    #[scratch] k_bufs: Smem<[DecWideTile<E, D>; S]>,
+    #[scratch] v_bufs: Smem<[DecWideTile<E, D>; S]>,
+    #[scratch] q_frags: Smem<DecQFrags>,
+    #[scratch] q_scale: Smem<[f32; DEC_MMA_ROWS]>,
+    #[scratch] merge: MergeSmem<8>,
+    #[scratch] stats: StatsSmem<8>,
+    #[scratch] full: Barriers<S>,
+    #[scratch(arrivals = 256)] empty: Barriers<S>,
+    #[scratch] last: Smem<[u32; 1]>,
+) {
+    const { check_decode(D, P, S) };
+    let w = d.work(lens, DEC_BN_WIDE);
+    report_len(lens, errors, &d, &w);
+    let ring = Ring::new(&full, &empty, 256);
+    if warp_idx() == 8 {
+        if lane_id() == 0 {
+            produce::<DecWideTile<E, D>, DecPiece<E, P, D>, S>(k, v, k_bufs, v_bufs, ring, table, errors, &d, &w);
+        }
+        return;
+    }
+    let outs = Outs { out, lse, o_part, lse_part, counters, last };
+    warp_consume::<E, Kv16<DEC_BN_WIDE>, D, S, 8>(q, ring, k_bufs, v_bufs, q_frags, q_scale, merge, stats, outs, (1.0, 1.0), &d, &w);
 }
 
 /// Phase 1 on an FP8 e4m3 cache, on warp-level MMAs (`warp_consume` with
@@ -1066,8 +1133,8 @@ pub fn decode_split_fp8<E: DecodeElem, const D: usize, const P: usize, const S: 
     #[scratch] v_bufs: Smem<[DecFp8Tile<D>; S]>,
     #[scratch] q_frags: Smem<DecQFrags>,
     #[scratch] q_scale: Smem<[f32; DEC_MMA_ROWS]>,
-    #[scratch] merge: Smem<[f32; 4 * 64 * 32]>,
-    #[scratch] stats: Smem<[f32; 2 * 4 * DEC_MMA_ROWS]>,
+    #[scratch] merge: MergeSmem<4>,
+    #[scratch] stats: StatsSmem<4>,
     #[scratch] full: Barriers<S>,
     #[scratch(arrivals = 128)] empty: Barriers<S>,
     #[scratch] last: Smem<[u32; 1]>,
@@ -1075,7 +1142,7 @@ pub fn decode_split_fp8<E: DecodeElem, const D: usize, const P: usize, const S: 
     Fp8Sw<D>: Layout,
 {
     const { check_decode(D, P, S) };
-    let w = d.work(lens);
+    let w = d.work(lens, DEC_BN);
     report_len(lens, errors, &d, &w);
     let ring = Ring::new(&full, &empty, 128);
     if warp_idx() == 4 {
@@ -1087,20 +1154,21 @@ pub fn decode_split_fp8<E: DecodeElem, const D: usize, const P: usize, const S: 
     let sh = d.scale_heads;
     let scales = (kv_scale.read((w.kvh % sh) as usize), kv_scale.read((sh + w.kvh % sh) as usize));
     let outs = Outs { out, lse, o_part, lse_part, counters, last };
-    warp_consume::<E, Fp8Kv, D, S>(q, ring, k_bufs, v_bufs, q_frags, q_scale, merge, stats, outs, scales, &d, &w);
+    warp_consume::<E, Fp8Kv, D, S, 4>(q, ring, k_bufs, v_bufs, q_frags, q_scale, merge, stats, outs, scales, &d, &w);
 }
 
-/// Step 4 of [`warp_consume`]: the four consumer warps' states merged and
+/// Step 4 of [`warp_consume`]: the `W` consumer warps' states merged and
 /// written: maxima and sums through shared memory, each warp's O scaled
 /// by `2^(m_w - M) / L` (times `o_scale`) and summed over the warps (each
-/// warp sums a quarter of the registers), written as [`decode_split`]'s
+/// warp sums `1 / W` of the registers), written as [`decode_split`]'s
 /// (O, log-sum-exp, or the split's partials and the last CTA's combine).
 #[inline(always)]
-fn merge_warps<E: DecodeElem, const D: usize>(st: WarpO, merge: Smem<[f32; 4 * 64 * 32]>, stats: Smem<[f32; 2 * 4 * DEC_MMA_ROWS]>, outs: Outs<E>, o_scale: f32, d: &Dims, w: &Work) {
+fn merge_warps<E: DecodeElem, const D: usize, const W: usize>(st: WarpO, merge: MergeSmem<W>, stats: StatsSmem<W>, outs: Outs<E>, o_scale: f32, d: &Dims, w: &Work) {
+    const { assert!((D / 2) % W == 0 && D / 2 <= 64, "merge_warps: each warp sums D / 2W registers of every warp") };
     let wp = warp_idx() as usize;
     let l = lane_id() as usize;
     let (g, t) = (l / 4, l % 4);
-    let barrier = NamedBarrier::new(DEC_BARRIER, 128);
+    let barrier = NamedBarrier::new(DEC_BARRIER, 32 * W as u32);
     let mut lsum = [0f32; 2];
     unroll(2, |hh| {
         let v1 = st.l[hh] + shfl_xor(st.l[hh], 1);
@@ -1108,8 +1176,8 @@ fn merge_warps<E: DecodeElem, const D: usize>(st: WarpO, merge: Smem<[f32; 4 * 6
     });
     if t == 0 {
         unroll(2, |hh| {
-            stats.write(DEC_MMA_ROWS * wp + g + 8 * hh, st.m[hh]);
-            stats.write(4 * DEC_MMA_ROWS + DEC_MMA_ROWS * wp + g + 8 * hh, lsum[hh]);
+            stats.at(wp).write(g + 8 * hh, st.m[hh]);
+            stats.at(wp).write(DEC_MMA_ROWS + g + 8 * hh, lsum[hh]);
         });
     }
     barrier.sync();
@@ -1118,12 +1186,12 @@ fn merge_warps<E: DecodeElem, const D: usize>(st: WarpO, merge: Smem<[f32; 4 * 6
     let (mut big, mut total, mut mine) = ([f32::NEG_INFINITY; 2], [0f32; 2], [0f32; 2]);
     unroll(2, |hh| {
         let r = g + 8 * hh;
-        unroll(4, |x| big[hh] = max(big[hh], stats.read(DEC_MMA_ROWS * x + r)));
+        unroll(W, |x| big[hh] = max(big[hh], stats.at(x).read(r)));
         let ms = if big[hh] == f32::NEG_INFINITY { 0.0 } else { big[hh] };
-        unroll(4, |x| {
-            let mx = stats.read(DEC_MMA_ROWS * x + r);
+        unroll(W, |x| {
+            let mx = stats.at(x).read(r);
             let wt = if mx == f32::NEG_INFINITY { 0.0 } else { ex2_approx_ftz(mx - ms) };
-            total[hh] += stats.read(4 * DEC_MMA_ROWS + DEC_MMA_ROWS * x + r) * wt;
+            total[hh] += stats.at(x).read(DEC_MMA_ROWS + r) * wt;
             if x == wp {
                 mine[hh] = wt;
             }
@@ -1133,7 +1201,7 @@ fn merge_warps<E: DecodeElem, const D: usize>(st: WarpO, merge: Smem<[f32; 4 * 6
         }
     });
     let regs = D / 2;
-    unroll(D / 8, |nd| unroll(4, |x| merge.write((wp * regs + 4 * nd + x) * 32 + l, st.o[nd][x] * mine[x / 2])));
+    unroll(D / 8, |nd| unroll(4, |x| merge.at(wp).write((4 * nd + x) * 32 + l, st.o[nd][x] * mine[x / 2])));
     barrier.sync();
     let (heads, t_q, group) = (d.heads as usize, d.t_q as usize, d.group as usize);
     let gt = group * t_q;
@@ -1156,11 +1224,11 @@ fn merge_warps<E: DecodeElem, const D: usize>(st: WarpO, merge: Smem<[f32; 4 * 6
             }
         });
     }
-    // This warp sums registers `wp regs / 4 ..` of every warp.
-    unroll(regs / 4, |j| {
-        let i = wp * (regs / 4) + j;
+    // This warp sums registers `wp regs / W ..` of every warp.
+    unroll(regs / W, |j| {
+        let i = wp * (regs / W) + j;
         let mut v = 0f32;
-        unroll(4, |x| v += merge.read((x * regs + i) * 32 + l));
+        unroll(W, |x| v += merge.at(x).read(i * 32 + l));
         let (nd, x) = (i / 4, i % 4);
         let (r, n) = (g + 8 * (x / 2), 2 * t + x % 2);
         let c = (D / 8) * n + nd;
@@ -1174,7 +1242,7 @@ fn merge_warps<E: DecodeElem, const D: usize>(st: WarpO, merge: Smem<[f32; 4 * 6
         }
     });
     if !single {
-        combine_if_last::<E, D>(outs, DEC_MMA_ROWS, d, w);
+        combine_if_last::<E, D>(outs, DEC_MMA_ROWS, 32 * W as u32, d, w);
     }
 }
 

@@ -57,7 +57,7 @@ use kernel_device::launch::HostEntry;
 use kernel_device::tma::TensorMapParam;
 use kernel_device::{bf16, f16, Gmem, GmemRef, E4M3};
 use kernel_host::{Arg, ArgSink, Buffer, Device, Program, TileMap, TmaElement};
-use kernel_ops_kernels::decode::{decode_split, decode_split_fp8, decode_split_warp, DecFp8Piece, DecPiece, DecodeDims, DecodeElem, DEC_BN, DEC_MMA_ROWS, DEC_ROWS, ERR_LEN, ERR_PAGE, ERR_WORDS};
+use kernel_ops_kernels::decode::{decode_split, decode_split_fp8, decode_split_warp, decode_split_warp8, DecFp8Piece, DecPiece, DecodeDims, DecodeElem, DEC_BN, DEC_BN_WIDE, DEC_MMA_ROWS, DEC_ROWS, ERR_LEN, ERR_PAGE, ERR_WORDS};
 
 /// The sizes of a decode step besides the cache's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,8 +183,9 @@ pub struct DecodeOptions {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DecodeKernel {
     /// Warp MMAs when a KV head's query rows (`heads / kv_heads x tokens`)
-    /// are at most 16, the head dimension is 128, and either the cache is
-    /// paged in pages of 16 or 32 keys or the plan has one split; the wgmma
+    /// are at most 16 and the head dimension is 128: on 4 consumer warps
+    /// when the cache is paged in pages of 16 or 32 keys or the plan has
+    /// one split, else on 8 ([`DecodeKernel::WarpMma8`]); the wgmma
     /// kernel otherwise. Measured on the H200 (bf16, D 128, at the same
     /// split counts): warp MMAs 1.09x with pages of 16 and 1.02x at one
     /// split (64 x 8 x 2048, 128 x 8 x 1024), within 1.5 % either way at
@@ -198,6 +199,19 @@ pub enum DecodeKernel {
     /// groups take several row groups, each reading K and V), two CTAs per
     /// SM.
     WarpMma,
+    /// `decode_split_warp8`: as [`DecodeKernel::WarpMma`] with 8 consumer
+    /// warps of 16 keys each per 128-key step, one CTA per SM (head
+    /// dimension 128 only).
+    WarpMma8,
+}
+
+/// The kernel a plan launches.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SplitKernel {
+    Wgmma,
+    Warp,
+    Warp8,
 }
 
 /// What the kernels flagged on the device since the plan was made (or its
@@ -243,6 +257,7 @@ pub struct Decode {
     /// Warp MMAs (16 rows per CTA): an FP8 cache, or [`DecodeKernel`]'s
     /// choice for a 16-bit one.
     warp: bool,
+    kernel: SplitKernel,
     splits: usize,
     chunk: usize,
     scale: f32,
@@ -257,7 +272,7 @@ pub struct Decode {
 
 impl std::fmt::Debug for Decode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Decode {{ {:?}, {:?}, fp8: {}, warp MMAs: {}, splits: {} of {} keys }}", self.shape, self.layout, self.fp8, self.warp, self.splits, self.chunk)
+        write!(f, "Decode {{ {:?}, {:?}, fp8: {}, kernel: {:?}, splits: {} of {} keys }}", self.shape, self.layout, self.fp8, self.kernel, self.splits, self.chunk)
     }
 }
 
@@ -335,15 +350,24 @@ impl Decode {
             || match opts.kernel {
                 DecodeKernel::Auto => fits,
                 DecodeKernel::Wgmma => false,
-                DecodeKernel::WarpMma => true,
+                DecodeKernel::WarpMma | DecodeKernel::WarpMma8 => true,
             };
+        if opts.kernel == DecodeKernel::WarpMma8 && (C::FP8 || shape.head_dim != 128) {
+            return Err(shape_err(format!("DecodeKernel::WarpMma8 is built for a 16-bit cache at head_dim 128 (head_dim {}, {} cache): use Auto", shape.head_dim, if C::FP8 { "an FP8" } else { "a 16-bit" })));
+        }
         let ctas = shape.batch * shape.kv_heads * shape.row_groups(rows16);
         let sms = dev.sm_count().max(1) as usize;
         // The split count aims at one CTA per SM for a 16-bit cache in
         // boxes of 64 keys (either kernel: the warp-MMA one measured slower
         // at twice the splits), and at the kernel's occupancy (2) for FP8
         // and pages of 16 or 32 keys ([`splits_for`]).
-        let per_sm = if C::FP8 || layout.piece() < DEC_BN { C::blocks_per_sm(ops, shape.head_dim, layout.piece(), rows16).unwrap_or(2).max(1) } else { 1 };
+        let per_sm = if opts.kernel == DecodeKernel::WarpMma8 {
+            1
+        } else if C::FP8 || layout.piece() < DEC_BN {
+            C::blocks_per_sm(ops, shape.head_dim, layout.piece(), rows16).unwrap_or(2).max(1)
+        } else {
+            1
+        };
         let splits = match opts.splits {
             Some(s) => s,
             None => splits_for(ctas, layout.max_len(), sms, per_sm),
@@ -353,10 +377,20 @@ impl Decode {
                 // (Measured at head dim 128 only: 64 keeps the wgmma kernel.)
                 DecodeKernel::Auto => fits && shape.head_dim == 128 && (layout.piece() < DEC_BN || splits == 1),
                 DecodeKernel::Wgmma => false,
-                DecodeKernel::WarpMma => true,
+                DecodeKernel::WarpMma | DecodeKernel::WarpMma8 => true,
             };
-        let blocks = layout.max_len().div_ceil(DEC_BN);
-        let chunk = blocks.div_ceil(splits) * DEC_BN;
+        let kernel = match (warp, opts.kernel) {
+            (false, DecodeKernel::Auto) if fits && shape.head_dim == 128 && layout.piece() == DEC_BN && splits > 1 => SplitKernel::Warp8,
+            (false, _) => SplitKernel::Wgmma,
+            (true, DecodeKernel::WarpMma8) if !C::FP8 => SplitKernel::Warp8,
+            (true, _) => SplitKernel::Warp,
+        };
+        let warp = warp || kernel == SplitKernel::Warp8;
+        // Keys per split: whole steps of the kernel's ring (64 keys; 128
+        // for the 8-warp kernel).
+        let step = if kernel == SplitKernel::Warp8 { DEC_BN_WIDE } else { DEC_BN };
+        let blocks = layout.max_len().div_ceil(step);
+        let chunk = blocks.div_ceil(splits) * step;
         let splits = layout.max_len().div_ceil(chunk);
         let rows = shape.lse_len();
         let part = if splits > 1 { rows * splits } else { 1 };
@@ -365,6 +399,7 @@ impl Decode {
             layout,
             fp8: C::FP8,
             warp,
+            kernel,
             splits,
             chunk,
             scale: opts.scale.unwrap_or(1.0 / (shape.head_dim as f32).sqrt()),
@@ -381,6 +416,16 @@ impl Decode {
     /// wgmma kernel.
     pub fn warp_mma(&self) -> bool {
         self.warp
+    }
+    /// The kernel the plan launches: [`DecodeKernel::Wgmma`],
+    /// [`DecodeKernel::WarpMma`] (every FP8 cache) or
+    /// [`DecodeKernel::WarpMma8`] (never `Auto`).
+    pub fn kernel(&self) -> DecodeKernel {
+        match self.kernel {
+            SplitKernel::Wgmma => DecodeKernel::Wgmma,
+            SplitKernel::Warp => DecodeKernel::WarpMma,
+            SplitKernel::Warp8 => DecodeKernel::WarpMma8,
+        }
     }
     /// Splits of each sequence's keys (1: no partial outputs, no combine).
     pub fn splits(&self) -> usize {
@@ -468,7 +513,7 @@ impl Decode {
         let grid = (self.splits as u32, (shape.kv_heads * shape.row_groups(self.warp)) as u32, shape.batch as u32);
         let rows = self.layout.rows(shape.batch);
         let args = SplitArgs { q, k: cache.k, v: cache.v, scales: cache.scales, rows, lens, table, out: &mut *out, lse: &mut *lse, o_part: &mut self.o_part, lse_part: &mut self.lse_part, counters: &mut self.counters, errors: &mut self.errors, dims, grid };
-        C::launch(ops, shape, self.layout.piece(), self.warp, args)?;
+        C::launch(ops, shape, self.layout.piece(), self.kernel, args)?;
         Ok(())
     }
 
@@ -584,6 +629,9 @@ pub trait DecodeType: sealed::Sealed + DecodeElem + TmaElement + 'static {
     /// The 16-bit cache's warp-MMA instances.
     #[doc(hidden)]
     const SPLIT16_WARP: [((usize, usize), SplitFn<Self, Self>); 4];
+    /// The 16-bit cache's 8-warp instances (head dim 128).
+    #[doc(hidden)]
+    const SPLIT16_WARP8: [((usize, usize), SplitFn<Self, Self>); 2];
     /// The FP8 cache's.
     #[doc(hidden)]
     const SPLIT_FP8: [((usize, usize), SplitFn<Self, E4M3>); 4];
@@ -594,12 +642,12 @@ pub trait DecodeType: sealed::Sealed + DecodeElem + TmaElement + 'static {
 pub trait CacheElem<T: DecodeType>: sealed::Sealed + Copy + TmaElement + 'static {
     /// Whether the cache is FP8.
     const FP8: bool;
-    /// The instances of the wgmma (`warp` false) or warp-MMA kernel.
+    /// The instances of `kernel`.
     #[doc(hidden)]
-    fn table(warp: bool) -> [((usize, usize), SplitFn<T, Self>); 4];
+    fn table(kernel: SplitKernel) -> &'static [((usize, usize), SplitFn<T, Self>)];
     #[doc(hidden)]
-    fn launch(ops: &Program, shape: DecodeShape, piece: usize, warp: bool, args: SplitArgs<'_, T, Self>) -> Result<(), Error> {
-        match Self::table(warp).iter().find(|(k, _)| *k == (shape.head_dim, piece)) {
+    fn launch(ops: &Program, shape: DecodeShape, piece: usize, kernel: SplitKernel, args: SplitArgs<'_, T, Self>) -> Result<(), Error> {
+        match Self::table(kernel).iter().find(|(k, _)| *k == (shape.head_dim, piece)) {
             Some((_, f)) => f(ops, args),
             None => Err(shape_err(format!("head_dim = {}, {piece} keys per box: not built", shape.head_dim))),
         }
@@ -613,11 +661,11 @@ macro_rules! cache16 {
     ($t:ty) => {
         impl CacheElem<$t> for $t {
             const FP8: bool = false;
-            fn table(warp: bool) -> [((usize, usize), SplitFn<$t, $t>); 4] {
-                if warp {
-                    <$t as DecodeType>::SPLIT16_WARP
-                } else {
-                    <$t as DecodeType>::SPLIT16
+            fn table(kernel: SplitKernel) -> &'static [((usize, usize), SplitFn<$t, $t>)] {
+                match kernel {
+                    SplitKernel::Wgmma => &<$t as DecodeType>::SPLIT16,
+                    SplitKernel::Warp => &<$t as DecodeType>::SPLIT16_WARP,
+                    SplitKernel::Warp8 => &<$t as DecodeType>::SPLIT16_WARP8,
                 }
             }
             fn blocks_per_sm(ops: &Program, head_dim: usize, _piece: usize, warp: bool) -> Option<usize> {
@@ -639,8 +687,8 @@ cache16!(bf16);
 
 impl<T: DecodeType> CacheElem<T> for E4M3 {
     const FP8: bool = true;
-    fn table(_warp: bool) -> [((usize, usize), SplitFn<T, E4M3>); 4] {
-        T::SPLIT_FP8
+    fn table(_kernel: SplitKernel) -> &'static [((usize, usize), SplitFn<T, E4M3>)] {
+        &T::SPLIT_FP8
     }
     fn blocks_per_sm(_ops: &Program, _head_dim: usize, _piece: usize, _warp: bool) -> Option<usize> {
         // Built for 2 CTAs per SM (`min_blocks_per_sm = 2`).
@@ -651,11 +699,13 @@ impl<T: DecodeType> CacheElem<T> for E4M3 {
 impl DecodeType for f16 {
     const SPLIT16: [((usize, usize), SplitFn<Self, Self>); 4] = split16_table::<Self>();
     const SPLIT16_WARP: [((usize, usize), SplitFn<Self, Self>); 4] = split16_warp_table::<Self>();
+    const SPLIT16_WARP8: [((usize, usize), SplitFn<Self, Self>); 2] = split16_warp8_table::<Self>();
     const SPLIT_FP8: [((usize, usize), SplitFn<Self, E4M3>); 4] = split_fp8_table::<Self>();
 }
 impl DecodeType for bf16 {
     const SPLIT16: [((usize, usize), SplitFn<Self, Self>); 4] = split16_table::<Self>();
     const SPLIT16_WARP: [((usize, usize), SplitFn<Self, Self>); 4] = split16_warp_table::<Self>();
+    const SPLIT16_WARP8: [((usize, usize), SplitFn<Self, Self>); 2] = split16_warp8_table::<Self>();
     const SPLIT_FP8: [((usize, usize), SplitFn<Self, E4M3>); 4] = split_fp8_table::<Self>();
 }
 
@@ -718,6 +768,15 @@ where
         ((128, 64), split16::<decode_split_warp<E, 128, 64, 2>, E, 128, 64>),
         ((128, 16), split16::<decode_split_warp<E, 128, 16, 2>, E, 128, 16>),
     ]
+}
+
+/// `decode_split_warp8`'s instances on `E`.
+const fn split16_warp8_table<E: DecodeType>() -> [((usize, usize), SplitFn<E, E>); 2]
+where
+    decode_split_warp8<E, 128, 64, 2>: HostEntry<Params = Split16Params<E, 64, 128>>,
+    decode_split_warp8<E, 128, 16, 2>: HostEntry<Params = Split16Params<E, 16, 128>>,
+{
+    [((128, 64), split16::<decode_split_warp8<E, 128, 64, 2>, E, 128, 64>), ((128, 16), split16::<decode_split_warp8<E, 128, 16, 2>, E, 128, 16>)]
 }
 
 /// `decode_split_fp8`'s instances on `E`.

@@ -64,7 +64,9 @@ struct Args {
     #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "0")]
     splits: Vec<usize>,
     /// Time each bf16-cache row on each kernel of this comma-separated list
-    /// (`auto`: the plan's choice; `wgmma`; `warp`: warp MMAs).
+    /// (`auto`: the plan's choice; `wgmma`; `warp`: warp MMAs; `warp8`:
+    /// warp MMAs on 8 consumer warps, head dim 128; its rows are skipped
+    /// where it does not apply).
     #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "auto")]
     kernels: Vec<KernelArg>,
 }
@@ -75,6 +77,7 @@ enum KernelArg {
     Auto,
     Wgmma,
     Warp,
+    Warp8,
 }
 
 impl KernelArg {
@@ -83,6 +86,7 @@ impl KernelArg {
             KernelArg::Auto => DecodeKernel::Auto,
             KernelArg::Wgmma => DecodeKernel::Wgmma,
             KernelArg::Warp => DecodeKernel::WarpMma,
+            KernelArg::Warp8 => DecodeKernel::WarpMma8,
         }
     }
 }
@@ -272,7 +276,7 @@ fn run(dev: &Device, a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         // An FP8 cache has one kernel.
         let kernels = if row.fp8 { &[KernelArg::Auto][..] } else { &a.kernels[..] };
         for (&want_splits, &kernel) in a.splits.iter().flat_map(|s| kernels.iter().map(move |k| (s, k))) {
-            if want_splits > row.len.div_ceil(64) {
+            if want_splits > row.len.div_ceil(64) || (kernel == KernelArg::Warp8 && row.head_dim != 128) {
                 continue;
             }
             let name = if kernels.len() > 1 { format!("{} [{kernel:?}]", row.name()) } else { row.name() };
