@@ -46,12 +46,12 @@ while kill -0 "$tests_pid" 2> /dev/null && ! grep -qE '^ +(Running|Doc-tests) ' 
   sleep 1
 done
 beside_rc=0
-(
-  set -e
-  RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace
-  tools/python-test.sh
-  tools/template-check.sh
-) > "$beside" 2>&1 || beside_rc=$?
+# (Chained with `&&`: `set -e` does not apply on the left of `||`.)
+{
+  RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace \
+    && tools/python-test.sh \
+    && tools/template-check.sh
+} > "$beside" 2>&1 || beside_rc=$?
 tests_rc=0
 wait "$tests_pid" || tests_rc=$?
 echo "== beside the tests: cargo doc, tools/python-test.sh, tools/template-check.sh"
