@@ -254,9 +254,8 @@ pub struct Decode {
     shape: DecodeShape,
     layout: CacheLayout,
     fp8: bool,
-    /// Warp MMAs (16 rows per CTA): an FP8 cache, or [`DecodeKernel`]'s
-    /// choice for a 16-bit one.
-    warp: bool,
+    /// The kernel launched: warp MMAs (16 rows per CTA) for an FP8 cache,
+    /// [`DecodeKernel`]'s choice for a 16-bit one.
     kernel: SplitKernel,
     splits: usize,
     chunk: usize,
@@ -372,20 +371,17 @@ impl Decode {
             Some(s) => s,
             None => splits_for(ctas, layout.max_len(), sms, per_sm),
         };
-        let warp = C::FP8
-            || match opts.kernel {
-                // (Measured at head dim 128 only: 64 keeps the wgmma kernel.)
-                DecodeKernel::Auto => fits && shape.head_dim == 128 && (layout.piece() < DEC_BN || splits == 1),
-                DecodeKernel::Wgmma => false,
-                DecodeKernel::WarpMma | DecodeKernel::WarpMma8 => true,
-            };
-        let kernel = match (warp, opts.kernel) {
-            (false, DecodeKernel::Auto) if fits && shape.head_dim == 128 && layout.piece() == DEC_BN && splits > 1 => SplitKernel::Warp8,
-            (false, _) => SplitKernel::Wgmma,
-            (true, DecodeKernel::WarpMma8) if !C::FP8 => SplitKernel::Warp8,
-            (true, _) => SplitKernel::Warp,
+        let tuned = fits && shape.head_dim == 128;
+        let kernel = match opts.kernel {
+            _ if C::FP8 => SplitKernel::Warp,
+            DecodeKernel::Wgmma => SplitKernel::Wgmma,
+            DecodeKernel::WarpMma => SplitKernel::Warp,
+            DecodeKernel::WarpMma8 => SplitKernel::Warp8,
+            // (Measured at head dim 128 only: 64 keeps the wgmma kernel.)
+            DecodeKernel::Auto if tuned && (layout.piece() < DEC_BN || splits == 1) => SplitKernel::Warp,
+            DecodeKernel::Auto if tuned => SplitKernel::Warp8,
+            DecodeKernel::Auto => SplitKernel::Wgmma,
         };
-        let warp = warp || kernel == SplitKernel::Warp8;
         // Keys per split: whole steps of the kernel's ring (64 keys; 128
         // for the 8-warp kernel).
         let step = if kernel == SplitKernel::Warp8 { DEC_BN_WIDE } else { DEC_BN };
@@ -398,7 +394,6 @@ impl Decode {
             shape,
             layout,
             fp8: C::FP8,
-            warp,
             kernel,
             splits,
             chunk,
@@ -415,7 +410,7 @@ impl Decode {
     /// [`DecodeOptions::kernel`]'s choice for a 16-bit one) rather than the
     /// wgmma kernel.
     pub fn warp_mma(&self) -> bool {
-        self.warp
+        self.kernel != SplitKernel::Wgmma
     }
     /// The kernel the plan launches: [`DecodeKernel::Wgmma`],
     /// [`DecodeKernel::WarpMma`] (every FP8 cache) or
@@ -502,7 +497,7 @@ impl Decode {
             heads: shape.heads as u32,
             group: shape.group() as u32,
             t_q: shape.tokens as u32,
-            row_groups: shape.row_groups(self.warp) as u32,
+            row_groups: shape.row_groups(self.warp_mma()) as u32,
             chunk: self.chunk as u32,
             page_size: page_size as u32,
             max_pages: max_pages as u32,
@@ -510,7 +505,7 @@ impl Decode {
             scale_heads: scale_heads as u32,
             scale_log2: self.scale * std::f32::consts::LOG2_E,
         };
-        let grid = (self.splits as u32, (shape.kv_heads * shape.row_groups(self.warp)) as u32, shape.batch as u32);
+        let grid = (self.splits as u32, (shape.kv_heads * shape.row_groups(self.warp_mma())) as u32, shape.batch as u32);
         let rows = self.layout.rows(shape.batch);
         let args = SplitArgs { q, k: cache.k, v: cache.v, scales: cache.scales, rows, lens, table, out: &mut *out, lse: &mut *lse, o_part: &mut self.o_part, lse_part: &mut self.lse_part, counters: &mut self.counters, errors: &mut self.errors, dims, grid };
         C::launch(ops, shape, self.layout.piece(), self.kernel, args)?;
