@@ -10,7 +10,8 @@
 //! through [`PeerGmem::remote`] (a bounds-checked [`Gmem`], so the emulator's
 //! race detector sees the access), copies to or from it with the bulk
 //! copies of [`crate::tma::bulk`], and tells the other device that data
-//! arrived with a [`PeerSemaphores`] signal: a system-scope release there,
+//! arrived with a [`PeerSemaphores`] signal (or a [`PeerCounters`] add, for
+//! counters that grow across launches): a system-scope release there,
 //! matched by that device's system-scope acquire. A `.gpu`-scope release
 //! does not order another GPU's reader; the emulator reports the race.
 //!
@@ -268,6 +269,99 @@ impl PeerSemaphores {
             if v >= n && unsafe { raw::atom_cas_acquire_sys(w, v, v - n) } == v {
                 return;
             }
+            raw::nanosleep(64);
+        }
+    }
+}
+
+/// Cross-device counters that only grow: `slots` `u32` words on each device
+/// of a group (a kernel parameter; the host passes
+/// `kernel_host::group::PeerBuffer<u32>::on(rank)`), for hand-overs that
+/// repeat across launches without a reset. Each launch is one *epoch*
+/// (`1, 2, ..`, wrapping): a counter that `senders` signals of `n` each
+/// reach per launch holds `epoch x senders x n` once epoch `epoch`'s
+/// signals are in, so a waiter compares against that target instead of
+/// consuming ([`PeerSemaphores`] consume, and need zeros at the launch).
+///
+/// - [`add`](Self::add): `red.release.sys.global.add.u32` on any device's
+///   counter: what this thread wrote before, and saw through a barrier, is
+///   visible to whoever acquires the count;
+/// - [`wait_for`](Self::wait_for): spins (`ld.acquire.sys`) until this
+///   device's counter has reached `target`, compared in wrapping
+///   arithmetic (`counter - target` read as `i32` is `>= 0`), so epochs
+///   may wrap past `u32::MAX` as long as no counter runs `2^31` ahead of a
+///   waiter's target.
+///
+/// The same residency rule as [`PeerSemaphores`]: every waiting kernel of
+/// the group must be running while the others add (the host's group
+/// launch).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug)]
+pub struct PeerCounters {
+    words: PeerGmem<u32>,
+}
+
+// SAFETY: a `PeerGmem<u32>`, plain data.
+unsafe impl DeviceParam for PeerCounters {
+    type Abi = PeerCounters;
+    #[inline(always)]
+    fn from_abi(abi: PeerCounters, _: u64) -> PeerCounters {
+        abi
+    }
+}
+
+impl PeerCounters {
+    /// # Safety
+    /// As [`PeerGmem::from_raw_parts`], the words used only as counters (by
+    /// these methods) while any kernel of the group runs.
+    pub const unsafe fn from_words(words: PeerGmem<u32>) -> Self {
+        PeerCounters { words }
+    }
+    /// This device's rank.
+    #[inline(always)]
+    pub fn rank(&self) -> u32 {
+        self.words.rank()
+    }
+    /// Devices in the group.
+    #[inline(always)]
+    pub fn count(&self) -> u32 {
+        self.words.count()
+    }
+    /// The next device of the ring, `(rank + 1) % count`.
+    #[inline(always)]
+    pub fn next(&self) -> u32 {
+        self.words.next()
+    }
+    /// Counters per device.
+    #[inline(always)]
+    pub fn slots(&self) -> usize {
+        self.words.len()
+    }
+    #[inline(always)]
+    #[track_caller]
+    fn word(&self, device: u32, slot: usize) -> *mut u32 {
+        let g = self.words.remote(device);
+        crate::gmem::check_range(slot, 1, g.len());
+        // SAFETY: in bounds (checked).
+        unsafe { g.as_ptr().add(slot) }
+    }
+    /// Adds `n` to counter `slot` of device `device` (this one or a peer)
+    /// with a system-scope release.
+    #[inline(always)]
+    #[track_caller]
+    pub fn add(&self, device: u32, slot: usize, n: u32) {
+        let w = self.word(device, slot);
+        // SAFETY: an aligned u32 of the group's counter words.
+        unsafe { raw::red_release_sys_add(w, n) }
+    }
+    /// Spins until this device's counter `slot` has reached `target`
+    /// (wrapping comparison; type docs), with a system-scope acquire.
+    #[inline(always)]
+    #[track_caller]
+    pub fn wait_for(&self, slot: usize, target: u32) {
+        let w = self.word(self.rank(), slot);
+        // SAFETY: as in `add`.
+        while (unsafe { raw::ld_acquire_sys(w) }.wrapping_sub(target) as i32) < 0 {
             raw::nanosleep(64);
         }
     }

@@ -147,6 +147,24 @@ pub mod raw {
     }
 }
 
+/// Spins until flag `i` of `flags` (this device's memory) equals `value`,
+/// with a system-scope acquire (`ld.acquire.sys.global.u32`): for a flag
+/// that the host, or a copy engine queued by the host, writes (a call's
+/// epoch, say) rather than a kernel's release. What was written to memory
+/// before the flag in the writer's order (a copy queued before it on the
+/// same stream) is visible once it is seen. An index out of range is a
+/// trap on the GPU and a reported misuse on the emulator.
+#[inline(always)]
+#[track_caller]
+pub fn wait_flag_sys(flags: crate::GmemRef<u32>, i: usize, value: u32) {
+    crate::gmem::check_range(i, 1, flags.len());
+    let w = flags.ptr().wrapping_add(i);
+    // SAFETY: in bounds (checked): an aligned u32 of global memory.
+    while unsafe { raw::ld_acquire_sys(w.as_raw_unchecked()) } != value {
+        raw::nanosleep(64);
+    }
+}
+
 impl Semaphore {
     /// # Safety
     /// `ptr` is a valid, 4-byte-aligned pointer to a `u32` in global memory,

@@ -48,7 +48,7 @@ use crate::emulate::Emulator;
 use crate::runtime::{Error, Gpu, Result};
 use cudarc::driver::{sys, DeviceRepr, ValidAsZeroBits};
 use kernel_device::launch::{Dim3, DeviceCode, HostEntry, KernelSpec};
-use kernel_device::peer::{PeerGmem, PeerSemaphores, MAX_PEER_DEVICES};
+use kernel_device::peer::{PeerCounters, PeerGmem, PeerSemaphores, MAX_PEER_DEVICES};
 use crate::runtime::ParamList;
 
 /// GPUs of one host with peer access between every pair, or emulated
@@ -338,7 +338,8 @@ impl<T> PeerBuffer<T> {
         self.parts.iter_mut()
     }
     /// The buffer as seen by the launching device `rank`: an argument for
-    /// `PeerGmem<T>`, `PeerSemaphores`, `Gmem<T>` or `GmemRef<T>`.
+    /// `PeerGmem<T>`, `PeerSemaphores`, `PeerCounters`, `Gmem<T>` or
+    /// `GmemRef<T>`.
     pub fn on(&self, rank: Rank) -> PeerArg<'_, T> {
         PeerArg { buf: self, rank }
     }
@@ -406,6 +407,21 @@ impl Arg<PeerSemaphores> for PeerArg<'_, u32> {
     fn emulator(self) -> Result<PeerSemaphores> {
         // SAFETY: as above.
         Ok(unsafe { PeerSemaphores::from_words(self.peer_param(false)?) })
+    }
+}
+
+impl Arg<PeerCounters> for PeerArg<'_, u32> {
+    fn gpu<'a>(self, _sink: &mut ArgSink<'a>) -> Result<PeerCounters>
+    where
+        Self: 'a,
+    {
+        // SAFETY: the group's words, used as counters by the kernel (the
+        // caller's contract for a counter buffer).
+        Ok(unsafe { PeerCounters::from_words(self.peer_param(true)?) })
+    }
+    fn emulator(self) -> Result<PeerCounters> {
+        // SAFETY: as above.
+        Ok(unsafe { PeerCounters::from_words(self.peer_param(false)?) })
     }
 }
 

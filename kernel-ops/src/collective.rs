@@ -32,7 +32,7 @@
 //! On emulated devices `run` and `run_persistent` run with host copies
 //! first (correctness only: the kernels find every flag already set);
 //! `run_forwarding` runs as on GPUs, under the race detector.
-use crate::matmul::{check_problem, Matmul, MatmulError};
+use crate::matmul::{check_problem, Matmul, MatmulElem, MatmulError};
 use crate::Ctas;
 use kernel_host::cudarc::driver::{sys, CudaEvent, CudaStream};
 use kernel_host::group::{DeviceGroup, PeerBuffer};
@@ -40,8 +40,11 @@ use kernel_host::{Buffer, Error, Gpu, TileMap};
 use kernel_device::gmem::GmemRef;
 use kernel_device::launch::HostEntry;
 use kernel_device::tma::TensorMapParam;
-use kernel_device::f16;
+use crate::reduce_scatter::launch as rs_launch;
+use kernel_device::peer::PeerCounters;
+use kernel_device::{bf16, f16};
 use kernel_ops_kernels::collective::{allgather_matmul_fwd, allgather_matmul_ws};
+use kernel_ops_kernels::gemm::{ATile, BTile, EpiTile};
 use kernel_ops_kernels::matmul::{ATileOf, BTileOf, EpiTileOf, TK};
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
@@ -60,6 +63,106 @@ const PERSISTENT: [(&str, usize, PersistentLaunch); 2] = [
 /// The tile rows of [`AllGatherMatmul::run_forwarding`]'s kernel: shard
 /// rows must be a multiple.
 pub const FORWARDING_TILE_ROWS: usize = 128;
+
+/// The tile columns of [`AllGatherMatmul::run_forwarding`]'s kernel.
+const FORWARDING_TILE_COLS: usize = 256;
+
+/// The element types of the collective matmuls
+/// ([`AllGatherMatmul::run_forwarding`],
+/// [`crate::reduce_scatter::ReduceScatterMatmul::run`]): f16 and bf16 (`A`,
+/// `B` and `C` alike, f32 accumulation). The kernels are generic over it.
+pub trait CollectiveElem: MatmulElem {
+    /// `run_forwarding`'s launch on this type.
+    #[doc(hidden)]
+    const FORWARDING: ForwardingLaunch<Self>;
+    /// The reduce-scatter matmul's launches on this type
+    /// ([`crate::reduce_scatter::INSTANCE_NAMES`] order).
+    #[doc(hidden)]
+    const REDUCE_SCATTER: [crate::reduce_scatter::Launch<Self>; 2];
+}
+
+impl CollectiveElem for f16 {
+    const FORWARDING: ForwardingLaunch<Self> = launch_forwarding::<Self>;
+    const REDUCE_SCATTER: [crate::reduce_scatter::Launch<Self>; 2] = [rs_launch::<Self, 128, 256, 4, 8>, rs_launch::<Self, 128, 128, 4, 8>];
+}
+
+impl CollectiveElem for bf16 {
+    const FORWARDING: ForwardingLaunch<Self> = launch_forwarding::<Self>;
+    const REDUCE_SCATTER: [crate::reduce_scatter::Launch<Self>; 2] = [rs_launch::<Self, 128, 256, 4, 8>, rs_launch::<Self, 128, 128, 4, 8>];
+}
+
+/// The group launch of `allgather_matmul_fwd<E, ..>` (shapes checked and the
+/// counters made by the caller): `AllGatherMatmul`, `a`, `b`, `c`, `(m, n,
+/// k)`, the counters, the value the counters reach in this call.
+#[doc(hidden)]
+pub type ForwardingLaunch<E> =
+    fn(&AllGatherMatmul<'_>, &mut PeerBuffer<E>, &PeerBuffer<E>, &mut PeerBuffer<E>, (usize, usize, usize), &PeerBuffer<u32>, u32) -> Result<(), MatmulError>;
+
+/// The parameters of `allgather_matmul_fwd<E, ..>`.
+type ForwardingParams<E> = (
+    TensorMapParam<ATile<E, FORWARDING_TILE_ROWS>>,
+    TensorMapParam<ATile<E, FORWARDING_TILE_ROWS>>,
+    TensorMapParam<BTile<E, FORWARDING_TILE_COLS>>,
+    TensorMapParam<EpiTile<E, FORWARDING_TILE_ROWS>>,
+    PeerCounters,
+    u32,
+    u32,
+    u32,
+    u32,
+);
+
+fn launch_forwarding<E: CollectiveElem>(
+    ag: &AllGatherMatmul<'_>,
+    a: &mut PeerBuffer<E>,
+    b: &PeerBuffer<E>,
+    c: &mut PeerBuffer<E>,
+    (m, n, k): (usize, usize, usize),
+    arrived: &PeerBuffer<u32>,
+    target: u32,
+) -> Result<(), MatmulError>
+where
+    allgather_matmul_fwd<E, FORWARDING_TILE_ROWS, FORWARDING_TILE_COLS, 4, 8>: HostEntry<Params = ForwardingParams<E>>,
+{
+    const BM: usize = FORWARDING_TILE_ROWS;
+    const BN: usize = FORWARDING_TILE_COLS;
+    let p = ag.group.len();
+    let (mt, nt, ks) = ((p * m / BM) as u32, n.div_ceil(BN) as u32, k.div_ceil(TK) as u32);
+    // Device d's kernel reads its own `A` through a read map and stores
+    // into the next device's through that device's write map. A part
+    // cannot be borrowed for both at once, so each read map is over a
+    // second handle on the part, used by its own device only.
+    let mut aliases = Vec::with_capacity(p);
+    for d in 0..p {
+        let (dev, part) = (ag.group.device(d), a.part(d));
+        // SAFETY: the part's own memory on its own device, alive while
+        // `a` is (borrowed mutably for this call), read through this
+        // handle by its owner's kernel only, ordered with every other
+        // use by the group launch's barriers.
+        aliases.push(unsafe {
+            if dev.is_gpu() {
+                Buffer::<E>::borrow_gpu(dev, part.address(), part.len())
+            } else {
+                Buffer::<E>::borrow_host(dev, part.address() as *mut E, part.len())
+            }
+        }?);
+    }
+    let a_maps = aliases.iter().map(|buf| TileMap::<ATile<E, BM>>::new_2d(buf, p * m, k)).collect::<Result<Vec<_>, _>>()?;
+    let store_maps = a.parts_mut().map(|part| TileMap::<ATile<E, BM>>::new_2d_mut(part, p * m, k)).collect::<Result<Vec<_>, _>>()?;
+    let b_maps = (0..p).map(|d| TileMap::<BTile<E, BN>>::new_2d(b.part(d), n, k)).collect::<Result<Vec<_>, _>>()?;
+    let c_maps = c.parts_mut().map(|part| TileMap::<EpiTile<E, BM>>::new_2d_mut(part, p * m, n)).collect::<Result<Vec<_>, _>>()?;
+    // The same grid on every device, one CTA per SM at most (every CTA
+    // resident: the kernels wait for one another's rows).
+    let sms = (0..p).map(|d| ag.group.device(d).sm_count()).min().unwrap_or(1);
+    let grid = Ctas::EvenWaves.grid(mt * nt, sms).max(1);
+    ag.group
+        .load(&kernel_ops_kernels::DEVICE_CODE)?
+        .kernel::<allgather_matmul_fwd<E, BM, BN, 4, 8>>()?
+        .launch(grid, |r| {
+            let d = r.index();
+            (&a_maps[d], &store_maps[(d + 1) % p], &b_maps[d], &c_maps[d], arrived.on(r), target, mt, nt, ks)
+        })?;
+    Ok(())
+}
 
 /// `(name, BM)` of each instance `run_persistent` picks from;
 /// [`AllGatherMatmul::tune_persistent`] times them.
@@ -123,11 +226,12 @@ pub struct AllGatherMatmul<'g> {
     /// Index into [`PERSISTENT_INSTANCES`].
     persistent: Cell<usize>,
     /// Per device, one arrival counter per tile row of the gathered `A`
-    /// (`run_forwarding`; made anew, and the epoch reset, when a call has
-    /// more tile rows).
+    /// (`run_forwarding`), made anew whenever a call's tile rows or
+    /// senders per row differ from the previous call's.
     fwd_arrived: RefCell<Option<PeerBuffer<u32>>>,
-    /// The value the counters reached at the last `run_forwarding`.
-    fwd_epoch: Cell<u32>,
+    /// `(tile rows, senders per row, count)` of the last `run_forwarding`:
+    /// its shape, and the value its counters reached.
+    fwd_state: Cell<(u32, u32, u32)>,
 }
 
 fn invalid(problem: String) -> MatmulError {
@@ -158,7 +262,7 @@ impl<'g> AllGatherMatmul<'g> {
             .collect::<Result<Vec<_>, _>>()?;
         let arrived = RefCell::new(group.zeros::<u32>(group.len())?);
         let epoch_src = RefCell::new(group.zeros::<u32>(1)?);
-        Ok(AllGatherMatmul { group, matmuls, copy_streams, arrived, epoch: Cell::new(0), epoch_src, persistent: Cell::new(0), fwd_arrived: RefCell::new(None), fwd_epoch: Cell::new(0) })
+        Ok(AllGatherMatmul { group, matmuls, copy_streams, arrived, epoch: Cell::new(0), epoch_src, persistent: Cell::new(0), fwd_arrived: RefCell::new(None), fwd_state: Cell::new((0, 0, 0)) })
     }
 
     /// Autotunes each device's matmul for the `m x n x k` steps (the
@@ -171,12 +275,12 @@ impl<'g> AllGatherMatmul<'g> {
     }
 
     /// Gathers `a` and multiplies: on entry `a[j].part(j)` holds device
-    /// `j`'s shard (`m x k`, row-major f16); on return `a[j].part(d)`
+    /// `j`'s shard (`m x k`, row-major f16 or bf16); on return `a[j].part(d)`
     /// holds it on every device `d`, and `c[j].part(d)` = shard `j` ·
     /// `b.part(d)`ᵀ (`m x n`): device `d`'s `C` in row blocks, block `j`
     /// for the rows of shard `j`. Asynchronous on GPUs (synchronize the
     /// group before reading `c`). Errors name the buffer and the shape.
-    pub fn run(&self, a: &mut [PeerBuffer<f16>], b: &PeerBuffer<f16>, c: &mut [PeerBuffer<f16>], (m, n, k): (usize, usize, usize)) -> Result<(), MatmulError> {
+    pub fn run<E: MatmulElem>(&self, a: &mut [PeerBuffer<E>], b: &PeerBuffer<E>, c: &mut [PeerBuffer<E>], (m, n, k): (usize, usize, usize)) -> Result<(), MatmulError> {
         let p = self.group.len();
         if a.len() != p || c.len() != p {
             return Err(invalid(format!(
@@ -204,7 +308,7 @@ impl<'g> AllGatherMatmul<'g> {
         }
     }
 
-    fn run_emulated(&self, a: &mut [PeerBuffer<f16>], b: &PeerBuffer<f16>, c: &mut [PeerBuffer<f16>], (m, n, k): (usize, usize, usize)) -> Result<(), MatmulError> {
+    fn run_emulated<E: MatmulElem>(&self, a: &mut [PeerBuffer<E>], b: &PeerBuffer<E>, c: &mut [PeerBuffer<E>], (m, n, k): (usize, usize, usize)) -> Result<(), MatmulError> {
         let p = self.group.len();
         for s in 0..p {
             for d in 0..p {
@@ -255,10 +359,10 @@ impl<'g> AllGatherMatmul<'g> {
         cs.record_event(None).map_err(cuda("cuEventRecord"))
     }
 
-    fn run_gpu(&self, a: &mut [PeerBuffer<f16>], b: &PeerBuffer<f16>, c: &mut [PeerBuffer<f16>], (m, n, k): (usize, usize, usize)) -> Result<(), MatmulError> {
+    fn run_gpu<E: MatmulElem>(&self, a: &mut [PeerBuffer<E>], b: &PeerBuffer<E>, c: &mut [PeerBuffer<E>], (m, n, k): (usize, usize, usize)) -> Result<(), MatmulError> {
         let p = self.group.len();
         let gpus = self.begin_gpu()?;
-        let bytes = m * k * std::mem::size_of::<f16>();
+        let bytes = m * k * std::mem::size_of::<E>();
         // sent[d]: the event of device d's copy at the previous step.
         let mut sent: Vec<Option<CudaEvent>> = (0..p).map(|_| None).collect();
         for s in 0..p {
@@ -347,9 +451,9 @@ impl<'g> AllGatherMatmul<'g> {
     /// for the others' earlier work, and later work for every kernel).
     /// Asynchronous on GPUs (synchronize the group before reading `c`).
     /// Errors name the buffer and the shape.
-    pub fn run_forwarding(&self, a: &mut PeerBuffer<f16>, b: &PeerBuffer<f16>, c: &mut PeerBuffer<f16>, (m, n, k): (usize, usize, usize)) -> Result<(), MatmulError> {
+    pub fn run_forwarding<E: CollectiveElem>(&self, a: &mut PeerBuffer<E>, b: &PeerBuffer<E>, c: &mut PeerBuffer<E>, (m, n, k): (usize, usize, usize)) -> Result<(), MatmulError> {
         const BM: usize = FORWARDING_TILE_ROWS;
-        const BN: usize = 256;
+        const BN: usize = FORWARDING_TILE_COLS;
         let p = self.group.len();
         for (what, devices) in [("a", a.devices()), ("b", b.devices()), ("c", c.devices())] {
             if devices != p {
@@ -363,49 +467,30 @@ impl<'g> AllGatherMatmul<'g> {
             )));
         }
         let (mt, nt, ks) = ((p * m / BM) as u32, n.div_ceil(BN) as u32, k.div_ceil(TK) as u32);
+        // Every counter of a call's rows grows by the call's senders per
+        // row (`min(n_tiles, k_steps)`, one add each), so a counter's
+        // value says which call it has reached only while each call has
+        // the rows and senders of the one before: on any change, fresh
+        // zeroed counters. (The old ones are freed in stream order, after
+        // the kernels that use them.)
+        let senders = nt.min(ks);
+        let (rows, prev_senders, count) = self.fwd_state.get();
         let mut fwd = self.fwd_arrived.borrow_mut();
-        if fwd.as_ref().is_none_or(|f| f.len() < mt as usize) {
+        let count = if fwd.is_none() || (rows, prev_senders) != (mt, senders) {
             *fwd = Some(self.group.zeros::<u32>(mt as usize)?);
-            self.fwd_epoch.set(0);
-        }
+            0
+        } else {
+            count
+        };
         let arrived = fwd.as_ref().expect("made above");
-        let epoch = self.fwd_epoch.get().wrapping_add(1);
-        self.fwd_epoch.set(epoch);
-        // Device d's kernel reads its own `A` through a read map and stores
-        // into the next device's through that device's write map. A part
-        // cannot be borrowed for both at once, so each read map is over a
-        // second handle on the part, used by its own device only.
-        let mut aliases = Vec::with_capacity(p);
-        for d in 0..p {
-            let (dev, part) = (self.group.device(d), a.part(d));
-            // SAFETY: the part's own memory on its own device, alive while
-            // `a` is (borrowed mutably for this call), read through this
-            // handle by its owner's kernel only, ordered with every other
-            // use by the group launch's barriers.
-            aliases.push(unsafe {
-                if dev.is_gpu() {
-                    Buffer::<f16>::borrow_gpu(dev, part.address(), part.len())
-                } else {
-                    Buffer::<f16>::borrow_host(dev, part.address() as *mut f16, part.len())
-                }
-            }?);
+        let target = count.wrapping_add(senders);
+        self.fwd_state.set((mt, senders, target));
+        let r = (E::FORWARDING)(self, a, b, c, (m, n, k), arrived, target);
+        if r.is_err() {
+            // A failed launch may have left counts behind.
+            *fwd = None;
         }
-        let a_maps = aliases.iter().map(|buf| TileMap::<ATileOf<BM>>::new_2d(buf, p * m, k)).collect::<Result<Vec<_>, _>>()?;
-        let store_maps = a.parts_mut().map(|part| TileMap::<ATileOf<BM>>::new_2d_mut(part, p * m, k)).collect::<Result<Vec<_>, _>>()?;
-        let b_maps = (0..p).map(|d| TileMap::<BTileOf<BN>>::new_2d(b.part(d), n, k)).collect::<Result<Vec<_>, _>>()?;
-        let c_maps = c.parts_mut().map(|part| TileMap::<EpiTileOf<BM>>::new_2d_mut(part, p * m, n)).collect::<Result<Vec<_>, _>>()?;
-        // The same grid on every device, one CTA per SM at most (every CTA
-        // resident: the kernels wait for one another's rows).
-        let sms = (0..p).map(|d| self.group.device(d).sm_count()).min().unwrap_or(1);
-        let grid = Ctas::EvenWaves.grid(mt * nt, sms).max(1);
-        self.group
-            .load(&kernel_ops_kernels::DEVICE_CODE)?
-            .kernel::<allgather_matmul_fwd<BM, BN, 4, 8>>()?
-            .launch(grid, |r| {
-                let d = r.index();
-                (&a_maps[d], &store_maps[(d + 1) % p], &b_maps[d], &c_maps[d], arrived.on(r), epoch, mt, nt, ks)
-            })?;
-        Ok(())
+        r
     }
 
     /// Launches device `d`'s kernel on its stream.

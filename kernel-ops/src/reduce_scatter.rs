@@ -4,23 +4,24 @@
 //! tensor-parallel layer: each device holds a column block of the
 //! activations and the matching block of the weights).
 //!
-//! Device `d` holds `A_d` (`M x K/p`, row-major f16) and `B_d` (`N x K/p`,
-//! row-major f16, the "NT" layout of [`crate::matmul`]); it receives row
-//! block `d` of `C = Σ_d A_d · B_dᵀ` (`M/p x N`, f16, summed in f32).
+//! Device `d` holds `A_d` (`M x K/p`, row-major f16 or bf16) and `B_d` (`N
+//! x K/p`, row-major, the "NT" layout of [`crate::matmul`]); it receives
+//! row block `d` of `C = Σ_d A_d · B_dᵀ` (`M/p x N`, the same type, summed
+//! in f32).
 //!
 //! [`ReduceScatterMatmul::run`] launches **one persistent kernel per
 //! device**, all together
 //! ([`kernel_ops_kernels::reduce_scatter::reduce_scatter_matmul_ws`]):
 //! each device computes the tiles of the other devices' row blocks first
-//! and writes each one's accumulators, rounded to f16, straight into its
+//! and writes each one's accumulators, rounded to the element type, straight into its
 //! owner's receive buffer over NVLink, signalling the owner's counter of
 //! that tile (system-scope release) once its next tile's MMAs are done;
 //! then it computes its own block, and each of its tiles waits for the
 //! other devices' `p - 1` partials (system-scope acquire), adds them to
-//! its own f32 accumulators in f32 and stores the f16 sum. The reduction
+//! its own f32 accumulators in f32 and stores the sum. The reduction
 //! runs inside the matmul: no separate reduce-scatter. Each other
-//! device's partial is rounded to f16 once, as in the baseline (a matmul
-//! writing f16, then a reduce-scatter of f16), and the sum is rounded
+//! device's partial is rounded once, as in the baseline (a matmul
+//! writing its partial, then a reduce-scatter of it), and the sum is rounded
 //! once more; the device's own partial is not rounded.
 //!
 //! The baseline it replaces is a matmul per device (each device's partial
@@ -29,52 +30,52 @@
 //! The counters are consumed by the waits, so they are zero again after
 //! each call: repeated calls need no reset. On emulated devices the
 //! group's kernels run in one emulator run, under its race detector.
+use crate::collective::CollectiveElem;
 use crate::matmul::{check_problem, MatmulError};
 use crate::Ctas;
-use kernel_device::f16;
 use kernel_device::launch::HostEntry;
-use kernel_device::peer::PeerGmem;
+use kernel_device::peer::{PeerGmem, PeerSemaphores};
 use kernel_device::tma::TensorMapParam;
 use kernel_host::group::{DeviceGroup, GroupProgram, PeerBuffer};
 use kernel_host::{Error, TileMap};
-use kernel_ops_kernels::matmul::{ATileOf, BTileOf, EpiTileOf, TK};
-use kernel_ops_kernels::reduce_scatter::{recv_len, reduce_scatter_matmul_ws};
+use kernel_ops_kernels::gemm::{ATile, BTile, EpiTile};
+use kernel_ops_kernels::matmul::TK;
+use kernel_ops_kernels::reduce_scatter::{recv_words, reduce_scatter_matmul_ws};
 use std::cell::{Cell, RefCell};
 
 /// The kernel's tile rows: each device's row block (`m / p` rows) must be a
 /// multiple of it.
 pub const TILE_ROWS: usize = 128;
 
-/// Launches the group's kernels of one instance
+/// Launches the group's kernels of one instance on element type `E`
 /// (`ReduceScatterMatmul`, `a`, `b`, `c`, `(m, n, k_shard)`).
-type Launch = fn(&ReduceScatterMatmul<'_>, &PeerBuffer<f16>, &PeerBuffer<f16>, &mut PeerBuffer<f16>, (usize, usize, usize)) -> Result<(), MatmulError>;
+#[doc(hidden)]
+pub type Launch<E> = fn(&ReduceScatterMatmul<'_>, &PeerBuffer<E>, &PeerBuffer<E>, &mut PeerBuffer<E>, (usize, usize, usize)) -> Result<(), MatmulError>;
 
-/// The [`reduce_scatter_matmul_ws`] instances: name, tile columns, launch.
-const INSTANCES: [(&str, usize, Launch); 2] = [
-    ("ws 128x256 s4 w8", 256, launch::<128, 256, 4, 8>),
-    ("ws 128x128 s4 w8", 128, launch::<128, 128, 4, 8>),
-];
+/// The [`reduce_scatter_matmul_ws`] instances: name, tile columns (their
+/// launches: [`CollectiveElem::REDUCE_SCATTER`], in this order).
+const INSTANCES: [(&str, usize); 2] = [("ws 128x256 s4 w8", 256), ("ws 128x128 s4 w8", 128)];
 
 /// The names of the kernel instances [`ReduceScatterMatmul`] picks from
 /// (by [`ReduceScatterMatmul::instance_for`], or
 /// [`ReduceScatterMatmul::force_instance`]).
 pub const INSTANCE_NAMES: [&str; INSTANCES.len()] = [INSTANCES[0].0, INSTANCES[1].0];
 
-/// The parameters of `reduce_scatter_matmul_ws<BM, BN, ..>`.
-type Params<const BM: usize, const BN: usize> =
-    (TensorMapParam<ATileOf<BM>>, TensorMapParam<BTileOf<BN>>, TensorMapParam<EpiTileOf<BM>>, PeerGmem<f16>, PeerGmem<u32>, u32, u32, u32);
+/// The parameters of `reduce_scatter_matmul_ws<E, BM, BN, ..>`.
+type Params<E, const BM: usize, const BN: usize> =
+    (TensorMapParam<ATile<E, BM>>, TensorMapParam<BTile<E, BN>>, TensorMapParam<EpiTile<E, BM>>, PeerGmem<u32>, PeerSemaphores, u32, u32, u32);
 
-/// Launches `reduce_scatter_matmul_ws<BM, BN, STAGES, GRID_W>` on every
+/// Launches `reduce_scatter_matmul_ws<E, BM, BN, STAGES, GRID_W>` on every
 /// device of the group (shapes checked by the caller).
-fn launch<const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
+pub(crate) fn launch<E: CollectiveElem, const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
     rs: &ReduceScatterMatmul<'_>,
-    a: &PeerBuffer<f16>,
-    b: &PeerBuffer<f16>,
-    c: &mut PeerBuffer<f16>,
+    a: &PeerBuffer<E>,
+    b: &PeerBuffer<E>,
+    c: &mut PeerBuffer<E>,
     (m, n, k): (usize, usize, usize),
 ) -> Result<(), MatmulError>
 where
-    reduce_scatter_matmul_ws<BM, BN, STAGES, GRID_W>: HostEntry<Params = Params<BM, BN>>,
+    reduce_scatter_matmul_ws<E, BM, BN, STAGES, GRID_W>: HostEntry<Params = Params<E, BM, BN>>,
 {
     let p = rs.group.len();
     let rows = m / p;
@@ -85,16 +86,16 @@ where
     let sms = (0..p).map(|d| rs.group.device(d).sm_count()).min().unwrap_or(1);
     let tiles = (p * block_tiles * n_tiles) as u32;
     let grid = Ctas::EvenWaves.grid(tiles, sms).max(1);
-    rs.ensure_buffers(recv_len(p, block_tiles, n_tiles, BM, BN), block_tiles * n_tiles)?;
-    let a_maps = (0..p).map(|d| TileMap::<ATileOf<BM>>::new_2d(a.part(d), m, k)).collect::<Result<Vec<_>, _>>()?;
-    let b_maps = (0..p).map(|d| TileMap::<BTileOf<BN>>::new_2d(b.part(d), n, k)).collect::<Result<Vec<_>, _>>()?;
-    let c_maps = c.parts_mut().map(|part| TileMap::<EpiTileOf<BM>>::new_2d_mut(part, rows, n)).collect::<Result<Vec<_>, _>>()?;
+    rs.ensure_buffers(recv_words(p, block_tiles, n_tiles, BM, BN), block_tiles * n_tiles)?;
+    let a_maps = (0..p).map(|d| TileMap::<ATile<E, BM>>::new_2d(a.part(d), m, k)).collect::<Result<Vec<_>, _>>()?;
+    let b_maps = (0..p).map(|d| TileMap::<BTile<E, BN>>::new_2d(b.part(d), n, k)).collect::<Result<Vec<_>, _>>()?;
+    let c_maps = c.parts_mut().map(|part| TileMap::<EpiTile<E, BM>>::new_2d_mut(part, rows, n)).collect::<Result<Vec<_>, _>>()?;
     let recv = rs.recv.borrow();
     let ready = rs.ready.borrow();
     let (recv, ready) = (recv.as_ref().expect("allocated above"), ready.as_ref().expect("allocated above"));
     let (bt, nt, ks) = (block_tiles as u32, n_tiles as u32, k_steps as u32);
     rs.program
-        .kernel::<reduce_scatter_matmul_ws<BM, BN, STAGES, GRID_W>>()?
+        .kernel::<reduce_scatter_matmul_ws<E, BM, BN, STAGES, GRID_W>>()?
         .launch(grid, |r| (&a_maps[r.index()], &b_maps[r.index()], &c_maps[r.index()], recv.on(r), ready.on(r), bt, nt, ks))?;
     Ok(())
 }
@@ -109,8 +110,9 @@ fn invalid(problem: String) -> MatmulError {
 pub struct ReduceScatterMatmul<'g> {
     group: &'g DeviceGroup,
     program: GroupProgram,
-    /// Per device: `p - 1` slots of f16 partial tiles, one per sender.
-    recv: RefCell<Option<PeerBuffer<f16>>>,
+    /// Per device: `p - 1` slots of partial tiles, one per sender (16-bit
+    /// elements, two to a word).
+    recv: RefCell<Option<PeerBuffer<u32>>>,
     /// Per device: one counter per tile of its row block, zero between
     /// calls.
     ready: RefCell<Option<PeerBuffer<u32>>>,
@@ -159,10 +161,11 @@ impl<'g> ReduceScatterMatmul<'g> {
         Ok(())
     }
 
-    /// `c.part(d)` = row block `d` (rows `d m/p ..`, `m/p x n`, f16) of
+    /// `c.part(d)` = row block `d` (rows `d m/p ..`, `m/p x n`) of
     /// `Σ_j a.part(j) · b.part(j)ᵀ`, where `a.part(j)` is `m x k_shard` and
-    /// `b.part(j)` is `n x k_shard` (row-major f16) on device `j`; the sum
-    /// in f32, of the other devices' partials each rounded to f16 (module
+    /// `b.part(j)` is `n x k_shard` (row-major, f16 or bf16 alike) on device
+    /// `j`; the sum in f32, of the other devices' partials each rounded to
+    /// the element type (module
     /// docs). Asynchronous on GPUs (synchronize the group before reading
     /// `c`).
     ///
@@ -171,7 +174,7 @@ impl<'g> ReduceScatterMatmul<'g> {
     /// not its shape's, or a `k_shard` or `n` that is not a multiple of 8
     /// (those of [`check_problem`]); `m` not divisible by the device count;
     /// a row block `m / p` that is not a multiple of [`TILE_ROWS`].
-    pub fn run(&self, a: &PeerBuffer<f16>, b: &PeerBuffer<f16>, c: &mut PeerBuffer<f16>, (m, n, k): (usize, usize, usize)) -> Result<(), MatmulError> {
+    pub fn run<E: CollectiveElem>(&self, a: &PeerBuffer<E>, b: &PeerBuffer<E>, c: &mut PeerBuffer<E>, (m, n, k): (usize, usize, usize)) -> Result<(), MatmulError> {
         let p = self.group.len();
         for (what, devices) in [("a", a.devices()), ("b", b.devices()), ("c", c.devices())] {
             if devices != p {
@@ -193,7 +196,7 @@ impl<'g> ReduceScatterMatmul<'g> {
                 shape: format!("M/p x N = {rows} x {n} (each of the {p} devices receives its row block)"),
                 want: rows * n,
                 got: c.len(),
-                dtype: "f16",
+                dtype: E::NAME,
             });
         }
         if rows % TILE_ROWS != 0 {
@@ -203,7 +206,7 @@ impl<'g> ReduceScatterMatmul<'g> {
                 p * TILE_ROWS
             )));
         }
-        let r = (INSTANCES[self.instance_for((m, n, k))].2)(self, a, b, c, (m, n, k));
+        let r = (E::REDUCE_SCATTER[self.instance_for((m, n, k))])(self, a, b, c, (m, n, k));
         if r.is_err() {
             // A failed launch may have left counts behind: fresh counters
             // for the next call.
@@ -212,11 +215,11 @@ impl<'g> ReduceScatterMatmul<'g> {
         r
     }
 
-    /// Grows the receive buffers to `recv` f16 and the counters to
+    /// Grows the receive buffers to `recv` words and the counters to
     /// `counters` words per device (zeroed when new).
     fn ensure_buffers(&self, recv: usize, counters: usize) -> Result<(), MatmulError> {
         if self.recv.borrow().as_ref().is_none_or(|x| x.len() < recv) {
-            self.recv.replace(Some(self.group.zeros::<f16>(recv.max(1))?));
+            self.recv.replace(Some(self.group.zeros::<u32>(recv.max(1))?));
         }
         if self.ready.borrow().as_ref().is_none_or(|x| x.len() < counters) {
             self.ready.replace(Some(self.group.zeros::<u32>(counters.max(1))?));

@@ -7,7 +7,9 @@ use kernel_device::f16;
 use kernel_host::emulate::Emulator;
 use kernel_host::group::{DeviceGroup, PeerBuffer};
 use kernel_host::{randn_f16, reference_gemm_nt};
+use kernel_device::bf16;
 use kernel_ops::collective::AllGatherMatmul;
+use kernel_ops::matmul::{MatmulElem, MatmulError};
 
 fn check(group: &DeviceGroup, (m, n, k): (usize, usize, usize)) {
     let p = group.len();
@@ -38,41 +40,50 @@ fn check(group: &DeviceGroup, (m, n, k): (usize, usize, usize)) {
 /// epoch): A gathered on every device (NaN where a shard has not arrived),
 /// C = the gathered A times each device's B, against the CPU.
 fn check_persistent(group: &DeviceGroup, shape: (usize, usize, usize)) {
-    check_one_kernel(group, shape, false)
+    check_one_kernel::<f16>(group, &[shape, shape], |agm, a, b, c, s| agm.run_persistent(a, b, c, s))
 }
 
 /// [`check_persistent`] for `run_forwarding` (the kernels forward the
-/// shards themselves; the second run's counters reach a new epoch).
+/// shards themselves; the second run's counters reach a new target).
 fn check_forwarding(group: &DeviceGroup, shape: (usize, usize, usize)) {
-    check_one_kernel(group, shape, true)
+    check_one_kernel::<f16>(group, &[shape, shape], |agm, a, b, c, s| agm.run_forwarding(a, b, c, s))
 }
 
-fn check_one_kernel(group: &DeviceGroup, (m, n, k): (usize, usize, usize), forwarding: bool) {
+/// The relative error a correct result stays under: the output's rounding
+/// (bf16 keeps 8 bits, f16 11).
+fn tolerance<E: MatmulElem>() -> f64 {
+    if E::NAME == "bf16" { 1e-2 } else { 2e-3 }
+}
+
+/// `run_persistent` or `run_forwarding` on an `AllGatherMatmul`.
+type Call<E> = fn(&AllGatherMatmul<'_>, &mut PeerBuffer<E>, &PeerBuffer<E>, &mut PeerBuffer<E>, (usize, usize, usize)) -> Result<(), MatmulError>;
+
+/// `call` once per shape of `shapes` on one `AllGatherMatmul`, in order.
+fn check_one_kernel<E: MatmulElem>(group: &DeviceGroup, shapes: &[(usize, usize, usize)], call: Call<E>) {
     let p = group.len();
-    let shards: Vec<Vec<f16>> = (0..p).map(|j| randn_f16(m * k, 30 + j as u64)).collect();
-    let bs: Vec<Vec<f16>> = (0..p).map(|d| randn_f16(n * k, 40 + d as u64)).collect();
     let agm = AllGatherMatmul::new(group).unwrap();
-    let full: Vec<f16> = shards.concat();
-    for run in 0..2 {
-        let parts: Vec<Vec<f16>> = (0..p)
-            .map(|d| (0..p).flat_map(|j| if j == d { shards[j].clone() } else { vec![f16::NAN; m * k] }).collect())
+    for (run, &(m, n, k)) in shapes.iter().enumerate() {
+        let seed = 30 + 10 * run as u64;
+        let shards: Vec<Vec<E>> = (0..p).map(|j| E::randn(m * k, seed + j as u64)).collect();
+        let bs: Vec<Vec<E>> = (0..p).map(|d| E::randn(n * k, seed + 5 + d as u64)).collect();
+        let full: Vec<E> = shards.concat();
+        let parts: Vec<Vec<E>> = (0..p)
+            .map(|d| (0..p).flat_map(|j| if j == d { shards[j].clone() } else { vec![E::NAN; m * k] }).collect())
             .collect();
         let mut a = group.upload(&parts).unwrap();
         let b = group.upload(&bs).unwrap();
-        let mut c = group.upload(&vec![vec![f16::NAN; p * m * n]; p]).unwrap();
-        if forwarding {
-            agm.run_forwarding(&mut a, &b, &mut c, (m, n, k)).unwrap();
-        } else {
-            agm.run_persistent(&mut a, &b, &mut c, (m, n, k)).unwrap();
-        }
+        let mut c = group.upload(&vec![vec![E::NAN; p * m * n]; p]).unwrap();
+        call(&agm, &mut a, &b, &mut c, (m, n, k)).unwrap();
         group.synchronize().unwrap();
+        let bits = |x: &E| Into::<f32>::into(*x).to_bits();
         for (d, got) in group.download(&a).unwrap().iter().enumerate() {
-            assert!(got.iter().zip(&full).all(|(x, y)| x.to_bits() == y.to_bits()), "run {run}: gathered A on device {d}");
+            assert!(got.iter().zip(&full).all(|(x, y)| bits(x) == bits(y)), "run {run} ({m} x {n} x {k}): gathered A on device {d}");
         }
         for (d, got) in group.download(&c).unwrap().iter().enumerate() {
             let want = reference_gemm_nt(p * m, n, k, &full, &bs[d]);
-            let err = kernel_host::rel_frobenius_error(got, &want);
-            assert!(err < 2e-3, "run {run}: C on device {d}: relative error {err}");
+            let got: Vec<f32> = got.iter().map(|&x| x.into()).collect();
+            let err = kernel_host::rel_frobenius_error_f32(&got, &want);
+            assert!(err < tolerance::<E>(), "run {run} ({m} x {n} x {k}): C on device {d}: relative error {err}");
         }
     }
 }
@@ -110,6 +121,17 @@ fn forwarding_all_gather_matmul_matches_the_cpu_on_emulated_devices() {
 #[test]
 fn forwarding_all_gather_matmul_splits_rows_among_senders_on_emulated_devices() {
     check_forwarding(&DeviceGroup::emulator_with(Emulator::new(8).sms(2).max_steps(0), 2).unwrap(), (128, 520, 896));
+}
+
+/// bf16, and calls whose shapes change the senders per row (`min(n_tiles,
+/// k_steps)`: 2, then 1, then 2 again) and the tile rows (4, then 2, then 4
+/// again) on one `AllGatherMatmul`: each call's counters start where the
+/// kernels expect them (a stale count would let a wait pass before its row
+/// arrived, a race, or hold it forever).
+#[test]
+fn forwarding_all_gather_matmul_in_bf16_across_changing_shapes_on_emulated_devices() {
+    let g = DeviceGroup::emulator_with(Emulator::new(11).sms(2), 2).unwrap();
+    check_one_kernel::<bf16>(&g, &[(256, 264, 128), (256, 264, 64), (128, 264, 128), (256, 264, 128)], |agm, a, b, c, s| agm.run_forwarding(a, b, c, s));
 }
 
 #[test]
@@ -174,6 +196,8 @@ fn all_gather_matmul_matches_the_cpu_on_two_gpus() {
                 // record as an event of its own stream.
                 check_forwarding(&g, (256, 384, 192));
                 check_forwarding(&g, (512, 4096, 320));
+                // bf16, and shapes that change the senders per row.
+                check_one_kernel::<bf16>(&g, &[(512, 4096, 320), (512, 4096, 64), (256, 4096, 320), (512, 4096, 320)], |agm, a, b, c, s| agm.run_forwarding(a, b, c, s));
             }
             Err(kernel_host::Error::NoSuchDevice { .. }) if n > 2 => break,
             Err(e) => panic!("{e}"),

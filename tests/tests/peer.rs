@@ -89,6 +89,51 @@ fn cross_device_races_are_reported_and_their_twins_run_clean() {
     }
 }
 
+/// `peer_counter_epochs` launched `launches` times in a row on 2 emulated
+/// devices whose counters start at `start` (the epochs count on from it,
+/// wrapping): the first error's text, or `None` with `z = 2 x_prev` checked
+/// after every launch.
+fn counter_epochs(seed: u64, racy: bool, start: u32, launches: u32) -> Option<String> {
+    let g = DeviceGroup::emulator_with(Emulator::new(seed), 2).unwrap();
+    let counters = g.upload(&[vec![start], vec![start]]).unwrap();
+    let y = g.zeros::<f32>(LEN).unwrap();
+    let z = g.zeros::<f32>(LEN).unwrap();
+    for l in 1..=launches {
+        let xs: Vec<Vec<f32>> = (0..2).map(|d| (0..LEN).map(|i| (i + 100 * d) as f32 + l as f32).collect()).collect();
+        let x = g.upload(&xs).unwrap();
+        let epoch = start.wrapping_add(l);
+        let run = if racy {
+            g.launch_host::<f::peer_counter_epochs<true>, _>(1u32, |r| (x.on(r), y.on(r), z.on(r), counters.on(r), epoch))
+        } else {
+            g.launch_host::<f::peer_counter_epochs<false>, _>(1u32, |r| (x.on(r), y.on(r), z.on(r), counters.on(r), epoch))
+        };
+        if let Err(e) = run {
+            return Some(e.to_string());
+        }
+        let zs = g.download(&z).unwrap();
+        for d in 0..2 {
+            let want: Vec<f32> = xs[1 - d].iter().map(|v| 2.0 * v).collect();
+            assert_eq!(zs[d], want, "device {d}, seed {seed}, launch {l}");
+        }
+    }
+    assert_eq!(g.download(&counters).unwrap(), vec![vec![start.wrapping_add(launches)]; 2], "each launch adds one per device");
+    None
+}
+
+#[test]
+fn peer_counters_hand_over_across_launches_and_a_stale_target_is_a_race() {
+    for seed in SEEDS {
+        // Three launches from zero, and three across u32::MAX.
+        for start in [0, u32::MAX - 1] {
+            if let Some(e) = counter_epochs(seed, false, start, 3) {
+                panic!("peer_counter_epochs<false>, seed {seed}, start {start}: reported: {e}");
+            }
+        }
+        let e = counter_epochs(seed, true, 0, 3).unwrap_or_else(|| panic!("peer_counter_epochs<true>, seed {seed}: not reported"));
+        assert!(e.contains("race on global memory") && e.contains("devices "), "seed {seed}: {e}");
+    }
+}
+
 #[test]
 fn group_inputs_are_checked_with_the_rule_named() {
     let g = DeviceGroup::emulator(2).unwrap();

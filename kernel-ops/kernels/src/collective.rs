@@ -22,18 +22,18 @@
 //! store the A tiles they loaded, a share of the row's K steps each, to
 //! the same place in the next device's `A` (TMA stores from their
 //! pipeline slots), then signal the row's arrival there ([`ForwardRows`]).
-use crate::gemm::{ATile, GemmElem};
+use crate::gemm::{ATile, BTile, EpiTile, GemmElem};
 use crate::matmul::{matmul_persistent_ws_rows, ATileOf, BTileOf, EpiTileOf, RowSource, TK};
 use kernel_device::fence::fence_proxy_async_global;
 use kernel_device::grid::planar_snake;
-use kernel_device::peer::PeerGmem;
+use kernel_device::peer::PeerCounters;
 use kernel_device::pipeline::{Producer, Step};
 use kernel_device::prelude::*;
-use kernel_device::semaphore::raw::{ld_acquire_sys, nanosleep, red_release_sys_add};
+use kernel_device::semaphore::wait_flag_sys;
 use kernel_device::tma::{commit_group, wait_group, wait_group_read};
 use kernel_device::wgmma::{Cols, WgmmaShape};
 use kernel_device::Barriers;
-use kernel_device::f16;
+use kernel_device::{bf16, f16};
 
 /// The shards of a gathered `A` in ring arrival order, each gated on its
 /// arrival flag ([`RowSource`] of [`allgather_matmul_ws`]).
@@ -71,15 +71,7 @@ impl<E: GemmElem, const BM: usize> RowSource<E, BM> for ShardRows {
         if self.seen & (1 << j) != 0 {
             return;
         }
-        assert!((j as usize) < self.arrived.len(), "allgather_matmul_ws: arrived holds fewer flags than shards");
-        let flag = self.arrived.ptr().wrapping_add(j as usize);
-        // SAFETY: `flag` lies inside `arrived` (asserted), a 4-byte-aligned
-        // global u32 written only by the host's queued copies; read by an
-        // acquire load (an atomic, which the race detector orders by, not
-        // a checked access: the bare address).
-        while unsafe { ld_acquire_sys(flag.as_raw_unchecked()) } != self.epoch {
-            nanosleep(64);
-        }
+        wait_flag_sys(self.arrived, j as usize, self.epoch);
         // The shard's bytes are read by TMA (the async proxy) after the
         // acquire above (generic proxy).
         fence_proxy_async_global();
@@ -144,21 +136,22 @@ const LAG: u32 = 2;
 ///   (`fence.proxy.async.global`) and adds 1 to the row's counter on the
 ///   next device (`red.release.sys`).
 /// - **Receiving.** A row of another device's shard may be read once this
-///   device's counter for it has reached `epoch x F` (`ld.acquire.sys`,
-///   then `fence.proxy.async.global`: TMA reads only what has arrived).
-///   Counters only grow, by `F` per call (compared with wrapping
+///   device's counter for it has reached the call's `target`
+///   (`ld.acquire.sys`, then `fence.proxy.async.global`: TMA reads only
+///   what has arrived). Counters only grow, by `F` per call: the host
+///   passes `target` = the previous call's plus `F`, and makes fresh
+///   counters when the tile rows or `F` change (compared with wrapping
 ///   arithmetic).
 #[derive(Clone, Copy)]
-pub struct ForwardRows<const BM: usize> {
-    a_next: Tma<ATileOf<BM>>,
-    /// This device's counters and the next device's (taken from the
-    /// `PeerGmem` once, at the kernel's start).
-    own: Gmem<u32>,
-    theirs: Gmem<u32>,
+pub struct ForwardRows<E: GemmElem, const BM: usize> {
+    a_next: Tma<ATile<E, BM>>,
+    /// One counter per tile row of the gathered `A` on every device.
+    counters: PeerCounters,
     rank: u32,
     next: u32,
     shards: u32,
-    epoch: u32,
+    /// The value this call's rows' counters reach.
+    target: u32,
     shard_tiles: u32,
     /// `F`: the CTAs that send each row, one signal each.
     senders: u32,
@@ -166,7 +159,7 @@ pub struct ForwardRows<const BM: usize> {
     pending: u64,
 }
 
-impl<const BM: usize> ForwardRows<BM> {
+impl<E: GemmElem, const BM: usize> ForwardRows<E, BM> {
     #[inline(always)]
     fn shard(&self, m_tile: u32) -> u32 {
         m_tile / self.shard_tiles
@@ -175,7 +168,7 @@ impl<const BM: usize> ForwardRows<BM> {
     /// Stores the A tile of ring step `step` (K step `k` of tile row
     /// `m_tile`) to the next device once it has landed.
     #[inline(always)]
-    fn forward<const S: usize>(&mut self, producer: &Producer<'_, S>, step: Step<S>, m_tile: u32, k: u32, a_bufs: Smem<[ATileOf<BM>; S]>) {
+    fn forward<const S: usize>(&mut self, producer: &Producer<'_, S>, step: Step<S>, m_tile: u32, k: u32, a_bufs: Smem<[ATile<E, BM>; S]>) {
         let i = producer.wait_full(step);
         self.a_next.store(a_bufs.at(i), m_tile * BM as u32, k * TK as u32);
         commit_group();
@@ -183,7 +176,7 @@ impl<const BM: usize> ForwardRows<BM> {
     }
 }
 
-impl<const BM: usize> RowSource<f16, BM> for ForwardRows<BM> {
+impl<E: GemmElem, const BM: usize> RowSource<E, BM> for ForwardRows<E, BM> {
     #[inline(always)]
     fn m_tile(&self, pm: u32) -> u32 {
         let s = pm / self.shard_tiles;
@@ -209,22 +202,14 @@ impl<const BM: usize> RowSource<f16, BM> for ForwardRows<BM> {
         if self.shard(m_tile) == self.rank {
             return;
         }
-        assert!((m_tile as usize) < self.own.len(), "allgather_matmul_fwd: arrived holds fewer counters than tile rows");
-        let flag = self.own.ptr().wrapping_add(m_tile as usize);
-        // SAFETY: `flag` lies inside this device's counters (asserted), a
-        // 4-byte-aligned global u32 only added to (by the previous
-        // device's kernel, `red.release.sys`).
-        let want = self.epoch.wrapping_mul(self.senders);
-        while (unsafe { ld_acquire_sys(flag.as_raw_unchecked()) }.wrapping_sub(want) as i32) < 0 {
-            nanosleep(64);
-        }
+        self.counters.wait_for(m_tile as usize, self.target);
         // The row's bytes are read by TMA (the async proxy) after the
         // acquire above (generic proxy).
         fence_proxy_async_global();
     }
 
     #[inline(always)]
-    fn loaded<const S: usize>(&mut self, producer: &Producer<'_, S>, step: Step<S>, (m_tile, pn): (u32, u32), (k, k_steps): (u32, u32), a_bufs: Smem<[ATile<f16, BM>; S]>) {
+    fn loaded<const S: usize>(&mut self, producer: &Producer<'_, S>, step: Step<S>, (m_tile, pn): (u32, u32), (k, k_steps): (u32, u32), a_bufs: Smem<[ATile<E, BM>; S]>) {
         let f = self.senders;
         if pn >= f || self.shard(m_tile) == self.next {
             return;
@@ -246,11 +231,7 @@ impl<const BM: usize> RowSource<f16, BM> for ForwardRows<BM> {
             wait_group::<0>();
             self.pending = 0;
             fence_proxy_async_global();
-            assert!((m_tile as usize) < self.theirs.len(), "allgather_matmul_fwd: arrived holds fewer counters than tile rows");
-            // SAFETY: in bounds (asserted), an aligned u32 counter of the
-            // group's `arrived` on the next device (peer access enabled by
-            // the group).
-            unsafe { red_release_sys_add(self.theirs.ptr().wrapping_add(m_tile as usize).as_raw_unchecked(), 1) };
+            self.counters.add(self.next, m_tile as usize, 1);
         }
     }
 
@@ -264,32 +245,32 @@ impl<const BM: usize> RowSource<f16, BM> for ForwardRows<BM> {
     }
 }
 
-/// `C = A · Bᵀ` over an `A` that the kernels of the group gather
+/// `C = A · Bᵀ` (f16 or bf16) over an `A` that the kernels of the group gather
 /// themselves while they run ([`ForwardRows`]): as
 /// [`allgather_matmul_ws`] (same layout: `A` and `C` of `shards x m` rows,
 /// this device's shard `rank` there at launch, shards aligned to tiles),
 /// but the shards reach the next device by TMA stores from this kernel's
 /// producing thread, and `arrived` (one counter per tile row on every
-/// device, zero at the group's first call, never reset) is added to by the
-/// previous device's kernel, not by the host; call `epoch` (1, 2, ..)
-/// waits for counters of `epoch x min(n_tiles, k_steps)`. `a_next` is a map over the next device's
+/// device: [`PeerCounters`]) is added to by the previous device's kernel,
+/// not by the host, `min(n_tiles, k_steps)` per row and call; a call waits
+/// for its rows' counters to reach `target`. `a_next` is a map over the next device's
 /// `A`, the shape of `a`. Every device's kernel must run at once (a group
 /// launch), each CTA resident (a grid of at most one CTA per SM).
-#[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 256, 4, 8)))]
+#[kernel(block = warpgroups(3), arch = sm_90a, instances(E = [f16, bf16], (128, 256, 4, 8)))]
 #[allow(clippy::too_many_arguments)]
-pub fn allgather_matmul_fwd<const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
-    a: Tma<ATileOf<BM>>,
-    a_next: Tma<ATileOf<BM>>,
-    b: Tma<BTileOf<BN>>,
-    c: Tma<EpiTileOf<BM>>,
-    arrived: PeerGmem<u32>,
-    epoch: u32,
+pub fn allgather_matmul_fwd<E: GemmElem, const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
+    a: Tma<ATile<E, BM>>,
+    a_next: Tma<ATile<E, BM>>,
+    b: Tma<BTile<E, BN>>,
+    c: Tma<EpiTile<E, BM>>,
+    arrived: PeerCounters,
+    target: u32,
     m_tiles: u32,
     n_tiles: u32,
     k_steps: u32,
-    #[scratch] a_bufs: Smem<[ATileOf<BM>; STAGES]>,
-    #[scratch] b_bufs: Smem<[BTileOf<BN>; STAGES]>,
-    #[scratch] epi: Smem<[EpiTileOf<BM>; 2]>,
+    #[scratch] a_bufs: Smem<[ATile<E, BM>; STAGES]>,
+    #[scratch] b_bufs: Smem<[BTile<E, BN>; STAGES]>,
+    #[scratch] epi: Smem<[EpiTile<E, BM>; 2]>,
     #[scratch] loaded: Barriers<STAGES>,
     #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
 ) where
@@ -297,6 +278,6 @@ pub fn allgather_matmul_fwd<const BM: usize, const BN: usize, const STAGES: usiz
 {
     const { assert!(STAGES as u32 > LAG, "allgather_matmul_fwd: STAGES must exceed LAG (a forwarded slot is read before its refill)") };
     let (rank, next, shards) = (arrived.rank(), arrived.next(), arrived.count());
-    let rows = ForwardRows::<BM> { a_next, own: arrived.local(), theirs: arrived.remote(next), rank, next, shards, epoch, shard_tiles: m_tiles / shards, senders: n_tiles.min(k_steps), pending: 0 };
-    matmul_persistent_ws_rows::<f16, ForwardRows<BM>, BM, BN, STAGES, GRID_W>(rows, a, b, c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed)
+    let rows = ForwardRows::<E, BM> { a_next, counters: arrived, rank, next, shards, target, shard_tiles: m_tiles / shards, senders: n_tiles.min(k_steps), pending: 0 };
+    matmul_persistent_ws_rows::<E, ForwardRows<E, BM>, BM, BN, STAGES, GRID_W>(rows, a, b, c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed)
 }

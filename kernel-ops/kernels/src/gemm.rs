@@ -13,6 +13,7 @@ use kernel_device::index::thread_linear;
 use kernel_device::thread_in_warpgroup;
 use kernel_device::tma::{commit_group, Tma};
 use kernel_device::wgmma::{Acc, Cols, WgmmaInput, WgmmaShape};
+use kernel_device::cvt::{Bf16x2, F16x2};
 use kernel_device::{bf16, f16};
 
 /// A 16-bit wgmma input type the GEMMs (and attention) run on, with the
@@ -24,9 +25,21 @@ pub trait GemmElem: WgmmaInput + Scalar {
     fn pack(lo: f32, hi: f32) -> u32 {
         Self::pair_word(lo, hi).unwrap_or(0)
     }
+    /// The inverse of [`GemmElem::pack`]: a packed pair as two f32 (exact).
+    fn unpack(w: u32) -> (f32, f32);
 }
-impl GemmElem for f16 {}
-impl GemmElem for bf16 {}
+impl GemmElem for f16 {
+    #[inline(always)]
+    fn unpack(w: u32) -> (f32, f32) {
+        F16x2(w).to_f32()
+    }
+}
+impl GemmElem for bf16 {
+    #[inline(always)]
+    fn unpack(w: u32) -> (f32, f32) {
+        Bf16x2(w).to_f32()
+    }
+}
 
 /// The swizzle of every tile: 128 bytes (64 f16), tiling (8, 64).
 pub type Sw = Swizzled<128>;

@@ -8,16 +8,16 @@
 //! every tile of its partial `A_d · B_dᵀ`; the sum over the devices of
 //! row block `o` (rows `o M/p ..`) belongs to device `o`. Each device
 //! visits the row blocks of the other devices first (`d + 1`, `d + 2`, ..
-//! mod `p`) and its own last. A tile of another device's block leaves as
-//! f16 (its f32 accumulators rounded once, as the partial `C` of a
-//! matmul followed by a reduce-scatter is), written straight from the
+//! mod `p`) and its own last. A tile of another device's block leaves in
+//! the element type, f16 or bf16 (its f32 accumulators rounded once, as
+//! the partial `C` of a matmul followed by a reduce-scatter is), written straight from the
 //! registers into the owner's receive buffer (a [`PeerGmem`], coalesced
 //! 16-byte stores over NVLink), and the owner's counter of that tile is
 //! signalled (system-scope release) once the next tile's MMAs are done,
 //! so that the compute warps do not wait for NVLink's acknowledgements.
 //! A tile of its own block, once its own partial is in the registers,
 //! waits for its `p - 1` counts (system-scope acquire), adds the other
-//! devices' partials in f32 and goes out as f16 through the matmul's
+//! devices' partials in f32 and goes out through the matmul's
 //! TMA-store epilogue.
 //!
 //! Since every CTA runs all of its foreign tiles before any of its own
@@ -27,31 +27,29 @@
 //! been sent: with every CTA of every device resident (a persistent grid
 //! of at most one CTA per SM, the group's kernels launched together) the
 //! waits always end.
-use crate::gemm::{check_tile, ATileOf, BTileOf, EpiTileOf, Stores, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
+use crate::gemm::{check_tile, ATile, BTile, EpiTile, GemmElem, Stores, WgAcc, COMPUTE_BARRIER, COMPUTE_REGS, EPI_N, MEMORY_REGS, TK};
 use kernel_device::array::regs::unroll;
 use kernel_device::grid::{nd_loop, planar_snake, Collective};
-use kernel_device::peer::PeerGmem;
-use kernel_device::semaphore::raw::{atom_cas_acquire_sys, ld_acquire_sys, nanosleep, red_release_sys_add};
-use kernel_device::cvt::{pack_f16x2, F16x2};
-use kernel_device::f16;
-use kernel_device::pack::{pack_words, words_pack};
+use kernel_device::peer::{PeerGmem, PeerSemaphores};
 use kernel_device::pipeline::Ring;
 use kernel_device::prelude::*;
 use kernel_device::tma::{commit_group, wait_group};
 use kernel_device::wgmma::{setmaxnreg_dec, setmaxnreg_inc, Cols, WgmmaShape};
 use kernel_device::Barriers;
+use kernel_device::{bf16, f16};
 
 /// The compute threads of a CTA (two warpgroups): a partial tile in the
 /// receive buffer is laid out by thread (element `r` of compute thread
-/// `t` at `(r / 8) * 2048 + 8 t + r % 8`), so each warp's 16-byte stores
-/// cover 512 contiguous bytes, and the owner, whose threads hold the same
+/// `t` at `(r / 8) * 2048 + 8 t + r % 8`, two 16-bit elements to a 32-bit
+/// word), so each warp's 16-byte stores cover 512 contiguous bytes, and the owner, whose threads hold the same
 /// fragments, reads it back the same way.
 pub const RS_THREADS: usize = 256;
 
-/// Elements of the receive buffer of each device: `p - 1` slots (one per
-/// other device) of `block_tiles x n_tiles` tiles of `bm x bn` f16.
-pub const fn recv_len(p: usize, block_tiles: usize, n_tiles: usize, bm: usize, bn: usize) -> usize {
-    p.saturating_sub(1) * block_tiles * n_tiles * bm * bn
+/// 32-bit words of the receive buffer of each device: `p - 1` slots (one
+/// per other device) of `block_tiles x n_tiles` tiles of `bm x bn` 16-bit
+/// elements, two to a word.
+pub const fn recv_words(p: usize, block_tiles: usize, n_tiles: usize, bm: usize, bn: usize) -> usize {
+    p.saturating_sub(1) * block_tiles * n_tiles * bm * bn / 2
 }
 
 /// The receive slot on device `owner` of the tiles that device `sender`
@@ -59,37 +57,6 @@ pub const fn recv_len(p: usize, block_tiles: usize, n_tiles: usize, bm: usize, b
 #[inline(always)]
 pub fn recv_slot(sender: u32, owner: u32, p: u32) -> u32 {
     (sender + 2 * p - owner - 1) % p
-}
-
-/// Adds 1 to counter `slot` of `words` with a system-scope release
-/// (`red.release.sys`, as [`kernel_device::peer::PeerSemaphores::signal`]).
-#[inline(always)]
-#[track_caller]
-fn signal(words: Gmem<u32>, slot: usize) {
-    assert!(slot < words.len(), "reduce_scatter_matmul_ws: fewer tile counters than tiles in a row block");
-    // SAFETY: an aligned u32 inside the counters (asserted), used only as a
-    // semaphore; an atomic, which the race detector orders by.
-    unsafe { red_release_sys_add(words.ptr().wrapping_add(slot).as_raw_unchecked(), 1) }
-}
-
-/// Spins until counter `slot` of `words` (this device's) holds at least
-/// `n`, then subtracts `n` (`ld.acquire.sys`, then `atom.acquire.sys.cas`,
-/// as [`kernel_device::peer::PeerSemaphores::wait`]).
-#[inline(always)]
-#[track_caller]
-fn wait(words: Gmem<u32>, slot: usize, n: u32) {
-    assert!(slot < words.len(), "reduce_scatter_matmul_ws: fewer tile counters than tiles in a row block");
-    // SAFETY: as in `signal`.
-    let w = unsafe { words.ptr().wrapping_add(slot).as_raw_unchecked() };
-    loop {
-        // SAFETY: as in `signal`.
-        let v = unsafe { ld_acquire_sys(w) };
-        // SAFETY: as above.
-        if v >= n && unsafe { atom_cas_acquire_sys(w, v, v - n) } == v {
-            return;
-        }
-        nanosleep(64);
-    }
 }
 
 /// Tile `i` of device `rank`'s `(p x block_tiles) x n_tiles` tiles in the
@@ -113,8 +80,9 @@ pub fn rs_tile(i: u32, rank: u32, p: u32, block_tiles: u32, n_tiles: u32, grid_w
 /// Device `rank`'s part of `C = Σ_d A_d · B_dᵀ` reduce-scattered by rows
 /// (module docs): `a` maps this device's `A_d` (`M x K/p`, `M = p x
 /// block_tiles x BM`), `b` its `B_d` (`N x K/p`), `c` its output row block
-/// (`M/p x N`, f16); `recv` is every device's receive buffer (at least
-/// [`recv_len`] f16 each) and `ready` every device's tile counters (u32, at
+/// (`M/p x N`); `recv` is every device's receive buffer (at least
+/// [`recv_words`] words each) and `ready` every device's tile counters
+/// ([`PeerSemaphores`], at
 /// least `block_tiles x n_tiles` each, zero at the launch and zero again
 /// when every device's kernel has returned: each wait consumes its
 /// counts, so repeated launches need no reset). The rank and the device
@@ -129,7 +97,7 @@ pub fn rs_tile(i: u32, rank: u32, p: u32, block_tiles: u32, n_tiles: u32, grid_w
 ///    `STAGES` slots; the compute warpgroups accumulate their `BM / 2 x BN`
 ///    halves with wgmma, as in [`crate::matmul::matmul_persistent_ws`];
 /// 3. a tile of device `o`'s block (`o != rank`): every compute thread
-///    writes its accumulators as f16 to slot [`recv_slot`]`(rank, o, p)`
+///    writes its accumulators as `E` to slot [`recv_slot`]`(rank, o, p)`
 ///    of `o`'s receive buffer and the compute warpgroups meet; thread 0
 ///    signals `o`'s counter of the tile (`red.release.sys`: the CTA's
 ///    writes, ordered before it by the barrier, are visible to whoever
@@ -142,27 +110,27 @@ pub fn rs_tile(i: u32, rank: u32, p: u32, block_tiles: u32, n_tiles: u32, grid_w
 ///    holds `p - 1` counts and consumes them (`ld.acquire.sys`, then a
 ///    compare-and-swap), the compute warpgroups meet, every thread adds
 ///    the `p - 1` partials from its receive buffer (in slot order) to its
-///    accumulators, and the tile is stored as f16 through SMEM sub-tiles
+///    accumulators, and the tile is stored as `E` through SMEM sub-tiles
 ///    and TMA stores ([`WgAcc::store_tile_with`], the matmul's epilogue;
 ///    pair stores into SMEM at `BN = 256`, `stmatrix` otherwise).
 ///
 /// Constraints: `BM = 128` (one 64-row accumulator block per compute
 /// warpgroup), `BN` 64, 128 or 256; `STAGES >= 2`; `n_tiles = ceil(N /
 /// BN)`, `k_steps = ceil(K/p / 64) >= 1`.
-#[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 256, 4, 8), (128, 128, 4, 8)))]
+#[kernel(block = warpgroups(3), arch = sm_90a, instances(E = [f16, bf16], (128, 256, 4, 8), (128, 128, 4, 8)))]
 #[allow(clippy::too_many_arguments)]
-pub fn reduce_scatter_matmul_ws<const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
-    a: Tma<ATileOf<BM>>,
-    b: Tma<BTileOf<BN>>,
-    c: Tma<EpiTileOf<BM>>,
-    recv: PeerGmem<f16>,
-    ready: PeerGmem<u32>,
+pub fn reduce_scatter_matmul_ws<E: GemmElem, const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
+    a: Tma<ATile<E, BM>>,
+    b: Tma<BTile<E, BN>>,
+    c: Tma<EpiTile<E, BM>>,
+    recv: PeerGmem<u32>,
+    ready: PeerSemaphores,
     block_tiles: u32,
     n_tiles: u32,
     k_steps: u32,
-    #[scratch] a_bufs: Smem<[ATileOf<BM>; STAGES]>,
-    #[scratch] b_bufs: Smem<[BTileOf<BN>; STAGES]>,
-    #[scratch] epi: Smem<[EpiTileOf<BM>; 2]>,
+    #[scratch] a_bufs: Smem<[ATile<E, BM>; STAGES]>,
+    #[scratch] b_bufs: Smem<[BTile<E, BN>; STAGES]>,
+    #[scratch] epi: Smem<[EpiTile<E, BM>; 2]>,
     #[scratch] loaded: Barriers<STAGES>,
     #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
 ) where
@@ -184,7 +152,7 @@ pub fn reduce_scatter_matmul_ws<const BM: usize, const BN: usize, const STAGES: 
             nd_loop(tiles, Collective::Blocks, |info| {
                 let (pm, pn) = tile(info.index[0]);
                 for k in 0..k_steps {
-                    let slot = producer.acquire_tx(Tma::<ATileOf<BM>>::BYTES + Tma::<BTileOf<BN>>::BYTES);
+                    let slot = producer.acquire_tx(Tma::<ATile<E, BM>>::BYTES + Tma::<BTile<E, BN>>::BYTES);
                     a.load(a_bufs.at(slot.index()), pm * BM as u32, k * TK as u32, slot.barrier());
                     b.load(b_bufs.at(slot.index()), pn * BN as u32, k * TK as u32, slot.barrier());
                 }
@@ -195,7 +163,7 @@ pub fn reduce_scatter_matmul_ws<const BM: usize, const BN: usize, const STAGES: 
         let row0 = warpgroup_idx_sync() as usize * BM / 2;
         let t = thread_linear() as usize;
         let leader = t == 0;
-        let tile_len = BM * BN;
+        let tile_words = BM * BN / 2;
         let mut consumer = ring.consumer();
         let mut sub_tiles = 0u32;
         let slots = (block_tiles * n_tiles) as usize;
@@ -218,22 +186,22 @@ pub fn reduce_scatter_matmul_ws<const BM: usize, const BN: usize, const STAGES: 
             // thread by the barrier after them; a tile of MMAs later they
             // have reached the owner, and the release is short.
             if leader && owed.0 != rank {
-                signal(ready.remote(owed.0), owed.1 as usize);
+                ready.signal(owed.0, owed.1 as usize, 1);
                 owed = (rank, 0);
             }
             let regs: &mut [f32] = acc.blocks[0].regs.as_mut();
             let chunks = regs.len() / 8;
             if owner != rank {
                 let dst = recv.remote(owner);
-                let base = (recv_slot(rank, owner, p) as usize * slots + local as usize) * tile_len;
-                assert!(base + tile_len <= dst.len(), "reduce_scatter_matmul_ws: the receive buffer is shorter than recv_len");
+                let base = (recv_slot(rank, owner, p) as usize * slots + local as usize) * tile_words;
+                assert!(base + tile_words <= dst.len(), "reduce_scatter_matmul_ws: the receive buffer is shorter than recv_words");
                 unroll(chunks, |q| {
                     let r = &regs[8 * q..8 * q + 8];
-                    let words = [pack_f16x2(r[0], r[1]), pack_f16x2(r[2], r[3]), pack_f16x2(r[4], r[5]), pack_f16x2(r[6], r[7])];
-                    // SAFETY: `base + (q RS_THREADS + t) 8 + 8 <= base +
-                    // tile_len <= len` (asserted: `8 chunks RS_THREADS =
-                    // tile_len`), a multiple of 8.
-                    unsafe { dst.write_v4_unchecked(base + (q * RS_THREADS + t) * 8, words_pack::<f16>(words)) }
+                    let words = [E::pack(r[0], r[1]), E::pack(r[2], r[3]), E::pack(r[4], r[5]), E::pack(r[6], r[7])];
+                    // SAFETY: `base + (q RS_THREADS + t) 4 + 4 <= base +
+                    // tile_words <= len` (asserted: `4 chunks RS_THREADS =
+                    // tile_words`), a multiple of 4.
+                    unsafe { dst.write_v4_unchecked(base + (q * RS_THREADS + t) * 4, words) }
                 });
                 // Every compute thread's writes precede the signal (the
                 // barrier orders them before thread 0's release).
@@ -241,21 +209,21 @@ pub fn reduce_scatter_matmul_ws<const BM: usize, const BN: usize, const STAGES: 
                 owed = (owner, local);
             } else {
                 if leader {
-                    wait(ready.local(), local as usize, p - 1);
+                    ready.wait(local as usize, p - 1);
                 }
                 // Every compute thread reads after thread 0's acquire.
                 COMPUTE_BARRIER.sync();
                 let mine = recv.local();
                 let mut s = 0;
                 while s + 1 < p {
-                    let base = (s as usize * slots + local as usize) * tile_len;
-                    assert!(base + tile_len <= mine.len(), "reduce_scatter_matmul_ws: the receive buffer is shorter than recv_len");
+                    let base = (s as usize * slots + local as usize) * tile_words;
+                    assert!(base + tile_words <= mine.len(), "reduce_scatter_matmul_ws: the receive buffer is shorter than recv_words");
                     unroll(chunks, |q| {
-                        // SAFETY: `base + (q RS_THREADS + t) 8 + 8 <= base +
-                        // tile_len <= len` (asserted), a multiple of 8.
-                        let v = pack_words::<f16>(unsafe { mine.read_v4_unchecked(base + (q * RS_THREADS + t) * 8) });
+                        // SAFETY: `base + (q RS_THREADS + t) 4 + 4 <= base +
+                        // tile_words <= len` (asserted), a multiple of 4.
+                        let v = unsafe { mine.read_v4_unchecked(base + (q * RS_THREADS + t) * 4) };
                         unroll(4, |x| {
-                            let (lo, hi) = F16x2(v[x]).to_f32();
+                            let (lo, hi) = E::unpack(v[x]);
                             regs[8 * q + 2 * x] += lo;
                             regs[8 * q + 2 * x + 1] += hi;
                         });
@@ -277,7 +245,7 @@ pub fn reduce_scatter_matmul_ws<const BM: usize, const BN: usize, const STAGES: 
         });
         if leader {
             if owed.0 != rank {
-                signal(ready.remote(owed.0), owed.1 as usize);
+                ready.signal(owed.0, owed.1 as usize, 1);
             }
             wait_group::<0>();
         }
