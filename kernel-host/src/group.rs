@@ -174,6 +174,36 @@ impl DeviceGroup {
         Ok(PeerBuffer { parts })
     }
 
+    /// A peer buffer over buffers that exist already, `parts[d]` on device
+    /// `d` of this group (made with `self.device(d)`: memory of another
+    /// framework borrowed with [`Buffer::borrow_gpu`] or
+    /// [`Buffer::borrow_host`], say). Errors when `parts` has not one
+    /// buffer per device, when their lengths differ, or when a part is on
+    /// the other backend.
+    pub fn peer_buffer<T>(&self, parts: Vec<Buffer<T>>) -> Result<PeerBuffer<T>> {
+        if parts.len() != self.len() {
+            return Err(Error::InvalidArgument {
+                function: "DeviceGroup::peer_buffer",
+                problem: format!("{} buffers for a group of {} devices: give one per device", parts.len(), self.len()),
+            });
+        }
+        let lens: Vec<usize> = parts.iter().map(|p| p.len()).collect();
+        if lens.iter().any(|&l| l != lens[0]) {
+            return Err(Error::InvalidArgument {
+                function: "DeviceGroup::peer_buffer",
+                problem: format!("the devices' parts have lengths {lens:?}: a peer buffer has one length on every device"),
+            });
+        }
+        if let Some(d) = parts.iter().position(|p| p.is_gpu() != self.is_gpu()) {
+            return Err(Error::WrongBackend {
+                what: format!("part {d} of a peer buffer"),
+                value_on: if parts[d].is_gpu() { "GPU" } else { "CPU emulator" },
+                device: if self.is_gpu() { "GPU" } else { "CPU emulator" },
+            });
+        }
+        Ok(PeerBuffer { parts })
+    }
+
     /// One buffer per device, device `d`'s holding `parts[d]`. Errors when
     /// `parts` has not one slice per device or the slices differ in length
     /// (a peer buffer has one length on every device).

@@ -45,20 +45,19 @@ use kernel_device::peer::PeerCounters;
 use kernel_device::{bf16, f16};
 use kernel_ops_kernels::collective::{allgather_matmul_fwd, allgather_matmul_ws};
 use kernel_ops_kernels::gemm::{ATile, BTile, EpiTile};
-use kernel_ops_kernels::matmul::{ATileOf, BTileOf, EpiTileOf, TK};
+use kernel_ops_kernels::matmul::TK;
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 /// Launches device `d`'s kernel of one instance on its stream
 /// (`AllGatherMatmul`, `d`, `a`, `b`, `c`, `(m, n, k)`, `epoch`).
-type PersistentLaunch = fn(&AllGatherMatmul<'_>, usize, &Buffer<f16>, &Buffer<f16>, &mut Buffer<f16>, (usize, usize, usize), u32) -> Result<(), MatmulError>;
+#[doc(hidden)]
+pub type PersistentLaunch<E> = fn(&AllGatherMatmul<'_>, usize, &Buffer<E>, &Buffer<E>, &mut Buffer<E>, (usize, usize, usize), u32) -> Result<(), MatmulError>;
 
-/// The [`allgather_matmul_ws`] instances `run_persistent` picks from:
-/// name, BM, launch.
-const PERSISTENT: [(&str, usize, PersistentLaunch); 2] = [
-    ("ws 128x256 s4 w8", 128, launch_persistent::<128, 256, 4, 8>),
-    ("ws 256x128 s3 w8", 256, launch_persistent::<256, 128, 3, 8>),
-];
+/// `(name, BM)` of each [`allgather_matmul_ws`] instance `run_persistent`
+/// picks from (their launches: [`CollectiveElem::PERSISTENT`], in this
+/// order); [`AllGatherMatmul::tune_persistent`] times them.
+pub const PERSISTENT_INSTANCES: &[(&str, usize)] = &[("ws 128x256 s4 w8", 128), ("ws 256x128 s3 w8", 256)];
 
 /// The tile rows of [`AllGatherMatmul::run_forwarding`]'s kernel: shard
 /// rows must be a multiple.
@@ -79,14 +78,20 @@ pub trait CollectiveElem: MatmulElem {
     /// ([`crate::reduce_scatter::INSTANCE_NAMES`] order).
     #[doc(hidden)]
     const REDUCE_SCATTER: [crate::reduce_scatter::Launch<Self>; 2];
+    /// `run_persistent`'s launches on this type ([`PERSISTENT_INSTANCES`]
+    /// order).
+    #[doc(hidden)]
+    const PERSISTENT: [PersistentLaunch<Self>; 2];
 }
 
 impl CollectiveElem for f16 {
+    const PERSISTENT: [PersistentLaunch<Self>; 2] = [launch_persistent::<Self, 128, 256, 4, 8>, launch_persistent::<Self, 256, 128, 3, 8>];
     const FORWARDING: ForwardingLaunch<Self> = launch_forwarding::<Self>;
     const REDUCE_SCATTER: [crate::reduce_scatter::Launch<Self>; 2] = [rs_launch::<Self, 128, 256, 4, 8>, rs_launch::<Self, 128, 128, 4, 8>];
 }
 
 impl CollectiveElem for bf16 {
+    const PERSISTENT: [PersistentLaunch<Self>; 2] = [launch_persistent::<Self, 128, 256, 4, 8>, launch_persistent::<Self, 256, 128, 3, 8>];
     const FORWARDING: ForwardingLaunch<Self> = launch_forwarding::<Self>;
     const REDUCE_SCATTER: [crate::reduce_scatter::Launch<Self>; 2] = [rs_launch::<Self, 128, 256, 4, 8>, rs_launch::<Self, 128, 128, 4, 8>];
 }
@@ -164,33 +169,22 @@ where
     Ok(())
 }
 
-/// `(name, BM)` of each instance `run_persistent` picks from;
-/// [`AllGatherMatmul::tune_persistent`] times them.
-pub const PERSISTENT_INSTANCES: &[(&str, usize)] = &{
-    let mut out = [("", 0); PERSISTENT.len()];
-    let mut i = 0;
-    while i < out.len() {
-        out[i] = (PERSISTENT[i].0, PERSISTENT[i].1);
-        i += 1;
-    }
-    out
-};
 
-/// The parameters of `allgather_matmul_ws<BM, BN, ..>`.
-type Params<const BM: usize, const BN: usize> = (TensorMapParam<ATileOf<BM>>, TensorMapParam<BTileOf<BN>>, TensorMapParam<EpiTileOf<BM>>, GmemRef<u32>, u32, u32, u32, u32, u32, u32);
+/// The parameters of `allgather_matmul_ws<E, BM, BN, ..>`.
+type Params<E, const BM: usize, const BN: usize> = (TensorMapParam<ATile<E, BM>>, TensorMapParam<BTile<E, BN>>, TensorMapParam<EpiTile<E, BM>>, GmemRef<u32>, u32, u32, u32, u32, u32, u32);
 
-/// Launches device `d`'s `allgather_matmul_ws<BM, BN, STAGES, GRID_W>` on its stream.
-fn launch_persistent<const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
+/// Launches device `d`'s `allgather_matmul_ws<E, BM, BN, STAGES, GRID_W>` on its stream.
+fn launch_persistent<E: CollectiveElem, const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
     ag: &AllGatherMatmul<'_>,
     d: usize,
-    a: &Buffer<f16>,
-    b: &Buffer<f16>,
-    c: &mut Buffer<f16>,
+    a: &Buffer<E>,
+    b: &Buffer<E>,
+    c: &mut Buffer<E>,
     (m, n, k): (usize, usize, usize),
     epoch: u32,
 ) -> Result<(), MatmulError>
 where
-    allgather_matmul_ws<BM, BN, STAGES, GRID_W>: HostEntry<Params = Params<BM, BN>>,
+    allgather_matmul_ws<E, BM, BN, STAGES, GRID_W>: HostEntry<Params = Params<E, BM, BN>>,
 {
     let p = ag.group.len();
     let sms = ag.group.device(d).sm_count();
@@ -201,12 +195,12 @@ where
     // SM. With every SM held by a spinning CTA, the full-size 4-GPU run
     // hung; with one free, it completed.
     let grid = Ctas::EvenWaves.grid(mt * nt, sms.saturating_sub(1)).max(1);
-    let am = TileMap::<ATileOf<BM>>::new_2d(a, p * m, k)?;
-    let bmap = TileMap::<BTileOf<BN>>::new_2d(b, n, k)?;
-    let cm = TileMap::<EpiTileOf<BM>>::new_2d_mut(c, p * m, n)?;
+    let am = TileMap::<ATile<E, BM>>::new_2d(a, p * m, k)?;
+    let bmap = TileMap::<BTile<E, BN>>::new_2d(b, n, k)?;
+    let cm = TileMap::<EpiTile<E, BM>>::new_2d_mut(c, p * m, n)?;
     let arrived = ag.arrived.borrow();
     let args = (&am, &bmap, &cm, arrived.part(d), epoch, d as u32, p as u32, mt, nt, ks);
-    prog.kernel::<allgather_matmul_ws<BM, BN, STAGES, GRID_W>>()?.launch(grid, args)?;
+    prog.kernel::<allgather_matmul_ws<E, BM, BN, STAGES, GRID_W>>()?.launch(grid, args)?;
     Ok(())
 }
 
@@ -395,7 +389,7 @@ impl<'g> AllGatherMatmul<'g> {
     /// gives. `m` must be a multiple of the kernel's tile rows (128, or
     /// 256 for the `256x128` instance). Asynchronous on GPUs (synchronize
     /// the group before reading `c`). Errors name the buffer and the shape.
-    pub fn run_persistent(&self, a: &mut PeerBuffer<f16>, b: &PeerBuffer<f16>, c: &mut PeerBuffer<f16>, (m, n, k): (usize, usize, usize)) -> Result<(), MatmulError> {
+    pub fn run_persistent<E: CollectiveElem>(&self, a: &mut PeerBuffer<E>, b: &PeerBuffer<E>, c: &mut PeerBuffer<E>, (m, n, k): (usize, usize, usize)) -> Result<(), MatmulError> {
         let p = self.group.len();
         for (what, devices) in [("a", a.devices()), ("b", b.devices()), ("c", c.devices())] {
             if devices != p {
@@ -494,18 +488,18 @@ impl<'g> AllGatherMatmul<'g> {
     }
 
     /// Launches device `d`'s kernel on its stream.
-    fn launch_persistent(&self, d: usize, a: &Buffer<f16>, b: &Buffer<f16>, c: &mut Buffer<f16>, shape: (usize, usize, usize), epoch: u32) -> Result<(), MatmulError> {
-        (PERSISTENT[self.persistent.get()].2)(self, d, a, b, c, shape, epoch)
+    fn launch_persistent<E: CollectiveElem>(&self, d: usize, a: &Buffer<E>, b: &Buffer<E>, c: &mut Buffer<E>, shape: (usize, usize, usize), epoch: u32) -> Result<(), MatmulError> {
+        (E::PERSISTENT[self.persistent.get()])(self, d, a, b, c, shape, epoch)
     }
 
-    fn run_persistent_gpu(&self, a: &mut PeerBuffer<f16>, b: &PeerBuffer<f16>, c: &mut PeerBuffer<f16>, (m, n, k): (usize, usize, usize), epoch: u32) -> Result<(), MatmulError> {
+    fn run_persistent_gpu<E: CollectiveElem>(&self, a: &mut PeerBuffer<E>, b: &PeerBuffer<E>, c: &mut PeerBuffer<E>, (m, n, k): (usize, usize, usize), epoch: u32) -> Result<(), MatmulError> {
         let p = self.group.len();
         // This call's epoch in each device's epoch word (on its stream).
         for (d, part) in self.epoch_src.borrow_mut().parts_mut().enumerate() {
             self.group.device(d).write(part, &[epoch])?;
         }
         let gpus = self.begin_gpu()?;
-        let bytes = m * k * std::mem::size_of::<f16>();
+        let bytes = m * k * std::mem::size_of::<E>();
         let mut sent: Vec<Option<CudaEvent>> = (0..p).map(|_| None).collect();
         for s in 0..p {
             let mut now: Vec<Option<CudaEvent>> = (0..p).map(|_| None).collect();
@@ -528,7 +522,7 @@ impl<'g> AllGatherMatmul<'g> {
                 }
                 if s + 1 < p {
                     let next = (d + 1) % p;
-                    let off = (j * m * k * std::mem::size_of::<f16>()) as u64;
+                    let off = (j * m * k * std::mem::size_of::<E>()) as u64;
                     // Rows j of both `p m x k` allocations (checked lengths).
                     now[d] = Some(self.copy_to_next(&gpus, d, a.part(d).address() + off, a.part(next).address() + off, bytes)?);
                 }
@@ -549,14 +543,14 @@ impl<'g> AllGatherMatmul<'g> {
     /// median of 10 host-timed runs with the group synchronized) and keeps
     /// the fastest for `run_persistent`; returns `(name, ms)` for each.
     /// GPU only.
-    pub fn tune_persistent(&self, (m, n, k): (usize, usize, usize)) -> Result<Vec<(&'static str, f64)>, MatmulError> {
+    pub fn tune_persistent<E: CollectiveElem>(&self, (m, n, k): (usize, usize, usize)) -> Result<Vec<(&'static str, f64)>, MatmulError> {
         if !self.group.is_gpu() {
             return Err(MatmulError::Cuda(Error::GpuOnly { what: "AllGatherMatmul::tune_persistent (it times the kernels)" }));
         }
         let p = self.group.len();
-        let mut a = self.group.upload(&(0..p).map(|d| kernel_host::randn_f16(p * m * k, 50 + d as u64)).collect::<Vec<_>>())?;
-        let b = self.group.upload(&(0..p).map(|d| kernel_host::randn_f16(n * k, 60 + d as u64)).collect::<Vec<_>>())?;
-        let mut c = self.group.zeros::<f16>(p * m * n)?;
+        let mut a = self.group.upload(&(0..p).map(|d| E::randn(p * m * k, 50 + d as u64)).collect::<Vec<_>>())?;
+        let b = self.group.upload(&(0..p).map(|d| E::randn(n * k, 60 + d as u64)).collect::<Vec<_>>())?;
+        let mut c = self.group.zeros::<E>(p * m * n)?;
         let mut out = Vec::new();
         for (i, (name, bm)) in PERSISTENT_INSTANCES.iter().enumerate() {
             if m % bm != 0 {

@@ -30,7 +30,8 @@ from ._native import EmulatorReport
 __all__ = ["matmul", "grouped_matmul", "matmul_fp8", "matmul_fp8_rowwise", "matmul_fp8_blockscaled",
            "grouped_matmul_fp8_blockscaled", "softmax", "layer_norm", "rms_norm", "rms_norm_backward", "layer_norm_backward",
            "add_rms_norm", "add_layer_norm", "attention", "attention_backward",
-           "attention_decode", "attention_varlen", "attention_varlen_backward", "EmulatorReport"]
+           "attention_decode", "attention_varlen", "attention_varlen_backward",
+           "all_gather_matmul", "reduce_scatter_matmul", "EmulatorReport"]
 
 
 def _arrays(**named):
@@ -107,6 +108,76 @@ def matmul(a, b, out=None, stream=None, tune=False):
         out = _empty(a, (a.shape[0], b.shape[0]))
     _native.matmul(a, b, out, stream, tune)
     return out
+
+
+def _device_list(name, xs):
+    """`xs` as a list of arrays, one per device (entry d on device d)."""
+    if not isinstance(xs, (list, tuple)) or len(xs) < 2:
+        raise TypeError(f"`{name}`: a list of arrays, one per device (entry d on device d), at least 2")
+    _arrays(**{f"{name}[{d}]": x for d, x in enumerate(xs)})
+    return list(xs)
+
+
+def all_gather_matmul(a, b, out=None):
+    """The all-gather matmul of tensor parallelism on ``p`` devices.
+
+    ``a[d]`` is device ``d``'s shard of the activations (``m x K``) and
+    ``b[d]`` its block of the weights (``N x K``), float16 or bfloat16,
+    entry ``d`` of each list on device ``d``: CUDA tensors on GPUs
+    ``0 .. p-1`` (peer access between every pair), or NumPy arrays, which
+    run as ``p`` emulated devices under the race detector.
+
+    Returns ``(gathered, c)``: ``gathered[d]`` (``p m x K`` on device ``d``)
+    holds every shard in device order, and ``c[d] = gathered[d] @ b[d].T``
+    (``p m x N``, f32 accumulation). With ``m`` a multiple of 128 the
+    kernels forward the shards themselves by TMA while they multiply (one
+    kernel per device, no copy engine); otherwise copy engines forward them
+    under one matmul per shard. ``out=(gathered, c)`` gives the outputs
+    (lists of arrays of those shapes; ``gathered[d]`` must already hold
+    shard ``d`` at rows ``d m``). Each device's work is queued on its
+    current torch stream.
+    """
+    a, b = _device_list("a", a), _device_list("b", b)
+    p = len(a)
+    if len(b) != p:
+        raise ValueError(f"`a` has {p} arrays and `b` {len(b)}: give one per device")
+    if out is None:
+        m, k = a[0].shape
+        gathered = [_empty(x, (p * m, k)) for x in a]
+        for d in range(p):
+            gathered[d][d * m:(d + 1) * m] = a[d]
+        c = [_empty(x, (p * m, b[0].shape[0])) for x in a]
+    else:
+        gathered, c = (_device_list("out[0]", out[0]), _device_list("out[1]", out[1]))
+        m = gathered[0].shape[0] // p
+    _native.all_gather_matmul(gathered, b, c, m)
+    return gathered, c
+
+
+def reduce_scatter_matmul(a, b, out=None):
+    """The reduce-scatter matmul of tensor parallelism on ``p`` devices.
+
+    ``a[d]`` (``M x K/p``) and ``b[d]`` (``N x K/p``) are device ``d``'s
+    blocks of K, float16 or bfloat16, entry ``d`` of each list on device
+    ``d`` (CUDA tensors on GPUs ``0 .. p-1``, or NumPy arrays for ``p``
+    emulated devices). Returns ``c``: ``c[d]`` (``M/p x N`` on device
+    ``d``) is row block ``d`` of ``sum_j a[j] @ b[j].T``, summed in f32 (the
+    other devices' partials rounded once to the element type, as a matmul
+    then a reduce-scatter rounds them). One kernel per device computes
+    the other devices' tiles first and writes them into their owners'
+    memory over NVLink while it computes its own. ``M`` must be a multiple
+    of ``128 p``, ``K/p`` and ``N`` of 8. ``out=`` gives ``c``. Each
+    device's work is queued on its current torch stream.
+    """
+    a, b = _device_list("a", a), _device_list("b", b)
+    p = len(a)
+    if out is None:
+        m = a[0].shape[0]
+        c = [_empty(x, (m // p, b[0].shape[0])) for x in a]
+    else:
+        c = _device_list("out", out)
+    _native.reduce_scatter_matmul(a, b, c)
+    return c
 
 
 def grouped_matmul(a, b, sizes, out=None, check=True, stream=None):

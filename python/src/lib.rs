@@ -755,6 +755,7 @@ fn _testing_transpose(x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, racy: bool) ->
     })
 }
 
+mod collective;
 mod fp8;
 mod jax_ffi;
 mod serving;
@@ -775,6 +776,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(attention_backward, m)?)?;
     m.add_function(wrap_pyfunction!(attention_variant_backward, m)?)?;
     m.add_function(wrap_pyfunction!(grouped_matmul, m)?)?;
+    m.add_function(wrap_pyfunction!(collective::all_gather_matmul, m)?)?;
+    m.add_function(wrap_pyfunction!(collective::reduce_scatter_matmul, m)?)?;
     m.add_function(wrap_pyfunction!(fp8::matmul_fp8, m)?)?;
     m.add_function(wrap_pyfunction!(fp8::matmul_fp8_rowwise, m)?)?;
     m.add_function(wrap_pyfunction!(fp8::matmul_fp8_blockscaled, m)?)?;

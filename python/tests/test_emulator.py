@@ -67,6 +67,37 @@ def test_bfloat16_numpy_arrays_of_ml_dtypes():
         kernel_ops.rms_norm(randn(3, 2048, dtype=bf16)[:, ::2], g)
 
 
+def test_reduce_scatter_matmul_on_two_emulated_devices():
+    # One emulator run of 2 devices per call, under the race detector:
+    # device d receives row block d of sum_j a[j] @ b[j].T.
+    a = [randn(256, 64) for _ in range(2)]
+    b = [randn(136, 64) for _ in range(2)]
+    c = kernel_ops.reduce_scatter_matmul(a, b)
+    want = sum(x.astype(np.float64) @ y.astype(np.float64).T for x, y in zip(a, b))
+    assert [x.shape for x in c] == [(128, 136)] * 2
+    for d in range(2):
+        assert rel_err(c[d], want[128 * d:128 * (d + 1)]) < 2e-3
+    with pytest.raises(ValueError, match="multiple of 256"):
+        kernel_ops.reduce_scatter_matmul([randn(192, 64)] * 2, b)
+    with pytest.raises(ValueError, match="one array per device"):
+        kernel_ops.reduce_scatter_matmul(a, b + [b[0]])
+
+
+@pytest.mark.parametrize("m", [128, 40])
+def test_all_gather_matmul_on_two_emulated_devices(m):
+    # m = 128: the kernels forward the shards by TMA (race detector on);
+    # m = 40: copies and a matmul per shard.
+    bf16 = pytest.importorskip("ml_dtypes").bfloat16
+    a = [randn(m, 64, dtype=bf16) for _ in range(2)]
+    b = [randn(72, 64, dtype=bf16) for _ in range(2)]
+    gathered, c = kernel_ops.all_gather_matmul(a, b)
+    full = np.concatenate(a).astype(np.float64)
+    for d in range(2):
+        assert np.array_equal(gathered[d].astype(np.float32), full.astype(np.float32))
+        assert c[d].shape == (2 * m, 72) and c[d].dtype == bf16
+        assert rel_err(c[d], full @ b[d].astype(np.float64).T) < 8e-3
+
+
 def test_grouped_matmul_matches_numpy_with_ragged_groups():
     sizes = np.array([37, 0, 150, 5], dtype=np.int32)
     m, n, k = int(sizes.sum()), 136, 72

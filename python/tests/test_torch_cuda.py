@@ -508,3 +508,38 @@ def test_matmul_fp8_compiles_without_graph_breaks():
     a8, b8 = _fp8(a, sa), _fp8(b, sb)
     compiled = torch.compile(f, fullgraph=True)  # fullgraph: a graph break is an error
     assert torch.allclose(compiled(a8, b8, sa, sb), f(a8, b8, sa, sb), rtol=1e-3, atol=1e-2)
+
+
+two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs with peer access")
+
+
+@two_gpus
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_collective_matmuls_on_every_gpu_match_torch(dtype):
+    # Every GPU of the machine (2, 4, ...); entry d of each list on GPU d.
+    p = torch.cuda.device_count()
+    tol = 8e-3 if dtype == torch.bfloat16 else 2e-3
+    dev = [torch.device("cuda", d) for d in range(p)]
+    current = torch.cuda.current_device()
+    # All-gather matmul: forwarding kernels (m = 256) and copy engines (m = 72).
+    for m in (256, 72):
+        a = [torch.randn(m, 512, device=dev[d], dtype=dtype) for d in range(p)]
+        b = [torch.randn(384, 512, device=dev[d], dtype=dtype) for d in range(p)]
+        gathered, c = kernel_ops.all_gather_matmul(a, b)
+        # The call leaves the caller's current device as it was.
+        assert torch.cuda.current_device() == current
+        for d in range(p):
+            full = torch.cat([x.to(dev[d]) for x in a])
+            assert torch.equal(gathered[d], full)
+            assert rel(c[d], full.float() @ b[d].float().T) < tol
+    # Reduce-scatter matmul, queued on a side stream of each device.
+    a = [torch.randn(128 * p, 256, device=dev[d], dtype=dtype) for d in range(p)]
+    b = [torch.randn(520, 256, device=dev[d], dtype=dtype) for d in range(p)]
+    streams = [torch.cuda.Stream(device=dev[d]) for d in range(p)]
+    with torch.cuda.stream(streams[0]):
+        c = kernel_ops.reduce_scatter_matmul(a, b)
+    torch.cuda.synchronize()
+    want = sum(a[d].float().cpu() @ b[d].float().cpu().T for d in range(p))
+    for d in range(p):
+        assert c[d].device == dev[d]
+        assert rel(c[d].cpu(), want[128 * d:128 * (d + 1)]) < tol

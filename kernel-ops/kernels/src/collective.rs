@@ -23,7 +23,7 @@
 //! the same place in the next device's `A` (TMA stores from their
 //! pipeline slots), then signal the row's arrival there ([`ForwardRows`]).
 use crate::gemm::{ATile, BTile, EpiTile, GemmElem};
-use crate::matmul::{matmul_persistent_ws_rows, ATileOf, BTileOf, EpiTileOf, RowSource, TK};
+use crate::matmul::{matmul_persistent_ws_rows, RowSource, TK};
 use kernel_device::fence::fence_proxy_async_global;
 use kernel_device::grid::planar_snake;
 use kernel_device::peer::PeerCounters;
@@ -79,19 +79,19 @@ impl<E: GemmElem, const BM: usize> RowSource<E, BM> for ShardRows {
     }
 }
 
-/// `C = A · Bᵀ` over an `A` gathered while the kernel runs (module docs):
+/// `C = A · Bᵀ` (f16 or bf16) over an `A` gathered while the kernel runs (module docs):
 /// `A` and `C` have `shards x m` rows (`m_tiles = shards x m / BM`, shards
 /// aligned to tiles), `B` is `N x K`; `arrived` holds one flag per shard;
 /// this device's shard is `rank` and is there at launch. The matmul is
 /// [`crate::matmul::matmul_persistent_ws`]'s (same roles, pipeline and
 /// epilogue, same constraints); only the tile-row order and the gate
 /// differ.
-#[kernel(block = warpgroups(3), arch = sm_90a, instances((128, 256, 4, 8), (256, 128, 3, 8)))]
+#[kernel(block = warpgroups(3), arch = sm_90a, instances(E = [f16, bf16], (128, 256, 4, 8), (256, 128, 3, 8)))]
 #[allow(clippy::too_many_arguments)]
-pub fn allgather_matmul_ws<const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
-    a: Tma<ATileOf<BM>>,
-    b: Tma<BTileOf<BN>>,
-    c: Tma<EpiTileOf<BM>>,
+pub fn allgather_matmul_ws<E: GemmElem, const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
+    a: Tma<ATile<E, BM>>,
+    b: Tma<BTile<E, BN>>,
+    c: Tma<EpiTile<E, BM>>,
     arrived: GmemRef<u32>,
     epoch: u32,
     rank: u32,
@@ -99,16 +99,16 @@ pub fn allgather_matmul_ws<const BM: usize, const BN: usize, const STAGES: usize
     m_tiles: u32,
     n_tiles: u32,
     k_steps: u32,
-    #[scratch] a_bufs: Smem<[ATileOf<BM>; STAGES]>,
-    #[scratch] b_bufs: Smem<[BTileOf<BN>; STAGES]>,
-    #[scratch] epi: Smem<[EpiTileOf<BM>; 2]>,
+    #[scratch] a_bufs: Smem<[ATile<E, BM>; STAGES]>,
+    #[scratch] b_bufs: Smem<[BTile<E, BN>; STAGES]>,
+    #[scratch] epi: Smem<[EpiTile<E, BM>; 2]>,
     #[scratch] loaded: Barriers<STAGES>,
     #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
 ) where
     Cols<BN>: WgmmaShape,
 {
     let rows = ShardRows::new(arrived, epoch, rank, shards, m_tiles / shards);
-    matmul_persistent_ws_rows::<f16, ShardRows, BM, BN, STAGES, GRID_W>(rows, a, b, c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed)
+    matmul_persistent_ws_rows::<E, ShardRows, BM, BN, STAGES, GRID_W>(rows, a, b, c, m_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed)
 }
 
 /// K steps a forwarding producer stays behind its loads before it stores a

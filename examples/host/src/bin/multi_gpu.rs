@@ -28,11 +28,14 @@
 //! Writes `multi_gpu.md` and `multi_gpu.csv` to `--out` (default `.`).
 //! Exit status 0 only if every contender was correct.
 use clap::Parser;
-use kernel_device::f16;
+use kernel_device::{bf16, f16};
 use kernel_host::group::{DeviceGroup, PeerBuffer};
 use kernel_host::nccl::Nccl;
-use kernel_host::{randn_f16, randn_f32, Blas, ClockPower};
-use kernel_ops::collective::{AllGatherMatmul, FORWARDING_TILE_ROWS};
+use kernel_host::cudarc::cublas::{CudaBlas, Gemm};
+use kernel_host::cudarc::nccl::NcclType;
+use kernel_host::{randn_f32, Blas, BlasElem, ClockPower};
+use kernel_ops::collective::{AllGatherMatmul, CollectiveElem, FORWARDING_TILE_ROWS};
+use kernel_ops::matmul::MatmulElem;
 use kernel_ops::Matmul;
 use kernels::peer;
 use std::fmt::Write as _;
@@ -81,7 +84,25 @@ struct Opts {
     /// Skip the shard exchange section.
     #[arg(long)]
     skip_exchange: bool,
+    /// The all-gather matmul's element type (every contender's A, B and C).
+    #[arg(long, value_enum, default_value_t = Dtype::F16)]
+    dtype: Dtype,
 }
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Dtype {
+    F16,
+    Bf16,
+}
+
+/// An element type every contender takes: ours, cuBLAS's and NCCL's.
+trait Elem: CollectiveElem + BlasElem + NcclType
+where
+    CudaBlas: Gemm<Self>,
+{
+}
+impl Elem for f16 {}
+impl Elem for bf16 {}
 
 impl Opts {
     fn timing(&self) -> Timing {
@@ -176,7 +197,10 @@ fn run() -> Res<bool> {
         (None, false) => vec![(4096, 8192, 8192)],
     };
     for shape in shapes {
-        all_ok &= allgather_matmul(&group, &nccl, &o, shape, &mut md, &mut csv)?;
+        all_ok &= match o.dtype {
+            Dtype::F16 => allgather_matmul::<f16>(&group, &nccl, &o, shape, &mut md, &mut csv)?,
+            Dtype::Bf16 => allgather_matmul::<bf16>(&group, &nccl, &o, shape, &mut md, &mut csv)?,
+        };
     }
     println!("{md}");
     std::fs::create_dir_all(&o.out)?;
@@ -212,35 +236,39 @@ const PEAK_TFLOPS: f64 = 989.4;
 /// cuBLAS on one shard, whose time `p` times over is the lower bound
 /// Pallas's guide computes (it adds about 6 µs per round for its fences).
 /// Returns whether every contender was correct.
-fn allgather_matmul(group: &DeviceGroup, nccl: &Nccl, o: &Opts, (m, n, k): (usize, usize, usize), md: &mut String, csv: &mut String) -> Res<bool> {
+fn allgather_matmul<E: Elem>(group: &DeviceGroup, nccl: &Nccl, o: &Opts, (m, n, k): (usize, usize, usize), md: &mut String, csv: &mut String) -> Res<bool>
+where
+    CudaBlas: Gemm<E>,
+{
     let p = group.len();
-    writeln!(md, "\n## All-gather matmul: {p} x ({m} x {k}) shards of A, B {n} x {k} per device\n")?;
-    writeln!(md, "TFLOP/s per device: 2 x {} x {n} x {k} / time; utilization: of the dense f16 peak, {PEAK_TFLOPS} TFLOP/s. Time: median over samples of {} back-to-back call(s), the group synchronized after each sample.\n", p * m, o.reps)?;
+    let dtype = <E as MatmulElem>::NAME;
+    writeln!(md, "\n## All-gather matmul, {}: {p} x ({m} x {k}) shards of A, B {n} x {k} per device\n", dtype)?;
+    writeln!(md, "TFLOP/s per device: 2 x {} x {n} x {k} / time; utilization: of the dense 16-bit peak, {PEAK_TFLOPS} TFLOP/s. Time: median over samples of {} back-to-back call(s), the group synchronized after each sample.\n", p * m, o.reps)?;
     writeln!(md, "| contender | ms | TFLOP/s per device | utilization | vs NCCL + cuBLAS | clock, power | correct (rel. error vs cuBLAS) |")?;
     writeln!(md, "|---|---:|---:|---:|---:|---|---|")?;
-    let shards: Vec<Vec<f16>> = (0..p).map(|j| randn_f16(m * k, 200 + j as u64)).collect();
-    let bs: Vec<Vec<f16>> = (0..p).map(|d| randn_f16(n * k, 300 + d as u64)).collect();
+    let shards: Vec<Vec<E>> = (0..p).map(|j| E::randn(m * k, 200 + j as u64)).collect();
+    let bs: Vec<Vec<E>> = (0..p).map(|d| E::randn(n * k, 300 + d as u64)).collect();
     let b = group.upload(&bs)?;
     let a_shard = group.upload(&shards)?;
-    let mut a_full = group.zeros::<f16>(p * m * k)?;
-    let mut a_full2 = group.zeros::<f16>(p * m * k)?;
-    let mut c_full = group.zeros::<f16>(p * m * n)?;
-    let mut c_ours_seq = group.zeros::<f16>(p * m * n)?;
-    let mut c_alone = group.zeros::<f16>(p * m * n)?;
+    let mut a_full = group.zeros::<E>(p * m * k)?;
+    let mut a_full2 = group.zeros::<E>(p * m * k)?;
+    let mut c_full = group.zeros::<E>(p * m * n)?;
+    let mut c_ours_seq = group.zeros::<E>(p * m * n)?;
+    let mut c_alone = group.zeros::<E>(p * m * n)?;
     let a_gathered = group.upload(&vec![shards.concat(); p])?;
-    let mut c_alone2 = group.zeros::<f16>(p * m * n)?;
-    let mut c_shard = group.zeros::<f16>(m * n)?;
-    let mut a_slots: Vec<PeerBuffer<f16>> = (0..p)
-        .map(|j| group.upload(&(0..p).map(|d| if d == j { shards[j].clone() } else { vec![f16::ZERO; m * k] }).collect::<Vec<_>>()))
+    let mut c_alone2 = group.zeros::<E>(p * m * n)?;
+    let mut c_shard = group.zeros::<E>(m * n)?;
+    let mut a_slots: Vec<PeerBuffer<E>> = (0..p)
+        .map(|j| group.upload(&(0..p).map(|d| if d == j { shards[j].clone() } else { vec![E::default(); m * k] }).collect::<Vec<_>>()))
         .collect::<Result<_, _>>()?;
-    let mut c_blocks: Vec<PeerBuffer<f16>> = (0..p).map(|_| group.zeros::<f16>(m * n)).collect::<Result<_, _>>()?;
+    let mut c_blocks: Vec<PeerBuffer<E>> = (0..p).map(|_| group.zeros::<E>(m * n)).collect::<Result<_, _>>()?;
     // run_persistent's and run_forwarding's A: p x m rows per device, its
     // own shard at rows d m (the kernels or the copies fill the others).
-    let own_rows = || (0..p).map(|d| (0..p).flat_map(|j| if j == d { shards[j].clone() } else { vec![f16::ZERO; m * k] }).collect::<Vec<_>>()).collect::<Vec<_>>();
+    let own_rows = || (0..p).map(|d| (0..p).flat_map(|j| if j == d { shards[j].clone() } else { vec![E::default(); m * k] }).collect::<Vec<_>>()).collect::<Vec<_>>();
     let mut a_gath = group.upload(&own_rows())?;
-    let mut c_pers = group.zeros::<f16>(p * m * n)?;
+    let mut c_pers = group.zeros::<E>(p * m * n)?;
     let mut a_fwd = group.upload(&own_rows())?;
-    let mut c_fwd = group.zeros::<f16>(p * m * n)?;
+    let mut c_fwd = group.zeros::<E>(p * m * n)?;
     let blas: Vec<Blas> = (0..p).map(|d| Blas::new(group.device(d).as_gpu().expect("GPUs"))).collect::<Result<_, _>>()?;
     let mms: Vec<Matmul> = (0..p).map(|d| Matmul::new(group.device(d))).collect::<Result<_, _>>()?;
     let agm = AllGatherMatmul::new(group)?;
@@ -249,7 +277,7 @@ fn allgather_matmul(group: &DeviceGroup, nccl: &Nccl, o: &Opts, (m, n, k): (usiz
     agm.tune((m, n, k))?;
     let aligned = m % FORWARDING_TILE_ROWS == 0;
     if aligned {
-        for (name, ms) in agm.tune_persistent((m, n, k))? {
+        for (name, ms) in agm.tune_persistent::<E>((m, n, k))? {
             println!("  run_persistent instance {name}: {ms:.3} ms");
         }
     }
@@ -309,26 +337,28 @@ fn allgather_matmul(group: &DeviceGroup, nccl: &Nccl, o: &Opts, (m, n, k): (usiz
     group.synchronize()?;
     drop(fs);
     let c_ref = group.download(&c_full)?;
-    let to_f32 = |v: &[f16]| v.iter().map(|x| x.to_f32()).collect::<Vec<f32>>();
-    let err = |c: &PeerBuffer<f16>| -> Res<f64> {
+    let to_f32 = |v: &[E]| v.iter().map(|&x| x.into()).collect::<Vec<f32>>();
+    let err = |c: &PeerBuffer<E>| -> Res<f64> {
         let got = group.download(c)?;
-        Ok((0..p).map(|d| kernel_host::rel_frobenius_error(&got[d], &to_f32(&c_ref[d]))).fold(0.0, f64::max))
+        Ok((0..p).map(|d| kernel_host::rel_frobenius_error_f32(&to_f32(&got[d]), &to_f32(&c_ref[d]))).fold(0.0, f64::max))
     };
-    let blocks: Vec<Vec<Vec<f16>>> = c_blocks.iter().map(|c| group.download(c)).collect::<Result<_, _>>()?;
+    let blocks: Vec<Vec<Vec<E>>> = c_blocks.iter().map(|c| group.download(c)).collect::<Result<_, _>>()?;
     let err_overlap = (0..p)
         .map(|d| {
-            let ours: Vec<f16> = (0..p).flat_map(|j| blocks[j][d].iter().copied()).collect();
-            kernel_host::rel_frobenius_error(&ours, &to_f32(&c_ref[d]))
+            let ours: Vec<E> = (0..p).flat_map(|j| blocks[j][d].iter().copied()).collect();
+            kernel_host::rel_frobenius_error_f32(&to_f32(&ours), &to_f32(&c_ref[d]))
         })
         .fold(0.0, f64::max);
     let shard_ref = kernel_host::reference_gemm_nt(m.min(64), n, k, &shards[0][..m.min(64) * k], &bs[0]);
-    let err_shard = kernel_host::rel_frobenius_error(&group.download(&c_shard)?[0][..m.min(64) * n], &shard_ref);
+    let err_shard = kernel_host::rel_frobenius_error_f32(&to_f32(&group.download(&c_shard)?[0][..m.min(64) * n]), &shard_ref);
     let mut errs = vec![0.0, err(&c_ours_seq)?, err_overlap, err(&c_alone)?, err(&c_alone2)?, err_shard];
     if aligned {
         errs.push(err(&c_pers)?);
         errs.push(err(&c_fwd)?);
     }
-    let ok: Vec<bool> = errs.iter().map(|&e| e < 2e-3).collect();
+    // Within the output's rounding (bf16 keeps 8 bits, f16 11).
+    let tolerance = if dtype == "bf16" { 1e-2 } else { 2e-3 };
+    let ok: Vec<bool> = errs.iter().map(|&e| e < tolerance).collect();
     let mut fs = contenders!();
     let ts = rounds(group, o.timing(), &mut fs)?;
     // The index of "cuBLAS on one shard".
@@ -338,10 +368,10 @@ fn allgather_matmul(group: &DeviceGroup, nccl: &Nccl, o: &Opts, (m, n, k): (usiz
         let tf = if i == SHARD { 2.0 * m as f64 * n as f64 * k as f64 } else { flops } / (t.ms * 1e-3) / 1e12;
         writeln!(md, "| {} | {:.4} | {:.1} | {:.0} % | {:.3}x | {} | {} ({:.1e}) |", fs[i].0, t.ms, tf, 100.0 * tf / PEAK_TFLOPS, ts[0].ms / t.ms, clock_text(&t.clock), if ok[i] { "yes" } else { "NO" }, errs[i])?;
         let c = t.clock.unwrap_or(ClockPower { sm_mhz: 0.0, power_w: 0.0, samples: 0 });
-        writeln!(csv, "allgather_matmul,{},{p}x{m}x{n}x{k},{:.5},{:.1},{:.3},{:.0},{:.0},{}", fs[i].0, t.ms, tf, ts[0].ms / t.ms, c.sm_mhz, c.power_w, ok[i])?;
+        writeln!(csv, "allgather_matmul_{},{},{p}x{m}x{n}x{k},{:.5},{:.1},{:.3},{:.0},{:.0},{}", dtype, fs[i].0, t.ms, tf, ts[0].ms / t.ms, c.sm_mhz, c.power_w, ok[i])?;
     }
     let bound_tf = flops / (bound_ms * 1e-3) / 1e12;
     writeln!(md, "| lower bound: {p} x cuBLAS on one shard | {bound_ms:.4} | {bound_tf:.1} | {:.0} % | {:.3}x | | |", 100.0 * bound_tf / PEAK_TFLOPS, ts[0].ms / bound_ms)?;
-    writeln!(csv, "allgather_matmul,lower bound ({p} x one shard),{p}x{m}x{n}x{k},{bound_ms:.5},{bound_tf:.1},{:.3},0,0,true", ts[0].ms / bound_ms)?;
+    writeln!(csv, "allgather_matmul_{},lower bound ({p} x one shard),{p}x{m}x{n}x{k},{bound_ms:.5},{bound_tf:.1},{:.3},0,0,true", dtype, ts[0].ms / bound_ms)?;
     Ok(ok.iter().all(|&x| x))
 }

@@ -29,10 +29,14 @@
 //! Writes `reduce_scatter.md` and `reduce_scatter.csv` to `--out` (default
 //! `.`). Exit status 0 only if every contender was correct.
 use clap::Parser;
-use kernel_device::f16;
+use kernel_device::{bf16, f16};
 use kernel_host::group::DeviceGroup;
 use kernel_host::nccl::Nccl;
-use kernel_host::{randn_f16, Blas, ClockPower};
+use kernel_host::cudarc::cublas::{CudaBlas, Gemm};
+use kernel_host::cudarc::nccl::NcclType;
+use kernel_host::{Blas, BlasElem, ClockPower};
+use kernel_ops::collective::CollectiveElem;
+use kernel_ops::matmul::MatmulElem;
 use kernel_ops::reduce_scatter::{ReduceScatterMatmul, TILE_ROWS};
 use kernel_ops::Matmul;
 use std::fmt::Write as _;
@@ -73,7 +77,25 @@ struct Opts {
     /// synchronization per call would dominate.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10000))]
     reps: usize,
+    /// The element type (every contender's A, B, partials and C).
+    #[arg(long, value_enum, default_value_t = Dtype::F16)]
+    dtype: Dtype,
 }
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Dtype {
+    F16,
+    Bf16,
+}
+
+/// An element type every contender takes: ours, cuBLAS's and NCCL's.
+trait Elem: CollectiveElem + BlasElem + NcclType
+where
+    CudaBlas: Gemm<Self>,
+{
+}
+impl Elem for f16 {}
+impl Elem for bf16 {}
 
 impl Opts {
     fn timing(&self) -> Timing {
@@ -94,7 +116,7 @@ fn main() -> ExitCode {
 
 /// The columns `d k .. (d + 1) k` of a row-major `rows x (p k)` matrix
 /// given as `p` shards of `rows x k`: the unsharded matrix.
-fn unshard(shards: &[Vec<f16>], rows: usize, k: usize) -> Vec<f16> {
+fn unshard<E: Copy>(shards: &[Vec<E>], rows: usize, k: usize) -> Vec<E> {
     let p = shards.len();
     let mut full = Vec::with_capacity(rows * p * k);
     for r in 0..rows {
@@ -108,11 +130,15 @@ fn unshard(shards: &[Vec<f16>], rows: usize, k: usize) -> Vec<f16> {
 /// One shape: the contenders checked, then timed; rows into `md` and
 /// `csv`. Returns whether every contender was correct.
 #[allow(clippy::too_many_arguments)]
-fn shape(group: &DeviceGroup, o: &Opts, nccl: &Nccl, blas: &[Blas], rs: &ReduceScatterMatmul<'_>, (m, n, k_total): (usize, usize, usize), md: &mut String, csv: &mut String) -> Res<bool> {
+fn shape<E: Elem>(group: &DeviceGroup, o: &Opts, nccl: &Nccl, blas: &[Blas], rs: &ReduceScatterMatmul<'_>, (m, n, k_total): (usize, usize, usize), md: &mut String, csv: &mut String) -> Res<bool>
+where
+    CudaBlas: Gemm<E>,
+{
     let p = group.len();
+    let dtype = <E as MatmulElem>::NAME;
     let k = k_total / p;
     let rows = m / p;
-    writeln!(md, "\n## M x N x K = {m} x {n} x {k_total} on {p} devices (K/p = {k} per device, {rows} output rows per device)\n")?;
+    writeln!(md, "\n## {dtype}, M x N x K = {m} x {n} x {k_total} on {p} devices (K/p = {k} per device, {rows} output rows per device)\n")?;
     if k_total % p != 0 || m % (p * TILE_ROWS) != 0 || k % 8 != 0 {
         writeln!(md, "skipped: K must split into multiples of 8 and M into row blocks of a multiple of {TILE_ROWS} over {p} devices")?;
         return Ok(true);
@@ -120,25 +146,25 @@ fn shape(group: &DeviceGroup, o: &Opts, nccl: &Nccl, blas: &[Blas], rs: &ReduceS
     writeln!(md, "TFLOP/s per device: 2 x {m} x {n} x {k} / time.\n")?;
     writeln!(md, "| contender | ms | TFLOP/s per device | vs cuBLAS + NCCL | clock, power | correct (rel. error vs unsharded cuBLAS) |")?;
     writeln!(md, "|---|---:|---:|---:|---|---|")?;
-    let a_parts: Vec<Vec<f16>> = (0..p).map(|d| randn_f16(m * k, 500 + d as u64)).collect();
-    let b_parts: Vec<Vec<f16>> = (0..p).map(|d| randn_f16(n * k, 600 + d as u64)).collect();
+    let a_parts: Vec<Vec<E>> = (0..p).map(|d| E::randn(m * k, 500 + d as u64)).collect();
+    let b_parts: Vec<Vec<E>> = (0..p).map(|d| E::randn(n * k, 600 + d as u64)).collect();
     // The reference: one GEMM over the whole K on GPU 0.
     let reference: Vec<f32> = {
         let dev = group.device(0);
         let a_full = dev.upload(&unshard(&a_parts, m, k))?;
         let b_full = dev.upload(&unshard(&b_parts, n, k))?;
-        let mut c_full = dev.zeros::<f16>(m * n)?;
+        let mut c_full = dev.zeros::<E>(m * n)?;
         blas[0].gemm_nt(m, n, k_total, a_full.cuda()?, b_full.cuda()?, c_full.cuda_mut()?)?;
-        dev.download(&c_full)?.iter().map(|x| x.to_f32()).collect()
+        dev.download(&c_full)?.iter().map(|&x| x.into()).collect()
     };
     let a = group.upload(&a_parts)?;
     let b = group.upload(&b_parts)?;
-    let mut partial = group.zeros::<f16>(m * n)?;
-    let mut partial2 = group.zeros::<f16>(m * n)?;
-    let mut partial3 = group.zeros::<f16>(m * n)?;
-    let mut partial4 = group.zeros::<f16>(m * n)?;
+    let mut partial = group.zeros::<E>(m * n)?;
+    let mut partial2 = group.zeros::<E>(m * n)?;
+    let mut partial3 = group.zeros::<E>(m * n)?;
+    let mut partial4 = group.zeros::<E>(m * n)?;
     // NaN until written: a row block a contender misses fails the check.
-    let nan_blocks = vec![vec![f16::NAN; rows * n]; p];
+    let nan_blocks = vec![vec![E::NAN; rows * n]; p];
     let mut c_blas = group.upload(&nan_blocks)?;
     let mut c_mm = group.upload(&nan_blocks)?;
     let mut c_ours = group.upload(&nan_blocks)?;
@@ -192,10 +218,14 @@ fn shape(group: &DeviceGroup, o: &Opts, nccl: &Nccl, blas: &[Blas], rs: &ReduceS
     let mut errs = [0f64; 3];
     for (i, c) in [&c_blas, &c_mm, &c_ours].into_iter().enumerate() {
         for (d, got) in group.download(c)?.iter().enumerate() {
-            errs[i] = errs[i].max(kernel_host::rel_frobenius_error(got, &reference[d * rows * n..(d + 1) * rows * n]));
+            let got: Vec<f32> = got.iter().map(|&x| x.into()).collect();
+            errs[i] = errs[i].max(kernel_host::rel_frobenius_error_f32(&got, &reference[d * rows * n..(d + 1) * rows * n]));
         }
     }
-    let ok = errs.map(|e| e < 2e-3);
+    // Within the rounding of the partials and the sum (bf16 keeps 8 bits,
+    // f16 11).
+    let tolerance = if dtype == "bf16" { 1e-2 } else { 2e-3 };
+    let ok = errs.map(|e| e < tolerance);
     let checked = |i: usize| match i {
         0..3 => format!("{} ({:.1e})", if ok[i] { "yes" } else { "NO" }, errs[i]),
         _ => "- (not a reduce-scatter)".to_string(),
@@ -207,7 +237,7 @@ fn shape(group: &DeviceGroup, o: &Opts, nccl: &Nccl, blas: &[Blas], rs: &ReduceS
         writeln!(md, "| {} | {:.3} | {:.1} | {:.3}x | {} | {} |", fs[i].0, t.ms, tf, ts[0].ms / t.ms, clock_text(&t.clock), checked(i))?;
         let c = t.clock.unwrap_or(ClockPower { sm_mhz: 0.0, power_w: 0.0, samples: 0 });
         let (err, correct) = if i < 3 { (format!("{:.2e}", errs[i]), ok[i].to_string()) } else { (String::new(), String::new()) };
-        writeln!(csv, "{},{p}x{m}x{n}x{k_total},{:.4},{:.1},{:.3},{:.0},{:.0},{err},{correct}", fs[i].0, t.ms, tf, ts[0].ms / t.ms, c.sm_mhz, c.power_w)?;
+        writeln!(csv, "{},{dtype},{p}x{m}x{n}x{k_total},{:.4},{:.1},{:.3},{:.0},{:.0},{err},{correct}", fs[i].0, t.ms, tf, ts[0].ms / t.ms, c.sm_mhz, c.power_w)?;
     }
     Ok(ok.iter().all(|&x| x))
 }
@@ -221,11 +251,14 @@ fn run() -> Res<bool> {
     let blas: Vec<Blas> = (0..p).map(|d| Blas::new(group.device(d).as_gpu().expect("GPUs"))).collect::<Result<_, _>>()?;
     let rs = ReduceScatterMatmul::new(&group)?;
     let mut md = String::from("# Reduce-scatter matmul\n");
-    let mut csv = String::from("contender,shape,ms,tflops_per_device,speedup_vs_cublas_nccl,sm_mhz,power_w,rel_error,correct\n");
+    let mut csv = String::from("contender,dtype,shape,ms,tflops_per_device,speedup_vs_cublas_nccl,sm_mhz,power_w,rel_error,correct\n");
     let shapes: Vec<(usize, usize, usize)> = if o.quick { vec![(1024 * p, 2048, 2048)] } else { vec![(4096, 8192, 8192), (1024 * p, 4096, 4096)] };
     let mut all_ok = true;
     for s in shapes {
-        all_ok &= shape(&group, &o, &nccl, &blas, &rs, s, &mut md, &mut csv)?;
+        all_ok &= match o.dtype {
+            Dtype::F16 => shape::<f16>(&group, &o, &nccl, &blas, &rs, s, &mut md, &mut csv)?,
+            Dtype::Bf16 => shape::<bf16>(&group, &o, &nccl, &blas, &rs, s, &mut md, &mut csv)?,
+        };
     }
     println!("{md}");
     std::fs::create_dir_all(&o.out)?;
