@@ -78,6 +78,9 @@ pub trait CollectiveElem: MatmulElem {
     /// ([`crate::reduce_scatter::INSTANCE_NAMES`] order).
     #[doc(hidden)]
     const REDUCE_SCATTER: [crate::reduce_scatter::Launch<Self>; 2];
+    /// The all-reduce matmul's launch on this type.
+    #[doc(hidden)]
+    const ALL_REDUCE: crate::reduce_scatter::Launch<Self>;
     /// `run_persistent`'s launches on this type ([`PERSISTENT_INSTANCES`]
     /// order).
     #[doc(hidden)]
@@ -85,12 +88,14 @@ pub trait CollectiveElem: MatmulElem {
 }
 
 impl CollectiveElem for f16 {
+    const ALL_REDUCE: crate::reduce_scatter::Launch<Self> = crate::reduce_scatter::launch_all_reduce::<Self, 128, 128, 4, 8>;
     const PERSISTENT: [PersistentLaunch<Self>; 2] = [launch_persistent::<Self, 128, 256, 4, 8>, launch_persistent::<Self, 256, 128, 3, 8>];
     const FORWARDING: ForwardingLaunch<Self> = launch_forwarding::<Self>;
     const REDUCE_SCATTER: [crate::reduce_scatter::Launch<Self>; 2] = [rs_launch::<Self, 128, 256, 4, 8>, rs_launch::<Self, 128, 128, 4, 8>];
 }
 
 impl CollectiveElem for bf16 {
+    const ALL_REDUCE: crate::reduce_scatter::Launch<Self> = crate::reduce_scatter::launch_all_reduce::<Self, 128, 128, 4, 8>;
     const PERSISTENT: [PersistentLaunch<Self>; 2] = [launch_persistent::<Self, 128, 256, 4, 8>, launch_persistent::<Self, 256, 128, 3, 8>];
     const FORWARDING: ForwardingLaunch<Self> = launch_forwarding::<Self>;
     const REDUCE_SCATTER: [crate::reduce_scatter::Launch<Self>; 2] = [rs_launch::<Self, 128, 256, 4, 8>, rs_launch::<Self, 128, 128, 4, 8>];
@@ -136,21 +141,10 @@ where
     // into the next device's through that device's write map. A part
     // cannot be borrowed for both at once, so each read map is over a
     // second handle on the part, used by its own device only.
-    let mut aliases = Vec::with_capacity(p);
-    for d in 0..p {
-        let (dev, part) = (ag.group.device(d), a.part(d));
-        // SAFETY: the part's own memory on its own device, alive while
-        // `a` is (borrowed mutably for this call), read through this
-        // handle by its owner's kernel only, ordered with every other
-        // use by the group launch's barriers.
-        aliases.push(unsafe {
-            if dev.is_gpu() {
-                Buffer::<E>::borrow_gpu(dev, part.address(), part.len())
-            } else {
-                Buffer::<E>::borrow_host(dev, part.address() as *mut E, part.len())
-            }
-        }?);
-    }
+    // SAFETY: `a` is borrowed mutably for this call; each handle is read
+    // by its owner's kernel only, ordered with every other use by the
+    // group launch's barriers.
+    let aliases = unsafe { alias_parts(ag.group, a) }?;
     let a_maps = aliases.iter().map(|buf| TileMap::<ATile<E, BM>>::new_2d(buf, p * m, k)).collect::<Result<Vec<_>, _>>()?;
     let store_maps = a.parts_mut().map(|part| TileMap::<ATile<E, BM>>::new_2d_mut(part, p * m, k)).collect::<Result<Vec<_>, _>>()?;
     let b_maps = (0..p).map(|d| TileMap::<BTile<E, BN>>::new_2d(b.part(d), n, k)).collect::<Result<Vec<_>, _>>()?;
@@ -202,6 +196,33 @@ where
     let args = (&am, &bmap, &cm, arrived.part(d), epoch, d as u32, p as u32, mt, nt, ks);
     prog.kernel::<allgather_matmul_ws<E, BM, BN, STAGES, GRID_W>>()?.launch(grid, args)?;
     Ok(())
+}
+
+/// A second handle on each part of `buf` (device `d`'s on device `d`), for
+/// a tensor map over a part that a launch also passes as a `PeerGmem` or
+/// as another map.
+///
+/// # Safety
+/// The handles must not outlive `buf`, and the uses of each part through
+/// its handle and through `buf` must be ordered (within one group launch:
+/// disjoint elements, or one kernel's own accesses).
+pub(crate) unsafe fn alias_parts<E>(group: &DeviceGroup, buf: &PeerBuffer<E>) -> Result<Vec<Buffer<E>>, MatmulError> {
+    (0..group.len())
+        .map(|d| {
+            let (dev, part) = (group.device(d), buf.part(d));
+            // SAFETY: the part's own memory on its own device, alive while
+            // `buf` is (the caller's contract), never freed through this
+            // handle.
+            unsafe {
+                if dev.is_gpu() {
+                    Buffer::<E>::borrow_gpu(dev, part.address(), part.len())
+                } else {
+                    Buffer::<E>::borrow_host(dev, part.address() as *mut E, part.len())
+                }
+            }
+            .map_err(MatmulError::from)
+        })
+        .collect()
 }
 
 /// The all-gather matmul on a group: one [`Matmul`] and one copy stream per

@@ -27,6 +27,13 @@
 //! The baseline it replaces is a matmul per device (each device's partial
 //! `C`, `M x N`) followed by an NCCL reduce-scatter.
 //!
+//! [`ReduceScatterMatmul::run_all_reduce`] leaves all of `C` on every
+//! device: the same kernel body
+//! ([`kernel_ops_kernels::reduce_scatter::allreduce_matmul_ws`]), whose
+//! owner of a summed tile also writes it into every other device's `C`
+//! from the epilogue (the all-reduce fused into the GEMM's epilogue,
+//! replacing a matmul and an NCCL all-reduce).
+//!
 //! The counters are consumed by the waits, so they are zero again after
 //! each call: repeated calls need no reset. On emulated devices the
 //! group's kernels run in one emulator run, under its race detector.
@@ -40,7 +47,7 @@ use kernel_host::group::{DeviceGroup, GroupProgram, PeerBuffer};
 use kernel_host::{Error, TileMap};
 use kernel_ops_kernels::gemm::{ATile, BTile, EpiTile};
 use kernel_ops_kernels::matmul::TK;
-use kernel_ops_kernels::reduce_scatter::{recv_words, reduce_scatter_matmul_ws};
+use kernel_ops_kernels::reduce_scatter::{allreduce_matmul_ws, recv_words, reduce_scatter_matmul_ws};
 use std::cell::{Cell, RefCell};
 
 /// The kernel's tile rows: each device's row block (`m / p` rows) must be a
@@ -97,6 +104,47 @@ where
     rs.program
         .kernel::<reduce_scatter_matmul_ws<E, BM, BN, STAGES, GRID_W>>()?
         .launch(grid, |r| (&a_maps[r.index()], &b_maps[r.index()], &c_maps[r.index()], recv.on(r), ready.on(r), bt, nt, ks))?;
+    Ok(())
+}
+
+/// The parameters of `allreduce_matmul_ws<E, BM, BN, ..>`.
+type AllReduceParams<E, const BM: usize, const BN: usize> =
+    (TensorMapParam<ATile<E, BM>>, TensorMapParam<BTile<E, BN>>, TensorMapParam<EpiTile<E, BM>>, PeerGmem<E>, PeerGmem<u32>, PeerSemaphores, u32, u32, u32);
+
+/// Launches `allreduce_matmul_ws<E, BM, BN, STAGES, GRID_W>` on every
+/// device of the group (shapes checked by the caller; `c` is `M x N` on
+/// every device).
+pub(crate) fn launch_all_reduce<E: CollectiveElem, const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
+    rs: &ReduceScatterMatmul<'_>,
+    a: &PeerBuffer<E>,
+    b: &PeerBuffer<E>,
+    c: &mut PeerBuffer<E>,
+    (m, n, k): (usize, usize, usize),
+) -> Result<(), MatmulError>
+where
+    allreduce_matmul_ws<E, BM, BN, STAGES, GRID_W>: HostEntry<Params = AllReduceParams<E, BM, BN>>,
+{
+    let p = rs.group.len();
+    let (block_tiles, n_tiles, k_steps) = (m / p / BM, n.div_ceil(BN), k.div_ceil(TK));
+    let sms = (0..p).map(|d| rs.group.device(d).sm_count()).min().unwrap_or(1);
+    let grid = Ctas::EvenWaves.grid((p * block_tiles * n_tiles) as u32, sms).max(1);
+    rs.ensure_buffers(recv_words(p, block_tiles, n_tiles, BM, BN), block_tiles * n_tiles)?;
+    let a_maps = (0..p).map(|d| TileMap::<ATile<E, BM>>::new_2d(a.part(d), m, k)).collect::<Result<Vec<_>, _>>()?;
+    let b_maps = (0..p).map(|d| TileMap::<BTile<E, BN>>::new_2d(b.part(d), n, k)).collect::<Result<Vec<_>, _>>()?;
+    // Each device's `C` is written through its own TMA map and, by the
+    // other devices, through `c_all`: the maps are over second handles.
+    // SAFETY: `c` is borrowed mutably for this call; a tile of `C` is
+    // written by its owner only (its map on its own device, `c_all` on
+    // the others), within this one group launch.
+    let mut c_alias = unsafe { crate::collective::alias_parts(rs.group, c) }?;
+    let c_maps = c_alias.iter_mut().map(|part| TileMap::<EpiTile<E, BM>>::new_2d_mut(part, m, n)).collect::<Result<Vec<_>, _>>()?;
+    let recv = rs.recv.borrow();
+    let ready = rs.ready.borrow();
+    let (recv, ready) = (recv.as_ref().expect("allocated above"), ready.as_ref().expect("allocated above"));
+    let (bt, nt, ks) = (block_tiles as u32, n_tiles as u32, k_steps as u32);
+    rs.program
+        .kernel::<allreduce_matmul_ws<E, BM, BN, STAGES, GRID_W>>()?
+        .launch(grid, |r| (&a_maps[r.index()], &b_maps[r.index()], &c_maps[r.index()], c.on(r), recv.on(r), ready.on(r), bt, nt, ks))?;
     Ok(())
 }
 
@@ -176,6 +224,31 @@ impl<'g> ReduceScatterMatmul<'g> {
     /// a row block `m / p` that is not a multiple of [`TILE_ROWS`].
     pub fn run<E: CollectiveElem>(&self, a: &PeerBuffer<E>, b: &PeerBuffer<E>, c: &mut PeerBuffer<E>, (m, n, k): (usize, usize, usize)) -> Result<(), MatmulError> {
         let p = self.group.len();
+        self.check(a, b, c, (m, n, k), "M/p x N", m / p.max(1))?;
+        let r = (E::REDUCE_SCATTER[self.instance_for((m, n, k))])(self, a, b, c, (m, n, k));
+        self.after(r)
+    }
+
+    /// The all-reduce matmul: `c.part(d)` = all of `Σ_j a.part(j) ·
+    /// b.part(j)ᵀ` (`m x n`) on every device `d`, the operands as
+    /// [`ReduceScatterMatmul::run`]'s. One kernel per device
+    /// (`kernel_ops_kernels::reduce_scatter::allreduce_matmul_ws`, `128 x
+    /// 128` tiles): the reduce-scatter's kernel, whose owner of each summed
+    /// tile also writes it into every other device's `c` (16-byte stores
+    /// over NVLink from the epilogue's SMEM sub-tiles), so the all-reduce
+    /// costs no launch of its own: for small outputs, where a matmul then
+    /// an all-reduce pays a second launch and its latency. Errors as
+    /// `run`'s, `c` holding `m x n` on every device.
+    pub fn run_all_reduce<E: CollectiveElem>(&self, a: &PeerBuffer<E>, b: &PeerBuffer<E>, c: &mut PeerBuffer<E>, (m, n, k): (usize, usize, usize)) -> Result<(), MatmulError> {
+        self.check(a, b, c, (m, n, k), "M x N", m)?;
+        let r = (E::ALL_REDUCE)(self, a, b, c, (m, n, k));
+        self.after(r)
+    }
+
+    /// The checks of `run` and `run_all_reduce`: `c` holds `c_rows x n`
+    /// (`c_shape` names it).
+    fn check<E: CollectiveElem>(&self, a: &PeerBuffer<E>, b: &PeerBuffer<E>, c: &PeerBuffer<E>, (m, n, k): (usize, usize, usize), c_shape: &str, c_rows: usize) -> Result<(), MatmulError> {
+        let p = self.group.len();
         for (what, devices) in [("a", a.devices()), ("b", b.devices()), ("c", c.devices())] {
             if devices != p {
                 return Err(invalid(format!("{what} has parts on {devices} devices; the group has {p}: make the buffers with this group")));
@@ -190,11 +263,11 @@ impl<'g> ReduceScatterMatmul<'g> {
             )));
         }
         let rows = m / p;
-        if c.len() != rows * n {
+        if c.len() != c_rows * n {
             return Err(MatmulError::BufferLength {
                 name: "c",
-                shape: format!("M/p x N = {rows} x {n} (each of the {p} devices receives its row block)"),
-                want: rows * n,
+                shape: format!("{c_shape} = {c_rows} x {n} (on each of the {p} devices)"),
+                want: c_rows * n,
                 got: c.len(),
                 dtype: E::NAME,
             });
@@ -206,10 +279,13 @@ impl<'g> ReduceScatterMatmul<'g> {
                 p * TILE_ROWS
             )));
         }
-        let r = (E::REDUCE_SCATTER[self.instance_for((m, n, k))])(self, a, b, c, (m, n, k));
+        Ok(())
+    }
+
+    /// A launch's result; after a failure, fresh counters for the next
+    /// call (a failed launch may have left counts behind).
+    fn after(&self, r: Result<(), MatmulError>) -> Result<(), MatmulError> {
         if r.is_err() {
-            // A failed launch may have left counts behind: fresh counters
-            // for the next call.
             self.ready.replace(None);
         }
         r

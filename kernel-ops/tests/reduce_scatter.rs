@@ -1,5 +1,6 @@
-//! `kernel_ops::reduce_scatter::ReduceScatterMatmul`: on 2, 3 (f16) and 4
-//! (bf16) emulated devices (one emulator run per call, race detector on) at small
+//! `kernel_ops::reduce_scatter::ReduceScatterMatmul`: the reduce-scatter on
+//! 2, 3 (f16) and 4 (bf16) emulated devices, the all-reduce on 2 (f16) and
+//! 3 (bf16) (one emulator run per call, race detector on) at small
 //! shapes against the CPU, each twice in a row (the second call finds the
 //! counters the first one left); its input errors; and, ignored, on 2 GPUs
 //! with peer access (and on 3, 4, ... when the machine has them).
@@ -47,6 +48,29 @@ fn check<E: CollectiveElem>(group: &DeviceGroup, rs: &ReduceScatterMatmul<'_>, (
     }
 }
 
+/// `run_all_reduce` on `group`, `calls` times in a row (C starts as NaN
+/// on every device), every device's whole `C` against the CPU's sum.
+fn check_all_reduce<E: CollectiveElem>(group: &DeviceGroup, rs: &ReduceScatterMatmul<'_>, (m, n, k): (usize, usize, usize), calls: usize, seed: u64) {
+    let p = group.len();
+    let tolerance = if E::NAME == "bf16" { 1e-2 } else { 2e-3 };
+    for call in 0..calls {
+        let s = seed + 100 * call as u64;
+        let a_parts: Vec<Vec<E>> = (0..p).map(|d| E::randn(m * k, s + d as u64)).collect();
+        let b_parts: Vec<Vec<E>> = (0..p).map(|d| E::randn(n * k, s + 50 + d as u64)).collect();
+        let a = group.upload(&a_parts).unwrap();
+        let b = group.upload(&b_parts).unwrap();
+        let mut c = group.upload(&vec![vec![E::NAN; m * n]; p]).unwrap();
+        rs.run_all_reduce(&a, &b, &mut c, (m, n, k)).unwrap();
+        group.synchronize().unwrap();
+        let want = reference(p, (m, n, k), &a_parts, &b_parts);
+        for (d, got) in group.download(&c).unwrap().iter().enumerate() {
+            let got: Vec<f32> = got.iter().map(|&x| x.into()).collect();
+            let err = kernel_host::rel_frobenius_error_f32(&got, &want);
+            assert!(err < tolerance, "all-reduce, {} devices, {}, call {call}: C on device {d}: relative error {err}", p, E::NAME);
+        }
+    }
+}
+
 fn emulated(p: usize, seed: u64) -> DeviceGroup {
     DeviceGroup::emulator_with(Emulator::new(seed).max_steps(0), p).unwrap()
 }
@@ -84,6 +108,22 @@ fn reduce_scatter_matmul_runs_several_ctas_and_tiles_per_device() {
     let rs = ReduceScatterMatmul::new(&g).unwrap();
     rs.force_instance(Some(INSTANCE_NAMES[1])).unwrap();
     check::<f16>(&g, &rs, (512, 256, 64), 2, 40);
+}
+
+/// The all-reduce matmul: every device's `C` whole, f16 on 2 devices of 2
+/// SMs (a ragged N: the last tile's columns past N are neither stored by
+/// TMA nor sent) and bf16 on 3, each twice in a row.
+#[test]
+fn all_reduce_matmul_matches_the_cpu_on_emulated_devices() {
+    let g = DeviceGroup::emulator_with(Emulator::new(13).max_steps(0).sms(2), 2).unwrap();
+    let rs = ReduceScatterMatmul::new(&g).unwrap();
+    check_all_reduce::<f16>(&g, &rs, (256, 264, 72), 2, 60);
+    let g = emulated(3, 17);
+    let rs = ReduceScatterMatmul::new(&g).unwrap();
+    check_all_reduce::<bf16>(&g, &rs, (384, 120, 64), 2, 70);
+    let e = rs.run_all_reduce(&g.zeros::<f16>(384 * 64).unwrap(), &g.zeros::<f16>(120 * 64).unwrap(), &mut g.zeros::<f16>(128 * 120).unwrap(), (384, 120, 64));
+    let e = e.unwrap_err().to_string();
+    assert!(e.contains("M x N = 384 x 120"), "{e}");
 }
 
 #[test]
@@ -131,6 +171,8 @@ fn reduce_scatter_matmul_matches_the_cpu_on_two_gpus() {
                 rs.force_instance(None).unwrap();
                 check::<f16>(&g, &rs, (1024 * p, 2048, 1024), 2, 3);
                 check::<bf16>(&g, &rs, (1024 * p, 2048, 1024), 2, 5);
+                check_all_reduce::<f16>(&g, &rs, (128 * p, 4104, 512), 2, 6);
+                check_all_reduce::<bf16>(&g, &rs, (256 * p, 8192, 1024), 2, 7);
             }
             Err(kernel_host::Error::NoSuchDevice { .. }) if p > 2 => break,
             Err(e @ (kernel_host::Error::NoSuchDevice { .. } | kernel_host::Error::NoGpu { .. })) => {

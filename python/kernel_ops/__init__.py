@@ -31,7 +31,7 @@ __all__ = ["matmul", "grouped_matmul", "matmul_fp8", "matmul_fp8_rowwise", "matm
            "grouped_matmul_fp8_blockscaled", "softmax", "layer_norm", "rms_norm", "rms_norm_backward", "layer_norm_backward",
            "add_rms_norm", "add_layer_norm", "attention", "attention_backward",
            "attention_decode", "attention_varlen", "attention_varlen_backward",
-           "all_gather_matmul", "reduce_scatter_matmul", "EmulatorReport"]
+           "all_gather_matmul", "reduce_scatter_matmul", "all_reduce_matmul", "EmulatorReport"]
 
 
 def _arrays(**named):
@@ -177,6 +177,24 @@ def reduce_scatter_matmul(a, b, out=None):
     else:
         c = _device_list("out", out)
     _native.reduce_scatter_matmul(a, b, c)
+    return c
+
+
+def all_reduce_matmul(a, b, out=None):
+    """The all-reduce matmul of tensor parallelism on ``p`` devices: the
+    operands of :func:`reduce_scatter_matmul`, and every device ends with
+    all of ``sum_j a[j] @ b[j].T`` (``M x N``): ``c[d]`` on device ``d``.
+    One kernel per device: the reduce-scatter's, whose owner of each summed
+    tile also writes it into every other device's ``c`` from the epilogue
+    (no separate all-reduce). ``M`` a multiple of ``128 p``, ``K/p`` and
+    ``N`` of 8; ``out=`` gives ``c``.
+    """
+    a, b = _device_list("a", a), _device_list("b", b)
+    if out is None:
+        c = [_empty(x, (a[0].shape[0], b[0].shape[0])) for x in a]
+    else:
+        c = _device_list("out", out)
+    _native.all_reduce_matmul(a, b, c)
     return c
 
 

@@ -220,6 +220,18 @@ macro_rules! with_type {
 /// of `128 p` or `K/p` and `N` of 8.
 #[pyfunction]
 pub fn reduce_scatter_matmul(a: Vec<Bound<'_, PyAny>>, b: Vec<Bound<'_, PyAny>>, c: Vec<Bound<'_, PyAny>>) -> PyResult<()> {
+    sum_matmul(a, b, c, false)
+}
+
+/// The all-reduce matmul: `c[d]` (`M x N`) = all of `Σ_j a[j] · b[j]ᵀ` on
+/// every device, the operands as [`reduce_scatter_matmul`]'s.
+#[pyfunction]
+pub fn all_reduce_matmul(a: Vec<Bound<'_, PyAny>>, b: Vec<Bound<'_, PyAny>>, c: Vec<Bound<'_, PyAny>>) -> PyResult<()> {
+    sum_matmul(a, b, c, true)
+}
+
+/// [`reduce_scatter_matmul`], or with `all_reduce` [`all_reduce_matmul`].
+fn sum_matmul(a: Vec<Bound<'_, PyAny>>, b: Vec<Bound<'_, PyAny>>, c: Vec<Bound<'_, PyAny>>, all_reduce: bool) -> PyResult<()> {
     let (a, b, c) = (import_list("a", &a)?, import_list("b", &b)?, import_list("c", &c)?);
     let (p, gpus, dt) = check_lists(&[("a", &a), ("b", &b), ("c", &c)])?;
     // Making the group, loading the kernels and the launches make each
@@ -227,9 +239,10 @@ pub fn reduce_scatter_matmul(a: Vec<Bound<'_, PyAny>>, b: Vec<Bound<'_, PyAny>>,
     let _restore = gpus.then(RestoreContext::new);
     let (m, k) = matrix(&a[0])?;
     let n = matrix(&b[0])?.0;
+    let rows = if all_reduce { m } else { m / p };
     want_all(&a, (m, k), "every a[j] is M x K/p")?;
     want_all(&b, (n, k), "every b[j] is N x K/p, K/p as in a")?;
-    want_all(&c, (m / p, n), "every c[d] is M/p x N")?;
+    want_all(&c, (rows, n), if all_reduce { "every c[d] is M x N" } else { "every c[d] is M/p x N" })?;
     let g = group(gpus, p)?;
     let streams = c.iter().map(|x| stream_for(x, None)).collect::<PyResult<Vec<_>>>()?;
     REDUCE_SCATTER.with(|cell| {
@@ -242,8 +255,11 @@ pub fn reduce_scatter_matmul(a: Vec<Bound<'_, PyAny>>, b: Vec<Bound<'_, PyAny>>,
         with_type!(dt, T => {
             // SAFETY: the arrays live for this call and are handed over
             // until the launches are ordered on the callers' streams.
-            let (ba, bb, mut bc) = unsafe { (peer::<T>(g, &a, 0, m * k)?, peer::<T>(g, &b, 0, n * k)?, peer::<T>(g, &c, 0, m / p * n)?) };
-            run_group(g, &streams, || rs.run(&ba, &bb, &mut bc, (m, n, k)).map_err(|e| ops_err(matmul_err(e))))
+            let (ba, bb, mut bc) = unsafe { (peer::<T>(g, &a, 0, m * k)?, peer::<T>(g, &b, 0, n * k)?, peer::<T>(g, &c, 0, rows * n)?) };
+            run_group(g, &streams, || {
+                let r = if all_reduce { rs.run_all_reduce(&ba, &bb, &mut bc, (m, n, k)) } else { rs.run(&ba, &bb, &mut bc, (m, n, k)) };
+                r.map_err(|e| ops_err(matmul_err(e)))
+            })
         })
     })
 }

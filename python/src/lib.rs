@@ -778,6 +778,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(grouped_matmul, m)?)?;
     m.add_function(wrap_pyfunction!(collective::all_gather_matmul, m)?)?;
     m.add_function(wrap_pyfunction!(collective::reduce_scatter_matmul, m)?)?;
+    m.add_function(wrap_pyfunction!(collective::all_reduce_matmul, m)?)?;
     m.add_function(wrap_pyfunction!(fp8::matmul_fp8, m)?)?;
     m.add_function(wrap_pyfunction!(fp8::matmul_fp8_rowwise, m)?)?;
     m.add_function(wrap_pyfunction!(fp8::matmul_fp8_blockscaled, m)?)?;

@@ -67,7 +67,7 @@ def test_bfloat16_numpy_arrays_of_ml_dtypes():
         kernel_ops.rms_norm(randn(3, 2048, dtype=bf16)[:, ::2], g)
 
 
-def test_reduce_scatter_matmul_on_two_emulated_devices():
+def test_reduce_scatter_and_all_reduce_matmuls_on_two_emulated_devices():
     # One emulator run of 2 devices per call, under the race detector:
     # device d receives row block d of sum_j a[j] @ b[j].T.
     a = [randn(256, 64) for _ in range(2)]
@@ -77,6 +77,9 @@ def test_reduce_scatter_matmul_on_two_emulated_devices():
     assert [x.shape for x in c] == [(128, 136)] * 2
     for d in range(2):
         assert rel_err(c[d], want[128 * d:128 * (d + 1)]) < 2e-3
+    c = kernel_ops.all_reduce_matmul(a, b)
+    for d in range(2):
+        assert c[d].shape == (256, 136) and rel_err(c[d], want) < 2e-3
     with pytest.raises(ValueError, match="multiple of 256"):
         kernel_ops.reduce_scatter_matmul([randn(192, 64)] * 2, b)
     with pytest.raises(ValueError, match="one array per device"):

@@ -543,3 +543,8 @@ def test_collective_matmuls_on_every_gpu_match_torch(dtype):
     for d in range(p):
         assert c[d].device == dev[d]
         assert rel(c[d].cpu(), want[128 * d:128 * (d + 1)]) < tol
+    # All-reduce matmul: every device ends with the whole sum.
+    c = kernel_ops.all_reduce_matmul(a, b)
+    torch.cuda.synchronize()
+    for d in range(p):
+        assert c[d].device == dev[d] and rel(c[d].cpu(), want) < tol

@@ -18,7 +18,7 @@ use kernel_device::{bf16, f16};
 
 /// A 16-bit wgmma input type the GEMMs (and attention) run on, with the
 /// conversion of their f32 accumulators back to it: f16 or bf16.
-pub trait GemmElem: WgmmaInput + Scalar {
+pub trait GemmElem: WgmmaInput + Scalar + kernel_device::pack::Pack16 {
     /// Two f32 to a packed pair of `Self` (`lo` in bits 0..16):
     /// [`Scalar::pair_word`], which both 16-bit types have.
     #[inline(always)]

@@ -136,6 +136,138 @@ pub fn reduce_scatter_matmul_ws<E: GemmElem, const BM: usize, const BN: usize, c
 ) where
     Cols<BN>: WgmmaShape,
 {
+    let own = RowBlock { c, first: recv.rank() * block_tiles };
+    sum_own_tiles::<E, RowBlock<E, BM>, BM, BN, STAGES, GRID_W>(own, a, b, recv, ready, block_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed)
+}
+
+/// What the kernels do with a summed tile of their own row block
+/// ([`sum_own_tiles`]'s last step).
+pub trait OwnTiles<E: GemmElem, const BM: usize>: Copy {
+    /// Writes out sub-tile `j` (`buf`: `BM x 64`, the tile's columns `64 j
+    /// ..`) of the summed tile `(pm, pn)` (`pm` a tile row of the whole
+    /// `M`). Run by every compute thread, under the contract of the
+    /// epilogue's sub-tiles (`WgAcc::store_tile_with`): thread 0 commits
+    /// exactly one bulk group (the TMA store that reads `buf`), and every
+    /// thread is done reading `buf` when it returns.
+    fn emit(&self, buf: Smem<EpiTile<E, BM>>, tile: (u32, u32), col0: u32, leader: bool);
+}
+
+/// The reduce-scatter: the tile goes to this device's row block of `C`
+/// (`c`, `M/p x N`; `first` is the block's first tile row).
+#[derive(Clone, Copy)]
+pub struct RowBlock<E: GemmElem, const BM: usize> {
+    c: Tma<EpiTile<E, BM>>,
+    first: u32,
+}
+
+impl<E: GemmElem, const BM: usize> OwnTiles<E, BM> for RowBlock<E, BM> {
+    #[inline(always)]
+    fn emit(&self, buf: Smem<EpiTile<E, BM>>, (pm, _): (u32, u32), col0: u32, leader: bool) {
+        if leader {
+            self.c.store(buf, (pm - self.first) * BM as u32, col0);
+            commit_group();
+        }
+    }
+}
+
+/// The all-reduce: the tile goes to this device's `C` (`c`, the whole `M x
+/// N`) by TMA and, from the same SMEM sub-tile, to every other device's
+/// `C` (`c_all`, row-major `M x N` on every device) in 16-byte stores over
+/// NVLink: 4 per compute thread and device, a warp's covering 4 rows of
+/// 128 contiguous bytes. Nothing reads `C` while the kernels run, so the
+/// stores need no signal: the group launch orders later work after every
+/// device's kernel.
+#[derive(Clone, Copy)]
+pub struct EveryDevice<E: GemmElem, const BM: usize> {
+    c: Tma<EpiTile<E, BM>>,
+    c_all: PeerGmem<E>,
+    n: u32,
+}
+
+impl<E: GemmElem, const BM: usize> OwnTiles<E, BM> for EveryDevice<E, BM> {
+    #[inline(always)]
+    fn emit(&self, buf: Smem<EpiTile<E, BM>>, (pm, _): (u32, u32), col0: u32, leader: bool) {
+        if leader {
+            self.c.store(buf, pm * BM as u32, col0);
+            commit_group();
+        }
+        let (rank, p, n) = (self.c_all.rank(), self.c_all.count(), self.n as usize);
+        let t = thread_linear() as usize;
+        // Chunk `i` (16 bytes) of the sub-tile: row `i / 8`, columns
+        // `8 (i % 8) ..`.
+        const CHUNKS: usize = EPI_N / 8;
+        unroll(BM * CHUNKS / RS_THREADS, |q| {
+            let i = q * RS_THREADS + t;
+            let (row, col) = (i / CHUNKS, col0 as usize + 8 * (i % CHUNKS));
+            // Columns past N (a ragged last tile; N is a multiple of 8).
+            if col < n {
+                let v = buf.get_v4(row, 8 * (i % CHUNKS));
+                let at = (pm as usize * BM + row) * n + col;
+                let mut o = 0;
+                while o < p {
+                    if o != rank {
+                        self.c_all.remote(o).write_v4(at, v);
+                    }
+                    o += 1;
+                }
+            }
+        });
+    }
+}
+
+/// `C = Σ_d A_d · B_dᵀ` summed over the devices and written out on every
+/// device (module docs of `kernel_ops::reduce_scatter`): as
+/// [`reduce_scatter_matmul_ws`], but `c` maps this device's whole `C` (`M x
+/// N`) and `c_all` is every device's `C`, to which each device writes the
+/// tiles of its row block once summed ([`EveryDevice`]). For small outputs,
+/// where a matmul then an all-reduce pays two launches and a round trip.
+#[kernel(block = warpgroups(3), arch = sm_90a, instances(E = [f16, bf16], (128, 128, 4, 8)))]
+#[allow(clippy::too_many_arguments)]
+pub fn allreduce_matmul_ws<E: GemmElem, const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
+    a: Tma<ATile<E, BM>>,
+    b: Tma<BTile<E, BN>>,
+    c: Tma<EpiTile<E, BM>>,
+    c_all: PeerGmem<E>,
+    recv: PeerGmem<u32>,
+    ready: PeerSemaphores,
+    block_tiles: u32,
+    n_tiles: u32,
+    k_steps: u32,
+    #[scratch] a_bufs: Smem<[ATile<E, BM>; STAGES]>,
+    #[scratch] b_bufs: Smem<[BTile<E, BN>; STAGES]>,
+    #[scratch] epi: Smem<[EpiTile<E, BM>; 2]>,
+    #[scratch] loaded: Barriers<STAGES>,
+    #[scratch(arrivals = 256)] consumed: Barriers<STAGES>,
+) where
+    Cols<BN>: WgmmaShape,
+{
+    let n = (c_all.len() / (c_all.count() * block_tiles) as usize / BM) as u32;
+    let own = EveryDevice { c, c_all, n };
+    sum_own_tiles::<E, EveryDevice<E, BM>, BM, BN, STAGES, GRID_W>(own, a, b, recv, ready, block_tiles, n_tiles, k_steps, a_bufs, b_bufs, epi, loaded, consumed)
+}
+
+/// The body of [`reduce_scatter_matmul_ws`] and [`allreduce_matmul_ws`]:
+/// every step but what becomes of a summed tile of this device's row
+/// block (`own`).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn sum_own_tiles<E: GemmElem, O: OwnTiles<E, BM>, const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
+    own: O,
+    a: Tma<ATile<E, BM>>,
+    b: Tma<BTile<E, BN>>,
+    recv: PeerGmem<u32>,
+    ready: PeerSemaphores,
+    block_tiles: u32,
+    n_tiles: u32,
+    k_steps: u32,
+    a_bufs: Smem<[ATile<E, BM>; STAGES]>,
+    b_bufs: Smem<[BTile<E, BN>; STAGES]>,
+    epi: Smem<[EpiTile<E, BM>; 2]>,
+    loaded: Barriers<STAGES>,
+    consumed: Barriers<STAGES>,
+) where
+    Cols<BN>: WgmmaShape,
+{
     const {
         check_tile(BM, BN);
         assert!(BM == 128, "reduce_scatter_matmul_ws: BM must be 128 (the partial tiles travel as one 64-row accumulator block per compute warpgroup)");
@@ -234,13 +366,7 @@ pub fn reduce_scatter_matmul_ws<E: GemmElem, const BM: usize, const BN: usize, c
                 // `WgAcc::store_tile` picks for 128-row tiles) spilled
                 // there, with the sum's registers beside the accumulators.
                 let stores = if BN == 256 { Stores::Pairs } else { Stores::Matrix };
-                let m_local = pm - rank * block_tiles;
-                sub_tiles = acc.store_tile_with(epi, row0, sub_tiles, stores, |buf, j| {
-                    if leader {
-                        c.store(buf, m_local * BM as u32, pn * BN as u32 + (j * EPI_N) as u32);
-                        commit_group();
-                    }
-                });
+                sub_tiles = acc.store_tile_with(epi, row0, sub_tiles, stores, |buf, j| own.emit(buf, (pm, pn), pn * BN as u32 + (j * EPI_N) as u32, leader));
             }
         });
         if leader {

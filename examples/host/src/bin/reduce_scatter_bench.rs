@@ -15,16 +15,21 @@
 //! `kernel_ops::matmul`'s (no reduce-scatter; their outputs are not a
 //! contender's and are not checked).
 //!
+//! Then the all-reduce (every device ends with all of `C`, `M x N`) at
+//! smaller outputs, `256 p x 8192 x 8192` and `128 p x 4096 x 8192`: the
+//! same contenders with NCCL's all-reduce, and
+//! `ReduceScatterMatmul::run_all_reduce` (ours).
+//!
 //! Every output is checked against cuBLAS on the unsharded problem (one
 //! GEMM over the whole K on GPU 0: f32 accumulation, one rounding),
-//! relative Frobenius error below 2e-3. Shapes `M x N x K` (K the total):
+//! relative Frobenius error below 2e-3 (1e-2 in bf16). Shapes `M x N x K` (K the total):
 //! 4096 x 8192 x 8192, and Pallas's 1024 p x 4096 x 4096 (`--quick`: 1024
 //! p x 2048 x 2048 only). Warmed to the steady clock (`--warmup-ms`), wall
 //! time of the work on every device (the group synchronized after each
 //! run), median of `--iters`, median of `--rounds` interleaved rounds.
 //!
 //! ```text
-//! reduce_scatter_bench [--devices N] [--iters N] [--rounds N] [--warmup-ms MS] [--out DIR] [--quick] [--reps N]
+//! reduce_scatter_bench [--devices N] [--iters N] [--rounds N] [--warmup-ms MS] [--out DIR] [--quick] [--reps N] [--dtype f16|bf16]
 //! ```
 //! Writes `reduce_scatter.md` and `reduce_scatter.csv` to `--out` (default
 //! `.`). Exit status 0 only if every contender was correct.
@@ -130,15 +135,19 @@ fn unshard<E: Copy>(shards: &[Vec<E>], rows: usize, k: usize) -> Vec<E> {
 /// One shape: the contenders checked, then timed; rows into `md` and
 /// `csv`. Returns whether every contender was correct.
 #[allow(clippy::too_many_arguments)]
-fn shape<E: Elem>(group: &DeviceGroup, o: &Opts, nccl: &Nccl, blas: &[Blas], rs: &ReduceScatterMatmul<'_>, (m, n, k_total): (usize, usize, usize), md: &mut String, csv: &mut String) -> Res<bool>
+#[allow(clippy::too_many_arguments)]
+fn shape<E: Elem>(group: &DeviceGroup, o: &Opts, nccl: &Nccl, blas: &[Blas], rs: &ReduceScatterMatmul<'_>, all_reduce: bool, (m, n, k_total): (usize, usize, usize), md: &mut String, csv: &mut String) -> Res<bool>
 where
     CudaBlas: Gemm<E>,
 {
     let p = group.len();
     let dtype = <E as MatmulElem>::NAME;
+    // The rows of C each device ends with, and the first of them.
+    let rows = if all_reduce { m } else { m / p };
+    let first = |d: usize| if all_reduce { 0 } else { d * rows };
+    let what = if all_reduce { "all-reduce" } else { "reduce-scatter" };
     let k = k_total / p;
-    let rows = m / p;
-    writeln!(md, "\n## {dtype}, M x N x K = {m} x {n} x {k_total} on {p} devices (K/p = {k} per device, {rows} output rows per device)\n")?;
+    writeln!(md, "\n## {what}, {dtype}, M x N x K = {m} x {n} x {k_total} on {p} devices (K/p = {k} per device, {rows} output rows per device)\n")?;
     if k_total % p != 0 || m % (p * TILE_ROWS) != 0 || k % 8 != 0 {
         writeln!(md, "skipped: K must split into multiples of 8 and M into row blocks of a multiple of {TILE_ROWS} over {p} devices")?;
         return Ok(true);
@@ -177,20 +186,22 @@ where
     macro_rules! contenders {
         () => {{
             let v: Vec<Contender<'_>> = vec![
-                ("cuBLAS partials + NCCL reduce-scatter", Box::new(|| {
+                (if all_reduce { "cuBLAS partials + NCCL all-reduce" } else { "cuBLAS partials + NCCL reduce-scatter" }, Box::new(|| {
                     for d in 0..p {
                         blas[d].gemm_nt(m, n, k, a.part(d).cuda()?, b.part(d).cuda()?, partial.part_mut(d).cuda_mut()?)?;
                     }
-                    Ok(nccl.reduce_scatter_sum(&partial, &mut c_blas)?)
+                    Ok(if all_reduce { nccl.all_reduce_sum(&partial, &mut c_blas)? } else { nccl.reduce_scatter_sum(&partial, &mut c_blas)? })
                 })),
-                ("kernel_ops::matmul partials + NCCL reduce-scatter", Box::new(|| {
+                (if all_reduce { "kernel_ops::matmul partials + NCCL all-reduce" } else { "kernel_ops::matmul partials + NCCL reduce-scatter" }, Box::new(|| {
                     for d in 0..p {
                         mms[d].matmul(a.part(d), (m, k), b.part(d), (n, k), partial2.part_mut(d))?;
                     }
-                    Ok(nccl.reduce_scatter_sum(&partial2, &mut c_mm)?)
+                    Ok(if all_reduce { nccl.all_reduce_sum(&partial2, &mut c_mm)? } else { nccl.reduce_scatter_sum(&partial2, &mut c_mm)? })
                 })),
-                ("ReduceScatterMatmul::run (one kernel per device, ours)", Box::new(|| Ok(rs.run(&a, &b, &mut c_ours, (m, n, k))?))),
-                ("bound: cuBLAS partials alone, no reduce-scatter", Box::new(|| {
+                (if all_reduce { "ReduceScatterMatmul::run_all_reduce (one kernel per device, ours)" } else { "ReduceScatterMatmul::run (one kernel per device, ours)" }, Box::new(|| {
+                    Ok(if all_reduce { rs.run_all_reduce(&a, &b, &mut c_ours, (m, n, k))? } else { rs.run(&a, &b, &mut c_ours, (m, n, k))? })
+                })),
+                ("bound: cuBLAS partials alone, no communication", Box::new(|| {
                     for d in 0..p {
                         blas[d].gemm_nt(m, n, k, a.part(d).cuda()?, b.part(d).cuda()?, partial3.part_mut(d).cuda_mut()?)?;
                     }
@@ -219,7 +230,7 @@ where
     for (i, c) in [&c_blas, &c_mm, &c_ours].into_iter().enumerate() {
         for (d, got) in group.download(c)?.iter().enumerate() {
             let got: Vec<f32> = got.iter().map(|&x| x.into()).collect();
-            errs[i] = errs[i].max(kernel_host::rel_frobenius_error_f32(&got, &reference[d * rows * n..(d + 1) * rows * n]));
+            errs[i] = errs[i].max(kernel_host::rel_frobenius_error_f32(&got, &reference[first(d) * n..(first(d) + rows) * n]));
         }
     }
     // Within the rounding of the partials and the sum (bf16 keeps 8 bits,
@@ -228,7 +239,7 @@ where
     let ok = errs.map(|e| e < tolerance);
     let checked = |i: usize| match i {
         0..3 => format!("{} ({:.1e})", if ok[i] { "yes" } else { "NO" }, errs[i]),
-        _ => "- (not a reduce-scatter)".to_string(),
+        _ => "- (no communication)".to_string(),
     };
     let mut fs = contenders!();
     let ts = rounds(group, o.timing(), &mut fs)?;
@@ -237,7 +248,7 @@ where
         writeln!(md, "| {} | {:.3} | {:.1} | {:.3}x | {} | {} |", fs[i].0, t.ms, tf, ts[0].ms / t.ms, clock_text(&t.clock), checked(i))?;
         let c = t.clock.unwrap_or(ClockPower { sm_mhz: 0.0, power_w: 0.0, samples: 0 });
         let (err, correct) = if i < 3 { (format!("{:.2e}", errs[i]), ok[i].to_string()) } else { (String::new(), String::new()) };
-        writeln!(csv, "{},{dtype},{p}x{m}x{n}x{k_total},{:.4},{:.1},{:.3},{:.0},{:.0},{err},{correct}", fs[i].0, t.ms, tf, ts[0].ms / t.ms, c.sm_mhz, c.power_w)?;
+        writeln!(csv, "{what},{},{dtype},{p}x{m}x{n}x{k_total},{:.4},{:.1},{:.3},{:.0},{:.0},{err},{correct}", fs[i].0, t.ms, tf, ts[0].ms / t.ms, c.sm_mhz, c.power_w)?;
     }
     Ok(ok.iter().all(|&x| x))
 }
@@ -250,14 +261,19 @@ fn run() -> Res<bool> {
     println!("{}", group.describe());
     let blas: Vec<Blas> = (0..p).map(|d| Blas::new(group.device(d).as_gpu().expect("GPUs"))).collect::<Result<_, _>>()?;
     let rs = ReduceScatterMatmul::new(&group)?;
-    let mut md = String::from("# Reduce-scatter matmul\n");
-    let mut csv = String::from("contender,dtype,shape,ms,tflops_per_device,speedup_vs_cublas_nccl,sm_mhz,power_w,rel_error,correct\n");
-    let shapes: Vec<(usize, usize, usize)> = if o.quick { vec![(1024 * p, 2048, 2048)] } else { vec![(4096, 8192, 8192), (1024 * p, 4096, 4096)] };
+    let mut md = String::from("# Reduce-scatter and all-reduce matmuls\n");
+    let mut csv = String::from("collective,contender,dtype,shape,ms,tflops_per_device,speedup_vs_cublas_nccl,sm_mhz,power_w,rel_error,correct\n");
+    // (all-reduce?, shape)
+    let shapes: Vec<(bool, (usize, usize, usize))> = if o.quick {
+        vec![(false, (1024 * p, 2048, 2048)), (true, (128 * p, 2048, 2048))]
+    } else {
+        vec![(false, (4096, 8192, 8192)), (false, (1024 * p, 4096, 4096)), (true, (256 * p, 8192, 8192)), (true, (128 * p, 4096, 8192))]
+    };
     let mut all_ok = true;
-    for s in shapes {
+    for (all_reduce, s) in shapes {
         all_ok &= match o.dtype {
-            Dtype::F16 => shape::<f16>(&group, &o, &nccl, &blas, &rs, s, &mut md, &mut csv)?,
-            Dtype::Bf16 => shape::<bf16>(&group, &o, &nccl, &blas, &rs, s, &mut md, &mut csv)?,
+            Dtype::F16 => shape::<f16>(&group, &o, &nccl, &blas, &rs, all_reduce, s, &mut md, &mut csv)?,
+            Dtype::Bf16 => shape::<bf16>(&group, &o, &nccl, &blas, &rs, all_reduce, s, &mut md, &mut csv)?,
         };
     }
     println!("{md}");
