@@ -141,7 +141,7 @@ pub fn reduce_scatter_matmul_ws<E: GemmElem, const BM: usize, const BN: usize, c
 }
 
 /// What the kernels do with a summed tile of their own row block
-/// ([`sum_own_tiles`]'s last step).
+/// (the last step of [`reduce_scatter_matmul_ws`] and [`allreduce_matmul_ws`]).
 pub trait OwnTiles<E: GemmElem, const BM: usize>: Copy {
     /// Writes out sub-tile `j` (`buf`: `BM x 64`, the tile's columns `64 j
     /// ..`) of the summed tile `(pm, pn)` (`pm` a tile row of the whole
