@@ -154,6 +154,21 @@ impl<T: Copy> PeerGmem<T> {
     }
 }
 
+impl PeerGmem<u32> {
+    /// The address of word `slot` of device `device`'s part: a counter of
+    /// [`PeerSemaphores`] or [`PeerCounters`], for their atomics. A slot or
+    /// device out of range is a trap on the GPU and a reported misuse on
+    /// the emulator.
+    #[inline(always)]
+    #[track_caller]
+    fn counter(&self, device: u32, slot: usize) -> *mut u32 {
+        let g = self.remote(device);
+        crate::gmem::check_range(slot, 1, g.len());
+        // SAFETY: in bounds (checked).
+        unsafe { g.as_ptr().add(slot) }
+    }
+}
+
 /// `p`, which the compiler must treat as a value computed here (an empty
 /// `asm!` with `p` in and out of one register: no instruction), so that a
 /// select among such values stays a select.
@@ -236,14 +251,6 @@ impl PeerSemaphores {
     pub fn slots(&self) -> usize {
         self.words.len()
     }
-    #[inline(always)]
-    #[track_caller]
-    fn word(&self, device: u32, slot: usize) -> *mut u32 {
-        let g = self.words.remote(device);
-        crate::gmem::check_range(slot, 1, g.len());
-        // SAFETY: in bounds (checked).
-        unsafe { g.as_ptr().add(slot) }
-    }
     /// Adds `n` to counter `slot` of device `device` (this one or a peer):
     /// `red.release.sys.global.add.u32`. What this thread wrote before, and
     /// what it saw through barriers (a `sync_threads` after the CTA's
@@ -252,7 +259,7 @@ impl PeerSemaphores {
     #[inline(always)]
     #[track_caller]
     pub fn signal(&self, device: u32, slot: usize, n: u32) {
-        let w = self.word(device, slot);
+        let w = self.words.counter(device, slot);
         // SAFETY: an aligned u32 of the group's semaphore words.
         unsafe { raw::red_release_sys_add(w, n) }
     }
@@ -261,7 +268,7 @@ impl PeerSemaphores {
     #[inline(always)]
     #[track_caller]
     pub fn wait(&self, slot: usize, n: u32) {
-        let w = self.word(self.rank(), slot);
+        let w = self.words.counter(self.rank(), slot);
         loop {
             // SAFETY: as in `signal`.
             let v = unsafe { raw::ld_acquire_sys(w) };
@@ -337,20 +344,12 @@ impl PeerCounters {
     pub fn slots(&self) -> usize {
         self.words.len()
     }
-    #[inline(always)]
-    #[track_caller]
-    fn word(&self, device: u32, slot: usize) -> *mut u32 {
-        let g = self.words.remote(device);
-        crate::gmem::check_range(slot, 1, g.len());
-        // SAFETY: in bounds (checked).
-        unsafe { g.as_ptr().add(slot) }
-    }
     /// Adds `n` to counter `slot` of device `device` (this one or a peer)
     /// with a system-scope release.
     #[inline(always)]
     #[track_caller]
     pub fn add(&self, device: u32, slot: usize, n: u32) {
-        let w = self.word(device, slot);
+        let w = self.words.counter(device, slot);
         // SAFETY: an aligned u32 of the group's counter words.
         unsafe { raw::red_release_sys_add(w, n) }
     }
@@ -359,7 +358,7 @@ impl PeerCounters {
     #[inline(always)]
     #[track_caller]
     pub fn wait_for(&self, slot: usize, target: u32) {
-        let w = self.word(self.rank(), slot);
+        let w = self.words.counter(self.rank(), slot);
         // SAFETY: as in `add`.
         while (unsafe { raw::ld_acquire_sys(w) }.wrapping_sub(target) as i32) < 0 {
             raw::nanosleep(64);

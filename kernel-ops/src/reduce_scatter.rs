@@ -72,6 +72,35 @@ pub const INSTANCE_NAMES: [&str; INSTANCES.len()] = [INSTANCES[0].0, INSTANCES[1
 type Params<E, const BM: usize, const BN: usize> =
     (TensorMapParam<ATile<E, BM>>, TensorMapParam<BTile<E, BN>>, TensorMapParam<EpiTile<E, BM>>, PeerGmem<u32>, PeerSemaphores, u32, u32, u32);
 
+/// What both launches share: the grid, the receive buffers and counters
+/// grown for the shape, every device's maps of `A` and `B`, and `(block
+/// tiles, n tiles, k steps)`.
+struct Prepared<'b, E: CollectiveElem, const BM: usize, const BN: usize> {
+    grid: u32,
+    a_maps: Vec<TileMap<'b, ATile<E, BM>>>,
+    b_maps: Vec<TileMap<'b, BTile<E, BN>>>,
+    tiles: (u32, u32, u32),
+}
+
+fn prepare<'b, E: CollectiveElem, const BM: usize, const BN: usize>(
+    rs: &ReduceScatterMatmul<'_>,
+    a: &'b PeerBuffer<E>,
+    b: &'b PeerBuffer<E>,
+    (m, n, k): (usize, usize, usize),
+) -> Result<Prepared<'b, E, BM, BN>, MatmulError> {
+    let p = rs.group.len();
+    let (block_tiles, n_tiles, k_steps) = (m / p / BM, n.div_ceil(BN), k.div_ceil(TK));
+    // At most one CTA per SM (the kernel's SMEM allows no more) and never
+    // more CTAs than SMs: every CTA must be resident, since a CTA waiting
+    // for its own block's partials holds its SM.
+    let sms = (0..p).map(|d| rs.group.device(d).sm_count()).min().unwrap_or(1);
+    let grid = Ctas::EvenWaves.grid((p * block_tiles * n_tiles) as u32, sms).max(1);
+    rs.ensure_buffers(recv_words(p, block_tiles, n_tiles, BM, BN), block_tiles * n_tiles)?;
+    let a_maps = (0..p).map(|d| TileMap::<ATile<E, BM>>::new_2d(a.part(d), m, k)).collect::<Result<Vec<_>, _>>()?;
+    let b_maps = (0..p).map(|d| TileMap::<BTile<E, BN>>::new_2d(b.part(d), n, k)).collect::<Result<Vec<_>, _>>()?;
+    Ok(Prepared { grid, a_maps, b_maps, tiles: (block_tiles as u32, n_tiles as u32, k_steps as u32) })
+}
+
 /// Launches `reduce_scatter_matmul_ws<E, BM, BN, STAGES, GRID_W>` on every
 /// device of the group (shapes checked by the caller).
 pub(crate) fn launch<E: CollectiveElem, const BM: usize, const BN: usize, const STAGES: usize, const GRID_W: u32>(
@@ -84,23 +113,11 @@ pub(crate) fn launch<E: CollectiveElem, const BM: usize, const BN: usize, const 
 where
     reduce_scatter_matmul_ws<E, BM, BN, STAGES, GRID_W>: HostEntry<Params = Params<E, BM, BN>>,
 {
-    let p = rs.group.len();
-    let rows = m / p;
-    let (block_tiles, n_tiles, k_steps) = (rows / BM, n.div_ceil(BN), k.div_ceil(TK));
-    // At most one CTA per SM (the kernel's SMEM allows no more) and never
-    // more CTAs than SMs: every CTA must be resident, since a CTA waiting
-    // for its own block's partials holds its SM.
-    let sms = (0..p).map(|d| rs.group.device(d).sm_count()).min().unwrap_or(1);
-    let tiles = (p * block_tiles * n_tiles) as u32;
-    let grid = Ctas::EvenWaves.grid(tiles, sms).max(1);
-    rs.ensure_buffers(recv_words(p, block_tiles, n_tiles, BM, BN), block_tiles * n_tiles)?;
-    let a_maps = (0..p).map(|d| TileMap::<ATile<E, BM>>::new_2d(a.part(d), m, k)).collect::<Result<Vec<_>, _>>()?;
-    let b_maps = (0..p).map(|d| TileMap::<BTile<E, BN>>::new_2d(b.part(d), n, k)).collect::<Result<Vec<_>, _>>()?;
+    let Prepared { grid, a_maps, b_maps, tiles: (bt, nt, ks) } = prepare::<E, BM, BN>(rs, a, b, (m, n, k))?;
+    let rows = m / rs.group.len();
     let c_maps = c.parts_mut().map(|part| TileMap::<EpiTile<E, BM>>::new_2d_mut(part, rows, n)).collect::<Result<Vec<_>, _>>()?;
-    let recv = rs.recv.borrow();
-    let ready = rs.ready.borrow();
-    let (recv, ready) = (recv.as_ref().expect("allocated above"), ready.as_ref().expect("allocated above"));
-    let (bt, nt, ks) = (block_tiles as u32, n_tiles as u32, k_steps as u32);
+    let (recv, ready) = (rs.recv.borrow(), rs.ready.borrow());
+    let (recv, ready) = (recv.as_ref().expect("allocated by prepare"), ready.as_ref().expect("allocated by prepare"));
     rs.program
         .kernel::<reduce_scatter_matmul_ws<E, BM, BN, STAGES, GRID_W>>()?
         .launch(grid, |r| (&a_maps[r.index()], &b_maps[r.index()], &c_maps[r.index()], recv.on(r), ready.on(r), bt, nt, ks))?;
@@ -124,13 +141,7 @@ pub(crate) fn launch_all_reduce<E: CollectiveElem, const BM: usize, const BN: us
 where
     allreduce_matmul_ws<E, BM, BN, STAGES, GRID_W>: HostEntry<Params = AllReduceParams<E, BM, BN>>,
 {
-    let p = rs.group.len();
-    let (block_tiles, n_tiles, k_steps) = (m / p / BM, n.div_ceil(BN), k.div_ceil(TK));
-    let sms = (0..p).map(|d| rs.group.device(d).sm_count()).min().unwrap_or(1);
-    let grid = Ctas::EvenWaves.grid((p * block_tiles * n_tiles) as u32, sms).max(1);
-    rs.ensure_buffers(recv_words(p, block_tiles, n_tiles, BM, BN), block_tiles * n_tiles)?;
-    let a_maps = (0..p).map(|d| TileMap::<ATile<E, BM>>::new_2d(a.part(d), m, k)).collect::<Result<Vec<_>, _>>()?;
-    let b_maps = (0..p).map(|d| TileMap::<BTile<E, BN>>::new_2d(b.part(d), n, k)).collect::<Result<Vec<_>, _>>()?;
+    let Prepared { grid, a_maps, b_maps, tiles: (bt, nt, ks) } = prepare::<E, BM, BN>(rs, a, b, (m, n, k))?;
     // Each device's `C` is written through its own TMA map and, by the
     // other devices, through `c_all`: the maps are over second handles.
     // SAFETY: `c` is borrowed mutably for this call; a tile of `C` is
@@ -138,10 +149,8 @@ where
     // the others), within this one group launch.
     let mut c_alias = unsafe { crate::collective::alias_parts(rs.group, c) }?;
     let c_maps = c_alias.iter_mut().map(|part| TileMap::<EpiTile<E, BM>>::new_2d_mut(part, m, n)).collect::<Result<Vec<_>, _>>()?;
-    let recv = rs.recv.borrow();
-    let ready = rs.ready.borrow();
-    let (recv, ready) = (recv.as_ref().expect("allocated above"), ready.as_ref().expect("allocated above"));
-    let (bt, nt, ks) = (block_tiles as u32, n_tiles as u32, k_steps as u32);
+    let (recv, ready) = (rs.recv.borrow(), rs.ready.borrow());
+    let (recv, ready) = (recv.as_ref().expect("allocated by prepare"), ready.as_ref().expect("allocated by prepare"));
     rs.program
         .kernel::<allreduce_matmul_ws<E, BM, BN, STAGES, GRID_W>>()?
         .launch(grid, |r| (&a_maps[r.index()], &b_maps[r.index()], &c_maps[r.index()], c.on(r), recv.on(r), ready.on(r), bt, nt, ks))?;

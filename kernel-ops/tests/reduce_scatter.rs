@@ -26,10 +26,22 @@ fn reference<E: CollectiveElem>(p: usize, (m, n, k): (usize, usize, usize), a: &
 /// inputs (C starts as NaN: a row block not written fails), each device's
 /// row block against the CPU (within the rounding of the partials and the
 /// sum: bf16 keeps 8 bits, f16 11).
-fn check<E: CollectiveElem>(group: &DeviceGroup, rs: &ReduceScatterMatmul<'_>, (m, n, k): (usize, usize, usize), calls: usize, seed: u64) {
+fn check<E: CollectiveElem>(group: &DeviceGroup, rs: &ReduceScatterMatmul<'_>, shape: (usize, usize, usize), calls: usize, seed: u64) {
+    check_sum::<E>(group, rs, shape, calls, seed, false)
+}
+
+/// `run_all_reduce` as [`check`] checks `run`: every device's whole `C`
+/// against the CPU's sum.
+fn check_all_reduce<E: CollectiveElem>(group: &DeviceGroup, rs: &ReduceScatterMatmul<'_>, shape: (usize, usize, usize), calls: usize, seed: u64) {
+    check_sum::<E>(group, rs, shape, calls, seed, true)
+}
+
+fn check_sum<E: CollectiveElem>(group: &DeviceGroup, rs: &ReduceScatterMatmul<'_>, (m, n, k): (usize, usize, usize), calls: usize, seed: u64, all_reduce: bool) {
     let tolerance = if E::NAME == "bf16" { 1e-2 } else { 2e-3 };
     let p = group.len();
-    let rows = m / p;
+    // Device d's rows of C: its row block, or all of them.
+    let rows = if all_reduce { m } else { m / p };
+    let first = |d: usize| if all_reduce { 0 } else { d * rows };
     for call in 0..calls {
         let s = seed + 100 * call as u64;
         let a_parts: Vec<Vec<E>> = (0..p).map(|d| E::randn(m * k, s + d as u64)).collect();
@@ -37,36 +49,18 @@ fn check<E: CollectiveElem>(group: &DeviceGroup, rs: &ReduceScatterMatmul<'_>, (
         let a = group.upload(&a_parts).unwrap();
         let b = group.upload(&b_parts).unwrap();
         let mut c = group.upload(&vec![vec![E::NAN; rows * n]; p]).unwrap();
-        rs.run(&a, &b, &mut c, (m, n, k)).unwrap();
-        group.synchronize().unwrap();
-        let want = reference(p, (m, n, k), &a_parts, &b_parts);
-        for (d, got) in group.download(&c).unwrap().iter().enumerate() {
-            let got: Vec<f32> = got.iter().map(|&x| x.into()).collect();
-            let err = kernel_host::rel_frobenius_error_f32(&got, &want[d * rows * n..(d + 1) * rows * n]);
-            assert!(err < tolerance, "{} devices, {}, call {call}: row block of device {d}: relative error {err}", p, E::NAME);
+        if all_reduce {
+            rs.run_all_reduce(&a, &b, &mut c, (m, n, k)).unwrap();
+        } else {
+            rs.run(&a, &b, &mut c, (m, n, k)).unwrap();
         }
-    }
-}
-
-/// `run_all_reduce` on `group`, `calls` times in a row (C starts as NaN
-/// on every device), every device's whole `C` against the CPU's sum.
-fn check_all_reduce<E: CollectiveElem>(group: &DeviceGroup, rs: &ReduceScatterMatmul<'_>, (m, n, k): (usize, usize, usize), calls: usize, seed: u64) {
-    let p = group.len();
-    let tolerance = if E::NAME == "bf16" { 1e-2 } else { 2e-3 };
-    for call in 0..calls {
-        let s = seed + 100 * call as u64;
-        let a_parts: Vec<Vec<E>> = (0..p).map(|d| E::randn(m * k, s + d as u64)).collect();
-        let b_parts: Vec<Vec<E>> = (0..p).map(|d| E::randn(n * k, s + 50 + d as u64)).collect();
-        let a = group.upload(&a_parts).unwrap();
-        let b = group.upload(&b_parts).unwrap();
-        let mut c = group.upload(&vec![vec![E::NAN; m * n]; p]).unwrap();
-        rs.run_all_reduce(&a, &b, &mut c, (m, n, k)).unwrap();
         group.synchronize().unwrap();
         let want = reference(p, (m, n, k), &a_parts, &b_parts);
+        let what = if all_reduce { "all-reduce, C" } else { "reduce-scatter, row block" };
         for (d, got) in group.download(&c).unwrap().iter().enumerate() {
             let got: Vec<f32> = got.iter().map(|&x| x.into()).collect();
-            let err = kernel_host::rel_frobenius_error_f32(&got, &want);
-            assert!(err < tolerance, "all-reduce, {} devices, {}, call {call}: C on device {d}: relative error {err}", p, E::NAME);
+            let err = kernel_host::rel_frobenius_error_f32(&got, &want[first(d) * n..(first(d) + rows) * n]);
+            assert!(err < tolerance, "{} devices, {}, call {call}: {what} of device {d}: relative error {err}", p, E::NAME);
         }
     }
 }

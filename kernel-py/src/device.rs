@@ -137,12 +137,24 @@ pub fn want_shape(a: &Arr, shape: &[usize]) -> PyResult<()> {
 /// the array lives, and nothing else touches it, until the buffer drops
 /// (and, on a GPU, until the work using it has completed in stream order).
 pub unsafe fn borrow<T>(dev: &Device, a: &Arr) -> PyResult<Buffer<T>> {
-    let len = a.len();
+    // SAFETY: the caller's contract, for the whole array.
+    unsafe { borrow_range(dev, a, 0, a.len()) }
+}
+
+/// A buffer over elements `offset .. offset + len` of the array's memory
+/// on `dev` (no copy): [`borrow`] of a part, such as a row block.
+///
+/// # Safety
+/// As [`borrow`]'s; `offset + len` is within the array, and `offset`
+/// elements of `T` keep the 16-byte alignment when the part is used for
+/// 16-byte accesses or tensor maps.
+pub unsafe fn borrow_range<T>(dev: &Device, a: &Arr, offset: usize, len: usize) -> PyResult<Buffer<T>> {
     // SAFETY: the caller's contract; `import` checked the pointer's alignment.
     let r = unsafe {
+        let ptr = (a.ptr as *mut T).add(offset);
         match a.place {
-            Place::Cpu => Buffer::borrow_host(dev, a.ptr as *mut T, len),
-            Place::Cuda(_) => Buffer::borrow_gpu(dev, a.ptr as u64, len),
+            Place::Cpu => Buffer::borrow_host(dev, ptr, len),
+            Place::Cuda(_) => Buffer::borrow_gpu(dev, ptr as u64, len),
         }
     };
     r.map_err(runtime_err)
@@ -186,21 +198,41 @@ pub fn stream_for(arr: &Arr, stream: Option<u64>) -> PyResult<u64> {
 /// `cuda_stream`, 0 by default): it must be 0 or a live stream of the
 /// device's primary context, which the Python API documents and trusts.
 pub fn run(dev: &Device, stream: u64, f: impl FnOnce() -> PyResult<()>) -> PyResult<()> {
-    let Some(gpu) = dev.as_gpu() else {
+    run_on(&[dev], &[stream], f)
+}
+
+/// [`run`] on several devices at once (a group's launches): on GPUs in
+/// stream order with each device's stream of `streams` (entry `d` for
+/// `devices[d]`), the launches of `f` after what each stream had queued and
+/// before what it queues next; on the emulator to the end.
+pub fn run_on(devices: &[&Device], streams: &[u64], f: impl FnOnce() -> PyResult<()>) -> PyResult<()> {
+    if !devices.iter().any(|d| d.as_gpu().is_some()) {
         return f();
-    };
+    }
     let mut failed = None;
-    // SAFETY: `stream` as documented above.
-    let r = unsafe {
-        gpu.in_order_with(stream, || {
-            f().map_err(|e| {
-                failed = Some(e);
-                kernel_host::Error::InvalidArgument { function: "kernel_py::run", problem: "the launch failed (the Python exception)".into() }
-            })
+    let mut body = Some(|| {
+        f().map_err(|e| {
+            failed = Some(e);
+            kernel_host::Error::InvalidArgument { function: "kernel_py::run", problem: "the launch failed (the Python exception)".into() }
         })
-    };
+    });
+    let r = in_order(devices, streams, &mut body);
     match failed {
         Some(e) => Err(e),
         None => r.map_err(host_err),
+    }
+}
+
+/// `body` inside [`Gpu::in_order_with`] of every GPU of `devices` with its
+/// stream, one inside the other (no allocation: one instance per `F`).
+fn in_order<F: FnOnce() -> kernel_host::Result<()>>(devices: &[&Device], streams: &[u64], body: &mut Option<F>) -> kernel_host::Result<()> {
+    match devices.split_first() {
+        None => (body.take().expect("run once"))(),
+        Some((d, rest)) => match d.as_gpu() {
+            // SAFETY: each stream is 0 or a live stream of its device's
+            // primary context, as [`run`] documents and trusts.
+            Some(g) => unsafe { g.in_order_with(streams[0], || in_order(rest, &streams[1..], body)) },
+            None => in_order(rest, &streams[1..], body),
+        },
     }
 }

@@ -195,7 +195,7 @@ mod dlpack;
 
 pub use alloc::empty_like;
 pub use call::{ArrayArg, Call, Dim, Element};
-pub use device::{borrow, device, host_err, run, runtime_err, same_dtype, same_place, stream_for, want_shape, Programs};
+pub use device::{borrow, borrow_range, device, host_err, run, run_on, runtime_err, same_dtype, same_place, stream_for, want_shape, Programs};
 pub use dlpack::{import, Arr, Dtype, Place};
 pub use pyo3;
 /// The host crate, for what a launch's `args` may need beyond buffers

@@ -11,10 +11,9 @@
 use crate::{matmul_err, ops_err};
 use kernel_device::{bf16, f16};
 use kernel_host::group::{DeviceGroup, PeerBuffer};
-use kernel_host::{Buffer, Gpu};
 use kernel_ops::collective::{AllGatherMatmul, CollectiveElem, FORWARDING_TILE_ROWS};
 use kernel_ops::reduce_scatter::ReduceScatterMatmul;
-use kernel_py::{host_err, import, runtime_err, same_dtype, stream_for, Arr, Dtype, Place};
+use kernel_py::{borrow_range, host_err, import, run_on, runtime_err, same_dtype, stream_for, Arr, Dtype, Place};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::sync::Mutex;
@@ -26,8 +25,8 @@ static GROUPS: Mutex<Vec<(bool, usize, &'static DeviceGroup)>> = Mutex::new(Vec:
 thread_local! {
     /// The collectives per group (the group's address), per thread: they
     /// are not `Send`.
-    static ALL_GATHER: std::cell::RefCell<Vec<(usize, AllGatherMatmul<'static>)>> = const { std::cell::RefCell::new(Vec::new()) };
-    static REDUCE_SCATTER: std::cell::RefCell<Vec<(usize, ReduceScatterMatmul<'static>)>> = const { std::cell::RefCell::new(Vec::new()) };
+    static ALL_GATHER: Cache<AllGatherMatmul<'static>> = const { std::cell::RefCell::new(Vec::new()) };
+    static REDUCE_SCATTER: Cache<ReduceScatterMatmul<'static>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The group of `p` devices of this kind: GPUs `0 .. p` or `p` emulated
@@ -121,23 +120,10 @@ fn want_all(arrs: &[Arr], shape: (usize, usize), rule: &str) -> PyResult<()> {
 /// them, until the buffer drops and the work using it has completed in
 /// stream order; `offset + len` is within each.
 unsafe fn peer<T>(g: &DeviceGroup, arrs: &[Arr], offset: usize, len: usize) -> PyResult<PeerBuffer<T>> {
-    let parts = arrs
-        .iter()
-        .enumerate()
-        .map(|(d, a)| {
-            // SAFETY: the caller's contract; `import` checked the alignment
-            // (16 bytes), and offsets are whole rows of 16-bit elements.
-            unsafe {
-                let ptr = (a.ptr as *mut T).add(offset);
-                if a.place == Place::Cpu {
-                    Buffer::borrow_host(g.device(d), ptr, len)
-                } else {
-                    Buffer::borrow_gpu(g.device(d), ptr as u64, len)
-                }
-            }
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(host_err)?;
+    // SAFETY: the caller's contract; offsets are whole rows of K or N
+    // elements, multiples of 8 (checked before the launch by the
+    // collectives), so every part keeps the arrays' 16-byte alignment.
+    let parts = arrs.iter().enumerate().map(|(d, a)| unsafe { borrow_range::<T>(g.device(d), a, offset, len) }).collect::<PyResult<Vec<_>>>()?;
     g.peer_buffer(parts).map_err(host_err)
 }
 
@@ -165,53 +151,31 @@ impl Drop for RestoreContext {
 }
 
 /// Runs `f` on `g` in stream order with each device's stream of `streams`
-/// (see [`kernel_py::run`]; the emulator runs it to the end).
+/// ([`kernel_py::run_on`]).
 fn run_group(g: &DeviceGroup, streams: &[u64], f: impl FnOnce() -> PyResult<()>) -> PyResult<()> {
-    let gpus: Vec<&Gpu> = (0..g.len()).filter_map(|d| g.device(d).as_gpu()).collect();
-    if gpus.is_empty() {
-        return f();
-    }
-    let mut failed = None;
-    let r = {
-        let mut body = Some(Box::new(|| {
-            f().map_err(|e| {
-                failed = Some(e);
-                kernel_host::Error::InvalidArgument { function: "kernel_ops collective", problem: "the launch failed (the Python exception)".into() }
-            })
-        }) as Box<dyn FnOnce() -> kernel_host::Result<()> + '_>);
-        nest(&gpus, streams, &mut body)
-    };
-    match failed {
-        Some(e) => Err(e),
-        None => r.map_err(host_err),
-    }
+    let devices: Vec<&kernel_host::Device> = (0..g.len()).map(|d| g.device(d)).collect();
+    run_on(&devices, streams, f)
 }
 
-/// `body` inside `Gpu::in_order_with` of every GPU of `gpus` with its
-/// stream, one inside the other.
-fn nest<'a>(gpus: &[&Gpu], streams: &[u64], body: &mut Option<Box<dyn FnOnce() -> kernel_host::Result<()> + 'a>>) -> kernel_host::Result<()> {
-    match gpus.split_first() {
-        None => (body.take().expect("run once"))(),
-        // SAFETY: each stream is 0 or the caller's current stream of that
-        // device ([`stream_for`]), as `kernel_py::run` takes it.
-        Some((g, rest)) => unsafe { g.in_order_with(streams[0], || nest(rest, &streams[1..], body)) },
-    }
-}
+/// A cache of one collective per group (the group's address).
+type Cache<T> = std::cell::RefCell<Vec<(usize, T)>>;
 
-/// Runs `$body` with `$T` the element type of dtype `$dt` (f16 or bf16).
-macro_rules! with_type {
-    ($dt:expr, $T:ident => $body:expr) => {
-        match $dt {
-            Dtype::F16 => {
-                type $T = f16;
-                $body
-            }
-            _ => {
-                type $T = bf16;
-                $body
-            }
+/// Runs `f` with `cache`'s collective of group `g`, made by `make` at the
+/// first call on the group.
+fn with_cached<T, R>(
+    cache: &'static std::thread::LocalKey<Cache<T>>,
+    g: &'static DeviceGroup,
+    make: impl FnOnce(&'static DeviceGroup) -> Result<T, kernel_ops::MatmulError>,
+    f: impl FnOnce(&T) -> PyResult<R>,
+) -> PyResult<R> {
+    cache.with(|cell| {
+        let mut cache = cell.borrow_mut();
+        let key = g as *const DeviceGroup as usize;
+        if !cache.iter().any(|(k, _)| *k == key) {
+            cache.push((key, make(g).map_err(|e| ops_err(matmul_err(e)))?));
         }
-    };
+        f(&cache.iter().find(|(k, _)| *k == key).expect("added above").1)
+    })
 }
 
 /// The reduce-scatter matmul: `c[d]` (`M/p x N`) = row block `d` of `Σ_j
@@ -245,14 +209,8 @@ fn sum_matmul(a: Vec<Bound<'_, PyAny>>, b: Vec<Bound<'_, PyAny>>, c: Vec<Bound<'
     want_all(&c, (rows, n), if all_reduce { "every c[d] is M x N" } else { "every c[d] is M/p x N" })?;
     let g = group(gpus, p)?;
     let streams = c.iter().map(|x| stream_for(x, None)).collect::<PyResult<Vec<_>>>()?;
-    REDUCE_SCATTER.with(|cell| {
-        let mut cache = cell.borrow_mut();
-        let key = g as *const DeviceGroup as usize;
-        if !cache.iter().any(|(k, _)| *k == key) {
-            cache.push((key, ReduceScatterMatmul::new(g).map_err(|e| ops_err(matmul_err(e)))?));
-        }
-        let rs = &cache.iter().find(|(k, _)| *k == key).expect("added above").1;
-        with_type!(dt, T => {
+    with_cached(&REDUCE_SCATTER, g, ReduceScatterMatmul::new, |rs| {
+        with_norm_type!(dt, T => {
             // SAFETY: the arrays live for this call and are handed over
             // until the launches are ordered on the callers' streams.
             let (ba, bb, mut bc) = unsafe { (peer::<T>(g, &a, 0, m * k)?, peer::<T>(g, &b, 0, n * k)?, peer::<T>(g, &c, 0, rows * n)?) };
@@ -287,15 +245,7 @@ pub fn all_gather_matmul(a: Vec<Bound<'_, PyAny>>, b: Vec<Bound<'_, PyAny>>, c: 
     want_all(&c, (p * m, n), "every c[d] is p m x N")?;
     let g = group(gpus, p)?;
     let streams = c.iter().map(|x| stream_for(x, None)).collect::<PyResult<Vec<_>>>()?;
-    ALL_GATHER.with(|cell| {
-        let mut cache = cell.borrow_mut();
-        let key = g as *const DeviceGroup as usize;
-        if !cache.iter().any(|(k, _)| *k == key) {
-            cache.push((key, AllGatherMatmul::new(g).map_err(|e| ops_err(matmul_err(e)))?));
-        }
-        let agm = &cache.iter().find(|(k, _)| *k == key).expect("added above").1;
-        with_type!(dt, T => all_gather::<T>(g, agm, &a, &b, &c, (m, n, k), &streams))
-    })
+    with_cached(&ALL_GATHER, g, AllGatherMatmul::new, |agm| with_norm_type!(dt, T => all_gather::<T>(g, agm, &a, &b, &c, (m, n, k), &streams)))
 }
 
 fn all_gather<T: CollectiveElem>(g: &DeviceGroup, agm: &AllGatherMatmul<'_>, a: &[Arr], b: &[Arr], c: &[Arr], (m, n, k): (usize, usize, usize), streams: &[u64]) -> PyResult<()> {

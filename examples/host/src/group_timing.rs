@@ -3,9 +3,31 @@
 //! then the median wall time of samples of back-to-back calls (the group
 //! synchronized after each sample), in interleaved rounds, with GPU 0's SM
 //! clock and power.
+use kernel_device::{bf16, f16};
+use kernel_host::cudarc::cublas::{CudaBlas, Gemm};
+use kernel_host::cudarc::nccl::NcclType;
 use kernel_host::group::DeviceGroup;
+use kernel_host::BlasElem;
+use kernel_ops::collective::CollectiveElem;
 use kernel_host::{ClockPower, ClockSampler};
 use std::time::Instant;
+
+/// The benchmarks' `--dtype`: the element type of every contender.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum Dtype {
+    F16,
+    Bf16,
+}
+
+/// An element type every contender of the multi-GPU benchmarks takes:
+/// ours, cuBLAS's and NCCL's.
+pub trait Elem: CollectiveElem + BlasElem + NcclType
+where
+    CudaBlas: Gemm<Self>,
+{
+}
+impl Elem for f16 {}
+impl Elem for bf16 {}
 
 /// A benchmark's result type.
 pub type Res<T> = Result<T, Box<dyn std::error::Error>>;

@@ -32,16 +32,15 @@ use kernel_device::{bf16, f16};
 use kernel_host::group::{DeviceGroup, PeerBuffer};
 use kernel_host::nccl::Nccl;
 use kernel_host::cudarc::cublas::{CudaBlas, Gemm};
-use kernel_host::cudarc::nccl::NcclType;
-use kernel_host::{randn_f32, Blas, BlasElem, ClockPower};
-use kernel_ops::collective::{AllGatherMatmul, CollectiveElem, FORWARDING_TILE_ROWS};
+use kernel_host::{randn_f32, Blas, ClockPower};
+use kernel_ops::collective::{AllGatherMatmul, FORWARDING_TILE_ROWS};
 use kernel_ops::matmul::MatmulElem;
 use kernel_ops::Matmul;
 use kernels::peer;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use examples::group_timing::{clock_text, rounds, Contender, Res, Timing};
+use examples::group_timing::{clock_text, rounds, Contender, Dtype, Elem, Res, Timing};
 
 /// Benchmarks a group of GPUs with peer access: the seed's shard exchange
 /// and our ring all-gather against NCCL's all-gather, then the all-gather
@@ -88,21 +87,6 @@ struct Opts {
     #[arg(long, value_enum, default_value_t = Dtype::F16)]
     dtype: Dtype,
 }
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum Dtype {
-    F16,
-    Bf16,
-}
-
-/// An element type every contender takes: ours, cuBLAS's and NCCL's.
-trait Elem: CollectiveElem + BlasElem + NcclType
-where
-    CudaBlas: Gemm<Self>,
-{
-}
-impl Elem for f16 {}
-impl Elem for bf16 {}
 
 impl Opts {
     fn timing(&self) -> Timing {

@@ -38,16 +38,14 @@ use kernel_device::{bf16, f16};
 use kernel_host::group::DeviceGroup;
 use kernel_host::nccl::Nccl;
 use kernel_host::cudarc::cublas::{CudaBlas, Gemm};
-use kernel_host::cudarc::nccl::NcclType;
-use kernel_host::{Blas, BlasElem, ClockPower};
-use kernel_ops::collective::CollectiveElem;
+use kernel_host::{Blas, ClockPower};
 use kernel_ops::matmul::MatmulElem;
 use kernel_ops::reduce_scatter::{ReduceScatterMatmul, TILE_ROWS};
 use kernel_ops::Matmul;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use examples::group_timing::{clock_text, rounds, Contender, Res, Timing};
+use examples::group_timing::{clock_text, rounds, Contender, Dtype, Elem, Res, Timing};
 
 /// Benchmarks the reduce-scatter matmul
 /// (`kernel_ops::reduce_scatter::ReduceScatterMatmul`) against per-device
@@ -86,21 +84,6 @@ struct Opts {
     #[arg(long, value_enum, default_value_t = Dtype::F16)]
     dtype: Dtype,
 }
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum Dtype {
-    F16,
-    Bf16,
-}
-
-/// An element type every contender takes: ours, cuBLAS's and NCCL's.
-trait Elem: CollectiveElem + BlasElem + NcclType
-where
-    CudaBlas: Gemm<Self>,
-{
-}
-impl Elem for f16 {}
-impl Elem for bf16 {}
 
 impl Opts {
     fn timing(&self) -> Timing {
